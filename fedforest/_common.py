@@ -1,0 +1,35 @@
+"""Dtypes and sentinels shared by every module (one place, as in scikit-learn's ``common.pyx``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Feature values and thresholds.
+X_DTYPE = np.float64
+#: Node indices (children, routing slots).
+NODE_DTYPE = np.int32
+#: Feature indices in trees and requests.
+FEATURE_DTYPE = np.int32
+#: Additive sufficient statistics.
+STAT_DTYPE = np.float64
+#: Per-client fine quantile codes used for the sketches (at most 256 fine bins per feature).
+CODE_DTYPE = np.uint8
+N_FINE_BINS = 256
+
+#: ``children_left`` / ``children_right`` of a leaf (scikit-learn's ``TREE_LEAF``).
+TREE_LEAF = -1
+#: ``feature`` of a leaf (scikit-learn's ``TREE_UNDEFINED``).
+TREE_UNDEFINED = -2
+
+#: Column layout of the additive statistics ``s``: distinct in-bag rows, bootstrap weight,
+#: then the task part, (sum w*y, sum w*y^2) for regression or the weighted count of each
+#: class for classification. The row count carries scikit-learn's ``min_samples_leaf``
+#: semantics (it counts distinct rows, not bootstrap weight).
+STAT_ROWS = 0
+STAT_WEIGHT = 1
+STAT_TASK = 2
+
+
+def n_stats(task: str, n_classes: int) -> int:
+    """Number of columns of the additive statistics for a task."""
+    return STAT_TASK + (2 if task == "regression" else n_classes)

@@ -1,0 +1,250 @@
+"""The ``fedforest simulate`` experiment: fedforest against centralized and local forests.
+
+Kept out of :mod:`fedforest.cli` so it can be called and tested without argparse.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from numpy.typing import NDArray
+from sklearn.ensemble import RandomForestRegressor
+from tqdm import tqdm
+
+from fedforest.datasets import FederatedSplit, make_paper_synthetic
+
+FEDFOREST = "fedforest"
+CENTRALIZED = "centralized RF"
+LOCAL = "local learning"
+
+#: Hyperparameters fixed by the paper's Section 5 (the CLI exposes the others).
+MIN_SAMPLES_LEAF = 5
+MAX_FEATURES = 1 / 3
+
+
+@dataclass(frozen=True)
+class SimulateConfig:
+    """Parameters of one ``fedforest simulate`` run (the CLI's options)."""
+
+    scenario: str = "covariate-shift"
+    clients: int = 10
+    rows_per_client: int = 200
+    features: int = 20
+    trees: int = 50
+    max_depth: int = 8
+    seed: int = 0
+    n_bins: int = 32
+    n_jobs: int | None = None
+
+
+@dataclass(frozen=True)
+class MethodResult:
+    """Score, cost and communication of one method; ``None`` when not federated."""
+
+    name: str
+    mse: float
+    fit_seconds: float
+    rounds: int | None = None
+    mb_sent: float | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class SimulateResult:
+    """Everything ``fedforest simulate`` reports and plots.
+
+    ``predictions`` maps a method name to its predictions on ``y_test``'s rows
+    (fedforest and centralized RF; local learning scores each client separately).
+    """
+
+    config: SimulateConfig
+    methods: tuple[MethodResult, ...]
+    y_test: NDArray[np.float64]
+    predictions: dict[str, NDArray[np.float64]] = field(default_factory=dict)
+
+    def mse(self, name: str) -> float:
+        """Test MSE of the method called ``name``."""
+        return next(m.mse for m in self.methods if m.name == name)
+
+    @property
+    def relative_gap(self) -> float:
+        """Relative test-MSE gap of fedforest over centralized RF, in percent."""
+        central = self.mse(CENTRALIZED)
+        return 100.0 * (self.mse(FEDFOREST) - central) / central
+
+
+def run_simulation(config: SimulateConfig, *, progress: bool = True) -> SimulateResult:
+    """Generate the scenario's data and train and score the three methods.
+
+    Parameters
+    ----------
+    config : SimulateConfig
+    progress : bool, default=True
+        Show a tqdm progress bar over the steps on stderr.
+
+    Returns
+    -------
+    result : SimulateResult
+    """
+    steps: list[tuple[str, Callable[[FederatedSplit, SimulateConfig], _Fitted]]] = [
+        (FEDFOREST, _fit_fedforest),
+        (CENTRALIZED, _fit_centralized),
+        (LOCAL, _fit_local),
+    ]
+    with tqdm(total=len(steps) + 1, desc="simulate", file=sys.stderr, disable=not progress) as bar:
+        bar.set_postfix_str("data")
+        data = make_paper_synthetic(
+            config.scenario,
+            n_clients=config.clients,
+            n_per_client=config.rows_per_client,
+            n_features=config.features,
+            random_state=config.seed,
+        )
+        bar.update()
+        methods, predictions = [], {}
+        for name, fit in steps:
+            bar.set_postfix_str(name)
+            method, y_pred = fit(data, config)
+            methods.append(method)
+            if y_pred is not None:
+                predictions[name] = y_pred
+            bar.update()
+    return SimulateResult(config, tuple(methods), data.y_test, predictions)
+
+
+_Fitted = tuple[MethodResult, NDArray[np.float64] | None]
+
+
+def _forest_params(config: SimulateConfig) -> dict[str, Any]:
+    """Hyperparameters shared by every forest of the comparison."""
+    return {
+        "n_estimators": config.trees,
+        "max_depth": config.max_depth,
+        "min_samples_leaf": MIN_SAMPLES_LEAF,
+        "max_features": MAX_FEATURES,
+        "bootstrap": True,
+        "random_state": config.seed,
+        "n_jobs": config.n_jobs,
+    }
+
+
+def _mse(y_true: NDArray[np.float64], y_pred: NDArray[np.float64]) -> float:
+    return float(np.mean((np.asarray(y_true) - np.asarray(y_pred)) ** 2))
+
+
+def _fit_fedforest(data: FederatedSplit, config: SimulateConfig) -> _Fitted:
+    from fedforest.forest import FedForestRegressor
+
+    model = FedForestRegressor(n_bins=config.n_bins, **_forest_params(config))
+    start = time.perf_counter()
+    model.fit(data.X_train, data.y_train, client_ids=data.h_train)
+    seconds = time.perf_counter() - start
+    y_pred = np.asarray(model.predict(data.X_test), dtype=np.float64)
+    ledger = model.communication_
+    mb_sent = (ledger.upload_bytes + ledger.download_bytes) / 1e6
+    result = MethodResult(FEDFOREST, _mse(data.y_test, y_pred), seconds, ledger.rounds, mb_sent)
+    return result, y_pred
+
+
+def _fit_centralized(data: FederatedSplit, config: SimulateConfig) -> _Fitted:
+    model = RandomForestRegressor(**_forest_params(config))
+    start = time.perf_counter()
+    model.fit(data.X_train, data.y_train)
+    seconds = time.perf_counter() - start
+    y_pred = np.asarray(model.predict(data.X_test), dtype=np.float64)
+    return MethodResult(CENTRALIZED, _mse(data.y_test, y_pred), seconds), y_pred
+
+
+def _fit_local(data: FederatedSplit, config: SimulateConfig) -> _Fitted:
+    """One forest per client on its own rows, scored on its own test rows; mean MSE."""
+    scores, seconds = [], 0.0
+    for h in range(data.n_clients):
+        train, test = data.h_train == h, data.h_test == h
+        model = RandomForestRegressor(**_forest_params(config))
+        start = time.perf_counter()
+        model.fit(data.X_train[train], data.y_train[train])
+        seconds += time.perf_counter() - start
+        scores.append(_mse(data.y_test[test], model.predict(data.X_test[test])))
+    return MethodResult(LOCAL, float(np.mean(scores)), seconds), None
+
+
+def format_report(result: SimulateResult) -> str:
+    """The comparison table and fedforest's relative gap to centralized RF."""
+    c = result.config
+    lines = [
+        f"scenario {c.scenario}: {c.clients} clients x {c.rows_per_client} rows "
+        f"(30% held out per client), {c.features} features, {c.trees} trees, "
+        f"max depth {c.max_depth}, {c.n_bins} bins",
+        "",
+        f"{'method':<16}{'test MSE':>10}{'fit s':>9}{'rounds':>8}{'MB sent':>10}",
+    ]
+    for m in result.methods:
+        rounds = "-" if m.rounds is None else str(m.rounds)
+        mb = "-" if m.mb_sent is None else f"{m.mb_sent:.3f}"
+        lines.append(f"{m.name:<16}{m.mse:>10.4f}{m.fit_seconds:>9.2f}{rounds:>8}{mb:>10}")
+    lines += [
+        "",
+        f"fedforest vs centralized RF: {result.relative_gap:+.1f} % test MSE",
+        "(local learning: mean over clients of each client's MSE on its own test rows;",
+        " MB sent: uploaded + downloaded, 1 MB = 10^6 bytes)",
+    ]
+    return "\n".join(lines)
+
+
+def save_figure(result: SimulateResult, path: str | Path) -> Path:
+    """Write the two-panel PNG: test MSE by method, predicted vs true on the test set."""
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_bar, ax_scatter = fig.subplots(1, 2)
+    names = [m.name for m in result.methods]
+    mses = [m.mse for m in result.methods]
+    bars = ax_bar.bar(names, mses, color=["tab:blue", "tab:orange", "tab:gray"][: len(names)])
+    ax_bar.bar_label(bars, fmt="%.3f")
+    ax_bar.set_ylabel("test MSE")
+    ax_bar.set_title("test MSE by method")
+    _scatter_panel(ax_scatter, result)
+    fig.suptitle(f"fedforest simulate: {result.config.scenario}")
+    out = Path(path)
+    fig.savefig(out, format="png", dpi=120)
+    return out
+
+
+def _scatter_panel(ax: Any, result: SimulateResult) -> None:
+    # Different markers, because fedforest and centralized RF can coincide point for point.
+    styles = {FEDFOREST: ("tab:blue", "o"), CENTRALIZED: ("tab:orange", "+")}
+    for name, y_pred in result.predictions.items():
+        color, marker = styles.get(name, ("tab:gray", "."))
+        ax.scatter(result.y_test, y_pred, s=14, alpha=0.6, label=name, c=color, marker=marker)
+    low, high = float(np.min(result.y_test)), float(np.max(result.y_test))
+    ax.plot([low, high], [low, high], color="black", linewidth=1, label="y = x")
+    ax.set_xlabel("true y")
+    ax.set_ylabel("predicted y")
+    ax.set_title("test set: predicted vs true")
+    ax.legend()
+
+
+def reproduce_command(config: SimulateConfig, out: str | Path) -> str:
+    """The ``fedforest simulate`` command line that reruns ``config``."""
+    argv = [
+        "fedforest", "simulate",
+        "--scenario", config.scenario,
+        "--clients", str(config.clients),
+        "--rows-per-client", str(config.rows_per_client),
+        "--features", str(config.features),
+        "--trees", str(config.trees),
+        "--max-depth", str(config.max_depth),
+        "--seed", str(config.seed),
+        "--n-bins", str(config.n_bins),
+        "--out", str(out),
+    ]  # fmt: skip
+    if config.n_jobs is not None:
+        argv += ["--n-jobs", str(config.n_jobs)]
+    return shlex.join(argv)

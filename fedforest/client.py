@@ -1,0 +1,370 @@
+"""The client: every computation on local rows, answering the server's protocol messages.
+
+A :class:`Client` holds its rows and never sends them. It answers four message kinds
+(:mod:`fedforest.protocol`): the handshake (schema, row count, labels present), Round A
+(route rows through last level's splits; node summaries; weighted quantile sketches),
+Round B (left-child statistics at the candidate thresholds) and the out-of-bag round
+(summed errors of its rows under the trees that did not draw them). Its answers are pure
+functions of its data, its name and what the server sent.
+
+Memory: after set-up a client keeps, per tree, its in-bag rows as ``int32`` index,
+``float64`` weight and ``int32`` node slot (16 bytes per in-bag row, about 0.63 n_k rows
+per tree with the bootstrap), plus one ``uint8`` fine code per value of its data.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from . import _kernels as K
+from ._common import N_FINE_BINS, n_stats
+from ._tree import apply_forest
+from .protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, Message, expect_array
+from .sketch import fine_codes, fine_sketch
+
+__all__ = ["Client", "bootstrap_counts"]
+
+# Largest (node, feature) block a client histograms at once: bounds scratch memory.
+_PAIR_BLOCK = 4096
+
+
+def bootstrap_counts(seed: int, tree: int, name: str, n: int) -> NDArray[np.int64]:
+    """Client-stratified bootstrap: how often each of the client's rows is drawn.
+
+    Seeded from (random_state, tree index, client name) so that the same forest comes out
+    whatever the transport or client order. Row ``i`` is drawn ``counts[i]`` times.
+    """
+    rng = np.random.default_rng([seed, tree, zlib.crc32(name.encode("utf-8"))])
+    return np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.int64)
+
+
+def _as_2d_float(X: ArrayLike, name: str) -> tuple[NDArray[np.float64], list[str] | None]:
+    names = None
+    if isinstance(X, pd.DataFrame):
+        names = [str(c) for c in X.columns]
+        bad = [
+            c for c, t in zip(names, X.dtypes, strict=True) if not pd.api.types.is_numeric_dtype(t)
+        ]
+        if bad:
+            raise ValueError(
+                f"Client {name!r}: column {bad[0]!r} is not numeric; fedforest needs numeric "
+                "features (encode categories as numbers)."
+            )
+    try:
+        arr = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"Client {name!r}: X must be numeric ({exc}).") from exc
+    if arr.ndim != 2:
+        raise ValueError(f"Client {name!r}: X must be 2-D, got shape {arr.shape}.")
+    if arr.shape[0] == 0:
+        raise ValueError(f"Client {name!r} has no rows; remove it from the federation.")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"Client {name!r}: X contains NaN or infinity (not supported yet).")
+    return np.ascontiguousarray(arr), names
+
+
+@dataclass
+class _Fit:
+    """Per-fit state: set by the first Round A, dropped after the out-of-bag round."""
+
+    n_trees: int
+    n_classes: int
+    y: NDArray[np.float64]
+    n_bins: int | None
+    rows: NDArray[np.int32]
+    w: NDArray[np.float64]
+    slot: NDArray[np.int32]
+    tree_rows: NDArray[np.int64]
+    pair_off: NDArray[np.int64] | None = None
+    pair_feat: NDArray[np.int32] | None = None
+    slot_tree: NDArray[np.int64] | None = None
+
+
+class Client:
+    """A data holder in the federation.
+
+    Parameters
+    ----------
+    X : array-like or DataFrame, shape (n_samples, n_features)
+        The client's features; column names are checked against the other clients'.
+    y : array-like, shape (n_samples,)
+        Targets (numbers for regression, labels for classification).
+    name : str
+        Unique client name; seeds the client's bootstrap.
+    """
+
+    def __init__(self, X: ArrayLike, y: ArrayLike, name: str) -> None:
+        self.name = str(name)
+        self.X, self.feature_names = _as_2d_float(X, self.name)
+        self.y_raw = np.asarray(y)
+        if self.y_raw.ndim != 1 or self.y_raw.shape[0] != self.X.shape[0]:
+            raise ValueError(
+                f"Client {self.name!r}: y has shape {self.y_raw.shape}; expected "
+                f"({self.X.shape[0]},), one target per row of X."
+            )
+        self._codes: tuple[NDArray[np.uint8], NDArray[np.float64], NDArray[np.float64]] | None = (
+            None
+        )
+        self._fit: _Fit | None = None
+        self.oob_prediction_: NDArray[np.float64] | None = None
+
+    @property
+    def n_samples(self) -> int:
+        """Number of rows."""
+        return int(self.X.shape[0])
+
+    def __repr__(self) -> str:
+        return (
+            f"Client(name={self.name!r}, n_samples={self.n_samples}, n_features={self.X.shape[1]})"
+        )
+
+    # ------------------------------------------------------------------ dispatch
+    def handle(self, msg: Message) -> Message:
+        """Answer one protocol message."""
+        handlers = {
+            HANDSHAKE: self._handshake,
+            ROUND_A: self._round_a,
+            ROUND_B: self._round_b,
+            OOB: self._oob,
+        }
+        if msg.kind not in handlers:
+            raise ValueError(f"Client {self.name!r} got an unknown message kind {msg.kind!r}.")
+        return handlers[msg.kind](msg)
+
+    def _handshake(self, msg: Message) -> Message:
+        header: dict[str, Any] = {
+            "name": self.name,
+            "n_samples": self.n_samples,
+            "n_features": int(self.X.shape[1]),
+            "feature_names": self.feature_names,
+        }
+        if msg.header.get("task") == "classification":
+            header["labels"] = np.unique(self.y_raw).tolist()
+        else:
+            try:
+                y = self.y_raw.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"Client {self.name!r}: regression targets must be numeric."
+                ) from exc
+            if not np.all(np.isfinite(y)):
+                raise ValueError(f"Client {self.name!r}: y contains NaN or infinity.")
+        return Message(HANDSHAKE, header)
+
+    # ------------------------------------------------------------------ set-up
+    def _setup(self, setup: dict[str, Any]) -> _Fit:
+        classes = setup["classes"]
+        if classes is None:
+            y = self.y_raw.astype(np.float64)
+            n_classes = 0
+        else:
+            index = {label: i for i, label in enumerate(classes)}
+            uniq, inv = np.unique(self.y_raw, return_inverse=True)
+            y = np.array([index[u] for u in uniq.tolist()], dtype=np.float64)[inv]
+            n_classes = len(classes)
+        n_trees = int(setup["n_trees"])
+        rows, w, tree_rows = [], [], np.zeros(n_trees + 1, dtype=np.int64)
+        for t in range(n_trees):
+            if setup["bootstrap"]:
+                counts = bootstrap_counts(int(setup["seed"]), t, self.name, self.n_samples)
+            else:
+                counts = np.ones(self.n_samples, dtype=np.int64)
+            r = np.flatnonzero(counts).astype(np.int32)
+            rows.append(r)
+            w.append(counts[r].astype(np.float64))
+            tree_rows[t + 1] = tree_rows[t] + r.size
+        n_bins = setup["n_bins"]
+        if n_bins is not None and self._codes is None:
+            self._codes = fine_codes(self.X, N_FINE_BINS)
+        slot = np.repeat(np.arange(n_trees, dtype=np.int32), np.diff(tree_rows))
+        return _Fit(
+            n_trees, n_classes, y, n_bins, np.concatenate(rows), np.concatenate(w), slot, tree_rows
+        )
+
+    # ------------------------------------------------------------------ Round A
+    def _round_a(self, msg: Message) -> Message:
+        if "setup" in msg.header:
+            self._fit = self._setup(msg.header["setup"])
+        fit = self._state()
+        if "route_feature" in msg.arrays:
+            n_prev = int(msg.header["n_prev_slots"])
+            K.route_rows(
+                self.X,
+                fit.rows,
+                fit.slot,
+                expect_array(msg, "route_feature", "i", (n_prev,), "server"),
+                expect_array(msg, "route_threshold", "f", (n_prev,), "server"),
+                expect_array(msg, "route_left", "i", (n_prev,), "server"),
+                expect_array(msg, "route_right", "i", (n_prev,), "server"),
+            )
+        fit.slot_tree = expect_array(msg, "slot_tree_off", "i", (fit.n_trees + 1,), "server")
+        n_slots = int(fit.slot_tree[-1])
+        fit.pair_off = expect_array(msg, "pair_off", "i", (n_slots + 1,), "server")
+        fit.pair_feat = expect_array(msg, "pair_feat", "i", (int(fit.pair_off[-1]),), "server")
+        summary = np.zeros(
+            (n_slots, n_stats("classification" if fit.n_classes else "regression", fit.n_classes))
+        )
+        K.node_summaries(fit.rows, fit.w, fit.slot, fit.y, fit.n_classes, summary)
+        arrays: dict[str, NDArray[Any]] = {"summary": summary}
+        if fit.n_bins is None:
+            arrays["sketch_off"], arrays["sketch"] = self._distinct_values(fit)
+        else:
+            arrays["sketch"] = self._sketches(fit)
+        return Message(ROUND_A, {"name": self.name}, arrays)
+
+    def _state(self) -> _Fit:
+        if self._fit is None:
+            raise ValueError(f"Client {self.name!r}: Round A/B before the set-up message.")
+        return self._fit
+
+    def _tree_blocks(self, fit: _Fit, cost: NDArray[np.int64]) -> list[tuple[int, int]]:
+        """Consecutive tree ranges whose summed cost stays under the block size."""
+        blocks, start, acc = [], 0, 0
+        for t in range(fit.n_trees):
+            if acc and acc + cost[t] > _PAIR_BLOCK:
+                blocks.append((start, t))
+                start, acc = t, 0
+            acc += int(cost[t])
+        blocks.append((start, fit.n_trees))
+        return blocks
+
+    def _sketches(self, fit: _Fit) -> NDArray[np.float64]:
+        assert fit.pair_off is not None and fit.pair_feat is not None and fit.slot_tree is not None
+        assert self._codes is not None and fit.n_bins is not None
+        codes, _, fine_max = self._codes
+        out = np.empty((int(fit.pair_off[-1]), fit.n_bins))
+        pairs_per_tree = np.diff(fit.pair_off[fit.slot_tree])
+        for a, b in self._tree_blocks(fit, pairs_per_tree):
+            p_lo, p_hi = int(fit.pair_off[fit.slot_tree[a]]), int(fit.pair_off[fit.slot_tree[b]])
+            if p_hi == p_lo:
+                continue
+            r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
+            hist = np.empty((p_hi - p_lo, N_FINE_BINS))
+            fine_sketch(
+                codes,
+                fine_max,
+                fit.rows[r],
+                fit.w[r],
+                fit.slot[r],
+                fit.pair_off,
+                fit.pair_feat,
+                p_lo,
+                hist,
+                out[p_lo:p_hi],
+            )
+        return out
+
+    def _distinct_values(self, fit: _Fit) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """Verification mode: every distinct node value of every (node, feature) pair."""
+        assert fit.pair_off is not None and fit.pair_feat is not None
+        active = fit.slot >= 0
+        order = np.argsort(fit.slot[active], kind="stable")
+        slots, rows = fit.slot[active][order], fit.rows[active][order]
+        bounds = np.searchsorted(slots, np.arange(fit.pair_off.size))
+        values = []
+        for s in range(fit.pair_off.size - 1):
+            node_rows = rows[bounds[s] : bounds[s + 1]]
+            for p in range(int(fit.pair_off[s]), int(fit.pair_off[s + 1])):
+                values.append(np.unique(self.X[node_rows, fit.pair_feat[p]]))
+        off = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum([v.size for v in values], out=off[1:])
+        flat = np.concatenate(values) if values else np.empty(0)
+        return off, flat
+
+    # ------------------------------------------------------------------ Round B
+    def _round_b(self, msg: Message) -> Message:
+        fit = self._state()
+        assert fit.pair_off is not None and fit.pair_feat is not None and fit.slot_tree is not None
+        n_pairs = int(fit.pair_off[-1])
+        cand_off = expect_array(msg, "cand_off", "i", (n_pairs + 1,), "server").astype(np.int64)
+        cand = expect_array(msg, "cand", "f", (int(cand_off[-1]),), "server")
+        if self._codes is None:
+            self._codes = fine_codes(self.X, N_FINE_BINS)
+        codes, fine_min, fine_max = self._codes
+        s = n_stats("classification" if fit.n_classes else "regression", fit.n_classes)
+        left = np.empty((cand.size, s))
+        pair_tree = fit.pair_off[fit.slot_tree]
+        bins_per_tree = np.diff(cand_off[pair_tree] + pair_tree)
+        for a, b in self._tree_blocks(fit, bins_per_tree // 8 + np.diff(pair_tree)):
+            p_lo, p_hi = int(pair_tree[a]), int(pair_tree[b])
+            if p_hi == p_lo:
+                continue
+            r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
+            n_bins = int(cand_off[p_hi] + p_hi - cand_off[p_lo] - p_lo)
+            hist = np.empty((n_bins, s))
+            lut = np.empty((p_hi - p_lo, N_FINE_BINS), dtype=np.int32)
+            K.left_stat_hist(
+                self.X,
+                codes,
+                fine_min,
+                fine_max,
+                fit.rows[r],
+                fit.w[r],
+                fit.slot[r],
+                fit.y,
+                fit.n_classes,
+                fit.pair_off,
+                fit.pair_feat,
+                cand_off,
+                cand,
+                p_lo,
+                lut,
+                hist,
+            )
+            left[cand_off[p_lo] : cand_off[p_hi]] = _cumulate(
+                hist, np.diff(cand_off[p_lo : p_hi + 1])
+            )
+        return Message(ROUND_B, {"name": self.name}, {"left": left})
+
+    # ------------------------------------------------------------------ out of bag
+    def _oob(self, msg: Message) -> Message:
+        fit = self._state()
+        tree_off = expect_array(msg, "tree_off", "i", (fit.n_trees + 1,), "server").astype(np.int64)
+        n_nodes = int(tree_off[-1])
+        arrays = [
+            expect_array(msg, k, kind, (n_nodes,), "server")
+            for k, kind in (("feature", "i"), ("threshold", "f"), ("left", "i"), ("right", "i"))
+        ]
+        value = expect_array(msg, "value", "f", (n_nodes, None), "server")
+        leaves = np.empty((self.n_samples, fit.n_trees), dtype=np.int32)
+        apply_forest(self.X, arrays[0], arrays[1], arrays[2], arrays[3], tree_off, leaves)
+        pred = np.zeros((self.n_samples, value.shape[1]))
+        n_oob = np.zeros(self.n_samples)
+        for t in range(fit.n_trees):
+            oob = np.ones(self.n_samples, dtype=bool)
+            oob[fit.rows[fit.tree_rows[t] : fit.tree_rows[t + 1]]] = False
+            pred[oob] += value[leaves[oob, t]]
+            n_oob[oob] += 1
+        scored = n_oob > 0
+        pred[scored] /= n_oob[scored, None]
+        pred[~scored] = np.nan
+        self.oob_prediction_ = pred
+        y = fit.y[scored]
+        if fit.n_classes:
+            sums = [scored.sum(), np.sum(np.argmax(pred[scored], axis=1) == y)]
+        else:
+            sums = [scored.sum(), np.sum((y - pred[scored, 0]) ** 2), y.sum(), np.sum(y * y)]
+        self._fit = None
+        return Message(OOB, {"name": self.name}, {"oob_sums": np.asarray(sums, dtype=np.float64)})
+
+    def finish(self) -> None:
+        """Drop the per-fit state (called when no out-of-bag round follows)."""
+        self._fit = None
+
+
+def _cumulate(hist: NDArray[np.float64], n_cand: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Left statistics at each candidate from per-bin statistics (pair p has n_cand[p] + 1 bins)."""
+    cs = np.cumsum(hist, axis=0)
+    sizes = n_cand + 1
+    starts = np.cumsum(sizes) - sizes
+    before = np.vstack([np.zeros((1, hist.shape[1])), cs])[starts]
+    left = cs - np.repeat(before, sizes, axis=0)
+    keep = np.ones(hist.shape[0], dtype=bool)
+    keep[starts + sizes - 1] = False
+    return left[keep]

@@ -1,0 +1,385 @@
+"""The scikit-learn estimators: a thin layer over the grower and the flat-array forest."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from joblib import effective_n_jobs
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from ._tree import Tree, apply_forest, pack_forest
+from .client import Client
+from .grower import ForestResult, GrowerConfig, grow_forest
+from .protocol import CommunicationLedger
+from .transport.base import Federation
+from .transport.local import LocalFederation
+
+__all__ = ["FedForestRegressor", "FedForestClassifier"]
+
+_ROW_CHUNK = 65536
+
+
+class _BaseFedForest(BaseEstimator):
+    """Parameters and fitting shared by the regressor and the classifier."""
+
+    _task = "regression"
+    _parameter_constraints: dict[str, list[Any]] = {
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "min_samples_split": [Interval(Integral, 2, None, closed="left")],
+        "min_samples_leaf": [Interval(Integral, 1, None, closed="left")],
+        "min_impurity_decrease": [Interval(Real, 0.0, None, closed="left")],
+        "max_features": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(Real, 0.0, 1.0, closed="right"),
+            StrOptions({"sqrt", "log2"}),
+            None,
+        ],
+        "n_bins": [Interval(Integral, 2, None, closed="left"), None],
+        "bootstrap": ["boolean"],
+        "oob_score": ["boolean"],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        n_estimators: int = 50,
+        *,
+        criterion: str = "squared_error",
+        max_depth: int | None = 8,
+        min_samples_split: int = 2,
+        min_samples_leaf: int = 5,
+        min_impurity_decrease: float = 0.0,
+        max_features: Any = 1 / 3,
+        n_bins: int | None = 32,
+        bootstrap: bool = True,
+        oob_score: bool = False,
+        random_state: Any = None,
+        n_jobs: int | None = None,
+        verbose: int = 0,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.criterion = criterion
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.min_impurity_decrease = min_impurity_decrease
+        self.max_features = max_features
+        self.n_bins = n_bins
+        self.bootstrap = bootstrap
+        self.oob_score = oob_score
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X: ArrayLike, y: ArrayLike, client_ids: ArrayLike | None = None) -> Any:
+        """Train on rows partitioned by ``client_ids`` (simulation mode).
+
+        One :class:`~fedforest.Client` is built per distinct id (named ``str(id)``) holding
+        its rows in their original order, and the forest is grown through an in-process
+        :class:`~fedforest.LocalFederation`; ``fit_federated`` on the same clients gives the
+        same forest.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        client_ids : array-like of shape (n_samples,), default=None
+            One client label per row; None puts every row in one client.
+        """
+        self._validate_params()
+        X_arr, y_arr = validate_data(
+            self,
+            X,
+            y,
+            dtype=np.float64,
+            ensure_all_finite=True,
+            y_numeric=self._task == "regression",
+            multi_output=True,
+        )
+        y_arr = self._encode_y(y_arr)
+        if self.oob_score and not self.bootstrap:
+            raise ValueError("Out of bag estimation only available if bootstrap=True")
+        if client_ids is None:
+            ids = np.zeros(X_arr.shape[0], dtype=np.int64)
+        else:
+            ids = np.asarray(client_ids)
+            if ids.ndim != 1 or ids.shape[0] != X_arr.shape[0]:
+                raise ValueError(
+                    f"client_ids has shape {ids.shape}; expected ({X_arr.shape[0]},), one client "
+                    "label per row of X."
+                )
+        labels, inverse = np.unique(ids, return_inverse=True)
+        clients = [
+            Client(X_arr[inverse == k], y_arr[inverse == k], name=str(label))
+            for k, label in enumerate(labels.tolist())
+        ]
+        fed = LocalFederation(clients, n_jobs=self.n_jobs)
+        result = grow_forest(fed, self._config())
+        self._store(result)
+        self._oob_from_clients(clients, inverse, X_arr.shape[0])
+        return self
+
+    def fit_federated(self, federation: Federation) -> Any:
+        """Train through a federation of clients that keep their own rows.
+
+        Parameters
+        ----------
+        federation : Federation
+            E.g. ``LocalFederation([Client(X_k, y_k, name=...), ...])``.
+        """
+        self._validate_params()
+        if not isinstance(federation, Federation):
+            raise ValueError(
+                f"federation must be a fedforest Federation (e.g. LocalFederation), got "
+                f"{type(federation).__name__}."
+            )
+        if self.oob_score and not self.bootstrap:
+            raise ValueError("Out of bag estimation only available if bootstrap=True")
+        result = grow_forest(federation, self._config())
+        self._store(result)
+        if result.feature_names is not None:
+            self.feature_names_in_ = np.asarray(result.feature_names, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self.n_features_in_ = result.n_features
+        return self
+
+    def _config(self) -> GrowerConfig:
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        return GrowerConfig(
+            task=self._task,
+            criterion=self.criterion,
+            n_estimators=self.n_estimators,
+            max_depth=self.max_depth,
+            min_samples_split=self.min_samples_split,
+            min_samples_leaf=self.min_samples_leaf,
+            min_impurity_decrease=self.min_impurity_decrease,
+            max_features=self.max_features,
+            n_bins=self.n_bins,
+            bootstrap=self.bootstrap,
+            oob_score=self.oob_score,
+            seed=seed,
+            verbose=self.verbose,
+        )
+
+    def _encode_y(self, y: NDArray[Any]) -> NDArray[Any]:
+        return column_or_1d(y, warn=True).astype(np.float64)
+
+    def _store(self, result: ForestResult) -> None:
+        self.trees_: list[Tree] = result.trees
+        self.communication_: CommunicationLedger = result.ledger
+        self.feature_importances_ = result.importances
+        self.n_clients_ = len(result.client_n_samples)
+        if result.oob_score is not None:
+            self.oob_score_ = result.oob_score
+        self._set_classes(result.classes)
+        self._pack()
+
+    def _set_classes(self, classes: list[Any] | None) -> None:
+        """Classifier hook."""
+
+    def _pack(self) -> None:
+        self._forest = pack_forest(self.trees_)
+
+    def _oob_from_clients(self, clients: list[Client], inverse: NDArray[np.int64], n: int) -> None:
+        """Simulation mode: gather the clients' own OOB predictions into training-row order."""
+        if not self.oob_score:
+            return
+        width = clients[0].oob_prediction_.shape[1] if clients[0].oob_prediction_ is not None else 1
+        pred = np.full((n, width), np.nan)
+        for k, client in enumerate(clients):
+            assert client.oob_prediction_ is not None
+            pred[inverse == k] = client.oob_prediction_
+        self._set_oob_prediction(pred)
+
+    def _set_oob_prediction(self, pred: NDArray[np.float64]) -> None:
+        self.oob_prediction_ = pred[:, 0]
+
+    # ------------------------------------------------------------------ prediction
+    def _leaves(self, X: ArrayLike) -> NDArray[np.int32]:
+        check_is_fitted(self, "trees_")
+        X_arr = validate_data(self, X, dtype=np.float64, ensure_all_finite=True, reset=False)
+        X_arr = np.ascontiguousarray(X_arr)
+        feature, threshold, left, right, _, offsets = self._forest
+        out = np.empty((X_arr.shape[0], len(self.trees_)), dtype=np.int32)
+        chunks = [slice(i, i + _ROW_CHUNK) for i in range(0, X_arr.shape[0], _ROW_CHUNK)]
+
+        def run(sl: slice) -> None:
+            apply_forest(X_arr[sl], feature, threshold, left, right, offsets, out[sl])
+
+        n_threads = min(len(chunks), effective_n_jobs(self.n_jobs))
+        if n_threads <= 1:
+            for sl in chunks:
+                run(sl)
+        else:
+            with ThreadPoolExecutor(n_threads) as pool:
+                list(pool.map(run, chunks))
+        return out
+
+    def _mean_value(self, X: ArrayLike) -> NDArray[np.float64]:
+        leaves = self._leaves(X)
+        value = self._forest[4]
+        acc = np.zeros((leaves.shape[0], value.shape[1]))
+        for t in range(leaves.shape[1]):
+            acc += value[leaves[:, t]]
+        return acc / leaves.shape[1]
+
+    def apply(self, X: ArrayLike) -> NDArray[np.int64]:
+        """Leaf index of every row in every tree, shape (n_samples, n_estimators)."""
+        return (self._leaves(X) - self._forest[5][:-1][None, :]).astype(np.int64)
+
+    # ------------------------------------------------------------------ files
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the fitted model to ``path`` in fedforest's safe format (no pickle)."""
+        from ._io import save_model
+
+        save_model(self, path)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+class FedForestRegressor(RegressorMixin, _BaseFedForest):
+    """Federated random forest regressor (the FedForest method).
+
+    Split decisions equal those of centralized CART on the pooled rows at the same
+    candidate thresholds; clients share only weighted quantile sketches and additive
+    statistics ``(rows, weight, sum w*y, sum w*y^2)``.
+
+    Parameters
+    ----------
+    n_estimators : int, default=50
+    criterion : {"squared_error"}, default="squared_error"
+    max_depth : int or None, default=8
+        Each level costs two rounds; None grows until the leaves are pure or too small.
+    min_samples_split, min_samples_leaf : int, default=2, 5
+        Counted in distinct in-bag rows, as in scikit-learn.
+    min_impurity_decrease : float, default=0.0
+    max_features : int, float, {"sqrt", "log2"} or None, default=1/3
+        Features sampled per node on the server.
+    n_bins : int or None, default=32
+        Quantile candidates per feature (B - 1 thresholds). ``None`` is the verification
+        mode: clients send every distinct node value so the candidates are all midpoints
+        and a tree equals scikit-learn's; it reveals the clients' values, use it only to
+        verify the engine.
+    bootstrap : bool, default=True
+        Client-stratified bootstrap, seeded on each client from
+        (random_state, tree index, client name).
+    oob_score : bool, default=False
+        Out-of-bag R^2 computed on the clients (one extra round).
+    random_state : int, RandomState or None
+    n_jobs : int or None
+        Threads for the in-process clients and for prediction.
+    verbose : int, default=0
+        > 0 shows a progress bar over tree levels.
+
+    Attributes
+    ----------
+    trees_ : list of Tree
+    communication_ : CommunicationLedger
+    feature_importances_ : ndarray of shape (n_features,)
+    oob_score_, oob_prediction_ : float, ndarray (when ``oob_score=True``;
+        ``oob_prediction_`` only in simulation mode, where the rows are in this process)
+    n_features_in_, feature_names_in_
+    """
+
+    _task = "regression"
+    _parameter_constraints = {
+        **_BaseFedForest._parameter_constraints,
+        "criterion": [StrOptions({"squared_error"})],
+    }
+
+    def predict(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Mean of the trees' leaf values, shape (n_samples,)."""
+        return self._mean_value(X)[:, 0]
+
+
+class FedForestClassifier(ClassifierMixin, _BaseFedForest):
+    """Federated random forest classifier (the FedForest method).
+
+    Same parameters as :class:`FedForestRegressor`, with ``criterion`` in
+    {"gini", "entropy"} (default "gini") and ``max_features="sqrt"`` by default. Clients
+    share per-class weighted counts. ``predict_proba`` averages the trees' leaf class
+    proportions, as scikit-learn does.
+    """
+
+    _task = "classification"
+    _parameter_constraints = {
+        **_BaseFedForest._parameter_constraints,
+        "criterion": [StrOptions({"gini", "entropy"})],
+    }
+
+    def __init__(
+        self,
+        n_estimators: int = 50,
+        *,
+        criterion: str = "gini",
+        max_depth: int | None = 8,
+        min_samples_split: int = 2,
+        min_samples_leaf: int = 5,
+        min_impurity_decrease: float = 0.0,
+        max_features: Any = "sqrt",
+        n_bins: int | None = 32,
+        bootstrap: bool = True,
+        oob_score: bool = False,
+        random_state: Any = None,
+        n_jobs: int | None = None,
+        verbose: int = 0,
+    ) -> None:
+        super().__init__(
+            n_estimators,
+            criterion=criterion,
+            max_depth=max_depth,
+            min_samples_split=min_samples_split,
+            min_samples_leaf=min_samples_leaf,
+            min_impurity_decrease=min_impurity_decrease,
+            max_features=max_features,
+            n_bins=n_bins,
+            bootstrap=bootstrap,
+            oob_score=oob_score,
+            random_state=random_state,
+            n_jobs=n_jobs,
+            verbose=verbose,
+        )
+
+    def _encode_y(self, y: NDArray[Any]) -> NDArray[Any]:
+        y = column_or_1d(y, warn=True)
+        check_classification_targets(y)
+        self._fit_classes, encoded = np.unique(y, return_inverse=True)
+        return encoded.astype(np.int64)
+
+    def _set_classes(self, classes: list[Any] | None) -> None:
+        assert classes is not None
+        fit_classes = getattr(self, "_fit_classes", None)
+        if fit_classes is not None:
+            self.classes_ = fit_classes[np.asarray(classes, dtype=np.int64)]
+            del self._fit_classes
+        else:
+            self.classes_ = np.asarray(classes)
+        self.n_classes_ = len(self.classes_)
+
+    def _set_oob_prediction(self, pred: NDArray[np.float64]) -> None:
+        self.oob_decision_function_ = pred
+
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Mean class proportions over trees, shape (n_samples, n_classes)."""
+        return self._mean_value(X)
+
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
+        """Most probable class, shape (n_samples,)."""
+        return np.asarray(self.classes_[np.argmax(self.predict_proba(X), axis=1)])

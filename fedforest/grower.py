@@ -1,0 +1,481 @@
+"""Server side: level-wise growth of all trees at once, through a transport.
+
+One handshake, then per tree level one Round A (route last level's splits; node summaries
+and sketches for every frontier node of every tree) and one Round B (left statistics at
+the merged candidates), then an out-of-bag round when asked: a forest of depth M costs
+at most 2M + 2 rounds whatever its number of trees. The grower never sees a row.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from tqdm.auto import tqdm
+
+from ._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, n_stats
+from ._tree import Tree, empty_split_fields, pack_forest
+from .criteria import impurity, leaf_value
+from .protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, CommunicationLedger, Message, expect_array
+from .sketch import merge_sketches, midpoint_candidates
+from .splitter import EPSILON, best_splits
+from .transport.base import Federation
+
+__all__ = ["GrowerConfig", "ForestResult", "grow_forest"]
+
+
+@dataclass(frozen=True)
+class GrowerConfig:
+    """Hyperparameters the server needs (validated by the estimator)."""
+
+    task: str
+    criterion: str
+    n_estimators: int
+    max_depth: int | None
+    min_samples_split: int
+    min_samples_leaf: int
+    min_impurity_decrease: float
+    max_features: Any
+    n_bins: int | None
+    bootstrap: bool
+    oob_score: bool
+    seed: int
+    verbose: int = 0
+
+
+@dataclass
+class ForestResult:
+    """What the server learned: trees, schema, ledger, out-of-bag score."""
+
+    trees: list[Tree]
+    n_features: int
+    feature_names: list[str] | None
+    classes: list[Any] | None
+    ledger: CommunicationLedger
+    client_n_samples: dict[str, int]
+    oob_score: float | None = None
+    oob_n_scored: int = 0
+    importances: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+
+
+class _TreeBuilder:
+    """Nodes of one tree as growing lists, in breadth-first order."""
+
+    def __init__(self) -> None:
+        self.feature: list[int] = []
+        self.threshold: list[float] = []
+        self.left: list[int] = []
+        self.right: list[int] = []
+        self.stats: list[NDArray[np.float64]] = []
+
+    def add(self, stats: NDArray[np.float64] | None) -> int:
+        self.feature.append(-2)
+        self.threshold.append(-2.0)
+        self.left.append(TREE_LEAF)
+        self.right.append(TREE_LEAF)
+        self.stats.append(np.zeros(0) if stats is None else stats)
+        return len(self.feature) - 1
+
+    def finish(self, task: str, criterion: str) -> Tree:
+        stats = np.vstack(self.stats)
+        feature, threshold = empty_split_fields(len(self.feature))
+        internal = np.asarray(self.left) != TREE_LEAF
+        feature[internal] = np.asarray(self.feature)[internal]
+        threshold[internal] = np.asarray(self.threshold)[internal]
+        return Tree(
+            feature=feature,
+            threshold=threshold,
+            children_left=np.asarray(self.left, dtype=np.int32),
+            children_right=np.asarray(self.right, dtype=np.int32),
+            value=leaf_value(stats, task),
+            n_node_samples=stats[:, STAT_ROWS].round().astype(np.int64),
+            weighted_n_node_samples=stats[:, STAT_WEIGHT].copy(),
+            impurity=impurity(stats, criterion),
+        )
+
+
+def resolve_max_features(max_features: Any, n_features: int) -> int:
+    """Number of features sampled per node, with scikit-learn's rules."""
+    if max_features is None:
+        return n_features
+    if max_features == "sqrt":
+        return max(1, int(np.sqrt(n_features)))
+    if max_features == "log2":
+        return max(1, int(np.log2(n_features)))
+    if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool):
+        return int(min(max_features, n_features))
+    return max(1, int(float(max_features) * n_features))
+
+
+def _broadcast(fed: Federation, msg: Message) -> dict[str, Message]:
+    return {name: msg for name in fed.client_names}
+
+
+def _exchange(
+    fed: Federation, ledger: CommunicationLedger, msg: Message
+) -> list[tuple[str, Message]]:
+    """One round: the same request to every client; replies in canonical (sorted) order."""
+    requests = _broadcast(fed, msg)
+    replies = fed.send_and_receive(requests, ledger.rounds)
+    missing = sorted(set(requests) - set(replies))
+    if missing:
+        raise ValueError(
+            f"Client {missing[0]!r} did not answer round {ledger.rounds} ({msg.kind})."
+        )
+    ledger.record(msg.kind, requests, replies)
+    return [(name, replies[name]) for name in sorted(replies)]
+
+
+def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -> dict[str, Any]:
+    """Check that the clients' schemas agree; fix the global class list."""
+    replies = _exchange(fed, ledger, Message(HANDSHAKE, {"task": cfg.task}))
+    first_name, first = replies[0]
+    d, names = first.header["n_features"], first.header["feature_names"]
+    for name, rep in replies[1:]:
+        if rep.header["n_features"] != d:
+            raise ValueError(
+                f"Client {name!r} has {rep.header['n_features']} features but client "
+                f"{first_name!r} has {d}; all clients must share the same columns."
+            )
+        other = rep.header["feature_names"]
+        if (names is None) != (other is None):
+            raise ValueError(
+                f"Client {name!r} and client {first_name!r} disagree on feature names: one "
+                "passed a DataFrame with column names, the other an unnamed array."
+            )
+        if names is not None and other != names:
+            j = next(i for i, (a, b) in enumerate(zip(names, other, strict=True)) if a != b)
+            raise ValueError(
+                f"Client {name!r} has feature {other[j]!r} at position {j} where client "
+                f"{first_name!r} has {names[j]!r}; all clients must share the same columns."
+            )
+    classes = None
+    if cfg.task == "classification":
+        labels = {label for _, rep in replies for label in rep.header["labels"]}
+        try:
+            classes = sorted(labels)
+        except TypeError as exc:
+            raise ValueError(f"Class labels of mixed types cannot be ordered: {exc}") from exc
+    return {
+        "n_features": int(d),
+        "feature_names": names,
+        "classes": classes,
+        "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
+    }
+
+
+def _is_leaf_by_rule(
+    stats: NDArray[np.float64], depth: int, cfg: GrowerConfig
+) -> NDArray[np.bool_]:
+    """scikit-learn's node-level stopping rules, vectorised over nodes."""
+    rows = stats[:, STAT_ROWS]
+    too_deep = cfg.max_depth is not None and depth >= cfg.max_depth
+    return np.asarray(
+        too_deep
+        | (rows < cfg.min_samples_split)
+        | (rows < 2 * cfg.min_samples_leaf)
+        | (impurity(stats, cfg.criterion) <= EPSILON)
+    )
+
+
+def _sample_features(
+    rngs: list[np.random.Generator], slot_tree: NDArray[np.int64], d: int, k: int
+) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
+    """Per frontier node, ``k`` of ``d`` features drawn on the server (seeded per tree)."""
+    if k >= d:
+        feats = np.tile(np.arange(d, dtype=np.int32), slot_tree.size)
+    else:
+        feats = np.concatenate(
+            [rngs[t].choice(d, size=k, replace=False) for t in slot_tree]
+        ).astype(np.int32)
+    pair_off = np.arange(slot_tree.size + 1, dtype=np.int64) * min(k, d)
+    return pair_off, feats
+
+
+def _candidates(
+    replies: list[tuple[str, Message]],
+    summaries: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_ok: NDArray[np.bool_],
+    cfg: GrowerConfig,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Candidate thresholds per (node, feature) pair from the clients' sketches."""
+    n_pairs = int(pair_off[-1])
+    if cfg.n_bins is None:
+        per_pair: list[NDArray[np.float64]] = []
+        offs = [expect_array(m, "sketch_off", "i", (n_pairs + 1,), n) for n, m in replies]
+        vals = [
+            expect_array(m, "sketch", "f", (int(o[-1]),), n)
+            for o, (n, m) in zip(offs, replies, strict=True)
+        ]
+        for p in range(n_pairs):
+            per_pair.append(
+                midpoint_candidates([v[o[p] : o[p + 1]] for o, v in zip(offs, vals, strict=True)])
+                if pair_ok[p]
+                else np.empty(0)
+            )
+        cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
+        np.cumsum([c.size for c in per_pair], out=cand_off[1:])
+        return cand_off, np.concatenate(per_pair) if per_pair else np.empty(0)
+    sketches = np.stack(
+        [expect_array(m, "sketch", "f", (n_pairs, cfg.n_bins), n) for n, m in replies]
+    )
+    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+    weights = summaries[:, pair_node, STAT_WEIGHT]
+    cand_off, cand = merge_sketches(sketches[:, pair_ok], weights[:, pair_ok], cfg.n_bins)
+    counts = np.zeros(n_pairs, dtype=np.int64)
+    counts[pair_ok] = np.diff(cand_off)
+    full_off = np.zeros(n_pairs + 1, dtype=np.int64)
+    np.cumsum(counts, out=full_off[1:])
+    return full_off, cand
+
+
+@dataclass
+class _Frontier:
+    """Nodes to split at the current level, ordered by tree (one slot each)."""
+
+    tree: NDArray[np.int64]
+    node: NDArray[np.int64]
+    depth: int
+
+    def tree_offsets(self, n_trees: int) -> NDArray[np.int64]:
+        off = np.zeros(n_trees + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.tree, minlength=n_trees), out=off[1:])
+        return off
+
+
+def _setup_header(cfg: GrowerConfig, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "classes": schema["classes"],
+        "n_trees": cfg.n_estimators,
+        "seed": cfg.seed,
+        "bootstrap": cfg.bootstrap,
+        "n_bins": cfg.n_bins,
+    }
+
+
+def _round_a(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    header: dict[str, Any],
+    routes: dict[str, NDArray[Any]],
+    arrays: dict[str, NDArray[Any]],
+    n_slots: int,
+    s: int,
+) -> tuple[list[tuple[str, Message]], NDArray[np.float64]]:
+    replies = _exchange(fed, ledger, Message(ROUND_A, header, {**routes, **arrays}))
+    summaries = np.stack(
+        [expect_array(m, "summary", "f", (n_slots, s), name) for name, m in replies]
+    )
+    return replies, summaries
+
+
+def _level(
+    fed: Federation,
+    cfg: GrowerConfig,
+    ledger: CommunicationLedger,
+    builders: list[_TreeBuilder],
+    frontier: _Frontier,
+    routes: dict[str, NDArray[Any]],
+    header: dict[str, Any],
+    ctx: dict[str, Any],
+) -> tuple[_Frontier, dict[str, NDArray[Any]]]:
+    """Grow every tree by one level: Round A, candidates, Round B, best splits."""
+    n_slots, s = frontier.tree.size, ctx["n_stats"]
+    slot_tree_off = frontier.tree_offsets(cfg.n_estimators)
+    pair_off, pair_feat = _sample_features(ctx["rngs"], frontier.tree, ctx["d"], ctx["k"])
+    arrays: dict[str, NDArray[Any]] = {
+        "slot_tree_off": slot_tree_off,
+        "pair_off": pair_off,
+        "pair_feat": pair_feat,
+    }
+    header = {**header, "n_prev_slots": int(routes["route_feature"].size) if routes else 0}
+    replies, summaries = _round_a(fed, ledger, header, routes, arrays, n_slots, s)
+    pooled = summaries.sum(axis=0)
+    for t, node, st in zip(frontier.tree, frontier.node, pooled, strict=True):
+        builders[t].stats[node] = st
+    splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
+    pair_ok = np.repeat(splittable, np.diff(pair_off))
+    cand_off, cand = _candidates(replies, summaries, pair_off, pair_ok, cfg)
+    if cand.size == 0:
+        return _Frontier(np.empty(0, np.int64), np.empty(0, np.int64), frontier.depth + 1), {}
+    left = np.stack(
+        [
+            expect_array(m, "left", "f", (cand.size, s), name)
+            for name, m in _exchange(
+                fed, ledger, Message(ROUND_B, {}, {"cand_off": cand_off, "cand": cand})
+            )
+        ]
+    ).sum(axis=0)
+    root_w = np.array([builders[t].stats[0][STAT_WEIGHT] for t in frontier.tree])
+    best = best_splits(
+        pooled,
+        pair_off,
+        pair_feat,
+        cand_off,
+        cand,
+        left,
+        criterion=cfg.criterion,
+        min_samples_leaf=cfg.min_samples_leaf,
+        min_impurity_decrease=cfg.min_impurity_decrease,
+        root_weight=root_w,
+    )
+    return _apply_splits(cfg, builders, frontier, best, ctx)
+
+
+def _apply_splits(
+    cfg: GrowerConfig,
+    builders: list[_TreeBuilder],
+    frontier: _Frontier,
+    best: Any,
+    ctx: dict[str, Any],
+) -> tuple[_Frontier, dict[str, NDArray[Any]]]:
+    """Record the chosen splits, create the children, and build next level's routes."""
+    n_slots = frontier.tree.size
+    depth = frontier.depth + 1
+    child_leaf_l = _is_leaf_by_rule(best.left, depth, cfg)
+    child_leaf_r = _is_leaf_by_rule(best.right, depth, cfg)
+    route_left = np.full(n_slots, -1, dtype=np.int32)
+    route_right = np.full(n_slots, -1, dtype=np.int32)
+    new_tree: list[int] = []
+    new_node: list[int] = []
+    for i in np.flatnonzero(best.feature >= 0):
+        t, node = int(frontier.tree[i]), int(frontier.node[i])
+        b = builders[t]
+        b.feature[node], b.threshold[node] = int(best.feature[i]), float(best.threshold[i])
+        b.left[node] = b.add(best.left[i])
+        b.right[node] = b.add(best.right[i])
+        ctx["importances"][t, best.feature[i]] += best.gain[i]
+        for child, is_leaf, route in (
+            (b.left[node], child_leaf_l[i], route_left),
+            (b.right[node], child_leaf_r[i], route_right),
+        ):
+            if not is_leaf:
+                route[i] = len(new_tree)
+                new_tree.append(t)
+                new_node.append(child)
+    # New slots must be grouped by tree: sort them (stable) and renumber the routes.
+    order = np.argsort(np.asarray(new_tree, dtype=np.int64), kind="stable")
+    renumber = np.empty(order.size, dtype=np.int32)
+    renumber[order] = np.arange(order.size, dtype=np.int32)
+    for route in (route_left, route_right):
+        route[route >= 0] = renumber[route[route >= 0]]
+    routes = {
+        "route_feature": np.where(best.feature >= 0, best.feature, -1).astype(np.int32),
+        "route_threshold": np.nan_to_num(best.threshold, nan=0.0),
+        "route_left": route_left,
+        "route_right": route_right,
+    }
+    nxt = _Frontier(
+        np.asarray(new_tree, np.int64)[order], np.asarray(new_node, np.int64)[order], depth
+    )
+    return nxt, routes
+
+
+def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
+    """Train a federated forest through ``fed`` and return its trees and ledger."""
+    ledger = CommunicationLedger()
+    schema = _handshake(fed, cfg, ledger)
+    d = schema["n_features"]
+    n_classes = 0 if schema["classes"] is None else len(schema["classes"])
+    ctx: dict[str, Any] = {
+        "d": d,
+        "k": resolve_max_features(cfg.max_features, d),
+        "n_stats": n_stats(cfg.task, n_classes),
+        "rngs": [np.random.default_rng([cfg.seed, t, 1]) for t in range(cfg.n_estimators)],
+        "importances": np.zeros((cfg.n_estimators, d)),
+    }
+    builders = [_TreeBuilder() for _ in range(cfg.n_estimators)]
+    for b in builders:
+        b.add(None)
+    frontier = _Frontier(
+        np.arange(cfg.n_estimators, dtype=np.int64), np.zeros(cfg.n_estimators, dtype=np.int64), 0
+    )
+    routes: dict[str, NDArray[Any]] = {}
+    header: dict[str, Any] = {"setup": _setup_header(cfg, schema)}
+    with tqdm(total=cfg.max_depth, desc="levels", unit="level", disable=cfg.verbose <= 0) as bar:
+        while frontier.tree.size:
+            frontier, routes = _level(fed, cfg, ledger, builders, frontier, routes, header, ctx)
+            header = {}
+            bar.update(1)
+    trees = [b.finish(cfg.task, cfg.criterion) for b in builders]
+    result = ForestResult(
+        trees,
+        d,
+        schema["feature_names"],
+        schema["classes"],
+        ledger,
+        schema["n_samples"],
+        importances=_importances(ctx["importances"]),
+    )
+    if cfg.oob_score:
+        _oob_round(fed, ledger, trees, cfg, result)
+    else:
+        _finish_clients(fed)
+    return result
+
+
+def _finish_clients(fed: Federation) -> None:
+    """Let in-process clients drop their per-fit state (no message: nothing to send)."""
+    for client in getattr(fed, "clients", {}).values():
+        client.finish()
+
+
+def _importances(per_tree: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Impurity-based importances: normalised per tree, averaged, normalised (as scikit-learn)."""
+    totals = per_tree.sum(axis=1, keepdims=True)
+    keep = totals[:, 0] > 0
+    if not keep.any():
+        return np.zeros(per_tree.shape[1])
+    mean = (per_tree[keep] / totals[keep]).mean(axis=0)
+    return np.asarray(mean / mean.sum())
+
+
+def _oob_round(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    trees: list[Tree],
+    cfg: GrowerConfig,
+    result: ForestResult,
+) -> None:
+    """Clients score their own rows with the trees that did not draw them; sums come back."""
+    feature, threshold, left, right, value, offsets = pack_forest(trees)
+    msg = Message(
+        OOB,
+        {},
+        {
+            "feature": feature,
+            "threshold": threshold,
+            "left": left,
+            "right": right,
+            "value": value,
+            "tree_off": offsets,
+        },
+    )
+    width = 2 if cfg.task == "classification" else 4
+    sums = np.stack(
+        [
+            expect_array(m, "oob_sums", "f", (width,), name)
+            for name, m in _exchange(fed, ledger, msg)
+        ]
+    ).sum(axis=0)
+    n_scored = int(sums[0])
+    total = sum(result.client_n_samples.values())
+    if n_scored < total:
+        warnings.warn(
+            f"{total - n_scored} of {total} rows were drawn by every tree and have no out-of-bag "
+            "prediction; the OOB score uses the others. Use more trees for a complete estimate.",
+            UserWarning,
+            stacklevel=3,
+        )
+    result.oob_n_scored = n_scored
+    if n_scored == 0:
+        result.oob_score = float("nan")
+    elif cfg.task == "classification":
+        result.oob_score = float(sums[1] / n_scored)
+    else:
+        sst = sums[3] - sums[2] ** 2 / n_scored
+        result.oob_score = float(1.0 - sums[1] / sst) if sst > 0 else float("nan")

@@ -1,0 +1,178 @@
+"""Message types of the federated protocol and the communication ledger.
+
+A message is a kind, a small JSON header and a few large numpy arrays (per-node results
+are packed into one array with offsets: on a real deployment every array costs a request).
+Every message that crosses between server and clients is counted by the ledger, in bytes
+(header JSON plus array buffers) and in scalars (array elements), per round and direction.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+__all__ = ["Message", "CommunicationLedger", "RoundRecord", "expect_array"]
+
+HANDSHAKE = "handshake"
+ROUND_A = "round_a"
+ROUND_B = "round_b"
+OOB = "oob"
+KINDS = (HANDSHAKE, ROUND_A, ROUND_B, OOB)
+
+
+@dataclass
+class Message:
+    """One protocol message.
+
+    Attributes
+    ----------
+    kind : str
+        ``"handshake"``, ``"round_a"``, ``"round_b"`` or ``"oob"``.
+    header : dict
+        JSON-serialisable metadata.
+    arrays : dict of str to ndarray
+        The payload; numeric arrays only (no object dtype).
+    """
+
+    kind: str
+    header: dict[str, Any] = field(default_factory=dict)
+    arrays: dict[str, NDArray[Any]] = field(default_factory=dict)
+
+    def header_bytes(self) -> bytes:
+        """The header as it would travel: compact UTF-8 JSON."""
+        return json.dumps(self.header, separators=(",", ":"), sort_keys=True).encode()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes on the wire: header plus array buffers."""
+        return len(self.header_bytes()) + sum(int(a.nbytes) for a in self.arrays.values())
+
+    @property
+    def n_scalars(self) -> int:
+        """Number of array elements carried."""
+        return sum(int(a.size) for a in self.arrays.values())
+
+
+def expect_array(
+    msg: Message, name: str, kind: str, shape: tuple[int | None, ...], sender: str
+) -> NDArray[Any]:
+    """Fetch and validate one array of an incoming message.
+
+    Parameters
+    ----------
+    kind : str
+        Accepted numpy dtype kinds, e.g. ``"f"`` or ``"iu"``.
+    shape : tuple
+        Expected shape; ``None`` matches any length on that axis.
+    sender : str
+        Named in the error.
+    """
+    if name not in msg.arrays:
+        raise ValueError(f"Message {msg.kind!r} from {sender!r} lacks the array {name!r}.")
+    arr = np.asarray(msg.arrays[name])
+    if (
+        arr.dtype.kind not in kind
+        or arr.ndim != len(shape)
+        or any(want is not None and got != want for got, want in zip(arr.shape, shape, strict=True))
+    ):
+        raise ValueError(
+            f"Array {name!r} of message {msg.kind!r} from {sender!r} has dtype {arr.dtype} and "
+            f"shape {arr.shape}; expected kind {kind!r} and shape {shape}."
+        )
+    return arr
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """What one round moved, summed over clients."""
+
+    round: int
+    kind: str
+    n_clients: int
+    download_bytes: int
+    upload_bytes: int
+    download_scalars: int
+    upload_scalars: int
+
+
+class CommunicationLedger:
+    """Rounds, bytes and scalars in each direction, per round (``model.communication_``)."""
+
+    def __init__(self) -> None:
+        self.records: list[RoundRecord] = []
+
+    def record(self, kind: str, requests: dict[str, Message], replies: dict[str, Message]) -> None:
+        """Count one round: the server's requests and the clients' replies."""
+        self.records.append(
+            RoundRecord(
+                round=len(self.records),
+                kind=kind,
+                n_clients=len(requests),
+                download_bytes=sum(m.nbytes for m in requests.values()),
+                upload_bytes=sum(m.nbytes for m in replies.values()),
+                download_scalars=sum(m.n_scalars for m in requests.values()),
+                upload_scalars=sum(m.n_scalars for m in replies.values()),
+            )
+        )
+
+    @property
+    def rounds(self) -> int:
+        """Number of synchronised rounds."""
+        return len(self.records)
+
+    def _total(self, name: str) -> int:
+        return int(sum(getattr(r, name) for r in self.records))
+
+    @property
+    def upload_bytes(self) -> int:
+        """Bytes sent by the clients to the server."""
+        return self._total("upload_bytes")
+
+    @property
+    def download_bytes(self) -> int:
+        """Bytes sent by the server to the clients."""
+        return self._total("download_bytes")
+
+    @property
+    def upload_scalars(self) -> int:
+        """Scalars sent by the clients to the server."""
+        return self._total("upload_scalars")
+
+    @property
+    def download_scalars(self) -> int:
+        """Scalars sent by the server to the clients."""
+        return self._total("download_scalars")
+
+    @property
+    def total_megabytes(self) -> float:
+        """Both directions, in MB (10^6 bytes)."""
+        return (self.upload_bytes + self.download_bytes) / 1e6
+
+    @property
+    def per_round(self) -> pd.DataFrame:
+        """One row a round."""
+        cols = list(RoundRecord.__dataclass_fields__)
+        return pd.DataFrame([r.__dict__ for r in self.records], columns=cols)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able copy (saved with the model)."""
+        return {"records": [r.__dict__ for r in self.records]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CommunicationLedger:
+        """Inverse of :meth:`to_dict`."""
+        ledger = cls()
+        ledger.records = [RoundRecord(**r) for r in data.get("records", [])]
+        return ledger
+
+    def __repr__(self) -> str:
+        return (
+            f"CommunicationLedger(rounds={self.rounds}, upload_bytes={self.upload_bytes}, "
+            f"download_bytes={self.download_bytes}, upload_scalars={self.upload_scalars}, "
+            f"download_scalars={self.download_scalars})"
+        )

@@ -1,0 +1,60 @@
+import re
+
+import pytest
+
+from fedforest.cli import main
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_simulate_prints_table_and_writes_png(tmp_path, capsys):
+    out = tmp_path / "p.png"
+    argv = ["simulate", "--trees", "5", "--clients", "3", "--rows-per-client", "60"]
+    status = main([*argv, "--out", str(out)])
+    assert status == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+
+    stdout = capsys.readouterr().out
+    rows = {}
+    for name in ("fedforest", "centralized RF", "local learning"):
+        match = re.search(rf"^{name}\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\S+)\s+(\S+)$", stdout, re.M)
+        assert match, f"no table row for {name!r} in:\n{stdout}"
+        rows[name] = match.groups()
+    assert int(rows["fedforest"][2]) > 0  # communication rounds
+    assert float(rows["fedforest"][3]) > 0  # MB sent
+    assert rows["centralized RF"][2:] == ("-", "-")
+    assert rows["local learning"][2:] == ("-", "-")
+    assert re.search(r"fedforest vs centralized RF: [+-]\d+\.\d %", stdout)
+    assert f"wrote {out}" in stdout
+    assert "reproduce: fedforest simulate --scenario covariate-shift --clients 3" in stdout
+
+
+def test_help_exits_zero(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--help"])
+    assert exc.value.code == 0
+    assert "--scenario" in capsys.readouterr().out
+
+
+def test_top_level_help_lists_simulate(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    assert "simulate" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--scenario", "iid"],
+        ["simulate", "--trees", "0"],
+        ["simulate", "--features", "3"],
+        ["simulate", "--out", "/no/such/dir/p.png"],
+        [],
+    ],
+)
+def test_usage_errors_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "error" in capsys.readouterr().err
