@@ -14,6 +14,7 @@ __all__ = ["BestSplits", "best_splits"]
 
 # scikit-learn's EPSILON in the split acceptance rule.
 EPSILON = float(np.finfo(np.float64).eps)
+_TIE_RTOL = 1e-12
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,9 @@ def best_splits(
     Follows scikit-learn's rules: a candidate is admissible when both children keep at
     least ``min_samples_leaf`` distinct rows and positive weight; the best admissible
     candidate is kept unless ``gain / root_weight + EPSILON < min_impurity_decrease``.
-    Ties go to the first candidate in the request order (sampled feature order, then
-    increasing threshold), which depends only on the seed, never on the clients.
+    Ties (gains within a relative 1e-12, the rounding of summing in another client
+    partition) go to the first candidate in the request order (sampled feature order,
+    then increasing threshold), which depends only on the seed, never on the clients.
 
     Parameters
     ----------
@@ -87,7 +89,10 @@ def best_splits(
     gain = np.where(ok, weighted_gain(par, left, criterion), -np.inf)
     best = np.full(n_nodes, -np.inf)
     np.maximum.at(best, cand_node, gain)
-    hits = np.flatnonzero((gain == best[cand_node]) & np.isfinite(gain))
+    # Equal partitions reached through different clients' sums differ in the last bits:
+    # gains within a relative 1e-12 of the best are ties, broken by request order.
+    slack = _TIE_RTOL * np.abs(best[cand_node])
+    hits = np.flatnonzero((gain >= best[cand_node] - slack) & np.isfinite(gain))
     nodes, first = np.unique(cand_node[hits], return_index=True)
     chosen = hits[first]
     accept = best[nodes] / root_weight[nodes] + EPSILON >= min_impurity_decrease

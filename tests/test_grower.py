@@ -1,0 +1,247 @@
+"""The federated invariants: verification mode equals CART, seeds and client order, rounds."""
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+from sklearn.metrics import r2_score
+from sklearn.tree import DecisionTreeRegressor
+
+import fedforest as ff
+from fedforest.client import bootstrap_counts
+from fedforest.datasets import make_paper_synthetic
+
+
+def _f32(a):
+    # scikit-learn's trees work in float32: give both the same values.
+    return a.astype(np.float32).astype(np.float64)
+
+
+def _partition(X, k, how, rng):
+    if how == "random":
+        return rng.integers(0, k, X.shape[0])
+    # Disjoint supports: clients hold contiguous ranges of feature 0.
+    ranks = np.argsort(np.argsort(X[:, 0]))
+    return ranks * k // X.shape[0]
+
+
+def _verification_model(cls, **kw):
+    params = dict(
+        n_estimators=1,
+        bootstrap=False,
+        max_features=None,
+        n_bins=None,
+        max_depth=None,
+        min_samples_leaf=1,
+        random_state=0,
+    )
+    params.update(kw)
+    return cls(**params)
+
+
+@pytest.mark.parametrize("how", ["random", "disjoint"])
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_verification_mode_equals_sklearn_tree_regression(k, how):
+    rng = np.random.default_rng(k)
+    X = _f32(rng.normal(size=(300, 5)))
+    y = X[:, 0] + np.sin(3 * X[:, 1]) + 0.3 * rng.normal(size=300)
+    h = _partition(X, k, how, rng)
+    ours = _verification_model(ff.FedForestRegressor).fit(X, y, client_ids=h)
+    ref = DecisionTreeRegressor(random_state=0).fit(X, y)
+    # Fully grown: every training row's prediction (its leaf) is the same.
+    np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=0, atol=1e-10)
+    assert ours.trees_[0].node_count == ref.tree_.node_count
+    # And the tree itself does not depend on the partition into clients.
+    one = _verification_model(ff.FedForestRegressor).fit(X, y).trees_[0]
+    for name in ("feature", "threshold", "children_left", "n_node_samples"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(ours.trees_[0], name))
+    np.testing.assert_allclose(one.value, ours.trees_[0].value, rtol=1e-12, atol=1e-12)
+    # Held-out rows agree too while nodes are large enough that no two features induce
+    # the same partition (in tiny nodes such exact ties exist and scikit-learn breaks them
+    # by its random feature order).
+    ours = _verification_model(ff.FedForestRegressor, max_depth=4).fit(X, y, client_ids=h)
+    ref = DecisionTreeRegressor(max_depth=4, random_state=0).fit(X, y)
+    X_new = _f32(rng.normal(size=(2000, 5)))
+    np.testing.assert_allclose(ours.predict(X_new), ref.predict(X_new), rtol=0, atol=1e-10)
+
+
+def _gini_w(counts):
+    n = counts.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, n - (counts**2).sum(axis=-1) / np.maximum(n, 1), 0.0)
+
+
+def _entropy_w(counts):
+    n = counts.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(n > 0, counts / np.maximum(n, 1), 0.0)
+        return -(counts * np.where(p > 0, np.log2(np.where(p > 0, p, 1)), 0.0)).sum(axis=-1)
+
+
+def _best_pooled_gain(X, y, n_classes, imp, msl):
+    """Brute force: the best weighted impurity decrease over all features and midpoints."""
+    onehot = np.eye(n_classes)[y]
+    total = onehot.sum(axis=0)
+    best = -np.inf
+    for j in range(X.shape[1]):
+        order = np.argsort(X[:, j], kind="stable")
+        xs, cl = X[order, j], np.cumsum(onehot[order], axis=0)
+        cut = np.flatnonzero(xs[1:] > xs[:-1] + 1e-7)  # left = rows 0..cut
+        n_left = cut + 1
+        ok = (n_left >= msl) & (X.shape[0] - n_left >= msl)
+        if ok.any():
+            left = cl[cut[ok]]
+            gain = imp(total) - imp(left) - imp(total - left)
+            best = max(best, gain.max())
+    return best
+
+
+@pytest.mark.parametrize("criterion", ["gini", "entropy"])
+@pytest.mark.parametrize("n_classes", [2, 4])
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_verification_mode_splits_attain_best_pooled_gain(k, n_classes, criterion):
+    rng = np.random.default_rng(100 + k + n_classes)
+    X = np.round(rng.normal(size=(240, 4)), 2)  # ties in X on purpose
+    y = np.digitize(
+        X[:, 0] + 0.5 * X[:, 1] + 0.5 * rng.normal(size=240), np.linspace(-1, 1, n_classes - 1)
+    )
+    h = _partition(X, k, "random" if k != 10 else "disjoint", rng)
+    model = _verification_model(
+        ff.FedForestClassifier, criterion=criterion, max_depth=5, min_samples_leaf=3
+    ).fit(X, y, client_ids=h)
+    tree = model.trees_[0]
+    imp = _gini_w if criterion == "gini" else _entropy_w
+    node_of_row = [np.arange(X.shape[0])]
+    members = {0: np.arange(X.shape[0])}
+    checked = 0
+    for node in range(tree.node_count):
+        rows = members[node]
+        if tree.children_left[node] == -1:
+            continue
+        go = X[rows, tree.feature[node]] <= tree.threshold[node]
+        members[tree.children_left[node]] = rows[go]
+        members[tree.children_right[node]] = rows[~go]
+        counts = np.eye(n_classes)[y[rows]].sum(axis=0)
+        lc = np.eye(n_classes)[y[rows[go]]].sum(axis=0)
+        got = imp(counts) - imp(lc) - imp(counts - lc)
+        want = _best_pooled_gain(X[rows], y[rows], n_classes, imp, 3)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+        checked += 1
+    assert checked >= 3 and node_of_row
+
+
+def _clients(X, y, h):
+    return [ff.Client(X[h == k], y[h == k], name=str(k)) for k in np.unique(h)]
+
+
+def _same_forest(a, b):
+    assert len(a.trees_) == len(b.trees_)
+    for ta, tb in zip(a.trees_, b.trees_, strict=True):
+        for name in ta.ARRAYS:
+            np.testing.assert_array_equal(getattr(ta, name), getattr(tb, name), err_msg=name)
+
+
+def test_fit_and_fit_federated_and_client_order_give_the_same_forest():
+    data = make_paper_synthetic("covariate-shift", random_state=0)
+    X, y, h = data.X_train, data.y_train, data.h_train
+    params = dict(n_estimators=8, random_state=3, max_depth=6)
+    a = ff.FedForestRegressor(**params).fit(X, y, client_ids=h)
+    clients = _clients(X, y, h)
+    b = ff.FedForestRegressor(**params).fit_federated(ff.LocalFederation(clients))
+    c = ff.FedForestRegressor(**params).fit_federated(ff.LocalFederation(clients[::-1], n_jobs=2))
+    perm = np.random.default_rng(0).permutation(len(y))
+    d = ff.FedForestRegressor(**params).fit(X[perm], y[perm], client_ids=h[perm])
+    _same_forest(a, b)
+    _same_forest(a, c)
+    # Rows reordered inside clients change the bootstrap draws, not the method: close scores.
+    assert abs(a.score(data.X_test, data.y_test) - d.score(data.X_test, data.y_test)) < 0.1
+
+
+def test_root_split_agrees_with_pooled_cart_under_disjoint_supports():
+    # Theorem 3.2: B = 100 quantiles -> at most 1.5 % of rows assigned differently.
+    data = make_paper_synthetic("covariate-shift", random_state=1)
+    X, y, h = data.X_train, data.y_train, data.h_train
+    ours = ff.FedForestRegressor(
+        n_estimators=1, bootstrap=False, max_features=None, n_bins=100, max_depth=1, random_state=0
+    )
+    ours.fit(X, y, client_ids=h)
+    ref = DecisionTreeRegressor(max_depth=1).fit(X, y)
+    t, r = ours.trees_[0], ref.tree_
+    side = X[:, t.feature[0]] <= t.threshold[0]
+    side_ref = X[:, r.feature[0]] <= r.threshold[0]
+    assert np.mean(side == side_ref) >= 0.985
+
+
+@pytest.mark.parametrize("n_estimators", [1, 100])
+def test_rounds_are_bounded_by_depth_not_trees(n_estimators):
+    data = make_paper_synthetic("homogeneous", n_clients=4, n_per_client=100, random_state=0)
+    m = ff.FedForestRegressor(
+        n_estimators=n_estimators, max_depth=5, oob_score=True, random_state=0
+    )
+    m.fit(data.X_train, data.y_train, client_ids=data.h_train)
+    assert m.communication_.rounds <= 2 * 5 + 3
+    table = m.communication_.per_round
+    assert list(table["kind"][:2]) == ["handshake", "round_a"]
+    assert table["upload_bytes"].sum() == m.communication_.upload_bytes
+
+
+def test_upload_grows_with_nodes_not_rows():
+    rng = np.random.default_rng(0)
+    sizes = []
+    for n in (2000, 20000):
+        X = rng.normal(size=(n, 6))
+        y = X @ rng.normal(size=6) + rng.normal(size=n)
+        m = ff.FedForestRegressor(
+            n_estimators=3, max_depth=4, min_samples_leaf=1, random_state=0
+        ).fit(X, y, client_ids=rng.integers(0, 5, n))
+        assert all(t.node_count == 31 for t in m.trees_)  # fully grown to depth 4
+        sizes.append(m.communication_.upload_bytes)
+    assert abs(sizes[1] - sizes[0]) / sizes[0] < 0.10
+
+
+def test_oob_score_equals_central_computation_from_same_trees_and_counts():
+    data = make_paper_synthetic("homogeneous", n_clients=3, n_per_client=120, random_state=0)
+    X, y, h = data.X_train, data.y_train, data.h_train
+    m = ff.FedForestRegressor(n_estimators=15, oob_score=True, random_state=5)
+    m.fit(X, y, client_ids=h)
+    seed = np.random.RandomState(5).randint(np.iinfo(np.int32).max)
+    leaves = m.apply(X)
+    pred_sum, n_oob = np.zeros(len(y)), np.zeros(len(y))
+    for k in np.unique(h):
+        idx = np.flatnonzero(h == k)
+        for t, tree in enumerate(m.trees_):
+            oob = bootstrap_counts(seed, t, str(k), idx.size) == 0
+            pred_sum[idx[oob]] += tree.value[leaves[idx[oob], t], 0]
+            n_oob[idx[oob]] += 1
+    scored = n_oob > 0
+    central = r2_score(y[scored], pred_sum[scored] / n_oob[scored])
+    assert m.oob_score_ == pytest.approx(central, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(m.oob_prediction_[scored], pred_sum[scored] / n_oob[scored])
+
+
+def test_regression_accuracy_on_par_with_sklearn():
+    gaps = []
+    for seed in range(3):
+        data = make_paper_synthetic("homogeneous", random_state=seed)
+        kw = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
+        ours = ff.FedForestRegressor(random_state=seed, n_jobs=2, **kw)
+        ours.fit(data.X_train, data.y_train, client_ids=data.h_train)
+        ref = RandomForestRegressor(random_state=seed, n_jobs=2, **kw)
+        ref.fit(data.X_train, data.y_train)
+        mse = [np.mean((m.predict(data.X_test) - data.y_test) ** 2) for m in (ours, ref)]
+        gaps.append(mse[0] / mse[1] - 1)
+    assert np.mean(gaps) < 0.05
+
+
+def test_classification_accuracy_on_par_with_sklearn():
+    from sklearn.datasets import make_classification
+
+    diffs = []
+    for seed in range(3):
+        X, y = make_classification(2000, 20, n_informative=8, n_classes=3, random_state=seed)
+        h = np.random.default_rng(seed).integers(0, 10, len(y))
+        kw = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features="sqrt")
+        ours = ff.FedForestClassifier(random_state=seed, n_jobs=2, **kw)
+        ours.fit(X[:1400], y[:1400], client_ids=h[:1400])
+        ref = RandomForestClassifier(random_state=seed, n_jobs=2, **kw).fit(X[:1400], y[:1400])
+        diffs.append(ours.score(X[1400:], y[1400:]) - ref.score(X[1400:], y[1400:]))
+    assert np.mean(diffs) > -0.01

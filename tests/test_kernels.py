@@ -1,0 +1,162 @@
+"""Every numba kernel agrees with its NumPy twin on seeded random data."""
+
+import numpy as np
+import pytest
+
+from fedforest import _kernels as K
+from fedforest._common import N_FINE_BINS, n_stats
+from fedforest.sketch import (
+    fine_codes,
+    fine_sketch,
+    fine_sketch_numpy,
+    merge_sketches,
+    take_quantiles,
+    take_quantiles_numpy,
+)
+
+
+def _state(rng, n=400, d=6, n_slots=7, discrete=False):
+    X = rng.normal(size=(n, d))
+    if discrete:
+        X = np.round(X * 2) / 2  # few distinct values: exact fine bins
+    rows = np.sort(rng.choice(n, size=n // 2, replace=False)).astype(np.int32)
+    w = rng.integers(1, 4, size=rows.size).astype(np.float64)
+    slot = rng.integers(-1, n_slots, size=rows.size).astype(np.int32)
+    n_feat = rng.integers(1, d + 1, size=n_slots)
+    pair_off = np.zeros(n_slots + 1, dtype=np.int64)
+    np.cumsum(n_feat, out=pair_off[1:])
+    pair_feat = np.concatenate([rng.choice(d, size=k, replace=False) for k in n_feat]).astype(
+        np.int32
+    )
+    return X, rows, w, slot, pair_off, pair_feat
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_route_rows_twins(seed):
+    rng = np.random.default_rng(seed)
+    X, rows, _, slot, *_ = _state(rng)
+    n_prev = 7
+    feature = rng.integers(-1, X.shape[1], size=n_prev).astype(np.int32)
+    threshold = rng.normal(size=n_prev)
+    left = rng.integers(-1, 12, size=n_prev).astype(np.int32)
+    right = rng.integers(-1, 12, size=n_prev).astype(np.int32)
+    a, b = slot.copy(), slot.copy()
+    K.route_rows(X, rows, a, feature, threshold, left, right)
+    K.route_rows_numpy(X, rows, b, feature, threshold, left, right)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("n_classes", [0, 2, 5])
+def test_node_summaries_twins(n_classes):
+    rng = np.random.default_rng(n_classes)
+    X, rows, w, slot, *_ = _state(rng)
+    y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else rng.normal(size=400)
+    s = n_stats("classification" if n_classes else "regression", n_classes)
+    a, b = np.zeros((7, s)), np.zeros((7, s))
+    K.node_summaries(rows, w, slot, y, n_classes, a)
+    K.node_summaries_numpy(rows, w, slot, y, n_classes, b)
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    # Statistics are sums: the summary of all slots equals the statistics of all active rows.
+    active = slot >= 0
+    np.testing.assert_allclose(a[:, 0].sum(), active.sum())
+    np.testing.assert_allclose(a[:, 1].sum(), w[active].sum())
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+@pytest.mark.parametrize("n_classes", [0, 3])
+def test_left_stat_hist_twins(discrete, n_classes):
+    rng = np.random.default_rng(7 + n_classes)
+    X, rows, w, slot, pair_off, pair_feat = _state(rng, discrete=discrete)
+    y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else rng.normal(size=400)
+    codes, fmin, fmax = fine_codes(X, 16)  # few fine bins: many straddle a candidate
+    n_pairs = pair_feat.size
+    n_cand = rng.integers(0, 9, size=n_pairs)
+    cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
+    np.cumsum(n_cand, out=cand_off[1:])
+    cand = np.concatenate(
+        [
+            np.sort(rng.choice(X[:, f], size=k, replace=False))
+            for f, k in zip(pair_feat, n_cand, strict=True)
+        ]
+    )
+    s = n_stats("classification" if n_classes else "regression", n_classes)
+    a = np.empty((cand.size + n_pairs, s))
+    b = np.empty_like(a)
+    lut = np.empty((n_pairs, 16), dtype=np.int32)
+    args = (X, codes, fmin, fmax, rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand)
+    K.left_stat_hist(*args, 0, lut, a)
+    K.left_stat_hist_numpy(*args, 0, lut, b)
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+def test_fine_sketch_twins(discrete):
+    rng = np.random.default_rng(3)
+    X, rows, w, slot, pair_off, pair_feat = _state(rng, discrete=discrete)
+    codes, _, fmax = fine_codes(X, N_FINE_BINS)
+    n_pairs = pair_feat.size
+    a = np.empty((n_pairs, 8))
+    b = np.empty_like(a)
+    hist = np.empty((n_pairs, N_FINE_BINS))
+    fine_sketch(codes, fmax, rows, w, slot, pair_off, pair_feat, 0, hist, a)
+    fine_sketch_numpy(codes, fmax, rows, w, slot, pair_off, pair_feat, 0, hist, b)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_fine_sketch_is_exact_weighted_quantile():
+    # One node, one feature, few distinct values: the sketch is the exact weighted quantile.
+    x = np.array([[3.0], [1.0], [2.0], [5.0], [4.0]])
+    codes, _, fmax = fine_codes(x)
+    rows = np.arange(5, dtype=np.int32)
+    w = np.array([1.0, 1.0, 1.0, 1.0, 6.0])  # 60 % of the weight on x = 4
+    out = np.empty((1, 5))
+    fine_sketch(
+        codes,
+        fmax,
+        rows,
+        w,
+        np.zeros(5, np.int32),
+        np.array([0, 1]),
+        np.array([0], np.int32),
+        0,
+        np.empty((1, N_FINE_BINS)),
+        out,
+    )
+    # cumulative weight by sorted value 1,2,3,4,5: 1,2,3,9,10 of 10 -> levels .2 .4 .6 .8 1
+    np.testing.assert_array_equal(out[0], [2.0, 4.0, 4.0, 4.0, 5.0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_take_quantiles_twins(seed):
+    rng = np.random.default_rng(seed)
+    vals = np.sort(rng.normal(size=(20, 30)), axis=1)
+    cum = np.cumsum(rng.random((20, 30)), axis=1)
+    levels = np.sort(rng.random((20, 9)), axis=1) * cum[:, -1:]
+    cum[3] = 0.0  # an empty row stays untouched
+    a = np.full((20, 9), -7.0)
+    b = a.copy()
+    take_quantiles(vals, cum, levels, a)
+    take_quantiles_numpy(vals, cum, levels, b)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_merge_single_client_gives_its_quantiles():
+    sk = np.arange(1.0, 9.0)[None, None, :]  # B = 8 levels of one client
+    off, cand = merge_sketches(sk, np.array([[80.0]]), 8)
+    np.testing.assert_array_equal(off, [0, 7])
+    np.testing.assert_array_equal(cand, np.arange(1.0, 8.0))  # the max (8) is dropped
+
+
+def test_merge_weights_clients_by_node_weight():
+    # Client A (weight 3) sits on 0..3, client B (weight 1) on 10..13: the pooled median is in A.
+    a = np.array([0.0, 1.0, 2.0, 3.0])
+    b = np.array([10.0, 11.0, 12.0, 13.0])
+    off, cand = merge_sketches(np.stack([a, b])[:, None, :], np.array([[3.0], [1.0]]), 4)
+    # points weigh 0.75 (A) and 0.25 (B); levels 1, 2, 3 of 4 fall on 1, 2, 3
+    np.testing.assert_array_equal(cand, [1.0, 2.0, 3.0])
+
+
+def test_merge_ignores_empty_clients_and_dedups():
+    sk = np.array([[[1.0, 1.0, 1.0, 2.0]], [[np.nan] * 4]])
+    off, cand = merge_sketches(sk, np.array([[4.0], [0.0]]), 4)
+    np.testing.assert_array_equal(cand, [1.0])
