@@ -11,8 +11,9 @@ import os
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from ._tree import load_forest, save_forest
+from ._tree import Tree, load_forest, save_forest
 from .protocol import CommunicationLedger
 
 __all__ = ["save_model", "load"]
@@ -30,16 +31,24 @@ def _json_param(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, np.generic):
-        return value.item()
+        return _json_param(value.item())
     return None  # e.g. a RandomState instance: the fitted trees do not depend on it any more
 
 
 def save_model(model: Any, path: str | os.PathLike[str]) -> None:
-    """Write a fitted fedforest estimator to ``path`` (no pickle)."""
+    """Write a fitted fedforest estimator to ``path`` (no pickle).
+
+    Stored: the hyperparameters, the trees, ``n_features_in_``, ``feature_names_in_``,
+    ``classes_``, ``feature_importances_``, ``oob_score_``, ``n_clients_`` and the
+    communication ledger. Per-training-row arrays (``oob_prediction_``,
+    ``oob_decision_function_``) are not: a model file carries nothing row by row.
+    """
     from sklearn.utils.validation import check_is_fitted
 
     check_is_fitted(model, "trees_")
     kind = type(model).__name__
+    if kind not in _estimators():
+        raise TypeError(f"save_model stores fedforest estimators only, got {kind}.")
     names = getattr(model, "feature_names_in_", None)
     classes = getattr(model, "classes_", None)
     header = {
@@ -48,62 +57,124 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
         "n_features_in": int(model.n_features_in_),
         "feature_names_in": None if names is None else [str(n) for n in names],
         "classes": None if classes is None else np.asarray(classes).tolist(),
-        "oob_score": getattr(model, "oob_score_", None),
         "n_clients": int(getattr(model, "n_clients_", 0)),
         "communication": model.communication_.to_dict(),
     }
-    save_forest(
-        path,
-        header,
-        model.trees_,
-        extra={"feature_importances": np.asarray(model.feature_importances_)},
-    )
+    extra = {"feature_importances": np.asarray(model.feature_importances_, dtype=np.float64)}
+    if hasattr(model, "oob_score_"):
+        # An array, not a header field: the score may be NaN, which JSON cannot hold.
+        extra["oob_score"] = np.asarray([model.oob_score_], dtype=np.float64)
+    save_forest(path, header, model.trees_, extra=extra)
 
 
 def load(path: str | os.PathLike[str]) -> Any:
     """Load a model written by ``model.save(path)``.
 
+    Only arrays and a JSON header are read (``allow_pickle=False``); every field is
+    checked against the others before the estimator is built.
+
     Raises
     ------
     ValueError
         If the file is not a valid fedforest model (foreign, truncated, pickled, or with
-        arrays out of range).
+        arrays out of range or inconsistent with its header).
     """
     header, trees, extra = load_forest(path)
+    try:
+        return _build(header, trees, extra)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"cannot load model file {os.fspath(path)!r}: invalid content ({exc}). Was it "
+            "written by fedforest's save()? Re-create it by saving the fitted model again."
+        ) from exc
+
+
+def _build(header: dict[str, Any], trees: list[Tree], extra: dict[str, NDArray[Any]]) -> Any:
+    """The estimator described by a loaded file; raises on any inconsistency."""
     kinds = _estimators()
     kind = header.get("kind")
     if kind not in kinds:
-        raise ValueError(f"cannot load model file {str(path)!r}: unknown model kind {kind!r}.")
+        raise ValueError(f"unknown model kind {kind!r}, expected one of {sorted(kinds)}")
     cls = kinds[kind]
-    try:
-        model = cls(**{k: v for k, v in header["params"].items() if k in cls().get_params()})
-        d = int(header["n_features_in"])
-        importances = np.asarray(extra["feature_importances"], dtype=np.float64)
-        if importances.shape != (d,):
-            raise ValueError(f"feature_importances has shape {importances.shape}, expected ({d},)")
-        n_values = trees[0].value.shape[1]
-        classes = header["classes"]
-        if (
-            (classes is None) != (kind == "FedForestRegressor")
-            or (classes is not None and len(classes) != n_values)
-            or (classes is None and n_values != 1)
-        ):
-            raise ValueError("class list does not match the trees' values")
-        if any(t.value.shape[1] != n_values for t in trees):
-            raise ValueError("trees disagree on the number of outputs")
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"cannot load model file {str(path)!r}: invalid content ({exc}).") from exc
+    params = header["params"]
+    if not isinstance(params, dict):
+        raise ValueError(f"params is a {type(params).__name__}, expected a dict")
+    known = cls().get_params()
+    model = cls(**{k: v for k, v in params.items() if k in known})
+    model._validate_params()
+    d = header["n_features_in"]
+    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+        raise ValueError(f"n_features_in {d!r} is not a positive integer")
+    names = header["feature_names_in"]
+    if names is not None and (
+        not isinstance(names, list)
+        or len(names) != d
+        or not all(isinstance(n, str) for n in names)
+        or len(set(names)) != d
+    ):
+        raise ValueError(f"feature_names_in is not a list of {d} distinct strings")
+    importances = _importances(extra, d)
+    classes = _classes(header["classes"], kind == "FedForestClassifier", trees)
+    if not isinstance(header["communication"], dict):
+        raise ValueError("communication is not a dict of round records")
+    ledger = CommunicationLedger.from_dict(header["communication"])
+    n_clients = header.get("n_clients", 0)
+    if isinstance(n_clients, bool) or not isinstance(n_clients, int) or n_clients < 0:
+        raise ValueError(f"n_clients {n_clients!r} is not a non-negative integer")
+
     model.trees_ = trees
     model.n_features_in_ = d
-    if header["feature_names_in"] is not None:
-        model.feature_names_in_ = np.asarray(header["feature_names_in"], dtype=object)
+    if names is not None:
+        model.feature_names_in_ = np.asarray(names, dtype=object)
     model.feature_importances_ = importances
-    model.communication_ = CommunicationLedger.from_dict(header["communication"])
-    model.n_clients_ = header.get("n_clients", 0)
-    if header.get("oob_score") is not None:
-        model.oob_score_ = float(header["oob_score"])
+    model.communication_ = ledger
+    model.n_clients_ = n_clients
+    if "oob_score" in extra:
+        oob = np.asarray(extra["oob_score"])
+        if oob.shape != (1,) or oob.dtype.kind != "f":
+            raise ValueError(f"oob_score is {oob.dtype} {oob.shape}, expected one float")
+        model.oob_score_ = float(oob[0])
+    elif isinstance(header.get("oob_score"), float):  # files written before the extra array
+        model.oob_score_ = header["oob_score"]
     if classes is not None:
-        model.classes_ = np.asarray(classes)
+        model.classes_ = classes
         model.n_classes_ = len(classes)
     model._pack()
     return model
+
+
+def _importances(extra: dict[str, NDArray[Any]], d: int) -> NDArray[np.float64]:
+    imp = extra["feature_importances"]
+    if (
+        imp.dtype.kind != "f"
+        or imp.shape != (d,)
+        or not np.all(np.isfinite(imp))
+        or (imp < 0).any()
+    ):
+        raise ValueError(
+            f"feature_importances is {imp.dtype} {imp.shape}, expected ({d},) finite floats >= 0"
+        )
+    return np.asarray(imp, dtype=np.float64)
+
+
+def _classes(classes: Any, is_classifier: bool, trees: list[Tree]) -> NDArray[Any] | None:
+    """The class labels, checked against the model kind and the trees' values."""
+    n_values = trees[0].value.shape[1]
+    if any(t.value.shape[1] != n_values for t in trees):
+        raise ValueError("trees disagree on the number of outputs")
+    if not is_classifier:
+        if classes is not None or n_values != 1:
+            raise ValueError("a regressor has no class list and one value per node")
+        return None
+    if not isinstance(classes, list) or len(classes) != n_values:
+        raise ValueError(f"a classifier needs a list of {n_values} class labels, one per value")
+    if not all(isinstance(c, (bool, int, float, str)) for c in classes):
+        raise ValueError("class labels must be numbers or strings")
+    labels = np.asarray(classes)
+    if labels.ndim != 1 or np.unique(labels).size != labels.size:
+        raise ValueError("class labels must be distinct")
+    for t, tree in enumerate(trees):
+        value = tree.value
+        if (value < 0).any() or (value > 1).any() or not np.allclose(value.sum(axis=1), 1.0):
+            raise ValueError(f"tree {t} has class proportions outside [0, 1] or not summing to 1")
+    return labels

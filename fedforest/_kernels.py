@@ -21,18 +21,22 @@ __all__ = [
     "route_rows_numpy",
     "node_summaries",
     "node_summaries_numpy",
-    "left_stat_hist",
-    "left_stat_hist_numpy",
+    "group_rows",
+    "group_rows_numpy",
+    "left_stats",
+    "left_stats_numpy",
+    "SMALL_NODE",
+    "SMALL_SKETCH",
 ]
 
 
 @numba.njit(nogil=True, cache=True)
-def route_rows(X, rows, slot, feature, threshold, left, right):  # type: ignore[no-untyped-def]
+def route_rows(Xt, rows, slot, feature, threshold, left, right):
     """Move rows to the children of last level's splits, in place.
 
     Parameters
     ----------
-    X : ndarray of float64, shape (n_samples, n_features)  # IN
+    Xt : ndarray of float64, shape (n_features, n_samples)  # IN: column-major values
     rows : ndarray of int32, shape (n_inbag,)  # IN
     slot : ndarray of int32, shape (n_inbag,)  # IN/OUT: previous slot -> new slot
     feature : ndarray of int32, shape (n_prev_slots,)  # IN: -1 when the node became a leaf
@@ -46,14 +50,14 @@ def route_rows(X, rows, slot, feature, threshold, left, right):  # type: ignore[
         f = feature[s]
         if f < 0:
             slot[r] = -1
-        elif X[rows[r], f] <= threshold[s]:
+        elif Xt[f, rows[r]] <= threshold[s]:
             slot[r] = left[s]
         else:
             slot[r] = right[s]
 
 
 def route_rows_numpy(
-    X: NDArray[np.float64],
+    Xt: NDArray[np.float64],
     rows: NDArray[np.int32],
     slot: NDArray[np.int32],
     feature: NDArray[np.int32],
@@ -67,13 +71,13 @@ def route_rows_numpy(
     f = feature[s]
     split = f >= 0
     go_left = np.zeros(active.size, dtype=bool)
-    go_left[split] = X[rows[active[split]], f[split]] <= threshold[s[split]]
+    go_left[split] = Xt[f[split], rows[active[split]]] <= threshold[s[split]]
     new = np.where(go_left, left[s], right[s])
     slot[active] = np.where(split, new, -1)
 
 
 @numba.njit(inline="always")
-def _add_row(out, k, w, y, n_classes):  # type: ignore[no-untyped-def]
+def _add_row(out, k, w, y, n_classes):
     out[k, 0] += 1.0
     out[k, 1] += w
     if n_classes == 0:
@@ -84,7 +88,7 @@ def _add_row(out, k, w, y, n_classes):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(nogil=True, cache=True)
-def node_summaries(rows, w, slot, y, n_classes, out):  # type: ignore[no-untyped-def]
+def node_summaries(rows, w, slot, y, n_classes, out):
     """Add every in-bag row's statistics to its node's summary.
 
     Parameters
@@ -123,23 +127,82 @@ def node_summaries_numpy(
     np.add.at(out, slot[keep], _row_stats(w[keep], y[rows[keep]], n_classes))
 
 
+#: Nodes with at most this many in-bag rows (on a client) are binned by counting the
+#: candidates below each value; larger ones go through the fine codes, whose fixed cost
+#: (one pass over the ``N_FINE_BINS`` bins) is then small per row.
+SMALL_NODE = 64
+#: Nodes with at most this many rows are sketched by an insertion sort of their exact values
+#: (quadratic, so the cut-over to the fine-code histogram comes earlier).
+SMALL_SKETCH = 24
+
+
 @numba.njit(nogil=True, cache=True)
-def _bin_lut(cand, fine_min_f, fine_max_f, lut):  # type: ignore[no-untyped-def]
-    # Fine bin -> candidate bin when no candidate falls inside the bin's value range,
-    # else -1 (those rows are binned by their exact value).
+def group_rows(slot, slot_lo, order, start):
+    """Counting sort of in-bag positions by frontier slot.
+
+    Parameters
+    ----------
+    slot : ndarray of int32, shape (n_inbag,)  # IN: slots in [slot_lo, slot_lo + n) or -1
+    slot_lo : int  # IN
+    order : ndarray of int64, shape (n_inbag,)  # OUT: positions grouped by slot
+    start : ndarray of int64, shape (n + 1,)  # OUT: slot ``slot_lo + i`` owns
+        ``order[start[i]:start[i + 1]]``
+    """
+    start[:] = 0
+    for r in range(slot.shape[0]):
+        if slot[r] >= 0:
+            start[slot[r] - slot_lo + 1] += 1
+    for i in range(start.shape[0] - 1):
+        start[i + 1] += start[i]
+    fill = start[:-1].copy()
+    for r in range(slot.shape[0]):
+        s = slot[r]
+        if s >= 0:
+            order[fill[s - slot_lo]] = r
+            fill[s - slot_lo] += 1
+
+
+def group_rows_numpy(
+    slot: NDArray[np.int32], slot_lo: int, order: NDArray[np.int64], start: NDArray[np.int64]
+) -> None:
+    """NumPy twin of :func:`group_rows`."""
+    active = np.flatnonzero(slot >= 0)
+    srt = np.argsort(slot[active], kind="stable")
+    order[: active.size] = active[srt]
+    start[:] = 0
+    np.cumsum(np.bincount(slot[active] - slot_lo, minlength=start.size - 1), out=start[1:])
+
+
+@numba.njit(inline="always")
+def _count_below(cs, x):
+    # ``np.searchsorted(cs, x)``: a branch-free count vectorises and beats a binary search
+    # (mispredicted at every step) on the <= B - 1 candidates of a pair; long lists bisect.
+    if cs.shape[0] > 128:
+        return np.searchsorted(cs, x)
+    k = 0
+    for j in range(cs.shape[0]):
+        k += cs[j] < x
+    return k
+
+
+@numba.njit(nogil=True, cache=True)
+def _fine_lut(cs, fmin, fmax, lut):
+    # Fine bin -> number of candidates below it, or -1 when a candidate falls inside the
+    # bin's value range (those rows are binned by their exact value). One merge pass.
+    j = 0
     for c in range(lut.shape[0]):
-        if fine_min_f[c] > fine_max_f[c]:
+        if fmin[c] > fmax[c]:
             lut[c] = -1
             continue
-        lo = np.searchsorted(cand, fine_min_f[c])
-        hi = np.searchsorted(cand, fine_max_f[c])
-        lut[c] = lo if lo == hi else -1
+        while j < cs.shape[0] and cs[j] < fmin[c]:
+            j += 1
+        lut[c] = -1 if (j < cs.shape[0] and cs[j] < fmax[c]) else j
 
 
 @numba.njit(nogil=True, cache=True)
-def left_stat_hist(  # type: ignore[no-untyped-def]
-    X,
-    codes,
+def left_stats(
+    Xt,
+    codes_t,
     fine_min,
     fine_max,
     rows,
@@ -151,58 +214,86 @@ def left_stat_hist(  # type: ignore[no-untyped-def]
     pair_feat,
     cand_off,
     cand,
-    pair_lo,
-    lut,
+    slot_lo,
+    slot_hi,
     out,
-):
-    """Histogram of row statistics over the candidate bins of a block of pairs.
+):  # noqa: E501
+    """Left-child statistics at every candidate of the pairs of slots ``slot_lo..slot_hi``.
 
-    Bin ``b`` of pair ``p`` holds the rows with ``cand[b-1] < x <= cand[b]``; the left
-    statistics at candidate ``b`` are the cumulative sum of bins ``0..b``. Bins are found
-    through the fine codes (one table lookup) and by the exact value only for rows whose
-    fine bin straddles a candidate, so the statistics are exact at every threshold.
+    The statistics at candidate ``t`` sum the rows with ``x <= t``, exactly: a row is
+    binned through its fine code when no candidate falls inside its fine bin's value range
+    (one table lookup), else by binary search on its value.
 
     Parameters
     ----------
-    X : ndarray of float64, shape (n_samples, n_features)  # IN
-    codes : ndarray of uint8, shape (n_samples, n_features)  # IN
+    Xt : ndarray of float64, shape (n_features, n_samples)  # IN: column-major values
+    codes_t : ndarray of uint8, shape (n_features, n_samples)  # IN: column-major codes
     fine_min, fine_max : ndarray of float64, shape (n_features, n_fine)  # IN
-    rows, w, slot : ndarray, shape (n_inbag,)  # IN
+    rows, w, slot : ndarray, shape (n_inbag,)  # IN: rows of the trees owning these slots
     y : ndarray of float64, shape (n_samples,)  # IN
     n_classes : int  # IN
     pair_off : ndarray of int64, shape (n_slots + 1,)  # IN
     pair_feat : ndarray of int32, shape (n_pairs,)  # IN
     cand_off : ndarray of int64, shape (n_pairs + 1,)  # IN
     cand : ndarray of float64, shape (n_candidates,)  # IN
-    pair_lo : int  # IN: first pair of the block
-    lut : ndarray of int32, shape (n_block_pairs, n_fine)  # scratch
-    out : ndarray of float64, shape (n_block_bins, n_stats)  # OUT: zeroed here;
-        pair p owns rows ``cand_off[p] + p - base`` .. ``cand_off[p + 1] + p - base`` where
-        ``base = cand_off[pair_lo] + pair_lo``.
+    slot_lo, slot_hi : int  # IN
+    out : ndarray of float64, shape (n_block_candidates, n_stats)  # OUT: candidate
+        ``cand_off[pair_off[slot_lo]] + i`` in row ``i``
     """
-    out[:, :] = 0.0
-    n_block = lut.shape[0]
-    for q in range(n_block):
-        p = q + pair_lo
-        f = pair_feat[p]
-        _bin_lut(cand[cand_off[p] : cand_off[p + 1]], fine_min[f], fine_max[f], lut[q])
-    base = cand_off[pair_lo] + pair_lo
-    for r in range(rows.shape[0]):
-        s = slot[r]
-        if s < 0:
-            continue
-        i = rows[r]
+    order = np.empty(rows.shape[0], dtype=np.int64)
+    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
+    group_rows(slot, slot_lo, order, start)
+    p_lo, p_hi = pair_off[slot_lo], pair_off[slot_hi]
+    c0 = cand_off[p_lo]
+    max_nc = 0
+    for p in range(p_lo, p_hi):
+        max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
+    n_stat = out.shape[1]
+    hist = np.empty((max_nc + 1, n_stat))
+    lut = np.empty(fine_min.shape[1], dtype=np.int32)
+    # The node's rows, weights and targets gathered once, contiguous, for all its pairs.
+    ii = np.empty(rows.shape[0], dtype=np.int64)
+    ww = np.empty(rows.shape[0])
+    yy = np.empty(rows.shape[0])
+    for s in range(slot_lo, slot_hi):
+        a, b = start[s - slot_lo], start[s - slot_lo + 1]
+        c = b - a
+        for k in range(c):
+            r = order[a + k]
+            ii[k] = rows[r]
+            ww[k] = w[r]
+            yy[k] = y[rows[r]]
         for p in range(pair_off[s], pair_off[s + 1]):
+            nc = cand_off[p + 1] - cand_off[p]
+            if nc == 0:
+                continue
+            lo = cand_off[p]
+            cs = cand[lo : lo + nc]
             f = pair_feat[p]
-            b = lut[p - pair_lo, codes[i, f]]
-            if b < 0:
-                b = np.searchsorted(cand[cand_off[p] : cand_off[p + 1]], X[i, f])
-            _add_row(out, cand_off[p] + p - base + b, w[r], y[i], n_classes)
+            # Explicit loops: numba's slice assignments cost about a microsecond a pair.
+            for j in range(nc + 1):
+                for q in range(n_stat):
+                    hist[j, q] = 0.0
+            if c <= SMALL_NODE:
+                for k in range(c):
+                    _add_row(hist, _count_below(cs, Xt[f, ii[k]]), ww[k], yy[k], n_classes)
+            else:
+                _fine_lut(cs, fine_min[f], fine_max[f], lut)
+                for k in range(c):
+                    bin_ = lut[codes_t[f, ii[k]]]
+                    if bin_ < 0:
+                        bin_ = _count_below(cs, Xt[f, ii[k]])
+                    _add_row(hist, bin_, ww[k], yy[k], n_classes)
+            for q in range(n_stat):
+                acc = 0.0
+                for j in range(nc):
+                    acc += hist[j, q]
+                    out[lo + j - c0, q] = acc
 
 
-def left_stat_hist_numpy(
-    X: NDArray[np.float64],
-    codes: NDArray[np.uint8],
+def left_stats_numpy(
+    Xt: NDArray[np.float64],
+    codes_t: NDArray[np.uint8],
     fine_min: NDArray[np.float64],
     fine_max: NDArray[np.float64],
     rows: NDArray[np.int32],
@@ -214,18 +305,20 @@ def left_stat_hist_numpy(
     pair_feat: NDArray[np.int32],
     cand_off: NDArray[np.int64],
     cand: NDArray[np.float64],
-    pair_lo: int,
-    lut: NDArray[np.int32],
+    slot_lo: int,
+    slot_hi: int,
     out: NDArray[np.float64],
 ) -> None:
-    """NumPy twin of :func:`left_stat_hist` (bins every row by its exact value)."""
-    out[:, :] = 0.0
-    base = cand_off[pair_lo] + pair_lo
-    keep = np.flatnonzero(slot >= 0)
-    for q in range(lut.shape[0]):
-        p = q + pair_lo
-        mine = keep[(pair_off[slot[keep]] <= p) & (pair_off[slot[keep] + 1] > p)]
-        vals = X[rows[mine], pair_feat[p]]
-        b = np.searchsorted(cand[cand_off[p] : cand_off[p + 1]], vals, side="left")
+    """NumPy twin of :func:`left_stats` (bins every row by its exact value)."""
+    c0 = cand_off[pair_off[slot_lo]]
+    for s in range(slot_lo, slot_hi):
+        mine = np.flatnonzero(slot == s)
         stats = _row_stats(w[mine], y[rows[mine]], n_classes)
-        np.add.at(out, cand_off[p] + p - base + b, stats)
+        for p in range(pair_off[s], pair_off[s + 1]):
+            cs = cand[cand_off[p] : cand_off[p + 1]]
+            if cs.size == 0:
+                continue
+            bins = np.searchsorted(cs, Xt[pair_feat[p], rows[mine]], side="left")
+            hist = np.zeros((cs.size + 1, stats.shape[1]))
+            np.add.at(hist, bins, stats)
+            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = np.cumsum(hist, axis=0)[: cs.size]

@@ -9,7 +9,9 @@ functions of its data, its name and what the server sent.
 
 Memory: after set-up a client keeps, per tree, its in-bag rows as ``int32`` index,
 ``float64`` weight and ``int32`` node slot (16 bytes per in-bag row, about 0.63 n_k rows
-per tree with the bootstrap), plus one ``uint8`` fine code per value of its data.
+per tree with the bootstrap), plus a column-major copy of its data and one ``uint8``
+fine code per value: about ``16 * 0.63 * n_k * n_estimators + 17 * n_k * n_features``
+bytes in all.
 """
 
 from __future__ import annotations
@@ -26,12 +28,9 @@ from . import _kernels as K
 from ._common import N_FINE_BINS, n_stats
 from ._tree import apply_forest
 from .protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, Message, expect_array
-from .sketch import fine_codes, fine_sketch
+from .sketch import fine_codes, node_sketches
 
 __all__ = ["Client", "bootstrap_counts"]
-
-# Largest (node, feature) block a client histograms at once: bounds scratch memory.
-_PAIR_BLOCK = 4096
 
 
 def bootstrap_counts(seed: int, tree: int, name: str, n: int) -> NDArray[np.int64]:
@@ -102,6 +101,8 @@ class Client:
     def __init__(self, X: ArrayLike, y: ArrayLike, name: str) -> None:
         self.name = str(name)
         self.X, self.feature_names = _as_2d_float(X, self.name)
+        # Column-major copy: the growth kernels read one feature of many rows at a time.
+        self.Xt = np.ascontiguousarray(self.X.T)
         self.y_raw = np.asarray(y)
         if self.y_raw.ndim != 1 or self.y_raw.shape[0] != self.X.shape[0]:
             raise ValueError(
@@ -195,7 +196,7 @@ class Client:
         if "route_feature" in msg.arrays:
             n_prev = int(msg.header["n_prev_slots"])
             K.route_rows(
-                self.X,
+                self.Xt,
                 fit.rows,
                 fit.slot,
                 expect_array(msg, "route_feature", "i", (n_prev,), "server"),
@@ -223,41 +224,24 @@ class Client:
             raise ValueError(f"Client {self.name!r}: Round A/B before the set-up message.")
         return self._fit
 
-    def _tree_blocks(self, fit: _Fit, cost: NDArray[np.int64]) -> list[tuple[int, int]]:
-        """Consecutive tree ranges whose summed cost stays under the block size."""
-        blocks, start, acc = [], 0, 0
-        for t in range(fit.n_trees):
-            if acc and acc + cost[t] > _PAIR_BLOCK:
-                blocks.append((start, t))
-                start, acc = t, 0
-            acc += int(cost[t])
-        blocks.append((start, fit.n_trees))
-        return blocks
-
     def _sketches(self, fit: _Fit) -> NDArray[np.float64]:
-        assert fit.pair_off is not None and fit.pair_feat is not None and fit.slot_tree is not None
+        assert fit.pair_off is not None and fit.pair_feat is not None
         assert self._codes is not None and fit.n_bins is not None
         codes, _, fine_max = self._codes
         out = np.empty((int(fit.pair_off[-1]), fit.n_bins))
-        pairs_per_tree = np.diff(fit.pair_off[fit.slot_tree])
-        for a, b in self._tree_blocks(fit, pairs_per_tree):
-            p_lo, p_hi = int(fit.pair_off[fit.slot_tree[a]]), int(fit.pair_off[fit.slot_tree[b]])
-            if p_hi == p_lo:
-                continue
-            r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
-            hist = np.empty((p_hi - p_lo, N_FINE_BINS))
-            fine_sketch(
-                codes,
-                fine_max,
-                fit.rows[r],
-                fit.w[r],
-                fit.slot[r],
-                fit.pair_off,
-                fit.pair_feat,
-                p_lo,
-                hist,
-                out[p_lo:p_hi],
-            )
+        node_sketches(
+            self.Xt,
+            codes,
+            fine_max,
+            fit.rows,
+            fit.w,
+            fit.slot,
+            fit.pair_off,
+            fit.pair_feat,
+            0,
+            fit.pair_off.size - 1,
+            out,
+        )
         return out
 
     def _distinct_values(self, fit: _Fit) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
@@ -289,37 +273,24 @@ class Client:
         codes, fine_min, fine_max = self._codes
         s = n_stats("classification" if fit.n_classes else "regression", fit.n_classes)
         left = np.empty((cand.size, s))
-        pair_tree = fit.pair_off[fit.slot_tree]
-        bins_per_tree = np.diff(cand_off[pair_tree] + pair_tree)
-        for a, b in self._tree_blocks(fit, bins_per_tree // 8 + np.diff(pair_tree)):
-            p_lo, p_hi = int(pair_tree[a]), int(pair_tree[b])
-            if p_hi == p_lo:
-                continue
-            r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
-            n_bins = int(cand_off[p_hi] + p_hi - cand_off[p_lo] - p_lo)
-            hist = np.empty((n_bins, s))
-            lut = np.empty((p_hi - p_lo, N_FINE_BINS), dtype=np.int32)
-            K.left_stat_hist(
-                self.X,
-                codes,
-                fine_min,
-                fine_max,
-                fit.rows[r],
-                fit.w[r],
-                fit.slot[r],
-                fit.y,
-                fit.n_classes,
-                fit.pair_off,
-                fit.pair_feat,
-                cand_off,
-                cand,
-                p_lo,
-                lut,
-                hist,
-            )
-            left[cand_off[p_lo] : cand_off[p_hi]] = _cumulate(
-                hist, np.diff(cand_off[p_lo : p_hi + 1])
-            )
+        K.left_stats(
+            self.Xt,
+            codes,
+            fine_min,
+            fine_max,
+            fit.rows,
+            fit.w,
+            fit.slot,
+            fit.y,
+            fit.n_classes,
+            fit.pair_off,
+            fit.pair_feat,
+            cand_off,
+            cand,
+            0,
+            fit.pair_off.size - 1,
+            left,
+        )
         return Message(ROUND_B, {"name": self.name}, {"left": left})
 
     # ------------------------------------------------------------------ out of bag
@@ -356,15 +327,3 @@ class Client:
     def finish(self) -> None:
         """Drop the per-fit state (called when no out-of-bag round follows)."""
         self._fit = None
-
-
-def _cumulate(hist: NDArray[np.float64], n_cand: NDArray[np.int64]) -> NDArray[np.float64]:
-    """Left statistics at each candidate from per-bin statistics (pair p has n_cand[p] + 1 bins)."""
-    cs = np.cumsum(hist, axis=0)
-    sizes = n_cand + 1
-    starts = np.cumsum(sizes) - sizes
-    before = np.vstack([np.zeros((1, hist.shape[1])), cs])[starts]
-    left = cs - np.repeat(before, sizes, axis=0)
-    keep = np.ones(hist.shape[0], dtype=bool)
-    keep[starts + sizes - 1] = False
-    return left[keep]

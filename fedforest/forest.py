@@ -8,6 +8,7 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -26,6 +27,67 @@ from .transport.local import LocalFederation
 __all__ = ["FedForestRegressor", "FedForestClassifier"]
 
 _ROW_CHUNK = 65536
+
+
+def _n_rows(obj: Any) -> int | None:
+    """Length of the first axis, or None when ``obj`` has none (left to ``validate_data``)."""
+    shape = getattr(obj, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) else None
+    try:
+        return len(obj)
+    except TypeError:
+        return None
+
+
+def _check_same_length(X: Any, other: Any, name: str, hint: str) -> None:
+    """``other`` must have one entry per row of ``X``."""
+    n_x, n_other = _n_rows(X), _n_rows(other)
+    if n_x is not None and n_other is not None and n_x != n_other:
+        raise ValueError(f"{name} has {n_other} entries but X has {n_x} rows; give {hint}.")
+
+
+def _check_numeric_columns(X: Any) -> None:
+    """Name the first non-numeric column of a DataFrame (NumPy's own error names none)."""
+    if not isinstance(X, pd.DataFrame):
+        return
+    for column, dtype in zip(X.columns, X.dtypes, strict=True):
+        if not pd.api.types.is_numeric_dtype(dtype):
+            raise ValueError(
+                f"Column {column!r} of X has dtype {dtype}; fedforest needs numeric features "
+                "(encode categories and strings as numbers)."
+            )
+
+
+def _client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]:
+    """Client number of every row and the client names, from one label per row.
+
+    Returns
+    -------
+    inverse : ndarray of int64, shape (n,)
+        Index into ``names`` of each row's client.
+    names : list of str
+        ``str(label)`` of each distinct label, in sorted label order.
+    """
+    if client_ids is None:
+        return np.zeros(n, dtype=np.int64), ["0"]
+    ids = np.asarray(client_ids)
+    if ids.ndim != 1 or ids.shape[0] != n:
+        raise ValueError(
+            f"client_ids has shape {ids.shape}; expected ({n},), one client label per row of X."
+        )
+    if ids.dtype.kind == "f" and np.isnan(ids).any():
+        raise ValueError("client_ids contains NaN; every row needs a client label.")
+    try:
+        labels, inverse = np.unique(ids, return_inverse=True)
+    except TypeError as exc:
+        raise ValueError(
+            f"client_ids must be labels of one sortable type (all int or all str): {exc}"
+        ) from exc
+    names = [str(label) for label in labels.tolist()]
+    if len(set(names)) != len(names):
+        raise ValueError(f"client_ids has distinct labels with the same name: {names}.")
+    return inverse.astype(np.int64), names
 
 
 class _BaseFedForest(BaseEstimator):
@@ -90,72 +152,100 @@ class _BaseFedForest(BaseEstimator):
         One :class:`~fedforest.Client` is built per distinct id (named ``str(id)``) holding
         its rows in their original order, and the forest is grown through an in-process
         :class:`~fedforest.LocalFederation`; ``fit_federated`` on the same clients gives the
-        same forest.
+        same forest. Invalid input raises one ``ValueError`` naming the argument and leaves
+        the estimator unfitted.
 
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
+            Numeric features without NaN or infinity.
         y : array-like of shape (n_samples,)
+            Targets: numbers (regressor) or class labels (classifier).
         client_ids : array-like of shape (n_samples,), default=None
             One client label per row; None puts every row in one client.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
         """
-        self._validate_params()
-        X_arr, y_arr = validate_data(
-            self,
-            X,
-            y,
-            dtype=np.float64,
-            ensure_all_finite=True,
-            y_numeric=self._task == "regression",
-            multi_output=True,
-        )
-        y_arr = self._encode_y(y_arr)
-        if self.oob_score and not self.bootstrap:
-            raise ValueError("Out of bag estimation only available if bootstrap=True")
-        if client_ids is None:
-            ids = np.zeros(X_arr.shape[0], dtype=np.int64)
-        else:
-            ids = np.asarray(client_ids)
-            if ids.ndim != 1 or ids.shape[0] != X_arr.shape[0]:
-                raise ValueError(
-                    f"client_ids has shape {ids.shape}; expected ({X_arr.shape[0]},), one client "
-                    "label per row of X."
-                )
-        labels, inverse = np.unique(ids, return_inverse=True)
-        clients = [
-            Client(X_arr[inverse == k], y_arr[inverse == k], name=str(label))
-            for k, label in enumerate(labels.tolist())
-        ]
-        fed = LocalFederation(clients, n_jobs=self.n_jobs)
-        result = grow_forest(fed, self._config())
-        self._store(result)
-        self._oob_from_clients(clients, inverse, X_arr.shape[0])
+        self._clear_fitted()
+        try:
+            self._validate_params()
+            self._check_oob_bootstrap()
+            _check_numeric_columns(X)
+            _check_same_length(X, y, "y", "one target per row of X")
+            X_arr, y_arr = validate_data(
+                self,
+                X,
+                y,
+                dtype=np.float64,
+                ensure_all_finite=True,
+                y_numeric=self._task == "regression",
+                multi_output=True,
+            )
+            y_arr, fit_classes = self._encode_y(y_arr)
+            inverse, labels = _client_index(client_ids, X_arr.shape[0])
+            clients = [
+                Client(X_arr[inverse == k], y_arr[inverse == k], name=label)
+                for k, label in enumerate(labels)
+            ]
+            result = grow_forest(LocalFederation(clients, n_jobs=self.n_jobs), self._config())
+            self._store(result, fit_classes)
+            self._oob_from_clients(clients, inverse, X_arr.shape[0])
+        except BaseException:
+            self._clear_fitted()
+            raise
         return self
 
     def fit_federated(self, federation: Federation) -> Any:
         """Train through a federation of clients that keep their own rows.
 
+        The handshake checks that the clients agree on their columns; a mismatch, like any
+        other invalid input, raises a ``ValueError`` naming the client and leaves the
+        estimator unfitted.
+
         Parameters
         ----------
         federation : Federation
             E.g. ``LocalFederation([Client(X_k, y_k, name=...), ...])``.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
         """
-        self._validate_params()
-        if not isinstance(federation, Federation):
-            raise ValueError(
-                f"federation must be a fedforest Federation (e.g. LocalFederation), got "
-                f"{type(federation).__name__}."
-            )
-        if self.oob_score and not self.bootstrap:
-            raise ValueError("Out of bag estimation only available if bootstrap=True")
-        result = grow_forest(federation, self._config())
-        self._store(result)
-        if result.feature_names is not None:
-            self.feature_names_in_ = np.asarray(result.feature_names, dtype=object)
-        elif hasattr(self, "feature_names_in_"):
-            del self.feature_names_in_
-        self.n_features_in_ = result.n_features
+        self._clear_fitted()
+        try:
+            self._validate_params()
+            if not isinstance(federation, Federation):
+                raise ValueError(
+                    "federation must be a fedforest Federation (e.g. LocalFederation), got "
+                    f"{type(federation).__name__}."
+                )
+            self._check_oob_bootstrap()
+            result = grow_forest(federation, self._config())
+            self._store(result, None)
+            self.n_features_in_ = result.n_features
+            if result.feature_names is not None:
+                self.feature_names_in_ = np.asarray(result.feature_names, dtype=object)
+        except BaseException:
+            self._clear_fitted()
+            raise
         return self
+
+    def _check_oob_bootstrap(self) -> None:
+        if self.oob_score and not self.bootstrap:
+            raise ValueError(
+                "Out of bag estimation only available if bootstrap=True; got oob_score=True "
+                "with bootstrap=False. Set bootstrap=True or oob_score=False."
+            )
+
+    def _clear_fitted(self) -> None:
+        """Drop every fitted attribute, so a failed fit leaves nothing half-trained."""
+        for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+            delattr(self, name)
+        self.__dict__.pop("_forest", None)
 
     def _config(self) -> GrowerConfig:
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
@@ -175,21 +265,22 @@ class _BaseFedForest(BaseEstimator):
             verbose=self.verbose,
         )
 
-    def _encode_y(self, y: NDArray[Any]) -> NDArray[Any]:
-        return column_or_1d(y, warn=True).astype(np.float64)
+    def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
+        """Targets as the clients receive them, and the class labels they encode (or None)."""
+        return column_or_1d(y, warn=True).astype(np.float64), None
 
-    def _store(self, result: ForestResult) -> None:
+    def _store(self, result: ForestResult, fit_classes: NDArray[Any] | None) -> None:
         self.trees_: list[Tree] = result.trees
         self.communication_: CommunicationLedger = result.ledger
         self.feature_importances_ = result.importances
         self.n_clients_ = len(result.client_n_samples)
         if result.oob_score is not None:
             self.oob_score_ = result.oob_score
-        self._set_classes(result.classes)
+        self._set_classes(result.classes, fit_classes)
         self._pack()
 
-    def _set_classes(self, classes: list[Any] | None) -> None:
-        """Classifier hook."""
+    def _set_classes(self, classes: list[Any] | None, fit_classes: NDArray[Any] | None) -> None:
+        """Classifier hook: ``classes_`` from the handshake's class list."""
 
     def _pack(self) -> None:
         self._forest = pack_forest(self.trees_)
@@ -357,18 +448,17 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             verbose=verbose,
         )
 
-    def _encode_y(self, y: NDArray[Any]) -> NDArray[Any]:
+    def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
         y = column_or_1d(y, warn=True)
         check_classification_targets(y)
-        self._fit_classes, encoded = np.unique(y, return_inverse=True)
-        return encoded.astype(np.int64)
+        fit_classes, encoded = np.unique(y, return_inverse=True)
+        return encoded.astype(np.int64), fit_classes
 
-    def _set_classes(self, classes: list[Any] | None) -> None:
+    def _set_classes(self, classes: list[Any] | None, fit_classes: NDArray[Any] | None) -> None:
         assert classes is not None
-        fit_classes = getattr(self, "_fit_classes", None)
         if fit_classes is not None:
+            # Simulation mode sent codes 0..K-1 to the clients; map them back to the labels.
             self.classes_ = fit_classes[np.asarray(classes, dtype=np.int64)]
-            del self._fit_classes
         else:
             self.classes_ = np.asarray(classes)
         self.n_classes_ = len(self.classes_)
@@ -382,4 +472,5 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
 
     def predict(self, X: ArrayLike) -> NDArray[Any]:
         """Most probable class, shape (n_samples,)."""
+        check_is_fitted(self, "trees_")
         return np.asarray(self.classes_[np.argmax(self.predict_proba(X), axis=1)])

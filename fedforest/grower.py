@@ -247,6 +247,16 @@ class _Frontier:
         return off
 
 
+def _sum_in_order(
+    replies: list[tuple[str, Message]], name: str, shape: tuple[int, ...]
+) -> NDArray[np.float64]:
+    """Sum one array over the clients in canonical order (results never depend on arrival)."""
+    total = np.zeros(shape)
+    for sender, msg in replies:
+        total += expect_array(msg, name, "f", shape, sender)
+    return total
+
+
 def _setup_header(cfg: GrowerConfig, schema: dict[str, Any]) -> dict[str, Any]:
     return {
         "classes": schema["classes"],
@@ -302,14 +312,8 @@ def _level(
     cand_off, cand = _candidates(replies, summaries, pair_off, pair_ok, cfg)
     if cand.size == 0:
         return _Frontier(np.empty(0, np.int64), np.empty(0, np.int64), frontier.depth + 1), {}
-    left = np.stack(
-        [
-            expect_array(m, "left", "f", (cand.size, s), name)
-            for name, m in _exchange(
-                fed, ledger, Message(ROUND_B, {}, {"cand_off": cand_off, "cand": cand})
-            )
-        ]
-    ).sum(axis=0)
+    replies_b = _exchange(fed, ledger, Message(ROUND_B, {}, {"cand_off": cand_off, "cand": cand}))
+    left = _sum_in_order(replies_b, "left", (cand.size, s))
     root_w = np.array([builders[t].stats[0][STAT_WEIGHT] for t in frontier.tree])
     best = best_splits(
         pooled,
@@ -456,12 +460,7 @@ def _oob_round(
         },
     )
     width = 2 if cfg.task == "classification" else 4
-    sums = np.stack(
-        [
-            expect_array(m, "oob_sums", "f", (width,), name)
-            for name, m in _exchange(fed, ledger, msg)
-        ]
-    ).sum(axis=0)
+    sums = _sum_in_order(_exchange(fed, ledger, msg), "oob_sums", (width,))
     n_scored = int(sums[0])
     total = sum(result.client_n_samples.values())
     if n_scored < total:

@@ -20,15 +20,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._common import CODE_DTYPE, N_FINE_BINS
+from ._kernels import SMALL_SKETCH, group_rows
 
 __all__ = [
     "fine_codes",
-    "fine_sketch",
-    "fine_sketch_numpy",
+    "node_sketches",
+    "node_sketches_numpy",
     "merge_sketches",
     "midpoint_candidates",
-    "take_quantiles",
-    "take_quantiles_numpy",
+    "mixture_quantiles",
+    "mixture_quantiles_numpy",
 ]
 
 # scikit-learn does not split between values closer than this (``FEATURE_THRESHOLD``).
@@ -42,12 +43,13 @@ def fine_codes(
 
     Returns
     -------
-    codes : ndarray of uint8, shape (n_samples, n_features)
+    codes_t : ndarray of uint8, shape (n_features, n_samples)
+        Column-major, as the kernels read one feature of many rows.
     fine_min, fine_max : ndarray of float64, shape (n_features, n_fine)
         Smallest and largest value in each bin (+inf / -inf for unused bins).
     """
     n, d = X.shape
-    codes = np.empty((n, d), dtype=CODE_DTYPE)
+    codes_t = np.empty((d, n), dtype=CODE_DTYPE)
     fine_min = np.full((d, n_fine), np.inf)
     fine_max = np.full((d, n_fine), -np.inf)
     for j in range(d):
@@ -58,89 +60,129 @@ def fine_codes(
             qs = np.quantile(X[:, j], np.linspace(0, 1, n_fine + 1)[1:-1], method="lower")
             edges = np.unique(qs)
         code = np.searchsorted(edges, X[:, j], side="left")
-        codes[:, j] = code
+        codes_t[j] = code
         np.minimum.at(fine_min[j], code, X[:, j])
         np.maximum.at(fine_max[j], code, X[:, j])
-    return codes, fine_min, fine_max
+    return codes_t, fine_min, fine_max
 
 
 @numba.njit(nogil=True, cache=True)
-def fine_sketch(codes, fine_max, rows, w, slot, pair_off, pair_feat, pair_lo, hist, out):  # type: ignore[no-untyped-def]
-    """Weighted quantile sketches of a contiguous block of (node, feature) pairs.
+def node_sketches(Xt, codes_t, fine_max, rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out):  # type: ignore[no-untyped-def]  # noqa: E501
+    """Weighted quantile sketches of every (node, feature) pair of slots ``slot_lo..slot_hi``.
+
+    Row ``q`` of ``out`` holds, for pair ``pair_off[slot_lo] + q``, the smallest node value
+    whose cumulative bootstrap weight reaches ``b / B`` of the node's, for ``b = 1..B``
+    (so its last entry is the node maximum). Small nodes sort their exact values; larger
+    ones read the quantiles off a histogram of the fine codes (exact while a fine bin holds
+    one distinct value, else the bin's largest value).
 
     Parameters
     ----------
-    codes : ndarray of uint8, shape (n_samples, n_features)  # IN
+    Xt : ndarray of float64, shape (n_features, n_samples)  # IN: column-major values
+    codes_t : ndarray of uint8, shape (n_features, n_samples)  # IN: column-major codes
     fine_max : ndarray of float64, shape (n_features, n_fine)  # IN
-    rows, w, slot : ndarray, shape (n_inbag,)  # IN: row index, bootstrap weight, frontier slot
-    pair_off : ndarray of int64, shape (n_slots + 1,)  # IN: pairs of slot s
+    rows, w, slot : ndarray, shape (n_inbag,)  # IN
+    pair_off : ndarray of int64, shape (n_slots + 1,)  # IN
     pair_feat : ndarray of int32, shape (n_pairs,)  # IN
-    pair_lo : int  # IN: first pair of the block; rows must only reach pairs of the block
-    hist : ndarray of float64, shape (n_block_pairs, n_fine)  # scratch, zeroed here
-    out : ndarray of float64, shape (n_block_pairs, B)  # OUT: NaN where the node is empty
+    slot_lo, slot_hi : int  # IN
+    out : ndarray of float64, shape (n_block_pairs, B)  # OUT: NaN rows for empty nodes
     """
-    hist[:, :] = 0.0
-    for r in range(rows.shape[0]):
-        s = slot[r]
-        if s < 0:
-            continue
-        i = rows[r]
-        for p in range(pair_off[s], pair_off[s + 1]):
-            hist[p - pair_lo, codes[i, pair_feat[p]]] += w[r]
+    order = np.empty(rows.shape[0], dtype=np.int64)
+    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
+    group_rows(slot, slot_lo, order, start)
     n_bins = out.shape[1]
-    n_fine = hist.shape[1]
-    for q in range(out.shape[0]):
-        f = pair_feat[q + pair_lo]
+    n_fine = fine_max.shape[1]
+    hist = np.empty(n_fine)
+    ii = np.empty(rows.shape[0], dtype=np.int64)
+    ww = np.empty(rows.shape[0])
+    vals = np.empty(SMALL_SKETCH)
+    wsrt = np.empty(SMALL_SKETCH)
+    p_lo = pair_off[slot_lo]
+    for s in range(slot_lo, slot_hi):
+        a, b = start[s - slot_lo], start[s - slot_lo + 1]
+        c = b - a
         total = 0.0
-        for c in range(n_fine):
-            total += hist[q, c]
-        if total <= 0.0:
-            out[q, :] = np.nan
-            continue
-        cum = 0.0
-        b = 0
-        for c in range(n_fine):
-            cum += hist[q, c]
-            # Level (b + 1) / B reached inside fine bin c; the relative slack absorbs rounding.
-            while b < n_bins and cum >= total * (b + 1) / n_bins * (1.0 - 1e-12):
-                out[q, b] = fine_max[f, c]
-                b += 1
-        while b < n_bins:
-            out[q, b] = out[q, b - 1]
-            b += 1
+        for k in range(c):
+            ii[k] = rows[order[a + k]]
+            ww[k] = w[order[a + k]]
+            total += ww[k]
+        for p in range(pair_off[s], pair_off[s + 1]):
+            q, f = p - p_lo, pair_feat[p]
+            if c == 0:
+                for lv in range(n_bins):
+                    out[q, lv] = np.nan
+                continue
+            level = 0
+            cum = 0.0
+            if c <= SMALL_SKETCH:
+                # Stable insertion sort of (value, weight): no allocation, fast when tiny.
+                for k in range(c):
+                    v, wk, j = Xt[f, ii[k]], ww[k], k
+                    while j > 0 and vals[j - 1] > v:
+                        vals[j], wsrt[j] = vals[j - 1], wsrt[j - 1]
+                        j -= 1
+                    vals[j], wsrt[j] = v, wk
+                for k in range(c):
+                    cum += wsrt[k]
+                    while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+                        out[q, level] = vals[k]
+                        level += 1
+                last = vals[c - 1]
+            else:
+                for j in range(n_fine):
+                    hist[j] = 0.0
+                for k in range(c):
+                    hist[codes_t[f, ii[k]]] += ww[k]
+                last = 0.0
+                for j in range(n_fine):
+                    if hist[j] <= 0.0:
+                        continue
+                    cum += hist[j]
+                    last = fine_max[f, j]
+                    while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+                        out[q, level] = last
+                        level += 1
+            for lv in range(level, n_bins):
+                out[q, lv] = last
 
 
-def fine_sketch_numpy(
-    codes: NDArray[np.uint8],
+def node_sketches_numpy(
+    Xt: NDArray[np.float64],
+    codes_t: NDArray[np.uint8],
     fine_max: NDArray[np.float64],
     rows: NDArray[np.int32],
     w: NDArray[np.float64],
     slot: NDArray[np.int32],
     pair_off: NDArray[np.int64],
     pair_feat: NDArray[np.int32],
-    pair_lo: int,
-    hist: NDArray[np.float64],
+    slot_lo: int,
+    slot_hi: int,
     out: NDArray[np.float64],
 ) -> None:
-    """NumPy twin of :func:`fine_sketch` (same arguments, same result)."""
-    hist[:, :] = 0.0
-    keep = slot >= 0
-    r_rows, r_w, r_slot = rows[keep], w[keep], slot[keep]
-    n_per = (pair_off[r_slot + 1] - pair_off[r_slot]).astype(np.int64)
-    rep = np.repeat(np.arange(r_rows.size), n_per)
-    starts = np.repeat(pair_off[r_slot] - np.cumsum(n_per) + n_per, n_per)
-    pairs = starts + np.arange(rep.size)
-    np.add.at(hist, (pairs - pair_lo, codes[r_rows[rep], pair_feat[pairs]]), r_w[rep])
+    """NumPy twin of :func:`node_sketches`."""
     n_bins = out.shape[1]
-    cum = np.cumsum(hist, axis=1)
-    total = cum[:, -1]
-    levels = total[:, None] * np.arange(1, n_bins + 1) / n_bins * (1.0 - 1e-12)
-    for q in range(out.shape[0]):
-        if total[q] <= 0:
-            out[q] = np.nan
-            continue
-        c = np.minimum(np.searchsorted(cum[q], levels[q], side="left"), hist.shape[1] - 1)
-        out[q] = fine_max[pair_feat[q + pair_lo], c]
+    p_lo = pair_off[slot_lo]
+    for s in range(slot_lo, slot_hi):
+        mine = np.flatnonzero(slot == s)
+        total = w[mine].sum()
+        levels = total * np.arange(1, n_bins + 1) / n_bins * (1.0 - 1e-12)
+        for p in range(pair_off[s], pair_off[s + 1]):
+            f = pair_feat[p]
+            if mine.size == 0:
+                out[p - p_lo] = np.nan
+                continue
+            if mine.size <= SMALL_SKETCH:
+                vals = Xt[f, rows[mine]]
+                srt = np.argsort(vals, kind="stable")
+                cum, pts = np.cumsum(w[mine][srt]), vals[srt]
+            else:
+                hist = np.bincount(
+                    codes_t[f, rows[mine]], weights=w[mine], minlength=fine_max.shape[1]
+                )
+                used = np.flatnonzero(hist > 0)
+                cum, pts = np.cumsum(hist[used]), fine_max[f, used]
+            idx = np.minimum(np.searchsorted(cum, levels, side="left"), pts.size - 1)
+            out[p - p_lo] = pts[idx]
 
 
 def merge_sketches(
@@ -163,64 +205,89 @@ def merge_sketches(
     cand : ndarray of float64, shape (n_candidates,)
         Sorted, distinct thresholds of pair ``p`` in ``cand[cand_off[p]:cand_off[p + 1]]``.
     """
-    n_clients, n_pairs, b = sketches.shape
-    vals = np.transpose(sketches, (1, 0, 2)).reshape(n_pairs, n_clients * b)
-    pw = np.repeat((weights / b).T, b, axis=1)
-    pw = np.where(np.isnan(vals), 0.0, pw)
-    vals = np.where(np.isnan(vals), np.inf, vals)
-    order = np.argsort(vals, axis=1, kind="stable")
-    vals = np.take_along_axis(vals, order, axis=1)
-    cum = np.cumsum(np.take_along_axis(pw, order, axis=1), axis=1)
-    total = cum[:, -1:]
-    levels = total * (np.arange(1, n_bins) / n_bins)[None, :] * (1.0 - 1e-12)
-    out = np.full((n_pairs, max(n_bins - 1, 0)), np.nan)
-    take_quantiles(vals, cum, levels, out)
-    node_max = np.where(
-        total[:, 0] > 0, np.max(np.where(np.isinf(vals), -np.inf, vals), axis=1), -np.inf
-    )
-    keep = out < node_max[:, None]
-    # Drop repeats: the rows of ``out`` are sorted, so a repeat equals its left neighbour.
-    keep[:, 1:] &= out[:, 1:] != out[:, :-1]
-    counts = keep.sum(axis=1)
+    n_pairs = sketches.shape[1]
+    out = np.empty((n_pairs, max(n_bins - 1, 0)))
+    counts = np.zeros(n_pairs, dtype=np.int64)
+    mixture_quantiles(sketches, weights, out, counts)
     cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
     np.cumsum(counts, out=cand_off[1:])
-    return cand_off, out[keep]
+    return cand_off, out[np.arange(out.shape[1])[None, :] < counts[:, None]]
 
 
 @numba.njit(nogil=True, cache=True)
-def take_quantiles(vals, cum, levels, out):  # type: ignore[no-untyped-def]
-    """First value whose cumulative weight reaches each level, row by row.
+def mixture_quantiles(sketches, weights, out, counts):  # type: ignore[no-untyped-def]
+    """Quantiles ``b / B`` (b = 1..B-1) of the clients' pooled sketch points, per pair.
+
+    A point of client ``k`` weighs ``W_k / B``. Kept: distinct values below the node
+    maximum (the largest sketch point), in increasing order.
 
     Parameters
     ----------
-    vals : ndarray of float64, shape (n_pairs, n_points)  # IN: sorted per row
-    cum : ndarray of float64, shape (n_pairs, n_points)  # IN: cumulative weights
-    levels : ndarray of float64, shape (n_pairs, n_levels)  # IN: increasing per row
-    out : ndarray of float64, shape (n_pairs, n_levels)  # OUT: untouched for empty rows
+    sketches : ndarray of float64, shape (n_clients, n_pairs, B)  # IN
+    weights : ndarray of float64, shape (n_clients, n_pairs)  # IN
+    out : ndarray of float64, shape (n_pairs, B - 1)  # OUT: first ``counts[p]`` entries
+    counts : ndarray of int64, shape (n_pairs,)  # OUT
     """
-    n_points = vals.shape[1]
-    for p in range(vals.shape[0]):
-        if cum[p, n_points - 1] <= 0.0:
+    n_clients, n_pairs, n_bins = sketches.shape
+    vals = np.empty(n_clients * n_bins)
+    pw = np.empty(n_clients * n_bins)
+    for p in range(n_pairs):
+        m = 0
+        total = 0.0
+        vmax = -np.inf
+        for k in range(n_clients):
+            wk = weights[k, p]
+            if wk <= 0.0 or np.isnan(sketches[k, p, 0]):
+                continue
+            total += wk
+            for b in range(n_bins):
+                vals[m] = sketches[k, p, b]
+                pw[m] = wk / n_bins
+                m += 1
+            vmax = max(vmax, sketches[k, p, n_bins - 1])
+        counts[p] = 0
+        if m == 0:
             continue
+        order = np.argsort(vals[:m], kind="mergesort")
         i = 0
-        for q in range(levels.shape[1]):
-            while i < n_points - 1 and cum[p, i] < levels[p, q]:
+        cum = pw[order[0]]
+        c = 0
+        for q in range(n_bins - 1):
+            level = total * (q + 1) / n_bins * (1.0 - 1e-12)
+            while cum < level and i < m - 1:
                 i += 1
-            out[p, q] = vals[p, i]
+                cum += pw[order[i]]
+            v = vals[order[i]]
+            if v < vmax and (c == 0 or v != out[p, c - 1]):
+                out[p, c] = v
+                c += 1
+        counts[p] = c
 
 
-def take_quantiles_numpy(
-    vals: NDArray[np.float64],
-    cum: NDArray[np.float64],
-    levels: NDArray[np.float64],
+def mixture_quantiles_numpy(
+    sketches: NDArray[np.float64],
+    weights: NDArray[np.float64],
     out: NDArray[np.float64],
+    counts: NDArray[np.int64],
 ) -> None:
-    """NumPy twin of :func:`take_quantiles`."""
-    for p in range(vals.shape[0]):
-        if cum[p, -1] <= 0:
+    """NumPy twin of :func:`mixture_quantiles`."""
+    n_clients, n_pairs, b = sketches.shape
+    for p in range(n_pairs):
+        live = (weights[:, p] > 0) & ~np.isnan(sketches[:, p, 0])
+        counts[p] = 0
+        if not live.any():
             continue
-        idx = np.searchsorted(cum[p], levels[p], side="left")
-        out[p] = vals[p, np.minimum(idx, vals.shape[1] - 1)]
+        vals = sketches[live, p].ravel()
+        pw = np.repeat(weights[live, p] / b, b)
+        order = np.argsort(vals, kind="stable")
+        cum = np.cumsum(pw[order])
+        levels = weights[live, p].sum() * np.arange(1, b) / b * (1.0 - 1e-12)
+        idx = np.minimum(np.searchsorted(cum, levels, side="left"), vals.size - 1)
+        q = vals[order][idx]
+        keep = q < sketches[live, p, b - 1].max()
+        keep[1:] &= q[1:] != q[:-1]
+        counts[p] = keep.sum()
+        out[p, : counts[p]] = q[keep]
 
 
 def midpoint_candidates(values: list[NDArray[np.float64]]) -> NDArray[np.float64]:

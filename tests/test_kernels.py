@@ -5,14 +5,7 @@ import pytest
 
 from fedforest import _kernels as K
 from fedforest._common import N_FINE_BINS, n_stats
-from fedforest.sketch import (
-    fine_codes,
-    fine_sketch,
-    fine_sketch_numpy,
-    merge_sketches,
-    take_quantiles,
-    take_quantiles_numpy,
-)
+from fedforest.sketch import fine_codes, merge_sketches
 
 
 def _state(rng, n=400, d=6, n_slots=7, discrete=False):
@@ -41,8 +34,8 @@ def test_route_rows_twins(seed):
     left = rng.integers(-1, 12, size=n_prev).astype(np.int32)
     right = rng.integers(-1, 12, size=n_prev).astype(np.int32)
     a, b = slot.copy(), slot.copy()
-    K.route_rows(X, rows, a, feature, threshold, left, right)
-    K.route_rows_numpy(X, rows, b, feature, threshold, left, right)
+    K.route_rows(X.T.copy(), rows, a, feature, threshold, left, right)
+    K.route_rows_numpy(X.T.copy(), rows, b, feature, threshold, left, right)
     np.testing.assert_array_equal(a, b)
 
 
@@ -62,55 +55,74 @@ def test_node_summaries_twins(n_classes):
     np.testing.assert_allclose(a[:, 1].sum(), w[active].sum())
 
 
+def _sorted_state(rng, n=600, discrete=False):
+    # Slots sized around SMALL_NODE so both kernel paths run.
+    X, rows, w, slot, pair_off, pair_feat = _state(rng, n=n, discrete=discrete)
+    slot = np.where(rng.random(slot.size) < 0.6, 0, slot).astype(np.int32)
+    return X, rows, w, slot, pair_off, pair_feat
+
+
+def test_group_rows_twins():
+    rng = np.random.default_rng(0)
+    slot = rng.integers(-1, 9, 500).astype(np.int32)
+    a, b = np.empty(500, np.int64), np.empty(500, np.int64)
+    sa, sb = np.empty(10, np.int64), np.empty(10, np.int64)
+    K.group_rows(slot, 0, a, sa)
+    K.group_rows_numpy(slot, 0, b, sb)
+    np.testing.assert_array_equal(sa, sb)
+    np.testing.assert_array_equal(a[: sa[-1]], b[: sb[-1]])
+
+
 @pytest.mark.parametrize("discrete", [False, True])
 @pytest.mark.parametrize("n_classes", [0, 3])
-def test_left_stat_hist_twins(discrete, n_classes):
+@pytest.mark.parametrize("n_fine", [16, N_FINE_BINS])
+def test_left_stats_twins(discrete, n_classes, n_fine):
     rng = np.random.default_rng(7 + n_classes)
-    X, rows, w, slot, pair_off, pair_feat = _state(rng, discrete=discrete)
-    y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else rng.normal(size=400)
-    codes, fmin, fmax = fine_codes(X, 16)  # few fine bins: many straddle a candidate
-    n_pairs = pair_feat.size
-    n_cand = rng.integers(0, 9, size=n_pairs)
-    cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
-    np.cumsum(n_cand, out=cand_off[1:])
-    cand = np.concatenate(
-        [
-            np.sort(rng.choice(X[:, f], size=k, replace=False))
-            for f, k in zip(pair_feat, n_cand, strict=True)
-        ]
-    )
+    X, rows, w, slot, pair_off, pair_feat = _sorted_state(rng, discrete=discrete)
+    y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else rng.normal(size=600)
+    codes, fmin, fmax = fine_codes(X, n_fine)  # 16 fine bins: many straddle a candidate
+    lists = [np.unique(rng.choice(X[:, f], size=rng.integers(0, 9))) for f in pair_feat]
+    cand_off = np.zeros(pair_feat.size + 1, dtype=np.int64)
+    np.cumsum([c.size for c in lists], out=cand_off[1:])
+    cand = np.concatenate(lists)
     s = n_stats("classification" if n_classes else "regression", n_classes)
-    a = np.empty((cand.size + n_pairs, s))
+    a = np.empty((cand.size, s))
     b = np.empty_like(a)
-    lut = np.empty((n_pairs, 16), dtype=np.int32)
-    args = (X, codes, fmin, fmax, rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand)
-    K.left_stat_hist(*args, 0, lut, a)
-    K.left_stat_hist_numpy(*args, 0, lut, b)
+    Xt = X.T.copy()
+    args = (Xt, codes, fmin, fmax, rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand)
+    K.left_stats(*args, 0, pair_off.size - 1, a)
+    K.left_stats_numpy(*args, 0, pair_off.size - 1, b)
     np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("discrete", [False, True])
-def test_fine_sketch_twins(discrete):
+def test_node_sketches_twins(discrete):
+    from fedforest.sketch import node_sketches, node_sketches_numpy
+
     rng = np.random.default_rng(3)
-    X, rows, w, slot, pair_off, pair_feat = _state(rng, discrete=discrete)
+    X, rows, w, slot, pair_off, pair_feat = _sorted_state(rng, discrete=discrete)
     codes, _, fmax = fine_codes(X, N_FINE_BINS)
-    n_pairs = pair_feat.size
-    a = np.empty((n_pairs, 8))
+    a = np.empty((pair_feat.size, 8))
     b = np.empty_like(a)
-    hist = np.empty((n_pairs, N_FINE_BINS))
-    fine_sketch(codes, fmax, rows, w, slot, pair_off, pair_feat, 0, hist, a)
-    fine_sketch_numpy(codes, fmax, rows, w, slot, pair_off, pair_feat, 0, hist, b)
+    node_sketches(
+        X.T.copy(), codes, fmax, rows, w, slot, pair_off, pair_feat, 0, pair_off.size - 1, a
+    )
+    node_sketches_numpy(
+        X.T.copy(), codes, fmax, rows, w, slot, pair_off, pair_feat, 0, pair_off.size - 1, b
+    )
     np.testing.assert_array_equal(a, b)
 
 
-def test_fine_sketch_is_exact_weighted_quantile():
-    # One node, one feature, few distinct values: the sketch is the exact weighted quantile.
+def test_node_sketch_is_exact_weighted_quantile():
+    from fedforest.sketch import node_sketches
+
     x = np.array([[3.0], [1.0], [2.0], [5.0], [4.0]])
     codes, _, fmax = fine_codes(x)
     rows = np.arange(5, dtype=np.int32)
     w = np.array([1.0, 1.0, 1.0, 1.0, 6.0])  # 60 % of the weight on x = 4
     out = np.empty((1, 5))
-    fine_sketch(
+    node_sketches(
+        x.T.copy(),
         codes,
         fmax,
         rows,
@@ -119,25 +131,11 @@ def test_fine_sketch_is_exact_weighted_quantile():
         np.array([0, 1]),
         np.array([0], np.int32),
         0,
-        np.empty((1, N_FINE_BINS)),
+        1,
         out,
     )
     # cumulative weight by sorted value 1,2,3,4,5: 1,2,3,9,10 of 10 -> levels .2 .4 .6 .8 1
     np.testing.assert_array_equal(out[0], [2.0, 4.0, 4.0, 4.0, 5.0])
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_take_quantiles_twins(seed):
-    rng = np.random.default_rng(seed)
-    vals = np.sort(rng.normal(size=(20, 30)), axis=1)
-    cum = np.cumsum(rng.random((20, 30)), axis=1)
-    levels = np.sort(rng.random((20, 9)), axis=1) * cum[:, -1:]
-    cum[3] = 0.0  # an empty row stays untouched
-    a = np.full((20, 9), -7.0)
-    b = a.copy()
-    take_quantiles(vals, cum, levels, a)
-    take_quantiles_numpy(vals, cum, levels, b)
-    np.testing.assert_array_equal(a, b)
 
 
 def test_merge_single_client_gives_its_quantiles():
@@ -160,3 +158,21 @@ def test_merge_ignores_empty_clients_and_dedups():
     sk = np.array([[[1.0, 1.0, 1.0, 2.0]], [[np.nan] * 4]])
     off, cand = merge_sketches(sk, np.array([[4.0], [0.0]]), 4)
     np.testing.assert_array_equal(cand, [1.0])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mixture_quantiles_twins(seed):
+    from fedforest.sketch import mixture_quantiles, mixture_quantiles_numpy
+
+    rng = np.random.default_rng(seed)
+    k, p, b = 5, 40, 8
+    sk = np.sort(np.round(rng.normal(size=(k, p, b)), 1), axis=2)
+    wt = rng.integers(0, 20, size=(k, p)).astype(float)
+    sk[wt == 0] = np.nan
+    a, c = np.full((p, b - 1), np.nan), np.zeros(p, np.int64)
+    a2, c2 = a.copy(), c.copy()
+    mixture_quantiles(sk, wt, a, c)
+    mixture_quantiles_numpy(sk, wt, a2, c2)
+    np.testing.assert_array_equal(c, c2)
+    for i in range(p):
+        np.testing.assert_array_equal(a[i, : c[i]], a2[i, : c2[i]])

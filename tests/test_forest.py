@@ -1,0 +1,430 @@
+"""Tests of the scikit-learn estimators: estimator checks, behaviour, and bad input."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.validation import check_is_fitted
+
+from fedforest import Client, FedForestClassifier, FedForestRegressor, LocalFederation
+
+Estimator = FedForestRegressor | FedForestClassifier
+
+# Checks that cannot apply to these estimators, with the reason. Every check currently
+# applies and passes; add an entry here (never weaken a test) if one ever cannot.
+EXPECTED_FAILED_CHECKS: dict[str, dict[str, str]] = {
+    "FedForestRegressor": {},
+    "FedForestClassifier": {},
+}
+
+
+def expected_failed_checks(estimator: Any) -> dict[str, str]:
+    return EXPECTED_FAILED_CHECKS[type(estimator).__name__]
+
+
+@parametrize_with_checks(
+    [
+        FedForestRegressor(n_estimators=10, random_state=0),
+        FedForestClassifier(n_estimators=10, random_state=0),
+    ],
+    expected_failed_checks=expected_failed_checks,
+)
+def test_sklearn_compatible_estimator(estimator: Any, check: Any) -> None:
+    check(estimator)
+
+
+# --------------------------------------------------------------------------- helpers
+
+INFORMATIVE = 2
+
+
+def regression_data(n: int = 240, d: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = 3.0 * X[:, INFORMATIVE] + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def classification_data(n: int = 240, d: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    labels = np.array(["cat", "dog", "emu"])
+    y = labels[np.digitize(X[:, INFORMATIVE], [-0.4, 0.4])]
+    return X, y
+
+
+def small(cls: type[Estimator], **kwargs: Any) -> Estimator:
+    params: dict[str, Any] = {"n_estimators": 8, "max_depth": 4, "random_state": 0}
+    params.update(kwargs)
+    return cls(**params)
+
+
+def data_for(cls: type[Estimator]) -> tuple[np.ndarray, np.ndarray]:
+    return regression_data() if cls is FedForestRegressor else classification_data()
+
+
+def assert_unfitted(est: Estimator) -> None:
+    """Nothing trained: no fitted attribute at all, and check_is_fitted says so."""
+    assert not hasattr(est, "trees_")
+    assert [k for k in vars(est) if k.endswith("_") and not k.startswith("__")] == []
+    assert not hasattr(est, "_forest")
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+
+
+BOTH = pytest.mark.parametrize("cls", [FedForestRegressor, FedForestClassifier])
+
+
+# --------------------------------------------------------------------------- behaviour
+
+
+@BOTH
+def test_get_set_params_and_clone(cls: type[Estimator]) -> None:
+    est = small(cls, min_samples_leaf=3)
+    params = est.get_params()
+    assert params["n_estimators"] == 8 and params["min_samples_leaf"] == 3
+    assert est.set_params(max_depth=2, n_bins=16) is est
+    assert est.max_depth == 2 and est.n_bins == 16
+    X, y = data_for(cls)
+    est.fit(X, y)
+    twin = clone(est)
+    assert twin.get_params() == est.get_params()
+    assert_unfitted(twin)
+    np.testing.assert_array_equal(twin.fit(X, y).predict(X), est.predict(X))
+    with pytest.raises(ValueError, match="bogus"):
+        est.set_params(bogus=1)
+
+
+def test_pipeline_regressor() -> None:
+    X, y = regression_data()
+    pipe = make_pipeline(StandardScaler(), small(FedForestRegressor, max_features=None))
+    assert pipe.fit(X, y).score(X, y) > 0.8
+
+
+def test_grid_search_classifier() -> None:
+    X, y = classification_data()
+    grid = GridSearchCV(
+        small(FedForestClassifier, n_estimators=5), {"max_depth": [1, 3]}, cv=2
+    ).fit(X, y)
+    assert grid.best_params_ == {"max_depth": 3}
+    assert set(grid.predict(X)) <= set(grid.classes_)
+    assert grid.best_score_ > 0.8
+
+
+@BOTH
+def test_dataframe_feature_names(cls: type[Estimator]) -> None:
+    X, y = data_for(cls)
+    df = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    est = small(cls).fit(df, y)
+    np.testing.assert_array_equal(est.feature_names_in_, df.columns.to_numpy(dtype=object))
+    assert est.n_features_in_ == X.shape[1]
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        np.testing.assert_array_equal(est.predict(df), est.predict(X))
+    with pytest.raises(ValueError, match="feature names should match"):
+        est.predict(df.rename(columns={"f0": "other"}))
+    with pytest.raises(ValueError, match="feature names should match"):
+        est.predict(df[df.columns[::-1]])
+    unnamed = small(cls).fit(X, y)
+    assert not hasattr(unnamed, "feature_names_in_")
+    with pytest.warns(UserWarning, match="fitted without feature names"):
+        unnamed.predict(df)
+
+
+@BOTH
+def test_apply_gives_leaf_of_every_tree(cls: type[Estimator]) -> None:
+    X, y = data_for(cls)
+    est = small(cls).fit(X, y)
+    leaves = est.apply(X[:50])
+    assert leaves.shape == (50, est.n_estimators)
+    assert np.issubdtype(leaves.dtype, np.integer)
+    for t, tree in enumerate(est.trees_):
+        assert np.all((leaves[:, t] >= 0) & (leaves[:, t] < tree.node_count))
+        assert np.all(tree.children_left[leaves[:, t]] == -1)
+    # The prediction is the mean of the leaves' values.
+    mean = np.mean([tree.value[leaves[:, t]] for t, tree in enumerate(est.trees_)], axis=0)
+    if cls is FedForestRegressor:
+        np.testing.assert_allclose(est.predict(X[:50]), mean[:, 0])
+    else:
+        np.testing.assert_allclose(est.predict_proba(X[:50]), mean)
+
+
+def test_predict_proba_and_string_classes() -> None:
+    X, y = classification_data()
+    est = small(FedForestClassifier).fit(X, y)
+    np.testing.assert_array_equal(est.classes_, ["cat", "dog", "emu"])
+    assert est.n_classes_ == 3
+    proba = est.predict_proba(X)
+    assert proba.shape == (X.shape[0], 3)
+    assert np.all(proba >= 0)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    pred = est.predict(X)
+    np.testing.assert_array_equal(pred, est.classes_[np.argmax(proba, axis=1)])
+    assert accuracy_score(y, pred) > 0.9
+
+
+@BOTH
+def test_feature_importances_rank_the_informative_feature_first(cls: type[Estimator]) -> None:
+    X, y = data_for(cls)
+    est = small(cls, max_features=None).fit(X, y)
+    imp = est.feature_importances_
+    assert imp.shape == (X.shape[1],)
+    assert np.all(imp >= 0)
+    assert imp.sum() == pytest.approx(1.0)
+    assert int(np.argmax(imp)) == INFORMATIVE
+
+
+def test_oob_regressor() -> None:
+    X, y = regression_data()
+    est = small(FedForestRegressor, n_estimators=20, oob_score=True).fit(X, y)
+    assert est.oob_prediction_.shape == (X.shape[0],)
+    scored = ~np.isnan(est.oob_prediction_)
+    assert scored.all()
+    assert est.oob_score_ == pytest.approx(r2_score(y[scored], est.oob_prediction_[scored]))
+    assert 0.5 < est.oob_score_ < 1.0
+
+
+def test_oob_classifier() -> None:
+    X, y = classification_data()
+    est = small(FedForestClassifier, n_estimators=30, oob_score=True)
+    est.fit(X, y, client_ids=np.arange(X.shape[0]) % 3)
+    dec = est.oob_decision_function_
+    assert dec.shape == (X.shape[0], 3)
+    scored = ~np.isnan(dec).any(axis=1)
+    assert scored.all()
+    np.testing.assert_allclose(dec.sum(axis=1), 1.0)
+    acc = accuracy_score(y, est.classes_[np.argmax(dec, axis=1)])
+    assert est.oob_score_ == pytest.approx(acc)
+
+
+def test_refit_without_oob_drops_old_oob_attributes() -> None:
+    X, y = regression_data()
+    est = small(FedForestRegressor, n_estimators=20, oob_score=True).fit(X, y)
+    est.set_params(oob_score=False).fit(X, y)
+    assert not hasattr(est, "oob_score_") and not hasattr(est, "oob_prediction_")
+
+
+@BOTH
+def test_verbose_runs(cls: type[Estimator], capsys: pytest.CaptureFixture[str]) -> None:
+    X, y = data_for(cls)
+    est = small(cls, verbose=1).fit(X, y)
+    assert est.predict(X).shape == (X.shape[0],)
+    assert "level" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@BOTH
+def test_client_ids_of_wrong_length(cls: type[Estimator]) -> None:
+    X, y = data_for(cls)
+    est = small(cls)
+    with pytest.raises(ValueError, match=r"client_ids has shape \(239,\)"):
+        est.fit(X, y, client_ids=np.zeros(X.shape[0] - 1))
+    assert_unfitted(est)
+
+
+def test_client_ids_with_nan() -> None:
+    X, y = regression_data()
+    ids = np.zeros(X.shape[0])
+    ids[3] = np.nan
+    est = small(FedForestRegressor)
+    with pytest.raises(ValueError, match="client_ids contains NaN"):
+        est.fit(X, y, client_ids=ids)
+    assert_unfitted(est)
+
+
+@BOTH
+def test_y_of_wrong_length(cls: type[Estimator]) -> None:
+    X, y = data_for(cls)
+    est = small(cls)
+    with pytest.raises(ValueError, match="y has 239 entries but X has 240 rows"):
+        est.fit(X, y[:-1])
+    assert_unfitted(est)
+
+
+@BOTH
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_or_inf_in_X(cls: type[Estimator], bad: float) -> None:
+    X, y = data_for(cls)
+    X = X.copy()
+    X[7, 1] = bad
+    est = small(cls)
+    with pytest.raises(ValueError, match="Input X contains (NaN|infinity)"):
+        est.fit(X, y)
+    assert_unfitted(est)
+
+
+@BOTH
+@pytest.mark.parametrize("dtype", ["str", "category", "object"])
+def test_non_numeric_dataframe_column_is_named(cls: type[Estimator], dtype: str) -> None:
+    X, y = data_for(cls)
+    df = pd.DataFrame(X[:, :3], columns=["age", "weight", "height"])
+    df["city"] = pd.Series(np.where(X[:, 3] > 0, "Paris", "Lyon")).astype(dtype)
+    est = small(cls)
+    with pytest.raises(ValueError, match="Column 'city' of X"):
+        est.fit(df, y)
+    assert_unfitted(est)
+
+
+def test_empty_client_is_named() -> None:
+    X, y = regression_data()
+    with pytest.raises(ValueError, match="Client 'empty-site' has no rows"):
+        small(FedForestRegressor).fit_federated(
+            LocalFederation(
+                [
+                    Client(X[:0], y[:0], name="empty-site"),
+                    Client(X, y, name="full-site"),
+                ]
+            )
+        )
+
+
+@BOTH
+def test_clients_with_different_feature_counts(cls: type[Estimator]) -> None:
+    X, y = data_for(cls)
+    fed = LocalFederation([Client(X[:120], y[:120], "a"), Client(X[120:, :4], y[120:], "b")])
+    est = small(cls)
+    with pytest.raises(ValueError, match="Client 'b' has 4 features but client 'a' has 5"):
+        est.fit_federated(fed)
+    assert_unfitted(est)
+
+
+@BOTH
+def test_clients_with_different_column_names(cls: type[Estimator]) -> None:
+    X, y = data_for(cls)
+    cols = ["age", "weight", "height", "bmi", "pulse"]
+    a = pd.DataFrame(X[:120], columns=cols)
+    b = pd.DataFrame(X[120:], columns=[*cols[:3], "BMI", "pulse"])
+    fed = LocalFederation([Client(a, y[:120], "site-a"), Client(b, y[120:], "site-b")])
+    est = small(cls)
+    with pytest.raises(ValueError, match="Client 'site-b' has feature 'BMI' at position 3"):
+        est.fit_federated(fed)
+    assert_unfitted(est)
+
+
+def test_fit_federated_refuses_other_objects() -> None:
+    X, y = regression_data()
+    est = small(FedForestRegressor)
+    with pytest.raises(ValueError, match="federation must be a fedforest Federation"):
+        est.fit_federated([Client(X, y, "a")])  # type: ignore[arg-type]
+    assert_unfitted(est)
+
+
+def test_fit_federated_keeps_feature_names_and_checks_them_at_predict() -> None:
+    X, y = regression_data()
+    cols = [f"f{j}" for j in range(X.shape[1])]
+    df = pd.DataFrame(X, columns=cols)
+    fed = LocalFederation([Client(df[:120], y[:120], "a"), Client(df[120:], y[120:], "b")])
+    est = small(FedForestRegressor).fit_federated(fed)
+    assert list(est.feature_names_in_) == cols
+    assert est.n_features_in_ == X.shape[1] and est.n_clients_ == 2
+    with pytest.raises(ValueError, match="feature names should match"):
+        est.predict(df.rename(columns={"f1": "g1"}))
+
+
+@BOTH
+def test_predict_with_wrong_number_of_features(cls: type[Estimator]) -> None:
+    X, y = data_for(cls)
+    est = small(cls).fit(X, y)
+    with pytest.raises(ValueError, match="X has 4 features, but .* is expecting 5 features"):
+        est.predict(X[:, :4])
+    with pytest.raises(ValueError, match="X has 4 features"):
+        est.apply(X[:, :4])
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "param"),
+    [
+        (FedForestRegressor, {"n_estimators": 0}, "n_estimators"),
+        (FedForestClassifier, {"max_features": "bogus"}, "max_features"),
+        (FedForestRegressor, {"n_bins": 1}, "n_bins"),
+        (FedForestRegressor, {"criterion": "gini"}, "criterion"),
+        (FedForestClassifier, {"criterion": "squared_error"}, "criterion"),
+        (FedForestClassifier, {"min_samples_leaf": 0}, "min_samples_leaf"),
+        (FedForestRegressor, {"max_depth": 0}, "max_depth"),
+        (FedForestRegressor, {"min_impurity_decrease": -1.0}, "min_impurity_decrease"),
+    ],
+)
+def test_invalid_hyperparameters_name_the_parameter(
+    cls: type[Estimator], kwargs: dict[str, Any], param: str
+) -> None:
+    X, y = data_for(cls)
+    est = small(cls, **kwargs)
+    with pytest.raises(InvalidParameterError, match=f"The '{param}' parameter of {cls.__name__}"):
+        est.fit(X, y)
+    assert issubclass(InvalidParameterError, ValueError)
+    assert_unfitted(est)
+    with pytest.raises(InvalidParameterError, match=f"'{param}'"):
+        est.fit_federated(LocalFederation([Client(X, y, "a")]))
+    assert_unfitted(est)
+
+
+@BOTH
+def test_oob_score_needs_bootstrap(cls: type[Estimator]) -> None:
+    X, y = data_for(cls)
+    est = small(cls, oob_score=True, bootstrap=False)
+    with pytest.raises(ValueError, match="bootstrap=True"):
+        est.fit(X, y)
+    assert_unfitted(est)
+
+
+@BOTH
+def test_failed_refit_leaves_nothing_trained(cls: type[Estimator]) -> None:
+    X, y = data_for(cls)
+    est = small(cls).fit(X, y)
+    assert hasattr(est, "trees_")
+    with pytest.raises(ValueError, match="client_ids"):
+        est.fit(X, y, client_ids=[0, 1])
+    assert_unfitted(est)
+    est.fit(X, y)
+    with pytest.raises(ValueError, match="has 4 features"):
+        est.fit_federated(
+            LocalFederation([Client(X[:100], y[:100], "a"), Client(X[100:, :4], y[100:], "b")])
+        )
+    assert_unfitted(est)
+
+
+def test_single_class_client_and_tiny_client_train_normally() -> None:
+    X, y = classification_data()
+    mono = y == "cat"
+    clients = [
+        Client(X[mono], y[mono], "only-cats"),
+        Client(X[~mono][:3], y[~mono][:3], "tiny"),  # fewer rows than min_samples_leaf
+        Client(X[~mono][3:], y[~mono][3:], "rest"),
+    ]
+    est = small(FedForestClassifier, min_samples_leaf=5, oob_score=True, n_estimators=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est.fit_federated(LocalFederation(clients))
+    np.testing.assert_array_equal(est.classes_, ["cat", "dog", "emu"])
+    assert est.n_clients_ == 3
+    assert accuracy_score(y, est.predict(X)) > 0.9
+    for tree in est.trees_:
+        leaf = tree.children_left == -1
+        assert np.all(tree.n_node_samples[leaf] >= 5)
+
+
+def test_tiny_and_single_class_clients_in_simulation_mode() -> None:
+    X, y = regression_data()
+    ids = np.where(np.arange(X.shape[0]) < 2, "tiny", "big")
+    est = small(FedForestRegressor, min_samples_leaf=5, max_features=None)
+    est.fit(X, y, client_ids=ids)
+    assert est.n_clients_ == 2
+    assert est.score(X, y) > 0.8
+    yc = np.where(X[:, INFORMATIVE] > 0, 1, 0)
+    ids = np.where(yc == 1, "ones", "zeros")  # every client holds one class
+    clf = small(FedForestClassifier).fit(X, yc, client_ids=ids)
+    np.testing.assert_array_equal(clf.classes_, [0, 1])
+    assert clf.score(X, yc) > 0.9
