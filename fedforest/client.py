@@ -17,6 +17,7 @@ bytes in all.
 from __future__ import annotations
 
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from . import _kernels as K
-from ._common import N_FINE_BINS, n_stats
+from ._common import N_FINE_BINS, STAT_WEIGHT, n_stats
 from ._tree import apply_forest
 from .protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, Message, expect_array
 from .sketch import fine_codes, node_sketches
@@ -83,6 +84,7 @@ class _Fit:
     pair_off: NDArray[np.int64] | None = None
     pair_feat: NDArray[np.int32] | None = None
     slot_tree: NDArray[np.int64] | None = None
+    pair_present: NDArray[np.bool_] | None = None
 
 
 class Client:
@@ -113,6 +115,9 @@ class Client:
             None
         )
         self._fit: _Fit | None = None
+        self._oob_setup: tuple[int, bool, int, NDArray[np.float64]] | None = None
+        #: Threads for this client's kernels (set by LocalFederation from its ``n_jobs``).
+        self.n_threads = 1
         self.oob_prediction_: NDArray[np.float64] | None = None
 
     @property
@@ -169,13 +174,11 @@ class Client:
             uniq, inv = np.unique(self.y_raw, return_inverse=True)
             y = np.array([index[u] for u in uniq.tolist()], dtype=np.float64)[inv]
             n_classes = len(classes)
-        n_trees = int(setup["n_trees"])
+        n_trees, first = int(setup["n_trees"]), int(setup.get("first_tree", 0))
+        self._oob_setup = (int(setup["seed"]), bool(setup["bootstrap"]), n_classes, y)
         rows, w, tree_rows = [], [], np.zeros(n_trees + 1, dtype=np.int64)
         for t in range(n_trees):
-            if setup["bootstrap"]:
-                counts = bootstrap_counts(int(setup["seed"]), t, self.name, self.n_samples)
-            else:
-                counts = np.ones(self.n_samples, dtype=np.int64)
+            counts = self._counts(first + t)
             r = np.flatnonzero(counts).astype(np.int32)
             rows.append(r)
             w.append(counts[r].astype(np.float64))
@@ -187,6 +190,32 @@ class Client:
         return _Fit(
             n_trees, n_classes, y, n_bins, np.concatenate(rows), np.concatenate(w), slot, tree_rows
         )
+
+    def _counts(self, tree: int) -> NDArray[np.int64]:
+        """Bootstrap counts of one tree (global index), recomputed from the seed."""
+        assert self._oob_setup is not None
+        seed, bootstrap, _, _ = self._oob_setup
+        if not bootstrap:
+            return np.ones(self.n_samples, dtype=np.int64)
+        return bootstrap_counts(seed, tree, self.name, self.n_samples)
+
+    def _blocks(self, fit: _Fit) -> list[tuple[int, int]]:
+        """Contiguous tree ranges of about equal row counts, one per thread."""
+        n = min(self.n_threads, fit.n_trees)
+        if n <= 1:
+            return [(0, fit.n_trees)]
+        cuts = np.searchsorted(fit.tree_rows, np.linspace(0, fit.tree_rows[-1], n + 1)[1:-1])
+        edges = np.unique(np.concatenate([[0], cuts, [fit.n_trees]]))
+        return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+    def _run_blocks(self, fit: _Fit, job: Any) -> None:
+        """Run ``job(tree_lo, tree_hi)`` over the blocks, in threads (the kernels drop the GIL)."""
+        blocks = self._blocks(fit)
+        if len(blocks) == 1:
+            job(*blocks[0])
+            return
+        with ThreadPoolExecutor(len(blocks)) as pool:
+            list(pool.map(lambda ab: job(*ab), blocks))
 
     # ------------------------------------------------------------------ Round A
     def _round_a(self, msg: Message) -> Message:
@@ -213,10 +242,13 @@ class Client:
         )
         K.node_summaries(fit.rows, fit.w, fit.slot, fit.y, fit.n_classes, summary)
         arrays: dict[str, NDArray[Any]] = {"summary": summary}
+        # A client answers only for the nodes it has rows in; the server reads which from
+        # the summaries, so empty nodes cost nothing on the wire.
+        fit.pair_present = np.repeat(summary[:, STAT_WEIGHT] > 0, np.diff(fit.pair_off))
         if fit.n_bins is None:
             arrays["sketch_off"], arrays["sketch"] = self._distinct_values(fit)
         else:
-            arrays["sketch"] = self._sketches(fit)
+            arrays["sketch"] = self._sketches(fit)[fit.pair_present]
         return Message(ROUND_A, {"name": self.name}, arrays)
 
     def _state(self) -> _Fit:
@@ -226,22 +258,29 @@ class Client:
 
     def _sketches(self, fit: _Fit) -> NDArray[np.float64]:
         assert fit.pair_off is not None and fit.pair_feat is not None
-        assert self._codes is not None and fit.n_bins is not None
+        assert fit.slot_tree is not None and self._codes is not None and fit.n_bins is not None
         codes, _, fine_max = self._codes
         out = np.empty((int(fit.pair_off[-1]), fit.n_bins))
-        node_sketches(
-            self.Xt,
-            codes,
-            fine_max,
-            fit.rows,
-            fit.w,
-            fit.slot,
-            fit.pair_off,
-            fit.pair_feat,
-            0,
-            fit.pair_off.size - 1,
-            out,
-        )
+        pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
+
+        def job(a: int, b: int) -> None:
+            s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
+            r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
+            node_sketches(
+                self.Xt,
+                codes,
+                fine_max,
+                fit.rows[r],
+                fit.w[r],
+                fit.slot[r],
+                pair_off,
+                pair_feat,
+                s_lo,
+                s_hi,
+                out[pair_off[s_lo] : pair_off[s_hi]],
+            )
+
+        self._run_blocks(fit, job)
         return out
 
     def _distinct_values(self, fit: _Fit) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
@@ -273,57 +312,71 @@ class Client:
         codes, fine_min, fine_max = self._codes
         s = n_stats("classification" if fit.n_classes else "regression", fit.n_classes)
         left = np.empty((cand.size, s))
-        K.left_stats(
-            self.Xt,
-            codes,
-            fine_min,
-            fine_max,
-            fit.rows,
-            fit.w,
-            fit.slot,
-            fit.y,
-            fit.n_classes,
-            fit.pair_off,
-            fit.pair_feat,
-            cand_off,
-            cand,
-            0,
-            fit.pair_off.size - 1,
-            left,
-        )
-        return Message(ROUND_B, {"name": self.name}, {"left": left})
+        pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
+
+        def job(a: int, b: int) -> None:
+            s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
+            r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
+            c_lo, c_hi = cand_off[pair_off[s_lo]], cand_off[pair_off[s_hi]]
+            K.left_stats(
+                self.Xt,
+                codes,
+                fine_min,
+                fine_max,
+                fit.rows[r],
+                fit.w[r],
+                fit.slot[r],
+                fit.y,
+                fit.n_classes,
+                pair_off,
+                pair_feat,
+                cand_off,
+                cand,
+                s_lo,
+                s_hi,
+                left[c_lo:c_hi],
+            )
+
+        self._run_blocks(fit, job)
+        assert fit.pair_present is not None
+        present = np.repeat(fit.pair_present, np.diff(cand_off))
+        return Message(ROUND_B, {"name": self.name}, {"left": left[present]})
 
     # ------------------------------------------------------------------ out of bag
     def _oob(self, msg: Message) -> Message:
-        fit = self._state()
-        tree_off = expect_array(msg, "tree_off", "i", (fit.n_trees + 1,), "server").astype(np.int64)
+        if self._oob_setup is None:
+            raise ValueError(f"Client {self.name!r}: out-of-bag round before the set-up.")
+        _, _, n_classes, y_all = self._oob_setup
+        n_trees = int(msg.header["n_trees"])
+        tree_off = expect_array(msg, "tree_off", "i", (n_trees + 1,), "server").astype(np.int64)
         n_nodes = int(tree_off[-1])
-        arrays = [
+        feature, threshold, left, right = (
             expect_array(msg, k, kind, (n_nodes,), "server")
             for k, kind in (("feature", "i"), ("threshold", "f"), ("left", "i"), ("right", "i"))
-        ]
+        )
         value = expect_array(msg, "value", "f", (n_nodes, None), "server")
-        leaves = np.empty((self.n_samples, fit.n_trees), dtype=np.int32)
-        apply_forest(self.X, arrays[0], arrays[1], arrays[2], arrays[3], tree_off, leaves)
         pred = np.zeros((self.n_samples, value.shape[1]))
         n_oob = np.zeros(self.n_samples)
-        for t in range(fit.n_trees):
-            oob = np.ones(self.n_samples, dtype=bool)
-            oob[fit.rows[fit.tree_rows[t] : fit.tree_rows[t + 1]]] = False
-            pred[oob] += value[leaves[oob, t]]
+        leaves = np.empty((self.n_samples, 1), dtype=np.int32)
+        for t in range(n_trees):
+            # One tree at a time, bootstrap recomputed from the seed: memory stays O(n_k).
+            oob = self._counts(t) == 0
+            apply_forest(self.X, feature, threshold, left, right, tree_off[t : t + 2], leaves)
+            pred[oob] += value[leaves[oob, 0]]
             n_oob[oob] += 1
         scored = n_oob > 0
         pred[scored] /= n_oob[scored, None]
         pred[~scored] = np.nan
         self.oob_prediction_ = pred
-        y = fit.y[scored]
-        if fit.n_classes:
+        y = y_all[scored]
+        if n_classes:
             sums = [scored.sum(), np.sum(np.argmax(pred[scored], axis=1) == y)]
         else:
             sums = [scored.sum(), np.sum((y - pred[scored, 0]) ** 2), y.sum(), np.sum(y * y)]
-        self._fit = None
+        self.finish()
         return Message(OOB, {"name": self.name}, {"oob_sums": np.asarray(sums, dtype=np.float64)})
 
     def finish(self) -> None:
         """Drop the per-fit state (called when no out-of-bag round follows)."""
         self._fit = None
+        self._oob_setup = None

@@ -112,6 +112,7 @@ class _BaseFedForest(BaseEstimator):
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
         "verbose": ["verbose"],
+        "tree_batch_size": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
@@ -130,6 +131,7 @@ class _BaseFedForest(BaseEstimator):
         random_state: Any = None,
         n_jobs: int | None = None,
         verbose: int = 0,
+        tree_batch_size: int | None = None,
     ) -> None:
         self.n_estimators = n_estimators
         self.criterion = criterion
@@ -144,6 +146,7 @@ class _BaseFedForest(BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.tree_batch_size = tree_batch_size
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: ArrayLike, y: ArrayLike, client_ids: ArrayLike | None = None) -> Any:
@@ -263,6 +266,7 @@ class _BaseFedForest(BaseEstimator):
             oob_score=self.oob_score,
             seed=seed,
             verbose=self.verbose,
+            tree_batch_size=self.tree_batch_size,
         )
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
@@ -376,6 +380,11 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
     random_state : int, RandomState or None
     n_jobs : int or None
         Threads for the in-process clients and for prediction.
+    tree_batch_size : int or None, default=None
+        Grow the trees in batches of this many, one batch after another: each client then
+        holds per-row state for one batch only (16 bytes per in-bag row and tree, about
+        ``10 * n_k * tree_batch_size`` bytes) at the price of ``2 * max_depth`` rounds per
+        batch. None grows all trees at once (fewest rounds). The forest is the same.
     verbose : int, default=0
         > 0 shows a progress bar over tree levels.
 
@@ -431,6 +440,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         random_state: Any = None,
         n_jobs: int | None = None,
         verbose: int = 0,
+        tree_batch_size: int | None = None,
     ) -> None:
         super().__init__(
             n_estimators,
@@ -446,6 +456,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             random_state=random_state,
             n_jobs=n_jobs,
             verbose=verbose,
+            tree_batch_size=tree_batch_size,
         )
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:

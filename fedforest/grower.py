@@ -44,6 +44,7 @@ class GrowerConfig:
     oob_score: bool
     seed: int
     verbose: int = 0
+    tree_batch_size: int | None = None
 
 
 @dataclass
@@ -220,11 +221,14 @@ def _candidates(
         cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
         np.cumsum([c.size for c in per_pair], out=cand_off[1:])
         return cand_off, np.concatenate(per_pair) if per_pair else np.empty(0)
-    sketches = np.stack(
-        [expect_array(m, "sketch", "f", (n_pairs, cfg.n_bins), n) for n, m in replies]
-    )
     pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
     weights = summaries[:, pair_node, STAT_WEIGHT]
+    sketches = np.full((len(replies), n_pairs, cfg.n_bins), np.nan)
+    for k, (name, msg) in enumerate(replies):
+        present = weights[k] > 0
+        sketches[k, present] = expect_array(
+            msg, "sketch", "f", (int(present.sum()), cfg.n_bins), name
+        )
     cand_off, cand = merge_sketches(sketches[:, pair_ok], weights[:, pair_ok], cfg.n_bins)
     counts = np.zeros(n_pairs, dtype=np.int64)
     counts[pair_ok] = np.diff(cand_off)
@@ -257,10 +261,13 @@ def _sum_in_order(
     return total
 
 
-def _setup_header(cfg: GrowerConfig, schema: dict[str, Any]) -> dict[str, Any]:
+def _setup_header(
+    cfg: GrowerConfig, schema: dict[str, Any], first: int, n_trees: int
+) -> dict[str, Any]:
     return {
         "classes": schema["classes"],
-        "n_trees": cfg.n_estimators,
+        "first_tree": first,
+        "n_trees": n_trees,
         "seed": cfg.seed,
         "bootstrap": cfg.bootstrap,
         "n_bins": cfg.n_bins,
@@ -295,7 +302,7 @@ def _level(
 ) -> tuple[_Frontier, dict[str, NDArray[Any]]]:
     """Grow every tree by one level: Round A, candidates, Round B, best splits."""
     n_slots, s = frontier.tree.size, ctx["n_stats"]
-    slot_tree_off = frontier.tree_offsets(cfg.n_estimators)
+    slot_tree_off = frontier.tree_offsets(len(builders))
     pair_off, pair_feat = _sample_features(ctx["rngs"], frontier.tree, ctx["d"], ctx["k"])
     arrays: dict[str, NDArray[Any]] = {
         "slot_tree_off": slot_tree_off,
@@ -313,7 +320,12 @@ def _level(
     if cand.size == 0:
         return _Frontier(np.empty(0, np.int64), np.empty(0, np.int64), frontier.depth + 1), {}
     replies_b = _exchange(fed, ledger, Message(ROUND_B, {}, {"cand_off": cand_off, "cand": cand}))
-    left = _sum_in_order(replies_b, "left", (cand.size, s))
+    n_cand = np.diff(cand_off)
+    left = np.zeros((cand.size, s))
+    for k, (name, msg) in enumerate(replies_b):
+        # Each client answered for the candidates of the nodes it has rows in.
+        present = np.repeat(np.repeat(summaries[k, :, STAT_WEIGHT] > 0, np.diff(pair_off)), n_cand)
+        left[present] += expect_array(msg, "left", "f", (int(present.sum()), s), name)
     root_w = np.array([builders[t].stats[0][STAT_WEIGHT] for t in frontier.tree])
     best = best_splits(
         pooled,
@@ -379,6 +391,28 @@ def _apply_splits(
     return nxt, routes
 
 
+def _grow_batch(
+    fed: Federation,
+    cfg: GrowerConfig,
+    ledger: CommunicationLedger,
+    builders: list[_TreeBuilder],
+    setup: dict[str, Any],
+    ctx: dict[str, Any],
+    bar: Any,
+) -> None:
+    """Grow a batch of trees level by level until no node is left to split."""
+    for b in builders:
+        b.add(None)
+    n = len(builders)
+    frontier = _Frontier(np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), 0)
+    routes: dict[str, NDArray[Any]] = {}
+    header: dict[str, Any] = {"setup": setup}
+    while frontier.tree.size:
+        frontier, routes = _level(fed, cfg, ledger, builders, frontier, routes, header, ctx)
+        header = {}
+        bar.update(1)
+
+
 def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
     """Train a federated forest through ``fed`` and return its trees and ledger."""
     ledger = CommunicationLedger()
@@ -393,18 +427,27 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         "importances": np.zeros((cfg.n_estimators, d)),
     }
     builders = [_TreeBuilder() for _ in range(cfg.n_estimators)]
-    for b in builders:
-        b.add(None)
-    frontier = _Frontier(
-        np.arange(cfg.n_estimators, dtype=np.int64), np.zeros(cfg.n_estimators, dtype=np.int64), 0
-    )
-    routes: dict[str, NDArray[Any]] = {}
-    header: dict[str, Any] = {"setup": _setup_header(cfg, schema)}
-    with tqdm(total=cfg.max_depth, desc="levels", unit="level", disable=cfg.verbose <= 0) as bar:
-        while frontier.tree.size:
-            frontier, routes = _level(fed, cfg, ledger, builders, frontier, routes, header, ctx)
-            header = {}
-            bar.update(1)
+    batch = cfg.tree_batch_size or cfg.n_estimators
+    n_levels = (cfg.max_depth or 0) * -(-cfg.n_estimators // batch)
+    with tqdm(total=n_levels or None, desc="levels", unit="level", disable=cfg.verbose <= 0) as bar:
+        for first in range(0, cfg.n_estimators, batch):
+            # Trees of a batch grow together; batches one after another bound the clients'
+            # per-row state. Seeds use global tree indices: the forest is the same.
+            last = min(first + batch, cfg.n_estimators)
+            sub = {
+                **ctx,
+                "rngs": ctx["rngs"][first:last],
+                "importances": ctx["importances"][first:last],
+            }
+            _grow_batch(
+                fed,
+                cfg,
+                ledger,
+                builders[first:last],
+                _setup_header(cfg, schema, first, last - first),
+                sub,
+                bar,
+            )
     trees = [b.finish(cfg.task, cfg.criterion) for b in builders]
     result = ForestResult(
         trees,
@@ -449,7 +492,7 @@ def _oob_round(
     feature, threshold, left, right, value, offsets = pack_forest(trees)
     msg = Message(
         OOB,
-        {},
+        {"n_trees": len(trees)},
         {
             "feature": feature,
             "threshold": threshold,
@@ -468,7 +511,7 @@ def _oob_round(
             f"{total - n_scored} of {total} rows were drawn by every tree and have no out-of-bag "
             "prediction; the OOB score uses the others. Use more trees for a complete estimate.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=5,
         )
     result.oob_n_scored = n_scored
     if n_scored == 0:

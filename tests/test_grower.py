@@ -245,3 +245,20 @@ def test_classification_accuracy_on_par_with_sklearn():
         ref = RandomForestClassifier(random_state=seed, n_jobs=2, **kw).fit(X[:1400], y[:1400])
         diffs.append(ours.score(X[1400:], y[1400:]) - ref.score(X[1400:], y[1400:]))
     assert np.mean(diffs) > -0.01
+
+
+def test_tree_batches_and_client_threads_give_the_same_forest():
+    data = make_paper_synthetic("homogeneous", n_clients=3, n_per_client=150, random_state=2)
+    X, y, h = data.X_train, data.y_train, data.h_train
+    params = dict(n_estimators=7, max_depth=5, random_state=1, oob_score=True)
+    ref = ff.FedForestRegressor(**params).fit(X, y, client_ids=h)
+    batched = ff.FedForestRegressor(tree_batch_size=3, **params).fit(X, y, client_ids=h)
+    _same_forest(ref, batched)
+    assert batched.oob_score_ == ref.oob_score_
+    # Three batches: each costs its own levels, all after one handshake, then the OOB round.
+    assert batched.communication_.rounds > ref.communication_.rounds
+    assert batched.communication_.rounds <= 1 + 3 * 2 * 5 + 1
+    # One client, two threads splitting its trees: same forest as one thread.
+    one = ff.FedForestRegressor(n_jobs=1, **params).fit(X, y)
+    two = ff.FedForestRegressor(n_jobs=2, **params).fit(X, y)
+    _same_forest(one, two)

@@ -47,7 +47,11 @@ class LocalFederation(Federation):
     ) -> dict[str, Message]:
         """Run every client's handler, in parallel threads when ``n_jobs`` allows."""
         names = list(requests)
-        n_threads = min(len(names), effective_n_jobs(self.n_jobs))
+        n_jobs = effective_n_jobs(self.n_jobs)
+        n_threads = min(len(names), n_jobs)
+        for name in names:
+            # Fewer clients than threads: the spare threads split each client's trees.
+            self.clients[name].n_threads = max(1, n_jobs // max(len(names), 1))
 
         def call(name: str) -> Message:
             try:
