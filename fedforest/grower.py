@@ -136,12 +136,13 @@ def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) 
     first_name, first = replies[0]
     d, names = first.header["n_features"], first.header["feature_names"]
     for name, rep in replies[1:]:
+        other = rep.header["feature_names"]
         if rep.header["n_features"] != d:
             raise ValueError(
                 f"Client {name!r} has {rep.header['n_features']} features but client "
-                f"{first_name!r} has {d}; all clients must share the same columns."
+                f"{first_name!r} has {d}{_name_difference(names, other, name, first_name)}; "
+                "all clients must share the same columns."
             )
-        other = rep.header["feature_names"]
         if (names is None) != (other is None):
             raise ValueError(
                 f"Client {name!r} and client {first_name!r} disagree on feature names: one "
@@ -166,6 +167,19 @@ def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) 
         "classes": classes,
         "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
     }
+
+
+def _name_difference(
+    names: list[str] | None, other: list[str] | None, name: str, first_name: str
+) -> str:
+    """``": client 'b' lacks feature 'x'"``-style detail when both sides have names."""
+    if names is None or other is None:
+        return ""
+    missing = [f for f in names if f not in other]
+    if missing:
+        return f": client {name!r} lacks feature {missing[0]!r}"
+    extra = [f for f in other if f not in names]
+    return f": client {name!r} has the extra feature {extra[0]!r}" if extra else ""
 
 
 def _is_leaf_by_rule(
@@ -511,7 +525,7 @@ def _oob_round(
             f"{total - n_scored} of {total} rows were drawn by every tree and have no out-of-bag "
             "prediction; the OOB score uses the others. Use more trees for a complete estimate.",
             UserWarning,
-            stacklevel=5,
+            stacklevel=4,
         )
     result.oob_n_scored = n_scored
     if n_scored == 0:

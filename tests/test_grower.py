@@ -262,3 +262,16 @@ def test_tree_batches_and_client_threads_give_the_same_forest():
     one = ff.FedForestRegressor(n_jobs=1, **params).fit(X, y)
     two = ff.FedForestRegressor(n_jobs=2, **params).fit(X, y)
     _same_forest(one, two)
+
+
+def test_schema_mismatch_names_client_and_feature():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    a = pd.DataFrame(rng.random((20, 3)), columns=["age", "bmi", "sbp"])
+    b = pd.DataFrame(rng.random((20, 2)), columns=["age", "bmi"])
+    fed = ff.LocalFederation([ff.Client(a, rng.random(20), "h1"), ff.Client(b, rng.random(20), "h2")])
+    model = ff.FedForestRegressor()
+    with pytest.raises(ValueError, match="client 'h2' lacks feature 'sbp'"):
+        model.fit_federated(fed)
+    assert not hasattr(model, "trees_")
