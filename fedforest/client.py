@@ -85,6 +85,7 @@ class _Fit:
     pair_feat: NDArray[np.int32] | None = None
     slot_tree: NDArray[np.int64] | None = None
     pair_present: NDArray[np.bool_] | None = None
+    send_sketch: bool = True
 
 
 class Client:
@@ -150,6 +151,10 @@ class Client:
             "n_features": int(self.X.shape[1]),
             "feature_names": self.feature_names,
         }
+        arrays: dict[str, NDArray[Any]] = {}
+        if msg.header.get("ranges"):
+            # Only the federated-histogram baseline asks: per-feature min and max.
+            arrays = {"feature_min": self.X.min(axis=0), "feature_max": self.X.max(axis=0)}
         if msg.header.get("task") == "classification":
             header["labels"] = np.unique(self.y_raw).tolist()
         else:
@@ -161,7 +166,7 @@ class Client:
                 ) from exc
             if not np.all(np.isfinite(y)):
                 raise ValueError(f"Client {self.name!r}: y contains NaN or infinity.")
-        return Message(HANDSHAKE, header)
+        return Message(HANDSHAKE, header, arrays)
 
     # ------------------------------------------------------------------ set-up
     def _setup(self, setup: dict[str, Any]) -> _Fit:
@@ -187,9 +192,11 @@ class Client:
         if n_bins is not None and self._codes is None:
             self._codes = fine_codes(self.X, N_FINE_BINS)
         slot = np.repeat(np.arange(n_trees, dtype=np.int32), np.diff(tree_rows))
-        return _Fit(
+        fit = _Fit(
             n_trees, n_classes, y, n_bins, np.concatenate(rows), np.concatenate(w), slot, tree_rows
         )
+        fit.send_sketch = setup.get("binning", "quantile") == "quantile"
+        return fit
 
     def _counts(self, tree: int) -> NDArray[np.int64]:
         """Bootstrap counts of one tree (global index), recomputed from the seed."""
@@ -247,7 +254,7 @@ class Client:
         fit.pair_present = np.repeat(summary[:, STAT_WEIGHT] > 0, np.diff(fit.pair_off))
         if fit.n_bins is None:
             arrays["sketch_off"], arrays["sketch"] = self._distinct_values(fit)
-        else:
+        elif fit.send_sketch:
             arrays["sketch"] = self._sketches(fit)[fit.pair_present]
         return Message(ROUND_A, {"name": self.name}, arrays)
 

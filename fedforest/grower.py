@@ -45,6 +45,9 @@ class GrowerConfig:
     seed: int
     verbose: int = 0
     tree_batch_size: int | None = None
+    #: "quantile": the paper's sketches; "histogram": the Federated Histogram baseline
+    #: (Kalloori & Klingler 2022): B fixed-width bins between the global min and max.
+    binning: str = "quantile"
 
 
 @dataclass
@@ -132,7 +135,8 @@ def _exchange(
 
 def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -> dict[str, Any]:
     """Check that the clients' schemas agree; fix the global class list."""
-    replies = _exchange(fed, ledger, Message(HANDSHAKE, {"task": cfg.task}))
+    request = {"task": cfg.task, "ranges": cfg.binning == "histogram"}
+    replies = _exchange(fed, ledger, Message(HANDSHAKE, request))
     first_name, first = replies[0]
     d, names = first.header["n_features"], first.header["feature_names"]
     for name, rep in replies[1:]:
@@ -161,7 +165,14 @@ def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) 
             classes = sorted(labels)
         except TypeError as exc:
             raise ValueError(f"Class labels of mixed types cannot be ordered: {exc}") from exc
+    edges = None
+    if cfg.binning == "histogram":
+        lo = np.min([expect_array(m, "feature_min", "f", (d,), n) for n, m in replies], axis=0)
+        hi = np.max([expect_array(m, "feature_max", "f", (d,), n) for n, m in replies], axis=0)
+        b = cfg.n_bins or 32
+        edges = lo[:, None] + (hi - lo)[:, None] * (np.arange(1, b) / b)[None, :]
     return {
+        "edges": edges,
         "n_features": int(d),
         "feature_names": names,
         "classes": classes,
@@ -210,15 +221,31 @@ def _sample_features(
     return pair_off, feats
 
 
+def _fixed_candidates(
+    edges: Any, pair_feat: NDArray[np.int32], pair_ok: NDArray[np.bool_]
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Federated-histogram candidates: the same fixed-width edges at every node."""
+    per_pair = [
+        np.unique(edges[f]) if ok else np.empty(0) for f, ok in zip(pair_feat, pair_ok, strict=True)
+    ]
+    cand_off = np.zeros(len(per_pair) + 1, dtype=np.int64)
+    np.cumsum([c.size for c in per_pair], out=cand_off[1:])
+    return cand_off, np.concatenate(per_pair) if per_pair else np.empty(0)
+
+
 def _candidates(
     replies: list[tuple[str, Message]],
     summaries: NDArray[np.float64],
     pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
     pair_ok: NDArray[np.bool_],
     cfg: GrowerConfig,
+    edges: Any = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Candidate thresholds per (node, feature) pair from the clients' sketches."""
     n_pairs = int(pair_off[-1])
+    if cfg.binning == "histogram":
+        return _fixed_candidates(edges, pair_feat, pair_ok)
     if cfg.n_bins is None:
         per_pair: list[NDArray[np.float64]] = []
         offs = [expect_array(m, "sketch_off", "i", (n_pairs + 1,), n) for n, m in replies]
@@ -285,6 +312,7 @@ def _setup_header(
         "seed": cfg.seed,
         "bootstrap": cfg.bootstrap,
         "n_bins": cfg.n_bins,
+        "binning": cfg.binning,
     }
 
 
@@ -330,7 +358,9 @@ def _level(
         builders[t].stats[node] = st
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     pair_ok = np.repeat(splittable, np.diff(pair_off))
-    cand_off, cand = _candidates(replies, summaries, pair_off, pair_ok, cfg)
+    cand_off, cand = _candidates(
+        replies, summaries, pair_off, pair_feat, pair_ok, cfg, ctx.get("edges")
+    )
     if cand.size == 0:
         return _Frontier(np.empty(0, np.int64), np.empty(0, np.int64), frontier.depth + 1), {}
     replies_b = _exchange(fed, ledger, Message(ROUND_B, {}, {"cand_off": cand_off, "cand": cand}))
@@ -439,6 +469,7 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         "n_stats": n_stats(cfg.task, n_classes),
         "rngs": [np.random.default_rng([cfg.seed, t, 1]) for t in range(cfg.n_estimators)],
         "importances": np.zeros((cfg.n_estimators, d)),
+        "edges": schema["edges"],
     }
     builders = [_TreeBuilder() for _ in range(cfg.n_estimators)]
     batch = cfg.tree_batch_size or cfg.n_estimators

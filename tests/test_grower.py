@@ -270,8 +270,32 @@ def test_schema_mismatch_names_client_and_feature():
     rng = np.random.default_rng(0)
     a = pd.DataFrame(rng.random((20, 3)), columns=["age", "bmi", "sbp"])
     b = pd.DataFrame(rng.random((20, 2)), columns=["age", "bmi"])
-    fed = ff.LocalFederation([ff.Client(a, rng.random(20), "h1"), ff.Client(b, rng.random(20), "h2")])
+    fed = ff.LocalFederation(
+        [ff.Client(a, rng.random(20), "h1"), ff.Client(b, rng.random(20), "h2")]
+    )
     model = ff.FedForestRegressor()
     with pytest.raises(ValueError, match="client 'h2' lacks feature 'sbp'"):
         model.fit_federated(fed)
     assert not hasattr(model, "trees_")
+
+
+def test_histogram_binning_uses_fixed_width_edges_between_global_min_and_max():
+    import dataclasses
+
+    from fedforest.grower import grow_forest
+
+    data = make_paper_synthetic("homogeneous", n_clients=3, n_per_client=100, random_state=0)
+    X, y, h = data.X_train, data.y_train, data.h_train
+    cfg = dataclasses.replace(
+        ff.FedForestRegressor(n_estimators=4, random_state=0)._config(),
+        binning="histogram",
+        n_bins=8,
+    )
+    result = grow_forest(ff.LocalFederation(_clients(X, y, h)), cfg)
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    for tree in result.trees:
+        inner = tree.children_left >= 0
+        f, t = tree.feature[inner], tree.threshold[inner]
+        k = (t - lo[f]) / (hi[f] - lo[f]) * 8
+        np.testing.assert_allclose(k, np.round(k), atol=1e-9)
+    assert result.ledger.per_round["kind"][0] == "handshake"
