@@ -58,6 +58,7 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
         "feature_names_in": None if names is None else [str(n) for n in names],
         "classes": None if classes is None else np.asarray(classes).tolist(),
         "n_clients": int(getattr(model, "n_clients_", 0)),
+        "clients": [str(c) for c in getattr(model, "clients_", [])],
         "communication": model.communication_.to_dict(),
     }
     extra = {"feature_importances": np.asarray(model.feature_importances_, dtype=np.float64)}
@@ -113,7 +114,11 @@ def _build(header: dict[str, Any], trees: list[Tree], extra: dict[str, NDArray[A
         or len(set(names)) != d
     ):
         raise ValueError(f"feature_names_in is not a list of {d} distinct strings")
-    importances = _importances(extra, d)
+    importances = _importances(extra, d + int(bool(params.get("split_on_client", False))))
+    clients = header.get("clients", [])
+    if not isinstance(clients, list) or not all(isinstance(c, str) for c in clients):
+        raise ValueError("clients is not a list of client names")
+    _check_client_codes(trees, d, len(clients))
     classes = _classes(header["classes"], kind == "FedForestClassifier", trees)
     if not isinstance(header["communication"], dict):
         raise ValueError("communication is not a dict of round records")
@@ -129,6 +134,7 @@ def _build(header: dict[str, Any], trees: list[Tree], extra: dict[str, NDArray[A
     model.feature_importances_ = importances
     model.communication_ = ledger
     model.n_clients_ = n_clients
+    model.clients_ = np.asarray(clients, dtype=object)
     if "oob_score" in extra:
         oob = np.asarray(extra["oob_score"])
         if oob.shape != (1,) or oob.dtype.kind != "f":
@@ -141,6 +147,18 @@ def _build(header: dict[str, Any], trees: list[Tree], extra: dict[str, NDArray[A
         model.n_classes_ = len(classes)
     model._pack()
     return model
+
+
+def _check_client_codes(trees: list[Tree], d: int, n_clients: int) -> None:
+    """Splits on the client index H must name clients the model knows."""
+    for t, tree in enumerate(trees):
+        for node in np.flatnonzero(tree.feature == d):
+            left, right = tree.split_set(int(node))
+            codes = np.concatenate([left, right])
+            if codes.size and codes.max() >= n_clients:
+                raise ValueError(
+                    f"tree {t}, node {node} splits on client {codes.max()} of {n_clients}"
+                )
 
 
 def _importances(extra: dict[str, NDArray[Any]], d: int) -> NDArray[np.float64]:

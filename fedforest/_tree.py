@@ -3,17 +3,22 @@
 A tree is a set of parallel arrays indexed by node, node 0 the root, as in scikit-learn's
 ``sklearn.tree._tree.Tree``: ``feature``, ``threshold``, ``children_left``,
 ``children_right``, ``value``, ``n_node_samples``, ``weighted_n_node_samples`` and
-``impurity``. A row goes left when ``x[feature] <= threshold``. Children always have larger
-indices than their parent (trees are stored in breadth-first order), which the loader checks.
+``impurity``. A numeric split sends a row left when ``x[feature] <= threshold``. Children
+always have larger indices than their parent (breadth-first order), which the loader checks.
+
+Set splits (categorical features and the client index H) keep, per node, the codes seen in
+training with their side: ``set_size[node]`` codes in ``set_code`` / ``set_side`` (0 left,
+1 right), node after node. A code a set split has not seen (an unseen category, an
+unknown or missing client) follows the *marginal rule*: the row goes down both branches,
+weighted by the children's training weight, and the tree's prediction is the mixture.
+The client index is the pseudo-feature ``n_features`` (one past the last column).
+
+The safe file format lives in :mod:`fedforest._tree_io` (re-exported here).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numba
@@ -22,7 +27,19 @@ from numpy.typing import NDArray
 
 from ._common import NODE_DTYPE, TREE_LEAF, TREE_UNDEFINED
 
-__all__ = ["Tree", "pack_forest", "apply_forest", "apply_forest_numpy"]
+__all__ = [
+    "Tree",
+    "pack_forest",
+    "pack_sets",
+    "apply_forest",
+    "apply_forest_numpy",
+    "predict_forest",
+    "predict_forest_numpy",
+]
+
+
+def _empty_int32() -> NDArray[np.int32]:
+    return np.zeros(0, dtype=np.int32)
 
 
 @dataclass(frozen=True)
@@ -32,9 +49,9 @@ class Tree:
     Attributes
     ----------
     feature : ndarray of int32, shape (n_nodes,)
-        Split feature, ``TREE_UNDEFINED`` (-2) at leaves.
+        Split feature, ``TREE_UNDEFINED`` (-2) at leaves; ``n_features`` for the client H.
     threshold : ndarray of float64, shape (n_nodes,)
-        Split threshold (left when ``x <= threshold``), -2.0 at leaves.
+        Split threshold (left when ``x <= threshold``), -2.0 at leaves and set splits.
     children_left, children_right : ndarray of int32, shape (n_nodes,)
         Child node indices, ``TREE_LEAF`` (-1) at leaves.
     value : ndarray of float64, shape (n_nodes, n_values)
@@ -45,6 +62,10 @@ class Tree:
         Bootstrap weight reaching the node, summed over clients.
     impurity : ndarray of float64, shape (n_nodes,)
         Node impurity from the pooled statistics.
+    set_size : ndarray of int32, shape (n_nodes,)
+        Number of codes of a set split (0 for numeric splits and leaves).
+    set_code, set_side : ndarray of int32 / int8, shape (sum(set_size),)
+        The codes of every set split, node after node, and their side (0 left, 1 right).
     """
 
     feature: NDArray[np.int32]
@@ -55,7 +76,11 @@ class Tree:
     n_node_samples: NDArray[np.int64]
     weighted_n_node_samples: NDArray[np.float64]
     impurity: NDArray[np.float64]
+    set_size: NDArray[np.int32] = field(default_factory=_empty_int32)
+    set_code: NDArray[np.int32] = field(default_factory=_empty_int32)
+    set_side: NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
 
+    #: Per-node arrays (one entry per node).
     ARRAYS = (
         "feature",
         "threshold",
@@ -65,7 +90,14 @@ class Tree:
         "n_node_samples",
         "weighted_n_node_samples",
         "impurity",
+        "set_size",
     )
+    #: Flat arrays of the set splits (``sum(set_size)`` entries).
+    SET_ARRAYS = ("set_code", "set_side")
+
+    def __post_init__(self) -> None:
+        if self.set_size.shape[0] != self.feature.shape[0]:
+            object.__setattr__(self, "set_size", np.zeros(self.feature.shape[0], np.int32))
 
     @property
     def node_count(self) -> int:
@@ -91,9 +123,16 @@ class Tree:
         """Boolean mask of the leaves, shape (n_nodes,)."""
         return np.asarray(self.children_left == TREE_LEAF)
 
+    def split_set(self, node: int) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+        """Codes sent left and right by the set split at ``node`` (empty if numeric)."""
+        off = np.concatenate([[0], np.cumsum(self.set_size)])
+        codes = self.set_code[off[node] : off[node + 1]]
+        sides = self.set_side[off[node] : off[node + 1]]
+        return codes[sides == 0], codes[sides == 1]
+
     def as_dict(self) -> dict[str, Any]:
         """The arrays by name."""
-        return {name: getattr(self, name) for name in self.ARRAYS}
+        return {name: getattr(self, name) for name in self.ARRAYS + self.SET_ARRAYS}
 
 
 def empty_split_fields(n_nodes: int) -> tuple[NDArray[np.int32], NDArray[np.float64]]:
@@ -143,9 +182,44 @@ def pack_forest(
     return feature, threshold, left, right, value, offsets
 
 
+def pack_sets(
+    trees: list[Tree],
+) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.int8], NDArray[np.float64]]:
+    """Set splits and node weights of the packed forest (global node order).
+
+    Returns
+    -------
+    set_off : ndarray of int64, shape (n_nodes + 1,)
+        Node ``i`` owns ``set_code[set_off[i]:set_off[i + 1]]`` (empty: numeric split).
+    set_code : ndarray of int32
+    set_side : ndarray of int8
+    weight : ndarray of float64, shape (n_nodes,)
+        ``weighted_n_node_samples``, for the marginal rule.
+    """
+    sizes = np.concatenate([t.set_size for t in trees]).astype(np.int64)
+    set_off = np.zeros(sizes.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=set_off[1:])
+    code = np.concatenate([t.set_code for t in trees]).astype(np.int32)
+    side = np.concatenate([t.set_side for t in trees]).astype(np.int8)
+    weight = np.concatenate([t.weighted_n_node_samples for t in trees]).astype(np.float64)
+    return set_off, code, side, weight
+
+
+@numba.njit(inline="always")
+def _set_side(x, lo, hi, set_code, set_side):
+    # Side of code ``x`` in a set split: 0 left, 1 right, -1 not seen in training.
+    if x != x or x < 0:
+        return -1
+    code = int(x)
+    for k in range(lo, hi):
+        if set_code[k] == code:
+            return set_side[k]
+    return -1
+
+
 @numba.njit(nogil=True, cache=True)
-def apply_forest(X, feature, threshold, left, right, offsets, out):  # type: ignore[no-untyped-def]
-    """Leaf reached by every row in every tree (global node index).
+def apply_forest(X, feature, threshold, left, right, offsets, out):
+    """Leaf reached by every row in every tree (global node index), numeric splits only.
 
     Parameters
     ----------
@@ -190,511 +264,118 @@ def apply_forest_numpy(
         out[:, t] = node
 
 
-# ---------------------------------------------------------------------------------------
-# Safe model file format
-# ---------------------------------------------------------------------------------------
-#
-# A model file is a compressed ``.npz`` archive (whatever its file name) holding
-#
-# * ``__header__``: a 1-D uint8 array, the UTF-8 JSON object
-#   ``{"format": FORMAT_NAME, "version": FORMAT_VERSION, "kind": ..., "n_trees": ...,
-#   "header": {...caller's header...}}``;
-# * one array per ``Tree`` field, the trees concatenated node-wise (child indices stay
-#   LOCAL to their tree), and ``tree_offsets`` (int64, shape (n_trees + 1,)): tree ``t``
-#   owns rows ``tree_offsets[t]:tree_offsets[t + 1]``;
-# * the caller's ``extra`` arrays under the names ``extra/<name>``.
-#
-# Loading never unpickles (``np.load(..., allow_pickle=False)``) and checks everything the
-# kernels rely on before any array reaches them.
+@numba.njit(nogil=True, cache=True)
+def predict_forest(
+    X, feature, threshold, left, right, set_off, set_code, set_side, weight, value, offsets, out
+):  # noqa: E501
+    """Sum over trees of each row's prediction, with the marginal rule at unseen codes.
 
-FORMAT_NAME = "fedforest-model"
-FORMAT_VERSION = 1
-
-_HEADER_KEY = "__header__"
-_OFFSETS_KEY = "tree_offsets"
-_EXTRA_PREFIX = "extra/"
-#: Canonical dtype of every stored field; the dtype *kind* a file must use for it.
-_CANONICAL = {
-    "feature": np.int32,
-    "threshold": np.float64,
-    "children_left": np.int32,
-    "children_right": np.int32,
-    "value": np.float64,
-    "n_node_samples": np.int64,
-    "weighted_n_node_samples": np.float64,
-    "impurity": np.float64,
-}
-_DEFAULT_HINT = (
-    "Was it written by fedforest's save()? The file may be corrupt or truncated; "
-    "re-create it by saving the fitted model again."
-)
-
-
-class _FormatError(ValueError):
-    """A model file (or a forest about to be saved) breaks the format.
-
-    ``hint`` tells the user what to do about it (a default one is used when None).
+    Parameters
+    ----------
+    X : ndarray of float64, shape (n_samples, n_columns)  # IN: features, then the client
+        code (-1 unknown) when the forest splits on H; set features hold codes
+    feature, threshold, left, right, value, offsets : from :func:`pack_forest`  # IN
+    set_off, set_code, set_side, weight : from :func:`pack_sets`  # IN
+    out : ndarray of float64, shape (n_samples, n_values)  # OUT: accumulated into
     """
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
-
-
-def _jsonable(obj: Any, where: str = "header") -> Any:
-    """Copy of ``obj`` with NumPy scalars and arrays turned into plain Python objects.
-
-    Raises
-    ------
-    TypeError
-        If ``obj`` holds something JSON cannot represent (sets, bytes, objects, ...) or a
-        dict key that is not a string (JSON would silently turn it into one).
-    ValueError
-        If ``obj`` holds a NaN or infinite float (not valid JSON).
-    """
-    if isinstance(obj, np.ndarray):
-        if obj.dtype.hasobject:
-            raise TypeError(f"{where} is an object array; only numeric/bool/str arrays fit JSON")
-        return _jsonable(obj.tolist(), where)
-    if isinstance(obj, np.generic):
-        return _jsonable(obj.item(), where)
-    if obj is None or isinstance(obj, bool | int | str):
-        return obj
-    if isinstance(obj, float):
-        if not np.isfinite(obj):
-            raise ValueError(f"{where} is {obj}, which JSON cannot store")
-        return obj
-    if isinstance(obj, list | tuple):
-        return [_jsonable(item, f"{where}[{i}]") for i, item in enumerate(obj)]
-    if isinstance(obj, dict):
-        out = {}
-        for key, item in obj.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where} has the non-string key {key!r}; use string keys")
-            out[key] = _jsonable(item, f"{where}[{key!r}]")
-        return out
-    raise TypeError(
-        f"{where} has type {type(obj).__name__}, which the model header cannot store "
-        "(use None, bool, int, float, str, lists, dicts or NumPy scalars/arrays)"
-    )
+    n_trees = offsets.shape[0] - 1
+    stack = np.empty(left.shape[0] + 1, dtype=np.int64)
+    mass = np.empty(left.shape[0] + 1)
+    for i in range(X.shape[0]):
+        for t in range(n_trees):
+            top = 0
+            stack[0] = offsets[t]
+            mass[0] = 1.0
+            while top >= 0:
+                node, m = stack[top], mass[top]
+                top -= 1
+                while left[node] != -1:
+                    lo, hi = set_off[node], set_off[node + 1]
+                    if hi == lo:
+                        node = left[node] if X[i, feature[node]] <= threshold[node] else right[node]
+                        continue
+                    side = _set_side(X[i, feature[node]], lo, hi, set_code, set_side)
+                    if side == 0:
+                        node = left[node]
+                    elif side == 1:
+                        node = right[node]
+                    else:
+                        wl, wr = weight[left[node]], weight[right[node]]
+                        top += 1
+                        stack[top] = right[node]
+                        mass[top] = m * wr / (wl + wr)
+                        m = m * wl / (wl + wr)
+                        node = left[node]
+                for v in range(value.shape[1]):
+                    out[i, v] += m * value[node, v]
 
 
-def _pack_for_save(trees: list[Tree]) -> dict[str, NDArray[Any]]:
-    """Concatenate the trees field by field (local child indices) and add the offsets."""
-    if not isinstance(trees, list | tuple) or len(trees) == 0:
-        raise _FormatError("a model needs a non-empty list of Tree objects")
-    for i, tree in enumerate(trees):
-        if not isinstance(tree, Tree):
-            raise _FormatError(f"trees[{i}] is a {type(tree).__name__}, not a Tree")
-    arrays: dict[str, NDArray[Any]] = {}
-    for name in Tree.ARRAYS:
-        parts = [np.asarray(getattr(tree, name)) for tree in trees]
-        want = 2 if name == "value" else 1
-        for i, part in enumerate(parts):
-            if part.ndim != want:
-                raise _FormatError(f"trees[{i}].{name} is {part.ndim}-D, expected {want}-D")
-        if name == "value" and len({part.shape[1] for part in parts}) > 1:
-            raise _FormatError("the trees' value arrays have different numbers of columns")
-        arrays[name] = np.concatenate(parts, axis=0)
-    sizes = np.array([np.asarray(tree.feature).shape[0] for tree in trees], dtype=np.int64)
-    offsets = np.zeros(len(trees) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    arrays[_OFFSETS_KEY] = offsets
-    return arrays
-
-
-def _as_int64(name: str, arr: NDArray[Any]) -> NDArray[np.int64]:
-    """``arr`` as int64 after checking it holds integers that fit."""
-    if arr.dtype.kind not in "iu":
-        raise _FormatError(f"array {name!r} has dtype {arr.dtype}, expected an integer dtype")
-    if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
-        raise _FormatError(f"array {name!r} holds integers too large for int64")
-    return arr.astype(np.int64)
-
-
-def _check_dtypes(arrays: dict[str, NDArray[Any]]) -> dict[str, NDArray[Any]]:
-    """Working copies: integer fields as int64, float fields as float64 (kinds checked)."""
-    work: dict[str, NDArray[Any]] = {_OFFSETS_KEY: _as_int64(_OFFSETS_KEY, arrays[_OFFSETS_KEY])}
-    for name, dtype in _CANONICAL.items():
-        arr = arrays[name]
-        if np.issubdtype(dtype, np.integer):
-            work[name] = _as_int64(name, arr)
-        elif arr.dtype.kind != "f":
-            raise _FormatError(f"array {name!r} has dtype {arr.dtype}, expected a float dtype")
-        else:
-            work[name] = arr.astype(np.float64)
-    return work
-
-
-def _check_shapes(work: dict[str, NDArray[Any]], n_trees: int) -> int:
-    """Check the array shapes and the tree offsets; return the total node count."""
-    n_nodes = work["feature"].shape[0] if work["feature"].ndim == 1 else -1
-    for name in _CANONICAL:
-        arr = work[name]
-        if name == "value":
-            if arr.ndim != 2 or arr.shape[0] != n_nodes or arr.shape[1] < 1:
-                raise _FormatError(
-                    f"array 'value' has shape {arr.shape}, expected ({n_nodes}, n_values) "
-                    "with n_values >= 1"
-                )
-        elif arr.ndim != 1 or arr.shape[0] != n_nodes:
-            raise _FormatError(
-                f"array {name!r} has shape {arr.shape}; every per-node array must be 1-D "
-                f"with the same length as 'feature' ({work['feature'].shape})"
-            )
-    offsets = work[_OFFSETS_KEY]
-    if offsets.ndim != 1 or offsets.shape[0] != n_trees + 1:
-        raise _FormatError(
-            f"'{_OFFSETS_KEY}' has shape {offsets.shape}, expected ({n_trees + 1},) "
-            f"for n_trees={n_trees}"
-        )
-    if offsets[0] != 0 or offsets[-1] != n_nodes or np.any(np.diff(offsets) < 1):
-        raise _FormatError(
-            f"'{_OFFSETS_KEY}' must start at 0, increase strictly (every tree has a root) "
-            f"and end at the node count {n_nodes}; got {offsets.tolist()[:10]}..."
-        )
-    return n_nodes
-
-
-def _check_children(work: dict[str, NDArray[Any]]) -> NDArray[np.bool_]:
-    """Check the child links tree by tree (local indices); return the leaf mask."""
-    offsets = work[_OFFSETS_KEY]
-    sizes = np.diff(offsets)
-    start = np.repeat(offsets[:-1], sizes)  # first global node of each node's tree
-    local = np.arange(offsets[-1], dtype=np.int64) - start
-    size = np.repeat(sizes, sizes)
-    left, right = work["children_left"], work["children_right"]
-    leaf = left == TREE_LEAF
-    if np.any(leaf != (right == TREE_LEAF)):
-        node = int(np.flatnonzero(leaf != (right == TREE_LEAF))[0])
-        raise _FormatError(f"node {node} has exactly one child (trees are binary)")
-    for name, child in (("children_left", left), ("children_right", right)):
-        bad = ~leaf & ((child < 0) | (child >= size))
-        if np.any(bad):
-            node = int(np.flatnonzero(bad)[0])
-            raise _FormatError(
-                f"{name}[{node}] = {child[node]} is out of range for its tree of {size[node]} nodes"
-            )
-        bad = ~leaf & (child <= local)
-        if np.any(bad):
-            node = int(np.flatnonzero(bad)[0])
-            raise _FormatError(
-                f"{name}[{node}] = {child[node]} is not greater than its parent's index "
-                f"{local[node]} (trees must be stored breadth-first, children after parents)"
-            )
-    children = np.concatenate([(left + start)[~leaf], (right + start)[~leaf]])
-    n_parents = np.bincount(children, minlength=int(offsets[-1]))
-    is_root = np.zeros(n_parents.shape[0], dtype=bool)
-    is_root[offsets[:-1]] = True
-    bad = n_parents != np.where(is_root, 0, 1)
-    if np.any(bad):
-        node = int(np.flatnonzero(bad)[0])
-        raise _FormatError(
-            f"node {node} is the child of {n_parents[node]} nodes; every node but the root "
-            "must be the child of exactly one node"
-        )
-    return leaf
-
-
-def _check_nodes(
-    work: dict[str, NDArray[Any]], leaf: NDArray[np.bool_], n_features_in: int | None
+def predict_forest_numpy(
+    X: NDArray[np.float64],
+    feature: NDArray[np.int32],
+    threshold: NDArray[np.float64],
+    left: NDArray[np.int32],
+    right: NDArray[np.int32],
+    set_off: NDArray[np.int64],
+    set_code: NDArray[np.int32],
+    set_side: NDArray[np.int8],
+    weight: NDArray[np.float64],
+    value: NDArray[np.float64],
+    offsets: NDArray[np.int64],
+    out: NDArray[np.float64],
 ) -> None:
-    """Check the split fields against the leaf mask, and that the statistics are finite."""
-    feature, threshold = work["feature"], work["threshold"]
-    weight = work["weighted_n_node_samples"]
-    checks = [  # (bad nodes, what is wrong, array to quote)
-        (
-            leaf & (feature != TREE_UNDEFINED),
-            f"is a leaf whose feature is not {TREE_UNDEFINED}",
-            "feature",
-        ),
-        (~leaf & (feature < 0), "is an internal node with a negative feature", "feature"),
-        (~leaf & np.isnan(threshold), "is an internal node with a NaN threshold", "threshold"),
-        (~np.isfinite(work["value"]).all(axis=1), "has a non-finite value", "value"),
-        (work["n_node_samples"] < 0, "has a negative n_node_samples", "n_node_samples"),
-        (
-            ~(np.isfinite(weight) & (weight >= 0)),
-            "has a negative or non-finite weighted_n_node_samples",
-            "weighted_n_node_samples",
-        ),
-        (~np.isfinite(work["impurity"]), "has a non-finite impurity", "impurity"),
-    ]
-    if n_features_in is not None:
-        checks.append(
-            (
-                feature >= n_features_in,
-                f"splits on a feature >= n_features_in={n_features_in}",
-                "feature",
-            )
-        )
-    for bad, what, name in checks:
-        if np.any(bad):
-            node = int(np.flatnonzero(bad)[0])
-            raise _FormatError(
-                f"{_locate(work[_OFFSETS_KEY], node)} {what} ({name} = {work[name][node]})"
-            )
+    """NumPy twin of :func:`predict_forest` (node-by-node mass propagation)."""
+    n = X.shape[0]
+    for t in range(offsets.shape[0] - 1):
+        mass = np.zeros((n, offsets[t + 1] - offsets[t]))
+        mass[:, 0] = 1.0
+        for local in range(mass.shape[1]):
+            node = offsets[t] + local
+            if left[node] == TREE_LEAF:
+                out += mass[:, [local]] * value[node]
+                continue
+            x = X[:, feature[node]]
+            if set_off[node + 1] == set_off[node]:
+                go = np.where(x <= threshold[node], 0, 1)
+            else:
+                codes = set_code[set_off[node] : set_off[node + 1]]
+                sides = set_side[set_off[node] : set_off[node + 1]]
+                lookup = dict(zip(codes.tolist(), sides.tolist(), strict=True))
+                go = np.array([lookup.get(int(v), -1) if v >= 0 else -1 for v in x])
+            wl, wr = weight[left[node]], weight[right[node]]
+            share_l = np.where(go == 0, 1.0, np.where(go == 1, 0.0, wl / (wl + wr)))
+            mass[:, left[node] - offsets[t]] += mass[:, local] * share_l
+            mass[:, right[node] - offsets[t]] += mass[:, local] * (1.0 - share_l)
 
 
-def _locate(offsets: NDArray[np.int64], node: int) -> str:
-    """``'tree t, node k'`` for the global node index ``node``."""
-    tree = int(np.searchsorted(offsets, node, side="right")) - 1
-    return f"tree {tree}, node {node - int(offsets[tree])}"
-
-
-def _validate_forest(
-    arrays: dict[str, NDArray[Any]], n_trees: int, n_features_in: int | None
-) -> dict[str, NDArray[Any]]:
-    """Check a packed forest and return it cast to the canonical dtypes.
+@numba.njit(nogil=True, cache=True)
+def apply_forest_sets(
+    X, feature, threshold, left, right, set_off, set_code, set_side, weight, offsets, out
+):  # noqa: E501
+    """Like :func:`apply_forest` with set splits; an unseen code takes the heavier child.
 
     Parameters
     ----------
-    arrays : dict of str to ndarray
-        The :class:`Tree` fields, trees concatenated, and ``tree_offsets``.
-    n_trees : int
-        Number of trees the header announces.
-    n_features_in : int or None
-        Exclusive upper bound of the split features, if known.
-
-    Raises
-    ------
-    _FormatError
-        On the first broken rule.
+    X : ndarray of float64, shape (n_samples, n_columns)  # IN (see :func:`predict_forest`)
+    out : ndarray of int32, shape (n_samples, n_trees)  # OUT: global leaf index
     """
-    missing = [name for name in (*_CANONICAL, _OFFSETS_KEY) if name not in arrays]
-    if missing:
-        raise _FormatError(f"arrays {missing} are missing")
-    work = _check_dtypes(arrays)
-    _check_shapes(work, n_trees)
-    leaf = _check_children(work)
-    _check_nodes(work, leaf, n_features_in)
-    too_big = np.iinfo(np.int32).max
-    if work["feature"].size and work["feature"].max() > too_big:
-        raise _FormatError("a split feature index does not fit in int32")
-    out = {name: work[name].astype(dtype) for name, dtype in _CANONICAL.items()}
-    out[_OFFSETS_KEY] = work[_OFFSETS_KEY]
-    return out
+    n_trees = offsets.shape[0] - 1
+    for i in range(X.shape[0]):
+        for t in range(n_trees):
+            node = offsets[t]
+            while left[node] != -1:
+                lo, hi = set_off[node], set_off[node + 1]
+                if hi == lo:
+                    go = 0 if X[i, feature[node]] <= threshold[node] else 1
+                else:
+                    go = _set_side(X[i, feature[node]], lo, hi, set_code, set_side)
+                    if go < 0:
+                        go = 0 if weight[left[node]] >= weight[right[node]] else 1
+                node = left[node] if go == 0 else right[node]
+            out[i, t] = node
 
 
-def _unpack_trees(arrays: dict[str, NDArray[Any]]) -> list[Tree]:
-    """Split validated, canonical packed arrays into trees (local child indices)."""
-    offsets = arrays[_OFFSETS_KEY]
-    return [
-        Tree(**{name: arrays[name][lo:hi].copy() for name in Tree.ARRAYS})
-        for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)
-    ]
+# The safe file format (kept in its own module to keep this one small).
+from ._tree_io import FORMAT_NAME, FORMAT_VERSION, load_forest, save_forest  # noqa: E402
 
-
-def _n_features_in(header: dict[str, Any]) -> int | None:
-    """``header["n_features_in"]`` checked (None when absent)."""
-    value = header.get("n_features_in")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _FormatError(f"header['n_features_in'] = {value!r} is not a non-negative int")
-    return value
-
-
-def _atomic_write(path: str, arrays: dict[str, NDArray[Any]]) -> None:
-    """Write ``arrays`` as a compressed npz at exactly ``path``, all or nothing."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, allow_pickle=False, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp's 0o600 would hide the model from other users
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
-def save_forest(
-    path: str | os.PathLike[str],
-    header: dict[str, Any],
-    trees: list[Tree],
-    extra: dict[str, NDArray[Any]] | None = None,
-) -> None:
-    """Write a forest to a model file (see the format notes above :data:`FORMAT_NAME`).
-
-    The file is written to a temporary file in the same directory then renamed, so an
-    interrupted save never leaves a half-written model, and its name is kept as given (no
-    ``.npz`` is appended). The forest is checked with the loader's rules first.
-
-    Parameters
-    ----------
-    path : str or path-like
-        Destination file.
-    header : dict
-        JSON-able metadata (None, bool, int, float, str, lists, dicts with string keys;
-        NumPy scalars and arrays are converted). ``header["kind"]`` names the model class
-        and ``header["n_features_in"]``, if present, bounds the split features.
-    trees : list of Tree
-        The fitted trees (at least one), children after parents.
-    extra : dict of str to ndarray, optional
-        Further numeric arrays (no object dtype), returned by :func:`load_forest`.
-
-    Raises
-    ------
-    TypeError
-        If the header holds a value JSON cannot store or an extra array has object dtype.
-    ValueError
-        If the trees break the format's rules.
-    """
-    path = os.fspath(path)
-    header = _jsonable(header)
-    if not isinstance(header, dict):
-        raise TypeError(f"header must be a dict, got {type(header).__name__}")
-    try:
-        arrays = _validate_forest(_pack_for_save(trees), len(trees), _n_features_in(header))
-    except _FormatError as exc:
-        raise ValueError(f"refusing to save {path!r}: {exc}") from None
-    meta = {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "kind": header.get("kind"),
-        "n_trees": len(trees),
-        "header": header,
-    }
-    text = json.dumps(meta, allow_nan=False).encode("utf-8")
-    arrays[_HEADER_KEY] = np.frombuffer(text, dtype=np.uint8)
-    for name, arr in (extra or {}).items():
-        arr = np.asarray(arr)
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"extra array names must be non-empty strings, got {name!r}")
-        if arr.dtype.hasobject:
-            raise TypeError(f"extra[{name!r}] has object dtype, which model files never store")
-        arrays[_EXTRA_PREFIX + name] = arr
-    _atomic_write(path, arrays)
-
-
-def _read_npz(path: str) -> dict[str, NDArray[Any]]:
-    """Every array of the archive at ``path``, read without ever unpickling.
-
-    A missing or unreadable file raises its ``OSError`` unchanged; anything wrong with the
-    content raises :class:`_FormatError`.
-    """
-    with open(path, "rb") as fh:
-        magic = fh.read(6)
-        fh.seek(0)
-        if magic.startswith(b"\x80"):  # pickle protocols 2 and later
-            raise _FormatError(
-                "it is a pickle, which fedforest never loads (unpickling can run arbitrary code)",
-                hint="Re-save the model with fedforest's save(); model files hold plain "
-                "arrays only.",
-            )
-        if not magic.startswith(b"PK\x03\x04"):
-            what = "it is empty" if not magic else f"it does not start like a zip file ({magic!r})"
-            raise _FormatError(f"{what}, so it is not an .npz model archive")
-        try:
-            with np.load(fh, allow_pickle=False) as npz:
-                arrays = {key: npz[key] for key in npz.files}
-        except Exception as exc:  # zipfile.BadZipFile, EOFError, zlib.error, OSError, ...
-            if "pickle" in str(exc):
-                raise _FormatError(
-                    "it contains pickled (object) arrays, which fedforest never loads",
-                    hint="Re-save the model with fedforest's save().",
-                ) from exc
-            raise _FormatError(
-                f"it is not a readable .npz archive ({type(exc).__name__}: {exc})"
-            ) from exc
-    for key, arr in arrays.items():
-        if not isinstance(arr, np.ndarray):
-            raise _FormatError(f"archive member {key!r} is not a .npy array")
-    return arrays
-
-
-def _decode_header(arrays: dict[str, NDArray[Any]], expected_kind: str | None) -> dict[str, Any]:
-    """Decode and check the ``__header__`` record; return it (``n_trees`` checked)."""
-    raw = arrays.get(_HEADER_KEY)
-    if raw is None:
-        raise _FormatError(f"it has no {_HEADER_KEY!r} array")
-    if raw.dtype != np.uint8 or raw.ndim != 1:
-        raise _FormatError(f"{_HEADER_KEY!r} is {raw.dtype} {raw.shape}, expected 1-D uint8")
-    try:
-        meta = json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise _FormatError(f"{_HEADER_KEY!r} is not UTF-8 JSON ({exc})") from exc
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
-        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise _FormatError(f"its format is {found!r}, expected {FORMAT_NAME!r}")
-    version = meta.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise _FormatError(f"its format version {version!r} is not a positive integer")
-    if version > FORMAT_VERSION:
-        raise _FormatError(
-            f"it uses format version {version}, newer than this fedforest's {FORMAT_VERSION}",
-            hint="Upgrade fedforest to load it.",
-        )
-    n_trees = meta.get("n_trees")
-    if isinstance(n_trees, bool) or not isinstance(n_trees, int) or n_trees < 1:
-        raise _FormatError(f"its n_trees {n_trees!r} is not a positive integer")
-    header = meta.get("header")
-    if not isinstance(header, dict) or meta.get("kind") != header.get("kind"):
-        raise _FormatError("its 'header' is not a dict whose 'kind' matches the file's kind")
-    if expected_kind is not None and meta["kind"] != expected_kind:
-        raise _FormatError(
-            f"it holds a {meta['kind']!r} model, expected {expected_kind!r}",
-            hint=f"Load it with the class that saved it ({meta['kind']!r}).",
-        )
-    return meta
-
-
-def load_forest(
-    path: str | os.PathLike[str], *, expected_kind: str | None = None
-) -> tuple[dict[str, Any], list[Tree], dict[str, NDArray[Any]]]:
-    """Read and check a model file written by :func:`save_forest`.
-
-    Only ``np.load(..., allow_pickle=False)`` touches the file: nothing is ever unpickled.
-    Every structural rule the prediction kernels rely on is checked before returning.
-
-    Parameters
-    ----------
-    path : str or path-like
-        The model file.
-    expected_kind : str, optional
-        If given, the header's ``kind`` must equal it.
-
-    Returns
-    -------
-    header : dict
-        The header given to :func:`save_forest` (after its JSON round trip).
-    trees : list of Tree
-        The trees, canonical dtypes, local child indices.
-    extra : dict of str to ndarray
-        The extra arrays, under the names given to :func:`save_forest`.
-
-    Raises
-    ------
-    ValueError
-        If the file is not a valid model file (pickled, truncated, wrong format, newer
-        version, other kind, inconsistent trees...); the message names the file and the
-        problem. A missing or unreadable file raises its ``OSError``.
-    """
-    path = os.fspath(path)
-    try:
-        arrays = _read_npz(path)
-        meta = _decode_header(arrays, expected_kind)
-        forest = _validate_forest(arrays, meta["n_trees"], _n_features_in(meta["header"]))
-        unknown = [
-            key
-            for key in arrays
-            if key not in forest and key != _HEADER_KEY and not key.startswith(_EXTRA_PREFIX)
-        ]
-        if unknown:
-            raise _FormatError(f"it holds unexpected arrays {sorted(unknown)}")
-    except _FormatError as exc:
-        raise ValueError(
-            f"cannot load model file {path!r}: {exc}. {exc.hint or _DEFAULT_HINT}"
-        ) from exc.__cause__
-    extra = {
-        key[len(_EXTRA_PREFIX) :]: arr
-        for key, arr in arrays.items()
-        if key.startswith(_EXTRA_PREFIX)
-    }
-    return meta["header"], _unpack_trees(forest), extra
-
-
-__all__ += ["FORMAT_NAME", "FORMAT_VERSION", "save_forest", "load_forest"]
+__all__ += ["FORMAT_NAME", "FORMAT_VERSION", "save_forest", "load_forest", "apply_forest_sets"]

@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _kernels as K
 from ._common import N_FINE_BINS, STAT_WEIGHT, n_stats
-from ._tree import apply_forest
+from ._tree import predict_forest
 from .protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, Message, expect_array
 from .sketch import fine_codes, node_sketches
 
@@ -104,8 +104,11 @@ class Client:
     def __init__(self, X: ArrayLike, y: ArrayLike, name: str) -> None:
         self.name = str(name)
         self.X, self.feature_names = _as_2d_float(X, self.name)
-        # Column-major copy: the growth kernels read one feature of many rows at a time.
-        self.Xt = np.ascontiguousarray(self.X.T)
+        # Column-major copy: the growth kernels read one feature of many rows at a time. Its
+        # last row holds this client's index H (set by the server's set-up; -1 until then).
+        self.Xt = np.empty((self.X.shape[1] + 1, self.X.shape[0]))
+        self.Xt[:-1] = self.X.T
+        self.Xt[-1] = -1.0
         self.y_raw = np.asarray(y)
         if self.y_raw.ndim != 1 or self.y_raw.shape[0] != self.X.shape[0]:
             raise ValueError(
@@ -179,6 +182,8 @@ class Client:
             uniq, inv = np.unique(self.y_raw, return_inverse=True)
             y = np.array([index[u] for u in uniq.tolist()], dtype=np.float64)[inv]
             n_classes = len(classes)
+        clients = setup.get("clients") or []
+        self.Xt[-1] = clients.index(self.name) if self.name in clients else -1.0
         n_trees, first = int(setup["n_trees"]), int(setup.get("first_tree", 0))
         self._oob_setup = (int(setup["seed"]), bool(setup["bootstrap"]), n_classes, y)
         rows, w, tree_rows = [], [], np.zeros(n_trees + 1, dtype=np.int64)
@@ -239,6 +244,7 @@ class Client:
                 expect_array(msg, "route_threshold", "f", (n_prev,), "server"),
                 expect_array(msg, "route_left", "i", (n_prev,), "server"),
                 expect_array(msg, "route_right", "i", (n_prev,), "server"),
+                *self._route_sets(msg, n_prev),
             )
         fit.slot_tree = expect_array(msg, "slot_tree_off", "i", (fit.n_trees + 1,), "server")
         n_slots = int(fit.slot_tree[-1])
@@ -257,6 +263,18 @@ class Client:
         elif fit.send_sketch:
             arrays["sketch"] = self._sketches(fit)[fit.pair_present]
         return Message(ROUND_A, {"name": self.name}, arrays)
+
+    @staticmethod
+    def _route_sets(
+        msg: Message, n_prev: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.int8]]:
+        """Set splits of the routes (absent when last level's splits are all numeric)."""
+        if "route_set_off" not in msg.arrays:
+            return np.zeros(n_prev + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8)
+        off = expect_array(msg, "route_set_off", "i", (n_prev + 1,), "server").astype(np.int64)
+        code = expect_array(msg, "route_set_code", "i", (int(off[-1]),), "server")
+        side = expect_array(msg, "route_set_side", "i", (int(off[-1]),), "server")
+        return off, code.astype(np.int32), side.astype(np.int8)
 
     def _state(self) -> _Fit:
         if self._fit is None:
@@ -362,14 +380,32 @@ class Client:
             for k, kind in (("feature", "i"), ("threshold", "f"), ("left", "i"), ("right", "i"))
         )
         value = expect_array(msg, "value", "f", (n_nodes, None), "server")
+        set_off = expect_array(msg, "set_off", "i", (n_nodes + 1,), "server").astype(np.int64)
+        set_code = expect_array(msg, "set_code", "i", (int(set_off[-1]),), "server")
+        set_side = expect_array(msg, "set_side", "i", (int(set_off[-1]),), "server")
+        weight = expect_array(msg, "weight", "f", (n_nodes,), "server")
+        X_aug = np.ascontiguousarray(self.Xt.T)  # features and this client's index H
         pred = np.zeros((self.n_samples, value.shape[1]))
         n_oob = np.zeros(self.n_samples)
-        leaves = np.empty((self.n_samples, 1), dtype=np.int32)
         for t in range(n_trees):
             # One tree at a time, bootstrap recomputed from the seed: memory stays O(n_k).
-            oob = self._counts(t) == 0
-            apply_forest(self.X, feature, threshold, left, right, tree_off[t : t + 2], leaves)
-            pred[oob] += value[leaves[oob, 0]]
+            oob = np.flatnonzero(self._counts(t) == 0)
+            tree_pred = np.zeros((oob.size, value.shape[1]))
+            predict_forest(
+                X_aug[oob],
+                feature,
+                threshold,
+                left,
+                right,
+                set_off,
+                set_code,
+                set_side,
+                weight,
+                value,
+                tree_off[t : t + 2],
+                tree_pred,
+            )
+            pred[oob] += tree_pred
             n_oob[oob] += 1
         scored = n_oob > 0
         pred[scored] /= n_oob[scored, None]

@@ -17,7 +17,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from ._tree import Tree, apply_forest, pack_forest
+from ._tree import Tree, apply_forest_sets, pack_forest, pack_sets, predict_forest
 from .client import Client
 from .grower import ForestResult, GrowerConfig, grow_forest
 from .protocol import CommunicationLedger
@@ -113,6 +113,7 @@ class _BaseFedForest(BaseEstimator):
         "n_jobs": [Integral, None],
         "verbose": ["verbose"],
         "tree_batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "split_on_client": ["boolean"],
     }
 
     def __init__(
@@ -132,6 +133,7 @@ class _BaseFedForest(BaseEstimator):
         n_jobs: int | None = None,
         verbose: int = 0,
         tree_batch_size: int | None = None,
+        split_on_client: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
         self.criterion = criterion
@@ -147,6 +149,7 @@ class _BaseFedForest(BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.tree_batch_size = tree_batch_size
+        self.split_on_client = split_on_client
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: ArrayLike, y: ArrayLike, client_ids: ArrayLike | None = None) -> Any:
@@ -267,6 +270,7 @@ class _BaseFedForest(BaseEstimator):
             seed=seed,
             verbose=self.verbose,
             tree_batch_size=self.tree_batch_size,
+            split_on_client=self.split_on_client,
         )
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
@@ -278,6 +282,7 @@ class _BaseFedForest(BaseEstimator):
         self.communication_: CommunicationLedger = result.ledger
         self.feature_importances_ = result.importances
         self.n_clients_ = len(result.client_n_samples)
+        self.clients_ = np.asarray(result.clients, dtype=object)
         if result.oob_score is not None:
             self.oob_score_ = result.oob_score
         self._set_classes(result.classes, fit_classes)
@@ -288,6 +293,7 @@ class _BaseFedForest(BaseEstimator):
 
     def _pack(self) -> None:
         self._forest = pack_forest(self.trees_)
+        self._sets = pack_sets(self.trees_)
 
     def _oob_from_clients(self, clients: list[Client], inverse: NDArray[np.int64], n: int) -> None:
         """Simulation mode: gather the clients' own OOB predictions into training-row order."""
@@ -304,17 +310,25 @@ class _BaseFedForest(BaseEstimator):
         self.oob_prediction_ = pred[:, 0]
 
     # ------------------------------------------------------------------ prediction
-    def _leaves(self, X: ArrayLike) -> NDArray[np.int32]:
+    def _augmented(self, X: ArrayLike, client_ids: ArrayLike | None) -> NDArray[np.float64]:
+        """Validated X with the client code column (-1: unknown, marginal rule) appended."""
         check_is_fitted(self, "trees_")
         X_arr = validate_data(self, X, dtype=np.float64, ensure_all_finite=True, reset=False)
-        X_arr = np.ascontiguousarray(X_arr)
-        feature, threshold, left, right, _, offsets = self._forest
-        out = np.empty((X_arr.shape[0], len(self.trees_)), dtype=np.int32)
-        chunks = [slice(i, i + _ROW_CHUNK) for i in range(0, X_arr.shape[0], _ROW_CHUNK)]
+        codes = np.full(X_arr.shape[0], -1.0)
+        if client_ids is not None:
+            ids = np.asarray(client_ids)
+            if ids.ndim != 1 or ids.shape[0] != X_arr.shape[0]:
+                raise ValueError(
+                    f"client_ids has shape {ids.shape}; expected ({X_arr.shape[0]},), one client "
+                    "label per row of X."
+                )
+            index = {str(name): k for k, name in enumerate(self.clients_)}
+            codes = np.array([index.get(str(h), -1) for h in ids.tolist()], dtype=np.float64)
+        return np.ascontiguousarray(np.column_stack([X_arr, codes]))
 
-        def run(sl: slice) -> None:
-            apply_forest(X_arr[sl], feature, threshold, left, right, offsets, out[sl])
-
+    def _in_chunks(self, n: int, run: Any) -> None:
+        """``run(rows)`` over row chunks, in threads when ``n_jobs`` allows."""
+        chunks = [slice(i, i + _ROW_CHUNK) for i in range(0, n, _ROW_CHUNK)]
         n_threads = min(len(chunks), effective_n_jobs(self.n_jobs))
         if n_threads <= 1:
             for sl in chunks:
@@ -322,19 +336,59 @@ class _BaseFedForest(BaseEstimator):
         else:
             with ThreadPoolExecutor(n_threads) as pool:
                 list(pool.map(run, chunks))
-        return out
 
-    def _mean_value(self, X: ArrayLike) -> NDArray[np.float64]:
-        leaves = self._leaves(X)
-        value = self._forest[4]
-        acc = np.zeros((leaves.shape[0], value.shape[1]))
-        for t in range(leaves.shape[1]):
-            acc += value[leaves[:, t]]
-        return acc / leaves.shape[1]
+    def _mean_value(self, X: ArrayLike, client_ids: ArrayLike | None) -> NDArray[np.float64]:
+        X_aug = self._augmented(X, client_ids)
+        feature, threshold, left, right, value, offsets = self._forest
+        set_off, set_code, set_side, weight = self._sets
+        out = np.zeros((X_aug.shape[0], value.shape[1]))
 
-    def apply(self, X: ArrayLike) -> NDArray[np.int64]:
-        """Leaf index of every row in every tree, shape (n_samples, n_estimators)."""
-        return (self._leaves(X) - self._forest[5][:-1][None, :]).astype(np.int64)
+        def run(sl: slice) -> None:
+            predict_forest(
+                X_aug[sl],
+                feature,
+                threshold,
+                left,
+                right,
+                set_off,
+                set_code,
+                set_side,
+                weight,
+                value,
+                offsets,
+                out[sl],
+            )
+
+        self._in_chunks(X_aug.shape[0], run)
+        return out / len(self.trees_)
+
+    def apply(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[np.int64]:
+        """Leaf index of every row in every tree, shape (n_samples, n_estimators).
+
+        A row whose category or client a set split has not seen takes the heavier child.
+        """
+        X_aug = self._augmented(X, client_ids)
+        feature, threshold, left, right, _, offsets = self._forest
+        set_off, set_code, set_side, weight = self._sets
+        out = np.empty((X_aug.shape[0], len(self.trees_)), dtype=np.int32)
+
+        def run(sl: slice) -> None:
+            apply_forest_sets(
+                X_aug[sl],
+                feature,
+                threshold,
+                left,
+                right,
+                set_off,
+                set_code,
+                set_side,
+                weight,
+                offsets,
+                out[sl],
+            )
+
+        self._in_chunks(X_aug.shape[0], run)
+        return (out - offsets[:-1][None, :]).astype(np.int64)
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -404,9 +458,14 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
         "criterion": [StrOptions({"squared_error"})],
     }
 
-    def predict(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Mean of the trees' leaf values, shape (n_samples,)."""
-        return self._mean_value(X)[:, 0]
+    def predict(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
+        """Mean of the trees' leaf values, shape (n_samples,).
+
+        ``client_ids`` only matters if the forest splits on the client index: a row of an
+        unknown client, or every row when None, goes down both branches of such a split,
+        weighted by the training weight of each side (the marginal-prediction rule).
+        """
+        return self._mean_value(X, client_ids)[:, 0]
 
 
 class FedForestClassifier(ClassifierMixin, _BaseFedForest):
@@ -441,6 +500,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         n_jobs: int | None = None,
         verbose: int = 0,
         tree_batch_size: int | None = None,
+        split_on_client: bool = False,
     ) -> None:
         super().__init__(
             n_estimators,
@@ -457,6 +517,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             n_jobs=n_jobs,
             verbose=verbose,
             tree_batch_size=tree_batch_size,
+            split_on_client=split_on_client,
         )
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
@@ -477,11 +538,17 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
     def _set_oob_prediction(self, pred: NDArray[np.float64]) -> None:
         self.oob_decision_function_ = pred
 
-    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Mean class proportions over trees, shape (n_samples, n_classes)."""
-        return self._mean_value(X)
+    def predict_proba(
+        self, X: ArrayLike, client_ids: ArrayLike | None = None
+    ) -> NDArray[np.float64]:
+        """Mean class proportions over trees, shape (n_samples, n_classes).
 
-    def predict(self, X: ArrayLike) -> NDArray[Any]:
+        ``client_ids``: as in :meth:`FedForestRegressor.predict` (marginal rule).
+        """
+        return self._mean_value(X, client_ids)
+
+    def predict(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[Any]:
         """Most probable class, shape (n_samples,)."""
         check_is_fitted(self, "trees_")
-        return np.asarray(self.classes_[np.argmax(self.predict_proba(X), axis=1)])
+        proba = self.predict_proba(X, client_ids)
+        return np.asarray(self.classes_[np.argmax(proba, axis=1)])

@@ -9,7 +9,7 @@ at most 2M + 2 rounds whatever its number of trees. The grower never sees a row.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -17,12 +17,13 @@ from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
 from ._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, n_stats
-from ._tree import Tree, empty_split_fields, pack_forest
+from ._tree import Tree, empty_split_fields, pack_forest, pack_sets
 from .criteria import impurity, leaf_value
 from .protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, CommunicationLedger, Message, expect_array
 from .sketch import merge_sketches, midpoint_candidates
-from .splitter import EPSILON, best_splits
+from .splitter import EPSILON, BestSplits, best_set_splits, best_splits, with_set_splits
 from .transport.base import Federation
+from .transport.failure import DropFailedClients
 
 __all__ = ["GrowerConfig", "ForestResult", "grow_forest"]
 
@@ -48,6 +49,9 @@ class GrowerConfig:
     #: "quantile": the paper's sketches; "histogram": the Federated Histogram baseline
     #: (Kalloori & Klingler 2022): B fixed-width bins between the global min and max.
     binning: str = "quantile"
+    split_on_client: bool = False
+    #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.
+    on_client_failure: str = "raise"
 
 
 @dataclass
@@ -63,6 +67,9 @@ class ForestResult:
     oob_score: float | None = None
     oob_n_scored: int = 0
     importances: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    clients: list[str] = field(default_factory=list)
+    #: (name, round) of every client dropped under on_client_failure="drop".
+    dropped_clients: list[tuple[str, int]] = field(default_factory=list)
 
 
 class _TreeBuilder:
@@ -74,6 +81,7 @@ class _TreeBuilder:
         self.left: list[int] = []
         self.right: list[int] = []
         self.stats: list[NDArray[np.float64]] = []
+        self.sets: dict[int, tuple[NDArray[np.int32], NDArray[np.int8]]] = {}
 
     def add(self, stats: NDArray[np.float64] | None) -> int:
         self.feature.append(-2)
@@ -98,7 +106,21 @@ class _TreeBuilder:
             n_node_samples=stats[:, STAT_ROWS].round().astype(np.int64),
             weighted_n_node_samples=stats[:, STAT_WEIGHT].copy(),
             impurity=impurity(stats, criterion),
+            **self._set_arrays(),
         )
+
+    def _set_arrays(self) -> dict[str, NDArray[Any]]:
+        size = np.zeros(len(self.feature), dtype=np.int32)
+        codes, sides = [np.zeros(0, np.int32)], [np.zeros(0, np.int8)]
+        for node in sorted(self.sets):
+            size[node] = self.sets[node][0].size
+            codes.append(self.sets[node][0])
+            sides.append(self.sets[node][1])
+        return {
+            "set_size": size,
+            "set_code": np.concatenate(codes),
+            "set_side": np.concatenate(sides),
+        }
 
 
 def resolve_max_features(max_features: Any, n_features: int) -> int:
@@ -124,7 +146,8 @@ def _exchange(
     """One round: the same request to every client; replies in canonical (sorted) order."""
     requests = _broadcast(fed, msg)
     replies = fed.send_and_receive(requests, ledger.rounds)
-    missing = sorted(set(requests) - set(replies))
+    # Clients dropped in this round (on_client_failure="drop") are no longer expected.
+    missing = sorted(set(fed.client_names) - set(replies))
     if missing:
         raise ValueError(
             f"Client {missing[0]!r} did not answer round {ledger.rounds} ({msg.kind})."
@@ -172,6 +195,7 @@ def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) 
         b = cfg.n_bins or 32
         edges = lo[:, None] + (hi - lo)[:, None] * (np.arange(1, b) / b)[None, :]
     return {
+        "clients": [name for name, _ in replies],
         "edges": edges,
         "n_features": int(d),
         "feature_names": names,
@@ -313,6 +337,7 @@ def _setup_header(
         "bootstrap": cfg.bootstrap,
         "n_bins": cfg.n_bins,
         "binning": cfg.binning,
+        "clients": schema["clients"],
     }
 
 
@@ -353,37 +378,92 @@ def _level(
     }
     header = {**header, "n_prev_slots": int(routes["route_feature"].size) if routes else 0}
     replies, summaries = _round_a(fed, ledger, header, routes, arrays, n_slots, s)
-    pooled = summaries.sum(axis=0)
-    for t, node, st in zip(frontier.tree, frontier.node, pooled, strict=True):
-        builders[t].stats[node] = st
+    pooled = _pool_node_stats(builders, frontier, summaries)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     pair_ok = np.repeat(splittable, np.diff(pair_off))
     cand_off, cand = _candidates(
         replies, summaries, pair_off, pair_feat, pair_ok, cfg, ctx.get("edges")
     )
-    if cand.size == 0:
-        return _Frontier(np.empty(0, np.int64), np.empty(0, np.int64), frontier.depth + 1), {}
-    replies_b = _exchange(fed, ledger, Message(ROUND_B, {}, {"cand_off": cand_off, "cand": cand}))
-    n_cand = np.diff(cand_off)
-    left = np.zeros((cand.size, s))
-    for k, (name, msg) in enumerate(replies_b):
-        # Each client answered for the candidates of the nodes it has rows in.
-        present = np.repeat(np.repeat(summaries[k, :, STAT_WEIGHT] > 0, np.diff(pair_off)), n_cand)
-        left[present] += expect_array(msg, "left", "f", (int(present.sum()), s), name)
     root_w = np.array([builders[t].stats[0][STAT_WEIGHT] for t in frontier.tree])
-    best = best_splits(
-        pooled,
-        pair_off,
-        pair_feat,
-        cand_off,
-        cand,
-        left,
-        criterion=cfg.criterion,
-        min_samples_leaf=cfg.min_samples_leaf,
-        min_impurity_decrease=cfg.min_impurity_decrease,
-        root_weight=root_w,
-    )
+    best = BestSplits.none(n_slots, s)
+    if cand.size:
+        replies_b = _exchange(
+            fed, ledger, Message(ROUND_B, {}, {"cand_off": cand_off, "cand": cand})
+        )
+        if len(replies_b) < len(replies):
+            # A client was dropped in Round B: this level uses the survivors' statistics.
+            alive = np.array([name in dict(replies_b) for name, _ in replies])
+            summaries = summaries[alive]
+            replies = [r for r, keep in zip(replies, alive, strict=True) if keep]
+            pooled = _pool_node_stats(builders, frontier, summaries)
+            splittable &= ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
+        n_cand = np.diff(cand_off)
+        left = np.zeros((cand.size, s))
+        for k, (name, msg) in enumerate(replies_b):
+            # Each client answered for the candidates of the nodes it has rows in.
+            has = np.repeat(np.repeat(summaries[k, :, STAT_WEIGHT] > 0, np.diff(pair_off)), n_cand)
+            left[has] += expect_array(msg, "left", "f", (int(has.sum()), s), name)
+        best = best_splits(
+            pooled,
+            pair_off,
+            pair_feat,
+            cand_off,
+            cand,
+            left,
+            criterion=cfg.criterion,
+            min_samples_leaf=cfg.min_samples_leaf,
+            min_impurity_decrease=cfg.min_impurity_decrease,
+            root_weight=root_w,
+        )
+        best = _only_splittable(best, splittable)
+    if cfg.split_on_client:
+        # Splits on H come from the per-client summaries already here: no extra message.
+        by_client = best_set_splits(
+            np.transpose(_by_client_code(summaries, replies, ctx["clients"]), (1, 0, 2)),
+            criterion=cfg.criterion,
+            n_classes=ctx["n_classes"],
+            min_samples_leaf=cfg.min_samples_leaf,
+        )
+        best = with_set_splits(
+            best,
+            by_client,
+            ctx["d"],
+            splittable,
+            root_weight=root_w,
+            min_impurity_decrease=cfg.min_impurity_decrease,
+        )
     return _apply_splits(cfg, builders, frontier, best, ctx)
+
+
+def _pool_node_stats(
+    builders: list[_TreeBuilder], frontier: _Frontier, summaries: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Sum the node summaries over clients and record them on the frontier nodes.
+
+    A node that none of the clients has rows in keeps the statistics its parent's split
+    gave it; that happens only after a client was dropped (``on_client_failure="drop"``).
+    """
+    pooled = np.asarray(summaries.sum(axis=0))
+    for t, node, st in zip(frontier.tree, frontier.node, pooled, strict=True):
+        if st[STAT_WEIGHT] > 0 or builders[t].stats[node].size == 0:
+            builders[t].stats[node] = st
+    return pooled
+
+
+def _only_splittable(best: BestSplits, splittable: NDArray[np.bool_]) -> BestSplits:
+    """Nodes the stopping rules make leaves stay leaves (they change after a Round B drop)."""
+    return replace(best, feature=np.where(splittable, best.feature, -1).astype(np.int32))
+
+
+def _by_client_code(
+    summaries: NDArray[np.float64], replies: list[tuple[str, Message]], clients: list[str]
+) -> NDArray[np.float64]:
+    """Summaries indexed by client code (handshake order); dropped clients are all zero."""
+    if len(replies) == len(clients):
+        return summaries
+    full = np.zeros((len(clients), *summaries.shape[1:]))
+    full[[clients.index(name) for name, _ in replies]] = summaries
+    return full
 
 
 def _apply_splits(
@@ -406,6 +486,8 @@ def _apply_splits(
         t, node = int(frontier.tree[i]), int(frontier.node[i])
         b = builders[t]
         b.feature[node], b.threshold[node] = int(best.feature[i]), float(best.threshold[i])
+        if int(i) in best.sets:
+            b.sets[node] = best.sets[int(i)]
         b.left[node] = b.add(best.left[i])
         b.right[node] = b.add(best.right[i])
         ctx["importances"][t, best.feature[i]] += best.gain[i]
@@ -429,10 +511,29 @@ def _apply_splits(
         "route_left": route_left,
         "route_right": route_right,
     }
+    if best.sets:
+        routes.update(_route_sets(best.sets, n_slots))
     nxt = _Frontier(
         np.asarray(new_tree, np.int64)[order], np.asarray(new_node, np.int64)[order], depth
     )
     return nxt, routes
+
+
+def _route_sets(
+    sets: dict[int, tuple[NDArray[np.int32], NDArray[np.int8]]], n_slots: int
+) -> dict[str, NDArray[Any]]:
+    """Set splits of this level packed per slot (offsets, codes, sides)."""
+    size = np.zeros(n_slots, dtype=np.int64)
+    for i, (codes, _) in sets.items():
+        size[i] = codes.size
+    off = np.zeros(n_slots + 1, dtype=np.int64)
+    np.cumsum(size, out=off[1:])
+    order = sorted(sets)
+    return {
+        "route_set_off": off,
+        "route_set_code": np.concatenate([sets[i][0] for i in order]).astype(np.int32),
+        "route_set_side": np.concatenate([sets[i][1] for i in order]).astype(np.int8),
+    }
 
 
 def _grow_batch(
@@ -459,6 +560,8 @@ def _grow_batch(
 
 def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
     """Train a federated forest through ``fed`` and return its trees and ledger."""
+    if cfg.on_client_failure == "drop":
+        fed = DropFailedClients(fed)
     ledger = CommunicationLedger()
     schema = _handshake(fed, cfg, ledger)
     d = schema["n_features"]
@@ -468,8 +571,10 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         "k": resolve_max_features(cfg.max_features, d),
         "n_stats": n_stats(cfg.task, n_classes),
         "rngs": [np.random.default_rng([cfg.seed, t, 1]) for t in range(cfg.n_estimators)],
-        "importances": np.zeros((cfg.n_estimators, d)),
+        "importances": np.zeros((cfg.n_estimators, d + int(cfg.split_on_client))),
+        "n_classes": n_classes,
         "edges": schema["edges"],
+        "clients": schema["clients"],
     }
     builders = [_TreeBuilder() for _ in range(cfg.n_estimators)]
     batch = cfg.tree_batch_size or cfg.n_estimators
@@ -502,6 +607,8 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         ledger,
         schema["n_samples"],
         importances=_importances(ctx["importances"]),
+        clients=schema["clients"],
+        dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
     )
     if cfg.oob_score:
         _oob_round(fed, ledger, trees, cfg, result)
@@ -535,6 +642,7 @@ def _oob_round(
 ) -> None:
     """Clients score their own rows with the trees that did not draw them; sums come back."""
     feature, threshold, left, right, value, offsets = pack_forest(trees)
+    set_off, set_code, set_side, weight = pack_sets(trees)
     msg = Message(
         OOB,
         {"n_trees": len(trees)},
@@ -545,12 +653,17 @@ def _oob_round(
             "right": right,
             "value": value,
             "tree_off": offsets,
+            "set_off": set_off,
+            "set_code": set_code,
+            "set_side": set_side,
+            "weight": weight,
         },
     )
     width = 2 if cfg.task == "classification" else 4
     sums = _sum_in_order(_exchange(fed, ledger, msg), "oob_sums", (width,))
     n_scored = int(sums[0])
-    total = sum(result.client_n_samples.values())
+    alive = set(fed.client_names)
+    total = sum(n for name, n in result.client_n_samples.items() if name in alive)
     if n_scored < total:
         warnings.warn(
             f"{total - n_scored} of {total} rows were drawn by every tree and have no out-of-bag "

@@ -67,7 +67,7 @@ def fine_codes(
 
 
 @numba.njit(nogil=True, cache=True)
-def node_sketches(Xt, codes_t, fine_max, rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out):  # type: ignore[no-untyped-def]  # noqa: E501
+def node_sketches(Xt, codes_t, fine_max, rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out):  # noqa: E501
     """Weighted quantile sketches of every (node, feature) pair of slots ``slot_lo..slot_hi``.
 
     Row ``q`` of ``out`` holds, for pair ``pair_off[slot_lo] + q``, the smallest node value
@@ -215,7 +215,7 @@ def merge_sketches(
 
 
 @numba.njit(nogil=True, cache=True)
-def mixture_quantiles(sketches, weights, out, counts):  # type: ignore[no-untyped-def]
+def mixture_quantiles(sketches, weights, out, counts):
     """Quantiles ``b / B`` (b = 1..B-1) of the clients' pooled sketch points, per pair.
 
     A point of client ``k`` weighs ``W_k / B``. Kept: distinct values below the node

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 from ._common import STAT_ROWS, STAT_WEIGHT
 from .criteria import weighted_gain
 
-__all__ = ["BestSplits", "best_splits"]
+__all__ = ["BestSplits", "BestSetSplits", "best_splits", "best_set_splits", "with_set_splits"]
 
 # scikit-learn's EPSILON in the split acceptance rule.
 EPSILON = float(np.finfo(np.float64).eps)
@@ -36,6 +36,19 @@ class BestSplits:
     gain: NDArray[np.float64]
     left: NDArray[np.float64]
     right: NDArray[np.float64]
+    #: Set splits by node index: (codes, sides) with side 0 left, 1 right.
+    sets: dict[int, tuple[NDArray[np.int32], NDArray[np.int8]]] = field(default_factory=dict)
+
+    @classmethod
+    def none(cls, n_nodes: int, n_stats: int) -> BestSplits:
+        """No split anywhere (every node a leaf)."""
+        return cls(
+            np.full(n_nodes, -1, dtype=np.int32),
+            np.full(n_nodes, np.nan),
+            np.zeros(n_nodes),
+            np.zeros((n_nodes, n_stats)),
+            np.zeros((n_nodes, n_stats)),
+        )
 
 
 def best_splits(
@@ -106,3 +119,138 @@ def best_splits(
     out_left[nodes] = left[chosen]
     out_right = np.where(feature[:, None] >= 0, parent - out_left, 0.0)
     return BestSplits(feature, threshold, np.where(feature >= 0, best, 0.0), out_left, out_right)
+
+
+#: Up to this many present categories (or clients), multiclass set splits are searched
+#: exhaustively; beyond, categories are ordered by their share of the node's majority class
+#: and contiguous cuts scanned (a documented heuristic).
+MAX_EXHAUSTIVE = 10
+
+
+@dataclass(frozen=True)
+class BestSetSplits:
+    """Best partition of the categories (or clients) of each node.
+
+    Attributes
+    ----------
+    gain : ndarray of float64, shape (n_nodes,)
+        ``-inf`` where no admissible partition exists.
+    left : ndarray of bool, shape (n_nodes, n_categories)
+        Categories sent left; ``present & ~left`` go right, the rest are unseen.
+    present : ndarray of bool, shape (n_nodes, n_categories)
+    left_stats, total : ndarray of float64, shape (n_nodes, n_stats)
+        Statistics of the left side and of the whole node.
+    """
+
+    gain: NDArray[np.float64]
+    left: NDArray[np.bool_]
+    present: NDArray[np.bool_]
+    left_stats: NDArray[np.float64]
+    total: NDArray[np.float64]
+
+
+def _order_keys(stats: NDArray[np.float64], n_classes: int) -> NDArray[np.float64]:
+    """Fisher ordering key of each category: mean outcome, class-1 share, or majority share."""
+    w = np.maximum(stats[..., STAT_WEIGHT], 1e-300)
+    if n_classes == 0:
+        return np.asarray(stats[..., 2] / w)
+    if n_classes == 2:
+        return np.asarray(stats[..., 3] / w)
+    majority = np.argmax(stats[..., 2:].sum(axis=1), axis=1)  # per node
+    return np.asarray(
+        np.take_along_axis(stats[..., 2:], majority[:, None, None], axis=2)[..., 0] / w
+    )
+
+
+def _finish(
+    gain: NDArray[np.float64],
+    left: NDArray[np.float64],
+    masks: NDArray[np.bool_],
+    msl: int,
+    parent: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    right = parent[:, None, :] - left
+    ok = (left[..., STAT_ROWS] >= msl) & (right[..., STAT_ROWS] >= msl)
+    ok &= (left[..., STAT_WEIGHT] > 0) & (right[..., STAT_WEIGHT] > 0)
+    gain = np.where(ok, gain, -np.inf)
+    return gain.max(axis=1) if gain.shape[1] else np.full(gain.shape[0], -np.inf), (
+        gain.argmax(axis=1) if gain.shape[1] else np.zeros(gain.shape[0], np.int64)
+    )
+
+
+def best_set_splits(
+    stats: NDArray[np.float64], *, criterion: str, n_classes: int, min_samples_leaf: int
+) -> BestSetSplits:
+    """Best two-way partition of the categories present at each node.
+
+    Regression and binary classification: categories sorted by mean outcome / class-1
+    share, contiguous cuts scanned (Fisher, 1958: optimal for these criteria). Multiclass:
+    every partition while at most :data:`MAX_EXHAUSTIVE` categories are present, else the
+    majority-class-share ordering and contiguous cuts.
+
+    Parameters
+    ----------
+    stats : ndarray of float64, shape (n_nodes, n_categories, n_stats)
+        Pooled statistics of each category (or client) in each node.
+    """
+    n_nodes, m, s = stats.shape
+    present = stats[..., STAT_WEIGHT] > 0
+    parent = stats.sum(axis=1)
+    n_present = present.sum(axis=1)
+    exhaustive = n_classes > 2 and m <= MAX_EXHAUSTIVE
+    if exhaustive:
+        codes = np.arange(1, 2 ** max(m - 1, 0), dtype=np.int64)
+        masks = ((codes[:, None] >> np.arange(m)[None, :]) & 1).astype(bool)  # (n_masks, m)
+        left = np.einsum("cm,nms->ncs", masks.astype(float), stats)
+        gain = weighted_gain(
+            parent[:, None, :].repeat(masks.shape[0], 1).reshape(-1, s),
+            left.reshape(-1, s),
+            criterion,
+        ).reshape(n_nodes, -1)
+        best, arg = _finish(gain, left, masks, min_samples_leaf, parent)
+        left_mask = masks[arg] & present if masks.shape[0] else np.zeros((n_nodes, m), bool)
+    else:
+        key = np.where(present, _order_keys(stats, n_classes), np.inf)
+        order = np.argsort(key, axis=1, kind="stable")
+        cum = np.cumsum(np.take_along_axis(stats, order[..., None], axis=1), axis=1)[:, :-1]
+        gain = weighted_gain(
+            parent[:, None, :].repeat(max(m - 1, 0), 1).reshape(-1, s),
+            cum.reshape(-1, s),
+            criterion,
+        ).reshape(n_nodes, -1)
+        gain = np.where(np.arange(max(m - 1, 0))[None, :] < (n_present - 1)[:, None], gain, -np.inf)
+        best, arg = _finish(gain, cum, present, min_samples_leaf, parent)
+        rank = np.argsort(order, axis=1)
+        left_mask = (rank <= arg[:, None]) & present
+    left_stats = np.where(left_mask[..., None], stats, 0.0).sum(axis=1)
+    return BestSetSplits(best, left_mask, present, left_stats, parent)
+
+
+def with_set_splits(
+    best: BestSplits,
+    cand: BestSetSplits,
+    feature: int,
+    eligible: NDArray[np.bool_],
+    *,
+    root_weight: NDArray[np.float64],
+    min_impurity_decrease: float,
+) -> BestSplits:
+    """Take the set split of a node where it beats the node's best split so far.
+
+    A set split wins on a strictly larger gain (ties keep the earlier split), if the node is
+    ``eligible`` and the gain passes ``min_impurity_decrease`` with scikit-learn's rule.
+    """
+    current = np.where(best.feature >= 0, best.gain, -np.inf)
+    win = eligible & np.isfinite(cand.gain) & (cand.gain > current)
+    win &= cand.gain / np.maximum(root_weight, 1e-300) + EPSILON >= min_impurity_decrease
+    if not win.any():
+        return best
+    feat, thr, gain = best.feature.copy(), best.threshold.copy(), best.gain.copy()
+    left, right = best.left.copy(), best.right.copy()
+    sets = dict(best.sets)
+    for i in np.flatnonzero(win):
+        feat[i], thr[i], gain[i] = feature, -2.0, cand.gain[i]
+        left[i], right[i] = cand.left_stats[i], cand.total[i] - cand.left_stats[i]
+        codes = np.flatnonzero(cand.present[i]).astype(np.int32)
+        sets[int(i)] = (codes, np.where(cand.left[i, codes], 0, 1).astype(np.int8))
+    return replace(best, feature=feat, threshold=thr, gain=gain, left=left, right=right, sets=sets)

@@ -33,9 +33,17 @@ def test_route_rows_twins(seed):
     threshold = rng.normal(size=n_prev)
     left = rng.integers(-1, 12, size=n_prev).astype(np.int32)
     right = rng.integers(-1, 12, size=n_prev).astype(np.int32)
+    # Column 0 holds codes 0..3 and the slots splitting on it are set splits.
+    X[:, 0] = rng.integers(0, 4, X.shape[0])
+    sizes = np.where(feature == 0, 4, 0)
+    set_off = np.zeros(n_prev + 1, dtype=np.int64)
+    np.cumsum(sizes, out=set_off[1:])
+    set_code = np.tile(np.arange(4, dtype=np.int32), int((feature == 0).sum()))
+    set_side = rng.integers(0, 2, set_code.size).astype(np.int8)
     a, b = slot.copy(), slot.copy()
-    K.route_rows(X.T.copy(), rows, a, feature, threshold, left, right)
-    K.route_rows_numpy(X.T.copy(), rows, b, feature, threshold, left, right)
+    args = (feature, threshold, left, right, set_off, set_code, set_side)
+    K.route_rows(X.T.copy(), rows, a, *args)
+    K.route_rows_numpy(X.T.copy(), rows, b, *args)
     np.testing.assert_array_equal(a, b)
 
 

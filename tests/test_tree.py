@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fedforest._tree import (
+from fedforest._tree import (  # noqa: I001
     FORMAT_NAME,
     FORMAT_VERSION,
     Tree,
@@ -204,7 +204,7 @@ def test_file_layout(tmp_path: Path) -> None:
     save_forest(path, HEADER, trees, extra={"w": np.zeros(2)})
     with np.load(path, allow_pickle=False) as npz:
         arrays = {key: npz[key] for key in npz.files}
-    assert set(arrays) == {"__header__", "tree_offsets", "extra/w", *Tree.ARRAYS}
+    assert set(arrays) == {"__header__", "tree_offsets", "extra/w", *Tree.ARRAYS, *Tree.SET_ARRAYS}
     assert arrays["__header__"].dtype == np.uint8
     meta = meta_of(arrays)
     assert meta == {

@@ -1,0 +1,143 @@
+"""Splits on the client index H, the marginal rule, and set splits in the tree format."""
+
+import numpy as np
+import pytest
+
+import fedforest as ff
+from fedforest._tree import (
+    Tree,
+    apply_forest_sets,
+    pack_forest,
+    pack_sets,
+    predict_forest,
+    predict_forest_numpy,
+)
+from fedforest.datasets import make_paper_synthetic
+from fedforest.splitter import best_set_splits
+
+
+def _mse(pred, y):
+    return float(np.mean((pred - y) ** 2))
+
+
+def test_fisher_grouping_of_clients_by_node_mean():
+    # Three clients: means +1, -1, +1.1 -> the -1 client goes alone.
+    stats = np.array([[[10, 10, 10, 12], [10, 10, -10, 12], [10, 10, 11, 14]]], float)
+    res = best_set_splits(stats, criterion="squared_error", n_classes=0, min_samples_leaf=1)
+    np.testing.assert_array_equal(res.left[0], [False, True, False])
+    # By hand: S^2/W for left (-10)^2/10 + right 21^2/20 - parent 11^2/30.
+    assert res.gain[0] == pytest.approx(100 / 10 + 21**2 / 20 - 11**2 / 30)
+
+
+def test_multiclass_set_split_is_exhaustive_for_few_categories():
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 20, size=(5, 6, 3)).astype(float)  # 5 nodes, 6 clients, 3 classes
+    stats = np.concatenate(
+        [counts.sum(-1, keepdims=True), counts.sum(-1, keepdims=True), counts], axis=-1
+    )
+    res = best_set_splits(stats, criterion="gini", n_classes=3, min_samples_leaf=1)
+
+    def gini_w(c):
+        n = c.sum()
+        return n - (c**2).sum() / n if n else 0.0
+
+    for i in range(5):
+        best = -np.inf
+        for mask in range(1, 2**6 - 1):
+            left = np.array([(mask >> j) & 1 for j in range(6)], bool)
+            cl, cr = counts[i][left].sum(0), counts[i][~left].sum(0)
+            if cl.sum() and cr.sum():
+                best = max(best, gini_w(counts[i].sum(0)) - gini_w(cl) - gini_w(cr))
+        assert res.gain[i] == pytest.approx(best)
+
+
+def test_split_on_client_recovers_outcome_shift_and_marginal_rule():
+    data = make_paper_synthetic("outcome-shift", random_state=0)
+    kw = dict(n_estimators=30, random_state=0, n_jobs=2)
+    plain = ff.FedForestRegressor(**kw).fit(data.X_train, data.y_train, client_ids=data.h_train)
+    with_h = ff.FedForestRegressor(split_on_client=True, **kw)
+    with_h.fit(data.X_train, data.y_train, client_ids=data.h_train)
+    base = _mse(plain.predict(data.X_test), data.y_test)
+    routed = _mse(with_h.predict(data.X_test, client_ids=data.h_test), data.y_test)
+    assert routed < 0.5 * base
+    # H is used, and its importance is reported after the features.
+    assert with_h.feature_importances_.shape == (data.X_train.shape[1] + 1,)
+    assert with_h.feature_importances_[-1] > 0.3
+    assert any((t.feature == data.X_train.shape[1]).any() for t in with_h.trees_)
+    # Unknown clients, and no client ids at all, take the marginal rule: the same mixture.
+    unknown = with_h.predict(data.X_test, client_ids=np.full(len(data.y_test), "nowhere"))
+    np.testing.assert_allclose(unknown, with_h.predict(data.X_test))
+    # apply follows one path per tree, also for unknown clients.
+    leaves = with_h.apply(data.X_test[:50])
+    for t, tree in enumerate(with_h.trees_):
+        assert (tree.children_left[leaves[:, t]] == -1).all()
+
+
+def test_marginal_rule_is_the_weighted_mixture_of_both_sides():
+    # Root splits on H (client 0 left, client 1 right); left leaf 1.0 (weight 30),
+    # right leaf 5.0 (weight 10): an unknown client predicts (30 * 1 + 10 * 5) / 40 = 2.
+    tree = Tree(
+        feature=np.array([1, -2, -2], np.int32),
+        threshold=np.array([-2.0, -2.0, -2.0]),
+        children_left=np.array([1, -1, -1], np.int32),
+        children_right=np.array([2, -1, -1], np.int32),
+        value=np.array([[2.0], [1.0], [5.0]]),
+        n_node_samples=np.array([40, 30, 10]),
+        weighted_n_node_samples=np.array([40.0, 30.0, 10.0]),
+        impurity=np.zeros(3),
+        set_size=np.array([2, 0, 0], np.int32),
+        set_code=np.array([0, 1], np.int32),
+        set_side=np.array([0, 1], np.int8),
+    )
+    X = np.array([[0.3, 0.0], [0.3, 1.0], [0.3, -1.0], [0.3, 7.0]])  # last column: client
+    feature, threshold, left, right, value, offsets = pack_forest([tree])
+    sets = pack_sets([tree])
+    for kernel in (predict_forest, predict_forest_numpy):
+        out = np.zeros((4, 1))
+        kernel(X, feature, threshold, left, right, *sets, value, offsets, out)
+        np.testing.assert_allclose(out[:, 0], [1.0, 5.0, 2.0, 2.0])
+    leaves = np.empty((4, 1), np.int32)
+    apply_forest_sets(X, feature, threshold, left, right, *sets, offsets, leaves)
+    np.testing.assert_array_equal(leaves[:, 0], [1, 2, 1, 1])  # unknown: heavier side
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_predict_forest_twins_on_fitted_forests(seed):
+    data = make_paper_synthetic("outcome-shift", n_clients=4, n_per_client=80, random_state=seed)
+    m = ff.FedForestRegressor(n_estimators=5, split_on_client=True, random_state=seed)
+    m.fit(data.X_train, data.y_train, client_ids=data.h_train)
+    codes = np.where(np.arange(len(data.y_test)) % 3 == 0, -1, data.h_test)
+    X = np.column_stack([data.X_test, codes]).astype(float)
+    feature, threshold, left, right, value, offsets = pack_forest(m.trees_)
+    sets = pack_sets(m.trees_)
+    a, b = np.zeros((len(X), 1)), np.zeros((len(X), 1))
+    predict_forest(X, feature, threshold, left, right, *sets, value, offsets, a)
+    predict_forest_numpy(X, feature, threshold, left, right, *sets, value, offsets, b)
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_h_splits_survive_save_load(tmp_path):
+    data = make_paper_synthetic("outcome-shift", n_clients=4, n_per_client=80, random_state=0)
+    m = ff.FedForestClassifier(n_estimators=5, split_on_client=True, random_state=0)
+    y = (data.y_train > 0).astype(int)
+    m.fit(data.X_train, y, client_ids=data.h_train)
+    m.save(tmp_path / "m.ffm")
+    back = ff.load(tmp_path / "m.ffm")
+    for ids in (data.h_test, None):
+        np.testing.assert_array_equal(
+            back.predict_proba(data.X_test, client_ids=ids),
+            m.predict_proba(data.X_test, client_ids=ids),
+        )
+    np.testing.assert_array_equal(back.apply(data.X_test), m.apply(data.X_test))
+    np.testing.assert_array_equal(back.clients_, m.clients_)
+
+
+def test_h_split_costs_no_extra_round_or_upload():
+    data = make_paper_synthetic("outcome-shift", n_clients=5, n_per_client=100, random_state=0)
+    kw = dict(n_estimators=3, max_depth=1, random_state=0, max_features=None)
+    a = ff.FedForestRegressor(**kw).fit(data.X_train, data.y_train, client_ids=data.h_train)
+    b = ff.FedForestRegressor(split_on_client=True, **kw)
+    b.fit(data.X_train, data.y_train, client_ids=data.h_train)
+    # Depth 1: same requests and replies, whichever split wins.
+    assert b.communication_.rounds == a.communication_.rounds
+    assert b.communication_.upload_bytes == a.communication_.upload_bytes
