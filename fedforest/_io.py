@@ -39,8 +39,8 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
     """Write a fitted fedforest estimator to ``path`` (no pickle).
 
     Stored: the hyperparameters, the trees, ``n_features_in_``, ``feature_names_in_``,
-    ``classes_``, ``feature_importances_``, ``oob_score_``, ``n_clients_`` and the
-    communication ledger. Per-training-row arrays (``oob_prediction_``,
+    ``classes_``, ``feature_importances_``, ``oob_score_``, ``n_clients_``,
+    ``dropped_clients_`` and the communication ledger. Per-training-row arrays (``oob_prediction_``,
     ``oob_decision_function_``) are not: a model file carries nothing row by row.
     """
     from sklearn.utils.validation import check_is_fitted
@@ -59,6 +59,8 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
         "classes": None if classes is None else np.asarray(classes).tolist(),
         "n_clients": int(getattr(model, "n_clients_", 0)),
         "clients": [str(c) for c in getattr(model, "clients_", [])],
+        "categories": {str(j): list(v) for j, v in getattr(model, "categories_", {}).items()},
+        "dropped_clients": [[str(c), int(r)] for c, r in getattr(model, "dropped_clients_", [])],
         "communication": model.communication_.to_dict(),
     }
     extra = {"feature_importances": np.asarray(model.feature_importances_, dtype=np.float64)}
@@ -119,6 +121,7 @@ def _build(header: dict[str, Any], trees: list[Tree], extra: dict[str, NDArray[A
     if not isinstance(clients, list) or not all(isinstance(c, str) for c in clients):
         raise ValueError("clients is not a list of client names")
     _check_client_codes(trees, d, len(clients))
+    categories = _categories(header.get("categories", {}), d, trees)
     classes = _classes(header["classes"], kind == "FedForestClassifier", trees)
     if not isinstance(header["communication"], dict):
         raise ValueError("communication is not a dict of round records")
@@ -135,6 +138,8 @@ def _build(header: dict[str, Any], trees: list[Tree], extra: dict[str, NDArray[A
     model.communication_ = ledger
     model.n_clients_ = n_clients
     model.clients_ = np.asarray(clients, dtype=object)
+    model.categories_ = categories
+    model.dropped_clients_ = _dropped_clients(header.get("dropped_clients", []))
     if "oob_score" in extra:
         oob = np.asarray(extra["oob_score"])
         if oob.shape != (1,) or oob.dtype.kind != "f":
@@ -147,6 +152,38 @@ def _build(header: dict[str, Any], trees: list[Tree], extra: dict[str, NDArray[A
         model.n_classes_ = len(classes)
     model._pack()
     return model
+
+
+def _dropped_clients(dropped: Any) -> list[tuple[str, int]]:
+    """``[[name, round], ...]`` from the header as (name, round) pairs."""
+    if not isinstance(dropped, list) or not all(
+        isinstance(d, list)
+        and len(d) == 2
+        and isinstance(d[0], str)
+        and isinstance(d[1], int)
+        and not isinstance(d[1], bool)
+        for d in dropped
+    ):
+        raise ValueError("dropped_clients is not a list of [client name, round] pairs")
+    return [(name, r) for name, r in dropped]
+
+
+def _categories(raw: Any, d: int, trees: list[Tree]) -> dict[int, list[Any]]:
+    """Category lists by feature; set splits on a feature must use its codes only."""
+    if not isinstance(raw, dict):
+        raise ValueError("categories is not a dict of category lists")
+    out: dict[int, list[Any]] = {}
+    for key, values in raw.items():
+        if not str(key).isdigit() or not 0 <= int(key) < d or not isinstance(values, list):
+            raise ValueError(f"categories has an invalid entry for feature {key!r}")
+        out[int(key)] = values
+    for t, tree in enumerate(trees):
+        for node in np.flatnonzero((tree.set_size > 0) & (tree.feature < d)):
+            j = int(tree.feature[node])
+            codes = np.concatenate(tree.split_set(int(node)))
+            if j not in out or codes.max() >= len(out[j]):
+                raise ValueError(f"tree {t}, node {node} splits on unknown categories of {j}")
+    return out
 
 
 def _check_client_codes(trees: list[Tree], d: int, n_clients: int) -> None:

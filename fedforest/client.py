@@ -17,15 +17,16 @@ bytes in all.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from . import _kernels as K
+from ._categorical import encode, read_features, sort_categories
 from ._common import N_FINE_BINS, STAT_WEIGHT, n_stats
 from ._tree import predict_forest
 from .protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, Message, expect_array
@@ -42,31 +43,6 @@ def bootstrap_counts(seed: int, tree: int, name: str, n: int) -> NDArray[np.int6
     """
     rng = np.random.default_rng([seed, tree, zlib.crc32(name.encode("utf-8"))])
     return np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.int64)
-
-
-def _as_2d_float(X: ArrayLike, name: str) -> tuple[NDArray[np.float64], list[str] | None]:
-    names = None
-    if isinstance(X, pd.DataFrame):
-        names = [str(c) for c in X.columns]
-        bad = [
-            c for c, t in zip(names, X.dtypes, strict=True) if not pd.api.types.is_numeric_dtype(t)
-        ]
-        if bad:
-            raise ValueError(
-                f"Client {name!r}: column {bad[0]!r} is not numeric; fedforest needs numeric "
-                "features (encode categories as numbers)."
-            )
-    try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"Client {name!r}: X must be numeric ({exc}).") from exc
-    if arr.ndim != 2:
-        raise ValueError(f"Client {name!r}: X must be 2-D, got shape {arr.shape}.")
-    if arr.shape[0] == 0:
-        raise ValueError(f"Client {name!r} has no rows; remove it from the federation.")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"Client {name!r}: X contains NaN or infinity (not supported yet).")
-    return np.ascontiguousarray(arr), names
 
 
 @dataclass
@@ -99,11 +75,23 @@ class Client:
         Targets (numbers for regression, labels for classification).
     name : str
         Unique client name; seeds the client's bootstrap.
+    categorical_features : list of column names or indices, optional
+        Categorical columns besides the pandas ``category`` ones. Their values never leave
+        the client either: the handshake shares each column's list of categories, and the
+        splits use per-category statistics.
     """
 
-    def __init__(self, X: ArrayLike, y: ArrayLike, name: str) -> None:
+    def __init__(
+        self,
+        X: ArrayLike,
+        y: ArrayLike,
+        name: str,
+        categorical_features: Sequence[Any] | None = None,
+    ) -> None:
         self.name = str(name)
-        self.X, self.feature_names = _as_2d_float(X, self.name)
+        self.X, self.feature_names, self._cat_raw = read_features(
+            X, f"Client {self.name!r}", categorical_features
+        )
         # Column-major copy: the growth kernels read one feature of many rows at a time. Its
         # last row holds this client's index H (set by the server's set-up; -1 until then).
         self.Xt = np.empty((self.X.shape[1] + 1, self.X.shape[0]))
@@ -158,6 +146,9 @@ class Client:
         if msg.header.get("ranges"):
             # Only the federated-histogram baseline asks: per-feature min and max.
             arrays = {"feature_min": self.X.min(axis=0), "feature_max": self.X.max(axis=0)}
+        header["categories"] = {
+            str(j): sort_categories(np.unique(v).tolist()) for j, v in self._cat_raw.items()
+        }
         if msg.header.get("task") == "classification":
             header["labels"] = np.unique(self.y_raw).tolist()
         else:
@@ -182,6 +173,7 @@ class Client:
             uniq, inv = np.unique(self.y_raw, return_inverse=True)
             y = np.array([index[u] for u in uniq.tolist()], dtype=np.float64)[inv]
             n_classes = len(classes)
+        self._encode_categories(setup.get("categories") or {})
         clients = setup.get("clients") or []
         self.Xt[-1] = clients.index(self.name) if self.name in clients else -1.0
         n_trees, first = int(setup["n_trees"]), int(setup.get("first_tree", 0))
@@ -202,6 +194,15 @@ class Client:
         )
         fit.send_sketch = setup.get("binning", "quantile") == "quantile"
         return fit
+
+    def _encode_categories(self, categories: dict[str, list[Any]]) -> None:
+        """Replace the raw categorical columns by the federation's codes."""
+        if not self._cat_raw:
+            return
+        for j, raw in self._cat_raw.items():
+            self.X[:, j] = encode(raw, categories[str(j)])
+            self.Xt[j] = self.X[:, j]
+        self._codes = None  # the fine codes of those columns change
 
     def _counts(self, tree: int) -> NDArray[np.int64]:
         """Bootstrap counts of one tree (global index), recomputed from the seed."""
@@ -261,7 +262,8 @@ class Client:
         if fit.n_bins is None:
             arrays["sketch_off"], arrays["sketch"] = self._distinct_values(fit)
         elif fit.send_sketch:
-            arrays["sketch"] = self._sketches(fit)[fit.pair_present]
+            numeric = ~np.isin(fit.pair_feat, list(self._cat_raw))  # categories: no sketch
+            arrays["sketch"] = self._sketches(fit)[fit.pair_present & numeric]
         return Message(ROUND_A, {"name": self.name}, arrays)
 
     @staticmethod

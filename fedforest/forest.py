@@ -17,6 +17,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from ._categorical import categorical_columns, encode, sort_categories
 from ._tree import Tree, apply_forest_sets, pack_forest, pack_sets, predict_forest
 from .client import Client
 from .grower import ForestResult, GrowerConfig, grow_forest
@@ -54,9 +55,42 @@ def _check_numeric_columns(X: Any) -> None:
     for column, dtype in zip(X.columns, X.dtypes, strict=True):
         if not pd.api.types.is_numeric_dtype(dtype):
             raise ValueError(
-                f"Column {column!r} of X has dtype {dtype}; fedforest needs numeric features "
-                "(encode categories and strings as numbers)."
+                f"Column {column!r} of X has dtype {dtype}; fedforest needs numeric features, "
+                "or categorical ones as a pandas 'category' column or listed in "
+                "categorical_features."
             )
+
+
+def _n_columns(X: Any) -> int:
+    shape = getattr(X, "shape", None)
+    if shape is None:
+        shape = np.asarray(X, dtype=object).shape
+    return int(shape[1]) if len(shape) == 2 else 0
+
+
+def _rows(X: Any, mask: NDArray[np.bool_]) -> Any:
+    """Rows of a DataFrame or array, keeping raw categorical values."""
+    if isinstance(X, pd.DataFrame):
+        return X.iloc[np.flatnonzero(mask)]
+    return np.asarray(X, dtype=object)[mask]
+
+
+def _with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | None) -> Any:
+    """X with its categorical columns as float codes.
+
+    Codes of ``categories``, or of the values seen here when None (enough to validate
+    shapes and names).
+    """
+    if not cat_cols:
+        return X
+    frame = X.copy() if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X, dtype=object))
+    for j in cat_cols:
+        raw = np.asarray(frame.iloc[:, j], dtype=object)
+        cats = categories[j] if categories is not None else sort_categories(set(raw.tolist()))
+        frame[frame.columns[j]] = encode(raw, cats)
+    if isinstance(X, pd.DataFrame):
+        return frame
+    return frame.to_numpy(dtype=np.float64)
 
 
 def _client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]:
@@ -114,6 +148,8 @@ class _BaseFedForest(BaseEstimator):
         "verbose": ["verbose"],
         "tree_batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "split_on_client": ["boolean"],
+        "categorical_features": ["array-like", None],
+        "on_client_failure": [StrOptions({"raise", "drop"})],
     }
 
     def __init__(
@@ -134,6 +170,8 @@ class _BaseFedForest(BaseEstimator):
         verbose: int = 0,
         tree_batch_size: int | None = None,
         split_on_client: bool = False,
+        categorical_features: Any = None,
+        on_client_failure: str = "raise",
     ) -> None:
         self.n_estimators = n_estimators
         self.criterion = criterion
@@ -150,6 +188,8 @@ class _BaseFedForest(BaseEstimator):
         self.verbose = verbose
         self.tree_batch_size = tree_batch_size
         self.split_on_client = split_on_client
+        self.categorical_features = categorical_features
+        self.on_client_failure = on_client_failure
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: ArrayLike, y: ArrayLike, client_ids: ArrayLike | None = None) -> Any:
@@ -179,11 +219,13 @@ class _BaseFedForest(BaseEstimator):
         try:
             self._validate_params()
             self._check_oob_bootstrap()
-            _check_numeric_columns(X)
             _check_same_length(X, y, "y", "one target per row of X")
+            cat_cols = categorical_columns(X, self.categorical_features, _n_columns(X))
+            X_check = _with_codes(X, cat_cols, None)
+            _check_numeric_columns(X_check)
             X_arr, y_arr = validate_data(
                 self,
-                X,
+                X_check,
                 y,
                 dtype=np.float64,
                 ensure_all_finite=True,
@@ -192,8 +234,15 @@ class _BaseFedForest(BaseEstimator):
             )
             y_arr, fit_classes = self._encode_y(y_arr)
             inverse, labels = _client_index(client_ids, X_arr.shape[0])
+            # Categorical columns reach the clients raw: the handshake fixes their codes,
+            # exactly as it does for clients built by the user.
             clients = [
-                Client(X_arr[inverse == k], y_arr[inverse == k], name=label)
+                Client(
+                    _rows(X, inverse == k) if cat_cols else X_arr[inverse == k],
+                    y_arr[inverse == k],
+                    name=label,
+                    categorical_features=cat_cols or None,
+                )
                 for k, label in enumerate(labels)
             ]
             result = grow_forest(LocalFederation(clients, n_jobs=self.n_jobs), self._config())
@@ -271,6 +320,7 @@ class _BaseFedForest(BaseEstimator):
             verbose=self.verbose,
             tree_batch_size=self.tree_batch_size,
             split_on_client=self.split_on_client,
+            on_client_failure=self.on_client_failure,
         )
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
@@ -283,6 +333,8 @@ class _BaseFedForest(BaseEstimator):
         self.feature_importances_ = result.importances
         self.n_clients_ = len(result.client_n_samples)
         self.clients_ = np.asarray(result.clients, dtype=object)
+        self.categories_ = {int(j): list(v) for j, v in result.categories.items()}
+        self.dropped_clients_ = list(result.dropped_clients)
         if result.oob_score is not None:
             self.oob_score_ = result.oob_score
         self._set_classes(result.classes, fit_classes)
@@ -299,11 +351,12 @@ class _BaseFedForest(BaseEstimator):
         """Simulation mode: gather the clients' own OOB predictions into training-row order."""
         if not self.oob_score:
             return
-        width = clients[0].oob_prediction_.shape[1] if clients[0].oob_prediction_ is not None else 1
-        pred = np.full((n, width), np.nan)
+        # A client dropped under on_client_failure="drop" has no OOB prediction: NaN rows.
+        scored = [c.oob_prediction_ for c in clients if c.oob_prediction_ is not None]
+        pred = np.full((n, scored[0].shape[1] if scored else 1), np.nan)
         for k, client in enumerate(clients):
-            assert client.oob_prediction_ is not None
-            pred[inverse == k] = client.oob_prediction_
+            if client.oob_prediction_ is not None:
+                pred[inverse == k] = client.oob_prediction_
         self._set_oob_prediction(pred)
 
     def _set_oob_prediction(self, pred: NDArray[np.float64]) -> None:
@@ -311,8 +364,13 @@ class _BaseFedForest(BaseEstimator):
 
     # ------------------------------------------------------------------ prediction
     def _augmented(self, X: ArrayLike, client_ids: ArrayLike | None) -> NDArray[np.float64]:
-        """Validated X with the client code column (-1: unknown, marginal rule) appended."""
+        """Validated X with categories as codes and the client code column appended.
+
+        Unseen categories and unknown clients get code -1: the marginal rule.
+        """
         check_is_fitted(self, "trees_")
+        categories = getattr(self, "categories_", {})
+        X = _with_codes(X, sorted(categories), categories)
         X_arr = validate_data(self, X, dtype=np.float64, ensure_all_finite=True, reset=False)
         codes = np.full(X_arr.shape[0], -1.0)
         if client_ids is not None:
@@ -441,6 +499,11 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
         batch. None grows all trees at once (fewest rounds). The forest is the same.
     verbose : int, default=0
         > 0 shows a progress bar over tree levels.
+    on_client_failure : {"raise", "drop"}, default="raise"
+        A client that dies, times out or raises (anything but ``ValueError``, which means
+        invalid data) stops training with a ``ClientFailure`` naming it and the round, and
+        the estimator stays unfitted; ``"drop"`` goes on with the other clients from that
+        round on and records the dropped client in ``dropped_clients_``.
 
     Attributes
     ----------
@@ -449,6 +512,8 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
     feature_importances_ : ndarray of shape (n_features,)
     oob_score_, oob_prediction_ : float, ndarray (when ``oob_score=True``;
         ``oob_prediction_`` only in simulation mode, where the rows are in this process)
+    dropped_clients_ : list of (str, int)
+        Clients dropped under ``on_client_failure="drop"`` and the round each failed in.
     n_features_in_, feature_names_in_
     """
 
@@ -501,6 +566,8 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         verbose: int = 0,
         tree_batch_size: int | None = None,
         split_on_client: bool = False,
+        categorical_features: Any = None,
+        on_client_failure: str = "raise",
     ) -> None:
         super().__init__(
             n_estimators,
@@ -518,6 +585,8 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             verbose=verbose,
             tree_batch_size=tree_batch_size,
             split_on_client=split_on_client,
+            categorical_features=categorical_features,
+            on_client_failure=on_client_failure,
         )
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:

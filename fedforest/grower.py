@@ -16,12 +16,20 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
+from ._categorical import sort_categories
 from ._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, n_stats
 from ._tree import Tree, empty_split_fields, pack_forest, pack_sets
 from .criteria import impurity, leaf_value
 from .protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, CommunicationLedger, Message, expect_array
 from .sketch import merge_sketches, midpoint_candidates
-from .splitter import EPSILON, BestSplits, best_set_splits, best_splits, with_set_splits
+from .splitter import (
+    EPSILON,
+    BestSplits,
+    best_set_splits,
+    best_splits,
+    categorical_splits,
+    with_set_splits,
+)
 from .transport.base import Federation
 from .transport.failure import DropFailedClients
 
@@ -68,6 +76,7 @@ class ForestResult:
     oob_n_scored: int = 0
     importances: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     clients: list[str] = field(default_factory=list)
+    categories: dict[str, list[Any]] = field(default_factory=dict)
     #: (name, round) of every client dropped under on_client_failure="drop".
     dropped_clients: list[tuple[str, int]] = field(default_factory=list)
 
@@ -188,6 +197,7 @@ def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) 
             classes = sorted(labels)
         except TypeError as exc:
             raise ValueError(f"Class labels of mixed types cannot be ordered: {exc}") from exc
+    categories = _unify_categories(replies, names)
     edges = None
     if cfg.binning == "histogram":
         lo = np.min([expect_array(m, "feature_min", "f", (d,), n) for n, m in replies], axis=0)
@@ -196,12 +206,37 @@ def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) 
         edges = lo[:, None] + (hi - lo)[:, None] * (np.arange(1, b) / b)[None, :]
     return {
         "clients": [name for name, _ in replies],
+        "categories": categories,
         "edges": edges,
         "n_features": int(d),
         "feature_names": names,
         "classes": classes,
         "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
     }
+
+
+def _unify_categories(
+    replies: list[tuple[str, Message]], names: list[str] | None
+) -> dict[str, list[Any]]:
+    """Sorted union of each categorical column's categories.
+
+    All clients must agree which columns are categorical.
+    """
+    first_name, first = replies[0]
+    cols = set(first.header.get("categories", {}))
+    union: dict[str, set[Any]] = {j: set() for j in cols}
+    for name, rep in replies:
+        mine = rep.header.get("categories", {})
+        if set(mine) != cols:
+            j = int(sorted(set(mine) ^ cols)[0])
+            col = repr(names[j]) if names is not None else str(j)
+            raise ValueError(
+                f"Client {name!r} and client {first_name!r} disagree on whether feature {col} "
+                "is categorical; declare the same categorical columns on every client."
+            )
+        for j, values in mine.items():
+            union[j].update(values)
+    return {j: sort_categories(values) for j, values in sorted(union.items())}
 
 
 def _name_difference(
@@ -245,6 +280,31 @@ def _sample_features(
     return pair_off, feats
 
 
+def _category_counts(categories: dict[str, list[Any]], d: int) -> NDArray[np.int64]:
+    """Number of categories of each feature (0 for numeric features)."""
+    counts = np.zeros(d, dtype=np.int64)
+    for j, values in categories.items():
+        counts[int(j)] = len(values)
+    return counts
+
+
+def _interleave(
+    count_a: NDArray[np.int64],
+    vals_a: NDArray[np.float64],
+    count_b: NDArray[np.int64],
+    vals_b: NDArray[np.float64],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Per-pair lists where each pair takes its entries from ``a`` or from ``b``."""
+    off = np.zeros(count_a.size + 1, dtype=np.int64)
+    np.cumsum(count_a + count_b, out=off[1:])
+    out = np.empty(int(off[-1]))
+    for count, vals in ((count_a, vals_a), (count_b, vals_b)):
+        start = np.cumsum(count) - count
+        pos = np.repeat(off[:-1] - start, count) + np.arange(int(count.sum()))
+        out[pos] = vals
+    return off, out
+
+
 def _fixed_candidates(
     edges: Any, pair_feat: NDArray[np.int32], pair_ok: NDArray[np.bool_]
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
@@ -264,9 +324,37 @@ def _candidates(
     pair_feat: NDArray[np.int32],
     pair_ok: NDArray[np.bool_],
     cfg: GrowerConfig,
-    edges: Any = None,
+    edges: Any,
+    n_categories: NDArray[np.int64],
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Candidate thresholds per (node, feature) pair from the clients' sketches."""
+    """Candidate thresholds per (node, feature) pair: merged sketches, or category codes."""
+    n_cat = n_categories[pair_feat]
+    cat_ok = pair_ok & (n_cat >= 2)
+    off, vals = _numeric_candidates(
+        replies, summaries, pair_off, pair_feat, pair_ok & (n_cat == 0), cfg, edges, n_cat == 0
+    )
+    # A categorical pair's candidates are the codes 0..C-2: cumulative left statistics at
+    # them give every category's statistics (the last one from the node total).
+    cat_count = np.where(cat_ok, n_cat - 1, 0)
+    cat_vals = (
+        np.concatenate([np.arange(c, dtype=np.float64) for c in cat_count])
+        if cat_ok.any()
+        else np.empty(0)
+    )
+    return _interleave(np.diff(off), vals, cat_count, cat_vals)
+
+
+def _numeric_candidates(
+    replies: list[tuple[str, Message]],
+    summaries: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    pair_ok: NDArray[np.bool_],
+    cfg: GrowerConfig,
+    edges: Any,
+    numeric: NDArray[np.bool_],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Candidate thresholds of the numeric pairs (others get none)."""
     n_pairs = int(pair_off[-1])
     if cfg.binning == "histogram":
         return _fixed_candidates(edges, pair_feat, pair_ok)
@@ -290,7 +378,7 @@ def _candidates(
     weights = summaries[:, pair_node, STAT_WEIGHT]
     sketches = np.full((len(replies), n_pairs, cfg.n_bins), np.nan)
     for k, (name, msg) in enumerate(replies):
-        present = weights[k] > 0
+        present = (weights[k] > 0) & numeric  # clients sketch numeric features only
         sketches[k, present] = expect_array(
             msg, "sketch", "f", (int(present.sum()), cfg.n_bins), name
         )
@@ -338,6 +426,7 @@ def _setup_header(
         "n_bins": cfg.n_bins,
         "binning": cfg.binning,
         "clients": schema["clients"],
+        "categories": schema["categories"],
     }
 
 
@@ -382,7 +471,14 @@ def _level(
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     pair_ok = np.repeat(splittable, np.diff(pair_off))
     cand_off, cand = _candidates(
-        replies, summaries, pair_off, pair_feat, pair_ok, cfg, ctx.get("edges")
+        replies,
+        summaries,
+        pair_off,
+        pair_feat,
+        pair_ok,
+        cfg,
+        ctx.get("edges"),
+        ctx["n_categories"],
     )
     root_w = np.array([builders[t].stats[0][STAT_WEIGHT] for t in frontier.tree])
     best = BestSplits.none(n_slots, s)
@@ -403,17 +499,8 @@ def _level(
             # Each client answered for the candidates of the nodes it has rows in.
             has = np.repeat(np.repeat(summaries[k, :, STAT_WEIGHT] > 0, np.diff(pair_off)), n_cand)
             left[has] += expect_array(msg, "left", "f", (int(has.sum()), s), name)
-        best = best_splits(
-            pooled,
-            pair_off,
-            pair_feat,
-            cand_off,
-            cand,
-            left,
-            criterion=cfg.criterion,
-            min_samples_leaf=cfg.min_samples_leaf,
-            min_impurity_decrease=cfg.min_impurity_decrease,
-            root_weight=root_w,
+        best = _evaluate(
+            pooled, pair_off, pair_feat, cand_off, cand, left, splittable, root_w, cfg, ctx
         )
         best = _only_splittable(best, splittable)
     if cfg.split_on_client:
@@ -464,6 +551,59 @@ def _by_client_code(
     full = np.zeros((len(clients), *summaries.shape[1:]))
     full[[clients.index(name) for name, _ in replies]] = summaries
     return full
+
+
+def _evaluate(
+    pooled: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    left: NDArray[np.float64],
+    splittable: NDArray[np.bool_],
+    root_w: NDArray[np.float64],
+    cfg: GrowerConfig,
+    ctx: dict[str, Any],
+) -> BestSplits:
+    """Best numeric split per node, then a categorical (set) split where it gains more."""
+    n_cat = ctx["n_categories"][pair_feat]
+    n_cand = np.diff(cand_off)
+    numeric = np.repeat(n_cat == 0, n_cand)
+    num_off = np.zeros_like(cand_off)
+    np.cumsum(np.where(n_cat == 0, n_cand, 0), out=num_off[1:])
+    best = best_splits(
+        pooled,
+        pair_off,
+        pair_feat,
+        num_off,
+        cand[numeric],
+        left[numeric],
+        criterion=cfg.criterion,
+        root_weight=root_w,
+        min_samples_leaf=cfg.min_samples_leaf,
+        min_impurity_decrease=cfg.min_impurity_decrease,
+    )
+    if (n_cat > 0).any():
+        sets, feature = categorical_splits(
+            pooled,
+            pair_off,
+            pair_feat,
+            cand_off,
+            left,
+            ctx["n_categories"],
+            criterion=cfg.criterion,
+            n_classes=ctx["n_classes"],
+            min_samples_leaf=cfg.min_samples_leaf,
+        )
+        best = with_set_splits(
+            best,
+            sets,
+            feature,
+            splittable & (feature >= 0),
+            root_weight=root_w,
+            min_impurity_decrease=cfg.min_impurity_decrease,
+        )
+    return best
 
 
 def _apply_splits(
@@ -573,8 +713,10 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         "rngs": [np.random.default_rng([cfg.seed, t, 1]) for t in range(cfg.n_estimators)],
         "importances": np.zeros((cfg.n_estimators, d + int(cfg.split_on_client))),
         "n_classes": n_classes,
+        "n_categories": _category_counts(schema["categories"], d),
         "edges": schema["edges"],
         "clients": schema["clients"],
+        "categories": schema["categories"],
     }
     builders = [_TreeBuilder() for _ in range(cfg.n_estimators)]
     batch = cfg.tree_batch_size or cfg.n_estimators
@@ -608,6 +750,7 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         schema["n_samples"],
         importances=_importances(ctx["importances"]),
         clients=schema["clients"],
+        categories=schema["categories"],
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
     )
     if cfg.oob_score:

@@ -10,7 +10,14 @@ from numpy.typing import NDArray
 from ._common import STAT_ROWS, STAT_WEIGHT
 from .criteria import weighted_gain
 
-__all__ = ["BestSplits", "BestSetSplits", "best_splits", "best_set_splits", "with_set_splits"]
+__all__ = [
+    "BestSplits",
+    "BestSetSplits",
+    "best_splits",
+    "best_set_splits",
+    "categorical_splits",
+    "with_set_splits",
+]
 
 # scikit-learn's EPSILON in the split acceptance rule.
 EPSILON = float(np.finfo(np.float64).eps)
@@ -229,7 +236,7 @@ def best_set_splits(
 def with_set_splits(
     best: BestSplits,
     cand: BestSetSplits,
-    feature: int,
+    feature: int | NDArray[np.int64],
     eligible: NDArray[np.bool_],
     *,
     root_weight: NDArray[np.float64],
@@ -248,9 +255,68 @@ def with_set_splits(
     feat, thr, gain = best.feature.copy(), best.threshold.copy(), best.gain.copy()
     left, right = best.left.copy(), best.right.copy()
     sets = dict(best.sets)
+    feature_of = np.broadcast_to(np.asarray(feature), win.shape)
     for i in np.flatnonzero(win):
-        feat[i], thr[i], gain[i] = feature, -2.0, cand.gain[i]
+        feat[i], thr[i], gain[i] = feature_of[i], -2.0, cand.gain[i]
         left[i], right[i] = cand.left_stats[i], cand.total[i] - cand.left_stats[i]
         codes = np.flatnonzero(cand.present[i]).astype(np.int32)
         sets[int(i)] = (codes, np.where(cand.left[i, codes], 0, 1).astype(np.int8))
     return replace(best, feature=feat, threshold=thr, gain=gain, left=left, right=right, sets=sets)
+
+
+def categorical_splits(
+    parent: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    left: NDArray[np.float64],
+    n_categories: NDArray[np.int64],
+    *,
+    criterion: str,
+    n_classes: int,
+    min_samples_leaf: int,
+) -> tuple[BestSetSplits, NDArray[np.int64]]:
+    """Best categorical split of every node, and its feature (-1: none).
+
+    A categorical pair's candidates are the codes ``0..C-2``, so its cumulative left
+    statistics give every category's statistics, the last from the node total.
+    """
+    n_nodes, s = parent.shape
+    n_cat = n_categories[pair_feat]
+    pair_node = np.repeat(np.arange(n_nodes), np.diff(pair_off))
+    ok = (n_cat >= 2) & (np.diff(cand_off) == n_cat - 1)
+    idx = np.flatnonzero(ok)
+    c_max = int(n_cat[idx].max()) if idx.size else 1
+    per_cat = np.zeros((idx.size, c_max, s))
+    for c in np.unique(n_cat[idx]):
+        sel = np.flatnonzero(n_cat[idx] == c)
+        rows = cand_off[idx[sel], None] + np.arange(c - 1)[None, :]
+        cum = np.concatenate(
+            [np.zeros((sel.size, 1, s)), left[rows], parent[pair_node[idx[sel]], None, :]], axis=1
+        )
+        per_cat[sel, :c] = np.diff(cum, axis=1)
+    pairs = best_set_splits(
+        per_cat, criterion=criterion, n_classes=n_classes, min_samples_leaf=min_samples_leaf
+    )
+    # Per node, its best categorical pair (first in request order on ties).
+    best_pair = np.full(n_nodes, -1)
+    best_gain = np.full(n_nodes, -np.inf)
+    finite = np.flatnonzero(np.isfinite(pairs.gain))
+    nodes = pair_node[idx[finite]]
+    order = np.lexsort((finite, -pairs.gain[finite], nodes))
+    first_nodes, first = np.unique(nodes[order], return_index=True)
+    best_pair[first_nodes] = finite[order[first]]
+    best_gain[first_nodes] = pairs.gain[best_pair[first_nodes]]
+    has = best_pair >= 0
+    take = np.where(has, best_pair, 0)
+    gather = (
+        (lambda a: a[take]) if idx.size else (lambda a: np.zeros((n_nodes, *a.shape[1:]), a.dtype))
+    )
+    result = BestSetSplits(
+        np.where(has, best_gain, -np.inf),
+        gather(pairs.left) & has[:, None],
+        gather(pairs.present) & has[:, None],
+        gather(pairs.left_stats),
+        gather(pairs.total),
+    )
+    return result, np.where(has, pair_feat[idx[take]] if idx.size else -1, -1)

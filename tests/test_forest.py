@@ -267,7 +267,7 @@ def test_nan_or_inf_in_X(cls: type[Estimator], bad: float) -> None:
 
 
 @BOTH
-@pytest.mark.parametrize("dtype", ["str", "category", "object"])
+@pytest.mark.parametrize("dtype", ["str", "object"])  # "category" columns are supported
 def test_non_numeric_dataframe_column_is_named(cls: type[Estimator], dtype: str) -> None:
     X, y = data_for(cls)
     df = pd.DataFrame(X[:, :3], columns=["age", "weight", "height"])

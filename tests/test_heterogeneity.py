@@ -141,3 +141,77 @@ def test_h_split_costs_no_extra_round_or_upload():
     # Depth 1: same requests and replies, whichever split wins.
     assert b.communication_.rounds == a.communication_.rounds
     assert b.communication_.upload_bytes == a.communication_.upload_bytes
+
+
+def _city_data(n=1500, seed=0):
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    city = rng.choice(list("abcdef"), n)
+    effect = {"a": 2.0, "b": -1.0, "c": 2.0, "d": 0.0, "e": -1.0, "f": 0.5}
+    x = rng.normal(size=n)
+    y = np.array([effect[c] for c in city]) + x + 0.3 * rng.normal(size=n)
+    frame = pd.DataFrame({"city": pd.Categorical(city), "x": x, "z": rng.normal(size=n)})
+    return frame, y, rng.integers(0, 3, n)
+
+
+def test_categorical_split_groups_categories_by_mean():
+    frame, y, h = _city_data()
+    m = ff.FedForestRegressor(
+        n_estimators=1, bootstrap=False, max_features=None, max_depth=1, random_state=0
+    ).fit(frame, y, client_ids=h)
+    tree = m.trees_[0]
+    assert tree.feature[0] == 0  # the city column, not x
+    left, right = tree.split_set(0)
+    names = m.categories_[0]
+    assert {names[c] for c in left} | {names[c] for c in right} == set("abcdef")
+    # Fisher's ordering finds the best of all 2^5 - 1 partitions (brute force here).
+    city = frame["city"].astype(str).to_numpy()
+
+    def gain(group):
+        mask = np.isin(city, list(group))
+        return (
+            y[mask].sum() ** 2 / mask.sum()
+            + y[~mask].sum() ** 2 / (~mask).sum()
+            - y.sum() ** 2 / y.size
+        )
+
+    subsets = [{c for j, c in enumerate("abcdef") if (k >> j) & 1} for k in range(1, 2**5)]
+    assert gain({names[c] for c in left}) == pytest.approx(max(gain(g) for g in subsets))
+
+
+def test_categorical_fit_equals_fit_federated_and_handles_unseen_categories(tmp_path):
+    import pandas as pd
+
+    frame, y, h = _city_data()
+    kw = dict(n_estimators=5, random_state=0)
+    a = ff.FedForestRegressor(**kw).fit(frame, y, client_ids=h)
+    clients = [ff.Client(frame[h == k], y[h == k], name=str(k)) for k in range(3)]
+    b = ff.FedForestRegressor(**kw).fit_federated(ff.LocalFederation(clients))
+    for ta, tb in zip(a.trees_, b.trees_, strict=True):
+        for name in ta.ARRAYS + ta.SET_ARRAYS:
+            np.testing.assert_array_equal(getattr(ta, name), getattr(tb, name))
+    # A city never seen in training takes the marginal rule, without error.
+    new = frame.iloc[:5].copy()
+    new["city"] = pd.Categorical(["zzz"] * 5)
+    assert np.isfinite(a.predict(new)).all()
+    a.save(tmp_path / "m.ffm")
+    back = ff.load(tmp_path / "m.ffm")
+    np.testing.assert_array_equal(back.predict(frame), a.predict(frame))
+    np.testing.assert_array_equal(back.predict(new), a.predict(new))
+
+
+def test_categorical_features_by_name_on_arrays_and_a_client_mismatch():
+    frame, y, h = _city_data(n=300)
+    codes = frame["city"].cat.codes.to_numpy().astype(float)
+    X = np.column_stack([codes, frame["x"], frame["z"]])
+    m = ff.FedForestRegressor(n_estimators=3, categorical_features=[0], random_state=0)
+    m.fit(X, y, client_ids=h)
+    assert m.categories_[0] == [0, 1, 2, 3, 4, 5]
+    assert any((t.set_size > 0).any() for t in m.trees_)
+    plain = frame.assign(city=codes)  # same columns, but city is numeric here
+    bad = ff.LocalFederation(
+        [ff.Client(frame[h == 0], y[h == 0], "a"), ff.Client(plain[h == 1], y[h == 1], "b")]
+    )
+    with pytest.raises(ValueError, match="categorical"):
+        ff.FedForestRegressor(n_estimators=2).fit_federated(bad)

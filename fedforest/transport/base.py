@@ -6,20 +6,50 @@ from abc import ABC, abstractmethod
 
 from ..protocol import Message
 
-__all__ = ["Federation", "ClientFailure"]
+__all__ = ["Federation", "ClientFailure", "replies_or_failure"]
 
 
 class ClientFailure(RuntimeError):
-    """A client did not answer a round; names the client and the round."""
+    """A client did not answer a round; names the client and the round.
 
-    def __init__(self, client: str, kind: str, round_index: int, cause: BaseException) -> None:
+    Parameters
+    ----------
+    client : str
+        The first failed client (in name order); named in the message.
+    kind : str
+        The protocol message kind of the round.
+    round_index : int
+        The round, counted from 0 as in the ledger.
+    cause : BaseException
+        Why ``client`` failed (its exception, a timeout, a transport error).
+    replies : dict of str to Message, optional
+        The replies of the clients that did answer this round, so that a caller that
+        drops the failed clients (``on_client_failure="drop"``) can go on with them.
+    failed : list of str, optional
+        Every client that failed this round; defaults to ``[client]``.
+    """
+
+    def __init__(
+        self,
+        client: str,
+        kind: str,
+        round_index: int,
+        cause: BaseException,
+        *,
+        replies: dict[str, Message] | None = None,
+        failed: list[str] | None = None,
+    ) -> None:
+        self.failed = sorted(failed) if failed else [client]
+        others = [name for name in self.failed if name != client]
+        also = f" (also failed: {', '.join(map(repr, others))})" if others else ""
         super().__init__(
             f"Client {client!r} failed in round {round_index} ({kind}): "
-            f"{type(cause).__name__}: {cause}"
+            f"{type(cause).__name__}: {cause}{also}"
         )
         self.client = client
         self.kind = kind
         self.round_index = round_index
+        self.replies: dict[str, Message] = dict(replies or {})
 
 
 class Federation(ABC):
@@ -34,4 +64,30 @@ class Federation(ABC):
     def send_and_receive(
         self, requests: dict[str, Message], round_index: int
     ) -> dict[str, Message]:
-        """Deliver one request to each named client and return their replies by name."""
+        """Deliver one request to each named client and return their replies by name.
+
+        Raises
+        ------
+        ClientFailure
+            When clients died, timed out or raised something other than ``ValueError``
+            (which means invalid data and propagates as is); it names every failed client
+            and carries the replies of the others.
+        """
+
+
+def replies_or_failure(
+    answers: dict[str, Message | Exception], requests: dict[str, Message], round_index: int
+) -> dict[str, Message]:
+    """The replies, or a ClientFailure naming every client that raised.
+
+    The failure carries the replies of the others, for ``on_client_failure="drop"``.
+    """
+    replies = {name: a for name, a in answers.items() if isinstance(a, Message)}
+    failed = sorted(name for name in answers if name not in replies)
+    if not failed:
+        return replies
+    first = answers[failed[0]]
+    assert isinstance(first, Exception)
+    raise ClientFailure(
+        failed[0], requests[failed[0]].kind, round_index, first, replies=replies, failed=failed
+    ) from first

@@ -9,7 +9,7 @@ from joblib import effective_n_jobs
 
 from ..client import Client
 from ..protocol import Message
-from .base import ClientFailure, Federation
+from .base import Federation, replies_or_failure
 
 __all__ = ["LocalFederation"]
 
@@ -53,15 +53,17 @@ class LocalFederation(Federation):
             # Fewer clients than threads: the spare threads split each client's trees.
             self.clients[name].n_threads = max(1, n_jobs // max(len(names), 1))
 
-        def call(name: str) -> Message:
+        def call(name: str) -> Message | Exception:
             try:
                 return self.clients[name].handle(requests[name])
             except ValueError:
                 raise
             except Exception as exc:  # noqa: BLE001 - reported with the client's name
-                raise ClientFailure(name, requests[name].kind, round_index, exc) from exc
+                return exc
 
         if n_threads <= 1:
-            return {name: call(name) for name in names}
-        with ThreadPoolExecutor(max_workers=n_threads) as pool:
-            return dict(zip(names, pool.map(call, names), strict=True))
+            answers = [call(name) for name in names]
+        else:
+            with ThreadPoolExecutor(max_workers=n_threads) as pool:
+                answers = list(pool.map(call, names))
+        return replies_or_failure(dict(zip(names, answers, strict=True)), requests, round_index)

@@ -1,0 +1,125 @@
+"""Categorical columns: detection, the handshake's category union, and code encoding.
+
+A categorical column travels as codes: the index of each value in the federation's
+sorted category list (fixed by the server at the handshake from the clients' own lists).
+An unknown value has code -1, which set splits route by the marginal rule. No one-hot
+encoding anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = ["sort_categories", "categorical_columns", "encode", "read_features"]
+
+
+def _key(value: Any) -> tuple[int, Any]:
+    # Numbers before strings, each in their natural order; bools count as numbers.
+    if isinstance(value, (bool, int, float, np.integer, np.floating)):
+        return (0, float(value))
+    return (1, str(value))
+
+
+def sort_categories(values: Iterable[Any]) -> list[Any]:
+    """The sorted union of category values, as plain Python (JSON-able) values."""
+    plain = {v.item() if isinstance(v, np.generic) else v for v in values}
+    return sorted(plain, key=_key)
+
+
+def categorical_columns(
+    X: ArrayLike, categorical_features: Sequence[Any] | None, n_features: int
+) -> list[int]:
+    """Indices of the categorical columns: pandas ``category`` dtype, plus those named.
+
+    Raises
+    ------
+    ValueError
+        If ``categorical_features`` names a column that does not exist.
+    """
+    cols: set[int] = set()
+    names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else None
+    if isinstance(X, pd.DataFrame):
+        cols |= {j for j, t in enumerate(X.dtypes) if isinstance(t, pd.CategoricalDtype)}
+    for f in categorical_features or ():
+        if isinstance(f, (int, np.integer)) and not isinstance(f, bool):
+            if not 0 <= int(f) < n_features:
+                raise ValueError(
+                    f"categorical_features names column {f}, but X has {n_features} columns."
+                )
+            cols.add(int(f))
+        elif names is not None and str(f) in names:
+            cols.add(names.index(str(f)))
+        else:
+            raise ValueError(
+                f"categorical_features names {f!r}, which is not a column of X "
+                f"(columns: {names if names is not None else list(range(n_features))})."
+            )
+    return sorted(cols)
+
+
+def encode(raw: NDArray[Any], categories: list[Any]) -> NDArray[np.float64]:
+    """Codes of ``raw`` values in ``categories`` (-1.0 for values not in the list)."""
+    index = {_key(c): k for k, c in enumerate(categories)}
+    keys = [_key(v.item() if isinstance(v, np.generic) else v) for v in raw.tolist()]
+    return np.array([index.get(k, -1) for k in keys], dtype=np.float64)
+
+
+def read_features(
+    X: ArrayLike, who: str, categorical_features: Sequence[Any] | None = None
+) -> tuple[NDArray[np.float64], list[str] | None, dict[int, NDArray[Any]]]:
+    """Numeric matrix, column names and raw categorical columns of a feature table.
+
+    Categorical columns are returned raw (by column index) and left as 0.0 in the matrix
+    until the federation's codes are known. Raises one ``ValueError`` naming the column
+    for non-numeric columns that are not declared categorical, NaN, or infinity.
+    """
+    n_features = X.shape[1] if hasattr(X, "shape") and len(X.shape) == 2 else -1
+    frame = X if isinstance(X, pd.DataFrame) else None
+    names = [str(c) for c in frame.columns] if frame is not None else None
+    if n_features < 0:
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(f"{who}: X must be 2-D, got shape {X.shape}.")
+        n_features = X.shape[1]
+    cat = categorical_columns(X, categorical_features, n_features)
+    raw: dict[int, NDArray[Any]] = {}
+    columns = []
+    for j in range(n_features):
+        col = frame.iloc[:, j] if frame is not None else np.asarray(X)[:, j]
+        if j in cat:
+            values = np.asarray(col, dtype=object)
+            if pd.isna(values).any():
+                raise ValueError(
+                    f"{who}: categorical column {_name(names, j)} contains missing values."
+                )
+            raw[j] = values
+            columns.append(np.zeros(len(values)))
+            continue
+        if frame is not None and not pd.api.types.is_numeric_dtype(col.dtype):
+            raise ValueError(
+                f"{who}: column {_name(names, j)} has dtype {col.dtype}; fedforest needs numeric "
+                "features, or a pandas 'category' column / categorical_features=[...] for "
+                "categories."
+            )
+        try:
+            columns.append(np.asarray(col, dtype=np.float64))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{who}: column {_name(names, j)} is not numeric ({exc}).") from exc
+    arr = np.column_stack(columns) if columns else np.empty((0, 0))
+    if arr.shape[0] == 0:
+        raise ValueError(f"{who} has no rows; remove it from the federation.")
+    if not np.all(np.isfinite(arr)):
+        j = int(np.flatnonzero(~np.isfinite(arr).all(axis=0))[0])
+        raise ValueError(
+            f"{who}: column {_name(names, j)} of X contains NaN or infinity (not supported yet)."
+        )
+    return np.ascontiguousarray(arr), names, raw
+
+
+def _name(names: list[str] | None, j: int) -> str:
+    return repr(names[j]) if names is not None else str(j)

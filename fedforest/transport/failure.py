@@ -1,0 +1,73 @@
+"""The ``on_client_failure="drop"`` policy: a federation that goes on without failed clients."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..protocol import Message
+from .base import ClientFailure, Federation
+
+__all__ = ["DropFailedClients"]
+
+logger = logging.getLogger(__name__)
+
+
+class DropFailedClients(Federation):
+    """Wraps a federation; a client that fails a round is dropped from that round on.
+
+    The round's replies of the other clients are returned as if the failed client had
+    never been addressed; later rounds address only the survivors. Invalid data
+    (``ValueError``) still propagates: dropping is for clients that die or time out.
+
+    Parameters
+    ----------
+    inner : Federation
+        The transport that does the work.
+
+    Attributes
+    ----------
+    dropped : list of (str, int)
+        Each dropped client's name and the round in which it failed, in order.
+    """
+
+    def __init__(self, inner: Federation) -> None:
+        self.inner = inner
+        self.dropped: list[tuple[str, int]] = []
+
+    @property
+    def client_names(self) -> list[str]:
+        """The inner federation's clients that have not been dropped, sorted."""
+        gone = {name for name, _ in self.dropped}
+        return [name for name in self.inner.client_names if name not in gone]
+
+    @property
+    def clients(self) -> dict[str, Any]:
+        """In-process client objects of the survivors (empty for remote transports)."""
+        alive = set(self.client_names)
+        inner: dict[str, Any] = getattr(self.inner, "clients", {})
+        return {name: client for name, client in inner.items() if name in alive}
+
+    def send_and_receive(
+        self, requests: dict[str, Message], round_index: int
+    ) -> dict[str, Message]:
+        """The inner federation's replies; failed clients are dropped, not raised.
+
+        Raises
+        ------
+        ClientFailure
+            When every addressed client failed: there is nobody left to train with.
+        """
+        try:
+            return self.inner.send_and_receive(requests, round_index)
+        except ClientFailure as failure:
+            if not failure.replies:
+                raise
+            self.dropped.extend((name, round_index) for name in failure.failed)
+            logger.warning(
+                "%s. on_client_failure='drop': training goes on without %s, with %d client(s).",
+                failure,
+                ", ".join(map(repr, failure.failed)),
+                len(failure.replies),
+            )
+            return failure.replies
