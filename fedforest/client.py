@@ -27,8 +27,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _kernels as K
 from ._categorical import encode, read_features, sort_categories
-from ._common import N_FINE_BINS, STAT_WEIGHT, n_stats
+from ._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, n_stats
 from ._tree import predict_forest
+from .criteria import weighted_gain
 from .protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, Message, expect_array
 from .sketch import fine_codes, node_sketches
 
@@ -62,6 +63,10 @@ class _Fit:
     slot_tree: NDArray[np.int64] | None = None
     pair_present: NDArray[np.bool_] | None = None
     send_sketch: bool = True
+    summary: NDArray[np.float64] | None = None
+    split_rule: str = "exact"
+    top_l: int | None = None
+    criterion: str = "squared_error"
 
 
 class Client:
@@ -108,6 +113,7 @@ class Client:
         )
         self._fit: _Fit | None = None
         self._oob_setup: tuple[int, bool, int, NDArray[np.float64]] | None = None
+        self._excluded: set[int] = set()
         #: Threads for this client's kernels (set by LocalFederation from its ``n_jobs``).
         self.n_threads = 1
         self.oob_prediction_: NDArray[np.float64] | None = None
@@ -175,6 +181,14 @@ class Client:
             n_classes = len(classes)
         self._encode_categories(setup.get("categories") or {})
         clients = setup.get("clients") or []
+        first_tree = int(setup.get("first_tree", 0))
+        if first_tree == 0:
+            self._excluded = set()  # a new fit
+        if "tree_clients" in setup:
+            me = clients.index(self.name) if self.name in clients else -1
+            self._excluded |= {
+                first_tree + t for t, chosen in enumerate(setup["tree_clients"]) if me not in chosen
+            }
         self.Xt[-1] = clients.index(self.name) if self.name in clients else -1.0
         n_trees, first = int(setup["n_trees"]), int(setup.get("first_tree", 0))
         self._oob_setup = (int(setup["seed"]), bool(setup["bootstrap"]), n_classes, y)
@@ -193,6 +207,9 @@ class Client:
             n_trees, n_classes, y, n_bins, np.concatenate(rows), np.concatenate(w), slot, tree_rows
         )
         fit.send_sketch = setup.get("binning", "quantile") == "quantile"
+        fit.split_rule = setup.get("split_rule", "exact")
+        fit.top_l = setup.get("top_l")
+        fit.criterion = setup.get("criterion", "squared_error")
         return fit
 
     def _encode_categories(self, categories: dict[str, list[Any]]) -> None:
@@ -205,9 +222,14 @@ class Client:
         self._codes = None  # the fine codes of those columns change
 
     def _counts(self, tree: int) -> NDArray[np.int64]:
-        """Bootstrap counts of one tree (global index), recomputed from the seed."""
+        """Bootstrap counts of one tree (global index), recomputed from the seed.
+
+        All zero for a tree whose client sample (``client_fraction``) left this client out.
+        """
         assert self._oob_setup is not None
         seed, bootstrap, _, _ = self._oob_setup
+        if tree in self._excluded:
+            return np.zeros(self.n_samples, dtype=np.int64)
         if not bootstrap:
             return np.ones(self.n_samples, dtype=np.int64)
         return bootstrap_counts(seed, tree, self.name, self.n_samples)
@@ -259,11 +281,17 @@ class Client:
         # A client answers only for the nodes it has rows in; the server reads which from
         # the summaries, so empty nodes cost nothing on the wire.
         fit.pair_present = np.repeat(summary[:, STAT_WEIGHT] > 0, np.diff(fit.pair_off))
+        fit.summary = summary
         if fit.n_bins is None:
             arrays["sketch_off"], arrays["sketch"] = self._distinct_values(fit)
         elif fit.send_sketch:
             numeric = ~np.isin(fit.pair_feat, list(self._cat_raw))  # categories: no sketch
-            arrays["sketch"] = self._sketches(fit)[fit.pair_present & numeric]
+            sketch = self._sketches(fit)
+            arrays["sketch"] = sketch[fit.pair_present & numeric]
+            if fit.top_l:
+                has = summary[:, STAT_WEIGHT] > 0
+                feats, gains = self._top_features(fit, sketch, fit.top_l)
+                arrays["top_features"], arrays["top_gains"] = feats[has], gains[has]
         return Message(ROUND_A, {"name": self.name}, arrays)
 
     @staticmethod
@@ -330,10 +358,34 @@ class Client:
     # ------------------------------------------------------------------ Round B
     def _round_b(self, msg: Message) -> Message:
         fit = self._state()
-        assert fit.pair_off is not None and fit.pair_feat is not None and fit.slot_tree is not None
+        assert fit.pair_off is not None and fit.pair_feat is not None
+        assert fit.pair_present is not None and fit.summary is not None
         n_pairs = int(fit.pair_off[-1])
         cand_off = expect_array(msg, "cand_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         cand = expect_array(msg, "cand", "f", (int(cand_off[-1]),), "server")
+        left = self._left_stats(fit, cand_off, cand)
+        present = np.repeat(fit.pair_present, np.diff(cand_off))
+        if fit.split_rule != "avgimp":
+            return Message(ROUND_B, {"name": self.name}, {"left": left[present]})
+        # AvgImp: per numeric candidate, the local weighted gain and left row count only;
+        # categorical pairs keep their exact per-category statistics.
+        numeric = np.repeat(~np.isin(fit.pair_feat, list(self._cat_raw)), np.diff(cand_off))
+        node = np.repeat(
+            np.repeat(np.arange(fit.pair_off.size - 1), np.diff(fit.pair_off)), np.diff(cand_off)
+        )
+        keep = present & numeric
+        gain = weighted_gain(fit.summary[node[keep]], left[keep], fit.criterion)
+        arrays = {
+            "gain_rows": np.column_stack([gain, left[keep, STAT_ROWS]]),
+            "left": left[present & ~numeric],
+        }
+        return Message(ROUND_B, {"name": self.name}, arrays)
+
+    def _left_stats(
+        self, fit: _Fit, cand_off: NDArray[np.int64], cand: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """Left-child statistics at every candidate of every pair (all trees' blocks)."""
+        assert fit.pair_off is not None and fit.pair_feat is not None and fit.slot_tree is not None
         if self._codes is None:
             self._codes = fine_codes(self.X, N_FINE_BINS)
         codes, fine_min, fine_max = self._codes
@@ -365,9 +417,41 @@ class Client:
             )
 
         self._run_blocks(fit, job)
-        assert fit.pair_present is not None
-        present = np.repeat(fit.pair_present, np.diff(cand_off))
-        return Message(ROUND_B, {"name": self.name}, {"left": left[present]})
+        return left
+
+    def _top_features(
+        self, fit: _Fit, sketch: NDArray[np.float64], top_l: int
+    ) -> tuple[NDArray[np.int32], NDArray[np.float64]]:
+        """Top-L shortlisting: per node, the L sampled features with the best local gain.
+
+        The local candidates are the client's own sketch points, so this costs one more
+        pass over the rows and no message beyond the ``2 L`` scalars per node.
+        """
+        assert fit.pair_off is not None and fit.pair_feat is not None
+        assert fit.summary is not None and fit.pair_present is not None
+        numeric = ~np.isin(fit.pair_feat, list(self._cat_raw))
+        local = [
+            np.unique(row[row < row[-1]]) if ok else np.empty(0)  # below the node maximum
+            for row, ok in zip(sketch, numeric & fit.pair_present, strict=True)
+        ]
+        cand_off = np.zeros(len(local) + 1, dtype=np.int64)
+        np.cumsum([c.size for c in local], out=cand_off[1:])
+        left = self._left_stats(fit, cand_off, np.concatenate(local) if local else np.empty(0))
+        pair_node = np.repeat(np.arange(fit.pair_off.size - 1), np.diff(fit.pair_off))
+        cand_pair = np.repeat(np.arange(len(local)), np.diff(cand_off))
+        gain = weighted_gain(fit.summary[pair_node[cand_pair]], left, fit.criterion)
+        best = np.full(len(local), -np.inf)
+        np.maximum.at(best, cand_pair, gain)
+        n_nodes = fit.pair_off.size - 1
+        feats = np.full((n_nodes, top_l), -1, dtype=np.int32)
+        gains = np.full((n_nodes, top_l), -np.inf)
+        for node in range(n_nodes):
+            lo, hi = fit.pair_off[node], fit.pair_off[node + 1]
+            order = np.argsort(-best[lo:hi], kind="stable")[:top_l]
+            order = order[np.isfinite(best[lo:hi][order])]
+            feats[node, : order.size] = fit.pair_feat[lo:hi][order]
+            gains[node, : order.size] = best[lo:hi][order]
+        return feats, gains
 
     # ------------------------------------------------------------------ out of bag
     def _oob(self, msg: Message) -> Message:
@@ -425,3 +509,4 @@ class Client:
         """Drop the per-fit state (called when no out-of-bag round follows)."""
         self._fit = None
         self._oob_setup = None
+        self._excluded = set()

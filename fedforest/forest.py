@@ -149,6 +149,9 @@ class _BaseFedForest(BaseEstimator):
         "tree_batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "split_on_client": ["boolean"],
         "categorical_features": ["array-like", None],
+        "split_rule": [StrOptions({"exact", "avgimp"})],
+        "top_l": [Interval(Integral, 1, None, closed="left"), None],
+        "client_fraction": [Interval(Real, 0.0, 1.0, closed="right")],
         "on_client_failure": [StrOptions({"raise", "drop"})],
     }
 
@@ -171,6 +174,9 @@ class _BaseFedForest(BaseEstimator):
         tree_batch_size: int | None = None,
         split_on_client: bool = False,
         categorical_features: Any = None,
+        split_rule: str = "exact",
+        top_l: int | None = None,
+        client_fraction: float = 1.0,
         on_client_failure: str = "raise",
     ) -> None:
         self.n_estimators = n_estimators
@@ -189,6 +195,9 @@ class _BaseFedForest(BaseEstimator):
         self.tree_batch_size = tree_batch_size
         self.split_on_client = split_on_client
         self.categorical_features = categorical_features
+        self.split_rule = split_rule
+        self.top_l = top_l
+        self.client_fraction = client_fraction
         self.on_client_failure = on_client_failure
 
     # ------------------------------------------------------------------ fitting
@@ -320,6 +329,9 @@ class _BaseFedForest(BaseEstimator):
             verbose=self.verbose,
             tree_batch_size=self.tree_batch_size,
             split_on_client=self.split_on_client,
+            split_rule=self.split_rule,
+            top_l=self.top_l,
+            client_fraction=self.client_fraction,
             on_client_failure=self.on_client_failure,
         )
 
@@ -567,6 +579,9 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         tree_batch_size: int | None = None,
         split_on_client: bool = False,
         categorical_features: Any = None,
+        split_rule: str = "exact",
+        top_l: int | None = None,
+        client_fraction: float = 1.0,
         on_client_failure: str = "raise",
     ) -> None:
         super().__init__(
@@ -586,6 +601,9 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             tree_batch_size=tree_batch_size,
             split_on_client=split_on_client,
             categorical_features=categorical_features,
+            split_rule=split_rule,
+            top_l=top_l,
+            client_fraction=client_fraction,
             on_client_failure=on_client_failure,
         )
 

@@ -25,6 +25,7 @@ from .sketch import merge_sketches, midpoint_candidates
 from .splitter import (
     EPSILON,
     BestSplits,
+    best_avgimp_splits,
     best_set_splits,
     best_splits,
     categorical_splits,
@@ -58,6 +59,9 @@ class GrowerConfig:
     #: (Kalloori & Klingler 2022): B fixed-width bins between the global min and max.
     binning: str = "quantile"
     split_on_client: bool = False
+    split_rule: str = "exact"
+    top_l: int | None = None
+    client_fraction: float = 1.0
     #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.
     on_client_failure: str = "raise"
 
@@ -427,7 +431,27 @@ def _setup_header(
         "binning": cfg.binning,
         "clients": schema["clients"],
         "categories": schema["categories"],
+        "split_rule": cfg.split_rule,
+        "top_l": cfg.top_l,
+        "criterion": cfg.criterion,
+        **_client_sample(cfg, len(schema["clients"]), first, n_trees),
     }
+
+
+def _client_sample(cfg: GrowerConfig, n_clients: int, first: int, n_trees: int) -> dict[str, Any]:
+    """Client subsampling: per tree, the clients (canonical indices) that take part.
+
+    Drawn on the server from (seed, tree): the same for any transport or client order. The
+    other clients give that tree zero weight.
+    """
+    if cfg.client_fraction >= 1.0:
+        return {}
+    m = max(1, int(round(cfg.client_fraction * n_clients)))
+    chosen = [
+        sorted(np.random.default_rng([cfg.seed, t, 2]).choice(n_clients, m, replace=False).tolist())
+        for t in range(first, first + n_trees)
+    ]
+    return {"tree_clients": chosen}
 
 
 def _round_a(
@@ -459,7 +483,11 @@ def _level(
     """Grow every tree by one level: Round A, candidates, Round B, best splits."""
     n_slots, s = frontier.tree.size, ctx["n_stats"]
     slot_tree_off = frontier.tree_offsets(len(builders))
-    pair_off, pair_feat = _sample_features(ctx["rngs"], frontier.tree, ctx["d"], ctx["k"])
+    # Nodes at max_depth only come for their summaries (AvgImp): no features for them.
+    at_max = cfg.max_depth is not None and frontier.depth >= cfg.max_depth
+    pair_off, pair_feat = _sample_features(
+        ctx["rngs"], frontier.tree, ctx["d"], 0 if at_max else ctx["k"]
+    )
     arrays: dict[str, NDArray[Any]] = {
         "slot_tree_off": slot_tree_off,
         "pair_off": pair_off,
@@ -470,6 +498,8 @@ def _level(
     pooled = _pool_node_stats(builders, frontier, summaries)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     pair_ok = np.repeat(splittable, np.diff(pair_off))
+    if cfg.top_l:
+        pair_ok &= _shortlist(replies, summaries, pair_off, pair_feat, cfg.top_l, ctx)
     cand_off, cand = _candidates(
         replies,
         summaries,
@@ -493,14 +523,18 @@ def _level(
             replies = [r for r, keep in zip(replies, alive, strict=True) if keep]
             pooled = _pool_node_stats(builders, frontier, summaries)
             splittable &= ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
-        n_cand = np.diff(cand_off)
-        left = np.zeros((cand.size, s))
-        for k, (name, msg) in enumerate(replies_b):
-            # Each client answered for the candidates of the nodes it has rows in.
-            has = np.repeat(np.repeat(summaries[k, :, STAT_WEIGHT] > 0, np.diff(pair_off)), n_cand)
-            left[has] += expect_array(msg, "left", "f", (int(has.sum()), s), name)
-        best = _evaluate(
-            pooled, pair_off, pair_feat, cand_off, cand, left, splittable, root_w, cfg, ctx
+        best = _round_b_splits(
+            replies_b,
+            summaries,
+            pooled,
+            pair_off,
+            pair_feat,
+            cand_off,
+            cand,
+            splittable,
+            root_w,
+            cfg,
+            ctx,
         )
         best = _only_splittable(best, splittable)
     if cfg.split_on_client:
@@ -583,27 +617,123 @@ def _evaluate(
         min_samples_leaf=cfg.min_samples_leaf,
         min_impurity_decrease=cfg.min_impurity_decrease,
     )
-    if (n_cat > 0).any():
-        sets, feature = categorical_splits(
-            pooled,
-            pair_off,
-            pair_feat,
-            cand_off,
-            left,
-            ctx["n_categories"],
-            criterion=cfg.criterion,
-            n_classes=ctx["n_classes"],
-            min_samples_leaf=cfg.min_samples_leaf,
+    return _with_categorical(
+        best, pooled, pair_off, pair_feat, cand_off, left, splittable, root_w, cfg, ctx
+    )
+
+
+def _with_categorical(
+    best: BestSplits,
+    pooled: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    left: NDArray[np.float64],
+    splittable: NDArray[np.bool_],
+    root_w: NDArray[np.float64],
+    cfg: GrowerConfig,
+    ctx: dict[str, Any],
+) -> BestSplits:
+    """Replace a node's split by its best categorical split where that gains more."""
+    if not (ctx["n_categories"][pair_feat] > 0).any():
+        return best
+    sets, feature = categorical_splits(
+        pooled,
+        pair_off,
+        pair_feat,
+        cand_off,
+        left,
+        ctx["n_categories"],
+        criterion=cfg.criterion,
+        n_classes=ctx["n_classes"],
+        min_samples_leaf=cfg.min_samples_leaf,
+    )
+    return with_set_splits(
+        best,
+        sets,
+        feature,
+        splittable & (feature >= 0),
+        root_weight=root_w,
+        min_impurity_decrease=cfg.min_impurity_decrease,
+    )
+
+
+def _round_b_splits(
+    replies_b: list[tuple[str, Message]],
+    summaries: NDArray[np.float64],
+    pooled: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    splittable: NDArray[np.bool_],
+    root_w: NDArray[np.float64],
+    cfg: GrowerConfig,
+    ctx: dict[str, Any],
+) -> BestSplits:
+    """Sum the clients' Round B answers (canonical order) and pick each node's split."""
+    s = pooled.shape[1]
+    n_cand = np.diff(cand_off)
+    categorical = np.repeat(ctx["n_categories"][pair_feat] > 0, n_cand)
+    exact = cfg.split_rule != "avgimp"
+    left = np.zeros((cand.size, s))
+    gain_rows = np.zeros((cand.size, 2))
+    for k, (name, msg) in enumerate(replies_b):
+        # Each client answered for the candidates of the nodes it has rows in.
+        has = np.repeat(np.repeat(summaries[k, :, STAT_WEIGHT] > 0, np.diff(pair_off)), n_cand)
+        stats_at = has if exact else has & categorical
+        left[stats_at] += expect_array(msg, "left", "f", (int(stats_at.sum()), s), name)
+        if not exact:
+            at = has & ~categorical
+            gain_rows[at] += expect_array(msg, "gain_rows", "f", (int(at.sum()), 2), name)
+    if exact:
+        return _evaluate(
+            pooled, pair_off, pair_feat, cand_off, cand, left, splittable, root_w, cfg, ctx
         )
-        best = with_set_splits(
-            best,
-            sets,
-            feature,
-            splittable & (feature >= 0),
-            root_weight=root_w,
-            min_impurity_decrease=cfg.min_impurity_decrease,
-        )
-    return best
+    numeric = ~categorical
+    num_off = np.zeros_like(cand_off)
+    np.cumsum(np.where(ctx["n_categories"][pair_feat] == 0, n_cand, 0), out=num_off[1:])
+    best = best_avgimp_splits(
+        pooled,
+        pair_off,
+        pair_feat,
+        num_off,
+        cand[numeric],
+        gain_rows[numeric, 0],
+        gain_rows[numeric, 1],
+        min_samples_leaf=cfg.min_samples_leaf,
+        min_impurity_decrease=cfg.min_impurity_decrease,
+        root_weight=root_w,
+    )
+    return _with_categorical(
+        best, pooled, pair_off, pair_feat, cand_off, left, splittable, root_w, cfg, ctx
+    )
+
+
+def _shortlist(
+    replies: list[tuple[str, Message]],
+    summaries: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    top_l: int,
+    ctx: dict[str, Any],
+) -> NDArray[np.bool_]:
+    """Top-L: keep the pairs whose feature some client ranks among its L best at the node.
+
+    Categorical pairs are kept (their statistics are exact counts, cheap to send).
+    """
+    n_nodes = pair_off.size - 1
+    chosen = np.zeros((n_nodes, ctx["d"]), dtype=bool)
+    for k, (name, msg) in enumerate(replies):
+        has = summaries[k, :, STAT_WEIGHT] > 0
+        feats = expect_array(msg, "top_features", "i", (int(has.sum()), top_l), name)
+        expect_array(msg, "top_gains", "f", (int(has.sum()), top_l), name)
+        rows, cols = np.nonzero(feats >= 0)
+        if np.any(feats[rows, cols] >= ctx["d"]):
+            raise ValueError(f"Client {name!r} reported a Top-L feature out of range.")
+        chosen[np.flatnonzero(has)[rows], feats[rows, cols]] = True
+    pair_node = np.repeat(np.arange(n_nodes), np.diff(pair_off))
+    return np.asarray(chosen[pair_node, pair_feat] | (ctx["n_categories"][pair_feat] > 0))
 
 
 def _apply_splits(
@@ -616,8 +746,13 @@ def _apply_splits(
     """Record the chosen splits, create the children, and build next level's routes."""
     n_slots = frontier.tree.size
     depth = frontier.depth + 1
-    child_leaf_l = _is_leaf_by_rule(best.left, depth, cfg)
-    child_leaf_r = _is_leaf_by_rule(best.right, depth, cfg)
+    if cfg.split_rule == "avgimp":
+        # AvgImp learns the children's statistics only from their summaries in the next
+        # Round A (also at max_depth, where that round carries no features).
+        child_leaf_l = child_leaf_r = np.zeros(n_slots, dtype=bool)
+    else:
+        child_leaf_l = _is_leaf_by_rule(best.left, depth, cfg)
+        child_leaf_r = _is_leaf_by_rule(best.right, depth, cfg)
     route_left = np.full(n_slots, -1, dtype=np.int32)
     route_right = np.full(n_slots, -1, dtype=np.int32)
     new_tree: list[int] = []
@@ -716,7 +851,6 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         "n_categories": _category_counts(schema["categories"], d),
         "edges": schema["edges"],
         "clients": schema["clients"],
-        "categories": schema["categories"],
     }
     builders = [_TreeBuilder() for _ in range(cfg.n_estimators)]
     batch = cfg.tree_batch_size or cfg.n_estimators

@@ -14,6 +14,7 @@ __all__ = [
     "BestSplits",
     "BestSetSplits",
     "best_splits",
+    "best_avgimp_splits",
     "best_set_splits",
     "categorical_splits",
     "with_set_splits",
@@ -107,6 +108,28 @@ def best_splits(
         & (right[:, STAT_WEIGHT] > 0)
     )
     gain = np.where(ok, weighted_gain(par, left, criterion), -np.inf)
+    nodes, chosen, best = _pick(gain, cand_node, n_nodes, root_weight, min_impurity_decrease)
+    feature = np.full(n_nodes, -1, dtype=np.int32)
+    threshold = np.full(n_nodes, np.nan)
+    out_left = np.zeros((n_nodes, n_stats))
+    feature[nodes] = pair_feat[cand_pair[chosen]]
+    threshold[nodes] = cand[chosen]
+    out_left[nodes] = left[chosen]
+    out_right = np.where(feature[:, None] >= 0, parent - out_left, 0.0)
+    return BestSplits(feature, threshold, np.where(feature >= 0, best, 0.0), out_left, out_right)
+
+
+def _pick(
+    gain: NDArray[np.float64],
+    cand_node: NDArray[np.int64],
+    n_nodes: int,
+    root_weight: NDArray[np.float64],
+    min_impurity_decrease: float,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """Per node, the first candidate of (nearly) maximal gain, if it passes the decrease rule.
+
+    Returns the nodes that split, their chosen candidates, and every node's best gain.
+    """
     best = np.full(n_nodes, -np.inf)
     np.maximum.at(best, cand_node, gain)
     # Equal partitions reached through different clients' sums differ in the last bits:
@@ -116,16 +139,44 @@ def best_splits(
     nodes, first = np.unique(cand_node[hits], return_index=True)
     chosen = hits[first]
     accept = best[nodes] / root_weight[nodes] + EPSILON >= min_impurity_decrease
-    nodes, chosen = nodes[accept], chosen[accept]
+    return nodes[accept], chosen[accept], best
 
+
+def best_avgimp_splits(
+    parent: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    gain_sum: NDArray[np.float64],
+    left_rows: NDArray[np.float64],
+    *,
+    min_samples_leaf: int,
+    min_impurity_decrease: float,
+    root_weight: NDArray[np.float64],
+) -> BestSplits:
+    """AvgImp: the best candidate by the average of the clients' local impurity decreases.
+
+    ``gain_sum`` is the clients' summed local weighted gains at each candidate; dividing by
+    the pooled node weight averages their local decreases weighted by ``n_{nu,k}``. The
+    children's statistics are unknown here (zeros): the next Round A brings them.
+    """
+    n_nodes, n_stats = parent.shape
+    pair_node = np.repeat(np.arange(n_nodes), np.diff(pair_off))
+    cand_pair = np.repeat(np.arange(pair_feat.size), np.diff(cand_off))
+    cand_node = pair_node[cand_pair]
+    rows = parent[cand_node, STAT_ROWS]
+    ok = (left_rows >= min_samples_leaf) & (rows - left_rows >= min_samples_leaf)
+    # Summed local weighted gains: the n_{nu,k}-weighted average of the local decreases
+    # times the node weight, on the same scale as exact gains (min_impurity_decrease).
+    gain = np.where(ok, gain_sum, -np.inf)
+    nodes, chosen, best = _pick(gain, cand_node, n_nodes, root_weight, min_impurity_decrease)
     feature = np.full(n_nodes, -1, dtype=np.int32)
     threshold = np.full(n_nodes, np.nan)
-    out_left = np.zeros((n_nodes, n_stats))
     feature[nodes] = pair_feat[cand_pair[chosen]]
     threshold[nodes] = cand[chosen]
-    out_left[nodes] = left[chosen]
-    out_right = np.where(feature[:, None] >= 0, parent - out_left, 0.0)
-    return BestSplits(feature, threshold, np.where(feature >= 0, best, 0.0), out_left, out_right)
+    zeros = np.zeros((n_nodes, n_stats))
+    return BestSplits(feature, threshold, np.where(feature >= 0, best, 0.0), zeros, zeros.copy())
 
 
 #: Up to this many present categories (or clients), multiclass set splits are searched

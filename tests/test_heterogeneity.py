@@ -215,3 +215,67 @@ def test_categorical_features_by_name_on_arrays_and_a_client_mismatch():
     )
     with pytest.raises(ValueError, match="categorical"):
         ff.FedForestRegressor(n_estimators=2).fit_federated(bad)
+
+
+def _one_client_round_b_scalars(**kw):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4000, 12))
+    y = X[:, 0] + X[:, 1] ** 2 + rng.normal(size=4000)
+    m = ff.FedForestRegressor(
+        n_estimators=1, max_depth=1, bootstrap=False, n_bins=16, random_state=0, **kw
+    ).fit(X, y)
+    table = m.communication_.per_round
+    return int(table.loc[table["kind"] == "round_b", "upload_scalars"].sum())
+
+
+def test_round_b_upload_matches_appendix_a_formulas():
+    # One node, one client, d = 12 sampled features, B = 16 -> B - 1 = 15 candidates each;
+    # S = 4 statistics (regression); Top-L keeps L features; AvgImp sends 2 scalars.
+    d, b, s, top = 12, 16, 4, 3
+    assert _one_client_round_b_scalars(max_features=None) == d * (b - 1) * s
+    assert _one_client_round_b_scalars(max_features=None, top_l=top) == top * (b - 1) * s
+    assert (
+        _one_client_round_b_scalars(max_features=None, top_l=top, split_rule="avgimp")
+        == top * (b - 1) * 2
+    )
+
+
+def test_avgimp_topl_and_client_fraction_train_sensible_forests():
+    data = make_paper_synthetic("homogeneous", random_state=0)
+    ref = ff.FedForestRegressor(n_estimators=20, random_state=0)
+    ref.fit(data.X_train, data.y_train, client_ids=data.h_train)
+    base = _mse(ref.predict(data.X_test), data.y_test)
+    for kw in (
+        dict(split_rule="avgimp"),
+        dict(top_l=3),
+        dict(split_rule="avgimp", top_l=3),
+        dict(client_fraction=0.5),
+    ):
+        m = ff.FedForestRegressor(n_estimators=20, random_state=0, **kw)
+        m.fit(data.X_train, data.y_train, client_ids=data.h_train)
+        assert _mse(m.predict(data.X_test), data.y_test) < 1.25 * base, kw
+        assert m.communication_.rounds <= 2 * 8 + 3
+
+
+def test_client_fraction_gives_excluded_clients_zero_weight_per_tree():
+    from itertools import combinations
+
+    data = make_paper_synthetic("homogeneous", n_clients=6, n_per_client=100, random_state=0)
+    # Unequal clients (k keeps 20 + 8 k rows), so a tree's row count tells its clients.
+    rank = np.concatenate([np.arange(c) for c in np.bincount(data.h_train)])
+    keep = rank < 20 + 8 * data.h_train
+    X, y, h = data.X_train[keep], data.y_train[keep], data.h_train[keep]
+    kw = dict(n_estimators=6, client_fraction=0.5, bootstrap=False, random_state=0)
+    m = ff.FedForestRegressor(**kw).fit(X, y, client_ids=h)
+    n_rows = np.bincount(h)
+    sizes = {int(n_rows[list(c)].sum()) for c in combinations(range(6), 3)}
+    # Without the bootstrap a tree's root holds exactly the rows of its 3 sampled clients.
+    assert all(tree.n_node_samples[0] in sizes for tree in m.trees_)
+    assert len({tree.n_node_samples[0] for tree in m.trees_}) > 1  # different samples
+    again = ff.FedForestRegressor(**kw).fit(X, y, client_ids=h)
+    for a, b in zip(m.trees_, again.trees_, strict=True):
+        np.testing.assert_array_equal(a.n_node_samples, b.n_node_samples)
+    # With the bootstrap, rows of left-out clients are out of bag for that tree.
+    oob = ff.FedForestRegressor(n_estimators=6, client_fraction=0.5, oob_score=True, random_state=0)
+    oob.fit(data.X_train, data.y_train, client_ids=data.h_train)
+    assert np.isfinite(oob.oob_score_)
