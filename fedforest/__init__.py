@@ -2,6 +2,7 @@
 
 from ._io import load
 from .client import Client
+from .diagnostics import DiagnosticReport, diagnose
 from .forest import FedForestClassifier, FedForestRegressor
 from .protocol import CommunicationLedger
 from .transport import Federation, LocalFederation
@@ -9,10 +10,12 @@ from .transport import Federation, LocalFederation
 __all__ = [
     "Client",
     "CommunicationLedger",
+    "DiagnosticReport",
     "FedForestClassifier",
     "FedForestRegressor",
     "Federation",
     "LocalFederation",
+    "diagnose",
     "load",
 ]
 

@@ -116,7 +116,9 @@ def _build(header: dict[str, Any], trees: list[Tree], extra: dict[str, NDArray[A
         or len(set(names)) != d
     ):
         raise ValueError(f"feature_names_in is not a list of {d} distinct strings")
-    importances = _importances(extra, d + int(bool(params.get("split_on_client", False))))
+    # One more importance (the client H) when the forest may split on H.
+    n_imp = int(np.asarray(extra.get("feature_importances", np.zeros(0))).shape[0])
+    importances = _importances(extra, d + 1 if n_imp == d + 1 else d)
     clients = header.get("clients", [])
     if not isinstance(clients, list) or not all(isinstance(c, str) for c in clients):
         raise ValueError("clients is not a list of client names")

@@ -114,6 +114,7 @@ class Client:
         self._fit: _Fit | None = None
         self._oob_setup: tuple[int, bool, int, NDArray[np.float64]] | None = None
         self._excluded: set[int] = set()
+        self._oob_losses: dict[str, NDArray[np.float64]] = {}
         #: Threads for this client's kernels (set by LocalFederation from its ``n_jobs``).
         self.n_threads = 1
         self.oob_prediction_: NDArray[np.float64] | None = None
@@ -155,7 +156,9 @@ class Client:
         header["categories"] = {
             str(j): sort_categories(np.unique(v).tolist()) for j, v in self._cat_raw.items()
         }
-        if msg.header.get("task") == "classification":
+        if msg.header.get("target") == "client":
+            header["labels"] = [self.name]  # covariate-shift test: predict the client from X
+        elif msg.header.get("task") == "classification":
             header["labels"] = np.unique(self.y_raw).tolist()
         else:
             try:
@@ -171,7 +174,10 @@ class Client:
     # ------------------------------------------------------------------ set-up
     def _setup(self, setup: dict[str, Any]) -> _Fit:
         classes = setup["classes"]
-        if classes is None:
+        if setup.get("target") == "client":
+            y = np.full(self.n_samples, float(classes.index(self.name)))
+            n_classes = len(classes)
+        elif classes is None:
             y = self.y_raw.astype(np.float64)
             n_classes = 0
         else:
@@ -502,8 +508,30 @@ class Client:
             sums = [scored.sum(), np.sum(np.argmax(pred[scored], axis=1) == y)]
         else:
             sums = [scored.sum(), np.sum((y - pred[scored, 0]) ** 2), y.sum(), np.sum(y * y)]
+        arrays = {"oob_sums": np.asarray(sums, dtype=np.float64)}
+        losses = self._row_losses(pred, y_all, n_classes)
+        if msg.header.get("compare_to") in self._oob_losses:
+            # Paired out-of-bag losses (diagnostics): only their sums leave the client.
+            ref = self._oob_losses.pop(msg.header["compare_to"])
+            both = np.isfinite(ref) & np.isfinite(losses)
+            d = ref[both] - losses[both]
+            arrays["paired_sums"] = np.array(
+                [both.sum(), d.sum(), (d * d).sum(), losses[both].sum()], dtype=float
+            )
+        if msg.header.get("store_as"):
+            self._oob_losses[str(msg.header["store_as"])] = losses
         self.finish()
-        return Message(OOB, {"name": self.name}, {"oob_sums": np.asarray(sums, dtype=np.float64)})
+        return Message(OOB, {"name": self.name}, arrays)
+
+    @staticmethod
+    def _row_losses(
+        pred: NDArray[np.float64], y: NDArray[np.float64], n_classes: int
+    ) -> NDArray[np.float64]:
+        """Per-row OOB loss: squared error, or the Brier score of the class probabilities."""
+        if n_classes == 0:
+            return np.asarray((pred[:, 0] - y) ** 2)
+        onehot = np.eye(n_classes)[y.astype(np.int64)]
+        return np.asarray(((pred - onehot) ** 2).sum(axis=1))
 
     def finish(self) -> None:
         """Drop the per-fit state (called when no out-of-bag round follows)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from numbers import Integral, Real
 from typing import Any
 
@@ -149,7 +150,7 @@ class _BaseFedForest(BaseEstimator):
         "tree_batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "split_on_client": ["boolean"],
         "categorical_features": ["array-like", None],
-        "split_rule": [StrOptions({"exact", "avgimp"})],
+        "split_rule": [StrOptions({"exact", "avgimp", "auto"})],
         "top_l": [Interval(Integral, 1, None, closed="left"), None],
         "client_fraction": [Interval(Real, 0.0, 1.0, closed="right")],
         "on_client_failure": [StrOptions({"raise", "drop"})],
@@ -254,7 +255,7 @@ class _BaseFedForest(BaseEstimator):
                 )
                 for k, label in enumerate(labels)
             ]
-            result = grow_forest(LocalFederation(clients, n_jobs=self.n_jobs), self._config())
+            result = self._grow(LocalFederation(clients, n_jobs=self.n_jobs))
             self._store(result, fit_classes)
             self._oob_from_clients(clients, inverse, X_arr.shape[0])
         except BaseException:
@@ -288,7 +289,7 @@ class _BaseFedForest(BaseEstimator):
                     f"{type(federation).__name__}."
                 )
             self._check_oob_bootstrap()
-            result = grow_forest(federation, self._config())
+            result = self._grow(federation)
             self._store(result, None)
             self.n_features_in_ = result.n_features
             if result.feature_names is not None:
@@ -297,6 +298,33 @@ class _BaseFedForest(BaseEstimator):
             self._clear_fitted()
             raise
         return self
+
+    def _grow(self, fed: Federation) -> ForestResult:
+        """Grow the forest; with ``split_rule="auto"`` run the diagnostics first."""
+        cfg = self._config()
+        if self.split_rule == "auto":
+            from .diagnostics import diagnose
+
+            report = diagnose(
+                federation=fed,
+                task=cfg.task,
+                n_estimators=min(cfg.n_estimators, 30),
+                max_depth=cfg.max_depth,
+                min_samples_leaf=cfg.min_samples_leaf,
+                random_state=cfg.seed,
+            )
+            # The fast iid variants only when neither test rejects; H-splits when outcomes
+            # differ by client.
+            iid = not (report.covariate_shift or report.outcome_heterogeneity)
+            cfg = replace(
+                cfg,
+                split_rule="avgimp" if iid else "exact",
+                top_l=(self.top_l or 3) if iid else self.top_l,
+                split_on_client=self.split_on_client or report.outcome_heterogeneity,
+            )
+            self.diagnostics_ = report
+        self.split_rule_ = cfg.split_rule
+        return grow_forest(fed, cfg)
 
     def _check_oob_bootstrap(self) -> None:
         if self.oob_score and not self.bootstrap:
@@ -504,6 +532,33 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
     random_state : int, RandomState or None
     n_jobs : int or None
         Threads for the in-process clients and for prediction.
+    split_on_client : bool, default=False
+        Also split on the client index H (the paper's Section 3.2): at every node the server
+        groups the active clients by their node mean or class-1 share (Fisher) and scans the
+        cuts, from the per-client summaries it already holds (no extra message). H is exempt
+        from feature subsampling; its importance is the last entry of
+        ``feature_importances_``. Predict with ``client_ids=`` to route rows by client; rows
+        of unknown clients (or ``client_ids=None``) follow the marginal rule: both branches,
+        weighted by the training weight of each side.
+    categorical_features : list of column names or indices, optional
+        Categorical columns besides pandas ``category`` ones. Clients share each column's
+        category list at the handshake and exact per-category statistics; the server finds
+        the best subset split (Fisher ordering; exhaustive for multiclass with at most 10
+        present categories). Unseen categories follow the marginal rule. No one-hot encoding.
+    split_rule : {"exact", "avgimp", "auto"}, default="exact"
+        "exact": pooled additive statistics (Theorem 3.5, equals centralized CART at the
+        candidates). "avgimp": clients return their local gains at the candidates and the
+        server averages them weighted by node counts (cheaper, for iid clients; 2 scalars per
+        candidate). "auto": runs :func:`fedforest.diagnose` first and picks AvgImp + Top-L
+        only when neither covariate shift nor outcome heterogeneity is detected (and turns
+        on ``split_on_client`` when outcome heterogeneity is); see ``split_rule_`` and
+        ``diagnostics_``.
+    top_l : int or None, default=None
+        Top-L shortlisting: each client reports its L best sampled features per node (local
+        gains at its own sketch points); the server evaluates only their union.
+    client_fraction : float in (0, 1], default=1.0
+        Fraction of clients sampled per tree on the server (seeded); the others give that
+        tree zero weight.
     tree_batch_size : int or None, default=None
         Grow the trees in batches of this many, one batch after another: each client then
         holds per-row state for one batch only (16 bytes per in-bag row and tree, about

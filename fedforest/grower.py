@@ -62,6 +62,12 @@ class GrowerConfig:
     split_rule: str = "exact"
     top_l: int | None = None
     client_fraction: float = 1.0
+    #: Diagnostics only: "client" makes each client's label its own name (covariate-shift
+    #: test); OOB per-row losses are kept under ``oob_store_as`` on the clients and compared
+    #: (paired, summed) with those stored under ``oob_compare_to``.
+    target: str = "y"
+    oob_store_as: str | None = None
+    oob_compare_to: str | None = None
     #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.
     on_client_failure: str = "raise"
 
@@ -81,6 +87,7 @@ class ForestResult:
     importances: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     clients: list[str] = field(default_factory=list)
     categories: dict[str, list[Any]] = field(default_factory=dict)
+    paired_sums: NDArray[np.float64] | None = None
     #: (name, round) of every client dropped under on_client_failure="drop".
     dropped_clients: list[tuple[str, int]] = field(default_factory=list)
 
@@ -171,7 +178,7 @@ def _exchange(
 
 def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -> dict[str, Any]:
     """Check that the clients' schemas agree; fix the global class list."""
-    request = {"task": cfg.task, "ranges": cfg.binning == "histogram"}
+    request = {"task": cfg.task, "ranges": cfg.binning == "histogram", "target": cfg.target}
     replies = _exchange(fed, ledger, Message(HANDSHAKE, request))
     first_name, first = replies[0]
     d, names = first.header["n_features"], first.header["feature_names"]
@@ -434,6 +441,7 @@ def _setup_header(
         "split_rule": cfg.split_rule,
         "top_l": cfg.top_l,
         "criterion": cfg.criterion,
+        "target": cfg.target,
         **_client_sample(cfg, len(schema["clients"]), first, n_trees),
     }
 
@@ -920,9 +928,14 @@ def _oob_round(
     """Clients score their own rows with the trees that did not draw them; sums come back."""
     feature, threshold, left, right, value, offsets = pack_forest(trees)
     set_off, set_code, set_side, weight = pack_sets(trees)
+    header: dict[str, Any] = {"n_trees": len(trees)}
+    if cfg.oob_store_as:
+        header["store_as"] = cfg.oob_store_as
+    if cfg.oob_compare_to:
+        header["compare_to"] = cfg.oob_compare_to
     msg = Message(
         OOB,
-        {"n_trees": len(trees)},
+        header,
         {
             "feature": feature,
             "threshold": threshold,
@@ -937,7 +950,10 @@ def _oob_round(
         },
     )
     width = 2 if cfg.task == "classification" else 4
-    sums = _sum_in_order(_exchange(fed, ledger, msg), "oob_sums", (width,))
+    replies = _exchange(fed, ledger, msg)
+    sums = _sum_in_order(replies, "oob_sums", (width,))
+    if cfg.oob_compare_to:
+        result.paired_sums = _sum_in_order(replies, "paired_sums", (4,))
     n_scored = int(sums[0])
     alive = set(fed.client_names)
     total = sum(n for name, n in result.client_n_samples.items() if name in alive)

@@ -279,3 +279,27 @@ def test_client_fraction_gives_excluded_clients_zero_weight_per_tree():
     oob = ff.FedForestRegressor(n_estimators=6, client_fraction=0.5, oob_score=True, random_state=0)
     oob.fit(data.X_train, data.y_train, client_ids=data.h_train)
     assert np.isfinite(oob.oob_score_)
+
+
+def test_diagnostics_detect_each_shift_and_auto_records_its_choice():
+    import warnings
+
+    from fedforest.diagnostics import diagnose
+
+    warnings.simplefilter("ignore")
+    p = {}
+    for setting in ("homogeneous", "covariate-shift", "outcome-shift"):
+        data = make_paper_synthetic(setting, random_state=1)
+        report = diagnose(data.X_train, data.y_train, data.h_train, n_estimators=20, random_state=1)
+        p[setting] = (report.covariate_shift_pvalue, report.outcome_heterogeneity_pvalue)
+        assert "covariate shift" in str(report)
+    assert p["covariate-shift"][0] < 0.01 and p["outcome-shift"][1] < 0.01
+    assert min(p["homogeneous"]) > 0.05
+    data = make_paper_synthetic("outcome-shift", random_state=1)
+    auto = ff.FedForestRegressor(n_estimators=10, split_rule="auto", random_state=1)
+    auto.fit(data.X_train, data.y_train, client_ids=data.h_train)
+    assert auto.split_rule_ == "exact" and auto.diagnostics_.outcome_heterogeneity
+    assert any((t.feature == data.X_train.shape[1]).any() for t in auto.trees_)
+    iid = make_paper_synthetic("homogeneous", random_state=1)
+    auto.fit(iid.X_train, iid.y_train, client_ids=iid.h_train)
+    assert auto.split_rule_ == "avgimp"
