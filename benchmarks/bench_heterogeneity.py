@@ -28,6 +28,7 @@ import fedforest as ff
 from fedforest.datasets import make_paper_synthetic
 
 SETTINGS = {
+    "disjoint supports on x1 (gamma=2.5)": dict(setting="disjoint-x1", gamma=2.5),
     "homogeneous": dict(setting="homogeneous"),
     "covariate-shift": dict(setting="covariate-shift"),
     "disjoint (gamma=5, alpha=0.25)": dict(setting="covariate-shift", gamma=5.0, alpha=0.25),
@@ -43,8 +44,31 @@ def fisher_encode(h_train, y_train, h):
     return np.array([rank.get(k, -1) for k in h], dtype=float)
 
 
+def disjoint_x1(gamma, seed):
+    """Clients split in two groups by x1 only (x1 ~ N(+-gamma, 0.25), the other features
+    N(0, 0.25) for everyone); y = paper_f(X) + 2 * 1[x1 > 0] + N(0, 0.5) noise. The best
+    split lies in the gap between the groups, where every client's local gain is zero."""
+    from fedforest.datasets import FederatedSplit, paper_f
+
+    rng = np.random.default_rng(seed)
+    k, n, d = 10, 200, 20
+    h = np.repeat(np.arange(k), n)
+    X = rng.normal(0.0, 0.5, size=(k * n, d))
+    X[:, 0] += np.where(h % 2 == 0, -gamma, gamma)
+    y = paper_f(X) + 2.0 * (X[:, 0] > 0) + rng.normal(0.0, np.sqrt(0.5), k * n)
+    test = np.zeros(k * n, dtype=bool)
+    for c in range(k):
+        rows = np.flatnonzero(h == c)
+        test[rng.choice(rows, int(0.3 * n), replace=False)] = True
+    return FederatedSplit(X[~test], y[~test], h[~test], X[test], y[test], h[test],
+                          setting="disjoint-x1", n_clients=k, gamma=gamma, alpha=0.25, delta=0.0)
+
+
 def one_draw(spec, seed, n_jobs):
-    data = make_paper_synthetic(random_state=seed, **spec)
+    if spec["setting"] == "disjoint-x1":
+        data = disjoint_x1(spec["gamma"], seed)
+    else:
+        data = make_paper_synthetic(random_state=seed, **spec)
     Xtr, ytr, htr, Xte, yte, hte = (
         data.X_train,
         data.y_train,
@@ -84,11 +108,13 @@ def main(argv=None):
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--n-jobs", type=int, default=2)
     ap.add_argument("--out", default="results/heterogeneity.json")
+    ap.add_argument("--settings", nargs="*", default=None, help="subset of the settings")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     results = {}
     t0 = time.time()
-    for label, spec in SETTINGS.items():
+    chosen = {k: v for k, v in SETTINGS.items() if not args.settings or k in args.settings}
+    for label, spec in chosen.items():
         draws = [one_draw(spec, seed, args.n_jobs) for seed in range(args.draws)]
         keys = draws[0].keys()
         results[label] = {k: [d[k] for d in draws] for k in keys}
