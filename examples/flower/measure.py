@@ -1,0 +1,178 @@
+"""Time fedforest on a real Flower deployment on this machine (docs/flower.md, "Timings").
+
+    python examples/flower/measure.py [--rows 5000] [--features 10] [--n-estimators 50]
+                                      [--max-depth 6] [--workdir DIR]
+
+Writes three sites' CSV files (make_data.py), starts a SuperLink and three SuperNodes on
+127.0.0.1 (insecure, free ports, one FLWR_HOME each, telemetry and update checks off),
+runs this app with ``flwr run --stream``, prints the time of every round and of the whole
+forest, checks the forest equals the local simulation's, and stops every process it
+started (by process group), also on error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import fedforest as ff
+from fedforest.transport.flower import client_from_node_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_data import SITES, write_sites  # noqa: E402
+
+APP = Path(__file__).resolve().parent
+REPO = APP.parents[1]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def flower_env(home: Path) -> dict[str, str]:
+    """The environment of one Flower process: its own FLWR_HOME, nothing phoned home."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update(
+        FLWR_HOME=str(home),
+        FLWR_TELEMETRY_ENABLED="0",
+        FLWR_DISABLE_UPDATE_CHECK="1",
+        FLWR_SUPEREXEC_TASK_POLL_INTERVAL="0.1",
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
+    return env
+
+
+def spawn(args: list[str], home: Path, log: Path) -> subprocess.Popen[bytes]:
+    """Start ``args`` in its own process group, output to ``log``."""
+    print("$", " ".join(args), file=sys.stderr)
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            args, env=flower_env(home), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every process group, then SIGKILL what is still there after 10 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for proc in procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 10
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+def deploy(work: Path, data: list[Path]) -> tuple[int, list[subprocess.Popen[bytes]]]:
+    """A SuperLink and one SuperNode per data file; returns the SuperLink port."""
+    port = free_port()
+    procs = [
+        spawn(
+            ["flower-superlink", "--insecure", "--port", str(port),
+             "--disable-runtime-dependency-installation"],
+            work / "superlink", work / "superlink.log",
+        )
+    ]  # fmt: skip
+    for site, path in zip(SITES, data, strict=True):
+        procs.append(
+            spawn(
+                ["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{port}",
+                 "--port", str(free_port()),
+                 "--node-config", f'data-path="{path}" target="y" name="{site}"'],
+                work / site, work / f"{site}.log",
+            )
+        )  # fmt: skip
+    return port, procs
+
+
+def run_app(work: Path, port: int, config: dict[str, Any]) -> None:
+    """``flwr run --stream`` of this app on the SuperLink at ``port``."""
+    cli = work / "cli"
+    cli.mkdir(exist_ok=True)
+    (cli / "config.toml").write_text(
+        f'[superlink]\ndefault = "local"\n\n[superlink.local]\n'
+        f'address = "127.0.0.1:{port}"\ninsecure = true\n'
+    )
+    overrides = " ".join(f"{k}={json.dumps(v)}" for k, v in config.items())
+    args = ["flwr", "run", str(APP), "local", "--stream", "--run-config", overrides]
+    print("$", " ".join(args[:5]), repr(overrides), file=sys.stderr)
+    subprocess.run(args, env=flower_env(cli), check=True, timeout=3600)
+
+
+def report(metrics: dict[str, Any], local_seconds: float, same: bool) -> None:
+    """Print the time of every round and of the whole forest."""
+    rounds = np.asarray(metrics["round_seconds"])
+    for r, (rec, sec) in enumerate(zip(metrics["per_round"], rounds, strict=True)):
+        print(f"round {r:2d} {rec['kind']:9s} {sec:6.2f} s  {rec['upload_bytes']:>10d} B up")
+    print(
+        f"\n{metrics['n_estimators']} trees, depth {metrics['max_depth']}: "
+        f"{metrics['rounds']} rounds, forest in {metrics['fit_seconds']:.1f} s on Flower "
+        f"(median round {np.median(rounds):.2f} s, min {rounds.min():.2f} s, "
+        f"max {rounds.max():.2f} s); local simulation {local_seconds:.2f} s; "
+        f"identical forest: {same}"
+    )
+
+
+def main() -> None:
+    """Deploy, train, time, compare, stop."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=5000, help="rows per site")
+    parser.add_argument("--features", type=int, default=10)
+    parser.add_argument("--n-estimators", type=int, default=50)
+    parser.add_argument("--max-depth", type=int, default=6)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    work = (args.workdir or Path(tempfile.mkdtemp(prefix="fedforest-flower-"))).resolve()
+    data = write_sites(work / "data", args.rows, args.features)
+    config = {
+        "n-estimators": args.n_estimators,
+        "max-depth": args.max_depth,
+        "seed": 0,
+        "min-nodes": 3,
+        "model-path": str(work / "model.ffm"),
+        "metrics-path": str(work / "metrics.json"),
+    }
+    port, procs = deploy(work, data)
+    try:
+        run_app(work, port, config)
+    finally:
+        stop(procs)
+    clients = [
+        client_from_node_config({"data-path": str(p), "target": "y", "name": s})
+        for s, p in zip(SITES, data, strict=True)
+    ]
+    start = time.perf_counter()
+    local = ff.FedForestRegressor(
+        n_estimators=args.n_estimators, max_depth=args.max_depth, random_state=0
+    ).fit_federated(ff.LocalFederation(clients))
+    local_seconds = time.perf_counter() - start
+    remote = ff.load(work / "model.ffm")
+    same = all(
+        np.array_equal(a.threshold, b.threshold, equal_nan=True)
+        and np.array_equal(a.value, b.value)
+        for a, b in zip(remote.trees_, local.trees_, strict=True)
+    )
+    report(json.loads((work / "metrics.json").read_text()), local_seconds, same)
+    print(f"(logs and files in {work})")
+
+
+if __name__ == "__main__":
+    main()

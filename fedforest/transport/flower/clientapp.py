@@ -1,0 +1,75 @@
+"""The Flower ClientApp: a SuperNode answers the protocol from its own data file.
+
+Each SuperNode is started with ``--node-config 'data-path="..." target="..." name="..."'``.
+On every message the ClientApp builds (or reuses) the :class:`~fedforest.Client` of that
+file and lets it answer. Flower runs the ClientApp in a new process per message, so the
+client's per-fit state is checkpointed in ``Context.state`` after every message and
+restored before the next (:mod:`._state`); a process that stays alive between messages
+(Flower's simulation runtime, tests) reuses the live client instead.
+"""
+
+from __future__ import annotations
+
+from flwr.app import Context
+from flwr.app import Message as FlowerMessage
+from flwr.clientapp import ClientApp
+
+from ...client import Client
+from ...protocol import Message
+from ._codec import ERROR, FINISH, HELLO, from_records, to_records
+from ._data import client_from_node_config
+from ._state import clear_state, load_state, save_state, state_seq
+
+__all__ = ["app"]
+
+app = ClientApp()
+
+#: Live clients of this process: (run id, node id) -> (message counter, client).
+_LIVE: dict[tuple[int, int], tuple[int, Client]] = {}
+
+
+@app.query("fedforest")
+def hello(msg: FlowerMessage, context: Context) -> FlowerMessage:
+    """Discovery: report the client's name (and check its data file early)."""
+    try:
+        client = client_from_node_config(context.node_config)
+        answer = Message(HELLO, {"name": client.name, "n_samples": client.n_samples})
+    except ValueError as exc:
+        answer = Message(ERROR, {"error": f"SuperNode {context.node_id}: {exc}"})
+    return FlowerMessage(to_records(answer), reply_to=msg)
+
+
+@app.train("fedforest")
+def train(msg: FlowerMessage, context: Context) -> FlowerMessage:
+    """Answer one protocol round (or drop the state when the server says the fit is over)."""
+    request = from_records(msg.content, "server")
+    key = (context.run_id, context.node_id)
+    if request.kind == FINISH:
+        clear_state(context.state)
+        _LIVE.pop(key, None)
+        return FlowerMessage(to_records(Message(FINISH)), reply_to=msg)
+    try:
+        seq, client = _client(context, key)
+        answer = client.handle(request)
+    except ValueError as exc:
+        # Invalid data: the server raises it as a ValueError (not a client failure).
+        return FlowerMessage(to_records(Message(ERROR, {"error": str(exc)})), reply_to=msg)
+    save_state(client, context.state, seq + 1)
+    _remember(key, seq + 1, client)
+    return FlowerMessage(to_records(answer), reply_to=msg)
+
+
+def _client(context: Context, key: tuple[int, int]) -> tuple[int, Client]:
+    """The node's client with its state after the last message, and the message count."""
+    live = _LIVE.get(key)
+    if live is not None and live[0] == state_seq(context.state):
+        return live
+    client = client_from_node_config(context.node_config)
+    return load_state(client, context.state), client
+
+
+def _remember(key: tuple[int, int], seq: int, client: Client) -> None:
+    """Keep the live client of the current run only."""
+    for other in [k for k in _LIVE if k[0] != key[0]]:
+        del _LIVE[other]
+    _LIVE[key] = (seq, client)

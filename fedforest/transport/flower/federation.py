@@ -1,0 +1,231 @@
+"""The Flower transport: the grower's rounds as Flower messages through a ServerApp's Grid."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from logging import INFO, WARNING
+
+from flwr.app import Message as FlowerMessage
+from flwr.app import RecordDict
+from flwr.common import log
+from flwr.common.constant import ErrorCode
+from flwr.serverapp import Grid
+
+from ...protocol import Message
+from ..base import Federation, replies_or_failure
+from ._codec import ERROR, FINISH, HELLO, QUERY_TYPE, TRAIN_TYPE, from_records, to_records
+
+__all__ = ["FlowerFederation"]
+
+_Answers = dict[str, Message | Exception]
+
+
+class FlowerFederation(Federation):
+    """The SuperNodes connected to a Flower SuperLink, as a fedforest federation.
+
+    On construction it waits until ``min_nodes`` SuperNodes are connected and asks each
+    for its client name (a discovery query, outside the protocol and the ledger); nodes
+    that do not answer within ``discovery_timeout`` are left out with a warning. Each
+    round then sends exactly one Flower message per node: the protocol message's header
+    as JSON in a config record and all its arrays packed into one array.
+
+    Parameters
+    ----------
+    grid : flwr.serverapp.Grid
+        The Grid a ServerApp's main function receives.
+    min_nodes : int, default=1
+        SuperNodes that must be connected (and answer the discovery) before training.
+    round_timeout : float or None, default=600.0
+        Seconds to wait for a round's replies; a node that has not answered by then has
+        failed the round (``ClientFailure``). None waits until Flower reports the node
+        unavailable (after two missed heartbeats, about a minute).
+    discovery_timeout : float, default=60.0
+        Seconds to wait for ``min_nodes`` nodes to connect, and then for their names.
+    poll_interval : float, default=0.1
+        Seconds between two pulls of the replies.
+
+    Attributes
+    ----------
+    round_seconds : list of float
+        Wall-clock duration of each protocol round, from sending to the last reply.
+    """
+
+    def __init__(
+        self,
+        grid: Grid,
+        *,
+        min_nodes: int = 1,
+        round_timeout: float | None = 600.0,
+        discovery_timeout: float = 60.0,
+        poll_interval: float = 0.1,
+    ) -> None:
+        if min_nodes < 1:
+            raise ValueError(f"min_nodes must be at least 1, got {min_nodes}.")
+        if round_timeout is not None and round_timeout <= 0:
+            raise ValueError(f"round_timeout must be positive or None, got {round_timeout}.")
+        self.grid = grid
+        self.min_nodes = min_nodes
+        self.round_timeout = round_timeout
+        self.discovery_timeout = discovery_timeout
+        self.poll_interval = poll_interval
+        self.round_seconds: list[float] = []
+        self._failed: set[str] = set()
+        self._nodes = self._discover()
+
+    @property
+    def client_names(self) -> list[str]:
+        """Client names reported by the SuperNodes, sorted."""
+        return sorted(self._nodes)
+
+    def node_id(self, name: str) -> int:
+        """The Flower node id of the SuperNode holding client ``name``."""
+        return self._nodes[name]
+
+    def send_and_receive(
+        self, requests: dict[str, Message], round_index: int
+    ) -> dict[str, Message]:
+        """One Flower message to each named client's node; their replies by name."""
+        start = time.perf_counter()
+        nodes = {name: self._nodes[name] for name in requests}
+        answers = self._exchange(requests, nodes, TRAIN_TYPE, str(round_index), self.round_timeout)
+        self.round_seconds.append(time.perf_counter() - start)
+        self._failed.update(name for name, a in answers.items() if isinstance(a, Exception))
+        return replies_or_failure(answers, requests, round_index)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Tell the nodes that the fit is over, so they drop its state (best effort)."""
+        names = [name for name in self._nodes if name not in self._failed]
+        requests = {name: Message(FINISH) for name in names}
+        nodes = {name: self._nodes[name] for name in names}
+        for name, answer in self._exchange(requests, nodes, TRAIN_TYPE, "finish", timeout).items():
+            if isinstance(answer, Exception):
+                log(WARNING, "fedforest: client %r did not confirm the end: %s", name, answer)
+
+    # ------------------------------------------------------------------ discovery
+    def _discover(self) -> dict[str, int]:
+        """Client name -> node id of every connected SuperNode that answers."""
+        node_ids = self._wait_for_nodes()
+        labels = {f"SuperNode {node_id}": node_id for node_id in node_ids}
+        requests = {label: Message(HELLO) for label in labels}
+        answers = self._exchange(requests, labels, QUERY_TYPE, "discovery", self.discovery_timeout)
+        nodes: dict[str, int] = {}
+        for label, answer in sorted(answers.items()):
+            if isinstance(answer, Exception):
+                log(WARNING, "fedforest: %s left out, it did not answer: %s", label, answer)
+                continue
+            name = str(answer.header["name"])
+            if name in nodes:
+                raise ValueError(
+                    f"SuperNodes {nodes[name]} and {labels[label]} both hold client {name!r}; "
+                    "give each SuperNode its own name=... in --node-config."
+                )
+            nodes[name] = labels[label]
+        if len(nodes) < self.min_nodes:
+            raise RuntimeError(
+                f"Only {len(nodes)} SuperNode(s) answered the discovery within "
+                f"{self.discovery_timeout:g} s; min-nodes is {self.min_nodes}."
+            )
+        log(INFO, "fedforest: clients %s", ", ".join(f"{n!r}" for n in sorted(nodes)))
+        return nodes
+
+    def _wait_for_nodes(self) -> list[int]:
+        """Node ids once at least ``min_nodes`` are connected."""
+        deadline = time.monotonic() + self.discovery_timeout
+        while True:
+            node_ids = sorted(self.grid.get_node_ids())
+            if len(node_ids) >= self.min_nodes:
+                return node_ids
+            if time.monotonic() >= deadline:
+                raise RuntimeError(
+                    f"Only {len(node_ids)} SuperNode(s) connected within "
+                    f"{self.discovery_timeout:g} s; min-nodes is {self.min_nodes}."
+                )
+            time.sleep(min(1.0, self.poll_interval * 10))
+
+    # ------------------------------------------------------------------ messaging
+    def _exchange(
+        self,
+        requests: dict[str, Message],
+        nodes: dict[str, int],
+        message_type: str,
+        group: str,
+        timeout: float | None,
+    ) -> _Answers:
+        """Push one message per name and pull the replies until all came or ``timeout``.
+
+        Never raises for a node: a failed node's answer is the exception that says why.
+        """
+        ids = self._push(requests, nodes, message_type, group, timeout)
+        answers: _Answers = {
+            name: ConnectionError("the SuperLink did not accept the message")
+            for name, mid in ids.items()
+            if not mid
+        }
+        pending = {mid: name for name, mid in ids.items() if mid}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while pending:
+            for reply in self.grid.pull_messages(list(pending)):
+                name = pending.pop(reply.metadata.reply_to_message_id, None)
+                if name is not None:
+                    answers[name] = _decode(reply, name)
+            if not pending or (deadline is not None and time.monotonic() >= deadline):
+                break
+            time.sleep(self.poll_interval)
+        for name in pending.values():
+            answers[name] = TimeoutError(f"no reply within {timeout:g} s")
+        return answers
+
+    def _push(
+        self,
+        requests: dict[str, Message],
+        nodes: dict[str, int],
+        message_type: str,
+        group: str,
+        timeout: float | None,
+    ) -> dict[str, str | None]:
+        """Push the requests; the Flower message id of each (None if not accepted)."""
+        contents: dict[int, RecordDict] = {}
+        for msg in requests.values():
+            if id(msg) not in contents:  # a broadcast is encoded once
+                contents[id(msg)] = to_records(msg)
+        outgoing = [
+            FlowerMessage(
+                contents[id(msg)],
+                dst_node_id=nodes[name],
+                message_type=message_type,
+                group_id=group,
+                ttl=timeout,
+            )
+            for name, msg in requests.items()
+        ]
+        ids: Iterable[str | None] = self.grid.push_messages(outgoing)
+        return dict(zip(requests, ids, strict=True))
+
+
+def _decode(reply: FlowerMessage, name: str) -> Message | Exception:
+    """A reply as a protocol message, or the exception that says why there is none.
+
+    Raises
+    ------
+    ValueError
+        If the client reported invalid data: that stops training whatever the
+        failure policy, as on the local transport.
+    """
+    if reply.has_error():
+        return _flower_error(reply.error.code, reply.error.reason)
+    msg = from_records(reply.content, name)
+    if msg.kind == ERROR:
+        raise ValueError(str(msg.header.get("error", "invalid data")))
+    return msg
+
+
+def _flower_error(code: int, reason: str | None) -> Exception:
+    """Flower's error reply as the exception a ClientFailure reports."""
+    if code in (ErrorCode.MESSAGE_UNAVAILABLE, ErrorCode.REPLY_MESSAGE_UNAVAILABLE):
+        return TimeoutError(
+            "no reply before the message's time-to-live (the round timeout) ran out"
+        )
+    if code == ErrorCode.NODE_UNAVAILABLE:
+        return ConnectionError(f"the SuperNode stopped sending heartbeats ({reason})")
+    return RuntimeError(f"the ClientApp failed (Flower error {code}): {reason}")

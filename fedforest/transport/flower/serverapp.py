@@ -1,0 +1,232 @@
+"""The Flower ServerApp: fedforest's grower driving the SuperNodes through the Grid.
+
+The run config (``[tool.flwr.app.config]`` of the app, overridden by ``flwr run
+--run-config``) carries the estimator's hyperparameters, with dashes for underscores
+(``n-estimators = 50``, ``max-depth = 8``, ``seed = 0`` for ``random_state``; TOML has no
+null, so the string ``"none"`` stands for None, and ``"default"`` keeps the estimator's
+default), the ``task`` (``"regression"`` or
+``"classification"``) and the transport settings: ``model-path`` (absolute path of the
+model file to write), ``metrics-path`` (optional JSON with the timings and the ledger),
+``min-nodes``, ``round-timeout`` and ``discovery-timeout`` (seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from logging import INFO
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import Context
+from flwr.common import log
+from flwr.common.logger import console_handler
+from flwr.serverapp import Grid, ServerApp
+
+from ...forest import FedForestClassifier, FedForestRegressor
+from .federation import FlowerFederation
+
+__all__ = ["RunSettings", "app"]
+
+app = ServerApp()
+
+_ESTIMATORS: dict[str, type[FedForestRegressor] | type[FedForestClassifier]] = {
+    "regression": FedForestRegressor,
+    "classification": FedForestClassifier,
+}
+_TRANSPORT_KEYS = {
+    "task",
+    "model-path",
+    "metrics-path",
+    "min-nodes",
+    "round-timeout",
+    "discovery-timeout",
+}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a ServerApp run needs, read and checked from the run config.
+
+    Attributes
+    ----------
+    task : {"regression", "classification"}
+    params : dict
+        Estimator parameters (underscored names, ``None`` where the config said "none").
+    model_path : Path
+        Absolute path of the model file; its directory must exist.
+    metrics_path : Path or None
+        Where to write the timings and the ledger as JSON, if anywhere.
+    min_nodes : int
+    round_timeout : float or None
+    discovery_timeout : float
+    """
+
+    task: str
+    params: dict[str, Any]
+    model_path: Path
+    metrics_path: Path | None
+    min_nodes: int
+    round_timeout: float | None
+    discovery_timeout: float
+
+    @classmethod
+    def from_run_config(cls, run_config: Mapping[str, Any]) -> RunSettings:
+        """Read the run config; raise ``ValueError`` naming the first bad key."""
+        config = {k: _none(v) for k, v in run_config.items() if v != _DEFAULT}
+        task = str(config.get("task", "regression"))
+        if task not in _ESTIMATORS:
+            raise ValueError(
+                f"run config task={task!r}; expected 'regression' or 'classification'."
+            )
+        known = set(_ESTIMATORS[task]().get_params())
+        params = {_param_name(k): v for k, v in config.items() if k not in _TRANSPORT_KEYS}
+        unknown = sorted(
+            k for k in config if k not in _TRANSPORT_KEYS and _param_name(k) not in known
+        )
+        if unknown:
+            raise ValueError(
+                f"Unknown run config key(s) {unknown}; expected {sorted(_TRANSPORT_KEYS)} or "
+                f"estimator parameters with dashes ({sorted(known)}; 'seed' for random_state)."
+            )
+        metrics = config.get("metrics-path") or None
+        return cls(
+            task=task,
+            params=params,
+            model_path=_output_path(config.get("model-path"), "model-path"),
+            metrics_path=None if metrics is None else _output_path(metrics, "metrics-path"),
+            min_nodes=int(config.get("min-nodes", 1)),
+            round_timeout=_seconds(config.get("round-timeout", 600.0)),
+            discovery_timeout=float(config.get("discovery-timeout", 60.0)),
+        )
+
+    def estimator(self) -> FedForestRegressor | FedForestClassifier:
+        """The estimator with the run's hyperparameters, validated."""
+        model = _ESTIMATORS[self.task](**self.params)
+        model._validate_params()
+        return model
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    """Train on the connected SuperNodes, save the model and log the ledger.
+
+    Nothing is written unless training succeeds: a client failure (under the default
+    ``on-client-failure = "raise"``) or invalid data ends the run with the error.
+    """
+    _route_fedforest_logs()
+    settings = RunSettings.from_run_config(context.run_config)
+    model = settings.estimator()
+    fed = FlowerFederation(
+        grid,
+        min_nodes=settings.min_nodes,
+        round_timeout=settings.round_timeout,
+        discovery_timeout=settings.discovery_timeout,
+    )
+    start = time.perf_counter()
+    try:
+        model.fit_federated(fed)
+    finally:
+        _close(fed)
+    fit_seconds = time.perf_counter() - start
+    model.save(settings.model_path)  # written whole or not at all
+    metrics = run_metrics(model, fed, fit_seconds)
+    log(INFO, "fedforest: model written to %s\n%s", settings.model_path, _report(model, metrics))
+    if settings.metrics_path is not None:
+        _write_text_atomically(settings.metrics_path, json.dumps(metrics, indent=2))
+
+
+def run_metrics(
+    model: FedForestRegressor | FedForestClassifier, fed: FlowerFederation, fit_seconds: float
+) -> dict[str, Any]:
+    """Timings and communication of a finished run, JSON-able."""
+    ledger = model.communication_
+    rounds = np.asarray(fed.round_seconds)
+    return {
+        "clients": [str(c) for c in model.clients_],
+        "dropped_clients": [[name, r] for name, r in model.dropped_clients_],
+        "n_estimators": model.n_estimators,
+        "max_depth": model.max_depth,
+        "rounds": ledger.rounds,
+        "fit_seconds": fit_seconds,
+        "round_seconds": rounds.tolist(),
+        "median_round_seconds": float(np.median(rounds)) if rounds.size else None,
+        "upload_bytes": ledger.upload_bytes,
+        "download_bytes": ledger.download_bytes,
+        "per_round": ledger.to_dict()["records"],
+    }
+
+
+def _report(model: FedForestRegressor | FedForestClassifier, metrics: dict[str, Any]) -> str:
+    table = model.communication_.per_round
+    table["seconds"] = np.round(metrics["round_seconds"], 2)
+    dropped = metrics["dropped_clients"]
+    return (
+        f"{table.to_string(index=False)}\n"
+        f"{metrics['rounds']} rounds in {metrics['fit_seconds']:.1f} s (median round "
+        f"{metrics['median_round_seconds']:.2f} s); {metrics['upload_bytes']} bytes up, "
+        f"{metrics['download_bytes']} bytes down"
+        + (f"; dropped (client, round): {dropped}" if dropped else "")
+    )
+
+
+def _close(fed: FlowerFederation) -> None:
+    """End-of-fit notice to the nodes; never hides the training error that may be raised."""
+    try:
+        fed.close()
+    except Exception as exc:  # noqa: BLE001 - best effort, logged
+        log(logging.WARNING, "fedforest: could not notify the nodes of the end: %s", exc)
+
+
+def _write_text_atomically(path: Path, text: str) -> None:
+    """Write then rename over ``path``: a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+_DEFAULT = "default"  # a run config value that keeps the estimator's default
+
+
+def _none(value: Any) -> Any:
+    """TOML has no null: the string "none" (any case) means None."""
+    return None if isinstance(value, str) and value.lower() == "none" else value
+
+
+def _param_name(key: str) -> str:
+    return "random_state" if key == "seed" else key.replace("-", "_")
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _output_path(value: Any, key: str) -> Path:
+    """An absolute path whose directory exists (checked before training, not after)."""
+    if not value:
+        raise ValueError(f"The run config needs {key}, an absolute path to write to.")
+    path = Path(str(value)).expanduser()
+    if not path.is_absolute():
+        raise ValueError(
+            f"{key}={str(value)!r} is relative; give an absolute path (the ServerApp does not "
+            "run in your working directory)."
+        )
+    if not path.parent.is_dir():
+        raise ValueError(f"{key}={str(value)!r}: directory {str(path.parent)!r} does not exist.")
+    return path
+
+
+def _route_fedforest_logs() -> None:
+    """Send the log records of fedforest (e.g. a dropped client) where Flower's go."""
+    logger = logging.getLogger("fedforest")
+    if console_handler not in logger.handlers:
+        logger.addHandler(console_handler)
+        logger.setLevel(logging.INFO)
