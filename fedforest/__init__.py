@@ -1,11 +1,13 @@
-"""fedforest: federated random forests whose splits equal centralized CART on pooled data."""
+"""fedforest: federated random forests whose splits equal centralized CART on pooled data.
 
-from ._io import load
-from .client import Client
-from .diagnostics import DiagnosticReport, diagnose
-from .forest import FedForestClassifier, FedForestRegressor
-from .protocol import CommunicationLedger
-from .transport import Federation, LocalFederation
+Public names load lazily (PEP 562), so a process that needs one piece (a Flower ClientApp,
+say) does not import the estimators and scikit-learn.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "Client",
@@ -20,3 +22,35 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_WHERE = {
+    "Client": ".client",
+    "CommunicationLedger": ".protocol",
+    "DiagnosticReport": ".diagnostics",
+    "FedForestClassifier": ".forest",
+    "FedForestRegressor": ".forest",
+    "Federation": ".transport",
+    "LocalFederation": ".transport",
+    "diagnose": ".diagnostics",
+    "load": "._io",
+}
+
+if TYPE_CHECKING:
+    from ._io import load
+    from .client import Client
+    from .diagnostics import DiagnosticReport, diagnose
+    from .forest import FedForestClassifier, FedForestRegressor
+    from .protocol import CommunicationLedger
+    from .transport import Federation, LocalFederation
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'fedforest' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

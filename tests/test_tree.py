@@ -614,3 +614,12 @@ def test_loaded_forest_predicts_like_the_original(tmp_path: Path) -> None:
     _, loaded, _ = load_forest(tmp_path / "m.ffm", expected_kind="classifier")
     X = rng.normal(size=(100, 4))
     np.testing.assert_array_equal(_apply_both(trees, X)[0], _apply_both(loaded, X)[0])
+
+
+def test_every_public_name_exists() -> None:
+    import fedforest
+
+    for name in fedforest.__all__:
+        assert getattr(fedforest, name) is not None
+    with pytest.raises(AttributeError):
+        fedforest.not_a_name  # noqa: B018
