@@ -1,0 +1,371 @@
+"""Swarm forests: peers with partially overlapping features pool their trees.
+
+The method of ``papers/001_e1da37c0892c910f.txt``. Each :class:`Peer` trains a random
+forest on its own columns and :meth:`Peer.share` s a :class:`ShareBundle` (trees with node
+counts and class counts, feature names, surrogate splits, imputers, feature standard
+deviations). Bundles travel as files in the safe format (:meth:`ShareBundle.save`,
+:meth:`ShareBundle.load`; never pickle). A :class:`SwarmForest` pools bundles and predicts
+at a site whose columns are those of ``X_site``, resolving splits on the columns it lacks
+with one of :data:`STRATEGIES`.
+
+Example
+-------
+>>> from fedforest.swarm import Peer, SwarmForest, shared_columns
+>>> peers = [Peer("A", random_state=0).fit(X_a, y_a), Peer("B", random_state=0).fit(X_b, y_b)]
+>>> common = shared_columns(peers)
+>>> swarm = SwarmForest([p.share(shared_features=common) for p in peers])
+>>> proba = swarm.predict_proba(X_a_test, strategy="mp", site="A")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from ._swarm_bundle import ShareBundle, load_bundles
+from ._swarm_pool import STRATEGIES, SwarmForest
+from ._swarm_train import Imputer, fit_imputer, forest_surrogates, trees_from_sklearn
+from ._tree import Tree
+
+__all__ = [
+    "STRATEGIES",
+    "Imputer",
+    "Peer",
+    "ShareBundle",
+    "SwarmForest",
+    "fit_intersection",
+    "load_bundles",
+    "shared_columns",
+    "trees_from_sklearn",
+]
+
+ENGINES = ("sklearn", "fedforest")
+
+
+def _site_frame(X: Any, categorical_features: Sequence[str] | None) -> tuple[
+    NDArray[np.float64], tuple[str, ...], tuple[str, ...]
+]:  # fmt: skip
+    """Training matrix, column names and kinds from a DataFrame (validated once, here)."""
+    if not isinstance(X, pd.DataFrame):
+        raise TypeError(
+            f"X must be a pandas DataFrame whose column names are the peer's feature names, "
+            f"got {type(X).__name__}"
+        )
+    names = tuple(str(c) for c in X.columns)
+    if len(set(names)) != len(names) or not names:
+        raise ValueError(f"X needs distinct, non-empty column names, got {list(X.columns)}")
+    declared = set(categorical_features or ())
+    unknown = declared - set(names)
+    if unknown:
+        raise ValueError(f"categorical_features {sorted(unknown)} are not columns of X")
+    kinds, cols = [], []
+    for name, col in zip(names, X.columns, strict=True):
+        series = X[col]
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            if not pd.api.types.is_numeric_dtype(series.cat.categories.dtype):
+                raise ValueError(
+                    f"column {name!r} has non-numeric categories; encode them as integer "
+                    "codes that every peer agrees on"
+                )
+            declared.add(name)
+            series = series.astype(series.cat.categories.dtype)
+        elif not pd.api.types.is_numeric_dtype(series.dtype):
+            raise ValueError(
+                f"column {name!r} has dtype {series.dtype}; swarm peers need numeric columns "
+                "(categorical features as agreed integer codes)"
+            )
+        kinds.append("categorical" if name in declared else "numeric")
+        cols.append(series.to_numpy(dtype=np.float64))
+    arr = np.column_stack(cols) if cols else np.zeros((len(X), 0))
+    if not np.isfinite(arr).all():
+        bad = names[int(np.flatnonzero(~np.isfinite(arr).all(axis=0))[0])]
+        raise ValueError(
+            f"column {bad!r} holds NaN or infinite values; a peer trains on complete rows"
+        )
+    return arr, names, tuple(kinds)
+
+
+class Peer:
+    """A swarm site: trains a random forest on its own columns and shares it.
+
+    Parameters
+    ----------
+    name : str
+        The peer's name (``site=`` of :meth:`SwarmForest.predict_proba`).
+    n_estimators : int, default=100
+    random_state : int or None, default=None
+        Seeds the forest and the imputers' cross-validation folds.
+    engine : {"sklearn", "fedforest"}, default="sklearn"
+        scikit-learn's ``RandomForestClassifier`` (imported into the flat format), or
+        fedforest's own ``FedForestClassifier`` with one client.
+    max_depth : int or None, default=None
+    min_samples_leaf : int, default=1
+    max_features : int, float, "sqrt", "log2" or None, default="sqrt"
+    n_surrogates : int, default=3
+        Surrogate splits kept per node (ranked); the first one available is used.
+    n_jobs : int or None, default=None
+        Threads of the forest fit.
+
+    Attributes
+    ----------
+    feature_names_, feature_kinds_ : tuple of str
+    classes_ : ndarray
+    trees_ : list of Tree
+    n_train_ : int
+    """
+
+    def __init__(
+        self,
+        name: str,
+        n_estimators: int = 100,
+        random_state: int | None = None,
+        engine: str = "sklearn",
+        *,
+        max_depth: int | None = None,
+        min_samples_leaf: int = 1,
+        max_features: Any = "sqrt",
+        n_surrogates: int = 3,
+        n_jobs: int | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        if isinstance(n_surrogates, bool) or not isinstance(n_surrogates, int) or n_surrogates < 0:
+            raise ValueError(f"n_surrogates must be an int >= 0, got {n_surrogates!r}")
+        self.name = name
+        self.n_estimators = n_estimators
+        self.random_state = random_state
+        self.engine = engine
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.n_surrogates = n_surrogates
+        self.n_jobs = n_jobs
+
+    def __repr__(self) -> str:
+        return f"Peer(name={self.name!r}, n_estimators={self.n_estimators}, engine={self.engine!r})"
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            "n_estimators": self.n_estimators,
+            "random_state": self.random_state,
+            "engine": self.engine,
+            "max_depth": self.max_depth,
+            "min_samples_leaf": self.min_samples_leaf,
+            "max_features": self.max_features,
+            "n_surrogates": self.n_surrogates,
+            "n_jobs": self.n_jobs,
+        }
+
+    def fit(
+        self, X: pd.DataFrame, y: ArrayLike, categorical_features: Sequence[str] | None = None
+    ) -> Peer:
+        """Train the peer's forest on its own columns.
+
+        Parameters
+        ----------
+        X : DataFrame, shape (n_samples, n_features)
+            Numeric columns; categorical features as numeric codes, named in
+            ``categorical_features`` or given the pandas ``category`` dtype.
+        y : array-like, shape (n_samples,)
+            Class labels.
+        categorical_features : sequence of str, optional
+
+        Returns
+        -------
+        self : Peer
+        """
+        arr, names, kinds = _site_frame(X, categorical_features)
+        y_arr = np.asarray(y)
+        if y_arr.ndim != 1 or y_arr.shape[0] != arr.shape[0]:
+            raise ValueError(
+                f"y has shape {y_arr.shape}; expected ({arr.shape[0]},), one label per row"
+            )
+        if self.engine == "sklearn":
+            from sklearn.ensemble import RandomForestClassifier
+
+            model: Any = RandomForestClassifier(
+                n_estimators=self.n_estimators, max_depth=self.max_depth,
+                min_samples_leaf=self.min_samples_leaf, max_features=self.max_features,
+                random_state=self.random_state, n_jobs=self.n_jobs,
+            )  # fmt: skip
+            model.fit(arr, y_arr)
+            trees, classes = trees_from_sklearn(model)
+        else:
+            from .forest import FedForestClassifier
+
+            model = FedForestClassifier(
+                n_estimators=self.n_estimators, max_depth=self.max_depth,
+                min_samples_leaf=self.min_samples_leaf, max_features=self.max_features,
+                random_state=self.random_state, n_jobs=self.n_jobs,
+            )  # fmt: skip
+            model.fit(arr, y_arr)  # a NumPy matrix: every split is a threshold split
+            trees, classes = list(model.trees_), np.asarray(model.classes_)
+        self._store(arr, y_arr, names, kinds, trees, classes)
+        return self
+
+    @classmethod
+    def from_fitted(
+        cls, name: str, estimator: Any, X: pd.DataFrame, y: ArrayLike,
+        categorical_features: Sequence[str] | None = None, *, n_surrogates: int = 3,
+        random_state: int | None = None,
+    ) -> Peer:  # fmt: skip
+        """A peer around a forest the user already has (scikit-learn, fitted on ``X``).
+
+        ``X`` and ``y`` are the rows the estimator was trained on: the surrogates and
+        imputers are computed from them when the peer shares.
+        """
+        arr, names, kinds = _site_frame(X, categorical_features)
+        trees, classes = trees_from_sklearn(estimator)
+        if getattr(estimator, "n_features_in_", arr.shape[1]) != arr.shape[1]:
+            raise ValueError(
+                f"the estimator was fitted on {estimator.n_features_in_} features but X has "
+                f"{arr.shape[1]} columns; give the training frame"
+            )
+        peer = cls(
+            name, n_estimators=len(trees), random_state=random_state, n_surrogates=n_surrogates
+        )
+        peer.engine = "imported"
+        peer._store(arr, np.asarray(y), names, kinds, trees, classes)
+        return peer
+
+    def _store(
+        self, arr: NDArray[np.float64], y: NDArray[Any], names: tuple[str, ...],
+        kinds: tuple[str, ...], trees: list[Tree], classes: NDArray[Any],
+    ) -> None:  # fmt: skip
+        self.X_ = arr
+        self.y_ = y
+        self.feature_names_ = names
+        self.feature_kinds_ = kinds
+        self.trees_ = trees
+        self.classes_ = classes
+        self.n_train_ = int(arr.shape[0])
+
+    def share(
+        self, shared_features: Sequence[str] | None = None, *, surrogates: bool = True,
+        imputers: bool = True,
+    ) -> ShareBundle:  # fmt: skip
+        """The bundle this peer sends to the others.
+
+        Parameters
+        ----------
+        shared_features : sequence of str, optional
+            The features every peer has (see :func:`shared_columns`). Surrogate splits
+            are searched among them and every other feature gets an imputer that reads
+            them, as in the paper. None: every other feature of this peer is a candidate
+            surrogate, and every feature gets an imputer from all the others (usable only
+            at sites that have all of them).
+        surrogates, imputers : bool, default=True
+            Compute the surrogate splits / imputers (skip them for baselines that never
+            resolve a missing split, e.g. :func:`fit_intersection` forests).
+
+        Returns
+        -------
+        ShareBundle
+        """
+        if not hasattr(self, "trees_"):
+            raise ValueError(f"peer {self.name!r} is not fitted; call fit() first")
+        names = self.feature_names_
+        if shared_features is None:
+            shared, private = list(range(len(names))), list(range(len(names)))
+        else:
+            missing = [f for f in shared_features if f not in names]
+            if missing:
+                raise ValueError(
+                    f"shared_features {missing} are not features of peer {self.name!r}"
+                )
+            shared = [names.index(f) for f in shared_features]
+            private = [j for j in range(len(names)) if j not in shared]
+        k = self.n_surrogates if surrogates else 0
+        surr = forest_surrogates(self.X_, self.trees_, np.asarray(shared, dtype=np.int64), k)
+        fitted = self._imputers(shared, private, shared_features is None) if imputers else ()
+        counts = np.concatenate([t.value * t.weighted_n_node_samples[:, None] for t in self.trees_])
+        n = self.n_train_
+        std = self.X_.std(axis=0, ddof=1) if n > 1 else np.zeros(len(names))
+        return ShareBundle(
+            name=self.name, feature_names=names, feature_kinds=self.feature_kinds_,
+            classes=self.classes_, trees=list(self.trees_), class_counts=counts,
+            surr_feature=surr[0], surr_threshold=surr[1], surr_flip=surr[2],
+            surr_agreement=surr[3], imputers=fitted, feature_std=std, n_train=n,
+            shared_features=None if shared_features is None else tuple(shared_features),
+            engine=self.engine,
+        )  # fmt: skip
+
+    def _imputers(
+        self, shared: list[int], private: list[int], all_others: bool
+    ) -> tuple[Imputer, ...]:
+        """One imputer per private feature, reading the shared features."""
+        seed = int(np.random.default_rng(self.random_state).integers(2**31 - 1))
+        out = []
+        for j in private:
+            inputs = [i for i in shared if i != j] if all_others else shared
+            if not inputs:
+                continue
+            out.append(
+                fit_imputer(
+                    self.feature_names_[j],
+                    self.feature_kinds_[j],
+                    self.X_[:, j],
+                    self.X_[:, inputs],
+                    tuple(self.feature_names_[i] for i in inputs),
+                    seed,
+                )  # fmt: skip
+            )
+        return tuple(out)
+
+
+def shared_columns(items: Sequence[Peer | ShareBundle | Sequence[str]]) -> list[str]:
+    """Features every peer has, in the order of the first peer.
+
+    Parameters
+    ----------
+    items : sequence of fitted Peer, ShareBundle or lists of feature names
+    """
+    lists: list[Sequence[str]] = []
+    for item in items:
+        if isinstance(item, Peer):
+            lists.append(item.feature_names_)
+        elif isinstance(item, ShareBundle):
+            lists.append(item.feature_names)
+        else:
+            lists.append([str(n) for n in item])
+    if not lists:
+        return []
+    common = set(lists[0]).intersection(*lists[1:])
+    return [n for n in lists[0] if n in common]
+
+
+def fit_intersection(peers: Sequence[Peer]) -> list[Peer]:
+    """The Intersection baseline: each peer retrains on the columns every peer has.
+
+    Parameters
+    ----------
+    peers : sequence of fitted Peer
+
+    Returns
+    -------
+    list of Peer
+        New peers (same names and parameters) fitted on their own rows restricted to
+        :func:`shared_columns`. Pool their bundles and predict with
+        ``strategy="intersection"``.
+    """
+    cols = shared_columns(peers)
+    if not cols:
+        raise ValueError(
+            "the peers share no column, so the Intersection baseline has nothing to train on"
+        )
+    out = []
+    for p in peers:
+        idx = [p.feature_names_.index(c) for c in cols]
+        frame = pd.DataFrame(p.X_[:, idx], columns=cols)
+        cats = [c for c, j in zip(cols, idx, strict=True) if p.feature_kinds_[j] == "categorical"]
+        params = p._params()
+        if params["engine"] not in ENGINES:  # an imported forest: retrain with scikit-learn
+            params["engine"] = "sklearn"
+        out.append(Peer(p.name, **params).fit(frame, p.y_, categorical_features=cats))
+    return out

@@ -1,0 +1,314 @@
+"""Swarm peers, share bundles (safe files), the pooled forest, sklearn import, the harness."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.tree import DecisionTreeClassifier
+
+from fedforest._swarm_data import SWARM_DATASETS, load_swarm_dataset, make_s500
+from fedforest.experiments import swarm as exp
+from fedforest.swarm import (
+    STRATEGIES,
+    Peer,
+    ShareBundle,
+    SwarmForest,
+    fit_intersection,
+    load_bundles,
+    shared_columns,
+    trees_from_sklearn,
+)
+
+
+@pytest.fixture(scope="module")
+def mix() -> tuple[pd.DataFrame, np.ndarray, tuple[str, ...]]:
+    ds = make_s500("mix", n_samples=240, random_state=1)
+    return ds.X, ds.y, ds.categorical
+
+
+@pytest.fixture(scope="module")
+def peers(mix: tuple[pd.DataFrame, np.ndarray, tuple[str, ...]]) -> list[Peer]:
+    X, y, cats = mix
+    cols = list(X.columns)
+    shared = cols[:6]
+    out = []
+    for k, rows in enumerate(np.array_split(np.arange(len(y)), 2)):
+        own = shared + cols[6 + k :: 2]
+        frame = X.iloc[rows][own]
+        out.append(
+            Peer(f"P{k}", 15, random_state=k).fit(
+                frame, y[rows], categorical_features=[c for c in own if c in cats]
+            )
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def bundles(peers: list[Peer]) -> list[ShareBundle]:
+    return [p.share(shared_features=shared_columns(peers)) for p in peers]
+
+
+# --------------------------------------------------------------------------- peers and bundles
+def test_peer_shares_trees_surrogates_imputers_and_spreads(
+    peers: list[Peer], bundles: list[ShareBundle]
+) -> None:
+    b = bundles[0]
+    shared = set(shared_columns(peers))
+    private = [f for f in b.feature_names if f not in shared]
+    assert b.name == "P0" and len(b.trees) == 15 and b.classes.tolist() == [0, 1]
+    assert sorted(m.feature for m in b.imputers) == sorted(private)
+    for m in b.imputers:
+        assert set(m.inputs) == shared and m.n_train == peers[0].n_train_
+        assert m.kind == b.feature_kinds[b.feature_names.index(m.feature)]
+        assert np.isnan(m.quality) or m.quality <= 1
+    internal = np.concatenate([t.children_left >= 0 for t in b.trees])
+    has = b.surr_feature[:, 0] >= 0
+    assert has[internal].mean() > 0.5 and not has[~internal].any()
+    used = {b.feature_names[j] for j in b.surr_feature[has].ravel() if j >= 0}
+    assert used <= shared  # surrogates only on features every peer has
+    np.testing.assert_allclose(b.feature_std, peers[0].X_.std(axis=0, ddof=1))
+    counts = b.class_counts[: b.trees[0].node_count]
+    np.testing.assert_allclose(counts.sum(axis=1), b.trees[0].weighted_n_node_samples)
+
+
+def test_bundle_round_trip(tmp_path: Path, bundles: list[ShareBundle], mix: tuple) -> None:
+    X, _, _ = mix
+    path = tmp_path / "A.ffb"
+    bundles[0].save(path)
+    back = ShareBundle.load(path)
+    assert back.feature_names == bundles[0].feature_names
+    for name in ("class_counts", "surr_feature", "surr_threshold", "surr_flip", "feature_std"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(bundles[0], name))
+    assert [m.feature for m in back.imputers] == [m.feature for m in bundles[0].imputers]
+    site = X.iloc[:30][list(bundles[0].feature_names)]
+    for strategy in ("mp", "ipr", "ss"):
+        a = SwarmForest([bundles[0], bundles[1]]).predict_proba(site, strategy, random_state=3)
+        b = SwarmForest([back, bundles[1]]).predict_proba(site, strategy, random_state=3)
+        np.testing.assert_array_equal(a, b)
+
+
+def test_pickled_and_corrupted_bundles_are_refused(
+    tmp_path: Path, bundles: list[ShareBundle]
+) -> None:
+    good = tmp_path / "good.ffb"
+    bundles[1].save(good)
+    pickled = tmp_path / "pickled.ffb"
+    pickled.write_bytes(pickle.dumps(bundles[0]))
+    truncated = tmp_path / "truncated.ffb"
+    bundles[0].save(truncated)
+    truncated.write_bytes(truncated.read_bytes()[:300])
+    with pytest.raises(ValueError, match="pickle"):
+        ShareBundle.load(pickled)
+    with pytest.raises(ValueError, match="truncated.ffb"):
+        ShareBundle.load(truncated)
+    with pytest.warns(UserWarning, match="refused share bundle"):
+        loaded = load_bundles([pickled, good, truncated])
+    assert [b.name for b in loaded] == ["P1"]
+    assert SwarmForest(loaded).predict_proba(pd.DataFrame({"x": [0.0]}), "mp").shape == (1, 2)
+
+
+def _rewrite(src: Path, dst: Path, edit: dict[str, np.ndarray]) -> None:
+    with np.load(src, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    arrays.update(edit)
+    np.savez_compressed(dst, **arrays)
+
+
+def test_tampered_bundle_content_is_refused(tmp_path: Path, bundles: list[ShareBundle]) -> None:
+    src = tmp_path / "src.ffb"
+    bundles[0].save(src)
+    with np.load(src) as npz:
+        surr = npz["extra/surr_feature"].copy()
+        header = json.loads(npz["__header__"].tobytes())
+    surr[0, 0] = 999
+    cases = {
+        "surr_feature": {"extra/surr_feature": surr},
+        "feature_std": {"extra/feature_std": np.array([1.0])},
+        "class_counts": {"extra/class_counts": -np.ones((3, 2))},
+        "object": {"extra/feature_std": np.array([object()], dtype=object)},
+    }
+    for name, edit in cases.items():
+        bad = tmp_path / f"{name}.npz"
+        _rewrite(src, bad, edit)
+        with pytest.raises(ValueError, match="cannot load"):
+            ShareBundle.load(bad)
+    header["header"]["feature_names"][1] = header["header"]["feature_names"][0]
+    text = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    _rewrite(src, tmp_path / "dup.npz", {"__header__": text})
+    with pytest.raises(ValueError, match="distinct"):
+        ShareBundle.load(tmp_path / "dup.npz")
+    assert zipfile.is_zipfile(src)
+
+
+def test_model_files_of_another_kind_are_refused(tmp_path: Path) -> None:
+    from fedforest import FedForestClassifier
+
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    model = FedForestClassifier(n_estimators=2, random_state=0).fit(X, (X[:, 0] > 0).astype(int))
+    model.save(tmp_path / "m.ffm")
+    with pytest.raises(ValueError, match="SwarmShareBundle"):
+        ShareBundle.load(tmp_path / "m.ffm")
+
+
+# --------------------------------------------------------------------------- pooled forest
+def test_every_strategy_predicts_probabilities(bundles: list[ShareBundle], mix: tuple) -> None:
+    X, y, _ = mix
+    swarm = SwarmForest(bundles)
+    site = X.iloc[:50][list(bundles[0].feature_names)]
+    for strategy in STRATEGIES:
+        if strategy == "intersection":
+            with pytest.raises(ValueError, match="fit_intersection"):
+                swarm.predict_proba(site, strategy, site="P0")
+            continue
+        proba = swarm.predict_proba(site, strategy, site="P0", random_state=0)
+        assert proba.shape == (50, 2) and np.allclose(proba.sum(axis=1), 1.0)
+        assert swarm.predict(site, strategy, site="P0", random_state=0).shape == (50,)
+    with pytest.raises(ValueError, match="site="):
+        swarm.predict_proba(site, "local")
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        swarm.predict_proba(site, "magic")
+
+
+def test_local_and_park_select_trees(bundles: list[ShareBundle], mix: tuple) -> None:
+    X, _, _ = mix
+    swarm = SwarmForest(bundles)
+    site = X.iloc[:20][list(bundles[0].feature_names)]
+    assert (swarm.trees_used(site, "local", site="P0") == 15).all()
+    park = swarm.trees_used(site, "park")
+    assert (park >= 15).all() and (park <= 30).all()
+    full = X.iloc[:20]  # a site with every column: nothing is missing, all agree
+    ref = swarm.predict_proba(full, "fpv")
+    for strategy in ("park", "pr", "ipr", "mp", "ss", "mi"):
+        np.testing.assert_allclose(swarm.predict_proba(full, strategy), ref)
+
+
+def test_intersection_baseline(peers: list[Peer], mix: tuple) -> None:
+    X, _, _ = mix
+    inter = fit_intersection(peers)
+    assert all(p.feature_names_ == tuple(shared_columns(peers)) for p in inter)
+    swarm = SwarmForest([p.share(surrogates=False, imputers=False) for p in inter])
+    proba = swarm.predict_proba(X.iloc[:10][list(peers[1].feature_names_)], "intersection")
+    assert proba.shape == (10, 2)
+
+
+def test_pooled_classes_and_features_are_unions() -> None:
+    rng = np.random.default_rng(0)
+    Xa = pd.DataFrame({"s": rng.normal(size=60), "a": rng.normal(size=60)})
+    Xb = pd.DataFrame({"s": rng.normal(size=60), "b": rng.normal(size=60)})
+    ya = np.where(Xa.s > 0, "x", "y")
+    yb = np.where(Xb.s > 0.5, "z", "y")  # peer B never sees class "x"
+    a = Peer("A", 5, random_state=0).fit(Xa, ya).share(["s"])
+    b = Peer("B", 5, random_state=0).fit(Xb, yb).share(["s"])
+    swarm = SwarmForest([a, b])
+    assert swarm.feature_names_ == ("s", "a", "b") and swarm.classes_.tolist() == ["x", "y", "z"]
+    proba = swarm.predict_proba(Xa.iloc[:5], "mp")
+    assert proba.shape == (5, 3) and np.allclose(proba.sum(axis=1), 1)
+    with pytest.raises(ValueError, match="distinct"):
+        SwarmForest([a, a])
+
+
+# --------------------------------------------------------------------------- imports and engines
+def test_sklearn_forest_import_matches_sklearn() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int) + (X[:, 2] > 1)
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    for est in (DecisionTreeClassifier(max_depth=4), RandomForestClassifier(10, random_state=0)):
+        est.fit(X, y)
+        peer = Peer.from_fitted("S", est, frame, y)
+        swarm = SwarmForest([peer.share()])
+        np.testing.assert_allclose(swarm.predict_proba(frame, "fpv"), est.predict_proba(X))
+        np.testing.assert_allclose(swarm.predict_proba(frame, "mp"), est.predict_proba(X))
+        assert swarm.predict_proba(frame[["a", "b"]], "mp").shape == (200, 3)
+    trees, classes = trees_from_sklearn(est)
+    assert len(trees) == 10 and classes.tolist() == [0, 1, 2]
+    with pytest.raises(TypeError):
+        trees_from_sklearn(object())
+
+
+def test_fedforest_engine_peer(mix: tuple) -> None:
+    X, y, cats = mix
+    peer = Peer("F", 4, random_state=0, engine="fedforest", max_depth=4).fit(X, y, cats)
+    b = peer.share(list(X.columns[:8]))
+    assert b.engine == "fedforest" and len(b.trees) == 4
+    proba = SwarmForest([b]).predict_proba(X.iloc[:20, :8], "mp")
+    assert proba.shape == (20, 2)
+
+
+def test_peer_input_validation() -> None:
+    with pytest.raises(ValueError, match="engine"):
+        Peer("A", engine="xgboost")
+    with pytest.raises(TypeError, match="DataFrame"):
+        Peer("A").fit(np.zeros((4, 2)), [0, 1, 0, 1])
+    with pytest.raises(ValueError, match="numeric"):
+        Peer("A").fit(pd.DataFrame({"s": ["u", "v"]}), [0, 1])
+    with pytest.raises(ValueError, match="not features"):
+        Peer("A", 2).fit(pd.DataFrame({"s": [0.0, 1.0, 2.0]}), [0, 1, 0]).share(["t"])
+
+
+# --------------------------------------------------------------------------- data and harness
+def test_datasets_ship_offline() -> None:
+    for name in SWARM_DATASETS:
+        ds = load_swarm_dataset(name)
+        assert len(ds.X) == len(ds.y) and ds.X.notna().all().all()
+    s = make_s500("mix")
+    assert s.X.shape == (500, 16) and len(s.categorical) == 8
+    assert 0.4 < s.y.mean() < 0.6
+    assert set(np.unique(s.X[list(s.categorical)])) == {0.0, 1.0, 2.0, 3.0}
+
+
+def test_feature_assignment_follows_eq_24() -> None:
+    assert exp.overlap_size(16, 2, 0.5) == round(16 / (1 + 2 * 0.5))
+    assert exp.overlap_size(16, 6, 0.2) == 1
+    rng = np.random.default_rng(0)
+    cols = [f"f{i}" for i in range(16)]
+    shared, per_peer = exp.assign_features(cols, 4, 0.5, rng)
+    assert len(shared) == exp.overlap_size(16, 4, 0.5)
+    sizes = [len(p) for p in per_peer]
+    assert max(sizes) - min(sizes) <= 1
+    assert set().union(*map(set, per_peer)) == set(cols)
+    assert abs(exp.achieved_jaccard(per_peer) - 0.5) < 0.1
+
+
+def test_tiny_experiment_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    exp.add_swarm_subcommand(parser.add_subparsers())
+    args = parser.parse_args(
+        ["swarm-overlap", "--datasets", "S-500-Mix", "wine", "--peers", "2", "3",
+         "--jaccards", "0.3", "0.7", "--reps", "1", "--trees", "4", "--n-jobs", "1",
+         "--out", str(tmp_path)]
+    )  # fmt: skip
+    assert args.handler(args, parser) == 0
+    out = capsys.readouterr().out
+    assert "reproduce: fedforest experiment swarm-overlap" in out
+    results = pd.read_csv(tmp_path / "results.csv")
+    assert set(results.strategy) == set(exp.PAPER_STRATEGIES)
+    assert len(results) == 2 * (2 + 3) * 2 * len(exp.PAPER_STRATEGIES)
+    for name in ("cd_auprc.png", "heatmap_wine_auprc.png", "table_S-500-Mix_auprc.md"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_bad_experiment_options_exit_with_usage_error(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    exp.add_swarm_subcommand(parser.add_subparsers())
+    args = parser.parse_args(["swarm-overlap", "--peers", "1", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit) as info:
+        args.handler(args, parser)
+    assert info.value.code == 2
+
+
+def test_public_names_exist() -> None:
+    import fedforest.routing
+    import fedforest.swarm
+
+    for module in (fedforest.swarm, fedforest.routing, exp):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
