@@ -1,12 +1,14 @@
 """The ``fedforest`` command.
 
 ``fedforest simulate`` trains fedforest, a centralized scikit-learn random forest and
-per-client forests on the paper's synthetic federation and compares them.
+per-client forests on the paper's synthetic federation and compares them;
+``fedforest experiment swarm-overlap`` runs the swarm-forest experiment (docs/swarm.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -30,7 +32,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status (0 on success). Usage errors raise ``SystemExit(2)`` as argparse
         does.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) >= 2 and argv[0] == "experiment" and argv[1].startswith("swarm"):
+        return _run_swarm_experiment(argv[1:])
     parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace, argparse.ArgumentParser], int] = args.handler
+    return handler(args, parser)
+
+
+def _run_swarm_experiment(argv: list[str]) -> int:
+    """``fedforest experiment swarm-...``: the swarm-forest experiments (their own options)."""
+    from .experiments.swarm import add_swarm_subcommand
+
+    parser = argparse.ArgumentParser(prog="fedforest experiment")
+    names = parser.add_subparsers(title="swarm experiments", dest="name", required=True)
+    add_swarm_subcommand(names)
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace, argparse.ArgumentParser], int] = args.handler
     return handler(args, parser)

@@ -58,3 +58,14 @@ def test_usage_errors_exit_2(argv, capsys):
         main(argv)
     assert exc.value.code == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_swarm_experiment_is_wired_into_the_cli(capsys):
+    import pytest
+
+    from fedforest.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["experiment", "swarm-overlap", "--help"])
+    assert exit_info.value.code == 0
+    assert "--jaccards" in capsys.readouterr().out
