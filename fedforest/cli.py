@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(title="commands", dest="command", required=True)
     _add_simulate(commands)
+    from .experiments.paper import add_experiment_subcommand
+
+    add_experiment_subcommand(commands)
     return parser
 
 

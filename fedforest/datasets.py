@@ -1,23 +1,67 @@
-"""Synthetic federated datasets.
+"""Federated datasets: the paper's synthetic generator, shipped real data, partitioners.
 
-The generator of the FedForest paper's Section 5 (``papers/000_944673a25e3d6d51.txt``):
-``K`` clients with Gaussian covariates whose means and spreads differ by client
-(covariate shift) and outcomes with client-specific offsets (outcome shift), on top of
-a piecewise-constant (tree-based) regression function :func:`paper_f`.
+- The generator of the FedForest paper's Section 5 (``papers/000_944673a25e3d6d51.txt``):
+  ``K`` clients with Gaussian covariates whose means and spreads differ by client
+  (covariate shift) and outcomes with client-specific offsets (outcome shift), on top of
+  a piecewise-constant (tree-based) regression function :func:`paper_f`; the Appendix F
+  variants (:func:`make_shift_benchmark`, :func:`add_feature_outliers`).
+- Real data that ships with fedforest or scikit-learn (nothing is downloaded):
+  :func:`load_fed_heart_disease` (FLamby's FedHeart), the Appendix B panel
+  (:data:`PANEL_DATASETS`) and the stand-in for Banknote
+  (:func:`load_fragmentation_dataset`). Sources and licences: ``fedforest/data/README.md``.
+- Partitioners that assign pooled rows to clients: :func:`partition_by_column`,
+  :func:`partition_iid`, :func:`partition_dirichlet`, :func:`partition_sorted`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedforest._common import X_DTYPE
+from fedforest._datasets_real import (
+    FED_HEART_CENTERS,
+    PANEL_DATASETS,
+    PanelDataset,
+    fed_heart_disease_split,
+    load_fed_heart_disease,
+    load_fragmentation_dataset,
+    load_panel_dataset,
+)
+from fedforest._partitioners import (
+    partition_by_column,
+    partition_dirichlet,
+    partition_iid,
+    partition_sorted,
+    split_within_clients,
+)
 
-__all__ = ["SETTINGS", "FederatedSplit", "make_paper_synthetic", "paper_f"]
+__all__ = [
+    "FED_HEART_CENTERS",
+    "PANEL_DATASETS",
+    "SETTINGS",
+    "SHIFT_BENCHMARKS",
+    "FederatedSplit",
+    "ShiftBenchmark",
+    "PanelDataset",
+    "add_feature_outliers",
+    "fed_heart_disease_split",
+    "load_fed_heart_disease",
+    "load_fragmentation_dataset",
+    "load_panel_dataset",
+    "make_paper_synthetic",
+    "make_shift_benchmark",
+    "paper_f",
+    "partition_by_column",
+    "partition_dirichlet",
+    "partition_iid",
+    "partition_sorted",
+    "split_within_clients",
+]
 
 #: The paper's settings: covariate mean shift ``gamma``, covariate variance ``alpha``
 #: and outcome offset ``delta`` (Section 5 for the first three, Appendix F.2 for
@@ -131,6 +175,7 @@ def make_paper_synthetic(
     delta: float | None = None,
     test_size: float = 0.3,
     random_state: int | np.random.Generator | None = None,
+    n_shifted: int | None = None,
 ) -> FederatedSplit:
     """Generate the paper's Section 5 synthetic federation.
 
@@ -162,6 +207,10 @@ def make_paper_synthetic(
         Fraction of each client's rows held out for testing, in (0, 1).
     random_state : int, numpy Generator or None, default=None
         Seed; the same integer gives identical data.
+    n_shifted : int or None, default=None
+        Only the first ``n_shifted`` coordinates get the client mean ``mu_k`` and
+        variance ``alpha``; the others are ``N(0, 1)`` for every client. None shifts all
+        ``d`` coordinates (the paper's Section 5).
 
     Returns
     -------
@@ -169,9 +218,13 @@ def make_paper_synthetic(
     """
     params = _resolve_params(setting, gamma=gamma, alpha=alpha, delta=delta)
     n_test = _check_sizes(n_clients, n_per_client, n_features, test_size)
+    if n_shifted is not None and (int(n_shifted) != n_shifted or not 1 <= n_shifted):
+        raise ValueError(
+            f"The 'n_shifted' parameter must be None or an int >= 1. Got {n_shifted!r} instead."
+        )
     rng = np.random.default_rng(random_state)
     parts = [
-        _client_rows(rng, k, n_per_client, n_features, n_test, **params)
+        _client_rows(rng, k, n_per_client, n_features, n_test, n_shifted=n_shifted, **params)
         for k in range(1, n_clients + 1)
     ]
     train, test = zip(*parts, strict=True)
@@ -248,10 +301,15 @@ def _client_rows(
     gamma: float,
     alpha: float,
     delta: float,
+    n_shifted: int | None = None,
 ) -> tuple[_Rows, _Rows]:
     """Draw client ``k`` (1-based) and split its rows into (train, test)."""
     sign = (-1.0) ** k
-    X = rng.normal(loc=sign * gamma, scale=np.sqrt(alpha), size=(n, d))
+    if n_shifted is None:
+        X = rng.normal(loc=sign * gamma, scale=np.sqrt(alpha), size=(n, d))
+    else:
+        X = rng.normal(size=(n, d))
+        X[:, :n_shifted] = sign * gamma + np.sqrt(alpha) * X[:, :n_shifted]
     eps = rng.normal(loc=0.0, scale=np.sqrt(NOISE_VARIANCE), size=n)
     y = paper_f(X) + sign * delta + eps
     h = np.full(n, k - 1, dtype=np.int64)
@@ -266,3 +324,120 @@ def _client_rows(
 def _stack(parts: tuple[_Rows, ...]) -> _Rows:
     X, y, h = zip(*parts, strict=True)
     return np.vstack(X), np.concatenate(y), np.concatenate(h)
+
+
+@dataclass(frozen=True)
+class ShiftBenchmark:
+    """An Appendix F.1 covariate-shift benchmark.
+
+    Attributes
+    ----------
+    alpha : float
+        Covariate variance of every client.
+    shifts : tuple of float
+        Default grid of shift scales ``gamma`` (the paper's Tables 5 and 6 do not print
+        theirs).
+    """
+
+    alpha: float
+    shifts: tuple[float, ...]
+
+
+#: Appendix F.1 benchmarks by kind. Both shift the first coordinate only.
+SHIFT_BENCHMARKS: Mapping[str, ShiftBenchmark] = MappingProxyType(
+    {
+        # F.1.1: narrow clients on x_1 (sd 0.71) whose supports separate as gamma grows;
+        # at gamma >= 2.5 the gap at x_1 = 0 is 3.5 sd from either side (nearly disjoint).
+        "disjoint": ShiftBenchmark(alpha=0.5, shifts=(0.0, 1.0, 1.5, 2.0, 2.5, 3.0)),
+        # F.1.2: wide clients on x_1 (sd 1) that overlap around the pooled mean 0.
+        "overlap": ShiftBenchmark(alpha=1.0, shifts=(0.0, 0.5, 1.0, 1.5, 2.0)),
+    }
+)
+
+
+def make_shift_benchmark(
+    kind: str,
+    shift: float,
+    *,
+    n_clients: int = 10,
+    n_per_client: int = 200,
+    n_features: int = 20,
+    random_state: int | np.random.Generator | None = None,
+) -> FederatedSplit:
+    """Appendix F.1 data: covariate shift of scale ``shift`` on ``x_1``, no outcome shift.
+
+    The Section 5 generator with ``delta = 0`` where only ``x_1`` is shifted: client
+    ``k`` draws ``x_1 ~ N((-1)^k shift, alpha)`` and ``x_2 .. x_d ~ N(0, 1)``, with the
+    ``alpha`` of :data:`SHIFT_BENCHMARKS` ``[kind]`` (``"disjoint"``: F.1.1, Table 5,
+    ``alpha = 0.5``; ``"overlap"``: F.1.2, Table 6, ``alpha = 1``). The outcome is
+    :func:`paper_f`: its root split ``x_1 = 0`` lies between the clients, where no
+    client sees a local gain, while inside a client the signal is on ``x_2`` (clients
+    left of 0) or ``x_4`` (right of 0): the local rankings of the features disagree with
+    the pooled one (the paper's "ranking disagreement"; its Tables 5 and 6 do not print
+    their generator, this is ours).
+
+    Parameters
+    ----------
+    kind : {"disjoint", "overlap"}
+    shift : float
+        The covariate mean shift ``gamma`` (the paper's "shift scale").
+    n_clients, n_per_client, n_features, random_state
+        As in :func:`make_paper_synthetic`.
+
+    Returns
+    -------
+    split : FederatedSplit
+    """
+    if kind not in SHIFT_BENCHMARKS:
+        raise ValueError(
+            f"The 'kind' parameter of make_shift_benchmark must be one of "
+            f"{sorted(SHIFT_BENCHMARKS)}. Got {kind!r} instead."
+        )
+    alpha = SHIFT_BENCHMARKS[kind].alpha
+    return make_paper_synthetic(
+        "covariate-shift",
+        n_clients=n_clients,
+        n_per_client=n_per_client,
+        n_features=n_features,
+        gamma=shift,
+        alpha=alpha,
+        delta=0.0,
+        random_state=random_state,
+        n_shifted=1,
+    )
+
+
+def add_feature_outliers(
+    split: FederatedSplit,
+    fraction: float,
+    *,
+    factor: float = 1000.0,
+    random_state: int | np.random.Generator | None = None,
+) -> FederatedSplit:
+    """Contaminate training rows as in Appendix F.3: their features times ``factor``.
+
+    ``round(fraction * n_train)`` training rows, drawn uniformly over all clients, get
+    their whole feature vector multiplied by ``factor``; outcomes and the test rows are
+    unchanged (the test set stays clean).
+
+    Parameters
+    ----------
+    split : FederatedSplit
+    fraction : float
+        Fraction of the training rows to contaminate, in [0, 1].
+    factor : float, default=1000.0
+    random_state : int, Generator or None
+
+    Returns
+    -------
+    contaminated : FederatedSplit
+        A copy with the new ``X_train``.
+    """
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"The 'fraction' parameter must be in [0, 1]. Got {fraction!r} instead.")
+    rng = np.random.default_rng(random_state)
+    n_train = split.X_train.shape[0]
+    rows = rng.choice(n_train, size=int(round(fraction * n_train)), replace=False)
+    X_train = split.X_train.copy()
+    X_train[rows] *= factor
+    return replace(split, X_train=X_train)

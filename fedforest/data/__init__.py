@@ -1,0 +1,1 @@
+"""Data files vendored with fedforest (sources and licences in README.md here)."""
