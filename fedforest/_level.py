@@ -1,0 +1,288 @@
+"""Server side of one tree level: candidates, Top-L shortlists and best splits.
+
+Candidates come from the clients' sketches (or category codes); the best split of every
+node from the clients' Round B answers. Split from :mod:`fedforest.grower`, which
+orchestrates the rounds, to keep both small.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._common import STAT_WEIGHT
+from .protocol import Message, expect_array
+from .sketch import merge_sketches, midpoint_candidates
+from .splitter import (
+    BestSplits,
+    best_avgimp_splits,
+    best_splits,
+    categorical_splits,
+    with_set_splits,
+)
+
+if TYPE_CHECKING:
+    from .grower import GrowerConfig
+
+__all__ = ["candidates", "category_counts", "round_b_splits", "shortlist"]
+
+
+def category_counts(categories: dict[str, list[Any]], d: int) -> NDArray[np.int64]:
+    """Number of categories of each feature (0 for numeric features)."""
+    counts = np.zeros(d, dtype=np.int64)
+    for j, values in categories.items():
+        counts[int(j)] = len(values)
+    return counts
+
+
+def _interleave(
+    count_a: NDArray[np.int64],
+    vals_a: NDArray[np.float64],
+    count_b: NDArray[np.int64],
+    vals_b: NDArray[np.float64],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Per-pair lists where each pair takes its entries from ``a`` or from ``b``."""
+    off = np.zeros(count_a.size + 1, dtype=np.int64)
+    np.cumsum(count_a + count_b, out=off[1:])
+    out = np.empty(int(off[-1]))
+    for count, vals in ((count_a, vals_a), (count_b, vals_b)):
+        start = np.cumsum(count) - count
+        pos = np.repeat(off[:-1] - start, count) + np.arange(int(count.sum()))
+        out[pos] = vals
+    return off, out
+
+
+def _fixed_candidates(
+    edges: Any, pair_feat: NDArray[np.int32], pair_ok: NDArray[np.bool_]
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Federated-histogram candidates: the same fixed-width edges at every node."""
+    per_pair = [
+        np.unique(edges[f]) if ok else np.empty(0) for f, ok in zip(pair_feat, pair_ok, strict=True)
+    ]
+    cand_off = np.zeros(len(per_pair) + 1, dtype=np.int64)
+    np.cumsum([c.size for c in per_pair], out=cand_off[1:])
+    return cand_off, np.concatenate(per_pair) if per_pair else np.empty(0)
+
+
+def candidates(
+    replies: list[tuple[str, Message]],
+    summaries: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    pair_ok: NDArray[np.bool_],
+    cfg: GrowerConfig,
+    edges: Any,
+    n_categories: NDArray[np.int64],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Candidate thresholds per (node, feature) pair: merged sketches, or category codes."""
+    n_cat = n_categories[pair_feat]
+    cat_ok = pair_ok & (n_cat >= 2)
+    off, vals = _numeric_candidates(
+        replies, summaries, pair_off, pair_feat, pair_ok & (n_cat == 0), cfg, edges, n_cat == 0
+    )
+    # A categorical pair's candidates are the codes 0..C-2: cumulative left statistics at
+    # them give every category's statistics (the last one from the node total).
+    cat_count = np.where(cat_ok, n_cat - 1, 0)
+    cat_vals = (
+        np.concatenate([np.arange(c, dtype=np.float64) for c in cat_count])
+        if cat_ok.any()
+        else np.empty(0)
+    )
+    return _interleave(np.diff(off), vals, cat_count, cat_vals)
+
+
+def _numeric_candidates(
+    replies: list[tuple[str, Message]],
+    summaries: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    pair_ok: NDArray[np.bool_],
+    cfg: GrowerConfig,
+    edges: Any,
+    numeric: NDArray[np.bool_],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Candidate thresholds of the numeric pairs (others get none)."""
+    n_pairs = int(pair_off[-1])
+    if cfg.binning == "histogram":
+        return _fixed_candidates(edges, pair_feat, pair_ok)
+    if cfg.n_bins is None:
+        per_pair: list[NDArray[np.float64]] = []
+        offs = [expect_array(m, "sketch_off", "i", (n_pairs + 1,), n) for n, m in replies]
+        vals = [
+            expect_array(m, "sketch", "f", (int(o[-1]),), n)
+            for o, (n, m) in zip(offs, replies, strict=True)
+        ]
+        for p in range(n_pairs):
+            per_pair.append(
+                midpoint_candidates([v[o[p] : o[p + 1]] for o, v in zip(offs, vals, strict=True)])
+                if pair_ok[p]
+                else np.empty(0)
+            )
+        cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
+        np.cumsum([c.size for c in per_pair], out=cand_off[1:])
+        return cand_off, np.concatenate(per_pair) if per_pair else np.empty(0)
+    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+    weights = summaries[:, pair_node, STAT_WEIGHT]
+    sketches = np.full((len(replies), n_pairs, cfg.n_bins), np.nan)
+    for k, (name, msg) in enumerate(replies):
+        present = (weights[k] > 0) & numeric  # clients sketch numeric features only
+        sketches[k, present] = expect_array(
+            msg, "sketch", "f", (int(present.sum()), cfg.n_bins), name
+        )
+    cand_off, cand = merge_sketches(sketches[:, pair_ok], weights[:, pair_ok], cfg.n_bins)
+    counts = np.zeros(n_pairs, dtype=np.int64)
+    counts[pair_ok] = np.diff(cand_off)
+    full_off = np.zeros(n_pairs + 1, dtype=np.int64)
+    np.cumsum(counts, out=full_off[1:])
+    return full_off, cand
+
+
+def _evaluate(
+    pooled: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    left: NDArray[np.float64],
+    splittable: NDArray[np.bool_],
+    root_w: NDArray[np.float64],
+    cfg: GrowerConfig,
+    ctx: dict[str, Any],
+) -> BestSplits:
+    """Best numeric split per node, then a categorical (set) split where it gains more."""
+    n_cat = ctx["n_categories"][pair_feat]
+    n_cand = np.diff(cand_off)
+    numeric = np.repeat(n_cat == 0, n_cand)
+    num_off = np.zeros_like(cand_off)
+    np.cumsum(np.where(n_cat == 0, n_cand, 0), out=num_off[1:])
+    best = best_splits(
+        pooled,
+        pair_off,
+        pair_feat,
+        num_off,
+        cand[numeric],
+        left[numeric],
+        criterion=cfg.criterion,
+        root_weight=root_w,
+        min_samples_leaf=cfg.min_samples_leaf,
+        min_impurity_decrease=cfg.min_impurity_decrease,
+    )
+    return _with_categorical(
+        best, pooled, pair_off, pair_feat, cand_off, left, splittable, root_w, cfg, ctx
+    )
+
+
+def _with_categorical(
+    best: BestSplits,
+    pooled: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    left: NDArray[np.float64],
+    splittable: NDArray[np.bool_],
+    root_w: NDArray[np.float64],
+    cfg: GrowerConfig,
+    ctx: dict[str, Any],
+) -> BestSplits:
+    """Replace a node's split by its best categorical split where that gains more."""
+    if not (ctx["n_categories"][pair_feat] > 0).any():
+        return best
+    sets, feature = categorical_splits(
+        pooled,
+        pair_off,
+        pair_feat,
+        cand_off,
+        left,
+        ctx["n_categories"],
+        criterion=cfg.criterion,
+        n_classes=ctx["n_classes"],
+        min_samples_leaf=cfg.min_samples_leaf,
+    )
+    return with_set_splits(
+        best,
+        sets,
+        feature,
+        splittable & (feature >= 0),
+        root_weight=root_w,
+        min_impurity_decrease=cfg.min_impurity_decrease,
+    )
+
+
+def round_b_splits(
+    replies_b: list[tuple[str, Message]],
+    summaries: NDArray[np.float64],
+    pooled: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    splittable: NDArray[np.bool_],
+    root_w: NDArray[np.float64],
+    cfg: GrowerConfig,
+    ctx: dict[str, Any],
+) -> BestSplits:
+    """Sum the clients' Round B answers (canonical order) and pick each node's split."""
+    s = pooled.shape[1]
+    n_cand = np.diff(cand_off)
+    categorical = np.repeat(ctx["n_categories"][pair_feat] > 0, n_cand)
+    exact = cfg.split_rule != "avgimp"
+    left = np.zeros((cand.size, s))
+    gain_rows = np.zeros((cand.size, 2))
+    for k, (name, msg) in enumerate(replies_b):
+        # Each client answered for the candidates of the nodes it has rows in.
+        has = np.repeat(np.repeat(summaries[k, :, STAT_WEIGHT] > 0, np.diff(pair_off)), n_cand)
+        stats_at = has if exact else has & categorical
+        left[stats_at] += expect_array(msg, "left", "f", (int(stats_at.sum()), s), name)
+        if not exact:
+            at = has & ~categorical
+            gain_rows[at] += expect_array(msg, "gain_rows", "f", (int(at.sum()), 2), name)
+    if exact:
+        return _evaluate(
+            pooled, pair_off, pair_feat, cand_off, cand, left, splittable, root_w, cfg, ctx
+        )
+    numeric = ~categorical
+    num_off = np.zeros_like(cand_off)
+    np.cumsum(np.where(ctx["n_categories"][pair_feat] == 0, n_cand, 0), out=num_off[1:])
+    best = best_avgimp_splits(
+        pooled,
+        pair_off,
+        pair_feat,
+        num_off,
+        cand[numeric],
+        gain_rows[numeric, 0],
+        gain_rows[numeric, 1],
+        min_samples_leaf=cfg.min_samples_leaf,
+        min_impurity_decrease=cfg.min_impurity_decrease,
+        root_weight=root_w,
+    )
+    return _with_categorical(
+        best, pooled, pair_off, pair_feat, cand_off, left, splittable, root_w, cfg, ctx
+    )
+
+
+def shortlist(
+    replies: list[tuple[str, Message]],
+    summaries: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    top_l: int,
+    ctx: dict[str, Any],
+) -> NDArray[np.bool_]:
+    """Top-L: keep the pairs whose feature some client ranks among its L best at the node.
+
+    Categorical pairs are kept (their statistics are exact counts, cheap to send).
+    """
+    n_nodes = pair_off.size - 1
+    chosen = np.zeros((n_nodes, ctx["d"]), dtype=bool)
+    for k, (name, msg) in enumerate(replies):
+        has = summaries[k, :, STAT_WEIGHT] > 0
+        feats = expect_array(msg, "top_features", "i", (int(has.sum()), top_l), name)
+        expect_array(msg, "top_gains", "f", (int(has.sum()), top_l), name)
+        rows, cols = np.nonzero(feats >= 0)
+        if np.any(feats[rows, cols] >= ctx["d"]):
+            raise ValueError(f"Client {name!r} reported a Top-L feature out of range.")
+        chosen[np.flatnonzero(has)[rows], feats[rows, cols]] = True
+    pair_node = np.repeat(np.arange(n_nodes), np.diff(pair_off))
+    return np.asarray(chosen[pair_node, pair_feat] | (ctx["n_categories"][pair_feat] > 0))
