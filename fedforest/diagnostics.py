@@ -23,7 +23,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from .forest import FedForestClassifier, FedForestRegressor, _client_index
+from ._inputs import client_index
+from .forest import FedForestClassifier, FedForestRegressor
 from .grower import grow_forest
 from .transport.base import Federation
 from .transport.local import LocalFederation
@@ -112,7 +113,7 @@ def _federation(
     from .client import Client
 
     X_arr, y_arr = np.asarray(X), np.asarray(y)
-    inverse, names = _client_index(client_ids, X_arr.shape[0])
+    inverse, names = client_index(client_ids, X_arr.shape[0])
     return LocalFederation(
         [Client(X_arr[inverse == k], y_arr[inverse == k], name) for k, name in enumerate(names)],
         n_jobs=n_jobs,

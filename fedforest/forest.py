@@ -9,7 +9,6 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -18,7 +17,15 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from ._categorical import categorical_columns, encode, sort_categories
+from ._categorical import categorical_columns
+from ._inputs import (
+    check_numeric_columns,
+    check_same_length,
+    client_index,
+    n_columns,
+    take_rows,
+    with_codes,
+)
 from ._tree import Tree, apply_forest_sets, pack_forest, pack_sets, predict_forest
 from .client import Client
 from .grower import ForestResult, GrowerConfig, grow_forest
@@ -29,100 +36,6 @@ from .transport.local import LocalFederation
 __all__ = ["FedForestRegressor", "FedForestClassifier"]
 
 _ROW_CHUNK = 65536
-
-
-def _n_rows(obj: Any) -> int | None:
-    """Length of the first axis, or None when ``obj`` has none (left to ``validate_data``)."""
-    shape = getattr(obj, "shape", None)
-    if shape is not None:
-        return int(shape[0]) if len(shape) else None
-    try:
-        return len(obj)
-    except TypeError:
-        return None
-
-
-def _check_same_length(X: Any, other: Any, name: str, hint: str) -> None:
-    """``other`` must have one entry per row of ``X``."""
-    n_x, n_other = _n_rows(X), _n_rows(other)
-    if n_x is not None and n_other is not None and n_x != n_other:
-        raise ValueError(f"{name} has {n_other} entries but X has {n_x} rows; give {hint}.")
-
-
-def _check_numeric_columns(X: Any) -> None:
-    """Name the first non-numeric column of a DataFrame (NumPy's own error names none)."""
-    if not isinstance(X, pd.DataFrame):
-        return
-    for column, dtype in zip(X.columns, X.dtypes, strict=True):
-        if not pd.api.types.is_numeric_dtype(dtype):
-            raise ValueError(
-                f"Column {column!r} of X has dtype {dtype}; fedforest needs numeric features, "
-                "or categorical ones as a pandas 'category' column or listed in "
-                "categorical_features."
-            )
-
-
-def _n_columns(X: Any) -> int:
-    shape = getattr(X, "shape", None)
-    if shape is None:
-        shape = np.asarray(X, dtype=object).shape
-    return int(shape[1]) if len(shape) == 2 else 0
-
-
-def _rows(X: Any, mask: NDArray[np.bool_]) -> Any:
-    """Rows of a DataFrame or array, keeping raw categorical values."""
-    if isinstance(X, pd.DataFrame):
-        return X.iloc[np.flatnonzero(mask)]
-    return np.asarray(X, dtype=object)[mask]
-
-
-def _with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | None) -> Any:
-    """X with its categorical columns as float codes.
-
-    Codes of ``categories``, or of the values seen here when None (enough to validate
-    shapes and names).
-    """
-    if not cat_cols:
-        return X
-    frame = X.copy() if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X, dtype=object))
-    for j in cat_cols:
-        raw = np.asarray(frame.iloc[:, j], dtype=object)
-        cats = categories[j] if categories is not None else sort_categories(set(raw.tolist()))
-        frame[frame.columns[j]] = encode(raw, cats)
-    if isinstance(X, pd.DataFrame):
-        return frame
-    return frame.to_numpy(dtype=np.float64)
-
-
-def _client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]:
-    """Client number of every row and the client names, from one label per row.
-
-    Returns
-    -------
-    inverse : ndarray of int64, shape (n,)
-        Index into ``names`` of each row's client.
-    names : list of str
-        ``str(label)`` of each distinct label, in sorted label order.
-    """
-    if client_ids is None:
-        return np.zeros(n, dtype=np.int64), ["0"]
-    ids = np.asarray(client_ids)
-    if ids.ndim != 1 or ids.shape[0] != n:
-        raise ValueError(
-            f"client_ids has shape {ids.shape}; expected ({n},), one client label per row of X."
-        )
-    if ids.dtype.kind == "f" and np.isnan(ids).any():
-        raise ValueError("client_ids contains NaN; every row needs a client label.")
-    try:
-        labels, inverse = np.unique(ids, return_inverse=True)
-    except TypeError as exc:
-        raise ValueError(
-            f"client_ids must be labels of one sortable type (all int or all str): {exc}"
-        ) from exc
-    names = [str(label) for label in labels.tolist()]
-    if len(set(names)) != len(names):
-        raise ValueError(f"client_ids has distinct labels with the same name: {names}.")
-    return inverse.astype(np.int64), names
 
 
 class _BaseFedForest(BaseEstimator):
@@ -229,10 +142,10 @@ class _BaseFedForest(BaseEstimator):
         try:
             self._validate_params()
             self._check_oob_bootstrap()
-            _check_same_length(X, y, "y", "one target per row of X")
-            cat_cols = categorical_columns(X, self.categorical_features, _n_columns(X))
-            X_check = _with_codes(X, cat_cols, None)
-            _check_numeric_columns(X_check)
+            check_same_length(X, y, "y", "one target per row of X")
+            cat_cols = categorical_columns(X, self.categorical_features, n_columns(X))
+            X_check = with_codes(X, cat_cols, None)
+            check_numeric_columns(X_check)
             X_arr, y_arr = validate_data(
                 self,
                 X_check,
@@ -243,12 +156,12 @@ class _BaseFedForest(BaseEstimator):
                 multi_output=True,
             )
             y_arr, fit_classes = self._encode_y(y_arr)
-            inverse, labels = _client_index(client_ids, X_arr.shape[0])
+            inverse, labels = client_index(client_ids, X_arr.shape[0])
             # Categorical columns reach the clients raw: the handshake fixes their codes,
             # exactly as it does for clients built by the user.
             clients = [
                 Client(
-                    _rows(X, inverse == k) if cat_cols else X_arr[inverse == k],
+                    take_rows(X, inverse == k) if cat_cols else X_arr[inverse == k],
                     y_arr[inverse == k],
                     name=label,
                     categorical_features=cat_cols or None,
@@ -410,7 +323,7 @@ class _BaseFedForest(BaseEstimator):
         """
         check_is_fitted(self, "trees_")
         categories = getattr(self, "categories_", {})
-        X = _with_codes(X, sorted(categories), categories)
+        X = with_codes(X, sorted(categories), categories)
         X_arr = validate_data(self, X, dtype=np.float64, ensure_all_finite=True, reset=False)
         codes = np.full(X_arr.shape[0], -1.0)
         if client_ids is not None:

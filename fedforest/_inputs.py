@@ -1,0 +1,118 @@
+"""Input handling of the estimators: lengths, columns, categorical codes, client ids.
+
+Validation happens here, once, at the boundary; every error names the argument.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from ._categorical import encode, sort_categories
+
+__all__ = [
+    "check_numeric_columns",
+    "check_same_length",
+    "client_index",
+    "n_columns",
+    "n_rows",
+    "take_rows",
+    "with_codes",
+]
+
+
+def n_rows(obj: Any) -> int | None:
+    """Length of the first axis, or None when ``obj`` has none (left to ``validate_data``)."""
+    shape = getattr(obj, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) else None
+    try:
+        return len(obj)
+    except TypeError:
+        return None
+
+
+def check_same_length(X: Any, other: Any, name: str, hint: str) -> None:
+    """``other`` must have one entry per row of ``X``."""
+    n_x, n_other = n_rows(X), n_rows(other)
+    if n_x is not None and n_other is not None and n_x != n_other:
+        raise ValueError(f"{name} has {n_other} entries but X has {n_x} rows; give {hint}.")
+
+
+def check_numeric_columns(X: Any) -> None:
+    """Name the first non-numeric column of a DataFrame (NumPy's own error names none)."""
+    if not isinstance(X, pd.DataFrame):
+        return
+    for column, dtype in zip(X.columns, X.dtypes, strict=True):
+        if not pd.api.types.is_numeric_dtype(dtype):
+            raise ValueError(
+                f"Column {column!r} of X has dtype {dtype}; fedforest needs numeric features, "
+                "or categorical ones as a pandas 'category' column or listed in "
+                "categorical_features."
+            )
+
+
+def n_columns(X: Any) -> int:
+    shape = getattr(X, "shape", None)
+    if shape is None:
+        shape = np.asarray(X, dtype=object).shape
+    return int(shape[1]) if len(shape) == 2 else 0
+
+
+def take_rows(X: Any, mask: NDArray[np.bool_]) -> Any:
+    """Rows of a DataFrame or array, keeping raw categorical values."""
+    if isinstance(X, pd.DataFrame):
+        return X.iloc[np.flatnonzero(mask)]
+    return np.asarray(X, dtype=object)[mask]
+
+
+def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | None) -> Any:
+    """X with its categorical columns as float codes.
+
+    Codes of ``categories``, or of the values seen here when None (enough to validate
+    shapes and names).
+    """
+    if not cat_cols:
+        return X
+    frame = X.copy() if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X, dtype=object))
+    for j in cat_cols:
+        raw = np.asarray(frame.iloc[:, j], dtype=object)
+        cats = categories[j] if categories is not None else sort_categories(set(raw.tolist()))
+        frame[frame.columns[j]] = encode(raw, cats)
+    if isinstance(X, pd.DataFrame):
+        return frame
+    return frame.to_numpy(dtype=np.float64)
+
+
+def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]:
+    """Client number of every row and the client names, from one label per row.
+
+    Returns
+    -------
+    inverse : ndarray of int64, shape (n,)
+        Index into ``names`` of each row's client.
+    names : list of str
+        ``str(label)`` of each distinct label, in sorted label order.
+    """
+    if client_ids is None:
+        return np.zeros(n, dtype=np.int64), ["0"]
+    ids = np.asarray(client_ids)
+    if ids.ndim != 1 or ids.shape[0] != n:
+        raise ValueError(
+            f"client_ids has shape {ids.shape}; expected ({n},), one client label per row of X."
+        )
+    if ids.dtype.kind == "f" and np.isnan(ids).any():
+        raise ValueError("client_ids contains NaN; every row needs a client label.")
+    try:
+        labels, inverse = np.unique(ids, return_inverse=True)
+    except TypeError as exc:
+        raise ValueError(
+            f"client_ids must be labels of one sortable type (all int or all str): {exc}"
+        ) from exc
+    names = [str(label) for label in labels.tolist()]
+    if len(set(names)) != len(names):
+        raise ValueError(f"client_ids has distinct labels with the same name: {names}.")
+    return inverse.astype(np.int64), names
