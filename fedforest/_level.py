@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from ._common import STAT_WEIGHT
@@ -131,7 +132,9 @@ def _numeric_candidates(
         sketches[k, present] = expect_array(
             msg, "sketch", "f", (int(present.sum()), cfg.n_bins), name
         )
-    cand_off, cand = merge_sketches(sketches[:, pair_ok], weights[:, pair_ok], cfg.n_bins)
+    cand_off, cand = merge_sketches(
+        sketches[:, pair_ok], weights[:, pair_ok], cfg.n_bins, effective_n_jobs(cfg.n_jobs)
+    )
     counts = np.zeros(n_pairs, dtype=np.int64)
     counts[pair_ok] = np.diff(cand_off)
     full_off = np.zeros(n_pairs + 1, dtype=np.int64)

@@ -269,6 +269,7 @@ class _BaseFedForest(BaseEstimator):
             seed=seed,
             verbose=self.verbose,
             tree_batch_size=self.tree_batch_size,
+            n_jobs=self.n_jobs,
             split_on_client=self.split_on_client,
             split_rule=self.split_rule,
             top_l=self.top_l,

@@ -52,6 +52,7 @@ class GrowerConfig:
     seed: int
     verbose: int = 0
     tree_batch_size: int | None = None
+    n_jobs: int | None = None
     #: "quantile": the paper's sketches; "histogram": the Federated Histogram baseline
     #: (Kalloori & Klingler 2022): B fixed-width bins between the global min and max.
     binning: str = "quantile"

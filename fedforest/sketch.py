@@ -15,6 +15,8 @@ and only those below the node maximum (a threshold at the maximum sends nothing 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numba
 import numpy as np
 from numpy.typing import NDArray
@@ -186,7 +188,10 @@ def node_sketches_numpy(
 
 
 def merge_sketches(
-    sketches: NDArray[np.float64], weights: NDArray[np.float64], n_bins: int
+    sketches: NDArray[np.float64],
+    weights: NDArray[np.float64],
+    n_bins: int,
+    n_threads: int = 1,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Mixture-quantile merge of the clients' sketches into candidate thresholds.
 
@@ -198,6 +203,8 @@ def merge_sketches(
         Each client's node weight ``W_k``.
     n_bins : int
         ``B``; at most ``B - 1`` candidates per pair.
+    n_threads : int, default=1
+        Threads over blocks of pairs (the kernel releases the GIL).
 
     Returns
     -------
@@ -208,7 +215,17 @@ def merge_sketches(
     n_pairs = sketches.shape[1]
     out = np.empty((n_pairs, max(n_bins - 1, 0)))
     counts = np.zeros(n_pairs, dtype=np.int64)
-    mixture_quantiles(sketches, weights, out, counts)
+    edges = np.linspace(0, n_pairs, max(1, min(n_threads, n_pairs // 4096)) + 1).astype(int)
+
+    def run(k: int) -> None:
+        lo, hi = edges[k], edges[k + 1]
+        mixture_quantiles(sketches[:, lo:hi], weights[:, lo:hi], out[lo:hi], counts[lo:hi])
+
+    if edges.size > 2:
+        with ThreadPoolExecutor(edges.size - 1) as pool:
+            list(pool.map(run, range(edges.size - 1)))
+    else:
+        run(0)
     cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
     np.cumsum(counts, out=cand_off[1:])
     return cand_off, out[np.arange(out.shape[1])[None, :] < counts[:, None]]

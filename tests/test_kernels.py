@@ -184,3 +184,14 @@ def test_mixture_quantiles_twins(seed):
     np.testing.assert_array_equal(c, c2)
     for i in range(p):
         np.testing.assert_array_equal(a[i, : c[i]], a2[i, : c2[i]])
+
+
+def test_merge_sketches_threads_agree():
+    rng = np.random.default_rng(5)
+    sk = np.sort(rng.normal(size=(4, 9000, 8)), axis=2)
+    wt = rng.integers(0, 5, size=(4, 9000)).astype(float)
+    sk[wt == 0] = np.nan
+    one = merge_sketches(sk, wt, 8, n_threads=1)
+    two = merge_sketches(sk, wt, 8, n_threads=2)
+    np.testing.assert_array_equal(one[0], two[0])
+    np.testing.assert_array_equal(one[1], two[1])
