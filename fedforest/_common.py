@@ -33,3 +33,12 @@ STAT_TASK = 2
 def n_stats(task: str, n_classes: int) -> int:
     """Number of columns of the additive statistics for a task."""
     return STAT_TASK + (2 if task == "regression" else n_classes)
+
+
+def count_columns(n_classes: int) -> int:
+    """Number of leading statistic columns that are integers (sent as int32).
+
+    Rows and weight, plus every class weight for classification: bootstrap weights are
+    whole numbers.
+    """
+    return STAT_TASK + n_classes

@@ -13,8 +13,8 @@ import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
-from ._common import STAT_WEIGHT
-from .protocol import Message, expect_array
+from ._common import STAT_WEIGHT, count_columns
+from .protocol import Message, expect_array, unpack_stats
 from .sketch import merge_sketches, midpoint_candidates
 from .splitter import (
     BestSplits,
@@ -237,7 +237,9 @@ def round_b_splits(
         # Each client answered for the candidates of the nodes it has rows in.
         has = np.repeat(np.repeat(summaries[k, :, STAT_WEIGHT] > 0, np.diff(pair_off)), n_cand)
         stats_at = has if exact else has & categorical
-        left[stats_at] += expect_array(msg, "left", "f", (int(stats_at.sum()), s), name)
+        left[stats_at] += unpack_stats(
+            msg, "left", int(stats_at.sum()), s, count_columns(ctx["n_classes"]), name
+        )
         if not exact:
             at = has & ~categorical
             gain_rows[at] += expect_array(msg, "gain_rows", "f", (int(at.sum()), 2), name)

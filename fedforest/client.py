@@ -27,10 +27,18 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _kernels as K
 from ._categorical import encode, read_features, sort_categories
-from ._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, n_stats
+from ._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stats
 from ._tree import predict_forest
 from .criteria import weighted_gain
-from .protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, Message, expect_array
+from .protocol import (
+    HANDSHAKE,
+    OOB,
+    ROUND_A,
+    ROUND_B,
+    Message,
+    expect_array,
+    pack_stats,
+)
 from .sketch import fine_codes, node_sketches
 
 __all__ = ["Client", "bootstrap_counts"]
@@ -371,8 +379,11 @@ class Client:
         cand = expect_array(msg, "cand", "f", (int(cand_off[-1]),), "server")
         left = self._left_stats(fit, cand_off, cand)
         present = np.repeat(fit.pair_present, np.diff(cand_off))
+        n_counts = count_columns(fit.n_classes)
         if fit.split_rule != "avgimp":
-            return Message(ROUND_B, {"name": self.name}, {"left": left[present]})
+            return Message(
+                ROUND_B, {"name": self.name}, pack_stats(left[present], n_counts, "left")
+            )
         # AvgImp: per numeric candidate, the local weighted gain and left row count only;
         # categorical pairs keep their exact per-category statistics.
         numeric = np.repeat(~np.isin(fit.pair_feat, list(self._cat_raw)), np.diff(cand_off))
@@ -383,7 +394,7 @@ class Client:
         gain = weighted_gain(fit.summary[node[keep]], left[keep], fit.criterion)
         arrays = {
             "gain_rows": np.column_stack([gain, left[keep, STAT_ROWS]]),
-            "left": left[present & ~numeric],
+            **pack_stats(left[present & ~numeric], n_counts, "left"),
         }
         return Message(ROUND_B, {"name": self.name}, arrays)
 

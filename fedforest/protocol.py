@@ -16,7 +16,14 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-__all__ = ["Message", "CommunicationLedger", "RoundRecord", "expect_array"]
+__all__ = [
+    "Message",
+    "CommunicationLedger",
+    "RoundRecord",
+    "expect_array",
+    "pack_stats",
+    "unpack_stats",
+]
 
 HANDSHAKE = "handshake"
 ROUND_A = "round_a"
@@ -85,6 +92,36 @@ def expect_array(
             f"shape {arr.shape}; expected kind {kind!r} and shape {shape}."
         )
     return arr
+
+
+def pack_stats(
+    stats: NDArray[np.float64], n_count_cols: int, prefix: str
+) -> dict[str, NDArray[Any]]:
+    """Statistics as they travel: integer columns as int32, the others as float64.
+
+    Row counts, bootstrap weights and (classification) per-class weights are integers, so
+    int32 carries them exactly in half the bytes of float64 (int64 if a count exceeds
+    int32). Only the sums of y and y^2 of regression need float64.
+    """
+    counts = stats[:, :n_count_cols]
+    big = counts.size and np.abs(counts).max() > np.iinfo(np.int32).max
+    out = {f"{prefix}_counts": np.rint(counts).astype(np.int64 if big else np.int32)}
+    if stats.shape[1] > n_count_cols:
+        out[f"{prefix}_sums"] = np.ascontiguousarray(stats[:, n_count_cols:])
+    return out
+
+
+def unpack_stats(
+    msg: Message, prefix: str, n: int, n_stats: int, n_count_cols: int, sender: str
+) -> NDArray[np.float64]:
+    """Inverse of :func:`pack_stats`, validating both arrays; shape (n, n_stats)."""
+    out = np.empty((n, n_stats))
+    out[:, :n_count_cols] = expect_array(msg, f"{prefix}_counts", "i", (n, n_count_cols), sender)
+    if n_stats > n_count_cols:
+        out[:, n_count_cols:] = expect_array(
+            msg, f"{prefix}_sums", "f", (n, n_stats - n_count_cols), sender
+        )
+    return out
 
 
 @dataclass(frozen=True)

@@ -299,3 +299,20 @@ def test_histogram_binning_uses_fixed_width_edges_between_global_min_and_max():
         k = (t - lo[f]) / (hi[f] - lo[f]) * 8
         np.testing.assert_allclose(k, np.round(k), atol=1e-9)
     assert result.ledger.per_round["kind"][0] == "handshake"
+
+
+def test_integer_statistics_travel_as_int32():
+    # Counts and class weights are whole numbers: int32 on the wire, exactly.
+    from fedforest.protocol import Message, pack_stats, unpack_stats
+
+    stats = np.array([[3.0, 5.0, 1.25, 7.5], [0.0, 0.0, 0.0, 0.0]])
+    arrays = pack_stats(stats, 2, "left")
+    assert arrays["left_counts"].dtype == np.int32 and arrays["left_sums"].dtype == np.float64
+    back = unpack_stats(Message("round_b", {}, arrays), "left", 2, 4, 2, "c")
+    np.testing.assert_array_equal(back, stats)
+    X, y = np.random.default_rng(0).normal(size=(300, 4)), np.arange(300) % 3
+    clf = ff.FedForestClassifier(n_estimators=2, random_state=0).fit(X, y)
+    table = clf.communication_.per_round
+    b = table[table["kind"] == "round_b"]
+    # classification: every statistic is an integer -> 4 bytes per scalar (plus headers)
+    assert (b["upload_bytes"] <= 4 * b["upload_scalars"] + 200).all()
