@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numba
 import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from ._common import STAT_WEIGHT, count_columns
-from .protocol import Message, expect_array, unpack_stats
+from .protocol import Message, expect_array
 from .sketch import merge_sketches, midpoint_candidates
 from .splitter import (
     BestSplits,
@@ -27,7 +28,46 @@ from .splitter import (
 if TYPE_CHECKING:
     from .grower import GrowerConfig
 
-__all__ = ["candidates", "category_counts", "round_b_splits", "shortlist"]
+__all__ = [
+    "add_masked",
+    "add_masked_numpy",
+    "candidates",
+    "category_counts",
+    "round_b_splits",
+    "shortlist",
+]
+
+
+@numba.njit(nogil=True, cache=True)
+def add_masked(out, mask, counts, sums):  # type: ignore[no-untyped-def]
+    """Add one client's statistics into the rows of ``out`` it answered for.
+
+    Parameters
+    ----------
+    out : ndarray of float64, shape (n_candidates, n_stats)  # IN/OUT
+    mask : ndarray of bool, shape (n_candidates,)  # IN: rows the client answered for
+    counts : ndarray of int, shape (mask.sum(), n_counts)  # IN: integer columns
+    sums : ndarray of float64, shape (mask.sum(), n_stats - n_counts)  # IN: the others
+    """
+    n_counts = counts.shape[1]
+    j = 0
+    for i in range(mask.shape[0]):
+        if mask[i]:
+            for q in range(n_counts):
+                out[i, q] += counts[j, q]
+            for q in range(sums.shape[1]):
+                out[i, n_counts + q] += sums[j, q]
+            j += 1
+
+
+def add_masked_numpy(
+    out: NDArray[np.float64],
+    mask: NDArray[np.bool_],
+    counts: NDArray[Any],
+    sums: NDArray[np.float64],
+) -> None:
+    """NumPy twin of :func:`add_masked`."""
+    out[mask] += np.column_stack([counts.astype(np.float64), sums])
 
 
 def category_counts(categories: dict[str, list[Any]], d: int) -> NDArray[np.int64]:
@@ -233,13 +273,20 @@ def round_b_splits(
     exact = cfg.split_rule != "avgimp"
     left = np.zeros((cand.size, s))
     gain_rows = np.zeros((cand.size, 2))
+    cand_node = np.repeat(np.repeat(np.arange(pooled.shape[0]), np.diff(pair_off)), n_cand)
+    n_counts = count_columns(ctx["n_classes"])
     for k, (name, msg) in enumerate(replies_b):
         # Each client answered for the candidates of the nodes it has rows in.
-        has = np.repeat(np.repeat(summaries[k, :, STAT_WEIGHT] > 0, np.diff(pair_off)), n_cand)
+        has = (summaries[k, :, STAT_WEIGHT] > 0)[cand_node]
         stats_at = has if exact else has & categorical
-        left[stats_at] += unpack_stats(
-            msg, "left", int(stats_at.sum()), s, count_columns(ctx["n_classes"]), name
+        n_at = int(stats_at.sum())
+        counts = expect_array(msg, "left_counts", "i", (n_at, n_counts), name)
+        sums = (
+            expect_array(msg, "left_sums", "f", (n_at, s - n_counts), name)
+            if s > n_counts
+            else np.empty((n_at, 0))
         )
+        add_masked(left, stats_at, counts, sums)
         if not exact:
             at = has & ~categorical
             gain_rows[at] += expect_array(msg, "gain_rows", "f", (int(at.sum()), 2), name)

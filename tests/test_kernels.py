@@ -195,3 +195,18 @@ def test_merge_sketches_threads_agree():
     two = merge_sketches(sk, wt, 8, n_threads=2)
     np.testing.assert_array_equal(one[0], two[0])
     np.testing.assert_array_equal(one[1], two[1])
+
+
+@pytest.mark.parametrize("n_sums", [0, 2])
+def test_add_masked_twins(n_sums):
+    from fedforest._level import add_masked, add_masked_numpy
+
+    rng = np.random.default_rng(n_sums)
+    mask = rng.random(500) < 0.4
+    counts = rng.integers(0, 50, size=(int(mask.sum()), 3)).astype(np.int32)
+    sums = rng.normal(size=(int(mask.sum()), n_sums))
+    a = rng.normal(size=(500, 3 + n_sums))
+    b = a.copy()
+    add_masked(a, mask, counts, sums)
+    add_masked_numpy(b, mask, counts, sums)
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
