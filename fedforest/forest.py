@@ -251,6 +251,8 @@ class _BaseFedForest(BaseEstimator):
         for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
             delattr(self, name)
         self.__dict__.pop("_forest", None)
+        self.__dict__.pop("_routing", None)
+        self.__dict__.pop("_sets", None)
 
     def _config(self) -> GrowerConfig:
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
@@ -300,6 +302,9 @@ class _BaseFedForest(BaseEstimator):
     def _pack(self) -> None:
         self._forest = pack_forest(self.trees_)
         self._sets = pack_sets(self.trees_)
+        feature, threshold, left, right, _, _ = self._forest
+        # What routing needs, in the kernels' argument order.
+        self._routing = (feature, threshold, left, right, *self._sets)
 
     def _oob_from_clients(self, clients: list[Client], inverse: NDArray[np.int64], n: int) -> None:
         """Simulation mode: gather the clients' own OOB predictions into training-row order."""
@@ -351,25 +356,11 @@ class _BaseFedForest(BaseEstimator):
 
     def _mean_value(self, X: ArrayLike, client_ids: ArrayLike | None) -> NDArray[np.float64]:
         X_aug = self._augmented(X, client_ids)
-        feature, threshold, left, right, value, offsets = self._forest
-        set_off, set_code, set_side, weight = self._sets
+        value, offsets = self._forest[4], self._forest[5]
         out = np.zeros((X_aug.shape[0], value.shape[1]))
 
         def run(sl: slice) -> None:
-            predict_forest(
-                X_aug[sl],
-                feature,
-                threshold,
-                left,
-                right,
-                set_off,
-                set_code,
-                set_side,
-                weight,
-                value,
-                offsets,
-                out[sl],
-            )
+            predict_forest(X_aug[sl], *self._routing, value, offsets, out[sl])
 
         self._in_chunks(X_aug.shape[0], run)
         return out / len(self.trees_)
@@ -380,24 +371,11 @@ class _BaseFedForest(BaseEstimator):
         A row whose category or client a set split has not seen takes the heavier child.
         """
         X_aug = self._augmented(X, client_ids)
-        feature, threshold, left, right, _, offsets = self._forest
-        set_off, set_code, set_side, weight = self._sets
+        offsets = self._forest[5]
         out = np.empty((X_aug.shape[0], len(self.trees_)), dtype=np.int32)
 
         def run(sl: slice) -> None:
-            apply_forest_sets(
-                X_aug[sl],
-                feature,
-                threshold,
-                left,
-                right,
-                set_off,
-                set_code,
-                set_side,
-                weight,
-                offsets,
-                out[sl],
-            )
+            apply_forest_sets(X_aug[sl], *self._routing, offsets, out[sl])
 
         self._in_chunks(X_aug.shape[0], run)
         return (out - offsets[:-1][None, :]).astype(np.int64)

@@ -27,17 +27,14 @@ from fedforest.datasets import (
 from ._catalog import CATALOG
 from ._methods import (
     AVGIMP,
-    AVGIMP_H,
     CENTRAL,
-    CENTRAL_H,
     FEDAVG_LR,
-    FEDAVG_NN,
     HISTOGRAM,
     LOCAL,
     LOCAL_ENSEMBLE,
+    METHOD_ORDER,
     POOLED_LR,
     QUANTILES,
-    QUANTILES_H,
     Fold,
     evaluate,
     run_methods,
@@ -48,20 +45,8 @@ from ._runner import Experiment
 
 __all__ = ["REAL_EXPERIMENTS"]
 
-FEDHEART_METHODS = (
-    CENTRAL,
-    CENTRAL_H,
-    QUANTILES,
-    QUANTILES_H,
-    AVGIMP,
-    AVGIMP_H,
-    HISTOGRAM,
-    LOCAL_ENSEMBLE,
-    LOCAL,
-    FEDAVG_LR,
-    FEDAVG_NN,
-    POOLED_LR,
-)
+#: FedHeart compares every method, in the tables' order.
+FEDHEART_METHODS = METHOD_ORDER
 FRAGMENTATION_METHODS = (CENTRAL, QUANTILES, AVGIMP, HISTOGRAM, LOCAL_ENSEMBLE, LOCAL)
 FRAGMENTATION_K = (1, 2, 5, 10, 20, 50, 100)
 PANEL_METHODS = (CENTRAL, QUANTILES, AVGIMP, HISTOGRAM, LOCAL_ENSEMBLE, LOCAL)
