@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from ._common import STAT_WEIGHT, count_columns
 from .protocol import Message, expect_array
-from .sketch import merge_sketches, midpoint_candidates
+from .sketch import merge_local_candidates, merge_sketches, midpoint_candidates
 from .splitter import (
     BestSplits,
     best_avgimp_splits,
@@ -175,11 +175,41 @@ def _numeric_candidates(
     cand_off, cand = merge_sketches(
         sketches[:, pair_ok], weights[:, pair_ok], cfg.n_bins, effective_n_jobs(cfg.n_jobs)
     )
+    if cfg.uses_local_candidates:
+        cand_off, cand = _add_local_candidates(
+            replies, weights, numeric, pair_ok, cand_off, cand, cfg
+        )
     counts = np.zeros(n_pairs, dtype=np.int64)
     counts[pair_ok] = np.diff(cand_off)
     full_off = np.zeros(n_pairs + 1, dtype=np.int64)
     np.cumsum(counts, out=full_off[1:])
     return full_off, cand
+
+
+def _add_local_candidates(
+    replies: list[tuple[str, Message]],
+    weights: NDArray[np.float64],
+    numeric: NDArray[np.bool_],
+    pair_ok: NDArray[np.bool_],
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    cfg: GrowerConfig,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Join the clients' local best thresholds to the kept pairs' quantile candidates.
+
+    At most ``B - 1`` more per pair (see :func:`~fedforest.sketch.merge_local_candidates`).
+    """
+    assert cfg.n_bins is not None
+    local = np.full((len(replies), weights.shape[1]), np.nan)
+    for k, (name, msg) in enumerate(replies):
+        present = (weights[k] > 0) & numeric
+        local[k, present] = expect_array(msg, "local_best", "f", (int(present.sum()),), name)
+    local = np.ascontiguousarray(local[:, pair_ok])
+    limit = cfg.n_bins - 1
+    out_off = np.empty(cand_off.size, dtype=np.int64)
+    out = np.empty(cand.size + local.shape[1] * limit)
+    merge_local_candidates(cand_off, cand, local, limit, out_off, out)
+    return out_off, out[: out_off[-1]].copy()
 
 
 def _evaluate(

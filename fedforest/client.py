@@ -39,7 +39,7 @@ from .protocol import (
     expect_array,
     pack_stats,
 )
-from .sketch import fine_codes, node_sketches
+from .sketch import CRITERION_CODES, fine_codes, local_best_thresholds, node_sketches
 
 __all__ = ["Client", "bootstrap_counts"]
 
@@ -75,6 +75,8 @@ class _Fit:
     split_rule: str = "exact"
     top_l: int | None = None
     criterion: str = "squared_error"
+    local_candidates: bool = False
+    min_rows: int = 1
 
 
 class Client:
@@ -224,6 +226,8 @@ class Client:
         fit.split_rule = setup.get("split_rule", "exact")
         fit.top_l = setup.get("top_l")
         fit.criterion = setup.get("criterion", "squared_error")
+        fit.local_candidates = bool(setup.get("local_candidates", False)) and fit.send_sketch
+        fit.min_rows = int(setup.get("min_samples_leaf", 1))
         return fit
 
     def _encode_categories(self, categories: dict[str, list[Any]]) -> None:
@@ -302,6 +306,8 @@ class Client:
             numeric = ~np.isin(fit.pair_feat, list(self._cat_raw))  # categories: no sketch
             sketch = self._sketches(fit)
             arrays["sketch"] = sketch[fit.pair_present & numeric]
+            if fit.local_candidates:
+                arrays["local_best"] = self._local_best(fit)[fit.pair_present & numeric]
             if fit.top_l:
                 has = summary[:, STAT_WEIGHT] > 0
                 feats, gains = self._top_features(fit, sketch, fit.top_l)
@@ -339,6 +345,39 @@ class Client:
                 self.Xt,
                 codes,
                 fine_max,
+                fit.rows[r],
+                fit.w[r],
+                fit.slot[r],
+                pair_off,
+                pair_feat,
+                s_lo,
+                s_hi,
+                out[pair_off[s_lo] : pair_off[s_hi]],
+            )
+
+        self._run_blocks(fit, job)
+        return out
+
+    def _local_best(self, fit: _Fit) -> NDArray[np.float64]:
+        """Best threshold per (node, feature) pair on the client's own rows (NaN: none)."""
+        assert fit.pair_off is not None and fit.pair_feat is not None
+        assert fit.slot_tree is not None and self._codes is not None
+        codes, _, fine_max = self._codes
+        out = np.empty(int(fit.pair_off[-1]))
+        pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
+        criterion = CRITERION_CODES[fit.criterion]
+
+        def job(a: int, b: int) -> None:
+            s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
+            r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
+            local_best_thresholds(
+                self.Xt,
+                codes,
+                fine_max,
+                fit.y,
+                fit.n_classes,
+                criterion,
+                fit.min_rows,
                 fit.rows[r],
                 fit.w[r],
                 fit.slot[r],

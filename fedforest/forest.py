@@ -55,6 +55,7 @@ class _BaseFedForest(BaseEstimator):
             None,
         ],
         "n_bins": [Interval(Integral, 2, None, closed="left"), None],
+        "local_candidates": ["boolean"],
         "bootstrap": ["boolean"],
         "oob_score": ["boolean"],
         "random_state": ["random_state"],
@@ -80,6 +81,7 @@ class _BaseFedForest(BaseEstimator):
         min_impurity_decrease: float = 0.0,
         max_features: Any = 1 / 3,
         n_bins: int | None = 32,
+        local_candidates: bool = True,
         bootstrap: bool = True,
         oob_score: bool = False,
         random_state: Any = None,
@@ -101,6 +103,7 @@ class _BaseFedForest(BaseEstimator):
         self.min_impurity_decrease = min_impurity_decrease
         self.max_features = max_features
         self.n_bins = n_bins
+        self.local_candidates = local_candidates
         self.bootstrap = bootstrap
         self.oob_score = oob_score
         self.random_state = random_state
@@ -266,6 +269,7 @@ class _BaseFedForest(BaseEstimator):
             min_impurity_decrease=self.min_impurity_decrease,
             max_features=self.max_features,
             n_bins=self.n_bins,
+            local_candidates=self.local_candidates,
             bootstrap=self.bootstrap,
             oob_score=self.oob_score,
             seed=seed,
@@ -416,6 +420,12 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
         mode: clients send every distinct node value so the candidates are all midpoints
         and a tree equals scikit-learn's; it reveals the clients' values, use it only to
         verify the engine.
+    local_candidates : bool, default=True
+        Each client also proposes, per node and sampled feature, the threshold that is best
+        on its own rows (one value, of the same kind as a sketch point); the server adds
+        these proposals (at most ``n_bins - 1`` per pair) to the quantile candidates. No
+        extra round; the split stays the pooled best among the candidates, which now include
+        the points where the clients see the signal change. False is the paper's protocol.
     bootstrap : bool, default=True
         Client-stratified bootstrap, seeded on each client from
         (random_state, tree index, client name).
@@ -518,6 +528,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         min_impurity_decrease: float = 0.0,
         max_features: Any = "sqrt",
         n_bins: int | None = 32,
+        local_candidates: bool = True,
         bootstrap: bool = True,
         oob_score: bool = False,
         random_state: Any = None,
@@ -540,6 +551,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             min_impurity_decrease=min_impurity_decrease,
             max_features=max_features,
             n_bins=n_bins,
+            local_candidates=local_candidates,
             bootstrap=bootstrap,
             oob_score=oob_score,
             random_state=random_state,

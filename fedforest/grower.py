@@ -56,6 +56,9 @@ class GrowerConfig:
     #: "quantile": the paper's sketches; "histogram": the Federated Histogram baseline
     #: (Kalloori & Klingler 2022): B fixed-width bins between the global min and max.
     binning: str = "quantile"
+    #: Clients add their local best threshold per (node, feature) to the candidates
+    #: (quantile binning only; the verification mode's candidates are already exact).
+    local_candidates: bool = False
     split_on_client: bool = False
     split_rule: str = "exact"
     top_l: int | None = None
@@ -68,6 +71,17 @@ class GrowerConfig:
     oob_compare_to: str | None = None
     #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.
     on_client_failure: str = "raise"
+
+    @property
+    def uses_local_candidates(self) -> bool:
+        """Whether clients propose their local best thresholds as extra candidates."""
+        # Not for the covariate-shift test: there every client is pure in its own label.
+        return (
+            self.local_candidates
+            and self.binning == "quantile"
+            and self.n_bins is not None
+            and self.target == "y"
+        )
 
 
 @dataclass
@@ -324,6 +338,8 @@ def _setup_header(
         "bootstrap": cfg.bootstrap,
         "n_bins": cfg.n_bins,
         "binning": cfg.binning,
+        "local_candidates": cfg.uses_local_candidates,
+        "min_samples_leaf": cfg.min_samples_leaf,
         "clients": schema["clients"],
         "categories": schema["categories"],
         "split_rule": cfg.split_rule,

@@ -22,10 +22,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._common import CODE_DTYPE, N_FINE_BINS
-from ._kernels import SMALL_SKETCH, group_rows
+from ._kernels import SMALL_NODE, SMALL_SKETCH, group_rows
 
 __all__ = [
     "fine_codes",
+    "local_best_thresholds",
+    "local_best_thresholds_numpy",
+    "merge_local_candidates",
+    "merge_local_candidates_numpy",
     "node_sketches",
     "node_sketches_numpy",
     "merge_sketches",
@@ -319,3 +323,277 @@ def midpoint_candidates(values: list[NDArray[np.float64]]) -> NDArray[np.float64
     mid = a / 2.0 + b / 2.0
     mid = np.where((mid == b) | np.isinf(mid), a, mid)
     return np.asarray(mid[b > a + FEATURE_THRESHOLD], dtype=np.float64)
+
+
+# --------------------------------------------------------------------- local candidates
+#: Criterion codes of :func:`local_best_thresholds`.
+CRITERION_CODES = {"squared_error": 0, "gini": 1, "entropy": 2}
+
+
+@numba.njit(inline="always")
+def _split_score(sl, wl, sr, wr, n_cols, criterion):
+    # A score that orders a node's splits like the impurity decrease does (node terms
+    # dropped): sum S_L^2 / W_L + S_R^2 / W_R for squared error and Gini, and
+    # sum S_L log(S_L / W_L) + S_R log(S_R / W_R) for entropy.
+    score = 0.0
+    for c in range(n_cols):
+        a, b = sl[c], sr[c]
+        if criterion == 2:
+            if a > 0.0:
+                score += a * np.log(a / wl)
+            if b > 0.0:
+                score += b * np.log(b / wr)
+        else:
+            score += a * a / wl + b * b / wr
+    return score
+
+
+@numba.njit(nogil=True, cache=True)
+def local_best_thresholds(
+    Xt, codes_t, fine_max, y, n_classes, criterion, min_rows,
+    rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out,
+):  # fmt: skip
+    """Each (node, feature) pair's best threshold on this client's own in-bag rows.
+
+    The threshold is the node value ``v`` whose split ``x <= v`` maximises the local
+    impurity decrease with at least ``min_rows`` distinct rows on each side (ties: the
+    smallest ``v``); NaN when no such split exists. Nodes of at most ``SMALL_NODE`` rows
+    scan their sorted exact values; larger ones scan the fine-code histogram (exact while
+    a fine bin holds one distinct value, else at the bins' largest values).
+
+    Parameters
+    ----------
+    Xt, codes_t, fine_max : as :func:`node_sketches`  # IN
+    y : ndarray of float64, shape (n_samples,)  # IN: target or class index
+    n_classes : int  # IN: 0 for regression
+    criterion : int  # IN: a value of ``CRITERION_CODES``
+    min_rows : int  # IN
+    rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi : as :func:`node_sketches`  # IN
+    out : ndarray of float64, shape (n_block_pairs,)  # OUT
+    """
+    order = np.empty(rows.shape[0], dtype=np.int64)
+    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
+    group_rows(slot, slot_lo, order, start)
+    n_fine = fine_max.shape[1]
+    n_cols = max(n_classes, 1)
+    n_max = max(n_fine, rows.shape[0])
+    g_val = np.empty(n_max)
+    g_cnt = np.zeros(n_max)
+    g_w = np.zeros(n_max)
+    g_s = np.zeros((n_max, n_cols))
+    ii = np.empty(rows.shape[0], dtype=np.int64)
+    ww = np.empty(rows.shape[0])
+    vv = np.empty(rows.shape[0])
+    tot_s = np.empty(n_cols)
+    sl = np.empty(n_cols)
+    sr = np.empty(n_cols)
+    p_lo = pair_off[slot_lo]
+    for s in range(slot_lo, slot_hi):
+        a, b = start[s - slot_lo], start[s - slot_lo + 1]
+        c = b - a
+        for k in range(c):
+            ii[k] = rows[order[a + k]]
+            ww[k] = w[order[a + k]]
+        for p in range(pair_off[s], pair_off[s + 1]):
+            q, f = p - p_lo, pair_feat[p]
+            out[q] = np.nan
+            if c < 2 * min_rows:
+                continue
+            # Groups of equal values (or fine bins) in increasing order.
+            n_g = 0
+            if c <= SMALL_NODE:
+                for k in range(c):
+                    vv[k] = Xt[f, ii[k]]
+                srt = np.argsort(vv[:c], kind="mergesort")
+                for t in range(c):
+                    k = srt[t]
+                    if n_g == 0 or vv[k] != g_val[n_g - 1]:
+                        g_val[n_g] = vv[k]
+                        g_cnt[n_g] = 0.0
+                        g_w[n_g] = 0.0
+                        for col in range(n_cols):
+                            g_s[n_g, col] = 0.0
+                        n_g += 1
+                    _add_group(g_cnt, g_w, g_s, n_g - 1, ww[k], y[ii[k]], n_classes)
+            else:
+                for j in range(n_fine):
+                    g_cnt[j] = 0.0
+                    g_w[j] = 0.0
+                    for col in range(n_cols):
+                        g_s[j, col] = 0.0
+                for k in range(c):
+                    _add_group(g_cnt, g_w, g_s, codes_t[f, ii[k]], ww[k], y[ii[k]], n_classes)
+                for j in range(n_fine):  # compact the used bins in place
+                    if g_cnt[j] > 0.0:
+                        g_val[n_g] = fine_max[f, j]
+                        g_cnt[n_g] = g_cnt[j]
+                        g_w[n_g] = g_w[j]
+                        for col in range(n_cols):
+                            g_s[n_g, col] = g_s[j, col]
+                        n_g += 1
+            tot_w = 0.0
+            for col in range(n_cols):
+                tot_s[col] = 0.0
+                sl[col] = 0.0
+            for g in range(n_g):
+                tot_w += g_w[g]
+                for col in range(n_cols):
+                    tot_s[col] += g_s[g, col]
+            cnt_l = 0.0
+            w_l = 0.0
+            best = -np.inf
+            for g in range(n_g - 1):
+                cnt_l += g_cnt[g]
+                w_l += g_w[g]
+                for col in range(n_cols):
+                    sl[col] += g_s[g, col]
+                if cnt_l < min_rows or c - cnt_l < min_rows or w_l <= 0.0 or tot_w - w_l <= 0.0:
+                    continue
+                for col in range(n_cols):
+                    sr[col] = tot_s[col] - sl[col]
+                score = _split_score(sl, w_l, sr, tot_w - w_l, n_cols, criterion)
+                if score > best:
+                    best = score
+                    out[q] = g_val[g]
+
+
+@numba.njit(inline="always")
+def _add_group(g_cnt, g_w, g_s, g, wk, yk, n_classes):
+    g_cnt[g] += 1.0
+    g_w[g] += wk
+    if n_classes == 0:
+        g_s[g, 0] += wk * yk
+    else:
+        g_s[g, int(yk)] += wk
+
+
+def local_best_thresholds_numpy(
+    Xt: NDArray[np.float64],
+    codes_t: NDArray[np.uint8],
+    fine_max: NDArray[np.float64],
+    y: NDArray[np.float64],
+    n_classes: int,
+    criterion: int,
+    min_rows: int,
+    rows: NDArray[np.int32],
+    w: NDArray[np.float64],
+    slot: NDArray[np.int32],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    slot_lo: int,
+    slot_hi: int,
+    out: NDArray[np.float64],
+) -> None:
+    """NumPy twin of :func:`local_best_thresholds`."""
+    p_lo = pair_off[slot_lo]
+    n_cols = max(n_classes, 1)
+    for s in range(slot_lo, slot_hi):
+        mine = np.flatnonzero(slot == s)
+        c = mine.size
+        for p in range(pair_off[s], pair_off[s + 1]):
+            q, f = p - p_lo, pair_feat[p]
+            out[q] = np.nan
+            if c < 2 * min_rows:
+                continue
+            wk, yk = w[mine], y[rows[mine]]
+            task = wk[:, None] * (
+                yk[:, None] if n_classes == 0 else np.eye(n_cols)[yk.astype(np.int64)]
+            )
+            if c <= SMALL_NODE:
+                keys = Xt[f, rows[mine]]
+                vals, inv = np.unique(keys, return_inverse=True)
+            else:
+                codes = codes_t[f, rows[mine]].astype(np.int64)
+                used, inv = np.unique(codes, return_inverse=True)
+                vals = fine_max[f, used]
+            cnt = np.bincount(inv, minlength=vals.size).astype(np.float64)
+            gw = np.bincount(inv, weights=wk, minlength=vals.size)
+            gs = np.stack(
+                [np.bincount(inv, weights=task[:, j], minlength=vals.size) for j in range(n_cols)],
+                axis=1,
+            )
+            cl, wl, s_l = np.cumsum(cnt)[:-1], np.cumsum(gw)[:-1], np.cumsum(gs, axis=0)[:-1]
+            wr, s_r = gw.sum() - wl, gs.sum(axis=0) - s_l
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if criterion == 2:
+                    score = np.where(s_l > 0, s_l * np.log(s_l / wl[:, None]), 0.0).sum(1)
+                    score += np.where(s_r > 0, s_r * np.log(s_r / wr[:, None]), 0.0).sum(1)
+                else:
+                    score = (s_l**2 / wl[:, None] + s_r**2 / wr[:, None]).sum(1)
+            ok = (cl >= min_rows) & (c - cl >= min_rows) & (wl > 0) & (wr > 0)
+            if ok.any():
+                score = np.where(ok, score, -np.inf)
+                out[q] = vals[int(np.argmax(score))]
+
+
+@numba.njit(nogil=True, cache=True)
+def merge_local_candidates(cand_off, cand, local, limit, out_off, out):
+    """Add the clients' local best thresholds to each pair's candidates.
+
+    Per pair, the distinct local thresholds (NaN: none) join the sorted, distinct
+    candidates; when more than ``limit`` distinct ones arrive, ``limit`` of them evenly
+    spaced in sorted order are kept, so a pair never gains more than ``limit`` candidates.
+
+    Parameters
+    ----------
+    cand_off : ndarray of int64, shape (n_pairs + 1,)  # IN
+    cand : ndarray of float64, shape (n_cand,)  # IN: sorted and distinct per pair
+    local : ndarray of float64, shape (n_clients, n_pairs)  # IN
+    limit : int  # IN
+    out_off : ndarray of int64, shape (n_pairs + 1,)  # OUT
+    out : ndarray of float64, shape (n_cand + n_pairs * limit,)  # OUT: first
+        ``out_off[-1]`` entries used
+    """
+    n_clients, n_pairs = local.shape
+    props = np.empty(n_clients)
+    out_off[0] = 0
+    for p in range(n_pairs):
+        m = 0
+        for k in range(n_clients):
+            v = local[k, p]
+            if not np.isnan(v):
+                props[m] = v
+                m += 1
+        props[:m] = np.sort(props[:m])
+        n_u = 0  # distinct, in place
+        for i in range(m):
+            if n_u == 0 or props[i] != props[n_u - 1]:
+                props[n_u] = props[i]
+                n_u += 1
+        take = min(n_u, limit)
+        a, b = cand_off[p], cand_off[p + 1]
+        o = out_off[p]
+        i, j = a, 0  # merge two sorted lists, dropping repeats
+        pj = 0.0
+        while i < b or j < take:
+            if j < take:
+                pj = props[j] if take == n_u else props[(j * (n_u - 1)) // max(take - 1, 1)]
+            if i < b and (j >= take or cand[i] <= pj):
+                v = cand[i]
+                i += 1
+            else:
+                v = pj
+                j += 1
+            if o == out_off[p] or v != out[o - 1]:
+                out[o] = v
+                o += 1
+        out_off[p + 1] = o
+
+
+def merge_local_candidates_numpy(
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    local: NDArray[np.float64],
+    limit: int,
+    out_off: NDArray[np.int64],
+    out: NDArray[np.float64],
+) -> None:
+    """NumPy twin of :func:`merge_local_candidates`."""
+    out_off[0] = 0
+    for p in range(local.shape[1]):
+        props = np.unique(local[:, p][~np.isnan(local[:, p])])
+        if props.size > limit:
+            props = props[(np.arange(limit) * (props.size - 1)) // max(limit - 1, 1)]
+        merged = np.unique(np.concatenate([cand[cand_off[p] : cand_off[p + 1]], props]))
+        out[out_off[p] : out_off[p] + merged.size] = merged
+        out_off[p + 1] = out_off[p] + merged.size

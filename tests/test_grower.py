@@ -316,3 +316,20 @@ def test_integer_statistics_travel_as_int32():
     b = table[table["kind"] == "round_b"]
     # classification: every statistic is an integer -> 4 bytes per scalar (plus headers)
     assert (b["upload_bytes"] <= 4 * b["upload_scalars"] + 200).all()
+
+
+def test_local_candidates_find_a_step_between_quantile_candidates():
+    # y jumps at x = 0.3; with B = 4 the quantile candidates sit near 0.25, 0.5 and 0.75,
+    # so only the clients' local best thresholds can cut exactly at the step.
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(600, 1))
+    y = (x[:, 0] > 0.3).astype(float)
+    h = np.arange(600) % 3
+    kw = dict(n_estimators=1, max_depth=1, bootstrap=False, n_bins=4, max_features=None)
+    exact = ff.FedForestRegressor(random_state=0, **kw).fit(x, y, client_ids=h)
+    paper = ff.FedForestRegressor(random_state=0, local_candidates=False, **kw)
+    paper.fit(x, y, client_ids=h)
+    np.testing.assert_array_equal(exact.predict(x), y)  # one perfect split
+    assert np.mean((paper.predict(x) - y) ** 2) > 0.01
+    # It costs no round: the proposals travel in Round A with the sketches.
+    assert exact.communication_.rounds == paper.communication_.rounds

@@ -232,12 +232,13 @@ def test_round_b_upload_matches_appendix_a_formulas():
     # One node, one client, d = 12 sampled features, B = 16 -> B - 1 = 15 candidates each;
     # S = 4 statistics (regression); Top-L keeps L features; AvgImp sends 2 scalars.
     d, b, s, top = 12, 16, 4, 3
-    assert _one_client_round_b_scalars(max_features=None) == d * (b - 1) * s
-    assert _one_client_round_b_scalars(max_features=None, top_l=top) == top * (b - 1) * s
-    assert (
-        _one_client_round_b_scalars(max_features=None, top_l=top, split_rule="avgimp")
-        == top * (b - 1) * 2
-    )
+    paper = dict(max_features=None, local_candidates=False)  # the paper's protocol
+    assert _one_client_round_b_scalars(**paper) == d * (b - 1) * s
+    assert _one_client_round_b_scalars(**paper, top_l=top) == top * (b - 1) * s
+    assert _one_client_round_b_scalars(**paper, top_l=top, split_rule="avgimp") == top * (b - 1) * 2
+    # Local candidates: one client proposes at most one more threshold per feature.
+    with_local = _one_client_round_b_scalars(max_features=None)
+    assert d * (b - 1) * s < with_local <= d * b * s
 
 
 def test_avgimp_topl_and_client_fraction_train_sensible_forests():

@@ -210,3 +210,98 @@ def test_add_masked_twins(n_sums):
     add_masked(a, mask, counts, sums)
     add_masked_numpy(b, mask, counts, sums)
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "n_classes,criterion", [(0, "squared_error"), (3, "gini"), (3, "entropy"), (2, "gini")]
+)
+@pytest.mark.parametrize("discrete", [False, True])
+def test_local_best_thresholds_twins(n_classes, criterion, discrete):
+    from fedforest.sketch import (
+        CRITERION_CODES,
+        local_best_thresholds,
+        local_best_thresholds_numpy,
+    )
+
+    rng = np.random.default_rng(11)
+    X, rows, w, slot, pair_off, pair_feat = _sorted_state(rng, discrete=discrete)
+    y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else X[:, 0] ** 2
+    codes, _, fmax = fine_codes(X, N_FINE_BINS)
+    a, b = np.empty(pair_feat.size), np.empty(pair_feat.size)
+    args = (X.T.copy(), codes, fmax, y, n_classes, CRITERION_CODES[criterion], 3)
+    rest = (rows, w, slot, pair_off, pair_feat, 0, pair_off.size - 1)
+    local_best_thresholds(*args, *rest, a)
+    local_best_thresholds_numpy(*args, *rest, b)
+    np.testing.assert_array_equal(a, b)
+    assert np.isfinite(a).any()
+
+
+def test_local_best_threshold_is_the_brute_force_best_split():
+    from fedforest.sketch import local_best_thresholds
+
+    rng = np.random.default_rng(2)
+    for n in (30, 200):  # exact path; fine-code path (<= 256 distinct values: exact too)
+        x = rng.normal(size=n)
+        y = np.where(x > 0.37, 2.0, 0.0) + rng.normal(0, 0.1, n)
+        w = rng.integers(1, 3, n).astype(float)
+        codes, _, fmax = fine_codes(x[:, None])
+        out = np.empty(1)
+        local_best_thresholds(
+            x[None, :], codes, fmax, y, 0, 0, 5, np.arange(n, dtype=np.int32), w,
+            np.zeros(n, np.int32), np.array([0, 1]), np.array([0], np.int32), 0, 1, out,
+        )  # fmt: skip
+        best, arg = -np.inf, None
+        for v in np.unique(x)[:-1]:
+            left = x <= v
+            if left.sum() < 5 or (~left).sum() < 5:
+                continue
+            sse = sum(
+                (w[m] * (y[m] - np.average(y[m], weights=w[m])) ** 2).sum() for m in (left, ~left)
+            )
+            if -sse > best + 1e-12:
+                best, arg = -sse, v
+        assert out[0] == arg
+        assert 0.2 < out[0] <= 0.37
+
+
+def test_local_best_none_for_too_small_nodes():
+    from fedforest.sketch import local_best_thresholds
+
+    x = np.arange(9.0)
+    codes, _, fmax = fine_codes(x[:, None])
+    out = np.zeros(1)
+    local_best_thresholds(
+        x[None, :], codes, fmax, x, 0, 0, 5, np.arange(9, dtype=np.int32), np.ones(9),
+        np.zeros(9, np.int32), np.array([0, 1]), np.array([0], np.int32), 0, 1, out,
+    )  # fmt: skip
+    assert np.isnan(out[0])  # 9 rows cannot leave 5 on each side
+
+
+@pytest.mark.parametrize("limit", [1, 3, 7])
+def test_merge_local_candidates_twins_and_limit(limit):
+    from fedforest.sketch import merge_local_candidates, merge_local_candidates_numpy
+
+    rng = np.random.default_rng(limit)
+    n_pairs, k = 50, 12
+    parts, off = [], [0]
+    for _ in range(n_pairs):
+        u = np.unique(np.round(rng.normal(size=rng.integers(0, 6)), 1))
+        parts.append(u)
+        off.append(off[-1] + u.size)
+    cand_off, cand = np.array(off, np.int64), np.concatenate(parts)
+    local = np.round(rng.normal(size=(k, n_pairs)), 1)
+    local[rng.random((k, n_pairs)) < 0.3] = np.nan
+    oa, ob = np.empty(n_pairs + 1, np.int64), np.empty(n_pairs + 1, np.int64)
+    a = np.full(cand.size + n_pairs * limit, np.nan)
+    b = a.copy()
+    merge_local_candidates(cand_off, cand, local, limit, oa, a)
+    merge_local_candidates_numpy(cand_off, cand, local, limit, ob, b)
+    np.testing.assert_array_equal(oa, ob)
+    np.testing.assert_array_equal(a[: oa[-1]], b[: ob[-1]])
+    for p in range(n_pairs):
+        got = a[oa[p] : oa[p + 1]]
+        old = cand[cand_off[p] : cand_off[p + 1]]
+        assert np.all(np.diff(got) > 0)  # sorted, distinct
+        assert set(old) <= set(got)  # nothing lost
+        assert got.size - old.size <= limit
+        assert set(got) <= set(old) | set(local[:, p][~np.isnan(local[:, p])])

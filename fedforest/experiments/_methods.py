@@ -144,7 +144,9 @@ def build_estimator(
     if method in _FEDFOREST_VARIANTS:
         cls_ff: Any = FedForestRegressor if reg else FedForestClassifier
         try:
-            return cls_ff(n_bins=N_BINS, **params, **_FEDFOREST_VARIANTS[method])
+            # The paper's protocol: quantile candidates only (no local candidates).
+            variant = {"local_candidates": False, **_FEDFOREST_VARIANTS[method]}
+            return cls_ff(n_bins=N_BINS, **params, **variant)
         except TypeError as exc:
             raise NotAvailableError(f"not available yet: {exc}") from exc
     if method in (CENTRAL, CENTRAL_H):
