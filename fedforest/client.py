@@ -39,7 +39,7 @@ from .protocol import (
     expect_array,
     pack_stats,
 )
-from .sketch import CRITERION_CODES, fine_codes, local_best_thresholds, node_sketches
+from .sketch import CRITERION_CODES, fine_codes, sketch_pairs
 
 __all__ = ["Client", "bootstrap_counts"]
 
@@ -304,10 +304,10 @@ class Client:
             arrays["sketch_off"], arrays["sketch"] = self._distinct_values(fit)
         elif fit.send_sketch:
             numeric = ~np.isin(fit.pair_feat, list(self._cat_raw))  # categories: no sketch
-            sketch = self._sketches(fit)
+            sketch, local = self._sketches(fit)
             arrays["sketch"] = sketch[fit.pair_present & numeric]
             if fit.local_candidates:
-                arrays["local_best"] = self._local_best(fit)[fit.pair_present & numeric]
+                arrays["local_best"] = local[fit.pair_present & numeric]
             if fit.top_l:
                 has = summary[:, STAT_WEIGHT] > 0
                 feats, gains = self._top_features(fit, sketch, fit.top_l)
@@ -331,46 +331,22 @@ class Client:
             raise ValueError(f"Client {self.name!r}: Round A/B before the set-up message.")
         return self._fit
 
-    def _sketches(self, fit: _Fit) -> NDArray[np.float64]:
+    def _sketches(self, fit: _Fit) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Quantile sketch and (if asked for) local best threshold of every pair, one pass."""
         assert fit.pair_off is not None and fit.pair_feat is not None
         assert fit.slot_tree is not None and self._codes is not None and fit.n_bins is not None
         codes, _, fine_max = self._codes
-        out = np.empty((int(fit.pair_off[-1]), fit.n_bins))
-        pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
-
-        def job(a: int, b: int) -> None:
-            s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
-            r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
-            node_sketches(
-                self.Xt,
-                codes,
-                fine_max,
-                fit.rows[r],
-                fit.w[r],
-                fit.slot[r],
-                pair_off,
-                pair_feat,
-                s_lo,
-                s_hi,
-                out[pair_off[s_lo] : pair_off[s_hi]],
-            )
-
-        self._run_blocks(fit, job)
-        return out
-
-    def _local_best(self, fit: _Fit) -> NDArray[np.float64]:
-        """Best threshold per (node, feature) pair on the client's own rows (NaN: none)."""
-        assert fit.pair_off is not None and fit.pair_feat is not None
-        assert fit.slot_tree is not None and self._codes is not None
-        codes, _, fine_max = self._codes
-        out = np.empty(int(fit.pair_off[-1]))
+        n_pairs = int(fit.pair_off[-1])
+        out = np.empty((n_pairs, fit.n_bins))
+        local = np.empty(n_pairs if fit.local_candidates else 0)
         pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
         criterion = CRITERION_CODES[fit.criterion]
 
         def job(a: int, b: int) -> None:
             s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
             r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
-            local_best_thresholds(
+            block = slice(int(pair_off[s_lo]), int(pair_off[s_hi]))
+            sketch_pairs(
                 self.Xt,
                 codes,
                 fine_max,
@@ -385,11 +361,12 @@ class Client:
                 pair_feat,
                 s_lo,
                 s_hi,
-                out[pair_off[s_lo] : pair_off[s_hi]],
+                out[block],
+                local[block] if local.size else local,
             )
 
         self._run_blocks(fit, job)
-        return out
+        return out, local
 
     def _distinct_values(self, fit: _Fit) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """Verification mode: every distinct node value of every (node, feature) pair."""

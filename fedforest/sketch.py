@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._common import CODE_DTYPE, N_FINE_BINS
-from ._kernels import SMALL_NODE, SMALL_SKETCH, group_rows
+from ._kernels import SMALL_SKETCH, group_rows
 
 __all__ = [
     "fine_codes",
@@ -33,6 +33,7 @@ __all__ = [
     "node_sketches",
     "node_sketches_numpy",
     "merge_sketches",
+    "sketch_pairs",
     "midpoint_candidates",
     "mixture_quantiles",
     "mixture_quantiles_numpy",
@@ -93,16 +94,44 @@ def node_sketches(Xt, codes_t, fine_max, rows, w, slot, pair_off, pair_feat, slo
     slot_lo, slot_hi : int  # IN
     out : ndarray of float64, shape (n_block_pairs, B)  # OUT: NaN rows for empty nodes
     """
+    sketch_pairs(
+        Xt, codes_t, fine_max, np.empty(0), 0, 0, 1,
+        rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, np.empty(0),
+    )  # fmt: skip
+
+
+@numba.njit(nogil=True, cache=True)
+def sketch_pairs(
+    Xt, codes_t, fine_max, y, n_classes, criterion, min_rows,
+    rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out,
+):  # fmt: skip
+    """:func:`node_sketches` and :func:`local_best_thresholds` in one pass over the rows.
+
+    Either output may be empty (``out`` with 0 columns, ``local_out`` of length 0): that
+    part is skipped. Both read the same sorted values (nodes of at most ``SMALL_SKETCH``
+    rows) or the same fine-code histogram (larger nodes).
+    """
     order = np.empty(rows.shape[0], dtype=np.int64)
     start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
     group_rows(slot, slot_lo, order, start)
     n_bins = out.shape[1]
+    want_local = local_out.shape[0] > 0
     n_fine = fine_max.shape[1]
+    n_cols = max(n_classes, 1)
     hist = np.empty(n_fine)
+    gh = np.empty((n_fine if want_local else 0, 2 + n_cols))
     ii = np.empty(rows.shape[0], dtype=np.int64)
     ww = np.empty(rows.shape[0])
+    yy = np.empty(rows.shape[0] if want_local else 0)
     vals = np.empty(SMALL_SKETCH)
     wsrt = np.empty(SMALL_SKETCH)
+    isrt = np.empty(SMALL_SKETCH, dtype=np.int64)
+    n_g_max = max(n_fine, SMALL_SKETCH)
+    g_val = np.empty(n_g_max)
+    g_cnt = np.zeros(n_g_max)
+    g_w = np.zeros(n_g_max)
+    g_s = np.zeros((n_g_max, n_cols))
+    scratch = np.empty((3, n_cols))
     p_lo = pair_off[slot_lo]
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
@@ -112,28 +141,62 @@ def node_sketches(Xt, codes_t, fine_max, rows, w, slot, pair_off, pair_feat, slo
             ii[k] = rows[order[a + k]]
             ww[k] = w[order[a + k]]
             total += ww[k]
+            if want_local:
+                yy[k] = y[ii[k]]
         for p in range(pair_off[s], pair_off[s + 1]):
             q, f = p - p_lo, pair_feat[p]
+            if want_local:
+                local_out[q] = np.nan
             if c == 0:
                 for lv in range(n_bins):
                     out[q, lv] = np.nan
                 continue
             level = 0
             cum = 0.0
+            n_g = 0
             if c <= SMALL_SKETCH:
-                # Stable insertion sort of (value, weight): no allocation, fast when tiny.
+                # Stable insertion sort of (value, weight, row): no allocation, fast when tiny.
                 for k in range(c):
-                    v, wk, j = Xt[f, ii[k]], ww[k], k
+                    v, wk, r, j = Xt[f, ii[k]], ww[k], k, k
                     while j > 0 and vals[j - 1] > v:
-                        vals[j], wsrt[j] = vals[j - 1], wsrt[j - 1]
+                        vals[j], wsrt[j], isrt[j] = vals[j - 1], wsrt[j - 1], isrt[j - 1]
                         j -= 1
-                    vals[j], wsrt[j] = v, wk
+                    vals[j], wsrt[j], isrt[j] = v, wk, r
                 for k in range(c):
                     cum += wsrt[k]
                     while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
                         out[q, level] = vals[k]
                         level += 1
+                    if want_local:
+                        if n_g == 0 or vals[k] != g_val[n_g - 1]:
+                            _clear_group(g_val, g_cnt, g_w, g_s, n_g, vals[k], n_cols)
+                            n_g += 1
+                        _add_group(g_cnt, g_w, g_s, n_g - 1, wsrt[k], yy[isrt[k]], n_classes)
                 last = vals[c - 1]
+            elif want_local:
+                # One zeroed block per node and feature: weight, rows, then the task sums.
+                gh[:, :] = 0.0
+                for k in range(c):
+                    cd = codes_t[f, ii[k]]
+                    gh[cd, 0] += ww[k]
+                    gh[cd, 1] += 1.0
+                    if n_classes == 0:
+                        gh[cd, 2] += ww[k] * yy[k]
+                    else:
+                        gh[cd, 2 + int(yy[k])] += ww[k]
+                last = 0.0
+                for j in range(n_fine):
+                    if gh[j, 0] <= 0.0:
+                        continue
+                    cum += gh[j, 0]
+                    last = fine_max[f, j]
+                    while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+                        out[q, level] = last
+                        level += 1
+                    g_val[n_g], g_cnt[n_g], g_w[n_g] = last, gh[j, 1], gh[j, 0]
+                    for col in range(n_cols):
+                        g_s[n_g, col] = gh[j, 2 + col]
+                    n_g += 1
             else:
                 for j in range(n_fine):
                     hist[j] = 0.0
@@ -150,6 +213,10 @@ def node_sketches(Xt, codes_t, fine_max, rows, w, slot, pair_off, pair_feat, slo
                         level += 1
             for lv in range(level, n_bins):
                 out[q, lv] = last
+            if want_local and c >= 2 * min_rows:
+                local_out[q] = _best_scan(
+                    g_val, g_cnt, g_w, g_s, n_g, c, n_cols, criterion, min_rows, scratch
+                )
 
 
 def node_sketches_numpy(
@@ -357,7 +424,7 @@ def local_best_thresholds(
 
     The threshold is the node value ``v`` whose split ``x <= v`` maximises the local
     impurity decrease with at least ``min_rows`` distinct rows on each side (ties: the
-    smallest ``v``); NaN when no such split exists. Nodes of at most ``SMALL_NODE`` rows
+    smallest ``v``); NaN when no such split exists. Nodes of at most ``SMALL_SKETCH`` rows
     scan their sorted exact values; larger ones scan the fine-code histogram (exact while
     a fine bin holds one distinct value, else at the bins' largest values).
 
@@ -371,90 +438,51 @@ def local_best_thresholds(
     rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi : as :func:`node_sketches`  # IN
     out : ndarray of float64, shape (n_block_pairs,)  # OUT
     """
-    order = np.empty(rows.shape[0], dtype=np.int64)
-    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
-    group_rows(slot, slot_lo, order, start)
-    n_fine = fine_max.shape[1]
-    n_cols = max(n_classes, 1)
-    n_max = max(n_fine, rows.shape[0])
-    g_val = np.empty(n_max)
-    g_cnt = np.zeros(n_max)
-    g_w = np.zeros(n_max)
-    g_s = np.zeros((n_max, n_cols))
-    ii = np.empty(rows.shape[0], dtype=np.int64)
-    ww = np.empty(rows.shape[0])
-    vv = np.empty(rows.shape[0])
-    tot_s = np.empty(n_cols)
-    sl = np.empty(n_cols)
-    sr = np.empty(n_cols)
-    p_lo = pair_off[slot_lo]
-    for s in range(slot_lo, slot_hi):
-        a, b = start[s - slot_lo], start[s - slot_lo + 1]
-        c = b - a
-        for k in range(c):
-            ii[k] = rows[order[a + k]]
-            ww[k] = w[order[a + k]]
-        for p in range(pair_off[s], pair_off[s + 1]):
-            q, f = p - p_lo, pair_feat[p]
-            out[q] = np.nan
-            if c < 2 * min_rows:
-                continue
-            # Groups of equal values (or fine bins) in increasing order.
-            n_g = 0
-            if c <= SMALL_NODE:
-                for k in range(c):
-                    vv[k] = Xt[f, ii[k]]
-                srt = np.argsort(vv[:c], kind="mergesort")
-                for t in range(c):
-                    k = srt[t]
-                    if n_g == 0 or vv[k] != g_val[n_g - 1]:
-                        g_val[n_g] = vv[k]
-                        g_cnt[n_g] = 0.0
-                        g_w[n_g] = 0.0
-                        for col in range(n_cols):
-                            g_s[n_g, col] = 0.0
-                        n_g += 1
-                    _add_group(g_cnt, g_w, g_s, n_g - 1, ww[k], y[ii[k]], n_classes)
-            else:
-                for j in range(n_fine):
-                    g_cnt[j] = 0.0
-                    g_w[j] = 0.0
-                    for col in range(n_cols):
-                        g_s[j, col] = 0.0
-                for k in range(c):
-                    _add_group(g_cnt, g_w, g_s, codes_t[f, ii[k]], ww[k], y[ii[k]], n_classes)
-                for j in range(n_fine):  # compact the used bins in place
-                    if g_cnt[j] > 0.0:
-                        g_val[n_g] = fine_max[f, j]
-                        g_cnt[n_g] = g_cnt[j]
-                        g_w[n_g] = g_w[j]
-                        for col in range(n_cols):
-                            g_s[n_g, col] = g_s[j, col]
-                        n_g += 1
-            tot_w = 0.0
-            for col in range(n_cols):
-                tot_s[col] = 0.0
-                sl[col] = 0.0
-            for g in range(n_g):
-                tot_w += g_w[g]
-                for col in range(n_cols):
-                    tot_s[col] += g_s[g, col]
-            cnt_l = 0.0
-            w_l = 0.0
-            best = -np.inf
-            for g in range(n_g - 1):
-                cnt_l += g_cnt[g]
-                w_l += g_w[g]
-                for col in range(n_cols):
-                    sl[col] += g_s[g, col]
-                if cnt_l < min_rows or c - cnt_l < min_rows or w_l <= 0.0 or tot_w - w_l <= 0.0:
-                    continue
-                for col in range(n_cols):
-                    sr[col] = tot_s[col] - sl[col]
-                score = _split_score(sl, w_l, sr, tot_w - w_l, n_cols, criterion)
-                if score > best:
-                    best = score
-                    out[q] = g_val[g]
+    sketch_pairs(
+        Xt, codes_t, fine_max, y, n_classes, criterion, min_rows,
+        rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, np.empty((out.shape[0], 0)), out,
+    )  # fmt: skip
+
+
+@numba.njit(inline="always")
+def _clear_group(g_val, g_cnt, g_w, g_s, g, value, n_cols):
+    g_val[g] = value
+    g_cnt[g] = 0.0
+    g_w[g] = 0.0
+    for col in range(n_cols):
+        g_s[g, col] = 0.0
+
+
+@numba.njit(inline="always")
+def _best_scan(g_val, g_cnt, g_w, g_s, n_g, c, n_cols, criterion, min_rows, scratch):
+    # Best cut between consecutive groups (sorted values or fine bins); NaN if none.
+    tot_s, sl, sr = scratch[0], scratch[1], scratch[2]
+    tot_w = 0.0
+    for col in range(n_cols):
+        tot_s[col] = 0.0
+        sl[col] = 0.0
+    for g in range(n_g):
+        tot_w += g_w[g]
+        for col in range(n_cols):
+            tot_s[col] += g_s[g, col]
+    cnt_l = 0.0
+    w_l = 0.0
+    best = -np.inf
+    value = np.nan
+    for g in range(n_g - 1):
+        cnt_l += g_cnt[g]
+        w_l += g_w[g]
+        for col in range(n_cols):
+            sl[col] += g_s[g, col]
+        if cnt_l < min_rows or c - cnt_l < min_rows or w_l <= 0.0 or tot_w - w_l <= 0.0:
+            continue
+        for col in range(n_cols):
+            sr[col] = tot_s[col] - sl[col]
+        score = _split_score(sl, w_l, sr, tot_w - w_l, n_cols, criterion)
+        if score > best:
+            best = score
+            value = g_val[g]
+    return value
 
 
 @numba.njit(inline="always")
@@ -499,7 +527,7 @@ def local_best_thresholds_numpy(
             task = wk[:, None] * (
                 yk[:, None] if n_classes == 0 else np.eye(n_cols)[yk.astype(np.int64)]
             )
-            if c <= SMALL_NODE:
+            if c <= SMALL_SKETCH:
                 keys = Xt[f, rows[mine]]
                 vals, inv = np.unique(keys, return_inverse=True)
             else:

@@ -305,3 +305,21 @@ def test_merge_local_candidates_twins_and_limit(limit):
         assert set(old) <= set(got)  # nothing lost
         assert got.size - old.size <= limit
         assert set(got) <= set(old) | set(local[:, p][~np.isnan(local[:, p])])
+
+
+@pytest.mark.parametrize("n_classes", [0, 3])
+def test_sketch_pairs_gives_both_outputs_of_the_separate_kernels(n_classes):
+    from fedforest.sketch import local_best_thresholds, node_sketches, sketch_pairs
+
+    rng = np.random.default_rng(7)
+    X, rows, w, slot, pair_off, pair_feat = _sorted_state(rng)
+    y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else X[:, 1]
+    codes, _, fmax = fine_codes(X, N_FINE_BINS)
+    Xt, rest = X.T.copy(), (rows, w, slot, pair_off, pair_feat, 0, pair_off.size - 1)
+    sk, loc = np.empty((pair_feat.size, 8)), np.empty(pair_feat.size)
+    sketch_pairs(Xt, codes, fmax, y, n_classes, 1, 3, *rest, sk, loc)
+    sk2, loc2 = np.empty_like(sk), np.empty_like(loc)
+    node_sketches(Xt, codes, fmax, *rest, sk2)
+    local_best_thresholds(Xt, codes, fmax, y, n_classes, 1, 3, *rest, loc2)
+    np.testing.assert_array_equal(sk, sk2)
+    np.testing.assert_array_equal(loc, loc2)
