@@ -6,8 +6,17 @@ tree-based f, see docs/simulate.md), `--draws` independent draws each:
 - homogeneous, covariate shift (gamma=3, alpha=0.5), outcome shift (delta=1.5), and a
   nearly-disjoint-supports setting (gamma=5, alpha=0.25, as Appendix F.1.1);
 - methods: centralized scikit-learn RF (with and without H Fisher-encoded as a feature),
-  fedforest exact, exact + H-splits, AvgImp, AvgImp + H-splits;
-- diagnostics p-values per draw.
+  fedforest exact, exact + H-splits (with the default local candidates, with the paper's
+  protocol ``local_candidates=False``, and with 7 sampled X-features per node, the budget
+  scikit-learn gives the centralized RF + H: int(21 / 3) columns of 21), AvgImp,
+  AvgImp + H-splits;
+- diagnostics p-values per draw;
+- centralized RF + H with 6 columns per node instead of int(21 / 3) = 7, and fedforest
+  exact + H in the verification mode (every midpoint a candidate);
+- centralized RF + H and fedforest exact + H with every feature at every node
+  (``max_features=None``): the per-node budgets of the two then agree exactly;
+- paired relative MSE differences against the centralized forests, with 95 % intervals
+  over the draws (a t interval of the per-draw ratios minus one).
 
 Run: python benchmarks/bench_heterogeneity.py --draws 20 --out results/heterogeneity.json
 """
@@ -35,6 +44,34 @@ SETTINGS = {
     "outcome-shift": dict(setting="outcome-shift"),
 }
 PARAMS = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
+PAPER = dict(local_candidates=False)
+FEDFOREST_METHODS = {
+    "fedforest exact": {},
+    "fedforest exact (paper protocol)": PAPER,
+    "fedforest exact + H": dict(split_on_client=True),
+    "fedforest exact + H (paper protocol)": dict(split_on_client=True, **PAPER),
+    "fedforest exact + H, 7 X-features": dict(split_on_client=True, max_features=7),
+    "fedforest exact + H, all features": dict(split_on_client=True, max_features=None),
+    "fedforest exact + H, verification mode": dict(split_on_client=True, n_bins=None),
+    "fedforest AvgImp": dict(split_rule="avgimp"),
+    "fedforest AvgImp + H": dict(split_rule="avgimp", split_on_client=True),
+}
+REFERENCES = (
+    "centralized RF",
+    "centralized RF + H (Fisher)",
+    "centralized RF + H (Fisher), all features",
+)
+
+
+def paired_gap(values, reference):
+    """Mean of the per-draw ratios minus one, and the half-width of its 95 % t interval."""
+    from scipy import stats
+
+    r = np.asarray(values) / np.asarray(reference) - 1.0
+    if r.size < 2:
+        return float(r.mean()), float("nan")
+    half = stats.t.ppf(0.975, r.size - 1) * r.std(ddof=1) / np.sqrt(r.size)
+    return float(r.mean()), float(half)
 
 
 def fisher_encode(h_train, y_train, h):
@@ -60,8 +97,19 @@ def disjoint_x1(gamma, seed):
     for c in range(k):
         rows = np.flatnonzero(h == c)
         test[rng.choice(rows, int(0.3 * n), replace=False)] = True
-    return FederatedSplit(X[~test], y[~test], h[~test], X[test], y[test], h[test],
-                          setting="disjoint-x1", n_clients=k, gamma=gamma, alpha=0.25, delta=0.0)
+    return FederatedSplit(
+        X[~test],
+        y[~test],
+        h[~test],
+        X[test],
+        y[test],
+        h[test],
+        setting="disjoint-x1",
+        n_clients=k,
+        gamma=gamma,
+        alpha=0.25,
+        delta=0.0,
+    )
 
 
 def one_draw(spec, seed, n_jobs):
@@ -88,13 +136,15 @@ def one_draw(spec, seed, n_jobs):
     Xh_te = np.column_stack([Xte, fisher_encode(htr, ytr, hte)])
     rf_h = RandomForestRegressor(random_state=seed, n_jobs=n_jobs, **PARAMS).fit(Xh_tr, ytr)
     out["centralized RF + H (Fisher)"] = mse(rf_h.predict(Xh_te))
-    for name, kw in (
-        ("fedforest exact", {}),
-        ("fedforest exact + H", dict(split_on_client=True)),
-        ("fedforest AvgImp", dict(split_rule="avgimp")),
-        ("fedforest AvgImp + H", dict(split_rule="avgimp", split_on_client=True)),
-    ):
-        m = ff.FedForestRegressor(random_state=seed, n_jobs=n_jobs, **PARAMS, **kw)
+    six = {**PARAMS, "max_features": 6}  # one column fewer per node than int(21 / 3)
+    rf_6 = RandomForestRegressor(random_state=seed, n_jobs=n_jobs, **six).fit(Xh_tr, ytr)
+    out["centralized RF + H (Fisher), 6 features"] = mse(rf_6.predict(Xh_te))
+    # Equal per-node budgets: every X column and H at every node, for both forests.
+    every = {**PARAMS, "max_features": None}
+    rf_all = RandomForestRegressor(random_state=seed, n_jobs=n_jobs, **every).fit(Xh_tr, ytr)
+    out["centralized RF + H (Fisher), all features"] = mse(rf_all.predict(Xh_te))
+    for name, kw in FEDFOREST_METHODS.items():
+        m = ff.FedForestRegressor(random_state=seed, n_jobs=n_jobs, **{**PARAMS, **kw})
         m.fit(Xtr, ytr, client_ids=htr)
         out[name] = mse(m.predict(Xte, client_ids=hte))
     rep = ff.diagnose(Xtr, ytr, htr, n_estimators=30, random_state=seed, n_jobs=n_jobs)
@@ -119,14 +169,17 @@ def main(argv=None):
         keys = draws[0].keys()
         results[label] = {k: [d[k] for d in draws] for k in keys}
         summary = {k: float(np.mean(v)) for k, v in results[label].items()}
-        print(f"\n{label} ({args.draws} draws)")
+        print(f"\n{label} ({args.draws} draws); paired MSE difference (95 % interval) vs")
+        print("  " + " | ".join(REFERENCES))
         for k, v in summary.items():
             if k.startswith("p "):
                 rej = np.mean(np.asarray(results[label][k]) < 0.05)
-                print(f"  {k:32s} rejected at 5% in {rej:.0%} of draws")
+                print(f"  {k:42s} rejected at 5% in {rej:.0%} of draws")
             else:
                 sd = float(np.std(results[label][k]))
-                print(f"  {k:32s} MSE {v:.3f} (sd {sd:.3f})")
+                gaps = [paired_gap(results[label][k], results[label][r]) for r in REFERENCES]
+                rel = "  ".join(f"{100 * g:+6.1f} % +- {100 * h:.1f}" for g, h in gaps)
+                print(f"  {k:42s} MSE {v:.3f} (sd {sd:.3f})  {rel}")
     meta = {
         "machine": platform.processor() or platform.machine(),
         "python": sys.version.split()[0],

@@ -438,10 +438,11 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
         Also split on the client index H (the paper's Section 3.2): at every node the server
         groups the active clients by their node mean or class-1 share (Fisher) and scans the
         cuts, from the per-client summaries it already holds (no extra message). H is exempt
-        from feature subsampling; its importance is the last entry of
-        ``feature_importances_``. Predict with ``client_ids=`` to route rows by client; rows
-        of unknown clients (or ``client_ids=None``) follow the marginal rule: both branches,
-        weighted by the training weight of each side.
+        from feature subsampling (``max_features`` counts the X columns; H joins every
+        node); its importance is the last entry of ``feature_importances_``. Predict with
+        ``client_ids=`` to route rows by client; rows of unknown clients (or
+        ``client_ids=None``) follow the marginal rule: both branches, weighted by the
+        training weight of each side.
     categorical_features : list of column names or indices, optional
         Categorical columns besides pandas ``category`` ones. Clients share each column's
         category list at the handshake and exact per-category statistics; the server finds
