@@ -15,7 +15,7 @@ from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from ._common import STAT_WEIGHT, count_columns
-from .protocol import Message, expect_array
+from .protocol import Message, expect_array, unpack_increments
 from .sketch import merge_local_candidates, merge_sketches, midpoint_candidates
 from .splitter import (
     BestSplits,
@@ -29,8 +29,10 @@ if TYPE_CHECKING:
     from .grower import GrowerConfig
 
 __all__ = [
-    "add_masked",
-    "add_masked_numpy",
+    "add_rows",
+    "add_rows_numpy",
+    "cumsum_segments",
+    "cumsum_segments_numpy",
     "candidates",
     "category_counts",
     "round_b_splits",
@@ -39,35 +41,54 @@ __all__ = [
 
 
 @numba.njit(nogil=True, cache=True)
-def add_masked(out, mask, counts, sums):  # type: ignore[no-untyped-def]
-    """Add one client's statistics into the rows of ``out`` it answered for.
+def add_rows(out, pos, counts, sums):  # type: ignore[no-untyped-def]
+    """Add one client's statistics into rows ``pos`` of ``out``.
 
     Parameters
     ----------
     out : ndarray of float64, shape (n_candidates, n_stats)  # IN/OUT
-    mask : ndarray of bool, shape (n_candidates,)  # IN: rows the client answered for
-    counts : ndarray of int, shape (mask.sum(), n_counts)  # IN: integer columns
-    sums : ndarray of float64, shape (mask.sum(), n_stats - n_counts)  # IN: the others
+    pos : ndarray of int64, shape (m,)  # IN: distinct rows of ``out``
+    counts : ndarray of int, shape (m, n_counts)  # IN: integer columns
+    sums : ndarray of float64, shape (m, n_stats - n_counts)  # IN: the others
     """
     n_counts = counts.shape[1]
-    j = 0
-    for i in range(mask.shape[0]):
-        if mask[i]:
-            for q in range(n_counts):
-                out[i, q] += counts[j, q]
-            for q in range(sums.shape[1]):
-                out[i, n_counts + q] += sums[j, q]
-            j += 1
+    for j in range(pos.shape[0]):
+        i = pos[j]
+        for q in range(n_counts):
+            out[i, q] += counts[j, q]
+        for q in range(sums.shape[1]):
+            out[i, n_counts + q] += sums[j, q]
 
 
-def add_masked_numpy(
+def add_rows_numpy(
     out: NDArray[np.float64],
-    mask: NDArray[np.bool_],
+    pos: NDArray[np.int64],
     counts: NDArray[Any],
     sums: NDArray[np.float64],
 ) -> None:
-    """NumPy twin of :func:`add_masked`."""
-    out[mask] += np.column_stack([counts.astype(np.float64), sums])
+    """NumPy twin of :func:`add_rows`."""
+    out[pos] += np.column_stack([counts.astype(np.float64), sums])
+
+
+@numba.njit(nogil=True, cache=True)
+def cumsum_segments(a, off):  # type: ignore[no-untyped-def]
+    """In place, the running sums of the rows of ``a`` within each segment.
+
+    Parameters
+    ----------
+    a : ndarray of float64, shape (n, n_cols)  # IN/OUT: increments in, running sums out
+    off : ndarray of int64, shape (n_segments + 1,)  # IN: segment ``s`` is ``off[s]:off[s+1]``
+    """
+    for seg in range(off.shape[0] - 1):
+        for i in range(off[seg] + 1, off[seg + 1]):
+            for q in range(a.shape[1]):
+                a[i, q] += a[i - 1, q]
+
+
+def cumsum_segments_numpy(a: NDArray[np.float64], off: NDArray[np.int64]) -> None:
+    """NumPy twin of :func:`cumsum_segments`."""
+    for lo, hi in zip(off[:-1], off[1:], strict=True):
+        a[lo:hi] = np.cumsum(a[lo:hi], axis=0)
 
 
 def category_counts(categories: dict[str, list[Any]], d: int) -> NDArray[np.int64]:
@@ -306,20 +327,17 @@ def round_b_splits(
     cand_node = np.repeat(np.repeat(np.arange(pooled.shape[0]), np.diff(pair_off)), n_cand)
     n_counts = count_columns(ctx["n_classes"])
     for k, (name, msg) in enumerate(replies_b):
-        # Each client answered for the candidates of the nodes it has rows in.
+        # Each client answered for the candidates of the nodes it has rows in, with the
+        # statistics of the rows between consecutive candidates (see pack_increments).
         has = (summaries[k, :, STAT_WEIGHT] > 0)[cand_node]
         stats_at = has if exact else has & categorical
-        n_at = int(stats_at.sum())
-        counts = expect_array(msg, "left_counts", "i", (n_at, n_counts), name)
-        sums = (
-            expect_array(msg, "left_sums", "f", (n_at, s - n_counts), name)
-            if s > n_counts
-            else np.empty((n_at, 0))
-        )
-        add_masked(left, stats_at, counts, sums)
+        answered = np.flatnonzero(stats_at)
+        pos, counts, sums = unpack_increments(msg, "left", answered.size, s, n_counts, name)
+        add_rows(left, answered[pos], counts, sums)
         if not exact:
             at = has & ~categorical
             gain_rows[at] += expect_array(msg, "gain_rows", "f", (int(at.sum()), 2), name)
+    cumsum_segments(left, cand_off)  # summed increments -> pooled left statistics
     if exact:
         return _evaluate(
             pooled, pair_off, pair_feat, cand_off, cand, left, splittable, root_w, cfg, ctx

@@ -37,7 +37,7 @@ from .protocol import (
     ROUND_B,
     Message,
     expect_array,
-    pack_stats,
+    pack_increments,
 )
 from .sketch import CRITERION_CODES, fine_codes, sketch_pairs
 
@@ -396,9 +396,13 @@ class Client:
         left = self._left_stats(fit, cand_off, cand)
         present = np.repeat(fit.pair_present, np.diff(cand_off))
         n_counts = count_columns(fit.n_classes)
+        first = np.zeros(cand.size, dtype=bool)  # the first candidate of every pair
+        first[cand_off[:-1][np.diff(cand_off) > 0]] = True
         if fit.split_rule != "avgimp":
             return Message(
-                ROUND_B, {"name": self.name}, pack_stats(left[present], n_counts, "left")
+                ROUND_B,
+                {"name": self.name},
+                pack_increments(left, first, n_counts, "left", present),
             )
         # AvgImp: per numeric candidate, the local weighted gain and left row count only;
         # categorical pairs keep their exact per-category statistics.
@@ -410,7 +414,7 @@ class Client:
         gain = weighted_gain(fit.summary[node[keep]], left[keep], fit.criterion)
         arrays = {
             "gain_rows": np.column_stack([gain, left[keep, STAT_ROWS]]),
-            **pack_stats(left[present & ~numeric], n_counts, "left"),
+            **pack_increments(left, first, n_counts, "left", present & ~numeric),
         }
         return Message(ROUND_B, {"name": self.name}, arrays)
 

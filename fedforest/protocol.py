@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
@@ -21,7 +22,9 @@ __all__ = [
     "CommunicationLedger",
     "RoundRecord",
     "expect_array",
+    "pack_increments",
     "pack_stats",
+    "unpack_increments",
     "unpack_stats",
 ]
 
@@ -109,6 +112,122 @@ def pack_stats(
     if stats.shape[1] > n_count_cols:
         out[f"{prefix}_sums"] = np.ascontiguousarray(stats[:, n_count_cols:])
     return out
+
+
+def pack_increments(
+    left: NDArray[np.float64],
+    first: NDArray[np.bool_],
+    n_count_cols: int,
+    prefix: str,
+    present: NDArray[np.bool_] | None = None,
+) -> dict[str, NDArray[Any]]:
+    """Cumulative statistics at consecutive candidates as they travel: per-bin increments.
+
+    ``left[i]`` holds the statistics of the rows left of candidate ``i``; ``first[i]``
+    marks the first candidate of each (node, feature) pair; only the rows where
+    ``present`` is true (whole pairs) travel. Each row travels as its increment over the
+    previous candidate of its pair (the statistics of the rows between the two
+    thresholds), which carries exactly the same information, its integer columns as int32
+    (int64 if one exceeds int32) like :func:`pack_stats`. Bins without rows have zero
+    increments; when leaving them out saves bytes, only the others travel, with their
+    positions among the present rows in ``{prefix}_index`` (int32, increasing).
+    """
+    left = np.ascontiguousarray(left, dtype=np.float64)
+    first = np.ascontiguousarray(first, dtype=np.bool_)
+    keep = np.ones(left.shape[0], np.bool_) if present is None else np.asarray(present, bool)
+    n, n_nonzero, biggest = _count_increments(left, keep, first, n_count_cols)
+    row_bytes = 4 * n_count_cols + 8 * (left.shape[1] - n_count_cols)
+    sparse = n_nonzero * (row_bytes + 4) < n * row_bytes
+    m = n_nonzero if sparse else n
+    dtype = np.int64 if biggest > np.iinfo(np.int32).max else np.int32
+    counts = np.empty((m, n_count_cols), dtype=dtype)
+    sums = np.empty((m, left.shape[1] - n_count_cols))
+    index = np.empty(m if sparse else 0, dtype=np.int32)
+    _fill_increments(left, keep, first, sparse, counts, sums, index)
+    out: dict[str, NDArray[Any]] = {f"{prefix}_counts": counts}
+    if sums.shape[1]:
+        out[f"{prefix}_sums"] = sums
+    if sparse:
+        out[f"{prefix}_index"] = index
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _count_increments(left, keep, first, n_counts):  # type: ignore[no-untyped-def]
+    # (kept rows, kept rows with a non-zero increment, largest |integer increment|).
+    # The increment of row i is left[i] - left[i - 1] within a pair, left[i] at its start.
+    n = 0
+    nonzero = 0
+    biggest = 0.0
+    for i in range(left.shape[0]):
+        if not keep[i]:
+            continue
+        n += 1
+        sub = i > 0 and not first[i]
+        nz = False
+        for q in range(left.shape[1]):
+            v = left[i, q] - left[i - 1, q] if sub else left[i, q]
+            if v != 0.0:
+                nz = True
+            if q < n_counts and abs(v) > biggest:
+                biggest = abs(v)
+        if nz:
+            nonzero += 1
+    return n, nonzero, biggest
+
+
+@numba.njit(nogil=True, cache=True)
+def _fill_increments(left, keep, first, sparse, counts, sums, index):  # type: ignore[no-untyped-def]
+    n_counts, n_cols = counts.shape[1], left.shape[1]
+    buf = np.empty(n_cols)
+    j = 0  # output row
+    k = -1  # position among the kept rows
+    for i in range(left.shape[0]):
+        if not keep[i]:
+            continue
+        k += 1
+        sub = i > 0 and not first[i]
+        nz = False
+        for q in range(n_cols):
+            v = left[i, q] - left[i - 1, q] if sub else left[i, q]
+            buf[q] = v
+            if v != 0.0:
+                nz = True
+        if sparse and not nz:
+            continue
+        for q in range(n_counts):
+            counts[j, q] = np.rint(buf[q])
+        for q in range(n_counts, n_cols):
+            sums[j, q - n_counts] = buf[q]
+        if sparse:
+            index[j] = k
+        j += 1
+
+
+def unpack_increments(
+    msg: Message, prefix: str, n: int, n_stats: int, n_count_cols: int, sender: str
+) -> tuple[NDArray[np.int64], NDArray[Any], NDArray[np.float64]]:
+    """Read what :func:`pack_increments` sent for ``n`` candidates.
+
+    Returns the positions (in ``0..n-1``) of the increments that travelled, their integer
+    columns and their float columns; a malformed message is a ``ValueError``.
+    """
+    if f"{prefix}_index" in msg.arrays:
+        pos = expect_array(msg, f"{prefix}_index", "i", (None,), sender).astype(np.int64)
+        if pos.size and (pos[0] < 0 or pos[-1] >= n or np.any(np.diff(pos) <= 0)):
+            raise ValueError(
+                f"Array {prefix + '_index'!r} of message {msg.kind!r} from {sender!r} must "
+                f"hold increasing positions in [0, {n})."
+            )
+    else:
+        pos = np.arange(n, dtype=np.int64)
+    counts = expect_array(msg, f"{prefix}_counts", "i", (pos.size, n_count_cols), sender)
+    sums = (
+        expect_array(msg, f"{prefix}_sums", "f", (pos.size, n_stats - n_count_cols), sender)
+        if n_stats > n_count_cols
+        else np.empty((pos.size, 0))
+    )
+    return pos, counts, sums
 
 
 def unpack_stats(

@@ -185,9 +185,11 @@ def test_rounds_are_bounded_by_depth_not_trees(n_estimators):
 
 
 def test_upload_grows_with_nodes_not_rows():
+    # 2k rows: clients leave bins empty, whose zero increments do not travel; 20k and
+    # 200k rows: every bin is used, and the upload no longer depends on the rows.
     rng = np.random.default_rng(0)
     sizes = []
-    for n in (2000, 20000):
+    for n in (2000, 20000, 200000):
         X = rng.normal(size=(n, 6))
         y = X @ rng.normal(size=6) + rng.normal(size=n)
         m = ff.FedForestRegressor(
@@ -195,7 +197,8 @@ def test_upload_grows_with_nodes_not_rows():
         ).fit(X, y, client_ids=rng.integers(0, 5, n))
         assert all(t.node_count == 31 for t in m.trees_)  # fully grown to depth 4
         sizes.append(m.communication_.upload_bytes)
-    assert abs(sizes[1] - sizes[0]) / sizes[0] < 0.10
+    assert sizes[0] < sizes[1]
+    assert abs(sizes[2] - sizes[1]) / sizes[1] < 0.10
 
 
 def test_oob_score_equals_central_computation_from_same_trees_and_counts():
@@ -333,3 +336,45 @@ def test_local_candidates_find_a_step_between_quantile_candidates():
     assert np.mean((paper.predict(x) - y) ** 2) > 0.01
     # It costs no round: the proposals travel in Round A with the sketches.
     assert exact.communication_.rounds == paper.communication_.rounds
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_left_statistics_travel_as_increments_and_come_back_exactly(sparse):
+    from fedforest.protocol import Message, pack_increments, unpack_increments
+
+    rng = np.random.default_rng(1)
+    off = np.array([0, 5, 9, 16])  # three pairs of candidates
+    first = np.zeros(16, bool)
+    first[off[:-1]] = True
+    per_bin = np.column_stack(
+        [rng.integers(0, 3, 16), rng.integers(0, 6, 16), rng.normal(size=(16, 2))]
+    )
+    if sparse:
+        per_bin[rng.random(16) < 0.7] = 0.0  # mostly empty bins
+    else:
+        per_bin[:, 0] += 1  # every bin holds rows
+    segments = zip(off[:-1], off[1:], strict=True)
+    left = np.concatenate([np.cumsum(per_bin[a:b], axis=0) for a, b in segments])
+    arrays = pack_increments(left, first, 2, "left")
+    assert ("left_index" in arrays) == sparse
+    pos, counts, sums = unpack_increments(Message("round_b", {}, arrays), "left", 16, 4, 2, "c")
+    back = np.zeros((16, 4))
+    back[pos] = np.column_stack([counts, sums])
+    for a, b in zip(off[:-1], off[1:], strict=True):
+        back[a:b] = np.cumsum(back[a:b], axis=0)
+    np.testing.assert_allclose(back, left, rtol=0, atol=1e-12)
+
+
+def test_malformed_increment_positions_are_rejected():
+    from fedforest.protocol import Message, unpack_increments
+
+    bad = {
+        "left_index": np.array([3, 1], np.int32),
+        "left_counts": np.zeros((2, 2), np.int32),
+        "left_sums": np.zeros((2, 2)),
+    }
+    with pytest.raises(ValueError, match="increasing positions"):
+        unpack_increments(Message("round_b", {}, bad), "left", 5, 4, 2, "c")
+    bad["left_index"] = np.array([1, 9], np.int32)
+    with pytest.raises(ValueError, match="increasing positions"):
+        unpack_increments(Message("round_b", {}, bad), "left", 5, 4, 2, "c")

@@ -198,18 +198,22 @@ def test_merge_sketches_threads_agree():
 
 
 @pytest.mark.parametrize("n_sums", [0, 2])
-def test_add_masked_twins(n_sums):
-    from fedforest._level import add_masked, add_masked_numpy
+def test_add_rows_and_cumsum_segments_twins(n_sums):
+    from fedforest._level import add_rows, add_rows_numpy, cumsum_segments, cumsum_segments_numpy
 
     rng = np.random.default_rng(n_sums)
-    mask = rng.random(500) < 0.4
-    counts = rng.integers(0, 50, size=(int(mask.sum()), 3)).astype(np.int32)
-    sums = rng.normal(size=(int(mask.sum()), n_sums))
+    pos = np.flatnonzero(rng.random(500) < 0.4)
+    counts = rng.integers(0, 50, size=(pos.size, 3)).astype(np.int32)
+    sums = rng.normal(size=(pos.size, n_sums))
     a = rng.normal(size=(500, 3 + n_sums))
     b = a.copy()
-    add_masked(a, mask, counts, sums)
-    add_masked_numpy(b, mask, counts, sums)
+    add_rows(a, pos, counts, sums)
+    add_rows_numpy(b, pos, counts, sums)
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    off = np.unique(np.concatenate([[0, 500], rng.integers(0, 500, 40)])).astype(np.int64)
+    cumsum_segments(a, off)
+    cumsum_segments_numpy(b, off)
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-9)
 
 
 @pytest.mark.parametrize(
