@@ -15,7 +15,7 @@ from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from ._common import STAT_WEIGHT, count_columns
-from .protocol import Message, expect_array, unpack_increments
+from .protocol import Message, expect_array, unpack_increments, unpack_sketch
 from .sketch import merge_local_candidates, merge_sketches, midpoint_candidates
 from .splitter import (
     BestSplits,
@@ -190,9 +190,7 @@ def _numeric_candidates(
     sketches = np.full((len(replies), n_pairs, cfg.n_bins), np.nan)
     for k, (name, msg) in enumerate(replies):
         present = (weights[k] > 0) & numeric  # clients sketch numeric features only
-        sketches[k, present] = expect_array(
-            msg, "sketch", "f", (int(present.sum()), cfg.n_bins), name
-        )
+        sketches[k, present] = unpack_sketch(msg, int(present.sum()), cfg.n_bins, name)
     cand_off, cand = merge_sketches(
         sketches[:, pair_ok], weights[:, pair_ok], cfg.n_bins, effective_n_jobs(cfg.n_jobs)
     )

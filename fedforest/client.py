@@ -38,6 +38,7 @@ from .protocol import (
     Message,
     expect_array,
     pack_increments,
+    pack_sketch,
 )
 from .sketch import CRITERION_CODES, fine_codes, sketch_pairs
 
@@ -305,7 +306,7 @@ class Client:
         elif fit.send_sketch:
             numeric = ~np.isin(fit.pair_feat, list(self._cat_raw))  # categories: no sketch
             sketch, local = self._sketches(fit)
-            arrays["sketch"] = sketch[fit.pair_present & numeric]
+            arrays.update(pack_sketch(sketch[fit.pair_present & numeric]))
             if fit.local_candidates:
                 arrays["local_best"] = local[fit.pair_present & numeric]
             if fit.top_l:

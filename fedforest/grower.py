@@ -173,18 +173,20 @@ def _broadcast(fed: Federation, msg: Message) -> dict[str, Message]:
 
 
 def _exchange(
-    fed: Federation, ledger: CommunicationLedger, msg: Message
+    fed: Federation, ledger: CommunicationLedger, msg: Message | dict[str, Message]
 ) -> list[tuple[str, Message]]:
-    """One round: the same request to every client; replies in canonical (sorted) order."""
-    requests = _broadcast(fed, msg)
+    """One round: the same request to every client, or one per client (by name).
+
+    Replies come back in canonical (sorted) order.
+    """
+    requests = _broadcast(fed, msg) if isinstance(msg, Message) else msg
+    kind = next(iter(requests.values())).kind
     replies = fed.send_and_receive(requests, ledger.rounds)
     # Clients dropped in this round (on_client_failure="drop") are no longer expected.
     missing = sorted(set(fed.client_names) - set(replies))
     if missing:
-        raise ValueError(
-            f"Client {missing[0]!r} did not answer round {ledger.rounds} ({msg.kind})."
-        )
-    ledger.record(msg.kind, requests, replies)
+        raise ValueError(f"Client {missing[0]!r} did not answer round {ledger.rounds} ({kind}).")
+    ledger.record(kind, requests, replies)
     return [(name, replies[name]) for name in sorted(replies)]
 
 
@@ -426,7 +428,7 @@ def _level(
     best = BestSplits.none(n_slots, s)
     if cand.size:
         replies_b = _exchange(
-            fed, ledger, Message(ROUND_B, {}, {"cand_off": cand_off, "cand": cand})
+            fed, ledger, _round_b_requests(fed, replies, summaries, pair_off, cand_off, cand)
         )
         if len(replies_b) < len(replies):
             # A client was dropped in Round B: this level uses the survivors' statistics.
@@ -466,6 +468,36 @@ def _level(
             min_impurity_decrease=cfg.min_impurity_decrease,
         )
     return _apply_splits(cfg, builders, frontier, best, ctx)
+
+
+def _round_b_requests(
+    fed: Federation,
+    replies: list[tuple[str, Message]],
+    summaries: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+) -> dict[str, Message]:
+    """Round B requests: each client gets the candidates of the nodes it has rows in.
+
+    The other nodes' lists are empty: the client would answer nothing for them anyway.
+    """
+    n_cand = np.diff(cand_off)
+    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+    index = {name: k for k, (name, _) in enumerate(replies)}
+    requests = {}
+    for name in fed.client_names:
+        k = index.get(name)
+        if k is None:  # not in Round A's replies: send everything
+            requests[name] = Message(ROUND_B, {}, {"cand_off": cand_off, "cand": cand})
+            continue
+        has = (summaries[k, :, STAT_WEIGHT] > 0)[pair_node]
+        off = np.zeros_like(cand_off)
+        np.cumsum(np.where(has, n_cand, 0), out=off[1:])
+        requests[name] = Message(
+            ROUND_B, {}, {"cand_off": off, "cand": cand[np.repeat(has, n_cand)]}
+        )
+    return requests
 
 
 def _pool_node_stats(

@@ -23,8 +23,10 @@ __all__ = [
     "RoundRecord",
     "expect_array",
     "pack_increments",
+    "pack_sketch",
     "pack_stats",
     "unpack_increments",
+    "unpack_sketch",
     "unpack_stats",
 ]
 
@@ -228,6 +230,44 @@ def unpack_increments(
         else np.empty((pos.size, 0))
     )
     return pos, counts, sums
+
+
+def pack_sketch(sketch: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
+    """Quantile sketches as they travel: run-length encoded when that saves bytes.
+
+    A client with fewer rows in a node than ``B`` repeats values across the ``B`` levels.
+    Runs (never crossing from one pair to the next) travel as ``sketch`` (their values)
+    and ``sketch_runs`` (their lengths); otherwise ``sketch`` is the dense array.
+    """
+    n, b = sketch.shape
+    flat = np.ascontiguousarray(sketch).ravel()
+    if flat.size == 0:
+        return {"sketch": np.ascontiguousarray(sketch)}
+    start = np.ones(flat.size, dtype=bool)
+    start[1:] = flat[1:] != flat[:-1]
+    start[::b] = True
+    idx = np.flatnonzero(start)
+    dtype = np.uint8 if b <= np.iinfo(np.uint8).max else np.uint32
+    if idx.size * (8 + np.dtype(dtype).itemsize) >= flat.size * 8:
+        return {"sketch": np.ascontiguousarray(sketch)}
+    runs = np.diff(np.append(idx, flat.size)).astype(dtype)
+    return {"sketch": flat[idx], "sketch_runs": runs}
+
+
+def unpack_sketch(msg: Message, n: int, b: int, sender: str) -> NDArray[np.float64]:
+    """Inverse of :func:`pack_sketch`: the dense (n, b) sketch, validated."""
+    if "sketch_runs" not in msg.arrays:
+        return expect_array(msg, "sketch", "f", (n, b), sender)
+    values = expect_array(msg, "sketch", "f", (None,), sender)
+    runs = expect_array(msg, "sketch_runs", "u", (values.size,), sender).astype(np.int64)
+    if runs.size and (runs.min() < 1 or int(runs.sum()) != n * b):
+        raise ValueError(
+            f"Array 'sketch_runs' of message {msg.kind!r} from {sender!r} must hold positive "
+            f"run lengths adding up to {n} x {b}."
+        )
+    if not runs.size and n * b:
+        raise ValueError(f"Message {msg.kind!r} from {sender!r} has an empty run-length sketch.")
+    return np.repeat(values, runs).reshape(n, b)
 
 
 def unpack_stats(

@@ -378,3 +378,50 @@ def test_malformed_increment_positions_are_rejected():
     bad["left_index"] = np.array([1, 9], np.int32)
     with pytest.raises(ValueError, match="increasing positions"):
         unpack_increments(Message("round_b", {}, bad), "left", 5, 4, 2, "c")
+
+
+def test_round_b_sends_each_client_only_the_candidates_of_its_nodes():
+    from fedforest.transport.local import LocalFederation
+
+    class Recording(LocalFederation):
+        def send_and_receive(self, requests, round_index):
+            self.sent.append(requests)
+            return super().send_and_receive(requests, round_index)
+
+    # Two clients far apart on x0: after the root split each one has rows in one child.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    X[:200, 0] -= 10
+    X[200:, 0] += 10
+    y = X[:, 1] + 4.0 * (X[:, 0] > 0)
+    clients = [ff.Client(X[:200], y[:200], name="a"), ff.Client(X[200:], y[200:], name="b")]
+    fed = Recording(clients)
+    fed.sent = []
+    kw = dict(n_estimators=1, max_depth=2, bootstrap=False, max_features=None, random_state=0)
+    model = ff.FedForestRegressor(**kw).fit_federated(fed)
+    assert model.trees_[0].feature[0] == 0  # the root separates the clients
+    round_b = [r for r in fed.sent if next(iter(r.values())).kind == "round_b"]
+    level1 = {name: np.diff(msg.arrays["cand_off"]) for name, msg in round_b[1].items()}
+    # Pairs of the two children (3 features each): each client gets lists for its child only.
+    assert (level1["a"][:3] > 0).all() and (level1["a"][3:] == 0).all()
+    assert (level1["b"][:3] == 0).all() and (level1["b"][3:] > 0).all()
+    # Same forest as when every client gets every candidate (the answers are the same).
+    again = ff.FedForestRegressor(**kw).fit(X, y, client_ids=np.repeat(["a", "b"], 200))
+    np.testing.assert_array_equal(model.trees_[0].threshold, again.trees_[0].threshold)
+
+
+def test_sketches_travel_run_length_encoded_and_come_back_exactly():
+    from fedforest.protocol import Message, pack_sketch, unpack_sketch
+
+    few = np.repeat(np.array([[1.0, 2.0, 2.5, 9.0]]), 8, axis=1).reshape(4, 8)  # repeats
+    many = np.sort(np.random.default_rng(0).normal(size=(4, 8)), axis=1)  # all distinct
+    for sketch, encoded in ((few, True), (many, False)):
+        arrays = pack_sketch(sketch)
+        assert ("sketch_runs" in arrays) == encoded
+        back = unpack_sketch(Message("round_a", {}, arrays), 4, 8, "c")
+        np.testing.assert_array_equal(back, sketch)
+    arrays = pack_sketch(few)
+    arrays["sketch_runs"] = arrays["sketch_runs"].copy()
+    arrays["sketch_runs"][0] += 1  # no longer adds up to 4 x 8
+    with pytest.raises(ValueError, match="run lengths"):
+        unpack_sketch(Message("round_a", {}, arrays), 4, 8, "c")
