@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from ._common import STAT_ROWS, STAT_WEIGHT
+from ._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
 from .criteria import weighted_gain
+from .sketch import CRITERION_CODES
 
 __all__ = [
     "BestSplits",
@@ -17,6 +19,8 @@ __all__ = [
     "best_avgimp_splits",
     "best_set_splits",
     "categorical_splits",
+    "scan_nodes",
+    "scan_nodes_numpy",
     "with_set_splits",
 ]
 
@@ -96,27 +100,143 @@ def best_splits(
         Weight at the root of each node's tree.
     """
     n_nodes, n_stats = parent.shape
-    pair_node = np.repeat(np.arange(n_nodes), np.diff(pair_off))
-    cand_pair = np.repeat(np.arange(pair_feat.size), np.diff(cand_off))
-    cand_node = pair_node[cand_pair]
-    par = parent[cand_node]
-    right = par - left
-    ok = (
-        (left[:, STAT_ROWS] >= min_samples_leaf)
-        & (right[:, STAT_ROWS] >= min_samples_leaf)
-        & (left[:, STAT_WEIGHT] > 0)
-        & (right[:, STAT_WEIGHT] > 0)
+    gain = np.empty(left.shape[0])
+    best = np.empty(n_nodes)
+    chosen = np.empty(n_nodes, dtype=np.int64)
+    scan_nodes(
+        np.ascontiguousarray(parent),
+        pair_off,
+        cand_off,
+        np.ascontiguousarray(left),
+        CRITERION_CODES[criterion],
+        min_samples_leaf,
+        _TIE_RTOL,
+        gain,
+        best,
+        chosen,
     )
-    gain = np.where(ok, weighted_gain(par, left, criterion), -np.inf)
-    nodes, chosen, best = _pick(gain, cand_node, n_nodes, root_weight, min_impurity_decrease)
+    nodes = np.flatnonzero(chosen >= 0)
+    nodes = nodes[best[nodes] / root_weight[nodes] + EPSILON >= min_impurity_decrease]
+    pick = chosen[nodes]
+    cand_pair = np.repeat(np.arange(pair_feat.size), np.diff(cand_off))
     feature = np.full(n_nodes, -1, dtype=np.int32)
     threshold = np.full(n_nodes, np.nan)
     out_left = np.zeros((n_nodes, n_stats))
-    feature[nodes] = pair_feat[cand_pair[chosen]]
-    threshold[nodes] = cand[chosen]
-    out_left[nodes] = left[chosen]
+    feature[nodes] = pair_feat[cand_pair[pick]]
+    threshold[nodes] = cand[pick]
+    out_left[nodes] = left[pick]
     out_right = np.where(feature[:, None] >= 0, parent - out_left, 0.0)
     return BestSplits(feature, threshold, np.where(feature >= 0, best, 0.0), out_left, out_right)
+
+
+@numba.njit(inline="always")
+def _weighted_impurity(st, criterion):  # type: ignore[no-untyped-def]
+    # W * Psi(s) of one statistics row, as criteria.weighted_impurity (Gini, entropy).
+    w = st[STAT_WEIGHT]
+    if w <= 0.0:
+        return 0.0
+    if criterion == 1:
+        sq = 0.0
+        for q in range(STAT_TASK, st.shape[0]):
+            sq += st[q] * st[q]
+        return max(w - sq / w, 0.0)
+    h = 0.0
+    for q in range(STAT_TASK, st.shape[0]):
+        if st[q] > 0.0:
+            h += st[q] * np.log2(st[q] / w)
+    return -h
+
+
+@numba.njit(nogil=True, cache=True)
+def scan_nodes(parent, pair_off, cand_off, left, criterion, min_rows, tie_rtol, gain, best, chosen):  # type: ignore[no-untyped-def]  # noqa: E501
+    """Each node's best admissible candidate (the first within ``tie_rtol`` of the best).
+
+    Parameters
+    ----------
+    parent : ndarray of float64, shape (n_nodes, n_stats)  # IN
+    pair_off : ndarray of int64, shape (n_nodes + 1,)  # IN
+    cand_off : ndarray of int64, shape (n_pairs + 1,)  # IN
+    left : ndarray of float64, shape (n_candidates, n_stats)  # IN
+    criterion : int  # IN: 0 squared error, 1 Gini, 2 entropy (``CRITERION_CODES``)
+    min_rows : int  # IN: ``min_samples_leaf`` distinct rows on both sides
+    tie_rtol : float  # IN
+    gain : ndarray of float64, shape (n_candidates,)  # OUT: -inf where inadmissible
+    best : ndarray of float64, shape (n_nodes,)  # OUT: -inf where none is admissible
+    chosen : ndarray of int64, shape (n_nodes,)  # OUT: candidate index, or -1
+    """
+    n_stats = parent.shape[1]
+    right = np.empty(n_stats)
+    for i in range(parent.shape[0]):
+        best[i] = -np.inf
+        chosen[i] = -1
+        lo, hi = cand_off[pair_off[i]], cand_off[pair_off[i + 1]]
+        p_w = parent[i, STAT_WEIGHT]
+        if criterion == 0:
+            p_term = parent[i, STAT_TASK] ** 2 / p_w if p_w > 0.0 else 0.0
+        else:
+            p_term = _weighted_impurity(parent[i], criterion)
+        for c in range(lo, hi):
+            for q in range(n_stats):
+                right[q] = parent[i, q] - left[c, q]
+            l_w, r_w = left[c, STAT_WEIGHT], right[STAT_WEIGHT]
+            if (
+                left[c, STAT_ROWS] < min_rows
+                or right[STAT_ROWS] < min_rows
+                or not l_w > 0.0
+                or not r_w > 0.0
+            ):
+                gain[c] = -np.inf
+                continue
+            if criterion == 0:
+                g = (left[c, STAT_TASK] ** 2 / l_w + right[STAT_TASK] ** 2 / r_w) - p_term
+            else:
+                g = (p_term - _weighted_impurity(left[c], criterion)) - _weighted_impurity(
+                    right, criterion
+                )
+            gain[c] = g
+            if g > best[i]:
+                best[i] = g
+        if best[i] > -np.inf:
+            slack = tie_rtol * abs(best[i])
+            for c in range(lo, hi):
+                if gain[c] >= best[i] - slack and np.isfinite(gain[c]):
+                    chosen[i] = c
+                    break
+
+
+def scan_nodes_numpy(
+    parent: NDArray[np.float64],
+    pair_off: NDArray[np.int64],
+    cand_off: NDArray[np.int64],
+    left: NDArray[np.float64],
+    criterion: int,
+    min_rows: int,
+    tie_rtol: float,
+    gain: NDArray[np.float64],
+    best: NDArray[np.float64],
+    chosen: NDArray[np.int64],
+) -> None:
+    """NumPy twin of :func:`scan_nodes`."""
+    name = {v: k for k, v in CRITERION_CODES.items()}[criterion]
+    n_nodes = parent.shape[0]
+    cand_pair = np.repeat(np.arange(pair_off[-1]), np.diff(cand_off))
+    cand_node = np.repeat(np.arange(n_nodes), np.diff(pair_off))[cand_pair]
+    par = parent[cand_node]
+    right = par - left
+    ok = (
+        (left[:, STAT_ROWS] >= min_rows)
+        & (right[:, STAT_ROWS] >= min_rows)
+        & (left[:, STAT_WEIGHT] > 0)
+        & (right[:, STAT_WEIGHT] > 0)
+    )
+    gain[:] = np.where(ok, weighted_gain(par, left, name), -np.inf)
+    best[:] = -np.inf
+    np.maximum.at(best, cand_node, gain)
+    slack = tie_rtol * np.abs(best[cand_node])
+    hits = np.flatnonzero((gain >= best[cand_node] - slack) & np.isfinite(gain))
+    nodes, first = np.unique(cand_node[hits], return_index=True)
+    chosen[:] = -1
+    chosen[nodes] = hits[first]
 
 
 def _pick(

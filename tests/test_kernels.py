@@ -327,3 +327,35 @@ def test_sketch_pairs_gives_both_outputs_of_the_separate_kernels(n_classes):
     local_best_thresholds(Xt, codes, fmax, y, n_classes, 1, 3, *rest, loc2)
     np.testing.assert_array_equal(sk, sk2)
     np.testing.assert_array_equal(loc, loc2)
+
+
+@pytest.mark.parametrize("criterion", ["squared_error", "gini", "entropy"])
+def test_scan_nodes_twins(criterion):
+    from fedforest.sketch import CRITERION_CODES
+    from fedforest.splitter import scan_nodes, scan_nodes_numpy
+
+    rng = np.random.default_rng(3)
+    n_nodes, n_task = 30, 1 if criterion == "squared_error" else 3
+    pair_off = np.concatenate([[0], np.cumsum(rng.integers(0, 4, n_nodes))]).astype(np.int64)
+    n_pairs = int(pair_off[-1])
+    cand_off = np.concatenate([[0], np.cumsum(rng.integers(0, 6, n_pairs))]).astype(np.int64)
+    n_cand = int(cand_off[-1])
+    counts = np.column_stack([rng.integers(5, 60, n_nodes), rng.integers(60, 120, n_nodes)])
+    task = rng.integers(0, 40, size=(n_nodes, n_task)).astype(float)
+    if criterion == "squared_error":
+        task = np.column_stack([rng.normal(size=n_nodes) * 30, rng.random(n_nodes) * 900])
+    parent = np.column_stack([counts, task]).astype(float)
+    cand_node = np.repeat(np.repeat(np.arange(n_nodes), np.diff(pair_off)), np.diff(cand_off))
+    left = parent[cand_node] * rng.random((n_cand, 1))
+    left[:, :2] = np.round(left[:, :2])  # integer rows and weights, some below the minimum
+    outs = []
+    for fn in (scan_nodes, scan_nodes_numpy):
+        gain, best = np.empty(n_cand), np.empty(n_nodes)
+        chosen = np.empty(n_nodes, np.int64)
+        code = CRITERION_CODES[criterion]
+        fn(parent, pair_off, cand_off, left, code, 3, 1e-12, gain, best, chosen)
+        outs.append((gain, best, chosen))
+    np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-12)
+    np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-12)
+    np.testing.assert_array_equal(outs[0][2], outs[1][2])
+    assert (outs[0][2] >= 0).sum() > 5
