@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from ._common import STAT_WEIGHT, count_columns
 from .protocol import Message, expect_array, unpack_increments, unpack_sketch
-from .sketch import merge_local_candidates, merge_sketches, midpoint_candidates
+from .sketch import merge_local_candidates, merge_sketch_rows, midpoint_candidates
 from .splitter import (
     BestSplits,
     best_avgimp_splits,
@@ -187,12 +187,18 @@ def _numeric_candidates(
         return cand_off, np.concatenate(per_pair) if per_pair else np.empty(0)
     pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
     weights = summaries[:, pair_node, STAT_WEIGHT]
-    sketches = np.full((len(replies), n_pairs, cfg.n_bins), np.nan)
+    # The sketches that arrived, stacked as rows; index[k, p] is client k's row for pair p.
+    index = np.full((len(replies), n_pairs), -1, dtype=np.int64)
+    blocks, start = [], 0
     for k, (name, msg) in enumerate(replies):
         present = (weights[k] > 0) & numeric  # clients sketch numeric features only
-        sketches[k, present] = unpack_sketch(msg, int(present.sum()), cfg.n_bins, name)
-    cand_off, cand = merge_sketches(
-        sketches[:, pair_ok], weights[:, pair_ok], cfg.n_bins, effective_n_jobs(cfg.n_jobs)
+        n_here = int(present.sum())
+        blocks.append(unpack_sketch(msg, n_here, cfg.n_bins, name))
+        index[k, present] = np.arange(start, start + n_here)
+        start += n_here
+    points = np.concatenate(blocks) if blocks else np.empty((0, cfg.n_bins))
+    cand_off, cand = merge_sketch_rows(
+        points, index[:, pair_ok], weights[:, pair_ok], cfg.n_bins, effective_n_jobs(cfg.n_jobs)
     )
     if cfg.uses_local_candidates:
         cand_off, cand = _add_local_candidates(

@@ -32,11 +32,13 @@ __all__ = [
     "merge_local_candidates_numpy",
     "node_sketches",
     "node_sketches_numpy",
+    "merge_sketch_rows",
     "merge_sketches",
     "sketch_pairs",
     "midpoint_candidates",
     "mixture_quantiles",
     "mixture_quantiles_numpy",
+    "mixture_quantiles_rows",
 ]
 
 # scikit-learn does not split between values closer than this (``FEATURE_THRESHOLD``).
@@ -283,14 +285,34 @@ def merge_sketches(
     cand : ndarray of float64, shape (n_candidates,)
         Sorted, distinct thresholds of pair ``p`` in ``cand[cand_off[p]:cand_off[p + 1]]``.
     """
-    n_pairs = sketches.shape[1]
+    n_clients, n_pairs = sketches.shape[:2]
+    points = np.ascontiguousarray(sketches).reshape(n_clients * n_pairs, n_bins)
+    index = np.arange(n_clients * n_pairs, dtype=np.int64).reshape(n_clients, n_pairs)
+    return merge_sketch_rows(points, index, weights, n_bins, n_threads)
+
+
+def merge_sketch_rows(
+    points: NDArray[np.float64],
+    index: NDArray[np.int64],
+    weights: NDArray[np.float64],
+    n_bins: int,
+    n_threads: int = 1,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """:func:`merge_sketches` with the sketches as rows of one array.
+
+    ``index[k, p]`` is the row of ``points`` (shape (n_rows, B)) holding client ``k``'s
+    sketch of pair ``p``, or -1: the server stacks only the sketches that arrived.
+    """
+    n_pairs = index.shape[1]
     out = np.empty((n_pairs, max(n_bins - 1, 0)))
     counts = np.zeros(n_pairs, dtype=np.int64)
     edges = np.linspace(0, n_pairs, max(1, min(n_threads, n_pairs // 4096)) + 1).astype(int)
 
     def run(k: int) -> None:
         lo, hi = edges[k], edges[k + 1]
-        mixture_quantiles(sketches[:, lo:hi], weights[:, lo:hi], out[lo:hi], counts[lo:hi])
+        mixture_quantiles_rows(
+            points, index[:, lo:hi], weights[:, lo:hi], out[lo:hi], counts[lo:hi]
+        )
 
     if edges.size > 2:
         with ThreadPoolExecutor(edges.size - 1) as pool:
@@ -302,8 +324,21 @@ def merge_sketches(
     return cand_off, out[np.arange(out.shape[1])[None, :] < counts[:, None]]
 
 
+def mixture_quantiles(
+    sketches: NDArray[np.float64],
+    weights: NDArray[np.float64],
+    out: NDArray[np.float64],
+    counts: NDArray[np.int64],
+) -> None:
+    """:func:`mixture_quantiles_rows` on sketches of shape (n_clients, n_pairs, B)."""
+    n_clients, n_pairs, n_bins = sketches.shape
+    points = np.ascontiguousarray(sketches).reshape(n_clients * n_pairs, n_bins)
+    index = np.arange(n_clients * n_pairs, dtype=np.int64).reshape(n_clients, n_pairs)
+    mixture_quantiles_rows(points, index, weights, out, counts)
+
+
 @numba.njit(nogil=True, cache=True)
-def mixture_quantiles(sketches, weights, out, counts):
+def mixture_quantiles_rows(points, index, weights, out, counts):
     """Quantiles ``b / B`` (b = 1..B-1) of the clients' pooled sketch points, per pair.
 
     A point of client ``k`` weighs ``W_k / B``. Kept: distinct values below the node
@@ -311,12 +346,14 @@ def mixture_quantiles(sketches, weights, out, counts):
 
     Parameters
     ----------
-    sketches : ndarray of float64, shape (n_clients, n_pairs, B)  # IN
+    points : ndarray of float64, shape (n_rows, B)  # IN: sketches, one per row
+    index : ndarray of int64, shape (n_clients, n_pairs)  # IN: row of each sketch, or -1
     weights : ndarray of float64, shape (n_clients, n_pairs)  # IN
     out : ndarray of float64, shape (n_pairs, B - 1)  # OUT: first ``counts[p]`` entries
     counts : ndarray of int64, shape (n_pairs,)  # OUT
     """
-    n_clients, n_pairs, n_bins = sketches.shape
+    n_clients, n_pairs = index.shape
+    n_bins = points.shape[1]
     vals = np.empty(n_clients * n_bins)
     pw = np.empty(n_clients * n_bins)
     for p in range(n_pairs):
@@ -325,14 +362,15 @@ def mixture_quantiles(sketches, weights, out, counts):
         vmax = -np.inf
         for k in range(n_clients):
             wk = weights[k, p]
-            if wk <= 0.0 or np.isnan(sketches[k, p, 0]):
+            r = index[k, p]
+            if wk <= 0.0 or r < 0 or np.isnan(points[r, 0]):
                 continue
             total += wk
             for b in range(n_bins):
-                vals[m] = sketches[k, p, b]
+                vals[m] = points[r, b]
                 pw[m] = wk / n_bins
                 m += 1
-            vmax = max(vmax, sketches[k, p, n_bins - 1])
+            vmax = max(vmax, points[r, n_bins - 1])
         counts[p] = 0
         if m == 0:
             continue

@@ -359,3 +359,21 @@ def test_scan_nodes_twins(criterion):
     np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-12)
     np.testing.assert_array_equal(outs[0][2], outs[1][2])
     assert (outs[0][2] >= 0).sum() > 5
+
+
+def test_merge_sketch_rows_equals_the_dense_merge():
+    from fedforest.sketch import merge_sketch_rows
+
+    rng = np.random.default_rng(4)
+    k, p, b = 4, 300, 8
+    sk = np.sort(np.round(rng.normal(size=(k, p, b)), 1), axis=2)
+    wt = rng.integers(0, 5, size=(k, p)).astype(float)
+    sk[wt == 0] = np.nan
+    dense = merge_sketches(sk, wt, b)
+    # Only the sketches that exist, stacked in another order, with -1 for the others.
+    live = np.argwhere(wt > 0)[::-1]
+    index = np.full((k, p), -1, dtype=np.int64)
+    index[live[:, 0], live[:, 1]] = np.arange(len(live))
+    rows = merge_sketch_rows(sk[live[:, 0], live[:, 1]], index, wt, b)
+    np.testing.assert_array_equal(dense[0], rows[0])
+    np.testing.assert_array_equal(dense[1], rows[1])
