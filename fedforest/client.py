@@ -29,7 +29,7 @@ from . import _kernels as K
 from ._categorical import encode, read_features, sort_categories
 from ._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stats
 from ._tree import predict_forest
-from .criteria import weighted_gain
+from .criteria import CRITERION_CODES, weighted_gain
 from .protocol import (
     HANDSHAKE,
     OOB,
@@ -40,7 +40,7 @@ from .protocol import (
     pack_increments,
     pack_sketch,
 )
-from .sketch import CRITERION_CODES, fine_codes, sketch_pairs
+from .sketch import fine_codes, sketch_pairs
 
 __all__ = ["Client", "bootstrap_counts"]
 

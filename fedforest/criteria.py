@@ -14,12 +14,23 @@ from numpy.typing import NDArray
 
 from ._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
 
-__all__ = ["CRITERIA", "impurity", "weighted_impurity", "weighted_gain", "leaf_value"]
+__all__ = [
+    "CRITERIA",
+    "CRITERION_CODES",
+    "impurity",
+    "weighted_impurity",
+    "weighted_gain",
+    "leaf_value",
+]
 
 #: Criteria per task.
 CRITERIA = {"regression": ("squared_error",), "classification": ("gini", "entropy")}
 
 FloatArray = NDArray[np.float64]
+
+
+#: Integer codes of the criteria for the numba kernels (client and server).
+CRITERION_CODES = {"squared_error": 0, "gini": 1, "entropy": 2}
 
 
 def _safe_div(num: FloatArray, den: FloatArray) -> FloatArray:

@@ -24,10 +24,9 @@ __all__ = [
     "expect_array",
     "pack_increments",
     "pack_sketch",
-    "pack_stats",
+    "pack_increments_numpy",
     "unpack_increments",
     "unpack_sketch",
-    "unpack_stats",
 ]
 
 HANDSHAKE = "handshake"
@@ -99,23 +98,6 @@ def expect_array(
     return arr
 
 
-def pack_stats(
-    stats: NDArray[np.float64], n_count_cols: int, prefix: str
-) -> dict[str, NDArray[Any]]:
-    """Statistics as they travel: integer columns as int32, the others as float64.
-
-    Row counts, bootstrap weights and (classification) per-class weights are integers, so
-    int32 carries them exactly in half the bytes of float64 (int64 if a count exceeds
-    int32). Only the sums of y and y^2 of regression need float64.
-    """
-    counts = stats[:, :n_count_cols]
-    big = counts.size and np.abs(counts).max() > np.iinfo(np.int32).max
-    out = {f"{prefix}_counts": np.rint(counts).astype(np.int64 if big else np.int32)}
-    if stats.shape[1] > n_count_cols:
-        out[f"{prefix}_sums"] = np.ascontiguousarray(stats[:, n_count_cols:])
-    return out
-
-
 def pack_increments(
     left: NDArray[np.float64],
     first: NDArray[np.bool_],
@@ -130,7 +112,8 @@ def pack_increments(
     ``present`` is true (whole pairs) travel. Each row travels as its increment over the
     previous candidate of its pair (the statistics of the rows between the two
     thresholds), which carries exactly the same information, its integer columns as int32
-    (int64 if one exceeds int32) like :func:`pack_stats`. Bins without rows have zero
+    (int64 if one exceeds int32; they are whole numbers: row counts, bootstrap weights,
+    class weights), the sums of y and y^2 as float64. Bins without rows have zero
     increments; when leaving them out saves bytes, only the others travel, with their
     positions among the present rows in ``{prefix}_index`` (int32, increasing).
     """
@@ -206,6 +189,35 @@ def _fill_increments(left, keep, first, sparse, counts, sums, index):  # type: i
         j += 1
 
 
+def pack_increments_numpy(
+    left: NDArray[np.float64],
+    first: NDArray[np.bool_],
+    n_count_cols: int,
+    prefix: str,
+    present: NDArray[np.bool_] | None = None,
+) -> dict[str, NDArray[Any]]:
+    """NumPy twin of :func:`pack_increments`."""
+    inc = np.array(left, dtype=np.float64)
+    later = ~np.asarray(first, dtype=bool)
+    if later.size:
+        later[0] = False
+    inc[1:][later[1:]] -= left[:-1][later[1:]]
+    if present is not None:
+        inc = inc[np.asarray(present, bool)]
+    nonzero = np.any(inc != 0.0, axis=1)
+    row_bytes = 4 * n_count_cols + 8 * (left.shape[1] - n_count_cols)
+    sparse = int(nonzero.sum()) * (row_bytes + 4) < inc.shape[0] * row_bytes
+    rows = inc[nonzero] if sparse else inc
+    counts = rows[:, :n_count_cols]
+    big = counts.size and np.abs(counts).max() > np.iinfo(np.int32).max
+    out = {f"{prefix}_counts": np.rint(counts).astype(np.int64 if big else np.int32)}
+    if left.shape[1] > n_count_cols:
+        out[f"{prefix}_sums"] = np.ascontiguousarray(rows[:, n_count_cols:])
+    if sparse:
+        out[f"{prefix}_index"] = np.flatnonzero(nonzero).astype(np.int32)
+    return out
+
+
 def unpack_increments(
     msg: Message, prefix: str, n: int, n_stats: int, n_count_cols: int, sender: str
 ) -> tuple[NDArray[np.int64], NDArray[Any], NDArray[np.float64]]:
@@ -268,19 +280,6 @@ def unpack_sketch(msg: Message, n: int, b: int, sender: str) -> NDArray[np.float
     if not runs.size and n * b:
         raise ValueError(f"Message {msg.kind!r} from {sender!r} has an empty run-length sketch.")
     return np.repeat(values, runs).reshape(n, b)
-
-
-def unpack_stats(
-    msg: Message, prefix: str, n: int, n_stats: int, n_count_cols: int, sender: str
-) -> NDArray[np.float64]:
-    """Inverse of :func:`pack_stats`, validating both arrays; shape (n, n_stats)."""
-    out = np.empty((n, n_stats))
-    out[:, :n_count_cols] = expect_array(msg, f"{prefix}_counts", "i", (n, n_count_cols), sender)
-    if n_stats > n_count_cols:
-        out[:, n_count_cols:] = expect_array(
-            msg, f"{prefix}_sums", "f", (n, n_stats - n_count_cols), sender
-        )
-    return out
 
 
 @dataclass(frozen=True)

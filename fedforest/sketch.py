@@ -285,10 +285,14 @@ def merge_sketches(
     cand : ndarray of float64, shape (n_candidates,)
         Sorted, distinct thresholds of pair ``p`` in ``cand[cand_off[p]:cand_off[p + 1]]``.
     """
-    n_clients, n_pairs = sketches.shape[:2]
+    return merge_sketch_rows(*_as_rows(sketches), weights, n_bins, n_threads)
+
+
+def _as_rows(sketches: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Sketches of shape (n_clients, n_pairs, B) as rows, with the (clients, pairs) index."""
+    n_clients, n_pairs, n_bins = sketches.shape
     points = np.ascontiguousarray(sketches).reshape(n_clients * n_pairs, n_bins)
-    index = np.arange(n_clients * n_pairs, dtype=np.int64).reshape(n_clients, n_pairs)
-    return merge_sketch_rows(points, index, weights, n_bins, n_threads)
+    return points, np.arange(n_clients * n_pairs, dtype=np.int64).reshape(n_clients, n_pairs)
 
 
 def merge_sketch_rows(
@@ -331,10 +335,7 @@ def mixture_quantiles(
     counts: NDArray[np.int64],
 ) -> None:
     """:func:`mixture_quantiles_rows` on sketches of shape (n_clients, n_pairs, B)."""
-    n_clients, n_pairs, n_bins = sketches.shape
-    points = np.ascontiguousarray(sketches).reshape(n_clients * n_pairs, n_bins)
-    index = np.arange(n_clients * n_pairs, dtype=np.int64).reshape(n_clients, n_pairs)
-    mixture_quantiles_rows(points, index, weights, out, counts)
+    mixture_quantiles_rows(*_as_rows(sketches), weights, out, counts)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -431,8 +432,6 @@ def midpoint_candidates(values: list[NDArray[np.float64]]) -> NDArray[np.float64
 
 
 # --------------------------------------------------------------------- local candidates
-#: Criterion codes of :func:`local_best_thresholds`.
-CRITERION_CODES = {"squared_error": 0, "gini": 1, "entropy": 2}
 
 
 @numba.njit(inline="always")
@@ -471,7 +470,7 @@ def local_best_thresholds(
     Xt, codes_t, fine_max : as :func:`node_sketches`  # IN
     y : ndarray of float64, shape (n_samples,)  # IN: target or class index
     n_classes : int  # IN: 0 for regression
-    criterion : int  # IN: a value of ``CRITERION_CODES``
+    criterion : int  # IN: a value of ``fedforest.criteria.CRITERION_CODES``
     min_rows : int  # IN
     rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi : as :func:`node_sketches`  # IN
     out : ndarray of float64, shape (n_block_pairs,)  # OUT

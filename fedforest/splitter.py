@@ -9,8 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
-from .criteria import weighted_gain
-from .sketch import CRITERION_CODES
+from .criteria import CRITERION_CODES, weighted_gain
 
 __all__ = [
     "BestSplits",

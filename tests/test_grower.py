@@ -306,13 +306,15 @@ def test_histogram_binning_uses_fixed_width_edges_between_global_min_and_max():
 
 def test_integer_statistics_travel_as_int32():
     # Counts and class weights are whole numbers: int32 on the wire, exactly.
-    from fedforest.protocol import Message, pack_stats, unpack_stats
+    from fedforest.protocol import Message, pack_increments, unpack_increments
 
-    stats = np.array([[3.0, 5.0, 1.25, 7.5], [0.0, 0.0, 0.0, 0.0]])
-    arrays = pack_stats(stats, 2, "left")
+    stats = np.array([[3.0, 5.0, 1.25, 7.5], [4.0, 6.0, 2.0, 9.0]])  # one pair, cumulative
+    arrays = pack_increments(stats, np.array([True, False]), 2, "left")
     assert arrays["left_counts"].dtype == np.int32 and arrays["left_sums"].dtype == np.float64
-    back = unpack_stats(Message("round_b", {}, arrays), "left", 2, 4, 2, "c")
-    np.testing.assert_array_equal(back, stats)
+    pos, counts, sums = unpack_increments(Message("round_b", {}, arrays), "left", 2, 4, 2, "c")
+    back = np.zeros((2, 4))
+    back[pos] = np.column_stack([counts, sums])
+    np.testing.assert_array_equal(np.cumsum(back, axis=0), stats)
     X, y = np.random.default_rng(0).normal(size=(300, 4)), np.arange(300) % 3
     clf = ff.FedForestClassifier(n_estimators=2, random_state=0).fit(X, y)
     table = clf.communication_.per_round
@@ -363,6 +365,31 @@ def test_left_statistics_travel_as_increments_and_come_back_exactly(sparse):
     for a, b in zip(off[:-1], off[1:], strict=True):
         back[a:b] = np.cumsum(back[a:b], axis=0)
     np.testing.assert_allclose(back, left, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("empty_share", [0.0, 0.8])
+@pytest.mark.parametrize("big", [False, True])
+def test_pack_increments_twins(empty_share, big):
+    from fedforest.protocol import pack_increments, pack_increments_numpy
+
+    rng = np.random.default_rng(2)
+    n = 400
+    per_bin = np.column_stack([rng.integers(1, 4, n), rng.integers(1, 9, n), rng.normal(size=n)])
+    per_bin[rng.random(n) < empty_share] = 0.0
+    if big:
+        per_bin[:, 1] *= 2.0**33  # weights beyond int32
+    first = rng.random(n) < 0.1
+    first[0] = True
+    seg = np.cumsum(first) - 1
+    left = np.concatenate([np.cumsum(per_bin[seg == s], axis=0) for s in range(seg[-1] + 1)])
+    present = rng.random(n) < 0.8
+    a = pack_increments(left, first, 2, "left", present)
+    b = pack_increments_numpy(left, first, 2, "left", present)
+    assert a.keys() == b.keys()
+    assert ("left_index" in a) == (empty_share > 0)
+    for key in a:
+        assert a[key].dtype == b[key].dtype, key
+        np.testing.assert_array_equal(a[key], b[key])
 
 
 def test_malformed_increment_positions_are_rejected():

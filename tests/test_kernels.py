@@ -221,8 +221,8 @@ def test_add_rows_and_cumsum_segments_twins(n_sums):
 )
 @pytest.mark.parametrize("discrete", [False, True])
 def test_local_best_thresholds_twins(n_classes, criterion, discrete):
+    from fedforest.criteria import CRITERION_CODES
     from fedforest.sketch import (
-        CRITERION_CODES,
         local_best_thresholds,
         local_best_thresholds_numpy,
     )
@@ -331,7 +331,7 @@ def test_sketch_pairs_gives_both_outputs_of_the_separate_kernels(n_classes):
 
 @pytest.mark.parametrize("criterion", ["squared_error", "gini", "entropy"])
 def test_scan_nodes_twins(criterion):
-    from fedforest.sketch import CRITERION_CODES
+    from fedforest.criteria import CRITERION_CODES
     from fedforest.splitter import scan_nodes, scan_nodes_numpy
 
     rng = np.random.default_rng(3)
