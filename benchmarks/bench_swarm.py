@@ -30,9 +30,9 @@ try:  # running from a checkout without ``pip install -e .``
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fedforest._swarm_data import make_s500
 from fedforest.experiments.swarm import assign_features
 from fedforest.swarm import Peer, SwarmForest
+from fedforest.swarm.data import make_s500
 
 STRATEGIES = ("fpv", "pr", "mi", "ipr", "ss", "mp")
 

@@ -24,23 +24,22 @@ __all__ = [
 __version__ = "0.1.0"
 
 _WHERE = {
-    "Client": ".client",
-    "CommunicationLedger": ".protocol",
+    "Client": ".federated.client",
+    "CommunicationLedger": ".federated.protocol",
     "DiagnosticReport": ".diagnostics",
     "FedForestClassifier": ".forest",
     "FedForestRegressor": ".forest",
     "Federation": ".transport",
     "LocalFederation": ".transport",
     "diagnose": ".diagnostics",
-    "load": "._io",
+    "load": ".forest",
 }
 
 if TYPE_CHECKING:
-    from ._io import load
-    from .client import Client
     from .diagnostics import DiagnosticReport, diagnose
-    from .forest import FedForestClassifier, FedForestRegressor
-    from .protocol import CommunicationLedger
+    from .federated.client import Client
+    from .federated.protocol import CommunicationLedger
+    from .forest import FedForestClassifier, FedForestRegressor, load
     from .transport import Federation, LocalFederation
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from ._categorical import encode, sort_categories
+from .federated.categorical import encode, sort_categories
 
 __all__ = [
     "check_numeric_columns",

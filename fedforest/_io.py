@@ -1,4 +1,4 @@
-"""Saving and loading fitted estimators in the safe file format of :mod:`fedforest._tree`.
+"""Saving and loading fitted estimators in the safe file format of :mod:`fedforest.tree.io`.
 
 A model file is data, not code: it is read with ``allow_pickle=False`` and every array is
 validated before use; a foreign, truncated or pickled file raises ``ValueError``.
@@ -13,16 +13,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._tree import Tree, load_forest, save_forest
-from .protocol import CommunicationLedger
+from .federated.protocol import CommunicationLedger
+from .tree.arrays import Tree
+from .tree.io import load_forest, save_forest
 
-__all__ = ["save_model", "load"]
+__all__ = ["MODEL_KINDS", "load_model", "save_model"]
 
 
-def _estimators() -> dict[str, type]:
-    from .forest import FedForestClassifier, FedForestRegressor
-
-    return {"FedForestRegressor": FedForestRegressor, "FedForestClassifier": FedForestClassifier}
+#: The estimator kinds a model file may hold (the class names, as written in the header).
+MODEL_KINDS = ("FedForestRegressor", "FedForestClassifier")
 
 
 def _json_param(value: Any) -> Any:
@@ -47,7 +46,7 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
 
     check_is_fitted(model, "trees_")
     kind = type(model).__name__
-    if kind not in _estimators():
+    if kind not in MODEL_KINDS:
         raise TypeError(f"save_model stores fedforest estimators only, got {kind}.")
     names = getattr(model, "feature_names_in_", None)
     classes = getattr(model, "classes_", None)
@@ -70,8 +69,8 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
     save_forest(path, header, model.trees_, extra=extra)
 
 
-def load(path: str | os.PathLike[str]) -> Any:
-    """Load a model written by ``model.save(path)``.
+def load_model(path: str | os.PathLike[str], estimators: dict[str, type]) -> Any:
+    """Load a model written by ``model.save(path)`` as one of ``estimators`` (kind -> class).
 
     Only arrays and a JSON header are read (``allow_pickle=False``); every field is
     checked against the others before the estimator is built.
@@ -84,7 +83,7 @@ def load(path: str | os.PathLike[str]) -> Any:
     """
     header, trees, extra = load_forest(path)
     try:
-        return _build(header, trees, extra)
+        return _build(header, trees, extra, estimators)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(
             f"cannot load model file {os.fspath(path)!r}: invalid content ({exc}). Was it "
@@ -92,9 +91,13 @@ def load(path: str | os.PathLike[str]) -> Any:
         ) from exc
 
 
-def _build(header: dict[str, Any], trees: list[Tree], extra: dict[str, NDArray[Any]]) -> Any:
+def _build(
+    header: dict[str, Any],
+    trees: list[Tree],
+    extra: dict[str, NDArray[Any]],
+    kinds: dict[str, type],
+) -> Any:
     """The estimator described by a loaded file; raises on any inconsistency."""
-    kinds = _estimators()
     kind = header.get("kind")
     if kind not in kinds:
         raise ValueError(f"unknown model kind {kind!r}, expected one of {sorted(kinds)}")

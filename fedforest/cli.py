@@ -98,7 +98,7 @@ def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     out: Path = args.out
     if not out.parent.is_dir():
         parser.error(f"argument --out: directory {str(out.parent)!r} does not exist")
-    from fedforest._simulate import (
+    from fedforest.simulate import (
         SimulateConfig,
         format_report,
         reproduce_command,

@@ -22,11 +22,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
+from sklearn.utils import check_random_state
 
 from ._inputs import client_index
-from .forest import FedForestClassifier, FedForestRegressor
-from .grower import grow_forest
-from .transport.base import Federation
+from .federated.client import Client
+from .federated.federation import Federation
+from .federated.server.config import GrowerConfig
+from .federated.server.grower import grow_forest
 from .transport.local import LocalFederation
 
 __all__ = ["DiagnosticReport", "diagnose"]
@@ -110,13 +112,34 @@ def _federation(
         return federation
     if X is None or y is None or client_ids is None:
         raise ValueError("diagnose needs X, y and client_ids (or a federation=).")
-    from .client import Client
-
     X_arr, y_arr = np.asarray(X), np.asarray(y)
     inverse, names = client_index(client_ids, X_arr.shape[0])
     return LocalFederation(
         [Client(X_arr[inverse == k], y_arr[inverse == k], name) for k, name in enumerate(names)],
         n_jobs=n_jobs,
+    )
+
+
+def _config(
+    task: str, n_estimators: int, max_depth: int | None, min_samples_leaf: int, random_state: Any
+) -> GrowerConfig:
+    """A diagnostic forest: the estimators' defaults for ``task``, with an OOB round."""
+    seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+    regression = task == "regression"
+    return GrowerConfig(
+        task=task,
+        criterion="squared_error" if regression else "gini",
+        n_estimators=n_estimators,
+        max_depth=max_depth,
+        min_samples_split=2,
+        min_samples_leaf=min_samples_leaf,
+        min_impurity_decrease=0.0,
+        max_features=1 / 3 if regression else "sqrt",
+        n_bins=32,
+        local_candidates=True,
+        bootstrap=True,
+        oob_score=True,
+        seed=seed,
     )
 
 
@@ -150,16 +173,8 @@ def diagnose(
     if task not in ("regression", "classification"):
         raise ValueError(f"task must be 'regression' or 'classification', got {task!r}.")
     fed = _federation(X, y, client_ids, federation, n_jobs)
-    kw: dict[str, Any] = dict(
-        n_estimators=n_estimators,
-        max_depth=max_depth,
-        min_samples_leaf=min_samples_leaf,
-        random_state=random_state,
-        oob_score=True,
-    )
-    shift = grow_forest(
-        fed, dataclasses.replace(FedForestClassifier(**kw)._config(), target="client")
-    )
+    size = (n_estimators, max_depth, min_samples_leaf, random_state)
+    shift = grow_forest(fed, dataclasses.replace(_config("classification", *size), target="client"))
     n_rows = np.array(list(shift.client_n_samples.values()), dtype=float)
     majority = float(n_rows.max() / n_rows.sum())
     accuracy = float(shift.oob_score) if shift.oob_score is not None else float("nan")
@@ -169,8 +184,7 @@ def diagnose(
             int(round(accuracy * n_scored)), n_scored, majority, alternative="greater"
         ).pvalue
     )
-    cls = FedForestRegressor if task == "regression" else FedForestClassifier
-    base = cls(**kw)._config()
+    base = _config(task, *size)
     without = grow_forest(fed, dataclasses.replace(base, oob_store_as="diagnose/no-h"))
     with_h = grow_forest(
         fed, dataclasses.replace(base, split_on_client=True, oob_compare_to="diagnose/no-h")

@@ -17,7 +17,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from ._categorical import categorical_columns
 from ._inputs import (
     check_numeric_columns,
     check_same_length,
@@ -26,14 +25,19 @@ from ._inputs import (
     take_rows,
     with_codes,
 )
-from ._tree import Tree, apply_forest_sets, pack_forest, pack_sets, predict_forest
-from .client import Client
-from .grower import ForestResult, GrowerConfig, grow_forest
-from .protocol import CommunicationLedger
-from .transport.base import Federation
+from ._io import load_model, save_model
+from .diagnostics import diagnose
+from .federated.categorical import categorical_columns
+from .federated.client import Client
+from .federated.federation import Federation
+from .federated.protocol import CommunicationLedger
+from .federated.server.config import ForestResult, GrowerConfig
+from .federated.server.grower import grow_forest
 from .transport.local import LocalFederation
+from .tree.apply import apply_forest_sets, predict_forest
+from .tree.arrays import Tree, pack_forest, pack_sets
 
-__all__ = ["FedForestRegressor", "FedForestClassifier"]
+__all__ = ["FedForestRegressor", "FedForestClassifier", "load"]
 
 _ROW_CHUNK = 65536
 
@@ -219,8 +223,6 @@ class _BaseFedForest(BaseEstimator):
         """Grow the forest; with ``split_rule="auto"`` run the diagnostics first."""
         cfg = self._config()
         if self.split_rule == "auto":
-            from .diagnostics import diagnose
-
             report = diagnose(
                 federation=fed,
                 task=cfg.task,
@@ -387,8 +389,6 @@ class _BaseFedForest(BaseEstimator):
     # ------------------------------------------------------------------ files
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the fitted model to ``path`` in fedforest's safe format (no pickle)."""
-        from ._io import save_model
-
         save_model(self, path)
 
     def __sklearn_tags__(self) -> Any:
@@ -599,3 +599,22 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         check_is_fitted(self, "trees_")
         proba = self.predict_proba(X, client_ids)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
+
+
+def load(path: str | os.PathLike[str]) -> FedForestRegressor | FedForestClassifier:
+    """Load a model written by ``model.save(path)``.
+
+    Only arrays and a JSON header are read (``allow_pickle=False``); every field is
+    checked against the others before the estimator is built.
+
+    Raises
+    ------
+    ValueError
+        If the file is not a valid fedforest model (foreign, truncated, pickled, or with
+        arrays out of range or inconsistent with its header).
+    """
+    model: FedForestRegressor | FedForestClassifier = load_model(
+        path,
+        {"FedForestRegressor": FedForestRegressor, "FedForestClassifier": FedForestClassifier},
+    )
+    return model

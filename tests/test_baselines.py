@@ -6,7 +6,8 @@ from sklearn.base import clone
 from sklearn.ensemble import RandomForestRegressor
 
 from fedforest import Client, FedForestRegressor, LocalFederation
-from fedforest.baselines import (
+from fedforest.datasets import make_paper_synthetic
+from fedforest.experiments.baselines import (
     CentralizedForestClassifier,
     CentralizedForestRegressor,
     FedAvgLogisticRegression,
@@ -19,8 +20,7 @@ from fedforest.baselines import (
     LocalLearningRegressor,
     fisher_client_codes,
 )
-from fedforest.datasets import make_paper_synthetic
-from fedforest.grower import grow_forest
+from fedforest.federated.server.grower import grow_forest
 
 SMALL = {"n_estimators": 5, "max_depth": 4, "random_state": 0}
 
@@ -186,7 +186,7 @@ def test_fedavg_is_seeded_and_binary_only():
 
 
 def test_mlp_gradient_matches_finite_differences():
-    from fedforest._fedavg import _mlp_grad
+    from fedforest.experiments.fedavg import _mlp_grad
 
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(6, 3)), (rng.random(6) > 0.5).astype(float)

@@ -199,7 +199,7 @@ def test_fed_heart_disease_has_flamby_counts_and_columns():
 def test_vendored_table_fixes_the_first_hungarian_record():
     from importlib import resources
 
-    with resources.files("fedforest.data").joinpath("heart_disease_uci.csv").open() as f:
+    with resources.files("fedforest.datasets.data").joinpath("heart_disease_uci.csv").open() as f:
         raw = pd.read_csv(f)
     assert len(raw) == 920
     assert raw.loc[raw["id"] == 304, "dataset"].item() == "Hungary"

@@ -39,9 +39,8 @@ from flwr.serverapp import Grid
 from flwr.supercore.task_identity import TaskIdentity
 
 import fedforest as ff
-from fedforest._tree import Tree
-from fedforest.protocol import Message
-from fedforest.transport.base import ClientFailure
+from fedforest.federated.federation import ClientFailure
+from fedforest.federated.protocol import Message
 from fedforest.transport.flower import (
     FlowerFederation,
     RunSettings,
@@ -51,6 +50,7 @@ from fedforest.transport.flower import (
 from fedforest.transport.flower import clientapp as clientapp_module
 from fedforest.transport.flower._codec import from_records, pack_arrays, to_records, unpack_arrays
 from fedforest.transport.flower._state import load_state, save_state
+from fedforest.tree.arrays import Tree
 
 REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "examples" / "flower"

@@ -7,8 +7,8 @@ from sklearn.metrics import r2_score
 from sklearn.tree import DecisionTreeRegressor
 
 import fedforest as ff
-from fedforest.client import bootstrap_counts
 from fedforest.datasets import make_paper_synthetic
+from fedforest.federated.client import bootstrap_counts
 
 
 def _f32(a):
@@ -285,7 +285,7 @@ def test_schema_mismatch_names_client_and_feature():
 def test_histogram_binning_uses_fixed_width_edges_between_global_min_and_max():
     import dataclasses
 
-    from fedforest.grower import grow_forest
+    from fedforest.federated.server.grower import grow_forest
 
     data = make_paper_synthetic("homogeneous", n_clients=3, n_per_client=100, random_state=0)
     X, y, h = data.X_train, data.y_train, data.h_train
@@ -306,7 +306,7 @@ def test_histogram_binning_uses_fixed_width_edges_between_global_min_and_max():
 
 def test_integer_statistics_travel_as_int32():
     # Counts and class weights are whole numbers: int32 on the wire, exactly.
-    from fedforest.protocol import Message, pack_increments, unpack_increments
+    from fedforest.federated.protocol import Message, pack_increments, unpack_increments
 
     stats = np.array([[3.0, 5.0, 1.25, 7.5], [4.0, 6.0, 2.0, 9.0]])  # one pair, cumulative
     arrays = pack_increments(stats, np.array([True, False]), 2, "left")
@@ -342,7 +342,7 @@ def test_local_candidates_find_a_step_between_quantile_candidates():
 
 @pytest.mark.parametrize("sparse", [False, True])
 def test_left_statistics_travel_as_increments_and_come_back_exactly(sparse):
-    from fedforest.protocol import Message, pack_increments, unpack_increments
+    from fedforest.federated.protocol import Message, pack_increments, unpack_increments
 
     rng = np.random.default_rng(1)
     off = np.array([0, 5, 9, 16])  # three pairs of candidates
@@ -370,7 +370,7 @@ def test_left_statistics_travel_as_increments_and_come_back_exactly(sparse):
 @pytest.mark.parametrize("empty_share", [0.0, 0.8])
 @pytest.mark.parametrize("big", [False, True])
 def test_pack_increments_twins(empty_share, big):
-    from fedforest.protocol import pack_increments, pack_increments_numpy
+    from fedforest.federated.protocol import pack_increments, pack_increments_numpy
 
     rng = np.random.default_rng(2)
     n = 400
@@ -393,7 +393,7 @@ def test_pack_increments_twins(empty_share, big):
 
 
 def test_malformed_increment_positions_are_rejected():
-    from fedforest.protocol import Message, unpack_increments
+    from fedforest.federated.protocol import Message, unpack_increments
 
     bad = {
         "left_index": np.array([3, 1], np.int32),
@@ -438,7 +438,7 @@ def test_round_b_sends_each_client_only_the_candidates_of_its_nodes():
 
 
 def test_sketches_travel_run_length_encoded_and_come_back_exactly():
-    from fedforest.protocol import Message, pack_sketch, unpack_sketch
+    from fedforest.federated.protocol import Message, pack_sketch, unpack_sketch
 
     few = np.repeat(np.array([[1.0, 2.0, 2.5, 9.0]]), 8, axis=1).reshape(4, 8)  # repeats
     many = np.sort(np.random.default_rng(0).normal(size=(4, 8)), axis=1)  # all distinct

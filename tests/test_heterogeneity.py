@@ -4,16 +4,10 @@ import numpy as np
 import pytest
 
 import fedforest as ff
-from fedforest._tree import (
-    Tree,
-    apply_forest_sets,
-    pack_forest,
-    pack_sets,
-    predict_forest,
-    predict_forest_numpy,
-)
 from fedforest.datasets import make_paper_synthetic
-from fedforest.splitter import best_set_splits
+from fedforest.federated.server.splitter import best_set_splits
+from fedforest.tree.apply import apply_forest_sets, predict_forest, predict_forest_numpy
+from fedforest.tree.arrays import Tree, pack_forest, pack_sets
 
 
 def _mse(pred, y):

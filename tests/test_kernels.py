@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from fedforest import _kernels as K
 from fedforest._common import N_FINE_BINS, n_stats
-from fedforest.sketch import fine_codes, merge_sketches
+from fedforest.federated import client_kernels as K
+from fedforest.federated.client_sketch import fine_codes
+from fedforest.federated.server.merge import merge_sketches
 
 
 def _state(rng, n=400, d=6, n_slots=7, discrete=False):
@@ -105,7 +106,7 @@ def test_left_stats_twins(discrete, n_classes, n_fine):
 
 @pytest.mark.parametrize("discrete", [False, True])
 def test_node_sketches_twins(discrete):
-    from fedforest.sketch import node_sketches, node_sketches_numpy
+    from fedforest.federated.client_sketch import node_sketches, node_sketches_numpy
 
     rng = np.random.default_rng(3)
     X, rows, w, slot, pair_off, pair_feat = _sorted_state(rng, discrete=discrete)
@@ -122,7 +123,7 @@ def test_node_sketches_twins(discrete):
 
 
 def test_node_sketch_is_exact_weighted_quantile():
-    from fedforest.sketch import node_sketches
+    from fedforest.federated.client_sketch import node_sketches
 
     x = np.array([[3.0], [1.0], [2.0], [5.0], [4.0]])
     codes, _, fmax = fine_codes(x)
@@ -170,7 +171,7 @@ def test_merge_ignores_empty_clients_and_dedups():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_mixture_quantiles_twins(seed):
-    from fedforest.sketch import mixture_quantiles, mixture_quantiles_numpy
+    from fedforest.federated.server.merge import mixture_quantiles, mixture_quantiles_numpy
 
     rng = np.random.default_rng(seed)
     k, p, b = 5, 40, 8
@@ -199,7 +200,12 @@ def test_merge_sketches_threads_agree():
 
 @pytest.mark.parametrize("n_sums", [0, 2])
 def test_add_rows_and_cumsum_segments_twins(n_sums):
-    from fedforest._level import add_rows, add_rows_numpy, cumsum_segments, cumsum_segments_numpy
+    from fedforest.federated.server.level import (
+        add_rows,
+        add_rows_numpy,
+        cumsum_segments,
+        cumsum_segments_numpy,
+    )
 
     rng = np.random.default_rng(n_sums)
     pos = np.flatnonzero(rng.random(500) < 0.4)
@@ -221,11 +227,8 @@ def test_add_rows_and_cumsum_segments_twins(n_sums):
 )
 @pytest.mark.parametrize("discrete", [False, True])
 def test_local_best_thresholds_twins(n_classes, criterion, discrete):
-    from fedforest.criteria import CRITERION_CODES
-    from fedforest.sketch import (
-        local_best_thresholds,
-        local_best_thresholds_numpy,
-    )
+    from fedforest.federated.client_sketch import local_best_thresholds, local_best_thresholds_numpy
+    from fedforest.federated.criteria import CRITERION_CODES
 
     rng = np.random.default_rng(11)
     X, rows, w, slot, pair_off, pair_feat = _sorted_state(rng, discrete=discrete)
@@ -241,7 +244,7 @@ def test_local_best_thresholds_twins(n_classes, criterion, discrete):
 
 
 def test_local_best_threshold_is_the_brute_force_best_split():
-    from fedforest.sketch import local_best_thresholds
+    from fedforest.federated.client_sketch import local_best_thresholds
 
     rng = np.random.default_rng(2)
     for n in (30, 200):  # exact path; fine-code path (<= 256 distinct values: exact too)
@@ -269,7 +272,7 @@ def test_local_best_threshold_is_the_brute_force_best_split():
 
 
 def test_local_best_none_for_too_small_nodes():
-    from fedforest.sketch import local_best_thresholds
+    from fedforest.federated.client_sketch import local_best_thresholds
 
     x = np.arange(9.0)
     codes, _, fmax = fine_codes(x[:, None])
@@ -283,7 +286,10 @@ def test_local_best_none_for_too_small_nodes():
 
 @pytest.mark.parametrize("limit", [1, 3, 7])
 def test_merge_local_candidates_twins_and_limit(limit):
-    from fedforest.sketch import merge_local_candidates, merge_local_candidates_numpy
+    from fedforest.federated.server.merge import (
+        merge_local_candidates,
+        merge_local_candidates_numpy,
+    )
 
     rng = np.random.default_rng(limit)
     n_pairs, k = 50, 12
@@ -313,7 +319,7 @@ def test_merge_local_candidates_twins_and_limit(limit):
 
 @pytest.mark.parametrize("n_classes", [0, 3])
 def test_sketch_pairs_gives_both_outputs_of_the_separate_kernels(n_classes):
-    from fedforest.sketch import local_best_thresholds, node_sketches, sketch_pairs
+    from fedforest.federated.client_sketch import local_best_thresholds, node_sketches, sketch_pairs
 
     rng = np.random.default_rng(7)
     X, rows, w, slot, pair_off, pair_feat = _sorted_state(rng)
@@ -331,8 +337,8 @@ def test_sketch_pairs_gives_both_outputs_of_the_separate_kernels(n_classes):
 
 @pytest.mark.parametrize("criterion", ["squared_error", "gini", "entropy"])
 def test_scan_nodes_twins(criterion):
-    from fedforest.criteria import CRITERION_CODES
-    from fedforest.splitter import scan_nodes, scan_nodes_numpy
+    from fedforest.federated.criteria import CRITERION_CODES
+    from fedforest.federated.server.splitter import scan_nodes, scan_nodes_numpy
 
     rng = np.random.default_rng(3)
     n_nodes, n_task = 30, 1 if criterion == "squared_error" else 3
@@ -362,7 +368,7 @@ def test_scan_nodes_twins(criterion):
 
 
 def test_merge_sketch_rows_equals_the_dense_merge():
-    from fedforest.sketch import merge_sketch_rows
+    from fedforest.federated.server.merge import merge_sketch_rows
 
     rng = np.random.default_rng(4)
     k, p, b = 4, 300, 8

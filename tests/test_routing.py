@@ -7,16 +7,16 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 
-from fedforest import routing as R
-from fedforest._swarm_train import (
+from fedforest.swarm import ShareBundle, SwarmForest
+from fedforest.swarm import routing as R
+from fedforest.swarm.train import (
     Imputer,
     forest_surrogates,
     tree_surrogates,
     tree_surrogates_numpy,
     trees_from_sklearn,
 )
-from fedforest._tree import Tree, pack_forest
-from fedforest.swarm import ShareBundle, SwarmForest
+from fedforest.tree.arrays import Tree, pack_forest
 
 # --------------------------------------------------------------------------- a two-level tree
 #

@@ -14,7 +14,6 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
-from fedforest._swarm_data import SWARM_DATASETS, load_swarm_dataset, make_s500
 from fedforest.experiments import swarm as exp
 from fedforest.swarm import (
     STRATEGIES,
@@ -26,6 +25,7 @@ from fedforest.swarm import (
     shared_columns,
     trees_from_sklearn,
 )
+from fedforest.swarm.data import SWARM_DATASETS, load_swarm_dataset, make_s500
 
 
 @pytest.fixture(scope="module")
@@ -306,9 +306,9 @@ def test_bad_experiment_options_exit_with_usage_error(tmp_path: Path) -> None:
 
 
 def test_public_names_exist() -> None:
-    import fedforest.routing
     import fedforest.swarm
+    import fedforest.swarm.routing
 
-    for module in (fedforest.swarm, fedforest.routing, exp):
+    for module in (fedforest.swarm, fedforest.swarm.routing, exp):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"

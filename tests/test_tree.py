@@ -12,16 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fedforest._tree import (  # noqa: I001
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    Tree,
-    apply_forest,
-    apply_forest_numpy,
-    load_forest,
-    pack_forest,
-    save_forest,
-)
+from fedforest.tree.apply import apply_forest, apply_forest_numpy
+from fedforest.tree.arrays import Tree, pack_forest
+from fedforest.tree.io import FORMAT_NAME, FORMAT_VERSION, load_forest, save_forest
 
 # --------------------------------------------------------------------------- helpers
 

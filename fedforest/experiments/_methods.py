@@ -21,7 +21,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 
-from fedforest import baselines as bl
+from fedforest.experiments import baselines as bl
 from fedforest.forest import FedForestClassifier, FedForestRegressor
 
 CENTRAL = "Centralized RF"

@@ -1,6 +1,6 @@
 """Experiments on real data: FedHeart (Fig. 2(d)), fragmentation (Table 3), Appendix B.
 
-Every dataset ships with fedforest or scikit-learn (see ``fedforest/data/README.md``).
+Every dataset ships with fedforest or scikit-learn (see ``fedforest/datasets/data/README.md``).
 """
 
 from __future__ import annotations

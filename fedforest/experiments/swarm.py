@@ -153,7 +153,7 @@ _DATA_CACHE: dict[str, Any] = {}
 
 
 def _dataset(name: str) -> Any:
-    from fedforest._swarm_data import load_swarm_dataset
+    from fedforest.swarm.data import load_swarm_dataset
 
     if name not in _DATA_CACHE:
         _DATA_CACHE[name] = load_swarm_dataset(name)
@@ -284,8 +284,8 @@ def write_outputs(results: pd.DataFrame, config: SwarmConfig) -> list[Path]:
 # ----------------------------------------------------------------------- command line
 def add_swarm_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``swarm-overlap`` to an ``add_subparsers()`` object (e.g. ``fedforest experiment``)."""
-    from fedforest._swarm_data import SWARM_DATASETS
     from fedforest.swarm import STRATEGIES
+    from fedforest.swarm.data import SWARM_DATASETS
 
     p = subparsers.add_parser(
         SUBCOMMAND,

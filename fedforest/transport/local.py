@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from joblib import effective_n_jobs
 
-from ..client import Client
-from ..protocol import Message
-from .base import Federation, replies_or_failure
+from ..federated.client import Client
+from ..federated.federation import Federation, replies_or_failure
+from ..federated.protocol import Message
 
 __all__ = ["LocalFederation"]
 

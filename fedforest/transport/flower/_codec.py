@@ -15,7 +15,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from numpy.typing import NDArray
 
-from ...protocol import Message
+from ...federated.protocol import Message
 
 __all__ = ["from_records", "pack_arrays", "to_records", "unpack_arrays"]
 

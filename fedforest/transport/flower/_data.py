@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ...client import Client
+from ...federated.client import Client
 
 __all__ = ["client_from_node_config", "read_client_data"]
 

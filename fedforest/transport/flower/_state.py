@@ -22,7 +22,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from numpy.typing import NDArray
 
-from ...client import Client, _Fit
+from ...federated.client import Client, _Fit
 from ._codec import pack_arrays, unpack_arrays
 
 __all__ = ["clear_state", "load_state", "save_state", "state_seq"]

@@ -14,8 +14,8 @@ from flwr.app import Context
 from flwr.app import Message as FlowerMessage
 from flwr.clientapp import ClientApp
 
-from ...client import Client
-from ...protocol import Message
+from ...federated.client import Client
+from ...federated.protocol import Message
 from ._codec import ERROR, FINISH, HELLO, from_records, to_records
 from ._data import client_from_node_config
 from ._state import clear_state, load_state, save_state, state_seq

@@ -12,8 +12,8 @@ from flwr.common import log
 from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 
-from ...protocol import Message
-from ..base import Federation, replies_or_failure
+from ...federated.federation import Federation, replies_or_failure
+from ...federated.protocol import Message
 from ._codec import ERROR, FINISH, HELLO, QUERY_TYPE, TRAIN_TYPE, from_records, to_records
 
 __all__ = ["FlowerFederation"]

@@ -21,6 +21,7 @@ from sklearn.ensemble import RandomForestRegressor
 from tqdm import tqdm
 
 from fedforest.datasets import FederatedSplit, make_paper_synthetic
+from fedforest.forest import FedForestRegressor
 
 FEDFOREST = "fedforest"
 CENTRALIZED = "centralized RF"
@@ -141,8 +142,6 @@ def _mse(y_true: NDArray[np.float64], y_pred: NDArray[np.float64]) -> float:
 
 
 def _fit_fedforest(data: FederatedSplit, config: SimulateConfig) -> _Fitted:
-    from fedforest.forest import FedForestRegressor
-
     model = FedForestRegressor(n_bins=config.n_bins, **_forest_params(config))
     start = time.perf_counter()
     model.fit(data.X_train, data.y_train, client_ids=data.h_train)

@@ -1,6 +1,6 @@
 """The share bundle of a swarm peer and its safe file format.
 
-A bundle file is a model file of :mod:`fedforest._tree_io` (a validated ``.npz`` read with
+A bundle file is a model file of :mod:`fedforest.tree.io` (a validated ``.npz`` read with
 ``allow_pickle=False``) of kind ``"SwarmShareBundle"``: the trees as usual, a JSON header
 (name, feature names and kinds, classes, imputer metadata) and extra arrays:
 
@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._common import TREE_LEAF
-from ._swarm_train import Imputer
-from ._tree import Tree
-from ._tree_io import load_forest, save_forest
+from .._common import TREE_LEAF
+from ..tree.arrays import Tree
+from ..tree.io import load_forest, save_forest
+from .train import Imputer
 
 __all__ = ["BUNDLE_KIND", "ShareBundle", "check_bundle", "load_bundles"]
 

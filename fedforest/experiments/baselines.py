@@ -14,7 +14,7 @@
 - :class:`LocalLearningRegressor` / :class:`LocalLearningClassifier`: each client's own
   forest predicts that client's rows.
 - :class:`FedAvgLogisticRegression`, :class:`FedAvgMLPClassifier`: FedAvg as FLamby runs
-  it on FedHeart (in :mod:`fedforest._fedavg`).
+  it on FedHeart (in :mod:`fedforest.experiments.fedavg`).
 
 Every baseline is fitted with ``fit(X, y, client_ids)`` and records what it would send
 in ``communication_`` (a :class:`~fedforest.CommunicationLedger`).
@@ -32,10 +32,10 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._fedavg import FedAvgLogisticRegression, FedAvgMLPClassifier
-from .forest import FedForestClassifier, FedForestRegressor
-from .grower import GrowerConfig
-from .protocol import CommunicationLedger, Message
+from ..federated.protocol import CommunicationLedger, Message
+from ..federated.server.config import GrowerConfig
+from ..forest import FedForestClassifier, FedForestRegressor
+from .fedavg import FedAvgLogisticRegression, FedAvgMLPClassifier
 
 __all__ = [
     "CentralizedForestClassifier",

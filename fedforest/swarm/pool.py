@@ -12,11 +12,11 @@ import pandas as pd
 from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
+from .._common import TREE_LEAF
+from ..tree.arrays import pack_forest
 from . import routing as R
-from ._common import TREE_LEAF
-from ._swarm_bundle import ShareBundle
-from ._swarm_train import Imputer
-from ._tree import pack_forest
+from .bundle import ShareBundle
+from .train import Imputer
 
 __all__ = ["STRATEGIES", "SwarmForest"]
 

@@ -1,7 +1,7 @@
 """What a swarm peer computes from its own rows before sharing: trees, surrogates, imputers.
 
 * :func:`trees_from_sklearn` imports a fitted scikit-learn ``DecisionTreeClassifier`` or
-  ``RandomForestClassifier`` into the flat :class:`~fedforest._tree.Tree` format.
+  ``RandomForestClassifier`` into the flat :class:`~fedforest.tree.arrays.Tree` format.
 * :func:`tree_surrogates` (numba) and :func:`tree_surrogates_numpy` find, for every internal
   node, the best surrogate splits by adjusted agreement (``papers/001...``, eq. 21).
 * :func:`fit_imputer` fits the linear (numeric) or multinomial logistic (categorical)
@@ -18,8 +18,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from ._common import TREE_LEAF, TREE_UNDEFINED
-from ._tree import Tree
+from .._common import TREE_LEAF, TREE_UNDEFINED
+from ..tree.arrays import Tree
 
 __all__ = [
     "Imputer",

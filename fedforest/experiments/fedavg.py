@@ -19,7 +19,7 @@ The protocol follows FLamby's FedHeart benchmark (Ogier du Terrail et al. 2022,
 
 The two-layer network (the paper's "FedAvg NN"; FLamby has no such model for FedHeart)
 is ``sigmoid(w2 . relu(W1 x + b1) + b2)`` with ``hidden_units = 16``, trained the same way.
-Public names are re-exported by :mod:`fedforest.baselines`.
+Public names are re-exported by :mod:`fedforest.experiments.baselines`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .protocol import CommunicationLedger, Message
+from ..federated.protocol import CommunicationLedger, Message
 
 __all__ = ["FedAvgLogisticRegression", "FedAvgMLPClassifier"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..protocol import Message
-from .base import ClientFailure, Federation
+from .federation import ClientFailure, Federation
+from .protocol import Message
 
 __all__ = ["DropFailedClients"]
 

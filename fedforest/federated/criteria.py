@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
+from .._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
 
 __all__ = [
     "CRITERIA",

@@ -1,48 +1,31 @@
-"""Weighted quantile sketches (client side) and their mixture-quantile merge (server side).
+"""Weighted quantile sketches and local best thresholds: the client side of Round A.
 
-Client side. Each client bins every feature once into at most ``N_FINE_BINS`` fine bins
-of its own local quantiles (``fine_codes``); a bin holds one distinct value whenever the
-feature has at most that many distinct values, so the sketch is then exact. The sketch of
-a node and feature is the ``B`` weighted quantiles of the node's in-bag values at levels
-``b / B`` (``b = 1..B``; bootstrap counts are the weights), read off a histogram of the
-fine codes in one linear pass over the rows: no per-node sort.
-
-Server side. Each sketch point stands for ``W_k / B`` of client ``k``'s node weight, so
-the points of all clients describe the mixture CDF of the pooled node sample (Section 3.1
-of the paper). The candidates are its ``B - 1`` quantiles at levels ``b / B``, de-duplicated,
-and only those below the node maximum (a threshold at the maximum sends nothing right).
+Each client bins every feature once into at most ``N_FINE_BINS`` fine bins of its own
+local quantiles (``fine_codes``); a bin holds one distinct value whenever the feature has
+at most that many distinct values, so the sketch is then exact. The sketch of a node and
+feature is the ``B`` weighted quantiles of the node's in-bag values at levels ``b / B``
+(``b = 1..B``; bootstrap counts are the weights), read off a histogram of the fine codes in
+one linear pass over the rows: no per-node sort. The server's half (the mixture-quantile
+merge) is :mod:`fedforest.federated.server.merge`.
 """
 
 from __future__ import annotations
-
-from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from ._common import CODE_DTYPE, N_FINE_BINS
-from ._kernels import SMALL_SKETCH, group_rows
+from .._common import CODE_DTYPE, N_FINE_BINS
+from .client_kernels import SMALL_SKETCH, group_rows
 
 __all__ = [
     "fine_codes",
     "local_best_thresholds",
     "local_best_thresholds_numpy",
-    "merge_local_candidates",
-    "merge_local_candidates_numpy",
     "node_sketches",
     "node_sketches_numpy",
-    "merge_sketch_rows",
-    "merge_sketches",
     "sketch_pairs",
-    "midpoint_candidates",
-    "mixture_quantiles",
-    "mixture_quantiles_numpy",
-    "mixture_quantiles_rows",
 ]
-
-# scikit-learn does not split between values closer than this (``FEATURE_THRESHOLD``).
-FEATURE_THRESHOLD = 1e-7
 
 
 def fine_codes(
@@ -260,177 +243,6 @@ def node_sketches_numpy(
             out[p - p_lo] = pts[idx]
 
 
-def merge_sketches(
-    sketches: NDArray[np.float64],
-    weights: NDArray[np.float64],
-    n_bins: int,
-    n_threads: int = 1,
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Mixture-quantile merge of the clients' sketches into candidate thresholds.
-
-    Parameters
-    ----------
-    sketches : ndarray of float64, shape (n_clients, n_pairs, B)
-        NaN rows for clients with no weight in the node.
-    weights : ndarray of float64, shape (n_clients, n_pairs)
-        Each client's node weight ``W_k``.
-    n_bins : int
-        ``B``; at most ``B - 1`` candidates per pair.
-    n_threads : int, default=1
-        Threads over blocks of pairs (the kernel releases the GIL).
-
-    Returns
-    -------
-    cand_off : ndarray of int64, shape (n_pairs + 1,)
-    cand : ndarray of float64, shape (n_candidates,)
-        Sorted, distinct thresholds of pair ``p`` in ``cand[cand_off[p]:cand_off[p + 1]]``.
-    """
-    return merge_sketch_rows(*_as_rows(sketches), weights, n_bins, n_threads)
-
-
-def _as_rows(sketches: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """Sketches of shape (n_clients, n_pairs, B) as rows, with the (clients, pairs) index."""
-    n_clients, n_pairs, n_bins = sketches.shape
-    points = np.ascontiguousarray(sketches).reshape(n_clients * n_pairs, n_bins)
-    return points, np.arange(n_clients * n_pairs, dtype=np.int64).reshape(n_clients, n_pairs)
-
-
-def merge_sketch_rows(
-    points: NDArray[np.float64],
-    index: NDArray[np.int64],
-    weights: NDArray[np.float64],
-    n_bins: int,
-    n_threads: int = 1,
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """:func:`merge_sketches` with the sketches as rows of one array.
-
-    ``index[k, p]`` is the row of ``points`` (shape (n_rows, B)) holding client ``k``'s
-    sketch of pair ``p``, or -1: the server stacks only the sketches that arrived.
-    """
-    n_pairs = index.shape[1]
-    out = np.empty((n_pairs, max(n_bins - 1, 0)))
-    counts = np.zeros(n_pairs, dtype=np.int64)
-    edges = np.linspace(0, n_pairs, max(1, min(n_threads, n_pairs // 4096)) + 1).astype(int)
-
-    def run(k: int) -> None:
-        lo, hi = edges[k], edges[k + 1]
-        mixture_quantiles_rows(
-            points, index[:, lo:hi], weights[:, lo:hi], out[lo:hi], counts[lo:hi]
-        )
-
-    if edges.size > 2:
-        with ThreadPoolExecutor(edges.size - 1) as pool:
-            list(pool.map(run, range(edges.size - 1)))
-    else:
-        run(0)
-    cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
-    np.cumsum(counts, out=cand_off[1:])
-    return cand_off, out[np.arange(out.shape[1])[None, :] < counts[:, None]]
-
-
-def mixture_quantiles(
-    sketches: NDArray[np.float64],
-    weights: NDArray[np.float64],
-    out: NDArray[np.float64],
-    counts: NDArray[np.int64],
-) -> None:
-    """:func:`mixture_quantiles_rows` on sketches of shape (n_clients, n_pairs, B)."""
-    mixture_quantiles_rows(*_as_rows(sketches), weights, out, counts)
-
-
-@numba.njit(nogil=True, cache=True)
-def mixture_quantiles_rows(points, index, weights, out, counts):
-    """Quantiles ``b / B`` (b = 1..B-1) of the clients' pooled sketch points, per pair.
-
-    A point of client ``k`` weighs ``W_k / B``. Kept: distinct values below the node
-    maximum (the largest sketch point), in increasing order.
-
-    Parameters
-    ----------
-    points : ndarray of float64, shape (n_rows, B)  # IN: sketches, one per row
-    index : ndarray of int64, shape (n_clients, n_pairs)  # IN: row of each sketch, or -1
-    weights : ndarray of float64, shape (n_clients, n_pairs)  # IN
-    out : ndarray of float64, shape (n_pairs, B - 1)  # OUT: first ``counts[p]`` entries
-    counts : ndarray of int64, shape (n_pairs,)  # OUT
-    """
-    n_clients, n_pairs = index.shape
-    n_bins = points.shape[1]
-    vals = np.empty(n_clients * n_bins)
-    pw = np.empty(n_clients * n_bins)
-    for p in range(n_pairs):
-        m = 0
-        total = 0.0
-        vmax = -np.inf
-        for k in range(n_clients):
-            wk = weights[k, p]
-            r = index[k, p]
-            if wk <= 0.0 or r < 0 or np.isnan(points[r, 0]):
-                continue
-            total += wk
-            for b in range(n_bins):
-                vals[m] = points[r, b]
-                pw[m] = wk / n_bins
-                m += 1
-            vmax = max(vmax, points[r, n_bins - 1])
-        counts[p] = 0
-        if m == 0:
-            continue
-        order = np.argsort(vals[:m], kind="mergesort")
-        i = 0
-        cum = pw[order[0]]
-        c = 0
-        for q in range(n_bins - 1):
-            level = total * (q + 1) / n_bins * (1.0 - 1e-12)
-            while cum < level and i < m - 1:
-                i += 1
-                cum += pw[order[i]]
-            v = vals[order[i]]
-            if v < vmax and (c == 0 or v != out[p, c - 1]):
-                out[p, c] = v
-                c += 1
-        counts[p] = c
-
-
-def mixture_quantiles_numpy(
-    sketches: NDArray[np.float64],
-    weights: NDArray[np.float64],
-    out: NDArray[np.float64],
-    counts: NDArray[np.int64],
-) -> None:
-    """NumPy twin of :func:`mixture_quantiles`."""
-    n_clients, n_pairs, b = sketches.shape
-    for p in range(n_pairs):
-        live = (weights[:, p] > 0) & ~np.isnan(sketches[:, p, 0])
-        counts[p] = 0
-        if not live.any():
-            continue
-        vals = sketches[live, p].ravel()
-        pw = np.repeat(weights[live, p] / b, b)
-        order = np.argsort(vals, kind="stable")
-        cum = np.cumsum(pw[order])
-        levels = weights[live, p].sum() * np.arange(1, b) / b * (1.0 - 1e-12)
-        idx = np.minimum(np.searchsorted(cum, levels, side="left"), vals.size - 1)
-        q = vals[order][idx]
-        keep = q < sketches[live, p, b - 1].max()
-        keep[1:] &= q[1:] != q[:-1]
-        counts[p] = keep.sum()
-        out[p, : counts[p]] = q[keep]
-
-
-def midpoint_candidates(values: list[NDArray[np.float64]]) -> NDArray[np.float64]:
-    """Every midpoint between consecutive distinct pooled values (verification mode).
-
-    The clients' distinct node values are pooled and the thresholds computed exactly as
-    scikit-learn does (``a / 2 + b / 2``, falling back to ``a`` when rounding reaches ``b``),
-    skipping gaps scikit-learn would not split (``b <= a + 1e-7``).
-    """
-    pooled = np.unique(np.concatenate(values)) if values else np.empty(0)
-    a, b = pooled[:-1], pooled[1:]
-    mid = a / 2.0 + b / 2.0
-    mid = np.where((mid == b) | np.isinf(mid), a, mid)
-    return np.asarray(mid[b > a + FEATURE_THRESHOLD], dtype=np.float64)
-
-
 # --------------------------------------------------------------------- local candidates
 
 
@@ -470,7 +282,7 @@ def local_best_thresholds(
     Xt, codes_t, fine_max : as :func:`node_sketches`  # IN
     y : ndarray of float64, shape (n_samples,)  # IN: target or class index
     n_classes : int  # IN: 0 for regression
-    criterion : int  # IN: a value of ``fedforest.criteria.CRITERION_CODES``
+    criterion : int  # IN: a value of ``fedforest.federated.criteria.CRITERION_CODES``
     min_rows : int  # IN
     rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi : as :func:`node_sketches`  # IN
     out : ndarray of float64, shape (n_block_pairs,)  # OUT
@@ -589,76 +401,3 @@ def local_best_thresholds_numpy(
             if ok.any():
                 score = np.where(ok, score, -np.inf)
                 out[q] = vals[int(np.argmax(score))]
-
-
-@numba.njit(nogil=True, cache=True)
-def merge_local_candidates(cand_off, cand, local, limit, out_off, out):
-    """Add the clients' local best thresholds to each pair's candidates.
-
-    Per pair, the distinct local thresholds (NaN: none) join the sorted, distinct
-    candidates; when more than ``limit`` distinct ones arrive, ``limit`` of them evenly
-    spaced in sorted order are kept, so a pair never gains more than ``limit`` candidates.
-
-    Parameters
-    ----------
-    cand_off : ndarray of int64, shape (n_pairs + 1,)  # IN
-    cand : ndarray of float64, shape (n_cand,)  # IN: sorted and distinct per pair
-    local : ndarray of float64, shape (n_clients, n_pairs)  # IN
-    limit : int  # IN
-    out_off : ndarray of int64, shape (n_pairs + 1,)  # OUT
-    out : ndarray of float64, shape (n_cand + n_pairs * limit,)  # OUT: first
-        ``out_off[-1]`` entries used
-    """
-    n_clients, n_pairs = local.shape
-    props = np.empty(n_clients)
-    out_off[0] = 0
-    for p in range(n_pairs):
-        m = 0
-        for k in range(n_clients):
-            v = local[k, p]
-            if not np.isnan(v):
-                props[m] = v
-                m += 1
-        props[:m] = np.sort(props[:m])
-        n_u = 0  # distinct, in place
-        for i in range(m):
-            if n_u == 0 or props[i] != props[n_u - 1]:
-                props[n_u] = props[i]
-                n_u += 1
-        take = min(n_u, limit)
-        a, b = cand_off[p], cand_off[p + 1]
-        o = out_off[p]
-        i, j = a, 0  # merge two sorted lists, dropping repeats
-        pj = 0.0
-        while i < b or j < take:
-            if j < take:
-                pj = props[j] if take == n_u else props[(j * (n_u - 1)) // max(take - 1, 1)]
-            if i < b and (j >= take or cand[i] <= pj):
-                v = cand[i]
-                i += 1
-            else:
-                v = pj
-                j += 1
-            if o == out_off[p] or v != out[o - 1]:
-                out[o] = v
-                o += 1
-        out_off[p + 1] = o
-
-
-def merge_local_candidates_numpy(
-    cand_off: NDArray[np.int64],
-    cand: NDArray[np.float64],
-    local: NDArray[np.float64],
-    limit: int,
-    out_off: NDArray[np.int64],
-    out: NDArray[np.float64],
-) -> None:
-    """NumPy twin of :func:`merge_local_candidates`."""
-    out_off[0] = 0
-    for p in range(local.shape[1]):
-        props = np.unique(local[:, p][~np.isnan(local[:, p])])
-        if props.size > limit:
-            props = props[(np.arange(limit) * (props.size - 1)) // max(limit - 1, 1)]
-        merged = np.unique(np.concatenate([cand[cand_off[p] : cand_off[p + 1]], props]))
-        out[out_off[p] : out_off[p] + merged.size] = merged
-        out_off[p + 1] = out_off[p] + merged.size

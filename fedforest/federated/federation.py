@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from ..protocol import Message
+from .protocol import Message
 
 __all__ = ["Federation", "ClientFailure", "replies_or_failure"]
 

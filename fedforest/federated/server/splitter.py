@@ -8,8 +8,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from ._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
-from .criteria import CRITERION_CODES, weighted_gain
+from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
+from ..criteria import CRITERION_CODES, weighted_gain
 
 __all__ = [
     "BestSplits",

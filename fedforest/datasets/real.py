@@ -1,7 +1,7 @@
 """Real tabular datasets that ship with fedforest or scikit-learn (nothing is downloaded).
 
-The vendored CSV files live in ``fedforest/data/``; their sources, licences and the one
-correction we made are listed in ``fedforest/data/README.md``. Public entry points are
+The vendored CSV files live in ``fedforest/datasets/data/``; their sources, licences and the one
+correction we made are listed in ``fedforest/datasets/data/README.md``. Public entry points are
 re-exported by :mod:`fedforest.datasets`.
 """
 
@@ -41,7 +41,7 @@ _RESTECG_CODES = {"normal": 0, "st-t abnormality": 1, "lv hypertrophy": 2}
 
 def _read_csv(name: str, **kwargs: object) -> pd.DataFrame:
     """Read one vendored CSV from ``fedforest/data``."""
-    with resources.files("fedforest.data").joinpath(name).open("r", encoding="utf-8") as f:
+    with resources.files("fedforest.datasets.data").joinpath(name).open("r", encoding="utf-8") as f:
         return pd.read_csv(f, **kwargs)
 
 

@@ -26,22 +26,12 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from ._swarm_bundle import ShareBundle, load_bundles
-from ._swarm_pool import STRATEGIES, SwarmForest
-from ._swarm_train import Imputer, fit_imputer, forest_surrogates, trees_from_sklearn
-from ._tree import Tree
+from ..forest import FedForestClassifier
+from ..tree.arrays import Tree
+from .bundle import ShareBundle
+from .train import Imputer, fit_imputer, forest_surrogates, trees_from_sklearn
 
-__all__ = [
-    "STRATEGIES",
-    "Imputer",
-    "Peer",
-    "ShareBundle",
-    "SwarmForest",
-    "fit_intersection",
-    "load_bundles",
-    "shared_columns",
-    "trees_from_sklearn",
-]
+__all__ = ["Peer", "fit_intersection", "shared_columns"]
 
 ENGINES = ("sklearn", "fedforest")
 
@@ -197,8 +187,6 @@ class Peer:
             model.fit(arr, y_arr)
             trees, classes = trees_from_sklearn(model)
         else:
-            from .forest import FedForestClassifier
-
             model = FedForestClassifier(
                 n_estimators=self.n_estimators, max_depth=self.max_depth,
                 min_samples_leaf=self.min_samples_leaf, max_features=self.max_features,

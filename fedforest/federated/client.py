@@ -1,7 +1,7 @@
 """The client: every computation on local rows, answering the server's protocol messages.
 
 A :class:`Client` holds its rows and never sends them. It answers four message kinds
-(:mod:`fedforest.protocol`): the handshake (schema, row count, labels present), Round A
+(:mod:`fedforest.federated.protocol`): the handshake (schema, row count, labels present), Round A
 (route rows through last level's splits; node summaries; weighted quantile sketches),
 Round B (left-child statistics at the candidate thresholds) and the out-of-bag round
 (summed errors of its rows under the trees that did not draw them). Its answers are pure
@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _kernels as K
-from ._categorical import encode, read_features, sort_categories
-from ._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stats
-from ._tree import predict_forest
+from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stats
+from ..tree.apply import predict_forest
+from . import client_kernels as K
+from .categorical import encode, read_features, sort_categories
+from .client_sketch import fine_codes, sketch_pairs
 from .criteria import CRITERION_CODES, weighted_gain
 from .protocol import (
     HANDSHAKE,
@@ -40,7 +41,6 @@ from .protocol import (
     pack_increments,
     pack_sketch,
 )
-from .sketch import fine_codes, sketch_pairs
 
 __all__ = ["Client", "bootstrap_counts"]
 

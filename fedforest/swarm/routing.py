@@ -1,6 +1,6 @@
 """Inference with unavailable features: the routing kernels of the swarm strategies.
 
-A pooled forest is flat arrays (:func:`fedforest._tree.pack_forest`) with *global* feature
+A pooled forest is flat arrays (:func:`fedforest.tree.arrays.pack_forest`) with *global* feature
 indices. A row reaches a node whose split feature it does not have when ``X[i, f]`` is NaN
 (a site fills the columns it never measured with NaN). The strategies of
 ``papers/001_e1da37c0892c910f.txt`` (Section III) differ only in how such a node is
@@ -45,7 +45,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from ._common import TREE_LEAF
+from .._common import TREE_LEAF
 
 __all__ = [
     "DISCARDED",

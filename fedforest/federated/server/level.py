@@ -1,7 +1,7 @@
 """Server side of one tree level: candidates, Top-L shortlists and best splits.
 
 Candidates come from the clients' sketches (or category codes); the best split of every
-node from the clients' Round B answers. Split from :mod:`fedforest.grower`, which
+node from the clients' Round B answers. Split from :mod:`fedforest.federated.server.grower`, which
 orchestrates the rounds, to keep both small.
 """
 
@@ -14,9 +14,9 @@ import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
-from ._common import STAT_WEIGHT, count_columns
-from .protocol import Message, expect_array, unpack_increments, unpack_sketch
-from .sketch import merge_local_candidates, merge_sketch_rows, midpoint_candidates
+from ..._common import STAT_WEIGHT, count_columns
+from ..protocol import Message, expect_array, unpack_increments, unpack_sketch
+from .merge import merge_local_candidates, merge_sketch_rows, midpoint_candidates
 from .splitter import (
     BestSplits,
     best_avgimp_splits,
@@ -26,7 +26,7 @@ from .splitter import (
 )
 
 if TYPE_CHECKING:
-    from .grower import GrowerConfig
+    from .config import GrowerConfig
 
 __all__ = [
     "add_rows",
@@ -222,7 +222,8 @@ def _add_local_candidates(
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Join the clients' local best thresholds to the kept pairs' quantile candidates.
 
-    At most ``B - 1`` more per pair (see :func:`~fedforest.sketch.merge_local_candidates`).
+    At most ``B - 1`` more per pair (see
+    :func:`~fedforest.federated.server.merge.merge_local_candidates`).
     """
     assert cfg.n_bins is not None
     local = np.full((len(replies), weights.shape[1]), np.nan)

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._common import TREE_LEAF, TREE_UNDEFINED
-from ._tree import Tree
+from .._common import TREE_LEAF, TREE_UNDEFINED
+from .arrays import Tree
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "save_forest", "load_forest"]
 

@@ -1,0 +1,88 @@
+"""What the server is asked to grow (GrowerConfig) and what it hands back (ForestResult).
+
+Both the grower and one level's work (``level.py``) read the configuration; keeping it
+here lets each import it without importing the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ...tree.arrays import Tree
+from ..protocol import CommunicationLedger
+
+__all__ = ["ForestResult", "GrowerConfig"]
+
+
+@dataclass(frozen=True)
+class GrowerConfig:
+    """Hyperparameters the server needs (validated by the estimator)."""
+
+    task: str
+    criterion: str
+    n_estimators: int
+    max_depth: int | None
+    min_samples_split: int
+    min_samples_leaf: int
+    min_impurity_decrease: float
+    max_features: Any
+    n_bins: int | None
+    bootstrap: bool
+    oob_score: bool
+    seed: int
+    verbose: int = 0
+    tree_batch_size: int | None = None
+    n_jobs: int | None = None
+    #: "quantile": the paper's sketches; "histogram": the Federated Histogram baseline
+    #: (Kalloori & Klingler 2022): B fixed-width bins between the global min and max.
+    binning: str = "quantile"
+    #: Clients add their local best threshold per (node, feature) to the candidates
+    #: (quantile binning only; the verification mode's candidates are already exact).
+    local_candidates: bool = False
+    split_on_client: bool = False
+    split_rule: str = "exact"
+    top_l: int | None = None
+    client_fraction: float = 1.0
+    #: Diagnostics only: "client" makes each client's label its own name (covariate-shift
+    #: test); OOB per-row losses are kept under ``oob_store_as`` on the clients and compared
+    #: (paired, summed) with those stored under ``oob_compare_to``.
+    target: str = "y"
+    oob_store_as: str | None = None
+    oob_compare_to: str | None = None
+    #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.
+    on_client_failure: str = "raise"
+
+    @property
+    def uses_local_candidates(self) -> bool:
+        """Whether clients propose their local best thresholds as extra candidates."""
+        # Not for the covariate-shift test: there every client is pure in its own label.
+        return (
+            self.local_candidates
+            and self.binning == "quantile"
+            and self.n_bins is not None
+            and self.target == "y"
+        )
+
+
+@dataclass
+class ForestResult:
+    """What the server learned: trees, schema, ledger, out-of-bag score."""
+
+    trees: list[Tree]
+    n_features: int
+    feature_names: list[str] | None
+    classes: list[Any] | None
+    ledger: CommunicationLedger
+    client_n_samples: dict[str, int]
+    oob_score: float | None = None
+    oob_n_scored: int = 0
+    importances: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    clients: list[str] = field(default_factory=list)
+    categories: dict[str, list[Any]] = field(default_factory=dict)
+    paired_sums: NDArray[np.float64] | None = None
+    #: (name, round) of every client dropped under on_client_failure="drop".
+    dropped_clients: list[tuple[str, int]] = field(default_factory=list)
