@@ -156,6 +156,7 @@ def diagnose(
     alpha: float = 0.05,
     random_state: int | None = 0,
     n_jobs: int | None = None,
+    privacy: str = "secure",
 ) -> DiagnosticReport:
     """Test a federation for covariate shift and outcome heterogeneity.
 
@@ -169,7 +170,16 @@ def diagnose(
     n_estimators, max_depth, min_samples_leaf : forest size of the diagnostic forests.
     alpha : float
         Test level for the report's verdicts.
+    privacy : {"none"}, default="secure"
+        The diagnostics run the paper's protocol (``privacy="none"``): the server sees
+        per-client statistics. Pass ``"none"`` to run them; the default refuses.
     """
+    if privacy != "none":
+        raise ValueError(
+            f"diagnose needs per-client statistics (a forest predicting the client, per-row "
+            f"losses compared per client), which privacy={privacy!r} does not release; pass "
+            'privacy="none" to run it knowing the server sees them (docs/privacy.md).'
+        )
     if task not in ("regression", "classification"):
         raise ValueError(f"task must be 'regression' or 'classification', got {task!r}.")
     fed = _federation(X, y, client_ids, federation, n_jobs)

@@ -33,6 +33,7 @@ from .federated.federation import Federation
 from .federated.protocol import CommunicationLedger
 from .federated.server.config import ForestResult, GrowerConfig
 from .federated.server.grower import grow_forest
+from .federated.server.secure import check_config
 from .transport.local import LocalFederation
 from .tree.apply import apply_forest_sets, predict_forest
 from .tree.arrays import Tree, pack_forest, pack_sets
@@ -59,7 +60,7 @@ class _BaseFedForest(BaseEstimator):
             None,
         ],
         "n_bins": [Interval(Integral, 2, None, closed="left"), None],
-        "local_candidates": ["boolean"],
+        "local_candidates": ["boolean", None],
         "bootstrap": ["boolean"],
         "oob_score": ["boolean"],
         "random_state": ["random_state"],
@@ -72,6 +73,8 @@ class _BaseFedForest(BaseEstimator):
         "top_l": [Interval(Integral, 1, None, closed="left"), None],
         "client_fraction": [Interval(Real, 0.0, 1.0, closed="right")],
         "on_client_failure": [StrOptions({"raise", "drop"})],
+        "privacy": [StrOptions({"secure", "none"})],
+        "min_aggregate_rows": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
@@ -85,7 +88,7 @@ class _BaseFedForest(BaseEstimator):
         min_impurity_decrease: float = 0.0,
         max_features: Any = 1 / 3,
         n_bins: int | None = 32,
-        local_candidates: bool = True,
+        local_candidates: bool | None = None,
         bootstrap: bool = True,
         oob_score: bool = False,
         random_state: Any = None,
@@ -98,6 +101,8 @@ class _BaseFedForest(BaseEstimator):
         top_l: int | None = None,
         client_fraction: float = 1.0,
         on_client_failure: str = "raise",
+        privacy: str = "secure",
+        min_aggregate_rows: int | None = None,
     ) -> None:
         self.n_estimators = n_estimators
         self.criterion = criterion
@@ -120,6 +125,8 @@ class _BaseFedForest(BaseEstimator):
         self.top_l = top_l
         self.client_fraction = client_fraction
         self.on_client_failure = on_client_failure
+        self.privacy = privacy
+        self.min_aggregate_rows = min_aggregate_rows
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: ArrayLike, y: ArrayLike, client_ids: ArrayLike | None = None) -> Any:
@@ -222,9 +229,12 @@ class _BaseFedForest(BaseEstimator):
     def _grow(self, fed: Federation) -> ForestResult:
         """Grow the forest; with ``split_rule="auto"`` run the diagnostics first."""
         cfg = self._config()
+        if cfg.privacy == "secure":
+            check_config(cfg)  # before anything reaches the clients
         if self.split_rule == "auto":
             report = diagnose(
                 federation=fed,
+                privacy="none",
                 task=cfg.task,
                 n_estimators=min(cfg.n_estimators, 30),
                 max_depth=cfg.max_depth,
@@ -271,7 +281,12 @@ class _BaseFedForest(BaseEstimator):
             min_impurity_decrease=self.min_impurity_decrease,
             max_features=self.max_features,
             n_bins=self.n_bins,
-            local_candidates=self.local_candidates,
+            # Local candidates are values of a client's rows: only under privacy="none".
+            local_candidates=(
+                self.local_candidates
+                if self.local_candidates is not None
+                else self.privacy == "none"
+            ),
             bootstrap=self.bootstrap,
             oob_score=self.oob_score,
             seed=seed,
@@ -283,6 +298,8 @@ class _BaseFedForest(BaseEstimator):
             top_l=self.top_l,
             client_fraction=self.client_fraction,
             on_client_failure=self.on_client_failure,
+            privacy=self.privacy,
+            min_aggregate_rows=self.min_aggregate_rows,
         )
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
@@ -420,12 +437,14 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
         mode: clients send every distinct node value so the candidates are all midpoints
         and a tree equals scikit-learn's; it reveals the clients' values, use it only to
         verify the engine.
-    local_candidates : bool, default=True
-        Each client also proposes, per node and sampled feature, the threshold that is best
-        on its own rows (one value, of the same kind as a sketch point); the server adds
-        these proposals (at most ``n_bins - 1`` per pair) to the quantile candidates. No
-        extra round; the split stays the pooled best among the candidates, which now include
-        the points where the clients see the signal change. False is the paper's protocol.
+    local_candidates : bool or None, default=None
+        Under ``privacy="none"`` only: each client also proposes, per node and sampled
+        feature, the threshold that is best on its own rows (one value, of the same kind as
+        a sketch point); the server adds these proposals (at most ``n_bins - 1`` per pair)
+        to the quantile candidates. No extra round; the split stays the pooled best among
+        the candidates, which now include the points where the clients see the signal
+        change. False is the paper's protocol; None means True under ``"none"`` and False
+        under ``"secure"`` (where True is refused: a proposal is a data value).
     bootstrap : bool, default=True
         Client-stratified bootstrap, seeded on each client from
         (random_state, tree index, client name).
@@ -467,6 +486,20 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
         holds per-row state for one batch only (16 bytes per in-bag row and tree, about
         ``10 * n_k * tree_batch_size`` bytes) at the price of ``2 * max_depth`` rounds per
         batch. None grows all trees at once (fewest rounds). The forest is the same.
+    privacy : {"secure", "none"}, default="secure"
+        What the server may learn (docs/privacy.md). ``"secure"``: every client answer the
+        server adds up is masked (pairwise X25519 keys, ChaCha20 masks that cancel in the
+        sum), so the server sees only sums over clients; no client sends a data value
+        (candidates come from pooled histograms on grids the server places from pooled
+        information); and no released sum covers fewer than ``min_aggregate_rows`` rows
+        (so every leaf holds at least that many). Splits on the client index, Top-L,
+        AvgImp, ``split_rule="auto"``, the verification mode and local candidates need
+        per-client values and are refused. ``"none"``: the paper's protocol; per-client
+        sketches (data values) and statistics reach the server, which can rebuild rows
+        from them: for the paper's experiments and the verification mode only.
+    min_aggregate_rows : int or None, default=None
+        Under ``"secure"``: the fewest rows any released sum covers. None means
+        ``max(10, 2 * min_samples_leaf)``.
     verbose : int, default=0
         > 0 shows a progress bar over tree levels.
     on_client_failure : {"raise", "drop"}, default="raise"
@@ -492,6 +525,15 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
         **_BaseFedForest._parameter_constraints,
         "criterion": [StrOptions({"squared_error"})],
     }
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        if self.privacy == "secure" and tags.regressor_tags is not None:
+            # Leaves of at least min_aggregate_rows rows and candidates that far apart: on
+            # scikit-learn's 200-row check data the training R^2 is about 0.55, near its 0.5
+            # bar (docs/privacy.md, "What it costs").
+            tags.regressor_tags.poor_score = True
+        return tags
 
     def predict(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
         """Mean of the trees' leaf values, shape (n_samples,).
@@ -529,7 +571,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         min_impurity_decrease: float = 0.0,
         max_features: Any = "sqrt",
         n_bins: int | None = 32,
-        local_candidates: bool = True,
+        local_candidates: bool | None = None,
         bootstrap: bool = True,
         oob_score: bool = False,
         random_state: Any = None,
@@ -542,6 +584,8 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         top_l: int | None = None,
         client_fraction: float = 1.0,
         on_client_failure: str = "raise",
+        privacy: str = "secure",
+        min_aggregate_rows: int | None = None,
     ) -> None:
         super().__init__(
             n_estimators,
@@ -565,6 +609,8 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             top_l=top_l,
             client_fraction=client_fraction,
             on_client_failure=on_client_failure,
+            privacy=privacy,
+            min_aggregate_rows=min_aggregate_rows,
         )
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:

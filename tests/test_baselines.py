@@ -83,7 +83,9 @@ def test_centralized_classifier_probabilities():
 def test_histogram_equals_the_grower_with_histogram_binning(shifted):
     d = shifted
     model = FederatedHistogramRegressor(**SMALL).fit(d.X_train, d.y_train, d.h_train)
-    cfg = dataclasses.replace(FedForestRegressor(**SMALL)._config(), binning="histogram")
+    cfg = dataclasses.replace(
+        FedForestRegressor(privacy="none", **SMALL)._config(), binning="histogram"
+    )
     clients = [
         Client(d.X_train[d.h_train == k], d.y_train[d.h_train == k], name=str(k))
         for k in range(d.n_clients)
@@ -92,7 +94,7 @@ def test_histogram_equals_the_grower_with_histogram_binning(shifted):
     for ours, theirs in zip(model.trees_, result.trees, strict=True):
         np.testing.assert_array_equal(ours.feature, theirs.feature)
         np.testing.assert_array_equal(ours.threshold, theirs.threshold)
-    quantile = FedForestRegressor(**SMALL).fit(d.X_train, d.y_train, d.h_train)
+    quantile = FedForestRegressor(privacy="none", **SMALL).fit(d.X_train, d.y_train, d.h_train)
     assert not all(
         np.array_equal(a.threshold, b.threshold)
         for a, b in zip(model.trees_, quantile.trees_, strict=True)

@@ -28,6 +28,7 @@ def _verification_model(cls, **kw):
     params = dict(
         n_estimators=1,
         bootstrap=False,
+        privacy="none",
         max_features=None,
         n_bins=None,
         max_depth=None,
@@ -161,7 +162,13 @@ def test_root_split_agrees_with_pooled_cart_under_disjoint_supports():
     data = make_paper_synthetic("covariate-shift", random_state=1)
     X, y, h = data.X_train, data.y_train, data.h_train
     ours = ff.FedForestRegressor(
-        n_estimators=1, bootstrap=False, max_features=None, n_bins=100, max_depth=1, random_state=0
+        n_estimators=1,
+        bootstrap=False,
+        max_features=None,
+        n_bins=100,
+        max_depth=1,
+        random_state=0,
+        privacy="none",
     )
     ours.fit(X, y, client_ids=h)
     ref = DecisionTreeRegressor(max_depth=1).fit(X, y)
@@ -175,7 +182,7 @@ def test_root_split_agrees_with_pooled_cart_under_disjoint_supports():
 def test_rounds_are_bounded_by_depth_not_trees(n_estimators):
     data = make_paper_synthetic("homogeneous", n_clients=4, n_per_client=100, random_state=0)
     m = ff.FedForestRegressor(
-        n_estimators=n_estimators, max_depth=5, oob_score=True, random_state=0
+        privacy="none", n_estimators=n_estimators, max_depth=5, oob_score=True, random_state=0
     )
     m.fit(data.X_train, data.y_train, client_ids=data.h_train)
     assert m.communication_.rounds <= 2 * 5 + 3
@@ -193,7 +200,7 @@ def test_upload_grows_with_nodes_not_rows():
         X = rng.normal(size=(n, 6))
         y = X @ rng.normal(size=6) + rng.normal(size=n)
         m = ff.FedForestRegressor(
-            n_estimators=3, max_depth=4, min_samples_leaf=1, random_state=0
+            privacy="none", n_estimators=3, max_depth=4, min_samples_leaf=1, random_state=0
         ).fit(X, y, client_ids=rng.integers(0, 5, n))
         assert all(t.node_count == 31 for t in m.trees_)  # fully grown to depth 4
         sizes.append(m.communication_.upload_bytes)
@@ -204,7 +211,7 @@ def test_upload_grows_with_nodes_not_rows():
 def test_oob_score_equals_central_computation_from_same_trees_and_counts():
     data = make_paper_synthetic("homogeneous", n_clients=3, n_per_client=120, random_state=0)
     X, y, h = data.X_train, data.y_train, data.h_train
-    m = ff.FedForestRegressor(n_estimators=15, oob_score=True, random_state=5)
+    m = ff.FedForestRegressor(privacy="none", n_estimators=15, oob_score=True, random_state=5)
     m.fit(X, y, client_ids=h)
     seed = np.random.RandomState(5).randint(np.iinfo(np.int32).max)
     leaves = m.apply(X)
@@ -226,7 +233,7 @@ def test_regression_accuracy_on_par_with_sklearn():
     for seed in range(3):
         data = make_paper_synthetic("homogeneous", random_state=seed)
         kw = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
-        ours = ff.FedForestRegressor(random_state=seed, n_jobs=2, **kw)
+        ours = ff.FedForestRegressor(privacy="none", random_state=seed, n_jobs=2, **kw)
         ours.fit(data.X_train, data.y_train, client_ids=data.h_train)
         ref = RandomForestRegressor(random_state=seed, n_jobs=2, **kw)
         ref.fit(data.X_train, data.y_train)
@@ -243,7 +250,7 @@ def test_classification_accuracy_on_par_with_sklearn():
         X, y = make_classification(2000, 20, n_informative=8, n_classes=3, random_state=seed)
         h = np.random.default_rng(seed).integers(0, 10, len(y))
         kw = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features="sqrt")
-        ours = ff.FedForestClassifier(random_state=seed, n_jobs=2, **kw)
+        ours = ff.FedForestClassifier(privacy="none", random_state=seed, n_jobs=2, **kw)
         ours.fit(X[:1400], y[:1400], client_ids=h[:1400])
         ref = RandomForestClassifier(random_state=seed, n_jobs=2, **kw).fit(X[:1400], y[:1400])
         diffs.append(ours.score(X[1400:], y[1400:]) - ref.score(X[1400:], y[1400:]))
@@ -254,16 +261,18 @@ def test_tree_batches_and_client_threads_give_the_same_forest():
     data = make_paper_synthetic("homogeneous", n_clients=3, n_per_client=150, random_state=2)
     X, y, h = data.X_train, data.y_train, data.h_train
     params = dict(n_estimators=7, max_depth=5, random_state=1, oob_score=True)
-    ref = ff.FedForestRegressor(**params).fit(X, y, client_ids=h)
-    batched = ff.FedForestRegressor(tree_batch_size=3, **params).fit(X, y, client_ids=h)
+    ref = ff.FedForestRegressor(privacy="none", **params).fit(X, y, client_ids=h)
+    batched = ff.FedForestRegressor(privacy="none", tree_batch_size=3, **params).fit(
+        X, y, client_ids=h
+    )
     _same_forest(ref, batched)
     assert batched.oob_score_ == ref.oob_score_
     # Three batches: each costs its own levels, all after one handshake, then the OOB round.
     assert batched.communication_.rounds > ref.communication_.rounds
     assert batched.communication_.rounds <= 1 + 3 * 2 * 5 + 1
     # One client, two threads splitting its trees: same forest as one thread.
-    one = ff.FedForestRegressor(n_jobs=1, **params).fit(X, y)
-    two = ff.FedForestRegressor(n_jobs=2, **params).fit(X, y)
+    one = ff.FedForestRegressor(privacy="none", n_jobs=1, **params).fit(X, y)
+    two = ff.FedForestRegressor(privacy="none", n_jobs=2, **params).fit(X, y)
     _same_forest(one, two)
 
 
@@ -290,7 +299,7 @@ def test_histogram_binning_uses_fixed_width_edges_between_global_min_and_max():
     data = make_paper_synthetic("homogeneous", n_clients=3, n_per_client=100, random_state=0)
     X, y, h = data.X_train, data.y_train, data.h_train
     cfg = dataclasses.replace(
-        ff.FedForestRegressor(n_estimators=4, random_state=0)._config(),
+        ff.FedForestRegressor(privacy="none", n_estimators=4, random_state=0)._config(),
         binning="histogram",
         n_bins=8,
     )
@@ -316,7 +325,7 @@ def test_integer_statistics_travel_as_int32():
     back[pos] = np.column_stack([counts, sums])
     np.testing.assert_array_equal(np.cumsum(back, axis=0), stats)
     X, y = np.random.default_rng(0).normal(size=(300, 4)), np.arange(300) % 3
-    clf = ff.FedForestClassifier(n_estimators=2, random_state=0).fit(X, y)
+    clf = ff.FedForestClassifier(privacy="none", n_estimators=2, random_state=0).fit(X, y)
     table = clf.communication_.per_round
     b = table[table["kind"] == "round_b"]
     # classification: every statistic is an integer -> 4 bytes per scalar (plus headers)
@@ -330,7 +339,9 @@ def test_local_candidates_find_a_step_between_quantile_candidates():
     x = rng.uniform(size=(600, 1))
     y = (x[:, 0] > 0.3).astype(float)
     h = np.arange(600) % 3
-    kw = dict(n_estimators=1, max_depth=1, bootstrap=False, n_bins=4, max_features=None)
+    kw = dict(
+        n_estimators=1, max_depth=1, bootstrap=False, n_bins=4, max_features=None, privacy="none"
+    )
     exact = ff.FedForestRegressor(random_state=0, **kw).fit(x, y, client_ids=h)
     paper = ff.FedForestRegressor(random_state=0, local_candidates=False, **kw)
     paper.fit(x, y, client_ids=h)
@@ -424,7 +435,14 @@ def test_round_b_sends_each_client_only_the_candidates_of_its_nodes():
     clients = [ff.Client(X[:200], y[:200], name="a"), ff.Client(X[200:], y[200:], name="b")]
     fed = Recording(clients)
     fed.sent = []
-    kw = dict(n_estimators=1, max_depth=2, bootstrap=False, max_features=None, random_state=0)
+    kw = dict(
+        n_estimators=1,
+        max_depth=2,
+        bootstrap=False,
+        max_features=None,
+        random_state=0,
+        privacy="none",
+    )
     model = ff.FedForestRegressor(**kw).fit_federated(fed)
     assert model.trees_[0].feature[0] == 0  # the root separates the clients
     round_b = [r for r in fed.sent if next(iter(r.values())).kind == "round_b"]

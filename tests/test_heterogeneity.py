@@ -48,8 +48,10 @@ def test_multiclass_set_split_is_exhaustive_for_few_categories():
 def test_split_on_client_recovers_outcome_shift_and_marginal_rule():
     data = make_paper_synthetic("outcome-shift", random_state=0)
     kw = dict(n_estimators=30, random_state=0, n_jobs=2)
-    plain = ff.FedForestRegressor(**kw).fit(data.X_train, data.y_train, client_ids=data.h_train)
-    with_h = ff.FedForestRegressor(split_on_client=True, **kw)
+    plain = ff.FedForestRegressor(privacy="none", **kw).fit(
+        data.X_train, data.y_train, client_ids=data.h_train
+    )
+    with_h = ff.FedForestRegressor(privacy="none", split_on_client=True, **kw)
     with_h.fit(data.X_train, data.y_train, client_ids=data.h_train)
     base = _mse(plain.predict(data.X_test), data.y_test)
     routed = _mse(with_h.predict(data.X_test, client_ids=data.h_test), data.y_test)
@@ -98,7 +100,9 @@ def test_marginal_rule_is_the_weighted_mixture_of_both_sides():
 @pytest.mark.parametrize("seed", range(3))
 def test_predict_forest_twins_on_fitted_forests(seed):
     data = make_paper_synthetic("outcome-shift", n_clients=4, n_per_client=80, random_state=seed)
-    m = ff.FedForestRegressor(n_estimators=5, split_on_client=True, random_state=seed)
+    m = ff.FedForestRegressor(
+        privacy="none", n_estimators=5, split_on_client=True, random_state=seed
+    )
     m.fit(data.X_train, data.y_train, client_ids=data.h_train)
     codes = np.where(np.arange(len(data.y_test)) % 3 == 0, -1, data.h_test)
     X = np.column_stack([data.X_test, codes]).astype(float)
@@ -112,7 +116,7 @@ def test_predict_forest_twins_on_fitted_forests(seed):
 
 def test_h_splits_survive_save_load(tmp_path):
     data = make_paper_synthetic("outcome-shift", n_clients=4, n_per_client=80, random_state=0)
-    m = ff.FedForestClassifier(n_estimators=5, split_on_client=True, random_state=0)
+    m = ff.FedForestClassifier(privacy="none", n_estimators=5, split_on_client=True, random_state=0)
     y = (data.y_train > 0).astype(int)
     m.fit(data.X_train, y, client_ids=data.h_train)
     m.save(tmp_path / "m.ffm")
@@ -129,8 +133,10 @@ def test_h_splits_survive_save_load(tmp_path):
 def test_h_split_costs_no_extra_round_or_upload():
     data = make_paper_synthetic("outcome-shift", n_clients=5, n_per_client=100, random_state=0)
     kw = dict(n_estimators=3, max_depth=1, random_state=0, max_features=None)
-    a = ff.FedForestRegressor(**kw).fit(data.X_train, data.y_train, client_ids=data.h_train)
-    b = ff.FedForestRegressor(split_on_client=True, **kw)
+    a = ff.FedForestRegressor(privacy="none", **kw).fit(
+        data.X_train, data.y_train, client_ids=data.h_train
+    )
+    b = ff.FedForestRegressor(privacy="none", split_on_client=True, **kw)
     b.fit(data.X_train, data.y_train, client_ids=data.h_train)
     # Depth 1: same requests and replies, whichever split wins.
     assert b.communication_.rounds == a.communication_.rounds
@@ -152,7 +158,12 @@ def _city_data(n=1500, seed=0):
 def test_categorical_split_groups_categories_by_mean():
     frame, y, h = _city_data()
     m = ff.FedForestRegressor(
-        n_estimators=1, bootstrap=False, max_features=None, max_depth=1, random_state=0
+        n_estimators=1,
+        bootstrap=False,
+        max_features=None,
+        max_depth=1,
+        random_state=0,
+        privacy="none",
     ).fit(frame, y, client_ids=h)
     tree = m.trees_[0]
     assert tree.feature[0] == 0  # the city column, not x
@@ -216,7 +227,13 @@ def _one_client_round_b_scalars(**kw):
     X = rng.normal(size=(4000, 12))
     y = X[:, 0] + X[:, 1] ** 2 + rng.normal(size=4000)
     m = ff.FedForestRegressor(
-        n_estimators=1, max_depth=1, bootstrap=False, n_bins=16, random_state=0, **kw
+        n_estimators=1,
+        max_depth=1,
+        bootstrap=False,
+        n_bins=16,
+        random_state=0,
+        privacy="none",
+        **kw,
     ).fit(X, y)
     table = m.communication_.per_round
     return int(table.loc[table["kind"] == "round_b", "upload_scalars"].sum())
@@ -237,7 +254,7 @@ def test_round_b_upload_matches_appendix_a_formulas():
 
 def test_avgimp_topl_and_client_fraction_train_sensible_forests():
     data = make_paper_synthetic("homogeneous", random_state=0)
-    ref = ff.FedForestRegressor(n_estimators=20, random_state=0)
+    ref = ff.FedForestRegressor(privacy="none", n_estimators=20, random_state=0)
     ref.fit(data.X_train, data.y_train, client_ids=data.h_train)
     base = _mse(ref.predict(data.X_test), data.y_test)
     for kw in (
@@ -246,7 +263,7 @@ def test_avgimp_topl_and_client_fraction_train_sensible_forests():
         dict(split_rule="avgimp", top_l=3),
         dict(client_fraction=0.5),
     ):
-        m = ff.FedForestRegressor(n_estimators=20, random_state=0, **kw)
+        m = ff.FedForestRegressor(privacy="none", n_estimators=20, random_state=0, **kw)
         m.fit(data.X_train, data.y_train, client_ids=data.h_train)
         assert _mse(m.predict(data.X_test), data.y_test) < 1.25 * base, kw
         assert m.communication_.rounds <= 2 * 8 + 3
@@ -260,7 +277,7 @@ def test_client_fraction_gives_excluded_clients_zero_weight_per_tree():
     rank = np.concatenate([np.arange(c) for c in np.bincount(data.h_train)])
     keep = rank < 20 + 8 * data.h_train
     X, y, h = data.X_train[keep], data.y_train[keep], data.h_train[keep]
-    kw = dict(n_estimators=6, client_fraction=0.5, bootstrap=False, random_state=0)
+    kw = dict(n_estimators=6, client_fraction=0.5, bootstrap=False, random_state=0, privacy="none")
     m = ff.FedForestRegressor(**kw).fit(X, y, client_ids=h)
     n_rows = np.bincount(h)
     sizes = {int(n_rows[list(c)].sum()) for c in combinations(range(6), 3)}
@@ -285,13 +302,20 @@ def test_diagnostics_detect_each_shift_and_auto_records_its_choice():
     p = {}
     for setting in ("homogeneous", "covariate-shift", "outcome-shift"):
         data = make_paper_synthetic(setting, random_state=1)
-        report = diagnose(data.X_train, data.y_train, data.h_train, n_estimators=20, random_state=1)
+        report = diagnose(
+            data.X_train,
+            data.y_train,
+            data.h_train,
+            n_estimators=20,
+            random_state=1,
+            privacy="none",
+        )
         p[setting] = (report.covariate_shift_pvalue, report.outcome_heterogeneity_pvalue)
         assert "covariate shift" in str(report)
     assert p["covariate-shift"][0] < 0.01 and p["outcome-shift"][1] < 0.01
     assert min(p["homogeneous"]) > 0.05
     data = make_paper_synthetic("outcome-shift", random_state=1)
-    auto = ff.FedForestRegressor(n_estimators=10, split_rule="auto", random_state=1)
+    auto = ff.FedForestRegressor(privacy="none", n_estimators=10, split_rule="auto", random_state=1)
     auto.fit(data.X_train, data.y_train, client_ids=data.h_train)
     assert auto.split_rule_ == "exact" and auto.diagnostics_.outcome_heterogeneity
     assert any((t.feature == data.X_train.shape[1]).any() for t in auto.trees_)

@@ -114,7 +114,7 @@ def test_round_trip_integer_labels_and_federated_fit(tmp_path: Path) -> None:
 
 def test_nan_oob_score_round_trips(tmp_path: Path) -> None:
     X, _ = regression_frame()
-    model = FedForestRegressor(n_estimators=20, oob_score=True, random_state=0)
+    model = FedForestRegressor(privacy="none", n_estimators=20, oob_score=True, random_state=0)
     model.fit(X, np.full(X.shape[0], 3.0))  # constant target: R^2 is undefined
     assert np.isnan(model.oob_score_)
     model.save(tmp_path / "nan.ffm")

@@ -144,8 +144,9 @@ def build_estimator(
     if method in _FEDFOREST_VARIANTS:
         cls_ff: Any = FedForestRegressor if reg else FedForestClassifier
         try:
-            # The paper's protocol: quantile candidates only (no local candidates).
-            variant = {"local_candidates": False, **_FEDFOREST_VARIANTS[method]}
+            # The paper's protocol (privacy="none"): quantile candidates only (no local
+            # candidates), per-client statistics for the H and AvgImp variants.
+            variant = {"local_candidates": False, "privacy": "none", **_FEDFOREST_VARIANTS[method]}
             return cls_ff(n_bins=N_BINS, **params, **variant)
         except TypeError as exc:
             raise NotAvailableError(f"not available yet: {exc}") from exc

@@ -261,7 +261,8 @@ class _HistogramMixin:
                 "The Federated Histogram baseline does not split on the client index; got "
                 "split_on_client=True. Set it to False."
             )
-        return dataclasses.replace(cfg, binning="histogram")
+        # The baseline sends each client's minimum and maximum: the paper's protocol only.
+        return dataclasses.replace(cfg, binning="histogram", privacy="none")
 
 
 class FederatedHistogramRegressor(_HistogramMixin, FedForestRegressor):

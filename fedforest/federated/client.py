@@ -29,11 +29,14 @@ from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stat
 from ..tree.apply import predict_forest
 from . import client_kernels as K
 from .categorical import encode, read_features, sort_categories
+from .client_secure import SecureParty
 from .client_sketch import fine_codes, sketch_pairs
 from .criteria import CRITERION_CODES, weighted_gain
 from .protocol import (
+    GRID,
     HANDSHAKE,
     OOB,
+    RECOVER,
     ROUND_A,
     ROUND_B,
     Message,
@@ -45,13 +48,20 @@ from .protocol import (
 __all__ = ["Client", "bootstrap_counts"]
 
 
-def bootstrap_counts(seed: int, tree: int, name: str, n: int) -> NDArray[np.int64]:
+def bootstrap_counts(
+    seed: int, tree: int, name: str, n: int, secret: int | None = None
+) -> NDArray[np.int64]:
     """Client-stratified bootstrap: how often each of the client's rows is drawn.
 
     Seeded from (random_state, tree index, client name) so that the same forest comes out
-    whatever the transport or client order. Row ``i`` is drawn ``counts[i]`` times.
+    whatever the transport or client order. Row ``i`` is drawn ``counts[i]`` times. Under
+    ``privacy="secure"`` the client adds a ``secret`` of its own (derived from its data), so
+    that the server, which knows the seed, cannot recompute the draws.
     """
-    rng = np.random.default_rng([seed, tree, zlib.crc32(name.encode("utf-8"))])
+    words = [seed, tree, zlib.crc32(name.encode("utf-8"))]
+    if secret is not None:
+        words += [secret & 0xFFFFFFFFFFFFFFFF, secret >> 64]
+    rng = np.random.default_rng(words)
     return np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.int64)
 
 
@@ -78,6 +88,7 @@ class _Fit:
     criterion: str = "squared_error"
     local_candidates: bool = False
     min_rows: int = 1
+    secure: bool = False
 
 
 class Client:
@@ -129,6 +140,9 @@ class Client:
         #: Threads for this client's kernels (set by LocalFederation from its ``n_jobs``).
         self.n_threads = 1
         self.oob_prediction_: NDArray[np.float64] | None = None
+        #: Keys and masked answers of a fit under ``privacy="secure"`` (set by the handshake).
+        self._secure: SecureParty | None = None
+        self._fit_secure = False
 
     @property
     def n_samples(self) -> int:
@@ -148,10 +162,23 @@ class Client:
             ROUND_A: self._round_a,
             ROUND_B: self._round_b,
             OOB: self._oob,
+            GRID: self._grid,
+            RECOVER: self._recover,
         }
         if msg.kind not in handlers:
             raise ValueError(f"Client {self.name!r} got an unknown message kind {msg.kind!r}.")
         return handlers[msg.kind](msg)
+
+    def _secure_party(self) -> SecureParty:
+        if self._secure is None:
+            raise ValueError(f"Client {self.name!r}: a secure round before a secure handshake.")
+        return self._secure
+
+    def _grid(self, msg: Message) -> Message:
+        return self._secure_party().grid(msg)
+
+    def _recover(self, msg: Message) -> Message:
+        return self._secure_party().recover(msg)
 
     def _handshake(self, msg: Message) -> Message:
         header: dict[str, Any] = {
@@ -161,7 +188,11 @@ class Client:
             "feature_names": self.feature_names,
         }
         arrays: dict[str, NDArray[Any]] = {}
-        if msg.header.get("ranges"):
+        self._secure = None
+        if msg.header.get("privacy") == "secure":
+            self._secure = SecureParty(self)
+            arrays["public_key"] = np.frombuffer(self._secure.keys.public_bytes, dtype=np.uint8)
+        elif msg.header.get("ranges"):
             # Only the federated-histogram baseline asks: per-feature min and max.
             arrays = {"feature_min": self.X.min(axis=0), "feature_max": self.X.max(axis=0)}
         header["categories"] = {
@@ -196,6 +227,10 @@ class Client:
             uniq, inv = np.unique(self.y_raw, return_inverse=True)
             y = np.array([index[u] for u in uniq.tolist()], dtype=np.float64)[inv]
             n_classes = len(classes)
+        if setup.get("privacy") == "secure":
+            secure = self._secure_party()
+            if n_classes == 0:
+                y = secure.standardise(setup, y)
         self._encode_categories(setup.get("categories") or {})
         clients = setup.get("clients") or []
         first_tree = int(setup.get("first_tree", 0))
@@ -229,6 +264,8 @@ class Client:
         fit.criterion = setup.get("criterion", "squared_error")
         fit.local_candidates = bool(setup.get("local_candidates", False)) and fit.send_sketch
         fit.min_rows = int(setup.get("min_samples_leaf", 1))
+        fit.secure = setup.get("privacy") == "secure"
+        self._fit_secure = fit.secure
         return fit
 
     def _encode_categories(self, categories: dict[str, list[Any]]) -> None:
@@ -251,7 +288,8 @@ class Client:
             return np.zeros(self.n_samples, dtype=np.int64)
         if not bootstrap:
             return np.ones(self.n_samples, dtype=np.int64)
-        return bootstrap_counts(seed, tree, self.name, self.n_samples)
+        secret = self._secure.secret if self._secure is not None else None
+        return bootstrap_counts(seed, tree, self.name, self.n_samples, secret)
 
     def _blocks(self, fit: _Fit) -> list[tuple[int, int]]:
         """Contiguous tree ranges of about equal row counts, one per thread."""
@@ -296,6 +334,9 @@ class Client:
             (n_slots, n_stats("classification" if fit.n_classes else "regression", fit.n_classes))
         )
         K.node_summaries(fit.rows, fit.w, fit.slot, fit.y, fit.n_classes, summary)
+        fit.summary = summary
+        if fit.secure:
+            return self._secure_party().round_a(msg, fit, summary)
         arrays: dict[str, NDArray[Any]] = {"summary": summary}
         # A client answers only for the nodes it has rows in; the server reads which from
         # the summaries, so empty nodes cost nothing on the wire.
@@ -389,6 +430,8 @@ class Client:
     # ------------------------------------------------------------------ Round B
     def _round_b(self, msg: Message) -> Message:
         fit = self._state()
+        if fit.secure:
+            return self._secure_party().round_b(msg, fit)
         assert fit.pair_off is not None and fit.pair_feat is not None
         assert fit.pair_present is not None and fit.summary is not None
         n_pairs = int(fit.pair_off[-1])
@@ -539,8 +582,15 @@ class Client:
         if n_classes:
             sums = [scored.sum(), np.sum(np.argmax(pred[scored], axis=1) == y)]
         else:
-            sums = [scored.sum(), np.sum((y - pred[scored, 0]) ** 2), y.sum(), np.sum(y * y)]
+            p = pred[scored, 0]
+            if self._secure is not None and self._fit_secure:
+                # Targets are standardised under "secure": so are the errors (R^2 unchanged).
+                p = (p - self._secure.y_center) / self._secure.y_scale
+            sums = [scored.sum(), np.sum((y - p) ** 2), y.sum(), np.sum(y * y)]
         arrays = {"oob_sums": np.asarray(sums, dtype=np.float64)}
+        if self._secure is not None and self._fit_secure:
+            self.finish()
+            return self._secure.oob(msg, arrays["oob_sums"], n_classes)
         losses = self._row_losses(pred, y_all, n_classes)
         if msg.header.get("compare_to") in self._oob_losses:
             # Paired out-of-bag losses (diagnostics): only their sums leave the client.

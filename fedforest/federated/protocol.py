@@ -33,7 +33,11 @@ HANDSHAKE = "handshake"
 ROUND_A = "round_a"
 ROUND_B = "round_b"
 OOB = "oob"
-KINDS = (HANDSHAKE, ROUND_A, ROUND_B, OOB)
+#: ``privacy="secure"``: the pooled-grid rounds after the handshake, and the survivors'
+#: mask corrections after a client dropped out mid-round.
+GRID = "grid"
+RECOVER = "recover"
+KINDS = (HANDSHAKE, ROUND_A, ROUND_B, OOB, GRID, RECOVER)
 
 
 @dataclass

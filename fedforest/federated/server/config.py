@@ -55,6 +55,11 @@ class GrowerConfig:
     oob_compare_to: str | None = None
     #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.
     on_client_failure: str = "raise"
+    #: "none": the paper's protocol (per-client sketches and statistics reach the server);
+    #: "secure": masked sums over clients only, none over fewer than min_aggregate_rows rows.
+    privacy: str = "none"
+    #: Under "secure": the fewest rows any released sum covers (None: max(10, 2 * leaf)).
+    min_aggregate_rows: int | None = None
 
     @property
     def uses_local_candidates(self) -> bool:

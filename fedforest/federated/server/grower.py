@@ -22,9 +22,12 @@ from ..categorical import sort_categories
 from ..criteria import impurity, leaf_value
 from ..failure import DropFailedClients
 from ..federation import Federation
+from ..privacy.rules import default_min_rows
 from ..protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, CommunicationLedger, Message, expect_array
+from . import secure
 from .config import ForestResult, GrowerConfig
 from .level import candidates, category_counts, round_b_splits, shortlist
+from .rounds import exchange as _exchange
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
 
 __all__ = ["GrowerConfig", "ForestResult", "grow_forest"]
@@ -94,31 +97,14 @@ def resolve_max_features(max_features: Any, n_features: int) -> int:
     return max(1, int(float(max_features) * n_features))
 
 
-def _broadcast(fed: Federation, msg: Message) -> dict[str, Message]:
-    return {name: msg for name in fed.client_names}
-
-
-def _exchange(
-    fed: Federation, ledger: CommunicationLedger, msg: Message | dict[str, Message]
-) -> list[tuple[str, Message]]:
-    """One round: the same request to every client, or one per client (by name).
-
-    Replies come back in canonical (sorted) order.
-    """
-    requests = _broadcast(fed, msg) if isinstance(msg, Message) else msg
-    kind = next(iter(requests.values())).kind
-    replies = fed.send_and_receive(requests, ledger.rounds)
-    # Clients dropped in this round (on_client_failure="drop") are no longer expected.
-    missing = sorted(set(fed.client_names) - set(replies))
-    if missing:
-        raise ValueError(f"Client {missing[0]!r} did not answer round {ledger.rounds} ({kind}).")
-    ledger.record(kind, requests, replies)
-    return [(name, replies[name]) for name in sorted(replies)]
-
-
 def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -> dict[str, Any]:
     """Check that the clients' schemas agree; fix the global class list."""
-    request = {"task": cfg.task, "ranges": cfg.binning == "histogram", "target": cfg.target}
+    request = {
+        "task": cfg.task,
+        "ranges": cfg.binning == "histogram",
+        "target": cfg.target,
+        "privacy": cfg.privacy,
+    }
     replies = _exchange(fed, ledger, Message(HANDSHAKE, request))
     first_name, first = replies[0]
     d, names = first.header["n_features"], first.header["feature_names"]
@@ -163,6 +149,7 @@ def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) 
         "feature_names": names,
         "classes": classes,
         "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
+        "public_keys": secure.public_keys(replies) if cfg.privacy == "secure" else {},
     }
 
 
@@ -274,8 +261,18 @@ def _setup_header(
         "top_l": cfg.top_l,
         "criterion": cfg.criterion,
         "target": cfg.target,
+        "privacy": cfg.privacy,
+        **_secure_setup(schema),
         **_client_sample(cfg, len(schema["clients"]), first, n_trees),
     }
+
+
+def _secure_setup(schema: dict[str, Any]) -> dict[str, Any]:
+    """Under "secure": the pooled standardisation of the targets the clients apply."""
+    state = schema.get("secure")
+    if state is None:
+        return {}
+    return {"y_center": state.y_center, "y_scale": state.y_scale}
 
 
 def _client_sample(cfg: GrowerConfig, n_clients: int, first: int, n_trees: int) -> dict[str, Any]:
@@ -334,6 +331,10 @@ def _level(
         "pair_feat": pair_feat,
     }
     header = {**header, "n_prev_slots": int(routes["route_feature"].size) if routes else 0}
+    if cfg.privacy == "secure":
+        return _secure_level(
+            fed, cfg, ledger, builders, frontier, {**routes, **arrays}, header, ctx
+        )
     replies, summaries = _round_a(fed, ledger, header, routes, arrays, n_slots, s)
     pooled = _pool_node_stats(builders, frontier, summaries)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
@@ -394,6 +395,42 @@ def _level(
             min_impurity_decrease=cfg.min_impurity_decrease,
         )
     return _apply_splits(cfg, builders, frontier, best, ctx)
+
+
+def _secure_level(
+    fed: Federation,
+    cfg: GrowerConfig,
+    ledger: CommunicationLedger,
+    builders: list[_TreeBuilder],
+    frontier: _Frontier,
+    arrays: dict[str, NDArray[Any]],
+    header: dict[str, Any],
+    ctx: dict[str, Any],
+) -> tuple[_Frontier, dict[str, NDArray[Any]]]:
+    """One level under "secure": masked rounds, pooled statistics only (see secure.py)."""
+    state: secure.SecureState = ctx["secure"]
+    expected = state.n_rows * (0.632 if cfg.bootstrap else 1.0)  # a root's distinct rows
+    node_rows = np.array(
+        [
+            builders[t].stats[node][STAT_ROWS] if builders[t].stats[node].size else expected
+            for t, node in zip(frontier.tree, frontier.node, strict=True)
+        ]
+    )
+    n_slots = frontier.tree.size
+    ctx["secure_slots"] = (frontier.tree + ctx["first_tree"], frontier.node)
+    level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_rows)
+    pooled = _pool_node_stats(builders, frontier, level.pooled[None])
+    splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
+    root_w = np.array([builders[t].stats[0][STAT_WEIGHT] for t in frontier.tree])
+    pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
+    best = BestSplits.none(n_slots, ctx["n_stats"])
+    if pair_feat.size:
+        best = secure.round_b(fed, ledger, cfg, ctx, level, pair_off, pair_feat, splittable, root_w)
+        best = _only_splittable(best, splittable)
+    secure.keep_histograms(state, level, pair_off, pair_feat, ctx["n_categories"])
+    nxt, routes = _apply_splits(cfg, builders, frontier, best, ctx)
+    secure.advance(state, best, routes)
+    return nxt, routes
 
 
 def _round_b_requests(
@@ -545,6 +582,8 @@ def _grow_batch(
     for b in builders:
         b.add(None)
     n = len(builders)
+    if "secure" in ctx:
+        ctx["secure"].start_batch(n, ctx["d"])
     frontier = _Frontier(np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), 0)
     routes: dict[str, NDArray[Any]] = {}
     header: dict[str, Any] = {"setup": setup}
@@ -556,6 +595,11 @@ def _grow_batch(
 
 def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
     """Train a federated forest through ``fed`` and return its trees and ledger."""
+    if cfg.privacy == "secure":
+        secure.check_config(cfg)
+        m = cfg.min_aggregate_rows or default_min_rows(cfg.min_samples_leaf)
+        # Every released sum covers at least m rows: so does every leaf.
+        cfg = replace(cfg, min_aggregate_rows=m, min_samples_leaf=max(cfg.min_samples_leaf, m))
     if cfg.on_client_failure == "drop":
         fed = DropFailedClients(fed)
     ledger = CommunicationLedger()
@@ -573,6 +617,10 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         "edges": schema["edges"],
         "clients": schema["clients"],
     }
+    if cfg.privacy == "secure":
+        ctx["secure"] = schema["secure"] = secure.setup_grids(
+            fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
+        )
     builders = [_TreeBuilder() for _ in range(cfg.n_estimators)]
     batch = cfg.tree_batch_size or cfg.n_estimators
     n_levels = (cfg.max_depth or 0) * -(-cfg.n_estimators // batch)
@@ -585,6 +633,7 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
                 **ctx,
                 "rngs": ctx["rngs"][first:last],
                 "importances": ctx["importances"][first:last],
+                "first_tree": first,
             }
             _grow_batch(
                 fed,
@@ -663,8 +712,11 @@ def _oob_round(
         },
     )
     width = 2 if cfg.task == "classification" else 4
-    replies = _exchange(fed, ledger, msg)
-    sums = _sum_in_order(replies, "oob_sums", (width,))
+    if cfg.privacy == "secure":
+        sums = secure.oob_sums(fed, ledger, msg, width, cfg.task == "classification")
+    else:
+        replies = _exchange(fed, ledger, msg)
+        sums = _sum_in_order(replies, "oob_sums", (width,))
     if cfg.oob_compare_to:
         result.paired_sums = _sum_in_order(replies, "paired_sums", (4,))
     n_scored = int(sums[0])

@@ -8,8 +8,10 @@ slots, the sampled features, the fine codes of its values) is written to the run
 itself is not: the ClientApp reads its file again.
 
 The state is the client's private attributes ``_fit`` (a dataclass of arrays and
-scalars), ``_oob_setup`` and ``_codes`` (tuples); they are encoded generically, field by
-field, so that a field added to the client's state travels without a change here.
+scalars), ``_oob_setup`` and ``_codes`` (tuples), and under ``privacy="secure"`` its
+masking keys and bootstrap secret (``_secure``; they never leave the SuperNode); they are
+encoded generically, field by field, so that a field added to the client's state travels
+without a change here.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from numpy.typing import NDArray
 
 from ...federated.client import Client, _Fit
+from ...federated.client_secure import SecureParty
 from ._codec import pack_arrays, unpack_arrays
 
 __all__ = ["clear_state", "load_state", "save_state", "state_seq"]
 
 STATE_CONFIG = "fedforest.client"
 STATE_ARRAYS = "fedforest.client.arrays"
-_FIELDS = ("_fit", "_oob_setup", "_codes")
+_FIELDS = ("_fit", "_oob_setup", "_codes", "_fit_secure", "_secure")
 
 
 def save_state(client: Client, state: RecordDict, seq: int) -> None:
@@ -63,7 +66,8 @@ def load_state(client: Client, state: RecordDict) -> int:
     buffer = state.array_records[STATE_ARRAYS]["packed"].numpy()
     arrays = unpack_arrays(meta["layout"], buffer, "the SuperNode state")
     for name in _FIELDS:
-        setattr(client, name, _decode(meta["tree"][name], arrays))
+        if name in meta["tree"]:
+            setattr(client, name, _decode(meta["tree"][name], arrays, client))
     return int(meta["seq"])
 
 
@@ -93,20 +97,24 @@ def _encode(value: Any, arrays: dict[str, NDArray[Any]]) -> Any:
         return {"a": key}
     if isinstance(value, _Fit):
         return {"fit": {f.name: _encode(getattr(value, f.name), arrays) for f in _fields()}}
+    if isinstance(value, SecureParty):
+        return {"secure": _encode(value.to_state(), arrays)}
     if isinstance(value, (tuple, list)):
         return {"t": [_encode(v, arrays) for v in value]}
     raise TypeError(f"Cannot keep a {type(value).__name__} in the client state.")
 
 
-def _decode(node: dict[str, Any], arrays: dict[str, NDArray[Any]]) -> Any:
+def _decode(node: dict[str, Any], arrays: dict[str, NDArray[Any]], client: Client) -> Any:
     """Inverse of :func:`_encode`."""
+    if "secure" in node:
+        return SecureParty.from_state(client, _decode(node["secure"], arrays, client))
     if "v" in node:
         return node["v"]
     if "a" in node:
         return np.array(arrays[node["a"]])  # a copy: kernels may write into it
     if "fit" in node:
-        return _Fit(**{name: _decode(v, arrays) for name, v in node["fit"].items()})
-    return tuple(_decode(v, arrays) for v in node["t"])
+        return _Fit(**{name: _decode(v, arrays, client) for name, v in node["fit"].items()})
+    return tuple(_decode(v, arrays, client) for v in node["t"])
 
 
 def _fields() -> tuple[dataclasses.Field[Any], ...]:

@@ -1,0 +1,238 @@
+"""The client's half of ``privacy="secure"``: masked answers, never a data value.
+
+Under ``"secure"`` a client answers every round the server adds up with integer arrays
+(fixed point for real values) plus its pairwise masks (:mod:`.privacy.secagg`), so the
+server sees only sums over clients. It never sends a data value: instead of quantile
+sketches it sends counts on grids the server placed from pooled information, and its
+regression targets are standardised with pooled constants before any sum leaves it.
+Its bootstrap is seeded with a secret derived from its own data, so the server cannot
+recompute which rows a tree drew (the forest stays reproducible: the secret is a
+function of the data).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._common import STAT_ROWS, STAT_WEIGHT, n_stats
+from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed
+from .protocol import GRID, OOB, RECOVER, ROUND_A, ROUND_B, Message, expect_array
+
+if TYPE_CHECKING:
+    from .client import Client, _Fit
+
+__all__ = ["MOMENT_FRAC_BITS", "SecureParty", "stat_frac_bits"]
+
+#: Fractional bits of the grid moments of asinh(x) (a grid needs no more resolution).
+MOMENT_FRAC_BITS = 16
+
+
+def stat_frac_bits(n_classes: int) -> NDArray[np.int64]:
+    """Fractional bits per column of the additive statistics (counts are exact integers)."""
+    s = n_stats("classification" if n_classes else "regression", n_classes)
+    bits = np.zeros(s, dtype=np.int64)
+    if not n_classes:
+        bits[2:] = FRAC_BITS  # sum of w z and w z^2 (standardised targets)
+    return bits
+
+
+def data_secret(X: NDArray[np.float64], y: NDArray[Any], name: str) -> int:
+    """A 128-bit secret from the client's own data (seeds its bootstrap under "secure")."""
+    h = hashlib.sha256()
+    h.update(name.encode("utf-8"))
+    h.update(np.ascontiguousarray(X, dtype=np.float64).tobytes())
+    h.update("\x00".join(map(str, np.asarray(y).tolist())).encode("utf-8"))
+    return int.from_bytes(h.digest()[:16], "little")
+
+
+class SecureParty:
+    """A client's keys and masked answers for one fit under ``privacy="secure"``."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.keys = MaskingKeys(client.name)
+        self.secret = data_secret(client.X, client.y_raw, client.name)
+        self.y_center = 0.0
+        self.y_scale = 1.0
+
+    # ------------------------------------------------------------------ state
+    def to_state(self) -> tuple[Any, ...]:
+        """The party as plain values and byte arrays (kept by the client between messages)."""
+        private, pair = self.keys.export()
+        names = sorted(pair)
+        return (
+            np.frombuffer(private, dtype=np.uint8).copy(),
+            "\x00".join(names),
+            np.frombuffer(b"".join(pair[n] for n in names), dtype=np.uint8).copy(),
+            str(self.secret),
+            self.y_center,
+            self.y_scale,
+        )
+
+    @classmethod
+    def from_state(cls, client: Client, state: tuple[Any, ...]) -> SecureParty:
+        """Inverse of :meth:`to_state`."""
+        private, names, keys, secret, center, scale = state
+        peers = [n for n in str(names).split("\x00") if n]
+        raw = np.asarray(keys, dtype=np.uint8).tobytes()
+        if len(raw) != 32 * len(peers) or np.asarray(private).size != 32:
+            raise ValueError(f"Client {client.name!r}: corrupt secure state.")
+        party = cls.__new__(cls)
+        party.client = client
+        pair = {n: raw[32 * i : 32 * (i + 1)] for i, n in enumerate(peers)}
+        party.keys = MaskingKeys.restore(client.name, np.asarray(private).tobytes(), pair)
+        party.secret = int(secret)
+        party.y_center, party.y_scale = float(center), float(scale)
+        return party
+
+    # ------------------------------------------------------------------ masking
+    def _masked(self, msg: Message, kind: str, arrays: dict[str, NDArray[np.uint64]]) -> Message:
+        sec = msg.header.get("secagg")
+        if not isinstance(sec, dict) or "tag" not in sec or "peers" not in sec:
+            raise ValueError(
+                f"Client {self.client.name!r}: a secure round without its secagg header."
+            )
+        peers = [str(p) for p in sec["peers"]]
+        return Message(
+            kind, {"name": self.client.name}, self.keys.mask(arrays, peers, int(sec["tag"]))
+        )
+
+    def recover(self, msg: Message) -> Message:
+        """The masks this client added for the dropped peers in one round (per array)."""
+        shapes = {str(k): tuple(int(v) for v in s) for k, s in msg.header["shapes"].items()}
+        dropped = [str(d) for d in msg.header["dropped"]]
+        arrays = self.keys.correction(shapes, dropped, int(msg.header["tag"]))
+        return Message(RECOVER, {"name": self.client.name}, arrays)
+
+    # ------------------------------------------------------------------ grid rounds
+    def grid(self, msg: Message) -> Message:
+        """Pooled-grid rounds: moments of asinh(x) (and of y), then counts on a grid."""
+        c = self.client
+        if "public_keys" in msg.header:
+            publics = {str(k): bytes.fromhex(str(v)) for k, v in msg.header["public_keys"].items()}
+            self.keys.agree(publics)
+        feats = expect_array(msg, "features", "i", (None,), "server").astype(np.int64)
+        if feats.size and (feats.min() < 0 or feats.max() >= c.X.shape[1]):
+            raise ValueError(f"Client {c.name!r}: grid features out of range.")
+        x = c.X[:, feats]
+        if msg.header.get("stage") == "moments":
+            a = np.arcsinh(x)
+            moments = np.column_stack(
+                [np.full(feats.size, float(c.n_samples)), a.sum(axis=0), (a * a).sum(axis=0)]
+            )
+            arrays = {"moments": to_fixed(moments, MOMENT_FRAC_BITS)}
+            if msg.header.get("target_moments"):
+                ay = np.arcsinh(c.y_raw.astype(np.float64))
+                y_mom = np.array([[float(c.n_samples), ay.sum(), (ay * ay).sum()]])
+                arrays["y_moments"] = to_fixed(y_mom, MOMENT_FRAC_BITS)
+            return self._masked(msg, GRID, arrays)
+        edges = expect_array(msg, "edges", "f", (feats.size, None), "server")
+        cum = np.empty(edges.shape)
+        for i in range(feats.size):
+            xs = np.sort(x[:, i])
+            cum[i] = np.searchsorted(xs, edges[i], side="right")
+        return self._masked(msg, GRID, {"hist": to_fixed(cum, 0)})
+
+    # ------------------------------------------------------------------ set-up
+    def standardise(self, setup: dict[str, Any], y: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Regression targets as the sums carry them: ``z = (y - center) / scale``."""
+        self.y_center = float(setup.get("y_center", 0.0))
+        self.y_scale = float(setup.get("y_scale", 1.0))
+        if not np.isfinite(self.y_center) or not self.y_scale > 0 or not np.isfinite(self.y_scale):
+            raise ValueError(
+                f"Client {self.client.name!r}: invalid target standardisation from the server "
+                f"(center {self.y_center!r}, scale {self.y_scale!r})."
+            )
+        return np.asarray((y - self.y_center) / self.y_scale)
+
+    # ------------------------------------------------------------------ rounds A and B
+    def round_a(self, msg: Message, fit: _Fit, summary: NDArray[np.float64]) -> Message:
+        """Masked node summaries and cumulative counts at every pair's grid edges."""
+        assert fit.pair_off is not None
+        n_pairs = int(fit.pair_off[-1])
+        grid_off = expect_array(msg, "grid_off", "i", (n_pairs + 1,), "server").astype(np.int64)
+        grid = expect_array(msg, "grid", "f", (int(grid_off[-1]),), "server")
+        _check_offsets(grid_off, "grid_off", self.client.name)
+        cum = self.client._left_stats(fit, grid_off, grid)[:, [STAT_ROWS, STAT_WEIGHT]]
+        arrays = {
+            "summary": to_fixed(summary, stat_frac_bits(fit.n_classes)),
+            "hist": to_fixed(cum, 0),
+        }
+        return self._masked(msg, ROUND_A, arrays)
+
+    def round_b(self, msg: Message, fit: _Fit) -> Message:
+        """Masked left statistics at every candidate and per-group category statistics."""
+        assert fit.pair_off is not None and fit.pair_feat is not None
+        c = self.client
+        n_pairs = int(fit.pair_off[-1])
+        cand_off = expect_array(msg, "cand_off", "i", (n_pairs + 1,), "server").astype(np.int64)
+        cand = expect_array(msg, "cand", "f", (int(cand_off[-1]),), "server")
+        _check_offsets(cand_off, "cand_off", c.name)
+        left = c._left_stats(fit, cand_off, cand)
+        group_pair = expect_array(msg, "group_pair", "i", (None,), "server").astype(np.int64)
+        group_off = expect_array(msg, "group_off", "i", (group_pair.size + 1,), "server")
+        group_map = expect_array(msg, "group_map", "i", (int(group_off[-1]),), "server")
+        n_groups = expect_array(msg, "n_groups", "i", (group_pair.size,), "server")
+        if group_pair.size and (group_pair.min() < 0 or group_pair.max() >= n_pairs):
+            raise ValueError(f"Client {c.name!r}: group pairs out of range.")
+        stats = self._group_stats(fit, group_pair, group_off.astype(np.int64), group_map, n_groups)
+        bits = stat_frac_bits(fit.n_classes)
+        arrays = {"left": to_fixed(left, bits), "group_stats": to_fixed(stats, bits)}
+        return self._masked(msg, ROUND_B, arrays)
+
+    def _group_stats(
+        self,
+        fit: _Fit,
+        group_pair: NDArray[np.int64],
+        group_off: NDArray[np.int64],
+        group_map: NDArray[Any],
+        n_groups: NDArray[Any],
+    ) -> NDArray[np.float64]:
+        """Statistics of each category group of each categorical pair (its node's rows)."""
+        assert fit.pair_off is not None and fit.pair_feat is not None
+        s = n_stats("classification" if fit.n_classes else "regression", fit.n_classes)
+        g_off = np.zeros(group_pair.size + 1, dtype=np.int64)
+        np.cumsum(n_groups, out=g_off[1:])
+        out = np.zeros((int(g_off[-1]), s))
+        if not group_pair.size:
+            return out
+        pair_node = np.repeat(np.arange(fit.pair_off.size - 1), np.diff(fit.pair_off))
+        active = fit.slot >= 0
+        for i, p in enumerate(group_pair):
+            node = pair_node[p]
+            here = active & (fit.slot == node)
+            rows, w = fit.rows[here], fit.w[here]
+            codes = self.client.Xt[int(fit.pair_feat[p]), rows].astype(np.int64)
+            cmap = group_map[group_off[i] : group_off[i + 1]]
+            ok = (codes >= 0) & (codes < cmap.size)
+            g = np.full(codes.size, -1, dtype=np.int64)
+            g[ok] = cmap[codes[ok]]
+            keep = (g >= 0) & (g < int(n_groups[i]))
+            g, rows, w = g[keep], rows[keep], w[keep]
+            block = out[g_off[i] : g_off[i + 1]]
+            np.add.at(block[:, STAT_ROWS], g, 1.0)
+            np.add.at(block[:, STAT_WEIGHT], g, w)
+            y = fit.y[rows]
+            if fit.n_classes:
+                np.add.at(block, (g, 2 + y.astype(np.int64)), w)
+            else:
+                np.add.at(block[:, 2], g, w * y)
+                np.add.at(block[:, 3], g, w * y * y)
+        return out
+
+    # ------------------------------------------------------------------ out of bag
+    def oob(self, msg: Message, sums: NDArray[np.float64], n_classes: int) -> Message:
+        """Masked out-of-bag sums (regression in standardised units: R^2 is unchanged)."""
+        bits = np.zeros(sums.size, dtype=np.int64)
+        if not n_classes:
+            bits[1:] = FRAC_BITS
+        return self._masked(msg, OOB, {"oob_sums": to_fixed(sums, bits)})
+
+
+def _check_offsets(off: NDArray[np.int64], name: str, client: str) -> None:
+    if off.size and (off[0] != 0 or np.any(np.diff(off) < 0)):
+        raise ValueError(f"Client {client!r}: {name} from the server is not non-decreasing from 0.")

@@ -1,0 +1,187 @@
+"""Histogram grids placed from pooled information only, refined node by node.
+
+The root grid of a feature comes from two securely aggregated rounds over all rows: the
+pooled mean and spread of ``asinh(x)`` (scale-free, robust to heavy tails) fix a coarse
+grid, the pooled counts on it give the feature's pooled distribution. A node's grid for a
+feature is quantiles of the best pooled distribution the server has for that node: the
+parent's own histogram of the feature when it was sampled there (truncated at the parent's
+threshold for the split feature), otherwise the root distribution truncated to the node's
+path bounds. So resolution follows the node: a node over a narrow range of ``x`` gets a
+grid over that range, however the clients binned their data.
+
+A distribution is ``edges`` (``g + 1`` finite, increasing) and ``mass`` (``g`` bins,
+uniform within a bin).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "moment_grid",
+    "outer_bounds",
+    "quantile_grids",
+    "quantile_grids_numpy",
+]
+
+#: The coarse grid spans this many standard deviations of asinh(x) each side of the mean;
+#: the outer bounds of the root distribution a little more.
+_GRID_SPAN = 6.0
+_OUTER_SPAN = 8.0
+
+
+def _asinh_stats(
+    n: NDArray[np.float64], s1: NDArray[np.float64], s2: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    mean = s1 / np.maximum(n, 1.0)
+    std = np.sqrt(np.maximum(s2 / np.maximum(n, 1.0) - mean**2, 0.0))
+    return mean, std
+
+
+def moment_grid(
+    n: NDArray[np.float64], s1: NDArray[np.float64], s2: NDArray[np.float64], n_edges: int
+) -> NDArray[np.float64]:
+    """Coarse grids, one row per feature, from pooled moments of ``asinh(x)``.
+
+    Parameters
+    ----------
+    n, s1, s2 : ndarray of float64, shape (n_features,)
+        Pooled row count, sum and sum of squares of ``asinh(x)``.
+    n_edges : int
+        Interior edges per feature.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_features, n_edges)
+        Increasing edges (all equal for a constant feature).
+    """
+    mean, std = _asinh_stats(n, s1, s2)
+    t = np.linspace(-_GRID_SPAN, _GRID_SPAN, n_edges)
+    return np.asarray(np.sinh(mean[:, None] + std[:, None] * t[None, :]))
+
+
+def outer_bounds(
+    n: NDArray[np.float64], s1: NDArray[np.float64], s2: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Finite outer bounds of each feature's root distribution (beyond the coarse grid)."""
+    mean, std = _asinh_stats(n, s1, s2)
+    # A constant feature still needs a bin of positive width.
+    std = np.where(std > 0, std, 1e-12 * np.maximum(np.abs(mean), 1.0))
+    return np.sinh(mean - _OUTER_SPAN * std), np.sinh(mean + _OUTER_SPAN * std)
+
+
+@numba.njit(nogil=True, cache=True)
+def quantile_grids(edges, edge_off, mass, mass_off, lo, hi, n_out, shift, out_off, out):
+    """Interior quantile edges of each truncated source distribution.
+
+    Parameters
+    ----------
+    edges : ndarray of float64  # IN
+        Source edges, source after source (``edge_off``).
+    mass : ndarray of float64  # IN
+        Source bin masses (``mass_off``); bin ``b`` of source ``q`` spans
+        ``edges[edge_off[q] + b]`` to ``edges[edge_off[q] + b + 1]``.
+    edge_off, mass_off : ndarray of int64, shape (n_grids + 1,)  # IN
+        One source per requested grid (sources may repeat).
+    lo, hi : ndarray of float64, shape (n_grids,)  # IN
+        Truncation bounds (mass outside ``[lo, hi]`` is dropped).
+    n_out : ndarray of int64, shape (n_grids,)  # IN
+        Bins of each grid: it gets ``n_out - 1`` interior edges at levels
+        ``(i - 1 + shift) / n_out``, ``i = 1..n_out-1``.
+    shift : ndarray of float64, shape (n_grids,)  # IN
+        In ``(0, 1]``; 1 gives the levels ``i / n_out``.
+    out_off : ndarray of int64, shape (n_grids + 1,)  # IN
+        ``out_off[q + 1] - out_off[q] == max(n_out[q] - 1, 0)``.
+    out : ndarray of float64  # OUT
+        The edges; a grid whose truncated mass is zero repeats ``lo``.
+    """
+    for q in range(n_out.size):
+        e0, m0 = edge_off[q], mass_off[q]
+        g = mass_off[q + 1] - m0
+        a, b = lo[q], hi[q]
+        total = 0.0
+        for i in range(g):
+            left, right = edges[e0 + i], edges[e0 + i + 1]
+            width = right - left
+            ov = min(right, b) - max(left, a)
+            if ov > 0 and width > 0:
+                total += mass[m0 + i] * ov / width
+            elif width <= 0 and left >= a and left <= b:
+                total += mass[m0 + i]
+        k = out_off[q]
+        n_int = out_off[q + 1] - k
+        if n_int <= 0:
+            continue
+        if total <= 0:
+            for t in range(n_int):
+                out[k + t] = a
+            continue
+        cum = 0.0
+        i = 0
+        for t in range(n_int):
+            level = total * (t + shift[q]) / n_out[q]
+            value = b
+            while i < g:
+                left, right = edges[e0 + i], edges[e0 + i + 1]
+                width = right - left
+                lo_i, hi_i = max(left, a), min(right, b)
+                if width > 0:
+                    part = mass[m0 + i] * max(hi_i - lo_i, 0.0) / width
+                else:
+                    part = mass[m0 + i] if left >= a and left <= b else 0.0
+                if cum + part >= level and part > 0:
+                    frac = (level - cum) / part
+                    value = lo_i + frac * max(hi_i - lo_i, 0.0)
+                    break
+                cum += part
+                i += 1
+            out[k + t] = value
+
+
+def quantile_grids_numpy(
+    edges: NDArray[np.float64],
+    edge_off: NDArray[np.int64],
+    mass: NDArray[np.float64],
+    mass_off: NDArray[np.int64],
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    n_out: NDArray[np.int64],
+    shift: NDArray[np.float64],
+    out_off: NDArray[np.int64],
+    out: NDArray[np.float64],
+) -> None:
+    """NumPy twin of :func:`quantile_grids` (same arguments, same outputs)."""
+    for q in range(n_out.size):
+        e = edges[edge_off[q] : edge_off[q + 1]]
+        m = mass[mass_off[q] : mass_off[q + 1]]
+        left, right = e[:-1], e[1:]
+        width = right - left
+        lo_i, hi_i = np.maximum(left, lo[q]), np.minimum(right, hi[q])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            part = np.where(
+                width > 0,
+                m * np.maximum(hi_i - lo_i, 0.0) / np.where(width > 0, width, 1.0),
+                np.where((left >= lo[q]) & (left <= hi[q]), m, 0.0),
+            )
+        n_int = int(out_off[q + 1] - out_off[q])
+        if n_int <= 0:
+            continue
+        total = part.sum()
+        if total <= 0:
+            out[out_off[q] : out_off[q + 1]] = lo[q]
+            continue
+        cum = np.concatenate([[0.0], np.cumsum(part)])
+        for t in range(n_int):
+            level = total * (t + shift[q]) / n_out[q]
+            i = int(np.searchsorted(cum[1:], level, side="left"))
+            # Skip empty bins: the first bin whose cumulative mass reaches the level and
+            # that holds mass (as the kernel's scan does).
+            while i < part.size and part[i] <= 0:
+                i += 1
+            if i >= part.size:
+                out[out_off[q] + t] = hi[q]
+                continue
+            frac = (level - cum[i]) / part[i]
+            out[out_off[q] + t] = lo_i[i] + frac * max(hi_i[i] - lo_i[i], 0.0)

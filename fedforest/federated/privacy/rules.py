@@ -1,0 +1,140 @@
+"""Minimum-aggregate rules: every released sum covers at least ``min_rows`` rows.
+
+Candidates come from a node's pooled histogram on its grid: per (node, feature) at most
+``B - 1`` grid edges near the pooled weighted quantiles ``b / B``, kept only where the rows
+between consecutive kept edges, below the first and above the last, number at least
+``min_rows``. So every Round B statistic (a cumulative sum at a candidate) differs from its
+neighbours by a sum over at least ``min_rows`` rows, and every child of a split holds at
+least ``min_rows`` rows. Categories with fewer than ``min_rows`` rows in a node are merged.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "default_min_rows",
+    "group_categories",
+    "secure_candidates",
+    "secure_candidates_numpy",
+]
+
+
+def default_min_rows(min_samples_leaf: int) -> int:
+    """The default ``min_aggregate_rows``: ``max(10, 2 * min_samples_leaf)``."""
+    return max(10, 2 * int(min_samples_leaf))
+
+
+@numba.njit(nogil=True, cache=True)
+def secure_candidates(
+    grid, grid_off, cum_rows, cum_w, node_rows, node_w, shift, n_bins, min_rows, out_off, out
+):
+    """Candidate thresholds of every pair from its pooled cumulative histogram.
+
+    Parameters
+    ----------
+    grid : ndarray of float64, shape (n_edges,)  # IN
+        Each pair's grid edges, increasing, pair after pair.
+    grid_off : ndarray of int64, shape (n_pairs + 1,)  # IN
+    cum_rows, cum_w : ndarray of float64, shape (n_edges,)  # IN
+        Pooled distinct rows and weight with ``x <= edge``.
+    node_rows, node_w : ndarray of float64, shape (n_pairs,)  # IN
+        The pair's node totals.
+    shift : ndarray of float64, shape (n_pairs,)  # IN
+        In ``(0, 1]``: the quantile levels are ``(b - 1 + shift) / B``.
+    n_bins : int  # IN
+        ``B``: levels ``b / B``, ``b = 1..B-1``, when ``shift`` is 1.
+    min_rows : int  # IN
+    out_off : ndarray of int64, shape (n_pairs + 1,)  # OUT
+    out : ndarray of float64, shape (n_pairs * (B - 1),)  # OUT
+        The kept edges, pair after pair (``out_off`` delimits them).
+    """
+    n_pairs = grid_off.size - 1
+    k = 0
+    out_off[0] = 0
+    for p in range(n_pairs):
+        lo, hi = grid_off[p], grid_off[p + 1]
+        total_rows = node_rows[p]
+        total_w = node_w[p]
+        last_rows = 0.0
+        last_j = -1
+        j = lo
+        for b in range(1, n_bins):
+            level = total_w * (b - 1 + shift[p]) / n_bins
+            while j < hi and cum_w[j] < level:
+                j += 1
+            if j >= hi:
+                break
+            if j == last_j:
+                continue
+            if cum_rows[j] - last_rows >= min_rows and total_rows - cum_rows[j] >= min_rows:
+                if k == out_off[p] or grid[j] > out[k - 1]:
+                    out[k] = grid[j]
+                    k += 1
+                    last_rows = cum_rows[j]
+                    last_j = j
+        out_off[p + 1] = k
+
+
+def secure_candidates_numpy(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    cum_rows: NDArray[np.float64],
+    cum_w: NDArray[np.float64],
+    node_rows: NDArray[np.float64],
+    node_w: NDArray[np.float64],
+    shift: NDArray[np.float64],
+    n_bins: int,
+    min_rows: int,
+    out_off: NDArray[np.int64],
+    out: NDArray[np.float64],
+) -> None:
+    """NumPy twin of :func:`secure_candidates` (same arguments, same outputs)."""
+    k = 0
+    out_off[0] = 0
+    for p in range(grid_off.size - 1):
+        lo, hi = int(grid_off[p]), int(grid_off[p + 1])
+        levels = node_w[p] * (np.arange(1, n_bins) - 1 + shift[p]) / n_bins
+        picks = lo + np.searchsorted(cum_w[lo:hi], levels, side="left")
+        last_rows, kept = 0.0, list[float]()
+        for j in dict.fromkeys(int(v) for v in picks if v < hi):
+            if cum_rows[j] - last_rows < min_rows or node_rows[p] - cum_rows[j] < min_rows:
+                continue
+            if kept and grid[j] <= kept[-1]:
+                continue
+            kept.append(float(grid[j]))
+            last_rows = float(cum_rows[j])
+        out[k : k + len(kept)] = kept
+        k += len(kept)
+        out_off[p + 1] = k
+
+
+def group_categories(rows: NDArray[np.float64], min_rows: int) -> NDArray[np.int32]:
+    """Groups of a node's categories such that every group holds at least ``min_rows`` rows.
+
+    Categories with at least ``min_rows`` rows keep a group of their own; the others that
+    have rows are merged into one group, which joins the smallest large category when it is
+    still too small. Categories absent from the node get ``-1``. With fewer than two groups
+    no categorical split is possible (every entry is then ``-1``).
+
+    Parameters
+    ----------
+    rows : ndarray of float64, shape (n_categories,)
+        Pooled distinct rows of each category in the node.
+    """
+    groups = np.full(rows.size, -1, dtype=np.int32)
+    big = np.flatnonzero(rows >= min_rows)
+    small = np.flatnonzero((rows > 0) & (rows < min_rows))
+    groups[big] = np.arange(big.size, dtype=np.int32)
+    if small.size:
+        if rows[small].sum() >= min_rows:
+            groups[small] = big.size
+        elif big.size:
+            groups[small] = groups[big[np.argmin(rows[big])]]
+        # else: too few rows in all: nothing can be released per group
+    n_groups = int(groups.max()) + 1 if (groups >= 0).any() else 0
+    if n_groups < 2:
+        groups[:] = -1
+    return groups

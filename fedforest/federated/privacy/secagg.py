@@ -1,0 +1,201 @@
+"""Secure aggregation: pairwise masks that cancel in the sum over clients.
+
+Each client holds an X25519 key pair for one fit. The public keys travel in the handshake
+and the server relays them all (it learns nothing from them); every pair of clients then
+shares a 32-byte key (X25519, then HKDF-SHA256 bound to both names). To send an array the
+server will add up, a client encodes it as integers mod 2^64 (fixed point for real values)
+and adds, for every other participant, a keystream of ChaCha20 under their pair key (added
+by the client whose name sorts first, subtracted by the other). In the sum over all
+participants every keystream appears once with each sign and cancels exactly; any one
+client's array looks uniformly random to the server.
+
+Streams are bound to the round (``tag``) and the array's name, so no stream is used twice.
+When a participant drops out mid-round, the survivors send the sum of their streams with
+the dropped ones for that round only (:func:`correction`): the server removes them and
+learns nothing about any survivor (its other masks still hide it) nor about the dropped
+client's earlier answers (those used other streams). The primitives are the
+``cryptography`` package's; nothing here is hand-made cryptography.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from numpy.typing import NDArray
+
+__all__ = [
+    "FRAC_BITS",
+    "MaskingKeys",
+    "add_in_order",
+    "correction",
+    "from_fixed",
+    "to_fixed",
+]
+
+#: Fractional bits of the fixed-point encoding of real-valued sums (targets are
+#: standardised first, so this is a resolution of about 6e-8 target standard deviations).
+FRAC_BITS = 24
+#: A client refuses to encode a value whose magnitude reaches this (room for 2^62 / it
+#: summed over clients without wrapping).
+_LIMIT = float(2**62)
+_INFO = b"fedforest/secagg/v1"
+
+
+def to_fixed(values: NDArray[np.float64], frac_bits: NDArray[np.int64] | int) -> NDArray[np.uint64]:
+    """Encode real values as integers mod 2^64 (two's complement), ``round(v * 2^frac)``.
+
+    Parameters
+    ----------
+    values : ndarray of float64, shape (..., n_columns)
+    frac_bits : int or ndarray of int64, shape (n_columns,)
+        Fractional bits per column (0 for counts, which stay exact).
+
+    Raises
+    ------
+    ValueError
+        If a value is not finite or too large to be summed without wrapping.
+    """
+    scaled = np.asarray(values, dtype=np.float64) * np.exp2(np.asarray(frac_bits, dtype=np.float64))
+    if not np.all(np.isfinite(scaled)) or (scaled.size and np.abs(scaled).max() >= _LIMIT):
+        raise ValueError(
+            "a value to aggregate securely is not finite or too large for fixed-point sums "
+            f"(|value * 2^frac| must stay below 2^62; largest {np.abs(scaled).max():.3g})."
+        )
+    return np.rint(scaled).astype(np.int64).view(np.uint64)
+
+
+def from_fixed(
+    total: NDArray[np.uint64], frac_bits: NDArray[np.int64] | int
+) -> NDArray[np.float64]:
+    """Decode a sum of :func:`to_fixed` encodings back to real values."""
+    ints = np.asarray(total, dtype=np.uint64).view(np.int64).astype(np.float64)
+    return np.asarray(ints / np.exp2(np.asarray(frac_bits, dtype=np.float64)))
+
+
+def add_in_order(
+    arrays: Iterable[NDArray[np.uint64]], shape: tuple[int, ...]
+) -> NDArray[np.uint64]:
+    """Sum uint64 arrays mod 2^64 (the order does not matter: integer sums are exact)."""
+    total = np.zeros(shape, dtype=np.uint64)
+    for a in arrays:
+        total += a  # wraps mod 2^64, as intended
+    return total
+
+
+def _stream(key: bytes, tag: int, name: str, n: int) -> NDArray[np.uint64]:
+    """``n`` uint64 words of ChaCha20 keystream under ``key`` for (round, array name)."""
+    # ChaCha20 in ``cryptography`` takes a 16-byte nonce: a 4-byte block counter (0) and a
+    # 12-byte nonce, here a digest of the round and the array name (unique per stream).
+    nonce = b"\x00" * 4 + hashlib.sha256(f"{tag}:{name}".encode()).digest()[:12]
+    enc = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor()
+    return np.frombuffer(enc.update(bytes(8 * n)), dtype=np.uint64)
+
+
+class MaskingKeys:
+    """One client's key pair for a fit and the pair keys it shares with the others."""
+
+    def __init__(self, name: str, private: bytes | None = None) -> None:
+        self.name = name
+        self._private = (
+            X25519PrivateKey.generate()
+            if private is None
+            else X25519PrivateKey.from_private_bytes(private)
+        )
+        self._pair: dict[str, bytes] = {}
+
+    def export(self) -> tuple[bytes, dict[str, bytes]]:
+        """The private key and the pair keys, for a client that keeps state between rounds.
+
+        They stay on the client (a Flower SuperNode keeps them in its own run state).
+        """
+        raw = self._private.private_bytes(
+            serialization.Encoding.Raw,
+            serialization.PrivateFormat.Raw,
+            serialization.NoEncryption(),
+        )
+        return raw, dict(self._pair)
+
+    @classmethod
+    def restore(cls, name: str, private: bytes, pair: dict[str, bytes]) -> MaskingKeys:
+        """Inverse of :meth:`export`."""
+        keys = cls(name, private)
+        keys._pair = dict(pair)
+        return keys
+
+    @property
+    def public_bytes(self) -> bytes:
+        """The raw 32-byte X25519 public key (sent in the handshake)."""
+        return self._private.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+
+    def agree(self, publics: Mapping[str, bytes]) -> None:
+        """Derive the pair key with every other client from the relayed public keys."""
+        pair = {}
+        for other, raw in publics.items():
+            if other == self.name:
+                continue
+            if not isinstance(raw, bytes) or len(raw) != 32:
+                raise ValueError(
+                    f"Client {self.name!r}: the public key of {other!r} is not 32 bytes."
+                )
+            shared = self._private.exchange(X25519PublicKey.from_public_bytes(raw))
+            names = "\x00".join(sorted((self.name, other))).encode("utf-8")
+            pair[other] = HKDF(
+                algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO + b"\x00" + names
+            ).derive(shared)
+        self._pair = pair
+
+    def _signed_streams(
+        self, peers: Iterable[str], tag: int, name: str, n: int
+    ) -> NDArray[np.uint64]:
+        total = np.zeros(n, dtype=np.uint64)
+        for other in peers:
+            if other == self.name:
+                continue
+            if other not in self._pair:
+                raise ValueError(f"Client {self.name!r} has no pair key with {other!r}.")
+            s = _stream(self._pair[other], tag, name, n)
+            if self.name < other:
+                total += s
+            else:
+                total -= s
+        return total
+
+    def mask(
+        self, arrays: Mapping[str, NDArray[np.uint64]], peers: Iterable[str], tag: int
+    ) -> dict[str, NDArray[np.uint64]]:
+        """The arrays plus this client's masks for round ``tag`` with every peer."""
+        peers = list(peers)
+        out = {}
+        for name, a in arrays.items():
+            flat = np.ascontiguousarray(a, dtype=np.uint64).ravel()
+            out[name] = (flat + self._signed_streams(peers, tag, name, flat.size)).reshape(a.shape)
+        return out
+
+    def correction(
+        self, shapes: Mapping[str, tuple[int, ...]], dropped: Iterable[str], tag: int
+    ) -> dict[str, NDArray[np.uint64]]:
+        """The masks this client added in round ``tag`` for the ``dropped`` peers, per array."""
+        dropped = list(dropped)
+        out = {}
+        for name, shape in shapes.items():
+            n = int(np.prod(shape, dtype=np.int64))
+            out[name] = self._signed_streams(dropped, tag, name, n).reshape(shape)
+        return out
+
+
+def correction(
+    total: NDArray[np.uint64], corrections: Iterable[NDArray[np.uint64]]
+) -> NDArray[np.uint64]:
+    """The survivors' sum with their masks for the dropped clients removed."""
+    out = np.array(total, dtype=np.uint64, copy=True)
+    for c in corrections:
+        out -= c
+    return out

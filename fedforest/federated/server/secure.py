@@ -1,0 +1,660 @@
+"""The server's half of ``privacy="secure"``: sums over clients only, never a small one.
+
+Rounds, as under ``"none"`` but with masked answers (:mod:`..privacy.secagg`):
+
+- two grid rounds after the handshake (the first relays the clients' public keys): the
+  pooled moments of ``asinh(x)`` per numeric feature (and of ``asinh(y)`` for regression,
+  which fixes the targets' standardisation), then pooled counts on a coarse grid, which
+  give each feature's root distribution (:mod:`..privacy.grids`);
+- Round A per level: pooled node summaries, and per (node, sampled feature) the pooled
+  cumulative counts at the node's grid edges (a categorical feature's grid is its codes);
+- Round B per level: pooled left statistics at candidates kept by the minimum-rows rule
+  (:mod:`..privacy.rules`), and pooled statistics of the node's category groups;
+- the out-of-bag round: pooled sums.
+
+A client that fails a round under ``on_client_failure="drop"`` is removed from the sum by
+a recovery round in which the survivors send the masks they shared with it for that round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..._common import STAT_ROWS, STAT_WEIGHT
+from ..client_secure import MOMENT_FRAC_BITS, stat_frac_bits
+from ..federation import ClientFailure, Federation
+from ..privacy.grids import moment_grid, outer_bounds, quantile_grids
+from ..privacy.rules import group_categories, secure_candidates
+from ..privacy.secagg import add_in_order, correction, from_fixed
+from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
+from .config import GrowerConfig
+from .rounds import broadcast, exchange
+from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
+
+__all__ = [
+    "SecureState",
+    "UNSUPPORTED",
+    "check_config",
+    "from_z",
+    "secure_exchange",
+    "setup_grids",
+]
+
+#: Options that need per-client values on the server (or send data values): refused.
+UNSUPPORTED = {
+    "split_on_client": "splits on the client index need each client's node statistics",
+    "top_l": "Top-L shortlisting sends each client's own feature ranking",
+    "avgimp": 'split_rule="avgimp" averages each client\'s own gains',
+    "histogram": "the federated-histogram baseline sends each client's minimum and maximum",
+    "verification": "n_bins=None sends every distinct value",
+    "local_candidates": "local candidates are values of a client's own rows",
+    "client_target": "the covariate-shift diagnostic labels rows by client",
+    "paired": "the outcome-heterogeneity diagnostic compares per-row losses",
+    "bootstrap": (
+        "without the bootstrap two trees can hold the same rows with different candidates, "
+        "and differencing their sums isolates rows (the bootstrap's secret weights prevent it)"
+    ),
+}
+#: Coarse grid of the second grid round: at most this many interior edges per feature.
+_COARSE_EDGES = 1024
+#: A node's grid has up to this many bins per quantile level (times ``n_bins``).
+_GRID_FACTOR = 4
+
+
+def check_config(cfg: GrowerConfig) -> None:
+    """Refuse, with the reason, the options that cannot be run without a leak."""
+    problems = []
+    if cfg.split_on_client:
+        problems.append(("split_on_client=True", UNSUPPORTED["split_on_client"]))
+    if cfg.top_l:
+        problems.append((f"top_l={cfg.top_l}", UNSUPPORTED["top_l"]))
+    if cfg.split_rule != "exact":
+        problems.append((f"split_rule={cfg.split_rule!r}", UNSUPPORTED["avgimp"]))
+    if cfg.binning != "quantile":
+        problems.append((f"binning={cfg.binning!r}", UNSUPPORTED["histogram"]))
+    if cfg.n_bins is None:
+        problems.append(("n_bins=None", UNSUPPORTED["verification"]))
+    if cfg.local_candidates:
+        problems.append(("local_candidates=True", UNSUPPORTED["local_candidates"]))
+    if cfg.target != "y":
+        problems.append(("target='client'", UNSUPPORTED["client_target"]))
+    if not cfg.bootstrap:
+        problems.append(("bootstrap=False", UNSUPPORTED["bootstrap"]))
+    if cfg.oob_store_as or cfg.oob_compare_to:
+        problems.append(("paired out-of-bag losses", UNSUPPORTED["paired"]))
+    if problems:
+        what, why = problems[0]
+        raise ValueError(
+            f'{what} is not available under privacy="secure": {why}. Use privacy="none" '
+            "for it (the server then sees per-client statistics and data values; see "
+            "docs/privacy.md)."
+        )
+
+
+def min_rows(cfg: GrowerConfig) -> int:
+    """The minimum rows of every released sum."""
+    assert cfg.min_aggregate_rows is not None
+    return int(cfg.min_aggregate_rows)
+
+
+# --------------------------------------------------------------------------- summing
+def secure_exchange(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    msg: Message,
+    specs: dict[str, tuple[tuple[int, ...], NDArray[np.int64] | int]],
+) -> dict[str, NDArray[np.float64]]:
+    """One masked round: the decoded sums over the clients of each array in ``specs``.
+
+    ``specs`` maps an array name to its shape and fractional bits. A client that fails
+    (dropped under ``on_client_failure="drop"``) is removed from the sums by a recovery
+    round with the survivors.
+    """
+    peers = list(fed.client_names)
+    tag = ledger.rounds
+    msg = Message(msg.kind, {**msg.header, "secagg": {"tag": tag, "peers": peers}}, msg.arrays)
+    replies = exchange(fed, ledger, msg)
+    totals = {
+        name: add_in_order((_masked_array(m, name, shape, sender) for sender, m in replies), shape)
+        for name, (shape, _) in specs.items()
+    }
+    dropped = sorted(set(peers) - {name for name, _ in replies})
+    if dropped:
+        totals = _recover(fed, ledger, tag, dropped, totals)
+    return {name: from_fixed(totals[name], bits) for name, (_, bits) in specs.items()}
+
+
+def _masked_array(msg: Message, name: str, shape: tuple[int, ...], sender: str) -> Any:
+    if name not in msg.arrays:
+        raise ValueError(f"Message {msg.kind!r} from {sender!r} lacks the array {name!r}.")
+    arr = np.asarray(msg.arrays[name])
+    if arr.dtype != np.uint64 or arr.shape != shape:
+        raise ValueError(
+            f"Array {name!r} of message {msg.kind!r} from {sender!r} has dtype {arr.dtype} and "
+            f"shape {arr.shape}; expected uint64 and shape {shape} (a masked sum)."
+        )
+    return arr
+
+
+def _recover(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    tag: int,
+    dropped: list[str],
+    totals: dict[str, NDArray[np.uint64]],
+) -> dict[str, NDArray[np.uint64]]:
+    """Remove the survivors' masks with the dropped clients from this round's sums."""
+    shapes = {name: list(total.shape) for name, total in totals.items()}
+    request = Message(RECOVER, {"tag": tag, "dropped": dropped, "shapes": shapes})
+    try:
+        replies = exchange(fed, ledger, request)
+    except ClientFailure as exc:  # pragma: no cover - a second failure while recovering
+        raise ClientFailure(exc.client, RECOVER, exc.round_index, exc) from exc
+    missing = sorted(set(fed.client_names) - {name for name, _ in replies})
+    if missing:
+        raise ValueError(
+            f"Client {missing[0]!r} failed while the masks of {dropped} were removed; the "
+            "round's sums cannot be recovered."
+        )
+    return {
+        name: correction(
+            total,
+            (_masked_array(m, name, total.shape, sender) for sender, m in replies),
+        )
+        for name, total in totals.items()
+    }
+
+
+# --------------------------------------------------------------------------- set-up
+@dataclass
+class SecureState:
+    """What the server keeps between levels under ``"secure"`` (pooled information only)."""
+
+    min_rows: int
+    numeric: NDArray[np.int64]
+    #: Root distribution of each feature (numeric ones; empty for categorical ones).
+    root_edges: list[NDArray[np.float64]]
+    root_mass: list[NDArray[np.float64]]
+    root_lo: NDArray[np.float64]
+    root_hi: NDArray[np.float64]
+    y_center: float = 0.0
+    y_scale: float = 1.0
+    n_rows: float = 0.0
+    #: Per frontier slot: path bounds of every feature, shape (n_slots, d).
+    lo: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
+    hi: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
+    #: Per frontier slot: its parent's slot at the previous level (-1: a root).
+    parent: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: Previous level's measured histograms: (slot, feature) -> (edges, mass).
+    measured: dict[tuple[int, int], tuple[NDArray[np.float64], NDArray[np.float64]]] = field(
+        default_factory=dict
+    )
+    #: This level's histograms, kept for the next one.
+    current: dict[tuple[int, int], tuple[NDArray[np.float64], NDArray[np.float64]]] = field(
+        default_factory=dict
+    )
+
+    def start_batch(self, n_trees: int, d: int) -> None:
+        """Roots: bounds are the features' outer bounds; no measured histogram yet."""
+        self.lo = np.tile(self.root_lo, (n_trees, 1))
+        self.hi = np.tile(self.root_hi, (n_trees, 1))
+        self.parent = np.full(n_trees, -1, dtype=np.int64)
+        self.measured, self.current = {}, {}
+
+
+def setup_grids(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    cfg: GrowerConfig,
+    schema: dict[str, Any],
+    public_keys: dict[str, str],
+    n_categories: NDArray[np.int64],
+) -> SecureState:
+    """The two grid rounds: the features' root distributions and the targets' scale."""
+    d = schema["n_features"]
+    numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
+    feats = numeric.astype(np.int32)
+    regression = cfg.task == "regression"
+    first = Message(
+        GRID,
+        {"stage": "moments", "public_keys": public_keys, "target_moments": regression},
+        {"features": feats},
+    )
+    specs: dict[str, tuple[tuple[int, ...], Any]] = {"moments": ((feats.size, 3), MOMENT_FRAC_BITS)}
+    if regression:
+        specs["y_moments"] = ((1, 3), MOMENT_FRAC_BITS)
+    sums = secure_exchange(fed, ledger, first, specs)
+    n, s1, s2 = sums["moments"].T if feats.size else (np.zeros(0),) * 3
+    n_rows = float(sum(schema["n_samples"].get(c, 0) for c in fed.client_names))
+    m = min_rows(cfg)
+    n_edges = int(np.clip(n_rows // m, 2, _COARSE_EDGES))
+    edges = moment_grid(n, s1, s2, n_edges) if feats.size else np.zeros((0, n_edges))
+    hist = secure_exchange(
+        fed,
+        ledger,
+        Message(GRID, {"stage": "histogram"}, {"features": feats, "edges": edges}),
+        {"hist": ((feats.size, n_edges), 0)},
+    )["hist"]
+    lo_f, hi_f = outer_bounds(n, s1, s2) if feats.size else (np.zeros(0), np.zeros(0))
+    root_edges = [np.zeros(0)] * d
+    root_mass = [np.zeros(0)] * d
+    root_lo, root_hi = np.full(d, -np.inf), np.full(d, np.inf)
+    for i, j in enumerate(numeric):
+        # Where the pooled counts show the data starts and ends (to a coarse bin): the
+        # outer bins then span the data, not the moment-based guesses.
+        empty = np.flatnonzero(hist[i] <= 0)
+        full = np.flatnonzero(hist[i] >= n[i])
+        if empty.size:
+            lo_f[i] = max(lo_f[i], edges[i][empty[-1]])
+        if full.size:
+            hi_f[i] = min(hi_f[i], edges[i][full[0]])
+        e = np.concatenate([[lo_f[i]], np.clip(edges[i], lo_f[i], hi_f[i]), [hi_f[i]]])
+        cum = np.concatenate([[0.0], hist[i], [n[i]]])
+        root_edges[j], root_mass[j] = e, np.maximum(np.diff(cum), 0.0)
+        root_lo[j], root_hi[j] = lo_f[i], hi_f[i]
+    state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
+    if regression:
+        yn, y1, y2 = sums["y_moments"][0]
+        mean = y1 / max(yn, 1.0)
+        std = np.sqrt(max(y2 / max(yn, 1.0) - mean**2, 0.0))
+        center = float(np.sinh(mean))
+        spread = max(
+            float(np.sinh(mean + 2 * std)) - center, center - float(np.sinh(mean - 2 * std))
+        )
+        state.y_center, state.y_scale = center, max(spread / 2.0, 1e-12, 1e-9 * abs(center))
+    return state
+
+
+def from_z(stats: NDArray[np.float64], state: SecureState, regression: bool) -> NDArray[np.float64]:
+    """Statistics of standardised targets back in the targets' units (regression only)."""
+    if not regression:
+        return stats
+    out = np.array(stats, dtype=np.float64, copy=True)
+    c, s = state.y_center, state.y_scale
+    w, sz, szz = stats[..., STAT_WEIGHT], stats[..., 2], stats[..., 3]
+    out[..., 2] = s * sz + c * w
+    out[..., 3] = s * s * szz + 2.0 * c * s * sz + c * c * w
+    return out
+
+
+def _shifts(
+    cfg: GrowerConfig,
+    ctx: dict[str, Any],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    stream: int,
+) -> NDArray[np.float64]:
+    """Per pair, a level offset in (0, 1] from (seed, tree, node, feature); 1 without bootstrap.
+
+    A hash, not a generator's sequence: the same pair gets the same offset whatever the
+    batch it grows in. Without the bootstrap, trees can hold the same rows and must then
+    get the same candidates (see docs/privacy.md), so there are no offsets.
+    """
+    n_pairs = int(pair_off[-1])
+    if not cfg.bootstrap:
+        return np.ones(n_pairs)
+    tree, node = ctx["secure_slots"]
+    reps = np.diff(pair_off)
+    words = [np.repeat(tree, reps), np.repeat(node, reps), pair_feat.astype(np.int64)]
+    x = np.full(n_pairs, (cfg.seed * 0x9E3779B97F4A7C15 + stream) % 2**64, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for w in words:
+            x = _splitmix(x ^ w.astype(np.uint64))
+    return np.asarray(1.0 - (x >> np.uint64(11)).astype(np.float64) / 2.0**53)
+
+
+def _splitmix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """SplitMix64's finaliser (a bijective mix of 64-bit words), vectorised."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return np.asarray(x ^ (x >> np.uint64(31)))
+
+
+# --------------------------------------------------------------------------- Round A
+@dataclass
+class LevelA:
+    """What Round A taught the server about one level (pooled), for Round B."""
+
+    pooled: NDArray[np.float64]
+    grid_off: NDArray[np.int64]
+    grid: NDArray[np.float64]
+    cum: NDArray[np.float64]  # (n_grid, 2): pooled rows and weight with x <= edge
+
+
+def _node_grids(
+    state: SecureState,
+    cfg: GrowerConfig,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    n_categories: NDArray[np.int64],
+    node_rows: NDArray[np.float64],
+    shift: NDArray[np.float64],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Each pair's grid: codes for categories, quantiles of its source distribution else.
+
+    ``shift`` (per pair, in ``(0, 1]``) offsets the quantile levels: drawn per tree from
+    the seed, it gives the trees different grids (finer resolution for the forest).
+    """
+    assert cfg.n_bins is not None
+    n_pairs = int(pair_off[-1])
+    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+    n_out = np.zeros(n_pairs, dtype=np.int64)
+    n_cat = n_categories[pair_feat]
+    g_max = _GRID_FACTOR * cfg.n_bins
+    numeric = n_cat == 0
+    n_out[numeric] = np.clip(node_rows[pair_node[numeric]] // state.min_rows, 1, g_max)
+    edges: list[NDArray[np.float64]] = []
+    masses: list[NDArray[np.float64]] = []
+    lo = np.zeros(n_pairs)
+    hi = np.zeros(n_pairs)
+    for p in np.flatnonzero(numeric):
+        node, f = int(pair_node[p]), int(pair_feat[p])
+        src = state.measured.get((int(state.parent[node]), f))
+        e, m = src if src is not None else (state.root_edges[f], state.root_mass[f])
+        edges.append(e)
+        masses.append(m)
+        lo[p], hi[p] = state.lo[node, f], state.hi[node, f]
+    sel = np.flatnonzero(numeric)
+    edge_off = np.zeros(sel.size + 1, dtype=np.int64)
+    np.cumsum([e.size for e in edges], out=edge_off[1:])
+    mass_off = np.zeros(sel.size + 1, dtype=np.int64)
+    np.cumsum([m.size for m in masses], out=mass_off[1:])
+    out_off = np.zeros(sel.size + 1, dtype=np.int64)
+    np.cumsum(np.maximum(n_out[sel] - 1, 0), out=out_off[1:])
+    out = np.empty(int(out_off[-1]))
+    quantile_grids(
+        np.concatenate(edges) if edges else np.zeros(0),
+        edge_off,
+        np.concatenate(masses) if masses else np.zeros(0),
+        mass_off,
+        lo[sel],
+        hi[sel],
+        n_out[sel],
+        shift[sel],
+        out_off,
+        out,
+    )
+    counts = np.zeros(n_pairs, dtype=np.int64)
+    counts[sel] = np.diff(out_off)
+    cat = np.flatnonzero(n_cat >= 2)
+    counts[cat] = n_cat[cat] - 1
+    grid_off = np.zeros(n_pairs + 1, dtype=np.int64)
+    np.cumsum(counts, out=grid_off[1:])
+    grid = np.empty(int(grid_off[-1]))
+    for i, p in enumerate(sel):
+        grid[grid_off[p] : grid_off[p + 1]] = out[out_off[i] : out_off[i + 1]]
+    for p in cat:
+        grid[grid_off[p] : grid_off[p + 1]] = np.arange(n_cat[p] - 1, dtype=np.float64)
+    return grid_off, grid
+
+
+def round_a(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    cfg: GrowerConfig,
+    ctx: dict[str, Any],
+    header: dict[str, Any],
+    arrays: dict[str, NDArray[Any]],
+    n_slots: int,
+    node_rows: NDArray[np.float64],
+) -> LevelA:
+    """Masked Round A: pooled summaries and pooled cumulative counts on the node grids."""
+    state: SecureState = ctx["secure"]
+    pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
+    shift = _shifts(cfg, ctx, pair_off, pair_feat, 0)
+    grid_off, grid = _node_grids(
+        state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift
+    )
+    bits = stat_frac_bits(ctx["n_classes"])
+    sums = secure_exchange(
+        fed,
+        ledger,
+        Message(ROUND_A, header, {**arrays, "grid_off": grid_off, "grid": grid}),
+        {"summary": ((n_slots, ctx["n_stats"]), bits), "hist": ((grid.size, 2), 0)},
+    )
+    pooled = from_z(sums["summary"], state, cfg.task == "regression")
+    return LevelA(pooled, grid_off, grid, sums["hist"])
+
+
+# --------------------------------------------------------------------------- Round B
+def round_b(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    cfg: GrowerConfig,
+    ctx: dict[str, Any],
+    level: LevelA,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    splittable: NDArray[np.bool_],
+    root_w: NDArray[np.float64],
+) -> BestSplits:
+    """Candidates under the minimum-rows rule, masked Round B, and each node's best split."""
+    assert cfg.n_bins is not None
+    state: SecureState = ctx["secure"]
+    m = state.min_rows
+    pooled = level.pooled
+    n_nodes = pooled.shape[0]
+    n_pairs = int(pair_off[-1])
+    pair_node = np.repeat(np.arange(n_nodes), np.diff(pair_off))
+    n_cat = ctx["n_categories"][pair_feat]
+    ok = splittable[pair_node] & (pooled[pair_node, STAT_ROWS] >= 2 * m)
+    num = np.flatnonzero(ok & (n_cat == 0))
+    # Numeric candidates from the pooled cumulative histograms.
+    sub_off = np.zeros(num.size + 1, dtype=np.int64)
+    np.cumsum(np.diff(level.grid_off)[num], out=sub_off[1:])
+    take = (
+        np.concatenate([np.arange(level.grid_off[p], level.grid_off[p + 1]) for p in num]).astype(
+            np.int64
+        )
+        if num.size
+        else np.zeros(0, np.int64)
+    )
+    out_off = np.zeros(num.size + 1, dtype=np.int64)
+    out = np.empty(num.size * max(cfg.n_bins - 1, 0))
+    secure_candidates(
+        level.grid[take],
+        sub_off,
+        np.ascontiguousarray(level.cum[take, 0]),
+        np.ascontiguousarray(level.cum[take, 1]),
+        np.ascontiguousarray(pooled[pair_node[num], STAT_ROWS]),
+        np.ascontiguousarray(pooled[pair_node[num], STAT_WEIGHT]),
+        _shifts(cfg, ctx, pair_off, pair_feat, 1)[num],
+        cfg.n_bins,
+        m,
+        out_off,
+        out,
+    )
+    counts = np.zeros(n_pairs, dtype=np.int64)
+    counts[num] = np.diff(out_off)
+    cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
+    np.cumsum(counts, out=cand_off[1:])
+    cand = out[: out_off[-1]].copy()
+    # Category groups with at least m rows each.
+    group_pair: list[int] = []
+    group_maps: list[NDArray[np.int32]] = []
+    n_groups: list[int] = []
+    for p in np.flatnonzero(ok & (n_cat >= 2)):
+        c = int(n_cat[p])
+        cum = np.concatenate([[0.0], level.cum[level.grid_off[p] : level.grid_off[p + 1], 0]])
+        rows = np.diff(np.concatenate([cum, [pooled[pair_node[p], STAT_ROWS]]]))
+        groups = group_categories(rows[:c], m)
+        if (groups >= 0).any():
+            group_pair.append(int(p))
+            group_maps.append(groups)
+            n_groups.append(int(groups.max()) + 1)
+    group_off = np.zeros(len(group_pair) + 1, dtype=np.int64)
+    np.cumsum([g.size for g in group_maps], out=group_off[1:])
+    if not cand.size and not group_pair:
+        return BestSplits.none(n_nodes, pooled.shape[1])
+    bits = stat_frac_bits(ctx["n_classes"])
+    s = ctx["n_stats"]
+    arrays: dict[str, NDArray[Any]] = {
+        "cand_off": cand_off,
+        "cand": cand,
+        "group_pair": np.asarray(group_pair, dtype=np.int32),
+        "group_off": group_off,
+        "group_map": (
+            np.concatenate(group_maps).astype(np.int32) if group_maps else np.zeros(0, np.int32)
+        ),
+        "n_groups": np.asarray(n_groups, dtype=np.int32),
+    }
+    sums = secure_exchange(
+        fed,
+        ledger,
+        Message(ROUND_B, {}, arrays),
+        {"left": ((cand.size, s), bits), "group_stats": ((int(sum(n_groups)), s), bits)},
+    )
+    regression = cfg.task == "regression"
+    left = from_z(sums["left"], state, regression)
+    best = best_splits(
+        pooled,
+        pair_off,
+        pair_feat,
+        cand_off,
+        cand,
+        left,
+        criterion=cfg.criterion,
+        root_weight=root_w,
+        min_samples_leaf=max(cfg.min_samples_leaf, m),
+        min_impurity_decrease=cfg.min_impurity_decrease,
+    )
+    if not group_pair:
+        return best
+    group_stats = from_z(sums["group_stats"], state, regression)
+    sets, feature = _group_splits(
+        group_stats, group_pair, group_maps, n_groups, pair_node, pair_feat, n_nodes, cfg, ctx, m
+    )
+    return with_set_splits(
+        best,
+        sets,
+        feature,
+        splittable & (feature >= 0),
+        root_weight=root_w,
+        min_impurity_decrease=cfg.min_impurity_decrease,
+    )
+
+
+def _group_splits(
+    group_stats: NDArray[np.float64],
+    group_pair: list[int],
+    group_maps: list[NDArray[np.int32]],
+    n_groups: list[int],
+    pair_node: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    n_nodes: int,
+    cfg: GrowerConfig,
+    ctx: dict[str, Any],
+    m: int,
+) -> tuple[BestSetSplits, NDArray[np.int64]]:
+    """Best split of category groups per node, as a set split over the codes."""
+    s = group_stats.shape[1]
+    g_max = max(n_groups)
+    per = np.zeros((len(group_pair), g_max, s))
+    start = 0
+    for i, g in enumerate(n_groups):
+        per[i, :g] = group_stats[start : start + g]
+        start += g
+    pairs = best_set_splits(
+        per,
+        criterion=cfg.criterion,
+        n_classes=ctx["n_classes"],
+        min_samples_leaf=max(cfg.min_samples_leaf, m),
+    )
+    c_max = int(ctx["n_categories"].max())
+    gain = np.full(n_nodes, -np.inf)
+    left = np.zeros((n_nodes, c_max), dtype=bool)
+    present = np.zeros((n_nodes, c_max), dtype=bool)
+    left_stats = np.zeros((n_nodes, s))
+    total = np.zeros((n_nodes, s))
+    feature = np.full(n_nodes, -1, dtype=np.int64)
+    # Request order within a node: the first pair wins ties.
+    for i, p in enumerate(group_pair):
+        node = int(pair_node[p])
+        if not np.isfinite(pairs.gain[i]) or pairs.gain[i] <= gain[node]:
+            continue
+        groups = group_maps[i]
+        codes = np.flatnonzero(groups >= 0)
+        gain[node] = pairs.gain[i]
+        present[node] = False
+        left[node] = False
+        present[node, codes] = True
+        left[node, codes] = pairs.left[i, groups[codes]]
+        left_stats[node], total[node] = pairs.left_stats[i], pairs.total[i]
+        feature[node] = int(pair_feat[p])
+    return BestSetSplits(gain, left, present, left_stats, total), feature
+
+
+# --------------------------------------------------------------------------- next level
+def keep_histograms(
+    state: SecureState,
+    level: LevelA,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    n_categories: NDArray[np.int64],
+) -> None:
+    """Keep this level's numeric histograms as distributions for the children's grids."""
+    state.current = {}
+    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+    for p in np.flatnonzero(n_categories[pair_feat] == 0):
+        lo, hi = int(level.grid_off[p]), int(level.grid_off[p + 1])
+        if hi == lo:
+            continue
+        node, f = int(pair_node[p]), int(pair_feat[p])
+        edges = np.concatenate([[state.lo[node, f]], level.grid[lo:hi], [state.hi[node, f]]])
+        cum = np.concatenate([[0.0], level.cum[lo:hi, 1], [level.pooled[node, STAT_WEIGHT]]])
+        state.current[(node, f)] = (edges, np.maximum(np.diff(cum), 0.0))
+
+
+def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]]) -> None:
+    """Path bounds and parents of the next level's slots, from this level's splits."""
+    n_new = int(max(routes["route_left"].max(initial=-1), routes["route_right"].max(initial=-1)))
+    n_new += 1
+    lo = np.zeros((n_new, state.lo.shape[1]))
+    hi = np.zeros((n_new, state.hi.shape[1]))
+    parent = np.full(n_new, -1, dtype=np.int64)
+    for i in np.flatnonzero(best.feature >= 0):
+        f = int(best.feature[i])
+        for child, side in ((routes["route_left"][i], 0), (routes["route_right"][i], 1)):
+            if child < 0:
+                continue
+            lo[child], hi[child], parent[child] = state.lo[i], state.hi[i], i
+            if int(i) not in best.sets and f < state.lo.shape[1]:
+                if side == 0:
+                    hi[child, f] = min(hi[child, f], best.threshold[i])
+                else:
+                    lo[child, f] = max(lo[child, f], best.threshold[i])
+    state.lo, state.hi, state.parent = lo, hi, parent
+    state.measured, state.current = state.current, {}
+
+
+def oob_sums(
+    fed: Federation, ledger: CommunicationLedger, msg: Message, width: int, classification: bool
+) -> NDArray[np.float64]:
+    """The masked out-of-bag round's pooled sums."""
+    bits = np.zeros(width, dtype=np.int64)
+    if not classification:
+        bits[1:] = 24
+    return secure_exchange(fed, ledger, msg, {"oob_sums": ((width,), bits)})["oob_sums"]
+
+
+def public_keys(replies: list[tuple[str, Message]]) -> dict[str, str]:
+    """The clients' public keys from their handshake replies (validated), as hex."""
+    keys = {}
+    for name, msg in replies:
+        raw = np.asarray(msg.arrays.get("public_key", np.zeros(0)))
+        if raw.dtype != np.uint8 or raw.shape != (32,):
+            raise ValueError(
+                f"Client {name!r} sent no valid public key in the handshake (expected 32 bytes "
+                f'as uint8 under privacy="secure", got dtype {raw.dtype} shape {raw.shape}).'
+            )
+        keys[name] = raw.tobytes().hex()
+    return keys
+
+
+__all__ += ["LevelA", "advance", "keep_histograms", "oob_sums", "public_keys", "round_a", "round_b"]
+_ = broadcast  # re-exported for transports that build their own secure rounds

@@ -1,0 +1,220 @@
+"""Privacy is measured: a recording server tries to rebuild training rows from what it got.
+
+``RecordingFederation`` wraps a real ``LocalFederation`` and keeps every request and reply,
+as an honest-but-curious server would. The attacks:
+
+- *raw values*: every floating-point number in any reply, matched against the training
+  features and targets;
+- *single-row aggregates*: a client's node summary over one row gives that row's target;
+  its sketches of that node give the row's feature values: linked, a rebuilt row;
+- *the pooled view*: under ``"secure"`` the server adds the masked replies up (as the
+  protocol does) and decodes them; every node summary, every Round B interval between
+  consecutive candidates (the difference of cumulative sums) and every category group
+  must cover at least ``min_aggregate_rows`` rows.
+
+They must find rows under ``privacy="none"`` (so the test can fail) and none under the
+default. Every new message field must keep these tests green.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fedforest as ff
+from fedforest.federated.client_secure import stat_frac_bits
+from fedforest.federated.federation import Federation
+from fedforest.federated.privacy.secagg import add_in_order, from_fixed
+from fedforest.federated.protocol import ROUND_A, ROUND_B, Message, unpack_sketch
+
+
+class RecordingFederation(Federation):
+    """An honest-but-curious server's transport: delivers everything, keeps everything."""
+
+    def __init__(self, inner: Federation) -> None:
+        self.inner = inner
+        self.rounds: list[tuple[dict[str, Message], dict[str, Message]]] = []
+
+    @property
+    def client_names(self) -> list[str]:
+        return self.inner.client_names
+
+    @property
+    def clients(self) -> dict[str, Any]:
+        return getattr(self.inner, "clients", {})
+
+    def send_and_receive(self, requests: dict[str, Message], round_index: int):
+        replies = self.inner.send_and_receive(requests, round_index)
+        self.rounds.append((dict(requests), dict(replies)))
+        return replies
+
+
+def _data(n_clients=10, n_rows=200, d=20, seed=0, categorical=False):
+    rng = np.random.default_rng(seed)
+    X = (
+        rng.normal(size=(n_clients * n_rows, d))
+        + np.repeat(rng.normal(size=n_clients), n_rows)[:, None]
+    )
+    y = X[:, 0] + np.sin(2 * X[:, 1]) + rng.normal(scale=0.3, size=X.shape[0])
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(d)])
+    if categorical:
+        frame["ward"] = pd.Categorical(rng.choice(list("abcdefgh"), size=len(frame)))
+        y = y + 2 * (frame["ward"] == "c").to_numpy()
+    h = np.repeat(np.arange(n_clients), n_rows)
+    return frame, y, h
+
+
+def _fit(model, X, y, h):
+    clients = [
+        ff.Client(X[h == k].reset_index(drop=True), np.asarray(y)[h == k], f"site{k}")
+        for k in np.unique(h)
+    ]
+    fed = RecordingFederation(ff.LocalFederation(clients))
+    model.fit_federated(fed)
+    return fed
+
+
+def raw_value_exposure(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray) -> float:
+    """Fraction of training rows with an exact feature value or target in some reply."""
+    seen = set()
+    for _, replies in fed.rounds:
+        for msg in replies.values():
+            for arr in msg.arrays.values():
+                if np.asarray(arr).dtype.kind == "f":
+                    seen.update(np.asarray(arr, dtype=np.float64).ravel().tolist())
+    values = X.select_dtypes("number").to_numpy(dtype=np.float64)
+    hit = np.isin(values, list(seen)).any(axis=1) | np.isin(np.asarray(y, float), list(seen))
+    return float(hit.mean())
+
+
+def linked_rows(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray, h, n_bins=32) -> float:
+    """Rows rebuilt by linking a one-row node's summary (target) to its sketches (values)."""
+    numeric = [j for j, c in enumerate(X.columns) if X[c].dtype.kind == "f"]
+    values = np.full(X.shape, np.nan)
+    for j in numeric:
+        values[:, j] = X.iloc[:, j].to_numpy(dtype=np.float64)
+    rebuilt = np.zeros(len(y), dtype=bool)
+    names = {f"site{k}": np.flatnonzero(h == k) for k in np.unique(h)}
+    for requests, replies in fed.rounds:
+        for name, msg in replies.items():
+            req = requests[name]
+            if req.kind != ROUND_A or "summary" not in msg.arrays:
+                continue
+            summary = np.asarray(msg.arrays["summary"])
+            if summary.dtype.kind != "f" or "pair_off" not in req.arrays:
+                continue
+            pair_off, pair_feat = req.arrays["pair_off"], req.arrays["pair_feat"]
+            pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+            present = (summary[pair_node, 1] > 0) & np.isin(pair_feat, numeric)
+            try:
+                sketch = unpack_sketch(msg, int(present.sum()), n_bins, name)
+            except ValueError:
+                continue
+            rows = names[name]
+            for node in np.flatnonzero(summary[:, 0] == 1):
+                target = summary[node, 2] / summary[node, 1]
+                cand = rows[np.isclose(y[rows], target, rtol=1e-12, atol=0)]
+                pos = np.flatnonzero(present & (pair_node == node))
+                for q, p in zip(pos, np.searchsorted(np.flatnonzero(present), pos), strict=True):
+                    j = pair_feat[q]
+                    rebuilt[cand[values[cand, j] == sketch[p, 0]]] = True
+    return float(rebuilt.mean())
+
+
+def pooled_view(fed: RecordingFederation, n_classes: int) -> dict[str, float]:
+    """What the server decodes from the masked sums: the fewest rows of any released sum."""
+    bits = stat_frac_bits(n_classes)
+    fewest = {"summary": np.inf, "interval": np.inf, "group": np.inf}
+    last_pair_off = last_summary = None
+    for requests, replies in fed.rounds:
+        kinds = {m.kind for m in requests.values()}
+        if not replies:
+            continue
+        first = next(iter(replies.values()))
+        if ROUND_A in kinds:
+            last_pair_off = next(iter(requests.values())).arrays["pair_off"]
+        if ROUND_A in kinds and first.arrays["summary"].dtype == np.uint64:
+            total = add_in_order(
+                (m.arrays["summary"] for m in replies.values()), first.arrays["summary"].shape
+            )
+            summary = from_fixed(total, bits)
+            rows = summary[:, 0][summary[:, 0] > 0]
+            if rows.size:
+                fewest["summary"] = min(fewest["summary"], rows.min())
+            last_summary = summary
+        if ROUND_B in kinds and first.arrays["left"].dtype == np.uint64:
+            req = next(iter(requests.values()))
+            left = from_fixed(
+                add_in_order(
+                    (m.arrays["left"] for m in replies.values()), first.arrays["left"].shape
+                ),
+                bits,
+            )
+            cand_off = req.arrays["cand_off"]
+            pair_off = last_pair_off
+            assert pair_off is not None and last_summary is not None
+            pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+            for p in range(cand_off.size - 1):
+                lo, hi = cand_off[p], cand_off[p + 1]
+                if hi == lo:
+                    continue
+                cum = np.concatenate([[0.0], left[lo:hi, 0], [last_summary[pair_node[p], 0]]])
+                fewest["interval"] = min(fewest["interval"], np.diff(cum).min())
+            gs = first.arrays["group_stats"]
+            if gs.shape[0]:
+                groups = from_fixed(
+                    add_in_order((m.arrays["group_stats"] for m in replies.values()), gs.shape),
+                    bits,
+                )
+                fewest["group"] = min(fewest["group"], groups[:, 0].min())
+    return fewest
+
+
+# --------------------------------------------------------------------------- the attacks
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_attack_rebuilds_rows_under_none(task: str) -> None:
+    X, y, h = _data()
+    if task == "classification":
+        y = (y > np.median(y)).astype(float)
+        model = ff.FedForestClassifier(n_estimators=10, random_state=0, privacy="none")
+    else:
+        model = ff.FedForestRegressor(n_estimators=10, random_state=0, privacy="none")
+    fed = _fit(model, X, y, h)
+    assert raw_value_exposure(fed, X, y) > 0.9
+    if task == "regression":
+        assert linked_rows(fed, X, y, h) > 0.05
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},  # defaults
+        {"n_estimators": 50, "max_depth": 8, "min_samples_leaf": 5, "n_bins": 32},  # the paper's
+    ],
+    ids=["defaults", "paper"],
+)
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_attack_finds_nothing_under_secure(task: str, settings: dict) -> None:
+    X, y, h = _data(categorical=True)
+    settings = {"n_estimators": 20, **settings}
+    if task == "classification":
+        y = (y > np.median(y)).astype(float)
+        model = ff.FedForestClassifier(random_state=0, **settings)
+    else:
+        model = ff.FedForestRegressor(random_state=0, **settings)
+    assert model.privacy == "secure"  # the default
+    fed = _fit(model, X, y, h)
+    assert raw_value_exposure(fed, X, y) < 0.01
+    assert linked_rows(fed, X, y, h) == 0.0
+    for _, replies in fed.rounds:
+        for msg in replies.values():
+            for name, arr in msg.arrays.items():
+                assert arr.dtype in (np.uint64, np.uint8), (msg.kind, name, arr.dtype)
+    m = max(10, 2 * model.min_samples_leaf)
+    fewest = pooled_view(fed, 2 if task == "classification" else 0)
+    assert fewest["summary"] >= m and fewest["interval"] >= m, fewest
+    assert fewest["group"] >= m, fewest
+    assert min(t.n_node_samples.min() for t in model.trees_) >= m
