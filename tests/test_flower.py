@@ -264,6 +264,11 @@ def test_run_settings_map_dashes_none_and_default(tmp_path: Path) -> None:
     assert (model.n_estimators, model.max_depth, model.random_state) == (7, None, 3)
     assert model.criterion == "gini" and model.on_client_failure == "drop"
     assert settings.metrics_path is None and settings.min_nodes == 2
+    assert model.privacy == "secure"  # the default
+    paper = RunSettings.from_run_config(
+        {"privacy": "none", "min-aggregate-rows": 20, "model-path": str(tmp_path / "m.ffm")}
+    ).estimator()
+    assert paper.privacy == "none" and paper.min_aggregate_rows == 20  # "none": a string here
 
 
 @pytest.mark.parametrize(

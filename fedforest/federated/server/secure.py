@@ -62,7 +62,7 @@ UNSUPPORTED = {
 #: Coarse grid of the second grid round: at most this many interior edges per feature.
 _COARSE_EDGES = 1024
 #: A node's grid has up to this many bins per quantile level (times ``n_bins``).
-_GRID_FACTOR = 4
+_GRID_FACTOR = 8
 
 
 def check_config(cfg: GrowerConfig) -> None:

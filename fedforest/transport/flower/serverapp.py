@@ -78,7 +78,12 @@ class RunSettings:
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> RunSettings:
         """Read the run config; raise ``ValueError`` naming the first bad key."""
-        config = {k: _none(v) for k, v in run_config.items() if v != _DEFAULT}
+        # "none" is a value of privacy, not None.
+        config = {
+            k: (v if k in _STRING_NONE else _none(v))
+            for k, v in run_config.items()
+            if v != _DEFAULT
+        }
         task = str(config.get("task", "regression"))
         if task not in _ESTIMATORS:
             raise ValueError(
@@ -194,6 +199,7 @@ def _write_text_atomically(path: Path, text: str) -> None:
 
 
 _DEFAULT = "default"  # a run config value that keeps the estimator's default
+_STRING_NONE = {"privacy"}  # keys whose value "none" is a string, not None
 
 
 def _none(value: Any) -> Any:
