@@ -73,8 +73,10 @@ class _BaseFedForest(BaseEstimator):
         "top_l": [Interval(Integral, 1, None, closed="left"), None],
         "client_fraction": [Interval(Real, 0.0, 1.0, closed="right")],
         "on_client_failure": [StrOptions({"raise", "drop"})],
-        "privacy": [StrOptions({"secure", "none"})],
+        "privacy": [StrOptions({"secure", "dp", "none"})],
         "min_aggregate_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "epsilon": [Interval(Real, 0.0, None, closed="neither"), None],
+        "delta": [Interval(Real, 0.0, 1.0, closed="neither"), None],
     }
 
     def __init__(
@@ -103,6 +105,8 @@ class _BaseFedForest(BaseEstimator):
         on_client_failure: str = "raise",
         privacy: str = "secure",
         min_aggregate_rows: int | None = None,
+        epsilon: float | None = None,
+        delta: float | None = None,
     ) -> None:
         self.n_estimators = n_estimators
         self.criterion = criterion
@@ -127,6 +131,8 @@ class _BaseFedForest(BaseEstimator):
         self.on_client_failure = on_client_failure
         self.privacy = privacy
         self.min_aggregate_rows = min_aggregate_rows
+        self.epsilon = epsilon
+        self.delta = delta
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: ArrayLike, y: ArrayLike, client_ids: ArrayLike | None = None) -> Any:
@@ -229,7 +235,7 @@ class _BaseFedForest(BaseEstimator):
     def _grow(self, fed: Federation) -> ForestResult:
         """Grow the forest; with ``split_rule="auto"`` run the diagnostics first."""
         cfg = self._config()
-        if cfg.privacy == "secure":
+        if cfg.privacy != "none":
             check_config(cfg)  # before anything reaches the clients
         if self.split_rule == "auto":
             report = diagnose(
@@ -300,6 +306,8 @@ class _BaseFedForest(BaseEstimator):
             on_client_failure=self.on_client_failure,
             privacy=self.privacy,
             min_aggregate_rows=self.min_aggregate_rows,
+            epsilon=self.epsilon,
+            delta=self.delta,
         )
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
@@ -316,6 +324,8 @@ class _BaseFedForest(BaseEstimator):
         self.dropped_clients_ = list(result.dropped_clients)
         if result.oob_score is not None:
             self.oob_score_ = result.oob_score
+        if result.privacy_report is not None:
+            self.privacy_report_ = result.privacy_report
         self._set_classes(result.classes, fit_classes)
         self._pack()
 
@@ -486,7 +496,7 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
         holds per-row state for one batch only (16 bytes per in-bag row and tree, about
         ``10 * n_k * tree_batch_size`` bytes) at the price of ``2 * max_depth`` rounds per
         batch. None grows all trees at once (fewest rounds). The forest is the same.
-    privacy : {"secure", "none"}, default="secure"
+    privacy : {"secure", "dp", "none"}, default="secure"
         What the server may learn (docs/privacy.md). ``"secure"``: every client answer the
         server adds up is masked (pairwise X25519 keys, ChaCha20 masks that cancel in the
         sum), so the server sees only sums over clients; no client sends a data value
@@ -496,10 +506,17 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
         AvgImp, ``split_rule="auto"``, the verification mode and local candidates need
         per-client values and are refused. ``"none"``: the paper's protocol; per-client
         sketches (data values) and statistics reach the server, which can rebuild rows
-        from them: for the paper's experiments and the verification mode only.
+        from them: for the paper's experiments and the verification mode only. ``"dp"``:
+        ``"secure"`` plus Gaussian noise added inside the secure sum (each client adds its
+        share), calibrated so that the whole fit is ``(epsilon, delta)``-differentially
+        private for the replacement of one row; needs ``epsilon`` and a ``max_depth``;
+        what was spent is in ``privacy_report_``.
     min_aggregate_rows : int or None, default=None
-        Under ``"secure"``: the fewest rows any released sum covers. None means
-        ``max(10, 2 * min_samples_leaf)``.
+        Under ``"secure"`` and ``"dp"``: the fewest rows any released sum covers. None
+        means ``max(10, 2 * min_samples_leaf)``.
+    epsilon, delta : float or None, default=None
+        Under ``"dp"``: the privacy budget of the whole fit (every tree, level and round).
+        ``delta`` None means ``min(1e-5, 0.1 / n_rows)``.
     verbose : int, default=0
         > 0 shows a progress bar over tree levels.
     on_client_failure : {"raise", "drop"}, default="raise"
@@ -528,7 +545,7 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        if self.privacy == "secure" and tags.regressor_tags is not None:
+        if self.privacy != "none" and tags.regressor_tags is not None:
             # Leaves of at least min_aggregate_rows rows and candidates that far apart: on
             # scikit-learn's 200-row check data the training R^2 is about 0.55, near its 0.5
             # bar (docs/privacy.md, "What it costs").
@@ -586,6 +603,8 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         on_client_failure: str = "raise",
         privacy: str = "secure",
         min_aggregate_rows: int | None = None,
+        epsilon: float | None = None,
+        delta: float | None = None,
     ) -> None:
         super().__init__(
             n_estimators,
@@ -611,6 +630,8 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             on_client_failure=on_client_failure,
             privacy=privacy,
             min_aggregate_rows=min_aggregate_rows,
+            epsilon=epsilon,
+            delta=delta,
         )
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:

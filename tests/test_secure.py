@@ -383,3 +383,101 @@ def test_depth3_splits_agree_with_pooled_cart_at_scale() -> None:
             agreement.append(max(np.mean(go == theirs), np.mean(go != theirs)))
     assert len(agreement) >= 4
     assert min(agreement) >= 0.985, agreement
+
+
+# --------------------------------------------------------------------------- "dp"
+def test_noise_calibration_matches_the_analytic_gaussian_mechanism() -> None:
+    # Balle & Wang (2018), Theorem 8: the Gaussian mechanism with noise multiplier z is
+    # (epsilon, delta)-DP for delta = Phi(-eps z + 1/(2z)) - e^eps Phi(-eps z - 1/(2z)).
+    from scipy.stats import norm
+
+    from fedforest.federated.privacy.dp import plan_noise
+
+    for eps, delta in ((0.5, 1e-5), (1.0, 1e-5), (10.0, 1e-6), (50.0, 1e-5)):
+        plan = plan_noise(eps, delta, entries=400, grid=20)
+        z = plan.noise_multiplier
+        exact = norm.cdf(-eps * z + 1 / (2 * z)) - np.exp(eps) * norm.cdf(-eps * z - 1 / (2 * z))
+        assert exact == pytest.approx(delta, rel=1e-4)
+        # Grid entries get 3x less noise and weigh 9x: sensitivity 2 sqrt(380 + 9 * 20).
+        assert plan.sensitivity == pytest.approx(2 * np.sqrt(380 + 9 * 20))
+        assert plan.sigma == pytest.approx(z * plan.sensitivity)
+
+
+def test_entries_per_row_by_hand() -> None:
+    from fedforest.federated.privacy.dp import entries_per_row
+
+    # Regression, 2 numeric features sampled of 3, 4 statistics: per level 4 + 2 * (2 + 4);
+    # grid 3 * 3 (moments without the public count, coarse bin), the targets' bin 1; oob 4.
+    got = entries_per_row(
+        n_trees=5, max_depth=3, n_sampled=2, n_numeric=3, n_stats=4, classification=False
+    )
+    assert got == 10 + 5 * 3 * 16 + 4
+
+
+def test_dp_forest_reports_its_budget_and_is_noisy() -> None:
+    X, y, h = _data(n=400)
+    kw = dict(n_estimators=4, max_depth=3, random_state=0, privacy="dp", epsilon=5.0)
+    a = ff.FedForestRegressor(**kw).fit(X, y, client_ids=h)
+    b = ff.FedForestRegressor(**kw).fit(X, y, client_ids=h)
+    rep = a.privacy_report_
+    assert rep["privacy"] == "dp" and rep["epsilon"] == 5.0 and rep["delta"] > 0
+    assert 0 < rep["epsilon_spent"] <= 5.0 + 1e-9 and rep["sigma"] > 0
+    assert not all(
+        np.array_equal(t.value, u.value) for t, u in zip(a.trees_, b.trees_, strict=True)
+    )  # fresh noise every fit
+    # With a huge budget the noise vanishes: close to "secure".
+    big = ff.FedForestRegressor(**{**kw, "epsilon": 1e6}).fit(X, y, client_ids=h)
+    sec = ff.FedForestRegressor(n_estimators=4, max_depth=3, random_state=0)
+    sec.fit(X, y, client_ids=h)
+    mse = [np.mean((m.predict(X) - y) ** 2) for m in (big, sec)]
+    assert mse[0] < 1.3 * mse[1]
+
+
+def test_dp_needs_a_budget_and_a_depth() -> None:
+    X, y, h = _data()
+    with pytest.raises(ValueError, match="epsilon > 0"):
+        ff.FedForestRegressor(n_estimators=2, privacy="dp").fit(X, y, client_ids=h)
+    with pytest.raises(ValueError, match="max_depth=None"):
+        ff.FedForestRegressor(n_estimators=2, privacy="dp", epsilon=1.0, max_depth=None).fit(
+            X, y, client_ids=h
+        )
+
+
+def test_dp_server_sees_only_noisy_masked_sums() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_privacy import RecordingFederation
+
+    X, y, h = _data(n=200)
+    y = (y > np.median(y)).astype(int)
+    clients = [ff.Client(X[h == k], y[h == k], str(k)) for k in range(4)]
+    fed = RecordingFederation(ff.LocalFederation(clients))
+    model = ff.FedForestClassifier(
+        n_estimators=3, max_depth=3, random_state=0, privacy="dp", epsilon=2.0
+    ).fit_federated(fed)
+    # The first Round A's decoded summary: the roots' row counts are noisy, not exact.
+    from fedforest.federated.client_secure import stat_frac_bits
+
+    for requests, replies in fed.rounds:
+        if next(iter(requests.values())).kind == ROUND_A:
+            shape = next(iter(replies.values())).arrays["summary"].shape
+            total = add_in_order((m.arrays["summary"] for m in replies.values()), shape)
+            rows = from_fixed(total, stat_frac_bits(2))[:, 0]
+            seed = np.random.RandomState(0).randint(np.iinfo(np.int32).max)
+            exact = [
+                sum(
+                    np.count_nonzero(
+                        bootstrap_counts(seed, t, c.name, c.n_samples, c._secure.secret)
+                    )
+                    for c in clients
+                )
+                for t in range(3)
+            ]
+            assert np.all(np.abs(rows - exact) > 1e-6)  # noise on every count
+            assert np.all(np.abs(rows - exact) < 10 * model.privacy_report_["sigma"])
+            break
+    for _, replies in fed.rounds:
+        for msg in replies.values():
+            assert all(a.dtype in (np.uint64, np.uint8) for a in msg.arrays.values())

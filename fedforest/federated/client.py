@@ -189,8 +189,8 @@ class Client:
         }
         arrays: dict[str, NDArray[Any]] = {}
         self._secure = None
-        if msg.header.get("privacy") == "secure":
-            self._secure = SecureParty(self)
+        if msg.header.get("privacy") in ("secure", "dp"):
+            self._secure = SecureParty(self, dp=msg.header.get("privacy") == "dp")
             arrays["public_key"] = np.frombuffer(self._secure.keys.public_bytes, dtype=np.uint8)
         elif msg.header.get("ranges"):
             # Only the federated-histogram baseline asks: per-feature min and max.
@@ -227,7 +227,7 @@ class Client:
             uniq, inv = np.unique(self.y_raw, return_inverse=True)
             y = np.array([index[u] for u in uniq.tolist()], dtype=np.float64)[inv]
             n_classes = len(classes)
-        if setup.get("privacy") == "secure":
+        if setup.get("privacy") in ("secure", "dp"):
             secure = self._secure_party()
             if n_classes == 0:
                 y = secure.standardise(setup, y)
@@ -264,7 +264,7 @@ class Client:
         fit.criterion = setup.get("criterion", "squared_error")
         fit.local_candidates = bool(setup.get("local_candidates", False)) and fit.send_sketch
         fit.min_rows = int(setup.get("min_samples_leaf", 1))
-        fit.secure = setup.get("privacy") == "secure"
+        fit.secure = setup.get("privacy") in ("secure", "dp")
         self._fit_secure = fit.secure
         return fit
 
@@ -289,7 +289,11 @@ class Client:
         if not bootstrap:
             return np.ones(self.n_samples, dtype=np.int64)
         secret = self._secure.secret if self._secure is not None else None
-        return bootstrap_counts(seed, tree, self.name, self.n_samples, secret)
+        counts = bootstrap_counts(seed, tree, self.name, self.n_samples, secret)
+        if self._secure is not None and self._secure.dp is not None:
+            # Under "dp" a row weighs at most max_weight in any sum (its sensitivity).
+            counts = np.minimum(counts, int(self._secure.dp["max_weight"]))
+        return counts
 
     def _blocks(self, fit: _Fit) -> list[tuple[int, int]]:
         """Contiguous tree ranges of about equal row counts, one per thread."""
@@ -586,6 +590,8 @@ class Client:
             if self._secure is not None and self._fit_secure:
                 # Targets are standardised under "secure": so are the errors (R^2 unchanged).
                 p = (p - self._secure.y_center) / self._secure.y_scale
+                if self._secure.dp is not None:  # the errors' bound under "dp"
+                    p = np.clip(p, -self._secure.dp["clip"], self._secure.dp["clip"])
             sums = [scored.sum(), np.sum((y - p) ** 2), y.sum(), np.sum(y * y)]
         arrays = {"oob_sums": np.asarray(sums, dtype=np.float64)}
         if self._secure is not None and self._fit_secure:

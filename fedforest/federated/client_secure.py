@@ -13,12 +13,15 @@ function of the data).
 from __future__ import annotations
 
 import hashlib
+import json
+import secrets
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._common import STAT_ROWS, STAT_WEIGHT, n_stats
+from .privacy.dp import ASINH_CLIP
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed
 from .protocol import GRID, OOB, RECOVER, ROUND_A, ROUND_B, Message, expect_array
 
@@ -52,12 +55,19 @@ def data_secret(X: NDArray[np.float64], y: NDArray[Any], name: str) -> int:
 class SecureParty:
     """A client's keys and masked answers for one fit under ``privacy="secure"``."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, dp: bool = False) -> None:
         self.client = client
         self.keys = MaskingKeys(client.name)
-        self.secret = data_secret(client.X, client.y_raw, client.name)
+        # Under "dp" the bootstrap secret must not depend on the data (one row would change
+        # every draw): a random one, kept for the fit.
+        self.secret = (
+            secrets.randbits(128) if dp else data_secret(client.X, client.y_raw, client.name)
+        )
         self.y_center = 0.0
         self.y_scale = 1.0
+        #: Under "dp": the noise (sigma per bound unit), target clip and weight cap.
+        self.dp: dict[str, float] | None = None
+        self._rng = np.random.default_rng(secrets.randbits(128))
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> tuple[Any, ...]:
@@ -71,12 +81,13 @@ class SecureParty:
             str(self.secret),
             self.y_center,
             self.y_scale,
+            json.dumps(self.dp),
         )
 
     @classmethod
     def from_state(cls, client: Client, state: tuple[Any, ...]) -> SecureParty:
         """Inverse of :meth:`to_state`."""
-        private, names, keys, secret, center, scale = state
+        private, names, keys, secret, center, scale, dp = state
         peers = [n for n in str(names).split("\x00") if n]
         raw = np.asarray(keys, dtype=np.uint8).tobytes()
         if len(raw) != 32 * len(peers) or np.asarray(private).size != 32:
@@ -87,9 +98,36 @@ class SecureParty:
         party.keys = MaskingKeys.restore(client.name, np.asarray(private).tobytes(), pair)
         party.secret = int(secret)
         party.y_center, party.y_scale = float(center), float(scale)
+        party.dp = json.loads(str(dp))
+        party._rng = np.random.default_rng(secrets.randbits(128))
         return party
 
     # ------------------------------------------------------------------ masking
+    def _peers(self, msg: Message) -> list[str]:
+        sec = msg.header.get("secagg")
+        return [str(p) for p in sec["peers"]] if isinstance(sec, dict) and "peers" in sec else []
+
+    def noisy(
+        self, msg: Message, values: NDArray[np.float64], bounds: Any, key: str = "sigma"
+    ) -> NDArray[np.float64]:
+        """Under "dp": this client's share of the Gaussian noise, per entry's bound."""
+        if self.dp is None:
+            return values
+        share = float(self.dp[key]) / np.sqrt(max(len(self._peers(msg)), 1))
+        scale = share * np.broadcast_to(np.asarray(bounds, dtype=np.float64), values.shape)
+        return np.asarray(values + self._rng.normal(size=values.shape) * scale)
+
+    def bounds(self, n_classes: int) -> NDArray[np.float64]:
+        """Per column of the statistics: the most one row can add (rows, weight, sums)."""
+        assert self.dp is not None
+        w, c = float(self.dp["max_weight"]), float(self.dp["clip"])
+        s = n_stats("classification" if n_classes else "regression", n_classes)
+        out = np.full(s, w)
+        out[STAT_ROWS] = 1.0
+        if not n_classes:
+            out[2:] = [w * c, w * c * c]
+        return out
+
     def _masked(self, msg: Message, kind: str, arrays: dict[str, NDArray[np.uint64]]) -> Message:
         sec = msg.header.get("secagg")
         if not isinstance(sec, dict) or "tag" not in sec or "peers" not in sec:
@@ -115,19 +153,31 @@ class SecureParty:
         if "public_keys" in msg.header:
             publics = {str(k): bytes.fromhex(str(v)) for k, v in msg.header["public_keys"].items()}
             self.keys.agree(publics)
+        if "dp" in msg.header:
+            self.dp = _check_dp(msg.header["dp"], c.name)
         feats = expect_array(msg, "features", "i", (None,), "server").astype(np.int64)
         if feats.size and (feats.min() < 0 or feats.max() >= c.X.shape[1]):
             raise ValueError(f"Client {c.name!r}: grid features out of range.")
         x = c.X[:, feats]
         if msg.header.get("stage") == "moments":
-            a = np.arcsinh(x)
+            clip = ASINH_CLIP if self.dp is not None else np.inf
+            a = np.clip(np.arcsinh(x), -clip, clip)
             moments = np.column_stack(
                 [np.full(feats.size, float(c.n_samples)), a.sum(axis=0), (a * a).sum(axis=0)]
             )
+            m_bounds = [1.0, ASINH_CLIP, ASINH_CLIP**2]
+            moments = self.noisy(msg, moments, m_bounds, "grid_sigma")
             arrays = {"moments": to_fixed(moments, MOMENT_FRAC_BITS)}
-            if msg.header.get("target_moments"):
-                ay = np.arcsinh(c.y_raw.astype(np.float64))
+            if msg.header.get("target_hist"):
+                # Under "dp": counts of asinh(y) on a fixed grid (one bin per row).
+                ay = np.clip(np.arcsinh(c.y_raw.astype(np.float64)), -ASINH_CLIP, ASINH_CLIP)
+                counts = np.histogram(ay, bins=target_grid())[0].astype(np.float64)
+                counts = self.noisy(msg, counts, 1.0, "target_sigma")
+                arrays["y_hist"] = to_fixed(counts, 0)
+            elif msg.header.get("target_moments"):
+                ay = np.clip(np.arcsinh(c.y_raw.astype(np.float64)), -clip, clip)
                 y_mom = np.array([[float(c.n_samples), ay.sum(), (ay * ay).sum()]])
+                y_mom = self.noisy(msg, y_mom, m_bounds, "target_sigma")
                 arrays["y_moments"] = to_fixed(y_mom, MOMENT_FRAC_BITS)
             return self._masked(msg, GRID, arrays)
         edges = expect_array(msg, "edges", "f", (feats.size, None), "server")
@@ -135,6 +185,8 @@ class SecureParty:
         for i in range(feats.size):
             xs = np.sort(x[:, i])
             cum[i] = np.searchsorted(xs, edges[i], side="right")
+        if self.dp is not None:  # per-bin increments, each row in one bin
+            cum = self.noisy(msg, np.diff(cum, axis=1, prepend=0.0), 1.0, "grid_sigma")
         return self._masked(msg, GRID, {"hist": to_fixed(cum, 0)})
 
     # ------------------------------------------------------------------ set-up
@@ -147,7 +199,10 @@ class SecureParty:
                 f"Client {self.client.name!r}: invalid target standardisation from the server "
                 f"(center {self.y_center!r}, scale {self.y_scale!r})."
             )
-        return np.asarray((y - self.y_center) / self.y_scale)
+        z = np.asarray((y - self.y_center) / self.y_scale)
+        if self.dp is not None:
+            z = np.clip(z, -float(self.dp["clip"]), float(self.dp["clip"]))
+        return z
 
     # ------------------------------------------------------------------ rounds A and B
     def round_a(self, msg: Message, fit: _Fit, summary: NDArray[np.float64]) -> Message:
@@ -158,6 +213,10 @@ class SecureParty:
         grid = expect_array(msg, "grid", "f", (int(grid_off[-1]),), "server")
         _check_offsets(grid_off, "grid_off", self.client.name)
         cum = self.client._left_stats(fit, grid_off, grid)[:, [STAT_ROWS, STAT_WEIGHT]]
+        if self.dp is not None:
+            b = self.bounds(fit.n_classes)
+            summary = self.noisy(msg, summary, b)
+            cum = self.noisy(msg, increments(cum, grid_off), b[:2])
         arrays = {
             "summary": to_fixed(summary, stat_frac_bits(fit.n_classes)),
             "hist": to_fixed(cum, 0),
@@ -180,6 +239,10 @@ class SecureParty:
         if group_pair.size and (group_pair.min() < 0 or group_pair.max() >= n_pairs):
             raise ValueError(f"Client {c.name!r}: group pairs out of range.")
         stats = self._group_stats(fit, group_pair, group_off.astype(np.int64), group_map, n_groups)
+        if self.dp is not None:
+            b = self.bounds(fit.n_classes)
+            left = self.noisy(msg, increments(left, cand_off), b)
+            stats = self.noisy(msg, stats, b)
         bits = stat_frac_bits(fit.n_classes)
         arrays = {"left": to_fixed(left, bits), "group_stats": to_fixed(stats, bits)}
         return self._masked(msg, ROUND_B, arrays)
@@ -230,7 +293,39 @@ class SecureParty:
         bits = np.zeros(sums.size, dtype=np.int64)
         if not n_classes:
             bits[1:] = FRAC_BITS
+        if self.dp is not None:
+            c = float(self.dp["clip"])
+            sums = self.noisy(msg, sums, [1.0, 1.0] if n_classes else [1.0, 4 * c * c, c, c * c])
         return self._masked(msg, OOB, {"oob_sums": to_fixed(sums, bits)})
+
+
+def target_grid() -> NDArray[np.float64]:
+    """Fixed bin edges in asinh(y) of the targets' histogram under "dp" (160 bins)."""
+    return np.linspace(-ASINH_CLIP, ASINH_CLIP, 161)
+
+
+def increments(cum: NDArray[np.float64], off: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Cumulative statistics per segment (``off``) as per-entry increments."""
+    out = np.array(cum, dtype=np.float64, copy=True)
+    if out.shape[0] > 1:
+        out[1:] -= cum[:-1]
+    starts = off[:-1][np.diff(off) > 0]
+    out[starts] = cum[starts]
+    return out
+
+
+def _check_dp(dp: Any, client: str) -> dict[str, float]:
+    """The noise parameters from the server, validated."""
+    try:
+        keys = ("sigma", "grid_sigma", "target_sigma", "clip", "max_weight")
+        out = {k: float(dp[k]) for k in keys}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"Client {client!r}: invalid dp parameters from the server: {dp!r}"
+        ) from exc
+    if not all(np.isfinite(v) and v > 0 for v in out.values()):
+        raise ValueError(f"Client {client!r}: dp parameters must be positive, got {out}.")
+    return out
 
 
 def _check_offsets(off: NDArray[np.int64], name: str, client: str) -> None:

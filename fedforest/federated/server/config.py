@@ -60,6 +60,9 @@ class GrowerConfig:
     privacy: str = "none"
     #: Under "secure": the fewest rows any released sum covers (None: max(10, 2 * leaf)).
     min_aggregate_rows: int | None = None
+    #: Under "dp": the privacy budget of the whole fit (delta None: min(1e-5, 0.1 / n)).
+    epsilon: float | None = None
+    delta: float | None = None
 
     @property
     def uses_local_candidates(self) -> bool:
@@ -91,3 +94,5 @@ class ForestResult:
     paired_sums: NDArray[np.float64] | None = None
     #: (name, round) of every client dropped under on_client_failure="drop".
     dropped_clients: list[tuple[str, int]] = field(default_factory=list)
+    #: Under "dp": the noise plan and the budget spent (model.privacy_report_).
+    privacy_report: dict[str, Any] | None = None

@@ -22,6 +22,7 @@ from ..categorical import sort_categories
 from ..criteria import impurity, leaf_value
 from ..failure import DropFailedClients
 from ..federation import Federation
+from ..privacy import dp
 from ..privacy.rules import default_min_rows
 from ..protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, CommunicationLedger, Message, expect_array
 from . import secure
@@ -149,7 +150,7 @@ def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) 
         "feature_names": names,
         "classes": classes,
         "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
-        "public_keys": secure.public_keys(replies) if cfg.privacy == "secure" else {},
+        "public_keys": secure.public_keys(replies) if cfg.privacy != "none" else {},
     }
 
 
@@ -331,7 +332,7 @@ def _level(
         "pair_feat": pair_feat,
     }
     header = {**header, "n_prev_slots": int(routes["route_feature"].size) if routes else 0}
-    if cfg.privacy == "secure":
+    if cfg.privacy != "none":
         return _secure_level(
             fed, cfg, ledger, builders, frontier, {**routes, **arrays}, header, ctx
         )
@@ -418,6 +419,9 @@ def _secure_level(
     )
     n_slots = frontier.tree.size
     ctx["secure_slots"] = (frontier.tree + ctx["first_tree"], frontier.node)
+    if "dp" in ctx:  # a row is in one node per tree and level
+        per_level = dp.level_entries(ctx["k"], ctx["n_stats"], cfg.task == "classification")
+        ctx["dp_released"][0] += np.unique(frontier.tree).size * per_level
     level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_rows)
     pooled = _pool_node_stats(builders, frontier, level.pooled[None])
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
@@ -595,7 +599,7 @@ def _grow_batch(
 
 def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
     """Train a federated forest through ``fed`` and return its trees and ledger."""
-    if cfg.privacy == "secure":
+    if cfg.privacy != "none":
         secure.check_config(cfg)
         m = cfg.min_aggregate_rows or default_min_rows(cfg.min_samples_leaf)
         # Every released sum covers at least m rows: so does every leaf.
@@ -617,7 +621,12 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         "edges": schema["edges"],
         "clients": schema["clients"],
     }
-    if cfg.privacy == "secure":
+    if cfg.privacy == "dp":
+        ctx["dp"] = schema["dp"] = _dp_plan(cfg, schema, ctx)
+        n_numeric = int((ctx["n_categories"] == 0).sum())
+        cls = n_classes > 0
+        ctx["dp_released"] = [dp.grid_entries(n_numeric, cls) + dp.target_entries(cls)]
+    if cfg.privacy != "none":
         ctx["secure"] = schema["secure"] = secure.setup_grids(
             fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
         )
@@ -659,9 +668,35 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
     )
     if cfg.oob_score:
         _oob_round(fed, ledger, trees, cfg, result)
+        if "dp" in ctx:
+            ctx["dp_released"][0] += dp.oob_entries(cfg.task == "classification")
     else:
         _finish_clients(fed)
+    if "dp" in ctx:
+        plan: dp.DpPlan = ctx["dp"]
+        cls = cfg.task == "classification"
+        grid = dp.grid_entries(int((ctx["n_categories"] == 0).sum()), cls)
+        spent = dp.spent_epsilon(plan, ctx["dp_released"][0], grid, dp.target_entries(cls))
+        result.privacy_report = plan.report(spent)
     return result
+
+
+def _dp_plan(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> dp.DpPlan:
+    """The noise of the whole fit, calibrated before anything is released."""
+    assert cfg.epsilon is not None and cfg.max_depth is not None
+    n_rows = sum(schema["n_samples"].values())
+    delta = cfg.delta if cfg.delta is not None else min(1e-5, 0.1 / max(n_rows, 1))
+    entries = dp.entries_per_row(
+        n_trees=cfg.n_estimators,
+        max_depth=cfg.max_depth,
+        n_sampled=ctx["k"],
+        n_numeric=int((ctx["n_categories"] == 0).sum()),
+        n_stats=ctx["n_stats"],
+        classification=cfg.task == "classification",
+    )
+    cls = cfg.task == "classification"
+    grid = dp.grid_entries(int((ctx["n_categories"] == 0).sum()), cls)
+    return dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, dp.target_entries(cls))
 
 
 def _finish_clients(fed: Federation) -> None:
@@ -712,17 +747,22 @@ def _oob_round(
         },
     )
     width = 2 if cfg.task == "classification" else 4
-    if cfg.privacy == "secure":
+    if cfg.privacy != "none":
         sums = secure.oob_sums(fed, ledger, msg, width, cfg.task == "classification")
     else:
         replies = _exchange(fed, ledger, msg)
         sums = _sum_in_order(replies, "oob_sums", (width,))
     if cfg.oob_compare_to:
         result.paired_sums = _sum_in_order(replies, "paired_sums", (4,))
+    if cfg.privacy == "dp":  # noisy sums: a count is at least 1, sums of squares >= 0
+        sums = (
+            np.maximum(sums, [1.0] + [0.0] * (sums.size - 1)) if cfg.task != "regression" else sums
+        )
+        sums[0] = max(round(float(sums[0])), 1)
     n_scored = int(sums[0])
     alive = set(fed.client_names)
     total = sum(n for name, n in result.client_n_samples.items() if name in alive)
-    if n_scored < total:
+    if n_scored < total and cfg.privacy != "dp":  # under "dp" the count is noisy
         warnings.warn(
             f"{total - n_scored} of {total} rows were drawn by every tree and have no out-of-bag "
             "prediction; the OOB score uses the others. Use more trees for a complete estimate.",

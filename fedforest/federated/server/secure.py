@@ -18,6 +18,7 @@ a recovery round in which the survivors send the masks they shared with it for t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +26,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT
-from ..client_secure import MOMENT_FRAC_BITS, stat_frac_bits
+from ..client_secure import MOMENT_FRAC_BITS, stat_frac_bits, target_grid
 from ..federation import ClientFailure, Federation
+from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, quantile_grids
 from ..privacy.rules import group_categories, secure_candidates
 from ..privacy.secagg import add_in_order, correction, from_fixed
@@ -86,12 +88,20 @@ def check_config(cfg: GrowerConfig) -> None:
         problems.append(("bootstrap=False", UNSUPPORTED["bootstrap"]))
     if cfg.oob_store_as or cfg.oob_compare_to:
         problems.append(("paired out-of-bag losses", UNSUPPORTED["paired"]))
+    if cfg.privacy == "dp":
+        if cfg.max_depth is None:
+            problems.append(("max_depth=None", "the noise is calibrated for a bounded depth"))
+        if cfg.epsilon is None or not cfg.epsilon > 0:
+            raise ValueError(
+                f'privacy="dp" needs a privacy budget: epsilon > 0, got {cfg.epsilon!r} '
+                "(e.g. FedForestRegressor(privacy='dp', epsilon=5.0)); see docs/privacy.md."
+            )
     if problems:
         what, why = problems[0]
         raise ValueError(
-            f'{what} is not available under privacy="secure": {why}. Use privacy="none" '
-            "for it (the server then sees per-client statistics and data values; see "
-            "docs/privacy.md)."
+            f'{what} is not available under privacy="{cfg.privacy}" (nor "secure"): {why}. '
+            'Use privacy="none" for it (the server then sees per-client statistics and data '
+            "values; see docs/privacy.md)."
         )
 
 
@@ -219,17 +229,29 @@ def setup_grids(
     numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
     feats = numeric.astype(np.int32)
     regression = cfg.task == "regression"
-    first = Message(
-        GRID,
-        {"stage": "moments", "public_keys": public_keys, "target_moments": regression},
-        {"features": feats},
-    )
+    plan = schema.get("dp")
+    header: dict[str, Any] = {
+        "stage": "moments",
+        "public_keys": public_keys,
+        "target_moments": regression and plan is None,
+        "target_hist": regression and plan is not None,
+    }
+    if plan is not None:
+        header["dp"] = plan.header()
+    first = Message(GRID, header, {"features": feats})
     specs: dict[str, tuple[tuple[int, ...], Any]] = {"moments": ((feats.size, 3), MOMENT_FRAC_BITS)}
-    if regression:
+    if regression and plan is None:
         specs["y_moments"] = ((1, 3), MOMENT_FRAC_BITS)
+    elif regression:
+        specs["y_hist"] = ((target_grid().size - 1,), 0)
     sums = secure_exchange(fed, ledger, first, specs)
     n, s1, s2 = sums["moments"].T if feats.size else (np.zeros(0),) * 3
     n_rows = float(sum(schema["n_samples"].get(c, 0) for c in fed.client_names))
+    if plan is not None:
+        # Noisy sums: the row counts are public (the handshake's); the moments kept in range.
+        n = np.full(feats.size, max(n_rows, 1.0))
+        s1 = np.clip(s1, -ASINH_CLIP * n, ASINH_CLIP * n)
+        s2 = np.clip(s2, s1 * s1 / n, ASINH_CLIP**2 * n)
     m = min_rows(cfg)
     n_edges = int(np.clip(n_rows // m, 2, _COARSE_EDGES))
     edges = moment_grid(n, s1, s2, n_edges) if feats.size else np.zeros((0, n_edges))
@@ -239,6 +261,8 @@ def setup_grids(
         Message(GRID, {"stage": "histogram"}, {"features": feats, "edges": edges}),
         {"hist": ((feats.size, n_edges), 0)},
     )["hist"]
+    if plan is not None:  # noisy per-bin increments: cumulative, monotone, within [0, n]
+        hist = np.maximum.accumulate(np.clip(np.cumsum(hist, axis=1), 0.0, n[:, None]), axis=1)
     lo_f, hi_f = outer_bounds(n, s1, s2) if feats.size else (np.zeros(0), np.zeros(0))
     root_edges = [np.zeros(0)] * d
     root_mass = [np.zeros(0)] * d
@@ -257,7 +281,9 @@ def setup_grids(
         root_edges[j], root_mass[j] = e, np.maximum(np.diff(cum), 0.0)
         root_lo[j], root_hi[j] = lo_f[i], hi_f[i]
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
-    if regression:
+    if regression and plan is not None:
+        state.y_center, state.y_scale = _robust_scale(sums["y_hist"])
+    elif regression:
         yn, y1, y2 = sums["y_moments"][0]
         mean = y1 / max(yn, 1.0)
         std = np.sqrt(max(y2 / max(yn, 1.0) - mean**2, 0.0))
@@ -267,6 +293,21 @@ def setup_grids(
         )
         state.y_center, state.y_scale = center, max(spread / 2.0, 1e-12, 1e-9 * abs(center))
     return state
+
+
+def _robust_scale(counts: NDArray[np.float64]) -> tuple[float, float]:
+    """Center (median) and scale (IQR / 1.349) of the targets from a noisy histogram.
+
+    The histogram is of asinh(y) on a fixed grid: under "dp" one count per row, robust to
+    the noise where moments (bounded by the clip squared) are not.
+    """
+    edges = target_grid()
+    cum = np.concatenate([[0.0], np.cumsum(np.maximum(counts, 0.0))])
+    if cum[-1] <= 0:
+        return 0.0, 1.0
+    q = np.interp(np.array([0.25, 0.5, 0.75]) * cum[-1], cum, edges)
+    lo, mid, hi = (float(np.sinh(v)) for v in q)
+    return mid, max((hi - lo) / 1.349, 1e-12, 1e-9 * abs(mid))
 
 
 def from_z(stats: NDArray[np.float64], state: SecureState, regression: bool) -> NDArray[np.float64]:
@@ -417,8 +458,55 @@ def round_a(
         Message(ROUND_A, header, {**arrays, "grid_off": grid_off, "grid": grid}),
         {"summary": ((n_slots, ctx["n_stats"]), bits), "hist": ((grid.size, 2), 0)},
     )
-    pooled = from_z(sums["summary"], state, cfg.task == "regression")
-    return LevelA(pooled, grid_off, grid, sums["hist"])
+    summary, cum = sums["summary"], sums["hist"]
+    if cfg.privacy == "dp":
+        summary, cum = _denoise_a(summary, cum, grid_off, ctx["dp"].clip, cfg.task)
+    pooled = from_z(summary, state, cfg.task == "regression")
+    return LevelA(pooled, grid_off, grid, cum)
+
+
+def _denoise_a(
+    summary: NDArray[np.float64],
+    hist: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    clip: float,
+    task: str,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Post-processing of noisy Round A sums: counts non-negative, histograms cumulative."""
+    summary = _clip_stats(summary, clip, task)
+    summary[:, STAT_WEIGHT] = np.maximum(summary[:, STAT_WEIGHT], 1.0)  # leaf values divide
+    return summary, _cumulative(np.maximum(hist, 0.0), grid_off)
+
+
+def _clip_stats(stats: NDArray[np.float64], clip: float, task: str) -> NDArray[np.float64]:
+    """Noisy statistics made consistent: counts >= 0, |mean z| <= clip, variance >= 0."""
+    out = np.array(stats, dtype=np.float64, copy=True)
+    out[:, STAT_ROWS] = np.maximum(out[:, STAT_ROWS], 0.0)
+    out[:, STAT_WEIGHT] = np.maximum(out[:, STAT_WEIGHT], 0.0)
+    w = out[:, STAT_WEIGHT]
+    if task == "regression":
+        out[:, 2] = np.clip(out[:, 2], -clip * w, clip * w)
+        out[:, 3] = np.clip(out[:, 3], 0.0, clip * clip * w)
+        # Cauchy-Schwarz: (sum w z)^2 <= W * sum w z^2.
+        out[:, 3] = np.maximum(
+            out[:, 3], np.divide(out[:, 2] ** 2, w, where=w > 0, out=np.zeros_like(w))
+        )
+    else:
+        out[:, 2:] = np.maximum(out[:, 2:], 0.0)
+    return out
+
+
+def _cumulative(inc: NDArray[np.float64], off: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Running sums of ``inc`` (rows) within each segment ``off[i]:off[i + 1]``."""
+    a = np.asarray(inc, dtype=np.float64)
+    flat = a.reshape(a.shape[0], -1)
+    cum = np.cumsum(flat, axis=0)
+    starts = off[:-1]
+    before = np.zeros((off.size - 1, flat.shape[1]))
+    later = starts > 0
+    before[later] = cum[starts[later] - 1]
+    seg = np.repeat(np.arange(off.size - 1), np.diff(off))
+    return np.asarray((cum - before[seg]).reshape(a.shape))
 
 
 # --------------------------------------------------------------------------- Round B
@@ -510,7 +598,12 @@ def round_b(
         {"left": ((cand.size, s), bits), "group_stats": ((int(sum(n_groups)), s), bits)},
     )
     regression = cfg.task == "regression"
-    left = from_z(sums["left"], state, regression)
+    left_z, groups_z = sums["left"], sums["group_stats"]
+    if cfg.privacy == "dp":
+        # Noisy per-interval increments: consistent, then cumulative per pair.
+        left_z = _cumulative_stats(left_z, cand_off, ctx["dp"].clip, cfg.task)
+        groups_z = _clip_stats(groups_z, ctx["dp"].clip, cfg.task)
+    left = from_z(left_z, state, regression)
     best = best_splits(
         pooled,
         pair_off,
@@ -524,12 +617,12 @@ def round_b(
         min_impurity_decrease=cfg.min_impurity_decrease,
     )
     if not group_pair:
-        return best
-    group_stats = from_z(sums["group_stats"], state, regression)
+        return _consistent_children(best, state, cfg, ctx)
+    group_stats = from_z(groups_z, state, regression)
     sets, feature = _group_splits(
         group_stats, group_pair, group_maps, n_groups, pair_node, pair_feat, n_nodes, cfg, ctx, m
     )
-    return with_set_splits(
+    best = with_set_splits(
         best,
         sets,
         feature,
@@ -537,6 +630,42 @@ def round_b(
         root_weight=root_w,
         min_impurity_decrease=cfg.min_impurity_decrease,
     )
+    return _consistent_children(best, state, cfg, ctx)
+
+
+def _consistent_children(
+    best: BestSplits, state: SecureState, cfg: GrowerConfig, ctx: dict[str, Any]
+) -> BestSplits:
+    """Under "dp": children's noisy statistics made consistent (they may become leaves).
+
+    A right child's statistics are the parent's minus the left's, both noisy: its weight
+    is kept at least 1 and its mean target within the clipped range.
+    """
+    if cfg.privacy != "dp":
+        return best
+    clip = ctx["dp"].clip
+    out = []
+    for stats in (best.left, best.right):
+        z = _to_z(stats, state, cfg.task == "regression")
+        z = _clip_stats(z, clip, cfg.task)
+        z[:, STAT_WEIGHT] = np.maximum(z[:, STAT_WEIGHT], 1.0)
+        out.append(from_z(z, state, cfg.task == "regression"))
+    keep = best.feature >= 0
+    left = np.where(keep[:, None], out[0], best.left)
+    right = np.where(keep[:, None], out[1], best.right)
+    return dataclasses.replace(best, left=left, right=right)
+
+
+def _to_z(stats: NDArray[np.float64], state: SecureState, regression: bool) -> NDArray[np.float64]:
+    """Inverse of :func:`from_z`."""
+    if not regression:
+        return np.array(stats, dtype=np.float64, copy=True)
+    out = np.array(stats, dtype=np.float64, copy=True)
+    c, s = state.y_center, state.y_scale
+    w, sy, syy = stats[..., STAT_WEIGHT], stats[..., 2], stats[..., 3]
+    out[..., 2] = (sy - c * w) / s
+    out[..., 3] = (syy - 2.0 * c * sy + c * c * w) / (s * s)
+    return out
 
 
 def _group_splits(
@@ -590,6 +719,16 @@ def _group_splits(
 
 
 # --------------------------------------------------------------------------- next level
+def _cumulative_stats(
+    inc: NDArray[np.float64], off: NDArray[np.int64], clip: float, task: str
+) -> NDArray[np.float64]:
+    """Noisy left statistics from per-interval increments: running sums per pair.
+
+    Each interval is made consistent first (:func:`_clip_stats`), so counts stay monotone.
+    """
+    return _cumulative(_clip_stats(inc, clip, task), off)
+
+
 def keep_histograms(
     state: SecureState,
     level: LevelA,
