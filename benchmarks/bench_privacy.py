@@ -18,6 +18,11 @@ Usage::
     python benchmarks/bench_privacy.py                      # 1,400 and 20,000 rows
     python benchmarks/bench_privacy.py --sizes 1400 200000 --repeats 3
     python benchmarks/bench_privacy.py --dp-curve docs/img/privacy-dp-utility.png
+    python benchmarks/bench_privacy.py --accuracy           # the paper's settings, FedHeart
+
+``--accuracy`` prints, on the paper's three synthetic settings (1,400 rows, the paper's
+forest, 3 seeds), test MSE relative to scikit-learn's forest for "none", "secure" and
+their leaf-size / min_aggregate_rows variants, and FedHeart's accuracy (5 seeds).
 """
 
 from __future__ import annotations
@@ -121,12 +126,68 @@ def dp_curve(out: str) -> None:
     print(f"wrote {out}")
 
 
+def accuracy() -> None:
+    """The accuracy table of docs/privacy.md."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    from fedforest.datasets import (
+        fed_heart_disease_split,
+        load_fed_heart_disease,
+        make_paper_synthetic,
+    )
+
+    variants = {
+        "none": dict(privacy="none"),
+        "secure": dict(privacy="secure"),
+        "none, leaf 10": dict(privacy="none", min_samples_leaf=10),
+        "secure, m = 5": dict(privacy="secure", min_aggregate_rows=5),
+    }
+    kw = dict(n_estimators=50, max_depth=8, max_features=1 / 3, n_jobs=2)
+    for setting in ("homogeneous", "covariate-shift", "outcome-shift"):
+        mse: dict[str, list[float]] = {name: [] for name in ["sklearn", *variants]}
+        for seed in range(3):
+            d = make_paper_synthetic(setting, random_state=seed)
+            for name, v in variants.items():
+                m = ff.FedForestRegressor(random_state=seed, **{"min_samples_leaf": 5, **kw, **v})
+                m.fit(d.X_train, d.y_train, client_ids=d.h_train)
+                mse[name].append(float(np.mean((m.predict(d.X_test) - d.y_test) ** 2)))
+            ref = RandomForestRegressor(random_state=seed, min_samples_leaf=5, **kw)
+            ref.fit(d.X_train, d.y_train)
+            mse["sklearn"].append(float(np.mean((ref.predict(d.X_test) - d.y_test) ** 2)))
+        base = np.mean(mse["sklearn"])
+        print(setting, {k: round(float(np.mean(v) / base), 3) for k, v in mse.items()})
+    df = load_fed_heart_disease()
+    train = fed_heart_disease_split(df)
+    X = df.drop(columns=["target", "center"]).to_numpy(float)
+    y, h = df["target"].to_numpy(), df["center"].to_numpy()
+    acc: dict[str, float] = {}
+    for privacy in ("none", "secure"):
+        scores = []
+        for seed in range(5):
+            m = ff.FedForestClassifier(random_state=seed, privacy=privacy)
+            m.fit(X[train], y[train], client_ids=h[train])
+            scores.append(m.score(X[~train], y[~train]))
+        acc[privacy] = float(np.mean(scores))
+    sk = [
+        RandomForestClassifier(50, max_depth=8, min_samples_leaf=5, random_state=seed)
+        .fit(X[train], y[train])
+        .score(X[~train], y[~train])
+        for seed in range(5)
+    ]
+    acc["sklearn"] = float(np.mean(sk))
+    print("FedHeart accuracy", {k: round(v, 3) for k, v in acc.items()})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1400, 20000])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--dp-curve", metavar="PNG", help="plot the dp utility curve instead")
+    parser.add_argument("--accuracy", action="store_true", help="print the accuracy table")
     args = parser.parse_args()
+    if args.accuracy:
+        accuracy()
+        return
     if args.dp_curve:
         dp_curve(args.dp_curve)
         return

@@ -61,6 +61,7 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
         "categories": {str(j): list(v) for j, v in getattr(model, "categories_", {}).items()},
         "dropped_clients": [[str(c), int(r)] for c, r in getattr(model, "dropped_clients_", [])],
         "communication": model.communication_.to_dict(),
+        "privacy_report": getattr(model, "privacy_report_", None),
     }
     extra = {"feature_importances": np.asarray(model.feature_importances_, dtype=np.float64)}
     if hasattr(model, "oob_score_"):
@@ -106,6 +107,9 @@ def _build(
     if not isinstance(params, dict):
         raise ValueError(f"params is a {type(params).__name__}, expected a dict")
     known = cls().get_params()
+    if "privacy" not in params:
+        # Files from before the privacy levels (0.1.0) hold forests of the paper's protocol.
+        params = {**params, "privacy": "none"}
     model = cls(**{k: v for k, v in params.items() if k in known})
     model._validate_params()
     d = header["n_features_in"]
@@ -145,6 +149,9 @@ def _build(
     model.clients_ = np.asarray(clients, dtype=object)
     model.categories_ = categories
     model.dropped_clients_ = _dropped_clients(header.get("dropped_clients", []))
+    report = header.get("privacy_report")
+    if report is not None:
+        model.privacy_report_ = _privacy_report(report)
     if "oob_score" in extra:
         oob = np.asarray(extra["oob_score"])
         if oob.shape != (1,) or oob.dtype.kind != "f":
@@ -157,6 +164,16 @@ def _build(
         model.n_classes_ = len(classes)
     model._pack()
     return model
+
+
+def _privacy_report(raw: Any) -> dict[str, Any]:
+    """A stored ``privacy_report_``: a flat dict of JSON scalars."""
+    if not isinstance(raw, dict) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, (bool, int, float, str)))
+        for k, v in raw.items()
+    ):
+        raise ValueError("privacy_report is not a flat mapping of names to numbers or strings")
+    return dict(raw)
 
 
 def _dropped_clients(dropped: Any) -> list[tuple[str, int]]:

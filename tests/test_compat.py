@@ -30,6 +30,7 @@ def X() -> pd.DataFrame:
 def test_v010_regressor_predicts_identically(X: pd.DataFrame, expected: dict) -> None:
     model = ff.load(DATA / "v0.1.0-regressor.ffm")
     assert isinstance(model, ff.FedForestRegressor) and model.split_on_client
+    assert model.privacy == "none"  # 0.1.0 had the paper's protocol only
     h = np.repeat(["s0", "s1", "s2"], len(X) // 3)
     np.testing.assert_array_equal(model.predict(X, client_ids=h), expected["reg_predict"])
     np.testing.assert_array_equal(model.apply(X, client_ids=h), expected["reg_apply"])

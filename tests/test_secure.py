@@ -414,7 +414,7 @@ def test_entries_per_row_by_hand() -> None:
     assert got == 10 + 5 * 3 * 16 + 4
 
 
-def test_dp_forest_reports_its_budget_and_is_noisy() -> None:
+def test_dp_forest_reports_its_budget_and_is_noisy(tmp_path) -> None:
     X, y, h = _data(n=400)
     kw = dict(n_estimators=4, max_depth=3, random_state=0, privacy="dp", epsilon=5.0)
     a = ff.FedForestRegressor(**kw).fit(X, y, client_ids=h)
@@ -422,6 +422,10 @@ def test_dp_forest_reports_its_budget_and_is_noisy() -> None:
     rep = a.privacy_report_
     assert rep["privacy"] == "dp" and rep["epsilon"] == 5.0 and rep["delta"] > 0
     assert 0 < rep["epsilon_spent"] <= 5.0 + 1e-9 and rep["sigma"] > 0
+    a.save(tmp_path / "dp.ffm")
+    back = ff.load(tmp_path / "dp.ffm")
+    assert back.privacy_report_ == rep and back.privacy == "dp" and back.epsilon == 5.0
+    np.testing.assert_array_equal(back.predict(X), a.predict(X))
     assert not all(
         np.array_equal(t.value, u.value) for t, u in zip(a.trees_, b.trees_, strict=True)
     )  # fresh noise every fit
