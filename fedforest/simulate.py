@@ -21,6 +21,7 @@ from sklearn.ensemble import RandomForestRegressor
 from tqdm import tqdm
 
 from fedforest.datasets import FederatedSplit, make_paper_synthetic
+from fedforest.federated.privacy.rules import default_min_rows
 from fedforest.forest import FedForestRegressor
 
 FEDFOREST = "fedforest"
@@ -192,6 +193,9 @@ def format_report(result: SimulateResult) -> str:
     lines += [
         "",
         f"fedforest vs centralized RF: {result.relative_gap:+.1f} % test MSE",
+        '(fedforest: privacy="secure", the default: the server saw only masked sums over',
+        f" clients, none over fewer than {default_min_rows(MIN_SAMPLES_LEAF)} rows; "
+        "docs/privacy.md)",
         "(local learning: mean over clients of each client's MSE on its own test rows;",
         " MB sent: uploaded + downloaded, 1 MB = 10^6 bytes)",
     ]

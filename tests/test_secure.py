@@ -320,25 +320,24 @@ def test_secure_accuracy_against_scikit_learn_and_none() -> None:
     assert np.mean(gaps) < 0.15
 
 
-def test_narrow_signal_is_found_under_secure() -> None:
-    # 20,000 uniform rows, y = 1 on 0.001 < x < 0.002, one client, B = 32. The node grids
-    # follow the node, so trees place thresholds near the band's edges; under "none" the
-    # client-wide fine bins never let a threshold below 0.0038.
+@pytest.mark.parametrize("privacy", ["secure", "none"])
+def test_narrow_signal_is_found(privacy: str) -> None:
+    # 20,000 uniform rows, y = 1 on 0.001 < x < 0.002, one client, B = 32. Resolution
+    # follows the node: under "secure" the node grids come from the parent's pooled
+    # histogram; under "none" a node whose values fall in few of the client's fine bins
+    # sketches its sorted values. (Before, no threshold fell below 0.0038.)
     rng = np.random.default_rng(0)
     x = rng.uniform(size=(20000, 1))
     y = ((x[:, 0] > 0.001) & (x[:, 0] < 0.002)).astype(float)
-    kw = dict(n_estimators=10, max_depth=6, max_features=None, random_state=0)
-    closest = {}
-    for privacy in ("secure", "none"):
-        model = ff.FedForestRegressor(privacy=privacy, **kw).fit(x, y)
-        closest[privacy] = [
-            np.min(np.abs(t.threshold[t.children_left >= 0][:, None] - [0.001, 0.002]))
-            for t in model.trees_
-        ]
-        closest[privacy + " band"] = float(model.predict(np.array([[0.0015]]))[0])
-    assert max(closest["secure"]) < 1e-3 and np.median(closest["secure"]) < 4e-4, closest
-    assert min(closest["none"]) > 1.5e-3  # the known limit of the paper's protocol here
-    assert closest["secure band"] > closest["none band"]
+    model = ff.FedForestRegressor(
+        n_estimators=10, max_depth=6, max_features=None, random_state=0, privacy=privacy
+    ).fit(x, y)
+    closest = [
+        np.min(np.abs(t.threshold[t.children_left >= 0][:, None] - [0.001, 0.002]))
+        for t in model.trees_
+    ]
+    assert max(closest) < 1e-3 and np.median(closest) < 4e-4, closest
+    assert model.predict(np.array([[0.0015]]))[0] > 0.3  # the band is learned
 
 
 def test_depth3_splits_agree_with_pooled_cart_at_scale() -> None:

@@ -85,6 +85,30 @@ def node_sketches(Xt, codes_t, fine_max, rows, w, slot, pair_off, pair_feat, slo
     )  # fmt: skip
 
 
+#: Nodes whose values fall in fewer than ``2 B`` fine bins read their quantiles off their
+#: sorted values while they have at most this many rows (resolution follows the node).
+EXACT_SKETCH = 4096
+
+
+@numba.njit(nogil=True, cache=True)
+def _exact_sketch(Xt, f, ii, ww, c, total, out, q):
+    """Exact weighted quantiles of one node's values into ``out[q]`` (levels ``b / B``)."""
+    vals = np.empty(c)
+    for k in range(c):
+        vals[k] = Xt[f, ii[k]]
+    order = np.argsort(vals)
+    n_bins = out.shape[1]
+    level = 0
+    cum = 0.0
+    for k in range(c):
+        cum += ww[order[k]]
+        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+            out[q, level] = vals[order[k]]
+            level += 1
+    for lv in range(level, n_bins):
+        out[q, lv] = vals[order[c - 1]]
+
+
 @numba.njit(nogil=True, cache=True)
 def sketch_pairs(
     Xt, codes_t, fine_max, y, n_classes, criterion, min_rows,
@@ -182,20 +206,30 @@ def sketch_pairs(
                     for col in range(n_cols):
                         g_s[n_g, col] = gh[j, 2 + col]
                     n_g += 1
+                if n_g < 2 * n_bins and c <= EXACT_SKETCH and n_bins > 0:
+                    _exact_sketch(Xt, f, ii, ww, c, total, out, q)
+                    level = n_bins
             else:
                 for j in range(n_fine):
                     hist[j] = 0.0
                 for k in range(c):
                     hist[codes_t[f, ii[k]]] += ww[k]
                 last = 0.0
+                n_used = 0
                 for j in range(n_fine):
                     if hist[j] <= 0.0:
                         continue
+                    n_used += 1
                     cum += hist[j]
                     last = fine_max[f, j]
                     while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
                         out[q, level] = last
                         level += 1
+                if n_used < 2 * n_bins and c <= EXACT_SKETCH:
+                    # The node's values sit in few of the client's fine bins: the bins would
+                    # blur its quantiles, so read them off its sorted values instead.
+                    _exact_sketch(Xt, f, ii, ww, c, total, out, q)
+                    level = n_bins
             for lv in range(level, n_bins):
                 out[q, lv] = last
             if want_local and c >= 2 * min_rows:
@@ -229,15 +263,14 @@ def node_sketches_numpy(
             if mine.size == 0:
                 out[p - p_lo] = np.nan
                 continue
-            if mine.size <= SMALL_SKETCH:
+            hist = np.bincount(codes_t[f, rows[mine]], weights=w[mine], minlength=fine_max.shape[1])
+            used = np.flatnonzero(hist > 0)
+            few_bins = used.size < 2 * n_bins and mine.size <= EXACT_SKETCH
+            if mine.size <= SMALL_SKETCH or few_bins:
                 vals = Xt[f, rows[mine]]
                 srt = np.argsort(vals, kind="stable")
                 cum, pts = np.cumsum(w[mine][srt]), vals[srt]
             else:
-                hist = np.bincount(
-                    codes_t[f, rows[mine]], weights=w[mine], minlength=fine_max.shape[1]
-                )
-                used = np.flatnonzero(hist > 0)
                 cum, pts = np.cumsum(hist[used]), fine_max[f, used]
             idx = np.minimum(np.searchsorted(cum, levels, side="left"), pts.size - 1)
             out[p - p_lo] = pts[idx]
