@@ -383,3 +383,27 @@ def test_merge_sketch_rows_equals_the_dense_merge():
     rows = merge_sketch_rows(sk[live[:, 0], live[:, 1]], index, wt, b)
     np.testing.assert_array_equal(dense[0], rows[0])
     np.testing.assert_array_equal(dense[1], rows[1])
+
+
+def test_narrow_node_sketches_its_sorted_values_in_both_kernels():
+    # A node of 300 rows whose values fall in 2 of the client's 256 fine bins: the sketch
+    # is the node's exact weighted quantiles (an oracle computed here), in both twins.
+    from fedforest.federated.client_sketch import node_sketches, node_sketches_numpy
+
+    rng = np.random.default_rng(5)
+    x = rng.uniform(size=(5000, 1))
+    rows = np.flatnonzero(x[:, 0] < 0.006).astype(np.int32)  # about 30 rows in ~2 fine bins
+    w = rng.integers(1, 4, size=rows.size).astype(float)
+    slot = np.zeros(rows.size, dtype=np.int32)
+    codes, _, fmax = fine_codes(x, N_FINE_BINS)
+    assert np.unique(codes[0, rows]).size < 2 * 8
+    pair_off, pair_feat = np.array([0, 1]), np.array([0], dtype=np.int32)
+    a, b = np.empty((1, 8)), np.empty((1, 8))
+    node_sketches(x.T.copy(), codes, fmax, rows, w, slot, pair_off, pair_feat, 0, 1, a)
+    node_sketches_numpy(x.T.copy(), codes, fmax, rows, w, slot, pair_off, pair_feat, 0, 1, b)
+    np.testing.assert_array_equal(a, b)
+    v = x[rows, 0]
+    order = np.argsort(v)
+    cum = np.cumsum(w[order])
+    levels = cum[-1] * np.arange(1, 9) / 8 * (1 - 1e-12)
+    np.testing.assert_array_equal(a[0], v[order][np.searchsorted(cum, levels)])
