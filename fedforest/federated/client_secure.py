@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from .._common import STAT_ROWS, STAT_WEIGHT, n_stats
 from .privacy.dp import ASINH_CLIP
-from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed
+from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2
 from .protocol import GRID, OOB, RECOVER, ROUND_A, ROUND_B, Message, expect_array
 
 if TYPE_CHECKING:
@@ -167,7 +167,8 @@ class SecureParty:
             )
             m_bounds = [1.0, ASINH_CLIP, ASINH_CLIP**2]
             moments = self.noisy(msg, moments, m_bounds, "grid_sigma")
-            arrays = {"moments": to_fixed(moments, MOMENT_FRAC_BITS)}
+            hi, lo = to_fixed2(moments, MOMENT_FRAC_BITS)
+            arrays = {"moments": hi, "moments_lo": lo}
             if msg.header.get("target_hist"):
                 # Under "dp": counts of asinh(y) on a fixed grid (one bin per row).
                 ay = np.clip(np.arcsinh(c.y_raw.astype(np.float64)), -ASINH_CLIP, ASINH_CLIP)
@@ -178,7 +179,7 @@ class SecureParty:
                 ay = np.clip(np.arcsinh(c.y_raw.astype(np.float64)), -clip, clip)
                 y_mom = np.array([[float(c.n_samples), ay.sum(), (ay * ay).sum()]])
                 y_mom = self.noisy(msg, y_mom, m_bounds, "target_sigma")
-                arrays["y_moments"] = to_fixed(y_mom, MOMENT_FRAC_BITS)
+                arrays["y_moments"], arrays["y_moments_lo"] = to_fixed2(y_mom, MOMENT_FRAC_BITS)
             return self._masked(msg, GRID, arrays)
         edges = expect_array(msg, "edges", "f", (feats.size, None), "server")
         cum = np.empty(edges.shape)

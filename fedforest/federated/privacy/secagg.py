@@ -78,6 +78,31 @@ def from_fixed(
     return np.asarray(ints / np.exp2(np.asarray(frac_bits, dtype=np.float64)))
 
 
+#: Fractional bits of the low word of a two-word encoding (:func:`to_fixed2`).
+LOW_BITS = 32
+
+
+def to_fixed2(
+    values: NDArray[np.float64], frac_bits: int
+) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
+    """Two words per value, for sums whose variance is a small difference of large terms.
+
+    ``hi = floor(v * 2^frac)`` and ``lo = round(fraction * 2^LOW_BITS)``: the sum keeps
+    ``frac + LOW_BITS`` fractional bits (more than a float64 holds) with the range of
+    ``frac``. Decode the two sums with :func:`from_fixed2`.
+    """
+    scaled = np.asarray(values, dtype=np.float64) * np.exp2(frac_bits)
+    hi = np.floor(scaled)
+    return to_fixed(hi, 0), to_fixed((scaled - hi) * np.exp2(LOW_BITS), 0)
+
+
+def from_fixed2(
+    hi: NDArray[np.uint64], lo: NDArray[np.uint64], frac_bits: int
+) -> NDArray[np.float64]:
+    """Decode the sums of :func:`to_fixed2` encodings."""
+    return np.asarray(from_fixed(hi, frac_bits) + from_fixed(lo, frac_bits + LOW_BITS))
+
+
 def add_in_order(
     arrays: Iterable[NDArray[np.uint64]], shape: tuple[int, ...]
 ) -> NDArray[np.uint64]:

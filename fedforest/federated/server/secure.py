@@ -31,9 +31,10 @@ from ..federation import ClientFailure, Federation
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, quantile_grids
 from ..privacy.rules import group_categories, secure_candidates
-from ..privacy.secagg import add_in_order, correction, from_fixed
+from ..privacy.secagg import LOW_BITS, add_in_order, correction, from_fixed
 from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
 from .config import GrowerConfig
+from .denoise import clip_stats, cumulative_stats, denoise_a
 from .rounds import broadcast, exchange
 from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
 
@@ -239,13 +240,19 @@ def setup_grids(
     if plan is not None:
         header["dp"] = plan.header()
     first = Message(GRID, header, {"features": feats})
-    specs: dict[str, tuple[tuple[int, ...], Any]] = {"moments": ((feats.size, 3), MOMENT_FRAC_BITS)}
+    # Two words each (hi, lo): the variance is a small difference of large sums.
+    specs: dict[str, tuple[tuple[int, ...], Any]] = {
+        "moments": ((feats.size, 3), 0),
+        "moments_lo": ((feats.size, 3), 0),
+    }
     if regression and plan is None:
-        specs["y_moments"] = ((1, 3), MOMENT_FRAC_BITS)
+        specs["y_moments"] = ((1, 3), 0)
+        specs["y_moments_lo"] = ((1, 3), 0)
     elif regression:
         specs["y_hist"] = ((target_grid().size - 1,), 0)
     sums = secure_exchange(fed, ledger, first, specs)
-    n, s1, s2 = sums["moments"].T if feats.size else (np.zeros(0),) * 3
+    moments = _two_words(sums, "moments")
+    n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
     n_rows = float(sum(schema["n_samples"].get(c, 0) for c in fed.client_names))
     if plan is not None:
         # Noisy sums: the row counts are public (the handshake's); the moments kept in range.
@@ -284,7 +291,7 @@ def setup_grids(
     if regression and plan is not None:
         state.y_center, state.y_scale = _robust_scale(sums["y_hist"])
     elif regression:
-        yn, y1, y2 = sums["y_moments"][0]
+        yn, y1, y2 = _two_words(sums, "y_moments")[0]
         mean = y1 / max(yn, 1.0)
         std = np.sqrt(max(y2 / max(yn, 1.0) - mean**2, 0.0))
         center = float(np.sinh(mean))
@@ -293,6 +300,14 @@ def setup_grids(
         )
         state.y_center, state.y_scale = center, max(spread / 2.0, 1e-12, 1e-9 * abs(center))
     return state
+
+
+def _two_words(sums: dict[str, NDArray[np.float64]], name: str) -> NDArray[np.float64]:
+    """A two-word fixed-point sum (decoded with 0 fractional bits) back to real values."""
+    return np.asarray(
+        sums[name] / 2.0**MOMENT_FRAC_BITS
+        + sums[name + "_lo"] / 2.0 ** (MOMENT_FRAC_BITS + LOW_BITS)
+    )
 
 
 def _robust_scale(counts: NDArray[np.float64]) -> tuple[float, float]:
@@ -460,53 +475,9 @@ def round_a(
     )
     summary, cum = sums["summary"], sums["hist"]
     if cfg.privacy == "dp":
-        summary, cum = _denoise_a(summary, cum, grid_off, ctx["dp"].clip, cfg.task)
+        summary, cum = denoise_a(summary, cum, grid_off, ctx["dp"].clip, cfg.task)
     pooled = from_z(summary, state, cfg.task == "regression")
     return LevelA(pooled, grid_off, grid, cum)
-
-
-def _denoise_a(
-    summary: NDArray[np.float64],
-    hist: NDArray[np.float64],
-    grid_off: NDArray[np.int64],
-    clip: float,
-    task: str,
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Post-processing of noisy Round A sums: counts non-negative, histograms cumulative."""
-    summary = _clip_stats(summary, clip, task)
-    summary[:, STAT_WEIGHT] = np.maximum(summary[:, STAT_WEIGHT], 1.0)  # leaf values divide
-    return summary, _cumulative(np.maximum(hist, 0.0), grid_off)
-
-
-def _clip_stats(stats: NDArray[np.float64], clip: float, task: str) -> NDArray[np.float64]:
-    """Noisy statistics made consistent: counts >= 0, |mean z| <= clip, variance >= 0."""
-    out = np.array(stats, dtype=np.float64, copy=True)
-    out[:, STAT_ROWS] = np.maximum(out[:, STAT_ROWS], 0.0)
-    out[:, STAT_WEIGHT] = np.maximum(out[:, STAT_WEIGHT], 0.0)
-    w = out[:, STAT_WEIGHT]
-    if task == "regression":
-        out[:, 2] = np.clip(out[:, 2], -clip * w, clip * w)
-        out[:, 3] = np.clip(out[:, 3], 0.0, clip * clip * w)
-        # Cauchy-Schwarz: (sum w z)^2 <= W * sum w z^2.
-        out[:, 3] = np.maximum(
-            out[:, 3], np.divide(out[:, 2] ** 2, w, where=w > 0, out=np.zeros_like(w))
-        )
-    else:
-        out[:, 2:] = np.maximum(out[:, 2:], 0.0)
-    return out
-
-
-def _cumulative(inc: NDArray[np.float64], off: NDArray[np.int64]) -> NDArray[np.float64]:
-    """Running sums of ``inc`` (rows) within each segment ``off[i]:off[i + 1]``."""
-    a = np.asarray(inc, dtype=np.float64)
-    flat = a.reshape(a.shape[0], -1)
-    cum = np.cumsum(flat, axis=0)
-    starts = off[:-1]
-    before = np.zeros((off.size - 1, flat.shape[1]))
-    later = starts > 0
-    before[later] = cum[starts[later] - 1]
-    seg = np.repeat(np.arange(off.size - 1), np.diff(off))
-    return np.asarray((cum - before[seg]).reshape(a.shape))
 
 
 # --------------------------------------------------------------------------- Round B
@@ -601,8 +572,8 @@ def round_b(
     left_z, groups_z = sums["left"], sums["group_stats"]
     if cfg.privacy == "dp":
         # Noisy per-interval increments: consistent, then cumulative per pair.
-        left_z = _cumulative_stats(left_z, cand_off, ctx["dp"].clip, cfg.task)
-        groups_z = _clip_stats(groups_z, ctx["dp"].clip, cfg.task)
+        left_z = cumulative_stats(left_z, cand_off, ctx["dp"].clip, cfg.task)
+        groups_z = clip_stats(groups_z, ctx["dp"].clip, cfg.task)
     left = from_z(left_z, state, regression)
     best = best_splits(
         pooled,
@@ -647,7 +618,7 @@ def _consistent_children(
     out = []
     for stats in (best.left, best.right):
         z = _to_z(stats, state, cfg.task == "regression")
-        z = _clip_stats(z, clip, cfg.task)
+        z = clip_stats(z, clip, cfg.task)
         z[:, STAT_WEIGHT] = np.maximum(z[:, STAT_WEIGHT], 1.0)
         out.append(from_z(z, state, cfg.task == "regression"))
     keep = best.feature >= 0
@@ -719,14 +690,6 @@ def _group_splits(
 
 
 # --------------------------------------------------------------------------- next level
-def _cumulative_stats(
-    inc: NDArray[np.float64], off: NDArray[np.int64], clip: float, task: str
-) -> NDArray[np.float64]:
-    """Noisy left statistics from per-interval increments: running sums per pair.
-
-    Each interval is made consistent first (:func:`_clip_stats`), so counts stay monotone.
-    """
-    return _cumulative(_clip_stats(inc, clip, task), off)
 
 
 def keep_histograms(
