@@ -59,11 +59,44 @@ def test_survivors_remove_the_masks_of_a_dropped_client() -> None:
     plain = {n: to_fixed(rng.normal(size=5), 24) for n in names}
     masked = {n: keys[n].mask({"s": plain[n]}, names, tag=3)["s"] for n in names}
     survivors = add_in_order([masked["a"], masked["c"]], (5,))
-    fixes = [keys[n].correction({"s": (5,)}, ["b"], tag=3)["s"] for n in ("a", "c")]
+    fixes = [keys[n].correction({"s": (5,)}, ["b"], tag=3, peers=names)["s"] for n in ("a", "c")]
     recovered = correction(survivors, fixes)
     np.testing.assert_array_equal(recovered, add_in_order([plain["a"], plain["c"]], (5,)))
     # A survivor's answer minus its correction is still masked (by the other survivor).
     assert not np.any(masked["a"] - fixes[0] == plain["a"])
+
+
+def test_sparse_mask_graph_cancels_hides_and_recovers() -> None:
+    from fedforest.federated.privacy.secagg import mask_neighbours
+
+    names = [f"c{i:02d}" for i in range(20)]
+    graph = {n: mask_neighbours(n, names) for n in names}
+    assert all(len(v) == 2 * 3 for v in graph.values())  # d = ceil(log2(20) / 2) = 3
+    assert all(a in graph[b] for a in names for b in graph[a])  # symmetric
+    assert mask_neighbours("c00", names[:5]) == names[1:5]  # small: everyone
+    rng = np.random.default_rng(4)
+    keys = _parties(names)
+    plain = {n: to_fixed(rng.normal(size=7), 24) for n in names}
+    masked = {n: keys[n].mask({"s": plain[n]}, names, tag=9)["s"] for n in names}
+    np.testing.assert_array_equal(
+        add_in_order(masked.values(), (7,)), add_in_order(plain.values(), (7,))
+    )
+    # Any proper group's sum stays masked: the graph is connected.
+    half = names[::2]
+    assert not np.any(
+        add_in_order((masked[n] for n in half), (7,))
+        == add_in_order((plain[n] for n in half), (7,))
+    )
+    # Two clients drop: the survivors' corrections recover the survivors' exact sum.
+    gone = ["c03", "c11"]
+    alive = [n for n in names if n not in gone]
+    fixes = [keys[n].correction({"s": (7,)}, gone, tag=9, peers=names)["s"] for n in alive]
+    recovered = correction(add_in_order((masked[n] for n in alive), (7,)), fixes)
+    np.testing.assert_array_equal(recovered, add_in_order((plain[n] for n in alive), (7,)))
+    # Removing a client's every neighbour would expose it: the survivors refuse.
+    lonely = graph["c00"]
+    with pytest.raises(ValueError, match="refusing to recover"):
+        keys["c00"].correction({"s": (7,)}, lonely, tag=9, peers=names)
 
 
 def test_keys_survive_export_and_restore() -> None:

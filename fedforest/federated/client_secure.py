@@ -143,7 +143,8 @@ class SecureParty:
         """The masks this client added for the dropped peers in one round (per array)."""
         shapes = {str(k): tuple(int(v) for v in s) for k, s in msg.header["shapes"].items()}
         dropped = [str(d) for d in msg.header["dropped"]]
-        arrays = self.keys.correction(shapes, dropped, int(msg.header["tag"]))
+        peers = [str(p) for p in msg.header["peers"]]
+        arrays = self.keys.correction(shapes, dropped, int(msg.header["tag"]), peers)
         return Message(RECOVER, {"name": self.client.name}, arrays)
 
     # ------------------------------------------------------------------ grid rounds

@@ -20,6 +20,7 @@ client's earlier answers (those used other streams). The primitives are the
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -196,8 +197,8 @@ class MaskingKeys:
     def mask(
         self, arrays: Mapping[str, NDArray[np.uint64]], peers: Iterable[str], tag: int
     ) -> dict[str, NDArray[np.uint64]]:
-        """The arrays plus this client's masks for round ``tag`` with every peer."""
-        peers = list(peers)
+        """The arrays plus this client's masks for round ``tag`` with its mask neighbours."""
+        peers = mask_neighbours(self.name, list(peers))
         out = {}
         for name, a in arrays.items():
             flat = np.ascontiguousarray(a, dtype=np.uint64).ravel()
@@ -205,15 +206,67 @@ class MaskingKeys:
         return out
 
     def correction(
-        self, shapes: Mapping[str, tuple[int, ...]], dropped: Iterable[str], tag: int
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        dropped: Iterable[str],
+        tag: int,
+        peers: Iterable[str],
     ) -> dict[str, NDArray[np.uint64]]:
-        """The masks this client added in round ``tag`` for the ``dropped`` peers, per array."""
-        dropped = list(dropped)
+        """The masks this client added in round ``tag`` for the ``dropped`` peers, per array.
+
+        ``peers`` are the round's participants. Refused when the survivors' mask graph would
+        fall apart: the sum of a group of survivors cut off from the others would be exposed.
+        """
+        peers = list(peers)
+        dropped = [d for d in dropped if d in set(peers)]
+        survivors = [p for p in peers if p not in set(dropped)]
+        if not _connected(survivors, peers):
+            raise ValueError(
+                f"Client {self.name!r}: removing the masks of {dropped} would leave groups of "
+                "clients whose sums are no longer hidden by the others; refusing to recover."
+            )
+        dropped = [d for d in dropped if d in set(mask_neighbours(self.name, peers))]
         out = {}
         for name, shape in shapes.items():
             n = int(np.prod(shape, dtype=np.int64))
             out[name] = self._signed_streams(dropped, tag, name, n).reshape(shape)
         return out
+
+
+def mask_neighbours(name: str, peers: list[str]) -> list[str]:
+    """Whom ``name`` shares masks with in a round of ``peers``: a circulant graph.
+
+    With ``K`` participants (sorted by name) each is joined to the ``d = ceil(log2(K) / 2)``
+    next and previous ones, or to all when ``K <= 2 d + 1``: every answer carries ``2 d``
+    masks, any proper group of clients has edges to the rest (the graph is connected, so
+    the server learns no partial sum), and a client computes ``2 d`` keystreams per array
+    instead of ``K - 1`` (the idea of Bell et al. 2020, SecAgg+, which Flower's SecAgg+
+    also uses). The price: a client's answer is exposed if all of its ``2 d`` neighbours
+    collude with the server, and drops that cut the graph stop the recovery.
+    """
+    order = sorted(set(peers))
+    k = len(order)
+    if name not in order:
+        return []
+    d = max(1, math.ceil(math.log2(max(k, 2)) / 2))
+    if k <= 2 * d + 1:
+        return [p for p in order if p != name]
+    i = order.index(name)
+    return sorted({order[(i + j) % k] for j in range(-d, d + 1) if j != 0})
+
+
+def _connected(nodes: list[str], peers: list[str]) -> bool:
+    """Whether ``nodes`` stay connected by the round's mask graph (over ``peers``)."""
+    if len(nodes) <= 1:
+        return True
+    keep = set(nodes)
+    seen, todo = {nodes[0]}, [nodes[0]]
+    while todo:
+        for other in mask_neighbours(todo.pop(), peers):
+            if other in keep and other not in seen:
+                seen.add(other)
+                todo.append(other)
+    return seen == keep
 
 
 def correction(

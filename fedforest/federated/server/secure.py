@@ -135,7 +135,7 @@ def secure_exchange(
     }
     dropped = sorted(set(peers) - {name for name, _ in replies})
     if dropped:
-        totals = _recover(fed, ledger, tag, dropped, totals)
+        totals = _recover(fed, ledger, tag, dropped, peers, totals)
     return {name: from_fixed(totals[name], bits) for name, (_, bits) in specs.items()}
 
 
@@ -156,11 +156,13 @@ def _recover(
     ledger: CommunicationLedger,
     tag: int,
     dropped: list[str],
+    peers: list[str],
     totals: dict[str, NDArray[np.uint64]],
 ) -> dict[str, NDArray[np.uint64]]:
     """Remove the survivors' masks with the dropped clients from this round's sums."""
     shapes = {name: list(total.shape) for name, total in totals.items()}
-    request = Message(RECOVER, {"tag": tag, "dropped": dropped, "shapes": shapes})
+    header = {"tag": tag, "dropped": dropped, "shapes": shapes, "peers": peers}
+    request = Message(RECOVER, header)
     try:
         replies = exchange(fed, ledger, request)
     except ClientFailure as exc:  # pragma: no cover - a second failure while recovering
