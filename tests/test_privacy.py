@@ -218,3 +218,115 @@ def test_attack_finds_nothing_under_secure(task: str, settings: dict) -> None:
     assert fewest["summary"] >= m and fewest["interval"] >= m, fewest
     assert fewest["group"] >= m, fewest
     assert min(t.n_node_samples.min() for t in model.trees_) >= m
+
+
+# --------------------------------------------------------------------------- across levels
+def _in_bag_weights(model, clients, h, n_trees):
+    from fedforest.federated.client import bootstrap_counts
+    from fedforest.federated.client_secure import data_secret
+
+    seed = int(np.random.RandomState(0).randint(np.iinfo(np.int32).max))
+    w = np.zeros((n_trees, len(h)))
+    for k, c in enumerate(clients):
+        idx = np.flatnonzero(h == k)
+        secret = data_secret(c.X, c.y_raw, c.name)
+        for t in range(n_trees):
+            w[t, idx] = bootstrap_counts(seed, t, c.name, idx.size, secret)
+    return w
+
+
+def cross_level_exposure(fed, model, X, w, m) -> float:
+    """Rows whose sum a parent's cumulative sum minus a child's isolates exactly.
+
+    For every tree, node and feature released both at a node and at one of its children:
+    the parent's sum at ``e`` minus the child's at ``e'`` (both decoded by the server) is
+    a sum over one in-bag row for some pairs unless the candidates prevent it. The test
+    knows the rows (the server does not) and counts the rows so isolated.
+    """
+    values = X.to_numpy(dtype=np.float64)
+    trees = model.trees_
+    member = []
+    for t, tree in enumerate(trees):
+        mem = {0: np.flatnonzero(w[t] > 0)}
+        for i in range(tree.node_count):
+            if tree.children_left[i] >= 0 and i in mem:
+                r = mem[i]
+                go = values[r, tree.feature[i]] <= tree.threshold[i]
+                mem[tree.children_left[i]], mem[tree.children_right[i]] = r[go], r[~go]
+        member.append(mem)
+    depth = []
+    for tree in trees:
+        dd = {0: 0}
+        for i in range(tree.node_count):
+            for c in (tree.children_left[i], tree.children_right[i]):
+                if c >= 0:
+                    dd[c] = dd[i] + 1
+        depth.append(dd)
+    rounds = [(next(iter(r.values())), r) for r, _ in fed.rounds]
+    released: dict = {}
+    level = -1
+    for req, _ in rounds:
+        if req.kind == ROUND_A:
+            level += 1
+            a = req
+        if req.kind != ROUND_B:
+            continue
+        slots = []
+        for t, tree in enumerate(trees):
+            frontier = [
+                nd
+                for nd, dd in sorted(depth[t].items())
+                if dd == level
+                and (
+                    tree.children_left[nd] >= 0
+                    or (tree.n_node_samples[nd] >= 2 * m and tree.impurity[nd] > 1e-12)
+                )
+            ]
+            want = a.arrays["slot_tree_off"][t + 1] - a.arrays["slot_tree_off"][t]
+            assert len(frontier) == want  # the reconstruction of the server's slots
+            slots += [(t, nd) for nd in frontier]
+        pair_off, pair_feat = a.arrays["pair_off"], a.arrays["pair_feat"]
+        cand_off, cand = req.arrays["cand_off"], req.arrays["cand"]
+        for s, (t, nd) in enumerate(slots):
+            for p in range(pair_off[s], pair_off[s + 1]):
+                if cand_off[p + 1] > cand_off[p]:
+                    released[(t, nd, int(pair_feat[p]))] = cand[cand_off[p] : cand_off[p + 1]]
+    exposed: set = set()
+    for (t, nd, f), parent_cands in released.items():
+        tree = trees[t]
+        for child in (tree.children_left[nd], tree.children_right[nd]):
+            if child < 0 or (t, child, f) not in released:
+                continue
+            P, C = member[t][nd], member[t][child]
+            for e in parent_cands:
+                below_p = set(P[values[P, f] <= e].tolist())
+                for e2 in released[(t, child, f)]:
+                    below_c = set(C[values[C, f] <= e2].tolist())
+                    if below_c <= below_p and len(below_p - below_c) == 1:
+                        exposed |= below_p - below_c
+                    if below_p <= below_c and len(below_c - below_p) == 1:
+                        exposed |= below_c - below_p
+    return len(exposed) / len(values)
+
+
+def test_differencing_across_levels_isolates_no_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y, h = _data(n_clients=10, n_rows=100, d=8)
+    n_trees = 10
+    clients = [
+        ff.Client(X[h == k].reset_index(drop=True), np.asarray(y)[h == k], f"site{k}")
+        for k in np.unique(h)
+    ]
+
+    def attack() -> float:
+        fed = RecordingFederation(ff.LocalFederation(clients))
+        model = ff.FedForestRegressor(n_estimators=n_trees, random_state=0).fit_federated(fed)
+        return cross_level_exposure(fed, model, X, _in_bag_weights(model, clients, h, n_trees), 10)
+
+    assert attack() == 0.0
+    # The attack finds rows when the rule is off (so this test can fail).
+    from fedforest.federated.server import secure
+
+    monkeypatch.setattr(
+        secure, "safe_from_ancestors", lambda cands, *a, **k: np.ones(cands.size, dtype=bool)
+    )
+    assert attack() > 0.005

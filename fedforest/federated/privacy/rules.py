@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 __all__ = [
     "default_min_rows",
     "group_categories",
+    "safe_from_ancestors",
     "secure_candidates",
     "secure_candidates_numpy",
 ]
@@ -138,3 +139,49 @@ def group_categories(rows: NDArray[np.float64], min_rows: int) -> NDArray[np.int
     if n_groups < 2:
         groups[:] = -1
     return groups
+
+
+def rows_below(
+    grid: NDArray[np.float64],
+    rows: NDArray[np.float64],
+    x: NDArray[np.float64],
+    bounds: tuple[float, float, float],
+) -> NDArray[np.float64]:
+    """A node's rows with value <= x, for x on its grid or outside its bounds (lo, hi]."""
+    lo, hi, total = bounds
+    j = np.searchsorted(grid, x, side="right") - 1
+    got = np.where(j >= 0, rows[np.clip(j, 0, max(grid.size - 1, 0))], 0.0)
+    got = np.where(x <= lo, 0.0, got)
+    return np.asarray(np.where(x >= hi, total, got))
+
+
+def safe_from_ancestors(
+    cands: NDArray[np.float64],
+    grid: NDArray[np.float64],
+    rows: NDArray[np.float64],
+    ancestors: NDArray[np.float64],
+    bounds: tuple[float, float, float],
+    min_rows: int,
+) -> NDArray[np.bool_]:
+    """Which candidates of a node stay safe against its ancestors' releases on the feature.
+
+    An ancestor ``A`` released its cumulative sum at ``e`` (``ancestors`` rows: ``e`` and
+    ``A``'s rows with ``x <= e``); this node ``C`` (inside ``A``) would release its own at
+    ``e'``. For ``e' <= e`` their difference is a sum over ``count_A(e) - count_C(e')``
+    rows; for ``e' > e`` it is the sum over ``C``'s rows in ``(e, e']`` minus the sum over
+    ``A``'s rows outside ``C`` below ``e``: a few rows are isolated when one part is empty
+    and the other holds fewer than ``min_rows``. Every count is exact: the ancestors'
+    thresholds are on the node's grid (``grid``, ``rows``: its rows with ``x <= edge``).
+    """
+    thr, count_a = ancestors[:, 0], ancestors[:, 1]
+    c_e = rows_below(grid, rows, thr, bounds)
+    c_c = rows_below(grid, rows, cands, bounds)
+    ok = np.ones(cands.size, dtype=bool)
+    for e, ca, ce in zip(thr, count_a, c_e, strict=True):
+        left = cands <= e
+        d = ca - c_c
+        ok &= ~(left & (d >= 1) & (d < min_rows))
+        a, b = ca - ce, c_c - ce
+        one_side = ((a == 0) & (b >= 1) & (b < min_rows)) | ((b == 0) & (a >= 1) & (a < min_rows))
+        ok &= ~(~left & one_side)
+    return ok

@@ -5,12 +5,32 @@ Applied by the server to what it decoded; post-processing changes no privacy gua
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, Protocol
+
 import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT
+from .config import GrowerConfig
+from .splitter import BestSplits
 
-__all__ = ["clip_stats", "cumulative", "cumulative_stats", "denoise_a"]
+__all__ = [
+    "clip_stats",
+    "consistent_children",
+    "cumulative",
+    "cumulative_stats",
+    "denoise_a",
+    "from_z",
+    "to_z",
+]
+
+
+class Standardisation(Protocol):
+    """The pooled constants the clients standardise their targets with."""
+
+    y_center: float
+    y_scale: float
 
 
 def denoise_a(
@@ -65,3 +85,54 @@ def cumulative_stats(
     Each interval is made consistent first (:func:`_clip_stats`), so counts stay monotone.
     """
     return cumulative(clip_stats(inc, clip, task), off)
+
+
+def from_z(
+    stats: NDArray[np.float64], state: Standardisation, regression: bool
+) -> NDArray[np.float64]:
+    """Statistics of standardised targets back in the targets' units (regression only)."""
+    if not regression:
+        return stats
+    out = np.array(stats, dtype=np.float64, copy=True)
+    c, s = state.y_center, state.y_scale
+    w, sz, szz = stats[..., STAT_WEIGHT], stats[..., 2], stats[..., 3]
+    out[..., 2] = s * sz + c * w
+    out[..., 3] = s * s * szz + 2.0 * c * s * sz + c * c * w
+    return out
+
+
+def consistent_children(
+    best: BestSplits, state: Standardisation, cfg: GrowerConfig, ctx: dict[str, Any]
+) -> BestSplits:
+    """Under "dp": children's noisy statistics made consistent (they may become leaves).
+
+    A right child's statistics are the parent's minus the left's, both noisy: its weight
+    is kept at least 1 and its mean target within the clipped range.
+    """
+    if cfg.privacy != "dp":
+        return best
+    clip = ctx["dp"].clip
+    out = []
+    for stats in (best.left, best.right):
+        z = to_z(stats, state, cfg.task == "regression")
+        z = clip_stats(z, clip, cfg.task)
+        z[:, STAT_WEIGHT] = np.maximum(z[:, STAT_WEIGHT], 1.0)
+        out.append(from_z(z, state, cfg.task == "regression"))
+    keep = best.feature >= 0
+    left = np.where(keep[:, None], out[0], best.left)
+    right = np.where(keep[:, None], out[1], best.right)
+    return dataclasses.replace(best, left=left, right=right)
+
+
+def to_z(
+    stats: NDArray[np.float64], state: Standardisation, regression: bool
+) -> NDArray[np.float64]:
+    """Inverse of :func:`from_z`."""
+    if not regression:
+        return np.array(stats, dtype=np.float64, copy=True)
+    out = np.array(stats, dtype=np.float64, copy=True)
+    c, s = state.y_center, state.y_scale
+    w, sy, syy = stats[..., STAT_WEIGHT], stats[..., 2], stats[..., 3]
+    out[..., 2] = (sy - c * w) / s
+    out[..., 3] = (syy - 2.0 * c * sy + c * c * w) / (s * s)
+    return out

@@ -18,7 +18,6 @@ a recovery round in which the survivors send the masks they shared with it for t
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,11 +29,11 @@ from ..client_secure import MOMENT_FRAC_BITS, stat_frac_bits, target_grid
 from ..federation import ClientFailure, Federation
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, quantile_grids
-from ..privacy.rules import group_categories, secure_candidates
+from ..privacy.rules import group_categories, safe_from_ancestors, secure_candidates
 from ..privacy.secagg import LOW_BITS, add_in_order, correction, from_fixed
 from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
 from .config import GrowerConfig
-from .denoise import clip_stats, cumulative_stats, denoise_a
+from .denoise import clip_stats, consistent_children, cumulative_stats, denoise_a, from_z
 from .rounds import broadcast, exchange
 from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
 
@@ -42,7 +41,6 @@ __all__ = [
     "SecureState",
     "UNSUPPORTED",
     "check_config",
-    "from_z",
     "secure_exchange",
     "setup_grids",
 ]
@@ -206,6 +204,12 @@ class SecureState:
     measured: dict[tuple[int, int], tuple[NDArray[np.float64], NDArray[np.float64]]] = field(
         default_factory=dict
     )
+    #: Per frontier slot and numeric feature: the thresholds its ancestors released
+    #: cumulative sums at (a node's candidates must keep m of its rows away from them).
+    #: Rows: (threshold, the ancestor's rows with x <= threshold).
+    ancestors: dict[tuple[int, int], NDArray[np.float64]] = field(default_factory=dict)
+    #: This level's released candidates and the node's rows below them, per (slot, feature).
+    released: dict[tuple[int, int], NDArray[np.float64]] = field(default_factory=dict)
     #: This level's histograms, kept for the next one.
     current: dict[tuple[int, int], tuple[NDArray[np.float64], NDArray[np.float64]]] = field(
         default_factory=dict
@@ -217,6 +221,7 @@ class SecureState:
         self.hi = np.tile(self.root_hi, (n_trees, 1))
         self.parent = np.full(n_trees, -1, dtype=np.int64)
         self.measured, self.current = {}, {}
+        self.ancestors, self.released = {}, {}
 
 
 def setup_grids(
@@ -327,18 +332,6 @@ def _robust_scale(counts: NDArray[np.float64]) -> tuple[float, float]:
     return mid, max((hi - lo) / 1.349, 1e-12, 1e-9 * abs(mid))
 
 
-def from_z(stats: NDArray[np.float64], state: SecureState, regression: bool) -> NDArray[np.float64]:
-    """Statistics of standardised targets back in the targets' units (regression only)."""
-    if not regression:
-        return stats
-    out = np.array(stats, dtype=np.float64, copy=True)
-    c, s = state.y_center, state.y_scale
-    w, sz, szz = stats[..., STAT_WEIGHT], stats[..., 2], stats[..., 3]
-    out[..., 2] = s * sz + c * w
-    out[..., 3] = s * s * szz + 2.0 * c * s * sz + c * c * w
-    return out
-
-
 def _shifts(
     cfg: GrowerConfig,
     ctx: dict[str, Any],
@@ -437,6 +430,21 @@ def _node_grids(
         out_off,
         out,
     )
+    # The ancestors' thresholds join the node's grid, so that Round A counts the node's rows
+    # below each of them (for the rule in Round B).
+    merged = []
+    for i, p in enumerate(sel):
+        node, f = int(pair_node[p]), int(pair_feat[p])
+        g = out[out_off[i] : out_off[i + 1]]
+        anc = state.ancestors.get((node, f))
+        if anc is not None and anc.size:
+            thr = anc[:, 0]
+            thr = thr[(thr > state.lo[node, f]) & (thr < state.hi[node, f])]
+            g = np.unique(np.concatenate([g, thr]))
+        merged.append(g)
+    out_off = np.zeros(sel.size + 1, dtype=np.int64)
+    np.cumsum([g.size for g in merged], out=out_off[1:])
+    out = np.concatenate(merged) if merged else np.zeros(0)
     counts = np.zeros(n_pairs, dtype=np.int64)
     counts[sel] = np.diff(out_off)
     cat = np.flatnonzero(n_cat >= 2)
@@ -530,11 +538,17 @@ def round_b(
         out_off,
         out,
     )
+    kept = _away_from_ancestors(state, level, num, pair_node, pair_feat, out, out_off, m)
     counts = np.zeros(n_pairs, dtype=np.int64)
-    counts[num] = np.diff(out_off)
+    counts[num] = [k.size for k in kept]
     cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
     np.cumsum(counts, out=cand_off[1:])
-    cand = out[: out_off[-1]].copy()
+    cand = np.concatenate(kept) if kept else np.zeros(0)
+    for p, k in zip(num, kept, strict=True):
+        if k.size:
+            lo, hi = int(level.grid_off[p]), int(level.grid_off[p + 1])
+            at = level.cum[lo:hi, 0][np.searchsorted(level.grid[lo:hi], k)]
+            state.released[(int(pair_node[p]), int(pair_feat[p]))] = np.column_stack([k, at])
     # Category groups with at least m rows each.
     group_pair: list[int] = []
     group_maps: list[NDArray[np.int32]] = []
@@ -590,7 +604,7 @@ def round_b(
         min_impurity_decrease=cfg.min_impurity_decrease,
     )
     if not group_pair:
-        return _consistent_children(best, state, cfg, ctx)
+        return consistent_children(best, state, cfg, ctx)
     group_stats = from_z(groups_z, state, regression)
     sets, feature = _group_splits(
         group_stats, group_pair, group_maps, n_groups, pair_node, pair_feat, n_nodes, cfg, ctx, m
@@ -603,42 +617,39 @@ def round_b(
         root_weight=root_w,
         min_impurity_decrease=cfg.min_impurity_decrease,
     )
-    return _consistent_children(best, state, cfg, ctx)
+    return consistent_children(best, state, cfg, ctx)
 
 
-def _consistent_children(
-    best: BestSplits, state: SecureState, cfg: GrowerConfig, ctx: dict[str, Any]
-) -> BestSplits:
-    """Under "dp": children's noisy statistics made consistent (they may become leaves).
-
-    A right child's statistics are the parent's minus the left's, both noisy: its weight
-    is kept at least 1 and its mean target within the clipped range.
-    """
-    if cfg.privacy != "dp":
-        return best
-    clip = ctx["dp"].clip
-    out = []
-    for stats in (best.left, best.right):
-        z = _to_z(stats, state, cfg.task == "regression")
-        z = clip_stats(z, clip, cfg.task)
-        z[:, STAT_WEIGHT] = np.maximum(z[:, STAT_WEIGHT], 1.0)
-        out.append(from_z(z, state, cfg.task == "regression"))
-    keep = best.feature >= 0
-    left = np.where(keep[:, None], out[0], best.left)
-    right = np.where(keep[:, None], out[1], best.right)
-    return dataclasses.replace(best, left=left, right=right)
-
-
-def _to_z(stats: NDArray[np.float64], state: SecureState, regression: bool) -> NDArray[np.float64]:
-    """Inverse of :func:`from_z`."""
-    if not regression:
-        return np.array(stats, dtype=np.float64, copy=True)
-    out = np.array(stats, dtype=np.float64, copy=True)
-    c, s = state.y_center, state.y_scale
-    w, sy, syy = stats[..., STAT_WEIGHT], stats[..., 2], stats[..., 3]
-    out[..., 2] = (sy - c * w) / s
-    out[..., 3] = (syy - 2.0 * c * sy + c * c * w) / (s * s)
-    return out
+def _away_from_ancestors(
+    state: SecureState,
+    level: LevelA,
+    num: NDArray[np.int64],
+    pair_node: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    out: NDArray[np.float64],
+    out_off: NDArray[np.int64],
+    m: int,
+) -> list[NDArray[np.float64]]:
+    """Each numeric pair's candidates, less those an ancestor's release would isolate."""
+    kept = []
+    for i, p in enumerate(num):
+        cands = out[out_off[i] : out_off[i + 1]]
+        node, f = int(pair_node[p]), int(pair_feat[p])
+        anc = state.ancestors.get((node, f))
+        lo, hi = int(level.grid_off[p]), int(level.grid_off[p + 1])
+        if cands.size == 0 or anc is None or anc.size == 0 or hi == lo:
+            kept.append(cands.copy())
+            continue
+        safe = safe_from_ancestors(
+            cands,
+            level.grid[lo:hi],
+            level.cum[lo:hi, 0],
+            anc,
+            (state.lo[node, f], state.hi[node, f], float(level.pooled[node, STAT_ROWS])),
+            m,
+        )
+        kept.append(cands[safe])
+    return kept
 
 
 def _group_splits(
@@ -732,8 +743,19 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
                     hi[child, f] = min(hi[child, f], best.threshold[i])
                 else:
                     lo[child, f] = max(lo[child, f], best.threshold[i])
+    ancestors: dict[tuple[int, int], NDArray[np.float64]] = {}
+    for child in range(n_new):
+        up = int(parent[child])
+        if up < 0:
+            continue
+        for f in range(state.lo.shape[1]):
+            got = (state.ancestors.get((up, f)), state.released.get((up, f)))
+            parts = [x for x in got if x is not None]
+            if parts:
+                ancestors[(child, f)] = np.concatenate(parts)
     state.lo, state.hi, state.parent = lo, hi, parent
     state.measured, state.current = state.current, {}
+    state.ancestors, state.released = ancestors, {}
 
 
 def oob_sums(
