@@ -236,7 +236,7 @@ def _in_bag_weights(model, clients, h, n_trees):
 
 
 def cross_level_exposure(fed, model, X, w, m) -> float:
-    """Rows whose sum a parent's cumulative sum minus a child's isolates exactly.
+    """Rows whose sum a parent's cumulative sum minus its children's isolates exactly.
 
     For every tree, node and feature released both at a node and at one of its children:
     the parent's sum at ``e`` minus the child's at ``e'`` (both decoded by the server) is
@@ -294,6 +294,19 @@ def cross_level_exposure(fed, model, X, w, m) -> float:
     exposed: set = set()
     for (t, nd, f), parent_cands in released.items():
         tree = trees[t]
+        left, right = tree.children_left[nd], tree.children_right[nd]
+        if left >= 0 and (t, left, f) in released and (t, right, f) in released:
+            # Parent minus both children: the children's rows between their thresholds
+            # and the parent's.
+            P, L, R = member[t][nd], member[t][left], member[t][right]
+            for e in parent_cands:
+                below_p = set(P[values[P, f] <= e].tolist())
+                for e_l in released[(t, left, f)]:
+                    below_l = set(L[values[L, f] <= e_l].tolist())
+                    for e_r in released[(t, right, f)]:
+                        both = below_l | set(R[values[R, f] <= e_r].tolist())
+                        if len(below_p ^ both) == 1:
+                            exposed |= below_p ^ both
         for child in (tree.children_left[nd], tree.children_right[nd]):
             if child < 0 or (t, child, f) not in released:
                 continue

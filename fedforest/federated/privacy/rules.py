@@ -177,11 +177,13 @@ def safe_from_ancestors(
     c_e = rows_below(grid, rows, thr, bounds)
     c_c = rows_below(grid, rows, cands, bounds)
     ok = np.ones(cands.size, dtype=bool)
-    for e, ca, ce in zip(thr, count_a, c_e, strict=True):
-        left = cands <= e
-        d = ca - c_c
-        ok &= ~(left & (d >= 1) & (d < min_rows))
-        a, b = ca - ce, c_c - ce
-        one_side = ((a == 0) & (b >= 1) & (b < min_rows)) | ((b == 0) & (a >= 1) & (a < min_rows))
-        ok &= ~(~left & one_side)
+    for ca, ce in zip(count_a, c_e, strict=True):
+        # The node's rows between the candidate and the ancestor's threshold: none, or at
+        # least min_rows, so that no combination with its siblings' sums isolates fewer.
+        between = np.abs(c_c - ce)
+        ok &= (between == 0) | (between >= min_rows)
+        # The ancestor's rows outside this node below the threshold: with the candidate in
+        # the threshold's gap, the two sums differ by exactly them.
+        outside = ca - ce
+        ok &= ~((between == 0) & (outside >= 1) & (outside < min_rows))
     return ok

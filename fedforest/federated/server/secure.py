@@ -743,16 +743,16 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
                     hi[child, f] = min(hi[child, f], best.threshold[i])
                 else:
                     lo[child, f] = max(lo[child, f], best.threshold[i])
-    ancestors: dict[tuple[int, int], NDArray[np.float64]] = {}
+    # The parent's releases (the ancestors further up are not tracked: their thresholds
+    # would pile up in every grid; docs/privacy.md, "Limits").
+    children: dict[int, list[int]] = {}
     for child in range(n_new):
-        up = int(parent[child])
-        if up < 0:
-            continue
-        for f in range(state.lo.shape[1]):
-            got = (state.ancestors.get((up, f)), state.released.get((up, f)))
-            parts = [x for x in got if x is not None]
-            if parts:
-                ancestors[(child, f)] = np.concatenate(parts)
+        if parent[child] >= 0:
+            children.setdefault(int(parent[child]), []).append(child)
+    ancestors: dict[tuple[int, int], NDArray[np.float64]] = {}
+    for (up, f), rel in state.released.items():
+        for child in children.get(up, ()):
+            ancestors[(child, f)] = rel
     state.lo, state.hi, state.parent = lo, hi, parent
     state.measured, state.current = state.current, {}
     state.ancestors, state.released = ancestors, {}
