@@ -28,7 +28,7 @@ from .protocol import GRID, OOB, RECOVER, ROUND_A, ROUND_B, Message, expect_arra
 if TYPE_CHECKING:
     from .client import Client, _Fit
 
-__all__ = ["MOMENT_FRAC_BITS", "SecureParty", "stat_frac_bits"]
+__all__ = ["MOMENT_FRAC_BITS", "SecureParty", "oob_frac_bits", "stat_frac_bits"]
 
 #: Fractional bits of the grid moments of asinh(x) (a grid needs no more resolution).
 MOMENT_FRAC_BITS = 16
@@ -40,6 +40,14 @@ def stat_frac_bits(n_classes: int) -> NDArray[np.int64]:
     bits = np.zeros(s, dtype=np.int64)
     if not n_classes:
         bits[2:] = FRAC_BITS  # sum of w z and w z^2 (standardised targets)
+    return bits
+
+
+def oob_frac_bits(width: int, classification: bool) -> NDArray[np.int64]:
+    """Fractional bits of the out-of-bag sums (a count, then real sums for regression)."""
+    bits = np.zeros(width, dtype=np.int64)
+    if not classification:
+        bits[1:] = FRAC_BITS
     return bits
 
 
@@ -292,9 +300,7 @@ class SecureParty:
     # ------------------------------------------------------------------ out of bag
     def oob(self, msg: Message, sums: NDArray[np.float64], n_classes: int) -> Message:
         """Masked out-of-bag sums (regression in standardised units: R^2 is unchanged)."""
-        bits = np.zeros(sums.size, dtype=np.int64)
-        if not n_classes:
-            bits[1:] = FRAC_BITS
+        bits = oob_frac_bits(sums.size, classification=bool(n_classes))
         if self.dp is not None:
             c = float(self.dp["clip"])
             sums = self.noisy(msg, sums, [1.0, 1.0] if n_classes else [1.0, 4 * c * c, c, c * c])

@@ -1,20 +1,7 @@
-"""Swarm forests: peers with partially overlapping features pool their trees.
+"""A swarm peer: trains on its own columns and shares a bundle (see :mod:`fedforest.swarm`).
 
-The method of ``papers/001_e1da37c0892c910f.txt``. Each :class:`Peer` trains a random
-forest on its own columns and :meth:`Peer.share` s a :class:`ShareBundle` (trees with node
-counts and class counts, feature names, surrogate splits, imputers, feature standard
-deviations). Bundles travel as files in the safe format (:meth:`ShareBundle.save`,
-:meth:`ShareBundle.load`; never pickle). A :class:`SwarmForest` pools bundles and predicts
-at a site whose columns are those of ``X_site``, resolving splits on the columns it lacks
-with one of :data:`STRATEGIES`.
-
-Example
--------
->>> from fedforest.swarm import Peer, SwarmForest, shared_columns
->>> peers = [Peer("A", random_state=0).fit(X_a, y_a), Peer("B", random_state=0).fit(X_b, y_b)]
->>> common = shared_columns(peers)
->>> swarm = SwarmForest([p.share(shared_features=common) for p in peers])
->>> proba = swarm.predict_proba(X_a_test, strategy="mp", site="A")
+``fit_intersection`` (the training-time baseline on the shared columns only) and
+``shared_columns`` live here too.
 """
 
 from __future__ import annotations

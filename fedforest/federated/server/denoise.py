@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT
 from .config import GrowerConfig
+from .level import cumsum_segments
 from .splitter import BestSplits
 
 __all__ = [
@@ -66,15 +67,10 @@ def clip_stats(stats: NDArray[np.float64], clip: float, task: str) -> NDArray[np
 
 def cumulative(inc: NDArray[np.float64], off: NDArray[np.int64]) -> NDArray[np.float64]:
     """Running sums of ``inc`` (rows) within each segment ``off[i]:off[i + 1]``."""
-    a = np.asarray(inc, dtype=np.float64)
-    flat = a.reshape(a.shape[0], -1)
-    cum = np.cumsum(flat, axis=0)
-    starts = off[:-1]
-    before = np.zeros((off.size - 1, flat.shape[1]))
-    later = starts > 0
-    before[later] = cum[starts[later] - 1]
-    seg = np.repeat(np.arange(off.size - 1), np.diff(off))
-    return np.asarray((cum - before[seg]).reshape(a.shape))
+    a = np.array(inc, dtype=np.float64, copy=True)
+    flat = np.ascontiguousarray(a.reshape(a.shape[0], -1))
+    cumsum_segments(flat, np.asarray(off, dtype=np.int64))  # the Round B summing kernel
+    return np.asarray(flat.reshape(a.shape))
 
 
 def cumulative_stats(

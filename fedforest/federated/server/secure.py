@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT
-from ..client_secure import MOMENT_FRAC_BITS, stat_frac_bits, target_grid
+from ..client_secure import MOMENT_FRAC_BITS, oob_frac_bits, stat_frac_bits, target_grid
 from ..federation import ClientFailure, Federation
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, quantile_grids
@@ -34,13 +34,20 @@ from ..privacy.secagg import LOW_BITS, add_in_order, correction, from_fixed
 from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
 from .config import GrowerConfig
 from .denoise import clip_stats, consistent_children, cumulative_stats, denoise_a, from_z
-from .rounds import broadcast, exchange
+from .rounds import exchange
 from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
 
 __all__ = [
+    "LevelA",
     "SecureState",
     "UNSUPPORTED",
+    "advance",
     "check_config",
+    "keep_histograms",
+    "oob_sums",
+    "public_keys",
+    "round_a",
+    "round_b",
     "secure_exchange",
     "setup_grids",
 ]
@@ -762,9 +769,7 @@ def oob_sums(
     fed: Federation, ledger: CommunicationLedger, msg: Message, width: int, classification: bool
 ) -> NDArray[np.float64]:
     """The masked out-of-bag round's pooled sums."""
-    bits = np.zeros(width, dtype=np.int64)
-    if not classification:
-        bits[1:] = 24
+    bits = oob_frac_bits(width, classification)
     return secure_exchange(fed, ledger, msg, {"oob_sums": ((width,), bits)})["oob_sums"]
 
 
@@ -780,7 +785,3 @@ def public_keys(replies: list[tuple[str, Message]]) -> dict[str, str]:
             )
         keys[name] = raw.tobytes().hex()
     return keys
-
-
-__all__ += ["LevelA", "advance", "keep_histograms", "oob_sums", "public_keys", "round_a", "round_b"]
-_ = broadcast  # re-exported for transports that build their own secure rounds
