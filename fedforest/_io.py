@@ -22,6 +22,8 @@ __all__ = ["MODEL_KINDS", "load_model", "save_model"]
 
 #: The estimator kinds a model file may hold (the class names, as written in the header).
 MODEL_KINDS = ("FedForestRegressor", "FedForestClassifier")
+#: The extra arrays a model file may hold (``extra/<name>``).
+_EXTRA_ARRAYS = ("feature_importances", "oob_score")
 
 
 def _json_param(value: Any) -> Any:
@@ -123,9 +125,10 @@ def _build(
         or len(set(names)) != d
     ):
         raise ValueError(f"feature_names_in is not a list of {d} distinct strings")
-    # One more importance (the client H) when the forest may split on H.
-    n_imp = int(np.asarray(extra.get("feature_importances", np.zeros(0))).shape[0])
-    importances = _importances(extra, d + 1 if n_imp == d + 1 else d)
+    unknown = sorted(set(extra) - set(_EXTRA_ARRAYS))
+    if unknown:
+        raise ValueError(f"unexpected arrays {['extra/' + k for k in unknown]}")
+    importances = _importances(extra, d)
     clients = header.get("clients", [])
     if not isinstance(clients, list) or not all(isinstance(c, str) for c in clients):
         raise ValueError("clients is not a list of client names")
@@ -221,15 +224,19 @@ def _check_client_codes(trees: list[Tree], d: int, n_clients: int) -> None:
 
 
 def _importances(extra: dict[str, NDArray[Any]], d: int) -> NDArray[np.float64]:
-    imp = extra["feature_importances"]
+    """``d`` importances, or ``d + 1`` (the client H last) when the forest may split on H."""
+    imp = extra.get("feature_importances")
+    if imp is None:
+        raise ValueError("the array extra/feature_importances is missing")
     if (
         imp.dtype.kind != "f"
-        or imp.shape != (d,)
+        or imp.shape not in ((d,), (d + 1,))
         or not np.all(np.isfinite(imp))
         or (imp < 0).any()
     ):
         raise ValueError(
-            f"feature_importances is {imp.dtype} {imp.shape}, expected ({d},) finite floats >= 0"
+            f"feature_importances is {imp.dtype} {imp.shape}, expected ({d},) or ({d + 1},) "
+            "finite floats >= 0"
         )
     return np.asarray(imp, dtype=np.float64)
 

@@ -64,7 +64,11 @@ class _BaseFedForest(BaseEstimator):
         "bootstrap": ["boolean"],
         "oob_score": ["boolean"],
         "random_state": ["random_state"],
-        "n_jobs": [Integral, None],
+        "n_jobs": [  # scikit-learn's convention: None, -1 (all cores), -2..., or >= 1
+            Interval(Integral, None, -1, closed="right"),
+            Interval(Integral, 1, None, closed="left"),
+            None,
+        ],
         "verbose": ["verbose"],
         "tree_batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "split_on_client": ["boolean"],

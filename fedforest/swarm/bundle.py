@@ -45,6 +45,8 @@ BUNDLE_KIND = "SwarmShareBundle"
 BUNDLE_VERSION = 1
 KINDS = ("numeric", "categorical")
 _IMP_PREFIX = "imp/"
+#: Relative slack when a child's weight is compared with its parent's (float sums).
+_WEIGHT_RTOL = 1e-6
 _FIXED_EXTRA = (
     "class_counts",
     "surr_feature",
@@ -298,6 +300,7 @@ def check_bundle(b: ShareBundle) -> None:
             f"{where} class_counts has shape {counts.shape}, expected ({n_nodes}, "
             f"{classes.size}) of finite counts >= 0"
         )
+    _check_count_totals(b, counts, where)
     _check_surrogates(b, n_nodes, where)
     std = b.feature_std
     if std.shape != (len(names),) or not np.isfinite(std).all() or (std < 0).any():
@@ -347,8 +350,38 @@ def _check_trees(trees: Iterable[Tree], n_features: int, n_classes: int, where: 
         w = tree.weighted_n_node_samples
         if w.shape != (n,) or not np.isfinite(w).all() or (w < 0).any():
             raise ValueError(f"{where} tree {t} weighted_n_node_samples must be finite and >= 0")
+        # N_R / N (the PR and MP strategies) must be a fraction: no child outweighs its
+        # parent (up to rounding of the sums of sample weights).
+        heavier = np.maximum(w[left[~leaf]], w[right[~leaf]])
+        bad = heavier > w[~leaf] * (1.0 + _WEIGHT_RTOL)
+        if bad.any():
+            node = int(idx[~leaf][np.flatnonzero(bad)[0]])
+            raise ValueError(
+                f"{where} tree {t}, node {node}: a child's weighted_n_node_samples "
+                f"({heavier[bad][0]}) exceeds its parent's ({w[node]}); children's weights "
+                "are parts of their parent's"
+            )
         total += n
     return total
+
+
+def _check_count_totals(b: ShareBundle, counts: NDArray[np.float64], where: str) -> None:
+    """The pooled forest divides by each node's class count total, and by the roots'."""
+    with np.errstate(over="ignore"):
+        totals = counts.sum(axis=1)
+    if not np.isfinite(totals).all():
+        node = int(np.flatnonzero(~np.isfinite(totals))[0])
+        raise ValueError(
+            f"{where} class_counts of node {node} add up to more than the largest float "
+            f"({counts[node].tolist()}); a node's class proportions are its counts over their sum"
+        )
+    roots = np.cumsum([0] + [t.node_count for t in b.trees])[:-1]
+    if not (totals[roots] > 0).all():
+        tree = int(np.flatnonzero(~(totals[roots] > 0))[0])
+        raise ValueError(
+            f"{where} class_counts of tree {tree}'s root are all 0; the pooled class prior "
+            "is the roots' counts over their sum"
+        )
 
 
 def _check_surrogates(b: ShareBundle, n_nodes: int, where: str) -> None:

@@ -147,9 +147,11 @@ class SwarmForest:
         used[tree_of[internal], feature[internal]] = True
         self.owner_ = np.asarray(owner, dtype=np.int64)
         self._tree_features = used
-        self._prior = class_counts[offsets[:-1]].sum(axis=0) / max(
-            class_counts[offsets[:-1]].sum(), 1e-300
-        )
+        # The roots' counts, scaled by a power of two (exact: the prior is unchanged) so that
+        # their sum over many trees cannot overflow however large each bundle's counts are.
+        roots = class_counts[offsets[:-1]]
+        roots = np.ldexp(roots, -int(np.frexp(roots.max(initial=0.0))[1]))
+        self._prior = roots.sum(axis=0) / max(roots.sum(), 1e-300)
         self._max_depth = int(depth.max())
         self._forest: dict[str, NDArray[Any]] = {
             "feature": feature, "threshold": threshold, "left": left, "right": right,

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import math
 import os
+import struct
 import tempfile
-from typing import Any
+import zipfile
+from typing import IO, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -14,7 +18,7 @@ from numpy.typing import NDArray
 from .._common import TREE_LEAF, TREE_UNDEFINED
 from .arrays import Tree
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "save_forest", "load_forest"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "MAX_TOTAL_BYTES", "save_forest", "load_forest"]
 
 #
 # A model file is a compressed ``.npz`` archive (whatever its file name) holding
@@ -30,8 +34,11 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "save_forest", "load_forest"]
 #   tree and node after node (files without them have numeric splits only);
 # * the caller's ``extra`` arrays under the names ``extra/<name>``.
 #
-# Loading never unpickles (``np.load(..., allow_pickle=False)``) and checks everything the
-# kernels rely on before any array reaches them.
+# Loading never unpickles (``np.lib.format.read_array(..., allow_pickle=False)``) and checks
+# everything the kernels rely on before any array reaches them. Before any array data is
+# read, every member's .npy header is parsed on its own (at most _NPY_HEADER_MAX bytes) and
+# the size it declares (shape x itemsize) is bounded: a small archive cannot make the
+# loader allocate more than MAX_TOTAL_BYTES.
 
 FORMAT_NAME = "fedforest-model"
 FORMAT_VERSION = 1
@@ -52,6 +59,19 @@ _CANONICAL = {
     "set_size": np.int32,
 }
 _SET_CANONICAL = {"set_code": np.int32, "set_side": np.int8}
+
+#: Upper bound on the uncompressed size of all arrays of a model file together, from the
+#: shapes their headers declare (checked before any data is read). Raise it to load a
+#: larger forest you trust.
+MAX_TOTAL_BYTES = 4 << 30
+#: ``__header__`` (the JSON record) is at most this large.
+_HEADER_MAX_BYTES = 64 << 20
+#: An ``extra/`` array is at most _EXTRA_BASE_BYTES plus, per tree node, 8 bytes for each
+#: node value and for _EXTRA_PER_NODE more numbers (per-node statistics, surrogates...).
+_EXTRA_BASE_BYTES = 16 << 20
+_EXTRA_PER_NODE = 64
+#: Longest .npy header read (numpy's own default; fedforest writes about 100 bytes).
+_NPY_HEADER_MAX = 10_000
 _DEFAULT_HINT = (
     "Was it written by fedforest's save()? The file may be corrupt or truncated; "
     "re-create it by saving the fitted model again."
@@ -278,6 +298,45 @@ def _check_nodes(
             raise _FormatError(
                 f"{_locate(work[_OFFSETS_KEY], node)} {what} ({name} = {work[name][node]})"
             )
+    _check_divisors(work, leaf, is_set)
+
+
+def _check_divisors(
+    work: dict[str, NDArray[Any]], leaf: NDArray[np.bool_], is_set: NDArray[np.bool_]
+) -> None:
+    """What prediction divides by is positive and finite; what it sums cannot overflow.
+
+    A row whose code a set split has not seen goes down both children with the shares
+    ``w_left / (w_left + w_right)`` (the marginal rule): that sum must be a finite normal
+    float (0 divides by zero, 1e308 + 1e308 overflows, a subnormal sum loses the mass). A
+    row's prediction sums at most one unit of mass per tree times a node value: the values
+    must stay below ``float max / n_trees``.
+    """
+    offsets = work[_OFFSETS_KEY]
+    start = np.repeat(offsets[:-1], np.diff(offsets))
+    weight = work["weighted_n_node_samples"]
+    nodes = np.flatnonzero(is_set & ~leaf)
+    left = weight[work["children_left"][nodes] + start[nodes]]
+    right = weight[work["children_right"][nodes] + start[nodes]]
+    with np.errstate(over="ignore"):
+        total = left + right
+    bad = ~(np.isfinite(total) & (total >= np.finfo(np.float64).tiny))
+    if np.any(bad):
+        node = int(nodes[np.flatnonzero(bad)[0]])
+        k = int(np.flatnonzero(bad)[0])
+        raise _FormatError(
+            f"{_locate(offsets, node)} is a set split whose children's weighted_n_node_samples "
+            f"({left[k]}, {right[k]}) do not add up to a positive finite normal number, "
+            "which the marginal rule divides by"
+        )
+    n_trees = offsets.shape[0] - 1
+    value = work["value"]
+    largest = float(np.abs(value).max()) if value.size else 0.0
+    if largest > np.finfo(np.float64).max / max(n_trees, 1):
+        raise _FormatError(
+            f"array 'value' holds {largest:g}: the sum of {n_trees} trees' predictions would "
+            "overflow"
+        )
 
 
 def _check_sets(work: dict[str, NDArray[Any]]) -> None:
@@ -450,6 +509,111 @@ def save_forest(
     _atomic_write(path, arrays)
 
 
+_PICKLED_HINT = "Re-save the model with fedforest's save()."
+
+
+def _member_key(filename: str) -> str:
+    """The array name of an archive member (its file name without ``.npy``)."""
+    if not filename.endswith(".npy"):
+        raise _FormatError(f"archive member {filename!r} is not a .npy array")
+    return filename[: -len(".npy")]
+
+
+def _npy_header(member: IO[bytes], filename: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """Shape and dtype an archive member declares, read from its .npy header only."""
+    what = f"archive member {filename!r}"
+    head = member.read(12 + _NPY_HEADER_MAX)
+    major = head[6] if len(head) > 6 else 0
+    width = 2 if major == 1 else 4
+    if not head.startswith(np.lib.format.MAGIC_PREFIX) or len(head) < 8 + width:
+        raise _FormatError(f"{what} has a malformed .npy header (no .npy magic and preamble)")
+    if major not in (1, 2):
+        raise _FormatError(f"{what} has a malformed .npy header (version {major}.{head[7]})")
+    (length,) = struct.unpack("<H" if major == 1 else "<I", head[8 : 8 + width])
+    if length > _NPY_HEADER_MAX:
+        raise _FormatError(
+            f"{what} has a .npy header of {length} bytes, too large (at most "
+            f"{_NPY_HEADER_MAX}): the header is malformed or forged"
+        )
+    read = (
+        np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    )
+    try:
+        shape, _, dtype = read(io.BytesIO(head[8:]), max_header_size=_NPY_HEADER_MAX)
+    except (ValueError, TypeError, SyntaxError, RecursionError) as exc:
+        raise _FormatError(f"{what} has a malformed .npy header ({exc})") from None
+    if dtype.hasobject:
+        raise _FormatError(
+            f"{what} holds pickled (object) arrays, which fedforest never loads",
+            hint=_PICKLED_HINT,
+        )
+    if any(n < 0 for n in shape):
+        raise _FormatError(f"{what} has a malformed .npy header (negative shape {shape})")
+    return shape, dtype
+
+
+def _check_sizes(declared: dict[str, tuple[tuple[int, ...], int]]) -> None:
+    """Bound every member's declared uncompressed size, and their total, before reading.
+
+    ``declared`` maps each member's name to its shape and its item size.
+    """
+    feature_shape = declared.get("feature", ((), 0))[0]
+    n_nodes = feature_shape[0] if len(feature_shape) == 1 else 0
+    value_shape = declared.get("value", ((), 0))[0]
+    n_values = value_shape[1] if len(value_shape) == 2 else 1
+    extra_limit = _EXTRA_BASE_BYTES + 8 * n_nodes * (n_values + _EXTRA_PER_NODE)
+    raise_hint = "If you trust the file, raise fedforest.tree.io.MAX_TOTAL_BYTES to load it."
+    total = 0
+    for key, (shape, itemsize) in declared.items():
+        # An item size of 0 still costs a loop step per element: count it as one byte.
+        size = math.prod(shape) * max(itemsize, 1)
+        total += size
+        hint = None
+        if key == _HEADER_KEY:
+            limit, rule = _HEADER_MAX_BYTES, "a model header may take"
+        elif key.startswith(_EXTRA_PREFIX):
+            limit, rule = extra_limit, f"an extra array of a forest of {n_nodes} nodes may take"
+        else:
+            limit, rule, hint = (
+                MAX_TOTAL_BYTES,
+                "fedforest.tree.io.MAX_TOTAL_BYTES allows",
+                raise_hint,
+            )
+        if size > limit:
+            raise _FormatError(
+                f"archive member {key + '.npy'!r} would be {size} bytes uncompressed (shape "
+                f"{shape}), more than the {limit} bytes {rule}",
+                hint=hint,
+            )
+    if total > MAX_TOTAL_BYTES:
+        raise _FormatError(
+            f"its arrays would be {total} bytes uncompressed, more than the {MAX_TOTAL_BYTES} "
+            "bytes fedforest.tree.io.MAX_TOTAL_BYTES allows",
+            hint=raise_hint,
+        )
+
+
+def _read_members(archive: zipfile.ZipFile) -> dict[str, NDArray[Any]]:
+    """Every member of ``archive`` as an array: headers and sizes checked, then the data."""
+    infos = archive.infolist()
+    declared: dict[str, tuple[tuple[int, ...], int]] = {}
+    for info in infos:
+        key = _member_key(info.filename)
+        if key in declared:
+            raise _FormatError(f"archive member {info.filename!r} appears twice")
+        with archive.open(info) as member:
+            shape, dtype = _npy_header(member, info.filename)
+        declared[key] = (shape, dtype.itemsize)
+    _check_sizes(declared)
+    arrays = {}
+    for info in infos:
+        with archive.open(info) as member:
+            arrays[_member_key(info.filename)] = np.lib.format.read_array(
+                member, allow_pickle=False, max_header_size=_NPY_HEADER_MAX
+            )
+    return arrays
+
+
 def _read_npz(path: str) -> dict[str, NDArray[Any]]:
     """Every array of the archive at ``path``, read without ever unpickling.
 
@@ -469,21 +633,14 @@ def _read_npz(path: str) -> dict[str, NDArray[Any]]:
             what = "it is empty" if not magic else f"it does not start like a zip file ({magic!r})"
             raise _FormatError(f"{what}, so it is not an .npz model archive")
         try:
-            with np.load(fh, allow_pickle=False) as npz:
-                arrays = {key: npz[key] for key in npz.files}
+            with zipfile.ZipFile(fh) as archive:
+                return _read_members(archive)
+        except _FormatError:
+            raise
         except Exception as exc:  # zipfile.BadZipFile, EOFError, zlib.error, OSError, ...
-            if "pickle" in str(exc):
-                raise _FormatError(
-                    "it contains pickled (object) arrays, which fedforest never loads",
-                    hint="Re-save the model with fedforest's save().",
-                ) from exc
             raise _FormatError(
                 f"it is not a readable .npz archive ({type(exc).__name__}: {exc})"
             ) from exc
-    for key, arr in arrays.items():
-        if not isinstance(arr, np.ndarray):
-            raise _FormatError(f"archive member {key!r} is not a .npy array")
-    return arrays
 
 
 def _decode_header(arrays: dict[str, NDArray[Any]], expected_kind: str | None) -> dict[str, Any]:
