@@ -201,7 +201,10 @@ class Client:
         if msg.header.get("target") == "client":
             header["labels"] = [self.name]  # covariate-shift test: predict the client from X
         elif msg.header.get("task") == "classification":
-            header["labels"] = np.unique(self.y_raw).tolist()
+            labels, counts = np.unique(self.y_raw, return_counts=True)
+            header["labels"] = labels.tolist()
+            if msg.header.get("privacy", "none") == "none":  # checked against n_samples
+                header["label_counts"] = counts.tolist()
         else:
             try:
                 y = self.y_raw.astype(np.float64)

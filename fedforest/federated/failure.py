@@ -17,8 +17,8 @@ class DropFailedClients(Federation):
     """Wraps a federation; a client that fails a round is dropped from that round on.
 
     The round's replies of the other clients are returned as if the failed client had
-    never been addressed; later rounds address only the survivors. Invalid data
-    (``ValueError``) still propagates: dropping is for clients that die or time out.
+    never been addressed; later rounds address only the survivors. A client whose reply
+    fails the server's checks is dropped the same way (see :mod:`.server.checks`).
 
     Parameters
     ----------
@@ -63,11 +63,15 @@ class DropFailedClients(Federation):
         except ClientFailure as failure:
             if not failure.replies:
                 raise
-            self.dropped.extend((name, round_index) for name in failure.failed)
-            logger.warning(
-                "%s. on_client_failure='drop': training goes on without %s, with %d client(s).",
-                failure,
-                ", ".join(map(repr, failure.failed)),
-                len(failure.replies),
-            )
+            self.drop(failure)
             return failure.replies
+
+    def drop(self, failure: ClientFailure) -> None:
+        """Drop the clients ``failure`` names (they died, timed out or sent invalid replies)."""
+        self.dropped.extend((name, failure.round_index) for name in failure.failed)
+        logger.warning(
+            "%s. on_client_failure='drop': training goes on without %s, with %d client(s).",
+            failure,
+            ", ".join(map(repr, failure.failed)),
+            len(failure.replies),
+        )

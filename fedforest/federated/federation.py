@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 
 from .protocol import Message
 
-__all__ = ["Federation", "ClientFailure", "replies_or_failure"]
+__all__ = ["ClientDataError", "ClientFailure", "Federation", "replies_or_failure"]
 
 
 class ClientFailure(RuntimeError):
@@ -52,6 +53,14 @@ class ClientFailure(RuntimeError):
         self.replies: dict[str, Message] = dict(replies or {})
 
 
+class ClientDataError(ClientFailure, ValueError):
+    """A client reported that its data or a request is invalid (it raised ``ValueError``).
+
+    A :class:`ClientFailure` (it names the client and the round; ``on_client_failure="drop"``
+    drops the client) that is also a ``ValueError``, as invalid data is in scikit-learn.
+    """
+
+
 class Federation(ABC):
     """A set of named clients the server can message, one request per client per round."""
 
@@ -69,25 +78,31 @@ class Federation(ABC):
         Raises
         ------
         ClientFailure
-            When clients died, timed out or raised something other than ``ValueError``
-            (which means invalid data and propagates as is); it names every failed client
-            and carries the replies of the others.
+            When clients died, timed out, raised or answered something that is not a
+            message; it names every failed client and carries the replies of the others
+            (a :class:`ClientDataError` when the first failed client raised ``ValueError``).
         """
 
 
 def replies_or_failure(
-    answers: dict[str, Message | Exception], requests: dict[str, Message], round_index: int
+    answers: Mapping[str, object],
+    requests: dict[str, Message],
+    round_index: int,
 ) -> dict[str, Message]:
     """The replies, or a ClientFailure naming every client that raised.
 
-    The failure carries the replies of the others, for ``on_client_failure="drop"``.
+    An answer that is neither a message nor an exception (a handler returning ``None``)
+    is a failure too. The failure carries the replies of the others, for
+    ``on_client_failure="drop"``.
     """
     replies = {name: a for name, a in answers.items() if isinstance(a, Message)}
     failed = sorted(name for name in answers if name not in replies)
     if not failed:
         return replies
     first = answers[failed[0]]
-    assert isinstance(first, Exception)
-    raise ClientFailure(
+    if not isinstance(first, BaseException):
+        first = TypeError(f"it answered a {type(first).__name__}, not a Message")
+    cls = ClientDataError if isinstance(first, ValueError) else ClientFailure
+    raise cls(
         failed[0], requests[failed[0]].kind, round_index, first, replies=replies, failed=failed
     ) from first

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from joblib import effective_n_jobs
 
@@ -25,17 +25,27 @@ class LocalFederation(Federation):
         Names must be unique.
     n_jobs : int or None
         Threads; None means 1, -1 means all cores (joblib's convention).
+    timeout : float or None
+        Seconds a round waits for the clients; a client that has not answered by then
+        fails the round (a ``TimeoutError`` in the :class:`ClientFailure` that names it).
+        Its thread cannot be stopped: it runs on in the background and its late answer
+        is ignored. None waits for ever.
     """
 
-    def __init__(self, clients: Sequence[Client], n_jobs: int | None = None) -> None:
+    def __init__(
+        self, clients: Sequence[Client], n_jobs: int | None = None, timeout: float | None = None
+    ) -> None:
         if len(clients) == 0:
             raise ValueError("LocalFederation needs at least one client.")
         names = [c.name for c in clients]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"Client names must be unique; {dupes[0]!r} appears twice.")
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}.")
         self.clients = {c.name: c for c in clients}
         self.n_jobs = n_jobs
+        self.timeout = timeout
 
     @property
     def client_names(self) -> list[str]:
@@ -45,7 +55,10 @@ class LocalFederation(Federation):
     def send_and_receive(
         self, requests: dict[str, Message], round_index: int
     ) -> dict[str, Message]:
-        """Run every client's handler, in parallel threads when ``n_jobs`` allows."""
+        """Run every client's handler, in parallel threads when ``n_jobs`` allows.
+
+        Whatever a handler raises (``ValueError`` included) is that client's failure.
+        """
         names = list(requests)
         n_jobs = effective_n_jobs(self.n_jobs)
         n_threads = min(len(names), n_jobs)
@@ -53,17 +66,37 @@ class LocalFederation(Federation):
             # Fewer clients than threads: the spare threads split each client's trees.
             self.clients[name].n_threads = max(1, n_jobs // max(len(names), 1))
 
-        def call(name: str) -> Message | Exception:
+        def call(name: str) -> object:
             try:
                 return self.clients[name].handle(requests[name])
-            except ValueError:
-                raise
             except Exception as exc:  # noqa: BLE001 - reported with the client's name
                 return exc
 
-        if n_threads <= 1:
-            answers = [call(name) for name in names]
+        if self.timeout is None and n_threads <= 1:
+            answers = {name: call(name) for name in names}
         else:
-            with ThreadPoolExecutor(max_workers=n_threads) as pool:
-                answers = list(pool.map(call, names))
-        return replies_or_failure(dict(zip(names, answers, strict=True)), requests, round_index)
+            answers = self._with_timeout(call, names, max(n_threads, 1))
+        return replies_or_failure(answers, requests, round_index)
+
+    def _with_timeout(
+        self, call: Callable[[str], object], names: list[str], n_threads: int
+    ) -> dict[str, object]:
+        """Answers in threads; a client still working after ``timeout`` s is a TimeoutError."""
+        # One thread per client when there is a timeout: a stuck client must not hold up
+        # the others' start (the interpreter still waits for a stuck one at exit).
+        pool = ThreadPoolExecutor(
+            max_workers=len(names) if self.timeout is not None else n_threads,
+            thread_name_prefix="fedforest-client",
+        )
+        futures = {name: pool.submit(call, name) for name in names}
+        done, _ = wait(futures.values(), timeout=self.timeout)
+        pool.shutdown(wait=False, cancel_futures=True)
+        answers: dict[str, object] = {}
+        for name, future in futures.items():
+            if future in done:
+                answers[name] = future.result()
+            else:
+                answers[name] = TimeoutError(
+                    f"no answer within the federation's timeout of {self.timeout} s"
+                )
+        return answers

@@ -16,17 +16,18 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from ..._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, n_stats
+from ..._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, count_columns, n_stats
 from ...tree.arrays import Tree, empty_split_fields, pack_forest, pack_sets
-from ..categorical import sort_categories
 from ..criteria import impurity, leaf_value
 from ..failure import DropFailedClients
 from ..federation import Federation
 from ..privacy import dp
 from ..privacy.rules import default_min_rows
-from ..protocol import HANDSHAKE, OOB, ROUND_A, ROUND_B, CommunicationLedger, Message, expect_array
+from ..protocol import OOB, ROUND_A, ROUND_B, CommunicationLedger, Message, expect_array
 from . import secure
+from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
+from .handshake import handshake
 from .level import candidates, category_counts, round_b_splits, shortlist
 from .rounds import exchange as _exchange
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
@@ -96,99 +97,6 @@ def resolve_max_features(max_features: Any, n_features: int) -> int:
     if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool):
         return int(min(max_features, n_features))
     return max(1, int(float(max_features) * n_features))
-
-
-def _handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -> dict[str, Any]:
-    """Check that the clients' schemas agree; fix the global class list."""
-    request = {
-        "task": cfg.task,
-        "ranges": cfg.binning == "histogram",
-        "target": cfg.target,
-        "privacy": cfg.privacy,
-    }
-    replies = _exchange(fed, ledger, Message(HANDSHAKE, request))
-    first_name, first = replies[0]
-    d, names = first.header["n_features"], first.header["feature_names"]
-    for name, rep in replies[1:]:
-        other = rep.header["feature_names"]
-        if rep.header["n_features"] != d:
-            raise ValueError(
-                f"Client {name!r} has {rep.header['n_features']} features but client "
-                f"{first_name!r} has {d}{_name_difference(names, other, name, first_name)}; "
-                "all clients must share the same columns."
-            )
-        if (names is None) != (other is None):
-            raise ValueError(
-                f"Client {name!r} and client {first_name!r} disagree on feature names: one "
-                "passed a DataFrame with column names, the other an unnamed array."
-            )
-        if names is not None and other != names:
-            j = next(i for i, (a, b) in enumerate(zip(names, other, strict=True)) if a != b)
-            raise ValueError(
-                f"Client {name!r} has feature {other[j]!r} at position {j} where client "
-                f"{first_name!r} has {names[j]!r}; all clients must share the same columns."
-            )
-    classes = None
-    if cfg.task == "classification":
-        labels = {label for _, rep in replies for label in rep.header["labels"]}
-        try:
-            classes = sorted(labels)
-        except TypeError as exc:
-            raise ValueError(f"Class labels of mixed types cannot be ordered: {exc}") from exc
-    categories = _unify_categories(replies, names)
-    edges = None
-    if cfg.binning == "histogram":
-        lo = np.min([expect_array(m, "feature_min", "f", (d,), n) for n, m in replies], axis=0)
-        hi = np.max([expect_array(m, "feature_max", "f", (d,), n) for n, m in replies], axis=0)
-        b = cfg.n_bins or 32
-        edges = lo[:, None] + (hi - lo)[:, None] * (np.arange(1, b) / b)[None, :]
-    return {
-        "clients": [name for name, _ in replies],
-        "categories": categories,
-        "edges": edges,
-        "n_features": int(d),
-        "feature_names": names,
-        "classes": classes,
-        "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
-        "public_keys": secure.public_keys(replies) if cfg.privacy != "none" else {},
-    }
-
-
-def _unify_categories(
-    replies: list[tuple[str, Message]], names: list[str] | None
-) -> dict[str, list[Any]]:
-    """Sorted union of each categorical column's categories.
-
-    All clients must agree which columns are categorical.
-    """
-    first_name, first = replies[0]
-    cols = set(first.header.get("categories", {}))
-    union: dict[str, set[Any]] = {j: set() for j in cols}
-    for name, rep in replies:
-        mine = rep.header.get("categories", {})
-        if set(mine) != cols:
-            j = int(sorted(set(mine) ^ cols)[0])
-            col = repr(names[j]) if names is not None else str(j)
-            raise ValueError(
-                f"Client {name!r} and client {first_name!r} disagree on whether feature {col} "
-                "is categorical; declare the same categorical columns on every client."
-            )
-        for j, values in mine.items():
-            union[j].update(values)
-    return {j: sort_categories(values) for j, values in sorted(union.items())}
-
-
-def _name_difference(
-    names: list[str] | None, other: list[str] | None, name: str, first_name: str
-) -> str:
-    """``": client 'b' lacks feature 'x'"``-style detail when both sides have names."""
-    if names is None or other is None:
-        return ""
-    missing = [f for f in names if f not in other]
-    if missing:
-        return f": client {name!r} lacks feature {missing[0]!r}"
-    extra = [f for f in other if f not in names]
-    return f": client {name!r} has the extra feature {extra[0]!r}" if extra else ""
 
 
 def _is_leaf_by_rule(
@@ -300,11 +208,10 @@ def _round_a(
     arrays: dict[str, NDArray[Any]],
     n_slots: int,
     s: int,
+    check: Check,
 ) -> tuple[list[tuple[str, Message]], NDArray[np.float64]]:
-    replies = _exchange(fed, ledger, Message(ROUND_A, header, {**routes, **arrays}))
-    summaries = np.stack(
-        [expect_array(m, "summary", "f", (n_slots, s), name) for name, m in replies]
-    )
+    replies = _exchange(fed, ledger, Message(ROUND_A, header, {**routes, **arrays}), check)
+    summaries = np.stack([m.arrays["summary"] for _, m in replies])
     return replies, summaries
 
 
@@ -336,7 +243,17 @@ def _level(
         return _secure_level(
             fed, cfg, ledger, builders, frontier, {**routes, **arrays}, header, ctx
         )
-    replies, summaries = _round_a(fed, ledger, header, routes, arrays, n_slots, s)
+    records: ClientRecords = ctx["records"]
+    pair_node = np.repeat(np.arange(n_slots), np.diff(pair_off))
+    numeric = ctx["n_categories"][pair_feat] == 0
+
+    def sketched(summary: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """The pairs a client sends a sketch for: numeric ones of its non-empty nodes."""
+        return np.asarray((summary[pair_node, STAT_WEIGHT] > 0) & numeric)
+
+    quantile = cfg.n_bins is not None and cfg.binning == "quantile"
+    check_a = records.round_a(routes, n_slots, s, sketched if quantile else None, cfg.n_bins)
+    replies, summaries = _round_a(fed, ledger, header, routes, arrays, n_slots, s, check_a)
     pooled = _pool_node_stats(builders, frontier, summaries)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     pair_ok = np.repeat(splittable, np.diff(pair_off))
@@ -356,7 +273,12 @@ def _level(
     best = BestSplits.none(n_slots, s)
     if cand.size:
         replies_b = _exchange(
-            fed, ledger, _round_b_requests(fed, replies, summaries, pair_off, cand_off, cand)
+            fed,
+            ledger,
+            _round_b_requests(fed, replies, summaries, pair_off, cand_off, cand),
+            records.round_b(
+                pair_off, ctx["n_categories"][pair_feat] > 0, s, cfg.split_rule != "avgimp"
+            ),
         )
         if len(replies_b) < len(replies):
             # A client was dropped in Round B: this level uses the survivors' statistics.
@@ -395,6 +317,7 @@ def _level(
             root_weight=root_w,
             min_impurity_decrease=cfg.min_impurity_decrease,
         )
+    records.next_level()
     return _apply_splits(cfg, builders, frontier, best, ctx)
 
 
@@ -588,6 +511,7 @@ def _grow_batch(
     n = len(builders)
     if "secure" in ctx:
         ctx["secure"].start_batch(n, ctx["d"])
+    ctx["records"].start_batch()
     frontier = _Frontier(np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), 0)
     routes: dict[str, NDArray[Any]] = {}
     header: dict[str, Any] = {"setup": setup}
@@ -607,7 +531,7 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
     if cfg.on_client_failure == "drop":
         fed = DropFailedClients(fed)
     ledger = CommunicationLedger()
-    schema = _handshake(fed, cfg, ledger)
+    schema = handshake(fed, cfg, ledger)
     d = schema["n_features"]
     n_classes = 0 if schema["classes"] is None else len(schema["classes"])
     ctx: dict[str, Any] = {
@@ -620,6 +544,9 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         "n_categories": category_counts(schema["categories"], d),
         "edges": schema["edges"],
         "clients": schema["clients"],
+        "records": ClientRecords(
+            schema["n_samples"], cfg.task, count_columns(n_classes), cfg.bootstrap
+        ),
     }
     if cfg.privacy == "dp":
         ctx["dp"] = schema["dp"] = _dp_plan(cfg, schema, ctx)
@@ -667,7 +594,7 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
     )
     if cfg.oob_score:
-        _oob_round(fed, ledger, trees, cfg, result)
+        _oob_round(fed, ledger, trees, cfg, result, ctx["records"])
         if "dp" in ctx:
             ctx["dp_released"][0] += dp.oob_entries(cfg.task == "classification")
     else:
@@ -721,6 +648,7 @@ def _oob_round(
     trees: list[Tree],
     cfg: GrowerConfig,
     result: ForestResult,
+    records: ClientRecords,
 ) -> None:
     """Clients score their own rows with the trees that did not draw them; sums come back."""
     feature, threshold, left, right, value, offsets = pack_forest(trees)
@@ -750,7 +678,7 @@ def _oob_round(
     if cfg.privacy != "none":
         sums = secure.oob_sums(fed, ledger, msg, width, cfg.task == "classification")
     else:
-        replies = _exchange(fed, ledger, msg)
+        replies = _exchange(fed, ledger, msg, records.oob(width, bool(cfg.oob_compare_to)))
         sums = _sum_in_order(replies, "oob_sums", (width,))
     if cfg.oob_compare_to:
         result.paired_sums = _sum_in_order(replies, "paired_sums", (4,))

@@ -1,11 +1,17 @@
-"""One round of the protocol: requests out, replies back in canonical order, counted."""
+"""One round of the protocol: requests out, replies back checked, in canonical order, counted."""
 
 from __future__ import annotations
 
-from ..federation import Federation
+import logging
+
+from ..failure import DropFailedClients
+from ..federation import ClientFailure, Federation
 from ..protocol import CommunicationLedger, Message
+from .checks import Check, InvalidReply, check_envelope
 
 __all__ = ["broadcast", "exchange"]
+
+logger = logging.getLogger(__name__)
 
 
 def broadcast(fed: Federation, msg: Message) -> dict[str, Message]:
@@ -14,18 +20,52 @@ def broadcast(fed: Federation, msg: Message) -> dict[str, Message]:
 
 
 def exchange(
-    fed: Federation, ledger: CommunicationLedger, msg: Message | dict[str, Message]
+    fed: Federation,
+    ledger: CommunicationLedger,
+    msg: Message | dict[str, Message],
+    check: Check | None = None,
 ) -> list[tuple[str, Message]]:
     """One round: the same request to every client, or one per client (by name).
 
+    Every reply is checked (:mod:`.checks`: its envelope, then ``check``) before anyone
+    uses it. A client whose reply fails is an :class:`~.checks.InvalidReply` naming it, the
+    round and the field; under ``on_client_failure="drop"`` (``fed`` is a
+    :class:`~..failure.DropFailedClients`) it is dropped instead, as a client that died.
     Replies come back in canonical (sorted) order.
     """
     requests = broadcast(fed, msg) if isinstance(msg, Message) else msg
     kind = next(iter(requests.values())).kind
-    replies = fed.send_and_receive(requests, ledger.rounds)
+    round_index = ledger.rounds
+    replies = fed.send_and_receive(requests, round_index)
     # Clients dropped in this round (on_client_failure="drop") are no longer expected.
     missing = sorted(set(fed.client_names) - set(replies))
     if missing:
-        raise ValueError(f"Client {missing[0]!r} did not answer round {ledger.rounds} ({kind}).")
-    ledger.record(kind, requests, replies)
-    return [(name, replies[name]) for name in sorted(replies)]
+        raise ValueError(f"Client {missing[0]!r} did not answer round {round_index} ({kind}).")
+    bad: dict[str, InvalidReply] = {}
+    for name in sorted(replies):
+        try:
+            check_envelope(name, requests[name], replies[name])
+            if check is not None:
+                check(name, requests[name], replies[name])
+        except InvalidReply as exc:
+            bad[name] = exc.in_round(round_index)
+    good = {name: reply for name, reply in replies.items() if name not in bad}
+    ledger.record(kind, requests, good)
+    if bad:
+        _reject(fed, bad, good, kind, round_index)
+    return [(name, good[name]) for name in sorted(good)]
+
+
+def _reject(
+    fed: Federation,
+    bad: dict[str, InvalidReply],
+    good: dict[str, Message],
+    kind: str,
+    round_index: int,
+) -> None:
+    """Raise for invalid replies, or drop their senders under ``on_client_failure="drop"``."""
+    first = bad[min(bad)]
+    if not isinstance(fed, DropFailedClients) or not good:
+        raise first
+    failure = ClientFailure(first.client, kind, round_index, first, replies=good, failed=list(bad))
+    fed.drop(failure)

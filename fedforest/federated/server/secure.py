@@ -32,6 +32,7 @@ from ..privacy.grids import moment_grid, outer_bounds, quantile_grids
 from ..privacy.rules import group_categories, safe_from_ancestors, secure_candidates
 from ..privacy.secagg import LOW_BITS, add_in_order, correction, from_fixed
 from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
+from .checks import masked_arrays
 from .config import GrowerConfig
 from .denoise import clip_stats, consistent_children, cumulative_stats, denoise_a, from_z
 from .rounds import exchange
@@ -133,7 +134,9 @@ def secure_exchange(
     peers = list(fed.client_names)
     tag = ledger.rounds
     msg = Message(msg.kind, {**msg.header, "secagg": {"tag": tag, "peers": peers}}, msg.arrays)
-    replies = exchange(fed, ledger, msg)
+    replies = exchange(
+        fed, ledger, msg, masked_arrays({k: shape for k, (shape, _) in specs.items()})
+    )
     totals = {
         name: add_in_order((_masked_array(m, name, shape, sender) for sender, m in replies), shape)
         for name, (shape, _) in specs.items()

@@ -206,17 +206,17 @@ class FlowerFederation(Federation):
 def _decode(reply: FlowerMessage, name: str) -> Message | Exception:
     """A reply as a protocol message, or the exception that says why there is none.
 
-    Raises
-    ------
-    ValueError
-        If the client reported invalid data: that stops training whatever the
-        failure policy, as on the local transport.
+    A client that reported invalid data (its handler raised ``ValueError``) answers that
+    ``ValueError``, as on the local transport (a :class:`ClientDataError` for the server).
     """
     if reply.has_error():
         return _flower_error(reply.error.code, reply.error.reason)
-    msg = from_records(reply.content, name)
+    try:
+        msg = from_records(reply.content, name)
+    except ValueError as exc:  # a malformed reply: this client's failure, not the server's
+        return exc
     if msg.kind == ERROR:
-        raise ValueError(str(msg.header.get("error", "invalid data")))
+        return ValueError(str(msg.header.get("error", "invalid data")))
     return msg
 
 

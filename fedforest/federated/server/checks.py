@@ -1,0 +1,503 @@
+"""What the server checks in every reply before it uses it (a client is untrusted input).
+
+Every reply is checked when it arrives, in :func:`~.rounds.exchange`, against the request it
+answers: first its envelope (a :class:`Message` of the request's kind, a JSON header, numeric
+arrays), then the round's fields (``check_*`` below; each knows what the server has learnt
+of that client so far). A violation is an :class:`InvalidReply` naming the client, the round
+and the field. Under ``on_client_failure="raise"`` it stops training; under ``"drop"`` the
+client is dropped from that round on and training goes on without it, as for a client that
+died (:mod:`..failure`).
+
+Under ``privacy="none"`` the server sees each client's statistics and checks them against
+each other and against the client's handshake: whole non-negative counts, at most the
+client's rows, a tree's root weight equal to its bootstrap draws, children within their
+parent, class weights adding up to the weight, sums of squares consistent with the sums
+(Cauchy-Schwarz), sketches finite and sorted, out-of-bag sums within their ranges. Under
+``"secure"`` / ``"dp"`` each client's arrays are masked: the server checks their dtype and
+shape, and the decoded sums (in :mod:`.secure`); a client that lies within those bounds is
+not detectable there (secure aggregation hides who contributed what).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
+from ..protocol import Message, expect_array, unpack_increments, unpack_sketch
+
+__all__ = [
+    "Check",
+    "ClientRecords",
+    "InvalidReply",
+    "check_envelope",
+    "check_handshake",
+    "check_oob",
+    "check_round_b",
+    "check_summaries",
+    "label_type",
+    "masked_arrays",
+]
+
+#: A round's check: (client name, its request, its reply) -> None or InvalidReply.
+Check = Callable[[str, Message, Message], None]
+#: Relative slack of float comparisons between a client's own sums (rounding only).
+_RTOL = 1e-9
+#: JSON scalar types a class label may have.
+_LABEL_TYPES = (str, int, float, bool)
+
+
+class InvalidReply(ValueError):
+    """A client's reply failed a check; names the client, the round and the field.
+
+    Parameters
+    ----------
+    client : str
+        The client that sent it.
+    kind : str
+        The message kind of the round.
+    field : str
+        The header field or array at fault.
+    problem : str
+        What is wrong with it.
+    round_index : int or None
+        The round, counted from 0 as in the ledger (filled in by the exchange).
+    """
+
+    def __init__(
+        self, client: str, kind: str, field: str, problem: str, round_index: int | None = None
+    ) -> None:
+        self.client, self.kind, self.field, self.problem = client, kind, field, problem
+        self.round_index = round_index
+        where = f"round {round_index} ({kind})" if round_index is not None else f"a {kind} round"
+        super().__init__(f"Client {client!r} sent an invalid reply in {where}: {field} {problem}.")
+
+    def in_round(self, round_index: int) -> InvalidReply:
+        """The same failure, with the round named."""
+        return InvalidReply(self.client, self.kind, self.field, self.problem, round_index)
+
+
+# --------------------------------------------------------------------------- envelope
+def check_envelope(name: str, request: Message, reply: Any) -> None:
+    """A reply is a Message of the request's kind with a dict header and numeric arrays."""
+    if not isinstance(reply, Message):
+        raise InvalidReply(
+            name, request.kind, "the reply", f"is a {type(reply).__name__}, not a Message"
+        )
+    if reply.kind != request.kind:
+        raise InvalidReply(name, request.kind, "kind", f"is {reply.kind!r}")
+    if not isinstance(reply.header, dict):
+        raise InvalidReply(name, request.kind, "the header", "is not a JSON object")
+    if not isinstance(reply.arrays, dict):
+        raise InvalidReply(name, request.kind, "the arrays", "are not a mapping of names")
+    for key, arr in reply.arrays.items():
+        if not isinstance(key, str) or not isinstance(arr, np.ndarray):
+            raise InvalidReply(name, request.kind, f"array {key!r}", "is not a numpy array")
+        if arr.dtype.kind not in "biuf":
+            raise InvalidReply(
+                name, request.kind, f"array {key!r}", f"has dtype {arr.dtype} (not numeric)"
+            )
+
+
+def _reraise(name: str, kind: str, exc: ValueError) -> InvalidReply:
+    """A protocol decoding error (``expect_array`` & co.) as an InvalidReply."""
+    if isinstance(exc, InvalidReply):
+        return exc
+    return InvalidReply(name, kind, "a payload", f"is malformed ({exc})")
+
+
+# --------------------------------------------------------------------------- handshake
+def label_type(label: Any) -> str:
+    """Labels compare within a type family: numbers (bool included) or text."""
+    return "text" if isinstance(label, str) else "number"
+
+
+def check_handshake(task: str, target: str, privacy: str, ranges: bool) -> Check:
+    """The handshake's header fields: types, sizes and ranges."""
+
+    def check(name: str, request: Message, reply: Message) -> None:
+        h, kind = reply.header, request.kind
+        for key in ("n_samples", "n_features", "feature_names"):
+            if key not in h:
+                raise InvalidReply(name, kind, f"header field {key!r}", "is missing")
+        d, n = h["n_features"], h["n_samples"]
+        for key, value, low in (("n_features", d, 1), ("n_samples", n, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidReply(
+                    name, kind, f"header field {key!r}", f"is {value!r}, not an integer >= {low}"
+                )
+        names = h["feature_names"]
+        if names is not None and (
+            not isinstance(names, list)
+            or len(names) != d
+            or not all(isinstance(f, str) for f in names)
+            or len(set(names)) != d
+        ):
+            raise InvalidReply(
+                name, kind, "header field 'feature_names'", f"is not null or {d} distinct strings"
+            )
+        cats = h.get("categories", {})
+        if not isinstance(cats, dict) or not all(
+            isinstance(j, str) and j.isdigit() and int(j) < d and isinstance(v, list) and v
+            for j, v in cats.items()
+        ):
+            raise InvalidReply(
+                name, kind, "header field 'categories'", "is not a map of column -> categories"
+            )
+        for j, values in cats.items():
+            _check_scalars(name, kind, f"header field 'categories'[{j!r}]", values)
+        if task == "classification":
+            labels = h.get("labels")
+            if not isinstance(labels, list) or not labels:
+                raise InvalidReply(name, kind, "header field 'labels'", "is not a non-empty list")
+            _check_scalars(name, kind, "header field 'labels'", labels)
+            if target == "y" and privacy == "none":
+                _check_label_counts(name, kind, h.get("label_counts"), len(labels), n)
+        if ranges:
+            lo = expect_array(reply, "feature_min", "f", (d,), name)
+            hi = expect_array(reply, "feature_max", "f", (d,), name)
+            if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo <= hi)):
+                raise InvalidReply(
+                    name, kind, "arrays 'feature_min'/'feature_max'", "are not finite with min<=max"
+                )
+
+    return check
+
+
+def _check_scalars(name: str, kind: str, field: str, values: list[Any]) -> None:
+    """Distinct JSON scalars of one type family (labels, categories)."""
+    if not all(isinstance(v, _LABEL_TYPES) for v in values):
+        bad = next(v for v in values if not isinstance(v, _LABEL_TYPES))
+        raise InvalidReply(name, kind, field, f"holds {bad!r}, not a string or number")
+    if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+        raise InvalidReply(name, kind, field, "holds NaN or infinity")
+    if len({label_type(v) for v in values}) > 1:
+        raise InvalidReply(name, kind, field, "mixes strings and numbers")
+    if len(set(values)) != len(values):
+        raise InvalidReply(name, kind, field, "repeats a value")
+
+
+def _check_label_counts(name: str, kind: str, counts: Any, n_labels: int, n: int) -> None:
+    """Under "none": each claimed label has rows, and the counts add up to the client's rows."""
+    field = "header field 'label_counts'"
+    if not isinstance(counts, list) or len(counts) != n_labels:
+        raise InvalidReply(name, kind, field, f"is not a list of {n_labels} counts")
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in counts):
+        raise InvalidReply(name, kind, field, "holds a count < 1 (a label without rows)")
+    if sum(counts) != n:
+        raise InvalidReply(name, kind, field, f"adds up to {sum(counts)}, not n_samples = {n}")
+
+
+# --------------------------------------------------------------------------- summaries
+def check_summaries(
+    name: str,
+    kind: str,
+    summary: NDArray[np.float64],
+    *,
+    n_samples: int,
+    n_count: int,
+    task: str,
+    root: NDArray[np.bool_],
+    bootstrap: bool,
+    parent: NDArray[np.float64] | None,
+    siblings: NDArray[np.int64] | None = None,
+    field: str = "array 'summary'",
+) -> None:
+    """One client's node statistics (rows = nodes), checked against what the server knows.
+
+    ``root`` marks the tree roots (weight = the bootstrap's draws, 0 if the client sits the
+    tree out); ``parent`` holds the client's own statistics of each node's parent (NaN rows
+    for roots), ``siblings`` each node's sibling among the rows (-1: none), whose sum with the
+    node must equal the parent on the count columns.
+    """
+    _check_stats(name, kind, field, summary, n_count, task)
+    rows, weight = summary[:, STAT_ROWS], summary[:, STAT_WEIGHT]
+    if np.any(rows > n_samples):
+        raise InvalidReply(name, kind, field, f"counts more rows than the client's {n_samples}")
+    at_root = weight[root]
+    draws = float(n_samples)
+    ok = (at_root == 0) | (at_root == draws if bootstrap else at_root == rows[root])
+    if not bootstrap:
+        ok &= (rows[root] == 0) | (rows[root] == draws)
+    if not np.all(ok):
+        raise InvalidReply(
+            name, kind, field, f"has a root weight other than 0 or the client's {n_samples} draws"
+        )
+    if parent is None:
+        return
+    child = ~root
+    p = parent[child]
+    cols = slice(0, n_count)
+    if np.any(summary[child, cols] > p[:, cols]) or (
+        task == "regression" and np.any(summary[child, -1] > p[:, -1] * (1 + _RTOL) + _RTOL)
+    ):
+        raise InvalidReply(name, kind, field, "has a node with more than its parent")
+    if siblings is not None:
+        both = np.flatnonzero(child & (siblings > np.arange(siblings.size)))
+        total = summary[both, cols] + summary[siblings[both], cols]
+        if np.any(total != parent[both, cols]):
+            raise InvalidReply(
+                name, kind, field, "has two children that do not add up to their parent"
+            )
+
+
+def _check_stats(
+    name: str, kind: str, field: str, stats: NDArray[np.float64], n_count: int, task: str
+) -> None:
+    """Rows of additive statistics (or increments of them) that are internally consistent."""
+    if not np.all(np.isfinite(stats)):
+        raise InvalidReply(name, kind, field, "holds NaN or infinity")
+    counts = stats[:, :n_count]
+    if np.any(counts < 0) or np.any(counts != np.round(counts)):
+        raise InvalidReply(name, kind, field, "holds negative or fractional counts or weights")
+    rows, weight = stats[:, STAT_ROWS], stats[:, STAT_WEIGHT]
+    if np.any(rows > weight) or np.any((rows == 0) != (weight == 0)):
+        raise InvalidReply(name, kind, field, "has weights below their row counts")
+    if task == "classification":
+        if np.any(stats[:, STAT_TASK:].sum(axis=1) != weight):
+            raise InvalidReply(name, kind, field, "has class weights that do not add up")
+    else:
+        s1, s2 = stats[:, STAT_TASK], stats[:, STAT_TASK + 1]
+        if np.any(s2 < 0) or np.any(s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9):
+            raise InvalidReply(name, kind, field, "has sums of y^2 smaller than the sums imply")
+
+
+def check_sketch(name: str, kind: str, sketch: NDArray[np.float64]) -> None:
+    """Sketch rows are finite and sorted (quantiles at increasing levels)."""
+    if not np.all(np.isfinite(sketch)):
+        raise InvalidReply(name, kind, "array 'sketch'", "holds NaN or infinity")
+    if sketch.shape[1] > 1 and np.any(np.diff(sketch, axis=1) < 0):
+        raise InvalidReply(name, kind, "array 'sketch'", "has a row that is not sorted")
+
+
+def sketch_of(msg: Message, n_here: int, n_bins: int, name: str) -> NDArray[np.float64]:
+    """The decoded sketch of a reply, checked (decoding errors as InvalidReply)."""
+    try:
+        sketch = unpack_sketch(msg, n_here, n_bins, name)
+    except InvalidReply:
+        raise
+    except ValueError as exc:
+        raise _reraise(name, msg.kind, exc) from exc
+    check_sketch(name, msg.kind, sketch)
+    return sketch
+
+
+# --------------------------------------------------------------------------- Round B
+def check_round_b(
+    name: str,
+    reply: Message,
+    cand_off: NDArray[np.int64],
+    node_of_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+    n_stats: int,
+    n_count: int,
+    task: str,
+    answered: NDArray[np.int64],
+) -> None:
+    """Left statistics at a client's candidates: valid increments within the node's rows.
+
+    ``answered`` lists the candidates (indices into the request's ``cand``) whose
+    statistics the client sent, in order; ``node_stats`` are its own node summaries.
+    """
+    kind = reply.kind
+    try:
+        pos, counts, sums = unpack_increments(reply, "left", answered.size, n_stats, n_count, name)
+    except ValueError as exc:
+        raise _reraise(name, kind, exc) from exc
+    inc = np.zeros((answered.size, n_stats))
+    inc[pos, :n_count] = counts
+    inc[pos, n_count:] = sums
+    _check_stats(name, kind, "the left statistics", inc[pos], n_count, task)
+    # A pair's increments add up to its rows left of the last candidate: at most the node's.
+    pair_of = np.searchsorted(cand_off, answered, side="right") - 1
+    per_pair = np.zeros((cand_off.size - 1, n_count))
+    np.add.at(per_pair, pair_of, inc[:, :n_count])
+    node = node_of_pair[pair_of]
+    if np.any(per_pair[pair_of] > node_stats[node, :n_count]):
+        raise InvalidReply(name, kind, "the left statistics", "count more than the node holds")
+
+
+# --------------------------------------------------------------------------- OOB
+def check_oob(
+    name: str, sums: NDArray[np.float64], task: str, n_samples: int, field: str = "'oob_sums'"
+) -> None:
+    """Out-of-bag sums: (scored, correct) or (scored, squared error, sum y, sum y^2)."""
+    kind = "oob"
+    if not np.all(np.isfinite(sums)):
+        raise InvalidReply(name, kind, f"array {field}", "holds NaN or infinity")
+    scored = sums[0]
+    if scored < 0 or scored != round(scored) or scored > n_samples:
+        raise InvalidReply(
+            name, kind, f"array {field}", f"scores {scored} rows (the client has {n_samples})"
+        )
+    if task == "classification":
+        if sums[1] < 0 or sums[1] > scored or sums[1] != round(sums[1]):
+            raise InvalidReply(name, kind, f"array {field}", "has more correct rows than scored")
+    elif sums[1] < 0 or sums[3] < 0 or sums[2] ** 2 > scored * sums[3] * (1 + 1e-7) + 1e-9:
+        raise InvalidReply(name, kind, f"array {field}", "has negative or inconsistent sums")
+
+
+# --------------------------------------------------------------------------- per round
+class ClientRecords:
+    """What the server learnt of each client so far in a batch (``privacy="none"``).
+
+    Parameters
+    ----------
+    n_samples : dict of str to int
+        Each client's rows (its handshake).
+    task : str
+    n_count : int
+        Leading integer columns of the statistics.
+    bootstrap : bool
+    """
+
+    def __init__(self, n_samples: dict[str, int], task: str, n_count: int, bootstrap: bool):
+        self.n_samples, self.task, self.n_count, self.bootstrap = (
+            n_samples,
+            task,
+            n_count,
+            bootstrap,
+        )
+        #: Each client's node summaries at the previous level and at this one.
+        self.previous: dict[str, NDArray[np.float64]] = {}
+        self.current: dict[str, NDArray[np.float64]] = {}
+
+    def next_level(self) -> None:
+        """Move on a level: these summaries are the parents of the next level's nodes."""
+        self.previous, self.current = self.current, {}
+
+    def start_batch(self) -> None:
+        """New roots: nothing known."""
+        self.previous, self.current = {}, {}
+
+    def round_a(
+        self,
+        routes: dict[str, NDArray[Any]],
+        n_slots: int,
+        n_stats: int,
+        sketch_present: Callable[[NDArray[np.float64]], NDArray[np.bool_]] | None,
+        n_bins: int | None,
+    ) -> Check:
+        """Round A: each client's node summaries (and sketches) against its parents'."""
+        parent = np.full(n_slots, -1, dtype=np.int64)
+        sibling = np.full(n_slots, -1, dtype=np.int64)
+        if routes:
+            left, right = routes["route_left"], routes["route_right"]
+            for a, b in ((left, right), (right, left)):
+                has = a >= 0
+                parent[a[has]] = np.flatnonzero(has)
+                both = has & (b >= 0)
+                sibling[a[both]] = b[both]
+        root = parent < 0
+
+        def check(name: str, request: Message, reply: Message) -> None:
+            try:
+                summary = expect_array(reply, "summary", "f", (n_slots, n_stats), name)
+            except ValueError as exc:
+                raise _reraise(name, reply.kind, exc) from exc
+            prev = self.previous.get(name)
+            parents = None
+            if prev is not None and not root.all():
+                parents = np.full((n_slots, n_stats), np.nan)
+                parents[~root] = prev[parent[~root]]
+            check_summaries(
+                name,
+                reply.kind,
+                summary,
+                n_samples=self.n_samples[name],
+                n_count=self.n_count,
+                task=self.task,
+                root=root,
+                bootstrap=self.bootstrap,
+                parent=parents,
+                siblings=sibling,
+            )
+            if sketch_present is not None and n_bins is not None:
+                present = sketch_present(summary)
+                sketch_of(reply, int(present.sum()), n_bins, name)
+            self.current[name] = summary
+
+        return check
+
+    def round_b(
+        self,
+        pair_off: NDArray[np.int64],
+        categorical_pair: NDArray[np.bool_],
+        n_stats: int,
+        exact: bool,
+    ) -> Check:
+        """Round B: each client's left statistics within its own node summaries."""
+        node_of_pair = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+
+        def check(name: str, request: Message, reply: Message) -> None:
+            cand_off = np.asarray(request.arrays["cand_off"], dtype=np.int64)
+            n_cand = np.diff(cand_off)
+            sent = np.repeat(np.ones_like(categorical_pair) if exact else categorical_pair, n_cand)
+            answered = np.flatnonzero(sent)
+            stats = self.current.get(name)
+            if stats is None:  # pragma: no cover - a client new in Round B is refused earlier
+                raise InvalidReply(name, reply.kind, "the reply", "comes from no Round A client")
+            check_round_b(
+                name,
+                reply,
+                cand_off,
+                node_of_pair,
+                stats,
+                n_stats,
+                self.n_count,
+                self.task,
+                answered,
+            )
+            if not exact:
+                rows = np.repeat(~categorical_pair, n_cand)
+                try:
+                    gains = expect_array(reply, "gain_rows", "f", (int(rows.sum()), 2), name)
+                except ValueError as exc:
+                    raise _reraise(name, reply.kind, exc) from exc
+                if not np.all(np.isfinite(gains)):
+                    raise InvalidReply(name, reply.kind, "array 'gain_rows'", "holds NaN or inf")
+
+        return check
+
+    def oob(self, width: int, paired: bool) -> Check:
+        """The out-of-bag round: sums within each client's rows."""
+
+        def check(name: str, request: Message, reply: Message) -> None:
+            try:
+                sums = expect_array(reply, "oob_sums", "f", (width,), name)
+            except ValueError as exc:
+                raise _reraise(name, reply.kind, exc) from exc
+            check_oob(name, sums, self.task, self.n_samples[name])
+            if paired:
+                try:
+                    p = expect_array(reply, "paired_sums", "f", (4,), name)
+                except ValueError as exc:
+                    raise _reraise(name, reply.kind, exc) from exc
+                ok = np.all(np.isfinite(p)) and 0 <= p[0] <= self.n_samples[name]
+                if not ok or p[2] < 0 or p[3] < 0 or p[1] ** 2 > p[0] * p[2] * (1 + 1e-7) + 1e-9:
+                    raise InvalidReply(name, "oob", "array 'paired_sums'", "is out of range")
+
+        return check
+
+
+def masked_arrays(specs: dict[str, tuple[int, ...]]) -> Check:
+    """Under "secure": each masked array is uint64 of its sum's shape (values are masked)."""
+
+    def check(name: str, request: Message, reply: Message) -> None:
+        for key, shape in specs.items():
+            arr = reply.arrays.get(key)
+            if arr is None:
+                raise InvalidReply(name, reply.kind, f"array {key!r}", "is missing")
+            if arr.dtype != np.uint64 or arr.shape != shape:
+                raise InvalidReply(
+                    name,
+                    reply.kind,
+                    f"array {key!r}",
+                    f"has dtype {arr.dtype} and shape {arr.shape}, not uint64 {shape}",
+                )
+
+    return check

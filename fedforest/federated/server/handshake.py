@@ -1,0 +1,115 @@
+"""The handshake: the clients' schemas checked against each other; the global class list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..categorical import sort_categories
+from ..federation import Federation
+from ..protocol import HANDSHAKE, CommunicationLedger, Message, expect_array
+from . import secure
+from .checks import check_handshake, label_type
+from .config import GrowerConfig
+from .rounds import exchange
+
+__all__ = ["handshake"]
+
+
+def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -> dict[str, Any]:
+    """Check that the clients' schemas agree; fix the global class list."""
+    request = {
+        "task": cfg.task,
+        "ranges": cfg.binning == "histogram",
+        "target": cfg.target,
+        "privacy": cfg.privacy,
+    }
+    ranges = cfg.binning == "histogram" and cfg.privacy == "none"
+    check = check_handshake(cfg.task, cfg.target, cfg.privacy, ranges)
+    replies = exchange(fed, ledger, Message(HANDSHAKE, request), check)
+    first_name, first = replies[0]
+    d, names = first.header["n_features"], first.header["feature_names"]
+    for name, rep in replies[1:]:
+        other = rep.header["feature_names"]
+        if rep.header["n_features"] != d:
+            raise ValueError(
+                f"Client {name!r} has {rep.header['n_features']} features but client "
+                f"{first_name!r} has {d}{_name_difference(names, other, name, first_name)}; "
+                "all clients must share the same columns."
+            )
+        if (names is None) != (other is None):
+            raise ValueError(
+                f"Client {name!r} and client {first_name!r} disagree on feature names: one "
+                "passed a DataFrame with column names, the other an unnamed array."
+            )
+        if names is not None and other != names:
+            j = next(i for i, (a, b) in enumerate(zip(names, other, strict=True)) if a != b)
+            raise ValueError(
+                f"Client {name!r} has feature {other[j]!r} at position {j} where client "
+                f"{first_name!r} has {names[j]!r}; all clients must share the same columns."
+            )
+    classes = None
+    if cfg.task == "classification":
+        kinds = {name: label_type(rep.header["labels"][0]) for name, rep in replies}
+        other = next((name for name in kinds if kinds[name] != kinds[first_name]), None)
+        if other is not None:
+            raise ValueError(
+                f"Client {other!r} has {kinds[other]} class labels but client {first_name!r} "
+                f"has {kinds[first_name]} ones; encode y the same way on every client."
+            )
+        classes = sorted({label for _, rep in replies for label in rep.header["labels"]})
+    categories = _unify_categories(replies, names)
+    edges = None
+    if cfg.binning == "histogram":
+        lo = np.min([expect_array(m, "feature_min", "f", (d,), n) for n, m in replies], axis=0)
+        hi = np.max([expect_array(m, "feature_max", "f", (d,), n) for n, m in replies], axis=0)
+        b = cfg.n_bins or 32
+        edges = lo[:, None] + (hi - lo)[:, None] * (np.arange(1, b) / b)[None, :]
+    return {
+        "clients": [name for name, _ in replies],
+        "categories": categories,
+        "edges": edges,
+        "n_features": int(d),
+        "feature_names": names,
+        "classes": classes,
+        "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
+        "public_keys": secure.public_keys(replies) if cfg.privacy != "none" else {},
+    }
+
+
+def _unify_categories(
+    replies: list[tuple[str, Message]], names: list[str] | None
+) -> dict[str, list[Any]]:
+    """Sorted union of each categorical column's categories.
+
+    All clients must agree which columns are categorical.
+    """
+    first_name, first = replies[0]
+    cols = set(first.header.get("categories", {}))
+    union: dict[str, set[Any]] = {j: set() for j in cols}
+    for name, rep in replies:
+        mine = rep.header.get("categories", {})
+        if set(mine) != cols:
+            j = int(sorted(set(mine) ^ cols)[0])
+            col = repr(names[j]) if names is not None else str(j)
+            raise ValueError(
+                f"Client {name!r} and client {first_name!r} disagree on whether feature {col} "
+                "is categorical; declare the same categorical columns on every client."
+            )
+        for j, values in mine.items():
+            union[j].update(values)
+    return {j: sort_categories(values) for j, values in sorted(union.items())}
+
+
+def _name_difference(
+    names: list[str] | None, other: list[str] | None, name: str, first_name: str
+) -> str:
+    """``": client 'b' lacks feature 'x'"``-style detail when both sides have names."""
+    if names is None or other is None:
+        return ""
+    missing = [f for f in names if f not in other]
+    if missing:
+        return f": client {name!r} lacks feature {missing[0]!r}"
+    extra = [f for f in other if f not in names]
+    return f": client {name!r} has the extra feature {extra[0]!r}" if extra else ""
