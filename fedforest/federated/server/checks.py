@@ -160,6 +160,8 @@ def check_handshake(task: str, target: str, privacy: str, ranges: bool) -> Check
         if ranges:
             lo = expect_array(reply, "feature_min", "f", (d,), name)
             hi = expect_array(reply, "feature_max", "f", (d,), name)
+            num = np.setdiff1d(np.arange(d), [int(j) for j in cats])  # codes come later
+            lo, hi = lo[num], hi[num]
             if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo <= hi)):
                 raise InvalidReply(
                     name, kind, "arrays 'feature_min'/'feature_max'", "are not finite with min<=max"

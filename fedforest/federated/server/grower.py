@@ -114,17 +114,46 @@ def _is_leaf_by_rule(
 
 
 def _sample_features(
-    rngs: list[np.random.Generator], slot_tree: NDArray[np.int64], d: int, k: int
+    rngs: list[np.random.Generator],
+    slot_tree: NDArray[np.int64],
+    d: int,
+    k: int,
+    constant: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
-    """Per frontier node, ``k`` of ``d`` features drawn on the server (seeded per tree)."""
-    if k >= d:
-        feats = np.tile(np.arange(d, dtype=np.int32), slot_tree.size)
-    else:
-        feats = np.concatenate(
-            [rngs[t].choice(d, size=k, replace=False) for t in slot_tree]
-        ).astype(np.int32)
-    pair_off = np.arange(slot_tree.size + 1, dtype=np.int64) * min(k, d)
-    return pair_off, feats
+    """Per frontier node, ``k`` of ``d`` features drawn on the server (seeded per tree).
+
+    scikit-learn's rule for constant features: those known to be constant in the node
+    (``constant``, one row per slot) count towards the ``k`` drawn but are not sent; when
+    every drawn feature is constant, drawing goes on (the tree's generator, in a random
+    order of the rest) until one is not.
+    """
+    per_slot: list[NDArray[np.int64]] = []
+    for i, t in enumerate(slot_tree):
+        drawn = np.arange(d) if k >= d else rngs[t].choice(d, size=k, replace=False)
+        if constant is None or not constant[i].any():
+            per_slot.append(drawn)
+            continue
+        keep = drawn[~constant[i][drawn]]
+        if not keep.size and k < d and not constant[i].all():
+            rest = np.setdiff1d(np.arange(d), drawn)
+            order = rest[rngs[t].permutation(rest.size)]
+            keep = order[~constant[i][order]][:1]
+        per_slot.append(keep)
+    pair_off = np.zeros(slot_tree.size + 1, dtype=np.int64)
+    np.cumsum([f.size for f in per_slot], out=pair_off[1:])
+    feats = np.concatenate(per_slot) if per_slot else np.zeros(0, np.int64)
+    return pair_off, feats.astype(np.int32)
+
+
+def _children_constant(
+    constant: NDArray[np.bool_], routes: dict[str, NDArray[Any]], n_next: int
+) -> NDArray[np.bool_]:
+    """A feature constant in a node is constant in its children (new frontier slots)."""
+    out = np.zeros((n_next, constant.shape[1]), dtype=bool)
+    for route in (routes["route_left"], routes["route_right"]):
+        has = route >= 0
+        out[route[has]] = constant[has]
+    return out
 
 
 @dataclass
@@ -230,8 +259,9 @@ def _level(
     slot_tree_off = frontier.tree_offsets(len(builders))
     # Nodes at max_depth only come for their summaries (AvgImp): no features for them.
     at_max = cfg.max_depth is not None and frontier.depth >= cfg.max_depth
+    constant = ctx["constant"]
     pair_off, pair_feat = _sample_features(
-        ctx["rngs"], frontier.tree, ctx["d"], 0 if at_max else ctx["k"]
+        ctx["rngs"], frontier.tree, ctx["d"], 0 if at_max else ctx["k"], constant
     )
     arrays: dict[str, NDArray[Any]] = {
         "slot_tree_off": slot_tree_off,
@@ -240,9 +270,11 @@ def _level(
     }
     header = {**header, "n_prev_slots": int(routes["route_feature"].size) if routes else 0}
     if cfg.privacy != "none":
-        return _secure_level(
+        nxt, routes = _secure_level(
             fed, cfg, ledger, builders, frontier, {**routes, **arrays}, header, ctx
         )
+        ctx["constant"] = _children_constant(constant, routes, nxt.tree.size)
+        return nxt, routes
     records: ClientRecords = ctx["records"]
     pair_node = np.repeat(np.arange(n_slots), np.diff(pair_off))
     numeric = ctx["n_categories"][pair_feat] == 0
@@ -318,7 +350,13 @@ def _level(
             min_impurity_decrease=cfg.min_impurity_decrease,
         )
     records.next_level()
-    return _apply_splits(cfg, builders, frontier, best, ctx)
+    if cfg.n_bins is None:  # exact candidates: a numeric pair without any is constant
+        empty = (np.diff(cand_off) == 0) & pair_ok & numeric
+        constant = constant.copy()
+        constant[pair_node[empty], pair_feat[empty]] = True
+    nxt, routes = _apply_splits(cfg, builders, frontier, best, ctx)
+    ctx["constant"] = _children_constant(constant, routes, nxt.tree.size)
+    return nxt, routes
 
 
 def _secure_level(
@@ -512,6 +550,7 @@ def _grow_batch(
     if "secure" in ctx:
         ctx["secure"].start_batch(n, ctx["d"])
     ctx["records"].start_batch()
+    ctx["constant"] = np.tile(ctx["root_constant"], (n, 1))
     frontier = _Frontier(np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), 0)
     routes: dict[str, NDArray[Any]] = {}
     header: dict[str, Any] = {"setup": setup}
@@ -557,6 +596,7 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         ctx["secure"] = schema["secure"] = secure.setup_grids(
             fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
         )
+    ctx["root_constant"] = _root_constant(schema, ctx)
     builders = [_TreeBuilder() for _ in range(cfg.n_estimators)]
     batch = cfg.tree_batch_size or cfg.n_estimators
     n_levels = (cfg.max_depth or 0) * -(-cfg.n_estimators // batch)
@@ -606,6 +646,25 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         spent = dp.spent_epsilon(plan, ctx["dp_released"][0], grid, dp.target_entries(cls))
         result.privacy_report = plan.report(spent)
     return result
+
+
+def _root_constant(schema: dict[str, Any], ctx: dict[str, Any]) -> NDArray[np.bool_]:
+    """Numeric features constant over the pooled rows, from what the server already has.
+
+    Under "none" the clients' ranges (handshake); under "secure" the pooled coarse
+    histogram (all rows in one bin: its edges come from the feature's moments, whose
+    variance is 0); under "dp" (noisy counts) none are known.
+    """
+    d = ctx["d"]
+    numeric = ctx["n_categories"] == 0
+    if schema.get("ranges") is not None:
+        lo, hi = schema["ranges"]
+        return np.asarray(numeric & (lo == hi))
+    state = ctx.get("secure")
+    if state is None or "dp" in ctx:
+        return np.zeros(d, dtype=bool)
+    one_bin = np.array([m.size > 0 and int((m > 0).sum()) == 1 for m in state.root_mass])
+    return np.asarray(numeric & one_bin)
 
 
 def _dp_plan(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> dp.DpPlan:

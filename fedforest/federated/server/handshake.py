@@ -21,11 +21,13 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
     """Check that the clients' schemas agree; fix the global class list."""
     request = {
         "task": cfg.task,
-        "ranges": cfg.binning == "histogram",
+        # Per-feature min and max: under "none" (data values are no secret there) for the
+        # histogram baseline and for the features constant over all rows.
+        "ranges": cfg.privacy == "none",
         "target": cfg.target,
         "privacy": cfg.privacy,
     }
-    ranges = cfg.binning == "histogram" and cfg.privacy == "none"
+    ranges = cfg.privacy == "none"
     check = check_handshake(cfg.task, cfg.target, cfg.privacy, ranges)
     replies = exchange(fed, ledger, Message(HANDSHAKE, request), check)
     first_name, first = replies[0]
@@ -60,16 +62,21 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
             )
         classes = sorted({label for _, rep in replies for label in rep.header["labels"]})
     categories = _unify_categories(replies, names)
-    edges = None
-    if cfg.binning == "histogram":
+    edges = pooled = None
+    if ranges:
         lo = np.min([expect_array(m, "feature_min", "f", (d,), n) for n, m in replies], axis=0)
         hi = np.max([expect_array(m, "feature_max", "f", (d,), n) for n, m in replies], axis=0)
+        pooled = (lo, hi)
+    if cfg.binning == "histogram":
+        assert pooled is not None
+        lo, hi = pooled
         b = cfg.n_bins or 32
         edges = lo[:, None] + (hi - lo)[:, None] * (np.arange(1, b) / b)[None, :]
     return {
         "clients": [name for name, _ in replies],
         "categories": categories,
         "edges": edges,
+        "ranges": pooled,
         "n_features": int(d),
         "feature_names": names,
         "classes": classes,
