@@ -41,6 +41,7 @@ from .protocol import (
     ROUND_B,
     Message,
     expect_array,
+    pack_gains,
     pack_increments,
     pack_sketch,
 )
@@ -455,16 +456,21 @@ class Client:
                 {"name": self.name},
                 pack_increments(left, first, n_counts, "left", present),
             )
-        # AvgImp: per numeric candidate, the local weighted gain and left row count only;
-        # categorical pairs keep their exact per-category statistics.
+        # AvgImp: per numeric candidate, the local weighted gain and left row count only
+        # (compact, see pack_gains); categorical pairs keep their exact per-category
+        # statistics.
         numeric = np.repeat(~np.isin(fit.pair_feat, list(self._cat_raw)), np.diff(cand_off))
         node = np.repeat(
             np.repeat(np.arange(fit.pair_off.size - 1), np.diff(fit.pair_off)), np.diff(cand_off)
         )
         keep = present & numeric
-        gain = weighted_gain(fit.summary[node[keep]], left[keep], fit.criterion)
+        parent = fit.summary[node[keep]]
+        rows = left[keep, STAT_ROWS]
+        gain = weighted_gain(parent, left[keep], fit.criterion)
+        # All rows on one side: exactly no decrease (not the rounding of W Psi - W Psi).
+        gain[(rows == 0) | (rows == parent[:, STAT_ROWS])] = 0.0
         arrays = {
-            "gain_rows": np.column_stack([gain, left[keep, STAT_ROWS]]),
+            **pack_gains(rows, gain, first[keep]),
             **pack_increments(left, first, n_counts, "left", present & ~numeric),
         }
         return Message(ROUND_B, {"name": self.name}, arrays)

@@ -25,7 +25,9 @@ __all__ = [
     "pack_increments",
     "pack_sketch",
     "pack_increments_numpy",
+    "pack_gains",
     "unpack_increments",
+    "unpack_gains",
     "unpack_sketch",
 ]
 
@@ -246,6 +248,77 @@ def unpack_increments(
         else np.empty((pos.size, 0))
     )
     return pos, counts, sums
+
+
+#: AvgImp's local gains travel in this type (float32 changed a split in 1 of 4 test forests).
+GAIN_DTYPE = np.float64
+
+
+def pack_gains(
+    left_rows: NDArray[np.float64], gain: NDArray[np.float64], first: NDArray[np.bool_]
+) -> dict[str, NDArray[Any]]:
+    """AvgImp's Round B answer: per candidate, the local left row count and local gain.
+
+    ``left_rows[i]`` and ``gain[i]`` belong to candidate ``i`` (cumulative within each
+    pair, ``first`` marks a pair's first candidate). The row counts travel as per-bin
+    increments in the smallest unsigned type that holds them (``avg_rows``), the gains as
+    :data:`GAIN_DTYPE` (``avg_gain``). A gain changes only where the client's rows do (the
+    same rows left, the same partition), so when it saves bytes only the bins with rows
+    travel, with their positions in ``avg_index`` (int32, increasing); the receiver
+    carries each gain forward within its pair, from 0 (nothing left: no decrease).
+    """
+    rows = np.rint(np.asarray(left_rows, dtype=np.float64))
+    first = np.asarray(first, dtype=bool)
+    inc = rows.copy()
+    later = ~first
+    if later.size:
+        later[0] = False
+    inc[1:][later[1:]] -= rows[:-1][later[1:]]
+    biggest = float(inc.max()) if inc.size else 0.0
+    rdtype = next(t for t in (np.uint8, np.uint16, np.uint32) if biggest <= np.iinfo(t).max)
+    nonzero = inc != 0
+    per = np.dtype(rdtype).itemsize + np.dtype(GAIN_DTYPE).itemsize
+    sparse = int(nonzero.sum()) * (per + 4) < inc.size * per
+    keep = nonzero if sparse else np.ones(inc.size, dtype=bool)
+    out: dict[str, NDArray[Any]] = {
+        "avg_rows": inc[keep].astype(rdtype),
+        "avg_gain": np.asarray(gain, dtype=np.float64)[keep].astype(GAIN_DTYPE),
+    }
+    if sparse:
+        out["avg_index"] = np.flatnonzero(nonzero).astype(np.int32)
+    return out
+
+
+def unpack_gains(
+    msg: Message, n: int, first: NDArray[np.bool_], sender: str
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Read what :func:`pack_gains` sent for ``n`` candidates: left rows and gains.
+
+    Returns the per-bin row increments (float64, the receiver sums them per pair) and
+    the gain at every candidate (carried forward within pairs); a malformed message is a
+    ``ValueError``.
+    """
+    if "avg_index" in msg.arrays:
+        pos = expect_array(msg, "avg_index", "i", (None,), sender).astype(np.int64)
+        if pos.size and (pos[0] < 0 or pos[-1] >= n or np.any(np.diff(pos) <= 0)):
+            raise ValueError(
+                f"Array 'avg_index' of message {msg.kind!r} from {sender!r} must hold "
+                f"increasing positions in [0, {n})."
+            )
+    else:
+        pos = np.arange(n, dtype=np.int64)
+    rows = expect_array(msg, "avg_rows", "u", (pos.size,), sender)
+    gain = expect_array(msg, "avg_gain", "f", (pos.size,), sender).astype(np.float64)
+    inc = np.zeros(n)
+    inc[pos] = rows
+    vals = np.zeros(n)
+    vals[pos] = gain
+    # The last candidate with rows, or the pair's start, at or before each candidate.
+    mark = np.zeros(n, dtype=bool)
+    mark[pos] = True
+    mark |= np.asarray(first, dtype=bool)
+    last = np.maximum.accumulate(np.where(mark, np.arange(n), 0)) if n else np.zeros(0, np.int64)
+    return inc, vals[last]
 
 
 def pack_sketch(sketch: NDArray[np.float64]) -> dict[str, NDArray[Any]]:

@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
-from ..protocol import Message, expect_array, unpack_increments, unpack_sketch
+from ..protocol import Message, expect_array, unpack_gains, unpack_increments, unpack_sketch
 
 __all__ = [
     "Check",
@@ -456,12 +456,14 @@ class ClientRecords:
             )
             if not exact:
                 rows = np.repeat(~categorical_pair, n_cand)
+                first = np.zeros(rows.size, dtype=bool)
+                first[cand_off[:-1][n_cand > 0]] = True
                 try:
-                    gains = expect_array(reply, "gain_rows", "f", (int(rows.sum()), 2), name)
+                    _, gains = unpack_gains(reply, int(rows.sum()), first[rows], name)
                 except ValueError as exc:
                     raise _reraise(name, reply.kind, exc) from exc
                 if not np.all(np.isfinite(gains)):
-                    raise InvalidReply(name, reply.kind, "array 'gain_rows'", "holds NaN or inf")
+                    raise InvalidReply(name, reply.kind, "array 'avg_gain'", "holds NaN or inf")
 
         return check
 

@@ -15,7 +15,7 @@ from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from ..._common import STAT_WEIGHT, count_columns
-from ..protocol import Message, expect_array, unpack_increments, unpack_sketch
+from ..protocol import Message, expect_array, unpack_gains, unpack_increments, unpack_sketch
 from .merge import merge_local_candidates, merge_sketch_rows, midpoint_candidates
 from .splitter import (
     BestSplits,
@@ -328,7 +328,10 @@ def round_b_splits(
     categorical = np.repeat(ctx["n_categories"][pair_feat] > 0, n_cand)
     exact = cfg.split_rule != "avgimp"
     left = np.zeros((cand.size, s))
-    gain_rows = np.zeros((cand.size, 2))
+    gain_sum = np.zeros(cand.size)  # AvgImp: the clients' summed local gains
+    left_rows = np.zeros((cand.size, 1))  # and their left rows (increments, then sums)
+    first = np.zeros(cand.size, dtype=bool)  # a pair's first candidate
+    first[cand_off[:-1][n_cand > 0]] = True
     cand_node = np.repeat(np.repeat(np.arange(pooled.shape[0]), np.diff(pair_off)), n_cand)
     n_counts = count_columns(ctx["n_classes"])
     for k, (name, msg) in enumerate(replies_b):
@@ -341,12 +344,15 @@ def round_b_splits(
         add_rows(left, answered[pos], counts, sums)
         if not exact:
             at = has & ~categorical
-            gain_rows[at] += expect_array(msg, "gain_rows", "f", (int(at.sum()), 2), name)
+            rows, gains = unpack_gains(msg, int(at.sum()), first[at], name)
+            gain_sum[at] += gains
+            left_rows[at, 0] += rows
     cumsum_segments(left, cand_off)  # summed increments -> pooled left statistics
     if exact:
         return _evaluate(
             pooled, pair_off, pair_feat, cand_off, cand, left, splittable, root_w, cfg, ctx
         )
+    cumsum_segments(left_rows, cand_off)
     numeric = ~categorical
     num_off = np.zeros_like(cand_off)
     np.cumsum(np.where(ctx["n_categories"][pair_feat] == 0, n_cand, 0), out=num_off[1:])
@@ -356,8 +362,8 @@ def round_b_splits(
         pair_feat,
         num_off,
         cand[numeric],
-        gain_rows[numeric, 0],
-        gain_rows[numeric, 1],
+        gain_sum[numeric],
+        left_rows[numeric, 0],
         min_samples_leaf=cfg.min_samples_leaf,
         min_impurity_decrease=cfg.min_impurity_decrease,
         root_weight=root_w,
