@@ -381,19 +381,47 @@ def shortlist(
     top_l: int,
     ctx: dict[str, Any],
 ) -> NDArray[np.bool_]:
-    """Top-L: keep the pairs whose feature some client ranks among its L best at the node.
+    """Top-L: merge the clients' rankings into each node's shortlist.
 
-    Categorical pairs are kept (their statistics are exact counts, cheap to send).
+    Each client reports its L best sampled features with their local weighted gains
+    ``M_{nu,k}(j)`` (a feature it does not report counts 0 for it). The server keeps the L
+    features with the largest summed gains (the ``n_{nu,k}``-weighted average of the local
+    best decreases, times the node weight; ties: request order) and any feature that more
+    than half of the node's clients rank among their L best: at most ``3 L - 1``
+    features, however many clients (their union could reach ``min(K L, d)``, which
+    shortlists nothing at 6 sampled features, L = 3 and 10 clients). Categorical pairs
+    are kept (their statistics are exact counts, cheap to send).
     """
     n_nodes = pair_off.size - 1
-    chosen = np.zeros((n_nodes, ctx["d"]), dtype=bool)
+    d = ctx["d"]
+    score = np.zeros((n_nodes, d))
+    named = np.zeros((n_nodes, d), dtype=bool)
+    votes = np.zeros((n_nodes, d))
+    present = np.zeros(n_nodes)
     for k, (name, msg) in enumerate(replies):
         has = summaries[k, :, STAT_WEIGHT] > 0
         feats = expect_array(msg, "top_features", "i", (int(has.sum()), top_l), name)
-        expect_array(msg, "top_gains", "f", (int(has.sum()), top_l), name)
+        gains = expect_array(msg, "top_gains", "f", (int(has.sum()), top_l), name)
         rows, cols = np.nonzero(feats >= 0)
-        if np.any(feats[rows, cols] >= ctx["d"]):
+        if np.any(feats[rows, cols] >= d):
             raise ValueError(f"Client {name!r} reported a Top-L feature out of range.")
-        chosen[np.flatnonzero(has)[rows], feats[rows, cols]] = True
-    pair_node = np.repeat(np.arange(n_nodes), np.diff(pair_off))
-    return np.asarray(chosen[pair_node, pair_feat] | (ctx["n_categories"][pair_feat] > 0))
+        g = gains[rows, cols]
+        ranked = np.sort(feats, axis=1)
+        if np.any((np.diff(ranked, axis=1) == 0) & (ranked[:, 1:] >= 0)):
+            raise ValueError(f"Client {name!r} reported a Top-L feature twice.")
+        if not np.all(np.isfinite(g)):
+            raise ValueError(f"Client {name!r} reported a Top-L gain that is not finite.")
+        nodes = np.flatnonzero(has)[rows]
+        np.add.at(score, (nodes, feats[rows, cols]), g)
+        named[nodes, feats[rows, cols]] = True
+        np.add.at(votes, (nodes, feats[rows, cols]), 1)
+        present += has
+    keep = np.zeros(pair_feat.size, dtype=bool)
+    for node in range(n_nodes):
+        lo, hi = int(pair_off[node]), int(pair_off[node + 1])
+        feats = pair_feat[lo:hi]
+        cand = np.flatnonzero(named[node, feats])
+        order = cand[np.argsort(-score[node, feats[cand]], kind="stable")][:top_l]
+        keep[lo + order] = True
+        keep[lo:hi] |= votes[node, feats] * 2 > present[node]  # a majority's choice
+    return np.asarray(keep | (ctx["n_categories"][pair_feat] > 0))
