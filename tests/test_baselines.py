@@ -160,7 +160,10 @@ def test_local_learning_classifier_predicts_labels():
     labels = np.array(["no", "yes"])[y]
     model = LocalLearningClassifier(**SMALL).fit(X, labels, h)
     assert set(model.predict(X, h)) <= {"no", "yes"}
-    assert np.mean(model.predict(X, h) == labels) > 0.8
+    # Held-out accuracy 0.861 (data seeds 0-5 with random_state = seed: 0.819-0.861,
+    # sd 0.014).
+    X_new, y_new, h_new = _binary(n=1000, seed=100)
+    assert np.mean(model.predict(X_new, h_new) == np.array(["no", "yes"])[y_new]) > 0.83
 
 
 @pytest.mark.parametrize("cls", [FedAvgLogisticRegression, FedAvgMLPClassifier])
@@ -168,7 +171,11 @@ def test_fedavg_learns_and_counts_rounds(cls):
     X, y, h = _binary(n=400, n_clients=4)
     X = X * np.array([100.0, 1.0, 1.0, 1.0]) + 50.0  # per-client standardisation handles scale
     model = cls(rounds=5, learning_rate=0.05, random_state=0).fit(X, y, h)
-    assert np.mean(model.predict(X, h) == y) > 0.85
+    # Held-out accuracy 0.910 (LR) and 0.912 (MLP); data seeds 0-5 with random_state =
+    # seed: 0.889-0.916, sd 0.009. (The Bayes rate of _binary is about 0.92.)
+    X_new, y_new, h_new = _binary(n=1000, n_clients=4, seed=100)
+    X_new = X_new * np.array([100.0, 1.0, 1.0, 1.0]) + 50.0
+    assert np.mean(model.predict(X_new, h_new) == y_new) > 0.89
     ledger = model.communication_
     assert ledger.rounds == 5
     n_params = sum(p.size for p in model.params_.values())

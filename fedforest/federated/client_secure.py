@@ -274,27 +274,35 @@ class SecureParty:
         if not group_pair.size:
             return out
         pair_node = np.repeat(np.arange(fit.pair_off.size - 1), np.diff(fit.pair_off))
-        active = fit.slot >= 0
-        for i, p in enumerate(group_pair):
-            node = pair_node[p]
-            here = active & (fit.slot == node)
-            rows, w = fit.rows[here], fit.w[here]
-            codes = self.client.Xt[int(fit.pair_feat[p]), rows].astype(np.int64)
-            cmap = group_map[group_off[i] : group_off[i + 1]]
-            ok = (codes >= 0) & (codes < cmap.size)
-            g = np.full(codes.size, -1, dtype=np.int64)
-            g[ok] = cmap[codes[ok]]
-            keep = (g >= 0) & (g < int(n_groups[i]))
-            g, rows, w = g[keep], rows[keep], w[keep]
-            block = out[g_off[i] : g_off[i + 1]]
-            np.add.at(block[:, STAT_ROWS], g, 1.0)
-            np.add.at(block[:, STAT_WEIGHT], g, w)
-            y = fit.y[rows]
-            if fit.n_classes:
-                np.add.at(block, (g, 2 + y.astype(np.int64)), w)
-            else:
-                np.add.at(block[:, 2], g, w * y)
-                np.add.at(block[:, 3], g, w * y * y)
+        # Every group pair's in-bag entries (its node's, in their order), one after the other.
+        active = np.flatnonzero(fit.slot >= 0)
+        by_slot = active[np.argsort(fit.slot[active], kind="stable")]
+        slots = fit.slot[by_slot]
+        nodes = pair_node[group_pair]
+        start = np.searchsorted(slots, nodes, side="left")
+        count = np.searchsorted(slots, nodes, side="right") - start
+        first = np.cumsum(count) - count
+        which = np.repeat(np.arange(group_pair.size), count)
+        entry = by_slot[np.arange(which.size) - np.repeat(first - start, count)]
+        rows, w = fit.rows[entry], fit.w[entry]
+        codes = self.client.Xt[fit.pair_feat[group_pair][which], rows].astype(np.int64)
+        size = np.diff(group_off)[which]
+        ok = (codes >= 0) & (codes < size)
+        g = np.full(codes.size, -1, dtype=np.int64)
+        g[ok] = group_map[group_off[:-1][which[ok]] + codes[ok]]
+        keep = (g >= 0) & (g < np.asarray(n_groups)[which])
+        # Each group's sums in the entries' order (as adding them one by one).
+        cell, rows, w = g_off[which[keep]] + g[keep], rows[keep], w[keep]
+        n = out.shape[0]
+        out[:, STAT_ROWS] = np.bincount(cell, minlength=n)
+        out[:, STAT_WEIGHT] = np.bincount(cell, weights=w, minlength=n)
+        y = fit.y[rows]
+        if fit.n_classes:
+            flat = cell * s + 2 + y.astype(np.int64)
+            out += np.bincount(flat, weights=w, minlength=n * s).reshape(n, s)
+        else:
+            out[:, 2] = np.bincount(cell, weights=w * y, minlength=n)
+            out[:, 3] = np.bincount(cell, weights=w * y * y, minlength=n)
         return out
 
     # ------------------------------------------------------------------ out of bag
