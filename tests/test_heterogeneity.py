@@ -257,15 +257,18 @@ def test_avgimp_topl_and_client_fraction_train_sensible_forests():
     ref = ff.FedForestRegressor(privacy="none", n_estimators=20, random_state=0)
     ref.fit(data.X_train, data.y_train, client_ids=data.h_train)
     base = _mse(ref.predict(data.X_test), data.y_test)
-    for kw in (
-        dict(split_rule="avgimp"),
-        dict(top_l=3),
-        dict(split_rule="avgimp", top_l=3),
-        dict(client_fraction=0.5),
+    # Test MSE relative to the exact rule's. Measured here (seed 0): 1.045, 1.013, 1.037,
+    # 1.106; over seeds 0-4 (data and random_state): at most 1.105, 1.013, 1.104, 1.121,
+    # sd 0.040, 0.006, 0.038, 0.041. Bounds: seed 0 plus about two sd.
+    for kw, bound in (
+        (dict(split_rule="avgimp"), 1.12),
+        (dict(top_l=3), 1.03),
+        (dict(split_rule="avgimp", top_l=3), 1.12),
+        (dict(client_fraction=0.5), 1.19),
     ):
         m = ff.FedForestRegressor(privacy="none", n_estimators=20, random_state=0, **kw)
         m.fit(data.X_train, data.y_train, client_ids=data.h_train)
-        assert _mse(m.predict(data.X_test), data.y_test) < 1.25 * base, kw
+        assert _mse(m.predict(data.X_test), data.y_test) < bound * base, kw
         assert m.communication_.rounds <= 2 * 8 + 3
 
 
