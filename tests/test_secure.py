@@ -10,8 +10,19 @@ import fedforest as ff
 from fedforest.datasets import make_paper_synthetic
 from fedforest.federated.client import bootstrap_counts
 from fedforest.federated.federation import ClientFailure
-from fedforest.federated.privacy.grids import quantile_grids, quantile_grids_numpy
+from fedforest.federated.privacy.grids import (
+    merge_thresholds,
+    merge_thresholds_numpy,
+    quantile_grids,
+    quantile_grids_at,
+    quantile_grids_at_numpy,
+    quantile_grids_numpy,
+    searchsorted_segments,
+    searchsorted_segments_numpy,
+)
 from fedforest.federated.privacy.rules import (
+    ancestor_safe,
+    ancestor_safe_numpy,
     group_categories,
     secure_candidates,
     secure_candidates_numpy,
@@ -199,6 +210,109 @@ def test_category_groups_hold_m_rows() -> None:
     np.testing.assert_array_equal(group_categories(np.array([30, 3, 12.0, 2]), 10), [0, 1, 1, 1])
     # One group only: no categorical split can be released.
     assert (group_categories(np.array([20.0, 3.0]), 10) == -1).all()
+
+
+def _segments(rng, n, low, high):
+    """Offsets of ``n`` segments of random lengths in ``[low, high)``."""
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(rng.integers(low, high, size=n), out=off[1:])
+    return off
+
+
+def test_pooled_quantile_grid_kernel_matches_its_twin_and_the_contiguous_one() -> None:
+    rng = np.random.default_rng(5)
+    n_src, n = 12, 70
+    n_bins = rng.integers(0, 15, size=n_src)
+    e_off, m_off = np.zeros(n_src + 1, np.int64), np.zeros(n_src + 1, np.int64)
+    np.cumsum(n_bins + 1, out=e_off[1:])
+    np.cumsum(n_bins, out=m_off[1:])
+    edges = np.concatenate([np.sort(rng.normal(size=g + 1)) for g in n_bins])
+    mass = rng.integers(0, 5, size=int(m_off[-1])).astype(float)
+    src = rng.integers(0, n_src, size=n)  # sources shared by several grids
+    lo = rng.normal(size=n) - 1
+    hi = lo + rng.uniform(0.1, 3, size=n)
+    n_out = rng.integers(0, 10, size=n)
+    shift = 1.0 - rng.random(n)
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.maximum(n_out - 1, 0), out=off[1:])
+    a, b, c = np.empty(off[-1]), np.empty(off[-1]), np.empty(off[-1])
+    pool = (edges, e_off[src], mass, m_off[src], n_bins[src])
+    quantile_grids_at(*pool, lo, hi, n_out, shift, off, a)
+    quantile_grids_at_numpy(*pool, lo, hi, n_out, shift, off, b)
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    # The same grids from the sources copied one after the other.
+    copy_e = np.concatenate([edges[e_off[q] : e_off[q + 1]] for q in src])
+    copy_m = np.concatenate([mass[m_off[q] : m_off[q + 1]] for q in src])
+    ce, cm = np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64)
+    np.cumsum(n_bins[src] + 1, out=ce[1:])
+    np.cumsum(n_bins[src], out=cm[1:])
+    quantile_grids(copy_e, ce, copy_m, cm, lo, hi, n_out, shift, off, c)
+    np.testing.assert_array_equal(a, c)
+
+
+def test_segment_search_kernel_matches_its_twin_sorted_or_not() -> None:
+    rng = np.random.default_rng(6)
+    for sort in (True, False):  # NumPy's answers even on an unsorted segment
+        g_off, x_off = _segments(rng, 50, 0, 12), _segments(rng, 50, 0, 8)
+        grid = rng.integers(0, 10, size=g_off[-1]).astype(float)
+        if sort:
+            for p in range(50):
+                grid[g_off[p] : g_off[p + 1]].sort()
+        x = rng.integers(-1, 11, size=x_off[-1]).astype(float)
+        a, b = np.empty(x.size, np.int64), np.empty(x.size, np.int64)
+        searchsorted_segments(grid, g_off, x, x_off, a)
+        searchsorted_segments_numpy(grid, g_off, x, x_off, b)
+        np.testing.assert_array_equal(a, b)
+
+
+def test_threshold_merge_kernel_matches_its_twin() -> None:
+    rng = np.random.default_rng(7)
+    n = 60
+    g_off, t_off = _segments(rng, n, 0, 15), _segments(rng, n, 0, 6)
+    grid = np.round(rng.normal(size=g_off[-1]), 1)  # repeats, as grids of empty nodes have
+    thr = np.round(rng.normal(size=t_off[-1]), 1)
+    merge = rng.random(n) < 0.5
+    a, b = np.empty(grid.size + thr.size), np.empty(grid.size + thr.size)
+    o1, o2 = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
+    merge_thresholds(grid, g_off, merge, thr, t_off, a, o1)
+    merge_thresholds_numpy(grid, g_off, merge, thr, t_off, b, o2)
+    np.testing.assert_array_equal(o1, o2)
+    np.testing.assert_array_equal(a[: o1[-1]], b[: o2[-1]])
+
+
+def test_ancestor_rule_kernel_matches_its_twin() -> None:
+    rng = np.random.default_rng(8)
+    n, m = 80, 10
+    g_off = _segments(rng, n, 0, 30)
+    grid, rows, cands, c_off = [], [], [], [0]
+    thr, thr_rows, a_off = [], [], [0]
+    lo, hi, total = [], [], []
+    for p in range(n):
+        g = int(g_off[p + 1] - g_off[p])
+        e = np.sort(rng.choice(np.arange(-200, 200) / 10, size=g, replace=False))
+        r = np.sort(rng.integers(0, 120, size=g)).astype(float)
+        grid += list(e)
+        rows += list(r)
+        lo.append(e[0] - 1 if g else -1.0)
+        hi.append(e[-1] + 1 if g else 1.0)
+        total.append((r[-1] if g else 0.0) + rng.integers(0, 30))
+        k = int(rng.integers(0, min(g, 8) + 1))
+        cands += list(np.sort(rng.choice(e, size=k, replace=False)))
+        c_off.append(len(cands))
+        j = int(rng.integers(0, min(g, 5) + 1)) if rng.random() < 0.7 else 0
+        t = list(rng.choice(e, size=j, replace=False))
+        t += [lo[-1] - 1.0] if rng.random() < 0.2 else []  # outside the node
+        thr += t
+        thr_rows += list(rng.integers(0, 150, size=len(t)).astype(float))
+        a_off.append(len(thr))
+    args = [np.array(cands), np.array(c_off), np.array(grid), g_off, np.array(rows)]
+    args += [np.array(thr), np.array(thr_rows), np.array(a_off)]
+    args += [np.array(lo), np.array(hi), np.array(total), m]
+    a, b = np.empty(len(cands), dtype=bool), np.empty(len(cands), dtype=bool)
+    ancestor_safe(*args, a)
+    ancestor_safe_numpy(*args, b)
+    np.testing.assert_array_equal(a, b)
+    assert a.any() and not a.all()  # the rule drops some candidates, keeps others
 
 
 # --------------------------------------------------------------------------- the forest

@@ -22,8 +22,14 @@ from numpy.typing import NDArray
 __all__ = [
     "moment_grid",
     "outer_bounds",
+    "merge_thresholds",
+    "merge_thresholds_numpy",
     "quantile_grids",
+    "quantile_grids_at",
+    "quantile_grids_at_numpy",
     "quantile_grids_numpy",
+    "searchsorted_segments",
+    "searchsorted_segments_numpy",
 ]
 
 #: The coarse grid spans this many standard deviations of asinh(x) each side of the mean;
@@ -98,46 +104,69 @@ def quantile_grids(edges, edge_off, mass, mass_off, lo, hi, n_out, shift, out_of
         The edges; a grid whose truncated mass is zero repeats ``lo``.
     """
     for q in range(n_out.size):
-        e0, m0 = edge_off[q], mass_off[q]
-        g = mass_off[q + 1] - m0
-        a, b = lo[q], hi[q]
-        total = 0.0
-        for i in range(g):
+        _quantile_grid(
+            edges, edge_off[q], mass, mass_off[q], mass_off[q + 1] - mass_off[q],
+            lo[q], hi[q], n_out[q], shift[q], out, out_off[q], out_off[q + 1] - out_off[q],
+        )  # fmt: skip
+
+
+@numba.njit(nogil=True, cache=True)
+def quantile_grids_at(edges, edge_at, mass, mass_at, n_mass, lo, hi, n_out, shift, out_off, out):
+    """:func:`quantile_grids` with each source found where it lies in a pool of sources.
+
+    Grid ``q``'s source has the edges ``edges[edge_at[q]:]`` and the ``n_mass[q]`` bin
+    masses ``mass[mass_at[q]:]`` (shared sources are not repeated in the pool). The other
+    arguments and the output are :func:`quantile_grids`'s.
+    """
+    for q in range(n_out.size):
+        _quantile_grid(
+            edges, edge_at[q], mass, mass_at[q], n_mass[q],
+            lo[q], hi[q], n_out[q], shift[q], out, out_off[q], out_off[q + 1] - out_off[q],
+        )  # fmt: skip
+
+
+@numba.njit(nogil=True, cache=True)
+def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int):
+    """One grid of :func:`quantile_grids`.
+
+    Its source's edges start at ``edges[e0]``, its ``g`` masses at ``mass[m0]``; its
+    ``n_int`` interior edges are written from ``out[k]``.
+    """
+    total = 0.0
+    for i in range(g):
+        left, right = edges[e0 + i], edges[e0 + i + 1]
+        width = right - left
+        ov = min(right, b) - max(left, a)
+        if ov > 0 and width > 0:
+            total += mass[m0 + i] * ov / width
+        elif width <= 0 and left >= a and left <= b:
+            total += mass[m0 + i]
+    if n_int <= 0:
+        return
+    if total <= 0:
+        for t in range(n_int):
+            out[k + t] = a
+        return
+    cum = 0.0
+    i = 0
+    for t in range(n_int):
+        level = total * (t + shift) / n_out
+        value = b
+        while i < g:
             left, right = edges[e0 + i], edges[e0 + i + 1]
             width = right - left
-            ov = min(right, b) - max(left, a)
-            if ov > 0 and width > 0:
-                total += mass[m0 + i] * ov / width
-            elif width <= 0 and left >= a and left <= b:
-                total += mass[m0 + i]
-        k = out_off[q]
-        n_int = out_off[q + 1] - k
-        if n_int <= 0:
-            continue
-        if total <= 0:
-            for t in range(n_int):
-                out[k + t] = a
-            continue
-        cum = 0.0
-        i = 0
-        for t in range(n_int):
-            level = total * (t + shift[q]) / n_out[q]
-            value = b
-            while i < g:
-                left, right = edges[e0 + i], edges[e0 + i + 1]
-                width = right - left
-                lo_i, hi_i = max(left, a), min(right, b)
-                if width > 0:
-                    part = mass[m0 + i] * max(hi_i - lo_i, 0.0) / width
-                else:
-                    part = mass[m0 + i] if left >= a and left <= b else 0.0
-                if cum + part >= level and part > 0:
-                    frac = (level - cum) / part
-                    value = lo_i + frac * max(hi_i - lo_i, 0.0)
-                    break
-                cum += part
-                i += 1
-            out[k + t] = value
+            lo_i, hi_i = max(left, a), min(right, b)
+            if width > 0:
+                part = mass[m0 + i] * max(hi_i - lo_i, 0.0) / width
+            else:
+                part = mass[m0 + i] if left >= a and left <= b else 0.0
+            if cum + part >= level and part > 0:
+                frac = (level - cum) / part
+                value = lo_i + frac * max(hi_i - lo_i, 0.0)
+                break
+            cum += part
+            i += 1
+        out[k + t] = value
 
 
 def quantile_grids_numpy(
@@ -185,3 +214,141 @@ def quantile_grids_numpy(
                 continue
             frac = (level - cum[i]) / part[i]
             out[out_off[q] + t] = lo_i[i] + frac * max(hi_i[i] - lo_i[i], 0.0)
+
+
+def quantile_grids_at_numpy(
+    edges: NDArray[np.float64],
+    edge_at: NDArray[np.int64],
+    mass: NDArray[np.float64],
+    mass_at: NDArray[np.int64],
+    n_mass: NDArray[np.int64],
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    n_out: NDArray[np.int64],
+    shift: NDArray[np.float64],
+    out_off: NDArray[np.int64],
+    out: NDArray[np.float64],
+) -> None:
+    """NumPy twin of :func:`quantile_grids_at` (same arguments, same outputs)."""
+    e = [edges[a : a + n + 1] for a, n in zip(edge_at, n_mass, strict=True)]
+    m = [mass[a : a + n] for a, n in zip(mass_at, n_mass, strict=True)]
+    edge_off = np.zeros(len(e) + 1, dtype=np.int64)
+    np.cumsum([x.size for x in e], out=edge_off[1:])
+    mass_off = np.zeros(len(m) + 1, dtype=np.int64)
+    np.cumsum(n_mass, out=mass_off[1:])
+    flat_e = np.concatenate(e) if e else np.zeros(0)
+    flat_m = np.concatenate(m) if m else np.zeros(0)
+    quantile_grids_numpy(flat_e, edge_off, flat_m, mass_off, lo, hi, n_out, shift, out_off, out)
+
+
+@numba.njit(nogil=True, cache=True)
+def searchsorted_segments(grid, grid_off, x, x_off, out):
+    """``np.searchsorted(grid_p, x_p)`` (side "left") for every pair ``p``, as grid indices.
+
+    The search is NumPy's own (a binary search that starts from the previous key's
+    bounds), so the answers agree with it even on a segment that is not sorted.
+
+    Parameters
+    ----------
+    grid : ndarray of float64  # IN
+        Each pair's grid, pair after pair (``grid_off``, shape (n_pairs + 1,)).
+    x : ndarray of float64  # IN
+        Each pair's values to look up, pair after pair (``x_off``, shape (n_pairs + 1,)).
+    out : ndarray of int64, shape (x.size,)  # OUT
+        ``grid_off[p]`` plus the insertion point of each value in its pair's grid.
+    """
+    for p in range(x_off.size - 1):
+        g0 = grid_off[p]
+        n = grid_off[p + 1] - g0
+        k0, k1 = x_off[p], x_off[p + 1]
+        if k1 == k0:
+            continue
+        min_idx = 0
+        max_idx = n
+        last = x[k0]
+        for k in range(k0, k1):
+            key = x[k]
+            if last < key:
+                max_idx = n
+            else:
+                min_idx = 0
+                max_idx = max_idx + 1 if max_idx < n else n
+            last = key
+            while min_idx < max_idx:
+                mid = min_idx + ((max_idx - min_idx) >> 1)
+                if grid[g0 + mid] < key:
+                    min_idx = mid + 1
+                else:
+                    max_idx = mid
+            out[k] = g0 + min_idx
+
+
+def searchsorted_segments_numpy(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    x: NDArray[np.float64],
+    x_off: NDArray[np.int64],
+    out: NDArray[np.int64],
+) -> None:
+    """NumPy twin of :func:`searchsorted_segments` (same arguments, same outputs)."""
+    for p in range(x_off.size - 1):
+        g = grid[grid_off[p] : grid_off[p + 1]]
+        out[x_off[p] : x_off[p + 1]] = grid_off[p] + np.searchsorted(g, x[x_off[p] : x_off[p + 1]])
+
+
+@numba.njit(nogil=True, cache=True)
+def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
+    """Each pair's grid, joined where ``merge`` by its thresholds (``np.unique`` of both).
+
+    Parameters
+    ----------
+    grid : ndarray of float64  # IN
+        Each pair's grid, pair after pair (``grid_off``, shape (n_pairs + 1,)).
+    merge : ndarray of bool, shape (n_pairs,)  # IN
+        Where the grid is joined (sorted, duplicates dropped); elsewhere it is copied as is.
+    thr : ndarray of float64  # IN
+        Each pair's thresholds, pair after pair (``thr_off``, shape (n_pairs + 1,)).
+    out : ndarray of float64, shape (grid.size + thr.size,)  # OUT
+        The grids, pair after pair (``out_off``); the tail is not written.
+    out_off : ndarray of int64, shape (n_pairs + 1,)  # OUT
+    """
+    k = 0
+    out_off[0] = 0
+    for p in range(merge.size):
+        g0, g1 = grid_off[p], grid_off[p + 1]
+        if not merge[p]:
+            for i in range(g0, g1):
+                out[k] = grid[i]
+                k += 1
+        else:
+            t0, t1 = thr_off[p], thr_off[p + 1]
+            both = np.empty(g1 - g0 + t1 - t0)
+            both[: g1 - g0] = grid[g0:g1]
+            both[g1 - g0 :] = thr[t0:t1]
+            both.sort()
+            for i in range(both.size):
+                if i == 0 or both[i] != both[i - 1]:
+                    out[k] = both[i]
+                    k += 1
+        out_off[p + 1] = k
+
+
+def merge_thresholds_numpy(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    merge: NDArray[np.bool_],
+    thr: NDArray[np.float64],
+    thr_off: NDArray[np.int64],
+    out: NDArray[np.float64],
+    out_off: NDArray[np.int64],
+) -> None:
+    """NumPy twin of :func:`merge_thresholds` (same arguments, same outputs)."""
+    k = 0
+    out_off[0] = 0
+    for p in range(merge.size):
+        g = grid[grid_off[p] : grid_off[p + 1]]
+        if merge[p]:
+            g = np.unique(np.concatenate([g, thr[thr_off[p] : thr_off[p + 1]]]))
+        out[k : k + g.size] = g
+        k += g.size
+        out_off[p + 1] = k

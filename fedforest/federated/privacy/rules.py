@@ -15,6 +15,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "ancestor_safe",
+    "ancestor_safe_numpy",
     "default_min_rows",
     "group_categories",
     "safe_from_ancestors",
@@ -141,13 +143,84 @@ def group_categories(rows: NDArray[np.float64], min_rows: int) -> NDArray[np.int
     return groups
 
 
-def rows_below(
+@numba.njit(nogil=True, cache=True)
+def _rows_below(grid, rows, g0, g1, x, lo, hi, total):
+    """A node's rows with value <= x, for x on its grid (increasing) or outside (lo, hi]."""
+    a, b = g0, g1
+    while a < b:  # the first edge > x (np.searchsorted's side="right")
+        mid = a + ((b - a) >> 1)
+        if not x < grid[mid]:
+            a = mid + 1
+        else:
+            b = mid
+    got = rows[a - 1] if a > g0 else 0.0
+    if x <= lo:
+        got = 0.0
+    if x >= hi:
+        got = total
+    return got
+
+
+@numba.njit(nogil=True, cache=True)
+def ancestor_safe(
+    cands, cand_off, grid, grid_off, rows, anc_thr, anc_rows, anc_off, lo, hi, total, min_rows, out
+):
+    """Which candidates of each pair stay safe against its ancestors' releases on the feature.
+
+    An ancestor ``A`` released its cumulative sum at ``e`` (``anc_thr``; ``anc_rows``: ``A``'s
+    rows with ``x <= e``); this node ``C`` (inside ``A``) would release its own at ``e'``.
+    For ``e' <= e`` their difference is a sum over ``count_A(e) - count_C(e')`` rows; for
+    ``e' > e`` it is the sum over ``C``'s rows in ``(e, e']`` minus the sum over ``A``'s rows
+    outside ``C`` below ``e``: a few rows are isolated when one part is empty and the other
+    holds fewer than ``min_rows``. Every count is exact: the ancestors' thresholds are on
+    the node's grid.
+
+    Parameters
+    ----------
+    cands : ndarray of float64  # IN
+        Each pair's candidates, pair after pair (``cand_off``, shape (n_pairs + 1,)).
+    grid, rows : ndarray of float64  # IN
+        Each pair's grid (increasing: the ancestors' thresholds were merged into it) and the
+        node's pooled rows with ``x <= edge``, pair after pair (``grid_off``).
+    anc_thr, anc_rows : ndarray of float64  # IN
+        Each pair's ancestors' thresholds and their rows below them (``anc_off``).
+    lo, hi, total : ndarray of float64, shape (n_pairs,)  # IN
+        The node's path bounds on the feature and its pooled rows.
+    min_rows : int  # IN
+    out : ndarray of bool, shape (cands.size,)  # OUT
+        True where the candidate is safe (every candidate of a pair without an ancestor's
+        release or without a grid).
+    """
+    for p in range(cand_off.size - 1):
+        c0, c1 = cand_off[p], cand_off[p + 1]
+        for c in range(c0, c1):
+            out[c] = True
+        g0, g1 = grid_off[p], grid_off[p + 1]
+        if g1 == g0:
+            continue
+        for a in range(anc_off[p], anc_off[p + 1]):
+            ce = _rows_below(grid, rows, g0, g1, anc_thr[a], lo[p], hi[p], total[p])
+            outside = anc_rows[a] - ce
+            for c in range(c0, c1):
+                cc = _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
+                # The node's rows between the candidate and the ancestor's threshold: none,
+                # or at least min_rows, so that no combination with its siblings' sums
+                # isolates fewer.
+                between = abs(cc - ce)
+                if not (between == 0 or between >= min_rows):
+                    out[c] = False
+                # The ancestor's rows outside this node below the threshold: with the
+                # candidate in the threshold's gap, the two sums differ by exactly them.
+                if between == 0 and outside >= 1 and outside < min_rows:
+                    out[c] = False
+
+
+def _rows_below_numpy(
     grid: NDArray[np.float64],
     rows: NDArray[np.float64],
     x: NDArray[np.float64],
     bounds: tuple[float, float, float],
 ) -> NDArray[np.float64]:
-    """A node's rows with value <= x, for x on its grid or outside its bounds (lo, hi]."""
     lo, hi, total = bounds
     j = np.searchsorted(grid, x, side="right") - 1
     got = np.where(j >= 0, rows[np.clip(j, 0, max(grid.size - 1, 0))], 0.0)
@@ -155,35 +228,60 @@ def rows_below(
     return np.asarray(np.where(x >= hi, total, got))
 
 
+def ancestor_safe_numpy(
+    cands: NDArray[np.float64],
+    cand_off: NDArray[np.int64],
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    rows: NDArray[np.float64],
+    anc_thr: NDArray[np.float64],
+    anc_rows: NDArray[np.float64],
+    anc_off: NDArray[np.int64],
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    total: NDArray[np.float64],
+    min_rows: int,
+    out: NDArray[np.bool_],
+) -> None:
+    """NumPy twin of :func:`ancestor_safe` (same arguments, same outputs)."""
+    for p in range(cand_off.size - 1):
+        c = cands[cand_off[p] : cand_off[p + 1]]
+        ok = np.ones(c.size, dtype=bool)
+        g = slice(int(grid_off[p]), int(grid_off[p + 1]))
+        a = slice(int(anc_off[p]), int(anc_off[p + 1]))
+        if c.size and grid_off[p + 1] > grid_off[p]:
+            bounds = (float(lo[p]), float(hi[p]), float(total[p]))
+            c_e = _rows_below_numpy(grid[g], rows[g], anc_thr[a], bounds)
+            c_c = _rows_below_numpy(grid[g], rows[g], c, bounds)
+            for ca, ce in zip(anc_rows[a], c_e, strict=True):
+                between = np.abs(c_c - ce)
+                ok &= (between == 0) | (between >= min_rows)
+                outside = ca - ce
+                ok &= ~((between == 0) & (outside >= 1) & (outside < min_rows))
+        out[cand_off[p] : cand_off[p + 1]] = ok
+
+
 def safe_from_ancestors(
     cands: NDArray[np.float64],
+    cand_off: NDArray[np.int64],
     grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
     rows: NDArray[np.float64],
-    ancestors: NDArray[np.float64],
-    bounds: tuple[float, float, float],
+    anc_thr: NDArray[np.float64],
+    anc_rows: NDArray[np.float64],
+    anc_off: NDArray[np.int64],
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    total: NDArray[np.float64],
     min_rows: int,
 ) -> NDArray[np.bool_]:
-    """Which candidates of a node stay safe against its ancestors' releases on the feature.
+    """Which candidates (of every pair, flat) are safe from the ancestors' releases.
 
-    An ancestor ``A`` released its cumulative sum at ``e`` (``ancestors`` rows: ``e`` and
-    ``A``'s rows with ``x <= e``); this node ``C`` (inside ``A``) would release its own at
-    ``e'``. For ``e' <= e`` their difference is a sum over ``count_A(e) - count_C(e')``
-    rows; for ``e' > e`` it is the sum over ``C``'s rows in ``(e, e']`` minus the sum over
-    ``A``'s rows outside ``C`` below ``e``: a few rows are isolated when one part is empty
-    and the other holds fewer than ``min_rows``. Every count is exact: the ancestors'
-    thresholds are on the node's grid (``grid``, ``rows``: its rows with ``x <= edge``).
+    :func:`ancestor_safe` on its own output array; see there for the arguments.
     """
-    thr, count_a = ancestors[:, 0], ancestors[:, 1]
-    c_e = rows_below(grid, rows, thr, bounds)
-    c_c = rows_below(grid, rows, cands, bounds)
-    ok = np.ones(cands.size, dtype=bool)
-    for ca, ce in zip(count_a, c_e, strict=True):
-        # The node's rows between the candidate and the ancestor's threshold: none, or at
-        # least min_rows, so that no combination with its siblings' sums isolates fewer.
-        between = np.abs(c_c - ce)
-        ok &= (between == 0) | (between >= min_rows)
-        # The ancestor's rows outside this node below the threshold: with the candidate in
-        # the threshold's gap, the two sums differ by exactly them.
-        outside = ca - ce
-        ok &= ~((between == 0) & (outside >= 1) & (outside < min_rows))
-    return ok
+    out = np.ones(cands.size, dtype=np.bool_)
+    ancestor_safe(
+        cands, cand_off, grid, grid_off, rows, anc_thr, anc_rows, anc_off, lo, hi, total,
+        int(min_rows), out,
+    )  # fmt: skip
+    return out

@@ -14,11 +14,12 @@ Rounds, as under ``"none"`` but with masked answers (:mod:`..privacy.secagg`):
 
 A client that fails a round under ``on_client_failure="drop"`` is removed from the sum by
 a recovery round in which the survivors send the masks they shared with it for that round.
+What the server keeps between levels, and the node grids it places from it, are in
+:mod:`.secure_grids`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from ..._common import STAT_ROWS, STAT_WEIGHT
 from ..client_secure import MOMENT_FRAC_BITS, oob_frac_bits, stat_frac_bits, target_grid
 from ..federation import ClientFailure, Federation
 from ..privacy.dp import ASINH_CLIP
-from ..privacy.grids import moment_grid, outer_bounds, quantile_grids
+from ..privacy.grids import moment_grid, outer_bounds, searchsorted_segments
 from ..privacy.rules import group_categories, safe_from_ancestors, secure_candidates
 from ..privacy.secagg import LOW_BITS, add_in_order, correction, from_fixed
 from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
@@ -36,6 +37,16 @@ from .checks import masked_arrays
 from .config import GrowerConfig
 from .denoise import clip_stats, consistent_children, cumulative_stats, denoise_a, from_z
 from .rounds import exchange
+from .secure_grids import (  # the state between levels (the grower calls it through here)
+    LevelA,
+    PairSegments,
+    SecureState,
+    advance,
+    keep_histograms,
+    node_grids,
+    offsets,
+    ranges,
+)
 from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
 
 __all__ = [
@@ -70,8 +81,6 @@ UNSUPPORTED = {
 }
 #: Coarse grid of the second grid round: at most this many interior edges per feature.
 _COARSE_EDGES = 1024
-#: A node's grid has up to this many bins per quantile level (times ``n_bins``).
-_GRID_FACTOR = 8
 
 
 def check_config(cfg: GrowerConfig) -> None:
@@ -191,49 +200,6 @@ def _recover(
 
 
 # --------------------------------------------------------------------------- set-up
-@dataclass
-class SecureState:
-    """What the server keeps between levels under ``"secure"`` (pooled information only)."""
-
-    min_rows: int
-    numeric: NDArray[np.int64]
-    #: Root distribution of each feature (numeric ones; empty for categorical ones).
-    root_edges: list[NDArray[np.float64]]
-    root_mass: list[NDArray[np.float64]]
-    root_lo: NDArray[np.float64]
-    root_hi: NDArray[np.float64]
-    y_center: float = 0.0
-    y_scale: float = 1.0
-    n_rows: float = 0.0
-    #: Per frontier slot: path bounds of every feature, shape (n_slots, d).
-    lo: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
-    hi: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
-    #: Per frontier slot: its parent's slot at the previous level (-1: a root).
-    parent: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    #: Previous level's measured histograms: (slot, feature) -> (edges, mass).
-    measured: dict[tuple[int, int], tuple[NDArray[np.float64], NDArray[np.float64]]] = field(
-        default_factory=dict
-    )
-    #: Per frontier slot and numeric feature: the thresholds its ancestors released
-    #: cumulative sums at (a node's candidates must keep m of its rows away from them).
-    #: Rows: (threshold, the ancestor's rows with x <= threshold).
-    ancestors: dict[tuple[int, int], NDArray[np.float64]] = field(default_factory=dict)
-    #: This level's released candidates and the node's rows below them, per (slot, feature).
-    released: dict[tuple[int, int], NDArray[np.float64]] = field(default_factory=dict)
-    #: This level's histograms, kept for the next one.
-    current: dict[tuple[int, int], tuple[NDArray[np.float64], NDArray[np.float64]]] = field(
-        default_factory=dict
-    )
-
-    def start_batch(self, n_trees: int, d: int) -> None:
-        """Roots: bounds are the features' outer bounds; no measured histogram yet."""
-        self.lo = np.tile(self.root_lo, (n_trees, 1))
-        self.hi = np.tile(self.root_hi, (n_trees, 1))
-        self.parent = np.full(n_trees, -1, dtype=np.int64)
-        self.measured, self.current = {}, {}
-        self.ancestors, self.released = {}, {}
-
-
 def setup_grids(
     fed: Federation,
     ledger: CommunicationLedger,
@@ -377,98 +343,6 @@ def _splitmix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
 
 
 # --------------------------------------------------------------------------- Round A
-@dataclass
-class LevelA:
-    """What Round A taught the server about one level (pooled), for Round B."""
-
-    pooled: NDArray[np.float64]
-    grid_off: NDArray[np.int64]
-    grid: NDArray[np.float64]
-    cum: NDArray[np.float64]  # (n_grid, 2): pooled rows and weight with x <= edge
-
-
-def _node_grids(
-    state: SecureState,
-    cfg: GrowerConfig,
-    pair_off: NDArray[np.int64],
-    pair_feat: NDArray[np.int32],
-    n_categories: NDArray[np.int64],
-    node_rows: NDArray[np.float64],
-    shift: NDArray[np.float64],
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Each pair's grid: codes for categories, quantiles of its source distribution else.
-
-    ``shift`` (per pair, in ``(0, 1]``) offsets the quantile levels: drawn per tree from
-    the seed, it gives the trees different grids (finer resolution for the forest).
-    """
-    assert cfg.n_bins is not None
-    n_pairs = int(pair_off[-1])
-    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
-    n_out = np.zeros(n_pairs, dtype=np.int64)
-    n_cat = n_categories[pair_feat]
-    g_max = _GRID_FACTOR * cfg.n_bins
-    numeric = n_cat == 0
-    n_out[numeric] = np.clip(node_rows[pair_node[numeric]] // state.min_rows, 1, g_max)
-    edges: list[NDArray[np.float64]] = []
-    masses: list[NDArray[np.float64]] = []
-    lo = np.zeros(n_pairs)
-    hi = np.zeros(n_pairs)
-    for p in np.flatnonzero(numeric):
-        node, f = int(pair_node[p]), int(pair_feat[p])
-        src = state.measured.get((int(state.parent[node]), f))
-        e, m = src if src is not None else (state.root_edges[f], state.root_mass[f])
-        edges.append(e)
-        masses.append(m)
-        lo[p], hi[p] = state.lo[node, f], state.hi[node, f]
-    sel = np.flatnonzero(numeric)
-    edge_off = np.zeros(sel.size + 1, dtype=np.int64)
-    np.cumsum([e.size for e in edges], out=edge_off[1:])
-    mass_off = np.zeros(sel.size + 1, dtype=np.int64)
-    np.cumsum([m.size for m in masses], out=mass_off[1:])
-    out_off = np.zeros(sel.size + 1, dtype=np.int64)
-    np.cumsum(np.maximum(n_out[sel] - 1, 0), out=out_off[1:])
-    out = np.empty(int(out_off[-1]))
-    quantile_grids(
-        np.concatenate(edges) if edges else np.zeros(0),
-        edge_off,
-        np.concatenate(masses) if masses else np.zeros(0),
-        mass_off,
-        lo[sel],
-        hi[sel],
-        n_out[sel],
-        shift[sel],
-        out_off,
-        out,
-    )
-    # The ancestors' thresholds join the node's grid, so that Round A counts the node's rows
-    # below each of them (for the rule in Round B).
-    merged = []
-    for i, p in enumerate(sel):
-        node, f = int(pair_node[p]), int(pair_feat[p])
-        g = out[out_off[i] : out_off[i + 1]]
-        anc = state.ancestors.get((node, f))
-        if anc is not None and anc.size:
-            thr = anc[:, 0]
-            thr = thr[(thr > state.lo[node, f]) & (thr < state.hi[node, f])]
-            g = np.unique(np.concatenate([g, thr]))
-        merged.append(g)
-    out_off = np.zeros(sel.size + 1, dtype=np.int64)
-    np.cumsum([g.size for g in merged], out=out_off[1:])
-    out = np.concatenate(merged) if merged else np.zeros(0)
-    counts = np.zeros(n_pairs, dtype=np.int64)
-    counts[sel] = np.diff(out_off)
-    cat = np.flatnonzero(n_cat >= 2)
-    counts[cat] = n_cat[cat] - 1
-    grid_off = np.zeros(n_pairs + 1, dtype=np.int64)
-    np.cumsum(counts, out=grid_off[1:])
-    grid = np.empty(int(grid_off[-1]))
-    for i, p in enumerate(sel):
-        grid[grid_off[p] : grid_off[p + 1]] = out[out_off[i] : out_off[i + 1]]
-    for p in cat:
-        grid[grid_off[p] : grid_off[p + 1]] = np.arange(n_cat[p] - 1, dtype=np.float64)
-    return grid_off, grid
-
-
 def round_a(
     fed: Federation,
     ledger: CommunicationLedger,
@@ -483,7 +357,7 @@ def round_a(
     state: SecureState = ctx["secure"]
     pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
     shift = _shifts(cfg, ctx, pair_off, pair_feat, 0)
-    grid_off, grid = _node_grids(
+    grid_off, grid = node_grids(
         state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift
     )
     bits = stat_frac_bits(ctx["n_classes"])
@@ -519,46 +393,65 @@ def round_b(
     pooled = level.pooled
     n_nodes = pooled.shape[0]
     n_pairs = int(pair_off[-1])
+    d = state.lo.shape[1]
     pair_node = np.repeat(np.arange(n_nodes), np.diff(pair_off))
     n_cat = ctx["n_categories"][pair_feat]
     ok = splittable[pair_node] & (pooled[pair_node, STAT_ROWS] >= 2 * m)
     num = np.flatnonzero(ok & (n_cat == 0))
     # Numeric candidates from the pooled cumulative histograms.
-    sub_off = np.zeros(num.size + 1, dtype=np.int64)
-    np.cumsum(np.diff(level.grid_off)[num], out=sub_off[1:])
-    take = (
-        np.concatenate([np.arange(level.grid_off[p], level.grid_off[p + 1]) for p in num]).astype(
-            np.int64
-        )
-        if num.size
-        else np.zeros(0, np.int64)
-    )
+    g_lo, g_hi = level.grid_off[num], level.grid_off[num + 1]
+    sub_off = offsets(g_hi - g_lo)
+    take = ranges(g_lo, g_hi)
+    sub_grid = level.grid[take]
+    sub_rows = np.ascontiguousarray(level.cum[take, 0])
+    node, f = pair_node[num], pair_feat[num].astype(np.int64)
+    node_rows = np.ascontiguousarray(pooled[node, STAT_ROWS])
     out_off = np.zeros(num.size + 1, dtype=np.int64)
     out = np.empty(num.size * max(cfg.n_bins - 1, 0))
     secure_candidates(
-        level.grid[take],
+        sub_grid,
         sub_off,
-        np.ascontiguousarray(level.cum[take, 0]),
+        sub_rows,
         np.ascontiguousarray(level.cum[take, 1]),
-        np.ascontiguousarray(pooled[pair_node[num], STAT_ROWS]),
-        np.ascontiguousarray(pooled[pair_node[num], STAT_WEIGHT]),
+        node_rows,
+        np.ascontiguousarray(pooled[node, STAT_WEIGHT]),
         _shifts(cfg, ctx, pair_off, pair_feat, 1)[num],
         cfg.n_bins,
         m,
         out_off,
         out,
     )
-    kept = _away_from_ancestors(state, level, num, pair_node, pair_feat, out, out_off, m)
+    # Less those the parent's releases on the feature would isolate rows with.
+    anc_off, anc = state.ancestors.take(state.ancestors.find(state.parent[node] * d + f))
+    cands = out[: out_off[-1]]
+    safe = safe_from_ancestors(
+        cands,
+        out_off,
+        sub_grid,
+        sub_off,
+        sub_rows,
+        np.ascontiguousarray(anc[:, 0]),
+        np.ascontiguousarray(anc[:, 1]),
+        anc_off,
+        state.lo[node, f],
+        state.hi[node, f],
+        node_rows,
+        m,
+    )
+    cand = cands[safe]
+    n_kept = np.bincount(np.repeat(np.arange(num.size), np.diff(out_off))[safe], minlength=num.size)
     counts = np.zeros(n_pairs, dtype=np.int64)
-    counts[num] = [k.size for k in kept]
-    cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
-    np.cumsum(counts, out=cand_off[1:])
-    cand = np.concatenate(kept) if kept else np.zeros(0)
-    for p, k in zip(num, kept, strict=True):
-        if k.size:
-            lo, hi = int(level.grid_off[p]), int(level.grid_off[p + 1])
-            at = level.cum[lo:hi, 0][np.searchsorted(level.grid[lo:hi], k)]
-            state.released[(int(pair_node[p]), int(pair_feat[p]))] = np.column_stack([k, at])
+    counts[num] = n_kept
+    cand_off = offsets(counts)
+    # The released candidates and the node's rows below them, for the children's rule.
+    kept_off = offsets(n_kept)
+    at = np.zeros(cand.size, dtype=np.int64)
+    searchsorted_segments(sub_grid, sub_off, cand, kept_off, at)
+    state.released = PairSegments(
+        (node * d + f)[n_kept > 0],
+        offsets(n_kept[n_kept > 0]),
+        np.column_stack([cand, sub_rows[at]]),
+    )
     # Category groups with at least m rows each.
     group_pair: list[int] = []
     group_maps: list[NDArray[np.int32]] = []
@@ -630,38 +523,6 @@ def round_b(
     return consistent_children(best, state, cfg, ctx)
 
 
-def _away_from_ancestors(
-    state: SecureState,
-    level: LevelA,
-    num: NDArray[np.int64],
-    pair_node: NDArray[np.int64],
-    pair_feat: NDArray[np.int32],
-    out: NDArray[np.float64],
-    out_off: NDArray[np.int64],
-    m: int,
-) -> list[NDArray[np.float64]]:
-    """Each numeric pair's candidates, less those an ancestor's release would isolate."""
-    kept = []
-    for i, p in enumerate(num):
-        cands = out[out_off[i] : out_off[i + 1]]
-        node, f = int(pair_node[p]), int(pair_feat[p])
-        anc = state.ancestors.get((node, f))
-        lo, hi = int(level.grid_off[p]), int(level.grid_off[p + 1])
-        if cands.size == 0 or anc is None or anc.size == 0 or hi == lo:
-            kept.append(cands.copy())
-            continue
-        safe = safe_from_ancestors(
-            cands,
-            level.grid[lo:hi],
-            level.cum[lo:hi, 0],
-            anc,
-            (state.lo[node, f], state.hi[node, f], float(level.pooled[node, STAT_ROWS])),
-            m,
-        )
-        kept.append(cands[safe])
-    return kept
-
-
 def _group_splits(
     group_stats: NDArray[np.float64],
     group_pair: list[int],
@@ -712,62 +573,7 @@ def _group_splits(
     return BestSetSplits(gain, left, present, left_stats, total), feature
 
 
-# --------------------------------------------------------------------------- next level
-
-
-def keep_histograms(
-    state: SecureState,
-    level: LevelA,
-    pair_off: NDArray[np.int64],
-    pair_feat: NDArray[np.int32],
-    n_categories: NDArray[np.int64],
-) -> None:
-    """Keep this level's numeric histograms as distributions for the children's grids."""
-    state.current = {}
-    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
-    for p in np.flatnonzero(n_categories[pair_feat] == 0):
-        lo, hi = int(level.grid_off[p]), int(level.grid_off[p + 1])
-        if hi == lo:
-            continue
-        node, f = int(pair_node[p]), int(pair_feat[p])
-        edges = np.concatenate([[state.lo[node, f]], level.grid[lo:hi], [state.hi[node, f]]])
-        cum = np.concatenate([[0.0], level.cum[lo:hi, 1], [level.pooled[node, STAT_WEIGHT]]])
-        state.current[(node, f)] = (edges, np.maximum(np.diff(cum), 0.0))
-
-
-def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]]) -> None:
-    """Path bounds and parents of the next level's slots, from this level's splits."""
-    n_new = int(max(routes["route_left"].max(initial=-1), routes["route_right"].max(initial=-1)))
-    n_new += 1
-    lo = np.zeros((n_new, state.lo.shape[1]))
-    hi = np.zeros((n_new, state.hi.shape[1]))
-    parent = np.full(n_new, -1, dtype=np.int64)
-    for i in np.flatnonzero(best.feature >= 0):
-        f = int(best.feature[i])
-        for child, side in ((routes["route_left"][i], 0), (routes["route_right"][i], 1)):
-            if child < 0:
-                continue
-            lo[child], hi[child], parent[child] = state.lo[i], state.hi[i], i
-            if int(i) not in best.sets and f < state.lo.shape[1]:
-                if side == 0:
-                    hi[child, f] = min(hi[child, f], best.threshold[i])
-                else:
-                    lo[child, f] = max(lo[child, f], best.threshold[i])
-    # The parent's releases (the ancestors further up are not tracked: their thresholds
-    # would pile up in every grid; docs/privacy.md, "Limits").
-    children: dict[int, list[int]] = {}
-    for child in range(n_new):
-        if parent[child] >= 0:
-            children.setdefault(int(parent[child]), []).append(child)
-    ancestors: dict[tuple[int, int], NDArray[np.float64]] = {}
-    for (up, f), rel in state.released.items():
-        for child in children.get(up, ()):
-            ancestors[(child, f)] = rel
-    state.lo, state.hi, state.parent = lo, hi, parent
-    state.measured, state.current = state.current, {}
-    state.ancestors, state.released = ancestors, {}
-
-
+# --------------------------------------------------------------------------- out of bag
 def oob_sums(
     fed: Federation, ledger: CommunicationLedger, msg: Message, width: int, classification: bool
 ) -> NDArray[np.float64]:

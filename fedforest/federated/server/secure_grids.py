@@ -1,0 +1,285 @@
+"""The server's state between levels under ``privacy="secure"``: node grids from it.
+
+Everything is pooled information, held as flat per-pair arrays (one segment per (slot,
+feature) pair of a level, found by the key ``slot * d + feature``), as the rest of the
+engine does: the features' root distributions, the previous level's measured histograms
+(the children's grids are quantiles of them), the candidates the previous level released
+(the minimum-rows rule across levels keeps a child's candidates away from them) and the
+nodes' path bounds. A level's grids are computed for all its pairs at once
+(:func:`node_grids`), and :func:`keep_histograms` and :func:`advance` carry the state to
+the next level.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..._common import STAT_WEIGHT
+from ..privacy.grids import merge_thresholds, quantile_grids_at
+from .config import GrowerConfig
+from .splitter import BestSplits
+
+__all__ = [
+    "LevelA",
+    "PairSegments",
+    "SecureState",
+    "advance",
+    "keep_histograms",
+    "node_grids",
+    "offsets",
+    "ranges",
+]
+
+#: A node's grid has up to this many bins per quantile level (times ``n_bins``).
+_GRID_FACTOR = 8
+
+
+@dataclass
+class SecureState:
+    """What the server keeps between levels under ``"secure"`` (pooled information only)."""
+
+    min_rows: int
+    numeric: NDArray[np.int64]
+    #: Root distribution of each feature (numeric ones; empty for categorical ones).
+    root_edges: list[NDArray[np.float64]]
+    root_mass: list[NDArray[np.float64]]
+    root_lo: NDArray[np.float64]
+    root_hi: NDArray[np.float64]
+    y_center: float = 0.0
+    y_scale: float = 1.0
+    n_rows: float = 0.0
+    #: Per frontier slot: path bounds of every feature, shape (n_slots, d).
+    lo: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
+    hi: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
+    #: Per frontier slot: its parent's slot at the previous level (-1: a root).
+    parent: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: Previous level's measured histograms of its numeric pairs, found by the pair's key
+    #: ``slot * d + feature``: edges (``g + 1``) and masses (``g``) per pair.
+    measured: PairSegments = field(default_factory=lambda: PairSegments.empty())
+    measured_mass: PairSegments = field(default_factory=lambda: PairSegments.empty())
+    #: The previous level's released candidates, per pair: rows (threshold, the node's rows
+    #: with x <= threshold). A node's candidates must keep m of its rows away from its
+    #: parent's (the ancestors further up are not tracked: docs/privacy.md, "Limits").
+    ancestors: PairSegments = field(default_factory=lambda: PairSegments.empty(2))
+    #: This level's released candidates, kept for the next one.
+    released: PairSegments = field(default_factory=lambda: PairSegments.empty(2))
+    #: This level's histograms, kept for the next one.
+    current: PairSegments = field(default_factory=lambda: PairSegments.empty())
+    current_mass: PairSegments = field(default_factory=lambda: PairSegments.empty())
+    #: The root distributions as segments (key: the feature), for :func:`node_grids`.
+    root_pool: PairSegments = field(init=False)
+    root_pool_mass: PairSegments = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.root_pool = PairSegments.of(self.root_edges)
+        self.root_pool_mass = PairSegments.of(self.root_mass)
+
+    def start_batch(self, n_trees: int, d: int) -> None:
+        """Roots: bounds are the features' outer bounds; no measured histogram yet."""
+        self.lo = np.tile(self.root_lo, (n_trees, 1))
+        self.hi = np.tile(self.root_hi, (n_trees, 1))
+        self.parent = np.full(n_trees, -1, dtype=np.int64)
+        self.measured = self.current = PairSegments.empty()
+        self.measured_mass = self.current_mass = PairSegments.empty()
+        self.ancestors = self.released = PairSegments.empty(2)
+
+
+@dataclass
+class PairSegments:
+    """Per (slot, feature) pair of a level, a segment of one flat array.
+
+    Segment ``i`` (``values[off[i]:off[i + 1]]``) belongs to the pair with key ``key[i]``
+    (``slot * d + feature``; keys are unique).
+    """
+
+    key: NDArray[np.int64]
+    off: NDArray[np.int64]
+    values: NDArray[np.float64]
+
+    @classmethod
+    def empty(cls, width: int = 0) -> PairSegments:
+        """No segment (values of ``width`` columns; 0: one-dimensional)."""
+        values = np.zeros((0, width)) if width else np.zeros(0)
+        return cls(np.zeros(0, np.int64), np.zeros(1, np.int64), values)
+
+    @classmethod
+    def of(cls, arrays: list[NDArray[np.float64]]) -> PairSegments:
+        """One segment per array, keyed by its index."""
+        off = offsets([a.size for a in arrays])
+        values = np.concatenate(arrays) if arrays else np.zeros(0)
+        return cls(np.arange(len(arrays), dtype=np.int64), off, values)
+
+    def find(self, keys: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The segment of each key, -1 where there is none."""
+        if not self.key.size:
+            return np.full(keys.size, -1, dtype=np.int64)
+        order = np.argsort(self.key, kind="stable")
+        at = order[np.minimum(np.searchsorted(self.key[order], keys), order.size - 1)]
+        return np.where(self.key[at] == keys, at, -1).astype(np.int64)
+
+    def take(self, seg: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[Any]]:
+        """The segments ``seg`` (``-1``: an empty one), one after the other, and offsets."""
+        found = seg >= 0
+        if not found.any():
+            return np.zeros(seg.size + 1, dtype=np.int64), self.values[:0]
+        start = np.where(found, self.off[np.maximum(seg, 0)], 0)
+        end = np.where(found, self.off[np.maximum(seg, 0) + 1], 0)
+        return offsets(end - start), self.values[ranges(start, end)]
+
+
+def ranges(start: NDArray[np.int64], end: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``np.concatenate([np.arange(a, b) for a, b in zip(start, end)])``, vectorised."""
+    n = np.asarray(end - start, dtype=np.int64)
+    total = int(n.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = np.cumsum(n) - n
+    return np.arange(total, dtype=np.int64) - np.repeat(first - start, n)
+
+
+def offsets(counts: ArrayLike) -> NDArray[np.int64]:
+    """Offsets of consecutive segments of ``counts`` entries (``off[0] == 0``)."""
+    counts = np.asarray(counts)
+    off = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=off[1:])
+    return off
+
+
+@dataclass
+class LevelA:
+    """What Round A taught the server about one level (pooled), for Round B."""
+
+    pooled: NDArray[np.float64]
+    grid_off: NDArray[np.int64]
+    grid: NDArray[np.float64]
+    cum: NDArray[np.float64]  # (n_grid, 2): pooled rows and weight with x <= edge
+
+
+def node_grids(
+    state: SecureState,
+    cfg: GrowerConfig,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    n_categories: NDArray[np.int64],
+    node_rows: NDArray[np.float64],
+    shift: NDArray[np.float64],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Each pair's grid: codes for categories, quantiles of its source distribution else.
+
+    ``shift`` (per pair, in ``(0, 1]``) offsets the quantile levels: drawn per tree from
+    the seed, it gives the trees different grids (finer resolution for the forest).
+    """
+    assert cfg.n_bins is not None
+    n_pairs = int(pair_off[-1])
+    d = state.lo.shape[1]
+    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+    n_cat = n_categories[pair_feat]
+    g_max = _GRID_FACTOR * cfg.n_bins
+    sel = np.flatnonzero(n_cat == 0)
+    node, f = pair_node[sel], pair_feat[sel].astype(np.int64)
+    n_out = np.clip(node_rows[node] // state.min_rows, 1, g_max).astype(np.int64)
+    lo, hi = state.lo[node, f], state.hi[node, f]
+    # Each pair's source: its parent's measured histogram of the feature, else the root's,
+    # found in a pool of both (shared sources are not copied).
+    key = state.parent[node] * d + f
+    src = state.measured.find(key)
+    measured = src >= 0
+    root, root_mass = state.root_pool, state.root_pool_mass
+    meas, meas_mass = state.measured, state.measured_mass
+    edges = np.concatenate([root.values, meas.values])
+    mass = np.concatenate([root_mass.values, meas_mass.values])
+    edge_at, mass_at, n_mass = root.off[f], root_mass.off[f], np.diff(root_mass.off)[f]
+    edge_at[measured] = root.values.size + meas.off[src[measured]]
+    mass_at[measured] = root_mass.values.size + meas_mass.off[src[measured]]
+    n_mass[measured] = np.diff(meas_mass.off)[src[measured]]
+    out_off = offsets(np.maximum(n_out - 1, 0))
+    out = np.empty(int(out_off[-1]))
+    quantile_grids_at(
+        edges, edge_at, mass, mass_at, n_mass, lo, hi, n_out, shift[sel], out_off, out
+    )
+    # The parent's thresholds join the node's grid, so that Round A counts the node's rows
+    # below each of them (for the rule in Round B).
+    anc = state.ancestors.find(key)
+    anc_off, anc_rel = state.ancestors.take(anc)
+    owner = np.repeat(np.arange(sel.size), np.diff(anc_off))
+    thr = anc_rel[:, 0]
+    inside = (thr > lo[owner]) & (thr < hi[owner])
+    thr_off = offsets(np.bincount(owner[inside], minlength=sel.size))
+    merged = np.empty(out.size + int(thr_off[-1]))
+    merged_off = np.empty(sel.size + 1, dtype=np.int64)
+    merge_thresholds(out, out_off, anc >= 0, thr[inside], thr_off, merged, merged_off)
+    out, out_off = merged[: merged_off[-1]], merged_off
+    counts = np.zeros(n_pairs, dtype=np.int64)
+    counts[sel] = np.diff(out_off)
+    cat = np.flatnonzero(n_cat >= 2)
+    counts[cat] = n_cat[cat] - 1
+    grid_off = offsets(counts)
+    owner = np.repeat(np.arange(n_pairs), counts)
+    grid = np.arange(int(grid_off[-1]), dtype=np.float64) - grid_off[owner]  # the codes
+    grid[n_cat[owner] == 0] = out
+    return grid_off, grid
+
+
+def keep_histograms(
+    state: SecureState,
+    level: LevelA,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    n_categories: NDArray[np.int64],
+) -> None:
+    """Keep this level's numeric histograms as distributions for the children's grids."""
+    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+    n_grid = np.diff(level.grid_off)
+    p = np.flatnonzero((n_categories[pair_feat] == 0) & (n_grid > 0))
+    node, f = pair_node[p], pair_feat[p].astype(np.int64)
+    # Per pair: edges (lo, its grid, hi) and cumulative weights (0, at the grid, the node's).
+    off = offsets(n_grid[p] + 2)
+    inner = np.ones(int(off[-1]), dtype=bool)
+    inner[off[:-1]] = inner[off[1:] - 1] = False
+    take = ranges(level.grid_off[p], level.grid_off[p + 1])
+    edges = np.empty(inner.size)
+    edges[inner] = level.grid[take]
+    edges[off[:-1]], edges[off[1:] - 1] = state.lo[node, f], state.hi[node, f]
+    cum = np.empty(inner.size)
+    cum[inner] = level.cum[take, 1]
+    cum[off[:-1]], cum[off[1:] - 1] = 0.0, level.pooled[node, STAT_WEIGHT]
+    mass = np.delete(cum[1:] - cum[:-1], off[1:-1] - 1)
+    key = node * state.lo.shape[1] + f
+    state.current = PairSegments(key, off, edges)
+    state.current_mass = PairSegments(key, off - np.arange(off.size), np.maximum(mass, 0.0))
+
+
+def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]]) -> None:
+    """Path bounds and parents of the next level's slots, from this level's splits."""
+    n_new = int(max(routes["route_left"].max(initial=-1), routes["route_right"].max(initial=-1)))
+    n_new += 1
+    d = state.lo.shape[1]
+    lo = np.zeros((n_new, d))
+    hi = np.zeros((n_new, d))
+    parent = np.full(n_new, -1, dtype=np.int64)
+    split = np.flatnonzero(best.feature >= 0)
+    f = best.feature[split].astype(np.int64)
+    # Numeric splits narrow the child's bounds on their feature (set splits do not).
+    sets = np.fromiter(best.sets, dtype=np.int64, count=len(best.sets))
+    numeric = ~np.isin(split, sets) & (f < d)
+    for side, route in enumerate((routes["route_left"], routes["route_right"])):
+        child = np.asarray(route[split], dtype=np.int64)
+        there = child >= 0
+        c, i = child[there], split[there]
+        lo[c], hi[c], parent[c] = state.lo[i], state.hi[i], i
+        n = there & numeric
+        c, g, t = child[n], f[n], best.threshold[split[n]]
+        if side == 0:  # min(hi, t) and max(lo, t), as Python's
+            hi[c, g] = np.where(t < hi[c, g], t, hi[c, g])
+        else:
+            lo[c, g] = np.where(t > lo[c, g], t, lo[c, g])
+    state.lo, state.hi, state.parent = lo, hi, parent
+    state.measured, state.measured_mass = state.current, state.current_mass
+    state.current, state.current_mass = PairSegments.empty(), PairSegments.empty()
+    # The parent's releases (the ancestors further up are not tracked: their thresholds
+    # would pile up in every grid; docs/privacy.md, "Limits"), found by the parent's key.
+    state.ancestors, state.released = state.released, PairSegments.empty(2)
