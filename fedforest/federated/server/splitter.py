@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
-from ..criteria import CRITERION_CODES, weighted_gain
+from ..criteria import CRITERION_CODES, weighted_gain, weighted_impurity
 
 __all__ = [
     "BestSplits",
@@ -80,9 +80,10 @@ def best_splits(
     Follows scikit-learn's rules: a candidate is admissible when both children keep at
     least ``min_samples_leaf`` distinct rows and positive weight; the best admissible
     candidate is kept unless ``gain / root_weight + EPSILON < min_impurity_decrease``.
-    Ties (gains within a relative 1e-12, the rounding of summing in another client
-    partition) go to the first candidate in the request order (sampled feature order,
-    then increasing threshold), which depends only on the seed, never on the clients.
+    Ties (gains within 1e-12 of the magnitude of the terms they are computed from, the
+    rounding of summing in another client partition) go to the first candidate in the
+    request order (sampled feature order, then increasing threshold), which depends only
+    on the seed, never on the clients.
 
     Parameters
     ----------
@@ -196,7 +197,9 @@ def scan_nodes(parent, pair_off, cand_off, left, criterion, min_rows, tie_rtol, 
             if g > best[i]:
                 best[i] = g
         if best[i] > -np.inf:
-            slack = tie_rtol * abs(best[i])
+            # Relative to the terms the gain is a difference of (its rounding), not to the
+            # gain: a tiny gain of large terms differs in more of its last bits.
+            slack = tie_rtol * (abs(best[i]) + abs(p_term))
             for c in range(lo, hi):
                 if gain[c] >= best[i] - slack and np.isfinite(gain[c]):
                     chosen[i] = c
@@ -231,7 +234,15 @@ def scan_nodes_numpy(
     gain[:] = np.where(ok, weighted_gain(par, left, name), -np.inf)
     best[:] = -np.inf
     np.maximum.at(best, cand_node, gain)
-    slack = tie_rtol * np.abs(best[cand_node])
+    if name == "squared_error":
+        p_term = np.where(
+            parent[:, STAT_WEIGHT] > 0,
+            parent[:, STAT_TASK] ** 2 / np.maximum(parent[:, STAT_WEIGHT], 1e-300),
+            0.0,
+        )
+    else:
+        p_term = weighted_impurity(parent, name)
+    slack = tie_rtol * (np.abs(best) + np.abs(p_term))[cand_node]
     hits = np.flatnonzero((gain >= best[cand_node] - slack) & np.isfinite(gain))
     nodes, first = np.unique(cand_node[hits], return_index=True)
     chosen[:] = -1
