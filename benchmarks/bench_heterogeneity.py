@@ -150,9 +150,7 @@ def one_draw(spec, seed, n_jobs):
         )
         m.fit(Xtr, ytr, client_ids=htr)
         out[name] = mse(m.predict(Xte, client_ids=hte))
-    rep = ff.diagnose(
-        Xtr, ytr, htr, n_estimators=30, random_state=seed, n_jobs=n_jobs, privacy="none"
-    )
+    rep = ff.diagnose(Xtr, ytr, htr, random_state=seed, n_jobs=n_jobs, privacy="none")
     out["p covariate shift"] = rep.covariate_shift_pvalue
     out["p outcome heterogeneity"] = rep.outcome_heterogeneity_pvalue
     return out

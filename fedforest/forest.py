@@ -246,7 +246,6 @@ class _BaseFedForest(BaseEstimator):
                 federation=fed,
                 privacy="none",
                 task=cfg.task,
-                n_estimators=min(cfg.n_estimators, 30),
                 max_depth=cfg.max_depth,
                 min_samples_leaf=cfg.min_samples_leaf,
                 random_state=cfg.seed,

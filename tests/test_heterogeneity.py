@@ -309,7 +309,6 @@ def test_diagnostics_detect_each_shift_and_auto_records_its_choice():
             data.X_train,
             data.y_train,
             data.h_train,
-            n_estimators=20,
             random_state=1,
             privacy="none",
         )

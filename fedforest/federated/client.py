@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stats
-from ..tree.apply import predict_forest
+from ..tree.apply import apply_forest_sets, predict_forest
 from . import client_kernels as K
 from .categorical import encode, read_features, sort_categories
 from .client_secure import SecureParty
@@ -606,6 +606,9 @@ class Client:
         if self._secure is not None and self._fit_secure:
             self.finish()
             return self._secure.oob(msg, arrays["oob_sums"], n_classes)
+        if msg.header.get("leaf_sums"):  # diagnostics ("none" only): per-leaf sums, tree 0
+            packed = (feature, threshold, left, right, set_off, set_code, set_side, weight)
+            arrays["leaf_sums"] = self._leaf_sums(X_aug, packed, tree_off, y_all, n_classes)
         losses = self._row_losses(pred, y_all, n_classes)
         if msg.header.get("compare_to") in self._oob_losses:
             # Paired out-of-bag losses (diagnostics): only their sums leave the client.
@@ -619,6 +622,48 @@ class Client:
             self._oob_losses[str(msg.header["store_as"])] = losses
         self.finish()
         return Message(OOB, {"name": self.name}, arrays)
+
+    def _leaf_sums(
+        self,
+        X_aug: NDArray[np.float64],
+        packed: tuple[NDArray[Any], ...],
+        tree_off: NDArray[np.int64],
+        y: NDArray[np.float64],
+        n_classes: int,
+    ) -> NDArray[np.float64]:
+        """Per node of the first tree, sums over this client's rows out of its bag.
+
+        The count, then the sums of y and y^2 (regression) or the count of each class: the
+        diagnostics' honest cells (the tree never saw these rows).
+        """
+        oob = np.flatnonzero(self._counts(0) == 0)
+        leaf = np.zeros((oob.size, 1), dtype=np.int32)
+        feature, threshold, left, right, set_off, set_code, set_side, weight = packed
+        apply_forest_sets(
+            X_aug[oob],
+            feature,
+            threshold,
+            left,
+            right,
+            set_off,
+            set_code,
+            set_side,
+            weight,
+            tree_off[:2],
+            leaf,
+        )
+        n_nodes = int(tree_off[1] - tree_off[0])
+        idx = leaf[:, 0] - int(tree_off[0])
+        out = np.zeros((n_nodes, 1 + (n_classes or 2)))
+        out[:, 0] = np.bincount(idx, minlength=n_nodes)
+        yy = y[oob]
+        if n_classes:
+            for c in range(n_classes):
+                out[:, 1 + c] = np.bincount(idx, weights=(yy == c).astype(float), minlength=n_nodes)
+        else:
+            out[:, 1] = np.bincount(idx, weights=yy, minlength=n_nodes)
+            out[:, 2] = np.bincount(idx, weights=yy * yy, minlength=n_nodes)
+        return out
 
     @staticmethod
     def _row_losses(

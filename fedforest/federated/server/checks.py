@@ -467,10 +467,15 @@ class ClientRecords:
 
         return check
 
-    def oob(self, width: int, paired: bool) -> Check:
-        """The out-of-bag round: sums within each client's rows."""
+    def oob(self, width: int, paired: bool, leaves: tuple[int, int] = (0, 0)) -> Check:
+        """The out-of-bag round: sums within each client's rows.
+
+        ``leaves`` = (nodes of the first tree, width): the diagnostics' per-leaf sums.
+        """
 
         def check(name: str, request: Message, reply: Message) -> None:
+            if leaves[0]:
+                self._leaf_sums(name, reply, *leaves)
             try:
                 sums = expect_array(reply, "oob_sums", "f", (width,), name)
             except ValueError as exc:
@@ -486,6 +491,30 @@ class ClientRecords:
                     raise InvalidReply(name, "oob", "array 'paired_sums'", "is out of range")
 
         return check
+
+    def _leaf_sums(self, name: str, reply: Message, n_nodes: int, width: int) -> None:
+        try:
+            sums = expect_array(reply, "leaf_sums", "f", (n_nodes, width), name)
+        except ValueError as exc:
+            raise _reraise(name, reply.kind, exc) from exc
+        problem = _leaf_sums_problem(sums, self.task, self.n_samples[name])
+        if problem:
+            raise InvalidReply(name, reply.kind, "array 'leaf_sums'", problem)
+
+
+def _leaf_sums_problem(sums: NDArray[np.float64], task: str, n_samples: int) -> str | None:
+    count = sums[:, 0]
+    if not np.all(np.isfinite(sums)):
+        return "holds NaN or infinity"
+    if np.any(count < 0) or np.any(count != np.round(count)) or count.sum() > n_samples:
+        return "has counts that are negative, fractional or above the client's rows"
+    if task == "classification":
+        cls = sums[:, 1:]
+        if np.any(cls < 0) or np.any(cls != np.round(cls)) or np.any(cls.sum(axis=1) != count):
+            return "has class counts that do not add up to the count"
+    elif np.any(sums[:, 2] < 0) or np.any(sums[:, 1] ** 2 > count * sums[:, 2] * (1 + 1e-7) + 1e-9):
+        return "has sums of y^2 smaller than the sums imply"
+    return None
 
 
 def masked_arrays(specs: dict[str, tuple[int, ...]]) -> Check:

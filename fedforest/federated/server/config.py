@@ -52,6 +52,8 @@ class GrowerConfig:
     #: (paired, summed) with those stored under ``oob_compare_to``.
     target: str = "y"
     oob_store_as: str | None = None
+    #: Diagnostics only: the out-of-bag round also returns per-leaf sums of the first tree.
+    oob_leaf_sums: bool = False
     oob_compare_to: str | None = None
     #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.
     on_client_failure: str = "raise"
@@ -92,6 +94,9 @@ class ForestResult:
     clients: list[str] = field(default_factory=list)
     categories: dict[str, list[Any]] = field(default_factory=dict)
     paired_sums: NDArray[np.float64] | None = None
+    #: Diagnostics (``oob_leaf_sums``): per client, per node of the first tree, the sums
+    #: over its out-of-bag rows (count, then sum y and y^2, or each class's count).
+    leaf_sums: dict[str, NDArray[np.float64]] = field(default_factory=dict)
     #: (name, round) of every client dropped under on_client_failure="drop".
     dropped_clients: list[tuple[str, int]] = field(default_factory=list)
     #: Under "dp": the noise plan and the budget spent (model.privacy_report_).

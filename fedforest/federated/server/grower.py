@@ -717,6 +717,8 @@ def _oob_round(
         header["store_as"] = cfg.oob_store_as
     if cfg.oob_compare_to:
         header["compare_to"] = cfg.oob_compare_to
+    if cfg.oob_leaf_sums:
+        header["leaf_sums"] = True
     msg = Message(
         OOB,
         header,
@@ -737,7 +739,11 @@ def _oob_round(
     if cfg.privacy != "none":
         sums = secure.oob_sums(fed, ledger, msg, width, cfg.task == "classification")
     else:
-        replies = _exchange(fed, ledger, msg, records.oob(width, bool(cfg.oob_compare_to)))
+        leaves = int(offsets[1]) if cfg.oob_leaf_sums else 0
+        leaf_width = 3 if cfg.task == "regression" else 1 + int(value.shape[1])
+        check = records.oob(width, bool(cfg.oob_compare_to), (leaves, leaf_width))
+        replies = _exchange(fed, ledger, msg, check)
+        result.leaf_sums = {name: m.arrays["leaf_sums"] for name, m in replies if leaves}
         sums = _sum_in_order(replies, "oob_sums", (width,))
     if cfg.oob_compare_to:
         result.paired_sums = _sum_in_order(replies, "paired_sums", (4,))
