@@ -25,6 +25,7 @@ docs/heterogeneity.md). Only sums and counts leave the clients, as in training, 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -232,7 +233,11 @@ def diagnose(
         raise ValueError(f"task must be 'regression' or 'classification', got {task!r}.")
     seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
     fed = _RootRecorder(_federation(X, y, client_ids, federation, n_jobs))
-    result = grow_forest(fed, _config(task, max_depth, min_samples_leaf, seed))
+    with warnings.catch_warnings():
+        # One tree: about a third of the rows is in its bag, as intended (the OOB round's
+        # "drawn by every tree" warning is for forests).
+        warnings.filterwarnings("ignore", ".* have no out-of-bag prediction", UserWarning)
+        result = grow_forest(fed, _config(task, max_depth, min_samples_leaf, seed))
     feature_p = _root_chi_square(fed.seen, task)
     p_shift = _simes([p for p in feature_p if np.isfinite(p)])
     p_outcome, f, df, cells, scored = _leaf_f_test(result.leaf_sums, task, seed)

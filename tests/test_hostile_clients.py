@@ -22,6 +22,9 @@ from fedforest.federated.federation import ClientDataError, ClientFailure
 from fedforest.federated.protocol import Message, unpack_increments
 from fedforest.transport.local import LocalFederation
 
+# Small forests with oob_score=True: some rows are in every bag (expected here).
+pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+
 Corrupt = Callable[[Message], Any]
 
 
@@ -216,7 +219,6 @@ def _federation(task: str, case: str, **kw: Any) -> tuple[LocalFederation, list[
     return LocalFederation([honest[0], bad, honest[1]], **kw), honest
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_answer_is_refused_with_the_client_named(case: str) -> None:
     task, kind, _, _ = CASES[case]
@@ -226,7 +228,6 @@ def test_bad_answer_is_refused_with_the_client_named(case: str) -> None:
     assert kind in str(info.value) or case.startswith(("reply", "wrong", "object"))
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_answer_drops_the_client(case: str, caplog: pytest.LogCaptureFixture) -> None:
     task, kind, _, _ = CASES[case]
@@ -325,7 +326,6 @@ def _as_float(msg: Message) -> Message:
     return out
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("kind", ["round_a", "round_b"])
 def test_secure_masked_array_of_the_wrong_kind(kind: str) -> None:
     """Under "secure" each client's arrays are masked: their dtype and shape are checked,

@@ -16,6 +16,9 @@ import pytest
 import fedforest
 from fedforest import Client, FedForestClassifier, FedForestRegressor, LocalFederation
 
+# Small forests with oob_score=True: some rows are in every bag (expected here).
+pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+
 N_TREES = 12
 
 

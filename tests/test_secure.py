@@ -36,6 +36,9 @@ from fedforest.federated.privacy.secagg import (
 )
 from fedforest.federated.protocol import GRID, ROUND_A
 
+# Small forests with oob_score=True: some rows are in every bag (expected here).
+pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+
 
 # --------------------------------------------------------------------------- secagg
 def _parties(names):
