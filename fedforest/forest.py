@@ -139,7 +139,7 @@ class _BaseFedForest(BaseEstimator):
         self.delta = delta
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: ArrayLike, y: ArrayLike, client_ids: ArrayLike | None = None) -> Any:
+    def fit(self, X: ArrayLike, y: ArrayLike, *, client_ids: ArrayLike | None = None) -> Any:
         """Train on rows partitioned by ``client_ids`` (simulation mode).
 
         One :class:`~fedforest.Client` is built per distinct id (named ``str(id)``) holding
@@ -401,7 +401,7 @@ class _BaseFedForest(BaseEstimator):
         self._in_chunks(X_aug.shape[0], run)
         return out / len(self.trees_)
 
-    def apply(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[np.int64]:
+    def apply(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[np.int64]:
         """Leaf index of every row in every tree, shape (n_samples, n_estimators).
 
         A row whose category or client a set split has not seen takes the heavier child.
@@ -555,7 +555,7 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
             tags.regressor_tags.poor_score = True
         return tags
 
-    def predict(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
+    def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
         """Mean of the trees' leaf values, shape (n_samples,).
 
         ``client_ids`` only matters if the forest splits on the client index: a row of an
@@ -656,7 +656,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         self.oob_decision_function_ = pred
 
     def predict_proba(
-        self, X: ArrayLike, client_ids: ArrayLike | None = None
+        self, X: ArrayLike, *, client_ids: ArrayLike | None = None
     ) -> NDArray[np.float64]:
         """Mean class proportions over trees, shape (n_samples, n_classes).
 
@@ -664,10 +664,10 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         """
         return self._mean_value(X, client_ids)
 
-    def predict(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[Any]:
+    def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[Any]:
         """Most probable class, shape (n_samples,)."""
         check_is_fitted(self, "trees_")
-        proba = self.predict_proba(X, client_ids)
+        proba = self.predict_proba(X, client_ids=client_ids)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
 

@@ -51,7 +51,7 @@ def test_fisher_codes_rank_clients_by_mean_outcome():
 
 def test_centralized_equals_sklearn_and_uses_h(shifted):
     d = shifted
-    plain = CentralizedForestRegressor(**SMALL).fit(d.X_train, d.y_train, d.h_train)
+    plain = CentralizedForestRegressor(**SMALL).fit(d.X_train, d.y_train, client_ids=d.h_train)
     ref = RandomForestRegressor(min_samples_leaf=5, max_features=1 / 3, **SMALL)
     ref.fit(d.X_train, d.y_train)
     np.testing.assert_allclose(plain.predict(d.X_test), ref.predict(d.X_test))
@@ -59,21 +59,21 @@ def test_centralized_equals_sklearn_and_uses_h(shifted):
     assert plain.communication_.upload_bytes >= d.X_train.nbytes + d.y_train.nbytes
 
     with_h = CentralizedForestRegressor(use_client=True, **SMALL)
-    with_h.fit(d.X_train, d.y_train, d.h_train)
+    with_h.fit(d.X_train, d.y_train, client_ids=d.h_train)
     assert with_h.forest_.n_features_in_ == d.X_train.shape[1] + 1
-    mse_h = np.mean((with_h.predict(d.X_test, d.h_test) - d.y_test) ** 2)
+    mse_h = np.mean((with_h.predict(d.X_test, client_ids=d.h_test) - d.y_test) ** 2)
     mse = np.mean((plain.predict(d.X_test) - d.y_test) ** 2)
     assert mse_h < mse  # outcome shift: H carries signal
     with pytest.raises(ValueError, match="client_ids"):
         with_h.predict(d.X_test)
     with pytest.raises(ValueError, match="not seen"):
-        with_h.predict(d.X_test[:1], np.array([99]))
+        with_h.predict(d.X_test[:1], client_ids=np.array([99]))
 
 
 def test_centralized_classifier_probabilities():
     X, y, h = _binary()
-    model = CentralizedForestClassifier(use_client=True, **SMALL).fit(X, y, h)
-    proba = model.predict_proba(X, h)
+    model = CentralizedForestClassifier(use_client=True, **SMALL).fit(X, y, client_ids=h)
+    proba = model.predict_proba(X, client_ids=h)
     assert proba.shape == (len(y), 2)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     np.testing.assert_array_equal(model.classes_, [0, 1])
@@ -82,7 +82,7 @@ def test_centralized_classifier_probabilities():
 
 def test_histogram_equals_the_grower_with_histogram_binning(shifted):
     d = shifted
-    model = FederatedHistogramRegressor(**SMALL).fit(d.X_train, d.y_train, d.h_train)
+    model = FederatedHistogramRegressor(**SMALL).fit(d.X_train, d.y_train, client_ids=d.h_train)
     cfg = dataclasses.replace(
         FedForestRegressor(privacy="none", **SMALL)._config(), binning="histogram"
     )
@@ -94,7 +94,9 @@ def test_histogram_equals_the_grower_with_histogram_binning(shifted):
     for ours, theirs in zip(model.trees_, result.trees, strict=True):
         np.testing.assert_array_equal(ours.feature, theirs.feature)
         np.testing.assert_array_equal(ours.threshold, theirs.threshold)
-    quantile = FedForestRegressor(privacy="none", **SMALL).fit(d.X_train, d.y_train, d.h_train)
+    quantile = FedForestRegressor(privacy="none", **SMALL).fit(
+        d.X_train, d.y_train, client_ids=d.h_train
+    )
     assert not all(
         np.array_equal(a.threshold, b.threshold)
         for a, b in zip(model.trees_, quantile.trees_, strict=True)
@@ -105,7 +107,7 @@ def test_histogram_equals_the_grower_with_histogram_binning(shifted):
 def test_histogram_thresholds_are_fixed_width_edges():
     X, y, h = _binary(n=300, d=2)
     X, y = X[:, :1], (X[:, 0] > 0.3).astype(int)
-    model = FederatedHistogramClassifier(n_bins=8, **SMALL).fit(X, y, h)
+    model = FederatedHistogramClassifier(n_bins=8, **SMALL).fit(X, y, client_ids=h)
     edges = X.min() + (X.max() - X.min()) * np.arange(1, 8) / 8
     root = model.trees_[0].threshold[0]
     assert np.isclose(edges, root).any()
@@ -118,12 +120,12 @@ def test_histogram_refuses_client_splits():
         pytest.skip("split_on_client not offered by the estimators yet")
     X, y, h = _binary()
     with pytest.raises(ValueError, match="split_on_client"):
-        model.set_params(split_on_client=True).fit(X, y.astype(float), h)
+        model.set_params(split_on_client=True).fit(X, y.astype(float), client_ids=h)
 
 
 def test_local_ensemble_averages_client_forests(shifted):
     d = shifted
-    model = LocalEnsembleRegressor(**SMALL).fit(d.X_train, d.y_train, d.h_train)
+    model = LocalEnsembleRegressor(**SMALL).fit(d.X_train, d.y_train, client_ids=d.h_train)
     assert sorted(model.forests_) == list(range(d.n_clients))
     means = np.mean([f.predict(d.X_test) for f in model.forests_.values()], axis=0)
     np.testing.assert_allclose(model.predict(d.X_test), means)
@@ -134,7 +136,7 @@ def test_local_ensemble_classifier_aligns_missing_classes():
     X = np.arange(12, dtype=float).reshape(-1, 1)
     y = np.array([0] * 6 + [1] * 3 + [2] * 3)
     h = np.array([0] * 6 + [1] * 6)  # client 0 sees only class 0
-    model = LocalEnsembleClassifier(**SMALL).fit(X, y, h)
+    model = LocalEnsembleClassifier(**SMALL).fit(X, y, client_ids=h)
     proba = model.predict_proba(X)
     assert proba.shape == (12, 3)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
@@ -143,8 +145,8 @@ def test_local_ensemble_classifier_aligns_missing_classes():
 
 def test_local_learning_uses_each_rows_own_client(shifted):
     d = shifted
-    model = LocalLearningRegressor(**SMALL).fit(d.X_train, d.y_train, d.h_train)
-    pred = model.predict(d.X_test, d.h_test)
+    model = LocalLearningRegressor(**SMALL).fit(d.X_train, d.y_train, client_ids=d.h_train)
+    pred = model.predict(d.X_test, client_ids=d.h_test)
     for k in range(d.n_clients):
         rows = d.h_test == k
         np.testing.assert_allclose(pred[rows], model.forests_[k].predict(d.X_test[rows]))
@@ -152,30 +154,30 @@ def test_local_learning_uses_each_rows_own_client(shifted):
     with pytest.raises(ValueError, match="client_ids"):
         model.predict(d.X_test)
     with pytest.raises(ValueError, match="no local forest"):
-        model.predict(d.X_test[:1], np.array([7]))
+        model.predict(d.X_test[:1], client_ids=np.array([7]))
 
 
 def test_local_learning_classifier_predicts_labels():
     X, y, h = _binary()
     labels = np.array(["no", "yes"])[y]
-    model = LocalLearningClassifier(**SMALL).fit(X, labels, h)
-    assert set(model.predict(X, h)) <= {"no", "yes"}
+    model = LocalLearningClassifier(**SMALL).fit(X, labels, client_ids=h)
+    assert set(model.predict(X, client_ids=h)) <= {"no", "yes"}
     # Held-out accuracy 0.861 (data seeds 0-5 with random_state = seed: 0.819-0.861,
     # sd 0.014).
     X_new, y_new, h_new = _binary(n=1000, seed=100)
-    assert np.mean(model.predict(X_new, h_new) == np.array(["no", "yes"])[y_new]) > 0.83
+    assert np.mean(model.predict(X_new, client_ids=h_new) == np.array(["no", "yes"])[y_new]) > 0.83
 
 
 @pytest.mark.parametrize("cls", [FedAvgLogisticRegression, FedAvgMLPClassifier])
 def test_fedavg_learns_and_counts_rounds(cls):
     X, y, h = _binary(n=400, n_clients=4)
     X = X * np.array([100.0, 1.0, 1.0, 1.0]) + 50.0  # per-client standardisation handles scale
-    model = cls(rounds=5, learning_rate=0.05, random_state=0).fit(X, y, h)
+    model = cls(rounds=5, learning_rate=0.05, random_state=0).fit(X, y, client_ids=h)
     # Held-out accuracy 0.910 (LR) and 0.912 (MLP); data seeds 0-5 with random_state =
     # seed: 0.889-0.916, sd 0.009. (The Bayes rate of _binary is about 0.92.)
     X_new, y_new, h_new = _binary(n=1000, n_clients=4, seed=100)
     X_new = X_new * np.array([100.0, 1.0, 1.0, 1.0]) + 50.0
-    assert np.mean(model.predict(X_new, h_new) == y_new) > 0.89
+    assert np.mean(model.predict(X_new, client_ids=h_new) == y_new) > 0.89
     ledger = model.communication_
     assert ledger.rounds == 5
     n_params = sum(p.size for p in model.params_.values())
@@ -187,11 +189,11 @@ def test_fedavg_learns_and_counts_rounds(cls):
 
 def test_fedavg_is_seeded_and_binary_only():
     X, y, h = _binary()
-    a = FedAvgLogisticRegression(rounds=2, random_state=3).fit(X, y, h)
-    b = FedAvgLogisticRegression(rounds=2, random_state=3).fit(X, y, h)
+    a = FedAvgLogisticRegression(rounds=2, random_state=3).fit(X, y, client_ids=h)
+    b = FedAvgLogisticRegression(rounds=2, random_state=3).fit(X, y, client_ids=h)
     np.testing.assert_array_equal(a.params_["w"], b.params_["w"])
     with pytest.raises(ValueError, match="binary"):
-        FedAvgLogisticRegression().fit(X, np.arange(len(y)) % 3, h)
+        FedAvgLogisticRegression().fit(X, np.arange(len(y)) % 3, client_ids=h)
 
 
 def test_mlp_gradient_matches_finite_differences():

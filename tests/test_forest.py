@@ -450,3 +450,14 @@ def test_tiny_and_single_class_clients_in_simulation_mode() -> None:
     np.testing.assert_array_equal(clf.classes_, [0, 1])
     # Held-out accuracy 0.982 (seeds 0-5: 0.970-0.997, sd 0.009).
     assert clf.score(X_new, np.where(X_new[:, INFORMATIVE] > 0, 1, 0)) > 0.96
+
+
+def test_client_ids_are_keyword_only() -> None:
+    """fit(X, y, weights) ported from scikit-learn must not treat the weights as clients."""
+    X, y = regression_data()
+    weights = np.ones(len(y))
+    with pytest.raises(TypeError, match="positional"):
+        FedForestRegressor(n_estimators=2, privacy="none").fit(X, y, weights)  # type: ignore[misc]
+    model = FedForestRegressor(n_estimators=2, privacy="none").fit(X, y, client_ids=weights)
+    with pytest.raises(TypeError, match="positional"):
+        model.predict(X, weights)  # type: ignore[misc]

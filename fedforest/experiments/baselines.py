@@ -156,7 +156,7 @@ class _CentralizedForest(BaseEstimator):
         codes = np.array([self.client_codes_[c] for c in ids.tolist()], dtype=np.float64)
         return np.column_stack([X, codes])
 
-    def fit(self, X: ArrayLike, y: ArrayLike, client_ids: ArrayLike | None = None) -> Any:
+    def fit(self, X: ArrayLike, y: ArrayLike, *, client_ids: ArrayLike | None = None) -> Any:
         """Pool the rows of every client and fit the forest.
 
         Parameters
@@ -185,7 +185,7 @@ class _CentralizedForest(BaseEstimator):
         check_is_fitted(self, "forest_")
         return self._augment(np.asarray(X, dtype=np.float64), client_ids)
 
-    def predict(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[Any]:
+    def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[Any]:
         """Predict with the pooled forest; ``client_ids`` is needed with ``use_client``."""
         return np.asarray(self.forest_.predict(self._pooled(X, client_ids)))
 
@@ -246,7 +246,7 @@ class CentralizedForestClassifier(ClassifierMixin, _CentralizedForest):
         """Class labels, sorted."""
         return np.asarray(self.forest_.classes_)
 
-    def predict_proba(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[Any]:
+    def predict_proba(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[Any]:
         """Class probabilities, shape (n_samples, n_classes)."""
         return np.asarray(self.forest_.predict_proba(self._pooled(X, client_ids)))
 
@@ -320,7 +320,7 @@ class _LocalForests(BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
-    def fit(self, X: ArrayLike, y: ArrayLike, client_ids: ArrayLike | None = None) -> Any:
+    def fit(self, X: ArrayLike, y: ArrayLike, *, client_ids: ArrayLike | None = None) -> Any:
         """Fit one forest per client.
 
         Parameters
@@ -397,7 +397,7 @@ class LocalEnsembleRegressor(RegressorMixin, _LocalEnsemble):
 
     _task = "regression"
 
-    def predict(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
+    def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
         """Mean of the client forests' predictions (``client_ids`` is ignored)."""
         return self._output(X)
 
@@ -431,12 +431,12 @@ class LocalEnsembleClassifier(ClassifierMixin, _LocalEnsemble):
         )
 
     def predict_proba(
-        self, X: ArrayLike, client_ids: ArrayLike | None = None
+        self, X: ArrayLike, *, client_ids: ArrayLike | None = None
     ) -> NDArray[np.float64]:
         """Mean class probabilities over client forests, shape (n_samples, n_classes)."""
         return self._output(X)
 
-    def predict(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[Any]:
+    def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[Any]:
         """Most probable class."""
         return np.asarray(self.classes_[np.argmax(self.predict_proba(X), axis=1)])
 
@@ -475,7 +475,7 @@ class LocalLearningRegressor(RegressorMixin, _LocalLearning):
 
     _task = "regression"
 
-    def predict(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
+    def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
         """Each row predicted by the forest of its client."""
         return self._output(X, client_ids)
 
@@ -505,12 +505,12 @@ class LocalLearningClassifier(ClassifierMixin, _LocalLearning):
         )
 
     def predict_proba(
-        self, X: ArrayLike, client_ids: ArrayLike | None = None
+        self, X: ArrayLike, *, client_ids: ArrayLike | None = None
     ) -> NDArray[np.float64]:
         """Class probabilities from each row's own client forest."""
         return self._output(X, client_ids)
 
-    def predict(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[Any]:
+    def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[Any]:
         """Most probable class."""
-        proba = self.predict_proba(X, client_ids)
+        proba = self.predict_proba(X, client_ids=client_ids)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])

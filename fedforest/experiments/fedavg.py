@@ -124,7 +124,7 @@ class _FedAvgBase(BaseEstimator):
     _grad: Callable[..., Params]
     _forward: Callable[..., NDArray[np.float64]]
 
-    def fit(self, X: ArrayLike, y: ArrayLike, client_ids: ArrayLike | None = None) -> Any:
+    def fit(self, X: ArrayLike, y: ArrayLike, *, client_ids: ArrayLike | None = None) -> Any:
         """Train with FedAvg over the clients given by ``client_ids``.
 
         Parameters
@@ -199,7 +199,7 @@ class _FedAvgBase(BaseEstimator):
         return np.asarray((X - mean) / (np.asarray(std) + 1e-9))
 
     def predict_proba(
-        self, X: ArrayLike, client_ids: ArrayLike | None = None
+        self, X: ArrayLike, *, client_ids: ArrayLike | None = None
     ) -> NDArray[np.float64]:
         """Class probabilities, shape (n_samples, 2); rows scaled by their client."""
         check_is_fitted(self, "params_")
@@ -212,9 +212,9 @@ class _FedAvgBase(BaseEstimator):
             p1[rows] = type(self)._forward(self.params_, self._scale(X_arr[rows], c))
         return np.column_stack([1.0 - p1, p1])
 
-    def predict(self, X: ArrayLike, client_ids: ArrayLike | None = None) -> NDArray[Any]:
+    def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[Any]:
         """Class with probability > 1/2."""
-        proba = self.predict_proba(X, client_ids)
+        proba = self.predict_proba(X, client_ids=client_ids)
         return np.asarray(self.classes_[(proba[:, 1] > 0.5).astype(int)])
 
 
