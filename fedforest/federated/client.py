@@ -137,7 +137,6 @@ class Client:
         self._fit: _Fit | None = None
         self._oob_setup: tuple[int, bool, int, NDArray[np.float64]] | None = None
         self._excluded: set[int] = set()
-        self._oob_losses: dict[str, NDArray[np.float64]] = {}
         #: Threads for this client's kernels (set by LocalFederation from its ``n_jobs``).
         self.n_threads = 1
         self.oob_prediction_: NDArray[np.float64] | None = None
@@ -194,14 +193,12 @@ class Client:
             self._secure = SecureParty(self, dp=msg.header.get("privacy") == "dp")
             arrays["public_key"] = np.frombuffer(self._secure.keys.public_bytes, dtype=np.uint8)
         elif msg.header.get("ranges"):
-            # Only the federated-histogram baseline asks: per-feature min and max.
+            # Under "none": per-feature min and max (histogram baseline, constant features).
             arrays = {"feature_min": self.X.min(axis=0), "feature_max": self.X.max(axis=0)}
         header["categories"] = {
             str(j): sort_categories(np.unique(v).tolist()) for j, v in self._cat_raw.items()
         }
-        if msg.header.get("target") == "client":
-            header["labels"] = [self.name]  # covariate-shift test: predict the client from X
-        elif msg.header.get("task") == "classification":
+        if msg.header.get("task") == "classification":
             labels, counts = np.unique(self.y_raw, return_counts=True)
             header["labels"] = labels.tolist()
             if msg.header.get("privacy", "none") == "none":  # checked against n_samples
@@ -220,10 +217,7 @@ class Client:
     # ------------------------------------------------------------------ set-up
     def _setup(self, setup: dict[str, Any]) -> _Fit:
         classes = setup["classes"]
-        if setup.get("target") == "client":
-            y = np.full(self.n_samples, float(classes.index(self.name)))
-            n_classes = len(classes)
-        elif classes is None:
+        if classes is None:
             y = self.y_raw.astype(np.float64)
             n_classes = 0
         else:
@@ -609,17 +603,6 @@ class Client:
         if msg.header.get("leaf_sums"):  # diagnostics ("none" only): per-leaf sums, tree 0
             packed = (feature, threshold, left, right, set_off, set_code, set_side, weight)
             arrays["leaf_sums"] = self._leaf_sums(X_aug, packed, tree_off, y_all, n_classes)
-        losses = self._row_losses(pred, y_all, n_classes)
-        if msg.header.get("compare_to") in self._oob_losses:
-            # Paired out-of-bag losses (diagnostics): only their sums leave the client.
-            ref = self._oob_losses.pop(msg.header["compare_to"])
-            both = np.isfinite(ref) & np.isfinite(losses)
-            d = ref[both] - losses[both]
-            arrays["paired_sums"] = np.array(
-                [both.sum(), d.sum(), (d * d).sum(), losses[both].sum()], dtype=float
-            )
-        if msg.header.get("store_as"):
-            self._oob_losses[str(msg.header["store_as"])] = losses
         self.finish()
         return Message(OOB, {"name": self.name}, arrays)
 
@@ -664,16 +647,6 @@ class Client:
             out[:, 1] = np.bincount(idx, weights=yy, minlength=n_nodes)
             out[:, 2] = np.bincount(idx, weights=yy * yy, minlength=n_nodes)
         return out
-
-    @staticmethod
-    def _row_losses(
-        pred: NDArray[np.float64], y: NDArray[np.float64], n_classes: int
-    ) -> NDArray[np.float64]:
-        """Per-row OOB loss: squared error, or the Brier score of the class probabilities."""
-        if n_classes == 0:
-            return np.asarray((pred[:, 0] - y) ** 2)
-        onehot = np.eye(n_classes)[y.astype(np.int64)]
-        return np.asarray(((pred - onehot) ** 2).sum(axis=1))
 
     def finish(self) -> None:
         """Drop the per-fit state (called when no out-of-bag round follows)."""

@@ -116,7 +116,7 @@ def label_type(label: Any) -> str:
     return "text" if isinstance(label, str) else "number"
 
 
-def check_handshake(task: str, target: str, privacy: str, ranges: bool) -> Check:
+def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
     """The handshake's header fields: types, sizes and ranges."""
 
     def check(name: str, request: Message, reply: Message) -> None:
@@ -155,7 +155,7 @@ def check_handshake(task: str, target: str, privacy: str, ranges: bool) -> Check
             if not isinstance(labels, list) or not labels:
                 raise InvalidReply(name, kind, "header field 'labels'", "is not a non-empty list")
             _check_scalars(name, kind, "header field 'labels'", labels)
-            if target == "y" and privacy == "none":
+            if privacy == "none":
                 _check_label_counts(name, kind, h.get("label_counts"), len(labels), n)
         if ranges:
             lo = expect_array(reply, "feature_min", "f", (d,), name)
@@ -467,7 +467,7 @@ class ClientRecords:
 
         return check
 
-    def oob(self, width: int, paired: bool, leaves: tuple[int, int] = (0, 0)) -> Check:
+    def oob(self, width: int, leaves: tuple[int, int] = (0, 0)) -> Check:
         """The out-of-bag round: sums within each client's rows.
 
         ``leaves`` = (nodes of the first tree, width): the diagnostics' per-leaf sums.
@@ -481,14 +481,6 @@ class ClientRecords:
             except ValueError as exc:
                 raise _reraise(name, reply.kind, exc) from exc
             check_oob(name, sums, self.task, self.n_samples[name])
-            if paired:
-                try:
-                    p = expect_array(reply, "paired_sums", "f", (4,), name)
-                except ValueError as exc:
-                    raise _reraise(name, reply.kind, exc) from exc
-                ok = np.all(np.isfinite(p)) and 0 <= p[0] <= self.n_samples[name]
-                if not ok or p[2] < 0 or p[3] < 0 or p[1] ** 2 > p[0] * p[2] * (1 + 1e-7) + 1e-9:
-                    raise InvalidReply(name, "oob", "array 'paired_sums'", "is out of range")
 
         return check
 

@@ -47,14 +47,8 @@ class GrowerConfig:
     split_rule: str = "exact"
     top_l: int | None = None
     client_fraction: float = 1.0
-    #: Diagnostics only: "client" makes each client's label its own name (covariate-shift
-    #: test); OOB per-row losses are kept under ``oob_store_as`` on the clients and compared
-    #: (paired, summed) with those stored under ``oob_compare_to``.
-    target: str = "y"
-    oob_store_as: str | None = None
     #: Diagnostics only: the out-of-bag round also returns per-leaf sums of the first tree.
     oob_leaf_sums: bool = False
-    oob_compare_to: str | None = None
     #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.
     on_client_failure: str = "raise"
     #: "none": the paper's protocol (per-client sketches and statistics reach the server);
@@ -69,13 +63,7 @@ class GrowerConfig:
     @property
     def uses_local_candidates(self) -> bool:
         """Whether clients propose their local best thresholds as extra candidates."""
-        # Not for the covariate-shift test: there every client is pure in its own label.
-        return (
-            self.local_candidates
-            and self.binning == "quantile"
-            and self.n_bins is not None
-            and self.target == "y"
-        )
+        return self.local_candidates and self.binning == "quantile" and self.n_bins is not None
 
 
 @dataclass
@@ -93,7 +81,6 @@ class ForestResult:
     importances: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     clients: list[str] = field(default_factory=list)
     categories: dict[str, list[Any]] = field(default_factory=dict)
-    paired_sums: NDArray[np.float64] | None = None
     #: Diagnostics (``oob_leaf_sums``): per client, per node of the first tree, the sums
     #: over its out-of-bag rows (count, then sum y and y^2, or each class's count).
     leaf_sums: dict[str, NDArray[np.float64]] = field(default_factory=dict)

@@ -198,7 +198,6 @@ def _setup_header(
         "split_rule": cfg.split_rule,
         "top_l": cfg.top_l,
         "criterion": cfg.criterion,
-        "target": cfg.target,
         "privacy": cfg.privacy,
         **_secure_setup(schema),
         **_client_sample(cfg, len(schema["clients"]), first, n_trees),
@@ -713,10 +712,6 @@ def _oob_round(
     feature, threshold, left, right, value, offsets = pack_forest(trees)
     set_off, set_code, set_side, weight = pack_sets(trees)
     header: dict[str, Any] = {"n_trees": len(trees)}
-    if cfg.oob_store_as:
-        header["store_as"] = cfg.oob_store_as
-    if cfg.oob_compare_to:
-        header["compare_to"] = cfg.oob_compare_to
     if cfg.oob_leaf_sums:
         header["leaf_sums"] = True
     msg = Message(
@@ -741,12 +736,10 @@ def _oob_round(
     else:
         leaves = int(offsets[1]) if cfg.oob_leaf_sums else 0
         leaf_width = 3 if cfg.task == "regression" else 1 + int(value.shape[1])
-        check = records.oob(width, bool(cfg.oob_compare_to), (leaves, leaf_width))
+        check = records.oob(width, (leaves, leaf_width))
         replies = _exchange(fed, ledger, msg, check)
         result.leaf_sums = {name: m.arrays["leaf_sums"] for name, m in replies if leaves}
         sums = _sum_in_order(replies, "oob_sums", (width,))
-    if cfg.oob_compare_to:
-        result.paired_sums = _sum_in_order(replies, "paired_sums", (4,))
     if cfg.privacy == "dp":  # noisy sums: a count is at least 1, sums of squares >= 0
         sums = (
             np.maximum(sums, [1.0] + [0.0] * (sums.size - 1)) if cfg.task != "regression" else sums

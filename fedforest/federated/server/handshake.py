@@ -24,11 +24,10 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         # Per-feature min and max: under "none" (data values are no secret there) for the
         # histogram baseline and for the features constant over all rows.
         "ranges": cfg.privacy == "none",
-        "target": cfg.target,
         "privacy": cfg.privacy,
     }
     ranges = cfg.privacy == "none"
-    check = check_handshake(cfg.task, cfg.target, cfg.privacy, ranges)
+    check = check_handshake(cfg.task, cfg.privacy, ranges)
     replies = exchange(fed, ledger, Message(HANDSHAKE, request), check)
     first_name, first = replies[0]
     d, names = first.header["n_features"], first.header["feature_names"]

@@ -72,8 +72,7 @@ UNSUPPORTED = {
     "histogram": "the federated-histogram baseline sends each client's minimum and maximum",
     "verification": "n_bins=None sends every distinct value",
     "local_candidates": "local candidates are values of a client's own rows",
-    "client_target": "the covariate-shift diagnostic labels rows by client",
-    "paired": "the outcome-heterogeneity diagnostic compares per-row losses",
+    "diagnostics": "the diagnostics read each client's counts per bin and sums per leaf",
     "bootstrap": (
         "without the bootstrap two trees can hold the same rows with different candidates, "
         "and differencing their sums isolates rows (the bootstrap's secret weights prevent it)"
@@ -98,12 +97,10 @@ def check_config(cfg: GrowerConfig) -> None:
         problems.append(("n_bins=None", UNSUPPORTED["verification"]))
     if cfg.local_candidates:
         problems.append(("local_candidates=True", UNSUPPORTED["local_candidates"]))
-    if cfg.target != "y":
-        problems.append(("target='client'", UNSUPPORTED["client_target"]))
     if not cfg.bootstrap:
         problems.append(("bootstrap=False", UNSUPPORTED["bootstrap"]))
-    if cfg.oob_store_as or cfg.oob_compare_to:
-        problems.append(("paired out-of-bag losses", UNSUPPORTED["paired"]))
+    if cfg.oob_leaf_sums:
+        problems.append(("per-leaf out-of-bag sums", UNSUPPORTED["diagnostics"]))
     if cfg.privacy == "dp":
         if cfg.max_depth is None:
             problems.append(("max_depth=None", "the noise is calibrated for a bounded depth"))
