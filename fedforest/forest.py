@@ -37,6 +37,7 @@ from .federated.server.secure import check_config
 from .transport.local import LocalFederation
 from .tree.apply import apply_forest_sets, predict_forest
 from .tree.arrays import Tree, pack_forest, pack_sets
+from .tree.sklearn import to_sklearn_forest
 
 __all__ = ["FedForestRegressor", "FedForestClassifier", "load"]
 
@@ -277,12 +278,15 @@ class _BaseFedForest(BaseEstimator):
         self.__dict__.pop("_forest", None)
         self.__dict__.pop("_routing", None)
         self.__dict__.pop("_sets", None)
+        self.__dict__.pop("_feature_importances", None)
+        self.__dict__.pop("_sklearn_trees", None)
 
     def _config(self) -> GrowerConfig:
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         return GrowerConfig(
             task=self._task,
-            criterion=self.criterion,
+            # scikit-learn's "log_loss" is the Shannon entropy criterion.
+            criterion="entropy" if self.criterion == "log_loss" else self.criterion,
             n_estimators=self.n_estimators,
             max_depth=self.max_depth,
             min_samples_split=self.min_samples_split,
@@ -320,7 +324,7 @@ class _BaseFedForest(BaseEstimator):
     def _store(self, result: ForestResult, fit_classes: NDArray[Any] | None) -> None:
         self.trees_: list[Tree] = result.trees
         self.communication_: CommunicationLedger = result.ledger
-        self.feature_importances_ = result.importances
+        self._feature_importances = result.importances
         self.n_clients_ = len(result.client_n_samples)
         self.clients_ = np.asarray(result.clients, dtype=object)
         self.categories_ = {int(j): list(v) for j, v in result.categories.items()}
@@ -417,6 +421,63 @@ class _BaseFedForest(BaseEstimator):
         return (out - offsets[:-1][None, :]).astype(np.int64)
 
     # ------------------------------------------------------------------ files
+    @property
+    def feature_importances_(self) -> NDArray[np.float64]:
+        """Impurity-based importances, shape (n_features,) (+1 with ``split_on_client``)."""
+        check_is_fitted(self, "trees_")
+        return self._feature_importances
+
+    @feature_importances_.setter
+    def feature_importances_(self, value: NDArray[np.float64]) -> None:
+        self._feature_importances = value
+
+    # ------------------------------------------------------------------ scikit-learn objects
+    def to_sklearn(self) -> Any:
+        """The fitted forest as a scikit-learn ``RandomForestRegressor`` / ``Classifier``.
+
+        Its ``estimators_`` are scikit-learn decision trees with a ``tree_`` built from
+        fedforest's trees (see :mod:`fedforest.tree.sklearn`): they predict as fedforest
+        does (thresholds rounded down to float32, as scikit-learn compares). Forests with
+        set splits (categorical features, the client index) raise ``ValueError``.
+        """
+        check_is_fitted(self, "trees_")
+        params = {
+            "max_depth": self.max_depth,
+            "min_samples_split": self.min_samples_split,
+            "min_samples_leaf": self.min_samples_leaf,
+            "min_impurity_decrease": self.min_impurity_decrease,
+            "max_features": self.max_features,
+            "bootstrap": self.bootstrap,
+        }
+        classes = getattr(self, "classes_", None)
+        return to_sklearn_forest(self.trees_, self.n_features_in_, classes, params)
+
+    @property
+    def estimators_(self) -> list[Any]:
+        """The trees as fitted scikit-learn ``DecisionTree*`` objects (numeric splits only)."""
+        cached = self.__dict__.get("_sklearn_trees")
+        if cached is None or cached[0] is not self.trees_:
+            cached = (self.trees_, self.to_sklearn().estimators_)
+            self.__dict__["_sklearn_trees"] = cached
+        return list(cached[1])
+
+    def __len__(self) -> int:
+        """Number of trees (scikit-learn's ensembles' ``len``)."""
+        check_is_fitted(self, "trees_")
+        return len(self.trees_)
+
+    def __bool__(self) -> bool:
+        """An estimator is always true (``len`` would raise before fit)."""
+        return True
+
+    def __getitem__(self, index: int) -> Any:
+        """The ``index``-th tree as a scikit-learn decision tree."""
+        return self.estimators_[index]
+
+    def __iter__(self) -> Any:
+        """The trees as scikit-learn decision trees."""
+        return iter(self.estimators_)
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the fitted model to ``path`` in fedforest's safe format (no pickle)."""
         save_model(self, path)
@@ -531,6 +592,10 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
     Attributes
     ----------
     trees_ : list of Tree
+    estimators_ : list of DecisionTreeRegressor
+        The trees as fitted scikit-learn objects (numeric splits only; see
+        :meth:`to_sklearn`). ``len(model)``, ``model[i]`` and ``iter(model)`` use them, as
+        for scikit-learn's forests.
     communication_ : CommunicationLedger
     feature_importances_ : ndarray of shape (n_features,)
     oob_score_, oob_prediction_ : float, ndarray (when ``oob_score=True``;
@@ -577,7 +642,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
     _task = "classification"
     _parameter_constraints = {
         **_BaseFedForest._parameter_constraints,
-        "criterion": [StrOptions({"gini", "entropy"})],
+        "criterion": [StrOptions({"gini", "entropy", "log_loss"})],
     }
 
     def __init__(
@@ -663,6 +728,13 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         ``client_ids``: as in :meth:`FedForestRegressor.predict` (marginal rule).
         """
         return self._mean_value(X, client_ids)
+
+    def predict_log_proba(
+        self, X: ArrayLike, *, client_ids: ArrayLike | None = None
+    ) -> NDArray[np.float64]:
+        """Log of :meth:`predict_proba` (-inf where a class has probability 0), as scikit-learn."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X, client_ids=client_ids))
 
     def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[Any]:
         """Most probable class, shape (n_samples,)."""

@@ -1,0 +1,122 @@
+"""Fitted trees as scikit-learn objects: ``DecisionTree*`` with a ``tree_``, and forests.
+
+scikit-learn's ``Tree`` is rebuilt from its documented state (``nodes``, ``values``) through
+its own ``__setstate__``: the object then predicts, applies and reports exactly as one that
+scikit-learn grew. Two differences of kind are refused or stated:
+
+- set splits (categorical features, the client index H) have no scikit-learn equivalent:
+  converting a tree that has one is a ``ValueError``;
+- scikit-learn casts X to float32 before comparing it with a threshold. Each threshold ``t``
+  becomes the largest float32 at or below ``t``, so that for every float32 value ``x``,
+  ``x <= t`` decides the same way in both; rows whose float64 values are not float32 values
+  can still fall on the other side of a threshold within float32 rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+from sklearn.tree._tree import Tree as SkTree
+
+from .._common import TREE_LEAF
+from .arrays import Tree
+
+__all__ = ["to_sklearn_forest", "to_sklearn_tree"]
+
+#: scikit-learn's node record (read from its own Tree, so it follows the installed version).
+_NODE_DTYPE = SkTree(1, np.array([1], dtype=np.intp), 1).__getstate__()["nodes"].dtype
+
+
+def _float32_floor(threshold: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The largest float32 value at or below each threshold (as float64)."""
+    t32 = threshold.astype(np.float32)
+    above = t32.astype(np.float64) > threshold
+    t32[above] = np.nextafter(t32[above], np.float32(-np.inf))
+    return t32.astype(np.float64)
+
+
+def to_sklearn_tree(
+    tree: Tree, n_features: int, classes: NDArray[Any] | None, index: int = 0
+) -> DecisionTreeRegressor | DecisionTreeClassifier:
+    """One fedforest tree as a fitted scikit-learn decision tree.
+
+    Parameters
+    ----------
+    tree : Tree
+    n_features : int
+        Columns of X (a split on the client index H cannot be converted).
+    classes : ndarray or None
+        Class labels (classification), None for regression.
+    index : int
+        The tree's position, named in the error.
+
+    Raises
+    ------
+    ValueError
+        If the tree has a set split (categorical feature or client index).
+    """
+    if np.any(tree.set_size > 0) or np.any(tree.feature >= n_features):
+        raise ValueError(
+            f"Tree {index} splits on a category set or on the client index H, which "
+            "scikit-learn's trees cannot express; only forests with numeric splits convert "
+            "(fit without categorical_features and split_on_client)."
+        )
+    n = tree.node_count
+    leaf = tree.children_left == TREE_LEAF
+    nodes = np.zeros(
+        n, dtype=SkTree(1, np.array([1], dtype=np.intp), 1).__getstate__()["nodes"].dtype
+    )
+    nodes["left_child"] = np.where(leaf, TREE_LEAF, tree.children_left)
+    nodes["right_child"] = np.where(leaf, TREE_LEAF, tree.children_right)
+    nodes["feature"] = np.where(leaf, -2, tree.feature)
+    nodes["threshold"] = np.where(leaf, -2.0, _float32_floor(tree.threshold))
+    nodes["impurity"] = tree.impurity
+    nodes["n_node_samples"] = tree.n_node_samples
+    nodes["weighted_n_node_samples"] = tree.weighted_n_node_samples
+    nodes["missing_go_to_left"] = 0
+    n_classes = np.array([1 if classes is None else len(classes)], dtype=np.intp)
+    sk = SkTree(n_features, n_classes, 1)
+    values = np.ascontiguousarray(tree.value.reshape(n, 1, -1), dtype=np.float64)
+    sk.__setstate__(
+        {"max_depth": tree.max_depth, "node_count": n, "nodes": nodes, "values": values}
+    )
+    est: DecisionTreeRegressor | DecisionTreeClassifier
+    if classes is None:
+        est = DecisionTreeRegressor()
+    else:
+        est = DecisionTreeClassifier()
+        est.classes_ = np.asarray(classes)
+        est.n_classes_ = len(classes)
+    est.tree_ = sk
+    est.n_features_in_ = n_features
+    est.n_outputs_ = 1
+    est.max_features_ = n_features
+    return est
+
+
+def to_sklearn_forest(
+    trees: list[Tree], n_features: int, classes: NDArray[Any] | None, params: dict[str, Any]
+) -> RandomForestRegressor | RandomForestClassifier:
+    """A fitted scikit-learn random forest holding the converted trees.
+
+    ``params`` are the constructor arguments scikit-learn shares with fedforest (for
+    ``get_params`` and refitting); prediction uses only the trees.
+    """
+    estimators = [to_sklearn_tree(t, n_features, classes, i) for i, t in enumerate(trees)]
+    forest: RandomForestRegressor | RandomForestClassifier
+    if classes is None:
+        forest = RandomForestRegressor(n_estimators=len(trees), **params)
+        forest.estimator_ = DecisionTreeRegressor()
+    else:
+        forest = RandomForestClassifier(n_estimators=len(trees), **params)
+        forest.estimator_ = DecisionTreeClassifier()
+        forest.classes_ = np.asarray(classes)
+        forest.n_classes_ = len(classes)
+    forest.estimators_ = estimators
+    forest.n_features_in_ = n_features
+    forest.n_outputs_ = 1
+    return forest

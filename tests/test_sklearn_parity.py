@@ -1,0 +1,85 @@
+"""scikit-learn parity: the ensemble protocol, scikit-learn tree objects, criteria names."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+import fedforest as ff
+
+pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+
+
+def _data(n: int, seed: int, float32: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    if float32:
+        X = X.astype(np.float32).astype(np.float64)
+    return X, X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.1 * rng.normal(size=n)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_to_sklearn_predicts_and_applies_as_fedforest(task: str) -> None:
+    X, y = _data(900, 0)
+    Xt, _ = _data(3000, 1)
+    if task == "classification":
+        y = np.digitize(y, [-0.5, 0.5, 1.5])  # four classes
+        model = ff.FedForestClassifier(n_estimators=6, privacy="none", random_state=0)
+    else:
+        model = ff.FedForestRegressor(n_estimators=6, privacy="none", random_state=0)
+    model.fit(X, y, client_ids=np.arange(900) % 3)
+    sk = model.to_sklearn()
+    np.testing.assert_array_equal(sk.apply(Xt), model.apply(Xt))
+    if task == "classification":
+        np.testing.assert_allclose(sk.predict_proba(Xt), model.predict_proba(Xt), rtol=1e-12)
+        np.testing.assert_array_equal(sk.predict(Xt), model.predict(Xt))
+        assert list(sk.classes_) == list(model.classes_)
+    else:
+        np.testing.assert_allclose(sk.predict(Xt), model.predict(Xt), rtol=1e-12)
+    tree = model[0]
+    assert isinstance(
+        tree, DecisionTreeClassifier if task == "classification" else DecisionTreeRegressor
+    )
+    assert tree.tree_.node_count == model.trees_[0].node_count
+    assert tree.get_depth() == model.trees_[0].max_depth
+    np.testing.assert_array_equal(tree.tree_.children_left, model.trees_[0].children_left)
+
+
+def test_ensemble_protocol() -> None:
+    X, y = _data(400, 2)
+    model = ff.FedForestRegressor(n_estimators=4, privacy="none", random_state=0)
+    assert model  # truthy before fit (len would raise)
+    with pytest.raises(NotFittedError):
+        model.feature_importances_  # noqa: B018
+    with pytest.raises(NotFittedError):
+        len(model)
+    model.fit(X, y)
+    assert len(model) == 4 and len(list(model)) == 4 and len(model.estimators_) == 4
+    assert model.feature_importances_.shape == (4,)
+    assert clone(model).get_params() == model.get_params()
+
+
+def test_set_splits_cannot_convert() -> None:
+    X, y = _data(600, 3)
+    h = np.arange(600) % 3
+    y = y + 2.0 * h  # outcome shift: the forest splits on H
+    model = ff.FedForestRegressor(
+        n_estimators=3, privacy="none", split_on_client=True, random_state=0
+    ).fit(X, y, client_ids=h)
+    assert any((t.feature == X.shape[1]).any() for t in model.trees_)
+    with pytest.raises(ValueError, match="client index H"):
+        model.to_sklearn()
+
+
+def test_log_loss_is_entropy_and_log_proba_is_the_log() -> None:
+    X, y = _data(500, 4)
+    labels = (y > np.median(y)).astype(int)
+    kw = dict(n_estimators=4, privacy="none", random_state=0)
+    a = ff.FedForestClassifier(criterion="log_loss", **kw).fit(X, labels)
+    b = ff.FedForestClassifier(criterion="entropy", **kw).fit(X, labels)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(a.predict_log_proba(X), np.log(a.predict_proba(X)))
