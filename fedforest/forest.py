@@ -13,7 +13,7 @@ from joblib import effective_n_jobs
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
@@ -51,8 +51,14 @@ class _BaseFedForest(BaseEstimator):
     _parameter_constraints: dict[str, list[Any]] = {
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],
-        "min_samples_split": [Interval(Integral, 2, None, closed="left")],
-        "min_samples_leaf": [Interval(Integral, 1, None, closed="left")],
+        "min_samples_split": [
+            Interval(Integral, 2, None, closed="left"),
+            Interval(RealNotInt, 0.0, 1.0, closed="right"),
+        ],
+        "min_samples_leaf": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(RealNotInt, 0.0, 1.0, closed="neither"),
+        ],
         "min_impurity_decrease": [Interval(Real, 0.0, None, closed="left")],
         "max_features": [
             Interval(Integral, 1, None, closed="left"),
@@ -501,7 +507,9 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
     criterion : {"squared_error"}, default="squared_error"
     max_depth : int or None, default=8
         Each level costs two rounds; None grows until the leaves are pure or too small.
-    min_samples_split, min_samples_leaf : int, default=2, 5
+    min_samples_split, min_samples_leaf : int or float, default=2, 5
+        A float is a fraction of the pooled training rows, as in scikit-learn:
+        ``ceil(f * n)`` (at least 2 for ``min_samples_split``).
         Counted in distinct in-bag rows, as in scikit-learn.
     min_impurity_decrease : float, default=0.0
     max_features : int, float, {"sqrt", "log2"} or None, default=1/3

@@ -83,3 +83,20 @@ def test_log_loss_is_entropy_and_log_proba_is_the_log() -> None:
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
     with np.errstate(divide="ignore"):
         np.testing.assert_array_equal(a.predict_log_proba(X), np.log(a.predict_proba(X)))
+
+
+def test_fractional_min_samples_are_fractions_of_the_pooled_rows() -> None:
+    """Verification mode (exact candidates, no bootstrap, every feature) equals
+    scikit-learn's tree with the same fractions, over three clients."""
+    X, y = _data(600, 5, float32=False)
+    kw = dict(min_samples_leaf=0.02, min_samples_split=0.1)
+    ours = ff.FedForestRegressor(
+        n_estimators=1, n_bins=None, bootstrap=False, max_features=None, max_depth=None,
+        privacy="none", random_state=0, **kw,
+    ).fit(X, y, client_ids=np.arange(600) % 3)  # fmt: skip
+    ref = DecisionTreeRegressor(random_state=0, **kw).fit(X, y)
+    assert ours.trees_[0].node_count == ref.tree_.node_count
+    assert ours.trees_[0].n_node_samples.min() >= 12  # ceil(0.02 * 600)
+    np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=1e-12)
+    with pytest.raises(ValueError, match="min_samples_leaf"):
+        ff.FedForestRegressor(min_samples_leaf=1.5).fit(X, y)

@@ -26,6 +26,8 @@ class GrowerConfig:
     criterion: str
     n_estimators: int
     max_depth: int | None
+    #: Rows, or (a float) a fraction of the pooled rows: the grower resolves it after the
+    #: handshake (``_resolve_sizes``); every other reader sees an int.
     min_samples_split: int
     min_samples_leaf: int
     min_impurity_decrease: float

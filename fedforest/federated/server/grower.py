@@ -559,17 +559,34 @@ def _grow_batch(
         bar.update(1)
 
 
+def _resolve_sizes(cfg: GrowerConfig, n_rows: int) -> GrowerConfig:
+    """Fractional ``min_samples_leaf`` / ``min_samples_split`` as scikit-learn reads them.
+
+    A float is a fraction of the pooled rows (the handshake's counts, a sum):
+    ``ceil(f * n)`` rows per leaf, ``max(2, ceil(f * n))`` to split.
+    """
+    leaf: float = cfg.min_samples_leaf
+    split: float = cfg.min_samples_split
+    if isinstance(leaf, float):
+        leaf = max(1, int(np.ceil(leaf * n_rows)))
+    if isinstance(split, float):
+        split = max(2, int(np.ceil(split * n_rows)))
+    return replace(cfg, min_samples_leaf=int(leaf), min_samples_split=int(split))
+
+
 def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
     """Train a federated forest through ``fed`` and return its trees and ledger."""
     if cfg.privacy != "none":
         secure.check_config(cfg)
-        m = cfg.min_aggregate_rows or default_min_rows(cfg.min_samples_leaf)
-        # Every released sum covers at least m rows: so does every leaf.
-        cfg = replace(cfg, min_aggregate_rows=m, min_samples_leaf=max(cfg.min_samples_leaf, m))
     if cfg.on_client_failure == "drop":
         fed = DropFailedClients(fed)
     ledger = CommunicationLedger()
     schema = handshake(fed, cfg, ledger)
+    cfg = _resolve_sizes(cfg, sum(schema["n_samples"].values()))
+    if cfg.privacy != "none":
+        m = cfg.min_aggregate_rows or default_min_rows(cfg.min_samples_leaf)
+        # Every released sum covers at least m rows: so does every leaf.
+        cfg = replace(cfg, min_aggregate_rows=m, min_samples_leaf=max(cfg.min_samples_leaf, m))
     d = schema["n_features"]
     n_classes = 0 if schema["classes"] is None else len(schema["classes"])
     ctx: dict[str, Any] = {
