@@ -83,6 +83,11 @@ class _BaseFedForest(BaseEstimator):
         "split_rule": [StrOptions({"exact", "avgimp", "auto"})],
         "top_l": [Interval(Integral, 1, None, closed="left"), None],
         "client_fraction": [Interval(Real, 0.0, 1.0, closed="right")],
+        "max_samples": [
+            None,
+            Interval(RealNotInt, 0.0, 1.0, closed="right"),
+            Interval(Integral, 1, None, closed="left"),
+        ],
         "on_client_failure": [StrOptions({"raise", "drop"})],
         "privacy": [StrOptions({"secure", "dp", "none"})],
         "min_aggregate_rows": [Interval(Integral, 1, None, closed="left"), None],
@@ -113,6 +118,7 @@ class _BaseFedForest(BaseEstimator):
         split_rule: str = "exact",
         top_l: int | None = None,
         client_fraction: float = 1.0,
+        max_samples: float | None = None,
         on_client_failure: str = "raise",
         privacy: str = "secure",
         min_aggregate_rows: int | None = None,
@@ -139,6 +145,7 @@ class _BaseFedForest(BaseEstimator):
         self.split_rule = split_rule
         self.top_l = top_l
         self.client_fraction = client_fraction
+        self.max_samples = max_samples
         self.on_client_failure = on_client_failure
         self.privacy = privacy
         self.min_aggregate_rows = min_aggregate_rows
@@ -271,6 +278,11 @@ class _BaseFedForest(BaseEstimator):
         return grow_forest(fed, cfg)
 
     def _check_oob_bootstrap(self) -> None:
+        if self.max_samples is not None and not self.bootstrap:
+            raise ValueError(
+                "max_samples cannot be set if bootstrap=False. Either switch to "
+                "bootstrap=True or set max_samples=None."
+            )
         if self.oob_score and not self.bootstrap:
             raise ValueError(
                 "Out of bag estimation only available if bootstrap=True; got oob_score=True "
@@ -316,6 +328,7 @@ class _BaseFedForest(BaseEstimator):
             split_rule=self.split_rule,
             top_l=self.top_l,
             client_fraction=self.client_fraction,
+            max_samples=self.max_samples,
             on_client_failure=self.on_client_failure,
             privacy=self.privacy,
             min_aggregate_rows=self.min_aggregate_rows,
@@ -563,6 +576,11 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
     client_fraction : float in (0, 1], default=1.0
         Fraction of clients sampled per tree on the server (seeded); the others give that
         tree zero weight.
+    max_samples : int, float or None, default=None
+        Size of each tree's bootstrap sample, as in scikit-learn: None draws as many rows as
+        there are, a float in (0, 1] that fraction of them, an int that many in all. The
+        bootstrap is stratified by client: client k draws ``round(f * n_k)`` of its rows
+        (``f = max_samples / n`` for an int), at least one.
     tree_batch_size : int or None, default=None
         Grow the trees in batches of this many, one batch after another: each client then
         holds per-row state for one batch only (16 bytes per in-bag row and tree, about
@@ -676,6 +694,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         split_rule: str = "exact",
         top_l: int | None = None,
         client_fraction: float = 1.0,
+        max_samples: float | None = None,
         on_client_failure: str = "raise",
         privacy: str = "secure",
         min_aggregate_rows: int | None = None,
@@ -703,6 +722,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             split_rule=split_rule,
             top_l=top_l,
             client_fraction=client_fraction,
+            max_samples=max_samples,
             on_client_failure=on_client_failure,
             privacy=privacy,
             min_aggregate_rows=min_aggregate_rows,

@@ -100,3 +100,31 @@ def test_fractional_min_samples_are_fractions_of_the_pooled_rows() -> None:
     np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=1e-12)
     with pytest.raises(ValueError, match="min_samples_leaf"):
         ff.FedForestRegressor(min_samples_leaf=1.5).fit(X, y)
+
+
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+def test_max_samples_sizes_each_trees_bootstrap(privacy: str) -> None:
+    X, y = _data(1200, 6)
+    h = np.arange(1200) % 4
+    kw = dict(n_estimators=10, random_state=0, privacy=privacy)
+    half = ff.FedForestRegressor(max_samples=0.5, **kw).fit(X, y, client_ids=h)
+    # The root's bootstrap weight is the draws: round(0.5 * 300) per client.
+    assert all(t.weighted_n_node_samples[0] == 600 for t in half.trees_)
+    n300 = ff.FedForestRegressor(max_samples=600, **kw).fit(X, y, client_ids=h)
+    np.testing.assert_array_equal(n300.predict(X), half.predict(X))  # the same draws
+    full = ff.FedForestRegressor(**kw).fit(X, y, client_ids=h)
+    assert all(t.weighted_n_node_samples[0] == 1200 for t in full.trees_)
+    Xt, yt = _data(3000, 7)
+    mse_half = np.mean((half.predict(Xt) - yt) ** 2)
+    mse_full = np.mean((full.predict(Xt) - yt) ** 2)
+    assert mse_half < 1.25 * mse_full  # smaller bags, a slightly weaker forest
+
+
+def test_max_samples_is_validated() -> None:
+    X, y = _data(200, 8)
+    with pytest.raises(ValueError, match="max_samples cannot be set if bootstrap=False"):
+        ff.FedForestRegressor(max_samples=0.5, bootstrap=False, privacy="none").fit(X, y)
+    with pytest.raises(ValueError, match="max_samples must be <= n_samples=200"):
+        ff.FedForestRegressor(max_samples=500, privacy="none").fit(X, y)
+    with pytest.raises(ValueError, match="max_samples"):
+        ff.FedForestRegressor(max_samples=1.5, privacy="none").fit(X, y)

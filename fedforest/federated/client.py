@@ -50,20 +50,22 @@ __all__ = ["Client", "bootstrap_counts"]
 
 
 def bootstrap_counts(
-    seed: int, tree: int, name: str, n: int, secret: int | None = None
+    seed: int, tree: int, name: str, n: int, secret: int | None = None, draws: int | None = None
 ) -> NDArray[np.int64]:
     """Client-stratified bootstrap: how often each of the client's rows is drawn.
 
     Seeded from (random_state, tree index, client name) so that the same forest comes out
     whatever the transport or client order. Row ``i`` is drawn ``counts[i]`` times. Under
     ``privacy="secure"`` the client adds a ``secret`` of its own (derived from its data), so
-    that the server, which knows the seed, cannot recompute the draws.
+    that the server, which knows the seed, cannot recompute the draws. ``draws`` (default
+    ``n``) is the bootstrap's size (``max_samples``).
     """
     words = [seed, tree, zlib.crc32(name.encode("utf-8"))]
     if secret is not None:
         words += [secret & 0xFFFFFFFFFFFFFFFF, secret >> 64]
     rng = np.random.default_rng(words)
-    return np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.int64)
+    size = n if draws is None else draws
+    return np.bincount(rng.integers(0, n, size=size), minlength=n).astype(np.int64)
 
 
 @dataclass
@@ -135,7 +137,8 @@ class Client:
             None
         )
         self._fit: _Fit | None = None
-        self._oob_setup: tuple[int, bool, int, NDArray[np.float64]] | None = None
+        # (seed, bootstrap, n_classes, y, bootstrap draws per tree)
+        self._oob_setup: tuple[int, bool, int, NDArray[np.float64], int] | None = None
         self._excluded: set[int] = set()
         #: Threads for this client's kernels (set by LocalFederation from its ``n_jobs``).
         self.n_threads = 1
@@ -241,7 +244,8 @@ class Client:
             }
         self.Xt[-1] = clients.index(self.name) if self.name in clients else -1.0
         n_trees, first = int(setup["n_trees"]), int(setup.get("first_tree", 0))
-        self._oob_setup = (int(setup["seed"]), bool(setup["bootstrap"]), n_classes, y)
+        draws = int(setup.get("draws", {}).get(self.name, self.n_samples))
+        self._oob_setup = (int(setup["seed"]), bool(setup["bootstrap"]), n_classes, y, draws)
         rows, w, tree_rows = [], [], np.zeros(n_trees + 1, dtype=np.int64)
         for t in range(n_trees):
             counts = self._counts(first + t)
@@ -281,13 +285,13 @@ class Client:
         All zero for a tree whose client sample (``client_fraction``) left this client out.
         """
         assert self._oob_setup is not None
-        seed, bootstrap, _, _ = self._oob_setup
+        seed, bootstrap, _, _, draws = self._oob_setup
         if tree in self._excluded:
             return np.zeros(self.n_samples, dtype=np.int64)
         if not bootstrap:
             return np.ones(self.n_samples, dtype=np.int64)
         secret = self._secure.secret if self._secure is not None else None
-        counts = bootstrap_counts(seed, tree, self.name, self.n_samples, secret)
+        counts = bootstrap_counts(seed, tree, self.name, self.n_samples, secret, draws)
         if self._secure is not None and self._secure.dp is not None:
             # Under "dp" a row weighs at most max_weight in any sum (its sensitivity).
             counts = np.minimum(counts, int(self._secure.dp["max_weight"]))
@@ -545,7 +549,7 @@ class Client:
     def _oob(self, msg: Message) -> Message:
         if self._oob_setup is None:
             raise ValueError(f"Client {self.name!r}: out-of-bag round before the set-up.")
-        _, _, n_classes, y_all = self._oob_setup
+        _, _, n_classes, y_all, _ = self._oob_setup
         n_trees = int(msg.header["n_trees"])
         tree_off = expect_array(msg, "tree_off", "i", (n_trees + 1,), "server").astype(np.int64)
         n_nodes = int(tree_off[-1])

@@ -204,6 +204,7 @@ def check_summaries(
     n_count: int,
     task: str,
     root: NDArray[np.bool_],
+    draws: int | None = None,
     bootstrap: bool,
     parent: NDArray[np.float64] | None,
     siblings: NDArray[np.int64] | None = None,
@@ -221,13 +222,13 @@ def check_summaries(
     if np.any(rows > n_samples):
         raise InvalidReply(name, kind, field, f"counts more rows than the client's {n_samples}")
     at_root = weight[root]
-    draws = float(n_samples)
-    ok = (at_root == 0) | (at_root == draws if bootstrap else at_root == rows[root])
+    n_draws = float(n_samples if draws is None else draws)
+    ok = (at_root == 0) | (at_root == n_draws if bootstrap else at_root == rows[root])
     if not bootstrap:
-        ok &= (rows[root] == 0) | (rows[root] == draws)
+        ok &= (rows[root] == 0) | (rows[root] == n_draws)
     if not np.all(ok):
         raise InvalidReply(
-            name, kind, field, f"has a root weight other than 0 or the client's {n_samples} draws"
+            name, kind, field, f"has a root weight other than 0 or the client's {n_draws:g} draws"
         )
     if parent is None:
         return
@@ -357,13 +358,22 @@ class ClientRecords:
     bootstrap : bool
     """
 
-    def __init__(self, n_samples: dict[str, int], task: str, n_count: int, bootstrap: bool):
+    def __init__(
+        self,
+        n_samples: dict[str, int],
+        task: str,
+        n_count: int,
+        bootstrap: bool,
+        draws: dict[str, int] | None = None,
+    ):
         self.n_samples, self.task, self.n_count, self.bootstrap = (
             n_samples,
             task,
             n_count,
             bootstrap,
         )
+        #: Each client's bootstrap draws per tree (``max_samples``; default its rows).
+        self.draws = dict(draws or {})
         #: Each client's node summaries at the previous level and at this one.
         self.previous: dict[str, NDArray[np.float64]] = {}
         self.current: dict[str, NDArray[np.float64]] = {}
@@ -411,6 +421,7 @@ class ClientRecords:
                 reply.kind,
                 summary,
                 n_samples=self.n_samples[name],
+                draws=self.draws.get(name, self.n_samples[name]),
                 n_count=self.n_count,
                 task=self.task,
                 root=root,

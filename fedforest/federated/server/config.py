@@ -27,7 +27,7 @@ class GrowerConfig:
     n_estimators: int
     max_depth: int | None
     #: Rows, or (a float) a fraction of the pooled rows: the grower resolves it after the
-    #: handshake (``_resolve_sizes``); every other reader sees an int.
+    #: handshake (``resolve.resolve_sizes``); every other reader sees an int.
     min_samples_split: int
     min_samples_leaf: int
     min_impurity_decrease: float
@@ -49,6 +49,8 @@ class GrowerConfig:
     split_rule: str = "exact"
     top_l: int | None = None
     client_fraction: float = 1.0
+    #: Bootstrap size per tree (scikit-learn's max_samples; None: every client's n_k).
+    max_samples: float | None = None
     #: Diagnostics only: the out-of-bag round also returns per-leaf sums of the first tree.
     oob_leaf_sums: bool = False
     #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.

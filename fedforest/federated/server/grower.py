@@ -29,6 +29,7 @@ from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
 from .handshake import handshake
 from .level import candidates, category_counts, round_b_splits, shortlist
+from .resolve import bootstrap_draws, resolve_max_features, resolve_sizes, root_constant
 from .rounds import exchange as _exchange
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
 
@@ -84,19 +85,6 @@ class _TreeBuilder:
             "set_code": np.concatenate(codes),
             "set_side": np.concatenate(sides),
         }
-
-
-def resolve_max_features(max_features: Any, n_features: int) -> int:
-    """Number of features sampled per node, with scikit-learn's rules."""
-    if max_features is None:
-        return n_features
-    if max_features == "sqrt":
-        return max(1, int(np.sqrt(n_features)))
-    if max_features == "log2":
-        return max(1, int(np.log2(n_features)))
-    if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool):
-        return int(min(max_features, n_features))
-    return max(1, int(float(max_features) * n_features))
 
 
 def _is_leaf_by_rule(
@@ -189,6 +177,7 @@ def _setup_header(
         "n_trees": n_trees,
         "seed": cfg.seed,
         "bootstrap": cfg.bootstrap,
+        "draws": schema["draws"],
         "n_bins": cfg.n_bins,
         "binning": cfg.binning,
         "local_candidates": cfg.uses_local_candidates,
@@ -559,21 +548,6 @@ def _grow_batch(
         bar.update(1)
 
 
-def _resolve_sizes(cfg: GrowerConfig, n_rows: int) -> GrowerConfig:
-    """Fractional ``min_samples_leaf`` / ``min_samples_split`` as scikit-learn reads them.
-
-    A float is a fraction of the pooled rows (the handshake's counts, a sum):
-    ``ceil(f * n)`` rows per leaf, ``max(2, ceil(f * n))`` to split.
-    """
-    leaf: float = cfg.min_samples_leaf
-    split: float = cfg.min_samples_split
-    if isinstance(leaf, float):
-        leaf = max(1, int(np.ceil(leaf * n_rows)))
-    if isinstance(split, float):
-        split = max(2, int(np.ceil(split * n_rows)))
-    return replace(cfg, min_samples_leaf=int(leaf), min_samples_split=int(split))
-
-
 def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
     """Train a federated forest through ``fed`` and return its trees and ledger."""
     if cfg.privacy != "none":
@@ -582,7 +556,8 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         fed = DropFailedClients(fed)
     ledger = CommunicationLedger()
     schema = handshake(fed, cfg, ledger)
-    cfg = _resolve_sizes(cfg, sum(schema["n_samples"].values()))
+    cfg = resolve_sizes(cfg, sum(schema["n_samples"].values()))
+    schema["draws"] = bootstrap_draws(cfg, schema["n_samples"])
     if cfg.privacy != "none":
         m = cfg.min_aggregate_rows or default_min_rows(cfg.min_samples_leaf)
         # Every released sum covers at least m rows: so does every leaf.
@@ -600,7 +575,11 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         "edges": schema["edges"],
         "clients": schema["clients"],
         "records": ClientRecords(
-            schema["n_samples"], cfg.task, count_columns(n_classes), cfg.bootstrap
+            schema["n_samples"],
+            cfg.task,
+            count_columns(n_classes),
+            cfg.bootstrap,
+            schema["draws"],
         ),
     }
     if cfg.privacy == "dp":
@@ -612,7 +591,7 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         ctx["secure"] = schema["secure"] = secure.setup_grids(
             fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
         )
-    ctx["root_constant"] = _root_constant(schema, ctx)
+    ctx["root_constant"] = root_constant(schema, ctx)
     builders = [_TreeBuilder() for _ in range(cfg.n_estimators)]
     batch = cfg.tree_batch_size or cfg.n_estimators
     n_levels = (cfg.max_depth or 0) * -(-cfg.n_estimators // batch)
@@ -662,25 +641,6 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         spent = dp.spent_epsilon(plan, ctx["dp_released"][0], grid, dp.target_entries(cls))
         result.privacy_report = plan.report(spent)
     return result
-
-
-def _root_constant(schema: dict[str, Any], ctx: dict[str, Any]) -> NDArray[np.bool_]:
-    """Numeric features constant over the pooled rows, from what the server already has.
-
-    Under "none" the clients' ranges (handshake); under "secure" the pooled coarse
-    histogram (all rows in one bin: its edges come from the feature's moments, whose
-    variance is 0); under "dp" (noisy counts) none are known.
-    """
-    d = ctx["d"]
-    numeric = ctx["n_categories"] == 0
-    if schema.get("ranges") is not None:
-        lo, hi = schema["ranges"]
-        return np.asarray(numeric & (lo == hi))
-    state = ctx.get("secure")
-    if state is None or "dp" in ctx:
-        return np.zeros(d, dtype=bool)
-    one_bin = np.array([m.size > 0 and int((m > 0).sum()) == 1 for m in state.root_mass])
-    return np.asarray(numeric & one_bin)
 
 
 def _dp_plan(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> dp.DpPlan:

@@ -1,0 +1,85 @@
+"""What a configuration means for a given federation, once the handshake has counted it.
+
+Features per node (``max_features``), fractional sizes in rows, each client's bootstrap
+draws (``max_samples``) and the features constant over the pooled rows: small pure
+functions of the configuration and of what the server learnt at the handshake.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .config import GrowerConfig
+
+__all__ = ["bootstrap_draws", "resolve_max_features", "resolve_sizes", "root_constant"]
+
+
+def resolve_max_features(max_features: Any, n_features: int) -> int:
+    """Number of features sampled per node, with scikit-learn's rules."""
+    if max_features is None:
+        return n_features
+    if max_features == "sqrt":
+        return max(1, int(np.sqrt(n_features)))
+    if max_features == "log2":
+        return max(1, int(np.log2(n_features)))
+    if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool):
+        return int(min(max_features, n_features))
+    return max(1, int(float(max_features) * n_features))
+
+
+def resolve_sizes(cfg: GrowerConfig, n_rows: int) -> GrowerConfig:
+    """Fractional ``min_samples_leaf`` / ``min_samples_split`` as scikit-learn reads them.
+
+    A float is a fraction of the pooled rows (the handshake's counts, a sum):
+    ``ceil(f * n)`` rows per leaf, ``max(2, ceil(f * n))`` to split.
+    """
+    leaf: float = cfg.min_samples_leaf
+    split: float = cfg.min_samples_split
+    if isinstance(leaf, float):
+        leaf = max(1, int(np.ceil(leaf * n_rows)))
+    if isinstance(split, float):
+        split = max(2, int(np.ceil(split * n_rows)))
+    return replace(cfg, min_samples_leaf=int(leaf), min_samples_split=int(split))
+
+
+def bootstrap_draws(cfg: GrowerConfig, n_samples: dict[str, int]) -> dict[str, int]:
+    """Each client's bootstrap size under ``max_samples`` (empty: n_k, the default).
+
+    Stratified by client like the bootstrap itself: ``round(f * n_k)``, at least 1, with
+    ``f`` the fraction (a float) or ``max_samples / n`` (an int, at most n).
+    """
+    if cfg.max_samples is None or not cfg.bootstrap:
+        return {}
+    n = sum(n_samples.values())
+    if isinstance(cfg.max_samples, float):
+        frac = cfg.max_samples
+    else:
+        if cfg.max_samples > n:
+            raise ValueError(
+                f"max_samples must be <= n_samples={n} (the pooled rows), got {cfg.max_samples}."
+            )
+        frac = cfg.max_samples / n
+    return {name: max(1, int(round(frac * n_k))) for name, n_k in n_samples.items()}
+
+
+def root_constant(schema: dict[str, Any], ctx: dict[str, Any]) -> NDArray[np.bool_]:
+    """Numeric features constant over the pooled rows, from what the server already has.
+
+    Under "none" the clients' ranges (handshake); under "secure" the pooled coarse
+    histogram (all rows in one bin: its edges come from the feature's moments, whose
+    variance is 0); under "dp" (noisy counts) none are known.
+    """
+    d = ctx["d"]
+    numeric = ctx["n_categories"] == 0
+    if schema.get("ranges") is not None:
+        lo, hi = schema["ranges"]
+        return np.asarray(numeric & (lo == hi))
+    state = ctx.get("secure")
+    if state is None or "dp" in ctx:
+        return np.zeros(d, dtype=bool)
+    one_bin = np.array([m.size > 0 and int((m > 0).sum()) == 1 for m in state.root_mass])
+    return np.asarray(numeric & one_bin)
