@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 from .federated.categorical import encode, sort_categories
 
 __all__ = [
+    "check_bootstrap",
     "check_numeric_columns",
     "check_same_length",
     "client_index",
@@ -116,3 +117,17 @@ def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]
     if len(set(names)) != len(names):
         raise ValueError(f"client_ids has distinct labels with the same name: {names}.")
     return inverse.astype(np.int64), names
+
+
+def check_bootstrap(bootstrap: bool, oob_score: bool, max_samples: Any) -> None:
+    """Options that need the bootstrap, refused without it (scikit-learn's messages)."""
+    if max_samples is not None and not bootstrap:
+        raise ValueError(
+            "max_samples cannot be set if bootstrap=False. Either switch to "
+            "bootstrap=True or set max_samples=None."
+        )
+    if oob_score and not bootstrap:
+        raise ValueError(
+            "Out of bag estimation only available if bootstrap=True; got oob_score=True "
+            "with bootstrap=False. Set bootstrap=True or oob_score=False."
+        )

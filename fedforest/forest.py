@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from numbers import Integral, Real
@@ -18,6 +19,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from ._inputs import (
+    check_bootstrap,
     check_numeric_columns,
     check_same_length,
     client_index,
@@ -32,19 +34,23 @@ from .federated.client import Client
 from .federated.federation import Federation
 from .federated.protocol import CommunicationLedger
 from .federated.server.config import ForestResult, GrowerConfig
-from .federated.server.grower import grow_forest
+from .federated.server.grower import forest_importances, grow_forest
 from .federated.server.secure import check_config
 from .transport.local import LocalFederation
 from .tree.apply import apply_forest_sets, predict_forest
 from .tree.arrays import Tree, pack_forest, pack_sets
-from .tree.sklearn import to_sklearn_forest
+from .tree.sklearn import EnsembleMixin
 
 __all__ = ["FedForestRegressor", "FedForestClassifier", "load"]
 
 _ROW_CHUNK = 65536
 
 
-class _BaseFedForest(BaseEstimator):
+#: ``_warm_prior`` under warm_start when n_estimators did not grow: nothing to fit.
+_NOTHING_TO_ADD: dict[str, Any] = {}
+
+
+class _BaseFedForest(EnsembleMixin, BaseEstimator):
     """Parameters and fitting shared by the regressor and the classifier."""
 
     _task = "regression"
@@ -83,6 +89,7 @@ class _BaseFedForest(BaseEstimator):
         "split_rule": [StrOptions({"exact", "avgimp", "auto"})],
         "top_l": [Interval(Integral, 1, None, closed="left"), None],
         "client_fraction": [Interval(Real, 0.0, 1.0, closed="right")],
+        "warm_start": ["boolean"],
         "max_samples": [
             None,
             Interval(RealNotInt, 0.0, 1.0, closed="right"),
@@ -119,6 +126,7 @@ class _BaseFedForest(BaseEstimator):
         top_l: int | None = None,
         client_fraction: float = 1.0,
         max_samples: float | None = None,
+        warm_start: bool = False,
         on_client_failure: str = "raise",
         privacy: str = "secure",
         min_aggregate_rows: int | None = None,
@@ -146,6 +154,7 @@ class _BaseFedForest(BaseEstimator):
         self.top_l = top_l
         self.client_fraction = client_fraction
         self.max_samples = max_samples
+        self.warm_start = warm_start
         self.on_client_failure = on_client_failure
         self.privacy = privacy
         self.min_aggregate_rows = min_aggregate_rows
@@ -176,10 +185,13 @@ class _BaseFedForest(BaseEstimator):
         self : object
             The fitted estimator.
         """
+        warm = self._warm_prior()
+        if warm is _NOTHING_TO_ADD:
+            return self
         self._clear_fitted()
         try:
             self._validate_params()
-            self._check_oob_bootstrap()
+            check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
             check_same_length(X, y, "y", "one target per row of X")
             cat_cols = categorical_columns(X, self.categorical_features, n_columns(X))
             X_check = with_codes(X, cat_cols, None)
@@ -206,11 +218,11 @@ class _BaseFedForest(BaseEstimator):
                 )
                 for k, label in enumerate(labels)
             ]
-            result = self._grow(LocalFederation(clients, n_jobs=self.n_jobs))
-            self._store(result, fit_classes)
+            result = self._grow(LocalFederation(clients, n_jobs=self.n_jobs), warm)
+            self._store(result, fit_classes, warm)
             self._oob_from_clients(clients, inverse, X_arr.shape[0])
         except BaseException:
-            self._clear_fitted()
+            self._restore(warm)
             raise
         return self
 
@@ -231,6 +243,9 @@ class _BaseFedForest(BaseEstimator):
         self : object
             The fitted estimator.
         """
+        warm = self._warm_prior()
+        if warm is _NOTHING_TO_ADD:
+            return self
         self._clear_fitted()
         try:
             self._validate_params()
@@ -239,9 +254,9 @@ class _BaseFedForest(BaseEstimator):
                     "federation must be a fedforest Federation (e.g. LocalFederation), got "
                     f"{type(federation).__name__}."
                 )
-            self._check_oob_bootstrap()
-            result = self._grow(federation)
-            self._store(result, None)
+            check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
+            result = self._grow(federation, warm)
+            self._store(result, None, warm)
             self.n_features_in_ = result.n_features
             if result.feature_names is not None:
                 self.feature_names_in_ = np.asarray(result.feature_names, dtype=object)
@@ -250,9 +265,41 @@ class _BaseFedForest(BaseEstimator):
             raise
         return self
 
-    def _grow(self, fed: Federation) -> ForestResult:
+    def _warm_prior(self) -> dict[str, Any] | None:
+        """Under ``warm_start``, the fitted forest new trees join (None: grow from scratch)."""
+        if not self.warm_start or "trees_" not in vars(self):
+            return None
+        n_old = len(self.trees_)
+        if self.n_estimators < n_old:
+            raise ValueError(
+                f"n_estimators={self.n_estimators} must be larger or equal to "
+                f"len(estimators_)={n_old} when warm_start==True"
+            )
+        if self.privacy == "dp":
+            raise ValueError(
+                'warm_start is not available under privacy="dp": each fit spends its own '
+                "budget; fit once with the final n_estimators."
+            )
+        if self.n_estimators == n_old:
+            msg = "Warm-start fitting without increasing n_estimators does not fit new trees."
+            warnings.warn(msg, UserWarning, stacklevel=3)
+            return _NOTHING_TO_ADD
+        return {"state": dict(self.__dict__), "trees": list(self.trees_)}
+
+    def _restore(self, warm: dict[str, Any] | None) -> None:
+        """After a failed fit: nothing half-trained; a warm start keeps the forest it had."""
+        self._clear_fitted()
+        if warm is not None:
+            self.__dict__.update(warm["state"])
+
+    def _grow(self, fed: Federation, warm: dict[str, Any] | None = None) -> ForestResult:
         """Grow the forest; with ``split_rule="auto"`` run the diagnostics first."""
         cfg = self._config()
+        if warm is not None:
+            # The new trees' seeds are those of one fit: the first fit's seed, their indices.
+            old = warm["state"]
+            cfg = replace(cfg, first_tree=len(warm["trees"]), seed=old["_seed"])
+        self._seed = cfg.seed
         if cfg.privacy != "none":
             check_config(cfg)  # before anything reaches the clients
         if self.split_rule == "auto":
@@ -275,19 +322,7 @@ class _BaseFedForest(BaseEstimator):
             )
             self.diagnostics_ = report
         self.split_rule_ = cfg.split_rule
-        return grow_forest(fed, cfg)
-
-    def _check_oob_bootstrap(self) -> None:
-        if self.max_samples is not None and not self.bootstrap:
-            raise ValueError(
-                "max_samples cannot be set if bootstrap=False. Either switch to "
-                "bootstrap=True or set max_samples=None."
-            )
-        if self.oob_score and not self.bootstrap:
-            raise ValueError(
-                "Out of bag estimation only available if bootstrap=True; got oob_score=True "
-                "with bootstrap=False. Set bootstrap=True or oob_score=False."
-            )
+        return grow_forest(fed, cfg, warm["trees"] if warm is not None else None)
 
     def _clear_fitted(self) -> None:
         """Drop every fitted attribute, so a failed fit leaves nothing half-trained."""
@@ -297,6 +332,8 @@ class _BaseFedForest(BaseEstimator):
         self.__dict__.pop("_routing", None)
         self.__dict__.pop("_sets", None)
         self.__dict__.pop("_feature_importances", None)
+        for name in ("_tree_importances", "_fit_class_list", "_seed"):
+            self.__dict__.pop(name, None)
         self.__dict__.pop("_sklearn_trees", None)
 
     def _config(self) -> GrowerConfig:
@@ -340,10 +377,29 @@ class _BaseFedForest(BaseEstimator):
         """Targets as the clients receive them, and the class labels they encode (or None)."""
         return column_or_1d(y, warn=True).astype(np.float64), None
 
-    def _store(self, result: ForestResult, fit_classes: NDArray[Any] | None) -> None:
-        self.trees_: list[Tree] = result.trees
+    def _store(
+        self,
+        result: ForestResult,
+        fit_classes: NDArray[Any] | None,
+        warm: dict[str, Any] | None = None,
+    ) -> None:
+        trees, per_tree = result.trees, result.tree_importances
+        if warm is not None:
+            old = warm["state"]
+            if result.classes != old.get("_fit_class_list") or result.n_features != old.get(
+                "n_features_in_", result.n_features
+            ):
+                raise ValueError(
+                    "warm_start needs the same clients' columns and classes as the first fit; "
+                    "set warm_start=False to fit a new forest."
+                )
+            trees = warm["trees"] + trees
+            per_tree = np.vstack([old["_tree_importances"], per_tree])
+        self.trees_: list[Tree] = trees
         self.communication_: CommunicationLedger = result.ledger
-        self._feature_importances = result.importances
+        self._tree_importances = per_tree
+        self._fit_class_list = result.classes
+        self._feature_importances = forest_importances(per_tree)
         self.n_clients_ = len(result.client_n_samples)
         self.clients_ = np.asarray(result.clients, dtype=object)
         self.categories_ = {int(j): list(v) for j, v in result.categories.items()}
@@ -440,63 +496,6 @@ class _BaseFedForest(BaseEstimator):
         return (out - offsets[:-1][None, :]).astype(np.int64)
 
     # ------------------------------------------------------------------ files
-    @property
-    def feature_importances_(self) -> NDArray[np.float64]:
-        """Impurity-based importances, shape (n_features,) (+1 with ``split_on_client``)."""
-        check_is_fitted(self, "trees_")
-        return self._feature_importances
-
-    @feature_importances_.setter
-    def feature_importances_(self, value: NDArray[np.float64]) -> None:
-        self._feature_importances = value
-
-    # ------------------------------------------------------------------ scikit-learn objects
-    def to_sklearn(self) -> Any:
-        """The fitted forest as a scikit-learn ``RandomForestRegressor`` / ``Classifier``.
-
-        Its ``estimators_`` are scikit-learn decision trees with a ``tree_`` built from
-        fedforest's trees (see :mod:`fedforest.tree.sklearn`): they predict as fedforest
-        does (thresholds rounded down to float32, as scikit-learn compares). Forests with
-        set splits (categorical features, the client index) raise ``ValueError``.
-        """
-        check_is_fitted(self, "trees_")
-        params = {
-            "max_depth": self.max_depth,
-            "min_samples_split": self.min_samples_split,
-            "min_samples_leaf": self.min_samples_leaf,
-            "min_impurity_decrease": self.min_impurity_decrease,
-            "max_features": self.max_features,
-            "bootstrap": self.bootstrap,
-        }
-        classes = getattr(self, "classes_", None)
-        return to_sklearn_forest(self.trees_, self.n_features_in_, classes, params)
-
-    @property
-    def estimators_(self) -> list[Any]:
-        """The trees as fitted scikit-learn ``DecisionTree*`` objects (numeric splits only)."""
-        cached = self.__dict__.get("_sklearn_trees")
-        if cached is None or cached[0] is not self.trees_:
-            cached = (self.trees_, self.to_sklearn().estimators_)
-            self.__dict__["_sklearn_trees"] = cached
-        return list(cached[1])
-
-    def __len__(self) -> int:
-        """Number of trees (scikit-learn's ensembles' ``len``)."""
-        check_is_fitted(self, "trees_")
-        return len(self.trees_)
-
-    def __bool__(self) -> bool:
-        """An estimator is always true (``len`` would raise before fit)."""
-        return True
-
-    def __getitem__(self, index: int) -> Any:
-        """The ``index``-th tree as a scikit-learn decision tree."""
-        return self.estimators_[index]
-
-    def __iter__(self) -> Any:
-        """The trees as scikit-learn decision trees."""
-        return iter(self.estimators_)
-
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the fitted model to ``path`` in fedforest's safe format (no pickle)."""
         save_model(self, path)
@@ -576,6 +575,11 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
     client_fraction : float in (0, 1], default=1.0
         Fraction of clients sampled per tree on the server (seeded); the others give that
         tree zero weight.
+    warm_start : bool, default=False
+        Fit again with a larger ``n_estimators`` to add trees to the fitted forest: the new
+        trees get the seeds they would have had in one fit (so the forest equals one grown
+        at once with the same ``random_state``, an int), from the same clients. Not under
+        ``privacy="dp"`` (each fit has its own budget).
     max_samples : int, float or None, default=None
         Size of each tree's bootstrap sample, as in scikit-learn: None draws as many rows as
         there are, a float in (0, 1] that fraction of them, an int that many in all. The
@@ -695,6 +699,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         top_l: int | None = None,
         client_fraction: float = 1.0,
         max_samples: float | None = None,
+        warm_start: bool = False,
         on_client_failure: str = "raise",
         privacy: str = "secure",
         min_aggregate_rows: int | None = None,
@@ -723,6 +728,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             top_l=top_l,
             client_fraction=client_fraction,
             max_samples=max_samples,
+            warm_start=warm_start,
             on_client_failure=on_client_failure,
             privacy=privacy,
             min_aggregate_rows=min_aggregate_rows,

@@ -128,3 +128,25 @@ def test_max_samples_is_validated() -> None:
         ff.FedForestRegressor(max_samples=500, privacy="none").fit(X, y)
     with pytest.raises(ValueError, match="max_samples"):
         ff.FedForestRegressor(max_samples=1.5, privacy="none").fit(X, y)
+
+
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+def test_warm_start_equals_one_fit(privacy: str) -> None:
+    X, y = _data(800, 9)
+    h = np.arange(800) % 4
+    kw = dict(random_state=3, privacy=privacy, oob_score=True)
+    once = ff.FedForestRegressor(n_estimators=12, **kw).fit(X, y, client_ids=h)
+    warm = ff.FedForestRegressor(n_estimators=5, warm_start=True, **kw).fit(X, y, client_ids=h)
+    first = list(warm.trees_)
+    warm.set_params(n_estimators=12).fit(X, y, client_ids=h)
+    assert len(warm) == 12 and warm.trees_[:5] == first
+    np.testing.assert_array_equal(warm.predict(X), once.predict(X))
+    np.testing.assert_allclose(warm.feature_importances_, once.feature_importances_, rtol=1e-12)
+    assert warm.oob_score_ == pytest.approx(once.oob_score_, rel=1e-12)
+    with pytest.warns(UserWarning, match="without increasing n_estimators"):
+        warm.fit(X, y, client_ids=h)
+    with pytest.raises(ValueError, match="must be larger or equal"):
+        warm.set_params(n_estimators=3).fit(X, y, client_ids=h)
+    assert len(warm) == 12  # a refused warm start keeps the forest
+    cold = ff.FedForestRegressor(n_estimators=4, warm_start=False, **kw).fit(X, y, client_ids=h)
+    assert len(cold.fit(X, y, client_ids=h)) == 4

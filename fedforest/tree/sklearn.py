@@ -21,11 +21,12 @@ from numpy.typing import NDArray
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.tree._tree import Tree as SkTree
+from sklearn.utils.validation import check_is_fitted
 
 from .._common import TREE_LEAF
 from .arrays import Tree
 
-__all__ = ["to_sklearn_forest", "to_sklearn_tree"]
+__all__ = ["EnsembleMixin", "to_sklearn_forest", "to_sklearn_tree"]
 
 #: scikit-learn's node record (read from its own Tree, so it follows the installed version).
 _NODE_DTYPE = SkTree(1, np.array([1], dtype=np.intp), 1).__getstate__()["nodes"].dtype
@@ -120,3 +121,66 @@ def to_sklearn_forest(
     forest.n_features_in_ = n_features
     forest.n_outputs_ = 1
     return forest
+
+
+class EnsembleMixin:
+    """scikit-learn's ensemble protocol for fedforest's estimators (``trees_`` fitted).
+
+    ``estimators_`` (the trees as scikit-learn objects), ``len``, indexing, iteration,
+    ``to_sklearn()`` and ``feature_importances_`` raising ``NotFittedError`` before fit.
+    """
+
+    trees_: list[Tree]
+    n_features_in_: int
+    _feature_importances: NDArray[np.float64]
+
+    @property
+    def feature_importances_(self) -> NDArray[np.float64]:
+        """Impurity-based importances, shape (n_features,) (+1 with ``split_on_client``)."""
+        check_is_fitted(self, "trees_")
+        return self._feature_importances
+
+    @feature_importances_.setter
+    def feature_importances_(self, value: NDArray[np.float64]) -> None:
+        self._feature_importances = value
+
+    # ------------------------------------------------------------------ scikit-learn objects
+    def to_sklearn(self) -> Any:
+        """The fitted forest as a scikit-learn ``RandomForestRegressor`` / ``Classifier``.
+
+        Its ``estimators_`` are scikit-learn decision trees with a ``tree_`` built from
+        fedforest's trees (see :mod:`fedforest.tree.sklearn`): they predict as fedforest
+        does (thresholds rounded down to float32, as scikit-learn compares). Forests with
+        set splits (categorical features, the client index) raise ``ValueError``.
+        """
+        check_is_fitted(self, "trees_")
+        shared = ("max_depth", "min_samples_split", "min_samples_leaf", "min_impurity_decrease")
+        params = {k: getattr(self, k) for k in (*shared, "max_features", "bootstrap")}
+        classes = getattr(self, "classes_", None)
+        return to_sklearn_forest(self.trees_, self.n_features_in_, classes, params)
+
+    @property
+    def estimators_(self) -> list[Any]:
+        """The trees as fitted scikit-learn ``DecisionTree*`` objects (numeric splits only)."""
+        cached = self.__dict__.get("_sklearn_trees")
+        if cached is None or cached[0] is not self.trees_:
+            cached = (self.trees_, self.to_sklearn().estimators_)
+            self.__dict__["_sklearn_trees"] = cached
+        return list(cached[1])
+
+    def __len__(self) -> int:
+        """Number of trees (scikit-learn's ensembles' ``len``)."""
+        check_is_fitted(self, "trees_")
+        return len(self.trees_)
+
+    def __bool__(self) -> bool:
+        """An estimator is always true (``len`` would raise before fit)."""
+        return True
+
+    def __getitem__(self, index: int) -> Any:
+        """The ``index``-th tree as a scikit-learn decision tree."""
+        return self.estimators_[index]
+
+    def __iter__(self) -> Any:
+        """The trees as scikit-learn decision trees."""
+        return iter(self.estimators_)

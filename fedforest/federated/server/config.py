@@ -51,6 +51,8 @@ class GrowerConfig:
     client_fraction: float = 1.0
     #: Bootstrap size per tree (scikit-learn's max_samples; None: every client's n_k).
     max_samples: float | None = None
+    #: warm_start: trees 0..first_tree-1 exist already; grow first_tree..n_estimators-1.
+    first_tree: int = 0
     #: Diagnostics only: the out-of-bag round also returns per-leaf sums of the first tree.
     oob_leaf_sums: bool = False
     #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.
@@ -83,6 +85,8 @@ class ForestResult:
     oob_score: float | None = None
     oob_n_scored: int = 0
     importances: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    #: Each grown tree's weighted impurity decreases per feature (before normalising).
+    tree_importances: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
     clients: list[str] = field(default_factory=list)
     categories: dict[str, list[Any]] = field(default_factory=dict)
     #: Diagnostics (``oob_leaf_sums``): per client, per node of the first tree, the sums

@@ -33,7 +33,7 @@ from .resolve import bootstrap_draws, resolve_max_features, resolve_sizes, root_
 from .rounds import exchange as _exchange
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
 
-__all__ = ["GrowerConfig", "ForestResult", "grow_forest"]
+__all__ = ["GrowerConfig", "ForestResult", "forest_importances", "grow_forest"]
 
 
 class _TreeBuilder:
@@ -548,8 +548,15 @@ def _grow_batch(
         bar.update(1)
 
 
-def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
-    """Train a federated forest through ``fed`` and return its trees and ledger."""
+def grow_forest(
+    fed: Federation, cfg: GrowerConfig, prior: list[Tree] | None = None
+) -> ForestResult:
+    """Train a federated forest through ``fed`` and return its trees and ledger.
+
+    With ``cfg.first_tree > 0`` (warm start) only trees ``first_tree..n_estimators-1`` are
+    grown, with the seeds they would have had in one fit; ``prior`` (the earlier trees)
+    joins them for the out-of-bag round. The result holds the new trees only.
+    """
     if cfg.privacy != "none":
         secure.check_config(cfg)
     if cfg.on_client_failure == "drop":
@@ -592,11 +599,12 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
             fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
         )
     ctx["root_constant"] = root_constant(schema, ctx)
-    builders = [_TreeBuilder() for _ in range(cfg.n_estimators)]
-    batch = cfg.tree_batch_size or cfg.n_estimators
-    n_levels = (cfg.max_depth or 0) * -(-cfg.n_estimators // batch)
+    start = cfg.first_tree
+    builders = [_TreeBuilder() for _ in range(start, cfg.n_estimators)]
+    batch = cfg.tree_batch_size or len(builders) or 1
+    n_levels = (cfg.max_depth or 0) * -(-len(builders) // batch)
     with tqdm(total=n_levels or None, desc="levels", unit="level", disable=cfg.verbose <= 0) as bar:
-        for first in range(0, cfg.n_estimators, batch):
+        for first in range(start, cfg.n_estimators, batch):
             # Trees of a batch grow together; batches one after another bound the clients'
             # per-row state. Seeds use global tree indices: the forest is the same.
             last = min(first + batch, cfg.n_estimators)
@@ -610,7 +618,7 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
                 fed,
                 cfg,
                 ledger,
-                builders[first:last],
+                builders[first - start : last - start],
                 _setup_header(cfg, schema, first, last - first),
                 sub,
                 bar,
@@ -623,13 +631,14 @@ def grow_forest(fed: Federation, cfg: GrowerConfig) -> ForestResult:
         schema["classes"],
         ledger,
         schema["n_samples"],
-        importances=_importances(ctx["importances"]),
+        importances=forest_importances(ctx["importances"][start:]),
+        tree_importances=ctx["importances"][start:],
         clients=schema["clients"],
         categories=schema["categories"],
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
     )
     if cfg.oob_score:
-        _oob_round(fed, ledger, trees, cfg, result, ctx["records"])
+        _oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"])
         if "dp" in ctx:
             ctx["dp_released"][0] += dp.oob_entries(cfg.task == "classification")
     else:
@@ -667,7 +676,7 @@ def _finish_clients(fed: Federation) -> None:
         client.finish()
 
 
-def _importances(per_tree: NDArray[np.float64]) -> NDArray[np.float64]:
+def forest_importances(per_tree: NDArray[np.float64]) -> NDArray[np.float64]:
     """Impurity-based importances: normalised per tree, averaged, normalised (as scikit-learn)."""
     totals = per_tree.sum(axis=1, keepdims=True)
     keep = totals[:, 0] > 0
