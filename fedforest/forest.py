@@ -275,11 +275,13 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 f"n_estimators={self.n_estimators} must be larger or equal to "
                 f"len(estimators_)={n_old} when warm_start==True"
             )
-        if self.privacy == "dp":
-            raise ValueError(
-                'warm_start is not available under privacy="dp": each fit spends its own '
-                "budget; fit once with the final n_estimators."
+        if self.privacy == "dp" or "_tree_importances" not in vars(self):
+            why = (
+                "each fit spends its own budget under privacy='dp'"
+                if self.privacy == "dp"
+                else "a loaded model file keeps no seed or per-tree importances"
             )
+            raise ValueError(f"warm_start cannot add trees here: {why}; fit with warm_start=False.")
         if self.n_estimators == n_old:
             msg = "Warm-start fitting without increasing n_estimators does not fit new trees."
             warnings.warn(msg, UserWarning, stacklevel=3)

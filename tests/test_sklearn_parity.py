@@ -150,3 +150,13 @@ def test_warm_start_equals_one_fit(privacy: str) -> None:
     assert len(warm) == 12  # a refused warm start keeps the forest
     cold = ff.FedForestRegressor(n_estimators=4, warm_start=False, **kw).fit(X, y, client_ids=h)
     assert len(cold.fit(X, y, client_ids=h)) == 4
+
+
+def test_warm_start_on_a_loaded_model_is_refused(tmp_path) -> None:
+    X, y = _data(300, 10)
+    model = ff.FedForestRegressor(n_estimators=3, privacy="none", random_state=0).fit(X, y)
+    model.save(tmp_path / "m.ffm")
+    loaded = ff.load(tmp_path / "m.ffm").set_params(warm_start=True, n_estimators=5)
+    with pytest.raises(ValueError, match="loaded model file"):
+        loaded.fit(X, y)
+    assert len(loaded) == 3
