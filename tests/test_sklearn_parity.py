@@ -160,3 +160,16 @@ def test_warm_start_on_a_loaded_model_is_refused(tmp_path) -> None:
     with pytest.raises(ValueError, match="loaded model file"):
         loaded.fit(X, y)
     assert len(loaded) == 3
+
+
+def test_decision_path_equals_scikit_learns() -> None:
+    X, y = _data(500, 11)
+    model = ff.FedForestRegressor(n_estimators=4, privacy="none", random_state=0).fit(X, y)
+    ours, ptr = model.decision_path(X[:50])
+    theirs, ptr_sk = model.to_sklearn().decision_path(X[:50])
+    np.testing.assert_array_equal(ptr, ptr_sk)
+    assert (ours != theirs).nnz == 0
+    # every path runs from the root to the row's leaf
+    leaves = model.apply(X[:50])
+    assert all(ours[i, ptr[t] + leaves[i, t]] == 1 for i in range(50) for t in range(4))
+    assert np.all(np.asarray(ours[:, ptr[:-1]].todense()) == 1)

@@ -184,3 +184,44 @@ class EnsembleMixin:
     def __iter__(self) -> Any:
         """The trees as scikit-learn decision trees."""
         return iter(self.estimators_)
+
+    def decision_path(self, X: Any, *, client_ids: Any = None) -> tuple[Any, NDArray[np.int64]]:
+        """Nodes each row passes through, as scikit-learn's forests report them.
+
+        Returns a sparse indicator of shape (n_samples, total nodes), 1 where row ``i``
+        passes through node ``j`` (the trees' nodes one after another), and the offsets
+        ``n_nodes_ptr`` of each tree's columns. Rows follow :meth:`apply`.
+        """
+        from scipy.sparse import csr_matrix
+
+        leaves = np.asarray(getattr(self, "apply")(X, client_ids=client_ids))  # noqa: B009
+        ptr = np.zeros(len(self.trees_) + 1, dtype=np.int64)
+        np.cumsum([t.node_count for t in self.trees_], out=ptr[1:])
+        cols = []
+        for t, tree in enumerate(self.trees_):
+            table = _ancestors(tree)[leaves[:, t]] + ptr[t]  # (n, depth + 1), -1 padded
+            table[table < ptr[t]] = -1
+            cols.append(table)
+        path = np.concatenate(cols, axis=1)
+        rows = np.repeat(np.arange(path.shape[0]), path.shape[1])
+        keep = path.ravel() >= 0
+        data = np.ones(int(keep.sum()), dtype=np.int64)
+        shape = (path.shape[0], int(ptr[-1]))
+        indicator = csr_matrix((data, (rows[keep], path.ravel()[keep])), shape=shape)
+        return indicator, ptr
+
+
+def _ancestors(tree: Tree) -> NDArray[np.int64]:
+    """Per node, the nodes from the root down to it (row ``j``), padded with -1."""
+    n = tree.node_count
+    parent = np.full(n, -1, dtype=np.int64)
+    internal = np.flatnonzero(tree.children_left != TREE_LEAF)
+    parent[tree.children_left[internal]] = internal
+    parent[tree.children_right[internal]] = internal
+    depth = tree.max_depth
+    out = np.full((n, depth + 1), -1, dtype=np.int64)
+    node = np.arange(n)
+    for level in range(depth + 1):  # walk up: each node's chain fills its row from the right
+        out[:, depth - level] = node
+        node = np.where(node >= 0, parent[np.maximum(node, 0)], -1)
+    return out
