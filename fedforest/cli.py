@@ -13,9 +13,12 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "build_swarm_parser", "main"]
 
 SCENARIOS = ("homogeneous", "covariate-shift", "outcome-shift", "both-shifts")
+#: The swarm-forest experiments (``fedforest.experiments.swarm.SUBCOMMAND``), named here so
+#: that listing the experiments does not import pandas; they have their own options.
+SWARM_EXPERIMENTS = ("swarm-overlap",)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,14 +46,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_swarm_experiment(argv: list[str]) -> int:
     """``fedforest experiment swarm-...``: the swarm-forest experiments (their own options)."""
-    from .experiments.swarm import add_swarm_subcommand
-
-    parser = argparse.ArgumentParser(prog="fedforest experiment")
-    names = parser.add_subparsers(title="swarm experiments", dest="name", required=True)
-    add_swarm_subcommand(names)
+    parser = build_swarm_parser()
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace, argparse.ArgumentParser], int] = args.handler
     return handler(args, parser)
+
+
+def build_swarm_parser() -> argparse.ArgumentParser:
+    """The parser of ``fedforest experiment swarm-...`` (the swarm experiments' options)."""
+    from .experiments.swarm import add_swarm_subcommand
+
+    parser = argparse.ArgumentParser(prog="fedforest experiment")
+    names = parser.add_subparsers(
+        title="swarm experiments", dest="name", required=True, help="swarm experiment to run"
+    )
+    add_swarm_subcommand(names)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,11 +71,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Federated random forests whose splits equal centralized CART.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    commands = parser.add_subparsers(title="commands", dest="command", required=True)
+    commands = parser.add_subparsers(
+        title="commands", dest="command", required=True, help="what to run"
+    )
     _add_simulate(commands)
     from .experiments.paper import add_experiment_subcommand
 
-    add_experiment_subcommand(commands)
+    experiment = add_experiment_subcommand(commands)
+    for action in experiment._actions:
+        if action.dest == "name" and action.choices is not None:
+            # List every experiment in usage errors, the swarm ones too (main() routes
+            # them to their own parser before this one sees them).
+            action.choices = [*action.choices, *SWARM_EXPERIMENTS]
     return parser
 
 
@@ -89,15 +107,13 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     add("--max-depth", type=_int_at_least(1), default=8, help="maximum tree depth")
     add("--seed", type=_int_at_least(0), default=0, help="seed for data and forests")
     add("--n-bins", type=_int_at_least(2), default=32, help="fedforest quantile candidates B")
-    add("--out", type=Path, default=Path("fedforest_simulate.png"), help="PNG to write")
+    add("--out", type=_png_path, default=Path("fedforest_simulate.png"), help="PNG to write")
     add("--n-jobs", type=int, default=None, help="parallel jobs (scikit-learn semantics)")
     sim.set_defaults(handler=_run_simulate)
 
 
 def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     out: Path = args.out
-    if not out.parent.is_dir():
-        parser.error(f"argument --out: directory {str(out.parent)!r} does not exist")
     from fedforest.simulate import (
         SimulateConfig,
         format_report,
@@ -122,6 +138,16 @@ def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     print(f"wrote {save_figure(result, out)}")
     print(f"reproduce: {reproduce_command(config, out)}")
     return 0
+
+
+def _png_path(text: str) -> Path:
+    """``--out``: checked while parsing, so the error is the subcommand's, before training."""
+    path = Path(text)
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"cannot write {text!r}: its directory {str(path.parent)!r} does not exist"
+        )
+    return path
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:

@@ -294,16 +294,19 @@ def add_swarm_subcommand(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     d = SwarmConfig()
-    p.add_argument("--datasets", nargs="+", choices=SWARM_DATASETS, default=list(d.datasets))
+    p.add_argument("--datasets", nargs="+", choices=SWARM_DATASETS, default=list(d.datasets),
+                   help="datasets to run (docs/swarm.md)")  # fmt: skip
     p.add_argument("--peers", nargs="+", type=int, default=list(d.peers), help="numbers of peers")
     p.add_argument("--jaccards", nargs="+", type=float, default=list(d.jaccards),
                    help="target pairwise Jaccard similarities (0, 1]")  # fmt: skip
     p.add_argument("--reps", type=int, default=d.reps, help="repetitions (the paper: 100)")
     p.add_argument("--trees", type=int, default=d.trees, help="trees per peer")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(d.strategies))
+    p.add_argument("--seed", type=int, default=d.seed, help="base seed of the scenarios")
+    p.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(d.strategies),
+                   help="pooling strategies to score")  # fmt: skip
     p.add_argument("--d-thresh", type=int, default=d.d_thresh, help="PR depth threshold")
-    p.add_argument("--engine", choices=("sklearn", "fedforest"), default=d.engine)
+    p.add_argument("--engine", choices=("sklearn", "fedforest"), default=d.engine,
+                   help="forest implementation each peer trains")  # fmt: skip
     p.add_argument("--n-jobs", type=int, default=d.n_jobs, help="worker processes")
     p.add_argument("--out", type=Path, default=d.out, help="output directory")
     p.set_defaults(handler=_handler)
