@@ -77,3 +77,72 @@ def test_every_option_of_every_subcommand_has_help():
         if not a.help
     ]
     assert not missing, missing
+
+
+@pytest.mark.parametrize("name", ["FedForestRegressor", "FedForestClassifier"])
+def test_every_parameter_is_in_the_docstring(name):
+    import re
+
+    import fedforest
+
+    cls = getattr(fedforest, name)
+    doc = cls.__doc__
+    section = doc.split("Parameters\n", 1)[1].split("Attributes\n", 1)[0]
+    documented = set()
+    for line in section.splitlines():
+        match = re.match(r"\s*([a-z_][a-z0-9_, ]*) : ", line)
+        if match:
+            documented.update(p.strip() for p in match.group(1).split(","))
+    assert set(cls().get_params()) <= documented, set(cls().get_params()) - documented
+    assert "Same parameters as" not in doc
+
+
+def test_classifier_docstring_states_its_own_defaults():
+    from fedforest import FedForestClassifier
+
+    doc = FedForestClassifier.__doc__
+    assert 'criterion : {"gini", "entropy", "log_loss"}, default="gini"' in doc
+    assert 'default="sqrt"' in doc
+    assert "client_importance_" in doc
+
+
+def _heterogeneous(n_clients=3, n=60, d=3, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n_clients * n, d))
+    client = np.repeat(np.arange(n_clients), n)
+    y = X[:, 0] + 3.0 * client + 0.1 * rng.normal(size=len(client))
+    return X, y, client
+
+
+@pytest.mark.parametrize("split_on_client", [True, False])
+def test_feature_importances_match_the_features_and_client_share_is_apart(
+    split_on_client, tmp_path
+):
+    import numpy as np
+    import pandas as pd
+
+    import fedforest as ff
+
+    X, y, client = _heterogeneous()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    model = ff.FedForestRegressor(
+        n_estimators=4, max_depth=3, privacy="none", split_on_client=split_on_client,
+        random_state=0,
+    )  # fmt: skip
+    model.fit(frame, y, client_ids=client)
+    assert model.feature_importances_.shape == model.feature_names_in_.shape == (3,)
+    assert isinstance(model.client_importance_, float)
+    if split_on_client:
+        assert model.client_importance_ > 0.3
+    else:
+        assert model.client_importance_ == 0.0
+    total = model.feature_importances_.sum() + model.client_importance_
+    np.testing.assert_allclose(total, 1.0)
+
+    path = tmp_path / "m.npz"
+    model.save(path)
+    loaded = ff.load(path)
+    np.testing.assert_array_equal(loaded.feature_importances_, model.feature_importances_)
+    assert loaded.client_importance_ == model.client_importance_
