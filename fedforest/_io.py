@@ -65,7 +65,10 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
         "communication": model.communication_.to_dict(),
         "privacy_report": getattr(model, "privacy_report_", None),
     }
-    extra = {"feature_importances": np.asarray(model.feature_importances_, dtype=np.float64)}
+    importances = np.asarray(model.feature_importances_, dtype=np.float64)
+    if getattr(model, "split_on_client", False):  # d + 1 entries, the client index H last
+        importances = np.append(importances, float(getattr(model, "client_importance_", 0.0)))
+    extra = {"feature_importances": importances}
     if hasattr(model, "oob_score_"):
         # An array, not a header field: the score may be NaN, which JSON cannot hold.
         extra["oob_score"] = np.asarray([model.oob_score_], dtype=np.float64)
@@ -146,7 +149,8 @@ def _build(
     model.n_features_in_ = d
     if names is not None:
         model.feature_names_in_ = np.asarray(names, dtype=object)
-    model.feature_importances_ = importances
+    model.feature_importances_ = importances[:d]  # a (d + 1,) array: H's share last
+    model.client_importance_ = float(importances[d:].sum())
     model.communication_ = ledger
     model.n_clients_ = n_clients
     model.clients_ = np.asarray(clients, dtype=object)

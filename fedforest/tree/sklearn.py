@@ -136,7 +136,11 @@ class EnsembleMixin:
 
     @property
     def feature_importances_(self) -> NDArray[np.float64]:
-        """Impurity-based importances, shape (n_features,) (+1 with ``split_on_client``)."""
+        """Impurity-based importances of the X features, shape (n_features,).
+
+        Normalised over every split feature; with ``split_on_client`` the client index's
+        share is ``client_importance_`` (so these sum to ``1 - client_importance_``).
+        """
         check_is_fitted(self, "trees_")
         return self._feature_importances
 

@@ -1,0 +1,188 @@
+"""The estimators' docstrings, from one text: the regressor and the classifier share it.
+
+:func:`estimator_doc` fills in where the two differ (criterion, ``max_features``, the
+out-of-bag score, the fitted attributes of a classifier), so their parameter lists
+cannot drift apart; ``tests/test_frictions.py`` checks that every parameter of
+``get_params()`` is documented.
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+__all__ = ["estimator_doc"]
+
+_TEXT = Template(
+    """$title
+
+Split decisions equal those of centralized CART on the pooled rows at the same
+candidate thresholds; clients share only weighted quantile sketches and additive
+$statistics
+
+Parameters
+----------
+n_estimators : int, default=50
+$criterion
+max_depth : int or None, default=8
+    Each level costs two rounds; None grows until the leaves are pure or too small.
+min_samples_split, min_samples_leaf : int or float, default=2, 5
+    A float is a fraction of the pooled training rows, as in scikit-learn:
+    ``ceil(f * n)`` (at least 2 for ``min_samples_split``).
+    Counted in distinct in-bag rows, as in scikit-learn.
+min_impurity_decrease : float, default=0.0
+$max_features
+    Features sampled per node on the server.
+n_bins : int or None, default=32
+    Quantile candidates per feature (B - 1 thresholds). ``None`` is the verification
+    mode: clients send every distinct node value so the candidates are all midpoints
+    and a tree equals scikit-learn's; it reveals the clients' values, use it only to
+    verify the engine.
+local_candidates : bool or None, default=None
+    Under ``privacy="none"`` only: each client also proposes, per node and sampled
+    feature, the threshold that is best on its own rows (one value, of the same kind as
+    a sketch point); the server adds these proposals (at most ``n_bins - 1`` per pair)
+    to the quantile candidates. No extra round; the split stays the pooled best among
+    the candidates, which now include the points where the clients see the signal
+    change. False is the paper's protocol; None means True under ``"none"`` and False
+    under ``"secure"`` (where True is refused: a proposal is a data value).
+bootstrap : bool, default=True
+    Client-stratified bootstrap, seeded on each client from
+    (random_state, tree index, client name).
+oob_score : bool, default=False
+    $oob
+random_state : int, RandomState or None
+n_jobs : int or None
+    Threads for the in-process clients and for prediction.
+split_on_client : bool, default=False
+    Also split on the client index H (the paper's Section 3.2): at every node the server
+    groups the active clients by their node mean or class-1 share (Fisher) and scans the
+    cuts, from the per-client summaries it already holds (no extra message). H is exempt
+    from feature subsampling (``max_features`` counts the X columns; H joins every
+    node); its importance is ``client_importance_``. Predict with
+    ``client_ids=`` to route rows by client; rows of unknown clients (or
+    ``client_ids=None``) follow the marginal rule: both branches, weighted by the
+    training weight of each side.
+categorical_features : list of column names or indices, optional
+    Categorical columns besides pandas ``category`` ones. Clients share each column's
+    category list at the handshake and exact per-category statistics; the server finds
+    the best subset split (Fisher ordering; exhaustive for multiclass with at most 10
+    present categories). Unseen categories follow the marginal rule. No one-hot encoding.
+split_rule : {"exact", "avgimp", "auto"}, default="exact"
+    "exact": pooled additive statistics (Theorem 3.5, equals centralized CART at the
+    candidates). "avgimp": clients return their local gains at the candidates and the
+    server averages them weighted by node counts (cheaper, for iid clients; 2 scalars per
+    candidate). "auto": runs :func:`fedforest.diagnose` first and picks AvgImp + Top-L
+    only when neither covariate shift nor outcome heterogeneity is detected (and turns
+    on ``split_on_client`` when outcome heterogeneity is); see ``split_rule_`` and
+    ``diagnostics_``.
+top_l : int or None, default=None
+    Top-L shortlisting: each client reports its L best sampled features per node (local
+    gains at its own sketch points); the server evaluates only their union.
+client_fraction : float in (0, 1], default=1.0
+    Fraction of clients sampled per tree on the server (seeded); the others give that
+    tree zero weight.
+warm_start : bool, default=False
+    Fit again with a larger ``n_estimators`` to add trees to the fitted forest: the new
+    trees get the seeds they would have had in one fit (so the forest equals one grown
+    at once with the same ``random_state``, an int), from the same clients. Not under
+    ``privacy="dp"`` (each fit has its own budget).
+max_samples : int, float or None, default=None
+    Size of each tree's bootstrap sample, as in scikit-learn: None draws as many rows as
+    there are, a float in (0, 1] that fraction of them, an int that many in all. The
+    bootstrap is stratified by client: client k draws ``round(f * n_k)`` of its rows
+    (``f = max_samples / n`` for an int), at least one.
+tree_batch_size : int or None, default=None
+    Grow the trees in batches of this many, one batch after another: each client then
+    holds per-row state for one batch only (16 bytes per in-bag row and tree, about
+    ``10 * n_k * tree_batch_size`` bytes) at the price of ``2 * max_depth`` rounds per
+    batch. None grows all trees at once (fewest rounds). The forest is the same.
+privacy : {"secure", "dp", "none"}, default="secure"
+    What the server may learn (docs/privacy.md). ``"secure"``: every client answer the
+    server adds up is masked (pairwise X25519 keys, ChaCha20 masks that cancel in the
+    sum), so the server sees only sums over clients; no client sends a data value
+    (candidates come from pooled histograms on grids the server places from pooled
+    information); and no released sum covers fewer than ``min_aggregate_rows`` rows
+    (so every leaf holds at least that many). Splits on the client index, Top-L,
+    AvgImp, ``split_rule="auto"``, the verification mode and local candidates need
+    per-client values and are refused. ``"none"``: the paper's protocol; per-client
+    sketches (data values) and statistics reach the server, which can rebuild rows
+    from them: for the paper's experiments and the verification mode only. ``"dp"``:
+    ``"secure"`` plus Gaussian noise added inside the secure sum (each client adds its
+    share), calibrated so that the whole fit is ``(epsilon, delta)``-differentially
+    private for the replacement of one row; needs ``epsilon`` and a ``max_depth``;
+    what was spent is in ``privacy_report_``.
+min_aggregate_rows : int or None, default=None
+    Under ``"secure"`` and ``"dp"``: the fewest rows any released sum covers. None
+    means ``max(10, 2 * min_samples_leaf)``.
+epsilon, delta : float or None, default=None
+    Under ``"dp"``: the privacy budget of the whole fit (every tree, level and round).
+    ``delta`` None means ``min(1e-5, 0.1 / n_rows)``.
+verbose : int, default=0
+    > 0 shows a progress bar over tree levels.
+on_client_failure : {"raise", "drop"}, default="raise"
+    A client that dies, times out or raises (anything but ``ValueError``, which means
+    invalid data) stops training with a ``ClientFailure`` naming it and the round, and
+    the estimator stays unfitted; ``"drop"`` goes on with the other clients from that
+    round on and records the dropped client in ``dropped_clients_``.
+
+Attributes
+----------
+trees_ : list of Tree
+estimators_ : list of $tree_class
+    The trees as fitted scikit-learn objects (numeric splits only; see
+    :meth:`to_sklearn`). ``len(model)``, ``model[i]`` and ``iter(model)`` use them, as
+    for scikit-learn's forests.
+communication_ : CommunicationLedger
+feature_importances_ : ndarray of shape (n_features,)
+    Impurity-based importances of the X features, normalised together with the client
+    index H over every split feature (with ``split_on_client`` they sum to
+    ``1 - client_importance_``).
+client_importance_ : float
+    The client index H's share of the importances (0.0 when ``split_on_client=False``).
+$oob_attributes
+dropped_clients_ : list of (str, int)
+    Clients dropped under ``on_client_failure="drop"`` and the round each failed in.
+n_features_in_, feature_names_in_
+"""
+)
+
+_REGRESSION = {
+    "title": "Federated random forest regressor (the FedForest method).",
+    "statistics": "statistics ``(rows, weight, sum w*y, sum w*y^2)``.",
+    "criterion": 'criterion : {"squared_error"}, default="squared_error"',
+    "max_features": 'max_features : int, float, {"sqrt", "log2"} or None, default=1/3',
+    "oob": "Out-of-bag R^2 computed on the clients (one extra round).",
+    "tree_class": "DecisionTreeRegressor",
+    "oob_attributes": (
+        "oob_score_, oob_prediction_ : float, ndarray (when ``oob_score=True``;\n"
+        "    ``oob_prediction_`` only in simulation mode, where the rows are in this process)"
+    ),
+}
+
+_CLASSIFICATION = {
+    "title": "Federated random forest classifier (the FedForest method).",
+    "statistics": (
+        "statistics (per-class weighted counts). ``predict_proba`` averages the trees'\n"
+        "leaf class proportions, as scikit-learn does."
+    ),
+    "criterion": (
+        'criterion : {"gini", "entropy", "log_loss"}, default="gini"\n'
+        '    Impurity of the pooled class counts; "log_loss" is "entropy" (as in scikit-learn).'
+    ),
+    "max_features": ('max_features : int, float, {"sqrt", "log2"} or None, default="sqrt"'),
+    "oob": "Out-of-bag accuracy computed on the clients (one extra round).",
+    "tree_class": "DecisionTreeClassifier",
+    "oob_attributes": (
+        "classes_ : ndarray of shape (n_classes,)\n"
+        "n_classes_ : int\n"
+        "oob_score_, oob_decision_function_ : float, ndarray (when ``oob_score=True``;\n"
+        "    ``oob_decision_function_`` only in simulation mode, where the rows are in this\n"
+        "    process)"
+    ),
+}
+
+
+def estimator_doc(task: str) -> str:
+    """The docstring of the estimator for ``task`` ("regression" or "classification")."""
+    fields = _REGRESSION if task == "regression" else _CLASSIFICATION
+    return _TEXT.substitute(fields)
