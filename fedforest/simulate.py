@@ -63,8 +63,8 @@ class MethodResult:
 class SimulateResult:
     """Everything ``fedforest simulate`` reports and plots.
 
-    ``predictions`` maps a method name to its predictions on ``y_test``'s rows
-    (fedforest and centralized RF; local learning scores each client separately).
+    ``predictions`` maps a method name to its predictions on ``y_test``'s rows (every
+    method; local learning predicts each row with its own client's forest).
     """
 
     config: SimulateConfig
@@ -164,16 +164,20 @@ def _fit_centralized(data: FederatedSplit, config: SimulateConfig) -> _Fitted:
 
 
 def _fit_local(data: FederatedSplit, config: SimulateConfig) -> _Fitted:
-    """One forest per client on its own rows, scored on its own test rows; mean MSE."""
-    scores, seconds = [], 0.0
+    """One forest per client on its own rows; each test row predicted by its client's forest.
+
+    So local learning is scored on the same test rows as the other methods.
+    """
+    y_pred, seconds = np.empty_like(data.y_test, dtype=np.float64), 0.0
     for h in range(data.n_clients):
         train, test = data.h_train == h, data.h_test == h
         model = RandomForestRegressor(**_forest_params(config))
         start = time.perf_counter()
         model.fit(data.X_train[train], data.y_train[train])
         seconds += time.perf_counter() - start
-        scores.append(_mse(data.y_test[test], model.predict(data.X_test[test])))
-    return MethodResult(LOCAL, float(np.mean(scores)), seconds), None
+        if test.any():
+            y_pred[test] = model.predict(data.X_test[test])
+    return MethodResult(LOCAL, _mse(data.y_test, y_pred), seconds), y_pred
 
 
 def format_report(result: SimulateResult) -> str:
@@ -196,7 +200,8 @@ def format_report(result: SimulateResult) -> str:
         '(fedforest: privacy="secure", the default: the server saw only masked sums over',
         f" clients, none over fewer than {default_min_rows(MIN_SAMPLES_LEAF)} rows; "
         "docs/privacy.md)",
-        "(local learning: mean over clients of each client's MSE on its own test rows;",
+        "(every method is scored on the same test rows, 30% held out per client; local",
+        " learning predicts each row with its own client's forest; lower MSE is better;",
         " MB sent: uploaded + downloaded, 1 MB = 10^6 bytes)",
     ]
     return "\n".join(lines)
@@ -204,6 +209,13 @@ def format_report(result: SimulateResult) -> str:
 
 def save_figure(result: SimulateResult, path: str | Path) -> Path:
     """Write the two-panel PNG: test MSE by method, predicted vs true on the test set."""
+    out = Path(path)
+    figure(result).savefig(out, format="png", dpi=120)
+    return out
+
+
+def figure(result: SimulateResult) -> Figure:
+    """The figure :func:`save_figure` writes (every method scored on the same test rows)."""
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax_bar, ax_scatter = fig.subplots(1, 2)
@@ -211,18 +223,25 @@ def save_figure(result: SimulateResult, path: str | Path) -> Path:
     mses = [m.mse for m in result.methods]
     bars = ax_bar.bar(names, mses, color=["tab:blue", "tab:orange", "tab:gray"][: len(names)])
     ax_bar.bar_label(bars, fmt="%.3f")
-    ax_bar.set_ylabel("test MSE")
-    ax_bar.set_title("test MSE by method")
+    ax_bar.set_ylabel("test MSE (lower is better)")
+    ax_bar.set_title(f"test MSE on the same {len(result.y_test)} test rows")
     _scatter_panel(ax_scatter, result)
-    fig.suptitle(f"fedforest simulate: {result.config.scenario}")
-    out = Path(path)
-    fig.savefig(out, format="png", dpi=120)
-    return out
+    c = result.config
+    title = f"fedforest simulate: {c.scenario}, {c.clients} clients"
+    fed = next((m for m in result.methods if m.mb_sent is not None), None)
+    if fed is not None:
+        title += f"; {fed.name} communication: {fed.mb_sent:.2f} MB in {fed.rounds} rounds"
+    fig.suptitle(title)
+    return fig
 
 
 def _scatter_panel(ax: Any, result: SimulateResult) -> None:
     # Different markers, because fedforest and centralized RF can coincide point for point.
-    styles = {FEDFOREST: ("tab:blue", "o"), CENTRALIZED: ("tab:orange", "+")}
+    styles = {
+        FEDFOREST: ("tab:blue", "o"),
+        CENTRALIZED: ("tab:orange", "+"),
+        LOCAL: ("tab:gray", "x"),
+    }
     for name, y_pred in result.predictions.items():
         color, marker = styles.get(name, ("tab:gray", "."))
         ax.scatter(result.y_test, y_pred, s=14, alpha=0.6, label=name, c=color, marker=marker)

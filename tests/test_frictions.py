@@ -146,3 +146,19 @@ def test_feature_importances_match_the_features_and_client_share_is_apart(
     loaded = ff.load(path)
     np.testing.assert_array_equal(loaded.feature_importances_, model.feature_importances_)
     assert loaded.client_importance_ == model.client_importance_
+
+
+def test_simulate_plot_says_lower_is_better_shows_communication_and_one_test_set():
+    from fedforest.simulate import LOCAL, SimulateConfig, figure, format_report, run_simulation
+
+    config = SimulateConfig(clients=3, rows_per_client=60, features=5, trees=3, max_depth=3)
+    result = run_simulation(config, progress=False)
+    fig = figure(result)
+    bar_axes = fig.axes[0]
+    assert bar_axes.get_ylabel() == "test MSE (lower is better)"
+    assert f"same {len(result.y_test)} test rows" in bar_axes.get_title()
+    fed = result.methods[0]
+    assert f"{fed.mb_sent:.2f} MB" in fig.get_suptitle()
+    # Local learning is scored on the same test rows as the others.
+    assert result.predictions[LOCAL].shape == result.y_test.shape
+    assert "same test rows" in format_report(result)
