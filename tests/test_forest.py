@@ -284,13 +284,23 @@ def test_nan_or_inf_in_X(cls: type[Estimator], bad: float) -> None:
 
 
 @BOTH
-@pytest.mark.parametrize("dtype", ["str", "object"])  # "category" columns are supported
-def test_non_numeric_dataframe_column_is_named(cls: type[Estimator], dtype: str) -> None:
+@pytest.mark.parametrize("dtype", ["str", "object"])
+def test_text_dataframe_column_is_categorical(cls: type[Estimator], dtype: str) -> None:
     X, y = data_for(cls)
     df = pd.DataFrame(X[:, :3], columns=["age", "weight", "height"])
     df["city"] = pd.Series(np.where(X[:, 3] > 0, "Paris", "Lyon")).astype(dtype)
+    est = small(cls).fit(df, y)
+    assert est.categories_ == {3: ["Lyon", "Paris"]}
+    assert est.predict(df).shape == (len(y),)
+
+
+@BOTH
+def test_non_numeric_dataframe_column_is_named(cls: type[Estimator]) -> None:
+    X, y = data_for(cls)
+    df = pd.DataFrame(X[:, :3], columns=["age", "weight", "height"])
+    df["when"] = pd.to_datetime(np.where(X[:, 3] > 0, "2026-01-01", "2026-02-01"))
     est = small(cls)
-    with pytest.raises(ValueError, match="Column 'city' of X"):
+    with pytest.raises(ValueError, match="Column 'when' of X"):
         est.fit(df, y)
     assert_unfitted(est)
 

@@ -4,6 +4,7 @@ import argparse
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from fedforest import cli
@@ -162,3 +163,22 @@ def test_simulate_plot_says_lower_is_better_shows_communication_and_one_test_set
     # Local learning is scored on the same test rows as the others.
     assert result.predictions[LOCAL].shape == result.y_test.shape
     assert "same test rows" in format_report(result)
+
+
+def test_text_columns_of_a_csv_are_categorical(tmp_path) -> None:
+    """pandas 3's read_csv gives text columns dtype str: fit treats them as categories."""
+    import io
+
+    import pandas as pd
+
+    import fedforest as ff
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"x": rng.normal(size=400), "ward": rng.choice(["a", "b", "c"], 400)})
+    y = frame["x"] + 2.0 * (frame["ward"] == "b")
+    back = pd.read_csv(io.StringIO(frame.to_csv(index=False)))
+    assert not isinstance(back["ward"].dtype, pd.CategoricalDtype)
+    model = ff.FedForestRegressor(n_estimators=5, privacy="none", random_state=0)
+    model.fit(back, y, client_ids=np.arange(400) % 2)
+    assert model.categories_ == {1: ["a", "b", "c"]}
+    assert np.mean((model.predict(back) - y) ** 2) < 0.3  # "b" carries 2.0 of the signal

@@ -34,7 +34,11 @@ def sort_categories(values: Iterable[Any]) -> list[Any]:
 def categorical_columns(
     X: ArrayLike, categorical_features: Sequence[Any] | None, n_features: int
 ) -> list[int]:
-    """Indices of the categorical columns: pandas ``category`` dtype, plus those named.
+    """Indices of the categorical columns: pandas ``category`` and text columns, plus those named.
+
+    Text columns (pandas' ``str`` dtype, as ``read_csv`` gives them under pandas 3, or
+    object columns holding strings) are categorical: a CSV's text column needs no
+    declaration.
 
     Raises
     ------
@@ -44,7 +48,11 @@ def categorical_columns(
     cols: set[int] = set()
     names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else None
     if isinstance(X, pd.DataFrame):
-        cols |= {j for j, t in enumerate(X.dtypes) if isinstance(t, pd.CategoricalDtype)}
+        cols |= {
+            j
+            for j, t in enumerate(X.dtypes)
+            if isinstance(t, pd.CategoricalDtype) or pd.api.types.is_string_dtype(X.iloc[:, j])
+        }
     for f in categorical_features or ():
         if isinstance(f, (int, np.integer)) and not isinstance(f, bool):
             if not 0 <= int(f) < n_features:
