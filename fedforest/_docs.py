@@ -86,6 +86,9 @@ warm_start : bool, default=False
     trees get the seeds they would have had in one fit (so the forest equals one grown
     at once with the same ``random_state``, an int), from the same clients. Not under
     ``privacy="dp"`` (each fit has its own budget).
+max_leaf_nodes : None
+    Accepted for scikit-learn's signature; any number is refused with the reason
+    (best-first growth needs a federated round per split).
 max_samples : int, float or None, default=None
     Size of each tree's bootstrap sample, as in scikit-learn: None draws as many rows as
     there are, a float in (0, 1] that fraction of them, an int that many in all. The

@@ -14,7 +14,9 @@ from numpy.typing import NDArray
 from .federated.categorical import encode, sort_categories
 
 __all__ = [
+    "NOT_FEDERABLE",
     "check_bootstrap",
+    "check_federable",
     "check_numeric_columns",
     "check_same_length",
     "client_index",
@@ -117,6 +119,28 @@ def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]
     if len(set(names)) != len(names):
         raise ValueError(f"client_ids has distinct labels with the same name: {names}.")
     return inverse.astype(np.int64), names
+
+
+#: scikit-learn options that a federation cannot compute exactly from pooled sums, and why.
+NOT_FEDERABLE = {
+    "absolute_error": (
+        "criterion='absolute_error' needs each node's median, which is not a sum of the "
+        "clients' statistics: no split can be evaluated exactly from aggregates. Use "
+        "'squared_error'"
+    ),
+    "max_leaf_nodes": (
+        "max_leaf_nodes grows trees best-first, one split at a time: a federated round per "
+        "split instead of per level. Limit the trees with max_depth or min_samples_leaf"
+    ),
+}
+
+
+def check_federable(criterion: str, max_leaf_nodes: int | None) -> None:
+    """Refuse, saying why, what scikit-learn has and a federation cannot do exactly."""
+    if criterion == "absolute_error":
+        raise ValueError(NOT_FEDERABLE["absolute_error"] + ".")
+    if max_leaf_nodes is not None:
+        raise ValueError(NOT_FEDERABLE["max_leaf_nodes"] + "; leave max_leaf_nodes=None.")
 
 
 def check_bootstrap(bootstrap: bool, oob_score: bool, max_samples: Any) -> None:

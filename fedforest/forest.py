@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from ._docs import estimator_doc
 from ._inputs import (
     check_bootstrap,
+    check_federable,
     check_numeric_columns,
     check_same_length,
     client_index,
@@ -91,6 +92,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         "top_l": [Interval(Integral, 1, None, closed="left"), None],
         "client_fraction": [Interval(Real, 0.0, 1.0, closed="right")],
         "warm_start": ["boolean"],
+        "max_leaf_nodes": [None, Interval(Integral, 2, None, closed="left")],
         "max_samples": [
             None,
             Interval(RealNotInt, 0.0, 1.0, closed="right"),
@@ -128,6 +130,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         client_fraction: float = 1.0,
         max_samples: float | None = None,
         warm_start: bool = False,
+        max_leaf_nodes: int | None = None,
         on_client_failure: str = "raise",
         privacy: str = "secure",
         min_aggregate_rows: int | None = None,
@@ -156,6 +159,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.client_fraction = client_fraction
         self.max_samples = max_samples
         self.warm_start = warm_start
+        self.max_leaf_nodes = max_leaf_nodes
         self.on_client_failure = on_client_failure
         self.privacy = privacy
         self.min_aggregate_rows = min_aggregate_rows
@@ -191,6 +195,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             return self
         self._clear_fitted()
         try:
+            check_federable(self.criterion, self.max_leaf_nodes)
             self._validate_params()
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
             check_same_length(X, y, "y", "one target per row of X")
@@ -249,6 +254,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             return self
         self._clear_fitted()
         try:
+            check_federable(self.criterion, self.max_leaf_nodes)
             self._validate_params()
             if not isinstance(federation, Federation):
                 raise ValueError(
@@ -578,6 +584,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         client_fraction: float = 1.0,
         max_samples: float | None = None,
         warm_start: bool = False,
+        max_leaf_nodes: int | None = None,
         on_client_failure: str = "raise",
         privacy: str = "secure",
         min_aggregate_rows: int | None = None,
@@ -607,6 +614,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             client_fraction=client_fraction,
             max_samples=max_samples,
             warm_start=warm_start,
+            max_leaf_nodes=max_leaf_nodes,
             on_client_failure=on_client_failure,
             privacy=privacy,
             min_aggregate_rows=min_aggregate_rows,

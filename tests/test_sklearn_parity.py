@@ -173,3 +173,12 @@ def test_decision_path_equals_scikit_learns() -> None:
     leaves = model.apply(X[:50])
     assert all(ours[i, ptr[t] + leaves[i, t]] == 1 for i in range(50) for t in range(4))
     assert np.all(np.asarray(ours[:, ptr[:-1]].todense()) == 1)
+
+
+def test_what_cannot_be_federated_says_why() -> None:
+    X, y = _data(100, 12)
+    with pytest.raises(ValueError, match="median, which is not a sum"):
+        ff.FedForestRegressor(criterion="absolute_error").fit(X, y)
+    with pytest.raises(ValueError, match="best-first"):
+        ff.FedForestRegressor(max_leaf_nodes=8).fit(X, y)
+    assert ff.FedForestRegressor().get_params()["max_leaf_nodes"] is None
