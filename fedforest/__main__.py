@@ -1,9 +1,5 @@
-"""``python -m fedforest``: the ``fedforest`` command (``fedforest.cli.main``).
+"""``python -m fedforest``: the ``fedforest`` command."""
 
-Run as ``python -m fedforest.cli`` would run it (its ``__main__`` block calls ``main()``
-and exits with its status), so that no module of the package imports the command line.
-"""
+from fedforest.cli import main
 
-import runpy
-
-runpy.run_module("fedforest.cli", run_name="__main__", alter_sys=True)
+raise SystemExit(main())

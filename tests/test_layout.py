@@ -163,8 +163,13 @@ def test_imports_run_one_way(layer: str) -> None:
 
 
 def test_nothing_imports_the_command_line() -> None:
+    """Only ``python -m fedforest`` (the package's __main__) starts the command line."""
     graph = _graph()
-    bad = [n for n, targets in graph.items() if "fedforest.cli" in targets]
+    bad = [
+        n
+        for n, targets in graph.items()
+        if "fedforest.cli" in targets and n != "fedforest.__main__"
+    ]
     assert not bad, bad
 
 
