@@ -2,7 +2,9 @@
 
 ``fedforest simulate`` trains fedforest, a centralized scikit-learn random forest and
 per-client forests on the paper's synthetic federation and compares them;
-``fedforest experiment swarm-overlap`` runs the swarm-forest experiment (docs/swarm.md).
+``fedforest train`` trains on one CSV or Parquet file per client, ``fedforest predict``
+and ``fedforest inspect`` use the model file it writes; ``fedforest experiment NAME``
+runs the papers' experiments (``swarm-overlap``: the swarm forests, docs/swarm.md).
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
         title="commands", dest="command", required=True, help="what to run"
     )
     _add_simulate(commands)
+    _add_train(commands)
+    _add_predict(commands)
+    _add_inspect(commands)
     from .experiments.paper import add_experiment_subcommand
 
     experiment = add_experiment_subcommand(commands)
@@ -137,6 +142,158 @@ def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     print(format_report(result))
     print(f"wrote {save_figure(result, out)}")
     print(f"reproduce: {reproduce_command(config, out)}")
+    return 0
+
+
+def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    train = commands.add_parser(
+        "train",
+        help="train on one CSV or Parquet file per client and write a model file",
+        description=(
+            "Train a federated forest on clients that each hold one file (simulated in this "
+            "process: each file is one Client). Columns are matched by name; text columns "
+            "are categorical."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add = train.add_argument
+    add("--client", action="append", required=True, metavar="NAME=PATH", help="a client's file")
+    add("--target", required=True, help="the target column (in every file)")
+    add("--task", choices=("regression", "classification"), default="regression", help="task")
+    add("--trees", type=_int_at_least(1), default=50, help="trees in the forest")
+    add("--max-depth", type=_int_at_least(1), default=8, help="maximum tree depth")
+    add("--min-samples-leaf", type=_int_at_least(1), default=5, help="rows per leaf")
+    add("--privacy", choices=("secure", "dp", "none"), default="secure", help="privacy level")
+    add("--epsilon", type=float, default=None, help="privacy budget under --privacy dp")
+    add("--seed", type=_int_at_least(0), default=0, help="random_state of the forest")
+    add("--out", type=Path, required=True, help="model file to write (.ffm)")
+    train.set_defaults(handler=_run_train)
+
+
+def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import numpy as np
+
+    import fedforest as ff
+    from fedforest.datasets.files import read_client_data
+
+    clients, columns = [], None
+    for spec in args.client:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            parser.error(f"--client expects NAME=PATH, got {spec!r}")
+        try:
+            X, y = read_client_data(path, args.target)
+        except ValueError as exc:
+            parser.error(str(exc))
+        if columns is None:
+            columns = list(X.columns)
+        elif set(X.columns) != set(columns):
+            extra = sorted(set(X.columns) ^ set(columns))
+            parser.error(f"{path!r} (client {name!r}) does not have the same columns: {extra}")
+        X = X[columns]  # matched by name, in the first file's order
+        clients.append(ff.Client(X, y.to_numpy(), name=name))
+    cls = ff.FedForestClassifier if args.task == "classification" else ff.FedForestRegressor
+    model = cls(
+        n_estimators=args.trees,
+        max_depth=args.max_depth,
+        min_samples_leaf=args.min_samples_leaf,
+        privacy=args.privacy,
+        epsilon=args.epsilon,
+        oob_score=True,
+        random_state=args.seed,
+        verbose=1,
+    )
+    model.fit_federated(ff.LocalFederation(clients))
+    ledger = model.communication_
+    score = "accuracy" if args.task == "classification" else "R^2"
+    print(f"{len(clients)} clients, {sum(c.n_samples for c in clients)} rows, {len(model)} trees")
+    print(f"out-of-bag {score}: {model.oob_score_:.4f}")
+    print(f"communication: {ledger.rounds} rounds, {ledger.total_megabytes:.2f} MB")
+    order = np.argsort(-model.feature_importances_)[:10]
+    names = model.feature_names_in_ if hasattr(model, "feature_names_in_") else None
+    for j in order:
+        label = names[j] if names is not None else f"x{j}"
+        print(f"  {label:<24} {model.feature_importances_[j]:.4f}")
+    model.save(args.out)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pred = commands.add_parser(
+        "predict",
+        help="predict the rows of a CSV or Parquet file with a model file",
+        description="Predict every row of DATA (the model's feature columns, by name).",
+    )
+    pred.add_argument("model", type=Path, help="a model file written by fedforest")
+    pred.add_argument("data", type=Path, help="CSV or Parquet file of rows to predict")
+    pred.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    pred.set_defaults(handler=_run_predict)
+
+
+def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import pandas as pd
+
+    import fedforest as ff
+
+    try:
+        model = ff.load(args.model)
+    except (OSError, ValueError) as exc:
+        parser.error(str(exc))
+    frame = pd.read_parquet(args.data) if args.data.suffix in (".parquet", ".pq") else None
+    frame = pd.read_csv(args.data) if frame is None else frame
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:
+        missing = [c for c in names if c not in frame.columns]
+        if missing:
+            parser.error(f"{str(args.data)!r} lacks the model's columns {missing}")
+        frame = frame[list(names)]
+    out = pd.DataFrame({"prediction": model.predict(frame)})
+    if hasattr(model, "predict_proba"):
+        proba = model.predict_proba(frame)
+        for k, label in enumerate(model.classes_):
+            out[f"proba_{label}"] = proba[:, k]
+    out.to_csv(args.out, index=False)
+    print(f"wrote {len(out)} predictions to {args.out}")
+    return 0
+
+
+def _add_inspect(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ins = commands.add_parser("inspect", help="describe a model file", description=(
+        "Print a model file's estimator, parameters, trees, importances, communication and "
+        "privacy level."
+    ))  # fmt: skip
+    ins.add_argument("model", type=Path, help="a model file written by fedforest")
+    ins.set_defaults(handler=_run_inspect)
+
+
+def _run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import numpy as np
+
+    import fedforest as ff
+
+    try:
+        model = ff.load(args.model)
+    except (OSError, ValueError) as exc:
+        parser.error(str(exc))
+    depths = [t.max_depth for t in model.trees_]
+    leaves = [t.n_leaves for t in model.trees_]
+    print(f"{type(model).__name__} in {args.model}")
+    print(f"  privacy: {model.privacy}")
+    print(f"  trees: {len(model.trees_)}, depth {min(depths)}-{max(depths)}, "
+          f"{int(np.mean(leaves))} leaves on average")  # fmt: skip
+    print(f"  features: {model.n_features_in_}; clients: {getattr(model, 'n_clients_', '?')}")
+    if hasattr(model, "oob_score_"):
+        print(f"  out-of-bag score: {model.oob_score_:.4f}")
+    ledger = getattr(model, "communication_", None)
+    if ledger is not None:
+        print(f"  communication: {ledger.rounds} rounds, {ledger.total_megabytes:.2f} MB")
+    names = getattr(model, "feature_names_in_", None)
+    imp = model.feature_importances_
+    for j in np.argsort(-imp)[:10]:
+        print(f"    {names[j] if names is not None else f'x{j}':<24} {imp[j]:.4f}")
+    params = model.get_params()
+    print("  parameters: " + ", ".join(f"{k}={params[k]!r}" for k in sorted(params)))
     return 0
 
 

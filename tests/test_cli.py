@@ -1,5 +1,6 @@
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -97,3 +98,50 @@ def test_paper_experiment_runs_from_the_cli(tmp_path, capsys):
     frame = pd.read_csv(tmp_path / "fedheart.csv")
     pooled = frame[frame["group"] == "all"]
     assert len(pooled) == 12 and pooled["score"].notna().all()
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")  # 10 trees
+def test_train_predict_inspect_on_csv_files(tmp_path, capsys) -> None:
+    """Three hospitals' CSV files, columns in different orders and a text column."""
+    rng = np.random.default_rng(0)
+    paths = []
+    for k in range(3):
+        n = 150
+        frame = pd.DataFrame(
+            {
+                "age": rng.normal(60, 10, n),
+                "ward": rng.choice(["a", "b", "c"], n),
+                "dose": rng.normal(size=n),
+            }
+        )
+        frame["y"] = 0.05 * frame["age"] + 2.0 * (frame["ward"] == "b") + rng.normal(0, 0.1, n)
+        if k == 1:
+            frame = frame[["dose", "y", "ward", "age"]]  # another order: matched by name
+        paths.append(tmp_path / f"site{k}.csv")
+        frame.to_csv(paths[-1], index=False)
+    model = tmp_path / "m.ffm"
+    argv = ["train", "--target", "y", "--trees", "10", "--privacy", "none", "--out", str(model)]
+    for k, path in enumerate(paths):
+        argv += ["--client", f"site{k}={path}"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "out-of-bag R^2" in out and "communication:" in out and "ward" in out
+    preds = tmp_path / "p.csv"
+    assert main(["predict", str(model), str(paths[1]), "--out", str(preds)]) == 0
+    got = pd.read_csv(preds)["prediction"].to_numpy()
+    truth = pd.read_csv(paths[1])["y"].to_numpy()
+    assert got.shape == truth.shape and np.mean((got - truth) ** 2) < 0.2
+    assert main(["inspect", str(model)]) == 0
+    text = capsys.readouterr().out
+    assert "FedForestRegressor" in text and "privacy: none" in text and "trees: 10" in text
+
+
+def test_train_names_the_file_with_other_columns(tmp_path, capsys) -> None:
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    pd.DataFrame({"x": [1.0, 2.0], "y": [0.0, 1.0]}).to_csv(a, index=False)
+    pd.DataFrame({"z": [1.0, 2.0], "y": [0.0, 1.0]}).to_csv(b, index=False)
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--target", "y", "--client", f"a={a}", "--client", f"b={b}",
+                  "--out", str(tmp_path / "m.ffm")])  # fmt: skip
+    assert info.value.code == 2
+    assert "b.csv" in capsys.readouterr().err

@@ -1,0 +1,47 @@
+"""A client's rows from a file: CSV or Parquet, the target column named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["read_client_data"]
+
+_PARQUET = {".parquet", ".pq"}
+
+
+def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Series]:
+    """Features and target of one client's file.
+
+    Parameters
+    ----------
+    path : str or Path
+        A CSV file (``.csv``, read with pandas' defaults) or a Parquet file
+        (``.parquet`` / ``.pq``, needs ``pyarrow``).
+    target : str
+        The target column; every other column is a feature, in file order.
+
+    Returns
+    -------
+    X : DataFrame, shape (n_samples, n_features)
+    y : Series, shape (n_samples,)
+
+    Raises
+    ------
+    ValueError
+        If the file is missing or has no column ``target``.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ValueError(f"{str(path)!r} is not a file.")
+    if path.suffix.lower() in _PARQUET:
+        frame = pd.read_parquet(path)
+    else:
+        frame = pd.read_csv(path)
+    if target not in frame.columns:
+        raise ValueError(
+            f"{str(path)!r} has no target column {target!r}; its columns are "
+            f"{[str(c) for c in frame.columns]}."
+        )
+    return frame.drop(columns=[target]), frame[target]
