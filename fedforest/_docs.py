@@ -48,8 +48,9 @@ local_candidates : bool or None, default=None
 bootstrap : bool, default=True
     Client-stratified bootstrap, seeded on each client from
     (random_state, tree index, client name).
-oob_score : bool, default=False
-    $oob
+oob_score : bool or callable, default=False
+    $oob A callable ``metric(y_true, y_pred)`` scores the out-of-bag predictions as in
+    scikit-learn (``fit`` only: under ``fit_federated`` they stay on the clients).
 random_state : int, RandomState or None
 n_jobs : int or None
     Threads for the in-process clients and for prediction.

@@ -54,7 +54,11 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
     classes = getattr(model, "classes_", None)
     header = {
         "kind": kind,
-        "params": {k: _json_param(v) for k, v in model.get_params().items()},
+        # A callable oob_score is code, not data: the file says True (its score is saved).
+        "params": {
+            k: True if k == "oob_score" and callable(v) else _json_param(v)
+            for k, v in model.get_params().items()
+        },
         "n_features_in": int(model.n_features_in_),
         "feature_names_in": None if names is None else [str(n) for n in names],
         "classes": None if classes is None else np.asarray(classes).tolist(),

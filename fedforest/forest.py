@@ -77,7 +77,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         "n_bins": [Interval(Integral, 2, None, closed="left"), None],
         "local_candidates": ["boolean", None],
         "bootstrap": ["boolean"],
-        "oob_score": ["boolean"],
+        "oob_score": ["boolean", callable],
         "random_state": ["random_state"],
         "n_jobs": [  # scikit-learn's convention: None, -1 (all cores), -2..., or >= 1
             Interval(Integral, None, -1, closed="right"),
@@ -227,6 +227,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             result = self._grow(LocalFederation(clients, n_jobs=self.n_jobs), warm)
             self._store(result, fit_classes, warm)
             self._oob_from_clients(clients, inverse, X_arr.shape[0])
+            self._oob_metric(y_arr)
         except BaseException:
             self._restore(warm)
             raise
@@ -256,6 +257,12 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         try:
             check_federable(self.criterion, self.max_leaf_nodes)
             self._validate_params()
+            if callable(self.oob_score):
+                raise ValueError(
+                    "A callable oob_score needs every row's out-of-bag prediction in one "
+                    "place; under fit_federated they stay on the clients, which return only "
+                    "sums (accuracy or R^2 with oob_score=True). Use fit(...) to simulate."
+                )
             if not isinstance(federation, Federation):
                 raise ValueError(
                     "federation must be a fedforest Federation (e.g. LocalFederation), got "
@@ -365,7 +372,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 else self.privacy == "none"
             ),
             bootstrap=self.bootstrap,
-            oob_score=self.oob_score,
+            oob_score=bool(self.oob_score),
             seed=seed,
             verbose=self.verbose,
             tree_batch_size=self.tree_batch_size,
@@ -447,6 +454,22 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
 
     def _set_oob_prediction(self, pred: NDArray[np.float64]) -> None:
         self.oob_prediction_ = pred[:, 0]
+
+    def _oob_metric(self, y: NDArray[Any]) -> None:
+        """A callable ``oob_score``: ``metric(y_true, y_pred)`` on the rows out of some bag.
+
+        As scikit-learn: the regressor's ``oob_prediction_``; for the classifier the encoded
+        classes (indices into ``classes_``) of ``y`` and of the OOB class probabilities.
+        """
+        if not callable(self.oob_score):
+            return
+        proba = getattr(self, "oob_decision_function_", None)
+        if proba is None:
+            pred, ok = self.oob_prediction_, ~np.isnan(self.oob_prediction_)
+        else:
+            ok = ~np.isnan(proba).any(axis=1)
+            pred = np.argmax(np.nan_to_num(proba), axis=1)
+        self.oob_score_ = float(self.oob_score(y[ok], pred[ok]))
 
     # ------------------------------------------------------------------ prediction
     def _augmented(self, X: ArrayLike, client_ids: ArrayLike | None) -> NDArray[np.float64]:

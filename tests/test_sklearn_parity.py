@@ -182,3 +182,39 @@ def test_what_cannot_be_federated_says_why() -> None:
     with pytest.raises(ValueError, match="best-first"):
         ff.FedForestRegressor(max_leaf_nodes=8).fit(X, y)
     assert ff.FedForestRegressor().get_params()["max_leaf_nodes"] is None
+
+
+def test_callable_oob_score_as_scikit_learn() -> None:
+    from sklearn.metrics import balanced_accuracy_score, mean_absolute_error
+
+    X, y = _data(600, 13)
+    h = np.arange(600) % 3
+    reg = ff.FedForestRegressor(
+        n_estimators=20, oob_score=mean_absolute_error, privacy="none", random_state=0
+    ).fit(X, y, client_ids=h)
+    ok = ~np.isnan(reg.oob_prediction_)
+    assert reg.oob_score_ == pytest.approx(mean_absolute_error(y[ok], reg.oob_prediction_[ok]))
+    labels = np.where(y > np.median(y), "high", "low")
+    clf = ff.FedForestClassifier(
+        n_estimators=20, oob_score=balanced_accuracy_score, privacy="none", random_state=0
+    ).fit(X, labels, client_ids=h)
+    proba = clf.oob_decision_function_
+    ok = ~np.isnan(proba).any(axis=1)
+    encoded = np.searchsorted(clf.classes_, labels)
+    expect = balanced_accuracy_score(encoded[ok], np.argmax(proba[ok], axis=1))
+    assert clf.oob_score_ == pytest.approx(expect) and 0.7 < clf.oob_score_ <= 1.0
+    fed = ff.LocalFederation([ff.Client(X[h == k], y[h == k], str(k)) for k in range(3)])
+    with pytest.raises(ValueError, match="callable oob_score needs every row"):
+        ff.FedForestRegressor(oob_score=mean_absolute_error).fit_federated(fed)
+
+
+def test_callable_oob_score_survives_save_and_load(tmp_path) -> None:
+    from sklearn.metrics import mean_absolute_error
+
+    X, y = _data(300, 14)
+    model = ff.FedForestRegressor(
+        n_estimators=20, oob_score=mean_absolute_error, privacy="none", random_state=0
+    ).fit(X, y)
+    model.save(tmp_path / "m.ffm")
+    back = ff.load(tmp_path / "m.ffm")
+    assert back.oob_score is True and back.oob_score_ == model.oob_score_
