@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 __all__ = ["build_parser", "build_swarm_parser", "main"]
 
@@ -231,17 +232,26 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     pred.set_defaults(handler=_run_predict)
 
 
-def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    import pandas as pd
-
+def _load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
+    """A model file, or the command's usage error naming why it cannot be read."""
     import fedforest as ff
 
     try:
-        model = ff.load(args.model)
+        return ff.load(path)
     except (OSError, ValueError) as exc:
         parser.error(str(exc))
-    frame = pd.read_parquet(args.data) if args.data.suffix in (".parquet", ".pq") else None
-    frame = pd.read_csv(args.data) if frame is None else frame
+
+
+def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import pandas as pd
+
+    from fedforest.datasets.files import read_table
+
+    model = _load_model(args.model, parser)
+    try:
+        frame = read_table(args.data)
+    except ValueError as exc:
+        parser.error(str(exc))
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
         missing = [c for c in names if c not in frame.columns]
@@ -270,12 +280,7 @@ def _add_inspect(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import numpy as np
 
-    import fedforest as ff
-
-    try:
-        model = ff.load(args.model)
-    except (OSError, ValueError) as exc:
-        parser.error(str(exc))
+    model = _load_model(args.model, parser)
     depths = [t.max_depth for t in model.trees_]
     leaves = [t.n_leaves for t in model.trees_]
     print(f"{type(model).__name__} in {args.model}")

@@ -300,21 +300,20 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             msg = "Warm-start fitting without increasing n_estimators does not fit new trees."
             warnings.warn(msg, UserWarning, stacklevel=3)
             return _NOTHING_TO_ADD
-        return {"state": dict(self.__dict__), "trees": list(self.trees_)}
+        return dict(self.__dict__)  # the fitted state the new trees join (and a failure restores)
 
     def _restore(self, warm: dict[str, Any] | None) -> None:
         """After a failed fit: nothing half-trained; a warm start keeps the forest it had."""
         self._clear_fitted()
         if warm is not None:
-            self.__dict__.update(warm["state"])
+            self.__dict__.update(warm)
 
     def _grow(self, fed: Federation, warm: dict[str, Any] | None = None) -> ForestResult:
         """Grow the forest; with ``split_rule="auto"`` run the diagnostics first."""
         cfg = self._config()
         if warm is not None:
             # The new trees' seeds are those of one fit: the first fit's seed, their indices.
-            old = warm["state"]
-            cfg = replace(cfg, first_tree=len(warm["trees"]), seed=old["_seed"])
+            cfg = replace(cfg, first_tree=len(warm["trees_"]), seed=warm["_seed"])
         self._seed = cfg.seed
         if cfg.privacy != "none":
             check_config(cfg)  # before anything reaches the clients
@@ -338,7 +337,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             )
             self.diagnostics_ = report
         self.split_rule_ = cfg.split_rule
-        return grow_forest(fed, cfg, warm["trees"] if warm is not None else None)
+        return grow_forest(fed, cfg, warm["trees_"] if warm is not None else None)
 
     def _clear_fitted(self) -> None:
         """Drop every fitted attribute, so a failed fit leaves nothing half-trained."""
@@ -401,16 +400,15 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
     ) -> None:
         trees, per_tree = result.trees, result.tree_importances
         if warm is not None:
-            old = warm["state"]
-            if result.classes != old.get("_fit_class_list") or result.n_features != old.get(
+            if result.classes != warm.get("_fit_class_list") or result.n_features != warm.get(
                 "n_features_in_", result.n_features
             ):
                 raise ValueError(
                     "warm_start needs the same clients' columns and classes as the first fit; "
                     "set warm_start=False to fit a new forest."
                 )
-            trees = warm["trees"] + trees
-            per_tree = np.vstack([old["_tree_importances"], per_tree])
+            trees = warm["trees_"] + trees
+            per_tree = np.vstack([warm["_tree_importances"], per_tree])
         self.trees_: list[Tree] = trees
         self.communication_: CommunicationLedger = result.ledger
         self._tree_importances = per_tree

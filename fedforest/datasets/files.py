@@ -6,9 +6,17 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["read_client_data"]
+__all__ = ["read_client_data", "read_table"]
 
 _PARQUET = {".parquet", ".pq"}
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """A CSV (pandas' defaults) or Parquet (``.parquet`` / ``.pq``, needs pyarrow) file."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ValueError(f"{str(path)!r} is not a file.")
+    return pd.read_parquet(path) if path.suffix.lower() in _PARQUET else pd.read_csv(path)
 
 
 def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Series]:
@@ -32,13 +40,7 @@ def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Se
     ValueError
         If the file is missing or has no column ``target``.
     """
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise ValueError(f"{str(path)!r} is not a file.")
-    if path.suffix.lower() in _PARQUET:
-        frame = pd.read_parquet(path)
-    else:
-        frame = pd.read_csv(path)
+    frame = read_table(path)
     if target not in frame.columns:
         raise ValueError(
             f"{str(path)!r} has no target column {target!r}; its columns are "

@@ -224,6 +224,22 @@ def pack_increments_numpy(
     return out
 
 
+def _positions(msg: Message, name: str, n: int, sender: str) -> NDArray[np.int64]:
+    """Where a sparse answer's rows stand (increasing, in ``0..n-1``).
+
+    All positions when the array ``name`` did not travel (the answer is dense).
+    """
+    if name not in msg.arrays:
+        return np.arange(n, dtype=np.int64)
+    pos = expect_array(msg, name, "i", (None,), sender).astype(np.int64)
+    if pos.size and (pos[0] < 0 or pos[-1] >= n or np.any(np.diff(pos) <= 0)):
+        raise ValueError(
+            f"Array {name!r} of message {msg.kind!r} from {sender!r} must hold increasing "
+            f"positions in [0, {n})."
+        )
+    return pos
+
+
 def unpack_increments(
     msg: Message, prefix: str, n: int, n_stats: int, n_count_cols: int, sender: str
 ) -> tuple[NDArray[np.int64], NDArray[Any], NDArray[np.float64]]:
@@ -232,15 +248,7 @@ def unpack_increments(
     Returns the positions (in ``0..n-1``) of the increments that travelled, their integer
     columns and their float columns; a malformed message is a ``ValueError``.
     """
-    if f"{prefix}_index" in msg.arrays:
-        pos = expect_array(msg, f"{prefix}_index", "i", (None,), sender).astype(np.int64)
-        if pos.size and (pos[0] < 0 or pos[-1] >= n or np.any(np.diff(pos) <= 0)):
-            raise ValueError(
-                f"Array {prefix + '_index'!r} of message {msg.kind!r} from {sender!r} must "
-                f"hold increasing positions in [0, {n})."
-            )
-    else:
-        pos = np.arange(n, dtype=np.int64)
+    pos = _positions(msg, f"{prefix}_index", n, sender)
     counts = expect_array(msg, f"{prefix}_counts", "i", (pos.size, n_count_cols), sender)
     sums = (
         expect_array(msg, f"{prefix}_sums", "f", (pos.size, n_stats - n_count_cols), sender)
@@ -298,15 +306,7 @@ def unpack_gains(
     the gain at every candidate (carried forward within pairs); a malformed message is a
     ``ValueError``.
     """
-    if "avg_index" in msg.arrays:
-        pos = expect_array(msg, "avg_index", "i", (None,), sender).astype(np.int64)
-        if pos.size and (pos[0] < 0 or pos[-1] >= n or np.any(np.diff(pos) <= 0)):
-            raise ValueError(
-                f"Array 'avg_index' of message {msg.kind!r} from {sender!r} must hold "
-                f"increasing positions in [0, {n})."
-            )
-    else:
-        pos = np.arange(n, dtype=np.int64)
+    pos = _positions(msg, "avg_index", n, sender)
     rows = expect_array(msg, "avg_rows", "u", (pos.size,), sender)
     gain = expect_array(msg, "avg_gain", "f", (pos.size,), sender).astype(np.float64)
     inc = np.zeros(n)

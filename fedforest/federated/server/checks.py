@@ -37,6 +37,7 @@ __all__ = [
     "check_envelope",
     "check_handshake",
     "check_oob",
+    "as_invalid",
     "check_round_b",
     "check_summaries",
     "label_type",
@@ -103,8 +104,8 @@ def check_envelope(name: str, request: Message, reply: Any) -> None:
             )
 
 
-def _reraise(name: str, kind: str, exc: ValueError) -> InvalidReply:
-    """A protocol decoding error (``expect_array`` & co.) as an InvalidReply."""
+def as_invalid(name: str, kind: str, exc: ValueError) -> InvalidReply:
+    """A check's error as an InvalidReply (a decoding error of ``expect_array`` & co.)."""
     if isinstance(exc, InvalidReply):
         return exc
     return InvalidReply(name, kind, "a payload", f"is malformed ({exc})")
@@ -278,13 +279,8 @@ def check_sketch(name: str, kind: str, sketch: NDArray[np.float64]) -> None:
 
 
 def sketch_of(msg: Message, n_here: int, n_bins: int, name: str) -> NDArray[np.float64]:
-    """The decoded sketch of a reply, checked (decoding errors as InvalidReply)."""
-    try:
-        sketch = unpack_sketch(msg, n_here, n_bins, name)
-    except InvalidReply:
-        raise
-    except ValueError as exc:
-        raise _reraise(name, msg.kind, exc) from exc
+    """The decoded sketch of a reply, checked."""
+    sketch = unpack_sketch(msg, n_here, n_bins, name)
     check_sketch(name, msg.kind, sketch)
     return sketch
 
@@ -307,10 +303,7 @@ def check_round_b(
     statistics the client sent, in order; ``node_stats`` are its own node summaries.
     """
     kind = reply.kind
-    try:
-        pos, counts, sums = unpack_increments(reply, "left", answered.size, n_stats, n_count, name)
-    except ValueError as exc:
-        raise _reraise(name, kind, exc) from exc
+    pos, counts, sums = unpack_increments(reply, "left", answered.size, n_stats, n_count, name)
     inc = np.zeros((answered.size, n_stats))
     inc[pos, :n_count] = counts
     inc[pos, n_count:] = sums
@@ -407,10 +400,7 @@ class ClientRecords:
         root = parent < 0
 
         def check(name: str, request: Message, reply: Message) -> None:
-            try:
-                summary = expect_array(reply, "summary", "f", (n_slots, n_stats), name)
-            except ValueError as exc:
-                raise _reraise(name, reply.kind, exc) from exc
+            summary = expect_array(reply, "summary", "f", (n_slots, n_stats), name)
             prev = self.previous.get(name)
             parents = None
             if prev is not None and not root.all():
@@ -469,10 +459,7 @@ class ClientRecords:
                 rows = np.repeat(~categorical_pair, n_cand)
                 first = np.zeros(rows.size, dtype=bool)
                 first[cand_off[:-1][n_cand > 0]] = True
-                try:
-                    _, gains = unpack_gains(reply, int(rows.sum()), first[rows], name)
-                except ValueError as exc:
-                    raise _reraise(name, reply.kind, exc) from exc
+                _, gains = unpack_gains(reply, int(rows.sum()), first[rows], name)
                 if not np.all(np.isfinite(gains)):
                     raise InvalidReply(name, reply.kind, "array 'avg_gain'", "holds NaN or inf")
 
@@ -487,19 +474,13 @@ class ClientRecords:
         def check(name: str, request: Message, reply: Message) -> None:
             if leaves[0]:
                 self._leaf_sums(name, reply, *leaves)
-            try:
-                sums = expect_array(reply, "oob_sums", "f", (width,), name)
-            except ValueError as exc:
-                raise _reraise(name, reply.kind, exc) from exc
+            sums = expect_array(reply, "oob_sums", "f", (width,), name)
             check_oob(name, sums, self.task, self.n_samples[name])
 
         return check
 
     def _leaf_sums(self, name: str, reply: Message, n_nodes: int, width: int) -> None:
-        try:
-            sums = expect_array(reply, "leaf_sums", "f", (n_nodes, width), name)
-        except ValueError as exc:
-            raise _reraise(name, reply.kind, exc) from exc
+        sums = expect_array(reply, "leaf_sums", "f", (n_nodes, width), name)
         problem = _leaf_sums_problem(sums, self.task, self.n_samples[name])
         if problem:
             raise InvalidReply(name, reply.kind, "array 'leaf_sums'", problem)

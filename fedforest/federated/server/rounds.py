@@ -7,7 +7,7 @@ import logging
 from ..failure import DropFailedClients
 from ..federation import ClientFailure, Federation
 from ..protocol import CommunicationLedger, Message
-from .checks import Check, InvalidReply, check_envelope
+from .checks import Check, InvalidReply, as_invalid, check_envelope
 
 __all__ = ["broadcast", "exchange"]
 
@@ -47,8 +47,8 @@ def exchange(
             check_envelope(name, requests[name], replies[name])
             if check is not None:
                 check(name, requests[name], replies[name])
-        except InvalidReply as exc:
-            bad[name] = exc.in_round(round_index)
+        except ValueError as exc:  # a check's own, or a decoding error of the payload
+            bad[name] = as_invalid(name, kind, exc).in_round(round_index)
     good = {name: reply for name, reply in replies.items() if name not in bad}
     ledger.record(kind, requests, good)
     if bad:
