@@ -24,6 +24,7 @@ from sklearn.tree._tree import Tree as SkTree
 from sklearn.utils.validation import check_is_fitted
 
 from .._common import TREE_LEAF
+from . import export
 from .arrays import Tree
 
 __all__ = ["EnsembleMixin", "to_sklearn_forest", "to_sklearn_tree"]
@@ -78,7 +79,8 @@ def to_sklearn_tree(
     nodes["impurity"] = tree.impurity
     nodes["n_node_samples"] = tree.n_node_samples
     nodes["weighted_n_node_samples"] = tree.weighted_n_node_samples
-    nodes["missing_go_to_left"] = 0
+    # Where a NaN goes at each split: the tree's record (the heavier child without one).
+    nodes["missing_go_to_left"] = np.where(leaf, 0, export.missing_left(tree))
     n_classes = np.array([1 if classes is None else len(classes)], dtype=np.intp)
     sk = SkTree(n_features, n_classes, 1)
     values = np.ascontiguousarray(tree.value.reshape(n, 1, -1), dtype=np.float64)
@@ -162,6 +164,77 @@ class EnsembleMixin:
         params = {k: getattr(self, k) for k in (*shared, "max_features", "bootstrap")}
         classes = getattr(self, "classes_", None)
         return to_sklearn_forest(self.trees_, self.n_features_in_, classes, params)
+
+    # ------------------------------------------------------------------ exports
+    def to_treelite(self) -> Any:
+        """The fitted forest as a ``treelite.Model`` (extra ``fedforest[export]``).
+
+        Every split is exported, numeric and set splits (categorical features, the client
+        index H) alike; Treelite reads the columns of :meth:`export_matrix`.
+        ``treelite.gtil.predict(model.to_treelite(), model.export_matrix(X))`` gives
+        ``predict`` (regression, shape (n, 1, 1)) or ``predict_proba`` (shape
+        (n, 1, n_classes)), except for rows with a category or client that a set split
+        has not seen: Treelite sends them to the heavier child (as :meth:`apply`), where
+        fedforest mixes both children (the marginal rule). See docs/export.md.
+        """
+        check_is_fitted(self, "trees_")
+        classes = getattr(self, "classes_", None)
+        n_classes = None if classes is None else len(classes)
+        return export.to_treelite_model(self.trees_, self.n_features_in_, n_classes)
+
+    def export_matrix(self, X: Any, *, client_ids: Any = None) -> NDArray[np.float64]:
+        """X as the Treelite export reads it: float64, categories as codes, client column.
+
+        Categorical columns become the codes of ``categories_`` (-1: unseen); when the
+        forest splits on the client index, the client's position in ``clients_`` is
+        appended as a last column (-1: unknown or no ``client_ids``).
+        """
+        augmented = getattr(self, "_augmented")(X, client_ids)  # noqa: B009
+        n = export.n_model_features(self.trees_, self.n_features_in_)
+        return np.ascontiguousarray(augmented[:, :n])
+
+    def to_onnx(self, *, target_opset: Any = None) -> Any:
+        """The fitted forest as an ``onnx.ModelProto`` (extra ``fedforest[export]``).
+
+        Converted from :meth:`to_sklearn` by skl2onnx's tree converters: numeric splits
+        only (a forest with set splits raises ``ValueError``). One float32 input ``X``;
+        outputs ``variable`` (regression, (n, 1)) or ``label`` and ``probabilities``
+        (classification), in float32 as ONNX's tree ensembles compute (see
+        docs/export.md for the tolerance).
+        """
+        check_is_fitted(self, "trees_")
+        export.check_numeric(
+            self.trees_,
+            self.n_features_in_,
+            "to_onnx()",
+            "it converts through to_sklearn() and skl2onnx, and scikit-learn's trees (and "
+            "so the converted ONNX trees) have a numeric threshold at every node.",
+        )
+        return export.to_onnx_model(
+            self.to_sklearn(), self.trees_, self.n_features_in_, target_opset
+        )
+
+    def shap_explainer(self) -> Any:
+        """A path-dependent ``shap.TreeExplainer`` of the forest, from its node statistics.
+
+        No data is needed: the trees' node weights (the federated row weights) stand for
+        the training data. Numeric splits only (a forest with set splits raises
+        ``ValueError``); see :func:`fedforest.tree.export.shap_explainer`.
+        """
+        check_is_fitted(self, "trees_")
+        return export.shap_explainer(self.trees_, self.n_features_in_)
+
+    def shap_values(self, X: Any) -> NDArray[np.float64]:
+        """SHAP values of the rows of X, from the fitted forest alone (extra ``export``).
+
+        Shape (n_samples, n_features) for regression, (n_samples, n_features, n_classes)
+        for classification (of ``predict_proba``). They add up:
+        ``shap_values(X).sum(axis=1) + shap_explainer().expected_value`` is ``predict(X)``
+        (``predict_proba(X)``), to rounding.
+        """
+        explainer = self.shap_explainer()
+        rows = self.export_matrix(X)[:, : self.n_features_in_]
+        return np.asarray(explainer.shap_values(rows))
 
     @property
     def estimators_(self) -> list[Any]:
