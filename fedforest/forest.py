@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from joblib import effective_n_jobs
@@ -50,6 +52,27 @@ _ROW_CHUNK = 65536
 
 #: ``_warm_prior`` under warm_start when n_estimators did not grow: nothing to fit.
 _NOTHING_TO_ADD: dict[str, Any] = {}
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _is_dask(*objs: Any) -> bool:
+    """Any of ``objs`` a Dask collection (tested without importing Dask)."""
+    return any(hasattr(type(obj), "__dask_graph__") for obj in objs)
+
+
+def _dask_aware(method: _Method) -> _Method:
+    """On a Dask collection, ``method`` runs partition by partition, returning a Dask Array."""
+
+    @functools.wraps(method)
+    def run(self: Any, X: Any, *, client_ids: Any = None) -> Any:
+        if _is_dask(X, client_ids):
+            from .transport.dask import _estimators  # Dask is imported for Dask input only
+
+            return _estimators.map_method(self, method.__name__, X, client_ids)
+        return method(self, X, client_ids=client_ids)
+
+    return cast(_Method, run)
 
 
 class _BaseFedForest(EnsembleMixin, BaseEstimator):
@@ -179,17 +202,27 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-            Numeric features without NaN or infinity.
+            Numeric features (no infinity); NaN is a missing value, as in scikit-learn.
         y : array-like of shape (n_samples,)
             Targets: numbers (regressor) or class labels (classifier).
         client_ids : array-like of shape (n_samples,), default=None
             One client label per row; None puts every row in one client.
+
+        Dask collections (``X``, ``y`` and ``client_ids`` partitioned alike) train through
+        a :class:`~fedforest.transport.dask.DaskFederation`, the rows staying on the
+        workers: ``client_ids`` is then a Dask collection of labels, ``"partition"`` (the
+        default for Dask: a client per partition, named by its number) or ``"worker"``
+        (docs/scale.md).
 
         Returns
         -------
         self : object
             The fitted estimator.
         """
+        if _is_dask(X, y, client_ids):
+            from .transport.dask import _estimators  # Dask is imported for Dask input only
+
+            return _estimators.fit(self, X, y, client_ids)
         warm = self._warm_prior()
         if warm is _NOTHING_TO_ADD:
             return self
@@ -207,7 +240,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 X_check,
                 y,
                 dtype=np.float64,
-                ensure_all_finite=True,
+                ensure_all_finite="allow-nan",
                 y_numeric=self._task == "regression",
                 multi_output=True,
             )
@@ -478,7 +511,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         check_is_fitted(self, "trees_")
         categories = getattr(self, "categories_", {})
         X = with_codes(X, sorted(categories), categories)
-        X_arr = validate_data(self, X, dtype=np.float64, ensure_all_finite=True, reset=False)
+        X_arr = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
         codes = np.full(X_arr.shape[0], -1.0)
         if client_ids is not None:
             ids = np.asarray(client_ids)
@@ -513,6 +546,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self._in_chunks(X_aug.shape[0], run)
         return out / len(self.trees_)
 
+    @_dask_aware
     def apply(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[np.int64]:
         """Leaf index of every row in every tree, shape (n_samples, n_estimators).
 
@@ -535,7 +569,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
+        tags.input_tags.allow_nan = True  # NaN is a missing value (as scikit-learn 1.9's forests)
         return tags
 
 
@@ -559,6 +593,7 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
             tags.regressor_tags.poor_score = True
         return tags
 
+    @_dask_aware
     def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
         """Mean of the trees' leaf values, shape (n_samples,).
 
@@ -661,6 +696,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
     def _set_oob_prediction(self, pred: NDArray[np.float64]) -> None:
         self.oob_decision_function_ = pred
 
+    @_dask_aware
     def predict_proba(
         self, X: ArrayLike, *, client_ids: ArrayLike | None = None
     ) -> NDArray[np.float64]:
@@ -670,6 +706,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         """
         return self._mean_value(X, client_ids)
 
+    @_dask_aware
     def predict_log_proba(
         self, X: ArrayLike, *, client_ids: ArrayLike | None = None
     ) -> NDArray[np.float64]:
@@ -677,6 +714,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X, client_ids=client_ids))
 
+    @_dask_aware
     def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[Any]:
         """Most probable class, shape (n_samples,)."""
         check_is_fitted(self, "trees_")

@@ -272,13 +272,13 @@ def test_y_of_wrong_length(cls: type[Estimator]) -> None:
 
 
 @BOTH
-@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_nan_or_inf_in_X(cls: type[Estimator], bad: float) -> None:
+@pytest.mark.parametrize("bad", [np.inf, -np.inf])
+def test_inf_in_X(cls: type[Estimator], bad: float) -> None:
     X, y = data_for(cls)
     X = X.copy()
     X[7, 1] = bad
     est = small(cls)
-    with pytest.raises(ValueError, match="Input X contains (NaN|infinity)"):
+    with pytest.raises(ValueError, match="Input X contains infinity"):
         est.fit(X, y)
     assert_unfitted(est)
 

@@ -41,8 +41,11 @@ def test_route_rows_twins(seed):
     np.cumsum(sizes, out=set_off[1:])
     set_code = np.tile(np.arange(4, dtype=np.int32), int((feature == 0).sum()))
     set_side = rng.integers(0, 2, set_code.size).astype(np.int8)
+    # Missing values (+inf at the clients) in a numeric column go by missing_left.
+    X[rng.random(X.shape[0]) < 0.2, 1] = np.inf
+    missing_left = rng.integers(0, 2, n_prev).astype(np.uint8)
     a, b = slot.copy(), slot.copy()
-    args = (feature, threshold, left, right, set_off, set_code, set_side)
+    args = (feature, threshold, left, right, set_off, set_code, set_side, missing_left)
     K.route_rows(X.T.copy(), rows, a, *args)
     K.route_rows_numpy(X.T.copy(), rows, b, *args)
     np.testing.assert_array_equal(a, b)

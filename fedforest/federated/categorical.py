@@ -84,7 +84,8 @@ def read_features(
 
     Categorical columns are returned raw (by column index) and left as 0.0 in the matrix
     until the federation's codes are known. Raises one ``ValueError`` naming the column
-    for non-numeric columns that are not declared categorical, NaN, or infinity.
+    for non-numeric columns that are not declared categorical, infinity, or missing values
+    (NaN) in a categorical column. NaN in a numeric column is a missing value: it is kept.
     """
     n_features = X.shape[1] if hasattr(X, "shape") and len(X.shape) == 2 else -1
     frame = X if isinstance(X, pd.DataFrame) else None
@@ -121,10 +122,10 @@ def read_features(
     arr = np.column_stack(columns) if columns else np.empty((0, 0))
     if arr.shape[0] == 0:
         raise ValueError(f"{who} has no rows; remove it from the federation.")
-    if not np.all(np.isfinite(arr)):
-        j = int(np.flatnonzero(~np.isfinite(arr).all(axis=0))[0])
+    if np.isinf(arr).any():
+        j = int(np.flatnonzero(np.isinf(arr).any(axis=0))[0])
         raise ValueError(
-            f"{who}: column {_name(names, j)} of X contains NaN or infinity (not supported yet)."
+            f"{who}: column {_name(names, j)} of X contains infinity; a missing value is NaN."
         )
     return np.ascontiguousarray(arr), names, raw
 

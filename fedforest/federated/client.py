@@ -122,6 +122,11 @@ class Client:
         self.X, self.feature_names, self._cat_raw = read_features(
             X, f"Client {self.name!r}", categorical_features
         )
+        # A missing value (NaN) is held as +inf: every kernel then sends it right of every
+        # candidate (all finite), and routing sends it where its node says (missing_left).
+        self.missing = np.isnan(self.X).any(axis=0)
+        if self.missing.any():
+            self.X[np.isnan(self.X)] = np.inf
         # Column-major copy: the growth kernels read one feature of many rows at a time. Its
         # last row holds this client's index H (set by the server's set-up; -1 until then).
         self.Xt = np.empty((self.X.shape[1] + 1, self.X.shape[0]))
@@ -190,6 +195,8 @@ class Client:
             "n_features": int(self.X.shape[1]),
             "feature_names": self.feature_names,
         }
+        if self.missing.any():  # the columns with missing values (NaN) in this client
+            header["missing_features"] = np.flatnonzero(self.missing).tolist()
         arrays: dict[str, NDArray[Any]] = {}
         self._secure = None
         if msg.header.get("privacy") in ("secure", "dp"):
@@ -197,7 +204,13 @@ class Client:
             arrays["public_key"] = np.frombuffer(self._secure.keys.public_bytes, dtype=np.uint8)
         elif msg.header.get("ranges"):
             # Under "none": per-feature min and max (histogram baseline, constant features).
-            arrays = {"feature_min": self.X.min(axis=0), "feature_max": self.X.max(axis=0)}
+            gone = np.isinf(self.X)  # missing values; an all-missing column gives 0 and 0
+            lo = np.where(gone, np.inf, self.X).min(axis=0)
+            hi = np.where(gone, -np.inf, self.X).max(axis=0)
+            arrays = {
+                "feature_min": np.where(np.isfinite(lo), lo, 0.0),
+                "feature_max": np.where(np.isfinite(hi), hi, 0.0),
+            }
         header["categories"] = {
             str(j): sort_categories(np.unique(v).tolist()) for j, v in self._cat_raw.items()
         }
@@ -331,6 +344,7 @@ class Client:
                 expect_array(msg, "route_left", "i", (n_prev,), "server"),
                 expect_array(msg, "route_right", "i", (n_prev,), "server"),
                 *self._route_sets(msg, n_prev),
+                self._route_missing(msg, n_prev),
             )
         fit.slot_tree = expect_array(msg, "slot_tree_off", "i", (fit.n_trees + 1,), "server")
         n_slots = int(fit.slot_tree[-1])
@@ -373,6 +387,14 @@ class Client:
         code = expect_array(msg, "route_set_code", "i", (int(off[-1]),), "server")
         side = expect_array(msg, "route_set_side", "i", (int(off[-1]),), "server")
         return off, code.astype(np.int32), side.astype(np.int8)
+
+    @staticmethod
+    def _route_missing(msg: Message, n_prev: int) -> NDArray[np.uint8]:
+        """Where missing values go at last level's splits (absent: no column has any)."""
+        if "route_missing_left" not in msg.arrays:
+            return np.zeros(n_prev, np.uint8)
+        side = expect_array(msg, "route_missing_left", "iu", (n_prev,), "server")
+        return side.astype(np.uint8)
 
     def _state(self) -> _Fit:
         if self._fit is None:
@@ -427,7 +449,8 @@ class Client:
         for s in range(fit.pair_off.size - 1):
             node_rows = rows[bounds[s] : bounds[s + 1]]
             for p in range(int(fit.pair_off[s]), int(fit.pair_off[s + 1])):
-                values.append(np.unique(self.X[node_rows, fit.pair_feat[p]]))
+                v = np.unique(self.X[node_rows, fit.pair_feat[p]])
+                values.append(v[np.isfinite(v)])  # missing values are no candidates
         off = np.zeros(len(values) + 1, dtype=np.int64)
         np.cumsum([v.size for v in values], out=off[1:])
         flat = np.concatenate(values) if values else np.empty(0)
@@ -562,6 +585,8 @@ class Client:
         set_code = expect_array(msg, "set_code", "i", (int(set_off[-1]),), "server")
         set_side = expect_array(msg, "set_side", "i", (int(set_off[-1]),), "server")
         weight = expect_array(msg, "weight", "f", (n_nodes,), "server")
+        missing_left = expect_array(msg, "missing_left", "iu", (n_nodes,), "server")
+        missing_left = missing_left.astype(np.uint8)
         X_aug = np.ascontiguousarray(self.Xt.T)  # features and this client's index H
         pred = np.zeros((self.n_samples, value.shape[1]))
         n_oob = np.zeros(self.n_samples)
@@ -579,6 +604,7 @@ class Client:
                 set_code,
                 set_side,
                 weight,
+                missing_left,
                 value,
                 tree_off[t : t + 2],
                 tree_pred,
@@ -605,7 +631,9 @@ class Client:
             self.finish()
             return self._secure.oob(msg, arrays["oob_sums"], n_classes)
         if msg.header.get("leaf_sums"):  # diagnostics ("none" only): per-leaf sums, tree 0
-            packed = (feature, threshold, left, right, set_off, set_code, set_side, weight)
+            packed = (
+                feature, threshold, left, right, set_off, set_code, set_side, weight, missing_left
+            )  # fmt: skip
             arrays["leaf_sums"] = self._leaf_sums(X_aug, packed, tree_off, y_all, n_classes)
         self.finish()
         return Message(OOB, {"name": self.name}, arrays)
@@ -625,7 +653,7 @@ class Client:
         """
         oob = np.flatnonzero(self._counts(0) == 0)
         leaf = np.zeros((oob.size, 1), dtype=np.int32)
-        feature, threshold, left, right, set_off, set_code, set_side, weight = packed
+        feature, threshold, left, right, set_off, set_code, set_side, weight, missing = packed
         apply_forest_sets(
             X_aug[oob],
             feature,
@@ -636,6 +664,7 @@ class Client:
             set_code,
             set_side,
             weight,
+            missing,
             tree_off[:2],
             leaf,
         )

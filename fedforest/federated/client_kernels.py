@@ -31,7 +31,9 @@ __all__ = [
 
 
 @numba.njit(nogil=True, cache=True)
-def route_rows(Xt, rows, slot, feature, threshold, left, right, set_off, set_code, set_side):
+def route_rows(
+    Xt, rows, slot, feature, threshold, left, right, set_off, set_code, set_side, missing_left
+):
     """Move rows to the children of last level's splits, in place.
 
     Parameters
@@ -47,6 +49,8 @@ def route_rows(Xt, rows, slot, feature, threshold, left, right, set_off, set_cod
         ``set_code[set_off[s]:set_off[s + 1]]`` (empty: numeric split)
     set_code : ndarray of int32  # IN
     set_side : ndarray of int8  # IN: 0 left, 1 right
+    missing_left : ndarray of uint8, shape (n_prev_slots,)  # IN: where a missing value
+        (+inf) goes at a numeric split: 1 left, 0 right
     """
     for r in range(rows.shape[0]):
         s = slot[r]
@@ -58,6 +62,8 @@ def route_rows(Xt, rows, slot, feature, threshold, left, right, set_off, set_cod
             continue
         x = Xt[f, rows[r]]
         go_right = x > threshold[s]
+        if x == np.inf:
+            go_right = missing_left[s] == 0
         if set_off[s + 1] > set_off[s]:
             go_right = False  # a training row always has a known code; left is a safe default
             for k in range(set_off[s], set_off[s + 1]):
@@ -77,6 +83,7 @@ def route_rows_numpy(
     set_off: NDArray[np.int64],
     set_code: NDArray[np.int32],
     set_side: NDArray[np.int8],
+    missing_left: NDArray[np.uint8],
 ) -> None:
     """NumPy twin of :func:`route_rows`."""
     active = np.flatnonzero(slot >= 0)
@@ -86,6 +93,8 @@ def route_rows_numpy(
     x = np.zeros(active.size)
     x[split] = Xt[f[split], rows[active[split]]]
     go_right = x > threshold[s]
+    gone = x == np.inf
+    go_right[gone] = missing_left[s[gone]] == 0
     for node in np.unique(s[split]):
         lo, hi = set_off[node], set_off[node + 1]
         if hi > lo:

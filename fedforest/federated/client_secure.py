@@ -170,9 +170,10 @@ class SecureParty:
         x = c.X[:, feats]
         if msg.header.get("stage") == "moments":
             clip = ASINH_CLIP if self.dp is not None else np.inf
-            a = np.clip(np.arcsinh(x), -clip, clip)
+            known = np.isfinite(x)  # a missing value (+inf) is in no moment
+            a = np.where(known, np.clip(np.arcsinh(np.where(known, x, 0.0)), -clip, clip), 0.0)
             moments = np.column_stack(
-                [np.full(feats.size, float(c.n_samples)), a.sum(axis=0), (a * a).sum(axis=0)]
+                [known.sum(axis=0).astype(np.float64), a.sum(axis=0), (a * a).sum(axis=0)]
             )
             m_bounds = [1.0, ASINH_CLIP, ASINH_CLIP**2]
             moments = self.noisy(msg, moments, m_bounds, "grid_sigma")

@@ -45,16 +45,24 @@ def fine_codes(
     fine_min = np.full((d, n_fine), np.inf)
     fine_max = np.full((d, n_fine), -np.inf)
     for j in range(d):
-        uniq = np.unique(X[:, j])
-        if uniq.size <= n_fine:
+        x = X[:, j]
+        known = np.isfinite(x)
+        # A column with missing values (+inf) keeps the last code for them alone, with
+        # fine_min = fine_max = +inf: every kernel can tell that bin from the others.
+        n_known = n_fine if known.all() else n_fine - 1
+        uniq = np.unique(x[known])
+        if uniq.size <= n_known:
             edges = uniq[:-1]
         else:
-            qs = np.quantile(X[:, j], np.linspace(0, 1, n_fine + 1)[1:-1], method="lower")
+            qs = np.quantile(x[known], np.linspace(0, 1, n_known + 1)[1:-1], method="lower")
             edges = np.unique(qs)
-        code = np.searchsorted(edges, X[:, j], side="left")
+        code = np.searchsorted(edges, x, side="left")
+        code[~known] = n_fine - 1
         codes_t[j] = code
-        np.minimum.at(fine_min[j], code, X[:, j])
-        np.maximum.at(fine_max[j], code, X[:, j])
+        np.minimum.at(fine_min[j], code[known], x[known])
+        np.maximum.at(fine_max[j], code[known], x[known])
+        if not known.all():
+            fine_min[j, -1] = fine_max[j, -1] = np.inf
     return codes_t, fine_min, fine_max
 
 
@@ -165,15 +173,26 @@ def sketch_pairs(
             n_g = 0
             if c <= SMALL_SKETCH:
                 # Stable insertion sort of (value, weight, row): no allocation, fast when tiny.
+                miss = 0.0
                 for k in range(c):
                     v, wk, r, j = Xt[f, ii[k]], ww[k], k, k
+                    if v == np.inf:  # a missing value: sorted last, in no quantile
+                        miss += wk
                     while j > 0 and vals[j - 1] > v:
                         vals[j], wsrt[j], isrt[j] = vals[j - 1], wsrt[j - 1], isrt[j - 1]
                         j -= 1
                     vals[j], wsrt[j], isrt[j] = v, wk, r
-                for k in range(c):
+                tot = total - miss
+                if not tot > 0.0:
+                    for lv in range(n_bins):
+                        out[q, lv] = np.nan
+                    continue
+                n_known = c
+                while n_known > 0 and vals[n_known - 1] == np.inf:
+                    n_known -= 1
+                for k in range(n_known):
                     cum += wsrt[k]
-                    while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+                    while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
                         out[q, level] = vals[k]
                         level += 1
                     if want_local:
@@ -181,7 +200,7 @@ def sketch_pairs(
                             _clear_group(g_val, g_cnt, g_w, g_s, n_g, vals[k], n_cols)
                             n_g += 1
                         _add_group(g_cnt, g_w, g_s, n_g - 1, wsrt[k], yy[isrt[k]], n_classes)
-                last = vals[c - 1]
+                last = vals[n_known - 1]
             elif want_local:
                 # One zeroed block per node and feature: weight, rows, then the task sums.
                 gh[:, :] = 0.0
@@ -194,12 +213,20 @@ def sketch_pairs(
                     else:
                         gh[cd, 2 + int(yy[k])] += ww[k]
                 last = 0.0
+                tot = total
+                if fine_max[f, n_fine - 1] == np.inf:  # the missing values' bin
+                    tot -= gh[n_fine - 1, 0]
+                    gh[n_fine - 1, 0] = 0.0
+                if not tot > 0.0:
+                    for lv in range(n_bins):
+                        out[q, lv] = np.nan
+                    continue
                 for j in range(n_fine):
                     if gh[j, 0] <= 0.0:
                         continue
                     cum += gh[j, 0]
                     last = fine_max[f, j]
-                    while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+                    while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
                         out[q, level] = last
                         level += 1
                     g_val[n_g], g_cnt[n_g], g_w[n_g] = last, gh[j, 1], gh[j, 0]
@@ -207,7 +234,7 @@ def sketch_pairs(
                         g_s[n_g, col] = gh[j, 2 + col]
                     n_g += 1
                 if n_g < 2 * n_bins and c <= EXACT_SKETCH and n_bins > 0:
-                    _exact_sketch(Xt, f, ii, ww, c, total, out, q)
+                    _exact_sketch(Xt, f, ii, ww, c, tot, out, q)
                     level = n_bins
             else:
                 for j in range(n_fine):
@@ -216,19 +243,27 @@ def sketch_pairs(
                     hist[codes_t[f, ii[k]]] += ww[k]
                 last = 0.0
                 n_used = 0
+                tot = total
+                if fine_max[f, n_fine - 1] == np.inf:  # the missing values' bin
+                    tot -= hist[n_fine - 1]
+                    hist[n_fine - 1] = 0.0
+                if not tot > 0.0:
+                    for lv in range(n_bins):
+                        out[q, lv] = np.nan
+                    continue
                 for j in range(n_fine):
                     if hist[j] <= 0.0:
                         continue
                     n_used += 1
                     cum += hist[j]
                     last = fine_max[f, j]
-                    while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+                    while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
                         out[q, level] = last
                         level += 1
                 if n_used < 2 * n_bins and c <= EXACT_SKETCH:
                     # The node's values sit in few of the client's fine bins: the bins would
                     # blur its quantiles, so read them off its sorted values instead.
-                    _exact_sketch(Xt, f, ii, ww, c, total, out, q)
+                    _exact_sketch(Xt, f, ii, ww, c, tot, out, q)
                     level = n_bins
             for lv in range(level, n_bins):
                 out[q, lv] = last
@@ -255,18 +290,19 @@ def node_sketches_numpy(
     n_bins = out.shape[1]
     p_lo = pair_off[slot_lo]
     for s in range(slot_lo, slot_hi):
-        mine = np.flatnonzero(slot == s)
-        total = w[mine].sum()
-        levels = total * np.arange(1, n_bins + 1) / n_bins * (1.0 - 1e-12)
+        node = np.flatnonzero(slot == s)
         for p in range(pair_off[s], pair_off[s + 1]):
             f = pair_feat[p]
-            if mine.size == 0:
+            mine = node[Xt[f, rows[node]] != np.inf]  # missing values are in no quantile
+            total = w[mine].sum()
+            if mine.size == 0 or not total > 0:
                 out[p - p_lo] = np.nan
                 continue
+            levels = total * np.arange(1, n_bins + 1) / n_bins * (1.0 - 1e-12)
             hist = np.bincount(codes_t[f, rows[mine]], weights=w[mine], minlength=fine_max.shape[1])
             used = np.flatnonzero(hist > 0)
-            few_bins = used.size < 2 * n_bins and mine.size <= EXACT_SKETCH
-            if mine.size <= SMALL_SKETCH or few_bins:
+            few_bins = used.size < 2 * n_bins and node.size <= EXACT_SKETCH
+            if node.size <= SMALL_SKETCH or few_bins:
                 vals = Xt[f, rows[mine]]
                 srt = np.argsort(vals, kind="stable")
                 cum, pts = np.cumsum(w[mine][srt]), vals[srt]

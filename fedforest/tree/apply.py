@@ -1,8 +1,9 @@
 """Kernels that route rows through a packed forest (numeric and set splits), with twins.
 
-A numeric split sends a row left when ``x[feature] <= threshold``. A code a set split has
-not seen (an unseen category, an unknown or missing client) follows the *marginal rule*:
-the row goes down both branches, weighted by the children's training weight.
+A numeric split sends a row left when ``x[feature] <= threshold``, and a missing value
+(NaN, or +inf as the clients hold it) to the side ``missing_left`` gives. A code a set split
+has not seen (an unseen category, an unknown or missing client) follows the *marginal
+rule*: the row goes down both branches, weighted by the children's training weight.
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ def _set_side(x, lo, hi, set_code, set_side):
         if set_code[k] == code:
             return set_side[k]
     return -1
+
+
+@numba.njit(inline="always")
+def _numeric_child(x, node, threshold, missing_left, left, right):
+    # A numeric split: left when x <= threshold; a missing value (NaN or +inf) by the flag.
+    if x != x or x == np.inf:
+        return left[node] if missing_left[node] else right[node]
+    return left[node] if x <= threshold[node] else right[node]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -83,8 +92,20 @@ def apply_forest_numpy(
 
 @numba.njit(nogil=True, cache=True)
 def predict_forest(
-    X, feature, threshold, left, right, set_off, set_code, set_side, weight, value, offsets, out
-):  # noqa: E501
+    X,
+    feature,
+    threshold,
+    left,
+    right,
+    set_off,
+    set_code,
+    set_side,
+    weight,
+    missing_left,
+    value,
+    offsets,
+    out,
+):
     """Sum over trees of each row's prediction, with the marginal rule at unseen codes.
 
     Parameters
@@ -92,7 +113,7 @@ def predict_forest(
     X : ndarray of float64, shape (n_samples, n_columns)  # IN: features, then the client
         code (-1 unknown) when the forest splits on H; set features hold codes
     feature, threshold, left, right, value, offsets : from :func:`pack_forest`  # IN
-    set_off, set_code, set_side, weight : from :func:`pack_sets`  # IN
+    set_off, set_code, set_side, weight, missing_left : from :func:`pack_sets`  # IN
     out : ndarray of float64, shape (n_samples, n_values)  # OUT: accumulated into
     """
     n_trees = offsets.shape[0] - 1
@@ -109,7 +130,9 @@ def predict_forest(
                 while left[node] != -1:
                     lo, hi = set_off[node], set_off[node + 1]
                     if hi == lo:
-                        node = left[node] if X[i, feature[node]] <= threshold[node] else right[node]
+                        node = _numeric_child(
+                            X[i, feature[node]], node, threshold, missing_left, left, right
+                        )
                         continue
                     side = _set_side(X[i, feature[node]], lo, hi, set_code, set_side)
                     if side == 0:
@@ -137,6 +160,7 @@ def predict_forest_numpy(
     set_code: NDArray[np.int32],
     set_side: NDArray[np.int8],
     weight: NDArray[np.float64],
+    missing_left: NDArray[np.uint8],
     value: NDArray[np.float64],
     offsets: NDArray[np.int64],
     out: NDArray[np.float64],
@@ -154,6 +178,7 @@ def predict_forest_numpy(
             x = X[:, feature[node]]
             if set_off[node + 1] == set_off[node]:
                 go = np.where(x <= threshold[node], 0, 1)
+                go[np.isnan(x) | (x == np.inf)] = 0 if missing_left[node] else 1
             else:
                 codes = set_code[set_off[node] : set_off[node + 1]]
                 sides = set_side[set_off[node] : set_off[node + 1]]
@@ -167,7 +192,18 @@ def predict_forest_numpy(
 
 @numba.njit(nogil=True, cache=True)
 def apply_forest_sets(
-    X, feature, threshold, left, right, set_off, set_code, set_side, weight, offsets, out
+    X,
+    feature,
+    threshold,
+    left,
+    right,
+    set_off,
+    set_code,
+    set_side,
+    weight,
+    missing_left,
+    offsets,
+    out,
 ):  # noqa: E501
     """Like :func:`apply_forest` with set splits; an unseen code takes the heavier child.
 
@@ -183,7 +219,10 @@ def apply_forest_sets(
             while left[node] != -1:
                 lo, hi = set_off[node], set_off[node + 1]
                 if hi == lo:
-                    go = 0 if X[i, feature[node]] <= threshold[node] else 1
+                    child = _numeric_child(
+                        X[i, feature[node]], node, threshold, missing_left, left, right
+                    )
+                    go = 0 if child == left[node] else 1
                 else:
                     go = _set_side(X[i, feature[node]], lo, hi, set_code, set_side)
                     if go < 0:

@@ -58,6 +58,10 @@ class Tree:
         Number of codes of a set split (0 for numeric splits and leaves).
     set_code, set_side : ndarray of int32 / int8, shape (sum(set_size),)
         The codes of every set split, node after node, and their side (0 left, 1 right).
+    missing_go_to_left : ndarray of uint8, shape (n_nodes,)
+        Where a row whose split value is missing (NaN) goes at a numeric split: 1 left,
+        0 right (scikit-learn's field). A split learnt with missing values sends them to the
+        side that gained more; one that saw none, to the child with more rows.
     """
 
     feature: NDArray[np.int32]
@@ -71,6 +75,9 @@ class Tree:
     set_size: NDArray[np.int32] = field(default_factory=_empty_int32)
     set_code: NDArray[np.int32] = field(default_factory=_empty_int32)
     set_side: NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    missing_go_to_left: NDArray[np.uint8] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.uint8)
+    )
 
     #: Per-node arrays (one entry per node).
     ARRAYS = (
@@ -83,6 +90,7 @@ class Tree:
         "weighted_n_node_samples",
         "impurity",
         "set_size",
+        "missing_go_to_left",
     )
     #: Flat arrays of the set splits (``sum(set_size)`` entries).
     SET_ARRAYS = ("set_code", "set_side")
@@ -90,6 +98,15 @@ class Tree:
     def __post_init__(self) -> None:
         if self.set_size.shape[0] != self.feature.shape[0]:
             object.__setattr__(self, "set_size", np.zeros(self.feature.shape[0], np.int32))
+        if self.missing_go_to_left.shape[0] != self.feature.shape[0]:
+            # Trees from before missing values (or built without): the larger child.
+            larger = np.zeros(self.feature.shape[0], np.uint8)
+            internal = np.flatnonzero(self.children_left != TREE_LEAF)
+            rows = np.asarray(self.n_node_samples)
+            larger[internal] = (
+                rows[self.children_left[internal]] > rows[self.children_right[internal]]
+            )
+            object.__setattr__(self, "missing_go_to_left", larger)
 
     @property
     def node_count(self) -> int:
@@ -176,8 +193,10 @@ def pack_forest(
 
 def pack_sets(
     trees: list[Tree],
-) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.int8], NDArray[np.float64]]:
-    """Set splits and node weights of the packed forest (global node order).
+) -> tuple[
+    NDArray[np.int64], NDArray[np.int32], NDArray[np.int8], NDArray[np.float64], NDArray[np.uint8]
+]:
+    """Set splits, node weights and missing-value sides of the packed forest (global order).
 
     Returns
     -------
@@ -187,6 +206,8 @@ def pack_sets(
     set_side : ndarray of int8
     weight : ndarray of float64, shape (n_nodes,)
         ``weighted_n_node_samples``, for the marginal rule.
+    missing_left : ndarray of uint8, shape (n_nodes,)
+        ``missing_go_to_left``.
     """
     sizes = np.concatenate([t.set_size for t in trees]).astype(np.int64)
     set_off = np.zeros(sizes.size + 1, dtype=np.int64)
@@ -194,4 +215,5 @@ def pack_sets(
     code = np.concatenate([t.set_code for t in trees]).astype(np.int32)
     side = np.concatenate([t.set_side for t in trees]).astype(np.int8)
     weight = np.concatenate([t.weighted_n_node_samples for t in trees]).astype(np.float64)
-    return set_off, code, side, weight
+    missing_left = np.concatenate([t.missing_go_to_left for t in trees]).astype(np.uint8)
+    return set_off, code, side, weight, missing_left

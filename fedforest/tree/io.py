@@ -32,6 +32,9 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "MAX_TOTAL_BYTES", "save_forest", "l
 # * the set splits: ``set_size`` is a per-node field like the others; ``set_code`` (int32)
 #   and ``set_side`` (int8, 0 left / 1 right) hold the codes of every set split, tree after
 #   tree and node after node (files without them have numeric splits only);
+# * ``missing_go_to_left`` (uint8, 0 or 1) per node: where a missing value goes at a numeric
+#   split (files without it, from before missing values, send it to the child with more
+#   rows, as scikit-learn does for a split that saw no missing value);
 # * the caller's ``extra`` arrays under the names ``extra/<name>``.
 #
 # Loading never unpickles (``np.lib.format.read_array(..., allow_pickle=False)``) and checks
@@ -57,6 +60,7 @@ _CANONICAL = {
     "weighted_n_node_samples": np.float64,
     "impurity": np.float64,
     "set_size": np.int32,
+    "missing_go_to_left": np.uint8,
 }
 _SET_CANONICAL = {"set_code": np.int32, "set_side": np.int8}
 
@@ -281,6 +285,11 @@ def _check_nodes(
     is_set = work["set_size"] > 0
     checks += [
         (work["set_size"] < 0, "has a negative set_size", "set_size"),
+        (
+            (work["missing_go_to_left"] < 0) | (work["missing_go_to_left"] > 1),
+            "has a missing_go_to_left other than 0 or 1",
+            "missing_go_to_left",
+        ),
         (leaf & is_set, "is a leaf with a split set", "set_size"),
     ]
     if n_features_in is not None:
@@ -393,6 +402,10 @@ def _validate_forest(
             "set_code": np.zeros(0, np.int32),
             "set_side": np.zeros(0, np.int8),
         }
+    derive_missing = "missing_go_to_left" not in arrays
+    if derive_missing:  # a file from before missing values: derived below (larger child)
+        n = np.asarray(arrays.get("feature", np.zeros(0))).shape[0]
+        arrays = {**arrays, "missing_go_to_left": np.zeros(n, np.uint8)}
     missing = [name for name in (*_CANONICAL, *_SET_CANONICAL, _OFFSETS_KEY) if name not in arrays]
     if missing:
         raise _FormatError(f"arrays {missing} are missing")
@@ -407,6 +420,8 @@ def _validate_forest(
     out = {name: work[name].astype(dtype) for name, dtype in _CANONICAL.items()}
     out.update({name: work[name].astype(dtype) for name, dtype in _SET_CANONICAL.items()})
     out[_OFFSETS_KEY] = work[_OFFSETS_KEY]
+    if derive_missing:
+        out["missing_go_to_left"] = np.zeros(0, np.uint8)  # Tree derives it per tree
     return out
 
 
@@ -416,7 +431,10 @@ def _unpack_trees(arrays: dict[str, NDArray[Any]]) -> list[Tree]:
     code_off = np.concatenate([[0], np.cumsum(arrays["set_size"], dtype=np.int64)])[offsets]
     trees = []
     for t, (lo, hi) in enumerate(zip(offsets[:-1], offsets[1:], strict=True)):
-        fields = {name: arrays[name][lo:hi].copy() for name in Tree.ARRAYS}
+        fields = {
+            name: arrays[name][lo:hi].copy() if arrays[name].size else arrays[name]
+            for name in Tree.ARRAYS
+        }
         for name in Tree.SET_ARRAYS:
             fields[name] = arrays[name][code_off[t] : code_off[t + 1]].copy()
         trees.append(Tree(**fields))

@@ -151,6 +151,19 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
             )
         for j, values in cats.items():
             _check_scalars(name, kind, f"header field 'categories'[{j!r}]", values)
+        missing = h.get("missing_features", [])
+        if (
+            not isinstance(missing, list)
+            or not all(isinstance(j, int) and not isinstance(j, bool) for j in missing)
+            or sorted(set(missing)) != missing
+            or any(j < 0 or j >= d or str(j) in cats for j in missing)
+        ):
+            raise InvalidReply(
+                name,
+                kind,
+                "header field 'missing_features'",
+                f"is not a sorted list of distinct numeric column indices below {d}",
+            )
         if task == "classification":
             labels = h.get("labels")
             if not isinstance(labels, list) or not labels:
@@ -272,8 +285,11 @@ def _check_stats(
 
 def check_sketch(name: str, kind: str, sketch: NDArray[np.float64]) -> None:
     """Sketch rows are finite and sorted (quantiles at increasing levels)."""
-    if not np.all(np.isfinite(sketch)):
+    # A row is all NaN where every row of the client in that node lacks the feature.
+    gone = np.isnan(sketch).all(axis=1)
+    if not np.all(np.isfinite(sketch[~gone])):
         raise InvalidReply(name, kind, "array 'sketch'", "holds NaN or infinity")
+    sketch = sketch[~gone]
     if sketch.shape[1] > 1 and np.any(np.diff(sketch, axis=1) < 0):
         raise InvalidReply(name, kind, "array 'sketch'", "has a row that is not sorted")
 
@@ -358,6 +374,7 @@ class ClientRecords:
         n_count: int,
         bootstrap: bool,
         draws: dict[str, int] | None = None,
+        missing: dict[str, list[int]] | None = None,
     ):
         self.n_samples, self.task, self.n_count, self.bootstrap = (
             n_samples,
@@ -367,6 +384,10 @@ class ClientRecords:
         )
         #: Each client's bootstrap draws per tree (``max_samples``; default its rows).
         self.draws = dict(draws or {})
+        #: The columns each client declared missing values in (its handshake).
+        self.missing = {
+            name: np.asarray(cols, dtype=np.int64) for name, cols in (missing or {}).items()
+        }
         #: Each client's node summaries at the previous level and at this one.
         self.previous: dict[str, NDArray[np.float64]] = {}
         self.current: dict[str, NDArray[np.float64]] = {}
@@ -386,6 +407,7 @@ class ClientRecords:
         n_stats: int,
         sketch_present: Callable[[NDArray[np.float64]], NDArray[np.bool_]] | None,
         n_bins: int | None,
+        pair_feat: NDArray[np.int32] | None = None,
     ) -> Check:
         """Round A: each client's node summaries (and sketches) against its parents'."""
         parent = np.full(n_slots, -1, dtype=np.int64)
@@ -421,7 +443,19 @@ class ClientRecords:
             )
             if sketch_present is not None and n_bins is not None:
                 present = sketch_present(summary)
-                sketch_of(reply, int(present.sum()), n_bins, name)
+                sketch = sketch_of(reply, int(present.sum()), n_bins, name)
+                # A NaN row only for a column the client said it misses values in.
+                gone = np.isnan(sketch).any(axis=1)
+                if gone.any() and (
+                    pair_feat is None
+                    or not np.isin(pair_feat[present][gone], self.missing.get(name, [])).all()
+                ):
+                    raise InvalidReply(
+                        name,
+                        reply.kind,
+                        "array 'sketch'",
+                        "holds NaN for a column without missing values",
+                    )
             self.current[name] = summary
 
         return check

@@ -44,6 +44,7 @@ class _TreeBuilder:
         self.threshold: list[float] = []
         self.left: list[int] = []
         self.right: list[int] = []
+        self.missing_left: list[int] = []
         self.stats: list[NDArray[np.float64]] = []
         self.sets: dict[int, tuple[NDArray[np.int32], NDArray[np.int8]]] = {}
 
@@ -52,6 +53,7 @@ class _TreeBuilder:
         self.threshold.append(-2.0)
         self.left.append(TREE_LEAF)
         self.right.append(TREE_LEAF)
+        self.missing_left.append(0)
         self.stats.append(np.zeros(0) if stats is None else stats)
         return len(self.feature) - 1
 
@@ -70,6 +72,7 @@ class _TreeBuilder:
             n_node_samples=stats[:, STAT_ROWS].round().astype(np.int64),
             weighted_n_node_samples=stats[:, STAT_WEIGHT].copy(),
             impurity=impurity(stats, criterion),
+            missing_go_to_left=np.asarray(self.missing_left, dtype=np.uint8),
             **self._set_arrays(),
         )
 
@@ -272,7 +275,9 @@ def _level(
         return np.asarray((summary[pair_node, STAT_WEIGHT] > 0) & numeric)
 
     quantile = cfg.n_bins is not None and cfg.binning == "quantile"
-    check_a = records.round_a(routes, n_slots, s, sketched if quantile else None, cfg.n_bins)
+    check_a = records.round_a(
+        routes, n_slots, s, sketched if quantile else None, cfg.n_bins, pair_feat
+    )
     replies, summaries = _round_a(fed, ledger, header, routes, arrays, n_slots, s, check_a)
     pooled = _pool_node_stats(builders, frontier, summaries)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
@@ -288,6 +293,7 @@ def _level(
         cfg,
         ctx.get("edges"),
         ctx["n_categories"],
+        ctx["missing"] if ctx["missing"].any() else None,
     )
     root_w = np.array([builders[t].stats[0][STAT_WEIGHT] for t in frontier.tree])
     best = BestSplits.none(n_slots, s)
@@ -466,12 +472,14 @@ def _apply_splits(
         child_leaf_r = _is_leaf_by_rule(best.right, depth, cfg)
     route_left = np.full(n_slots, -1, dtype=np.int32)
     route_right = np.full(n_slots, -1, dtype=np.int32)
+    missing_left = best.missing_sides()
     new_tree: list[int] = []
     new_node: list[int] = []
     for i in np.flatnonzero(best.feature >= 0):
         t, node = int(frontier.tree[i]), int(frontier.node[i])
         b = builders[t]
         b.feature[node], b.threshold[node] = int(best.feature[i]), float(best.threshold[i])
+        b.missing_left[node] = int(missing_left[i])
         if int(i) in best.sets:
             b.sets[node] = best.sets[int(i)]
         b.left[node] = b.add(best.left[i])
@@ -499,6 +507,8 @@ def _apply_splits(
     }
     if best.sets:
         routes.update(_route_sets(best.sets, n_slots))
+    if ctx.get("missing") is not None and ctx["missing"].any():
+        routes["route_missing_left"] = missing_left
     nxt = _Frontier(
         np.asarray(new_tree, np.int64)[order], np.asarray(new_node, np.int64)[order], depth
     )
@@ -579,6 +589,7 @@ def grow_forest(
         "importances": np.zeros((cfg.n_estimators, d + int(cfg.split_on_client))),
         "n_classes": n_classes,
         "n_categories": category_counts(schema["categories"], d),
+        "missing": schema["missing"],
         "edges": schema["edges"],
         "clients": schema["clients"],
         "records": ClientRecords(
@@ -587,6 +598,7 @@ def grow_forest(
             count_columns(n_classes),
             cfg.bootstrap,
             schema["draws"],
+            schema["client_missing"],
         ),
     }
     if cfg.privacy == "dp":
@@ -696,7 +708,7 @@ def _oob_round(
 ) -> None:
     """Clients score their own rows with the trees that did not draw them; sums come back."""
     feature, threshold, left, right, value, offsets = pack_forest(trees)
-    set_off, set_code, set_side, weight = pack_sets(trees)
+    set_off, set_code, set_side, weight, missing_left = pack_sets(trees)
     header: dict[str, Any] = {"n_trees": len(trees)}
     if cfg.oob_leaf_sums:
         header["leaf_sums"] = True
@@ -714,6 +726,7 @@ def _oob_round(
             "set_code": set_code,
             "set_side": set_side,
             "weight": weight,
+            "missing_left": missing_left,
         },
     )
     width = 2 if cfg.task == "classification" else 4

@@ -71,7 +71,12 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         lo, hi = pooled
         b = cfg.n_bins or 32
         edges = lo[:, None] + (hi - lo)[:, None] * (np.arange(1, b) / b)[None, :]
+    missing = np.zeros(d, dtype=bool)  # columns with a missing value at some client
+    for _, rep in replies:
+        missing[rep.header.get("missing_features", [])] = True
     return {
+        "missing": missing,
+        "client_missing": {name: rep.header.get("missing_features", []) for name, rep in replies},
         "clients": [name for name, _ in replies],
         "categories": categories,
         "edges": edges,

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from ..._common import STAT_WEIGHT, count_columns
 from ..protocol import Message, expect_array, unpack_gains, unpack_increments, unpack_sketch
 from .merge import merge_local_candidates, merge_sketch_rows, midpoint_candidates
+from .missing import add_missing_candidates, with_missing_sides
 from .splitter import (
     BestSplits,
     best_avgimp_splits,
@@ -137,13 +138,20 @@ def candidates(
     cfg: GrowerConfig,
     edges: Any,
     n_categories: NDArray[np.int64],
+    missing: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Candidate thresholds per (node, feature) pair: merged sketches, or category codes."""
+    """Candidate thresholds per (node, feature) pair: merged sketches, or category codes.
+
+    A numeric pair whose feature has missing values (``missing``, per feature) gets
+    :data:`~fedforest.federated.server.missing.MISSING_SPLIT` last.
+    """
     n_cat = n_categories[pair_feat]
     cat_ok = pair_ok & (n_cat >= 2)
     off, vals = _numeric_candidates(
         replies, summaries, pair_off, pair_feat, pair_ok & (n_cat == 0), cfg, edges, n_cat == 0
     )
+    if missing is not None:
+        off, vals = add_missing_candidates(off, vals, pair_ok & (n_cat == 0) & missing[pair_feat])
     # A categorical pair's candidates are the codes 0..C-2: cumulative left statistics at
     # them give every category's statistics (the last one from the node total).
     cat_count = np.where(cat_ok, n_cat - 1, 0)
@@ -193,12 +201,16 @@ def _numeric_candidates(
     for k, (name, msg) in enumerate(replies):
         present = (weights[k] > 0) & numeric  # clients sketch numeric features only
         n_here = int(present.sum())
-        blocks.append(unpack_sketch(msg, n_here, cfg.n_bins, name))
+        block = unpack_sketch(msg, n_here, cfg.n_bins, name)
+        blocks.append(block)
         index[k, present] = np.arange(start, start + n_here)
+        # A NaN row: the client's rows of that node all lack the feature (not in the mix).
+        index[k, np.flatnonzero(present)[np.isnan(block).any(axis=1)]] = -1
         start += n_here
     points = np.concatenate(blocks) if blocks else np.empty((0, cfg.n_bins))
+    mix_w = np.where(index >= 0, weights, 0.0)
     cand_off, cand = merge_sketch_rows(
-        points, index[:, pair_ok], weights[:, pair_ok], cfg.n_bins, effective_n_jobs(cfg.n_jobs)
+        points, index[:, pair_ok], mix_w[:, pair_ok], cfg.n_bins, effective_n_jobs(cfg.n_jobs)
     )
     if cfg.uses_local_candidates:
         cand_off, cand = _add_local_candidates(
@@ -256,17 +268,24 @@ def _evaluate(
     numeric = np.repeat(n_cat == 0, n_cand)
     num_off = np.zeros_like(cand_off)
     np.cumsum(np.where(n_cat == 0, n_cand, 0), out=num_off[1:])
+    num_cand, num_left, side = cand[numeric], left[numeric], None
+    if ctx.get("missing") is not None and ctx["missing"].any():
+        pair_missing = ctx["missing"][pair_feat] & (n_cat == 0)
+        num_off, num_cand, num_left, side = with_missing_sides(
+            pooled, pair_off, pair_missing, num_off, num_cand, num_left
+        )
     best = best_splits(
         pooled,
         pair_off,
         pair_feat,
         num_off,
-        cand[numeric],
-        left[numeric],
+        num_cand,
+        num_left,
         criterion=cfg.criterion,
         root_weight=root_w,
         min_samples_leaf=cfg.min_samples_leaf,
         min_impurity_decrease=cfg.min_impurity_decrease,
+        missing_side=side,
     )
     return _with_categorical(
         best, pooled, pair_off, pair_feat, cand_off, left, splittable, root_w, cfg, ctx

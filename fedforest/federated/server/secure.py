@@ -36,6 +36,7 @@ from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Mes
 from .checks import masked_arrays
 from .config import GrowerConfig
 from .denoise import clip_stats, consistent_children, cumulative_stats, denoise_a, from_z
+from .missing import LARGER, RIGHT
 from .rounds import exchange
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     LevelA,
@@ -491,6 +492,12 @@ def round_b(
         left_z = cumulative_stats(left_z, cand_off, ctx["dp"].clip, cfg.task)
         groups_z = clip_stats(groups_z, ctx["dp"].clip, cfg.task)
     left = from_z(left_z, state, regression)
+    # Missing values lie right of every candidate here (as values above them all), and
+    # stay there: no aggregate of the missing rows alone is released (docs/privacy.md).
+    side = None
+    if ctx["missing"].any():
+        cand_feat = np.repeat(pair_feat, np.diff(cand_off))
+        side = np.where(ctx["missing"][cand_feat], RIGHT, LARGER).astype(np.int8)
     best = best_splits(
         pooled,
         pair_off,
@@ -502,6 +509,7 @@ def round_b(
         root_weight=root_w,
         min_samples_leaf=max(cfg.min_samples_leaf, m),
         min_impurity_decrease=cfg.min_impurity_decrease,
+        missing_side=side,
     )
     if not group_pair:
         return consistent_children(best, state, cfg, ctx)

@@ -49,6 +49,15 @@ class BestSplits:
     right: NDArray[np.float64]
     #: Set splits by node index: (codes, sides) with side 0 left, 1 right.
     sets: dict[int, tuple[NDArray[np.int32], NDArray[np.int8]]] = field(default_factory=dict)
+    #: Where missing values go at each numeric split (1 left), when the split was chosen
+    #: knowing them; None: every node's missing values go to its child with more rows.
+    missing_left: NDArray[np.uint8] | None = None
+
+    def missing_sides(self) -> NDArray[np.uint8]:
+        """``missing_left``, or the side of the child with more rows where it is None."""
+        if self.missing_left is not None:
+            return self.missing_left
+        return (self.left[:, STAT_ROWS] > self.right[:, STAT_ROWS]).astype(np.uint8)
 
     @classmethod
     def none(cls, n_nodes: int, n_stats: int) -> BestSplits:
@@ -74,6 +83,7 @@ def best_splits(
     min_samples_leaf: int,
     min_impurity_decrease: float,
     root_weight: NDArray[np.float64],
+    missing_side: NDArray[np.int8] | None = None,
 ) -> BestSplits:
     """Evaluate every candidate of every node and keep each node's best.
 
@@ -98,6 +108,10 @@ def best_splits(
         Pooled left-child statistics at each candidate.
     root_weight : ndarray of float64, shape (n_nodes,)
         Weight at the root of each node's tree.
+    missing_side : ndarray of int8, shape (n_candidates,), optional
+        Where each candidate sends missing values: 0 right, 1 left, -1 the child with more
+        rows (see :func:`~fedforest.federated.server.missing.with_missing_sides`); None
+        without missing values.
     """
     n_nodes, n_stats = parent.shape
     gain = np.empty(left.shape[0])
@@ -126,7 +140,20 @@ def best_splits(
     threshold[nodes] = cand[pick]
     out_left[nodes] = left[pick]
     out_right = np.where(feature[:, None] >= 0, parent - out_left, 0.0)
-    return BestSplits(feature, threshold, np.where(feature >= 0, best, 0.0), out_left, out_right)
+    missing_left = None
+    if missing_side is not None:
+        missing_left = np.zeros(n_nodes, dtype=np.uint8)
+        side = missing_side[pick]
+        larger = out_left[nodes, STAT_ROWS] > out_right[nodes, STAT_ROWS]
+        missing_left[nodes] = np.where(side < 0, larger, side == 1)
+    return BestSplits(
+        feature,
+        threshold,
+        np.where(feature >= 0, best, 0.0),
+        out_left,
+        out_right,
+        missing_left=missing_left,
+    )
 
 
 @numba.njit(inline="always")
