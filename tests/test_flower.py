@@ -48,7 +48,14 @@ from fedforest.transport.flower import (
     read_client_data,
 )
 from fedforest.transport.flower import clientapp as clientapp_module
-from fedforest.transport.flower._codec import from_records, pack_arrays, to_records, unpack_arrays
+from fedforest.transport.flower._codec import (
+    control_records,
+    from_records,
+    message_kind,
+    pack_arrays,
+    to_records,
+    unpack_arrays,
+)
 from fedforest.transport.flower._state import load_state, save_state
 from fedforest.tree.arrays import Tree
 
@@ -197,6 +204,32 @@ def test_unpack_refuses_a_layout_that_does_not_match_the_buffer(
 def test_pack_refuses_object_arrays() -> None:
     with pytest.raises(TypeError, match="only numeric"):
         pack_arrays({"x": np.array(["a"], dtype=object)})
+
+
+def test_control_records_are_an_empty_message_of_that_kind() -> None:
+    content = control_records("finish")
+    assert content.config_records == to_records(Message("finish")).config_records
+    assert message_kind(content) == "finish" and not content.array_records
+    back = from_records(content, "site-a")
+    assert back.kind == "finish" and back.header == {} and back.arrays == {}
+    assert message_kind(RecordDict()) is None
+
+
+def test_clientapp_modules_import_the_client_side_on_use() -> None:
+    """A SuperNode starts a process per message: the ClientApp module, its codec and its
+    state import fedforest's client side (numba, pandas, the kernels) inside the handlers,
+    so the end-of-fit message answers without it (once the packages above load lazily)."""
+    import ast
+
+    folder = REPO / "fedforest" / "transport" / "flower"
+    for name in ("clientapp.py", "_codec.py", "_state.py"):
+        tree = ast.parse((folder / name).read_text(encoding="utf-8"))
+        eager = [
+            node.module
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom) and node.level > 1  # fedforest, not flower/
+        ]
+        assert eager == [], f"{name} imports {eager} at module level"
 
 
 # ---------------------------------------------------------------------------- client state
@@ -393,6 +426,7 @@ def test_flower_federation_gives_the_local_forest(
     assert all(len(m.content.array_records) <= 1 for m in grid.pushed)
     fed.close()
     assert all(len(c.state) == 0 for c in grid.contexts.values())
+    assert fed.discovery_seconds > 0 and fed.finish_seconds is not None
 
 
 def test_flower_federation_classifier_with_string_labels(tmp_path: Path) -> None:
@@ -863,6 +897,7 @@ def test_flower_deployment_with_tls_and_node_auth_equals_local(
     metrics = json.loads((dep.root / "metrics.json").read_text())
     assert metrics["clients"] == list(SITES) and metrics["dropped_clients"] == []
     assert len(metrics["round_seconds"]) == remote.communication_.rounds
+    assert 0 < metrics["finish_seconds"] < metrics["fit_seconds"]
     assert "fedforest: model written" in output
 
 

@@ -81,6 +81,19 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
             time.sleep(0.2)
 
 
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    """Return once something listens on 127.0.0.1:``port`` (the SuperLink is up)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the SuperLink exited early:\n{log.read_text()[-3000:]}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"the SuperLink did not listen on {port} within {timeout:g} s")
+
+
 def deploy(work: Path, data: list[Path]) -> tuple[int, list[subprocess.Popen[bytes]]]:
     """A SuperLink and one SuperNode per data file; returns the SuperLink port."""
     port = free_port()
@@ -91,6 +104,11 @@ def deploy(work: Path, data: list[Path]) -> tuple[int, list[subprocess.Popen[byt
             work / "superlink", work / "superlink.log",
         )
     ]  # fmt: skip
+    try:
+        wait_for_port(port, procs[0], work / "superlink.log", timeout=120)
+    except BaseException:
+        stop(procs)
+        raise
     for site, path in zip(SITES, data, strict=True):
         procs.append(
             spawn(
@@ -126,8 +144,9 @@ def report(metrics: dict[str, Any], local_seconds: float, same: bool) -> None:
         f"\n{metrics['n_estimators']} trees, depth {metrics['max_depth']}: "
         f"{metrics['rounds']} rounds, forest in {metrics['fit_seconds']:.1f} s on Flower "
         f"(median round {np.median(rounds):.2f} s, min {rounds.min():.2f} s, "
-        f"max {rounds.max():.2f} s); local simulation {local_seconds:.2f} s; "
-        f"identical forest: {same}"
+        f"max {rounds.max():.2f} s; the end-of-fit notice {metrics['finish_seconds']:.1f} s "
+        f"of it; the discovery before it {metrics['discovery_seconds']:.1f} s); "
+        f"local simulation {local_seconds:.2f} s; identical forest: {same}"
     )
 
 
@@ -150,11 +169,13 @@ def main() -> None:
         "model-path": str(work / "model.ffm"),
         "metrics-path": str(work / "metrics.json"),
     }
+    load_before = os.getloadavg()[0]
     port, procs = deploy(work, data)
     try:
         run_app(work, port, config)
     finally:
         stop(procs)
+    load_after = os.getloadavg()[0]
     clients = [
         client_from_node_config({"data-path": str(p), "target": "y", "name": s})
         for s, p in zip(SITES, data, strict=True)
@@ -171,7 +192,10 @@ def main() -> None:
         for a, b in zip(remote.trees_, local.trees_, strict=True)
     )
     report(json.loads((work / "metrics.json").read_text()), local_seconds, same)
-    print(f"(logs and files in {work})")
+    print(
+        f"(load average {load_before:.1f} before, {load_after:.1f} after, on "
+        f"{os.cpu_count()} cores; logs and files in {work})"
+    )
 
 
 if __name__ == "__main__":

@@ -9,15 +9,23 @@ shapes, bounds) before anything reads it: the buffer comes from another machine.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from numpy.typing import NDArray
 
-from ...federated.protocol import Message
+if TYPE_CHECKING:  # imported on use: a ClientApp process that only ends a fit needs neither
+    from ...federated.protocol import Message  # numba nor pandas, which protocol loads
 
-__all__ = ["from_records", "pack_arrays", "to_records", "unpack_arrays"]
+__all__ = [
+    "control_records",
+    "from_records",
+    "message_kind",
+    "pack_arrays",
+    "to_records",
+    "unpack_arrays",
+]
 
 # Transport-level message kinds, besides the protocol's (which the Client answers):
 HELLO = "hello"  # discovery: a SuperNode reports its client name
@@ -122,6 +130,19 @@ def to_records(msg: Message) -> RecordDict:
     return RecordDict(records)
 
 
+def control_records(kind: str) -> RecordDict:
+    """What :func:`to_records` makes of a ``Message(kind)`` (no header, no arrays)."""
+    config = ConfigRecord({"kind": kind, "header": "{}", "layout": "[]"})
+    return RecordDict({CONFIG: config})
+
+
+def message_kind(content: RecordDict) -> str | None:
+    """The kind of a fedforest message, read without decoding it (None if there is none)."""
+    config = content.config_records.get(CONFIG)
+    kind = None if config is None else config.get("kind")
+    return kind if isinstance(kind, str) else None
+
+
 def from_records(content: RecordDict, sender: str) -> Message:
     """Inverse of :func:`to_records`.
 
@@ -130,6 +151,8 @@ def from_records(content: RecordDict, sender: str) -> Message:
     ValueError
         If the content is not a fedforest message (names ``sender``).
     """
+    from ...federated.protocol import Message
+
     config = content.config_records.get(CONFIG)
     if config is None:
         raise ValueError(f"Message from {sender!r} carries no {CONFIG!r} config record.")

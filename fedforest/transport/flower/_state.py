@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from numpy.typing import NDArray
 
-from ...federated.client import Client, _Fit
-from ...federated.client_secure import SecureParty
 from ._codec import pack_arrays, unpack_arrays
+
+if TYPE_CHECKING:  # imported on use: clear_state and state_seq need neither
+    from ...federated.client import Client
 
 __all__ = ["clear_state", "load_state", "save_state", "state_seq"]
 
@@ -87,6 +88,9 @@ def clear_state(state: RecordDict) -> None:
 
 def _encode(value: Any, arrays: dict[str, NDArray[Any]]) -> Any:
     """A JSON tree for ``value``; arrays go to ``arrays`` under a generated name."""
+    from ...federated.client import _Fit
+    from ...federated.client_secure import SecureParty
+
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"v": value}
     if isinstance(value, np.generic):
@@ -106,6 +110,9 @@ def _encode(value: Any, arrays: dict[str, NDArray[Any]]) -> Any:
 
 def _decode(node: dict[str, Any], arrays: dict[str, NDArray[Any]], client: Client) -> Any:
     """Inverse of :func:`_encode`."""
+    from ...federated.client import _Fit
+    from ...federated.client_secure import SecureParty
+
     if "secure" in node:
         return SecureParty.from_state(client, _decode(node["secure"], arrays, client))
     if "v" in node:
@@ -118,4 +125,6 @@ def _decode(node: dict[str, Any], arrays: dict[str, NDArray[Any]], client: Clien
 
 
 def _fields() -> tuple[dataclasses.Field[Any], ...]:
+    from ...federated.client import _Fit
+
     return dataclasses.fields(_Fit)

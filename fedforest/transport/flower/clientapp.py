@@ -6,19 +6,24 @@ file and lets it answer. Flower runs the ClientApp in a new process per message,
 client's per-fit state is checkpointed in ``Context.state`` after every message and
 restored before the next (:mod:`._state`); a process that stays alive between messages
 (Flower's simulation runtime, tests) reuses the live client instead.
+
+The client side of fedforest (numba, pandas, the kernels) is imported when a message
+needs it, not with this module: the message that ends a fit answers without it.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from flwr.app import Context
 from flwr.app import Message as FlowerMessage
 from flwr.clientapp import ClientApp
 
-from ...federated.client import Client
-from ...federated.protocol import Message
-from ._codec import ERROR, FINISH, HELLO, from_records, to_records
-from ._data import client_from_node_config
-from ._state import clear_state, load_state, save_state, state_seq
+from ._codec import ERROR, FINISH, HELLO, control_records, message_kind
+from ._state import clear_state, state_seq
+
+if TYPE_CHECKING:
+    from ...federated.client import Client
 
 __all__ = ["app"]
 
@@ -31,6 +36,10 @@ _LIVE: dict[tuple[int, int], tuple[int, Client]] = {}
 @app.query("fedforest")
 def hello(msg: FlowerMessage, context: Context) -> FlowerMessage:
     """Discovery: report the client's name (and check its data file early)."""
+    from ...federated.protocol import Message
+    from ._codec import to_records
+    from ._data import client_from_node_config
+
     try:
         client = client_from_node_config(context.node_config)
         answer = Message(HELLO, {"name": client.name, "n_samples": client.n_samples})
@@ -42,12 +51,16 @@ def hello(msg: FlowerMessage, context: Context) -> FlowerMessage:
 @app.train("fedforest")
 def train(msg: FlowerMessage, context: Context) -> FlowerMessage:
     """Answer one protocol round (or drop the state when the server says the fit is over)."""
-    request = from_records(msg.content, "server")
     key = (context.run_id, context.node_id)
-    if request.kind == FINISH:
+    if message_kind(msg.content) == FINISH:
         clear_state(context.state)
         _LIVE.pop(key, None)
-        return FlowerMessage(to_records(Message(FINISH)), reply_to=msg)
+        return FlowerMessage(control_records(FINISH), reply_to=msg)
+    from ...federated.protocol import Message
+    from ._codec import from_records, to_records
+    from ._state import save_state
+
+    request = from_records(msg.content, "server")
     try:
         seq, client = _client(context, key)
         answer = client.handle(request)
@@ -61,6 +74,9 @@ def train(msg: FlowerMessage, context: Context) -> FlowerMessage:
 
 def _client(context: Context, key: tuple[int, int]) -> tuple[int, Client]:
     """The node's client with its state after the last message, and the message count."""
+    from ._data import client_from_node_config
+    from ._state import load_state
+
     live = _LIVE.get(key)
     if live is not None and live[0] == state_seq(context.state):
         return live

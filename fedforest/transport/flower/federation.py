@@ -49,6 +49,10 @@ class FlowerFederation(Federation):
     ----------
     round_seconds : list of float
         Wall-clock duration of each protocol round, from sending to the last reply.
+    discovery_seconds : float
+        Wall-clock duration of the discovery (waiting for the nodes, then their names).
+    finish_seconds : float or None
+        Wall-clock duration of the end-of-fit notice (:meth:`close`); None before it.
     """
 
     def __init__(
@@ -70,8 +74,11 @@ class FlowerFederation(Federation):
         self.discovery_timeout = discovery_timeout
         self.poll_interval = poll_interval
         self.round_seconds: list[float] = []
+        self.finish_seconds: float | None = None
         self._failed: set[str] = set()
+        start = time.perf_counter()
         self._nodes = self._discover()
+        self.discovery_seconds = time.perf_counter() - start
 
     @property
     def client_names(self) -> list[str]:
@@ -95,10 +102,13 @@ class FlowerFederation(Federation):
 
     def close(self, timeout: float = 30.0) -> None:
         """Tell the nodes that the fit is over, so they drop its state (best effort)."""
+        start = time.perf_counter()
         names = [name for name in self._nodes if name not in self._failed]
         requests = {name: Message(FINISH) for name in names}
         nodes = {name: self._nodes[name] for name in names}
-        for name, answer in self._exchange(requests, nodes, TRAIN_TYPE, "finish", timeout).items():
+        answers = self._exchange(requests, nodes, TRAIN_TYPE, "finish", timeout)
+        self.finish_seconds = time.perf_counter() - start
+        for name, answer in answers.items():
             if isinstance(answer, Exception):
                 log(WARNING, "fedforest: client %r did not confirm the end: %s", name, answer)
 

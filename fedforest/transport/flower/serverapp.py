@@ -149,7 +149,11 @@ def main(grid: Grid, context: Context) -> None:
 def run_metrics(
     model: FedForestRegressor | FedForestClassifier, fed: FlowerFederation, fit_seconds: float
 ) -> dict[str, Any]:
-    """Timings and communication of a finished run, JSON-able."""
+    """Timings and communication of a finished run, JSON-able.
+
+    ``fit_seconds`` runs from the first protocol round to the end-of-fit notice included
+    (``finish_seconds`` of it); the discovery before it takes ``discovery_seconds``.
+    """
     ledger = model.communication_
     rounds = np.asarray(fed.round_seconds)
     return {
@@ -159,6 +163,8 @@ def run_metrics(
         "max_depth": model.max_depth,
         "rounds": ledger.rounds,
         "fit_seconds": fit_seconds,
+        "discovery_seconds": fed.discovery_seconds,
+        "finish_seconds": fed.finish_seconds,
         "round_seconds": rounds.tolist(),
         "median_round_seconds": float(np.median(rounds)) if rounds.size else None,
         "upload_bytes": ledger.upload_bytes,
