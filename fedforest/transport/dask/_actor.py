@@ -1,0 +1,122 @@
+"""The Dask actor that holds one fedforest client on a worker, and how it is built there.
+
+The actor answers the server with bytes only (:mod:`._wire`): every failure on the
+worker, invalid data included, becomes an ``error`` frame saying what went wrong, so the
+server never receives (or unpickles) a client's exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...federated.client import Client
+from ...federated.protocol import Message
+from ._wire import ERROR, HELLO, from_bytes, to_bytes
+
+__all__ = ["ShardActor", "Spec", "client_from_factory", "client_from_pieces", "select_rows"]
+
+#: What builds one client on a worker: (worker address or None, build, its arguments).
+Spec = tuple[str | None, Callable[..., Client], tuple[Any, ...]]
+
+
+class ShardActor:
+    """One client living on the worker that holds its rows; its state stays between rounds.
+
+    Parameters
+    ----------
+    name : str
+        The client's name (it seeds the client's bootstrap).
+    build : callable
+        Run on the worker: ``build(*args)`` returns the :class:`~fedforest.Client`.
+    args : tuple
+        Its arguments; Dask has replaced any futures in them by their data, on this worker.
+    """
+
+    def __init__(self, name: str, build: Callable[..., Client], args: Sequence[Any]) -> None:
+        self.name = name
+        self.client: Client | None = None
+        self.error: Message | None = None
+        try:
+            client = build(*args)
+            if not isinstance(client, Client):
+                raise TypeError(f"its factory returned a {type(client).__name__}, not a Client")
+            if client.name != name:
+                raise ValueError(
+                    f"its factory built a client named {client.name!r}; the federation "
+                    f"names it {name!r} (the name seeds the bootstrap: make them equal)"
+                )
+            client.n_threads = _worker_threads()
+            self.client = client
+        except Exception as exc:  # noqa: BLE001 - reported to the server as a frame
+            self.error = _error(exc)
+
+    def hello(self) -> bytes:
+        """The client's name and row count, or why it could not be built."""
+        if self.error is not None:
+            return to_bytes(self.error)
+        assert self.client is not None
+        return to_bytes(Message(HELLO, {"name": self.name, "n_samples": self.client.n_samples}))
+
+    def handle(self, request: bytes) -> bytes:
+        """Answer one protocol message (a frame) with a frame; never raises."""
+        try:
+            if self.client is None:
+                raise RuntimeError(f"client {self.name!r} was never built")
+            return to_bytes(self.client.handle(from_bytes(request, "the server")))
+        except Exception as exc:  # noqa: BLE001 - reported to the server as a frame
+            return to_bytes(_error(exc))
+
+    def finish(self) -> None:
+        """Drop the per-fit state (the fit is over); the rows stay."""
+        if self.client is not None:
+            self.client.finish()
+
+
+def _error(exc: BaseException) -> Message:
+    """An error frame: the exception's type and text (a ValueError is invalid data)."""
+    return Message(ERROR, {"type": type(exc).__name__, "error": str(exc)})
+
+
+def _worker_threads() -> int:
+    """Threads of this worker: its actors run one at a time, each may use them all."""
+    try:
+        from distributed import get_worker
+
+        return max(1, int(get_worker().state.nthreads))
+    except (ImportError, ValueError):
+        return 1
+
+
+def select_rows(x: Any, y: Any, ids: Any, label: Any) -> tuple[Any, Any]:
+    """The rows of one partition whose client label is ``label`` (run where it lives)."""
+    mask = np.asarray(ids) == label
+    if isinstance(x, pd.DataFrame):
+        return x.iloc[np.flatnonzero(mask)], np.asarray(y)[mask]
+    return np.asarray(x)[mask], np.asarray(y)[mask]
+
+
+def client_from_pieces(
+    name: str, pieces: Sequence[tuple[Any, Any]], categorical_features: Sequence[Any] | None
+) -> Client:
+    """A client of ``(X, y)`` pieces (partitions, or their rows of one label), in order."""
+    xs = [x for x, _ in pieces]
+    frames = [x for x in xs if isinstance(x, pd.DataFrame)]
+    if frames and len(frames) != len(xs):
+        raise ValueError(f"Client {name!r}: X mixes DataFrame and array partitions.")
+    if len(xs) == 1:
+        X: Any = xs[0]
+    elif frames:
+        X = pd.concat(frames, axis=0)
+    else:
+        X = np.concatenate([np.asarray(x) for x in xs], axis=0)
+    y = np.concatenate([np.asarray(v).reshape(-1) for _, v in pieces])
+    return Client(X, y, name=name, categorical_features=categorical_features)
+
+
+def client_from_factory(factory: Callable[[], Client]) -> Client:
+    """A client of a factory run on the worker (it reads the worker's own file, say)."""
+    return factory()

@@ -1,0 +1,189 @@
+"""Clients from Dask collections: which rows each client holds and on which worker.
+
+Only metadata reaches the process that runs the server (partition counts, the workers
+holding them, per-partition label counts); the rows are computed on the workers and stay
+there, except the rows of a ``client_ids`` label, which move worker to worker to the
+worker that holds most of them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+from distributed import Client as DaskClient
+from distributed import Future, wait
+
+from ._actor import Spec, client_from_pieces, select_rows
+
+__all__ = ["PARTITIONS_AS", "client_specs", "is_dask_collection", "row_blocks"]
+
+PARTITIONS_AS = ("partition", "worker")
+
+
+def is_dask_collection(obj: Any) -> bool:
+    """A Dask collection (DataFrame, Series, Array), tested without importing Dask."""
+    return hasattr(type(obj), "__dask_graph__")
+
+
+def row_blocks(obj: Any, name: str, ndim: int | None = None) -> list[Any]:
+    """The row blocks of a Dask collection as delayed objects, in order.
+
+    ``ndim=1``: a Series, a one-column DataFrame or a 1-D Array; ``ndim=2``: a DataFrame or
+    a 2-D Array (its columns in one block). A ValueError names ``name`` otherwise.
+    """
+    if isinstance(obj, da.Array):
+        if ndim is not None and obj.ndim != ndim:
+            raise ValueError(
+                f"{name} is a {obj.ndim}-D Dask Array; expected {ndim}-D "
+                f"({'one value per row' if ndim == 1 else 'rows by features'})."
+            )
+        if obj.ndim == 2:
+            return list(obj.rechunk({1: -1}).to_delayed()[:, 0])
+        if obj.ndim == 1:
+            return list(obj.to_delayed())
+        raise ValueError(f"{name} is a {obj.ndim}-D Dask Array; expected 1-D or 2-D.")
+    if isinstance(obj, dd.DataFrame):
+        if ndim == 1 and len(obj.columns) != 1:
+            raise ValueError(
+                f"{name} is a Dask DataFrame with {len(obj.columns)} columns; expected one "
+                "value per row (a Series, a one-column DataFrame or a 1-D Array)."
+            )
+        return list(obj.to_delayed())
+    if isinstance(obj, dd.Series):
+        if ndim == 2:
+            raise ValueError(f"{name} is a Dask Series; expected a Dask DataFrame or 2-D Array.")
+        return list(obj.to_delayed())
+    raise ValueError(
+        f"{name} is a {type(obj).__name__}; expected a Dask DataFrame, Series or Array "
+        "(give every one of X, y and client_ids as Dask collections partitioned alike)."
+    )
+
+
+def _check_aligned(X: Any, others: dict[str, Any]) -> None:
+    """Same number of row blocks, and the same block lengths where Dask knows them."""
+    n = X.numblocks[0] if isinstance(X, da.Array) else X.npartitions
+    for name, obj in others.items():
+        m = obj.numblocks[0] if isinstance(obj, da.Array) else obj.npartitions
+        if m != n:
+            raise ValueError(
+                f"{name} has {m} partitions but X has {n}; partition {name} as X "
+                "(e.g. X.map_partitions or Array.rechunk) so each row meets its own."
+            )
+        if isinstance(X, da.Array) and isinstance(obj, da.Array):
+            a, b = X.chunks[0], obj.chunks[0]
+            if not any(np.isnan(a)) and not any(np.isnan(b)) and a != b:
+                raise ValueError(
+                    f"{name} has row chunks {b} but X has {a}; rechunk {name} like X "
+                    f"({name}.rechunk(X.chunks[0]))."
+                )
+
+
+def client_specs(
+    client: DaskClient,
+    X: Any,
+    y: Any,
+    client_ids: Any,
+    partitions_as: str,
+    categorical_features: Sequence[Any] | None,
+) -> dict[str, Spec]:
+    """Client name -> (worker, build, args): what each actor is built from, and where."""
+    if partitions_as not in PARTITIONS_AS:
+        raise ValueError(f"partitions_as must be one of {PARTITIONS_AS}, got {partitions_as!r}.")
+    others = {"y": y} if client_ids is None else {"y": y, "client_ids": client_ids}
+    xs = row_blocks(X, "X", ndim=2)
+    ys = row_blocks(y, "y", ndim=1)
+    ids = [] if client_ids is None else row_blocks(client_ids, "client_ids", ndim=1)
+    _check_aligned(X, others)
+    # One graph: blocks X and y share (one read of a Parquet file) are computed once.
+    futures: list[Future] = client.compute(xs + ys + ids)
+    wait(futures)
+    for future in futures:
+        if future.status == "error":
+            future.result()  # the collection itself failed to compute: its own error
+    n = len(xs)
+    fx, fy, fid = futures[:n], futures[n : 2 * n], futures[2 * n :]
+    homes = _homes(client, fx)
+    cat = list(categorical_features) if categorical_features is not None else None
+    if client_ids is not None:
+        return _by_label(client, fx, fy, fid, homes, cat)
+    if partitions_as == "partition":
+        return {
+            str(i): (homes[i], client_from_pieces, (str(i), [(fx[i], fy[i])], cat))
+            for i in range(n)
+        }
+    names = {a: info.get("name", a) for a, info in client.scheduler_info()["workers"].items()}
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, home in enumerate(homes):
+        groups[home].append(i)
+    specs: dict[str, Spec] = {}
+    for home, parts in groups.items():
+        name = f"worker-{names.get(home, home)}"
+        pieces = [(fx[i], fy[i]) for i in parts]
+        specs[name] = (home, client_from_pieces, (name, pieces, cat))
+    return specs
+
+
+def _homes(client: DaskClient, futures: list[Future]) -> list[str]:
+    """The address of a worker holding each future's data."""
+    who = client.who_has(futures)
+    return [sorted(who[f.key])[0] for f in futures]
+
+
+def _label_counts(ids: Any) -> tuple[list[Any], list[int]]:
+    """Distinct labels of one partition and their row counts (run where it lives)."""
+    values = np.asarray(ids)
+    if values.dtype.kind == "f" and np.isnan(values).any():
+        raise ValueError("client_ids contains NaN; every row needs a client label.")
+    try:
+        labels, counts = np.unique(values, return_counts=True)
+    except TypeError as exc:
+        raise ValueError(
+            f"client_ids must be labels of one sortable type (all int or all str): {exc}"
+        ) from exc
+    return labels.tolist(), counts.tolist()
+
+
+def _by_label(
+    client: DaskClient,
+    fx: list[Future],
+    fy: list[Future],
+    fid: list[Future],
+    homes: list[str],
+    cat: list[Any] | None,
+) -> dict[str, Spec]:
+    """One client per distinct label, on the worker holding most of its rows."""
+    counted = client.gather(
+        [
+            client.submit(_label_counts, f, workers=[h], pure=False)
+            for f, h in zip(fid, homes, strict=True)
+        ]
+    )
+    rows: dict[Any, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    parts: dict[Any, list[int]] = defaultdict(list)
+    for i, (labels, counts) in enumerate(counted):
+        for label, count in zip(labels, counts, strict=True):
+            rows[label][homes[i]] += count
+            parts[label].append(i)
+    try:
+        ordered = sorted(rows)
+    except TypeError as exc:
+        raise ValueError(
+            f"client_ids must be labels of one sortable type (all int or all str): {exc}"
+        ) from exc
+    names = [str(label) for label in ordered]
+    if len(set(names)) != len(names):
+        raise ValueError(f"client_ids has distinct labels with the same name: {names}.")
+    specs: dict[str, Spec] = {}
+    for label, name in zip(ordered, names, strict=True):
+        home = min(rows[label], key=lambda a: (-rows[label][a], a))
+        pieces = [
+            client.submit(select_rows, fx[i], fy[i], fid[i], label, workers=[homes[i]], pure=False)
+            for i in parts[label]
+        ]
+        specs[name] = (home, client_from_pieces, (name, pieces, cat))
+    return specs

@@ -1,0 +1,187 @@
+"""The estimators on Dask collections: fit through a DaskFederation, predict per partition.
+
+``FedForestRegressor.fit`` / ``FedForestClassifier.fit`` and their ``predict``,
+``predict_proba``, ``predict_log_proba`` and ``apply`` come here when given a Dask
+collection (``fedforest.forest`` imports this module only then). The estimator is used
+through its public methods only, so this module does not import ``fedforest.forest``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from ._collections import PARTITIONS_AS, is_dask_collection, row_blocks
+from .federation import DaskFederation
+
+__all__ = ["fit", "map_method"]
+
+
+def fit(model: Any, X: Any, y: Any, client_ids: Any) -> Any:
+    """``model.fit(X, y, client_ids=...)`` for Dask collections, through a DaskFederation.
+
+    ``client_ids``: None or ``"partition"`` (one client per partition, named by its
+    number), ``"worker"`` (one per worker) or a Dask collection of labels partitioned as X.
+    """
+    if not (is_dask_collection(X) and is_dask_collection(y)):
+        raise ValueError(
+            f"X is a {type(X).__name__} and y a {type(y).__name__}: give both as Dask "
+            "collections (partitioned alike), or both in memory."
+        )
+    if isinstance(client_ids, str) or client_ids is None:
+        partitions_as = "partition" if client_ids is None else client_ids
+        if partitions_as not in PARTITIONS_AS:
+            raise ValueError(
+                f"client_ids={client_ids!r}: for Dask input give a Dask collection of labels "
+                f"partitioned as X, or one of {PARTITIONS_AS} (a client per partition or per "
+                "worker)."
+            )
+        labels = None
+    elif is_dask_collection(client_ids):
+        partitions_as, labels = "partition", client_ids
+    else:
+        raise ValueError(
+            f"client_ids is a {type(client_ids).__name__}; with Dask X give a Dask collection "
+            f"of labels partitioned as X, or one of {PARTITIONS_AS}."
+        )
+    if callable(model.oob_score):
+        raise ValueError(
+            "A callable oob_score needs every row's out-of-bag prediction in one place; on "
+            "Dask they stay on the workers, which return only sums: use oob_score=True."
+        )
+    model._validate_params()  # before any actor is built
+    classes = None
+    if getattr(model, "_task", None) == "classification":
+        y, classes = _label_codes(y)
+    fed = DaskFederation.from_collections(
+        X,
+        y,
+        client_ids=labels,
+        partitions_as=partitions_as,
+        categorical_features=model.categorical_features,
+    )
+    try:
+        model.fit_federated(fed)
+    finally:
+        fed.close()
+    if classes is not None:
+        # The clients held codes 0..K-1, as in fit on rows in memory: back to the labels.
+        model._set_classes(model._fit_class_list, classes)
+    return model
+
+
+def _label_codes(y: Any) -> tuple[Any, NDArray[Any]]:
+    """Class labels as codes into the sorted labels, computed on the workers.
+
+    As ``fit`` on rows in memory, the clients receive codes 0..K-1 (the labels seed the
+    bootstrap under ``privacy="secure"``, so codes keep both fits' forests equal); only the
+    distinct labels reach this process.
+    """
+    if isinstance(y, dd.DataFrame):
+        row_blocks(y, "y", ndim=1)  # one column, or a ValueError
+        y = y.iloc[:, 0]
+    per_block = dask.compute(*[dask.delayed(_distinct)(b) for b in row_blocks(y, "y", ndim=1)])
+    classes = np.unique(np.concatenate(per_block)) if per_block else np.zeros(0)
+    check_classification_targets(classes)
+    if isinstance(y, dd.Series):
+        return y.map_partitions(_encode, classes, meta=(y.name, "int64")), classes
+    return y.map_blocks(_encode, classes, dtype=np.int64), classes
+
+
+def _distinct(part: Any) -> NDArray[Any]:
+    """One partition's distinct labels (run where it lives)."""
+    return np.unique(np.asarray(part))
+
+
+def _encode(part: Any, classes: NDArray[Any]) -> Any:
+    """One partition's labels as codes (run where it lives)."""
+    codes = np.searchsorted(classes, np.asarray(part)).astype(np.int64)
+    return pd.Series(codes, index=part.index, name=part.name) if hasattr(part, "index") else codes
+
+
+def map_method(model: Any, method: str, X: Any, client_ids: Any) -> Any:
+    """``model.<method>(X)`` partition by partition, the model sent once to each worker.
+
+    Returns a Dask Array: rows chunked as X's (a DataFrame's partitions give chunks of
+    unknown length, as ``DataFrame.to_dask_array()``), one column per class (probabilities)
+    or per tree (``apply``).
+    """
+    check_is_fitted(model, "trees_")
+    row_blocks(X, "X", ndim=2)  # a ValueError unless a Dask DataFrame or 2-D Array
+    if client_ids is not None:
+        if not is_dask_collection(client_ids):
+            raise ValueError(
+                f"client_ids is a {type(client_ids).__name__}; with Dask X give a Dask "
+                "collection of labels partitioned as X (or None)."
+            )
+        row_blocks(client_ids, "client_ids", ndim=1)
+    dtype, width = _output(model, method)
+    ref = _shipped(model)
+    meta = np.empty((0, width) if width else (0,), dtype)
+    if isinstance(X, da.Array):
+        X = X.rechunk({1: -1})
+        ids = [] if client_ids is None else [_ids_like(client_ids, X)]
+        shape: dict[str, Any] = {"chunks": (X.chunks[0], (width,))} if width else {"drop_axis": 1}
+        return da.map_blocks(_run, X, ref, method, *ids, dtype=dtype, meta=meta, **shape)
+    if client_ids is not None and not isinstance(client_ids, dd.Series):
+        raise ValueError(
+            f"client_ids is a {type(client_ids).__name__}; with a Dask DataFrame X give a "
+            "Dask Series of labels partitioned as X."
+        )
+    parts: list[Any] = [X] if client_ids is None else [X, client_ids]
+    return dd.map_partitions(
+        _run, parts[0], ref, method, *parts[1:], meta=meta, align_dataframes=False
+    )
+
+
+def _output(model: Any, method: str) -> tuple[np.dtype[Any], int]:
+    """The method's output dtype and columns (0 for one value per row)."""
+    if method == "apply":
+        return np.dtype(np.int64), len(model.trees_)
+    if method in ("predict_proba", "predict_log_proba"):
+        return np.dtype(np.float64), len(model.classes_)
+    classes = getattr(model, "classes_", None)
+    return (np.dtype(np.float64) if classes is None else np.asarray(classes).dtype), 0
+
+
+def _shipped(model: Any) -> Any:
+    """The model as one piece of data every task reads: scattered to every worker once."""
+    try:
+        from distributed import get_client
+
+        client = get_client()
+    except (ImportError, ValueError):
+        return dask.delayed(model, pure=True)  # no cluster: Dask's local schedulers
+    return client.scatter(model, broadcast=True, hash=False)
+
+
+def _ids_like(ids: Any, X: da.Array) -> da.Array:
+    """Client labels as a 1-D Dask Array chunked as X's rows."""
+    if not isinstance(ids, da.Array):
+        raise ValueError(
+            f"client_ids is a {type(ids).__name__}; with a Dask Array X give a 1-D Dask "
+            "Array of labels chunked as X's rows."
+        )
+    if ids.chunks[0] != X.chunks[0]:
+        raise ValueError(
+            f"client_ids has row chunks {ids.chunks[0]} but X has {X.chunks[0]}; rechunk it "
+            "like X (client_ids.rechunk(X.chunks[0]))."
+        )
+    return ids
+
+
+def _run(part: Any, model: Any, method: str, ids: Any = None) -> NDArray[Any]:
+    """One partition's output (run on the worker holding it)."""
+    dtype, width = _output(model, method)
+    if len(part) == 0:
+        return np.empty((0, width) if width else (0,), dtype)
+    labels = None if ids is None else np.asarray(ids)
+    return np.asarray(getattr(model, method)(part, client_ids=labels))

@@ -1,0 +1,73 @@
+"""fedforest messages as bytes between the server and its Dask actors.
+
+A frame is a fixed preamble, one compact JSON object (the kind, the header and the
+layout of the arrays) and the arrays packed into one buffer by the Flower transport's
+:func:`~fedforest.transport.flower._codec.pack_arrays` (the same layout, the same
+checks): nothing in a frame needs pickle, and decoding validates the preamble, the JSON
+and every array's place in the buffer before any array is read.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import numpy as np
+
+from ...federated.protocol import Message
+from ..flower._codec import ERROR, HELLO, pack_arrays, unpack_arrays
+
+__all__ = ["ERROR", "HELLO", "from_bytes", "to_bytes"]
+
+_MAGIC = b"FFDK"
+_VERSION = 1
+#: magic, version, three bytes of padding, the JSON's length: 12 bytes, then the JSON.
+_PREAMBLE = struct.Struct("<4sB3xI")
+_ALIGN = 8
+
+
+def to_bytes(msg: Message) -> bytes:
+    """One message as a frame: preamble, JSON (kind, header, layout), padding, arrays."""
+    layout, buffer = pack_arrays(msg.arrays)
+    meta = json.dumps(
+        {"kind": msg.kind, "header": msg.header, "layout": layout}, separators=(",", ":")
+    ).encode()
+    head = _PREAMBLE.pack(_MAGIC, _VERSION, len(meta)) + meta
+    pad = b"\0" * (-len(head) % _ALIGN)
+    return head + pad + buffer.tobytes()
+
+
+def from_bytes(frame: Any, sender: str) -> Message:
+    """Inverse of :func:`to_bytes`; the arrays are writable copies.
+
+    Raises
+    ------
+    ValueError
+        If ``frame`` is not a fedforest frame (not bytes, another magic or version, a
+        malformed JSON part, arrays outside the buffer); the message names ``sender``.
+    """
+    if not isinstance(frame, bytes | bytearray | memoryview):
+        raise ValueError(f"Message from {sender!r} is a {type(frame).__name__}, not bytes.")
+    data = memoryview(frame).cast("B")
+    if data.nbytes < _PREAMBLE.size:
+        raise ValueError(f"Message from {sender!r} has {data.nbytes} bytes: too short.")
+    magic, version, n_meta = _PREAMBLE.unpack_from(data)
+    if magic != _MAGIC or version != _VERSION:
+        raise ValueError(
+            f"Message from {sender!r} is not a fedforest frame (magic {magic!r}, version "
+            f"{version}; expected {_MAGIC!r}, version {_VERSION})."
+        )
+    end = _PREAMBLE.size + n_meta
+    if end > data.nbytes:
+        raise ValueError(f"Message from {sender!r}: its JSON part runs past its end.")
+    try:
+        meta = json.loads(bytes(data[_PREAMBLE.size : end]))
+        kind, header, layout = meta["kind"], meta["header"], meta["layout"]
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"Message from {sender!r} has a malformed JSON part: {exc}.") from exc
+    if not isinstance(kind, str) or not isinstance(header, dict):
+        raise ValueError(f"Message from {sender!r}: the kind or the header has the wrong type.")
+    start = end + (-end % _ALIGN)
+    buffer = np.frombuffer(bytearray(data[start:]), dtype=np.uint8)
+    return Message(kind, header, unpack_arrays(layout, buffer, sender))

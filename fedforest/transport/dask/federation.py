@@ -1,0 +1,337 @@
+"""DaskFederation: the grower's rounds as calls to Dask actors that hold the clients."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from distributed import Client as DaskClient
+from distributed import Future, get_client, wait
+from distributed.actor import Actor
+
+from ...federated.client import Client
+from ...federated.federation import Federation, replies_or_failure
+from ...federated.protocol import Message
+from ._actor import ShardActor, Spec, client_from_factory
+from ._wire import ERROR, HELLO, from_bytes, to_bytes
+
+__all__ = ["DaskFederation", "default_client"]
+
+logger = logging.getLogger(__name__)
+
+
+class DaskFederation(Federation):
+    """Clients as Dask actors, each on the worker that holds its rows.
+
+    Every round is one actor call per addressed client, all in flight at once; requests
+    and replies travel as bytes in fedforest's frame format and the server decodes and
+    validates every reply (it never unpickles what a client sends). A client keeps its
+    per-fit state (bootstrap rows, node slots, codes, masking keys) in its actor between
+    rounds. A worker that dies, or an actor that fails, fails its clients' round with a
+    :class:`~fedforest.federated.federation.ClientFailure` naming them, which
+    ``on_client_failure="drop"`` turns into training on without them.
+
+    Build one from Dask collections with :meth:`from_collections` (the estimators'
+    ``fit`` does that for Dask input), or from factories each worker runs.
+
+    Parameters
+    ----------
+    factories : mapping of str to callable
+        Client name -> a picklable function of no argument that returns the
+        :class:`~fedforest.Client` of that name, run on the worker (e.g.
+        ``functools.partial(read_my_shard, "/data/site-a.parquet")``).
+    client : distributed.Client, optional
+        The Dask client to use; default: the current one (``distributed.get_client()``).
+    workers : mapping of str to str, optional
+        Client name -> the address (or name) of the worker that must hold it; clients
+        not named go where the scheduler puts them.
+    timeout : float or None, default=600.0
+        Seconds a round waits for the actors; an actor that has not answered by then
+        fails the round (a ``TimeoutError`` in the failure). None waits for ever.
+    start_timeout : float, default=600.0
+        Seconds to wait for the actors to be built (the clients to read their rows).
+
+    Attributes
+    ----------
+    bytes_sent, bytes_received : int
+        Frame bytes sent to and received from the actors over the federation's life.
+    round_seconds : list of float
+        Wall-clock duration of each round, from the first call to the last reply.
+    placement : dict of str to str
+        Client name -> address of the worker holding its actor.
+    """
+
+    def __init__(
+        self,
+        factories: Mapping[str, Callable[[], Client]],
+        *,
+        client: DaskClient | None = None,
+        workers: Mapping[str, str] | None = None,
+        timeout: float | None = 600.0,
+        start_timeout: float = 600.0,
+    ) -> None:
+        workers = dict(workers or {})
+        unknown = sorted(set(workers) - set(factories))
+        if unknown:
+            raise ValueError(f"workers names client {unknown[0]!r}, which has no factory.")
+        specs: dict[str, Spec] = {
+            str(name): (workers.get(name), client_from_factory, (factory,))
+            for name, factory in factories.items()
+        }
+        self._start(specs, client, timeout, start_timeout)
+
+    @classmethod
+    def from_collections(
+        cls,
+        X: Any,
+        y: Any,
+        *,
+        client_ids: Any = None,
+        partitions_as: str = "partition",
+        categorical_features: Sequence[Any] | None = None,
+        client: DaskClient | None = None,
+        timeout: float | None = 600.0,
+        start_timeout: float = 600.0,
+    ) -> DaskFederation:
+        """Clients from the partitions of a Dask DataFrame or Array (rows stay on workers).
+
+        Parameters
+        ----------
+        X : dask DataFrame or dask Array, shape (n_samples, n_features)
+            The features; a DataFrame keeps its column names and ``category`` columns.
+        y : dask Series, one-column DataFrame or 1-D dask Array, shape (n_samples,)
+            The targets, partitioned as ``X`` (the same number of partitions and rows).
+        client_ids : dask Series or 1-D dask Array, optional
+            One client label per row, partitioned as ``X``: one client per distinct label,
+            named ``str(label)``, holding its rows in their original order (so the forest
+            equals ``fit(X, y, client_ids=...)`` on the same rows in memory). Rows of a
+            label move, worker to worker, to the worker that holds most of them.
+        partitions_as : {"partition", "worker"}, default="partition"
+            Without ``client_ids``: one client per partition (named ``"0"``, ``"1"``, ...
+            by partition number) or one per worker holding partitions (named
+            ``"worker-<name>"``, its partitions in order; which partitions a worker holds
+            is the scheduler's choice, so that forest depends on the placement).
+        categorical_features : list of column names or indices, optional
+            As :class:`~fedforest.Client`'s.
+        client, timeout, start_timeout
+            As in the constructor.
+        """
+        from ._collections import client_specs  # the collections half needs dask's collections
+
+        dask_client = default_client(client)
+        specs = client_specs(dask_client, X, y, client_ids, partitions_as, categorical_features)
+        fed = cls.__new__(cls)
+        fed._start(specs, dask_client, timeout, start_timeout)
+        return fed
+
+    # ------------------------------------------------------------------ set-up
+    def _start(
+        self,
+        specs: Mapping[str, Spec],
+        client: DaskClient | None,
+        timeout: float | None,
+        start_timeout: float,
+    ) -> None:
+        if not specs:
+            raise ValueError("DaskFederation needs at least one client.")
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}.")
+        self.dask_client = default_client(client)
+        self.timeout = timeout
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.round_seconds: list[float] = []
+        self._futures: dict[str, Future] = {}
+        self._actors: dict[str, Any] = {}
+        try:
+            for name, (worker, build, args) in sorted(specs.items()):
+                self._futures[name] = self.dask_client.submit(
+                    ShardActor,
+                    name,
+                    build,
+                    args,
+                    actor=True,
+                    pure=False,
+                    key=f"fedforest-client-{name}-{uuid.uuid4().hex}",
+                    workers=None if worker is None else [worker],
+                    allow_other_workers=False,
+                )
+            wait(list(self._futures.values()), timeout=start_timeout)
+            self.placement = _placement(self.dask_client, self._futures)
+            # The handles are made here, not fetched: fetching one makes its worker open a
+            # client of its own, which then holds up the worker's shutdown.
+            with self.dask_client.as_current():
+                self._actors = {
+                    name: _DirectActor(ShardActor, self.placement[name], future.key)
+                    for name, future in self._futures.items()
+                }
+            self._hello(start_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _hello(self, timeout: float) -> None:
+        """Every actor's client was built; else one ValueError naming each that was not."""
+        calls = {name: actor.hello() for name, actor in self._actors.items()}
+        problems = []
+        self.n_samples: dict[str, int] = {}
+        for name, call in calls.items():
+            answer = from_bytes(call.result(timeout=timeout), name)
+            if answer.kind == ERROR:
+                problems.append(f"{name!r}: {answer.header.get('error')}")
+            elif answer.kind == HELLO:
+                self.n_samples[name] = int(answer.header["n_samples"])
+            else:
+                problems.append(f"{name!r}: it answered a {answer.kind!r} message")
+        if problems:
+            raise ValueError("Dask clients could not be built: " + "; ".join(problems) + ".")
+
+    # ------------------------------------------------------------------ Federation
+    @property
+    def client_names(self) -> list[str]:
+        """Client names, sorted."""
+        return sorted(self._actors)
+
+    def send_and_receive(
+        self, requests: dict[str, Message], round_index: int
+    ) -> dict[str, Message]:
+        """One actor call per named client, all in flight at once; their replies by name."""
+        start = time.perf_counter()
+        frames: dict[int, bytes] = {}
+        calls: dict[str, Any] = {}
+        answers: dict[str, Message | Exception] = {}
+        for name, msg in requests.items():
+            frame = frames.setdefault(id(msg), to_bytes(msg))  # a broadcast is encoded once
+            self.bytes_sent += len(frame)
+            try:
+                calls[name] = self._actors[name].handle(frame)
+            except Exception as exc:  # noqa: BLE001 - the worker holding it is gone
+                answers[name] = _lost(name, exc)
+        answers.update(self._collect(calls))
+        self.round_seconds.append(time.perf_counter() - start)
+        return replies_or_failure(answers, requests, round_index)
+
+    def _collect(self, calls: dict[str, Any]) -> dict[str, Message | Exception]:
+        """Every call's answer, as it comes; a client whose worker left fails at once.
+
+        A call to a dead worker would wait for Dask's connect timeout (30 s); the scheduler
+        tells much sooner that the worker, and so its actor, is gone.
+        """
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        answers: dict[str, Message | Exception] = {}
+        pause = 0.001
+        while calls:
+            for name, call in list(calls.items()):
+                if call.done():
+                    answers[name] = self._answer(name, call)
+                elif self._futures[name].status != "finished":
+                    answers[name] = _lost(name, RuntimeError(self._futures[name].status))
+                else:
+                    continue
+                del calls[name]
+            if calls and deadline is not None and time.monotonic() >= deadline:
+                late = f"no answer within the federation's timeout of {self.timeout} s"
+                answers.update({name: TimeoutError(late) for name in calls})
+                break
+            if calls:
+                time.sleep(pause)
+                pause = min(2 * pause, 0.02)
+        return answers
+
+    def _answer(self, name: str, call: Any) -> Message | Exception:
+        """The reply of a finished call, or the exception that says why there is none."""
+        try:
+            frame = call.result()
+        except Exception as exc:  # noqa: BLE001 - the call could not reach the worker
+            return _lost(name, exc)
+        if not isinstance(frame, bytes | bytearray | memoryview):
+            return TypeError(f"its actor answered a {type(frame).__name__}, not bytes")
+        self.bytes_received += len(frame)
+        try:
+            reply = from_bytes(frame, name)
+        except ValueError as exc:  # a malformed reply: this client's failure
+            return exc
+        if reply.kind == ERROR:
+            text = str(reply.header.get("error", "failed"))
+            if reply.header.get("type") == "ValueError":
+                return ValueError(text)  # invalid data: a ClientDataError for the server
+            return RuntimeError(f"{reply.header.get('type', 'Exception')} on the worker: {text}")
+        return reply
+
+    # ------------------------------------------------------------------ end
+    def close(self) -> None:
+        """Drop the actors (and the rows they hold); the federation cannot be used after."""
+        live = [a for n, a in self._actors.items() if self._futures[n].status == "finished"]
+        for actor in live:
+            try:
+                actor.finish().result(timeout=10)
+            except Exception:  # noqa: BLE001 - best effort: the actors are released anyway
+                logger.debug("fedforest: an actor did not confirm the end", exc_info=True)
+        if self._futures:
+            self.dask_client.cancel(list(self._futures.values()))
+        self._actors = {}
+        self._futures = {}
+
+    def __enter__(self) -> DaskFederation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        n_workers = len(set(getattr(self, "placement", {}).values()))
+        return f"DaskFederation({len(self._actors)} clients on {n_workers} workers)"
+
+
+class _DirectActor(Actor):
+    """An actor handle that calls its worker directly, not through the scheduler's proxy.
+
+    Dask routes actor calls through the scheduler unless the client was made with
+    ``direct_to_workers=True``; fedforest's frames go straight to the worker instead (the
+    scheduler carries no protocol traffic). Relies on ``Actor``'s ``_client`` and
+    ``_address`` (distributed 2026.8.0, pinned).
+    """
+
+    @property
+    def _worker_rpc(self) -> Any:
+        return self._client.rpc(self._address)
+
+
+def _placement(client: DaskClient, futures: Mapping[str, Future]) -> dict[str, str]:
+    """Client name -> address of the worker its actor lives on (its build error if none)."""
+    who = client.who_has(list(futures.values()))
+    out = {}
+    for name, future in futures.items():
+        if future.status == "error":
+            future.result()  # the actor's constructor never raises: a Dask error
+        if not who.get(future.key):
+            raise RuntimeError(f"The actor of client {name!r} is on no worker ({future.status}).")
+        out[name] = sorted(who[future.key])[0]
+    return out
+
+
+def _lost(name: str, exc: BaseException) -> ConnectionError:
+    """The failure of a client whose worker is gone (or could not be reached)."""
+    return ConnectionError(
+        f"the Dask worker holding client {name!r} was lost or unreachable "
+        f"({type(exc).__name__}: {exc})"
+    )
+
+
+def default_client(client: DaskClient | None) -> DaskClient:
+    """``client``, or the current Dask client; a ValueError saying how to start one."""
+    if client is not None:
+        if not isinstance(client, DaskClient):
+            raise ValueError(f"client must be a distributed.Client, got {type(client).__name__}.")
+        return client
+    try:
+        return get_client()
+    except ValueError as exc:
+        raise ValueError(
+            "fedforest's Dask transport needs a distributed Client (its clients are actors "
+            "on workers): start one first, e.g. distributed.Client(distributed.LocalCluster())"
+            " or distributed.Client('tcp://scheduler:8786')."
+        ) from exc
