@@ -14,6 +14,10 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+#: The candidate "value known | missing" (``server.missing.MISSING_SPLIT``; privacy/ sits
+#: below the server and cannot import it).
+MISSING_SPLIT = float(np.finfo(np.float64).max)
+
 __all__ = [
     "ancestor_safe",
     "ancestor_safe_numpy",
@@ -78,6 +82,13 @@ def secure_candidates(
                     k += 1
                     last_rows = cum_rows[j]
                     last_j = j
+        # A grid ending at MISSING_SPLIT (the feature has missing values): that candidate
+        # too, when the rows since the last kept one and the missing rows pass the rule.
+        j = hi - 1
+        if hi > lo and grid[j] == MISSING_SPLIT and (k == out_off[p] or out[k - 1] < grid[j]):
+            if cum_rows[j] - last_rows >= min_rows and total_rows - cum_rows[j] >= min_rows:
+                out[k] = grid[j]
+                k += 1
         out_off[p + 1] = k
 
 
@@ -109,6 +120,10 @@ def secure_candidates_numpy(
                 continue
             kept.append(float(grid[j]))
             last_rows = float(cum_rows[j])
+        j = hi - 1
+        if hi > lo and grid[j] == MISSING_SPLIT and (not kept or kept[-1] < grid[j]):
+            if cum_rows[j] - last_rows >= min_rows and node_rows[p] - cum_rows[j] >= min_rows:
+                kept.append(float(grid[j]))
         out[k : k + len(kept)] = kept
         k += len(kept)
         out_off[p + 1] = k

@@ -36,7 +36,7 @@ from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Mes
 from .checks import masked_arrays
 from .config import GrowerConfig
 from .denoise import clip_stats, consistent_children, cumulative_stats, denoise_a, from_z
-from .missing import LARGER, RIGHT
+from .missing import with_missing_sides
 from .rounds import exchange
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     LevelA,
@@ -356,7 +356,7 @@ def round_a(
     pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
     shift = _shifts(cfg, ctx, pair_off, pair_feat, 0)
     grid_off, grid = node_grids(
-        state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift
+        state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift, ctx["missing"]
     )
     bits = stat_frac_bits(ctx["n_classes"])
     sums = secure_exchange(
@@ -492,12 +492,16 @@ def round_b(
         left_z = cumulative_stats(left_z, cand_off, ctx["dp"].clip, cfg.task)
         groups_z = clip_stats(groups_z, ctx["dp"].clip, cfg.task)
     left = from_z(left_z, state, regression)
-    # Missing values lie right of every candidate here (as values above them all), and
-    # stay there: no aggregate of the missing rows alone is released (docs/privacy.md).
+    # Missing values: where MISSING_SPLIT passed the rule (known and missing rows, and
+    # the rows since the previous candidate, each at least m), every candidate is tried
+    # with them on both sides; elsewhere they stay right, summed with the rows above the
+    # last candidate (no aggregate of fewer than m missing rows is released).
     side = None
     if ctx["missing"].any():
-        cand_feat = np.repeat(pair_feat, np.diff(cand_off))
-        side = np.where(ctx["missing"][cand_feat], RIGHT, LARGER).astype(np.int8)
+        pair_missing = ctx["missing"][pair_feat] & (n_cat == 0)
+        cand_off, cand, left, side = with_missing_sides(
+            pooled, pair_off, pair_missing, cand_off, cand, left
+        )
     best = best_splits(
         pooled,
         pair_off,

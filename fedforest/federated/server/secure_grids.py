@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 from ..._common import STAT_WEIGHT
 from ..privacy.grids import merge_thresholds, quantile_grids_at
 from .config import GrowerConfig
+from .missing import MISSING_SPLIT, add_missing_candidates
 from .splitter import BestSplits
 
 __all__ = [
@@ -167,11 +168,15 @@ def node_grids(
     n_categories: NDArray[np.int64],
     node_rows: NDArray[np.float64],
     shift: NDArray[np.float64],
+    missing: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Each pair's grid: codes for categories, quantiles of its source distribution else.
 
     ``shift`` (per pair, in ``(0, 1]``) offsets the quantile levels: drawn per tree from
-    the seed, it gives the trees different grids (finer resolution for the forest).
+    the seed, it gives the trees different grids (finer resolution for the forest). A
+    feature with missing values (``missing``, per feature) ends its grids with
+    :data:`~fedforest.federated.server.missing.MISSING_SPLIT`: Round A then counts the
+    node's rows whose value is known, for the minimum-rows rule of that candidate.
     """
     assert cfg.n_bins is not None
     n_pairs = int(pair_off[-1])
@@ -213,6 +218,8 @@ def node_grids(
     merged_off = np.empty(sel.size + 1, dtype=np.int64)
     merge_thresholds(out, out_off, anc >= 0, thr[inside], thr_off, merged, merged_off)
     out, out_off = merged[: merged_off[-1]], merged_off
+    if missing is not None and missing.any():
+        out_off, out = add_missing_candidates(out_off, out, missing[f])
     counts = np.zeros(n_pairs, dtype=np.int64)
     counts[sel] = np.diff(out_off)
     cat = np.flatnonzero(n_cat >= 2)
@@ -247,6 +254,17 @@ def keep_histograms(
     cum = np.empty(inner.size)
     cum[inner] = level.cum[take, 1]
     cum[off[:-1]], cum[off[1:] - 1] = 0.0, level.pooled[node, STAT_WEIGHT]
+    # A grid's MISSING_SPLIT edge: the known values end there (the missing rows are in no
+    # distribution); the histogram then ends at the last finite edge, at the known weight.
+    last = off[1:] - 2
+    gone = edges[last] == MISSING_SPLIT
+    if gone.any():
+        cum[last[gone] + 1] = cum[last[gone]]
+        edges[last[gone]] = edges[last[gone] - 1]
+        keep = np.ones(edges.size, dtype=bool)
+        keep[last[gone]] = False
+        edges, cum = edges[keep], cum[keep]
+        off = offsets(np.diff(off) - gone)
     mass = np.delete(cum[1:] - cum[:-1], off[1:-1] - 1)
     key = node * state.lo.shape[1] + f
     state.current = PairSegments(key, off, edges)
@@ -265,7 +283,9 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     f = best.feature[split].astype(np.int64)
     # Numeric splits narrow the child's bounds on their feature (set splits do not).
     sets = np.fromiter(best.sets, dtype=np.int64, count=len(best.sets))
-    numeric = ~np.isin(split, sets) & (f < d)
+    # (a "value known | missing" split narrows nothing: its right child's values are all
+    # missing, and a split that sends missing rows left has them above its threshold)
+    numeric = ~np.isin(split, sets) & (f < d) & (best.threshold[split] != MISSING_SPLIT)
     for side, route in enumerate((routes["route_left"], routes["route_right"])):
         child = np.asarray(route[split], dtype=np.int64)
         there = child >= 0
