@@ -1,0 +1,120 @@
+"""First use: ``fedforest simulate`` with a fresh numba cache, as a newcomer's first run.
+
+    python benchmarks/bench_first_run.py [--repeats 2] [--kernels] [-- SIMULATE OPTIONS]
+
+Each repetition runs ``python -m fedforest simulate`` (the README's quick start, the
+default options unless given after ``--``) in a fresh process whose ``NUMBA_CACHE_DIR``
+is a new empty directory, so every kernel compiles; then once more with that cache kept
+(a second run). Printed per run: the wall-clock time of the whole command, fedforest's
+``fit s`` from the table and the compile time the command announced. ``--kernels`` then
+fits fedforest's forest of the same command in this process, on a fresh cache, and
+prints the compile time of each kernel (numba's compile events; a kernel's time includes
+what it compiles inside, e.g. numba's own sort).
+
+The ``fedforest`` imported is the one next to this file (its repository), whatever is
+installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_simulate(cache: Path, options: list[str], out: Path) -> dict[str, Any]:
+    """One ``fedforest simulate`` in a new process on numba cache ``cache``."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), MPLBACKEND="Agg")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    args = [sys.executable, "-m", "fedforest", "simulate", "--out", str(out), *options]
+    start = time.perf_counter()
+    done = subprocess.run(args, env=env, capture_output=True, text=True, check=True, cwd=out.parent)
+    wall = time.perf_counter() - start
+    fit = re.search(r"^fedforest\s+\S+\s+(\d+\.\d+)", done.stdout, re.M)
+    compiled = re.search(r"kernels compiled in (\d+\.\d+) s", done.stdout)
+    return {
+        "wall": wall,
+        "fit": float(fit.group(1)) if fit else float("nan"),
+        "compile": float(compiled.group(1)) if compiled else 0.0,
+        "announced": "compiling kernels" in done.stderr,
+    }
+
+
+def kernel_compile_times(options: list[str]) -> list[tuple[str, float]]:
+    """Compile seconds per fedforest kernel of the command's fedforest fit (fresh cache)."""
+    code = f"""
+import collections, json, sys, time
+from numba.core import event
+from fedforest.cli import build_parser
+from fedforest.datasets import make_paper_synthetic
+from fedforest.simulate import SimulateConfig, _fit_fedforest
+
+class Watch(event.Listener):
+    def __init__(self):
+        self.stack, self.total = [], collections.Counter()
+    def on_start(self, ev):
+        f = ev.data["dispatcher"].py_func
+        self.stack.append((f.__module__ + "." + f.__qualname__, time.perf_counter()))
+    def on_end(self, ev):
+        name, start = self.stack.pop()
+        if not self.stack:  # a kernel the fit calls; what it compiles inside is included
+            self.total[name] += time.perf_counter() - start
+
+args = build_parser().parse_args(["simulate", *{options!r}])
+c = SimulateConfig(scenario=args.scenario, clients=args.clients,
+                   rows_per_client=args.rows_per_client, features=args.features,
+                   trees=args.trees, max_depth=args.max_depth, seed=args.seed,
+                   n_bins=args.n_bins, n_jobs=args.n_jobs)
+data = make_paper_synthetic(c.scenario, n_clients=c.clients, n_per_client=c.rows_per_client,
+                            n_features=c.features, random_state=c.seed)
+watch = Watch()
+with event.install_listener("numba:compile", watch):
+    _fit_fedforest(data, c)
+print(json.dumps(watch.total.most_common()))
+"""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+    return [(name, float(s)) for name, s in json.loads(done.stdout.splitlines()[-1])]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2, help="fresh-cache runs")
+    parser.add_argument("--kernels", action="store_true", help="compile time per kernel")
+    parser.add_argument("options", nargs="*", help="fedforest simulate options (after --)")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeats):
+            cache = Path(tmp) / f"cache{r}"
+            cache.mkdir()
+            for label in ("fresh cache", "second run"):
+                res = run_simulate(cache, args.options, Path(tmp) / "out.png")
+                print(
+                    f"run {r} {label:11s}: {res['wall']:6.2f} s in all; fedforest fit s "
+                    f"{res['fit']:.2f}; announced compile {res['compile']:.1f} s"
+                    + (" ('compiling kernels' on stderr)" if res["announced"] else "")
+                )
+    if args.kernels:
+        times = kernel_compile_times(args.options)
+        print(f"\ncompile time per kernel, one fresh-cache fit: {sum(s for _, s in times):.2f} s")
+        for name, s in times:
+            print(f"  {s:6.2f} s  {name.removeprefix('fedforest.')}")
+    print(f"(load average {os.getloadavg()[0]:.1f} at the end)")
+
+
+if __name__ == "__main__":
+    main()
