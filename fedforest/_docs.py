@@ -127,7 +127,7 @@ on_client_failure : {"raise", "drop"}, default="raise"
     A client that dies, times out or raises (anything but ``ValueError``, which means
     invalid data) stops training with a ``ClientFailure`` naming it and the round, and
     the estimator stays unfitted; ``"drop"`` goes on with the other clients from that
-    round on and records the dropped client in ``dropped_clients_``.
+    round on and records the dropped client in ``dropped_clients_``.$extra_params
 
 Attributes
 ----------
@@ -157,6 +157,7 @@ _REGRESSION = {
     "max_features": 'max_features : int, float, {"sqrt", "log2"} or None, default=1/3',
     "oob": "Out-of-bag R^2 computed on the clients (one extra round).",
     "tree_class": "DecisionTreeRegressor",
+    "extra_params": "",
     "oob_attributes": (
         "oob_score_, oob_prediction_ : float, ndarray (when ``oob_score=True``;\n"
         "    ``oob_prediction_`` only in simulation mode, where the rows are in this process)"
@@ -176,6 +177,14 @@ _CLASSIFICATION = {
     "max_features": ('max_features : int, float, {"sqrt", "log2"} or None, default="sqrt"'),
     "oob": "Out-of-bag accuracy computed on the clients (one extra round).",
     "tree_class": "DecisionTreeClassifier",
+    "extra_params": (
+        '\nclass_weight : dict, "balanced", "balanced_subsample" or None, default=None\n'
+        '    As scikit-learn: class c\'s rows weigh ``class_weight[c]``; "balanced" uses\n'
+        '    ``n / (n_classes * n_c)`` from the pooled class counts, "balanced_subsample"\n'
+        "    the same per tree from its bootstrap. Applied by the server to the pooled\n"
+        '    statistics (no client sends more). Not with ``split_rule="avgimp"``;\n'
+        '    "balanced" not under ``privacy="dp"``.'
+    ),
     "oob_attributes": (
         "classes_ : ndarray of shape (n_classes,)\n"
         "n_classes_ : int\n"

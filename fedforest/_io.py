@@ -33,7 +33,27 @@ def _json_param(value: Any) -> Any:
         return value if math.isfinite(value) else None
     if isinstance(value, np.generic):
         return _json_param(value.item())
+    if isinstance(value, dict):  # class_weight: [label, weight] pairs (JSON keys are text)
+        pairs = [[_json_param(k), _json_param(v)] for k, v in value.items()]
+        return {"pairs": pairs} if all(None not in pair for pair in pairs) else None
     return None  # e.g. a RandomState instance: the fitted trees do not depend on it any more
+
+
+def _param_from_json(name: str, value: Any) -> Any:
+    """Inverse of :func:`_json_param` for the values it turns into another shape."""
+    if isinstance(value, dict) and set(value) == {"pairs"} and isinstance(value["pairs"], list):
+        pairs = value["pairs"]
+        if not all(
+            isinstance(p, list)
+            and len(p) == 2
+            and isinstance(p[0], (bool, int, float, str))
+            and isinstance(p[1], (int, float))
+            and not isinstance(p[1], bool)
+            for p in pairs
+        ):
+            raise ValueError(f"parameter {name!r} holds malformed [label, weight] pairs")
+        return {label: float(weight) for label, weight in pairs}
+    return value
 
 
 def save_model(model: Any, path: str | os.PathLike[str]) -> None:
@@ -119,7 +139,7 @@ def _build(
     if "privacy" not in params:
         # Files from before the privacy levels (0.1.0) hold forests of the paper's protocol.
         params = {**params, "privacy": "none"}
-    model = cls(**{k: v for k, v in params.items() if k in known})
+    model = cls(**{k: _param_from_json(k, v) for k, v in params.items() if k in known})
     model._validate_params()
     d = header["n_features_in"]
     if isinstance(d, bool) or not isinstance(d, int) or d < 1:

@@ -245,6 +245,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 multi_output=True,
             )
             y_arr, fit_classes = self._encode_y(y_arr)
+            self._label_codes = fit_classes  # class_weight's labels become these codes
             inverse, labels = client_index(client_ids, X_arr.shape[0])
             # Categorical columns reach the clients raw: the handshake fixes their codes,
             # exactly as it does for clients built by the user.
@@ -302,6 +303,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                     f"{type(federation).__name__}."
                 )
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
+            self._label_codes = None  # the clients' own labels
             result = self._grow(federation, warm)
             self._store(result, None, warm)
             self.n_features_in_ = result.n_features
@@ -419,7 +421,12 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             min_aggregate_rows=self.min_aggregate_rows,
             epsilon=self.epsilon,
             delta=self.delta,
+            class_weight=self._class_weight(),
         )
+
+    def _class_weight(self) -> Any:
+        """Classifier hook: ``class_weight`` with its labels as the clients report them."""
+        return None
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
         """Targets as the clients receive them, and the class labels they encode (or None)."""
@@ -613,6 +620,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
     _parameter_constraints = {
         **_BaseFedForest._parameter_constraints,
         "criterion": [StrOptions({"gini", "entropy", "log_loss"})],
+        "class_weight": [dict, StrOptions({"balanced", "balanced_subsample"}), None],
     }
 
     def __init__(
@@ -646,7 +654,9 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         min_aggregate_rows: int | None = None,
         epsilon: float | None = None,
         delta: float | None = None,
+        class_weight: Any = None,
     ) -> None:
+        self.class_weight = class_weight
         super().__init__(
             n_estimators,
             criterion=criterion,
@@ -677,6 +687,21 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             epsilon=epsilon,
             delta=delta,
         )
+
+    def _class_weight(self) -> Any:
+        cw = self.class_weight
+        codes = getattr(self, "_label_codes", None)
+        if not isinstance(cw, dict) or codes is None:
+            return dict(cw) if isinstance(cw, dict) else cw
+        # Simulation mode sends codes 0..K-1 to the clients: the dict follows them.
+        index = {label: i for i, label in enumerate(codes.tolist())}
+        unknown = [label for label in cw if label not in index]
+        if unknown:
+            raise ValueError(
+                f"class_weight names the label {unknown[0]!r}, which is not in y; the classes "
+                f"are {codes.tolist()}."
+            )
+        return {index[label]: float(w) for label, w in cw.items()}
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
         y = column_or_1d(y, warn=True)

@@ -190,6 +190,18 @@ class SecureParty:
                 y_mom = np.array([[float(c.n_samples), ay.sum(), (ay * ay).sum()]])
                 y_mom = self.noisy(msg, y_mom, m_bounds, "target_sigma")
                 arrays["y_moments"], arrays["y_moments_lo"] = to_fixed2(y_mom, MOMENT_FRAC_BITS)
+            if "class_counts" in msg.header:  # class_weight="balanced": rows per class
+                labels = msg.header["class_counts"]
+                if not isinstance(labels, list):
+                    raise ValueError(f"Client {c.name!r}: the class list is not a list.")
+                index = {label: i for i, label in enumerate(labels)}
+                uniq, n_per = np.unique(c.y_raw, return_counts=True)
+                mine = np.zeros(len(labels))
+                for label, count in zip(uniq.tolist(), n_per.tolist(), strict=True):
+                    if label not in index:
+                        raise ValueError(f"Client {c.name!r}: its label {label!r} is not a class.")
+                    mine[index[label]] = count
+                arrays["class_counts"] = to_fixed(mine, 0)
             return self._masked(msg, GRID, arrays)
         edges = expect_array(msg, "edges", "f", (feats.size, None), "server")
         cum = np.empty(edges.shape)

@@ -112,7 +112,10 @@ def leaf_value(stats: FloatArray, task: str) -> FloatArray:
     w = stats[:, STAT_WEIGHT]
     if task == "regression":
         return _safe_div(stats[:, STAT_TASK], w)[:, None]
-    return _safe_div(stats[:, STAT_TASK:], w[:, None])
+    # Class weights summed in floats (class_weight, noisy sums under "dp") can leave a
+    # child's class column a rounding below 0: proportions of the clipped columns.
+    counts = np.maximum(stats[:, STAT_TASK:], 0.0)
+    return _safe_div(counts, counts.sum(axis=1)[:, None])
 
 
 def n_rows(stats: FloatArray) -> FloatArray:

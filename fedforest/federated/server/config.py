@@ -65,6 +65,9 @@ class GrowerConfig:
     #: Under "dp": the privacy budget of the whole fit (delta None: min(1e-5, 0.1 / n)).
     epsilon: float | None = None
     delta: float | None = None
+    #: Classification: None, a dict {label: weight}, "balanced" or "balanced_subsample"
+    #: (server/weights.py).
+    class_weight: Any = None
 
     @property
     def uses_local_candidates(self) -> bool:

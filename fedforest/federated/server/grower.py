@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from ..._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, count_columns, n_stats
+from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT, TREE_LEAF, count_columns, n_stats
 from ...tree.arrays import Tree, empty_split_fields, pack_forest, pack_sets
 from ..criteria import impurity, leaf_value
 from ..failure import DropFailedClients
@@ -32,6 +32,7 @@ from .level import candidates, category_counts, round_b_splits, shortlist
 from .resolve import bootstrap_draws, resolve_max_features, resolve_sizes, root_constant
 from .rounds import exchange as _exchange
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
+from .weights import balanced, fixed_class_weights, weigh
 
 __all__ = ["GrowerConfig", "ForestResult", "forest_importances", "grow_forest"]
 
@@ -46,6 +47,8 @@ class _TreeBuilder:
         self.right: list[int] = []
         self.missing_left: list[int] = []
         self.stats: list[NDArray[np.float64]] = []
+        #: class_weight's per-class weights for this tree (None: unweighted).
+        self.class_w: NDArray[np.float64] | None = None
         self.sets: dict[int, tuple[NDArray[np.int32], NDArray[np.int8]]] = {}
 
     def add(self, stats: NDArray[np.float64] | None) -> int:
@@ -279,7 +282,7 @@ def _level(
         routes, n_slots, s, sketched if quantile else None, cfg.n_bins, pair_feat
     )
     replies, summaries = _round_a(fed, ledger, header, routes, arrays, n_slots, s, check_a)
-    pooled = _pool_node_stats(builders, frontier, summaries)
+    pooled = _pool_node_stats(builders, frontier, summaries, ctx)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     pair_ok = np.repeat(splittable, np.diff(pair_off))
     if cfg.top_l:
@@ -311,7 +314,7 @@ def _level(
             alive = np.array([name in dict(replies_b) for name, _ in replies])
             summaries = summaries[alive]
             replies = [r for r, keep in zip(replies, alive, strict=True) if keep]
-            pooled = _pool_node_stats(builders, frontier, summaries)
+            pooled = _pool_node_stats(builders, frontier, summaries, ctx)
             splittable &= ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
         best = round_b_splits(
             replies_b,
@@ -329,8 +332,10 @@ def _level(
         best = _only_splittable(best, splittable)
     if cfg.split_on_client:
         # Splits on H come from the per-client summaries already here: no extra message.
+        per_client = _by_client_code(summaries, replies, ctx["clients"])
+        per_client = weigh(per_client, ctx.get("class_w_nodes"))
         by_client = best_set_splits(
-            np.transpose(_by_client_code(summaries, replies, ctx["clients"]), (1, 0, 2)),
+            np.transpose(per_client, (1, 0, 2)),
             criterion=cfg.criterion,
             n_classes=ctx["n_classes"],
             min_samples_leaf=cfg.min_samples_leaf,
@@ -378,7 +383,7 @@ def _secure_level(
         per_level = dp.level_entries(ctx["k"], ctx["n_stats"], cfg.task == "classification")
         ctx["dp_released"][0] += np.unique(frontier.tree).size * per_level
     level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_rows)
-    pooled = _pool_node_stats(builders, frontier, level.pooled[None])
+    pooled = _pool_node_stats(builders, frontier, level.pooled[None], ctx)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     root_w = np.array([builders[t].stats[0][STAT_WEIGHT] for t in frontier.tree])
     pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
@@ -423,14 +428,29 @@ def _round_b_requests(
 
 
 def _pool_node_stats(
-    builders: list[_TreeBuilder], frontier: _Frontier, summaries: NDArray[np.float64]
+    builders: list[_TreeBuilder],
+    frontier: _Frontier,
+    summaries: NDArray[np.float64],
+    ctx: dict[str, Any],
 ) -> NDArray[np.float64]:
     """Sum the node summaries over clients and record them on the frontier nodes.
 
     A node that none of the clients has rows in keeps the statistics its parent's split
     gave it; that happens only after a client was dropped (``on_client_failure="drop"``).
+    Under ``class_weight`` the classes are reweighted (``weights.weigh``; at the roots,
+    ``"balanced_subsample"`` reads each tree's weights off its bootstrap's class counts),
+    and ``ctx["class_w_nodes"]`` holds each frontier node's weights for the level.
     """
     pooled = np.asarray(summaries.sum(axis=0))
+    mode = ctx.get("class_weight")
+    if mode is not None:
+        if frontier.depth == 0:
+            for t, st in zip(frontier.tree, pooled, strict=True):
+                fixed = ctx["class_w"]
+                builders[t].class_w = fixed if fixed is not None else balanced(st[STAT_TASK:])
+        w = np.array([builders[t].class_w for t in frontier.tree]).reshape(len(pooled), -1)
+        ctx["class_w_nodes"] = w
+        pooled = weigh(pooled, w)
     for t, node, st in zip(frontier.tree, frontier.node, pooled, strict=True):
         if st[STAT_WEIGHT] > 0 or builders[t].stats[node].size == 0:
             builders[t].stats[node] = st
@@ -567,6 +587,11 @@ def grow_forest(
     grown, with the seeds they would have had in one fit; ``prior`` (the earlier trees)
     joins them for the out-of-bag round. The result holds the new trees only.
     """
+    if cfg.class_weight is not None and cfg.split_rule == "avgimp":
+        raise ValueError(
+            'class_weight is not available with split_rule="avgimp": AvgImp sums the '
+            "clients' own local gains, which the server cannot reweight by class."
+        )
     if cfg.privacy != "none":
         secure.check_config(cfg)
     if cfg.on_client_failure == "drop":
@@ -610,6 +635,12 @@ def grow_forest(
         ctx["secure"] = schema["secure"] = secure.setup_grids(
             fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
         )
+    if cfg.class_weight is not None:
+        counts = schema["class_counts"]
+        if counts is None and cfg.class_weight == "balanced":
+            counts = ctx["secure"].class_counts  # a masked sum of the first grid round
+        ctx["class_weight"] = cfg.class_weight
+        ctx["class_w"] = fixed_class_weights(cfg.class_weight, schema["classes"], counts)
     ctx["root_constant"] = root_constant(schema, ctx)
     start = cfg.first_tree
     builders = [_TreeBuilder() for _ in range(start, cfg.n_estimators)]

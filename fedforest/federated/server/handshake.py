@@ -51,6 +51,7 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
                 f"{first_name!r} has {names[j]!r}; all clients must share the same columns."
             )
     classes = None
+    class_counts = None
     if cfg.task == "classification":
         kinds = {name: label_type(rep.header["labels"][0]) for name, rep in replies}
         other = next((name for name in kinds if kinds[name] != kinds[first_name]), None)
@@ -60,6 +61,14 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
                 f"has {kinds[first_name]} ones; encode y the same way on every client."
             )
         classes = sorted({label for _, rep in replies for label in rep.header["labels"]})
+        if cfg.privacy == "none":  # pooled class counts (class_weight="balanced")
+            index = {label: i for i, label in enumerate(classes)}
+            class_counts = np.zeros(len(classes))
+            for _, rep in replies:
+                for label, count in zip(
+                    rep.header["labels"], rep.header["label_counts"], strict=True
+                ):
+                    class_counts[index[label]] += count
     categories = _unify_categories(replies, names)
     edges = pooled = None
     if ranges:
@@ -84,6 +93,7 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         "n_features": int(d),
         "feature_names": names,
         "classes": classes,
+        "class_counts": class_counts,
         "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
         "public_keys": secure.public_keys(replies) if cfg.privacy != "none" else {},
     }

@@ -25,6 +25,7 @@ from .splitter import (
     categorical_splits,
     with_set_splits,
 )
+from .weights import weigh
 
 if TYPE_CHECKING:
     from .config import GrowerConfig
@@ -367,6 +368,8 @@ def round_b_splits(
             gain_sum[at] += gains
             left_rows[at, 0] += rows
     cumsum_segments(left, cand_off)  # summed increments -> pooled left statistics
+    if ctx.get("class_w_nodes") is not None:  # class_weight (weights.py)
+        left = weigh(left, ctx["class_w_nodes"][cand_node])
     if exact:
         return _evaluate(
             pooled, pair_off, pair_feat, cand_off, cand, left, splittable, root_w, cfg, ctx

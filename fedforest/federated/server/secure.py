@@ -49,6 +49,7 @@ from .secure_grids import (  # the state between levels (the grower calls it thr
     ranges,
 )
 from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
+from .weights import weigh
 
 __all__ = [
     "LevelA",
@@ -105,6 +106,14 @@ def check_config(cfg: GrowerConfig) -> None:
     if cfg.privacy == "dp":
         if cfg.max_depth is None:
             problems.append(("max_depth=None", "the noise is calibrated for a bounded depth"))
+        if cfg.class_weight == "balanced":
+            problems.append(
+                (
+                    'class_weight="balanced"',
+                    "its class counts would need noise of their own; "
+                    '"balanced_subsample" reads them off the trees\' noisy roots, or pass a dict',
+                )
+            )
         if cfg.epsilon is None or not cfg.epsilon > 0:
             raise ValueError(
                 f'privacy="dp" needs a privacy budget: epsilon > 0, got {cfg.epsilon!r} '
@@ -220,6 +229,9 @@ def setup_grids(
     }
     if plan is not None:
         header["dp"] = plan.header()
+    balanced = cfg.class_weight == "balanced"
+    if balanced:  # class_weight="balanced": the pooled class counts, masked
+        header["class_counts"] = schema["classes"]
     first = Message(GRID, header, {"features": feats})
     # Two words each (hi, lo): the variance is a small difference of large sums.
     specs: dict[str, tuple[tuple[int, ...], Any]] = {
@@ -231,6 +243,8 @@ def setup_grids(
         specs["y_moments_lo"] = ((1, 3), 0)
     elif regression:
         specs["y_hist"] = ((target_grid().size - 1,), 0)
+    if balanced:
+        specs["class_counts"] = ((len(schema["classes"]),), 0)
     sums = secure_exchange(fed, ledger, first, specs)
     moments = _two_words(sums, "moments")
     n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
@@ -269,6 +283,8 @@ def setup_grids(
         root_edges[j], root_mass[j] = e, np.maximum(np.diff(cum), 0.0)
         root_lo[j], root_hi[j] = lo_f[i], hi_f[i]
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
+    if balanced:
+        state.class_counts = np.maximum(sums["class_counts"], 0.0)
     if regression and plan is not None:
         state.y_center, state.y_scale = _robust_scale(sums["y_hist"])
     elif regression:
@@ -492,6 +508,10 @@ def round_b(
         left_z = cumulative_stats(left_z, cand_off, ctx["dp"].clip, cfg.task)
         groups_z = clip_stats(groups_z, ctx["dp"].clip, cfg.task)
     left = from_z(left_z, state, regression)
+    class_w = ctx.get("class_w_nodes")  # class_weight: pooled sums reweighted (weights.py)
+    if class_w is not None:
+        left = weigh(left, class_w[np.repeat(pair_node, np.diff(cand_off))])
+        pooled = weigh(pooled, class_w)
     # Missing values: where MISSING_SPLIT passed the rule (known and missing rows, and
     # the rows since the previous candidate, each at least m), every candidate is tried
     # with them on both sides; elsewhere they stay right, summed with the rows above the
@@ -518,6 +538,9 @@ def round_b(
     if not group_pair:
         return consistent_children(best, state, cfg, ctx)
     group_stats = from_z(groups_z, state, regression)
+    if class_w is not None:
+        group_node = pair_node[np.repeat(np.asarray(group_pair, dtype=np.int64), n_groups)]
+        group_stats = weigh(group_stats, class_w[group_node])
     sets, feature = _group_splits(
         group_stats, group_pair, group_maps, n_groups, pair_node, pair_feat, n_nodes, cfg, ctx, m
     )

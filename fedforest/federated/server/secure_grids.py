@@ -53,6 +53,8 @@ class SecureState:
     y_center: float = 0.0
     y_scale: float = 1.0
     n_rows: float = 0.0
+    #: class_weight="balanced": the pooled class counts (a masked sum), else None.
+    class_counts: NDArray[np.float64] | None = None
     #: Per frontier slot: path bounds of every feature, shape (n_slots, d).
     lo: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
     hi: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))

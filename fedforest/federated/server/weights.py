@@ -1,0 +1,65 @@
+"""``class_weight``: classes reweighted in the pooled statistics, on the server alone.
+
+A classification statistic is (rows, weight, weight of each class). Weighting class ``c``
+by ``w_c`` scales its column and makes the weight column their sum; the row count (what
+``min_samples_leaf`` counts) is unchanged. This is exactly scikit-learn's
+``sample_weight * class_weight[y]`` summed per node, so the server applies it to the pooled
+sums it already has: no client sends anything more, whatever the privacy level.
+
+- a dict ``{label: weight}``: those weights (1 for a label not named);
+- ``"balanced"``: ``n / (n_classes * n_c)`` from the pooled class counts of the training
+  rows (under ``"none"`` the handshake's label counts, under ``"secure"`` a masked sum in
+  the first grid round);
+- ``"balanced_subsample"``: the same from each tree's bootstrap, read off its pooled root.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..._common import STAT_TASK, STAT_WEIGHT
+
+__all__ = ["balanced", "fixed_class_weights", "weigh"]
+
+
+def balanced(class_counts: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``n / (n_classes * n_c)``; a class without rows gets 0 (it weighs nothing anyway)."""
+    counts = np.asarray(class_counts, dtype=np.float64)
+    total, k = counts.sum(), counts.size
+    with np.errstate(divide="ignore"):
+        return np.where(counts > 0, total / (k * np.maximum(counts, 1e-300)), 0.0)
+
+
+def fixed_class_weights(
+    class_weight: Any, classes: list[Any], class_counts: NDArray[np.float64] | None
+) -> NDArray[np.float64] | None:
+    """Per-class weights of a dict or ``"balanced"`` (None for None / balanced_subsample)."""
+    if class_weight is None or class_weight == "balanced_subsample":
+        return None
+    if class_weight == "balanced":
+        assert class_counts is not None
+        return balanced(class_counts)
+    unknown = [label for label in class_weight if label not in classes]
+    if unknown:
+        raise ValueError(
+            f"class_weight names the label {unknown[0]!r}, which no client has; the classes "
+            f"are {classes}."
+        )
+    return np.array([float(class_weight.get(label, 1.0)) for label in classes])
+
+
+def weigh(stats: NDArray[np.float64], w: NDArray[np.float64] | None) -> NDArray[np.float64]:
+    """Statistics with class ``c``'s column scaled by ``w[..., c]`` and the weight their sum.
+
+    ``w`` broadcasts against ``stats[..., STAT_TASK:]`` (one row per node, or one for all);
+    None returns ``stats`` unchanged.
+    """
+    if w is None:
+        return stats
+    out = np.array(stats, dtype=np.float64, copy=True)
+    out[..., STAT_TASK:] *= w
+    out[..., STAT_WEIGHT] = out[..., STAT_TASK:].sum(axis=-1)
+    return out
