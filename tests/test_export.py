@@ -215,6 +215,13 @@ def test_shap_refuses_set_splits_saying_why(with_sets):
         model.shap_values(X)
 
 
+def test_one_class_forest_exports_with_its_class_axis():
+    X, _, _ = _data()
+    model = ff.FedForestClassifier(n_estimators=3, random_state=0).fit(X, np.zeros(N, int))
+    np.testing.assert_allclose(_treelite_predict(model, X), 1.0)
+    assert model.shap_values(X[:5]).shape == (5, X.shape[1], 1)
+
+
 # ---------------------------------------------------------------------------------- NaN
 def test_missing_values_route_as_the_trees_record():
     """Where fedforest accepts NaN, every export sends it where the tree does."""

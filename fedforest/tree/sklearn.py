@@ -234,7 +234,11 @@ class EnsembleMixin:
         """
         explainer = self.shap_explainer()
         rows = self.export_matrix(X)[:, : self.n_features_in_]
-        return np.asarray(explainer.shap_values(rows))
+        values = np.asarray(explainer.shap_values(rows))
+        classes = getattr(self, "classes_", None)
+        if classes is not None:  # shap drops the class axis of a one-class forest
+            values = values.reshape(rows.shape[0], self.n_features_in_, len(classes))
+        return values
 
     @property
     def estimators_(self) -> list[Any]:
