@@ -35,10 +35,10 @@ def n_stats(task: str, n_classes: int) -> int:
     return STAT_TASK + (2 if task == "regression" else n_classes)
 
 
-def count_columns(n_classes: int) -> int:
+def count_columns(n_classes: int, weighted: bool = False) -> int:
     """Number of leading statistic columns that are integers (sent as int32).
 
     Rows and weight, plus every class weight for classification: bootstrap weights are
-    whole numbers.
+    whole numbers. With sample weights (``weighted``) only the row count is.
     """
-    return STAT_TASK + n_classes
+    return 1 if weighted else STAT_TASK + n_classes

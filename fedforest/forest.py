@@ -18,7 +18,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
 
 from ._docs import estimator_doc
 from ._inputs import (
@@ -190,7 +195,14 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.delta = delta
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: ArrayLike, y: ArrayLike, *, client_ids: ArrayLike | None = None) -> Any:
+    def fit(
+        self,
+        X: ArrayLike,
+        y: ArrayLike,
+        *,
+        client_ids: ArrayLike | None = None,
+        sample_weight: ArrayLike | None = None,
+    ) -> Any:
         """Train on rows partitioned by ``client_ids`` (simulation mode).
 
         One :class:`~fedforest.Client` is built per distinct id (named ``str(id)``) holding
@@ -207,6 +219,10 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             Targets: numbers (regressor) or class labels (classifier).
         client_ids : array-like of shape (n_samples,), default=None
             One client label per row; None puts every row in one client.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative row weights, as scikit-learn's: each multiplies its row's
+            bootstrap count in every sum (each client keeps its rows' weights). Not under
+            ``privacy="dp"``.
 
         Dask collections (``X``, ``y`` and ``client_ids`` partitioned alike) train through
         a :class:`~fedforest.transport.dask.DaskFederation`, the rows staying on the
@@ -220,6 +236,11 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             The fitted estimator.
         """
         if _is_dask(X, y, client_ids):
+            if sample_weight is not None:
+                raise ValueError(
+                    "sample_weight with Dask collections: give each client its weights in a "
+                    "Client(sample_weight=...) of its own and fit_federated instead."
+                )
             from .transport.dask import _estimators  # Dask is imported for Dask input only
 
             return _estimators.fit(self, X, y, client_ids)
@@ -247,6 +268,11 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             y_arr, fit_classes = self._encode_y(y_arr)
             self._label_codes = fit_classes  # class_weight's labels become these codes
             inverse, labels = client_index(client_ids, X_arr.shape[0])
+            weights = (
+                None
+                if sample_weight is None
+                else _check_sample_weight(sample_weight, X_arr, ensure_non_negative=True)
+            )
             # Categorical columns reach the clients raw: the handshake fixes their codes,
             # exactly as it does for clients built by the user.
             clients = [
@@ -255,6 +281,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                     y_arr[inverse == k],
                     name=label,
                     categorical_features=cat_cols or None,
+                    sample_weight=None if weights is None else weights[inverse == k],
                 )
                 for k, label in enumerate(labels)
             ]

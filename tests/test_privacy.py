@@ -68,9 +68,14 @@ def _data(n_clients=10, n_rows=200, d=20, seed=0, categorical=False, missing=0.0
     return frame, y, h
 
 
-def _fit(model, X, y, h):
+def _fit(model, X, y, h, sample_weight=None):
     clients = [
-        ff.Client(X[h == k].reset_index(drop=True), np.asarray(y)[h == k], f"site{k}")
+        ff.Client(
+            X[h == k].reset_index(drop=True),
+            np.asarray(y)[h == k],
+            f"site{k}",
+            sample_weight=None if sample_weight is None else sample_weight[h == k],
+        )
         for k in np.unique(h)
     ]
     fed = RecordingFederation(ff.LocalFederation(clients))
@@ -202,12 +207,20 @@ def test_attack_rebuilds_rows_under_none(task: str, missing: float) -> None:
     ids=["defaults", "paper"],
 )
 @pytest.mark.parametrize(
-    ("task", "missing"),
-    [("regression", 0.0), ("classification", 0.0), ("regression", 0.15)],
-    ids=["regression", "classification", "regression-missing"],
+    ("task", "missing", "weighted"),
+    [
+        ("regression", 0.0, False),
+        ("classification", 0.0, False),
+        ("regression", 0.15, False),
+        ("classification", 0.0, True),
+    ],
+    ids=["regression", "classification", "regression-missing", "classification-weighted"],
 )
-def test_attack_finds_nothing_under_secure(task: str, settings: dict, missing: float) -> None:
+def test_attack_finds_nothing_under_secure(
+    task: str, settings: dict, missing: float, weighted: bool
+) -> None:
     X, y, h = _data(categorical=True, missing=missing)
+    weights = np.random.default_rng(3).exponential(size=len(y)) if weighted else None
     settings = {"n_estimators": 20, **settings}
     if task == "classification":
         y = (y > np.median(y)).astype(float)
@@ -215,7 +228,7 @@ def test_attack_finds_nothing_under_secure(task: str, settings: dict, missing: f
     else:
         model = ff.FedForestRegressor(random_state=0, **settings)
     assert model.privacy == "secure"  # the default
-    fed = _fit(model, X, y, h)
+    fed = _fit(model, X, y, h, weights)
     assert raw_value_exposure(fed, X, y) < 0.01
     assert linked_rows(fed, X, y, h) == 0.0
     for _, replies in fed.rounds:

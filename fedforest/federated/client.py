@@ -68,6 +68,24 @@ def bootstrap_counts(
     return np.bincount(rng.integers(0, n, size=size), minlength=n).astype(np.int64)
 
 
+def _sample_weight(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.float64] | None:
+    """The client's validated sample weights, or None (all ones)."""
+    if weight is None:
+        return None
+    try:
+        w = np.asarray(weight, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"Client {name!r}: sample_weight is not numeric ({exc}).") from exc
+    if w.ndim != 1 or w.shape[0] != n:
+        raise ValueError(
+            f"Client {name!r}: sample_weight has shape {w.shape}; expected ({n},), one weight "
+            "per row of X."
+        )
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"Client {name!r}: sample_weight must be finite and non-negative.")
+    return None if np.all(w == 1.0) else w
+
+
 @dataclass
 class _Fit:
     """Per-fit state: set by the first Round A, dropped after the out-of-bag round."""
@@ -92,6 +110,9 @@ class _Fit:
     local_candidates: bool = False
     min_rows: int = 1
     secure: bool = False
+    #: Sample weights multiply the bootstrap counts (the weight and class columns are
+    #: then real sums).
+    weighted: bool = False
 
 
 class Client:
@@ -109,6 +130,9 @@ class Client:
         Categorical columns besides the pandas ``category`` ones. Their values never leave
         the client either: the handshake shares each column's list of categories, and the
         splits use per-category statistics.
+    sample_weight : array-like of shape (n_samples,), optional
+        Non-negative, finite weight of each row (scikit-learn's ``sample_weight``): it
+        multiplies the row's bootstrap count in every sum. The weights stay here too.
     """
 
     def __init__(
@@ -117,6 +141,7 @@ class Client:
         y: ArrayLike,
         name: str,
         categorical_features: Sequence[Any] | None = None,
+        sample_weight: ArrayLike | None = None,
     ) -> None:
         self.name = str(name)
         self.X, self.feature_names, self._cat_raw = read_features(
@@ -138,6 +163,7 @@ class Client:
                 f"Client {self.name!r}: y has shape {self.y_raw.shape}; expected "
                 f"({self.X.shape[0]},), one target per row of X."
             )
+        self.sample_weight = _sample_weight(sample_weight, self.X.shape[0], self.name)
         self._codes: tuple[NDArray[np.uint8], NDArray[np.float64], NDArray[np.float64]] | None = (
             None
         )
@@ -197,6 +223,8 @@ class Client:
         }
         if self.missing.any():  # the columns with missing values (NaN) in this client
             header["missing_features"] = np.flatnonzero(self.missing).tolist()
+        if self.sample_weight is not None:  # its rows weigh other than 1 (values stay here)
+            header["weighted"] = True
         arrays: dict[str, NDArray[Any]] = {}
         self._secure = None
         if msg.header.get("privacy") in ("secure", "dp"):
@@ -260,11 +288,18 @@ class Client:
         draws = int(setup.get("draws", {}).get(self.name, self.n_samples))
         self._oob_setup = (int(setup["seed"]), bool(setup["bootstrap"]), n_classes, y, draws)
         rows, w, tree_rows = [], [], np.zeros(n_trees + 1, dtype=np.int64)
+        weighted = bool(setup.get("weighted", False))
         for t in range(n_trees):
             counts = self._counts(first + t)
+            if weighted and self.sample_weight is not None:
+                # A row of weight 0 takes no part (as in scikit-learn's splitter).
+                counts = np.where(self.sample_weight > 0, counts, 0)
             r = np.flatnonzero(counts).astype(np.int32)
             rows.append(r)
-            w.append(counts[r].astype(np.float64))
+            w_t = counts[r].astype(np.float64)
+            if weighted and self.sample_weight is not None:
+                w_t *= self.sample_weight[r]  # bootstrap count times sample weight
+            w.append(w_t)
             tree_rows[t + 1] = tree_rows[t] + r.size
         n_bins = setup["n_bins"]
         if n_bins is not None and self._codes is None:
@@ -280,6 +315,7 @@ class Client:
         fit.local_candidates = bool(setup.get("local_candidates", False)) and fit.send_sketch
         fit.min_rows = int(setup.get("min_samples_leaf", 1))
         fit.secure = setup.get("privacy") in ("secure", "dp")
+        fit.weighted = weighted
         self._fit_secure = fit.secure
         return fit
 
@@ -468,7 +504,7 @@ class Client:
         cand = expect_array(msg, "cand", "f", (int(cand_off[-1]),), "server")
         left = self._left_stats(fit, cand_off, cand)
         present = np.repeat(fit.pair_present, np.diff(cand_off))
-        n_counts = count_columns(fit.n_classes)
+        n_counts = count_columns(fit.n_classes, fit.weighted)
         first = np.zeros(cand.size, dtype=bool)  # the first candidate of every pair
         first[cand_off[:-1][np.diff(cand_off) > 0]] = True
         if fit.split_rule != "avgimp":

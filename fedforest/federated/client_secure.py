@@ -34,12 +34,17 @@ __all__ = ["MOMENT_FRAC_BITS", "SecureParty", "oob_frac_bits", "stat_frac_bits"]
 MOMENT_FRAC_BITS = 16
 
 
-def stat_frac_bits(n_classes: int) -> NDArray[np.int64]:
-    """Fractional bits per column of the additive statistics (counts are exact integers)."""
+def stat_frac_bits(n_classes: int, weighted: bool = False) -> NDArray[np.int64]:
+    """Fractional bits per column of the additive statistics (counts are exact integers).
+
+    With sample weights (``weighted``) the weight and class columns are real sums too.
+    """
     s = n_stats("classification" if n_classes else "regression", n_classes)
     bits = np.zeros(s, dtype=np.int64)
     if not n_classes:
         bits[2:] = FRAC_BITS  # sum of w z and w z^2 (standardised targets)
+    if weighted:
+        bits[1:] = FRAC_BITS
     return bits
 
 
@@ -241,8 +246,8 @@ class SecureParty:
             summary = self.noisy(msg, summary, b)
             cum = self.noisy(msg, increments(cum, grid_off), b[:2])
         arrays = {
-            "summary": to_fixed(summary, stat_frac_bits(fit.n_classes)),
-            "hist": to_fixed(cum, 0),
+            "summary": to_fixed(summary, stat_frac_bits(fit.n_classes, fit.weighted)),
+            "hist": to_fixed(cum, stat_frac_bits(fit.n_classes, fit.weighted)[:2]),
         }
         return self._masked(msg, ROUND_A, arrays)
 
@@ -266,7 +271,7 @@ class SecureParty:
             b = self.bounds(fit.n_classes)
             left = self.noisy(msg, increments(left, cand_off), b)
             stats = self.noisy(msg, stats, b)
-        bits = stat_frac_bits(fit.n_classes)
+        bits = stat_frac_bits(fit.n_classes, fit.weighted)
         arrays = {"left": to_fixed(left, bits), "group_stats": to_fixed(stats, bits)}
         return self._masked(msg, ROUND_B, arrays)
 

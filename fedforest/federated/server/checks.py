@@ -151,6 +151,8 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
             )
         for j, values in cats.items():
             _check_scalars(name, kind, f"header field 'categories'[{j!r}]", values)
+        if not isinstance(h.get("weighted", False), bool):
+            raise InvalidReply(name, kind, "header field 'weighted'", "is not a boolean")
         missing = h.get("missing_features", [])
         if (
             not isinstance(missing, list)
@@ -240,6 +242,8 @@ def check_summaries(
     ok = (at_root == 0) | (at_root == n_draws if bootstrap else at_root == rows[root])
     if not bootstrap:
         ok &= (rows[root] == 0) | (rows[root] == n_draws)
+    if n_count < STAT_TASK:  # sample weights: a root weighs what the client's weights say
+        ok = np.ones_like(ok)
     if not np.all(ok):
         raise InvalidReply(
             name, kind, field, f"has a root weight other than 0 or the client's {n_draws:g} draws"
@@ -272,10 +276,16 @@ def _check_stats(
     if np.any(counts < 0) or np.any(counts != np.round(counts)):
         raise InvalidReply(name, kind, field, "holds negative or fractional counts or weights")
     rows, weight = stats[:, STAT_ROWS], stats[:, STAT_WEIGHT]
-    if np.any(rows > weight) or np.any((rows == 0) != (weight == 0)):
+    weighted = n_count < STAT_TASK  # sample weights: real weights, any size per row
+    if weighted:
+        if np.any(weight < 0) or np.any((rows == 0) & (weight != 0)):
+            raise InvalidReply(name, kind, field, "has negative weights or weight without rows")
+    elif np.any(rows > weight) or np.any((rows == 0) != (weight == 0)):
         raise InvalidReply(name, kind, field, "has weights below their row counts")
     if task == "classification":
-        if np.any(stats[:, STAT_TASK:].sum(axis=1) != weight):
+        classes = stats[:, STAT_TASK:]
+        off = np.abs(classes.sum(axis=1) - weight)
+        if np.any(classes < 0) or np.any(off > (1e-9 * np.maximum(weight, 1.0) if weighted else 0)):
             raise InvalidReply(name, kind, field, "has class weights that do not add up")
     else:
         s1, s2 = stats[:, STAT_TASK], stats[:, STAT_TASK + 1]

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT, TREE_LEAF, count_columns, n_stats
+from ..._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, count_columns, n_stats
 from ...tree.arrays import Tree, empty_split_fields, pack_forest, pack_sets
 from ..criteria import impurity, leaf_value
 from ..failure import DropFailedClients
@@ -32,7 +32,7 @@ from .level import candidates, category_counts, round_b_splits, shortlist
 from .resolve import bootstrap_draws, resolve_max_features, resolve_sizes, root_constant
 from .rounds import exchange as _exchange
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
-from .weights import balanced, fixed_class_weights, weigh
+from .weights import fixed_class_weights, weigh, weigh_level
 
 __all__ = ["GrowerConfig", "ForestResult", "forest_importances", "grow_forest"]
 
@@ -194,6 +194,7 @@ def _setup_header(
         "top_l": cfg.top_l,
         "criterion": cfg.criterion,
         "privacy": cfg.privacy,
+        "weighted": schema["weighted"],
         **_secure_setup(schema),
         **_client_sample(cfg, len(schema["clients"]), first, n_trees),
     }
@@ -442,15 +443,8 @@ def _pool_node_stats(
     and ``ctx["class_w_nodes"]`` holds each frontier node's weights for the level.
     """
     pooled = np.asarray(summaries.sum(axis=0))
-    mode = ctx.get("class_weight")
-    if mode is not None:
-        if frontier.depth == 0:
-            for t, st in zip(frontier.tree, pooled, strict=True):
-                fixed = ctx["class_w"]
-                builders[t].class_w = fixed if fixed is not None else balanced(st[STAT_TASK:])
-        w = np.array([builders[t].class_w for t in frontier.tree]).reshape(len(pooled), -1)
-        ctx["class_w_nodes"] = w
-        pooled = weigh(pooled, w)
+    if ctx.get("class_weight") is not None:
+        pooled = weigh_level(pooled, builders, frontier.tree, frontier.depth, ctx)
     for t, node, st in zip(frontier.tree, frontier.node, pooled, strict=True):
         if st[STAT_WEIGHT] > 0 or builders[t].stats[node].size == 0:
             builders[t].stats[node] = st
@@ -598,6 +592,11 @@ def grow_forest(
         fed = DropFailedClients(fed)
     ledger = CommunicationLedger()
     schema = handshake(fed, cfg, ledger)
+    if schema["weighted"] and cfg.privacy == "dp":
+        raise ValueError(
+            'sample_weight is not available under privacy="dp": the noise is calibrated for '
+            'rows that weigh at most their bootstrap count; use privacy="secure" for it.'
+        )
     cfg = resolve_sizes(cfg, sum(schema["n_samples"].values()))
     schema["draws"] = bootstrap_draws(cfg, schema["n_samples"])
     if cfg.privacy != "none":
@@ -615,12 +614,13 @@ def grow_forest(
         "n_classes": n_classes,
         "n_categories": category_counts(schema["categories"], d),
         "missing": schema["missing"],
+        "weighted": schema["weighted"],
         "edges": schema["edges"],
         "clients": schema["clients"],
         "records": ClientRecords(
             schema["n_samples"],
             cfg.task,
-            count_columns(n_classes),
+            count_columns(n_classes, schema["weighted"]),
             cfg.bootstrap,
             schema["draws"],
             schema["client_missing"],

@@ -85,6 +85,8 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         missing[rep.header.get("missing_features", [])] = True
     return {
         "missing": missing,
+        # Some client's rows carry sample weights (the weights themselves stay there).
+        "weighted": any(rep.header.get("weighted", False) for _, rep in replies),
         "client_missing": {name: rep.header.get("missing_features", []) for name, rep in replies},
         "clients": [name for name, _ in replies],
         "categories": categories,

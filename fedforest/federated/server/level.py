@@ -353,7 +353,7 @@ def round_b_splits(
     first = np.zeros(cand.size, dtype=bool)  # a pair's first candidate
     first[cand_off[:-1][n_cand > 0]] = True
     cand_node = np.repeat(np.repeat(np.arange(pooled.shape[0]), np.diff(pair_off)), n_cand)
-    n_counts = count_columns(ctx["n_classes"])
+    n_counts = count_columns(ctx["n_classes"], ctx["weighted"])
     for k, (name, msg) in enumerate(replies_b):
         # Each client answered for the candidates of the nodes it has rows in, with the
         # statistics of the rows between consecutive candidates (see pack_increments).

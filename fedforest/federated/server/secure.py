@@ -374,12 +374,12 @@ def round_a(
     grid_off, grid = node_grids(
         state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift, ctx["missing"]
     )
-    bits = stat_frac_bits(ctx["n_classes"])
+    bits = stat_frac_bits(ctx["n_classes"], ctx["weighted"])
     sums = secure_exchange(
         fed,
         ledger,
         Message(ROUND_A, header, {**arrays, "grid_off": grid_off, "grid": grid}),
-        {"summary": ((n_slots, ctx["n_stats"]), bits), "hist": ((grid.size, 2), 0)},
+        {"summary": ((n_slots, ctx["n_stats"]), bits), "hist": ((grid.size, 2), bits[:2])},
     )
     summary, cum = sums["summary"], sums["hist"]
     if cfg.privacy == "dp":
@@ -483,7 +483,7 @@ def round_b(
     np.cumsum([g.size for g in group_maps], out=group_off[1:])
     if not cand.size and not group_pair:
         return BestSplits.none(n_nodes, pooled.shape[1])
-    bits = stat_frac_bits(ctx["n_classes"])
+    bits = stat_frac_bits(ctx["n_classes"], ctx["weighted"])
     s = ctx["n_stats"]
     arrays: dict[str, NDArray[Any]] = {
         "cand_off": cand_off,

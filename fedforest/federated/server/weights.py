@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_TASK, STAT_WEIGHT
 
-__all__ = ["balanced", "fixed_class_weights", "weigh"]
+__all__ = ["balanced", "fixed_class_weights", "weigh", "weigh_level"]
 
 
 def balanced(class_counts: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -63,3 +63,24 @@ def weigh(stats: NDArray[np.float64], w: NDArray[np.float64] | None) -> NDArray[
     out[..., STAT_TASK:] *= w
     out[..., STAT_WEIGHT] = out[..., STAT_TASK:].sum(axis=-1)
     return out
+
+
+def weigh_level(
+    pooled: NDArray[np.float64],
+    builders: list[Any],
+    trees: NDArray[np.int64],
+    depth: int,
+    ctx: dict[str, Any],
+) -> NDArray[np.float64]:
+    """A level's pooled node statistics reweighted; ``ctx["class_w_nodes"]`` set for it.
+
+    At the roots (``depth == 0``) every tree's builder gets its weights: the fixed ones,
+    or under ``"balanced_subsample"`` those of its bootstrap (the pooled root's classes).
+    """
+    if depth == 0:
+        for t, st in zip(trees, pooled, strict=True):
+            fixed = ctx["class_w"]
+            builders[t].class_w = fixed if fixed is not None else balanced(st[STAT_TASK:])
+    w = np.array([builders[t].class_w for t in trees]).reshape(len(pooled), -1)
+    ctx["class_w_nodes"] = w
+    return weigh(pooled, w)

@@ -1,0 +1,91 @@
+"""sample_weight: row weights multiply the bootstrap counts in every sum, as scikit-learn's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestRegressor
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+import fedforest as ff
+
+EXACT = dict(
+    n_estimators=1,
+    bootstrap=False,
+    max_features=None,
+    n_bins=None,
+    privacy="none",
+    max_depth=6,
+    min_samples_leaf=5,
+    random_state=0,
+)
+
+
+def _data(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    y = X[:, 0] + np.sin(2 * X[:, 1]) + 0.2 * rng.normal(size=n)
+    w = rng.exponential(size=n)
+    w[rng.random(n) < 0.1] = 0.0  # rows of weight 0 take no part, as in scikit-learn
+    return X, y, w, rng.integers(0, 3, n)
+
+
+def test_exact_tree_equals_scikit_learn_with_sample_weight() -> None:
+    X, y, w, h = _data(800, 0)
+    ours = ff.FedForestRegressor(**EXACT).fit(X, y, client_ids=h, sample_weight=w)
+    ref = DecisionTreeRegressor(max_depth=6, min_samples_leaf=5, random_state=0)
+    ref.fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(ours.predict(X), ref.predict(X), atol=1e-12)
+    tree = ours.trees_[0]
+    np.testing.assert_array_equal(tree.n_node_samples[:1], ref.tree_.n_node_samples[:1])
+    assert tree.weighted_n_node_samples[0] == pytest.approx(w.sum())
+
+
+def test_exact_classifier_equals_scikit_learn_with_sample_weight() -> None:
+    X, y, w, h = _data(800, 1)
+    labels = (y > 0.5).astype(int)
+    ours = ff.FedForestClassifier(**EXACT).fit(X, labels, client_ids=h, sample_weight=w)
+    ref = DecisionTreeClassifier(max_depth=6, min_samples_leaf=5, random_state=0)
+    ref.fit(X, labels, sample_weight=w)
+    assert ours.trees_[0].feature[0] == ref.tree_.feature[0]
+    assert np.mean(ours.predict(X) == ref.predict(X)) > 0.95
+
+
+def test_fit_federated_with_client_weights_equals_fit() -> None:
+    X, y, w, h = _data(600, 2)
+    clients = [
+        ff.Client(X[h == k], y[h == k], name=str(k), sample_weight=w[h == k]) for k in range(3)
+    ]
+    kw = dict(n_estimators=5, random_state=0, privacy="none")
+    fed = ff.FedForestRegressor(**kw).fit_federated(ff.LocalFederation(clients))
+    sim = ff.FedForestRegressor(**kw).fit(X, y, client_ids=h, sample_weight=w)
+    np.testing.assert_allclose(fed.predict(X), sim.predict(X), atol=1e-12)
+
+
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+def test_weights_change_the_forest_and_match_scikit_learn(privacy: str) -> None:
+    X, y, w, h = _data(2000, 3)
+    X_test, y_test, w_test, _ = _data(2000, 4)
+    kw = dict(n_estimators=30, min_samples_leaf=5, max_features=1 / 3, random_state=0)
+    depth = None if privacy == "none" else 8
+    ours = ff.FedForestRegressor(privacy=privacy, max_depth=depth, **kw)
+    ours.fit(X, y, client_ids=h, sample_weight=w)
+    plain = ff.FedForestRegressor(privacy=privacy, max_depth=depth, **kw).fit(X, y, client_ids=h)
+    assert np.abs(ours.predict(X_test) - plain.predict(X_test)).max() > 1e-3
+    if privacy == "none":
+        ref = RandomForestRegressor(max_depth=None, **kw).fit(X, y, sample_weight=w)
+        mse = np.average((ours.predict(X_test) - y_test) ** 2, weights=w_test)
+        ref_mse = np.average((ref.predict(X_test) - y_test) ** 2, weights=w_test)
+        assert mse <= 1.05 * ref_mse, (mse, ref_mse)
+
+
+def test_bad_weights_are_refused_naming_the_client() -> None:
+    X, y, w, _ = _data(100, 5)
+    with pytest.raises(ValueError, match="Client 'a': sample_weight must be finite"):
+        ff.Client(X, y, name="a", sample_weight=-w)
+    with pytest.raises(ValueError, match=r"expected \(100,\)"):
+        ff.Client(X, y, name="a", sample_weight=w[:50])
+    with pytest.raises(ValueError, match='not available under privacy="dp"'):
+        ff.FedForestRegressor(privacy="dp", epsilon=5.0).fit(X, y, sample_weight=w)
+    with pytest.raises(ValueError, match="Negative values in data passed to .sample_weight"):
+        ff.FedForestRegressor().fit(X, y, sample_weight=-w)
