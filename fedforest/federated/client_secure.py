@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import STAT_ROWS, STAT_WEIGHT, n_stats
-from .privacy.dp import ASINH_CLIP
+from .privacy.dp import ASINH_CLIP, discrete_gaussian
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2
 from .protocol import GRID, OOB, RECOVER, ROUND_A, ROUND_B, Message, expect_array
 
@@ -121,14 +121,29 @@ class SecureParty:
         return [str(p) for p in sec["peers"]] if isinstance(sec, dict) and "peers" in sec else []
 
     def noisy(
-        self, msg: Message, values: NDArray[np.float64], bounds: Any, key: str = "sigma"
+        self,
+        msg: Message,
+        values: NDArray[np.float64],
+        bounds: Any,
+        key: str = "sigma",
+        frac_bits: Any = None,
     ) -> NDArray[np.float64]:
-        """Under "dp": this client's share of the Gaussian noise, per entry's bound."""
+        """Under "dp": this client's share of the Gaussian noise, per entry's bound.
+
+        With ``frac_bits`` (the fixed point the values travel in) the share is a discrete
+        Gaussian on that grid (``privacy.dp.discrete_gaussian``), so the clients' shares
+        add up to integers of the grid exactly; without (the two-word moments of the grid
+        rounds, finer than a float holds) a continuous Gaussian.
+        """
         if self.dp is None:
             return values
         share = float(self.dp[key]) / np.sqrt(max(len(self._peers(msg)), 1))
         scale = share * np.broadcast_to(np.asarray(bounds, dtype=np.float64), values.shape)
-        return np.asarray(values + self._rng.normal(size=values.shape) * scale)
+        if frac_bits is None:
+            return np.asarray(values + self._rng.normal(size=values.shape) * scale)
+        unit = np.broadcast_to(np.exp2(np.asarray(frac_bits, dtype=np.float64)), values.shape)
+        noise = discrete_gaussian(scale * unit, self._rng)
+        return np.asarray(values + noise / unit)
 
     def bounds(self, n_classes: int) -> NDArray[np.float64]:
         """Per column of the statistics: the most one row can add (rows, weight, sums)."""
@@ -188,7 +203,7 @@ class SecureParty:
                 # Under "dp": counts of asinh(y) on a fixed grid (one bin per row).
                 ay = np.clip(np.arcsinh(c.y_raw.astype(np.float64)), -ASINH_CLIP, ASINH_CLIP)
                 counts = np.histogram(ay, bins=target_grid())[0].astype(np.float64)
-                counts = self.noisy(msg, counts, 1.0, "target_sigma")
+                counts = self.noisy(msg, counts, 1.0, "target_sigma", 0)
                 arrays["y_hist"] = to_fixed(counts, 0)
             elif msg.header.get("target_moments"):
                 ay = np.clip(np.arcsinh(c.y_raw.astype(np.float64)), -clip, clip)
@@ -214,7 +229,7 @@ class SecureParty:
             xs = np.sort(x[:, i])
             cum[i] = np.searchsorted(xs, edges[i], side="right")
         if self.dp is not None:  # per-bin increments, each row in one bin
-            cum = self.noisy(msg, np.diff(cum, axis=1, prepend=0.0), 1.0, "grid_sigma")
+            cum = self.noisy(msg, np.diff(cum, axis=1, prepend=0.0), 1.0, "grid_sigma", 0)
         return self._masked(msg, GRID, {"hist": to_fixed(cum, 0)})
 
     # ------------------------------------------------------------------ set-up
@@ -243,8 +258,9 @@ class SecureParty:
         cum = self.client._left_stats(fit, grid_off, grid)[:, [STAT_ROWS, STAT_WEIGHT]]
         if self.dp is not None:
             b = self.bounds(fit.n_classes)
-            summary = self.noisy(msg, summary, b)
-            cum = self.noisy(msg, increments(cum, grid_off), b[:2])
+            bits = stat_frac_bits(fit.n_classes, fit.weighted)
+            summary = self.noisy(msg, summary, b, frac_bits=bits)
+            cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
         arrays = {
             "summary": to_fixed(summary, stat_frac_bits(fit.n_classes, fit.weighted)),
             "hist": to_fixed(cum, stat_frac_bits(fit.n_classes, fit.weighted)[:2]),
@@ -269,8 +285,9 @@ class SecureParty:
         stats = self._group_stats(fit, group_pair, group_off.astype(np.int64), group_map, n_groups)
         if self.dp is not None:
             b = self.bounds(fit.n_classes)
-            left = self.noisy(msg, increments(left, cand_off), b)
-            stats = self.noisy(msg, stats, b)
+            bits = stat_frac_bits(fit.n_classes, fit.weighted)
+            left = self.noisy(msg, increments(left, cand_off), b, frac_bits=bits)
+            stats = self.noisy(msg, stats, b, frac_bits=bits)
         bits = stat_frac_bits(fit.n_classes, fit.weighted)
         arrays = {"left": to_fixed(left, bits), "group_stats": to_fixed(stats, bits)}
         return self._masked(msg, ROUND_B, arrays)
@@ -329,7 +346,8 @@ class SecureParty:
         bits = oob_frac_bits(sums.size, classification=bool(n_classes))
         if self.dp is not None:
             c = float(self.dp["clip"])
-            sums = self.noisy(msg, sums, [1.0, 1.0] if n_classes else [1.0, 4 * c * c, c, c * c])
+            bounds = [1.0, 1.0] if n_classes else [1.0, 4 * c * c, c, c * c]
+            sums = self.noisy(msg, sums, bounds, frac_bits=bits)
         return self._masked(msg, OOB, {"oob_sums": to_fixed(sums, bits)})
 
 

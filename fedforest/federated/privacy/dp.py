@@ -36,6 +36,7 @@ from typing import Any
 __all__ = [
     "ASINH_CLIP",
     "DpPlan",
+    "discrete_gaussian",
     "entries_per_row",
     "grid_entries",
     "level_entries",
@@ -182,3 +183,37 @@ def spent_epsilon(plan: DpPlan, entries_released: int, grid: int, target: int = 
     effective = effective_entries(entries_released, grid, target)
     multiplier = plan.sigma / (2.0 * math.sqrt(effective))
     return float(dp_accounting.get_epsilon_gaussian(multiplier, plan.delta))
+
+
+def discrete_gaussian(sigma: Any, rng: Any) -> Any:
+    """Samples of the discrete Gaussian N_Z(0, sigma^2), one per entry of ``sigma``.
+
+    ``P(x) ~ exp(-x^2 / (2 sigma^2))`` on the integers: Canonne, Kamath & Steinke (2020),
+    Algorithm 3 - a discrete Laplace proposal of scale ``t = floor(sigma) + 1`` (the
+    difference of two geometric counts), accepted with probability
+    ``exp(-(|y| - sigma^2 / t)^2 / (2 sigma^2))``, vectorised (in floating point, not with
+    their exact rational arithmetic). An entry with ``sigma == 0`` is 0.
+
+    Parameters
+    ----------
+    sigma : ndarray of float64
+        Standard deviations in grid units (the fixed point's ``2^-frac``), ``>= 0``.
+    rng : numpy.random.Generator
+        Seeded from the operating system's generator by the caller.
+    """
+    import numpy as np
+
+    sigma = np.asarray(sigma, dtype=np.float64)
+    out = np.zeros(sigma.shape, dtype=np.int64)
+    todo = np.flatnonzero(sigma.ravel() > 0)
+    flat_sigma = sigma.ravel()
+    flat_out = out.reshape(-1)
+    while todo.size:
+        s = flat_sigma[todo]
+        t = np.floor(s) + 1.0
+        p = -np.expm1(-1.0 / t)  # success probability of the geometric counts
+        y = (rng.geometric(p) - rng.geometric(p)).astype(np.int64)
+        accept = rng.random(todo.size) < np.exp(-((np.abs(y) - s * s / t) ** 2) / (2 * s * s))
+        flat_out[todo[accept]] = y[accept]
+        todo = todo[~accept]
+    return out
