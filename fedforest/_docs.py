@@ -30,6 +30,9 @@ min_samples_split, min_samples_leaf : int or float, default=2, 5
     ``ceil(f * n)`` (at least 2 for ``min_samples_split``).
     Counted in distinct in-bag rows, as in scikit-learn.
 min_impurity_decrease : float, default=0.0
+min_weight_fraction_leaf : float, default=0.0
+    As scikit-learn: each child of a split weighs at least this fraction of its tree's
+    root (bootstrap counts times sample and class weights). Not with ``split_rule="avgimp"``.
 $max_features
     Features sampled per node on the server.
 n_bins : int or None, default=32

@@ -96,6 +96,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             Interval(RealNotInt, 0.0, 1.0, closed="neither"),
         ],
         "min_impurity_decrease": [Interval(Real, 0.0, None, closed="left")],
+        "min_weight_fraction_leaf": [Interval(Real, 0.0, 0.5, closed="both")],
         "max_features": [
             Interval(Integral, 1, None, closed="left"),
             Interval(Real, 0.0, 1.0, closed="right"),
@@ -142,6 +143,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         min_samples_split: int = 2,
         min_samples_leaf: int = 5,
         min_impurity_decrease: float = 0.0,
+        min_weight_fraction_leaf: float = 0.0,
         max_features: Any = 1 / 3,
         n_bins: int | None = 32,
         local_candidates: bool | None = None,
@@ -171,6 +173,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.min_samples_split = min_samples_split
         self.min_samples_leaf = min_samples_leaf
         self.min_impurity_decrease = min_impurity_decrease
+        self.min_weight_fraction_leaf = min_weight_fraction_leaf
         self.max_features = max_features
         self.n_bins = n_bins
         self.local_candidates = local_candidates
@@ -424,6 +427,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             min_samples_split=self.min_samples_split,
             min_samples_leaf=self.min_samples_leaf,
             min_impurity_decrease=self.min_impurity_decrease,
+            min_weight_fraction_leaf=self.min_weight_fraction_leaf,
             max_features=self.max_features,
             n_bins=self.n_bins,
             # Local candidates are values of a client's rows: only under privacy="none".
@@ -659,6 +663,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         min_samples_split: int = 2,
         min_samples_leaf: int = 5,
         min_impurity_decrease: float = 0.0,
+        min_weight_fraction_leaf: float = 0.0,
         max_features: Any = "sqrt",
         n_bins: int | None = 32,
         local_candidates: bool | None = None,
@@ -691,6 +696,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             min_samples_split=min_samples_split,
             min_samples_leaf=min_samples_leaf,
             min_impurity_decrease=min_impurity_decrease,
+            min_weight_fraction_leaf=min_weight_fraction_leaf,
             max_features=max_features,
             n_bins=n_bins,
             local_candidates=local_candidates,

@@ -89,3 +89,19 @@ def test_bad_weights_are_refused_naming_the_client() -> None:
         ff.FedForestRegressor(privacy="dp", epsilon=5.0).fit(X, y, sample_weight=w)
     with pytest.raises(ValueError, match="Negative values in data passed to .sample_weight"):
         ff.FedForestRegressor().fit(X, y, sample_weight=-w)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_min_weight_fraction_leaf_equals_scikit_learn(weighted: bool) -> None:
+    X, y, w, h = _data(800, 6)
+    weights = w if weighted else None
+    kw = dict(EXACT, max_depth=None, min_samples_leaf=1)
+    ours = ff.FedForestRegressor(min_weight_fraction_leaf=0.05, **kw)
+    ours.fit(X, y, client_ids=h, sample_weight=weights)
+    ref = DecisionTreeRegressor(min_weight_fraction_leaf=0.05, random_state=0)
+    ref.fit(X, y, sample_weight=weights)
+    np.testing.assert_allclose(ours.predict(X), ref.predict(X), atol=1e-12)
+    tree = ours.trees_[0]
+    leaves = tree.children_left < 0
+    assert tree.weighted_n_node_samples[leaves].min() >= 0.05 * tree.weighted_n_node_samples[0]
+    assert ours.trees_[0].node_count == ref.tree_.node_count

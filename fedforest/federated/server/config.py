@@ -68,6 +68,8 @@ class GrowerConfig:
     #: Classification: None, a dict {label: weight}, "balanced" or "balanced_subsample"
     #: (server/weights.py).
     class_weight: Any = None
+    #: scikit-learn's: a child weighs at least this fraction of its tree's root.
+    min_weight_fraction_leaf: float = 0.0
 
     @property
     def uses_local_candidates(self) -> bool:

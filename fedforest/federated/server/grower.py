@@ -348,6 +348,7 @@ def _level(
             splittable,
             root_weight=root_w,
             min_impurity_decrease=cfg.min_impurity_decrease,
+            min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
         )
     records.next_level()
     if cfg.n_bins is None:  # exact candidates: a numeric pair without any is constant
@@ -581,10 +582,12 @@ def grow_forest(
     grown, with the seeds they would have had in one fit; ``prior`` (the earlier trees)
     joins them for the out-of-bag round. The result holds the new trees only.
     """
-    if cfg.class_weight is not None and cfg.split_rule == "avgimp":
+    if (cfg.class_weight is not None or cfg.min_weight_fraction_leaf) and (
+        cfg.split_rule == "avgimp"
+    ):
         raise ValueError(
-            'class_weight is not available with split_rule="avgimp": AvgImp sums the '
-            "clients' own local gains, which the server cannot reweight by class."
+            'class_weight and min_weight_fraction_leaf are not available with split_rule="avgimp"'
+            ": AvgImp sums the clients' own local gains and left rows, without the weights."
         )
     if cfg.privacy != "none":
         secure.check_config(cfg)

@@ -286,6 +286,7 @@ def _evaluate(
         root_weight=root_w,
         min_samples_leaf=cfg.min_samples_leaf,
         min_impurity_decrease=cfg.min_impurity_decrease,
+        min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
         missing_side=side,
     )
     return _with_categorical(
@@ -326,6 +327,7 @@ def _with_categorical(
         splittable & (feature >= 0),
         root_weight=root_w,
         min_impurity_decrease=cfg.min_impurity_decrease,
+        min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
     )
 
 

@@ -533,6 +533,7 @@ def round_b(
         root_weight=root_w,
         min_samples_leaf=max(cfg.min_samples_leaf, m),
         min_impurity_decrease=cfg.min_impurity_decrease,
+        min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
         missing_side=side,
     )
     if not group_pair:
@@ -551,6 +552,7 @@ def round_b(
         splittable & (feature >= 0),
         root_weight=root_w,
         min_impurity_decrease=cfg.min_impurity_decrease,
+        min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
     )
     return consistent_children(best, state, cfg, ctx)
 

@@ -84,6 +84,7 @@ def best_splits(
     min_impurity_decrease: float,
     root_weight: NDArray[np.float64],
     missing_side: NDArray[np.int8] | None = None,
+    min_weight_fraction_leaf: float = 0.0,
 ) -> BestSplits:
     """Evaluate every candidate of every node and keep each node's best.
 
@@ -112,8 +113,20 @@ def best_splits(
         Where each candidate sends missing values: 0 right, 1 left, -1 the child with more
         rows (see :func:`~fedforest.federated.server.missing.with_missing_sides`); None
         without missing values.
+    min_weight_fraction_leaf : float
+        scikit-learn's: both children weigh at least this fraction of the tree's root.
     """
     n_nodes, n_stats = parent.shape
+    if min_weight_fraction_leaf > 0 and left.shape[0]:
+        # A candidate with a child lighter than that is inadmissible: its left row count is
+        # set below any min_samples_leaf for the scan (a chosen candidate is never one).
+        cand_node = np.repeat(np.repeat(np.arange(n_nodes), np.diff(pair_off)), np.diff(cand_off))
+        least = min_weight_fraction_leaf * root_weight[cand_node]
+        l_w = left[:, STAT_WEIGHT]
+        light = (l_w < least) | (parent[cand_node, STAT_WEIGHT] - l_w < least)
+        if light.any():
+            left = left.copy()
+            left[light, STAT_ROWS] = -1.0
     gain = np.empty(left.shape[0])
     best = np.empty(n_nodes)
     chosen = np.empty(n_nodes, dtype=np.int64)
@@ -449,15 +462,21 @@ def with_set_splits(
     *,
     root_weight: NDArray[np.float64],
     min_impurity_decrease: float,
+    min_weight_fraction_leaf: float = 0.0,
 ) -> BestSplits:
     """Take the set split of a node where it beats the node's best split so far.
 
     A set split wins on a strictly larger gain (ties keep the earlier split), if the node is
-    ``eligible`` and the gain passes ``min_impurity_decrease`` with scikit-learn's rule.
+    ``eligible``, the gain passes ``min_impurity_decrease`` with scikit-learn's rule and
+    both children weigh at least ``min_weight_fraction_leaf`` of the root.
     """
     current = np.where(best.feature >= 0, best.gain, -np.inf)
     win = eligible & np.isfinite(cand.gain) & (cand.gain > current)
     win &= cand.gain / np.maximum(root_weight, 1e-300) + EPSILON >= min_impurity_decrease
+    if min_weight_fraction_leaf > 0:
+        l_w = cand.left_stats[:, STAT_WEIGHT]
+        least = min_weight_fraction_leaf * root_weight
+        win &= (l_w >= least) & (cand.total[:, STAT_WEIGHT] - l_w >= least)
     if not win.any():
         return best
     feat, thr, gain = best.feature.copy(), best.threshold.copy(), best.gain.copy()
