@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
+from scipy import sparse
 
 from .federated.categorical import encode, sort_categories
 
@@ -76,8 +77,11 @@ def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | N
     """X with its categorical columns as float codes.
 
     Codes of ``categories``, or of the values seen here when None (enough to validate
-    shapes and names).
+    shapes and names). A SciPy sparse matrix (CSR, CSC, ...) becomes a dense array: its
+    implicit entries are zeros (a missing value is NaN, as in scikit-learn).
     """
+    if sparse.issparse(X):
+        X = X.toarray()
     if not cat_cols:
         return X
     frame = X.copy() if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X, dtype=object))

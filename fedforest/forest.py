@@ -607,7 +607,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = True  # NaN is a missing value (as scikit-learn 1.9's forests)
+        tags.input_tags.allow_nan = tags.input_tags.sparse = True  # NaN: missing; sparse: dense
         return tags
 
 

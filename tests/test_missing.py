@@ -149,3 +149,18 @@ def test_missing_values_survive_a_model_file(tmp_path) -> None:
     np.testing.assert_array_equal(again.predict(X), model.predict(X))
     for a, b in zip(model.trees_, again.trees_, strict=True):
         np.testing.assert_array_equal(a.missing_go_to_left, b.missing_go_to_left)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_sparse_X_trains_and_predicts_as_its_dense_array(fmt: str) -> None:
+    from scipy import sparse
+
+    rng = np.random.default_rng(15)
+    X = sparse.random(400, 6, density=0.3, format=fmt, random_state=15)
+    y = np.asarray(X.sum(axis=1)).ravel() + 0.1 * rng.normal(size=400)
+    kw = dict(n_estimators=5, random_state=0, privacy="none")
+    on_sparse = ff.FedForestRegressor(**kw).fit(X, y)
+    on_dense = ff.FedForestRegressor(**kw).fit(X.toarray(), y)
+    np.testing.assert_array_equal(on_sparse.predict(X), on_dense.predict(X.toarray()))
+    client = ff.Client(X, y, name="a")  # a client's rows may be sparse too
+    assert client.X.shape == (400, 6)

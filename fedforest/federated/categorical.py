@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
 
 __all__ = ["sort_categories", "categorical_columns", "encode", "read_features"]
 
@@ -87,6 +88,8 @@ def read_features(
     for non-numeric columns that are not declared categorical, infinity, or missing values
     (NaN) in a categorical column. NaN in a numeric column is a missing value: it is kept.
     """
+    if sparse.issparse(X):  # SciPy sparse: dense (implicit entries are zeros)
+        X = X.toarray()  # type: ignore[union-attr]
     n_features = X.shape[1] if hasattr(X, "shape") and len(X.shape) == 2 else -1
     frame = X if isinstance(X, pd.DataFrame) else None
     names = [str(c) for c in frame.columns] if frame is not None else None
