@@ -210,6 +210,9 @@ def test_fit_and_predict_on_dask_equal_the_rows_in_memory(dask_client: Client) -
     assert list(model.feature_names_in_) == list(X.columns)
     pred = model.predict(dX)
     assert isinstance(pred, da.Array)
+    # The model travels once to each worker: one scattered key, on both workers.
+    shipped = [k for k in dask_client.who_has() if str(k).startswith("FedForestRegressor")]
+    assert len(shipped) == 1 and len(dask_client.who_has()[shipped[0]]) == 2
     assert np.array_equal(pred.compute(), memory.predict(X))
     assert np.array_equal(model.apply(dX).compute(), memory.apply(X))
 
@@ -223,6 +226,8 @@ def test_fit_and_predict_on_dask_equal_the_rows_in_memory(dask_client: Client) -
     assert proba.shape[1] == 2 and isinstance(proba, da.Array)
     assert np.array_equal(proba.compute(), clf_memory.predict_proba(X))
     assert np.array_equal(clf.predict(dX).compute(), clf_memory.predict(X))
+    log = clf.predict_log_proba(dX).compute()
+    assert np.array_equal(log, clf_memory.predict_log_proba(X))
 
 
 def test_dask_arrays_one_client_per_partition_or_per_worker(dask_client: Client) -> None:
