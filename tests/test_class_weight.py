@@ -9,17 +9,9 @@ from sklearn.metrics import balanced_accuracy_score
 from sklearn.tree import DecisionTreeClassifier
 
 import fedforest as ff
+from tests._exact import EXACT_TREE
 
-EXACT = dict(
-    n_estimators=1,
-    bootstrap=False,
-    max_features=None,
-    n_bins=None,
-    privacy="none",
-    max_depth=5,
-    min_samples_leaf=5,
-    random_state=0,
-)
+EXACT = {**EXACT_TREE, "max_depth": 5}
 
 
 def _imbalanced(n: int, seed: int):

@@ -8,17 +8,9 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 import fedforest as ff
+from tests._exact import EXACT_TREE
 
-EXACT = dict(
-    n_estimators=1,
-    bootstrap=False,
-    max_features=None,
-    n_bins=None,
-    privacy="none",
-    max_depth=6,
-    min_samples_leaf=5,
-    random_state=0,
-)
+EXACT = {**EXACT_TREE, "max_depth": 6}
 
 
 def _data(n: int, seed: int, kind: str = "mcar", rate: float = 0.2):
