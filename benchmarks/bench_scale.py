@@ -33,7 +33,14 @@ Usage::
     python benchmarks/bench_scale.py --rows 100000 300000 1000000 --plot docs/img/scale-fit-time.png
     python benchmarks/bench_scale.py --rows 1000000 --partitions 2 4 8 --skip xgboost sklearn
     python benchmarks/bench_scale.py --rows 300000 --trees 100 --depth 10 --skip sklearn
-    python benchmarks/bench_scale.py --rows 10000000 --skip sklearn      # optional: 10M rows
+    python benchmarks/bench_scale.py --rows 10000000 --privacy none --skip sklearn --memory-limit 9
+
+``--memory-limit GB`` caps every worker (Dask's ``memory_limit``; the nanny kills a worker
+past 95 % of it, and no spilling or pausing changes what is measured) and, before each
+run, waits (up to ``--wait-idle`` seconds) until the machine has ``workers x GB + 2`` GB
+available; a run that would not fit is recorded as skipped, not started. The data of
+every size are generated on the workers, one partition per task: no process ever holds
+the whole training set, the one that runs the server included.
 """
 
 from __future__ import annotations
@@ -191,13 +198,28 @@ def run_one(
     privacy: str,
     trees: int = bf.N_TREES,
     depth: int = bf.MAX_DEPTH,
+    memory_limit_gb: float | None = None,
 ) -> dict[str, Any]:
     """One method on a fresh LocalCluster (this runs in its own process)."""
     spec = {"seed": seed, "privacy": privacy, "trees": trees, "depth": depth}
     import cloudpickle
+    import dask
     from distributed import Client, LocalCluster
 
     cloudpickle.register_pickle_by_value(bf)  # the workers need not find bench_forest.py
+    limit: dict[str, Any] = {}
+    if memory_limit_gb is not None:
+        limit["memory_limit"] = int(memory_limit_gb * 1e9)
+        # A guard only: the nanny kills a worker past 95 % of the limit; no spilling or
+        # pausing, which would change what is measured.
+        dask.config.set(
+            {
+                "distributed.worker.memory.target": False,
+                "distributed.worker.memory.spill": False,
+                "distributed.worker.memory.pause": False,
+                "distributed.worker.memory.terminate": 0.95,
+            }
+        )
     with (
         LocalCluster(
             n_workers=workers,
@@ -206,6 +228,7 @@ def run_one(
             host="127.0.0.1",
             dashboard_address=None,
             scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+            **limit,
         ) as cluster,
         Client(cluster) as client,
     ):
@@ -249,14 +272,48 @@ def run_one(
         "loopback_bytes": None if lo0 is None or lo1 is None else lo1 - lo0,
         "test_mse": float(np.mean((y_pred - y_test) ** 2)),
         "background_cores": bg,
+        "memory_limit_gb": memory_limit_gb,
         **extra,
     }
+
+
+def available_gb() -> float | None:
+    """Memory the machine has available now (MemAvailable), in GB, or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 / 1e9
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def wait_for_memory(need_gb: float, max_wait: float) -> float | None:
+    """Wait (at most ``max_wait`` s) until ``need_gb`` GB are available; the last reading."""
+    deadline = time.monotonic() + max_wait
+    while True:
+        have = available_gb()
+        if have is None or have >= need_gb or time.monotonic() >= deadline:
+            return have
+        print(f"  waiting: {have:.1f} GB available, {need_gb:.1f} GB needed", file=sys.stderr)
+        time.sleep(10)
 
 
 def run_isolated(
     method: str, rows: int, partitions: int, args: argparse.Namespace, privacy: str
 ) -> dict[str, Any]:
     """``run_one`` in a fresh process; an error is returned, not raised."""
+    if args.memory_limit is not None:
+        need = args.workers * args.memory_limit + 2.0
+        have = wait_for_memory(need, args.wait_idle)
+        if have is not None and have < need:
+            return {
+                "method": method,
+                "rows": rows,
+                "partitions": partitions,
+                "error": f"not run: {have:.1f} GB available, {need:.1f} GB needed",
+            }
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         cmd = [
@@ -264,7 +321,17 @@ def run_isolated(
             str(Path(__file__).resolve()),
             "--one",
             json.dumps(
-                [method, rows, partitions, args.workers, args.seed, privacy, args.trees, args.depth]
+                [
+                    method,
+                    rows,
+                    partitions,
+                    args.workers,
+                    args.seed,
+                    privacy,
+                    args.trees,
+                    args.depth,
+                    args.memory_limit,
+                ]
             ),
             "--out",
             str(out),
@@ -369,6 +436,8 @@ def reproduce_command(args: argparse.Namespace) -> str:
     argv += ["--seed", str(args.seed), "--out", str(args.out)]
     if args.wait_idle:
         argv += ["--wait-idle", format(args.wait_idle, "g")]
+    if args.memory_limit is not None:
+        argv += ["--memory-limit", format(args.memory_limit, "g")]
     if args.skip:
         argv += ["--skip", *args.skip]
     if args.plot:
@@ -398,6 +467,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         metavar="SECONDS",
         help="before each run, wait up to this long for other processes to use < 0.25 cores",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=float,
+        default=None,
+        metavar="GB",
+        help="memory_limit of every worker (killed past 95 %%); runs wait for the memory",
     )
     p.add_argument("--out", type=Path, default=Path("results_scale.json"))
     p.add_argument("--plot", type=Path, default=None, help="PNG of fit time against rows")
