@@ -203,6 +203,40 @@ class Client:
             raise ValueError(f"Client {self.name!r} got an unknown message kind {msg.kind!r}.")
         return handlers[msg.kind](msg)
 
+    def align_columns(self, names: Sequence[str]) -> None:
+        """Put the columns in the order of ``names``: the same names, another order.
+
+        The handshake asks for it when the clients' DataFrames have the same columns in
+        different orders (the federation takes the first client's). Afterwards the client
+        is the one built from ``X[names]``.
+
+        Raises
+        ------
+        ValueError
+            If the client's columns are unnamed or are not the same set of names.
+        """
+        names = [str(f) for f in names]
+        if names == self.feature_names:
+            return
+        mine = self.feature_names
+        if mine is None or sorted(names) != sorted(mine) or len(set(names)) != len(names):
+            missing = sorted(set(names) - set(mine or []))
+            extra = sorted(set(mine or []) - set(names))
+            raise ValueError(
+                f"Client {self.name!r} cannot order its columns as {names}: "
+                + ("it has no column names" if mine is None else f"lacks {missing}, has {extra}")
+                + "."
+            )
+        perm = [mine.index(f) for f in names]
+        self.X = np.ascontiguousarray(self.X[:, perm])
+        self.missing = np.asarray(self.missing)[perm]
+        self.Xt[:-1] = self.X.T
+        self._cat_raw = {
+            new: self._cat_raw[old] for new, old in enumerate(perm) if old in self._cat_raw
+        }
+        self.feature_names = names
+        self._codes = None  # fine codes follow the columns
+
     def _secure_party(self) -> SecureParty:
         if self._secure is None:
             raise ValueError(f"Client {self.name!r}: a secure round before a secure handshake.")
@@ -215,6 +249,8 @@ class Client:
         return self._secure_party().recover(msg)
 
     def _handshake(self, msg: Message) -> Message:
+        if msg.header.get("feature_order") is not None:  # the federation's column order
+            self.align_columns(msg.header["feature_order"])
         header: dict[str, Any] = {
             "name": self.name,
             "n_samples": self.n_samples,

@@ -29,27 +29,23 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
     ranges = cfg.privacy == "none"
     check = check_handshake(cfg.task, cfg.privacy, ranges)
     replies = exchange(fed, ledger, Message(HANDSHAKE, request), check)
+    _check_schemas(replies)
     first_name, first = replies[0]
-    d, names = first.header["n_features"], first.header["feature_names"]
-    for name, rep in replies[1:]:
-        other = rep.header["feature_names"]
-        if rep.header["n_features"] != d:
-            raise ValueError(
-                f"Client {name!r} has {rep.header['n_features']} features but client "
-                f"{first_name!r} has {d}{_name_difference(names, other, name, first_name)}; "
-                "all clients must share the same columns."
-            )
-        if (names is None) != (other is None):
-            raise ValueError(
-                f"Client {name!r} and client {first_name!r} disagree on feature names: one "
-                "passed a DataFrame with column names, the other an unnamed array."
-            )
-        if names is not None and other != names:
-            j = next(i for i, (a, b) in enumerate(zip(names, other, strict=True)) if a != b)
-            raise ValueError(
-                f"Client {name!r} has feature {other[j]!r} at position {j} where client "
-                f"{first_name!r} has {names[j]!r}; all clients must share the same columns."
-            )
+    names = first.header["feature_names"]
+    if names is not None and any(rep.header["feature_names"] != names for _, rep in replies):
+        # The same names in another order: every client puts its columns in the first
+        # client's order and answers the handshake again (one more round, only then).
+        request = {**request, "feature_order": names}
+        replies = exchange(fed, ledger, Message(HANDSHAKE, request), check)
+        _check_schemas(replies)
+        first_name, first = replies[0]
+        names = first.header["feature_names"]
+        for name, rep in replies:
+            if rep.header["feature_names"] != names:
+                raise ValueError(
+                    f"Client {name!r} did not put its columns in the federation's order {names}."
+                )
+    d = first.header["n_features"]
     classes = None
     class_counts = None
     if cfg.task == "classification":
@@ -101,6 +97,36 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
     }
 
 
+def _check_schemas(replies: list[tuple[str, Message]]) -> None:
+    """The clients share the same columns: as many, all named or none, the same names.
+
+    The names may come in another order (the caller aligns them).
+    """
+    first_name, first = replies[0]
+    d, names = first.header["n_features"], first.header["feature_names"]
+    for name, rep in replies[1:]:
+        other = rep.header["feature_names"]
+        if rep.header["n_features"] != d:
+            raise ValueError(
+                f"Client {name!r} has {rep.header['n_features']} features but client "
+                f"{first_name!r} has {d}{_name_difference(names, other, name, first_name)}; "
+                "all clients must share the same columns."
+            )
+        if (names is None) != (other is None):
+            raise ValueError(
+                f"Client {name!r} and client {first_name!r} disagree on feature names: one "
+                "passed a DataFrame with column names, the other an unnamed array."
+            )
+        if names is not None and set(other) != set(names):
+            j = next(i for i, (a, b) in enumerate(zip(names, other, strict=True)) if a != b)
+            raise ValueError(
+                f"Client {name!r} has feature {other[j]!r} at position {j} where client "
+                f"{first_name!r} has {names[j]!r}"
+                f"{_name_difference(names, other, name, first_name)}; all clients must share "
+                "the same column names (their order may differ)."
+            )
+
+
 def _unify_categories(
     replies: list[tuple[str, Message]], names: list[str] | None
 ) -> dict[str, list[Any]]:
@@ -132,7 +158,18 @@ def _name_difference(
     if names is None or other is None:
         return ""
     missing = [f for f in names if f not in other]
-    if missing:
-        return f": client {name!r} lacks feature {missing[0]!r}"
     extra = [f for f in other if f not in names]
-    return f": client {name!r} has the extra feature {extra[0]!r}" if extra else ""
+    parts = []
+    if missing:
+        parts.append(f"lacks feature{'s' if len(missing) > 1 else ''} {_listed(missing)}")
+    if extra:
+        parts.append(f"has the extra feature{'s' if len(extra) > 1 else ''} {_listed(extra)}")
+    return f": client {name!r} " + " and ".join(parts) if parts else ""
+
+
+def _listed(names: list[str], at_most: int = 5) -> str:
+    """``'a', 'b' and 'c'`` (at most ``at_most`` names, then how many more)."""
+    shown = [repr(f) for f in names[:at_most]]
+    if len(names) > at_most:
+        shown.append(f"{len(names) - at_most} more")
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]

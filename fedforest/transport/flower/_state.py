@@ -7,6 +7,10 @@ slots, the sampled features, the fine codes of its values) is written to the run
 ``Context.state`` after each message and read back before the next one. The data
 itself is not: the ClientApp reads its file again.
 
+The client's column order travels too: when the clients' files have the same columns in
+different orders, the handshake puts each in the federation's order, and the client
+rebuilt from its file for the next message is put in it again.
+
 The state is the client's private attributes ``_fit`` (a dataclass of arrays and
 scalars), ``_oob_setup`` and ``_codes`` (tuples), and under ``privacy="secure"`` its
 masking keys and bootstrap secret (``_secure``; they never leave the SuperNode); they are
@@ -41,7 +45,14 @@ def save_state(client: Client, state: RecordDict, seq: int) -> None:
     arrays: dict[str, NDArray[Any]] = {}
     tree = {name: _encode(getattr(client, name), arrays) for name in _FIELDS}
     layout, buffer = pack_arrays(arrays)
-    meta = {"seq": seq, "n_samples": client.n_samples, "tree": tree, "layout": layout}
+    meta = {
+        "seq": seq,
+        "n_samples": client.n_samples,
+        # The column order the handshake settled on (the file's may differ).
+        "feature_names": client.feature_names,
+        "tree": tree,
+        "layout": layout,
+    }
     state[STATE_CONFIG] = ConfigRecord({"meta": json.dumps(meta, separators=(",", ":"))})
     state[STATE_ARRAYS] = ArrayRecord({"packed": Array(buffer)})
 
@@ -64,6 +75,8 @@ def load_state(client: Client, state: RecordDict) -> int:
             f"previous round was built on {meta['n_samples']}: the data file changed during "
             "the run."
         )
+    if meta.get("feature_names") is not None:  # before the fine codes, which follow it
+        client.align_columns(meta["feature_names"])
     buffer = state.array_records[STATE_ARRAYS]["packed"].numpy()
     arrays = unpack_arrays(meta["layout"], buffer, "the SuperNode state")
     for name in _FIELDS:
