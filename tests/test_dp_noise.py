@@ -47,3 +47,32 @@ def test_a_clients_share_lies_on_the_fixed_point_grid() -> None:
     np.testing.assert_allclose(noise, np.round(noise), atol=1e-6)
     # A share of sigma / sqrt(4 clients) = 1 per entry (in the values' units).
     assert (out - values).std(axis=0) == pytest.approx([1.0, 1.0], rel=0.03)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+@pytest.mark.parametrize("n", [360, 3000])
+def test_a_level_whose_only_candidates_are_category_sets_trains(task: str, n: int) -> None:
+    # With one sampled feature per node, a categorical one leaves Round B without any
+    # threshold interval: the noisy running sums of nothing must be nothing (on 360 rows
+    # this crashed once).
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": pd.Categorical(rng.choice(list("pqrs"), n)), "b": rng.normal(size=n)})
+    y = 3.0 * X["a"].cat.codes.to_numpy() + rng.normal(size=n)
+    est = ff.FedForestRegressor if task == "regression" else ff.FedForestClassifier
+    target = y if task == "regression" else (y > 4.5).astype(int)
+    models = [
+        est(
+            n_estimators=3,
+            max_depth=3,
+            max_features=1,
+            privacy="dp",
+            epsilon=20.0,
+            random_state=seed,
+        ).fit(X, target, client_ids=np.repeat(np.arange(3), n // 3))
+        for seed in range(3)
+    ]
+    for model in models:
+        assert np.isfinite(model.predict(X).astype(float)).all()
+    if n == 3000:  # enough rows for the budget: the category column is split on
+        assert any(0 in t.feature for m in models for t in m.trees_)

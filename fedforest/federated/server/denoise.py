@@ -68,6 +68,8 @@ def clip_stats(stats: NDArray[np.float64], clip: float, task: str) -> NDArray[np
 def cumulative(inc: NDArray[np.float64], off: NDArray[np.int64]) -> NDArray[np.float64]:
     """Running sums of ``inc`` (rows) within each segment ``off[i]:off[i + 1]``."""
     a = np.array(inc, dtype=np.float64, copy=True)
+    if a.size == 0:  # no interval travelled this level (every pair refused)
+        return a
     flat = np.ascontiguousarray(a.reshape(a.shape[0], -1))
     cumsum_segments(flat, np.asarray(off, dtype=np.int64))  # the Round B summing kernel
     return np.asarray(flat.reshape(a.shape))
