@@ -11,34 +11,43 @@
   (:func:`load_fragmentation_dataset`). Sources and licences: ``fedforest/datasets/data/README.md``.
 - Partitioners that assign pooled rows to clients: :func:`partition_by_column`,
   :func:`partition_iid`, :func:`partition_dirichlet`, :func:`partition_sorted`.
+
+Names load on first use (PEP 562): reading a client's file (``datasets.files``, a
+Flower ClientApp does on every message) does not import scikit-learn.
 """
 
-from .partition import (
-    partition_by_column,
-    partition_dirichlet,
-    partition_iid,
-    partition_sorted,
-    split_within_clients,
-)
-from .real import (
-    FED_HEART_CENTERS,
-    PANEL_DATASETS,
-    PanelDataset,
-    fed_heart_disease_split,
-    load_fed_heart_disease,
-    load_fragmentation_dataset,
-    load_panel_dataset,
-)
-from .synthetic import (
-    SETTINGS,
-    SHIFT_BENCHMARKS,
-    FederatedSplit,
-    ShiftBenchmark,
-    add_feature_outliers,
-    make_paper_synthetic,
-    make_shift_benchmark,
-    paper_f,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .partition import (
+        partition_by_column,
+        partition_dirichlet,
+        partition_iid,
+        partition_sorted,
+        split_within_clients,
+    )
+    from .real import (
+        FED_HEART_CENTERS,
+        PANEL_DATASETS,
+        PanelDataset,
+        fed_heart_disease_split,
+        load_fed_heart_disease,
+        load_fragmentation_dataset,
+        load_panel_dataset,
+    )
+    from .synthetic import (
+        SETTINGS,
+        SHIFT_BENCHMARKS,
+        FederatedSplit,
+        ShiftBenchmark,
+        add_feature_outliers,
+        make_paper_synthetic,
+        make_shift_benchmark,
+        paper_f,
+    )
 
 __all__ = [
     "FED_HEART_CENTERS",
@@ -62,3 +71,34 @@ __all__ = [
     "partition_sorted",
     "split_within_clients",
 ]
+
+_WHERE = {
+    "partition_by_column": ".partition",
+    "partition_dirichlet": ".partition",
+    "partition_iid": ".partition",
+    "partition_sorted": ".partition",
+    "split_within_clients": ".partition",
+    "FED_HEART_CENTERS": ".real",
+    "PANEL_DATASETS": ".real",
+    "PanelDataset": ".real",
+    "fed_heart_disease_split": ".real",
+    "load_fed_heart_disease": ".real",
+    "load_fragmentation_dataset": ".real",
+    "load_panel_dataset": ".real",
+    "SETTINGS": ".synthetic",
+    "SHIFT_BENCHMARKS": ".synthetic",
+    "FederatedSplit": ".synthetic",
+    "ShiftBenchmark": ".synthetic",
+    "add_feature_outliers": ".synthetic",
+    "make_paper_synthetic": ".synthetic",
+    "make_shift_benchmark": ".synthetic",
+    "paper_f": ".synthetic",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    globals()[name] = value
+    return value
