@@ -5,6 +5,10 @@ Validation happens here, once, at the boundary; every error names the argument.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -139,8 +143,35 @@ NOT_FEDERABLE = {
 }
 
 
+def warn_caller(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` pointing at the first frame outside fedforest (the user's line)."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame: FrameType | None = sys._getframe(1)
+    level = 2  # our caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+#: scikit-learn 1.9's deprecation of "friedman_mse" (its wording): it maps to squared_error.
+FRIEDMAN_MSE_DEPRECATED = (
+    'Value `"friedman_mse"` for `criterion` is deprecated and will be removed in 1.11. '
+    'It maps to `"squared_error"` as both were always equivalent. Use '
+    '`criterion="squared_error"` to remove this warning.'
+)
+
+
+def criterion_name(criterion: str) -> str:
+    """The criterion the server evaluates: scikit-learn's aliases resolved."""
+    # "log_loss" is the Shannon entropy; "friedman_mse" has the same best splits as
+    # "squared_error" (scikit-learn 1.9 deprecated it, mapping it so).
+    return {"log_loss": "entropy", "friedman_mse": "squared_error"}.get(criterion, criterion)
+
+
 def check_federable(criterion: str, max_leaf_nodes: int | None) -> None:
     """Refuse, saying why, what scikit-learn has and a federation cannot do exactly."""
+    if criterion == "friedman_mse":
+        warn_caller(FRIEDMAN_MSE_DEPRECATED, FutureWarning)
     if criterion == "absolute_error":
         raise ValueError(NOT_FEDERABLE["absolute_error"] + ".")
     if max_leaf_nodes is not None:

@@ -32,6 +32,7 @@ from ._inputs import (
     check_numeric_columns,
     check_same_length,
     client_index,
+    criterion_name,
     n_columns,
     take_rows,
     with_codes,
@@ -420,8 +421,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         return GrowerConfig(
             task=self._task,
-            # scikit-learn's "log_loss" is the Shannon entropy criterion.
-            criterion="entropy" if self.criterion == "log_loss" else self.criterion,
+            criterion=criterion_name(self.criterion),  # "log_loss" is entropy, and so on
             n_estimators=self.n_estimators,
             max_depth=self.max_depth,
             min_samples_split=self.min_samples_split,
@@ -619,7 +619,7 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
     _task = "regression"
     _parameter_constraints = {
         **_BaseFedForest._parameter_constraints,
-        "criterion": [StrOptions({"squared_error"})],
+        "criterion": [StrOptions({"squared_error", "friedman_mse"})],
     }
 
     def __sklearn_tags__(self) -> Any:
