@@ -249,7 +249,7 @@ def test_peer_input_validation() -> None:
     with pytest.raises(TypeError, match="DataFrame"):
         Peer("A").fit(np.zeros((4, 2)), [0, 1, 0, 1])
     with pytest.raises(ValueError, match="numeric"):
-        Peer("A").fit(pd.DataFrame({"s": ["u", "v"]}), [0, 1])
+        Peer("A").fit(pd.DataFrame({"s": pd.to_datetime(["2024-01-01", "2024-01-02"])}), [0, 1])
     with pytest.raises(ValueError, match="not features"):
         Peer("A", 2).fit(pd.DataFrame({"s": [0.0, 1.0, 2.0]}), [0, 1, 0]).share(["t"])
 

@@ -2,7 +2,8 @@
 
 A bundle file is a model file of :mod:`fedforest.tree.io` (a validated ``.npz`` read with
 ``allow_pickle=False``) of kind ``"SwarmShareBundle"``: the trees as usual, a JSON header
-(name, feature names and kinds, classes, imputer metadata) and extra arrays:
+(name, feature names and kinds, classes, the category lists of text columns, imputer
+metadata) and extra arrays:
 
 ==========================  ==================================  =======================
 extra array                 shape                               meaning
@@ -35,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import TREE_LEAF
+from ..federated.categorical import sort_categories
 from ..tree.arrays import Tree
 from ..tree.io import load_forest, save_forest
 from .train import Imputer
@@ -94,6 +96,9 @@ class ShareBundle:
         The features the surrogates and imputers were restricted to (None: all).
     engine : str
         What trained the trees ("sklearn", "fedforest" or "imported").
+    categories : dict of str to tuple
+        The sorted category list of each text column: its codes are indices in it (a
+        site's text values are coded with it). Columns absent here hold numeric codes.
     """
 
     name: str
@@ -111,6 +116,7 @@ class ShareBundle:
     n_train: int
     shared_features: tuple[str, ...] | None = None
     engine: str = "sklearn"
+    categories: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     _offsets: NDArray[np.int64] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -119,6 +125,10 @@ class ShareBundle:
         object.__setattr__(self, "feature_kinds", tuple(self.feature_kinds))
         object.__setattr__(self, "imputers", tuple(self.imputers))
         object.__setattr__(self, "surr_flip", np.asarray(self.surr_flip).astype(bool))
+        if not isinstance(self.categories, dict):
+            raise ValueError(f"bundle {self.name!r}: categories must be a dict")
+        cats = {str(k): tuple(v) for k, v in self.categories.items()}
+        object.__setattr__(self, "categories", cats)
         check_bundle(self)
         sizes = [t.node_count for t in self.trees]
         object.__setattr__(self, "_offsets", np.concatenate([[0], np.cumsum(sizes)]))
@@ -146,6 +156,7 @@ class ShareBundle:
             "n_train": int(self.n_train),
             "shared_features": None if self.shared_features is None else list(self.shared_features),
             "engine": self.engine,
+            "categories": {k: list(v) for k, v in self.categories.items()},
             "imputers": [
                 {
                     "feature": m.feature,
@@ -245,6 +256,7 @@ def _from_file(
         n_train=_int(header["n_train"], "n_train"),
         shared_features=None if shared is None else tuple(shared),
         engine=str(header.get("engine", "imported")),
+        categories={str(k): tuple(v) for k, v in header.get("categories", {}).items()},
     )
 
 
@@ -308,6 +320,7 @@ def check_bundle(b: ShareBundle) -> None:
     if b.shared_features is not None and not set(b.shared_features) <= set(names):
         missing = sorted(set(b.shared_features) - set(names))
         raise ValueError(f"{where} shared_features {missing} are not among its features")
+    _check_categories(b, where)
     seen: set[str] = set()
     for imp in b.imputers:
         _check_imputer(imp, b, where)
@@ -405,6 +418,23 @@ def _check_surrogates(b: ShareBundle, n_nodes: int, where: str) -> None:
     ok = np.isfinite(adj) & (adj > 0) & (adj <= 1 + 1e-12)
     if (present & ~ok).any():
         raise ValueError(f"{where} surr_agreement must be in (0, 1] where a surrogate exists")
+
+
+def _check_categories(b: ShareBundle, where: str) -> None:
+    """Each text column's category list: a categorical feature, distinct sorted scalars."""
+    for name, values in b.categories.items():
+        if name not in b.feature_names:
+            raise ValueError(f"{where} categories given for unknown feature {name!r}")
+        if b.feature_kinds[b.feature_names.index(name)] != "categorical":
+            raise ValueError(f"{where} feature {name!r} has categories but is numeric")
+        plain = all(isinstance(v, str | int | float | bool) for v in values)
+        if not values or not plain or list(values) != sort_categories(values):
+            raise ValueError(
+                f"{where} categories of {name!r} must be distinct numbers or strings in "
+                f"sorted order, got {list(values)}"
+            )
+        if len(set(values)) != len(values):
+            raise ValueError(f"{where} categories of {name!r} repeat a value: {list(values)}")
 
 
 def _check_imputer(imp: Imputer, b: ShareBundle, where: str) -> None:

@@ -6,13 +6,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from ..federated.categorical import encode, sort_categories
 from ..forest import FedForestClassifier
 from ..tree.arrays import Tree
 from .bundle import ShareBundle
@@ -23,10 +24,18 @@ __all__ = ["Peer", "fit_intersection", "shared_columns"]
 ENGINES = ("sklearn", "fedforest")
 
 
-def _site_frame(X: Any, categorical_features: Sequence[str] | None) -> tuple[
-    NDArray[np.float64], tuple[str, ...], tuple[str, ...]
-]:  # fmt: skip
-    """Training matrix, column names and kinds from a DataFrame (validated once, here)."""
+def _site_frame(
+    X: Any,
+    categorical_features: Sequence[str] | None,
+    categories: Mapping[str, Sequence[Any]] | None = None,
+) -> tuple[NDArray[np.float64], tuple[str, ...], tuple[str, ...], dict[str, tuple[Any, ...]]]:
+    """Training matrix, column names, kinds and category lists (validated once, here).
+
+    Text columns (pandas ``str`` / object, or ``category`` with non-numeric categories) and
+    the columns named in ``categories`` are categorical and coded as the index of each value
+    in the column's sorted category list (the order fedforest's federation uses), which is
+    returned by column name and travels in the bundle.
+    """
     if not isinstance(X, pd.DataFrame):
         raise TypeError(
             f"X must be a pandas DataFrame whose column names are the peer's feature names, "
@@ -39,21 +48,45 @@ def _site_frame(X: Any, categorical_features: Sequence[str] | None) -> tuple[
     unknown = declared - set(names)
     if unknown:
         raise ValueError(f"categorical_features {sorted(unknown)} are not columns of X")
+    given = {str(k): v for k, v in (categories or {}).items()}
+    unknown = set(given) - set(names)
+    if unknown:
+        raise ValueError(f"categories names {sorted(unknown)}, which are not columns of X")
     kinds, cols = [], []
+    lists: dict[str, tuple[Any, ...]] = {}
     for name, col in zip(names, X.columns, strict=True):
         series = X[col]
-        if isinstance(series.dtype, pd.CategoricalDtype):
-            if not pd.api.types.is_numeric_dtype(series.cat.categories.dtype):
+        text = _is_text(series)
+        if name in given or text:
+            values = np.asarray(series, dtype=object)
+            if pd.isna(values).any():
                 raise ValueError(
-                    f"column {name!r} has non-numeric categories; encode them as integer "
-                    "codes that every peer agrees on"
+                    f"column {name!r} holds missing values; a peer trains on complete rows"
                 )
+            if name in given:
+                cats = sort_categories(given[name])
+            elif isinstance(series.dtype, pd.CategoricalDtype):
+                cats = sort_categories(series.cat.categories)  # the declared categories
+            else:
+                cats = sort_categories(set(values.tolist()))
+            codes = encode(values, cats)
+            if (codes < 0).any():
+                bad = values[np.flatnonzero(codes < 0)[0]]
+                raise ValueError(
+                    f"column {name!r} holds {bad!r}, which is not in its categories {cats}"
+                )
+            declared.add(name)
+            lists[name] = tuple(cats)
+            kinds.append("categorical")
+            cols.append(codes)
+            continue
+        if isinstance(series.dtype, pd.CategoricalDtype):
             declared.add(name)
             series = series.astype(series.cat.categories.dtype)
         elif not pd.api.types.is_numeric_dtype(series.dtype):
             raise ValueError(
-                f"column {name!r} has dtype {series.dtype}; swarm peers need numeric columns "
-                "(categorical features as agreed integer codes)"
+                f"column {name!r} has dtype {series.dtype}; swarm peers need numeric columns, "
+                "text (categorical) columns or pandas 'category' ones"
             )
         kinds.append("categorical" if name in declared else "numeric")
         cols.append(series.to_numpy(dtype=np.float64))
@@ -63,7 +96,14 @@ def _site_frame(X: Any, categorical_features: Sequence[str] | None) -> tuple[
         raise ValueError(
             f"column {bad!r} holds NaN or infinite values; a peer trains on complete rows"
         )
-    return arr, names, tuple(kinds)
+    return arr, names, tuple(kinds), lists
+
+
+def _is_text(series: pd.Series) -> bool:
+    """A text column: pandas ``str`` / object strings, or ``category`` of non-numbers."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return not pd.api.types.is_numeric_dtype(series.cat.categories.dtype)
+    return bool(pd.api.types.is_string_dtype(series.dtype)) or series.dtype == object
 
 
 class Peer:
@@ -90,6 +130,8 @@ class Peer:
     Attributes
     ----------
     feature_names_, feature_kinds_ : tuple of str
+    categories_ : dict of str to tuple
+        The sorted category list of each text column (its codes are indices in it).
     classes_ : ndarray
     trees_ : list of Tree
     n_train_ : int
@@ -140,24 +182,38 @@ class Peer:
         }
 
     def fit(
-        self, X: pd.DataFrame, y: ArrayLike, categorical_features: Sequence[str] | None = None
+        self,
+        X: pd.DataFrame,
+        y: ArrayLike,
+        categorical_features: Sequence[str] | None = None,
+        *,
+        categories: Mapping[str, Sequence[Any]] | None = None,
     ) -> Peer:
         """Train the peer's forest on its own columns.
 
         Parameters
         ----------
         X : DataFrame, shape (n_samples, n_features)
-            Numeric columns; categorical features as numeric codes, named in
-            ``categorical_features`` or given the pandas ``category`` dtype.
+            Numeric columns and categorical ones: text columns (pandas ``str`` or object,
+            as ``read_csv`` gives them) and pandas ``category`` columns are categorical, and
+            so are the numeric codes named in ``categorical_features``.
         y : array-like, shape (n_samples,)
             Class labels.
         categorical_features : sequence of str, optional
+            Numeric columns holding category codes that every peer agrees on.
+        categories : mapping of column name to its categories, optional
+            The category list of a text column, agreed by the peers. A text column is
+            coded by each value's index in its sorted category list: by default the
+            values this peer has (a pandas ``category`` column: its declared
+            categories). Peers whose lists of a column differ cannot be pooled (their
+            codes would differ), so give the same list to every peer when some peer does
+            not see every value.
 
         Returns
         -------
         self : Peer
         """
-        arr, names, kinds = _site_frame(X, categorical_features)
+        arr, names, kinds, lists = _site_frame(X, categorical_features, categories)
         y_arr = np.asarray(y)
         if y_arr.ndim != 1 or y_arr.shape[0] != arr.shape[0]:
             raise ValueError(
@@ -182,6 +238,7 @@ class Peer:
             model.fit(arr, y_arr)  # a NumPy matrix: every split is a threshold split
             trees, classes = list(model.trees_), np.asarray(model.classes_)
         self._store(arr, y_arr, names, kinds, trees, classes)
+        self.categories_ = lists
         return self
 
     @classmethod
@@ -195,7 +252,7 @@ class Peer:
         ``X`` and ``y`` are the rows the estimator was trained on: the surrogates and
         imputers are computed from them when the peer shares.
         """
-        arr, names, kinds = _site_frame(X, categorical_features)
+        arr, names, kinds, lists = _site_frame(X, categorical_features)
         trees, classes = trees_from_sklearn(estimator)
         if getattr(estimator, "n_features_in_", arr.shape[1]) != arr.shape[1]:
             raise ValueError(
@@ -207,6 +264,7 @@ class Peer:
         )
         peer.engine = "imported"
         peer._store(arr, np.asarray(y), names, kinds, trees, classes)
+        peer.categories_ = lists
         return peer
 
     def _store(
@@ -268,7 +326,7 @@ class Peer:
             surr_feature=surr[0], surr_threshold=surr[1], surr_flip=surr[2],
             surr_agreement=surr[3], imputers=fitted, feature_std=std, n_train=n,
             shared_features=None if shared_features is None else tuple(shared_features),
-            engine=self.engine,
+            engine=self.engine, categories=dict(self.categories_),
         )  # fmt: skip
 
     def _imputers(
@@ -338,9 +396,17 @@ def fit_intersection(peers: Sequence[Peer]) -> list[Peer]:
     for p in peers:
         idx = [p.feature_names_.index(c) for c in cols]
         frame = pd.DataFrame(p.X_[:, idx], columns=cols)
-        cats = [c for c, j in zip(cols, idx, strict=True) if p.feature_kinds_[j] == "categorical"]
+        lists = {c: v for c, v in p.categories_.items() if c in cols}
+        for c, values in lists.items():  # text columns: their values again, same lists
+            frame[c] = np.asarray(values, dtype=object)[frame[c].to_numpy(dtype=np.int64)]
+        cats = [
+            c
+            for c, j in zip(cols, idx, strict=True)
+            if p.feature_kinds_[j] == "categorical" and c not in lists
+        ]
         params = p._params()
         if params["engine"] not in ENGINES:  # an imported forest: retrain with scikit-learn
             params["engine"] = "sklearn"
-        out.append(Peer(p.name, **params).fit(frame, p.y_, categorical_features=cats))
+        peer = Peer(p.name, **params)
+        out.append(peer.fit(frame, p.y_, categorical_features=cats, categories=lists))
     return out

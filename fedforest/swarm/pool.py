@@ -13,6 +13,7 @@ from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from .._common import TREE_LEAF
+from ..federated.categorical import encode
 from ..tree.arrays import pack_forest
 from . import routing as R
 from .bundle import ShareBundle
@@ -34,6 +35,26 @@ _SINGLE = {
     "ss": (True, R.IMPUTE_NONE, True),
 }
 _ROW_CHUNK = 2048
+
+
+def _category_mismatch(
+    name: str, a: tuple[tuple[Any, ...] | None, str], b: tuple[tuple[Any, ...] | None, str]
+) -> str:
+    """Why two peers' codes of a column cannot be pooled, and the fix."""
+    (first, peer_a), (other, peer_b) = a, b
+    if first is None or other is None:
+        text, codes = (peer_a, peer_b) if first is not None else (peer_b, peer_a)
+        return (
+            f"feature {name!r} is a text column at peer {text!r} but numeric codes at peer "
+            f"{codes!r}; give it as text (or as the same codes) at every peer"
+        )
+    only_a = [v for v in first if v not in other]
+    only_b = [v for v in other if v not in first]
+    return (
+        f"peers {peer_a!r} and {peer_b!r} code the text column {name!r} with different "
+        f"category lists (only at {peer_a!r}: {only_a}, only at {peer_b!r}: {only_b}); "
+        f"fit every peer with the same list: Peer.fit(..., categories={{{name!r}: [...]}})"
+    )
 
 
 def _seed(random_state: Any) -> int:
@@ -58,6 +79,8 @@ class SwarmForest:
     feature_names_ : tuple of str
         Union of the peers' features (order of first appearance).
     feature_kinds_ : tuple of str
+    categories_ : dict of str to tuple
+        The category list of each text column (the same at every peer that has it).
     classes_ : ndarray
         Union of the peers' classes (sorted).
     owner_ : ndarray of int64, shape (n_trees,)
@@ -100,6 +123,15 @@ class SwarmForest:
         self.feature_names_ = tuple(kinds)
         self.feature_kinds_ = tuple(kinds.values())
         self._index = {n: j for j, n in enumerate(self.feature_names_)}
+        # Text columns: every peer that has one must code it with the same category list.
+        lists: dict[str, tuple[tuple[Any, ...] | None, str]] = {}
+        for b in self.bundles_:
+            for name in b.feature_names:
+                mine = b.categories.get(name)
+                first = lists.setdefault(name, (mine, b.name))
+                if first[0] != mine:
+                    raise ValueError(_category_mismatch(name, first, (mine, b.name)))
+        self.categories_ = {n: v for n, (v, _) in lists.items() if v is not None}
 
     def _global_classes(self) -> None:
         kinds = {b.classes.dtype.kind in "U" for b in self.bundles_}
@@ -186,6 +218,16 @@ class SwarmForest:
                 if j is None:
                     continue  # a column no peer trained on cannot be used
                 series = X_site[col]
+                cats = self.categories_.get(str(col))
+                if cats is not None:  # a text column: codes in its list; unknown: unavailable
+                    values = np.asarray(series, dtype=object)
+                    known = ~pd.isna(values)
+                    codes = np.full(len(values), np.nan)
+                    codes[known] = encode(values[known], list(cats))
+                    codes[codes < 0] = np.nan
+                    X[:, j] = codes
+                    present[j] = True
+                    continue
                 if isinstance(series.dtype, pd.CategoricalDtype):
                     series = series.astype(series.cat.categories.dtype)
                 if not pd.api.types.is_numeric_dtype(series.dtype):
@@ -264,8 +306,10 @@ class SwarmForest:
         X_site : DataFrame or ndarray
             The site's rows. A DataFrame's columns are the available features (columns
             no peer trained on are ignored); an ndarray must have the columns of
-            ``feature_names_`` with NaN where a value is unavailable. A NaN in a present
-            column makes that value unavailable for that row only.
+            ``feature_names_`` with NaN where a value is unavailable (text columns as
+            their codes: indices in ``categories_``). A NaN in a present column makes
+            that value unavailable for that row only; so does a text value that is not in
+            the column's category list.
         strategy : str, default="mp"
             One of :data:`STRATEGIES`: ``"local"`` (the site's own trees), ``"intersection"``
             (all trees; they must use only available columns, as the trees of
