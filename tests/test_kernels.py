@@ -357,17 +357,27 @@ def test_scan_nodes_twins(criterion):
     cand_node = np.repeat(np.repeat(np.arange(n_nodes), np.diff(pair_off)), np.diff(cand_off))
     left = parent[cand_node] * rng.random((n_cand, 1))
     left[:, :2] = np.round(left[:, :2])  # integer rows and weights, some below the minimum
-    outs = []
-    for fn in (scan_nodes, scan_nodes_numpy):
-        gain, best = np.empty(n_cand), np.empty(n_nodes)
-        chosen = np.empty(n_nodes, np.int64)
-        code = CRITERION_CODES[criterion]
-        fn(parent, pair_off, cand_off, left, code, 3, 1e-12, gain, best, chosen)
-        outs.append((gain, best, chosen))
-    np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-12)
-    np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-12)
-    np.testing.assert_array_equal(outs[0][2], outs[1][2])
-    assert (outs[0][2] >= 0).sum() > 5
+    code = CRITERION_CODES[criterion]
+    runs = []
+    # min_weight_fraction_leaf: no least weight, then a least weight per node that refuses
+    # some candidates the first run admits.
+    for min_weight in (np.zeros(n_nodes), parent[:, 1] * rng.uniform(0.0, 0.4, n_nodes)):
+        outs = []
+        for fn in (scan_nodes, scan_nodes_numpy):
+            gain, best = np.empty(n_cand), np.empty(n_nodes)
+            chosen = np.empty(n_nodes, np.int64)
+            fn(parent, pair_off, cand_off, left, code, 3, min_weight, 1e-12, gain, best, chosen)
+            outs.append((gain, best, chosen))
+        np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-12)
+        np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-12)
+        np.testing.assert_array_equal(outs[0][2], outs[1][2])
+        assert (outs[0][2] >= 0).sum() > 5
+        runs.append(outs[0][0])
+    light = np.isfinite(runs[0]) & ~np.isfinite(runs[1])
+    assert light.any() and not (np.isfinite(runs[1]) & ~np.isfinite(runs[0])).any()
+    w_left = left[:, 1]
+    w_right = parent[cand_node, 1] - w_left
+    assert np.all(np.minimum(w_left, w_right)[light] < min_weight[cand_node][light])
 
 
 def test_merge_sketch_rows_equals_the_dense_merge():

@@ -117,16 +117,8 @@ def best_splits(
         scikit-learn's: both children weigh at least this fraction of the tree's root.
     """
     n_nodes, n_stats = parent.shape
-    if min_weight_fraction_leaf > 0 and left.shape[0]:
-        # A candidate with a child lighter than that is inadmissible: its left row count is
-        # set below any min_samples_leaf for the scan (a chosen candidate is never one).
-        cand_node = np.repeat(np.repeat(np.arange(n_nodes), np.diff(pair_off)), np.diff(cand_off))
-        least = min_weight_fraction_leaf * root_weight[cand_node]
-        l_w = left[:, STAT_WEIGHT]
-        light = (l_w < least) | (parent[cand_node, STAT_WEIGHT] - l_w < least)
-        if light.any():
-            left = left.copy()
-            left[light, STAT_ROWS] = -1.0
+    # scikit-learn's min_weight_leaf: a fraction of the weight at each node's tree root.
+    least = min_weight_fraction_leaf * np.asarray(root_weight, dtype=np.float64)
     gain = np.empty(left.shape[0])
     best = np.empty(n_nodes)
     chosen = np.empty(n_nodes, dtype=np.int64)
@@ -137,6 +129,7 @@ def best_splits(
         np.ascontiguousarray(left),
         CRITERION_CODES[criterion],
         min_samples_leaf,
+        np.ascontiguousarray(least),
         _TIE_RTOL,
         gain,
         best,
@@ -188,7 +181,9 @@ def _weighted_impurity(st, criterion):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(nogil=True, cache=True)
-def scan_nodes(parent, pair_off, cand_off, left, criterion, min_rows, tie_rtol, gain, best, chosen):  # type: ignore[no-untyped-def]  # noqa: E501
+def scan_nodes(
+    parent, pair_off, cand_off, left, criterion, min_rows, min_weight, tie_rtol, gain, best, chosen
+):  # type: ignore[no-untyped-def]  # noqa: E501
     """Each node's best admissible candidate (the first within ``tie_rtol`` of the best).
 
     Parameters
@@ -199,6 +194,7 @@ def scan_nodes(parent, pair_off, cand_off, left, criterion, min_rows, tie_rtol, 
     left : ndarray of float64, shape (n_candidates, n_stats)  # IN
     criterion : int  # IN: 0 squared error, 1 Gini, 2 entropy (``CRITERION_CODES``)
     min_rows : int  # IN: ``min_samples_leaf`` distinct rows on both sides
+    min_weight : ndarray of float64, shape (n_nodes,)  # IN: least weight of either child
     tie_rtol : float  # IN
     gain : ndarray of float64, shape (n_candidates,)  # OUT: -inf where inadmissible
     best : ndarray of float64, shape (n_nodes,)  # OUT: -inf where none is admissible
@@ -224,6 +220,8 @@ def scan_nodes(parent, pair_off, cand_off, left, criterion, min_rows, tie_rtol, 
                 or right[STAT_ROWS] < min_rows
                 or not l_w > 0.0
                 or not r_w > 0.0
+                or l_w < min_weight[i]
+                or r_w < min_weight[i]
             ):
                 gain[c] = -np.inf
                 continue
@@ -253,6 +251,7 @@ def scan_nodes_numpy(
     left: NDArray[np.float64],
     criterion: int,
     min_rows: int,
+    min_weight: NDArray[np.float64],
     tie_rtol: float,
     gain: NDArray[np.float64],
     best: NDArray[np.float64],
@@ -270,6 +269,8 @@ def scan_nodes_numpy(
         & (right[:, STAT_ROWS] >= min_rows)
         & (left[:, STAT_WEIGHT] > 0)
         & (right[:, STAT_WEIGHT] > 0)
+        & (left[:, STAT_WEIGHT] >= min_weight[cand_node])
+        & (right[:, STAT_WEIGHT] >= min_weight[cand_node])
     )
     gain[:] = np.where(ok, weighted_gain(par, left, name), -np.inf)
     best[:] = -np.inf
