@@ -181,9 +181,9 @@ def _weighted_impurity(st, criterion):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(nogil=True, cache=True)
-def scan_nodes(
+def scan_nodes(  # type: ignore[no-untyped-def]
     parent, pair_off, cand_off, left, criterion, min_rows, min_weight, tie_rtol, gain, best, chosen
-):  # type: ignore[no-untyped-def]  # noqa: E501
+):
     """Each node's best admissible candidate (the first within ``tie_rtol`` of the best).
 
     Parameters
