@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -128,6 +129,52 @@ def test_importing_fedforest_does_not_import_dask() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=scaled(120))
 
 
+NO_FLOWER = """
+import importlib.abc, sys
+tried = []
+
+class NoFlower(importlib.abc.MetaPathFinder):  # as if Flower were not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "flwr":
+            tried.append(name)
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoFlower())
+import dask.array as da
+import numpy as np
+from distributed import Client, LocalCluster
+
+import fedforest as ff
+from fedforest.transport.dask import DaskFederation
+from fedforest.transport.dask import federation, _wire
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(400, 3))
+y = X[:, 0] + rng.normal(0, 0.1, 400)
+with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                  dashboard_address=None) as cluster, Client(cluster):
+    with DaskFederation.from_collections(da.from_array(X, chunks=200),
+                                         da.from_array(y, chunks=200)) as fed:
+        model = ff.FedForestRegressor(n_estimators=2, max_depth=2, privacy="none",
+                                      random_state=0).fit_federated(fed)
+        assert fed.bytes_received > 0 and fed.client_names == ["0", "1"]
+assert np.isfinite(model.predict(X)).all()
+assert not tried, tried
+assert not [m for m in sys.modules if m.split(".")[0] == "flwr"]
+assert "fedforest.transport.flower" not in sys.modules
+print("ok")
+"""
+
+
+def test_the_dask_transport_needs_no_flower() -> None:
+    """``fedforest[dask]`` alone: the frames' codec is the engine's, not Flower's."""
+    done = subprocess.run(
+        [sys.executable, "-c", NO_FLOWER], capture_output=True, text=True, timeout=scaled(300)
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
 def test_frames_round_trip_and_refuse_what_is_not_a_frame() -> None:
     msg = Message("round_b", {"n": 3, "nested": {"a": [1, 2]}}, {"x": np.arange(5.0)})
     back = from_bytes(to_bytes(msg), "site-a")
@@ -228,6 +275,42 @@ def test_fit_and_predict_on_dask_equal_the_rows_in_memory(dask_client: Client) -
     assert np.array_equal(clf.predict(dX).compute(), clf_memory.predict(X))
     log = clf.predict_log_proba(dX).compute()
     assert np.array_equal(log, clf_memory.predict_log_proba(X))
+
+
+def test_client_ids_make_the_clients_they_make_in_memory(dask_client: Client) -> None:
+    """Labels become clients through the estimators' own helper: the same clients, names
+    (sorted names: "10" before "2"), the same forest and the same errors."""
+    X, y, _ = frame(8)
+    labels = pd.Series(np.random.default_rng(8).choice([10, 2, 7], size=N_ROWS), name="h")
+    dX, dy, dh = (dd.from_pandas(v, npartitions=3) for v in (X, y, labels))
+    params = {**PARAMS, "random_state": 4, "privacy": "none"}
+    model = ff.FedForestRegressor(**params).fit(dX, dy, client_ids=dh)
+    memory = ff.FedForestRegressor(**params).fit(X, y, client_ids=labels)
+    assert list(model.clients_) == list(memory.clients_) == ["10", "2", "7"]
+    assert_same_forest(model, memory)
+    with DaskFederation.from_collections(dX, dy, client_ids=dh, timeout=scaled(120)) as fed:
+        counts = labels.value_counts()
+        assert fed.n_samples == {str(k): int(v) for k, v in counts.items()}
+    # Ints in the first partition, text in the others (a Dask Array keeps object labels
+    # as they are; a DataFrame would make them strings): only the partitions' labels
+    # pooled show that they do not sort together.
+    mixed = np.array([*labels[:120], *(f"s{v}" for v in labels[120:])], dtype=object)
+    bad = {
+        "NaN": (labels.astype(float).where(labels != 7), 120),
+        "one sortable type": (mixed, 120),
+        "one sortable type (all": (mixed, 90),  # ints and text in one partition too
+    }
+    for match, (ids, chunk) in bad.items():
+        with pytest.raises(ValueError, match=re.escape(match)) as in_memory:
+            ff.FedForestRegressor(**params).fit(X, y, client_ids=ids)
+        on_dask_ids = da.from_array(np.asarray(ids), chunks=chunk)
+        with pytest.raises(ValueError, match=re.escape(match)) as on_dask:
+            ff.FedForestRegressor(**params).fit(
+                da.from_array(X.drop(columns="region").to_numpy(), chunks=(chunk, 4)),
+                da.from_array(y.to_numpy(), chunks=chunk),
+                client_ids=on_dask_ids,
+            )
+        assert str(on_dask.value).split(":")[0] == str(in_memory.value).split(":")[0]
 
 
 def test_dask_arrays_one_client_per_partition_or_per_worker(dask_client: Client) -> None:

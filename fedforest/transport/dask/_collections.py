@@ -17,7 +17,9 @@ import dask.dataframe as dd
 import numpy as np
 from distributed import Client as DaskClient
 from distributed import Future, wait
+from numpy.typing import NDArray
 
+from ..._inputs import client_index
 from ._actor import Spec, client_from_pieces, select_rows
 
 __all__ = ["PARTITIONS_AS", "client_specs", "is_dask_collection", "row_blocks"]
@@ -94,6 +96,8 @@ def client_specs(
     """Client name -> (worker, build, args): what each actor is built from, and where."""
     if partitions_as not in PARTITIONS_AS:
         raise ValueError(f"partitions_as must be one of {PARTITIONS_AS}, got {partitions_as!r}.")
+    if isinstance(client_ids, dd.DataFrame) and len(client_ids.columns) == 1:
+        client_ids = client_ids[client_ids.columns[0]]  # its labels, one per row
     others = {"y": y} if client_ids is None else {"y": y, "client_ids": client_ids}
     xs = row_blocks(X, "X", ndim=2)
     ys = row_blocks(y, "y", ndim=1)
@@ -134,18 +138,16 @@ def _homes(client: DaskClient, futures: list[Future]) -> list[str]:
     return [sorted(who[f.key])[0] for f in futures]
 
 
-def _label_counts(ids: Any) -> tuple[list[Any], list[int]]:
-    """Distinct labels of one partition and their row counts (run where it lives)."""
+def _label_counts(ids: Any) -> tuple[NDArray[Any], NDArray[np.int64]]:
+    """Distinct labels of one partition, in order, and their row counts (run where it lives).
+
+    :func:`~fedforest._inputs.client_index` turns them into clients, as ``fit`` does in
+    memory: the same checks (NaN, one sortable type), the same messages.
+    """
     values = np.asarray(ids)
-    if values.dtype.kind == "f" and np.isnan(values).any():
-        raise ValueError("client_ids contains NaN; every row needs a client label.")
-    try:
-        labels, counts = np.unique(values, return_counts=True)
-    except TypeError as exc:
-        raise ValueError(
-            f"client_ids must be labels of one sortable type (all int or all str): {exc}"
-        ) from exc
-    return labels.tolist(), counts.tolist()
+    inverse, names = client_index(values, values.shape[0] if values.ndim else 0)
+    first = np.unique(inverse, return_index=True)[1]
+    return values[first], np.bincount(inverse, minlength=len(names)).astype(np.int64)
 
 
 def _by_label(
@@ -163,27 +165,26 @@ def _by_label(
             for f, h in zip(fid, homes, strict=True)
         ]
     )
-    rows: dict[Any, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    parts: dict[Any, list[int]] = defaultdict(list)
+    # The partitions' distinct labels together, through the same helper: the clients and
+    # their order (sorted labels), or the error, are those of the rows in memory.
+    found = [labels for labels, _ in counted]
+    pooled = np.concatenate([v.astype(object) for v in found]) if found else np.zeros(0)
+    inverse, names = client_index(pooled, pooled.shape[0])
+    rows: list[dict[str, int]] = [defaultdict(int) for _ in names]
+    parts: list[list[tuple[int, Any]]] = [[] for _ in names]
+    at = 0
     for i, (labels, counts) in enumerate(counted):
-        for label, count in zip(labels, counts, strict=True):
-            rows[label][homes[i]] += count
-            parts[label].append(i)
-    try:
-        ordered = sorted(rows)
-    except TypeError as exc:
-        raise ValueError(
-            f"client_ids must be labels of one sortable type (all int or all str): {exc}"
-        ) from exc
-    names = [str(label) for label in ordered]
-    if len(set(names)) != len(names):
-        raise ValueError(f"client_ids has distinct labels with the same name: {names}.")
+        for label, count in zip(labels.tolist(), counts.tolist(), strict=True):
+            k = int(inverse[at])
+            rows[k][homes[i]] += count
+            parts[k].append((i, label))  # the label as this partition holds it
+            at += 1
     specs: dict[str, Spec] = {}
-    for label, name in zip(ordered, names, strict=True):
-        home = min(rows[label], key=lambda a: (-rows[label][a], a))
+    for k, name in enumerate(names):
+        home = min(rows[k], key=lambda a: (-rows[k][a], a))
         pieces = [
             client.submit(select_rows, fx[i], fy[i], fid[i], label, workers=[homes[i]], pure=False)
-            for i in parts[label]
+            for i, label in parts[k]
         ]
         specs[name] = (home, client_from_pieces, (name, pieces, cat))
     return specs

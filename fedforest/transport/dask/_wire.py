@@ -1,10 +1,11 @@
 """fedforest messages as bytes between the server and its Dask actors.
 
 A frame is a fixed preamble, one compact JSON object (the kind, the header and the
-layout of the arrays) and the arrays packed into one buffer by the Flower transport's
-:func:`~fedforest.transport.flower._codec.pack_arrays` (the same layout, the same
-checks): nothing in a frame needs pickle, and decoding validates the preamble, the JSON
-and every array's place in the buffer before any array is read.
+layout of the arrays) and the arrays packed into one buffer by
+:func:`~fedforest.federated.codec.pack_arrays` (the Flower transport's codec too: the
+same layout, the same checks, and no Flower needed): nothing in a frame needs pickle, and
+decoding validates the preamble, the JSON and every array's place in the buffer before
+any array is read.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ...federated.codec import ERROR, HELLO, pack_arrays, unpack_arrays
 from ...federated.protocol import Message
-from ..flower._codec import ERROR, HELLO, pack_arrays, unpack_arrays
 
 __all__ = ["ERROR", "HELLO", "from_bytes", "to_bytes"]
 

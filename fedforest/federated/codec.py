@@ -1,0 +1,101 @@
+"""A protocol message's arrays as one byte buffer, for the transports that carry bytes.
+
+Both remote transports send a message's arrays packed into a single ``uint8`` buffer
+with a JSON layout saying where each one lives: Flower (whose records would otherwise
+send every array as its own object) and Dask (whose frames are bytes, so that nothing
+needs pickle). Unpacking checks the layout against the buffer (dtype kinds, shapes,
+bounds) before anything reads it: the buffer comes from another machine.
+
+This module imports NumPy only (no Flower, no Dask, no numba or pandas), so either
+transport can use it without the other installed, and a Flower ClientApp process that
+loads it loads nothing else of fedforest's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["ERROR", "FINISH", "HELLO", "pack_arrays", "unpack_arrays"]
+
+# Transport-level message kinds, besides the protocol's (which the Client answers):
+HELLO = "hello"  # discovery: a remote client reports its name (and row count)
+FINISH = "finish"  # the fit is over: drop the per-fit state
+ERROR = "error"  # the client failed (a ValueError on the client: its data is invalid)
+
+_ALIGN = 8
+_KINDS = "biuf"  # numeric dtypes only: nothing that needs pickle
+
+
+def pack_arrays(arrays: dict[str, NDArray[Any]]) -> tuple[list[dict[str, Any]], NDArray[np.uint8]]:
+    """Pack numeric arrays into one byte buffer.
+
+    Returns
+    -------
+    layout : list of dict
+        Per array: ``name``, ``dtype`` (NumPy's ``dtype.str``, byte order included),
+        ``shape`` and byte ``offset`` (a multiple of 8, so views stay aligned).
+    buffer : ndarray of uint8, shape (n_bytes,)
+    """
+    layout: list[dict[str, Any]] = []
+    offset = 0
+    for name, arr in arrays.items():
+        a = np.asarray(arr)
+        if a.dtype.kind not in _KINDS:
+            raise TypeError(f"Array {name!r} has dtype {a.dtype}; only numeric arrays travel.")
+        layout.append(
+            {"name": name, "dtype": a.dtype.str, "shape": list(a.shape), "offset": offset}
+        )
+        offset += -(-a.nbytes // _ALIGN) * _ALIGN
+    buffer = np.zeros(offset, dtype=np.uint8)
+    for entry, arr in zip(layout, arrays.values(), strict=True):
+        raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        buffer[entry["offset"] : entry["offset"] + raw.size] = raw
+    return layout, buffer
+
+
+def unpack_arrays(layout: Any, buffer: NDArray[np.uint8], sender: str) -> dict[str, NDArray[Any]]:
+    """Inverse of :func:`pack_arrays`; every entry is validated against the buffer.
+
+    Raises
+    ------
+    ValueError
+        If the layout is malformed, names a non-numeric dtype, or points outside the
+        buffer; the message names ``sender``.
+    """
+    if not isinstance(layout, list):
+        raise ValueError(f"Message from {sender!r}: the array layout is not a list.")
+    out: dict[str, NDArray[Any]] = {}
+    for entry in layout:
+        name, dtype, shape, offset = _check_entry(entry, sender)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if offset % _ALIGN or offset + nbytes > buffer.size:
+            raise ValueError(
+                f"Message from {sender!r}: array {name!r} ({nbytes} bytes at offset {offset}) "
+                f"does not fit the {buffer.size}-byte buffer."
+            )
+        out[name] = buffer[offset : offset + nbytes].view(dtype).reshape(shape)
+    return out
+
+
+def _check_entry(entry: Any, sender: str) -> tuple[str, np.dtype[Any], tuple[int, ...], int]:
+    """One layout entry as (name, dtype, shape, offset), or a ValueError naming the sender."""
+    try:
+        name, offset = str(entry["name"]), entry["offset"]
+        dtype = np.dtype(str(entry["dtype"]))
+        shape = tuple(entry["shape"])
+    except (KeyError, TypeError) as exc:
+        raise ValueError(
+            f"Message from {sender!r}: malformed array layout entry {entry!r}."
+        ) from exc
+    ints = [offset, *shape]
+    if dtype.kind not in _KINDS or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints
+    ):
+        raise ValueError(
+            f"Message from {sender!r}: array {name!r} has dtype {dtype} and shape {shape} at "
+            f"offset {offset}; expected a numeric dtype and non-negative integers."
+        )
+    return name, dtype, shape, offset
