@@ -330,17 +330,17 @@ def check_round_b(
     """
     kind = reply.kind
     pos, counts, sums = unpack_increments(reply, "left", answered.size, n_stats, n_count, name)
-    inc = np.zeros((answered.size, n_stats))
-    inc[pos, :n_count] = counts
-    inc[pos, n_count:] = sums
-    _check_stats(name, kind, "the left statistics", inc[pos], n_count, task)
+    _check_stats(name, kind, "the left statistics", np.hstack([counts, sums]), n_count, task)
     # A pair's increments add up to its rows left of the last candidate: at most the node's.
-    pair_of = np.searchsorted(cand_off, answered, side="right") - 1
-    per_pair = np.zeros((cand_off.size - 1, n_count))
-    np.add.at(per_pair, pair_of, inc[:, :n_count])
-    node = node_of_pair[pair_of]
-    if np.any(per_pair[pair_of] > node_stats[node, :n_count]):
-        raise InvalidReply(name, kind, "the left statistics", "count more than the node holds")
+    # (Per count column a bincount over the pairs that sent any: vectorised, no ufunc.at.)
+    pair_of = np.searchsorted(cand_off, answered[pos], side="right") - 1
+    n_pairs = cand_off.size - 1
+    pairs = np.unique(pair_of)
+    node = node_of_pair[pairs]
+    for j in range(n_count):
+        per_pair = np.bincount(pair_of, weights=counts[:, j], minlength=n_pairs)
+        if np.any(per_pair[pairs] > node_stats[node, j]):
+            raise InvalidReply(name, kind, "the left statistics", "count more than the node holds")
 
 
 # --------------------------------------------------------------------------- OOB
