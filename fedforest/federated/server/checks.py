@@ -335,7 +335,7 @@ def check_round_b(
     # (Per count column a bincount over the pairs that sent any: vectorised, no ufunc.at.)
     pair_of = np.searchsorted(cand_off, answered[pos], side="right") - 1
     n_pairs = cand_off.size - 1
-    pairs = np.unique(pair_of)
+    pairs = pair_of[np.flatnonzero(np.diff(pair_of, prepend=-1))]  # sorted: first of each
     node = node_of_pair[pairs]
     for j in range(n_count):
         per_pair = np.bincount(pair_of, weights=counts[:, j], minlength=n_pairs)
