@@ -145,3 +145,30 @@ def test_train_names_the_file_with_other_columns(tmp_path, capsys) -> None:
                   "--out", str(tmp_path / "m.ffm")])  # fmt: skip
     assert info.value.code == 2
     assert "b.csv" in capsys.readouterr().err
+
+
+def test_simulate_progress_bar_prints_its_last_line_once(tmp_path, capsys) -> None:
+    """Off a terminal (a log, a pipe, pytest's capture) a redraw is a line of its own."""
+    argv = ["simulate", "--trees", "3", "--clients", "2", "--rows-per-client", "40"]
+    assert main([*argv, "--features", "4", "--out", str(tmp_path / "p.png")]) == 0
+    lines = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if line.strip()]
+    bars = [line for line in lines if line.startswith("simulate:")]
+    assert len(bars) == 1 and "100%" in bars[0] and "5/5" in bars[0], lines
+
+
+def test_progress_bar_redraws_in_a_terminal_and_once_elsewhere() -> None:
+    import io
+
+    from fedforest.simulate import ProgressBar
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for stream, draws in ((Terminal(), 4), (io.StringIO(), 1)):
+        with ProgressBar(total=2, desc="x", file=stream, mininterval=0) as bar:
+            bar.update()
+            bar.update()
+        text = stream.getvalue()
+        assert text.count("x:") == draws, text
+        assert "2/2" in text.rsplit("x:", 1)[1]  # the last line drawn is the final state
