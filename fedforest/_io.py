@@ -229,6 +229,18 @@ def _categories(raw: Any, d: int, trees: list[Tree]) -> dict[int, list[Any]]:
     for key, values in raw.items():
         if not str(key).isdigit() or not 0 <= int(key) < d or not isinstance(values, list):
             raise ValueError(f"categories has an invalid entry for feature {key!r}")
+        known = [v for v in values if v is not None]  # null: the missing-value category
+        if (
+            not all(isinstance(v, (str, int, float)) for v in known)
+            or any(isinstance(v, float) and not np.isfinite(v) for v in known)
+            or len({isinstance(v, str) for v in known}) > 1
+            or len(values) - len(known) > 1
+            or len({(type(v) is str, v) for v in known}) != len(known)
+        ):
+            raise ValueError(
+                f"categories of feature {key} are not distinct strings or numbers "
+                "(and at most one null)"
+            )
         out[int(key)] = values
     for t, tree in enumerate(trees):
         for node in np.flatnonzero((tree.set_size > 0) & (tree.feature < d)):

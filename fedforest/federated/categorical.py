@@ -4,6 +4,11 @@ A categorical column travels as codes: the index of each value in the federation
 sorted category list (fixed by the server at the handshake from the clients' own lists).
 An unknown value has code -1, which set splits route by the marginal rule. No one-hot
 encoding anywhere.
+
+A missing value in a categorical column (NaN, None, ``pd.NA``) is a category of its own,
+:data:`MISSING_CATEGORY` (JSON ``null``), last in the sorted list: set splits learn its side
+from the pooled statistics like any other category's. At predict time a missing value in a
+column that had none in training has no code (-1) and follows the marginal rule.
 """
 
 from __future__ import annotations
@@ -16,19 +21,45 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 
-__all__ = ["sort_categories", "categorical_columns", "encode", "read_features"]
+__all__ = [
+    "MISSING_CATEGORY",
+    "sort_categories",
+    "categorical_columns",
+    "encode",
+    "is_missing",
+    "read_features",
+]
+
+#: The category of the missing values of a categorical column (JSON null).
+MISSING_CATEGORY = None
+
+
+def is_missing(value: Any) -> bool:
+    """A missing scalar: None, NaN (any float type), ``pd.NA`` or ``pd.NaT``."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    return isinstance(value, (float, np.floating)) and bool(np.isnan(value))
 
 
 def _key(value: Any) -> tuple[int, Any]:
-    # Numbers before strings, each in their natural order; bools count as numbers.
+    # Numbers before strings, each in their natural order; bools count as numbers; the
+    # missing category last.
+    if is_missing(value):
+        return (2, "")
     if isinstance(value, (bool, int, float, np.integer, np.floating)):
         return (0, float(value))
     return (1, str(value))
 
 
 def sort_categories(values: Iterable[Any]) -> list[Any]:
-    """The sorted union of category values, as plain Python (JSON-able) values."""
-    plain = {v.item() if isinstance(v, np.generic) else v for v in values}
+    """The sorted union of category values, as plain Python (JSON-able) values.
+
+    Every kind of missing value becomes one :data:`MISSING_CATEGORY`, sorted last.
+    """
+    plain = {
+        MISSING_CATEGORY if is_missing(v) else v.item() if isinstance(v, np.generic) else v
+        for v in values
+    }
     return sorted(plain, key=_key)
 
 
@@ -85,8 +116,9 @@ def read_features(
 
     Categorical columns are returned raw (by column index) and left as 0.0 in the matrix
     until the federation's codes are known. Raises one ``ValueError`` naming the column
-    for non-numeric columns that are not declared categorical, infinity, or missing values
-    (NaN) in a categorical column. NaN in a numeric column is a missing value: it is kept.
+    for non-numeric columns that are not declared categorical, or infinity. NaN in a
+    numeric column is a missing value: it is kept; in a categorical column it is the
+    category :data:`MISSING_CATEGORY`.
     """
     if sparse.issparse(X):  # SciPy sparse: dense (implicit entries are zeros)
         X = X.toarray()  # type: ignore[union-attr]
@@ -104,13 +136,8 @@ def read_features(
     for j in range(n_features):
         col = frame.iloc[:, j] if frame is not None else np.asarray(X)[:, j]
         if j in cat:
-            values = np.asarray(col, dtype=object)
-            if pd.isna(values).any():
-                raise ValueError(
-                    f"{who}: categorical column {_name(names, j)} contains missing values."
-                )
-            raw[j] = values
-            columns.append(np.zeros(len(values)))
+            raw[j] = np.asarray(col, dtype=object)
+            columns.append(np.zeros(len(raw[j])))
             continue
         if frame is not None and not pd.api.types.is_numeric_dtype(col.dtype):
             raise ValueError(

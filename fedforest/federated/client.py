@@ -276,7 +276,7 @@ class Client:
                 "feature_max": np.where(np.isfinite(hi), hi, 0.0),
             }
         header["categories"] = {
-            str(j): sort_categories(np.unique(v).tolist()) for j, v in self._cat_raw.items()
+            str(j): sort_categories(v.tolist()) for j, v in self._cat_raw.items()
         }
         if msg.header.get("task") == "classification":
             labels, counts = np.unique(self.y_raw, return_counts=True)

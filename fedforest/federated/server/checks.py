@@ -150,7 +150,7 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
                 name, kind, "header field 'categories'", "is not a map of column -> categories"
             )
         for j, values in cats.items():
-            _check_scalars(name, kind, f"header field 'categories'[{j!r}]", values)
+            _check_scalars(name, kind, f"header field 'categories'[{j!r}]", values, allow_null=True)
         if not isinstance(h.get("weighted", False), bool):
             raise InvalidReply(name, kind, "header field 'weighted'", "is not a boolean")
         missing = h.get("missing_features", [])
@@ -186,8 +186,17 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
     return check
 
 
-def _check_scalars(name: str, kind: str, field: str, values: list[Any]) -> None:
-    """Distinct JSON scalars of one type family (labels, categories)."""
+def _check_scalars(
+    name: str, kind: str, field: str, values: list[Any], allow_null: bool = False
+) -> None:
+    """Distinct JSON scalars of one type family (labels, categories).
+
+    ``allow_null``: one null may stand beside them (a categorical column's missing values).
+    """
+    if allow_null and None in values:
+        if values.count(None) > 1:
+            raise InvalidReply(name, kind, field, "repeats null")
+        values = [v for v in values if v is not None]
     if not all(isinstance(v, _LABEL_TYPES) for v in values):
         bad = next(v for v in values if not isinstance(v, _LABEL_TYPES))
         raise InvalidReply(name, kind, field, f"holds {bad!r}, not a string or number")
