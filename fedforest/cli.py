@@ -44,7 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace, argparse.ArgumentParser], int] = args.handler
-    return handler(args, parser)
+    # A subcommand's errors show its own usage (its parser), not the top-level one.
+    return handler(args, getattr(args, "command_parser", parser))
 
 
 def _run_swarm_experiment(argv: list[str]) -> int:
@@ -115,7 +116,7 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     add("--n-bins", type=_int_at_least(2), default=32, help="fedforest quantile candidates B")
     add("--out", type=_png_path, default=Path("fedforest_simulate.png"), help="PNG to write")
     add("--n-jobs", type=int, default=None, help="parallel jobs (scikit-learn semantics)")
-    sim.set_defaults(handler=_run_simulate)
+    sim.set_defaults(handler=_run_simulate, command_parser=sim)
 
 
 def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -153,13 +154,19 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Train a federated forest on clients that each hold one file (simulated in this "
             "process: each file is one Client). Columns are matched by name; text columns "
-            "are categorical."
+            "are categorical; --weight names a column of sample weights. See docs/cli.md."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add = train.add_argument
     add("--client", action="append", required=True, metavar="NAME=PATH", help="a client's file")
     add("--target", required=True, help="the target column (in every file)")
+    add(
+        "--weight",
+        default=None,
+        metavar="COLUMN",
+        help="a column of sample weights (in every file; not a feature): each row's weight",
+    )
     add("--task", choices=("regression", "classification"), default="regression", help="task")
     add("--trees", type=_int_at_least(1), default=50, help="trees in the forest")
     add("--max-depth", type=_int_at_least(1), default=8, help="maximum tree depth")
@@ -168,11 +175,12 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add("--epsilon", type=float, default=None, help="privacy budget under --privacy dp")
     add("--seed", type=_int_at_least(0), default=0, help="random_state of the forest")
     add("--out", type=Path, required=True, help="model file to write (.ffm)")
-    train.set_defaults(handler=_run_train)
+    train.set_defaults(handler=_run_train, command_parser=train)
 
 
 def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import numpy as np
+    import pandas as pd
 
     import fedforest as ff
     from fedforest.datasets.files import read_client_data
@@ -186,13 +194,32 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             X, y = read_client_data(path, args.target)
         except ValueError as exc:
             parser.error(str(exc))
+        weight = None
+        if args.weight is not None:
+            if args.weight == args.target:
+                parser.error(f"--weight {args.weight!r} is the target column")
+            if args.weight not in X.columns:
+                parser.error(
+                    f"{path!r} (client {name!r}) has no weight column {args.weight!r}; its "
+                    f"columns are {[str(c) for c in X.columns]}"
+                )
+            weight = X.pop(args.weight)
+            if not pd.api.types.is_numeric_dtype(weight.dtype) or weight.isna().any():
+                parser.error(
+                    f"{path!r} (client {name!r}): weight column {args.weight!r} must hold "
+                    "numbers in every row"
+                )
         if columns is None:
             columns = list(X.columns)
         elif set(X.columns) != set(columns):
             extra = sorted(set(X.columns) ^ set(columns))
             parser.error(f"{path!r} (client {name!r}) does not have the same columns: {extra}")
         X = X[columns]  # matched by name, in the first file's order
-        clients.append(ff.Client(X, y.to_numpy(), name=name))
+        try:
+            w = None if weight is None else weight.to_numpy(dtype=np.float64)
+            clients.append(ff.Client(X, y.to_numpy(), name=name, sample_weight=w))
+        except ValueError as exc:
+            parser.error(f"{path!r}: {exc}")
     cls = ff.FedForestClassifier if args.task == "classification" else ff.FedForestRegressor
     model = cls(
         n_estimators=args.trees,
@@ -207,7 +234,14 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     model.fit_federated(ff.LocalFederation(clients))
     ledger = model.communication_
     score = "accuracy" if args.task == "classification" else "R^2"
-    print(f"{len(clients)} clients, {sum(c.n_samples for c in clients)} rows, {len(model)} trees")
+    rows = f"{sum(c.n_samples for c in clients)} rows"
+    if args.weight is not None:
+        total = sum(
+            c.n_samples if c.sample_weight is None else float(c.sample_weight.sum())
+            for c in clients
+        )
+        rows += f", total weight {total:g} (column {args.weight!r})"
+    print(f"{len(clients)} clients, {rows}, {len(model)} trees")
     print(f"out-of-bag {score}: {model.oob_score_:.4f}")
     print(f"communication: {ledger.rounds} rounds, {ledger.total_megabytes:.2f} MB")
     order = np.argsort(-model.feature_importances_)[:10]
@@ -229,7 +263,7 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     pred.add_argument("model", type=Path, help="a model file written by fedforest")
     pred.add_argument("data", type=Path, help="CSV or Parquet file of rows to predict")
     pred.add_argument("--out", type=Path, required=True, help="CSV file to write")
-    pred.set_defaults(handler=_run_predict)
+    pred.set_defaults(handler=_run_predict, command_parser=pred)
 
 
 def _load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
@@ -274,7 +308,7 @@ def _add_inspect(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "privacy level."
     ))  # fmt: skip
     ins.add_argument("model", type=Path, help="a model file written by fedforest")
-    ins.set_defaults(handler=_run_inspect)
+    ins.set_defaults(handler=_run_inspect, command_parser=ins)
 
 
 def _run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -172,3 +172,89 @@ def test_progress_bar_redraws_in_a_terminal_and_once_elsewhere() -> None:
         text = stream.getvalue()
         assert text.count("x:") == draws, text
         assert "2/2" in text.rsplit("x:", 1)[1]  # the last line drawn is the final state
+
+
+def _weighted_sites(tmp_path, n_sites: int = 2) -> list:
+    rng = np.random.default_rng(4)
+    paths = []
+    for k in range(n_sites):
+        n = 120
+        frame = pd.DataFrame(
+            {
+                "age": rng.normal(60, 10, n),
+                "ward": rng.choice(["a", "b"], n),
+                "w": rng.uniform(0.0, 3.0, n),
+            }
+        )
+        frame["y"] = 0.05 * frame["age"] + (frame["ward"] == "b") + rng.normal(0, 0.1, n)
+        paths.append(tmp_path / f"w{k}.csv")
+        frame.to_csv(paths[-1], index=False)
+    return paths
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")  # 5 trees
+def test_train_weight_column_gives_the_python_api_forest(tmp_path, capsys) -> None:
+    import fedforest as ff
+
+    paths = _weighted_sites(tmp_path)
+    model = tmp_path / "m.ffm"
+    argv = ["train", "--target", "y", "--weight", "w", "--trees", "5", "--privacy", "none"]
+    argv += ["--seed", "3", "--out", str(model)]
+    for k, path in enumerate(paths):
+        argv += ["--client", f"s{k}={path}"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    frames = [pd.read_csv(p) for p in paths]
+    total = sum(f["w"].sum() for f in frames)
+    assert f"total weight {total:g} (column 'w')" in out
+    got = ff.load(model)
+    assert list(got.feature_names_in_) == ["age", "ward"]  # the weights are no feature
+    clients = [
+        ff.Client(f[["age", "ward"]], f["y"].to_numpy(), f"s{k}", sample_weight=f["w"].to_numpy())
+        for k, f in enumerate(frames)
+    ]
+    want = ff.FedForestRegressor(
+        n_estimators=5, max_depth=8, min_samples_leaf=5, privacy="none", oob_score=True,
+        random_state=3,
+    ).fit_federated(ff.LocalFederation(clients))  # fmt: skip
+    rows = pd.concat(frames)[["age", "ward"]]
+    assert np.array_equal(got.predict(rows), want.predict(rows))
+    unweighted = ff.FedForestRegressor(
+        n_estimators=5, max_depth=8, min_samples_leaf=5, privacy="none", random_state=3
+    ).fit_federated(
+        ff.LocalFederation(
+            [
+                ff.Client(f[["age", "ward"]], f["y"].to_numpy(), f"s{k}")
+                for k, f in enumerate(frames)
+            ]
+        )
+    )
+    assert not np.array_equal(got.predict(rows), unweighted.predict(rows))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("drop", "(client 's1') has no weight column 'w'"),
+        ("text", "weight column 'w' must hold numbers in every row"),
+        ("negative", "sample_weight must be finite and non-negative"),
+    ],
+)
+def test_train_weight_errors_name_the_file(tmp_path, capsys, change, message) -> None:
+    paths = _weighted_sites(tmp_path)
+    frame = pd.read_csv(paths[1])
+    if change == "drop":
+        frame = frame.drop(columns="w")
+    elif change == "text":
+        frame["w"] = "heavy"
+    else:
+        frame.loc[0, "w"] = -1.0
+    frame.to_csv(paths[1], index=False)
+    argv = ["train", "--target", "y", "--weight", "w", "--out", str(tmp_path / "m.ffm")]
+    argv += ["--client", f"s0={paths[0]}", "--client", f"s1={paths[1]}"]
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "w1.csv" in err
+    assert "usage: fedforest train" in err  # the subcommand's usage, not the top-level one
