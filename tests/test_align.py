@@ -152,3 +152,37 @@ def test_flower_state_keeps_the_column_order() -> None:
     assert a.arrays.keys() == b.arrays.keys()
     for key in a.arrays:
         assert np.array_equal(a.arrays[key], b.arrays[key])
+
+
+def test_flower_clients_with_columns_in_another_order(tmp_path, monkeypatch) -> None:
+    """SuperNodes whose files order the columns differently, each message a new process."""
+    pytest.importorskip("flwr")
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from fedforest.transport.flower import FlowerFederation
+    from tests.test_flower import PARAMS as FLOWER_PARAMS
+    from tests.test_flower import SEED, MemoryGrid, assert_same_forest, write_site_files
+
+    for name, value in (("_run_id", 1), ("_node_id", 0), ("_task_id", 1)):
+        monkeypatch.setattr(TaskIdentity, name, value)
+    same = write_site_files(tmp_path)
+    shuffled_dir = tmp_path / "shuffled"
+    shuffled_dir.mkdir()
+    shuffled = {}
+    for k, (name, path) in enumerate(same.items()):
+        frame = pd.read_csv(path)
+        if k == 1:
+            frame = frame[["score", "y", "dose", "age", "bmi"]]
+        shuffled[name] = shuffled_dir / path.name
+        frame.to_csv(shuffled[name], index=False)
+    forests = []
+    for paths in (same, shuffled):
+        fed = FlowerFederation(
+            MemoryGrid(paths, fresh_process=True), min_nodes=3, round_timeout=5.0,
+            poll_interval=0.001,
+        )  # fmt: skip
+        model = ff.FedForestRegressor(**FLOWER_PARAMS, random_state=SEED).fit_federated(fed)
+        fed.close()
+        forests.append(model)
+    assert list(forests[1].feature_names_in_) == ["age", "bmi", "dose", "score"]
+    assert_same_forest(forests[0], forests[1])
