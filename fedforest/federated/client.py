@@ -121,7 +121,9 @@ class Client:
     Parameters
     ----------
     X : array-like or DataFrame, shape (n_samples, n_features)
-        The client's features; column names are checked against the other clients'.
+        The client's features. Column names are matched with the other clients': the
+        same names in another order are put in the federation's order at the handshake
+        (:meth:`align_columns`); other names are an error.
     y : array-like, shape (n_samples,)
         Targets (numbers for regression, labels for classification).
     name : str
