@@ -1,9 +1,10 @@
 """Swarm forests: peers with partially overlapping features pool their trees.
 
-The method of ``papers/001_e1da37c0892c910f.txt``. Each :class:`Peer` trains a random
-forest on its own columns and :meth:`Peer.share` s a :class:`ShareBundle` (trees with node
-counts and class counts, feature names, surrogate splits, imputers, feature standard
-deviations). Bundles travel as files in the safe format (:meth:`ShareBundle.save`,
+The method of Tajabadi & Heider, *Mind the Missing Split: Resolving Feature
+Heterogeneity in Swarm Learning with Random Forests* (docs/swarm.md). Each :class:`Peer`
+trains a random forest on its own columns and :meth:`Peer.share` s a :class:`ShareBundle`
+(trees with node counts and class counts, feature names, surrogate splits, imputers,
+feature standard deviations). Bundles travel as files in the safe format (:meth:`ShareBundle.save`,
 :meth:`ShareBundle.load`; never pickle). A :class:`SwarmForest` pools bundles and predicts
 at a site whose columns are those of ``X_site``, resolving splits on the columns it lacks
 with one of :data:`STRATEGIES`.

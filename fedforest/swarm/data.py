@@ -1,4 +1,4 @@
-"""Datasets of the swarm experiments (``papers/001_e1da37c0892c910f.txt``, Section IV-B).
+"""Datasets of the swarm experiments (*Mind the Missing Split*, Section IV-B).
 
 Nothing is downloaded: the synthetic sets are generated, the real ones come from the
 files scikit-learn installs.

@@ -21,7 +21,7 @@ from .train import Imputer
 
 __all__ = ["STRATEGIES", "SwarmForest"]
 
-#: Prediction strategies (``papers/001_e1da37c0892c910f.txt``, Section III and IV).
+#: Prediction strategies (Tajabadi & Heider, *Mind the Missing Split*, Sections III and IV).
 STRATEGIES = ("local", "intersection", "park", "fpv", "pr", "mi", "ipr", "mp", "ss")
 #: Single-path strategies: (use surrogates, imputation mode, PR fallback).
 _SINGLE = {

@@ -3,7 +3,7 @@
 A pooled forest is flat arrays (:func:`fedforest.tree.arrays.pack_forest`) with *global* feature
 indices. A row reaches a node whose split feature it does not have when ``X[i, f]`` is NaN
 (a site fills the columns it never measured with NaN). The strategies of
-``papers/001_e1da37c0892c910f.txt`` (Section III) differ only in how such a node is
+Tajabadi & Heider, *Mind the Missing Split* (Section III), differ only in how such a node is
 resolved:
 
 =========  ===================================================================  ========

@@ -3,7 +3,7 @@
 * :func:`trees_from_sklearn` imports a fitted scikit-learn ``DecisionTreeClassifier`` or
   ``RandomForestClassifier`` into the flat :class:`~fedforest.tree.arrays.Tree` format.
 * :func:`tree_surrogates` (numba) and :func:`tree_surrogates_numpy` find, for every internal
-  node, the best surrogate splits by adjusted agreement (``papers/001...``, eq. 21).
+  node, the best surrogate splits by adjusted agreement (*Mind the Missing Split*, eq. 21).
 * :func:`fit_imputer` fits the linear (numeric) or multinomial logistic (categorical)
   imputer of one feature and its 3-fold cross-validated quality (R^2 or macro F1).
 """
