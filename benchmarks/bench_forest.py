@@ -5,7 +5,8 @@ hyperparameters (50 trees, max_depth 8, min_samples_leaf 5, a third of the featu
 node, bootstrap or its stand-in, 2 threads):
 
 - ``fedforest``: ``FedForestRegressor(n_bins=32, privacy="none")`` fitted with ``client_ids`` (10
-  simulated clients of equal size, rows assigned at random);
+  simulated clients of equal size, rows assigned at random); ``--privacy secure`` times the
+  default privacy level instead;
 - ``sklearn``: scikit-learn ``RandomForestRegressor`` (exact splits, the reference);
 - ``xgboost``: ``XGBRFRegressor`` (histogram splits, 32 bins, subsampling without
   replacement);
@@ -121,7 +122,7 @@ def k_features() -> int:
     return max(1, int(MAX_FEATURES * N_FEATURES))
 
 
-def make_model(method: str, n_jobs: int, seed: int) -> Any:
+def make_model(method: str, n_jobs: int, seed: int, privacy: str = "none") -> Any:
     """The estimator of ``method`` with the shared hyperparameters."""
     if method == "fedforest":
         from fedforest import FedForestRegressor
@@ -135,9 +136,9 @@ def make_model(method: str, n_jobs: int, seed: int) -> Any:
             bootstrap=True,
             n_jobs=n_jobs,
             random_state=seed,
-            # The tables of docs/benchmarks.md are of the paper's protocol; the default,
-            # privacy="secure", is measured beside it by benchmarks/bench_privacy.py.
-            privacy="none",
+            # The tables of docs/benchmarks.md are of the paper's protocol unless they say
+            # otherwise (--privacy secure: the estimator's default).
+            privacy=privacy,
         )
     if method == "sklearn":
         from sklearn.ensemble import RandomForestRegressor
@@ -262,20 +263,23 @@ def wait_until_idle(max_wait: float, threshold: float = 0.25, sample: float = 2.
 
 
 # --------------------------------------------------------------------------- one run
-def run_one(method: str, n_train: int, repeats: int, n_jobs: int, seed: int) -> dict[str, Any]:
+def run_one(
+    method: str, n_train: int, repeats: int, n_jobs: int, seed: int, privacy: str = "none"
+) -> dict[str, Any]:
     """Fit and score ``method`` at ``n_train`` rows (runs in its own process)."""
     data = make_data(n_train, seed)
     X, y, h = data["X_train"], data["y_train"], data["h_train"]
 
     # Untimed warm-up: numba compilation (or cache loading), imports, thread pools.
     warm = make_data(WARMUP_ROWS, seed + 1)
-    fit(make_model(method, n_jobs, seed), method, warm["X_train"], warm["y_train"], warm["h_train"])
+    warm_model = make_model(method, n_jobs, seed, privacy)
+    fit(warm_model, method, warm["X_train"], warm["y_train"], warm["h_train"])
 
     fit_seconds, background, peak_delta_kib, exact_peak = [], [], None, False
     model = None
     for r in range(repeats):
         model = None  # free the previous fit before measuring the next
-        model = make_model(method, n_jobs, seed)
+        model = make_model(method, n_jobs, seed, privacy)
         if r == 0:
             exact_peak = reset_peak_rss()
             rss_before = current_rss_kib() if exact_peak else peak_rss_kib()
@@ -323,7 +327,9 @@ def run_one(method: str, n_train: int, repeats: int, n_jobs: int, seed: int) -> 
 def run_isolated(method: str, n_train: int, args: argparse.Namespace) -> dict[str, Any]:
     """``run_one`` in a fresh spawned process; an error is returned, not raised."""
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        future = pool.submit(run_one, method, n_train, args.repeats, args.n_jobs, args.seed)
+        future = pool.submit(
+            run_one, method, n_train, args.repeats, args.n_jobs, args.seed, args.privacy
+        )
         try:
             return future.result()
         except Exception as exc:  # a failing library should not lose the other results
@@ -408,6 +414,8 @@ def reproduce_command(args: argparse.Namespace) -> str:
         "--out",
         str(args.out),
     ]
+    if args.privacy != "none":
+        argv += ["--privacy", args.privacy]
     if args.skip:
         argv += ["--skip", *args.skip]
     return shlex.join(argv)
@@ -505,6 +513,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON file to write (default results.json)",
     )
     p.add_argument(
+        "--privacy",
+        choices=["none", "secure"],
+        default="none",
+        help="fedforest's privacy level (default none, the paper's protocol; secure is the "
+        "estimator's default)",
+    )
+    p.add_argument(
         "--skip",
         nargs="*",
         default=[],
@@ -537,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
             where = f"git {src['git_commit'][:12]}{dirty}"
         print(f"fedforest {src['path']} (sources sha256 {src['sources_sha256']}, {where})")
     print(f"load avg {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min)")
+    print(f"privacy  fedforest privacy={args.privacy!r}")
     print(f"command  {command}\n", flush=True)
 
     runs = []
@@ -566,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
             "features_per_node": k_features(),
             "n_bins": N_BINS,
             "n_clients": N_CLIENTS,
+            "fedforest_privacy": args.privacy,
             "subsample_xgb_lgbm": SUBSAMPLE,
             "n_jobs": args.n_jobs,
             "repeats": args.repeats,

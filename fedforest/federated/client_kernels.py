@@ -12,6 +12,8 @@ holds the global class index.
 
 from __future__ import annotations
 
+import weakref
+
 import numba
 import numpy as np
 from numpy.typing import NDArray
@@ -25,6 +27,12 @@ __all__ = [
     "group_rows_numpy",
     "left_stats",
     "left_stats_numpy",
+    "left_stats_ranked",
+    "left_stats_ranked_numpy",
+    "value_ranks",
+    "register_ranks",
+    "ranks_for",
+    "Ranks",
     "SMALL_NODE",
     "SMALL_SKETCH",
 ]
@@ -201,56 +209,109 @@ def group_rows_numpy(
     np.cumsum(np.bincount(slot[active] - slot_lo, minlength=start.size - 1), out=start[1:])
 
 
-@numba.njit(inline="always")
-def _count_below(cs, x):
-    # ``np.searchsorted(cs, x)``: a branch-free count vectorises and beats a binary search
-    # (mispredicted at every step) on the <= B - 1 candidates of a pair; long lists bisect.
-    if cs.shape[0] > 128:
-        return np.searchsorted(cs, x)
-    k = 0
-    for j in range(cs.shape[0]):
-        k += cs[j] < x
-    return k
+#: Nodes of at least this many rows (on a client) bin a pair's rows through a table over
+#: value ranks (the candidates' ranks cost about a microsecond a pair); smaller ones compare
+#: each row's value with the candidates.
+RANK_ROWS = 256
+#: The table spans the ranks between a pair's first and last candidate; it is used while
+#: that span is at most ``LUT_ROWS`` entries per row of the node (plus ``LUT_MIN``).
+LUT_ROWS = 16
+LUT_MIN = 512
+#: Pairs with at most this many candidates count the candidates below each value
+#: (vectorised over the rows); longer lists use a branch-free binary search.
+COUNT_MAX = 512
+
+Ranks = tuple[NDArray[np.int32], NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]]
 
 
-@numba.njit(nogil=True, cache=True)
-def _fine_lut(cs, fmin, fmax, lut):
-    # Fine bin -> number of candidates below it, or -1 when a candidate falls inside the
-    # bin's value range (those rows are binned by their exact value). One merge pass.
-    j = 0
-    for c in range(lut.shape[0]):
-        if fmin[c] > fmax[c]:
-            lut[c] = -1
-            continue
-        while j < cs.shape[0] and cs[j] < fmin[c]:
-            j += 1
-        lut[c] = -1 if (j < cs.shape[0] and cs[j] < fmax[c]) else j
+def value_ranks(X: NDArray[np.float64], codes_t: NDArray[np.uint8], n_fine: int) -> Ranks:
+    """Rank codes of a client's values, once per fit (as its fine codes): see ``Ranks``.
+
+    Parameters
+    ----------
+    X : ndarray of float64, shape (n_samples, n_features)
+        Finite values, or +inf for a missing one.
+    codes_t : ndarray of uint8, shape (n_features, n_samples)
+        Their fine codes (ascending with the values).
+    n_fine : int
+        The number of fine bins.
+
+    Returns
+    -------
+    ranks_t : ndarray of int32, shape (n_features, n_samples)
+        Column-major: the number of the column's distinct finite values below the row's
+        value (+inf: all of them).
+    uniq : ndarray of float64
+        Every column's sorted distinct finite values, one after the other.
+    uniq_off : ndarray of int64, shape (n_features + 1,)
+        Column ``j``'s values are ``uniq[uniq_off[j]:uniq_off[j + 1]]``.
+    bin_start : ndarray of int64, shape (n_features, n_fine + 1)
+        The rank of the first distinct value of each fine bin (the values of bin ``b`` have
+        the ranks ``bin_start[j, b]:bin_start[j, b + 1]``).
+    """
+    n, d = X.shape
+    ranks_t = np.empty((d, n), dtype=np.int32)
+    bin_start = np.zeros((d, n_fine + 1), dtype=np.int64)
+    parts = []
+    uniq_off = np.zeros(d + 1, dtype=np.int64)
+    for j in range(d):
+        x = X[:, j]
+        known = np.isfinite(x)
+        u = np.unique(x[known])
+        ranks_t[j] = np.searchsorted(u, x, side="left")
+        code_u = np.zeros(u.size, dtype=np.int64)
+        code_u[ranks_t[j][known]] = codes_t[j][known]
+        bin_start[j] = np.searchsorted(code_u, np.arange(n_fine + 1), side="left")
+        parts.append(u)
+        uniq_off[j + 1] = uniq_off[j] + u.size
+    uniq = np.concatenate(parts) if parts else np.empty(0)
+    return ranks_t, uniq, uniq_off, bin_start
 
 
-@numba.njit(nogil=True, cache=True)
+#: Rank codes by the identity of the fine codes they were made with (``register_ranks``):
+#: :func:`left_stats` keeps the signature of its NumPy twin and finds them here.
+_RANKS: dict[int, Ranks] = {}
+
+
+def register_ranks(codes_t: NDArray[np.uint8], ranks: Ranks) -> None:
+    """Keep ``ranks`` (as :func:`value_ranks` returns) for as long as ``codes_t`` lives."""
+    key = id(codes_t)
+    _RANKS[key] = ranks
+    weakref.finalize(codes_t, _RANKS.pop, key, None)
+
+
+def ranks_for(Xt: NDArray[np.float64], codes_t: NDArray[np.uint8], n_fine: int) -> Ranks:
+    """The rank codes registered with ``codes_t``, else made from ``Xt`` (and registered)."""
+    ranks = _RANKS.get(id(codes_t))
+    if ranks is None:
+        ranks = value_ranks(Xt[: codes_t.shape[0]].T, codes_t, n_fine)
+        register_ranks(codes_t, ranks)
+    return ranks
+
+
 def left_stats(
-    Xt,
-    codes_t,
-    fine_min,
-    fine_max,
-    rows,
-    w,
-    slot,
-    y,
-    n_classes,
-    pair_off,
-    pair_feat,
-    cand_off,
-    cand,
-    slot_lo,
-    slot_hi,
-    out,
-):  # noqa: E501
+    Xt: NDArray[np.float64],
+    codes_t: NDArray[np.uint8],
+    fine_min: NDArray[np.float64],
+    fine_max: NDArray[np.float64],
+    rows: NDArray[np.int32],
+    w: NDArray[np.float64],
+    slot: NDArray[np.int32],
+    y: NDArray[np.float64],
+    n_classes: int,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    slot_lo: int,
+    slot_hi: int,
+    out: NDArray[np.float64],
+) -> None:
     """Left-child statistics at every candidate of the pairs of slots ``slot_lo..slot_hi``.
 
-    The statistics at candidate ``t`` sum the rows with ``x <= t``, exactly: a row is
-    binned through its fine code when no candidate falls inside its fine bin's value range
-    (one table lookup), else by binary search on its value.
+    The statistics at candidate ``t`` sum the rows with ``x <= t``, exactly, in row order:
+    :func:`left_stats_ranked` on the rank codes of the same values (made once per set of
+    fine codes: :func:`~fedforest.federated.client_sketch.fine_codes` registers them).
 
     Parameters
     ----------
@@ -268,6 +329,83 @@ def left_stats(
     out : ndarray of float64, shape (n_block_candidates, n_stats)  # OUT: candidate
         ``cand_off[pair_off[slot_lo]] + i`` in row ``i``
     """
+    ranks_t, uniq, uniq_off, bin_start = ranks_for(Xt, codes_t, fine_min.shape[1])
+    left_stats_ranked(
+        Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y,
+        n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, out,
+    )  # fmt: skip
+
+
+@numba.njit(inline="always")
+def _rank_right(uniq, u0, u1, t):
+    # ``np.searchsorted(uniq[u0:u1], t, side="right")`` (a NaN: above every value).
+    if t != t:
+        return u1 - u0 + 1
+    lo, hi = u0, u1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if uniq[mid] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - u0
+
+
+@numba.njit(inline="always")
+def _candidate_ranks(cs, fmin, fmax, uniq, u0, start, rank_c):
+    # rank_c[j] = the distinct values <= cs[j] (cs ascending): one merge with the fine bins,
+    # then a count among the few distinct values of the bin cs[j] falls in.
+    n_fine = fmin.shape[0]
+    b = 0
+    for j in range(cs.shape[0]):
+        t = cs[j]
+        while b < n_fine and fmax[b] <= t:
+            b += 1
+        r = start[b]
+        if b < n_fine and fmin[b] <= t:
+            for i in range(start[b], start[b + 1]):
+                r += uniq[u0 + i] <= t
+        rank_c[j] = r
+
+
+@numba.njit(nogil=True, cache=True)
+def left_stats_ranked(
+    Xt,
+    fine_min,
+    fine_max,
+    ranks_t,
+    uniq,
+    uniq_off,
+    bin_start,
+    rows,
+    w,
+    slot,
+    y,
+    n_classes,
+    pair_off,
+    pair_feat,
+    cand_off,
+    cand,
+    slot_lo,
+    slot_hi,
+    out,
+):
+    """:func:`left_stats` in one branch-free pass per pair over its node's rows.
+
+    Each row's bin (the number of candidates below its value) comes, in nodes of at least
+    ``RANK_ROWS`` rows, from a table over value ranks: a candidate ``t`` becomes the rank
+    ``R = #{distinct values <= t}`` and a row of rank ``r`` lies right of it exactly when
+    ``R <= r``. Smaller nodes (or a long span of ranks) compare the values: a count of the
+    candidates below (vectorised over the rows), or a branch-free binary search for long
+    lists. The rows' statistics are then added to their bins in row order, as before.
+
+    Parameters
+    ----------
+    Xt, fine_min, fine_max : as :func:`left_stats`  # IN
+    ranks_t, uniq, uniq_off, bin_start : as :func:`value_ranks` returns  # IN
+    rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi,
+    out : as :func:`left_stats`
+    """
     order = np.empty(rows.shape[0], dtype=np.int64)
     start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
     group_rows(slot, slot_lo, order, start)
@@ -276,21 +414,39 @@ def left_stats(
     max_nc = 0
     for p in range(p_lo, p_hi):
         max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
+    max_nu = 0
+    for f in range(uniq_off.shape[0] - 1):
+        max_nu = max(max_nu, uniq_off[f + 1] - uniq_off[f])
     n_stat = out.shape[1]
     hist = np.empty((max_nc + 1, n_stat))
-    lut = np.empty(fine_min.shape[1], dtype=np.int32)
-    # The node's rows, weights and targets gathered once, contiguous, for all its pairs.
-    ii = np.empty(rows.shape[0], dtype=np.int64)
-    ww = np.empty(rows.shape[0])
-    yy = np.empty(rows.shape[0])
+    rank_c = np.empty(max_nc, dtype=np.int64)
+    lut = np.empty(max_nu + 3, dtype=np.int32)
+    n_pad = 1
+    while n_pad < max_nc + 1:
+        n_pad *= 2
+    padded = np.empty(n_pad)
+    # The node's rows and statistics gathered once, contiguous, for all its pairs.
+    n_in = rows.shape[0]
+    ii = np.empty(n_in, dtype=np.int64)
+    st = np.empty((n_in, 2 if n_classes else 4))
+    cls = np.empty(n_in, dtype=np.int64)
+    rr = np.empty(n_in, dtype=np.int32)
+    xx = np.empty(n_in)
+    bins = np.empty(n_in, dtype=np.int64)
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
         for k in range(c):
             r = order[a + k]
             ii[k] = rows[r]
-            ww[k] = w[r]
-            yy[k] = y[rows[r]]
+            wk, yk = w[r], y[rows[r]]
+            st[k, 0] = 1.0
+            st[k, 1] = wk
+            if n_classes == 0:
+                st[k, 2] = wk * yk
+                st[k, 3] = wk * yk * yk
+            else:
+                cls[k] = 2 + int(yk)
         for p in range(pair_off[s], pair_off[s + 1]):
             nc = cand_off[p + 1] - cand_off[p]
             if nc == 0:
@@ -298,25 +454,118 @@ def left_stats(
             lo = cand_off[p]
             cs = cand[lo : lo + nc]
             f = pair_feat[p]
+            ascending = True
+            for j in range(1, nc):
+                ascending &= cs[j] >= cs[j - 1]
+            use_lut = False
+            r_lo = span = 0
+            if ascending and c >= RANK_ROWS:
+                u0, u1 = uniq_off[f], uniq_off[f + 1]
+                r_lo = _rank_right(uniq, u0, u1, cs[0])
+                span = _rank_right(uniq, u0, u1, cs[nc - 1]) - r_lo + 1
+                use_lut = span <= LUT_ROWS * c + LUT_MIN
+            if use_lut:
+                _candidate_ranks(cs, fine_min[f], fine_max[f], uniq, u0, bin_start[f], rank_c)
+                # lut[1 + i]: the candidates whose R is at most r_lo + i; below r_lo none,
+                # from the last R on all of them (the index is clamped into 0..span).
+                lut[0] = 0
+                pos = 1
+                for j in range(nc):
+                    e = rank_c[j] - r_lo + 1
+                    for i in range(pos, e):
+                        lut[i] = j
+                    pos = max(pos, e)
+                for i in range(pos, span + 1):
+                    lut[i] = nc
+                ranks_f = ranks_t[f]
+                for k in range(c):
+                    rr[k] = ranks_f[ii[k]]
+                for k in range(c):
+                    bins[k] = lut[min(max(rr[k] - r_lo + 1, 0), span)]
+            else:
+                xf = Xt[f]
+                for k in range(c):
+                    xx[k] = xf[ii[k]]
+                if nc <= COUNT_MAX or not ascending:
+                    for k in range(c):
+                        bins[k] = 0
+                    for j in range(nc):
+                        t = cs[j]
+                        for k in range(c):
+                            bins[k] += t < xx[k]
+                else:
+                    # Candidates padded to a power of two with +inf (never below a value).
+                    for j in range(nc):
+                        padded[j] = cs[j]
+                    for j in range(nc, n_pad):
+                        padded[j] = np.inf
+                    for k in range(c):
+                        x = xx[k]
+                        q = 0
+                        step = n_pad >> 1
+                        while step > 0:
+                            q += step if padded[q + step - 1] < x else 0
+                            step >>= 1
+                        bins[k] = q + (padded[q] < x)
             # Explicit loops: numba's slice assignments cost about a microsecond a pair.
             for j in range(nc + 1):
                 for q in range(n_stat):
                     hist[j, q] = 0.0
-            if c <= SMALL_NODE:
+            if n_classes == 0:
                 for k in range(c):
-                    _add_row(hist, _count_below(cs, Xt[f, ii[k]]), ww[k], yy[k], n_classes)
+                    bk = bins[k]
+                    for q in range(4):
+                        hist[bk, q] += st[k, q]
             else:
-                _fine_lut(cs, fine_min[f], fine_max[f], lut)
                 for k in range(c):
-                    bin_ = lut[codes_t[f, ii[k]]]
-                    if bin_ < 0:
-                        bin_ = _count_below(cs, Xt[f, ii[k]])
-                    _add_row(hist, bin_, ww[k], yy[k], n_classes)
+                    bk = bins[k]
+                    hist[bk, 0] += 1.0
+                    hist[bk, 1] += st[k, 1]
+                    hist[bk, cls[k]] += st[k, 1]
             for q in range(n_stat):
                 acc = 0.0
                 for j in range(nc):
                     acc += hist[j, q]
                     out[lo + j - c0, q] = acc
+
+
+def left_stats_ranked_numpy(
+    Xt: NDArray[np.float64],
+    fine_min: NDArray[np.float64],
+    fine_max: NDArray[np.float64],
+    ranks_t: NDArray[np.int32],
+    uniq: NDArray[np.float64],
+    uniq_off: NDArray[np.int64],
+    bin_start: NDArray[np.int64],
+    rows: NDArray[np.int32],
+    w: NDArray[np.float64],
+    slot: NDArray[np.int32],
+    y: NDArray[np.float64],
+    n_classes: int,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    slot_lo: int,
+    slot_hi: int,
+    out: NDArray[np.float64],
+) -> None:
+    """NumPy twin of :func:`left_stats_ranked`: every pair binned by rank (and searchsorted)."""
+    c0 = cand_off[pair_off[slot_lo]]
+    for s in range(slot_lo, slot_hi):
+        mine = np.flatnonzero(slot == s)
+        stats = _row_stats(w[mine], y[rows[mine]], n_classes)
+        for p in range(pair_off[s], pair_off[s + 1]):
+            cs = cand[cand_off[p] : cand_off[p + 1]]
+            if cs.size == 0:
+                continue
+            f = pair_feat[p]
+            u = uniq[uniq_off[f] : uniq_off[f + 1]]
+            rank_c = np.where(np.isnan(cs), u.size + 1, np.searchsorted(u, cs, side="right"))
+            bins = np.searchsorted(rank_c, ranks_t[f, rows[mine]], side="right")
+            hist = np.zeros((cs.size + 1, stats.shape[1]))
+            np.add.at(hist, bins, stats)
+            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = np.cumsum(hist, axis=0)[: cs.size]
 
 
 def left_stats_numpy(

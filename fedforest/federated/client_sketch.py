@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import CODE_DTYPE, N_FINE_BINS
-from .client_kernels import SMALL_SKETCH, group_rows
+from .client_kernels import SMALL_SKETCH, group_rows, register_ranks
 
 __all__ = [
     "fine_codes",
@@ -39,30 +39,59 @@ def fine_codes(
         Column-major, as the kernels read one feature of many rows.
     fine_min, fine_max : ndarray of float64, shape (n_features, n_fine)
         Smallest and largest value in each bin (+inf / -inf for unused bins).
+
+    The rank codes of the same values (``client_kernels.value_ranks``) are registered
+    with ``codes_t`` for :func:`~fedforest.federated.client_kernels.left_stats`.
     """
     n, d = X.shape
     codes_t = np.empty((d, n), dtype=CODE_DTYPE)
     fine_min = np.full((d, n_fine), np.inf)
     fine_max = np.full((d, n_fine), -np.inf)
+    ranks_t = np.empty((d, n), dtype=np.int32)
+    bin_start = np.zeros((d, n_fine + 1), dtype=np.int64)
+    parts = []
+    uniq_off = np.zeros(d + 1, dtype=np.int64)
     for j in range(d):
         x = X[:, j]
         known = np.isfinite(x)
         # A column with missing values (+inf) keeps the last code for them alone, with
         # fine_min = fine_max = +inf: every kernel can tell that bin from the others.
         n_known = n_fine if known.all() else n_fine - 1
-        uniq = np.unique(x[known])
+        # One sort gives the distinct values, every row's rank among them (value_ranks)
+        # and the quantiles (order statistics: the same from sorted values).
+        xk = x[known]
+        order = np.argsort(xk)
+        xs = xk[order]
+        change = xs[1:] != xs[:-1]
+        uniq = xs[np.concatenate([[True], change])] if xs.size else xs
+        rank = np.full(n, uniq.size, dtype=np.int64)
+        rank_k = np.empty(xs.size, dtype=np.int64)
+        rank_k[order] = np.concatenate([[0], np.cumsum(change)]) if xs.size else rank_k
+        rank[known] = rank_k
         if uniq.size <= n_known:
             edges = uniq[:-1]
         else:
-            qs = np.quantile(x[known], np.linspace(0, 1, n_known + 1)[1:-1], method="lower")
+            qs = np.quantile(xs, np.linspace(0, 1, n_known + 1)[1:-1], method="lower")
             edges = np.unique(qs)
-        code = np.searchsorted(edges, x, side="left")
-        code[~known] = n_fine - 1
+        # The codes ascend with the values, so a bin's extremes are its first and last.
+        code_u = np.searchsorted(edges, uniq, side="left")
+        code = np.full(n, n_fine - 1, dtype=np.int64)
+        code[known] = code_u[rank[known]]
         codes_t[j] = code
-        np.minimum.at(fine_min[j], code[known], x[known])
-        np.maximum.at(fine_max[j], code[known], x[known])
+        ranks_t[j] = rank
+        if uniq.size:
+            change = code_u[1:] != code_u[:-1]
+            first = np.concatenate([[True], change])
+            last = np.concatenate([change, [True]])
+            fine_min[j, code_u[first]] = uniq[first]
+            fine_max[j, code_u[last]] = uniq[last]
         if not known.all():
             fine_min[j, -1] = fine_max[j, -1] = np.inf
+        bin_start[j] = np.searchsorted(code_u, np.arange(n_fine + 1), side="left")
+        parts.append(uniq)
+        uniq_off[j + 1] = uniq_off[j] + uniq.size
+    uniq_all = np.concatenate(parts) if parts else np.empty(0)
+    register_ranks(codes_t, (ranks_t, uniq_all, uniq_off, bin_start))
     return codes_t, fine_min, fine_max
 
 

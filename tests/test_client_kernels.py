@@ -1,0 +1,92 @@
+"""The rank-code left statistics (issue 14): kernel, NumPy twin and the exact-value twin agree.
+
+The nodes are sized so that every path of ``left_stats_ranked`` runs: the table over value
+ranks (nodes of at least ``RANK_ROWS`` rows), the candidate count and the binary search
+(more than ``COUNT_MAX`` candidates), the largest float ("known | missing") and missing
+values (+inf).
+"""
+
+import numpy as np
+import pytest
+
+from fedforest._common import N_FINE_BINS, n_stats
+from fedforest.federated import client_kernels as K
+from fedforest.federated.client_sketch import fine_codes
+
+
+def _problem(seed: int, discrete: bool, missing: bool, n: int = 3000, d: int = 4):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if discrete:
+        X = np.round(X * 4) / 4
+    if missing:
+        X[rng.random(X.shape) < 0.1] = np.inf
+    rows = np.sort(rng.choice(n, size=2 * n // 3, replace=False)).astype(np.int32)
+    w = rng.integers(1, 4, size=rows.size).astype(np.float64)
+    # Slot 0 holds most rows (the rank table), slots 1-4 a few each, slot 5 none.
+    slot = np.where(rng.random(rows.size) < 0.7, 0, rng.integers(-1, 5, rows.size))
+    slot = slot.astype(np.int32)
+    pair_off = np.array([0, 3, 5, 7, 9, 11, 12], dtype=np.int64)
+    pair_feat = rng.integers(0, d, pair_off[-1]).astype(np.int32)
+    return rng, X, rows, w, slot, pair_off, pair_feat
+
+
+def _candidates(rng, X, pair_feat):
+    lists = []
+    for p, f in enumerate(pair_feat):
+        x = X[np.isfinite(X[:, f]), f]
+        size = [31, 700, 5, 0][p % 4]  # 700 > COUNT_MAX: the binary search
+        c = np.unique(rng.choice(x, size=size)) if size else np.empty(0)
+        if p % 5 == 1:
+            c = np.append(c, np.float64(np.finfo(np.float64).max))  # "known | missing"
+        lists.append(c)
+    cand_off = np.zeros(pair_feat.size + 1, dtype=np.int64)
+    np.cumsum([c.size for c in lists], out=cand_off[1:])
+    return np.concatenate(lists), cand_off
+
+
+@pytest.mark.parametrize("missing", [False, True])
+@pytest.mark.parametrize("discrete", [False, True])
+@pytest.mark.parametrize("n_classes", [0, 3])
+@pytest.mark.parametrize("n_fine", [16, N_FINE_BINS])
+def test_left_stats_ranked_twins(missing, discrete, n_classes, n_fine):
+    rng, X, rows, w, slot, pair_off, pair_feat = _problem(n_classes + 2 * n_fine, discrete, missing)
+    y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else rng.normal(size=3000)
+    cand, cand_off = _candidates(rng, X, pair_feat)
+    codes, fmin, fmax = fine_codes(X, n_fine)
+    ranks = K.ranks_for(X.T, codes, n_fine)
+    # fine_codes registered the same rank codes as value_ranks makes.
+    for got, want in zip(ranks, K.value_ranks(X, codes, n_fine), strict=True):
+        np.testing.assert_array_equal(got, want)
+    s = n_stats("classification" if n_classes else "regression", n_classes)
+    Xt = X.T.copy()
+    common = (rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand)
+    n_slots = pair_off.size - 1
+    out = {name: np.full((cand.size, s), np.nan) for name in ("kernel", "twin", "values")}
+    K.left_stats_ranked(Xt, fmin, fmax, *ranks, *common, 0, n_slots, out["kernel"])
+    K.left_stats_ranked_numpy(Xt, fmin, fmax, *ranks, *common, 0, n_slots, out["twin"])
+    K.left_stats_numpy(Xt, codes, fmin, fmax, *common, 0, n_slots, out["values"])
+    np.testing.assert_array_equal(out["kernel"], out["twin"])
+    np.testing.assert_array_equal(out["kernel"], out["values"])
+    # A block of slots (given the rows of its slots only, as a client's block of trees)
+    # writes its candidates only, from row 0 of its output.
+    lo, hi = cand_off[pair_off[1]], cand_off[pair_off[4]]
+    part = np.full((hi - lo, s), np.nan)
+    block = (slot >= 1) & (slot < 4)
+    K.left_stats(Xt, codes, fmin, fmax, rows[block], w[block], slot[block], *common[3:], 1, 4, part)
+    np.testing.assert_array_equal(part, out["values"][lo:hi])
+
+
+def test_rank_codes_follow_the_fine_codes_they_were_made_with():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 2))
+    codes, _, _ = fine_codes(X, 8)
+    other = codes.copy()  # the same codes in another array: ranks made from Xt on demand
+    a, b = K.ranks_for(X.T, codes, 8), K.ranks_for(X.T, other, 8)
+    assert a is not b
+    for u, v in zip(a, b, strict=True):
+        np.testing.assert_array_equal(u, v)
+    assert K.ranks_for(X.T, other, 8) is b  # and kept with them
+    key = id(other)
+    del other
+    assert key not in K._RANKS
