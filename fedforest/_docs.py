@@ -156,7 +156,10 @@ n_features_in_, feature_names_in_
 _REGRESSION = {
     "title": "Federated random forest regressor (the FedForest method).",
     "statistics": "statistics ``(rows, weight, sum w*y, sum w*y^2)``.",
-    "criterion": 'criterion : {"squared_error"}, default="squared_error"',
+    "criterion": (
+        'criterion : {"squared_error", "friedman_mse"}, default="squared_error"\n'
+        '    "friedman_mse" is deprecated and maps to "squared_error" (as in scikit-learn 1.9).'
+    ),
     "max_features": 'max_features : int, float, {"sqrt", "log2"} or None, default=1/3',
     "oob": "Out-of-bag R^2 computed on the clients (one extra round).",
     "tree_class": "DecisionTreeRegressor",
