@@ -90,3 +90,46 @@ def test_rank_codes_follow_the_fine_codes_they_were_made_with():
     key = id(other)
     del other
     assert key not in K._RANKS
+
+
+@pytest.mark.parametrize("whole", [True, False])
+@pytest.mark.parametrize("missing", [False, True])
+@pytest.mark.parametrize("n_classes", [0, 2])
+def test_sketch_pairs_ranked_twins(whole, missing, n_classes):
+    """Sketches and local best thresholds of nodes of 10 to 2,000 rows, some of them narrow
+    (their values in few fine bins: the exact quantiles, by rank histogram when the
+    weights are whole, else by sorting), against the twin that sorts every node."""
+    from fedforest.federated.client_sketch import sketch_pairs_ranked, sketch_pairs_ranked_numpy
+
+    rng = np.random.default_rng(5 + n_classes + 2 * missing + 4 * whole)
+    n, d = 4000, 3
+    X = rng.normal(size=(n, d))
+    X[:, 1] = np.round(X[:, 1] * 8) / 8  # few distinct values
+    if missing:
+        X[rng.random(X.shape) < 0.1] = np.inf
+    rows = np.arange(n, dtype=np.int32)
+    w = rng.integers(1, 4, n).astype(np.float64)
+    if not whole:
+        w *= rng.uniform(0.5, 2.0, n)
+    # Slots: 0 wide (2,000 rows), 1 narrow in feature 0, 2-9 small, some rows out.
+    slot = np.full(n, -1, dtype=np.int32)
+    slot[:2000] = 0
+    narrow = np.flatnonzero((X[:, 0] > 0.1) & (X[:, 0] < 0.3))
+    slot[narrow[narrow >= 2000]] = 1
+    small = np.flatnonzero(slot < 0)[:600]
+    slot[small] = 2 + rng.integers(0, 8, small.size)
+    pair_off = np.arange(11, dtype=np.int64) * d
+    pair_feat = np.tile(np.arange(d, dtype=np.int32), 10)
+    y = rng.integers(0, n_classes, n).astype(float) if n_classes else rng.normal(size=n)
+    codes, _, fmax = fine_codes(X, N_FINE_BINS)
+    ranks_t, uniq, uniq_off, _ = K.ranks_for(X.T, codes, N_FINE_BINS)
+    Xt = X.T.copy()
+    out = [np.full((pair_feat.size, 16), -1.0) for _ in range(2)]
+    local = [np.full(pair_feat.size, -1.0) for _ in range(2)]
+    head = (Xt, codes, fmax, ranks_t, uniq, uniq_off, y, n_classes, 0, 5)
+    tail = (rows, w, slot, pair_off, pair_feat, 0, 10)
+    sketch_pairs_ranked(*head, *tail, out[0], local[0])
+    sketch_pairs_ranked_numpy(*head, *tail, out[1], local[1])
+    np.testing.assert_array_equal(out[0], out[1])
+    if not missing:  # the twin's local thresholds do not model missing values
+        np.testing.assert_array_equal(local[0], local[1])

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import CODE_DTYPE, N_FINE_BINS
-from .client_kernels import SMALL_SKETCH, group_rows, register_ranks
+from .client_kernels import SMALL_SKETCH, group_rows, ranks_for, register_ranks
 
 __all__ = [
     "fine_codes",
@@ -25,6 +25,8 @@ __all__ = [
     "node_sketches",
     "node_sketches_numpy",
     "sketch_pairs",
+    "sketch_pairs_ranked",
+    "sketch_pairs_ranked_numpy",
 ]
 
 
@@ -95,8 +97,19 @@ def fine_codes(
     return codes_t, fine_min, fine_max
 
 
-@numba.njit(nogil=True, cache=True)
-def node_sketches(Xt, codes_t, fine_max, rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out):  # noqa: E501
+def node_sketches(
+    Xt: NDArray[np.float64],
+    codes_t: NDArray[np.uint8],
+    fine_max: NDArray[np.float64],
+    rows: NDArray[np.int32],
+    w: NDArray[np.float64],
+    slot: NDArray[np.int32],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    slot_lo: int,
+    slot_hi: int,
+    out: NDArray[np.float64],
+) -> None:
     """Weighted quantile sketches of every (node, feature) pair of slots ``slot_lo..slot_hi``.
 
     Row ``q`` of ``out`` holds, for pair ``pair_off[slot_lo] + q``, the smallest node value
@@ -128,6 +141,125 @@ EXACT_SKETCH = 4096
 
 
 @numba.njit(nogil=True, cache=True)
+def _exact_any(
+    Xt, codes_t, ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w, cnt, vals, wts
+):
+    """:func:`_exact_sketch` with the same numbers, without a comparison sort if it can.
+
+    With whole weights every partial sum is exact and the order of equal values does not
+    matter: a histogram of the value ranks (dense nodes), else the rows bucketed by fine
+    code (a counting sort) and put in order within their buckets.
+    """
+    whole = True
+    for k in range(c):
+        whole &= ww[k] == np.floor(ww[k])
+    if whole and _exact_ranked(ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w):
+        return
+    if not (whole and _exact_bucketed(Xt, codes_t, f, ii, ww, c, total, out, q, cnt, vals, wts)):
+        _exact_sketch(Xt, f, ii, ww, c, total, out, q)
+
+
+@numba.njit(nogil=True, cache=True)
+def _exact_bucketed(Xt, codes_t, f, ii, ww, c, total, out, q, cnt, vals, wts):
+    """:func:`_exact_sketch` for whole weights, sorting by fine code first.
+
+    The rows are put in order by a counting sort on their fine codes (which ascend with
+    the values), then an insertion sort within the buckets. False (nothing written) for a
+    node above ``BUCKET_ROWS`` rows or with a bucket above ``BUCKET_MAX`` (the insertion
+    sort is quadratic in a bucket).
+    """
+    if c > BUCKET_ROWS:
+        return False
+    codes_f = codes_t[f]
+    for j in range(cnt.shape[0]):
+        cnt[j] = 0
+    for k in range(c):
+        cnt[codes_f[ii[k]] + 1] += 1
+    biggest = 0
+    for j in range(1, cnt.shape[0]):
+        biggest = max(biggest, cnt[j])
+        cnt[j] += cnt[j - 1]
+    if biggest > BUCKET_MAX:
+        return False
+    for k in range(c):
+        cd = codes_f[ii[k]]
+        pos = cnt[cd]
+        vals[pos] = Xt[f, ii[k]]
+        wts[pos] = ww[k]
+        cnt[cd] = pos + 1
+    for k in range(1, c):  # out of order only within a bucket: a few moves each
+        v, wk, j = vals[k], wts[k], k
+        while j > 0 and vals[j - 1] > v:
+            vals[j], wts[j] = vals[j - 1], wts[j - 1]
+            j -= 1
+        vals[j], wts[j] = v, wk
+    n_bins = out.shape[1]
+    level = 0
+    cum = 0.0
+    for k in range(c):
+        cum += wts[k]
+        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+            out[q, level] = vals[k]
+            level += 1
+    for lv in range(level, n_bins):
+        out[q, lv] = vals[c - 1]
+    return True
+
+
+#: Nodes of at most this many rows, none of whose fine bins holds more than
+#: ``BUCKET_MAX`` of them, sort their values by fine code (see ``_exact_bucketed``).
+BUCKET_ROWS = 512
+BUCKET_MAX = 64
+
+
+@numba.njit(nogil=True, cache=True)
+def _exact_ranked(ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w):
+    """:func:`_exact_sketch` off a histogram of the node's value ranks; False if too sparse.
+
+    With whole weights every partial sum is exact, so the weight of a distinct value added
+    at once crosses the same levels, at the same value, as its rows one by one in sorted
+    order. Missing values (+inf, rank ``n_u``) come last, as in the sort.
+    """
+    u0 = uniq_off[f]
+    n_u = uniq_off[f + 1] - u0
+    ranks_f = ranks_t[f]
+    r_lo, r_hi = n_u, -1
+    for k in range(c):
+        r = np.int64(ranks_f[ii[k]])
+        if r < n_u:
+            r_lo = min(r_lo, r)
+            r_hi = max(r_hi, r)
+    if r_hi < 0:
+        return False
+    span = r_hi - r_lo + 1
+    if span > RANK_SPAN_ROWS * c + RANK_SPAN_MIN:
+        return False
+    for i in range(span + 1):
+        rank_w[i] = 0.0
+    missing = False
+    for k in range(c):
+        r = np.int64(ranks_f[ii[k]])
+        missing |= r == n_u
+        rank_w[min(r - r_lo, span)] += ww[k]  # slot ``span``: the missing values
+    n_bins = out.shape[1]
+    level = 0
+    cum = 0.0
+    for i in range(span + 1):
+        wi = rank_w[i]
+        if wi <= 0.0:
+            continue
+        cum += wi
+        v = uniq[u0 + r_lo + i] if i < span else np.inf
+        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+            out[q, level] = v
+            level += 1
+    top = np.inf if missing else uniq[u0 + r_hi]
+    for lv in range(level, n_bins):
+        out[q, lv] = top
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
 def _exact_sketch(Xt, f, ii, ww, c, total, out, q):
     """Exact weighted quantiles of one node's values into ``out[q]`` (levels ``b / B``)."""
     vals = np.empty(c)
@@ -146,16 +278,55 @@ def _exact_sketch(Xt, f, ii, ww, c, total, out, q):
         out[q, lv] = vals[order[c - 1]]
 
 
-@numba.njit(nogil=True, cache=True)
 def sketch_pairs(
-    Xt, codes_t, fine_max, y, n_classes, criterion, min_rows,
-    rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out,
-):  # fmt: skip
+    Xt: NDArray[np.float64],
+    codes_t: NDArray[np.uint8],
+    fine_max: NDArray[np.float64],
+    y: NDArray[np.float64],
+    n_classes: int,
+    criterion: int,
+    min_rows: int,
+    rows: NDArray[np.int32],
+    w: NDArray[np.float64],
+    slot: NDArray[np.int32],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    slot_lo: int,
+    slot_hi: int,
+    out: NDArray[np.float64],
+    local_out: NDArray[np.float64],
+) -> None:
     """:func:`node_sketches` and :func:`local_best_thresholds` in one pass over the rows.
 
     Either output may be empty (``out`` with 0 columns, ``local_out`` of length 0): that
     part is skipped. Both read the same sorted values (nodes of at most ``SMALL_SKETCH``
-    rows) or the same fine-code histogram (larger nodes).
+    rows) or the same fine-code histogram (larger nodes). The kernel is
+    :func:`sketch_pairs_ranked`, on the rank codes registered with ``codes_t``.
+    """
+    ranks_t, uniq, uniq_off, _ = ranks_for(Xt, codes_t, fine_max.shape[1])
+    sketch_pairs_ranked(
+        Xt, codes_t, fine_max, ranks_t, uniq, uniq_off, y, n_classes, criterion, min_rows,
+        rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out,
+    )  # fmt: skip
+
+
+#: The exact quantiles of a node (fewer than ``2 B`` fine bins used) are read off a
+#: histogram over the ranks of its values when every weight is whole and the ranks span at
+#: most ``RANK_SPAN_ROWS`` entries per row (plus ``RANK_SPAN_MIN``); else off its sorted values.
+RANK_SPAN_ROWS = 8
+RANK_SPAN_MIN = 256
+
+
+@numba.njit(nogil=True, cache=True)
+def sketch_pairs_ranked(
+    Xt, codes_t, fine_max, ranks_t, uniq, uniq_off, y, n_classes, criterion, min_rows,
+    rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out,
+):  # fmt: skip
+    """:func:`sketch_pairs` with the rank codes of :func:`~.client_kernels.value_ranks`.
+
+    Nodes whose values fall in few fine bins read their exact quantiles off a histogram of
+    their value ranks (no sort) where the sums stay exact (whole weights) and the ranks
+    are dense enough: the numbers a sort gives.
     """
     order = np.empty(rows.shape[0], dtype=np.int64)
     start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
@@ -178,6 +349,13 @@ def sketch_pairs(
     g_w = np.zeros(n_g_max)
     g_s = np.zeros((n_g_max, n_cols))
     scratch = np.empty((3, n_cols))
+    max_nu = 0
+    for f in range(uniq_off.shape[0] - 1):
+        max_nu = max(max_nu, uniq_off[f + 1] - uniq_off[f])
+    rank_w = np.empty(max_nu + 2)
+    cnt = np.empty(n_fine + 1, dtype=np.int64)
+    vals_b = np.empty(BUCKET_ROWS)
+    wts_b = np.empty(BUCKET_ROWS)
     p_lo = pair_off[slot_lo]
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
@@ -232,7 +410,9 @@ def sketch_pairs(
                 last = vals[n_known - 1]
             elif want_local:
                 # One zeroed block per node and feature: weight, rows, then the task sums.
-                gh[:, :] = 0.0
+                for j in range(n_fine):  # loops: a slice assignment costs about 1 us
+                    for col in range(2 + n_cols):
+                        gh[j, col] = 0.0
                 for k in range(c):
                     cd = codes_t[f, ii[k]]
                     gh[cd, 0] += ww[k]
@@ -263,7 +443,10 @@ def sketch_pairs(
                         g_s[n_g, col] = gh[j, 2 + col]
                     n_g += 1
                 if n_g < 2 * n_bins and c <= EXACT_SKETCH and n_bins > 0:
-                    _exact_sketch(Xt, f, ii, ww, c, tot, out, q)
+                    _exact_any(
+                        Xt, codes_t, ranks_t, uniq, uniq_off, f, ii, ww, c, tot, out, q,
+                        rank_w, cnt, vals_b, wts_b,
+                    )  # fmt: skip
                     level = n_bins
             else:
                 for j in range(n_fine):
@@ -292,7 +475,10 @@ def sketch_pairs(
                 if n_used < 2 * n_bins and c <= EXACT_SKETCH:
                     # The node's values sit in few of the client's fine bins: the bins would
                     # blur its quantiles, so read them off its sorted values instead.
-                    _exact_sketch(Xt, f, ii, ww, c, tot, out, q)
+                    _exact_any(
+                        Xt, codes_t, ranks_t, uniq, uniq_off, f, ii, ww, c, tot, out, q,
+                        rank_w, cnt, vals_b, wts_b,
+                    )  # fmt: skip
                     level = n_bins
             for lv in range(level, n_bins):
                 out[q, lv] = last
@@ -362,11 +548,23 @@ def _split_score(sl, wl, sr, wr, n_cols, criterion):
     return score
 
 
-@numba.njit(nogil=True, cache=True)
 def local_best_thresholds(
-    Xt, codes_t, fine_max, y, n_classes, criterion, min_rows,
-    rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out,
-):  # fmt: skip
+    Xt: NDArray[np.float64],
+    codes_t: NDArray[np.uint8],
+    fine_max: NDArray[np.float64],
+    y: NDArray[np.float64],
+    n_classes: int,
+    criterion: int,
+    min_rows: int,
+    rows: NDArray[np.int32],
+    w: NDArray[np.float64],
+    slot: NDArray[np.int32],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    slot_lo: int,
+    slot_hi: int,
+    out: NDArray[np.float64],
+) -> None:
     """Each (node, feature) pair's best threshold on this client's own in-bag rows.
 
     The threshold is the node value ``v`` whose split ``x <= v`` maximises the local
@@ -499,3 +697,35 @@ def local_best_thresholds_numpy(
             if ok.any():
                 score = np.where(ok, score, -np.inf)
                 out[q] = vals[int(np.argmax(score))]
+
+
+def sketch_pairs_ranked_numpy(
+    Xt: NDArray[np.float64],
+    codes_t: NDArray[np.uint8],
+    fine_max: NDArray[np.float64],
+    ranks_t: NDArray[np.int32],
+    uniq: NDArray[np.float64],
+    uniq_off: NDArray[np.int64],
+    y: NDArray[np.float64],
+    n_classes: int,
+    criterion: int,
+    min_rows: int,
+    rows: NDArray[np.int32],
+    w: NDArray[np.float64],
+    slot: NDArray[np.int32],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    slot_lo: int,
+    slot_hi: int,
+    out: NDArray[np.float64],
+    local_out: NDArray[np.float64],
+) -> None:
+    """NumPy twin of :func:`sketch_pairs_ranked` (sorts; the rank codes are not read)."""
+    block = (pair_off, pair_feat, slot_lo, slot_hi)
+    if out.shape[1] > 0:
+        node_sketches_numpy(Xt, codes_t, fine_max, rows, w, slot, *block, out)
+    if local_out.shape[0] > 0:
+        local_best_thresholds_numpy(
+            Xt, codes_t, fine_max, y, n_classes, criterion, min_rows, rows, w, slot, *block,
+            local_out,
+        )  # fmt: skip
