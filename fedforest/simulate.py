@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from sklearn.ensemble import RandomForestRegressor
 from tqdm import tqdm
 
+from fedforest._progress import ProgressBar
 from fedforest.datasets import FederatedSplit, make_paper_synthetic
 from fedforest.federated.privacy.rules import default_min_rows
 from fedforest.forest import FedForestRegressor
@@ -140,47 +141,6 @@ def run_simulation(
                 predictions[name] = y_pred
             bar.update()
     return SimulateResult(config, tuple(methods), data.y_test, predictions, compile_seconds)
-
-
-class ProgressBar(tqdm):
-    r"""A tqdm bar that, on a stream that is not a terminal, writes one line: its last.
-
-    In a terminal every redraw overwrites the previous one (``\r``). In a log file, a
-    pipe or a captured stream each redraw stays a line of its own, and the final state
-    came out twice: at the last step and again when the bar closes. There the bar writes
-    nothing until it closes, then its final line once. Use it as ``tqdm`` (same
-    arguments).
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._quiet = not _is_terminal(kwargs.get("file") or sys.stderr)
-        self._closing = False
-        super().__init__(*args, **kwargs)
-
-    def display(self, msg: str | None = None, pos: int | None = None) -> bool:
-        """Draw the bar (not before it closes when the stream is not a terminal)."""
-        if self._quiet and not self._closing:
-            return True
-        return bool(super().display(msg, pos))
-
-    def clear(self, nolock: bool = False) -> None:
-        """Erase the bar (nothing to erase before it closes off a terminal)."""
-        if self._quiet and not self._closing:
-            return
-        super().clear(nolock)
-
-    def close(self) -> None:
-        """Draw the final state (once) and release the bar."""
-        self._closing = True
-        super().close()
-
-
-def _is_terminal(stream: Any) -> bool:
-    """Whether ``stream`` is an interactive terminal (redraws overwrite each other)."""
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
-        return False
 
 
 #: Announced when the warm-up compiles (a fresh numba cache: the first run after install).

@@ -159,7 +159,7 @@ def test_simulate_progress_bar_prints_its_last_line_once(tmp_path, capsys) -> No
 def test_progress_bar_redraws_in_a_terminal_and_once_elsewhere() -> None:
     import io
 
-    from fedforest.simulate import ProgressBar
+    from fedforest._progress import ProgressBar
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -172,6 +172,26 @@ def test_progress_bar_redraws_in_a_terminal_and_once_elsewhere() -> None:
         text = stream.getvalue()
         assert text.count("x:") == draws, text
         assert "2/2" in text.rsplit("x:", 1)[1]  # the last line drawn is the final state
+
+
+def test_the_grower_and_the_swarm_draw_their_bars_once_off_a_terminal(capsys) -> None:
+    # The "prints twice" of issue 16: the swarm's and the grower's bars use ProgressBar.
+    import fedforest as ff
+    from fedforest._progress import ProgressBar, progress_bar
+
+    assert isinstance(progress_bar(total=1, disable=True), ProgressBar)  # not a notebook
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    ff.FedForestRegressor(n_estimators=2, max_depth=2, privacy="none", verbose=1).fit(X, X[:, 0])
+    err = capsys.readouterr().err
+    assert err.count("levels:") == 1, err
+    import inspect
+
+    from fedforest.experiments import _runner, swarm
+
+    for module in (swarm, _runner):
+        assert "progress_bar(" in inspect.getsource(module) and "tqdm(" not in inspect.getsource(
+            module
+        )
 
 
 def _weighted_sites(tmp_path, n_sites: int = 2) -> list:

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
-from tqdm.auto import tqdm
 
+from .._progress import progress_bar
 from ._methods import METHOD_ORDER
 
 #: run(setting, rep, seed, n_jobs) -> one record (dict) per method.
@@ -104,7 +104,7 @@ def _collect(
     exp: Experiment, reps: int, seed: int, n_jobs: int | None, progress: bool
 ) -> list[dict[str, Any]]:
     tasks = [(s, r) for r in range(reps) for s in exp.settings]
-    bar = tqdm(total=len(tasks), desc=exp.name, file=sys.stderr, disable=not progress)
+    bar = progress_bar(total=len(tasks), desc=exp.name, file=sys.stderr, disable=not progress)
     records: list[dict[str, Any]] = []
     with bar:
         if n_jobs is None or n_jobs == 1:

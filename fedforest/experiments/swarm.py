@@ -204,7 +204,8 @@ def run_scenario(
 def run_swarm(config: SwarmConfig, progress: bool = True) -> pd.DataFrame:
     """Every (dataset, peers, jaccard, repetition) scenario, in ``n_jobs`` processes."""
     from joblib import Parallel, delayed
-    from tqdm.auto import tqdm
+
+    from .._progress import progress_bar
 
     tasks = list(product(config.datasets, config.peers, config.jaccards, range(config.reps)))
     jobs = (delayed(run_scenario)(d, n, j, r, config) for d, n, j, r in tasks)
@@ -213,7 +214,8 @@ def run_swarm(config: SwarmConfig, progress: bool = True) -> pd.DataFrame:
     else:
         results = Parallel(n_jobs=config.n_jobs, return_as="generator_unordered")(jobs)
     rows: list[dict[str, Any]] = []
-    for chunk in tqdm(results, total=len(tasks), desc="swarm scenarios", disable=not progress):
+    bar = progress_bar(results, total=len(tasks), desc="swarm scenarios", disable=not progress)
+    for chunk in bar:
         rows.extend(chunk)
     order = {s: i for i, s in enumerate(config.strategies)}
     frame = pd.DataFrame(rows)

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from tqdm.auto import tqdm
 
 from ..._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, count_columns, n_stats
+from ..._progress import progress_bar
 from ...tree.arrays import Tree, empty_split_fields, pack_forest, pack_sets
 from ..criteria import impurity, leaf_value
 from ..failure import DropFailedClients
@@ -649,7 +649,9 @@ def grow_forest(
     builders = [_TreeBuilder() for _ in range(start, cfg.n_estimators)]
     batch = cfg.tree_batch_size or len(builders) or 1
     n_levels = (cfg.max_depth or 0) * -(-len(builders) // batch)
-    with tqdm(total=n_levels or None, desc="levels", unit="level", disable=cfg.verbose <= 0) as bar:
+    with progress_bar(
+        total=n_levels or None, desc="levels", unit="level", disable=cfg.verbose <= 0
+    ) as bar:
         for first in range(start, cfg.n_estimators, batch):
             # Trees of a batch grow together; batches one after another bound the clients'
             # per-row state. Seeds use global tree indices: the forest is the same.
