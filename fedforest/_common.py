@@ -22,17 +22,21 @@ TREE_LEAF = -1
 TREE_UNDEFINED = -2
 
 #: Column layout of the additive statistics ``s``: distinct in-bag rows, bootstrap weight,
-#: then the task part, (sum w*y, sum w*y^2) for regression or the weighted count of each
-#: class for classification. The row count carries scikit-learn's ``min_samples_leaf``
-#: semantics (it counts distinct rows, not bootstrap weight).
+#: then the task part, (sum w*y, sum w*y^2) for regression (one pair per output with
+#: multi-output y) or the weighted count of each class for classification. The row count
+#: carries scikit-learn's ``min_samples_leaf`` semantics (it counts distinct rows, not
+#: bootstrap weight).
 STAT_ROWS = 0
 STAT_WEIGHT = 1
 STAT_TASK = 2
 
 
-def n_stats(task: str, n_classes: int) -> int:
-    """Number of columns of the additive statistics for a task."""
-    return STAT_TASK + (2 if task == "regression" else n_classes)
+def n_stats(task: str, n_classes: int, n_outputs: int = 1) -> int:
+    """Number of columns of the additive statistics for a task.
+
+    Regression has one (sum w*y, sum w*y^2) pair per output: ``STAT_TASK + 2 * n_outputs``.
+    """
+    return STAT_TASK + (2 * n_outputs if task == "regression" else n_classes)
 
 
 def count_columns(n_classes: int, weighted: bool = False) -> int:

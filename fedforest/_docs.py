@@ -155,7 +155,10 @@ n_features_in_, feature_names_in_
 
 _REGRESSION = {
     "title": "Federated random forest regressor (the FedForest method).",
-    "statistics": "statistics ``(rows, weight, sum w*y, sum w*y^2)``.",
+    "statistics": (
+        "statistics ``(rows, weight, sum w*y, sum w*y^2)`` (the last two per output for\n"
+        'multi-output y, under ``privacy="none"``).'
+    ),
     "criterion": (
         'criterion : {"squared_error", "friedman_mse"}, default="squared_error"\n'
         '    "friedman_mse" is deprecated and maps to "squared_error" (as in scikit-learn 1.9).'

@@ -190,3 +190,34 @@ def check_bootstrap(bootstrap: bool, oob_score: bool, max_samples: Any) -> None:
             "Out of bag estimation only available if bootstrap=True; got oob_score=True "
             "with bootstrap=False. Set bootstrap=True or oob_score=False."
         )
+
+
+#: :func:`warm_prior` under warm_start when n_estimators did not grow: nothing to fit.
+NOTHING_TO_ADD: dict[str, Any] = {}
+
+
+def warm_prior(est: Any) -> dict[str, Any] | None:
+    """Under ``warm_start``, the fitted state new trees join (None: grow from scratch).
+
+    :data:`NOTHING_TO_ADD` (with scikit-learn's warning) when ``n_estimators`` did not grow.
+    """
+    if not est.warm_start or "trees_" not in vars(est):
+        return None
+    n_old = len(est.trees_)
+    if est.n_estimators < n_old:
+        raise ValueError(
+            f"n_estimators={est.n_estimators} must be larger or equal to "
+            f"len(estimators_)={n_old} when warm_start==True"
+        )
+    if est.privacy == "dp" or "_tree_importances" not in vars(est):
+        why = (
+            "each fit spends its own budget under privacy='dp'"
+            if est.privacy == "dp"
+            else "a loaded model file keeps no seed or per-tree importances"
+        )
+        raise ValueError(f"warm_start cannot add trees here: {why}; fit with warm_start=False.")
+    if est.n_estimators == n_old:
+        msg = "Warm-start fitting without increasing n_estimators does not fit new trees."
+        warn_caller(msg, UserWarning)
+        return NOTHING_TO_ADD
+    return dict(est.__dict__)  # the fitted state the new trees join (and a failure restores)

@@ -82,6 +82,7 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
         "n_features_in": int(model.n_features_in_),
         "feature_names_in": None if names is None else [str(n) for n in names],
         "classes": None if classes is None else np.asarray(classes).tolist(),
+        "n_outputs": int(getattr(model, "n_outputs_", 1)),
         "n_clients": int(getattr(model, "n_clients_", 0)),
         "clients": [str(c) for c in getattr(model, "clients_", [])],
         "categories": {str(j): list(v) for j, v in getattr(model, "categories_", {}).items()},
@@ -162,6 +163,13 @@ def _build(
     _check_client_codes(trees, d, len(clients))
     categories = _categories(header.get("categories", {}), d, trees)
     classes = _classes(header["classes"], kind == "FedForestClassifier", trees)
+    n_outputs = header.get("n_outputs", 1)  # files from before multi-output: one
+    n_values = trees[0].value.shape[1]
+    if classes is None and n_outputs != n_values:
+        raise ValueError(
+            f"a regressor with n_outputs {n_outputs!r} has {n_values} values per node (one per "
+            "output)"
+        )
     if not isinstance(header["communication"], dict):
         raise ValueError("communication is not a dict of round records")
     ledger = CommunicationLedger.from_dict(header["communication"])
@@ -287,8 +295,8 @@ def _classes(classes: Any, is_classifier: bool, trees: list[Tree]) -> NDArray[An
     if any(t.value.shape[1] != n_values for t in trees):
         raise ValueError("trees disagree on the number of outputs")
     if not is_classifier:
-        if classes is not None or n_values != 1:
-            raise ValueError("a regressor has no class list and one value per node")
+        if classes is not None:  # one value per output and node (multi-output: several)
+            raise ValueError("a regressor has no class list")
         return None
     if not isinstance(classes, list) or len(classes) != n_values:
         raise ValueError(f"a classifier needs a list of {n_values} class labels, one per value")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -27,6 +26,7 @@ from sklearn.utils.validation import (
 
 from ._docs import estimator_doc
 from ._inputs import (
+    NOTHING_TO_ADD,
     check_bootstrap,
     check_federable,
     check_numeric_columns,
@@ -35,6 +35,7 @@ from ._inputs import (
     criterion_name,
     n_columns,
     take_rows,
+    warm_prior,
     with_codes,
 )
 from ._io import load_model, save_model
@@ -55,9 +56,6 @@ __all__ = ["FedForestRegressor", "FedForestClassifier", "load"]
 
 _ROW_CHUNK = 65536
 
-
-#: ``_warm_prior`` under warm_start when n_estimators did not grow: nothing to fit.
-_NOTHING_TO_ADD: dict[str, Any] = {}
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
@@ -219,8 +217,9 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
             Numeric features (no infinity); NaN is a missing value, as in scikit-learn.
-        y : array-like of shape (n_samples,)
-            Targets: numbers (regressor) or class labels (classifier).
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Targets: numbers (regressor; several columns are multi-output regression,
+            under ``privacy="none"``) or class labels (classifier).
         client_ids : array-like of shape (n_samples,), default=None
             One client label per row; None puts every row in one client.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -248,8 +247,8 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             from .transport.dask import _estimators  # Dask is imported for Dask input only
 
             return _estimators.fit(self, X, y, client_ids)
-        warm = self._warm_prior()
-        if warm is _NOTHING_TO_ADD:
+        warm = warm_prior(self)
+        if warm is NOTHING_TO_ADD:
             return self
         self._clear_fitted()
         try:
@@ -315,8 +314,8 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
-        warm = self._warm_prior()
-        if warm is _NOTHING_TO_ADD:
+        warm = warm_prior(self)
+        if warm is NOTHING_TO_ADD:
             return self
         self._clear_fitted()
         try:
@@ -344,29 +343,6 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             self._clear_fitted()
             raise
         return self
-
-    def _warm_prior(self) -> dict[str, Any] | None:
-        """Under ``warm_start``, the fitted forest new trees join (None: grow from scratch)."""
-        if not self.warm_start or "trees_" not in vars(self):
-            return None
-        n_old = len(self.trees_)
-        if self.n_estimators < n_old:
-            raise ValueError(
-                f"n_estimators={self.n_estimators} must be larger or equal to "
-                f"len(estimators_)={n_old} when warm_start==True"
-            )
-        if self.privacy == "dp" or "_tree_importances" not in vars(self):
-            why = (
-                "each fit spends its own budget under privacy='dp'"
-                if self.privacy == "dp"
-                else "a loaded model file keeps no seed or per-tree importances"
-            )
-            raise ValueError(f"warm_start cannot add trees here: {why}; fit with warm_start=False.")
-        if self.n_estimators == n_old:
-            msg = "Warm-start fitting without increasing n_estimators does not fit new trees."
-            warnings.warn(msg, UserWarning, stacklevel=3)
-            return _NOTHING_TO_ADD
-        return dict(self.__dict__)  # the fitted state the new trees join (and a failure restores)
 
     def _restore(self, warm: dict[str, Any] | None) -> None:
         """After a failed fit: nothing half-trained; a warm start keeps the forest it had."""
@@ -460,8 +436,14 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         return None
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
-        """Targets as the clients receive them, and the class labels they encode (or None)."""
-        return column_or_1d(y, warn=True).astype(np.float64), None
+        """Targets as the clients receive them, and the class labels they encode (or None).
+
+        A regressor's y of several columns is multi-output; one column warns (scikit-learn's
+        DataConversionWarning) and is 1-D.
+        """
+        y = np.asarray(y, dtype=np.float64)
+        multi = y.ndim == 2 and y.shape[1] > 1
+        return (y if multi else column_or_1d(y, warn=True).astype(np.float64)), None
 
     def _store(
         self,
@@ -522,7 +504,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self._set_oob_prediction(pred)
 
     def _set_oob_prediction(self, pred: NDArray[np.float64]) -> None:
-        self.oob_prediction_ = pred[:, 0]
+        self.oob_prediction_ = pred[:, 0] if pred.shape[1] == 1 else pred
 
     def _oob_metric(self, y: NDArray[Any]) -> None:
         """A callable ``oob_score``: ``metric(y_true, y_pred)`` on the rows out of some bag.
@@ -534,7 +516,8 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             return
         proba = getattr(self, "oob_decision_function_", None)
         if proba is None:
-            pred, ok = self.oob_prediction_, ~np.isnan(self.oob_prediction_)
+            pred = self.oob_prediction_
+            ok = ~np.isnan(pred).reshape(len(pred), -1).any(axis=1)
         else:
             ok = ~np.isnan(proba).any(axis=1)
             pred = np.argmax(np.nan_to_num(proba), axis=1)
@@ -624,6 +607,7 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = self.privacy == "none"  # multi-output y: "none" only
         if self.privacy != "none" and tags.regressor_tags is not None:
             # Leaves of at least min_aggregate_rows rows and candidates that far apart: on
             # scikit-learn's 200-row check data the training R^2 is about 0.55, near its 0.5
@@ -633,13 +617,14 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
 
     @_dask_aware
     def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
-        """Mean of the trees' leaf values, shape (n_samples,).
+        """Mean of the trees' leaf values, shape (n_samples,) or (n_samples, n_outputs).
 
         ``client_ids`` only matters if the forest splits on the client index: a row of an
         unknown client, or every row when None, goes down both branches of such a split,
         weighted by the training weight of each side (the marginal-prediction rule).
         """
-        return self._mean_value(X, client_ids)[:, 0]
+        out = self._mean_value(X, client_ids)
+        return out[:, 0] if out.shape[1] == 1 else out
 
 
 class FedForestClassifier(ClassifierMixin, _BaseFedForest):

@@ -72,6 +72,11 @@ def test_set_splits_cannot_convert() -> None:
     assert any((t.feature == X.shape[1]).any() for t in model.trees_)
     with pytest.raises(ValueError, match="client index H"):
         model.to_sklearn()
+    with pytest.raises(ValueError, match="client index H"):
+        model.estimators_  # noqa: B018
+    # Such a forest has no estimators_: dir() (tab completion) and hasattr pass over it.
+    assert not hasattr(model, "estimators_")
+    assert "predict" in dir(model)
 
 
 def test_log_loss_is_entropy_and_log_proba_is_the_log() -> None:

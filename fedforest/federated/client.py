@@ -31,6 +31,7 @@ from . import client_kernels as K
 from .categorical import encode, read_features, sort_categories
 from .client_secure import SecureParty
 from .client_sketch import fine_codes, sketch_pairs
+from .client_targets import by_output, proposal_target, sample_weights, targets
 from .criteria import CRITERION_CODES, weighted_gain
 from .protocol import (
     GRID,
@@ -68,22 +69,11 @@ def bootstrap_counts(
     return np.bincount(rng.integers(0, n, size=size), minlength=n).astype(np.int64)
 
 
-def _sample_weight(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.float64] | None:
-    """The client's validated sample weights, or None (all ones)."""
-    if weight is None:
-        return None
-    try:
-        w = np.asarray(weight, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"Client {name!r}: sample_weight is not numeric ({exc}).") from exc
-    if w.ndim != 1 or w.shape[0] != n:
-        raise ValueError(
-            f"Client {name!r}: sample_weight has shape {w.shape}; expected ({n},), one weight "
-            "per row of X."
-        )
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError(f"Client {name!r}: sample_weight must be finite and non-negative.")
-    return None if np.all(w == 1.0) else w
+def _n_stats(fit: _Fit) -> int:
+    """Columns of the client's statistics for this fit (its task, classes and outputs)."""
+    if fit.n_classes:
+        return n_stats("classification", fit.n_classes)
+    return n_stats("regression", 0, 1 if fit.y.ndim == 1 else fit.y.shape[1])
 
 
 @dataclass
@@ -124,8 +114,9 @@ class Client:
         The client's features. Column names are matched with the other clients': the
         same names in another order are put in the federation's order at the handshake
         (:meth:`align_columns`); other names are an error.
-    y : array-like, shape (n_samples,)
-        Targets (numbers for regression, labels for classification).
+    y : array-like, shape (n_samples,) or (n_samples, n_outputs)
+        Targets (numbers for regression, labels for classification). Regression takes
+        several targets per row as columns (multi-output, under ``privacy="none"``).
     name : str
         Unique client name; seeds the client's bootstrap.
     categorical_features : list of column names or indices, optional
@@ -159,13 +150,8 @@ class Client:
         self.Xt = np.empty((self.X.shape[1] + 1, self.X.shape[0]))
         self.Xt[:-1] = self.X.T
         self.Xt[-1] = -1.0
-        self.y_raw = np.asarray(y)
-        if self.y_raw.ndim != 1 or self.y_raw.shape[0] != self.X.shape[0]:
-            raise ValueError(
-                f"Client {self.name!r}: y has shape {self.y_raw.shape}; expected "
-                f"({self.X.shape[0]},), one target per row of X."
-            )
-        self.sample_weight = _sample_weight(sample_weight, self.X.shape[0], self.name)
+        self.y_raw = targets(y, self.X.shape[0], self.name)
+        self.sample_weight = sample_weights(sample_weight, self.X.shape[0], self.name)
         self._codes: tuple[NDArray[np.uint8], NDArray[np.float64], NDArray[np.float64]] | None = (
             None
         )
@@ -280,7 +266,14 @@ class Client:
         header["categories"] = {
             str(j): sort_categories(v.tolist()) for j, v in self._cat_raw.items()
         }
+        if self.y_raw.ndim == 2:
+            header["n_outputs"] = int(self.y_raw.shape[1])
         if msg.header.get("task") == "classification":
+            if self.y_raw.ndim == 2:
+                raise ValueError(
+                    f"Client {self.name!r}: y has {self.y_raw.shape[1]} columns; multi-output "
+                    "classification is not available (multi-output regression is)."
+                )
             labels, counts = np.unique(self.y_raw, return_counts=True)
             header["labels"] = labels.tolist()
             if msg.header.get("privacy", "none") == "none":  # checked against n_samples
@@ -424,10 +417,12 @@ class Client:
         n_slots = int(fit.slot_tree[-1])
         fit.pair_off = expect_array(msg, "pair_off", "i", (n_slots + 1,), "server")
         fit.pair_feat = expect_array(msg, "pair_feat", "i", (int(fit.pair_off[-1]),), "server")
-        summary = np.zeros(
-            (n_slots, n_stats("classification" if fit.n_classes else "regression", fit.n_classes))
+        summary = np.zeros((n_slots, _n_stats(fit)))
+        by_output(
+            fit.y,
+            summary,
+            lambda y, out: K.node_summaries(fit.rows, fit.w, fit.slot, y, fit.n_classes, out),
         )
-        K.node_summaries(fit.rows, fit.w, fit.slot, fit.y, fit.n_classes, summary)
         fit.summary = summary
         if fit.secure:
             return self._secure_party().round_a(msg, fit, summary)
@@ -494,7 +489,7 @@ class Client:
                 self.Xt,
                 codes,
                 fine_max,
-                fit.y,
+                fit.y if fit.y.ndim == 1 else proposal_target(fit.y),  # local_candidates
                 fit.n_classes,
                 criterion,
                 fit.min_rows,
@@ -578,31 +573,34 @@ class Client:
         if self._codes is None:
             self._codes = fine_codes(self.X, N_FINE_BINS)
         codes, fine_min, fine_max = self._codes
-        s = n_stats("classification" if fit.n_classes else "regression", fit.n_classes)
-        left = np.empty((cand.size, s))
+        left = np.empty((cand.size, _n_stats(fit)))
         pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
 
         def job(a: int, b: int) -> None:
             s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
             r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
             c_lo, c_hi = cand_off[pair_off[s_lo]], cand_off[pair_off[s_hi]]
-            K.left_stats(
-                self.Xt,
-                codes,
-                fine_min,
-                fine_max,
-                fit.rows[r],
-                fit.w[r],
-                fit.slot[r],
+            by_output(
                 fit.y,
-                fit.n_classes,
-                pair_off,
-                pair_feat,
-                cand_off,
-                cand,
-                s_lo,
-                s_hi,
                 left[c_lo:c_hi],
+                lambda y, out: K.left_stats(
+                    self.Xt,
+                    codes,
+                    fine_min,
+                    fine_max,
+                    fit.rows[r],
+                    fit.w[r],
+                    fit.slot[r],
+                    y,
+                    fit.n_classes,
+                    pair_off,
+                    pair_feat,
+                    cand_off,
+                    cand,
+                    s_lo,
+                    s_hi,
+                    out,
+                ),
             )
 
         self._run_blocks(fit, job)
@@ -692,6 +690,11 @@ class Client:
         y = y_all[scored]
         if n_classes:
             sums = [scored.sum(), np.sum(np.argmax(pred[scored], axis=1) == y)]
+        elif y.ndim == 2:  # multi-output ("none"): per output, its three sums
+            p = pred[scored]
+            sums = [scored.sum()]
+            for o in range(y.shape[1]):
+                sums += [np.sum((y[:, o] - p[:, o]) ** 2), y[:, o].sum(), np.sum(y[:, o] ** 2)]
         else:
             p = pred[scored, 0]
             if self._secure is not None and self._fit_secure:
@@ -744,15 +747,18 @@ class Client:
         )
         n_nodes = int(tree_off[1] - tree_off[0])
         idx = leaf[:, 0] - int(tree_off[0])
-        out = np.zeros((n_nodes, 1 + (n_classes or 2)))
+        yy = y[oob] if y.ndim == 2 else y[oob, None]
+        out = np.zeros((n_nodes, 1 + (n_classes or 2 * yy.shape[1])))
         out[:, 0] = np.bincount(idx, minlength=n_nodes)
-        yy = y[oob]
         if n_classes:
             for c in range(n_classes):
-                out[:, 1 + c] = np.bincount(idx, weights=(yy == c).astype(float), minlength=n_nodes)
-        else:
-            out[:, 1] = np.bincount(idx, weights=yy, minlength=n_nodes)
-            out[:, 2] = np.bincount(idx, weights=yy * yy, minlength=n_nodes)
+                out[:, 1 + c] = np.bincount(
+                    idx, weights=(yy[:, 0] == c).astype(float), minlength=n_nodes
+                )
+        else:  # per output: sum y, sum y^2
+            for o in range(yy.shape[1]):
+                out[:, 1 + 2 * o] = np.bincount(idx, weights=yy[:, o], minlength=n_nodes)
+                out[:, 2 + 2 * o] = np.bincount(idx, weights=yy[:, o] ** 2, minlength=n_nodes)
         return out
 
     def finish(self) -> None:

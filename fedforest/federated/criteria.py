@@ -1,7 +1,8 @@
 """Additive sufficient statistics and the impurity maps Psi, vectorised over nodes/candidates.
 
 Statistics are rows of an array whose columns follow :mod:`fedforest._common`:
-``[rows, weight, task...]`` with ``task = (sum w*y, sum w*y^2)`` for regression and the
+``[rows, weight, task...]`` with ``task = (sum w*y, sum w*y^2)`` for regression (one such
+pair per output for multi-output y: ``(sum w*y_1, sum w*y_1^2, sum w*y_2, ...)``) and the
 weighted count of each class for classification. Because every column is a sum over rows,
 the statistics of the pooled data are the sum of the clients' statistics, and every
 quantity below is the one centralized CART would compute (Theorem 3.5 of the paper).
@@ -54,8 +55,11 @@ def weighted_impurity(stats: FloatArray, criterion: str) -> FloatArray:
     w = stats[..., STAT_WEIGHT]
     task = stats[..., STAT_TASK:]
     if criterion == "squared_error":
-        # W * (Q/W - (S/W)^2) = Q - S^2 / W; the form scikit-learn's proxy uses.
-        return np.maximum(task[..., 1] - _safe_div(task[..., 0] ** 2, w), 0.0)
+        # W * (Q/W - (S/W)^2) = Q - S^2 / W; the form scikit-learn's proxy uses. With
+        # several outputs, the mean over them (scikit-learn's multi-output impurity).
+        s, q = task[..., 0::2], task[..., 1::2]
+        per_output = np.maximum(q - _safe_div(s**2, w[..., None]), 0.0)
+        return per_output.sum(axis=-1) / per_output.shape[-1]
     if criterion == "gini":
         return np.maximum(w - _safe_div((task**2).sum(axis=-1), w), 0.0)
     if criterion == "entropy":
@@ -88,13 +92,15 @@ def weighted_gain(parent: FloatArray, left: FloatArray, criterion: str) -> Float
     """
     right = parent - left
     if criterion == "squared_error":
-        # Same value as the definition, without cancelling the large sums of squares.
-        s = STAT_TASK
-        return (
-            _safe_div(left[:, s] ** 2, left[:, STAT_WEIGHT])
-            + _safe_div(right[:, s] ** 2, right[:, STAT_WEIGHT])
-            - _safe_div(parent[:, s] ** 2, parent[:, STAT_WEIGHT])
+        # Same value as the definition, without cancelling the large sums of squares; the
+        # mean over the outputs with several (their sums at STAT_TASK, STAT_TASK + 2, ...).
+        s = slice(STAT_TASK, None, 2)
+        per_output = (
+            _safe_div(left[:, s] ** 2, left[:, STAT_WEIGHT, None])
+            + _safe_div(right[:, s] ** 2, right[:, STAT_WEIGHT, None])
+            - _safe_div(parent[:, s] ** 2, parent[:, STAT_WEIGHT, None])
         )
+        return per_output.sum(axis=-1) / per_output.shape[-1]
     return (
         weighted_impurity(parent, criterion)
         - weighted_impurity(left, criterion)
@@ -107,11 +113,11 @@ def leaf_value(stats: FloatArray, task: str) -> FloatArray:
 
     Returns
     -------
-    ndarray of float64, shape (n, 1) for regression or (n, n_classes)
+    ndarray of float64, shape (n, n_outputs) for regression or (n, n_classes)
     """
     w = stats[:, STAT_WEIGHT]
     if task == "regression":
-        return _safe_div(stats[:, STAT_TASK], w)[:, None]
+        return _safe_div(stats[:, STAT_TASK::2], w[:, None])
     # Class weights summed in floats (class_weight, noisy sums under "dp") can leave a
     # child's class column a rounding below 0: proportions of the clipped columns.
     counts = np.maximum(stats[:, STAT_TASK:], 0.0)

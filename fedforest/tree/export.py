@@ -108,13 +108,17 @@ def to_treelite_model(trees: list[Tree], n_features: int, n_classes: int | None)
     -------
     treelite.Model
         float64 thresholds and leaves; ``treelite.gtil.predict`` returns, per row, the mean
-        over trees of the leaf values: shape (n, 1, 1) for regression, (n, 1, n_classes) for
-        classification. Set splits are categorical tests on the codes of
-        :meth:`export_matrix`; numeric splits send ``x <= threshold`` left.
+        over trees of the leaf values: shape (n, 1, 1) for regression ((n, n_outputs, 1) for
+        multi-output), (n, 1, n_classes) for classification. Set splits are categorical
+        tests on the codes of :meth:`export_matrix`; numeric splits send ``x <= threshold``
+        left.
     """
     mb = import_extra("treelite.model_builder", "to_treelite()")
     n_trees = len(trees)
     n_out = 1 if n_classes is None else n_classes
+    # Multi-output regression: one target per output, every tree holding a leaf vector.
+    n_target = int(trees[0].value.shape[1]) if n_classes is None else 1
+    target_id = [0] * n_trees if n_target == 1 else [-1] * n_trees
     if n_classes is None:
         task, post, class_id = "kRegressor", "identity", [0] * n_trees
     else:
@@ -126,15 +130,13 @@ def to_treelite_model(trees: list[Tree], n_features: int, n_classes: int | None)
             num_feature=n_model_features(trees, n_features),
             task_type=task,
             average_tree_output=True,
-            num_target=1,
-            num_class=[n_out],
-            leaf_vector_shape=(1, n_out),
+            num_target=n_target,
+            num_class=[n_out] * n_target,
+            leaf_vector_shape=(n_target, n_out),
         ),
-        tree_annotation=mb.TreeAnnotation(
-            num_tree=n_trees, target_id=[0] * n_trees, class_id=class_id
-        ),
+        tree_annotation=mb.TreeAnnotation(num_tree=n_trees, target_id=target_id, class_id=class_id),
         postprocessor=mb.PostProcessorFunc(name=post),
-        base_scores=[0.0] * n_out,
+        base_scores=[0.0] * (n_out * n_target),
     )
     for tree in trees:
         builder.start_tree()
@@ -154,7 +156,8 @@ def _build_node(builder: Any, tree: Tree, node: int, nan_left: bool, classificat
     left, right = int(tree.children_left[node]), int(tree.children_right[node])
     if left == TREE_LEAF:
         value = tree.value[node]
-        builder.leaf([float(v) for v in value] if classification else float(value[0]))
+        vector = classification or value.shape[0] > 1  # class proportions, or outputs
+        builder.leaf([float(v) for v in value] if vector else float(value[0]))
     else:
         heavy_left = _heavier_left(tree, node)
         feature = int(tree.feature[node])
@@ -206,7 +209,7 @@ def to_onnx_model(
     """The scikit-learn forest ``sk_forest`` (of ``trees``) as an ONNX model.
 
     skl2onnx's converters build the graph; it reads one float32 input ``X`` of shape
-    (n, n_features). A regressor's output ``variable`` is (n, 1) float32; a classifier's
+    (n, n_features). A regressor's output ``variable`` is (n, n_outputs) float32; a classifier's
     are ``label`` (n,) and ``probabilities`` (n, n_classes) float32 (no ZipMap). ONNX's tree
     ensembles compare in float32, as scikit-learn does. skl2onnx leaves a random forest's
     missing-value sides out (NaN would always go right); they are set from the trees.
@@ -222,6 +225,9 @@ def to_onnx_model(
         target_opset=target_opset,
     )
     _set_missing_sides(onnx_model, trees)
+    n_out = int(getattr(sk_forest, "n_outputs_", 1))
+    if n_out > 1:  # skl2onnx declares (n, 1) for a multi-output forest: its real shape
+        onnx_model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = n_out
     return onnx_model
 
 

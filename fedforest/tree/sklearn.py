@@ -27,7 +27,7 @@ from .._common import TREE_LEAF
 from . import export
 from .arrays import Tree
 
-__all__ = ["EnsembleMixin", "to_sklearn_forest", "to_sklearn_tree"]
+__all__ = ["EnsembleMixin", "NotNumericError", "to_sklearn_forest", "to_sklearn_tree"]
 
 #: scikit-learn's node record (read from its own Tree, so it follows the installed version).
 _NODE_DTYPE = SkTree(1, np.array([1], dtype=np.intp), 1).__getstate__()["nodes"].dtype
@@ -58,11 +58,11 @@ def to_sklearn_tree(
 
     Raises
     ------
-    ValueError
+    NotNumericError
         If the tree has a set split (categorical feature or client index).
     """
     if np.any(tree.set_size > 0) or np.any(tree.feature >= n_features):
-        raise ValueError(
+        raise NotNumericError(
             f"Tree {index} splits on a category set or on the client index H, which "
             "scikit-learn's trees cannot express; only forests with numeric splits convert "
             "(fit without categorical_features and split_on_client)."
@@ -81,9 +81,13 @@ def to_sklearn_tree(
     nodes["weighted_n_node_samples"] = tree.weighted_n_node_samples
     # Where a NaN goes at each split: the tree's record (the heavier child without one).
     nodes["missing_go_to_left"] = np.where(leaf, 0, export.missing_left(tree))
-    n_classes = np.array([1 if classes is None else len(classes)], dtype=np.intp)
-    sk = SkTree(n_features, n_classes, 1)
-    values = np.ascontiguousarray(tree.value.reshape(n, 1, -1), dtype=np.float64)
+    # Regression: one value per output (scikit-learn's n_classes of 1 for each).
+    k = 1 if classes is not None else int(tree.value.shape[1])
+    n_classes = np.array([1] * k if classes is None else [len(classes)], dtype=np.intp)
+    sk = SkTree(n_features, n_classes, k)
+    values = np.ascontiguousarray(
+        tree.value.reshape(n, k, -1 if classes is not None else 1), dtype=np.float64
+    )
     sk.__setstate__(
         {"max_depth": tree.max_depth, "node_count": n, "nodes": nodes, "values": values}
     )
@@ -96,9 +100,17 @@ def to_sklearn_tree(
         est.n_classes_ = len(classes)
     est.tree_ = sk
     est.n_features_in_ = n_features
-    est.n_outputs_ = 1
+    est.n_outputs_ = k
     est.max_features_ = n_features
     return est
+
+
+class NotNumericError(ValueError, AttributeError):
+    """A forest with set splits has no scikit-learn form.
+
+    A ``ValueError`` (bad input for the conversion) and an ``AttributeError``: such a forest
+    has no ``estimators_``, so ``hasattr``, ``dir`` and tab completion pass over it.
+    """
 
 
 def to_sklearn_forest(
@@ -121,7 +133,7 @@ def to_sklearn_forest(
         forest.n_classes_ = len(classes)
     forest.estimators_ = estimators
     forest.n_features_in_ = n_features
-    forest.n_outputs_ = 1
+    forest.n_outputs_ = 1 if classes is not None else int(trees[0].value.shape[1])
     return forest
 
 
@@ -135,6 +147,15 @@ class EnsembleMixin:
     trees_: list[Tree]
     n_features_in_: int
     _feature_importances: NDArray[np.float64]
+
+    @property
+    def n_outputs_(self) -> int:
+        """Targets per row: the columns of a multi-output regressor's y, else 1."""
+        if "trees_" not in vars(self):
+            raise AttributeError("n_outputs_ is set by fit")
+        if getattr(self, "_task", "regression") == "classification":
+            return 1
+        return int(self.trees_[0].value.shape[1])
 
     @property
     def feature_importances_(self) -> NDArray[np.float64]:

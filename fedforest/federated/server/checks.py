@@ -131,6 +131,11 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
                 raise InvalidReply(
                     name, kind, f"header field {key!r}", f"is {value!r}, not an integer >= {low}"
                 )
+        n_out = h.get("n_outputs", 1)
+        if isinstance(n_out, bool) or not isinstance(n_out, int) or not 1 <= n_out <= 10_000:
+            raise InvalidReply(
+                name, kind, "header field 'n_outputs'", f"is {n_out!r}, not an integer >= 1"
+            )
         names = h["feature_names"]
         if names is not None and (
             not isinstance(names, list)
@@ -297,8 +302,9 @@ def _check_stats(
         if np.any(classes < 0) or np.any(off > (1e-9 * np.maximum(weight, 1.0) if weighted else 0)):
             raise InvalidReply(name, kind, field, "has class weights that do not add up")
     else:
-        s1, s2 = stats[:, STAT_TASK], stats[:, STAT_TASK + 1]
-        if np.any(s2 < 0) or np.any(s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9):
+        # One (sum w*y, sum w*y^2) pair per output.
+        s1, s2 = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
+        if np.any(s2 < 0) or np.any(s1 * s1 > weight[:, None] * s2 * (1 + 1e-7) + 1e-9):
             raise InvalidReply(name, kind, field, "has sums of y^2 smaller than the sums imply")
 
 
@@ -356,7 +362,7 @@ def check_round_b(
 def check_oob(
     name: str, sums: NDArray[np.float64], task: str, n_samples: int, field: str = "'oob_sums'"
 ) -> None:
-    """Out-of-bag sums: (scored, correct) or (scored, squared error, sum y, sum y^2)."""
+    """Out-of-bag sums: (scored, correct), or scored then per output (error, sum y, y^2)."""
     kind = "oob"
     if not np.all(np.isfinite(sums)):
         raise InvalidReply(name, kind, f"array {field}", "holds NaN or infinity")
@@ -368,8 +374,10 @@ def check_oob(
     if task == "classification":
         if sums[1] < 0 or sums[1] > scored or sums[1] != round(sums[1]):
             raise InvalidReply(name, kind, f"array {field}", "has more correct rows than scored")
-    elif sums[1] < 0 or sums[3] < 0 or sums[2] ** 2 > scored * sums[3] * (1 + 1e-7) + 1e-9:
-        raise InvalidReply(name, kind, f"array {field}", "has negative or inconsistent sums")
+    else:  # per output: squared error, sum y, sum y^2
+        se, sy, syy = sums[1::3], sums[2::3], sums[3::3]
+        if np.any(se < 0) or np.any(syy < 0) or np.any(sy**2 > scored * syy * (1 + 1e-7) + 1e-9):
+            raise InvalidReply(name, kind, f"array {field}", "has negative or inconsistent sums")
 
 
 # --------------------------------------------------------------------------- per round

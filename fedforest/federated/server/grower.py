@@ -8,7 +8,6 @@ at most 2M + 2 rounds whatever its number of trees. The grower never sees a row.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,18 +16,19 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, count_columns, n_stats
 from ..._progress import progress_bar
-from ...tree.arrays import Tree, empty_split_fields, pack_forest, pack_sets
+from ...tree.arrays import Tree, empty_split_fields
 from ..criteria import impurity, leaf_value
 from ..failure import DropFailedClients
 from ..federation import Federation
 from ..privacy import dp
 from ..privacy.rules import default_min_rows
-from ..protocol import OOB, ROUND_A, ROUND_B, CommunicationLedger, Message, expect_array
+from ..protocol import ROUND_A, ROUND_B, CommunicationLedger, Message
 from . import secure
 from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
 from .handshake import handshake
 from .level import candidates, category_counts, round_b_splits, shortlist
+from .oob import oob_round
 from .resolve import bootstrap_draws, resolve_max_features, resolve_sizes, root_constant
 from .rounds import exchange as _exchange
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
@@ -162,16 +162,6 @@ class _Frontier:
         off = np.zeros(n_trees + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.tree, minlength=n_trees), out=off[1:])
         return off
-
-
-def _sum_in_order(
-    replies: list[tuple[str, Message]], name: str, shape: tuple[int, ...]
-) -> NDArray[np.float64]:
-    """Sum one array over the clients in canonical order (results never depend on arrival)."""
-    total = np.zeros(shape)
-    for sender, msg in replies:
-        total += expect_array(msg, name, "f", shape, sender)
-    return total
 
 
 def _setup_header(
@@ -611,7 +601,7 @@ def grow_forest(
     ctx: dict[str, Any] = {
         "d": d,
         "k": resolve_max_features(cfg.max_features, d),
-        "n_stats": n_stats(cfg.task, n_classes),
+        "n_stats": n_stats(cfg.task, n_classes, schema["n_outputs"]),
         "rngs": [np.random.default_rng([cfg.seed, t, 1]) for t in range(cfg.n_estimators)],
         "importances": np.zeros((cfg.n_estimators, d + int(cfg.split_on_client))),
         "n_classes": n_classes,
@@ -686,7 +676,7 @@ def grow_forest(
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
     )
     if cfg.oob_score:
-        _oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"])
+        oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"])
         if "dp" in ctx:
             ctx["dp_released"][0] += dp.oob_entries(cfg.task == "classification")
     else:
@@ -732,69 +722,3 @@ def forest_importances(per_tree: NDArray[np.float64]) -> NDArray[np.float64]:
         return np.zeros(per_tree.shape[1])
     mean = (per_tree[keep] / totals[keep]).mean(axis=0)
     return np.asarray(mean / mean.sum())
-
-
-def _oob_round(
-    fed: Federation,
-    ledger: CommunicationLedger,
-    trees: list[Tree],
-    cfg: GrowerConfig,
-    result: ForestResult,
-    records: ClientRecords,
-) -> None:
-    """Clients score their own rows with the trees that did not draw them; sums come back."""
-    feature, threshold, left, right, value, offsets = pack_forest(trees)
-    set_off, set_code, set_side, weight, missing_left = pack_sets(trees)
-    header: dict[str, Any] = {"n_trees": len(trees)}
-    if cfg.oob_leaf_sums:
-        header["leaf_sums"] = True
-    msg = Message(
-        OOB,
-        header,
-        {
-            "feature": feature,
-            "threshold": threshold,
-            "left": left,
-            "right": right,
-            "value": value,
-            "tree_off": offsets,
-            "set_off": set_off,
-            "set_code": set_code,
-            "set_side": set_side,
-            "weight": weight,
-            "missing_left": missing_left,
-        },
-    )
-    width = 2 if cfg.task == "classification" else 4
-    if cfg.privacy != "none":
-        sums = secure.oob_sums(fed, ledger, msg, width, cfg.task == "classification")
-    else:
-        leaves = int(offsets[1]) if cfg.oob_leaf_sums else 0
-        leaf_width = 3 if cfg.task == "regression" else 1 + int(value.shape[1])
-        check = records.oob(width, (leaves, leaf_width))
-        replies = _exchange(fed, ledger, msg, check)
-        result.leaf_sums = {name: m.arrays["leaf_sums"] for name, m in replies if leaves}
-        sums = _sum_in_order(replies, "oob_sums", (width,))
-    if cfg.privacy == "dp":  # noisy sums: a count is at least 1, sums of squares >= 0
-        sums = (
-            np.maximum(sums, [1.0] + [0.0] * (sums.size - 1)) if cfg.task != "regression" else sums
-        )
-        sums[0] = max(round(float(sums[0])), 1)
-    n_scored = int(sums[0])
-    alive = set(fed.client_names)
-    total = sum(n for name, n in result.client_n_samples.items() if name in alive)
-    if n_scored < total and cfg.privacy != "dp":  # under "dp" the count is noisy
-        warnings.warn(
-            f"{total - n_scored} of {total} rows were drawn by every tree and have no out-of-bag "
-            "prediction; the OOB score uses the others. Use more trees for a complete estimate.",
-            UserWarning,
-            stacklevel=4,
-        )
-    result.oob_n_scored = n_scored
-    if n_scored == 0:
-        result.oob_score = float("nan")
-    elif cfg.task == "classification":
-        result.oob_score = float(sums[1] / n_scored)
-    else:
-        sst = sums[3] - sums[2] ** 2 / n_scored
-        result.oob_score = float(1.0 - sums[1] / sst) if sst > 0 else float("nan")

@@ -76,6 +76,7 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         lo, hi = pooled
         b = cfg.n_bins or 32
         edges = lo[:, None] + (hi - lo)[:, None] * (np.arange(1, b) / b)[None, :]
+    n_outputs = _n_outputs(replies, cfg, bool(categories))
     missing = np.zeros(d, dtype=bool)  # columns with a missing value at some client
     for _, rep in replies:
         missing[rep.header.get("missing_features", [])] = True
@@ -89,12 +90,41 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         "edges": edges,
         "ranges": pooled,
         "n_features": int(d),
+        "n_outputs": n_outputs,
         "feature_names": names,
         "classes": classes,
         "class_counts": class_counts,
         "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
         "public_keys": secure.public_keys(replies) if cfg.privacy != "none" else {},
     }
+
+
+def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig, categorical: bool) -> int:
+    """The targets per row (multi-output regression), the same at every client."""
+    first_name, first = replies[0]
+    k = int(first.header.get("n_outputs", 1))
+    for name, rep in replies[1:]:
+        if int(rep.header.get("n_outputs", 1)) != k:
+            raise ValueError(
+                f"Client {name!r} has {rep.header.get('n_outputs', 1)} target columns but "
+                f"client {first_name!r} has {k}; every client's y has the same outputs."
+            )
+    if k > 1:
+        refused = {
+            'privacy="secure" and "dp"': cfg.privacy != "none",
+            "split_on_client": cfg.split_on_client,
+            'split_rule="avgimp"': cfg.split_rule == "avgimp",
+            "categorical features": categorical,
+        }
+        given = [what for what, on in refused.items() if on]
+        if given:
+            raise ValueError(
+                f'Multi-output y ({k} targets) is available with privacy="none" only, and '
+                f"without {', '.join(refused)}; this fit has {', '.join(given)}. (The secure "
+                "sums standardise one target, and the client-index and category orderings "
+                "rank one target's means.)"
+            )
+    return k
 
 
 def _check_schemas(replies: list[tuple[str, Message]]) -> None:

@@ -201,6 +201,8 @@ def scan_nodes(  # type: ignore[no-untyped-def]
     chosen : ndarray of int64, shape (n_nodes,)  # OUT: candidate index, or -1
     """
     n_stats = parent.shape[1]
+    # Squared error: one (sum, sum of squares) pair per output; the gain is their mean.
+    n_out = (n_stats - STAT_TASK) // 2 if criterion == 0 else 1
     right = np.empty(n_stats)
     for i in range(parent.shape[0]):
         best[i] = -np.inf
@@ -208,7 +210,10 @@ def scan_nodes(  # type: ignore[no-untyped-def]
         lo, hi = cand_off[pair_off[i]], cand_off[pair_off[i + 1]]
         p_w = parent[i, STAT_WEIGHT]
         if criterion == 0:
-            p_term = parent[i, STAT_TASK] ** 2 / p_w if p_w > 0.0 else 0.0
+            p_term = 0.0
+            if p_w > 0.0:
+                for o in range(n_out):
+                    p_term += parent[i, STAT_TASK + 2 * o] ** 2 / p_w
         else:
             p_term = _weighted_impurity(parent[i], criterion)
         for c in range(lo, hi):
@@ -226,7 +231,11 @@ def scan_nodes(  # type: ignore[no-untyped-def]
                 gain[c] = -np.inf
                 continue
             if criterion == 0:
-                g = (left[c, STAT_TASK] ** 2 / l_w + right[STAT_TASK] ** 2 / r_w) - p_term
+                acc = 0.0
+                for o in range(n_out):
+                    k = STAT_TASK + 2 * o
+                    acc += left[c, k] ** 2 / l_w + right[k] ** 2 / r_w
+                g = (acc - p_term) / n_out
             else:
                 g = (p_term - _weighted_impurity(left[c], criterion)) - _weighted_impurity(
                     right, criterion
@@ -237,7 +246,7 @@ def scan_nodes(  # type: ignore[no-untyped-def]
         if best[i] > -np.inf:
             # Relative to the terms the gain is a difference of (its rounding), not to the
             # gain: a tiny gain of large terms differs in more of its last bits.
-            slack = tie_rtol * (abs(best[i]) + abs(p_term))
+            slack = tie_rtol * (abs(best[i]) + abs(p_term) / n_out)
             for c in range(lo, hi):
                 if gain[c] >= best[i] - slack and np.isfinite(gain[c]):
                     chosen[i] = c
@@ -275,15 +284,19 @@ def scan_nodes_numpy(
     gain[:] = np.where(ok, weighted_gain(par, left, name), -np.inf)
     best[:] = -np.inf
     np.maximum.at(best, cand_node, gain)
+    n_out = 1
     if name == "squared_error":
+        n_out = (parent.shape[1] - STAT_TASK) // 2
         p_term = np.where(
             parent[:, STAT_WEIGHT] > 0,
-            parent[:, STAT_TASK] ** 2 / np.maximum(parent[:, STAT_WEIGHT], 1e-300),
+            (parent[:, STAT_TASK::2] ** 2 / np.maximum(parent[:, STAT_WEIGHT, None], 1e-300)).sum(
+                axis=1
+            ),
             0.0,
         )
     else:
         p_term = weighted_impurity(parent, name)
-    slack = tie_rtol * (np.abs(best) + np.abs(p_term))[cand_node]
+    slack = tie_rtol * (np.abs(best) + np.abs(p_term) / n_out)[cand_node]
     hits = np.flatnonzero((gain >= best[cand_node] - slack) & np.isfinite(gain))
     nodes, first = np.unique(cand_node[hits], return_index=True)
     chosen[:] = -1

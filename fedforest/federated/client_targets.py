@@ -1,0 +1,82 @@
+"""A client's targets and weights: validated on arrival, and multi-output statistics.
+
+Everything here runs on the client, on its own rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .._common import STAT_TASK
+
+__all__ = ["by_output", "proposal_target", "sample_weights", "targets"]
+
+
+def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
+    """The client's ``y``: shape (n,), or (n, n_outputs) for multi-output regression.
+
+    A single column ``(n, 1)`` is one output, as a 1-D array.
+    """
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]  # one output, as a column
+    if y.ndim not in (1, 2) or y.shape[0] != n:
+        raise ValueError(
+            f"Client {name!r}: y has shape {y.shape}; expected ({n},), one target per row of "
+            f"X (or ({n}, n_outputs) for multi-output regression)."
+        )
+    if y.ndim == 2 and y.shape[1] == 0:
+        raise ValueError(f"Client {name!r}: y has no columns.")
+    return y
+
+
+def sample_weights(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.float64] | None:
+    """The client's validated sample weights, or None (all ones)."""
+    if weight is None:
+        return None
+    try:
+        w = np.asarray(weight, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"Client {name!r}: sample_weight is not numeric ({exc}).") from exc
+    if w.ndim != 1 or w.shape[0] != n:
+        raise ValueError(
+            f"Client {name!r}: sample_weight has shape {w.shape}; expected ({n},), one weight "
+            "per row of X."
+        )
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"Client {name!r}: sample_weight must be finite and non-negative.")
+    return None if np.all(w == 1.0) else w
+
+
+def by_output(y: NDArray[np.float64], out: NDArray[np.float64], run: Any) -> None:
+    """``run(y, out)`` for one target; once per output (into 4-column scratch) for several.
+
+    The statistics of output ``o`` are ``out[..., STAT_TASK + 2 o : STAT_TASK + 2 o + 2]``;
+    rows and weight are the same for every output. ``out`` starts at zero (the kernels add
+    into it or overwrite it).
+    """
+    if y.ndim == 1:
+        run(y, out)
+        return
+    scratch = np.zeros(out.shape[:-1] + (STAT_TASK + 2,))
+    for o in range(y.shape[1]):
+        scratch[...] = 0.0
+        run(np.ascontiguousarray(y[:, o]), scratch)
+        if o == 0:
+            out[..., :STAT_TASK] = scratch[..., :STAT_TASK]
+        out[..., STAT_TASK + 2 * o : STAT_TASK + 2 * o + 2] = scratch[..., STAT_TASK:]
+
+
+def proposal_target(y: NDArray[np.float64]) -> NDArray[np.float64]:
+    """One target for a client's threshold proposals (``local_candidates``), multi-output.
+
+    The sum of the outputs of ``y``, each standardised on the client's rows.
+    Proposals only add candidates; every split is still chosen on the pooled statistics
+    of all outputs.
+    """
+    spread = y.std(axis=0)
+    z = (y - y.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
+    return np.ascontiguousarray(z.sum(axis=1))

@@ -1,0 +1,114 @@
+"""Server side: the out-of-bag round, where the clients score their own rows.
+
+The trees travel once; each client answers with sums over its rows out of the bag: (scored,
+correct) for classification, or the scored count and per output (squared error, sum y,
+sum y^2) for regression. The server turns the pooled sums into the OOB score (accuracy, or
+R^2 averaged over the outputs as scikit-learn's ``r2_score``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ...tree.arrays import Tree, pack_forest, pack_sets
+from ..federation import Federation
+from ..protocol import OOB, CommunicationLedger, Message, expect_array
+from . import secure
+from .checks import ClientRecords
+from .config import ForestResult, GrowerConfig
+from .rounds import exchange as _exchange
+
+__all__ = ["oob_r2", "oob_round", "oob_width"]
+
+
+def _sum_in_order(
+    replies: list[tuple[str, Message]], name: str, shape: tuple[int, ...]
+) -> NDArray[np.float64]:
+    """Sum one array over the clients in canonical order (results never depend on arrival)."""
+    total = np.zeros(shape)
+    for sender, msg in replies:
+        total += expect_array(msg, name, "f", shape, sender)
+    return total
+
+
+def oob_width(task: str, n_outputs: int) -> int:
+    """Length of a client's ``oob_sums``: 2, or 1 + 3 per regression output."""
+    return 2 if task == "classification" else 1 + 3 * n_outputs
+
+
+def oob_r2(sums: NDArray[np.float64]) -> float:
+    """R^2 of the pooled regression sums, averaged over the outputs (NaN for none)."""
+    n = float(sums[0])
+    se, sy, syy = sums[1::3], sums[2::3], sums[3::3]
+    sst = syy - sy**2 / n
+    r2 = np.where(sst > 0, 1.0 - se / np.where(sst > 0, sst, 1.0), np.nan)
+    return float(np.mean(r2))
+
+
+def oob_round(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    trees: list[Tree],
+    cfg: GrowerConfig,
+    result: ForestResult,
+    records: ClientRecords,
+) -> None:
+    """Clients score their own rows with the trees that did not draw them; sums come back."""
+    feature, threshold, left, right, value, offsets = pack_forest(trees)
+    set_off, set_code, set_side, weight, missing_left = pack_sets(trees)
+    header: dict[str, Any] = {"n_trees": len(trees)}
+    if cfg.oob_leaf_sums:
+        header["leaf_sums"] = True
+    msg = Message(
+        OOB,
+        header,
+        {
+            "feature": feature,
+            "threshold": threshold,
+            "left": left,
+            "right": right,
+            "value": value,
+            "tree_off": offsets,
+            "set_off": set_off,
+            "set_code": set_code,
+            "set_side": set_side,
+            "weight": weight,
+            "missing_left": missing_left,
+        },
+    )
+    width = oob_width(cfg.task, int(value.shape[1]))
+    if cfg.privacy != "none":
+        sums = secure.oob_sums(fed, ledger, msg, width, cfg.task == "classification")
+    else:
+        leaves = int(offsets[1]) if cfg.oob_leaf_sums else 0
+        leaf_width = 3 if cfg.task == "regression" else 1 + int(value.shape[1])
+        check = records.oob(width, (leaves, leaf_width))
+        replies = _exchange(fed, ledger, msg, check)
+        result.leaf_sums = {name: m.arrays["leaf_sums"] for name, m in replies if leaves}
+        sums = _sum_in_order(replies, "oob_sums", (width,))
+    if cfg.privacy == "dp":  # noisy sums: a count is at least 1, sums of squares >= 0
+        sums = (
+            np.maximum(sums, [1.0] + [0.0] * (sums.size - 1)) if cfg.task != "regression" else sums
+        )
+        sums[0] = max(round(float(sums[0])), 1)
+    n_scored = int(sums[0])
+    alive = set(fed.client_names)
+    total = sum(n for name, n in result.client_n_samples.items() if name in alive)
+    if n_scored < total and cfg.privacy != "dp":  # under "dp" the count is noisy
+        warnings.warn(
+            f"{total - n_scored} of {total} rows were drawn by every tree and have no out-of-bag "
+            "prediction; the OOB score uses the others. Use more trees for a complete estimate.",
+            UserWarning,
+            stacklevel=4,
+        )
+    result.oob_n_scored = n_scored
+    if n_scored == 0:
+        result.oob_score = float("nan")
+    elif cfg.task == "classification":
+        result.oob_score = float(sums[1] / n_scored)
+    else:
+        result.oob_score = oob_r2(sums)
