@@ -442,6 +442,14 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         DataConversionWarning) and is 1-D.
         """
         y = np.asarray(y, dtype=np.float64)
+        if self.criterion == "poisson" and np.any(y < 0):  # scikit-learn's messages
+            raise ValueError(
+                "Some value(s) of y are negative which is not allowed for Poisson regression."
+            )
+        if self.criterion == "poisson" and not np.sum(y) > 0:
+            raise ValueError(
+                "Sum of y is not strictly positive which is necessary for Poisson regression."
+            )
         multi = y.ndim == 2 and y.shape[1] > 1
         return (y if multi else column_or_1d(y, warn=True).astype(np.float64)), None
 
@@ -602,7 +610,7 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
     _task = "regression"
     _parameter_constraints = {
         **_BaseFedForest._parameter_constraints,
-        "criterion": [StrOptions({"squared_error", "friedman_mse"})],
+        "criterion": [StrOptions({"squared_error", "friedman_mse", "poisson"})],
     }
 
     def __sklearn_tags__(self) -> Any:

@@ -338,11 +338,14 @@ def test_sketch_pairs_gives_both_outputs_of_the_separate_kernels(n_classes):
     np.testing.assert_array_equal(loc, loc2)
 
 
-@pytest.mark.parametrize("criterion", ["squared_error", "gini", "entropy"])
+@pytest.mark.parametrize(
+    "criterion", ["squared_error", "squared_error/3 outputs", "poisson", "gini", "entropy"]
+)
 def test_scan_nodes_twins(criterion):
     from fedforest.federated.criteria import CRITERION_CODES
     from fedforest.federated.server.splitter import scan_nodes, scan_nodes_numpy
 
+    criterion, _, outputs = criterion.partition("/")
     rng = np.random.default_rng(3)
     n_nodes, n_task = 30, 1 if criterion == "squared_error" else 3
     pair_off = np.concatenate([[0], np.cumsum(rng.integers(0, 4, n_nodes))]).astype(np.int64)
@@ -352,11 +355,22 @@ def test_scan_nodes_twins(criterion):
     counts = np.column_stack([rng.integers(5, 60, n_nodes), rng.integers(60, 120, n_nodes)])
     task = rng.integers(0, 40, size=(n_nodes, n_task)).astype(float)
     if criterion == "squared_error":
-        task = np.column_stack([rng.normal(size=n_nodes) * 30, rng.random(n_nodes) * 900])
+        k = 3 if outputs else 1  # multi-output: one (sum, sum of squares) pair per output
+        task = np.column_stack(
+            [
+                c
+                for _ in range(k)
+                for c in (rng.normal(size=n_nodes) * 30, rng.random(n_nodes) * 900)
+            ]
+        )
+    if criterion == "poisson":  # (sum y >= 0, sum y log y)
+        task = np.column_stack([rng.random(n_nodes) * 80, rng.normal(size=n_nodes) * 50])
     parent = np.column_stack([counts, task]).astype(float)
     cand_node = np.repeat(np.repeat(np.arange(n_nodes), np.diff(pair_off)), np.diff(cand_off))
     left = parent[cand_node] * rng.random((n_cand, 1))
     left[:, :2] = np.round(left[:, :2])  # integer rows and weights, some below the minimum
+    if criterion == "poisson":  # children without positive targets: inadmissible
+        left[rng.random(n_cand) < 0.15, 2] = 0.0
     code = CRITERION_CODES[criterion]
     runs = []
     # min_weight_fraction_leaf: no least weight, then a least weight per node that refuses

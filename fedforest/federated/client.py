@@ -31,7 +31,13 @@ from . import client_kernels as K
 from .categorical import encode, read_features, sort_categories
 from .client_secure import SecureParty
 from .client_sketch import fine_codes, sketch_pairs
-from .client_targets import by_output, proposal_target, sample_weights, targets
+from .client_targets import (
+    by_output,
+    poisson_column,
+    proposal_target,
+    sample_weights,
+    targets,
+)
 from .criteria import CRITERION_CODES, weighted_gain
 from .protocol import (
     GRID,
@@ -97,6 +103,8 @@ class _Fit:
     split_rule: str = "exact"
     top_l: int | None = None
     criterion: str = "squared_error"
+    #: criterion="poisson": y log y of every row (its statistics' second task column).
+    y_log: NDArray[np.float64] | None = None
     local_candidates: bool = False
     min_rows: int = 1
     secure: bool = False
@@ -343,6 +351,8 @@ class Client:
         fit.split_rule = setup.get("split_rule", "exact")
         fit.top_l = setup.get("top_l")
         fit.criterion = setup.get("criterion", "squared_error")
+        if fit.criterion == "poisson":
+            fit.y_log = poisson_column(y, self.name)
         fit.local_candidates = bool(setup.get("local_candidates", False)) and fit.send_sketch
         fit.min_rows = int(setup.get("min_samples_leaf", 1))
         fit.secure = setup.get("privacy") in ("secure", "dp")
@@ -422,6 +432,7 @@ class Client:
             fit.y,
             summary,
             lambda y, out: K.node_summaries(fit.rows, fit.w, fit.slot, y, fit.n_classes, out),
+            fit.y_log,
         )
         fit.summary = summary
         if fit.secure:
@@ -479,7 +490,11 @@ class Client:
         out = np.empty((n_pairs, fit.n_bins))
         local = np.empty(n_pairs if fit.local_candidates else 0)
         pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
-        criterion = CRITERION_CODES[fit.criterion]
+        # Proposals (local_candidates) of a Poisson forest use squared error: they only add
+        # candidates, scored on the pooled Poisson statistics.
+        criterion = CRITERION_CODES[
+            fit.criterion if fit.criterion != "poisson" else "squared_error"
+        ]
 
         def job(a: int, b: int) -> None:
             s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
@@ -601,6 +616,7 @@ class Client:
                     s_hi,
                     out,
                 ),
+                fit.y_log,
             )
 
         self._run_blocks(fit, job)

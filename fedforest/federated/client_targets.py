@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._common import STAT_TASK
 
-__all__ = ["by_output", "proposal_target", "sample_weights", "targets"]
+__all__ = ["by_output", "poisson_column", "proposal_target", "sample_weights", "targets"]
 
 
 def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
@@ -51,15 +51,25 @@ def sample_weights(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.fl
     return None if np.all(w == 1.0) else w
 
 
-def by_output(y: NDArray[np.float64], out: NDArray[np.float64], run: Any) -> None:
+def by_output(
+    y: NDArray[np.float64],
+    out: NDArray[np.float64],
+    run: Any,
+    y_log: NDArray[np.float64] | None = None,
+) -> None:
     """``run(y, out)`` for one target; once per output (into 4-column scratch) for several.
 
     The statistics of output ``o`` are ``out[..., STAT_TASK + 2 o : STAT_TASK + 2 o + 2]``;
     rows and weight are the same for every output. ``out`` starts at zero (the kernels add
-    into it or overwrite it).
+    into it or overwrite it). With ``y_log`` (criterion="poisson") the second task column
+    is the weighted sum of ``y_log`` (the kernel's weighted sum, on a second pass).
     """
     if y.ndim == 1:
         run(y, out)
+        if y_log is not None:
+            scratch = np.zeros(out.shape)
+            run(y_log, scratch)
+            out[..., STAT_TASK + 1] = scratch[..., STAT_TASK]
         return
     scratch = np.zeros(out.shape[:-1] + (STAT_TASK + 2,))
     for o in range(y.shape[1]):
@@ -80,3 +90,20 @@ def proposal_target(y: NDArray[np.float64]) -> NDArray[np.float64]:
     spread = y.std(axis=0)
     z = (y - y.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
     return np.ascontiguousarray(z.sum(axis=1))
+
+
+def poisson_column(y: NDArray[np.float64], name: str) -> NDArray[np.float64]:
+    """``y log y`` of every row (0 where y = 0): criterion="poisson"'s second statistic.
+
+    Raises scikit-learn's ``ValueError`` for a negative target.
+    """
+    if y.ndim != 1:
+        raise ValueError(f"Client {name!r}: criterion='poisson' takes one target per row.")
+    if np.any(y < 0):
+        raise ValueError(
+            f"Client {name!r}: Some value(s) of y are negative which is not allowed for "
+            "Poisson regression."
+        )
+    out = np.zeros_like(y)
+    np.multiply(y, np.log(np.where(y > 0, y, 1.0)), out=out, where=y > 0)
+    return out

@@ -25,13 +25,24 @@ __all__ = [
 ]
 
 #: Criteria per task.
-CRITERIA = {"regression": ("squared_error",), "classification": ("gini", "entropy")}
+CRITERIA = {"regression": ("squared_error", "poisson"), "classification": ("gini", "entropy")}
 
 FloatArray = NDArray[np.float64]
 
 
 #: Integer codes of the criteria for the numba kernels (client and server).
-CRITERION_CODES = {"squared_error": 0, "gini": 1, "entropy": 2}
+CRITERION_CODES = {"squared_error": 0, "gini": 1, "entropy": 2, "poisson": 3}
+
+#: scikit-learn's EPSILON: a Poisson child whose target sum is at most this is refused.
+_EPS = float(np.finfo(np.float64).eps)
+
+
+def _s_log_mean(s: FloatArray, w: FloatArray) -> FloatArray:
+    """``S log(S / W)`` (0 where S <= 0 or W <= 0): a node's term of the Poisson gain."""
+    ok = (s > 0) & (w > 0)
+    out = np.zeros(np.broadcast(s, w).shape, dtype=np.float64)
+    np.multiply(s, np.log(np.where(ok, s, 1.0) / np.where(ok, w, 1.0)), out=out, where=ok)
+    return out
 
 
 def _safe_div(num: FloatArray, den: FloatArray) -> FloatArray:
@@ -46,7 +57,8 @@ def weighted_impurity(stats: FloatArray, criterion: str) -> FloatArray:
     Parameters
     ----------
     stats : ndarray of float64, shape (..., n_stats)
-    criterion : {"squared_error", "gini", "entropy"}
+    criterion : {"squared_error", "poisson", "gini", "entropy"}
+        Under "poisson" the task columns are ``(sum w*y, sum w*y*log(y))``.
 
     Returns
     -------
@@ -54,6 +66,10 @@ def weighted_impurity(stats: FloatArray, criterion: str) -> FloatArray:
     """
     w = stats[..., STAT_WEIGHT]
     task = stats[..., STAT_TASK:]
+    if criterion == "poisson":
+        # Half the Poisson deviance times W: sum w y log y - S log(S / W), the statistics
+        # being (S, sum w y log y) (0 for a node without positive targets).
+        return np.maximum(task[..., 1] - _s_log_mean(task[..., 0], w), 0.0)
     if criterion == "squared_error":
         # W * (Q/W - (S/W)^2) = Q - S^2 / W; the form scikit-learn's proxy uses. With
         # several outputs, the mean over them (scikit-learn's multi-output impurity).
@@ -91,16 +107,25 @@ def weighted_gain(parent: FloatArray, left: FloatArray, criterion: str) -> Float
         Divide by the root weight for scikit-learn's ``min_impurity_decrease`` scale.
     """
     right = parent - left
+    if criterion == "poisson":
+        # scikit-learn's proxy: a child with target sum <= EPSILON is inadmissible (-inf).
+        y, w = STAT_TASK, STAT_WEIGHT
+        gain = (
+            _s_log_mean(left[:, y], left[:, w])
+            + _s_log_mean(right[:, y], right[:, w])
+            - _s_log_mean(parent[:, y], parent[:, w])
+        )
+        return np.where((left[:, y] > _EPS) & (right[:, y] > _EPS), gain, -np.inf)
     if criterion == "squared_error":
         # Same value as the definition, without cancelling the large sums of squares; the
         # mean over the outputs with several (their sums at STAT_TASK, STAT_TASK + 2, ...).
+        # Summed in the split scan's order: children over the outputs, then the parent's.
         s = slice(STAT_TASK, None, 2)
-        per_output = (
-            _safe_div(left[:, s] ** 2, left[:, STAT_WEIGHT, None])
-            + _safe_div(right[:, s] ** 2, right[:, STAT_WEIGHT, None])
-            - _safe_div(parent[:, s] ** 2, parent[:, STAT_WEIGHT, None])
+        children = _safe_div(left[:, s] ** 2, left[:, STAT_WEIGHT, None]) + _safe_div(
+            right[:, s] ** 2, right[:, STAT_WEIGHT, None]
         )
-        return per_output.sum(axis=-1) / per_output.shape[-1]
+        node = _safe_div(parent[:, s] ** 2, parent[:, STAT_WEIGHT, None])
+        return (children.sum(axis=-1) - node.sum(axis=-1)) / children.shape[-1]
     return (
         weighted_impurity(parent, criterion)
         - weighted_impurity(left, criterion)

@@ -301,6 +301,14 @@ def _check_stats(
         off = np.abs(classes.sum(axis=1) - weight)
         if np.any(classes < 0) or np.any(off > (1e-9 * np.maximum(weight, 1.0) if weighted else 0)):
             raise InvalidReply(name, kind, field, "has class weights that do not add up")
+    elif task == "poisson":  # (sum w*y, sum w*y*log y): y >= 0, and Jensen's bound
+        s, t = stats[:, STAT_TASK], stats[:, STAT_TASK + 1]
+        ok = (s > 0) & (weight > 0)
+        bound = np.where(
+            ok, s * np.log(np.where(ok, s, 1.0) / np.where(weight > 0, weight, 1.0)), 0
+        )
+        if np.any(s < 0) or np.any(t < bound - 1e-7 * np.abs(bound) - 1e-9):
+            raise InvalidReply(name, kind, field, "has sums of y log y smaller than the sums imply")
     else:
         # One (sum w*y, sum w*y^2) pair per output.
         s1, s2 = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]

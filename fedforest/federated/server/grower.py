@@ -579,6 +579,11 @@ def grow_forest(
             'class_weight and min_weight_fraction_leaf are not available with split_rule="avgimp"'
             ": AvgImp sums the clients' own local gains and left rows, without the weights."
         )
+    if cfg.criterion == "poisson" and cfg.split_rule == "avgimp":
+        raise ValueError(
+            'criterion="poisson" is not available with split_rule="avgimp": a client\'s local '
+            "Poisson gain is undefined where one of its children holds no positive target."
+        )
     if cfg.privacy != "none":
         secure.check_config(cfg)
     if cfg.on_client_failure == "drop":
@@ -612,7 +617,7 @@ def grow_forest(
         "clients": schema["clients"],
         "records": ClientRecords(
             schema["n_samples"],
-            cfg.task,
+            "poisson" if cfg.criterion == "poisson" else cfg.task,  # how its sums are checked
             count_columns(n_classes, schema["weighted"]),
             cfg.bootstrap,
             schema["draws"],

@@ -115,6 +115,7 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig, categorica
             "split_on_client": cfg.split_on_client,
             'split_rule="avgimp"': cfg.split_rule == "avgimp",
             "categorical features": categorical,
+            'criterion="poisson"': cfg.criterion == "poisson",
         }
         given = [what for what, on in refused.items() if on]
         if given:

@@ -192,7 +192,7 @@ def scan_nodes(  # type: ignore[no-untyped-def]
     pair_off : ndarray of int64, shape (n_nodes + 1,)  # IN
     cand_off : ndarray of int64, shape (n_pairs + 1,)  # IN
     left : ndarray of float64, shape (n_candidates, n_stats)  # IN
-    criterion : int  # IN: 0 squared error, 1 Gini, 2 entropy (``CRITERION_CODES``)
+    criterion : int  # IN: 0 squared error, 1 Gini, 2 entropy, 3 Poisson (``CRITERION_CODES``)
     min_rows : int  # IN: ``min_samples_leaf`` distinct rows on both sides
     min_weight : ndarray of float64, shape (n_nodes,)  # IN: least weight of either child
     tie_rtol : float  # IN
@@ -214,6 +214,9 @@ def scan_nodes(  # type: ignore[no-untyped-def]
             if p_w > 0.0:
                 for o in range(n_out):
                     p_term += parent[i, STAT_TASK + 2 * o] ** 2 / p_w
+        elif criterion == 3:  # Poisson: S log(S / W)
+            p_s = parent[i, STAT_TASK]
+            p_term = p_s * np.log(p_s / p_w) if p_s > 0.0 and p_w > 0.0 else 0.0
         else:
             p_term = _weighted_impurity(parent[i], criterion)
         for c in range(lo, hi):
@@ -236,6 +239,12 @@ def scan_nodes(  # type: ignore[no-untyped-def]
                     k = STAT_TASK + 2 * o
                     acc += left[c, k] ** 2 / l_w + right[k] ** 2 / r_w
                 g = (acc - p_term) / n_out
+            elif criterion == 3:
+                l_s, r_s = left[c, STAT_TASK], right[STAT_TASK]
+                if l_s <= EPSILON or r_s <= EPSILON:  # scikit-learn's rule
+                    gain[c] = -np.inf
+                    continue
+                g = (l_s * np.log(l_s / l_w) + r_s * np.log(r_s / r_w)) - p_term
             else:
                 g = (p_term - _weighted_impurity(left[c], criterion)) - _weighted_impurity(
                     right, criterion
@@ -294,6 +303,10 @@ def scan_nodes_numpy(
             ),
             0.0,
         )
+    elif name == "poisson":
+        s, w = parent[:, STAT_TASK], parent[:, STAT_WEIGHT]
+        ok = (s > 0) & (w > 0)
+        p_term = np.where(ok, s * np.log(np.where(ok, s, 1.0) / np.where(ok, w, 1.0)), 0.0)
     else:
         p_term = weighted_impurity(parent, name)
     slack = tie_rtol * (np.abs(best) + np.abs(p_term) / n_out)[cand_node]
