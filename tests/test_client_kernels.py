@@ -68,6 +68,13 @@ def test_left_stats_ranked_twins(missing, discrete, n_classes, n_fine):
     K.left_stats_numpy(Xt, codes, fmin, fmax, *common, 0, n_slots, out["values"])
     np.testing.assert_array_equal(out["kernel"], out["twin"])
     np.testing.assert_array_equal(out["kernel"], out["values"])
+    # Two columns: the rows and the weight alone (the grid counts under "secure").
+    two = {name: np.full((cand.size, 2), np.nan) for name in ("kernel", "twin", "values")}
+    K.left_stats_ranked(Xt, fmin, fmax, *ranks, *common, 0, n_slots, two["kernel"])
+    K.left_stats_ranked_numpy(Xt, fmin, fmax, *ranks, *common, 0, n_slots, two["twin"])
+    K.left_stats_numpy(Xt, codes, fmin, fmax, *common, 0, n_slots, two["values"])
+    for name in two:
+        np.testing.assert_array_equal(two[name], out["kernel"][:, :2])
     # A block of slots (given the rows of its slots only, as a client's block of trees)
     # writes its candidates only, from row 0 of its output.
     lo, hi = cand_off[pair_off[1]], cand_off[pair_off[4]]

@@ -327,7 +327,8 @@ def left_stats(
     cand : ndarray of float64, shape (n_candidates,)  # IN
     slot_lo, slot_hi : int  # IN
     out : ndarray of float64, shape (n_block_candidates, n_stats)  # OUT: candidate
-        ``cand_off[pair_off[slot_lo]] + i`` in row ``i``
+        ``cand_off[pair_off[slot_lo]] + i`` in row ``i``; with 2 columns, the rows and the
+        weight only
     """
     ranks_t, uniq, uniq_off, bin_start = ranks_for(Xt, codes_t, fine_min.shape[1])
     left_stats_ranked(
@@ -511,7 +512,12 @@ def left_stats_ranked(
             for j in range(nc + 1):
                 for q in range(n_stat):
                     hist[j, q] = 0.0
-            if n_classes == 0:
+            if n_stat == 2:  # rows and weight only (the grids' counts under "secure")
+                for k in range(c):
+                    bk = bins[k]
+                    hist[bk, 0] += 1.0
+                    hist[bk, 1] += st[k, 1]
+            elif n_classes == 0:
                 for k in range(c):
                     bk = bins[k]
                     for q in range(4):
@@ -554,7 +560,7 @@ def left_stats_ranked_numpy(
     c0 = cand_off[pair_off[slot_lo]]
     for s in range(slot_lo, slot_hi):
         mine = np.flatnonzero(slot == s)
-        stats = _row_stats(w[mine], y[rows[mine]], n_classes)
+        stats = _row_stats(w[mine], y[rows[mine]], n_classes)[:, : out.shape[1]]
         for p in range(pair_off[s], pair_off[s + 1]):
             cs = cand[cand_off[p] : cand_off[p + 1]]
             if cs.size == 0:
@@ -590,7 +596,7 @@ def left_stats_numpy(
     c0 = cand_off[pair_off[slot_lo]]
     for s in range(slot_lo, slot_hi):
         mine = np.flatnonzero(slot == s)
-        stats = _row_stats(w[mine], y[rows[mine]], n_classes)
+        stats = _row_stats(w[mine], y[rows[mine]], n_classes)[:, : out.shape[1]]
         for p in range(pair_off[s], pair_off[s + 1]):
             cs = cand[cand_off[p] : cand_off[p + 1]]
             if cs.size == 0:

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._common import STAT_ROWS, STAT_WEIGHT, n_stats
+from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, n_stats
+from . import client_kernels as K
+from .client_sketch import fine_codes
 from .privacy.dp import ASINH_CLIP, discrete_gaussian
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2
 from .protocol import GRID, OOB, RECOVER, ROUND_A, ROUND_B, Message, expect_array
@@ -255,7 +257,7 @@ class SecureParty:
         grid_off = expect_array(msg, "grid_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         grid = expect_array(msg, "grid", "f", (int(grid_off[-1]),), "server")
         _check_offsets(grid_off, "grid_off", self.client.name)
-        cum = self.client._left_stats(fit, grid_off, grid)[:, [STAT_ROWS, STAT_WEIGHT]]
+        cum = self._counts_at(fit, grid_off, grid)
         if self.dp is not None:
             b = self.bounds(fit.n_classes)
             bits = stat_frac_bits(fit.n_classes, fit.weighted)
@@ -266,6 +268,34 @@ class SecureParty:
             "hist": to_fixed(cum, stat_frac_bits(fit.n_classes, fit.weighted)[:2]),
         }
         return self._masked(msg, ROUND_A, arrays)
+
+    def _counts_at(
+        self, fit: _Fit, off: NDArray[np.int64], edges: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """Rows and weight left of every pair's grid edges.
+
+        The left statistics' first two columns, computed alone: the kernel then adds two
+        sums per row, not all of them.
+        """
+        assert fit.pair_off is not None and fit.pair_feat is not None and fit.slot_tree is not None
+        c = self.client
+        if c._codes is None:
+            c._codes = fine_codes(c.X, N_FINE_BINS)
+        codes, fine_min, fine_max = c._codes
+        out = np.empty((edges.size, 2))
+        pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
+
+        def job(a: int, b: int) -> None:
+            s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
+            r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
+            e_lo, e_hi = off[pair_off[s_lo]], off[pair_off[s_hi]]
+            K.left_stats(
+                c.Xt, codes, fine_min, fine_max, fit.rows[r], fit.w[r], fit.slot[r], fit.y,
+                fit.n_classes, pair_off, pair_feat, off, edges, s_lo, s_hi, out[e_lo:e_hi],
+            )  # fmt: skip
+
+        c._run_blocks(fit, job)
+        return out
 
     def round_b(self, msg: Message, fit: _Fit) -> Message:
         """Masked left statistics at every candidate and per-group category statistics."""
