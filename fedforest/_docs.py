@@ -48,6 +48,14 @@ local_candidates : bool or None, default=None
     the candidates, which now include the points where the clients see the signal
     change. False is the paper's protocol; None means True under ``"none"`` and False
     under ``"secure"`` (where True is refused: a proposal is a data value).
+binning : {"quantile", "global"}, default="quantile"
+    "quantile" (the paper's): each node's candidates are quantiles of its own pooled
+    rows, from the clients' node sketches, so a level takes two rounds (sketches, then
+    left statistics). "global" (``privacy="none"`` only): per feature, ``n_bins - 1``
+    quantiles of all pooled rows, fixed at the handshake from the clients' per-feature
+    sketches, serve every node, so the candidates travel with Round A and a level takes
+    one round (the Federated-Histogram shape); fewer rounds for coarser deep nodes (take
+    a larger ``n_bins``, e.g. 128; docs/benchmarks.md measures the cost).
 bootstrap : bool, default=True
     Client-stratified bootstrap, seeded on each client from
     (random_state, tree index, client name).

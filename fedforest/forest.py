@@ -104,6 +104,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         ],
         "n_bins": [Interval(Integral, 2, None, closed="left"), None],
         "local_candidates": ["boolean", None],
+        "binning": [StrOptions({"quantile", "global"})],
         "bootstrap": ["boolean"],
         "oob_score": ["boolean", callable],
         "random_state": ["random_state"],
@@ -146,6 +147,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         max_features: Any = 1 / 3,
         n_bins: int | None = 32,
         local_candidates: bool | None = None,
+        binning: str = "quantile",
         bootstrap: bool = True,
         oob_score: bool = False,
         random_state: Any = None,
@@ -176,6 +178,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.max_features = max_features
         self.n_bins = n_bins
         self.local_candidates = local_candidates
+        self.binning = binning
         self.bootstrap = bootstrap
         self.oob_score = oob_score
         self.random_state = random_state
@@ -412,6 +415,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 if self.local_candidates is not None
                 else self.privacy == "none"
             ),
+            binning=self.binning,
             bootstrap=self.bootstrap,
             oob_score=bool(self.oob_score),
             seed=seed,
@@ -660,6 +664,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         max_features: Any = "sqrt",
         n_bins: int | None = 32,
         local_candidates: bool | None = None,
+        binning: str = "quantile",
         bootstrap: bool = True,
         oob_score: bool = False,
         random_state: Any = None,
@@ -693,6 +698,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             max_features=max_features,
             n_bins=n_bins,
             local_candidates=local_candidates,
+            binning=binning,
             bootstrap=bootstrap,
             oob_score=oob_score,
             random_state=random_state,

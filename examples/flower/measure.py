@@ -1,7 +1,8 @@
 """Time fedforest on a real Flower deployment on this machine (docs/flower.md, "Timings").
 
     python examples/flower/measure.py [--rows 5000] [--features 10] [--n-estimators 50]
-                                      [--max-depth 6] [--workdir DIR]
+                                      [--max-depth 6] [--workdir DIR] [--privacy secure]
+                                      [--binning quantile] [--n-bins 32]
 
 Writes three sites' CSV files (make_data.py), starts a SuperLink and three SuperNodes on
 127.0.0.1 (insecure, free ports, one FLWR_HOME each, telemetry and update checks off),
@@ -158,6 +159,12 @@ def main() -> None:
     parser.add_argument("--n-estimators", type=int, default=50)
     parser.add_argument("--max-depth", type=int, default=6)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--privacy", default="secure", choices=["secure", "none"])
+    parser.add_argument(
+        "--binning", default="quantile", choices=["quantile", "global"],
+        help='"global": one round a level (privacy "none" only)',
+    )  # fmt: skip
+    parser.add_argument("--n-bins", type=int, default=32)
     args = parser.parse_args()
     work = (args.workdir or Path(tempfile.mkdtemp(prefix="fedforest-flower-"))).resolve()
     data = write_sites(work / "data", args.rows, args.features)
@@ -165,6 +172,9 @@ def main() -> None:
         "n-estimators": args.n_estimators,
         "max-depth": args.max_depth,
         "seed": 0,
+        "privacy": args.privacy,
+        "binning": args.binning,
+        "n-bins": args.n_bins,
         "min-nodes": 3,
         "model-path": str(work / "model.ffm"),
         "metrics-path": str(work / "metrics.json"),
@@ -182,8 +192,9 @@ def main() -> None:
     ]
     start = time.perf_counter()
     local = ff.FedForestRegressor(
-        n_estimators=args.n_estimators, max_depth=args.max_depth, random_state=0
-    ).fit_federated(ff.LocalFederation(clients))
+        n_estimators=args.n_estimators, max_depth=args.max_depth, random_state=0,
+        privacy=args.privacy, binning=args.binning, n_bins=args.n_bins,
+    ).fit_federated(ff.LocalFederation(clients))  # fmt: skip
     local_seconds = time.perf_counter() - start
     remote = ff.load(work / "model.ffm")
     same = all(

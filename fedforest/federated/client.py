@@ -33,6 +33,7 @@ from .client_secure import SecureParty
 from .client_sketch import fine_codes, sketch_pairs
 from .client_targets import (
     by_output,
+    feature_sketches,
     poisson_column,
     proposal_target,
     sample_weights,
@@ -271,6 +272,10 @@ class Client:
                 "feature_min": np.where(np.isfinite(lo), lo, 0.0),
                 "feature_max": np.where(np.isfinite(hi), hi, 0.0),
             }
+        if msg.header.get("feature_sketch") and "public_key" not in arrays:  # "none" only
+            arrays["feature_sketch"], arrays["feature_rows"] = feature_sketches(
+                self.X, int(msg.header["feature_sketch"])
+            )
         header["categories"] = {
             str(j): sort_categories(v.tolist()) for j, v in self._cat_raw.items()
         }
@@ -442,7 +447,9 @@ class Client:
         # the summaries, so empty nodes cost nothing on the wire.
         fit.pair_present = np.repeat(summary[:, STAT_WEIGHT] > 0, np.diff(fit.pair_off))
         fit.summary = summary
-        if fit.n_bins is None:
+        if "cand" in msg.arrays:  # binning="global": the level's candidates came with it
+            arrays.update(self._answer_b(fit, msg))
+        elif fit.n_bins is None:
             arrays["sketch_off"], arrays["sketch"] = self._distinct_values(fit)
         elif fit.send_sketch:
             numeric = ~np.isin(fit.pair_feat, list(self._cat_raw))  # categories: no sketch
@@ -545,6 +552,10 @@ class Client:
         fit = self._state()
         if fit.secure:
             return self._secure_party().round_b(msg, fit)
+        return Message(ROUND_B, {"name": self.name}, self._answer_b(fit, msg))
+
+    def _answer_b(self, fit: _Fit, msg: Message) -> dict[str, NDArray[Any]]:
+        """Left statistics at the candidates of ``msg`` (Round B, or a one-round level)."""
         assert fit.pair_off is not None and fit.pair_feat is not None
         assert fit.pair_present is not None and fit.summary is not None
         n_pairs = int(fit.pair_off[-1])
@@ -556,11 +567,7 @@ class Client:
         first = np.zeros(cand.size, dtype=bool)  # the first candidate of every pair
         first[cand_off[:-1][np.diff(cand_off) > 0]] = True
         if fit.split_rule != "avgimp":
-            return Message(
-                ROUND_B,
-                {"name": self.name},
-                pack_increments(left, first, n_counts, "left", present),
-            )
+            return pack_increments(left, first, n_counts, "left", present)
         # AvgImp: per numeric candidate, the local weighted gain and left row count only
         # (compact, see pack_gains); categorical pairs keep their exact per-category
         # statistics.
@@ -574,11 +581,10 @@ class Client:
         gain = weighted_gain(parent, left[keep], fit.criterion)
         # All rows on one side: exactly no decrease (not the rounding of W Psi - W Psi).
         gain[(rows == 0) | (rows == parent[:, STAT_ROWS])] = 0.0
-        arrays = {
+        return {
             **pack_gains(rows, gain, first[keep]),
             **pack_increments(left, first, n_counts, "left", present & ~numeric),
         }
-        return Message(ROUND_B, {"name": self.name}, arrays)
 
     def _left_stats(
         self, fit: _Fit, cand_off: NDArray[np.int64], cand: NDArray[np.float64]

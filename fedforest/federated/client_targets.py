@@ -12,7 +12,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._common import STAT_TASK
 
-__all__ = ["by_output", "poisson_column", "proposal_target", "sample_weights", "targets"]
+__all__ = [
+    "by_output",
+    "feature_sketches",
+    "poisson_column",
+    "proposal_target",
+    "sample_weights",
+    "targets",
+]
 
 
 def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
@@ -107,3 +114,24 @@ def poisson_column(y: NDArray[np.float64], name: str) -> NDArray[np.float64]:
     out = np.zeros_like(y)
     np.multiply(y, np.log(np.where(y > 0, y, 1.0)), out=out, where=y > 0)
     return out
+
+
+def feature_sketches(
+    X: NDArray[np.float64], n_bins: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per column, the quantiles ``b / B`` (b = 1..B, the last the maximum) of the known values.
+
+    ``binning="global"``'s handshake answer (under ``privacy="none"``, where values may
+    travel), with the number of known values per column. Missing values (held as +inf)
+    are left out; a column without known values has a row of zeros and a count of 0.
+    """
+    d = X.shape[1]
+    out = np.zeros((d, n_bins))
+    rows = np.zeros(d)
+    levels = np.arange(1, n_bins + 1) / n_bins
+    for j in range(d):
+        v = np.sort(X[:, j][np.isfinite(X[:, j])])
+        rows[j] = v.size
+        if v.size:
+            out[j] = v[np.clip(np.ceil(levels * v.size).astype(np.int64) - 1, 0, v.size - 1)]
+    return out, rows

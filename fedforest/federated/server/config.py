@@ -40,8 +40,13 @@ class GrowerConfig:
     tree_batch_size: int | None = None
     n_jobs: int | None = None
     #: "quantile": the paper's sketches; "histogram": the Federated Histogram baseline
-    #: (Kalloori & Klingler 2022): B fixed-width bins between the global min and max.
+    #: (Kalloori & Klingler 2022): B fixed-width bins between the global min and max;
+    #: "global": quantiles of the pooled rows per feature, fixed at the handshake, so each
+    #: level takes one round ("none" only).
     binning: str = "quantile"
+    #: binning="global": candidates travel with Round A (False: a Round B of their own,
+    #: the same forest in twice the rounds; for tests and measurements).
+    one_round: bool = True
     #: Clients add their local best threshold per (node, feature) to the candidates
     #: (quantile binning only; the verification mode's candidates are already exact).
     local_candidates: bool = False

@@ -272,26 +272,38 @@ def _level(
     check_a = records.round_a(
         routes, n_slots, s, sketched if quantile else None, cfg.n_bins, pair_feat
     )
+    missing = ctx["missing"] if ctx["missing"].any() else None
+    one_round = cfg.binning == "global" and cfg.one_round
+    if one_round:
+        # Fixed candidates travel with Round A; the clients answer their left statistics
+        # with their summaries: one round per level.
+        every = np.ones(pair_feat.size, dtype=bool)
+        cand_off, cand = candidates(
+            [], summaries_none(n_slots, s), pair_off, pair_feat, every, cfg, ctx["edges"],
+            ctx["n_categories"], missing,
+        )  # fmt: skip
+        arrays = {**arrays, "cand_off": cand_off, "cand": cand}
+        check_a = _with_left_check(check_a, records, pair_off, pair_feat, cand_off, s, ctx)
     replies, summaries = _round_a(fed, ledger, header, routes, arrays, n_slots, s, check_a)
     pooled = _pool_node_stats(builders, frontier, summaries, ctx)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     pair_ok = np.repeat(splittable, np.diff(pair_off))
     if cfg.top_l:
         pair_ok &= shortlist(replies, summaries, pair_off, pair_feat, cfg.top_l, ctx)
-    cand_off, cand = candidates(
-        replies,
-        summaries,
-        pair_off,
-        pair_feat,
-        pair_ok,
-        cfg,
-        ctx.get("edges"),
-        ctx["n_categories"],
-        ctx["missing"] if ctx["missing"].any() else None,
-    )
+    if not one_round:
+        cand_off, cand = candidates(
+            replies, summaries, pair_off, pair_feat, pair_ok, cfg, ctx.get("edges"),
+            ctx["n_categories"], missing,
+        )  # fmt: skip
     root_w = np.array([builders[t].stats[0][STAT_WEIGHT] for t in frontier.tree])
     best = BestSplits.none(n_slots, s)
-    if cand.size:
+    if one_round and cand.size:
+        best = round_b_splits(
+            replies, summaries, pooled, pair_off, pair_feat, cand_off, cand, splittable, root_w,
+            cfg, ctx,
+        )  # fmt: skip
+        best = _only_splittable(best, splittable)
+    elif cand.size:
         replies_b = _exchange(
             fed,
             ledger,
@@ -387,6 +399,38 @@ def _secure_level(
     nxt, routes = _apply_splits(cfg, builders, frontier, best, ctx)
     secure.advance(state, best, routes)
     return nxt, routes
+
+
+def summaries_none(n_slots: int, s: int) -> NDArray[np.float64]:
+    """No client summaries yet (fixed candidates need none)."""
+    return np.zeros((0, n_slots, s))
+
+
+def _with_left_check(
+    check_a: Check,
+    records: ClientRecords,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    s: int,
+    ctx: dict[str, Any],
+) -> Check:
+    """A one-round level's check: the summaries, then the left statistics beside them.
+
+    The left statistics are checked as a Round B answer to the candidates of the nodes
+    the client has rows in (what it answers for).
+    """
+    check_b = records.round_b(pair_off, ctx["n_categories"][pair_feat] > 0, s, True)
+    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+
+    def check(name: str, request: Message, reply: Message) -> None:
+        check_a(name, request, reply)
+        has = (reply.arrays["summary"][:, STAT_WEIGHT] > 0)[pair_node]
+        off = np.zeros_like(cand_off)
+        np.cumsum(np.where(has, np.diff(cand_off), 0), out=off[1:])
+        check_b(name, Message(ROUND_B, {}, {"cand_off": off}), reply)
+
+    return check
 
 
 def _round_b_requests(
@@ -578,6 +622,11 @@ def grow_forest(
         raise ValueError(
             'class_weight and min_weight_fraction_leaf are not available with split_rule="avgimp"'
             ": AvgImp sums the clients' own local gains and left rows, without the weights."
+        )
+    if cfg.binning == "global" and cfg.top_l:
+        raise ValueError(
+            'top_l is not available with binning="global": its candidates travel before the '
+            "clients' rankings that shortlist the features."
         )
     if cfg.criterion == "poisson" and cfg.split_rule == "avgimp":
         raise ValueError(

@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..categorical import sort_categories
 from ..federation import Federation
 from ..protocol import HANDSHAKE, CommunicationLedger, Message, expect_array
 from . import secure
-from .checks import check_handshake, label_type
+from .checks import InvalidReply, check_handshake, label_type
 from .config import GrowerConfig
+from .merge import merge_sketch_rows
 from .rounds import exchange
 
 __all__ = ["handshake"]
@@ -26,6 +28,8 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         "ranges": cfg.privacy == "none",
         "privacy": cfg.privacy,
     }
+    if cfg.binning == "global":  # per-feature quantile sketches of every client's rows
+        request["feature_sketch"] = int(cfg.n_bins or 32)
     ranges = cfg.privacy == "none"
     check = check_handshake(cfg.task, cfg.privacy, ranges)
     replies = exchange(fed, ledger, Message(HANDSHAKE, request), check)
@@ -76,6 +80,8 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         lo, hi = pooled
         b = cfg.n_bins or 32
         edges = lo[:, None] + (hi - lo)[:, None] * (np.arange(1, b) / b)[None, :]
+    if cfg.binning == "global":
+        edges = global_grid(replies, d, int(cfg.n_bins or 32), categories)
     n_outputs = _n_outputs(replies, cfg, bool(categories))
     missing = np.zeros(d, dtype=bool)  # columns with a missing value at some client
     for _, rep in replies:
@@ -126,6 +132,34 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig, categorica
                 "rank one target's means.)"
             )
     return k
+
+
+def global_grid(
+    replies: list[tuple[str, Message]], d: int, n_bins: int, categories: dict[str, Any]
+) -> list[NDArray[np.float64]]:
+    """``binning="global"``: per feature, the candidate thresholds of every node of the fit.
+
+    Quantiles ``b / B`` of the pooled rows (the clients' per-feature sketches mixed with
+    their rows' weights, as the per-node sketches are), fixed once: a level then needs one
+    round. Categorical features get none (their candidates are their codes).
+    """
+    points = np.stack([expect_array(m, "feature_sketch", "f", (d, n_bins), n) for n, m in replies])
+    weights = np.stack([expect_array(m, "feature_rows", "f", (d,), n) for n, m in replies])
+    for k, (name, rep) in enumerate(replies):
+        n_rows = rep.header["n_samples"]
+        w, row = weights[k], points[k][weights[k] > 0]
+        if not np.all(np.isfinite(w)) or np.any((w < 0) | (w > n_rows) | (w != np.round(w))):
+            raise InvalidReply(name, HANDSHAKE, "array 'feature_rows'", "is not row counts")
+        if not np.all(np.isfinite(row)) or np.any(np.diff(row, axis=1) < 0):
+            raise InvalidReply(name, HANDSHAKE, "array 'feature_sketch'", "has a bad row")
+    known = weights > 0
+    for j in categories:
+        weights[:, int(j)] = 0.0
+    index = np.where(known, np.arange(len(replies) * d).reshape(len(replies), d), -1)
+    off, cand = merge_sketch_rows(
+        np.where(known[..., None], points, 0.0).reshape(-1, n_bins), index, weights, n_bins
+    )
+    return [cand[off[j] : off[j + 1]] for j in range(d)]
 
 
 def _check_schemas(replies: list[tuple[str, Message]]) -> None:

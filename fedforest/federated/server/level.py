@@ -176,7 +176,7 @@ def _numeric_candidates(
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Candidate thresholds of the numeric pairs (others get none)."""
     n_pairs = int(pair_off[-1])
-    if cfg.binning == "histogram":
+    if cfg.binning in ("histogram", "global"):  # the same fixed grid at every node
         return _fixed_candidates(edges, pair_feat, pair_ok)
     if cfg.n_bins is None:
         per_pair: list[NDArray[np.float64]] = []

@@ -72,6 +72,7 @@ UNSUPPORTED = {
     "top_l": "Top-L shortlisting sends each client's own feature ranking",
     "avgimp": 'split_rule="avgimp" averages each client\'s own gains',
     "histogram": "the federated-histogram baseline sends each client's minimum and maximum",
+    "global": "its grid is made of each client's per-feature quantiles (data values)",
     "verification": "n_bins=None sends every distinct value",
     "local_candidates": "local candidates are values of a client's own rows",
     "diagnostics": "the diagnostics read each client's counts per bin and sums per leaf",
@@ -94,7 +95,7 @@ def check_config(cfg: GrowerConfig) -> None:
     if cfg.split_rule != "exact":
         problems.append((f"split_rule={cfg.split_rule!r}", UNSUPPORTED["avgimp"]))
     if cfg.binning != "quantile":
-        problems.append((f"binning={cfg.binning!r}", UNSUPPORTED["histogram"]))
+        problems.append((f"binning={cfg.binning!r}", UNSUPPORTED[cfg.binning]))
     if cfg.n_bins is None:
         problems.append(("n_bins=None", UNSUPPORTED["verification"]))
     if cfg.local_candidates:
