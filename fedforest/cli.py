@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(commands)
     _add_predict(commands)
     _add_inspect(commands)
+    _add_export(commands)
     from .experiments.paper import add_experiment_subcommand
 
     experiment = add_experiment_subcommand(commands)
@@ -333,6 +334,65 @@ def _run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         print(f"    {names[j] if names is not None else f'x{j}':<24} {imp[j]:.4f}")
     params = model.get_params()
     print("  parameters: " + ", ".join(f"{k}={params[k]!r}" for k in sorted(params)))
+    return 0
+
+
+def _add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    exp = commands.add_parser(
+        "export",
+        help="write a model file as ONNX, Treelite, or the SHAP values of a data file",
+        description=(
+            "Export a model file (extra fedforest[export]): --to onnx writes an ONNX model "
+            "(numeric splits), --to treelite a Treelite checkpoint (set splits too), --to "
+            "shap the SHAP values of every row of --data as CSV (numeric splits; from the "
+            "trees' node statistics, no training data). docs/export.md."
+        ),
+    )
+    exp.add_argument("model", type=Path, help="a model file written by fedforest")
+    exp.add_argument("--to", required=True, choices=["onnx", "treelite", "shap"])
+    exp.add_argument("--out", type=Path, required=True, help="file to write")
+    exp.add_argument("--data", type=Path, help="--to shap: CSV or Parquet rows to explain")
+    exp.set_defaults(handler=_run_export, command_parser=exp)
+
+
+def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import numpy as np
+    import pandas as pd
+
+    from fedforest.datasets.files import read_table
+
+    model = _load_model(args.model, parser)
+    if (args.to == "shap") != (args.data is not None):
+        parser.error("--data goes with --to shap (the rows to explain), and only with it")
+    try:
+        if args.to == "onnx":
+            args.out.write_bytes(model.to_onnx().SerializeToString())
+        elif args.to == "treelite":
+            model.to_treelite().serialize(str(args.out))
+        else:
+            frame = read_table(args.data)
+            names = getattr(model, "feature_names_in_", None)
+            if names is not None:
+                missing = [c for c in names if c not in frame.columns]
+                if missing:
+                    parser.error(f"{str(args.data)!r} lacks the model's columns {missing}")
+                frame = frame[list(names)]
+            values = np.asarray(model.shap_values(frame))
+            cols = list(names) if names is not None else [f"x{j}" for j in range(values.shape[1])]
+            base = np.atleast_1d(model.shap_explainer().expected_value)
+            out = {}
+            # Regression: one column per feature; classification (and multi-output): per
+            # feature and class (or output), suffixed with its label.
+            labels = list(getattr(model, "classes_", range(values.shape[-1])))
+            for k in range(values.shape[2] if values.ndim == 3 else 1):
+                tag = "" if values.ndim == 2 else f"_{labels[k]}"
+                part = values if values.ndim == 2 else values[:, :, k]
+                out.update({f"shap_{c}{tag}": part[:, j] for j, c in enumerate(cols)})
+                out[f"base_value{tag}"] = np.full(len(frame), float(base[k]))
+            pd.DataFrame(out).to_csv(args.out, index=False)
+    except (ImportError, ValueError) as exc:
+        parser.error(str(exc))
+    print(f"wrote {args.to} export of {args.model} to {args.out}")
     return 0
 
 

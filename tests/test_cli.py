@@ -278,3 +278,44 @@ def test_train_weight_errors_name_the_file(tmp_path, capsys, change, message) ->
     err = capsys.readouterr().err
     assert message in err and "w1.csv" in err
     assert "usage: fedforest train" in err  # the subcommand's usage, not the top-level one
+
+
+def test_export_writes_onnx_treelite_and_shap_from_a_model_file(tmp_path, capsys) -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("treelite")
+    import onnxruntime
+    import treelite
+
+    import fedforest as ff
+
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"age": rng.normal(60, 10, 300), "dose": rng.normal(size=300)})
+    frame = frame.astype(np.float32).astype(np.float64)  # ONNX compares in float32
+    y = 0.05 * frame["age"] + frame["dose"] + rng.normal(0, 0.1, 300)
+    data = tmp_path / "rows.csv"
+    frame.to_csv(data, index=False)
+    model = ff.FedForestRegressor(n_estimators=4, privacy="none", random_state=0).fit(frame, y)
+    path = tmp_path / "m.ffm"
+    model.save(path)
+    expected = model.predict(frame)
+    onnx_path, tl_path, shap_path = tmp_path / "m.onnx", tmp_path / "m.tl", tmp_path / "s.csv"
+    assert main(["export", str(path), "--to", "onnx", "--out", str(onnx_path)]) == 0
+    session = onnxruntime.InferenceSession(
+        onnx_path.read_bytes(), providers=["CPUExecutionProvider"]
+    )
+    (pred,) = session.run(None, {"X": frame.to_numpy(np.float32)})
+    np.testing.assert_allclose(pred[:, 0], expected, rtol=1e-5, atol=1e-6)
+    assert main(["export", str(path), "--to", "treelite", "--out", str(tl_path)]) == 0
+    from treelite import gtil
+
+    back = treelite.Model.deserialize(str(tl_path))
+    np.testing.assert_allclose(gtil.predict(back, frame.to_numpy())[:, 0, 0], expected, rtol=1e-9)
+    argv = ["export", str(path), "--to", "shap", "--data", str(data), "--out", str(shap_path)]
+    assert main(argv) == 0
+    shap_frame = pd.read_csv(shap_path)
+    assert list(shap_frame.columns) == ["shap_age", "shap_dose", "base_value"]
+    np.testing.assert_allclose(shap_frame.sum(axis=1), expected, rtol=1e-9, atol=1e-9)
+    # --data belongs to --to shap only.
+    with pytest.raises(SystemExit) as exc:
+        main(["export", str(path), "--to", "shap", "--out", str(shap_path)])
+    assert exc.value.code == 2 and "--data goes with --to shap" in capsys.readouterr().err
