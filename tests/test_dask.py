@@ -218,9 +218,8 @@ def test_same_forest_as_local_federation(dask_client: Client, privacy: str) -> N
 
 
 def test_dp_runs_on_actors_and_reports_its_budget(dask_client: Client) -> None:
-    # Depth 2 on 800 rows: on smaller nodes the dp grower at eef993a sometimes meets a node
-    # without candidates and fails in denoise.cumulative (reshape of an empty array), on
-    # LocalFederation as here; 0 failures in 100 fits in memory at these settings.
+    # Depth 2 on 800 rows. (Smaller nodes once crashed the dp grower where a level sent no
+    # threshold interval, in denoise.cumulative; fixed in b946d92, tests/test_dp_noise.py.)
     X, y, _ = frame(1, n=800)
     dX, dy = dd.from_pandas(X, npartitions=2), dd.from_pandas(y, npartitions=2)
     params = {"n_estimators": 4, "max_depth": 2, "min_samples_leaf": 5, "random_state": 0}
