@@ -293,7 +293,11 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         if missing:
             parser.error(f"{str(args.data)!r} lacks the model's columns {missing}")
         frame = frame[list(names)]
-    out = pd.DataFrame({"prediction": model.predict(frame)})
+    pred = model.predict(frame)
+    if pred.ndim == 2:  # a multi-output regressor: one column per output
+        out = pd.DataFrame({f"prediction_{k}": pred[:, k] for k in range(pred.shape[1])})
+    else:
+        out = pd.DataFrame({"prediction": pred})
     if hasattr(model, "predict_proba"):
         proba = model.predict_proba(frame)
         for k, label in enumerate(model.classes_):

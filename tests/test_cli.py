@@ -319,3 +319,19 @@ def test_export_writes_onnx_treelite_and_shap_from_a_model_file(tmp_path, capsys
     with pytest.raises(SystemExit) as exc:
         main(["export", str(path), "--to", "shap", "--out", str(shap_path)])
     assert exc.value.code == 2 and "--data goes with --to shap" in capsys.readouterr().err
+
+
+def test_predict_writes_a_column_per_output_of_a_multi_output_model(tmp_path) -> None:
+    import fedforest as ff
+
+    rng = np.random.default_rng(6)
+    frame = pd.DataFrame({"a": rng.normal(size=200), "b": rng.normal(size=200)})
+    Y = np.column_stack([frame["a"], frame["a"] - frame["b"]])
+    model = ff.FedForestRegressor(n_estimators=3, privacy="none", random_state=0).fit(frame, Y)
+    model.save(tmp_path / "m.ffm")
+    frame.to_csv(tmp_path / "rows.csv", index=False)
+    argv = ["predict", str(tmp_path / "m.ffm"), str(tmp_path / "rows.csv")]
+    assert main([*argv, "--out", str(tmp_path / "p.csv")]) == 0
+    got = pd.read_csv(tmp_path / "p.csv")
+    assert list(got.columns) == ["prediction_0", "prediction_1"]
+    np.testing.assert_allclose(got.to_numpy(), model.predict(frame), rtol=1e-12)
