@@ -353,7 +353,9 @@ def _add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         ),
     )
     exp.add_argument("model", type=Path, help="a model file written by fedforest")
-    exp.add_argument("--to", required=True, choices=["onnx", "treelite", "shap"])
+    exp.add_argument(
+        "--to", required=True, choices=["onnx", "treelite", "shap"], help="the export's format"
+    )
     exp.add_argument("--out", type=Path, required=True, help="file to write")
     exp.add_argument("--data", type=Path, help="--to shap: CSV or Parquet rows to explain")
     exp.set_defaults(handler=_run_export, command_parser=exp)
