@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.special import xlogy
 
 from .._common import STAT_TASK
 
@@ -111,9 +112,7 @@ def poisson_column(y: NDArray[np.float64], name: str) -> NDArray[np.float64]:
             f"Client {name!r}: Some value(s) of y are negative which is not allowed for "
             "Poisson regression."
         )
-    out = np.zeros_like(y)
-    np.multiply(y, np.log(np.where(y > 0, y, 1.0)), out=out, where=y > 0)
-    return out
+    return np.asarray(xlogy(y, y), dtype=np.float64)
 
 
 def feature_sketches(

@@ -22,6 +22,7 @@ __all__ = [
     "weighted_impurity",
     "weighted_gain",
     "leaf_value",
+    "s_log_mean",
 ]
 
 #: Criteria per task.
@@ -37,7 +38,7 @@ CRITERION_CODES = {"squared_error": 0, "gini": 1, "entropy": 2, "poisson": 3}
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def _s_log_mean(s: FloatArray, w: FloatArray) -> FloatArray:
+def s_log_mean(s: FloatArray, w: FloatArray) -> FloatArray:
     """``S log(S / W)`` (0 where S <= 0 or W <= 0): a node's term of the Poisson gain."""
     ok = (s > 0) & (w > 0)
     out = np.zeros(np.broadcast(s, w).shape, dtype=np.float64)
@@ -69,7 +70,7 @@ def weighted_impurity(stats: FloatArray, criterion: str) -> FloatArray:
     if criterion == "poisson":
         # Half the Poisson deviance times W: sum w y log y - S log(S / W), the statistics
         # being (S, sum w y log y) (0 for a node without positive targets).
-        return np.maximum(task[..., 1] - _s_log_mean(task[..., 0], w), 0.0)
+        return np.maximum(task[..., 1] - s_log_mean(task[..., 0], w), 0.0)
     if criterion == "squared_error":
         # W * (Q/W - (S/W)^2) = Q - S^2 / W; the form scikit-learn's proxy uses. With
         # several outputs, the mean over them (scikit-learn's multi-output impurity).
@@ -111,9 +112,9 @@ def weighted_gain(parent: FloatArray, left: FloatArray, criterion: str) -> Float
         # scikit-learn's proxy: a child with target sum <= EPSILON is inadmissible (-inf).
         y, w = STAT_TASK, STAT_WEIGHT
         gain = (
-            _s_log_mean(left[:, y], left[:, w])
-            + _s_log_mean(right[:, y], right[:, w])
-            - _s_log_mean(parent[:, y], parent[:, w])
+            s_log_mean(left[:, y], left[:, w])
+            + s_log_mean(right[:, y], right[:, w])
+            - s_log_mean(parent[:, y], parent[:, w])
         )
         return np.where((left[:, y] > _EPS) & (right[:, y] > _EPS), gain, -np.inf)
     if criterion == "squared_error":

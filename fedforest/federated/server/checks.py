@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
+from ..criteria import s_log_mean
 from ..protocol import Message, expect_array, unpack_gains, unpack_increments, unpack_sketch
 
 __all__ = [
@@ -303,10 +304,7 @@ def _check_stats(
             raise InvalidReply(name, kind, field, "has class weights that do not add up")
     elif task == "poisson":  # (sum w*y, sum w*y*log y): y >= 0, and Jensen's bound
         s, t = stats[:, STAT_TASK], stats[:, STAT_TASK + 1]
-        ok = (s > 0) & (weight > 0)
-        bound = np.where(
-            ok, s * np.log(np.where(ok, s, 1.0) / np.where(weight > 0, weight, 1.0)), 0
-        )
+        bound = s_log_mean(s, weight)
         if np.any(s < 0) or np.any(t < bound - 1e-7 * np.abs(bound) - 1e-9):
             raise InvalidReply(name, kind, field, "has sums of y log y smaller than the sums imply")
     else:

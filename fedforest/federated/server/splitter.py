@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
-from ..criteria import CRITERION_CODES, weighted_gain, weighted_impurity
+from ..criteria import CRITERION_CODES, s_log_mean, weighted_gain, weighted_impurity
 
 __all__ = [
     "BestSplits",
@@ -304,9 +304,7 @@ def scan_nodes_numpy(
             0.0,
         )
     elif name == "poisson":
-        s, w = parent[:, STAT_TASK], parent[:, STAT_WEIGHT]
-        ok = (s > 0) & (w > 0)
-        p_term = np.where(ok, s * np.log(np.where(ok, s, 1.0) / np.where(ok, w, 1.0)), 0.0)
+        p_term = s_log_mean(parent[:, STAT_TASK], parent[:, STAT_WEIGHT])
     else:
         p_term = weighted_impurity(parent, name)
     slack = tie_rtol * (np.abs(best) + np.abs(p_term) / n_out)[cand_node]
