@@ -277,22 +277,28 @@ def _load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
         parser.error(str(exc))
 
 
-def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    import pandas as pd
-
+def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
+    """The rows of a data file in the model's columns (by name), or a usage error."""
     from fedforest.datasets.files import read_table
 
-    model = _load_model(args.model, parser)
     try:
-        frame = read_table(args.data)
+        frame = read_table(path)
     except ValueError as exc:
         parser.error(str(exc))
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
         missing = [c for c in names if c not in frame.columns]
         if missing:
-            parser.error(f"{str(args.data)!r} lacks the model's columns {missing}")
+            parser.error(f"{str(path)!r} lacks the model's columns {missing}")
         frame = frame[list(names)]
+    return frame
+
+
+def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import pandas as pd
+
+    model = _load_model(args.model, parser)
+    frame = _model_rows(model, args.data, parser)
     pred = model.predict(frame)
     if pred.ndim == 2:  # a multi-output regressor: one column per output
         out = pd.DataFrame({f"prediction_{k}": pred[:, k] for k in range(pred.shape[1])})
@@ -365,8 +371,6 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     import numpy as np
     import pandas as pd
 
-    from fedforest.datasets.files import read_table
-
     model = _load_model(args.model, parser)
     if (args.to == "shap") != (args.data is not None):
         parser.error("--data goes with --to shap (the rows to explain), and only with it")
@@ -376,13 +380,8 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         elif args.to == "treelite":
             model.to_treelite().serialize(str(args.out))
         else:
-            frame = read_table(args.data)
+            frame = _model_rows(model, args.data, parser)
             names = getattr(model, "feature_names_in_", None)
-            if names is not None:
-                missing = [c for c in names if c not in frame.columns]
-                if missing:
-                    parser.error(f"{str(args.data)!r} lacks the model's columns {missing}")
-                frame = frame[list(names)]
             values = np.asarray(model.shap_values(frame))
             cols = list(names) if names is not None else [f"x{j}" for j in range(values.shape[1])]
             base = np.atleast_1d(model.shap_explainer().expected_value)
