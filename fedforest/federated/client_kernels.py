@@ -535,6 +535,15 @@ def left_stats_ranked(
                     out[lo + j - c0, q] = acc
 
 
+def _left_of_bins(
+    bins: NDArray[np.int64], stats: NDArray[np.float64], n_cand: int
+) -> NDArray[np.float64]:
+    """Left statistics at each of ``n_cand`` candidates from every row's bin (twins' part)."""
+    hist = np.zeros((n_cand + 1, stats.shape[1]))
+    np.add.at(hist, bins, stats)
+    return np.cumsum(hist, axis=0)[:n_cand]
+
+
 def left_stats_ranked_numpy(
     Xt: NDArray[np.float64],
     fine_min: NDArray[np.float64],
@@ -569,9 +578,7 @@ def left_stats_ranked_numpy(
             u = uniq[uniq_off[f] : uniq_off[f + 1]]
             rank_c = np.where(np.isnan(cs), u.size + 1, np.searchsorted(u, cs, side="right"))
             bins = np.searchsorted(rank_c, ranks_t[f, rows[mine]], side="right")
-            hist = np.zeros((cs.size + 1, stats.shape[1]))
-            np.add.at(hist, bins, stats)
-            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = np.cumsum(hist, axis=0)[: cs.size]
+            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = _left_of_bins(bins, stats, cs.size)
 
 
 def left_stats_numpy(
@@ -602,6 +609,4 @@ def left_stats_numpy(
             if cs.size == 0:
                 continue
             bins = np.searchsorted(cs, Xt[pair_feat[p], rows[mine]], side="left")
-            hist = np.zeros((cs.size + 1, stats.shape[1]))
-            np.add.at(hist, bins, stats)
-            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = np.cumsum(hist, axis=0)[: cs.size]
+            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = _left_of_bins(bins, stats, cs.size)
