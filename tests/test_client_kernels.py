@@ -11,7 +11,9 @@ import pytest
 
 from fedforest._common import N_FINE_BINS, n_stats
 from fedforest.federated import client_kernels as K
+from fedforest.federated.client_grid import GridCodes, left_stats_coded, left_stats_coded_numpy
 from fedforest.federated.client_sketch import fine_codes
+from fedforest.federated.protocol import expand_candidates
 
 
 def _problem(seed: int, discrete: bool, missing: bool, n: int = 3000, d: int = 4):
@@ -140,3 +142,66 @@ def test_sketch_pairs_ranked_twins(whole, missing, n_classes):
     np.testing.assert_array_equal(out[0], out[1])
     if not missing:  # the twin's local thresholds do not model missing values
         np.testing.assert_array_equal(local[0], local[1])
+
+
+def _column_lists(rng, X, d, size):
+    """One candidate list per column (binning="global"), some with "known | missing"."""
+    lists = []
+    for f in range(d):
+        x = X[np.isfinite(X[:, f]), f]
+        c = np.unique(rng.choice(x, size=size)) if f != 1 else np.empty(0)
+        if f % 2 == 0:
+            c = np.append(c, np.float64(np.finfo(np.float64).max))
+        lists.append(c)
+    off = np.zeros(d + 2, dtype=np.int64)  # the client index column has none
+    np.cumsum([c.size for c in lists] + [0], out=off[1:])
+    return off, np.concatenate(lists)
+
+
+@pytest.mark.parametrize("missing", [False, True])
+@pytest.mark.parametrize("n_classes", [0, 3])
+@pytest.mark.parametrize("size", [31, 300])
+def test_left_stats_coded_equals_left_stats_bit_for_bit(missing, n_classes, size):
+    rng, X, rows, w, slot, pair_off, pair_feat = _problem(7 * size + n_classes, True, missing)
+    d = X.shape[1]
+    y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else rng.normal(size=3000)
+    f_off, f_cand = _column_lists(rng, X, d, size)
+    cand_off, cand = expand_candidates(f_off, f_cand, pair_feat)
+    for p, f in enumerate(pair_feat):  # every pair lists its column's candidates
+        np.testing.assert_array_equal(
+            cand[cand_off[p] : cand_off[p + 1]], f_cand[f_off[f] : f_off[f + 1]]
+        )
+    Xt = np.vstack([X.T, np.zeros((1, X.shape[0]))])  # + the client index row
+    grid = GridCodes(Xt)
+    grid.update(f_off, f_cand, "site")
+    codes, fmin, fmax = fine_codes(X, N_FINE_BINS)
+    s = n_stats("classification" if n_classes else "regression", n_classes)
+    n_slots = pair_off.size - 1
+    common = (rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off)
+    want = np.full((cand.size, s), np.nan)
+    K.left_stats(Xt[:d], codes, fmin, fmax, *common, cand, 0, n_slots, want)
+    for kernel in (left_stats_coded, left_stats_coded_numpy):
+        got = np.full((cand.size, s), np.nan)
+        kernel(grid.codes, *common, 0, n_slots, got)
+        np.testing.assert_array_equal(got, want)
+        two = np.full((cand.size, 2), np.nan)
+        kernel(grid.codes, *common, 0, n_slots, two)
+        np.testing.assert_array_equal(two, want[:, :2])
+
+
+def test_grid_codes_remake_a_changed_column_and_refuse_a_bad_list():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 2))
+    grid = GridCodes(X.T.copy())
+    off = np.array([0, 3, 5], dtype=np.int64)
+    grid.update(off, np.array([-1.0, 0.0, 1.0, 0.5, 2.0]), "site")
+    np.testing.assert_array_equal(grid.codes[0], np.searchsorted([-1.0, 0.0, 1.0], X[:, 0]))
+    grid.update(off, np.array([-0.5, 0.0, 0.5, 0.5, 2.0]), "site")  # column 0 changed
+    np.testing.assert_array_equal(grid.codes[0], np.searchsorted([-0.5, 0.0, 0.5], X[:, 0]))
+    np.testing.assert_array_equal(grid.codes[1], np.searchsorted([0.5, 2.0], X[:, 1]))
+    with pytest.raises(ValueError, match="'site'.*'feat_cand' of column 1 is not ascending"):
+        grid.update(off, np.array([-1.0, 0.0, 1.0, 2.0, 0.5]), "site")
+    with pytest.raises(ValueError, match="'site'.*'feat_cand' of column 0 is not ascending"):
+        grid.update(off, np.array([-1.0, np.nan, 1.0, 0.5, 2.0]), "site")
+    with pytest.raises(ValueError, match="'site'.*'feat_cand_off' is not offsets"):
+        grid.update(np.array([0, 4, 3], dtype=np.int64), np.zeros(3), "site")

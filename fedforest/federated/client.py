@@ -29,6 +29,7 @@ from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stat
 from ..tree.apply import apply_forest_sets, predict_forest
 from . import client_kernels as K
 from .categorical import encode, read_features, sort_categories
+from .client_grid import GridCodes, fixed_candidates, left_stats_coded
 from .client_secure import SecureParty
 from .client_sketch import fine_codes, sketch_pairs
 from .client_targets import (
@@ -112,6 +113,8 @@ class _Fit:
     #: Sample weights multiply the bootstrap counts (the weight and class columns are
     #: then real sums).
     weighted: bool = False
+    #: binning="global": every row's bin among its column's candidates.
+    grid: GridCodes | None = None
 
 
 class Client:
@@ -345,14 +348,14 @@ class Client:
                 w_t *= self.sample_weight[r]  # bootstrap count times sample weight
             w.append(w_t)
             tree_rows[t + 1] = tree_rows[t] + r.size
-        n_bins = setup["n_bins"]
-        if n_bins is not None and self._codes is None:
+        n_bins, quantile = setup["n_bins"], setup.get("binning", "quantile") == "quantile"
+        if n_bins is not None and self._codes is None and quantile:
             self._codes = fine_codes(self.X, N_FINE_BINS)
         slot = np.repeat(np.arange(n_trees, dtype=np.int32), np.diff(tree_rows))
         fit = _Fit(
             n_trees, n_classes, y, n_bins, np.concatenate(rows), np.concatenate(w), slot, tree_rows
         )
-        fit.send_sketch = setup.get("binning", "quantile") == "quantile"
+        fit.send_sketch = quantile
         fit.split_rule = setup.get("split_rule", "exact")
         fit.top_l = setup.get("top_l")
         fit.criterion = setup.get("criterion", "squared_error")
@@ -447,8 +450,8 @@ class Client:
         # the summaries, so empty nodes cost nothing on the wire.
         fit.pair_present = np.repeat(summary[:, STAT_WEIGHT] > 0, np.diff(fit.pair_off))
         fit.summary = summary
-        if "cand" in msg.arrays:  # binning="global": the level's candidates came with it
-            arrays.update(self._answer_b(fit, msg))
+        if "feat_cand" in msg.arrays:  # binning="global": the candidates came with it
+            arrays.update(self._answer_b(fit, msg, fixed=True))
         elif fit.n_bins is None:
             arrays["sketch_off"], arrays["sketch"] = self._distinct_values(fit)
         elif fit.send_sketch:
@@ -554,14 +557,23 @@ class Client:
             return self._secure_party().round_b(msg, fit)
         return Message(ROUND_B, {"name": self.name}, self._answer_b(fit, msg))
 
-    def _answer_b(self, fit: _Fit, msg: Message) -> dict[str, NDArray[Any]]:
-        """Left statistics at the candidates of ``msg`` (Round B, or a one-round level)."""
+    def _answer_b(self, fit: _Fit, msg: Message, fixed: bool = False) -> dict[str, NDArray[Any]]:
+        """Left statistics at the candidates of ``msg`` (Round B, or a one-round level).
+
+        ``fixed``: a one-round level's candidates, one list per column (``feat_cand``).
+        """
         assert fit.pair_off is not None and fit.pair_feat is not None
         assert fit.pair_present is not None and fit.summary is not None
-        n_pairs = int(fit.pair_off[-1])
-        cand_off = expect_array(msg, "cand_off", "i", (n_pairs + 1,), "server").astype(np.int64)
-        cand = expect_array(msg, "cand", "f", (int(cand_off[-1]),), "server")
-        left = self._left_stats(fit, cand_off, cand)
+        if fixed:
+            fit.grid, cand_off, cand = fixed_candidates(
+                msg, fit.grid, self.Xt, fit.pair_feat, self.name
+            )
+        else:
+            n_pairs = int(fit.pair_off[-1])
+            shape = (n_pairs + 1,)
+            cand_off = expect_array(msg, "cand_off", "i", shape, "server").astype(np.int64)
+            cand = expect_array(msg, "cand", "f", (int(cand_off[-1]),), "server")
+        left = self._left_stats(fit, cand_off, cand, fit.grid.codes if fixed and fit.grid else None)
         present = np.repeat(fit.pair_present, np.diff(cand_off))
         n_counts = count_columns(fit.n_classes, fit.weighted)
         first = np.zeros(cand.size, dtype=bool)  # the first candidate of every pair
@@ -587,13 +599,20 @@ class Client:
         }
 
     def _left_stats(
-        self, fit: _Fit, cand_off: NDArray[np.int64], cand: NDArray[np.float64]
+        self,
+        fit: _Fit,
+        cand_off: NDArray[np.int64],
+        cand: NDArray[np.float64],
+        coded: NDArray[np.uint16] | None = None,
     ) -> NDArray[np.float64]:
-        """Left-child statistics at every candidate of every pair (all trees' blocks)."""
+        """Left-child statistics at every candidate of every pair (all trees' blocks).
+
+        ``coded``: every row's bin among its column's candidates (the same at every node).
+        """
         assert fit.pair_off is not None and fit.pair_feat is not None and fit.slot_tree is not None
-        if self._codes is None:
+        if coded is None and self._codes is None:
             self._codes = fine_codes(self.X, N_FINE_BINS)
-        codes, fine_min, fine_max = self._codes
+        fine = self._codes
         left = np.empty((cand.size, _n_stats(fit)))
         pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
 
@@ -601,27 +620,18 @@ class Client:
             s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
             r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
             c_lo, c_hi = cand_off[pair_off[s_lo]], cand_off[pair_off[s_hi]]
+            rows: tuple[Any, ...] = (fit.rows[r], fit.w[r], fit.slot[r])
+            kernel: Any = left_stats_coded
+            head: tuple[Any, ...] = (coded, *rows)
+            tail: tuple[Any, ...] = (pair_off, pair_feat, cand_off, s_lo, s_hi)
+            if coded is None:
+                assert fine is not None
+                kernel, head = K.left_stats, (self.Xt, *fine, *rows)
+                tail = (pair_off, pair_feat, cand_off, cand, s_lo, s_hi)
             by_output(
                 fit.y,
                 left[c_lo:c_hi],
-                lambda y, out: K.left_stats(
-                    self.Xt,
-                    codes,
-                    fine_min,
-                    fine_max,
-                    fit.rows[r],
-                    fit.w[r],
-                    fit.slot[r],
-                    y,
-                    fit.n_classes,
-                    pair_off,
-                    pair_feat,
-                    cand_off,
-                    cand,
-                    s_lo,
-                    s_hi,
-                    out,
-                ),
+                lambda y, out: kernel(*head, y, fit.n_classes, *tail, out),
                 fit.y_log,
             )
 

@@ -22,6 +22,7 @@ __all__ = [
     "CommunicationLedger",
     "RoundRecord",
     "expect_array",
+    "expand_candidates",
     "pack_increments",
     "pack_sketch",
     "pack_increments_numpy",
@@ -448,3 +449,18 @@ class CommunicationLedger:
             f"download_bytes={self.download_bytes}, upload_scalars={self.upload_scalars}, "
             f"download_scalars={self.download_scalars})"
         )
+
+
+def expand_candidates(
+    feat_off: NDArray[np.int64], feat_cand: NDArray[np.float64], pair_feat: NDArray[np.int32]
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Every (node, feature) pair's candidates from one list per feature (``feat_cand``).
+
+    ``binning="global"``: a feature has the same candidates at every node, so Round A
+    carries them per feature and both sides expand them to the pairs the same way.
+    """
+    count = np.diff(feat_off)[pair_feat]
+    cand_off = np.zeros(pair_feat.size + 1, dtype=np.int64)
+    np.cumsum(count, out=cand_off[1:])
+    at = np.repeat(feat_off[:-1][pair_feat] - cand_off[:-1], count)
+    return cand_off, feat_cand[at + np.arange(int(cand_off[-1]))]

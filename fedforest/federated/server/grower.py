@@ -22,7 +22,7 @@ from ..failure import DropFailedClients
 from ..federation import Federation
 from ..privacy import dp
 from ..privacy.rules import default_min_rows
-from ..protocol import ROUND_A, ROUND_B, CommunicationLedger, Message
+from ..protocol import ROUND_A, ROUND_B, CommunicationLedger, Message, expand_candidates
 from . import secure
 from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
@@ -277,12 +277,16 @@ def _level(
     if one_round:
         # Fixed candidates travel with Round A; the clients answer their left statistics
         # with their summaries: one round per level.
-        every = np.ones(pair_feat.size, dtype=bool)
-        cand_off, cand = candidates(
-            [], summaries_none(n_slots, s), pair_off, pair_feat, every, cfg, ctx["edges"],
+        # They are a column's whatever the node: sent once per column, expanded to the
+        # pairs on both sides.
+        n_col = ctx["n_categories"].size
+        cols, every = np.arange(n_col, dtype=np.int32), np.ones(n_col, dtype=bool)
+        f_off, f_cand = candidates(
+            [], summaries_none(1, s), np.array([0, n_col]), cols, every, cfg, ctx["edges"],
             ctx["n_categories"], missing,
         )  # fmt: skip
-        arrays = {**arrays, "cand_off": cand_off, "cand": cand}
+        cand_off, cand = expand_candidates(f_off, f_cand, pair_feat)
+        arrays = {**arrays, "feat_cand_off": f_off, "feat_cand": f_cand}
         check_a = _with_left_check(check_a, records, pair_off, pair_feat, cand_off, s, ctx)
     replies, summaries = _round_a(fed, ledger, header, routes, arrays, n_slots, s, check_a)
     pooled = _pool_node_stats(builders, frontier, summaries, ctx)

@@ -121,13 +121,16 @@ def _interleave(
 def _fixed_candidates(
     edges: Any, pair_feat: NDArray[np.int32], pair_ok: NDArray[np.bool_]
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Federated-histogram candidates: the same fixed-width edges at every node."""
-    per_pair = [
-        np.unique(edges[f]) if ok else np.empty(0) for f, ok in zip(pair_feat, pair_ok, strict=True)
-    ]
-    cand_off = np.zeros(len(per_pair) + 1, dtype=np.int64)
-    np.cumsum([c.size for c in per_pair], out=cand_off[1:])
-    return cand_off, np.concatenate(per_pair) if per_pair else np.empty(0)
+    """Federated-histogram candidates: the same fixed edges at every node."""
+    grids = [np.unique(e) for e in edges]
+    sizes = np.array([g.size for g in grids], dtype=np.int64)
+    flat = np.concatenate(grids) if grids else np.empty(0)
+    first = np.cumsum(sizes) - sizes
+    count = np.where(pair_ok, sizes[pair_feat], 0) if pair_feat.size else sizes[:0]
+    cand_off = np.zeros(pair_feat.size + 1, dtype=np.int64)
+    np.cumsum(count, out=cand_off[1:])
+    at = np.repeat(first[pair_feat] - cand_off[:-1], count) + np.arange(int(cand_off[-1]))
+    return cand_off, flat[at]
 
 
 def candidates(
@@ -156,11 +159,8 @@ def candidates(
     # A categorical pair's candidates are the codes 0..C-2: cumulative left statistics at
     # them give every category's statistics (the last one from the node total).
     cat_count = np.where(cat_ok, n_cat - 1, 0)
-    cat_vals = (
-        np.concatenate([np.arange(c, dtype=np.float64) for c in cat_count])
-        if cat_ok.any()
-        else np.empty(0)
-    )
+    cat_first = np.cumsum(cat_count) - cat_count
+    cat_vals = (np.arange(int(cat_count.sum())) - np.repeat(cat_first, cat_count)).astype(float)
     return _interleave(np.diff(off), vals, cat_count, cat_vals)
 
 

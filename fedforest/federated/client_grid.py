@@ -1,0 +1,197 @@
+"""Left statistics on a fixed grid: every row's bin made once per fit (``binning="global"``).
+
+Under ``binning="global"`` the candidates of a numeric feature are the same at every node
+of the fit (the pooled quantiles fixed at the handshake, plus
+:data:`~fedforest.federated.server.missing.MISSING_SPLIT` when the feature has missing
+values), and a categorical feature's are its codes ``0..C-2``: the server sends them once
+per level, per column (``feat_cand``). So a row's bin, the number of a pair's candidates
+below its value, depends on the row and the feature only: it is computed once
+(:class:`GridCodes`, a ``searchsorted`` per column) and a level's left
+statistics are a histogram of those codes per pair, then a running sum
+(:func:`left_stats_coded`): one gather and one add per in-bag row and sampled feature,
+instead of comparing the row with the pair's candidates.
+
+The bins are those :func:`~fedforest.federated.client_kernels.left_stats` finds and the
+statistics are added in the same order (rows in their node's order, then bins left to
+right), so every sum is the same number: the forest is bit-identical. A column whose
+list changed has its codes remade; the result never depends on the cache.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+from .client_kernels import _row_stats, group_rows
+from .protocol import Message, expand_candidates, expect_array
+
+__all__ = ["GridCodes", "fixed_candidates", "left_stats_coded", "left_stats_coded_numpy"]
+
+#: Codes are uint16: a pair of more candidates goes the general way.
+MAX_GRID = np.iinfo(np.uint16).max - 1
+
+
+class GridCodes:
+    """Per-feature bin codes of a client's rows against the fit's fixed candidate lists.
+
+    Parameters
+    ----------
+    Xt : ndarray of float64, shape (n_columns, n_samples)
+        The client's column-major values (+inf for a missing value; set features hold
+        their codes).
+    """
+
+    def __init__(self, Xt: NDArray[np.float64]) -> None:
+        self.Xt = Xt
+        self.codes = np.zeros(Xt.shape, dtype=np.uint16)
+        self.grids: dict[int, NDArray[np.float64]] = {}
+
+    def update(
+        self, feat_off: NDArray[np.int64], feat_cand: NDArray[np.float64], name: str
+    ) -> None:
+        """Take the fit's candidate lists, one per column (its codes remade if it changed).
+
+        ``feat_cand[feat_off[f]:feat_off[f + 1]]`` are column ``f``'s candidates: ascending
+        numbers (checked: they come from the server).
+        """
+        count = np.diff(feat_off)
+        if feat_off[0] != 0 or np.any(count < 0) or count.max(initial=0) > MAX_GRID:
+            raise ValueError(f"Client {name!r}: the server's 'feat_cand_off' is not offsets.")
+        for f in np.flatnonzero(count).tolist():
+            grid = feat_cand[feat_off[f] : feat_off[f + 1]]
+            old = self.grids.get(f)
+            if old is not None and np.array_equal(old, grid):
+                continue
+            if np.isnan(grid).any() or np.any(np.diff(grid) < 0):
+                raise ValueError(
+                    f"Client {name!r}: the server's 'feat_cand' of column {f} is not ascending."
+                )
+            self.codes[f] = np.searchsorted(grid, self.Xt[f], side="left")
+            self.grids[f] = grid.copy()
+
+
+def fixed_candidates(
+    msg: Message,
+    grid: GridCodes | None,
+    Xt: NDArray[np.float64],
+    pair_feat: NDArray[np.int32],
+    name: str,
+) -> tuple[GridCodes, NDArray[np.int64], NDArray[np.float64]]:
+    """A one-round level's candidates (``feat_cand``, per column) taken into ``grid``.
+
+    Returns the grid (made on first use) and the pairs' candidate lists.
+    """
+    shape = (Xt.shape[0],)  # the features, and the client index (never a pair's)
+    f_off = expect_array(msg, "feat_cand_off", "i", shape, "server").astype(np.int64)
+    f_cand = expect_array(msg, "feat_cand", "f", (int(f_off[-1]),), "server")
+    grid = grid or GridCodes(Xt)
+    grid.update(f_off, f_cand, name)
+    return grid, *expand_candidates(f_off, f_cand, pair_feat)
+
+
+@numba.njit(nogil=True, cache=True)
+def left_stats_coded(
+    codes_t, rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, slot_lo, slot_hi, out
+):
+    """Left statistics at every candidate of the pairs of slots ``slot_lo..slot_hi``.
+
+    Parameters
+    ----------
+    codes_t : ndarray of uint16, shape (n_columns, n_samples)  # IN: row ``i``'s bin for
+        feature ``f`` (the pair's candidates below its value), as :class:`GridCodes` makes
+    rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, slot_lo, slot_hi, out :
+        as :func:`~fedforest.federated.client_kernels.left_stats`
+    """
+    order = np.empty(rows.shape[0], dtype=np.int64)
+    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
+    group_rows(slot, slot_lo, order, start)
+    p_lo, p_hi = pair_off[slot_lo], pair_off[slot_hi]
+    c0 = cand_off[p_lo]
+    max_nc = 0
+    for p in range(p_lo, p_hi):
+        max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
+    n_stat = out.shape[1]
+    hist = np.empty((max_nc + 1, n_stat))
+    acc = np.empty(n_stat)
+    n_in = rows.shape[0]
+    ii = np.empty(n_in, dtype=np.int64)
+    st = np.empty((n_in, 2 if n_classes else 4))
+    cls = np.empty(n_in, dtype=np.int64)
+    for s in range(slot_lo, slot_hi):
+        a, b = start[s - slot_lo], start[s - slot_lo + 1]
+        c = b - a
+        for k in range(c):
+            r = order[a + k]
+            ii[k] = rows[r]
+            wk, yk = w[r], y[rows[r]]
+            st[k, 0] = 1.0
+            st[k, 1] = wk
+            if n_classes == 0:
+                st[k, 2] = wk * yk
+                st[k, 3] = wk * yk * yk
+            else:
+                cls[k] = 2 + int(yk)
+        for p in range(pair_off[s], pair_off[s + 1]):
+            nc = cand_off[p + 1] - cand_off[p]
+            if nc == 0:
+                continue
+            lo = cand_off[p]
+            g = codes_t[pair_feat[p]]
+            for j in range(nc + 1):
+                for q in range(n_stat):
+                    hist[j, q] = 0.0
+            if n_stat == 2:
+                for k in range(c):
+                    bk = g[ii[k]]
+                    hist[bk, 0] += 1.0
+                    hist[bk, 1] += st[k, 1]
+            elif n_classes == 0:
+                for k in range(c):
+                    bk = g[ii[k]]
+                    hist[bk, 0] += 1.0
+                    hist[bk, 1] += st[k, 1]
+                    hist[bk, 2] += st[k, 2]
+                    hist[bk, 3] += st[k, 3]
+            else:
+                for k in range(c):
+                    bk = g[ii[k]]
+                    hist[bk, 0] += 1.0
+                    hist[bk, 1] += st[k, 1]
+                    hist[bk, cls[k]] += st[k, 1]
+            # Running sums bin by bin (each column's additions in the same order as
+            # column by column: the same numbers), writing ``out`` row by row.
+            for q in range(n_stat):
+                acc[q] = 0.0
+            for j in range(nc):
+                for q in range(n_stat):
+                    acc[q] += hist[j, q]
+                    out[lo + j - c0, q] = acc[q]
+
+
+def left_stats_coded_numpy(
+    codes_t: NDArray[np.uint16],
+    rows: NDArray[np.int32],
+    w: NDArray[np.float64],
+    slot: NDArray[np.int32],
+    y: NDArray[np.float64],
+    n_classes: int,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    slot_lo: int,
+    slot_hi: int,
+    out: NDArray[np.float64],
+) -> None:
+    """NumPy twin of :func:`left_stats_coded`."""
+    c0 = cand_off[pair_off[slot_lo]]
+    for s in range(slot_lo, slot_hi):
+        mine = np.flatnonzero(slot == s)
+        stats = _row_stats(w[mine], y[rows[mine]], n_classes)[:, : out.shape[1]]
+        for p in range(pair_off[s], pair_off[s + 1]):
+            nc = int(cand_off[p + 1] - cand_off[p])
+            if nc == 0:
+                continue
+            hist = np.zeros((nc + 1, stats.shape[1]))
+            np.add.at(hist, codes_t[pair_feat[p], rows[mine]].astype(np.int64), stats)
+            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = np.cumsum(hist, axis=0)[:nc]
