@@ -6,7 +6,8 @@ node, bootstrap or its stand-in, 2 threads):
 
 - ``fedforest``: ``FedForestRegressor(n_bins=32, privacy="none")`` fitted with ``client_ids`` (10
   simulated clients of equal size, rows assigned at random); ``--privacy secure`` times the
-  default privacy level instead;
+  default privacy level instead, ``--binning global`` the one-round-a-level grid (with
+  ``--fedforest-bins`` bins);
 - ``sklearn``: scikit-learn ``RandomForestRegressor`` (exact splits, the reference);
 - ``xgboost``: ``XGBRFRegressor`` (histogram splits, 32 bins, subsampling without
   replacement);
@@ -122,8 +123,18 @@ def k_features() -> int:
     return max(1, int(MAX_FEATURES * N_FEATURES))
 
 
-def make_model(method: str, n_jobs: int, seed: int, privacy: str = "none") -> Any:
-    """The estimator of ``method`` with the shared hyperparameters."""
+def make_model(
+    method: str,
+    n_jobs: int,
+    seed: int,
+    privacy: str = "none",
+    binning: str = "quantile",
+    ff_bins: int = N_BINS,
+) -> Any:
+    """The estimator of ``method`` with the shared hyperparameters.
+
+    ``binning`` and ``ff_bins`` are fedforest's (``--binning``, ``--fedforest-bins``).
+    """
     if method == "fedforest":
         from fedforest import FedForestRegressor
 
@@ -132,7 +143,8 @@ def make_model(method: str, n_jobs: int, seed: int, privacy: str = "none") -> An
             max_depth=MAX_DEPTH,
             min_samples_leaf=MIN_SAMPLES_LEAF,
             max_features=MAX_FEATURES,
-            n_bins=N_BINS,
+            n_bins=ff_bins,
+            binning=binning,
             bootstrap=True,
             n_jobs=n_jobs,
             random_state=seed,
@@ -264,7 +276,14 @@ def wait_until_idle(max_wait: float, threshold: float = 0.25, sample: float = 2.
 
 # --------------------------------------------------------------------------- one run
 def run_one(
-    method: str, n_train: int, repeats: int, n_jobs: int, seed: int, privacy: str = "none"
+    method: str,
+    n_train: int,
+    repeats: int,
+    n_jobs: int,
+    seed: int,
+    privacy: str = "none",
+    binning: str = "quantile",
+    ff_bins: int = N_BINS,
 ) -> dict[str, Any]:
     """Fit and score ``method`` at ``n_train`` rows (runs in its own process)."""
     data = make_data(n_train, seed)
@@ -272,14 +291,14 @@ def run_one(
 
     # Untimed warm-up: numba compilation (or cache loading), imports, thread pools.
     warm = make_data(WARMUP_ROWS, seed + 1)
-    warm_model = make_model(method, n_jobs, seed, privacy)
+    warm_model = make_model(method, n_jobs, seed, privacy, binning, ff_bins)
     fit(warm_model, method, warm["X_train"], warm["y_train"], warm["h_train"])
 
     fit_seconds, background, peak_delta_kib, exact_peak = [], [], None, False
     model = None
     for r in range(repeats):
         model = None  # free the previous fit before measuring the next
-        model = make_model(method, n_jobs, seed, privacy)
+        model = make_model(method, n_jobs, seed, privacy, binning, ff_bins)
         if r == 0:
             exact_peak = reset_peak_rss()
             rss_before = current_rss_kib() if exact_peak else peak_rss_kib()
@@ -328,7 +347,15 @@ def run_isolated(method: str, n_train: int, args: argparse.Namespace) -> dict[st
     """``run_one`` in a fresh spawned process; an error is returned, not raised."""
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
         future = pool.submit(
-            run_one, method, n_train, args.repeats, args.n_jobs, args.seed, args.privacy
+            run_one,
+            method,
+            n_train,
+            args.repeats,
+            args.n_jobs,
+            args.seed,
+            args.privacy,
+            args.binning,
+            args.fedforest_bins,
         )
         try:
             return future.result()
@@ -416,6 +443,10 @@ def reproduce_command(args: argparse.Namespace) -> str:
     ]
     if args.privacy != "none":
         argv += ["--privacy", args.privacy]
+    if args.binning != "quantile":
+        argv += ["--binning", args.binning]
+    if args.fedforest_bins != N_BINS:
+        argv += ["--fedforest-bins", str(args.fedforest_bins)]
     if args.skip:
         argv += ["--skip", *args.skip]
     return shlex.join(argv)
@@ -520,6 +551,20 @@ def build_parser() -> argparse.ArgumentParser:
         "estimator's default)",
     )
     p.add_argument(
+        "--binning",
+        choices=["quantile", "global"],
+        default="quantile",
+        help="fedforest's binning (default quantile, per-node quantiles in two rounds a "
+        "level; global: pooled per-feature quantiles fixed at the handshake, one round a "
+        "level, privacy none only)",
+    )
+    p.add_argument(
+        "--fedforest-bins",
+        type=int,
+        default=N_BINS,
+        help=f"fedforest's n_bins (default {N_BINS}, the other methods' bins)",
+    )
+    p.add_argument(
         "--skip",
         nargs="*",
         default=[],
@@ -552,7 +597,9 @@ def main(argv: list[str] | None = None) -> int:
             where = f"git {src['git_commit'][:12]}{dirty}"
         print(f"fedforest {src['path']} (sources sha256 {src['sources_sha256']}, {where})")
     print(f"load avg {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min)")
-    print(f"privacy  fedforest privacy={args.privacy!r}")
+    print(
+        f"fedforest privacy={args.privacy!r} binning={args.binning!r} n_bins={args.fedforest_bins}"
+    )
     print(f"command  {command}\n", flush=True)
 
     runs = []
@@ -583,6 +630,8 @@ def main(argv: list[str] | None = None) -> int:
             "n_bins": N_BINS,
             "n_clients": N_CLIENTS,
             "fedforest_privacy": args.privacy,
+            "fedforest_binning": args.binning,
+            "fedforest_n_bins": args.fedforest_bins,
             "subsample_xgb_lgbm": SUBSAMPLE,
             "n_jobs": args.n_jobs,
             "repeats": args.repeats,
