@@ -37,10 +37,22 @@ def _data(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     return X, y.to_numpy(), rng.integers(0, 4, n)
 
 
-@pytest.mark.parametrize("task", ["regression", "classification"])
-def test_one_round_grows_the_forest_of_two_rounds_on_the_same_grid(task: str) -> None:
+@pytest.mark.parametrize(
+    ("task", "split_on_client"),
+    [("regression", False), ("classification", False), ("regression", True)],
+)
+def test_one_round_grows_the_forest_of_two_rounds_on_the_same_grid(
+    task: str, split_on_client: bool
+) -> None:
     X, y, cid = _data(1500, 0)
-    kw = dict(n_estimators=8, max_depth=5, privacy="none", binning="global", random_state=0)
+    kw = dict(
+        n_estimators=8,
+        max_depth=5,
+        privacy="none",
+        binning="global",
+        random_state=0,
+        split_on_client=split_on_client,
+    )
     if task == "regression":
         one, two = ff.FedForestRegressor(**kw), _TwoRounds(**kw)
     else:
@@ -55,6 +67,8 @@ def test_one_round_grows_the_forest_of_two_rounds_on_the_same_grid(task: str) ->
     np.testing.assert_array_equal(one.feature_importances_, two.feature_importances_)
     # A level is one round: the handshake, five levels (and nothing else here).
     assert one.communication_.rounds <= kw["max_depth"] + 2 < two.communication_.rounds
+    # The candidates travel once per column, not once per (node, feature) pair.
+    assert one.communication_.download_bytes < two.communication_.download_bytes / 2
 
 
 def test_global_grid_costs_little_accuracy_with_enough_bins() -> None:

@@ -181,20 +181,26 @@ def pooled_view(fed: RecordingFederation, n_classes: int) -> dict[str, float]:
 
 # --------------------------------------------------------------------------- the attacks
 @pytest.mark.parametrize(
-    ("task", "missing"),
-    [("regression", 0.0), ("classification", 0.0), ("regression", 0.15)],
-    ids=["regression", "classification", "regression-missing"],
+    ("task", "missing", "binning"),
+    [
+        ("regression", 0.0, "quantile"),
+        ("classification", 0.0, "quantile"),
+        ("regression", 0.15, "quantile"),
+        ("regression", 0.0, "global"),
+    ],
+    ids=["regression", "classification", "regression-missing", "regression-global"],
 )
-def test_attack_rebuilds_rows_under_none(task: str, missing: float) -> None:
+def test_attack_rebuilds_rows_under_none(task: str, missing: float, binning: str) -> None:
     X, y, h = _data(missing=missing)
+    kw: dict[str, Any] = dict(n_estimators=10, random_state=0, privacy="none", binning=binning)
     if task == "classification":
         y = (y > np.median(y)).astype(float)
-        model = ff.FedForestClassifier(n_estimators=10, random_state=0, privacy="none")
+        model = ff.FedForestClassifier(**kw)
     else:
-        model = ff.FedForestRegressor(n_estimators=10, random_state=0, privacy="none")
+        model = ff.FedForestRegressor(**kw)
     fed = _fit(model, X, y, h)
     assert raw_value_exposure(fed, X, y) > 0.9
-    if task == "regression" and not missing:
+    if task == "regression" and not missing and binning == "quantile":
         assert linked_rows(fed, X, y, h) > 0.05
 
 
