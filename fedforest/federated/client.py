@@ -29,9 +29,9 @@ from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stat
 from ..tree.apply import apply_forest_sets, predict_forest
 from . import client_kernels as K
 from .categorical import encode, read_features, sort_categories
-from .client_grid import GridCodes, fixed_candidates, left_stats_coded
+from .client_grid import GridCodes, fixed_candidates, left_stats_coded, pack_coded
 from .client_secure import SecureParty
-from .client_sketch import fine_codes, sketch_pairs
+from .client_sketch import distinct_values, fine_codes, sketch_pairs
 from .client_targets import (
     by_output,
     feature_sketches,
@@ -453,7 +453,9 @@ class Client:
         if "feat_cand" in msg.arrays:  # binning="global": the candidates came with it
             arrays.update(self._answer_b(fit, msg, fixed=True))
         elif fit.n_bins is None:
-            arrays["sketch_off"], arrays["sketch"] = self._distinct_values(fit)
+            arrays["sketch_off"], arrays["sketch"] = distinct_values(
+                self.X, fit.rows, fit.slot, fit.pair_off, fit.pair_feat
+            )
         elif fit.send_sketch:
             numeric = ~np.isin(fit.pair_feat, list(self._cat_raw))  # categories: no sketch
             sketch, local = self._sketches(fit)
@@ -532,24 +534,6 @@ class Client:
         self._run_blocks(fit, job)
         return out, local
 
-    def _distinct_values(self, fit: _Fit) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-        """Verification mode: every distinct node value of every (node, feature) pair."""
-        assert fit.pair_off is not None and fit.pair_feat is not None
-        active = fit.slot >= 0
-        order = np.argsort(fit.slot[active], kind="stable")
-        slots, rows = fit.slot[active][order], fit.rows[active][order]
-        bounds = np.searchsorted(slots, np.arange(fit.pair_off.size))
-        values = []
-        for s in range(fit.pair_off.size - 1):
-            node_rows = rows[bounds[s] : bounds[s + 1]]
-            for p in range(int(fit.pair_off[s]), int(fit.pair_off[s + 1])):
-                v = np.unique(self.X[node_rows, fit.pair_feat[p]])
-                values.append(v[np.isfinite(v)])  # missing values are no candidates
-        off = np.zeros(len(values) + 1, dtype=np.int64)
-        np.cumsum([v.size for v in values], out=off[1:])
-        flat = np.concatenate(values) if values else np.empty(0)
-        return off, flat
-
     # ------------------------------------------------------------------ Round B
     def _round_b(self, msg: Message) -> Message:
         fit = self._state()
@@ -568,6 +552,8 @@ class Client:
             fit.grid, cand_off, cand = fixed_candidates(
                 msg, fit.grid, self.Xt, fit.pair_feat, self.name
             )
+            if fit.split_rule != "avgimp" and fit.y.ndim == 1 and fit.y_log is None:
+                return self._pack_fixed(fit, cand_off)
         else:
             n_pairs = int(fit.pair_off[-1])
             shape = (n_pairs + 1,)
@@ -597,6 +583,18 @@ class Client:
             **pack_gains(rows, gain, first[keep]),
             **pack_increments(left, first, n_counts, "left", present & ~numeric),
         }
+
+    def _pack_fixed(self, fit: _Fit, cand_off: NDArray[np.int64]) -> dict[str, NDArray[Any]]:
+        """A one-round level's answer from the grid codes: the increments that travel only."""
+        assert fit.grid is not None and fit.slot_tree is not None and fit.pair_off is not None
+        assert fit.pair_feat is not None and fit.pair_present is not None
+        st, tr = fit.slot_tree, fit.tree_rows
+        blocks = [(int(st[a]), int(st[b]), slice(tr[a], tr[b])) for a, b in self._blocks(fit)]
+        return pack_coded(
+            fit.grid.codes, fit.rows, fit.w, fit.slot, fit.y, fit.n_classes, fit.pair_off,
+            fit.pair_feat, cand_off, fit.pair_present, _n_stats(fit),
+            count_columns(fit.n_classes, fit.weighted), blocks,
+        )  # fmt: skip
 
     def _left_stats(
         self,

@@ -19,6 +19,7 @@ from .._common import CODE_DTYPE, N_FINE_BINS
 from .client_kernels import SMALL_SKETCH, group_rows, ranks_for, register_ranks
 
 __all__ = [
+    "distinct_values",
     "fine_codes",
     "local_best_thresholds",
     "local_best_thresholds_numpy",
@@ -28,6 +29,33 @@ __all__ = [
     "sketch_pairs_ranked",
     "sketch_pairs_ranked_numpy",
 ]
+
+
+def distinct_values(
+    X: NDArray[np.float64],
+    rows: NDArray[np.int32],
+    slot: NDArray[np.int32],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Verification mode: every distinct node value of every (node, feature) pair.
+
+    Missing values (+inf) are no candidates. Returns the offsets per pair and the values.
+    """
+    active = slot >= 0
+    order = np.argsort(slot[active], kind="stable")
+    slots, in_node = slot[active][order], rows[active][order]
+    bounds = np.searchsorted(slots, np.arange(pair_off.size))
+    values = []
+    for s in range(pair_off.size - 1):
+        node_rows = in_node[bounds[s] : bounds[s + 1]]
+        for p in range(int(pair_off[s]), int(pair_off[s + 1])):
+            v = np.unique(X[node_rows, pair_feat[p]])
+            values.append(v[np.isfinite(v)])
+    off = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum([v.size for v in values], out=off[1:])
+    flat = np.concatenate(values) if values else np.empty(0)
+    return off, flat
 
 
 def fine_codes(
