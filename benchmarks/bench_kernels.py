@@ -16,6 +16,7 @@ Usage::
 
     python benchmarks/bench_kernels.py --rows 200000 --trees 30 --privacy none
     python benchmarks/bench_kernels.py --rows 200000 --trees 30 --privacy secure
+    python benchmarks/bench_kernels.py --rows 200000 --trees 30 --binning global
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def instrument(seconds: dict[str, float], calls: dict[str, int], work: dict[str,
 
     wrap(K, "left_stats", "left_stats", lambda a: row_pairs(a[6], a[9], a[13], a[14]))
     wrap(C, "sketch_pairs", "sketch_pairs", lambda a: row_pairs(a[9], a[10], a[12], a[13]))
+    # binning="global": a one-round answer from the grid codes (all the level's slots).
+    wrap(C, "pack_coded", "pack_coded", lambda a: row_pairs(a[3], a[6], 0, a[6].size - 1))
     wrap(K, "route_rows", "route_rows")
     wrap(K, "node_summaries", "node_summaries")
     wrap(C, "fine_codes", "fine_codes")
@@ -75,6 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=200_000, help="training rows (default 200000)")
     p.add_argument("--trees", type=int, default=30, help="trees (default 30)")
     p.add_argument("--privacy", choices=["none", "secure"], default="none")
+    p.add_argument(
+        "--binning",
+        choices=["quantile", "global"],
+        default="quantile",
+        help='fedforest\'s binning (global: one round a level, privacy "none" only)',
+    )
+    p.add_argument("--bins", type=int, default=32, help="n_bins (default 32)")
     p.add_argument("--repeats", type=int, default=2, help="timed fits; the best is reported")
     args = p.parse_args(argv)
 
@@ -102,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             max_depth=8,
             min_samples_leaf=5,
             max_features=1 / 3,
-            n_bins=32,
+            n_bins=args.bins,
+            binning=args.binning,
             n_jobs=1,
             random_state=0,
             privacy=args.privacy,
@@ -121,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     wall, sec, n_calls, n_work = best
     mse = float(np.mean((fitted.predict(data["X_test"]) - data["y_test"]) ** 2))
     print(
-        f"privacy={args.privacy} rows={args.rows:,} trees={args.trees} (1 thread): "
+        f"privacy={args.privacy} binning={args.binning} n_bins={args.bins} "
+        f"rows={args.rows:,} trees={args.trees} (1 thread): "
         f"fit {wall:.2f} s wall, test MSE {mse:.4f}, load avg {os.getloadavg()[0]:.2f}"
     )
     for label, s in sorted(sec.items(), key=lambda kv: -kv[1]):
