@@ -137,6 +137,41 @@ def test_fixed_point_round_trip_and_overflow() -> None:
         to_fixed(np.array([np.nan]), 0)
 
 
+def test_fixed_point_encoding_is_numpys_rounding_for_every_layout() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(300, 4)) * 1e4
+    x[:3, 0] = [2.5, -2.5, 0.5]  # halves round to even, as np.rint
+    bits = np.array([0, 0, 24, 24])
+    for values, frac in ((x, bits), (x, 7), (x[:, :2], bits[:2]), (x.T[:2], 3), (x[0, 0], 0)):
+        want = np.rint(values * np.exp2(np.asarray(frac, float))).astype(np.int64)
+        got = to_fixed(values, frac)
+        assert got.dtype == np.uint64 and got.shape == np.shape(values)
+        np.testing.assert_array_equal(got.view(np.int64), want)
+    for bad in (np.nan, np.inf, -(2.0**62)):
+        y = x.copy()
+        y[7, 1] = bad
+        with pytest.raises(ValueError, match="not finite or too large"):
+            to_fixed(y, bits)
+
+
+def test_masking_keystream_is_chacha20_of_zeros() -> None:
+    """The masks are the keystream a fresh ChaCha20 encryptor makes of zero bytes."""
+    import hashlib
+
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
+    a, b = MaskingKeys("a"), MaskingKeys("b")
+    publics = {"a": a.public_bytes, "b": b.public_bytes}
+    a.agree(publics)
+    zeros = np.zeros((37, 3), dtype=np.uint64)
+    mask = a.mask({"left": zeros}, ["a", "b"], 5)["left"]
+    nonce = b"\x00" * 4 + hashlib.sha256(b"5:left").digest()[:12]
+    enc = Cipher(algorithms.ChaCha20(a.export()[1]["b"], nonce), mode=None).encryptor()
+    want = np.frombuffer(enc.update(bytes(8 * zeros.size)), dtype=np.uint64)
+    np.testing.assert_array_equal(mask.ravel(), want)  # "a" < "b": added
+    assert np.all(zeros == 0)  # the input is not masked in place
+
+
 def test_agreeing_with_a_malformed_public_key_is_an_error() -> None:
     keys = MaskingKeys("a")
     with pytest.raises(ValueError, match="not 32 bytes"):

@@ -23,6 +23,7 @@ import hashlib
 import math
 from collections.abc import Iterable, Mapping
 
+import numba
 import numpy as np
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
@@ -62,13 +63,32 @@ def to_fixed(values: NDArray[np.float64], frac_bits: NDArray[np.int64] | int) ->
     ValueError
         If a value is not finite or too large to be summed without wrapping.
     """
-    scaled = np.asarray(values, dtype=np.float64) * np.exp2(np.asarray(frac_bits, dtype=np.float64))
-    if not np.all(np.isfinite(scaled)) or (scaled.size and np.abs(scaled).max() >= _LIMIT):
+    values = np.array(values, dtype=np.float64, copy=None, order="C")
+    scale = np.exp2(np.asarray(frac_bits, dtype=np.float64))
+    if scale.ndim > 1 or (scale.ndim == 1 and (values.ndim == 0 or values.shape[-1] != scale.size)):
+        scaled = values * scale  # any other broadcast: NumPy's (the same numbers)
+        values, scale = np.array(scaled, order="C"), np.ones(1)
+    out = np.empty(values.shape, dtype=np.int64)
+    if not _encode(values.reshape(-1), np.atleast_1d(scale), out.reshape(-1)):
+        scaled = values * scale
         raise ValueError(
             "a value to aggregate securely is not finite or too large for fixed-point sums "
             f"(|value * 2^frac| must stay below 2^62; largest {np.abs(scaled).max():.3g})."
         )
-    return np.rint(scaled).astype(np.int64).view(np.uint64)
+    return out.view(np.uint64)
+
+
+@numba.njit(nogil=True, cache=True)
+def _encode(values, scale, out):  # type: ignore[no-untyped-def]
+    # out[i] = rint(values[i] * scale[i % k]) in one pass; False if one is not finite or
+    # reaches 2^62 (NaN fails the comparison too).
+    k = scale.shape[0]
+    for i in range(values.shape[0]):
+        v = values[i] * scale[i % k]
+        if not abs(v) < _LIMIT:
+            return False
+        out[i] = np.int64(np.rint(v))
+    return True
 
 
 def from_fixed(
@@ -114,13 +134,27 @@ def add_in_order(
     return total
 
 
-def _stream(key: bytes, tag: int, name: str, n: int) -> NDArray[np.uint64]:
-    """``n`` uint64 words of ChaCha20 keystream under ``key`` for (round, array name)."""
+def _stream(key: bytes, tag: int, name: str, n: int, out: NDArray[np.uint64]) -> None:
+    """``n`` uint64 words of ChaCha20 keystream under ``key`` for (round, array name).
+
+    Written into ``out`` (at least ``n`` words, plus the cipher's 64 bytes of slack).
+    """
     # ChaCha20 in ``cryptography`` takes a 16-byte nonce: a 4-byte block counter (0) and a
     # 12-byte nonce, here a digest of the round and the array name (unique per stream).
     nonce = b"\x00" * 4 + hashlib.sha256(f"{tag}:{name}".encode()).digest()[:12]
     enc = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor()
-    return np.frombuffer(enc.update(bytes(8 * n)), dtype=np.uint64)
+    enc.update_into(_zeros(8 * n), out.view(np.uint8).data)
+
+
+#: Zero bytes the keystreams are encrypted from (grown on demand, never written).
+_ZERO_BYTES = np.zeros(0, dtype=np.uint8)
+
+
+def _zeros(n: int) -> memoryview:
+    global _ZERO_BYTES
+    if _ZERO_BYTES.size < n:
+        _ZERO_BYTES = np.zeros(max(n, 2 * _ZERO_BYTES.size), dtype=np.uint8)
+    return _ZERO_BYTES.data[:n]
 
 
 class MaskingKeys:
@@ -179,19 +213,26 @@ class MaskingKeys:
         self._pair = pair
 
     def _signed_streams(
-        self, peers: Iterable[str], tag: int, name: str, n: int
+        self,
+        peers: Iterable[str],
+        tag: int,
+        name: str,
+        n: int,
+        total: NDArray[np.uint64] | None = None,
     ) -> NDArray[np.uint64]:
-        total = np.zeros(n, dtype=np.uint64)
+        """The sum of this client's signed streams with ``peers``, added into ``total``."""
+        total = np.zeros(n, dtype=np.uint64) if total is None else total
+        buf = np.empty(n + 8, dtype=np.uint64)  # the cipher writes up to 64 bytes more
         for other in peers:
             if other == self.name:
                 continue
             if other not in self._pair:
                 raise ValueError(f"Client {self.name!r} has no pair key with {other!r}.")
-            s = _stream(self._pair[other], tag, name, n)
+            _stream(self._pair[other], tag, name, n, buf)
             if self.name < other:
-                total += s
+                total += buf[:n]
             else:
-                total -= s
+                total -= buf[:n]
         return total
 
     def mask(
@@ -201,8 +242,8 @@ class MaskingKeys:
         peers = mask_neighbours(self.name, list(peers))
         out = {}
         for name, a in arrays.items():
-            flat = np.ascontiguousarray(a, dtype=np.uint64).ravel()
-            out[name] = (flat + self._signed_streams(peers, tag, name, flat.size)).reshape(a.shape)
+            flat = np.array(a, dtype=np.uint64).ravel()  # a copy: the masks go into it
+            out[name] = self._signed_streams(peers, tag, name, flat.size, flat).reshape(a.shape)
         return out
 
     def correction(
