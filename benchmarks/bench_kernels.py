@@ -48,6 +48,8 @@ def instrument(seconds: dict[str, float], calls: dict[str, int], work: dict[str,
     from fedforest.federated import client_kernels as K
 
     def wrap(owner: Any, name: str, label: str, pairs: Any = None) -> None:
+        if not hasattr(owner, name):  # an older checkout (``PYTHONPATH``) without it
+            return
         inner = getattr(owner, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
