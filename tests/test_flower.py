@@ -429,6 +429,18 @@ def test_flower_federation_gives_the_local_forest(
     assert fed.discovery_seconds > 0 and fed.finish_seconds is not None
 
 
+def test_flower_federation_one_round_grid_in_fresh_processes(site_files: dict[str, Path]) -> None:
+    """binning="global": the client's bins of the grid are a cache, remade in a new process."""
+    grid = MemoryGrid(site_files, fresh_process=True)
+    fed = FlowerFederation(grid, min_nodes=3, round_timeout=5.0, poll_interval=0.001)
+    kw = {**PARAMS, "privacy": "none", "binning": "global", "random_state": SEED}
+    remote = ff.FedForestRegressor(**kw).fit_federated(fed)
+    local = ff.FedForestRegressor(**kw).fit_federated(ff.LocalFederation(local_clients(site_files)))
+    assert_same_forest(remote, local)
+    assert remote.communication_.to_dict() == local.communication_.to_dict()
+    fed.close()
+
+
 def test_flower_federation_classifier_with_string_labels(tmp_path: Path) -> None:
     paths = write_site_files(tmp_path, task="classification")
     for p in paths.values():

@@ -102,6 +102,7 @@ def clear_state(state: RecordDict) -> None:
 def _encode(value: Any, arrays: dict[str, NDArray[Any]]) -> Any:
     """A JSON tree for ``value``; arrays go to ``arrays`` under a generated name."""
     from ...federated.client import _Fit
+    from ...federated.client_grid import GridCodes
     from ...federated.client_secure import SecureParty
 
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -116,6 +117,8 @@ def _encode(value: Any, arrays: dict[str, NDArray[Any]]) -> Any:
         return {"fit": {f.name: _encode(getattr(value, f.name), arrays) for f in _fields()}}
     if isinstance(value, SecureParty):
         return {"secure": _encode(value.to_state(), arrays)}
+    if isinstance(value, GridCodes):  # a cache of the data's bins: remade on first use
+        return {"v": None}
     if isinstance(value, (tuple, list)):
         return {"t": [_encode(v, arrays) for v in value]}
     raise TypeError(f"Cannot keep a {type(value).__name__} in the client state.")
