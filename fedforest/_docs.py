@@ -165,13 +165,13 @@ _REGRESSION = {
     "title": "Federated random forest regressor (the FedForest method).",
     "statistics": (
         "statistics ``(rows, weight, sum w*y, sum w*y^2)`` (the last two per output for\n"
-        'multi-output y, under ``privacy="none"``).'
+        'multi-output y; under ``privacy="secure"`` of targets standardised per output).'
     ),
     "criterion": (
         'criterion : {"squared_error", "friedman_mse", "poisson"}, default="squared_error"\n'
         '    "friedman_mse" is deprecated and maps to "squared_error" (as in scikit-learn 1.9).\n'
-        '    "poisson" (half Poisson deviance; y >= 0) sends (sum y, sum y log y) per node,\n'
-        '    under privacy="none".'
+        '    "poisson" (half Poisson deviance; y >= 0) sends (sum y, sum y log y) per node\n'
+        '    (under privacy="secure" and "dp" of y / scale, masked).'
     ),
     "max_features": 'max_features : int, float, {"sqrt", "log2"} or None, default=1/3',
     "oob": "Out-of-bag R^2 computed on the clients (one extra round).",

@@ -221,8 +221,8 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         X : array-like or DataFrame of shape (n_samples, n_features)
             Numeric features (no infinity); NaN is a missing value, as in scikit-learn.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Targets: numbers (regressor; several columns are multi-output regression,
-            under ``privacy="none"``) or class labels (classifier).
+            Targets: numbers (regressor; several columns are multi-output regression)
+            or class labels (classifier).
         client_ids : array-like of shape (n_samples,), default=None
             One client label per row; None puts every row in one client.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -619,7 +619,7 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = self.privacy == "none"  # multi-output y: "none" only
+        tags.target_tags.multi_output = True  # multi-output y, at every privacy level
         if self.privacy != "none" and tags.regressor_tags is not None:
             # Leaves of at least min_aggregate_rows rows and candidates that far apart: on
             # scikit-learn's 200-row check data the training R^2 is about 0.55, near its 0.5

@@ -31,7 +31,12 @@ def test_friedman_mse_warns_as_scikit_learn_and_grows_squared_error_trees() -> N
     np.testing.assert_allclose(model.predict(X), ref.predict(X), rtol=1e-12, atol=1e-12)
 
 
-def test_poisson_is_refused_by_parameter_validation() -> None:
+def test_poisson_passes_parameter_validation_at_the_default_privacy() -> None:
+    # (Once refused under "secure"; tests/test_secure_targets.py tests it there.)
     X, y = np.ones((20, 2)), np.arange(20.0)
+    model = ff.FedForestRegressor(criterion="poisson", n_estimators=2).fit(X, y)
+    assert model.privacy == "secure"
+    pred = model.predict(X)  # constant X: root leaves, bootstrap means of y (sd about 1)
+    assert np.ptp(pred) == 0 and 5 < pred[0] < 14
     with pytest.raises(ValueError, match="criterion"):
-        ff.FedForestRegressor(criterion="poisson").fit(X, y)
+        ff.FedForestRegressor(criterion="poissonn").fit(X, y)

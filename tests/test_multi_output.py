@@ -2,7 +2,7 @@
 
 As scikit-learn's forests: one tree for all outputs, its splits chosen on the mean of the
 outputs' squared-error decreases, leaves predicting each output's mean. Under
-``privacy="none"``; the other levels refuse it, saying why.
+``privacy="none"`` here; under "secure" and "dp" in ``tests/test_secure_targets.py``.
 """
 
 from __future__ import annotations
@@ -134,8 +134,6 @@ def test_one_column_is_one_output_with_scikit_learns_warning() -> None:
 
 def test_what_multi_output_cannot_do_is_refused_saying_why() -> None:
     X, Y = _data(300, 8)
-    with pytest.raises(ValueError, match='available with privacy="none" only.*"secure"'):
-        ff.FedForestRegressor(n_estimators=2).fit(X, Y)  # the default privacy
     with pytest.raises(ValueError, match="split_on_client"):
         ff.FedForestRegressor(n_estimators=2, privacy="none", split_on_client=True).fit(
             X, Y, client_ids=np.repeat([0, 1, 2], 100)

@@ -92,7 +92,8 @@ def raw_value_exposure(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray)
                 if np.asarray(arr).dtype.kind == "f":
                     seen.update(np.asarray(arr, dtype=np.float64).ravel().tolist())
     values = X.select_dtypes("number").to_numpy(dtype=np.float64)
-    hit = np.isin(values, list(seen)).any(axis=1) | np.isin(np.asarray(y, float), list(seen))
+    targets = np.isin(np.asarray(y, float), list(seen)).reshape(len(y), -1)  # any output
+    hit = np.isin(values, list(seen)).any(axis=1) | targets.any(axis=1)
     return float(hit.mean())
 
 
@@ -130,9 +131,9 @@ def linked_rows(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray, h, n_b
     return float(rebuilt.mean())
 
 
-def pooled_view(fed: RecordingFederation, n_classes: int) -> dict[str, float]:
+def pooled_view(fed: RecordingFederation, n_classes: int, n_outputs: int = 1) -> dict[str, float]:
     """What the server decodes from the masked sums: the fewest rows of any released sum."""
-    bits = stat_frac_bits(n_classes)
+    bits = stat_frac_bits(n_classes, n_outputs=n_outputs)
     fewest = {"summary": np.inf, "interval": np.inf, "group": np.inf}
     last_pair_off = last_summary = None
     for requests, replies in fed.rounds:
@@ -243,6 +244,44 @@ def test_attack_finds_nothing_under_secure(
                 assert arr.dtype in (np.uint64, np.uint8), (msg.kind, name, arr.dtype)
     m = max(10, 2 * model.min_samples_leaf)
     fewest = pooled_view(fed, 2 if task == "classification" else 0)
+    assert fewest["summary"] >= m and fewest["interval"] >= m, fewest
+    assert fewest["group"] >= m, fewest
+    assert min(t.n_node_samples.min() for t in model.trees_) >= m
+
+
+@pytest.mark.parametrize("target", ["multi-output", "poisson"])
+def test_attack_finds_nothing_under_secure_in_the_new_target_columns(target: str) -> None:
+    """Multi-output (a pair per output) and Poisson (sum u, sum u log u) masked columns."""
+    X, y, h = _data(categorical=target == "poisson")  # multi-output takes no categories
+    rng = np.random.default_rng(5)
+    if target == "poisson":
+        y = rng.poisson(np.exp(0.5 * X["x0"].to_numpy() - 0.5)).astype(float)
+        model = ff.FedForestRegressor(n_estimators=20, criterion="poisson", random_state=0)
+        k = 1
+    else:  # three outputs of different scales, one of them a raw feature
+        y = np.column_stack([y, 100 + 10 * X["x2"] * X["x3"], X["x4"]])
+        model = ff.FedForestRegressor(n_estimators=20, random_state=0)
+        k = 3
+    assert model.privacy == "secure"
+    fed = _fit(model, X, y, h)
+    assert raw_value_exposure(fed, X, y) == 0.0
+    assert linked_rows(fed, X, y if k == 1 else y[:, 0], h) == 0.0
+    columns = set()
+    for requests, replies in fed.rounds:
+        for msg in replies.values():
+            for name, arr in msg.arrays.items():
+                assert arr.dtype in (np.uint64, np.uint8), (msg.kind, name, arr.dtype)
+                if msg.kind == ROUND_A and name == "summary":
+                    columns.add(arr.shape[1])
+        for req in requests.values():  # the standardisation the server sent: no data value
+            setup = req.header.get("setup", {})
+            if "y_center" in setup:
+                sent = np.ravel([setup["y_center"], setup["y_scale"]])
+                sent = sent[sent != 0]  # (Poisson's center is the constant 0)
+                assert not np.isin(sent, np.ravel(y)).any()
+    assert columns == {2 + 2 * k}  # every output's masked pair (or Poisson's two columns)
+    m = max(10, 2 * model.min_samples_leaf)
+    fewest = pooled_view(fed, 0, k)
     assert fewest["summary"] >= m and fewest["interval"] >= m, fewest
     assert fewest["group"] >= m, fewest
     assert min(t.n_node_samples.min() for t in model.trees_) >= m

@@ -128,7 +128,7 @@ class Client:
         (:meth:`align_columns`); other names are an error.
     y : array-like, shape (n_samples,) or (n_samples, n_outputs)
         Targets (numbers for regression, labels for classification). Regression takes
-        several targets per row as columns (multi-output, under ``privacy="none"``).
+        several targets per row as columns (multi-output).
     name : str
         Unique client name; seeds the client's bootstrap.
     categorical_features : list of column names or indices, optional
@@ -720,8 +720,10 @@ class Client:
         y = y_all[scored]
         if n_classes:
             sums = [scored.sum(), np.sum(np.argmax(pred[scored], axis=1) == y)]
-        elif y.ndim == 2:  # multi-output ("none"): per output, its three sums
+        elif y.ndim == 2:  # multi-output: per output, its three sums
             p = pred[scored]
+            if self._secure is not None and self._fit_secure:  # standardised, as y is
+                p = self._secure.standardise_prediction(p)
             sums = [scored.sum()]
             for o in range(y.shape[1]):
                 sums += [np.sum((y[:, o] - p[:, o]) ** 2), y[:, o].sum(), np.sum(y[:, o] ** 2)]
@@ -729,9 +731,7 @@ class Client:
             p = pred[scored, 0]
             if self._secure is not None and self._fit_secure:
                 # Targets are standardised under "secure": so are the errors (R^2 unchanged).
-                p = (p - self._secure.y_center) / self._secure.y_scale
-                if self._secure.dp is not None:  # the errors' bound under "dp"
-                    p = np.clip(p, -self._secure.dp["clip"], self._secure.dp["clip"])
+                p = self._secure.standardise_prediction(p)
             sums = [scored.sum(), np.sum((y - p) ** 2), y.sum(), np.sum(y * y)]
         arrays = {"oob_sums": np.asarray(sums, dtype=np.float64)}
         if self._secure is not None and self._fit_secure:

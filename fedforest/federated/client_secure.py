@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, n_stats
 from . import client_kernels as K
 from .client_sketch import fine_codes
-from .privacy.dp import ASINH_CLIP, discrete_gaussian
+from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2
 from .protocol import GRID, OOB, RECOVER, ROUND_A, ROUND_B, Message, expect_array
 
@@ -36,12 +36,16 @@ __all__ = ["MOMENT_FRAC_BITS", "SecureParty", "oob_frac_bits", "stat_frac_bits"]
 MOMENT_FRAC_BITS = 16
 
 
-def stat_frac_bits(n_classes: int, weighted: bool = False) -> NDArray[np.int64]:
+def stat_frac_bits(n_classes: int, weighted: bool = False, n_outputs: int = 1) -> NDArray[np.int64]:
     """Fractional bits per column of the additive statistics (counts are exact integers).
 
     With sample weights (``weighted``) the weight and class columns are real sums too.
+    Every regression task column has ``FRAC_BITS``: the pairs of standardised targets
+    (one per output), and criterion="poisson"'s ``(sum w u, sum w u log u)`` of scaled
+    targets ``u = y / y_scale >= 0``, where ``|u log u| <= max(u^2, 1/e)`` keeps the second
+    column within the range of a squared target's.
     """
-    s = n_stats("classification" if n_classes else "regression", n_classes)
+    s = n_stats("classification" if n_classes else "regression", n_classes, n_outputs)
     bits = np.zeros(s, dtype=np.int64)
     if not n_classes:
         bits[2:] = FRAC_BITS  # sum of w z and w z^2 (standardised targets)
@@ -56,6 +60,11 @@ def oob_frac_bits(width: int, classification: bool) -> NDArray[np.int64]:
     if not classification:
         bits[1:] = FRAC_BITS
     return bits
+
+
+def fit_outputs(fit: _Fit) -> int:
+    """The targets per row of a regression fit (1 for classification)."""
+    return int(fit.y.shape[1]) if fit.y.ndim == 2 else 1
 
 
 def data_secret(X: NDArray[np.float64], y: NDArray[Any], name: str) -> int:
@@ -78,8 +87,9 @@ class SecureParty:
         self.secret = (
             secrets.randbits(128) if dp else data_secret(client.X, client.y_raw, client.name)
         )
-        self.y_center = 0.0
-        self.y_scale = 1.0
+        #: The targets' standardisation (a float, or one per output for multi-output y).
+        self.y_center: float | NDArray[np.float64] = 0.0
+        self.y_scale: float | NDArray[np.float64] = 1.0
         #: Under "dp": the noise (sigma per bound unit), target clip and weight cap.
         self.dp: dict[str, float] | None = None
         self._rng = np.random.default_rng(secrets.randbits(128))
@@ -112,7 +122,7 @@ class SecureParty:
         pair = {n: raw[32 * i : 32 * (i + 1)] for i, n in enumerate(peers)}
         party.keys = MaskingKeys.restore(client.name, np.asarray(private).tobytes(), pair)
         party.secret = int(secret)
-        party.y_center, party.y_scale = float(center), float(scale)
+        party.y_center, party.y_scale = _standard(center), _standard(scale)
         party.dp = json.loads(str(dp))
         party._rng = np.random.default_rng(secrets.randbits(128))
         return party
@@ -147,15 +157,21 @@ class SecureParty:
         noise = discrete_gaussian(scale * unit, self._rng)
         return np.asarray(values + noise / unit)
 
-    def bounds(self, n_classes: int) -> NDArray[np.float64]:
-        """Per column of the statistics: the most one row can add (rows, weight, sums)."""
+    def bounds(self, fit: _Fit) -> NDArray[np.float64]:
+        """Per column of the statistics: the most one row can add (rows, weight, sums).
+
+        Each output's pair is bounded by ``(w c, w c^2)``; criterion="poisson"'s by
+        ``(w c, w max(c log c, 1/e))`` (``0 <= u <= c``).
+        """
         assert self.dp is not None
         w, c = float(self.dp["max_weight"]), float(self.dp["clip"])
-        s = n_stats("classification" if n_classes else "regression", n_classes)
+        k = fit_outputs(fit)
+        s = n_stats("classification" if fit.n_classes else "regression", fit.n_classes, k)
         out = np.full(s, w)
         out[STAT_ROWS] = 1.0
-        if not n_classes:
-            out[2:] = [w * c, w * c * c]
+        if not fit.n_classes:
+            second = log_bound(c) if fit.y_log is not None else c * c
+            out[2:] = np.tile([w * c, w * second], k)
         return out
 
     def _masked(self, msg: Message, kind: str, arrays: dict[str, NDArray[np.uint64]]) -> Message:
@@ -204,12 +220,16 @@ class SecureParty:
             if msg.header.get("target_hist"):
                 # Under "dp": counts of asinh(y) on a fixed grid (one bin per row).
                 ay = np.clip(np.arcsinh(c.y_raw.astype(np.float64)), -ASINH_CLIP, ASINH_CLIP)
-                counts = np.histogram(ay, bins=target_grid())[0].astype(np.float64)
+                by_out = ay.reshape(ay.shape[0], -1).T  # one histogram per output
+                counts = np.array([np.histogram(a, bins=target_grid())[0] for a in by_out])
+                counts = counts.astype(np.float64)
                 counts = self.noisy(msg, counts, 1.0, "target_sigma", 0)
                 arrays["y_hist"] = to_fixed(counts, 0)
             elif msg.header.get("target_moments"):
                 ay = np.clip(np.arcsinh(c.y_raw.astype(np.float64)), -clip, clip)
-                y_mom = np.array([[float(c.n_samples), ay.sum(), (ay * ay).sum()]])
+                n = float(c.n_samples)
+                cols = ay[:, None].T if ay.ndim == 1 else np.ascontiguousarray(ay.T)
+                y_mom = np.array([[n, a.sum(), (a * a).sum()] for a in cols])  # per output
                 y_mom = self.noisy(msg, y_mom, m_bounds, "target_sigma")
                 arrays["y_moments"], arrays["y_moments_lo"] = to_fixed2(y_mom, MOMENT_FRAC_BITS)
             if "class_counts" in msg.header:  # class_weight="balanced": rows per class
@@ -236,18 +256,38 @@ class SecureParty:
 
     # ------------------------------------------------------------------ set-up
     def standardise(self, setup: dict[str, Any], y: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Regression targets as the sums carry them: ``z = (y - center) / scale``."""
-        self.y_center = float(setup.get("y_center", 0.0))
-        self.y_scale = float(setup.get("y_scale", 1.0))
-        if not np.isfinite(self.y_center) or not self.y_scale > 0 or not np.isfinite(self.y_scale):
+        """Regression targets as the sums carry them: ``z = (y - center) / scale``.
+
+        Per output for multi-output ``y`` (a center and a scale each); under
+        criterion="poisson" the center is 0 (``z = y / scale >= 0``).
+        """
+        self.y_center = _standard(setup.get("y_center", 0.0))
+        self.y_scale = _standard(setup.get("y_scale", 1.0))
+        center, scale = np.asarray(self.y_center), np.asarray(self.y_scale)
+        k = y.shape[1] if y.ndim == 2 else 0
+        if (
+            center.shape != scale.shape
+            or center.size != max(k, 1)
+            or (k and center.ndim != 1)
+            or not np.all(np.isfinite(center))
+            or not np.all(scale > 0)
+            or not np.all(np.isfinite(scale))
+        ):
             raise ValueError(
                 f"Client {self.client.name!r}: invalid target standardisation from the server "
-                f"(center {self.y_center!r}, scale {self.y_scale!r})."
+                f"(center {self.y_center!r}, scale {self.y_scale!r}; y has {max(k, 1)} outputs)."
             )
         z = np.asarray((y - self.y_center) / self.y_scale)
         if self.dp is not None:
             z = np.clip(z, -float(self.dp["clip"]), float(self.dp["clip"]))
         return z
+
+    def standardise_prediction(self, p: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Out-of-bag predictions in the targets' standardised units (clipped under "dp")."""
+        p = np.asarray((p - self.y_center) / self.y_scale)
+        if self.dp is not None:  # the errors' bound under "dp"
+            p = np.clip(p, -self.dp["clip"], self.dp["clip"])
+        return p
 
     # ------------------------------------------------------------------ rounds A and B
     def round_a(self, msg: Message, fit: _Fit, summary: NDArray[np.float64]) -> Message:
@@ -258,15 +298,12 @@ class SecureParty:
         grid = expect_array(msg, "grid", "f", (int(grid_off[-1]),), "server")
         _check_offsets(grid_off, "grid_off", self.client.name)
         cum = self._counts_at(fit, grid_off, grid)
+        bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         if self.dp is not None:
-            b = self.bounds(fit.n_classes)
-            bits = stat_frac_bits(fit.n_classes, fit.weighted)
+            b = self.bounds(fit)
             summary = self.noisy(msg, summary, b, frac_bits=bits)
             cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
-        arrays = {
-            "summary": to_fixed(summary, stat_frac_bits(fit.n_classes, fit.weighted)),
-            "hist": to_fixed(cum, stat_frac_bits(fit.n_classes, fit.weighted)[:2]),
-        }
+        arrays = {"summary": to_fixed(summary, bits), "hist": to_fixed(cum, bits[:2])}
         return self._masked(msg, ROUND_A, arrays)
 
     def _counts_at(
@@ -284,13 +321,15 @@ class SecureParty:
         codes, fine_min, fine_max = c._codes
         out = np.empty((edges.size, 2))
         pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
+        # The kernel takes one target (only the counts are kept): multi-output, the first.
+        y = fit.y if fit.y.ndim == 1 else np.ascontiguousarray(fit.y[:, 0])
 
         def job(a: int, b: int) -> None:
             s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
             r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
             e_lo, e_hi = off[pair_off[s_lo]], off[pair_off[s_hi]]
             K.left_stats(
-                c.Xt, codes, fine_min, fine_max, fit.rows[r], fit.w[r], fit.slot[r], fit.y,
+                c.Xt, codes, fine_min, fine_max, fit.rows[r], fit.w[r], fit.slot[r], y,
                 fit.n_classes, pair_off, pair_feat, off, edges, s_lo, s_hi, out[e_lo:e_hi],
             )  # fmt: skip
 
@@ -313,12 +352,11 @@ class SecureParty:
         if group_pair.size and (group_pair.min() < 0 or group_pair.max() >= n_pairs):
             raise ValueError(f"Client {c.name!r}: group pairs out of range.")
         stats = self._group_stats(fit, group_pair, group_off.astype(np.int64), group_map, n_groups)
+        bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         if self.dp is not None:
-            b = self.bounds(fit.n_classes)
-            bits = stat_frac_bits(fit.n_classes, fit.weighted)
+            b = self.bounds(fit)
             left = self.noisy(msg, increments(left, cand_off), b, frac_bits=bits)
             stats = self.noisy(msg, stats, b, frac_bits=bits)
-        bits = stat_frac_bits(fit.n_classes, fit.weighted)
         arrays = {"left": to_fixed(left, bits), "group_stats": to_fixed(stats, bits)}
         return self._masked(msg, ROUND_B, arrays)
 
@@ -332,7 +370,8 @@ class SecureParty:
     ) -> NDArray[np.float64]:
         """Statistics of each category group of each categorical pair (its node's rows)."""
         assert fit.pair_off is not None and fit.pair_feat is not None
-        s = n_stats("classification" if fit.n_classes else "regression", fit.n_classes)
+        task = "classification" if fit.n_classes else "regression"
+        s = n_stats(task, fit.n_classes, fit_outputs(fit))  # (no groups for multi-output)
         g_off = np.zeros(group_pair.size + 1, dtype=np.int64)
         np.cumsum(n_groups, out=g_off[1:])
         out = np.zeros((int(g_off[-1]), s))
@@ -367,7 +406,9 @@ class SecureParty:
             out += np.bincount(flat, weights=w, minlength=n * s).reshape(n, s)
         else:
             out[:, 2] = np.bincount(cell, weights=w * y, minlength=n)
-            out[:, 3] = np.bincount(cell, weights=w * y * y, minlength=n)
+            # criterion="poisson": the second column sums w u log u (the kernels' y_log).
+            second = w * y * y if fit.y_log is None else w * fit.y_log[rows]
+            out[:, 3] = np.bincount(cell, weights=second, minlength=n)
         return out
 
     # ------------------------------------------------------------------ out of bag
@@ -376,7 +417,8 @@ class SecureParty:
         bits = oob_frac_bits(sums.size, classification=bool(n_classes))
         if self.dp is not None:
             c = float(self.dp["clip"])
-            bounds = [1.0, 1.0] if n_classes else [1.0, 4 * c * c, c, c * c]
+            k = (sums.size - 1) // 3  # per output: squared error, sum z, sum z^2
+            bounds = [1.0, 1.0] if n_classes else [1.0] + [4 * c * c, c, c * c] * k
             sums = self.noisy(msg, sums, bounds, frac_bits=bits)
         return self._masked(msg, OOB, {"oob_sums": to_fixed(sums, bits)})
 
@@ -394,6 +436,13 @@ def increments(cum: NDArray[np.float64], off: NDArray[np.int64]) -> NDArray[np.f
     starts = off[:-1][np.diff(off) > 0]
     out[starts] = cum[starts]
     return out
+
+
+def _standard(value: Any) -> float | NDArray[np.float64]:
+    """A standardisation constant: a float, or one per output (a list or an array)."""
+    if np.ndim(value) == 0:
+        return float(value)
+    return np.asarray(value, dtype=np.float64)
 
 
 def _check_dp(dp: Any, client: str) -> dict[str, float]:

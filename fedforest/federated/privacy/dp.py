@@ -40,6 +40,7 @@ __all__ = [
     "entries_per_row",
     "grid_entries",
     "level_entries",
+    "log_bound",
     "oob_entries",
     "plan_noise",
     "spent_epsilon",
@@ -57,6 +58,11 @@ GRID_NOISE_RATIO = 3.0
 #: The targets' histogram (one entry per row; it fixes the standardisation every sum
 #: relies on) gets this many times less noise than the trees' entries.
 TARGET_NOISE_RATIO = 20.0
+
+
+def log_bound(clip: float) -> float:
+    """The most ``|u log u|`` reaches for ``0 <= u <= clip`` (criterion="poisson"'s column)."""
+    return max(clip * math.log(clip), 1.0 / math.e)
 
 
 @dataclass(frozen=True)
@@ -115,19 +121,21 @@ def entries_per_row(
     n_numeric: int,
     n_stats: int,
     classification: bool,
+    n_outputs: int = 1,
 ) -> int:
     """Entries one row touches over a fit (each moves by at most 1 in bound units).
 
     Per tree and level: its node summary (``n_stats`` entries, of which a classification
-    row touches rows, weight and its class), and per sampled feature one Round A bin (rows,
-    weight) and one Round B interval or category group (the summary's entries).
+    row touches rows, weight and its class; a regression row every output's pair), and per
+    sampled feature one Round A bin (rows, weight) and one Round B interval or category
+    group (the summary's entries).
     """
     per_level = level_entries(n_sampled, n_stats, classification)
     return (
         grid_entries(n_numeric, classification)
-        + target_entries(classification)
+        + target_entries(classification, n_outputs)
         + n_trees * max_depth * per_level
-        + (oob_entries(classification))
+        + oob_entries(classification, n_outputs)
     )
 
 
@@ -147,14 +155,14 @@ def grid_entries(n_numeric: int, classification: bool) -> int:
     return 2 * n_numeric + n_numeric
 
 
-def target_entries(classification: bool) -> int:
-    """Entries one row touches in the targets' histogram (regression only): one bin."""
-    return 0 if classification else 1
+def target_entries(classification: bool, n_outputs: int = 1) -> int:
+    """Entries one row touches in the targets' histograms (regression): a bin per output."""
+    return 0 if classification else n_outputs
 
 
-def oob_entries(classification: bool) -> int:
-    """Entries one row touches in the out-of-bag round."""
-    return 2 if classification else 4
+def oob_entries(classification: bool, n_outputs: int = 1) -> int:
+    """Entries one row touches in the out-of-bag round (per output: error, sum, square)."""
+    return 2 if classification else 1 + 3 * n_outputs
 
 
 def plan_noise(epsilon: float, delta: float, entries: int, grid: int, target: int = 0) -> DpPlan:
@@ -180,6 +188,8 @@ def spent_epsilon(plan: DpPlan, entries_released: int, grid: int, target: int = 
 
     if entries_released <= 0:
         return 0.0
+    if entries_released == plan.entries:  # the plan, as calibrated (not its float rounding)
+        return plan.epsilon
     effective = effective_entries(entries_released, grid, target)
     multiplier = plan.sigma / (2.0 * math.sqrt(effective))
     return float(dp_accounting.get_epsilon_gaussian(multiplier, plan.delta))

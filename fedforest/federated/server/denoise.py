@@ -6,12 +6,14 @@ Applied by the server to what it decoded; post-processing changes no privacy gua
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT
+from ..criteria import s_log_mean
 from .config import GrowerConfig
 from .level import cumsum_segments
 from .splitter import BestSplits
@@ -23,15 +25,34 @@ __all__ = [
     "cumulative_stats",
     "denoise_a",
     "from_z",
+    "stat_task",
     "to_z",
 ]
 
 
 class Standardisation(Protocol):
-    """The pooled constants the clients standardise their targets with."""
+    """The pooled constants the clients standardise their targets with.
 
-    y_center: float
-    y_scale: float
+    Floats, or one per output (arrays) for multi-output y; under criterion="poisson"
+    (``poisson``) the center is 0 and the second column sums ``w u log u``.
+    """
+
+    y_center: float | NDArray[np.float64]
+    y_scale: float | NDArray[np.float64]
+    poisson: bool
+
+
+def stat_task(cfg: GrowerConfig) -> str:
+    """How the statistics' task columns are bounded: "poisson", or the task."""
+    return "poisson" if cfg.criterion == "poisson" else cfg.task
+
+
+def _constants(state: Standardisation) -> Iterator[tuple[int, float, float]]:
+    """Per output: its first task column, center and scale (Python floats)."""
+    centers = np.atleast_1d(np.asarray(state.y_center, dtype=np.float64)).tolist()
+    scales = np.atleast_1d(np.asarray(state.y_scale, dtype=np.float64)).tolist()
+    for o, (c, s) in enumerate(zip(centers, scales, strict=True)):
+        yield 2 + 2 * o, float(c), float(s)
 
 
 def denoise_a(
@@ -48,18 +69,27 @@ def denoise_a(
 
 
 def clip_stats(stats: NDArray[np.float64], clip: float, task: str) -> NDArray[np.float64]:
-    """Noisy statistics made consistent: counts >= 0, |mean z| <= clip, variance >= 0."""
+    """Noisy statistics made consistent: counts >= 0, |mean z| <= clip, variance >= 0.
+
+    ``task`` "regression": per output's pair; "poisson" (:func:`stat_task`): the mean
+    ``u`` within ``[0, clip]`` and ``sum w u log u`` within Jensen's bound and ``S log clip``.
+    """
     out = np.array(stats, dtype=np.float64, copy=True)
     out[:, STAT_ROWS] = np.maximum(out[:, STAT_ROWS], 0.0)
     out[:, STAT_WEIGHT] = np.maximum(out[:, STAT_WEIGHT], 0.0)
     w = out[:, STAT_WEIGHT]
     if task == "regression":
-        out[:, 2] = np.clip(out[:, 2], -clip * w, clip * w)
-        out[:, 3] = np.clip(out[:, 3], 0.0, clip * clip * w)
-        # Cauchy-Schwarz: (sum w z)^2 <= W * sum w z^2.
-        out[:, 3] = np.maximum(
-            out[:, 3], np.divide(out[:, 2] ** 2, w, where=w > 0, out=np.zeros_like(w))
-        )
+        for a in range(2, out.shape[1], 2):  # one (sum w z, sum w z^2) pair per output
+            out[:, a] = np.clip(out[:, a], -clip * w, clip * w)
+            out[:, a + 1] = np.clip(out[:, a + 1], 0.0, clip * clip * w)
+            # Cauchy-Schwarz: (sum w z)^2 <= W * sum w z^2.
+            out[:, a + 1] = np.maximum(
+                out[:, a + 1], np.divide(out[:, a] ** 2, w, where=w > 0, out=np.zeros_like(w))
+            )
+    elif task == "poisson":
+        out[:, 2] = np.clip(out[:, 2], 0.0, clip * w)
+        # Jensen: sum w u log u >= S log(S / W); and u log u <= u log(clip) for u <= clip.
+        out[:, 3] = np.clip(out[:, 3], s_log_mean(out[:, 2], w), out[:, 2] * np.log(clip))
     else:
         out[:, 2:] = np.maximum(out[:, 2:], 0.0)
     return out
@@ -92,10 +122,15 @@ def from_z(
     if not regression:
         return stats
     out = np.array(stats, dtype=np.float64, copy=True)
-    c, s = state.y_center, state.y_scale
-    w, sz, szz = stats[..., STAT_WEIGHT], stats[..., 2], stats[..., 3]
-    out[..., 2] = s * sz + c * w
-    out[..., 3] = s * s * szz + 2.0 * c * s * sz + c * c * w
+    w = stats[..., STAT_WEIGHT]
+    for a, c, s in _constants(state):
+        sz, szz = stats[..., a], stats[..., a + 1]
+        if state.poisson:  # y = s u: sum w y log y = s sum w u log u + s log(s) sum w u
+            out[..., a] = s * sz
+            out[..., a + 1] = s * szz + s * np.log(s) * sz
+            continue
+        out[..., a] = s * sz + c * w
+        out[..., a + 1] = s * s * szz + 2.0 * c * s * sz + c * c * w
     return out
 
 
@@ -113,7 +148,7 @@ def consistent_children(
     out = []
     for stats in (best.left, best.right):
         z = to_z(stats, state, cfg.task == "regression")
-        z = clip_stats(z, clip, cfg.task)
+        z = clip_stats(z, clip, stat_task(cfg))
         z[:, STAT_WEIGHT] = np.maximum(z[:, STAT_WEIGHT], 1.0)
         out.append(from_z(z, state, cfg.task == "regression"))
     keep = best.feature >= 0
@@ -129,8 +164,13 @@ def to_z(
     if not regression:
         return np.array(stats, dtype=np.float64, copy=True)
     out = np.array(stats, dtype=np.float64, copy=True)
-    c, s = state.y_center, state.y_scale
-    w, sy, syy = stats[..., STAT_WEIGHT], stats[..., 2], stats[..., 3]
-    out[..., 2] = (sy - c * w) / s
-    out[..., 3] = (syy - 2.0 * c * sy + c * c * w) / (s * s)
+    w = stats[..., STAT_WEIGHT]
+    for a, c, s in _constants(state):
+        sy, syy = stats[..., a], stats[..., a + 1]
+        if state.poisson:
+            out[..., a] = sy / s
+            out[..., a + 1] = (syy - np.log(s) * sy) / s
+            continue
+        out[..., a] = (sy - c * w) / s
+        out[..., a + 1] = (syy - 2.0 * c * sy + c * c * w) / (s * s)
     return out

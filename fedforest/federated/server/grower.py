@@ -195,7 +195,8 @@ def _secure_setup(schema: dict[str, Any]) -> dict[str, Any]:
     state = schema.get("secure")
     if state is None:
         return {}
-    return {"y_center": state.y_center, "y_scale": state.y_scale}
+    center, scale = state.y_center, state.y_scale  # floats, or per output (as lists)
+    return {"y_center": np.asarray(center).tolist(), "y_scale": np.asarray(scale).tolist()}
 
 
 def _client_sample(cfg: GrowerConfig, n_clients: int, first: int, n_trees: int) -> dict[str, Any]:
@@ -681,7 +682,8 @@ def grow_forest(
         ctx["dp"] = schema["dp"] = _dp_plan(cfg, schema, ctx)
         n_numeric = int((ctx["n_categories"] == 0).sum())
         cls = n_classes > 0
-        ctx["dp_released"] = [dp.grid_entries(n_numeric, cls) + dp.target_entries(cls)]
+        n_out = schema["n_outputs"]
+        ctx["dp_released"] = [dp.grid_entries(n_numeric, cls) + dp.target_entries(cls, n_out)]
     if cfg.privacy != "none":
         ctx["secure"] = schema["secure"] = secure.setup_grids(
             fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
@@ -733,17 +735,19 @@ def grow_forest(
         categories=schema["categories"],
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
     )
+    cls_task = cfg.task == "classification"
     if cfg.oob_score:
         oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"])
         if "dp" in ctx:
-            ctx["dp_released"][0] += dp.oob_entries(cfg.task == "classification")
+            ctx["dp_released"][0] += dp.oob_entries(cls_task, schema["n_outputs"])
     else:
         _finish_clients(fed)
     if "dp" in ctx:
         plan: dp.DpPlan = ctx["dp"]
         cls = cfg.task == "classification"
         grid = dp.grid_entries(int((ctx["n_categories"] == 0).sum()), cls)
-        spent = dp.spent_epsilon(plan, ctx["dp_released"][0], grid, dp.target_entries(cls))
+        target = dp.target_entries(cls, schema["n_outputs"])
+        spent = dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target)
         result.privacy_report = plan.report(spent)
     return result
 
@@ -760,10 +764,12 @@ def _dp_plan(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> 
         n_numeric=int((ctx["n_categories"] == 0).sum()),
         n_stats=ctx["n_stats"],
         classification=cfg.task == "classification",
+        n_outputs=schema["n_outputs"],
     )
     cls = cfg.task == "classification"
     grid = dp.grid_entries(int((ctx["n_categories"] == 0).sum()), cls)
-    return dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, dp.target_entries(cls))
+    target = dp.target_entries(cls, schema["n_outputs"])
+    return dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, target)
 
 
 def _finish_clients(fed: Federation) -> None:

@@ -117,7 +117,6 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig, categorica
             )
     if k > 1:
         refused = {
-            'privacy="secure" and "dp"': cfg.privacy != "none",
             "split_on_client": cfg.split_on_client,
             'split_rule="avgimp"': cfg.split_rule == "avgimp",
             "categorical features": categorical,
@@ -126,10 +125,9 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig, categorica
         given = [what for what, on in refused.items() if on]
         if given:
             raise ValueError(
-                f'Multi-output y ({k} targets) is available with privacy="none" only, and '
-                f"without {', '.join(refused)}; this fit has {', '.join(given)}. (The secure "
-                "sums standardise one target, and the client-index and category orderings "
-                "rank one target's means.)"
+                f"Multi-output y ({k} targets) is available without {', '.join(refused)}; "
+                f"this fit has {', '.join(given)}. (The client-index and category orderings "
+                "rank one target's means, AvgImp and Poisson take one target.)"
             )
     return k
 

@@ -27,15 +27,23 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT
 from ..client_secure import MOMENT_FRAC_BITS, oob_frac_bits, stat_frac_bits, target_grid
+from ..criteria import s_log_mean
 from ..federation import ClientFailure, Federation
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, searchsorted_segments
 from ..privacy.rules import group_categories, safe_from_ancestors, secure_candidates
-from ..privacy.secagg import LOW_BITS, add_in_order, correction, from_fixed
+from ..privacy.secagg import FRAC_BITS, LOW_BITS, add_in_order, correction, from_fixed
 from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
 from .checks import masked_arrays
 from .config import GrowerConfig
-from .denoise import clip_stats, consistent_children, cumulative_stats, denoise_a, from_z
+from .denoise import (
+    clip_stats,
+    consistent_children,
+    cumulative_stats,
+    denoise_a,
+    from_z,
+    stat_task,
+)
 from .missing import with_missing_sides
 from .rounds import exchange
 from .secure_grids import (  # the state between levels (the grower calls it through here)
@@ -104,14 +112,6 @@ def check_config(cfg: GrowerConfig) -> None:
         problems.append(("bootstrap=False", UNSUPPORTED["bootstrap"]))
     if cfg.oob_leaf_sums:
         problems.append(("per-leaf out-of-bag sums", UNSUPPORTED["diagnostics"]))
-    if cfg.criterion == "poisson":
-        problems.append(
-            (
-                'criterion="poisson"',
-                "its statistics include a sum of y log y, which the fixed-point sums of "
-                'standardised targets do not carry (yet); use privacy="none" for it',
-            )
-        )
     if cfg.privacy == "dp":
         if cfg.max_depth is None:
             problems.append(("max_depth=None", "the noise is calibrated for a bounded depth"))
@@ -247,11 +247,12 @@ def setup_grids(
         "moments": ((feats.size, 3), 0),
         "moments_lo": ((feats.size, 3), 0),
     }
+    k = int(schema.get("n_outputs", 1))  # one standardisation per output
     if regression and plan is None:
-        specs["y_moments"] = ((1, 3), 0)
-        specs["y_moments_lo"] = ((1, 3), 0)
+        specs["y_moments"] = ((k, 3), 0)
+        specs["y_moments_lo"] = ((k, 3), 0)
     elif regression:
-        specs["y_hist"] = ((target_grid().size - 1,), 0)
+        specs["y_hist"] = ((k, target_grid().size - 1), 0)
     if balanced:
         specs["class_counts"] = ((len(schema["classes"]),), 0)
     sums = secure_exchange(fed, ledger, first, specs)
@@ -294,18 +295,35 @@ def setup_grids(
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
     if balanced:
         state.class_counts = np.maximum(sums["class_counts"], 0.0)
-    if regression and plan is not None:
-        state.y_center, state.y_scale = _robust_scale(sums["y_hist"])
-    elif regression:
-        yn, y1, y2 = _two_words(sums, "y_moments")[0]
-        mean = y1 / max(yn, 1.0)
-        std = np.sqrt(max(y2 / max(yn, 1.0) - mean**2, 0.0))
-        center = float(np.sinh(mean))
-        spread = max(
-            float(np.sinh(mean + 2 * std)) - center, center - float(np.sinh(mean - 2 * std))
-        )
-        state.y_center, state.y_scale = center, max(spread / 2.0, 1e-12, 1e-9 * abs(center))
+    if regression:
+        state.poisson = cfg.criterion == "poisson"
+        if plan is not None:
+            pairs = [_robust_scale(h, state.poisson, plan.clip) for h in sums["y_hist"]]
+        else:
+            moments = _two_words(sums, "y_moments")
+            pairs = [_moment_scale(n, s1, s2, state.poisson) for n, s1, s2 in moments]
+        centers, scales = (np.array(v) for v in zip(*pairs, strict=True))
+        if k == 1:  # one output: floats (as before multi-output)
+            state.y_center, state.y_scale = float(centers[0]), float(scales[0])
+        else:
+            state.y_center, state.y_scale = centers, scales
     return state
+
+
+def _moment_scale(yn: float, y1: float, y2: float, poisson: bool) -> tuple[float, float]:
+    """Center and scale of one output from the pooled moments of asinh(y).
+
+    Under criterion="poisson" the center is 0 (the targets stay non-negative) and the
+    scale puts ``sinh(mean + 2 std)`` of asinh(y) at ``u = 2``: the scaled targets are of
+    order 1, as standardised ones.
+    """
+    mean = y1 / max(yn, 1.0)
+    std = np.sqrt(max(y2 / max(yn, 1.0) - mean**2, 0.0))
+    center = float(np.sinh(mean))
+    if poisson:
+        return 0.0, max(float(np.sinh(mean + 2 * std)) / 2.0, 1e-12)
+    spread = max(float(np.sinh(mean + 2 * std)) - center, center - float(np.sinh(mean - 2 * std)))
+    return center, max(spread / 2.0, 1e-12, 1e-9 * abs(center))
 
 
 def _two_words(sums: dict[str, NDArray[np.float64]], name: str) -> NDArray[np.float64]:
@@ -316,16 +334,23 @@ def _two_words(sums: dict[str, NDArray[np.float64]], name: str) -> NDArray[np.fl
     )
 
 
-def _robust_scale(counts: NDArray[np.float64]) -> tuple[float, float]:
+def _robust_scale(
+    counts: NDArray[np.float64], poisson: bool = False, clip: float = 2.0
+) -> tuple[float, float]:
     """Center (median) and scale (IQR / 1.349) of the targets from a noisy histogram.
 
     The histogram is of asinh(y) on a fixed grid: under "dp" one count per row, robust to
-    the noise where moments (bounded by the clip squared) are not.
+    the noise where moments (bounded by the clip squared) are not. Under
+    criterion="poisson" the center is 0 and the scale puts the 99th percentile at the clip
+    (at least one grid bin, 0.25 in asinh(y), above 0): the clip cuts about 1 % of the rows.
     """
     edges = target_grid()
     cum = np.concatenate([[0.0], np.cumsum(np.maximum(counts, 0.0))])
     if cum[-1] <= 0:
         return 0.0, 1.0
+    if poisson:
+        top = max(float(np.interp(0.99 * cum[-1], cum, edges)), edges[1] - edges[0])
+        return 0.0, float(np.sinh(top)) / clip
     q = np.interp(np.array([0.25, 0.5, 0.75]) * cum[-1], cum, edges)
     lo, mid, hi = (float(np.sinh(v)) for v in q)
     return mid, max((hi - lo) / 1.349, 1e-12, 1e-9 * abs(mid))
@@ -365,6 +390,34 @@ def _splitmix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
     return np.asarray(x ^ (x >> np.uint64(31)))
 
 
+def _frac_bits(ctx: dict[str, Any]) -> NDArray[np.int64]:
+    """Fractional bits of the level's statistics (per output's pair for regression)."""
+    n_out = (ctx["n_stats"] - 2) // 2 if not ctx["n_classes"] else 1
+    return stat_frac_bits(ctx["n_classes"], ctx["weighted"], n_out)
+
+
+def check_jensen(stats_u: NDArray[np.float64], what: str) -> None:
+    """criterion="poisson" under "secure": pooled sums obey Jensen's bound (scaled units).
+
+    ``sum w u log u >= S log(S / W)`` holds for any rows; the fixed point moves each
+    client's two sums by at most ``2^-(FRAC_BITS + 1)`` (a client without rows in the sum
+    sends exact zeros, so at most ``rows`` clients round), and the check allows that
+    (``rows (2 + |log(S / W)|) 2^-FRAC_BITS``). A violation means some client sent sums
+    that no rows have (secure aggregation hides which client).
+    """
+    w, s, t = stats_u[:, STAT_WEIGHT], stats_u[:, 2], stats_u[:, 3]
+    bound = s_log_mean(s, w)
+    ratio = np.divide(s, w, out=np.ones_like(s), where=(s > 0) & (w > 0))
+    tol = stats_u[:, STAT_ROWS] * (2.0 + np.abs(np.log(ratio))) * 2.0**-FRAC_BITS + 1e-9
+    bad = (s < -tol) | (t < bound - tol)
+    if np.any(bad):
+        raise ValueError(
+            f'The pooled sums of {what} under criterion="poisson" break Jensen\'s bound '
+            f"(sum w u log u < S log(S / W) at {int(bad.sum())} rows of statistics): some "
+            "client sent sums that no targets have (secure aggregation hides which)."
+        )
+
+
 # --------------------------------------------------------------------------- Round A
 def round_a(
     fed: Federation,
@@ -383,7 +436,7 @@ def round_a(
     grid_off, grid = node_grids(
         state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift, ctx["missing"]
     )
-    bits = stat_frac_bits(ctx["n_classes"], ctx["weighted"])
+    bits = _frac_bits(ctx)
     sums = secure_exchange(
         fed,
         ledger,
@@ -392,7 +445,9 @@ def round_a(
     )
     summary, cum = sums["summary"], sums["hist"]
     if cfg.privacy == "dp":
-        summary, cum = denoise_a(summary, cum, grid_off, ctx["dp"].clip, cfg.task)
+        summary, cum = denoise_a(summary, cum, grid_off, ctx["dp"].clip, stat_task(cfg))
+    elif cfg.criterion == "poisson":
+        check_jensen(summary, "Round A's node summaries")
     pooled = from_z(summary, state, cfg.task == "regression")
     return LevelA(pooled, grid_off, grid, cum)
 
@@ -492,7 +547,7 @@ def round_b(
     np.cumsum([g.size for g in group_maps], out=group_off[1:])
     if not cand.size and not group_pair:
         return BestSplits.none(n_nodes, pooled.shape[1])
-    bits = stat_frac_bits(ctx["n_classes"], ctx["weighted"])
+    bits = _frac_bits(ctx)
     s = ctx["n_stats"]
     arrays: dict[str, NDArray[Any]] = {
         "cand_off": cand_off,
@@ -514,8 +569,11 @@ def round_b(
     left_z, groups_z = sums["left"], sums["group_stats"]
     if cfg.privacy == "dp":
         # Noisy per-interval increments: consistent, then cumulative per pair.
-        left_z = cumulative_stats(left_z, cand_off, ctx["dp"].clip, cfg.task)
-        groups_z = clip_stats(groups_z, ctx["dp"].clip, cfg.task)
+        left_z = cumulative_stats(left_z, cand_off, ctx["dp"].clip, stat_task(cfg))
+        groups_z = clip_stats(groups_z, ctx["dp"].clip, stat_task(cfg))
+    elif cfg.criterion == "poisson":
+        check_jensen(left_z, "Round B's left statistics")
+        check_jensen(groups_z, "Round B's category groups")
     left = from_z(left_z, state, regression)
     class_w = ctx.get("class_w_nodes")  # class_weight: pooled sums reweighted (weights.py)
     if class_w is not None:

@@ -50,8 +50,11 @@ class SecureState:
     root_mass: list[NDArray[np.float64]]
     root_lo: NDArray[np.float64]
     root_hi: NDArray[np.float64]
-    y_center: float = 0.0
-    y_scale: float = 1.0
+    #: The targets' standardisation ``z = (y - y_center) / y_scale``: floats, or one per
+    #: output (arrays) for multi-output y; criterion="poisson" has center 0 (``poisson``).
+    y_center: float | NDArray[np.float64] = 0.0
+    y_scale: float | NDArray[np.float64] = 1.0
+    poisson: bool = False
     n_rows: float = 0.0
     #: class_weight="balanced": the pooled class counts (a masked sum), else None.
     class_counts: NDArray[np.float64] | None = None
