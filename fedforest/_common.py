@@ -23,7 +23,8 @@ TREE_UNDEFINED = -2
 
 #: Column layout of the additive statistics ``s``: distinct in-bag rows, bootstrap weight,
 #: then the task part, (sum w*y, sum w*y^2) for regression (one pair per output with
-#: multi-output y) or the weighted count of each class for classification. The row count
+#: multi-output y) or the weighted count of each class for classification (with several
+#: outputs, one block of class columns per output, in output order). The row count
 #: carries scikit-learn's ``min_samples_leaf`` semantics (it counts distinct rows, not
 #: bootstrap weight).
 STAT_ROWS = 0
@@ -46,3 +47,15 @@ def count_columns(n_classes: int, weighted: bool = False) -> int:
     whole numbers. With sample weights (``weighted``) only the row count is.
     """
     return 1 if weighted else STAT_TASK + n_classes
+
+
+def class_sizes(classes: object) -> tuple[int, ...]:
+    """Classes per output: ``(len(classes),)``, or one entry per list of a list of lists.
+
+    A multi-output classifier's class list holds one list (or array) of labels per output;
+    its statistics hold one block of class columns per output, of these sizes.
+    """
+    labels = list(classes)  # type: ignore[call-overload]
+    if labels and np.ndim(labels[0]) == 1:
+        return tuple(len(c) for c in labels)
+    return (len(labels),)

@@ -186,8 +186,10 @@ _REGRESSION = {
 _CLASSIFICATION = {
     "title": "Federated random forest classifier (the FedForest method).",
     "statistics": (
-        "statistics (per-class weighted counts). ``predict_proba`` averages the trees'\n"
-        "leaf class proportions, as scikit-learn does."
+        "statistics (per-class weighted counts; one block per output for multi-output y,\n"
+        'under ``privacy="none"``). ``predict_proba`` averages the trees\' leaf class\n'
+        "proportions, as scikit-learn does (a list of one array per output for\n"
+        "multi-output y, whose ``predict`` is (n_samples, n_outputs))."
     ),
     "criterion": (
         'criterion : {"gini", "entropy", "log_loss"}, default="gini"\n'
@@ -197,19 +199,22 @@ _CLASSIFICATION = {
     "oob": "Out-of-bag accuracy computed on the clients (one extra round).",
     "tree_class": "DecisionTreeClassifier",
     "extra_params": (
-        '\nclass_weight : dict, "balanced", "balanced_subsample" or None, default=None\n'
+        '\nclass_weight : dict, list, "balanced", "balanced_subsample" or None, default=None\n'
         '    As scikit-learn: class c\'s rows weigh ``class_weight[c]``; "balanced" uses\n'
         '    ``n / (n_classes * n_c)`` from the pooled class counts, "balanced_subsample"\n'
         "    the same per tree from its bootstrap. Applied by the server to the pooled\n"
         '    statistics (no client sends more). Not with ``split_rule="avgimp"``;\n'
-        '    "balanced" not under ``privacy="dp"``.'
+        '    "balanced" not under ``privacy="dp"``. Multi-output y: a list of one dict per\n'
+        '    output or "balanced"; a row weighs the product of its outputs\' weights (the\n'
+        "    clients apply them, sent in the set-up)."
     ),
     "oob_attributes": (
-        "classes_ : ndarray of shape (n_classes,)\n"
-        "n_classes_ : int\n"
+        "classes_ : ndarray of shape (n_classes,), or a list of one per output\n"
+        "n_classes_ : int, or a list of one per output (multi-output y)\n"
         "oob_score_, oob_decision_function_ : float, ndarray (when ``oob_score=True``;\n"
         "    ``oob_decision_function_`` only in simulation mode, where the rows are in this\n"
-        "    process)"
+        "    process). Multi-output y: scikit-learn's subset accuracy (the share of rows\n"
+        "    right on every output) and shape (n_samples, max n_classes, n_outputs)"
     ),
 }
 

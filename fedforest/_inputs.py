@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from scipy import sparse
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import column_or_1d
 
 from .federated.categorical import encode, sort_categories
 
@@ -24,7 +26,10 @@ __all__ = [
     "check_federable",
     "check_numeric_columns",
     "check_same_length",
+    "class_weight_codes",
     "client_index",
+    "decode_classes",
+    "encode_labels",
     "n_columns",
     "n_rows",
     "take_rows",
@@ -221,3 +226,74 @@ def warm_prior(est: Any) -> dict[str, Any] | None:
         warn_caller(msg, UserWarning)
         return NOTHING_TO_ADD
     return dict(est.__dict__)  # the fitted state the new trees join (and a failure restores)
+
+
+def encode_labels(y: Any) -> tuple[NDArray[np.int64], Any]:
+    """A classifier's y as class codes, and the labels they stand for.
+
+    1-D y (or one column, with scikit-learn's DataConversionWarning): codes (n,) and the
+    sorted labels. Several columns (multi-output): codes (n, n_outputs) and a list of each
+    output's sorted labels, as scikit-learn's ``classes_``.
+    """
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] > 1:
+        check_classification_targets(arr)
+        found = [np.unique(arr[:, k], return_inverse=True) for k in range(arr.shape[1])]
+        codes = np.column_stack([inverse for _, inverse in found]).astype(np.int64)
+        return codes, [labels for labels, _ in found]
+    y = column_or_1d(y, warn=True)
+    check_classification_targets(y)
+    labels, encoded = np.unique(y, return_inverse=True)
+    return encoded.astype(np.int64), labels
+
+
+def decode_classes(classes: list[Any], fit_labels: Any) -> tuple[Any, Any]:
+    """``classes_`` and ``n_classes_`` from the handshake's class list (a list per output).
+
+    ``fit_labels`` (simulation mode, from :func:`encode_labels`): the clients held codes, so
+    the class list holds codes into these labels; None: the clients' own labels.
+    """
+    if classes and np.ndim(classes[0]) == 1:  # multi-output: one list per output
+        if fit_labels is None:
+            found = [np.asarray(c) for c in classes]
+        else:
+            found = [
+                f[np.asarray(c, dtype=np.int64)] for f, c in zip(fit_labels, classes, strict=True)
+            ]
+        return found, [len(c) for c in found]
+    if fit_labels is not None:
+        labels = fit_labels[np.asarray(classes, dtype=np.int64)]
+    else:
+        labels = np.asarray(classes)
+    return labels, len(labels)
+
+
+def class_weight_codes(class_weight: Any, label_codes: Any) -> Any:
+    """``class_weight`` with its labels as the clients hold them.
+
+    ``label_codes`` (simulation mode, from :func:`encode_labels`): the clients hold codes
+    into these labels (a list of them per output for multi-output y), so a dict's labels
+    (a list of dicts per output) become codes; None: the clients' own labels.
+    """
+    if isinstance(class_weight, list) and isinstance(label_codes, list):
+        if len(class_weight) != len(label_codes):
+            raise ValueError(
+                f"class_weight is a list of {len(class_weight)} dicts, but y has "
+                f"{len(label_codes)} outputs; give one dict per output."
+            )
+        return [
+            class_weight_codes(cw, codes)
+            for cw, codes in zip(class_weight, label_codes, strict=True)
+        ]
+    if isinstance(class_weight, list):
+        return [dict(cw) if isinstance(cw, dict) else cw for cw in class_weight]
+    if not isinstance(class_weight, dict) or not isinstance(label_codes, np.ndarray):
+        return dict(class_weight) if isinstance(class_weight, dict) else class_weight
+    index = {label: i for i, label in enumerate(label_codes.tolist())}
+    unknown = [label for label in class_weight if label not in index]
+    if unknown:
+        raise ValueError(
+            f"class_weight names the label {unknown[0]!r}, which is not in y; the classes "
+            f"are {label_codes.tolist()}."
+        )
+    return {index[label]: float(w) for label, w in class_weight.items()}

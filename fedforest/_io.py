@@ -81,7 +81,7 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
         },
         "n_features_in": int(model.n_features_in_),
         "feature_names_in": None if names is None else [str(n) for n in names],
-        "classes": None if classes is None else np.asarray(classes).tolist(),
+        "classes": _class_list(classes),
         "n_outputs": int(getattr(model, "n_outputs_", 1)),
         "n_clients": int(getattr(model, "n_clients_", 0)),
         "clients": [str(c) for c in getattr(model, "clients_", [])],
@@ -162,8 +162,15 @@ def _build(
         raise ValueError("clients is not a list of client names")
     _check_client_codes(trees, d, len(clients))
     categories = _categories(header.get("categories", {}), d, trees)
-    classes = _classes(header["classes"], kind == "FedForestClassifier", trees)
     n_outputs = header.get("n_outputs", 1)  # files from before multi-output: one
+    if isinstance(n_outputs, bool) or not isinstance(n_outputs, int) or n_outputs < 1:
+        raise ValueError(f"n_outputs {n_outputs!r} is not an integer >= 1")
+    is_classifier = kind == "FedForestClassifier"
+    classes: list[NDArray[Any]] | NDArray[Any] | None
+    if is_classifier and n_outputs > 1:
+        classes = _output_classes(header["classes"], n_outputs, trees)
+    else:
+        classes = _classes(header["classes"], is_classifier, trees)
     n_values = trees[0].value.shape[1]
     if classes is None and n_outputs != n_values:
         raise ValueError(
@@ -200,7 +207,7 @@ def _build(
         model.oob_score_ = header["oob_score"]
     if classes is not None:
         model.classes_ = classes
-        model.n_classes_ = len(classes)
+        model.n_classes_ = [len(c) for c in classes] if isinstance(classes, list) else len(classes)
     model._pack()
     return model
 
@@ -289,10 +296,57 @@ def _importances(extra: dict[str, NDArray[Any]], d: int) -> NDArray[np.float64]:
     return np.asarray(imp, dtype=np.float64)
 
 
-def _classes(classes: Any, is_classifier: bool, trees: list[Tree]) -> NDArray[Any] | None:
-    """The class labels, checked against the model kind and the trees' values."""
-    n_values = trees[0].value.shape[1]
-    if any(t.value.shape[1] != n_values for t in trees):
+def _class_list(classes: Any) -> list[Any] | None:
+    """``classes_`` for the header: a list of labels, or one list per output."""
+    if classes is None:
+        return None
+    if isinstance(classes, list):  # multi-output: one array of labels per output
+        return [np.asarray(c).tolist() for c in classes]
+    return list(np.asarray(classes).tolist())
+
+
+def _output_classes(classes: Any, n_outputs: int, trees: list[Tree]) -> list[NDArray[Any]]:
+    """A multi-output classifier's class lists, one per output, checked against the trees.
+
+    Each tree's values hold one block of class proportions per output (each summing to 1).
+    """
+    if not isinstance(classes, list) or len(classes) != n_outputs:
+        raise ValueError(f"a classifier with n_outputs {n_outputs} needs {n_outputs} class lists")
+    if any(not isinstance(c, list) or not c for c in classes):
+        raise ValueError("each output's classes must be a non-empty list")
+    sizes = [len(c) for c in classes]
+    labels = [_classes(c, True, trees, n_values=len(c), check_values=False) for c in classes]
+    if any(t.value.shape[1] != sum(sizes) for t in trees):
+        raise ValueError(
+            f"trees hold {trees[0].value.shape[1]} values per node, not {sum(sizes)} (one per "
+            "class of every output)"
+        )
+    starts = np.cumsum([0, *sizes[:-1]])
+    for t, tree in enumerate(trees):
+        value = tree.value
+        sums = np.add.reduceat(value, starts, axis=1)
+        if (value < 0).any() or (value > 1).any() or not np.allclose(sums, 1.0):
+            raise ValueError(
+                f"tree {t} has class proportions outside [0, 1] or an output's not summing to 1"
+            )
+    return [np.asarray(c) for c in labels]
+
+
+def _classes(
+    classes: Any,
+    is_classifier: bool,
+    trees: list[Tree],
+    n_values: int | None = None,
+    check_values: bool = True,
+) -> NDArray[Any] | None:
+    """The class labels, checked against the model kind and the trees' values.
+
+    ``n_values``/``check_values``: one output's labels of a multi-output classifier (its
+    block of the values is checked by the caller).
+    """
+    if n_values is None:
+        n_values = trees[0].value.shape[1]
+    if any(t.value.shape[1] != trees[0].value.shape[1] for t in trees):
         raise ValueError("trees disagree on the number of outputs")
     if not is_classifier:
         if classes is not None:  # one value per output and node (multi-output: several)
@@ -305,7 +359,7 @@ def _classes(classes: Any, is_classifier: bool, trees: list[Tree]) -> NDArray[An
     labels = np.asarray(classes)
     if labels.ndim != 1 or np.unique(labels).size != labels.size:
         raise ValueError("class labels must be distinct")
-    for t, tree in enumerate(trees):
+    for t, tree in enumerate(trees if check_values else []):
         value = tree.value
         if (value < 0).any() or (value > 1).any() or not np.allclose(value.sum(axis=1), 1.0):
             raise ValueError(f"tree {t} has class proportions outside [0, 1] or not summing to 1")

@@ -300,14 +300,17 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     model = _load_model(args.model, parser)
     frame = _model_rows(model, args.data, parser)
     pred = model.predict(frame)
-    if pred.ndim == 2:  # a multi-output regressor: one column per output
+    if pred.ndim == 2:  # a multi-output model: one column per output
         out = pd.DataFrame({f"prediction_{k}": pred[:, k] for k in range(pred.shape[1])})
     else:
         out = pd.DataFrame({"prediction": pred})
     if hasattr(model, "predict_proba"):
         proba = model.predict_proba(frame)
-        for k, label in enumerate(model.classes_):
-            out[f"proba_{label}"] = proba[:, k]
+        multi = isinstance(proba, list)  # multi-output: proba_<output>_<class>
+        outputs = zip(proba, model.classes_, strict=True) if multi else [(proba, model.classes_)]
+        for k, (p, labels) in enumerate(outputs):
+            for j, label in enumerate(labels):
+                out[f"proba_{k}_{label}" if multi else f"proba_{label}"] = p[:, j]
     out.to_csv(args.out, index=False)
     print(f"wrote {len(out)} predictions to {args.out}")
     return 0
@@ -382,13 +385,18 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         else:
             frame = _model_rows(model, args.data, parser)
             names = getattr(model, "feature_names_in_", None)
-            values = np.asarray(model.shap_values(frame))
+            values = model.shap_values(frame)
+            classes: Any = getattr(model, "classes_", None)
+            if isinstance(values, list):  # a multi-output classifier: <output>_<class>
+                values = np.concatenate(values, axis=2)
+                classes = [f"{k}_{label}" for k, c in enumerate(classes) for label in c]
+            values = np.asarray(values)
             cols = list(names) if names is not None else [f"x{j}" for j in range(values.shape[1])]
             base = np.atleast_1d(model.shap_explainer().expected_value)
             out = {}
             # Regression: one column per feature; classification (and multi-output): per
             # feature and class (or output), suffixed with its label.
-            labels = list(getattr(model, "classes_", range(values.shape[-1])))
+            labels = list(classes if classes is not None else range(values.shape[-1]))
             for k in range(values.shape[2] if values.ndim == 3 else 1):
                 tag = "" if values.ndim == 2 else f"_{labels[k]}"
                 part = values if values.ndim == 2 else values[:, :, k]

@@ -16,7 +16,6 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     _check_sample_weight,
     check_is_fitted,
@@ -31,8 +30,11 @@ from ._inputs import (
     check_federable,
     check_numeric_columns,
     check_same_length,
+    class_weight_codes,
     client_index,
     criterion_name,
+    decode_classes,
+    encode_labels,
     n_columns,
     take_rows,
     warm_prior,
@@ -50,6 +52,7 @@ from .federated.server.secure import check_config
 from .transport.local import LocalFederation
 from .tree.apply import apply_forest_sets, predict_forest
 from .tree.arrays import Tree, pack_forest, pack_sets
+from .tree.outputs import most_probable, oob_proba, per_output
 from .tree.sklearn import EnsembleMixin
 
 __all__ = ["FedForestRegressor", "FedForestClassifier", "load"]
@@ -221,8 +224,8 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         X : array-like or DataFrame of shape (n_samples, n_features)
             Numeric features (no infinity); NaN is a missing value, as in scikit-learn.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Targets: numbers (regressor; several columns are multi-output regression)
-            or class labels (classifier).
+            Targets: numbers (regressor) or class labels (classifier); several columns
+            are multi-output y (a classifier's under ``privacy="none"`` only).
         client_ids : array-like of shape (n_samples,), default=None
             One client label per row; None puts every row in one client.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -531,7 +534,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             pred = self.oob_prediction_
             ok = ~np.isnan(pred).reshape(len(pred), -1).any(axis=1)
         else:
-            ok = ~np.isnan(proba).any(axis=1)
+            ok = ~np.isnan(proba).reshape(len(proba), -1).any(axis=1)
             pred = np.argmax(np.nan_to_num(proba), axis=1)
         self.oob_score_ = float(self.oob_score(y[ok], pred[ok]))
 
@@ -603,6 +606,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = tags.input_tags.sparse = True  # NaN: missing; sparse: dense
+        tags.target_tags.multi_output = self.privacy == "none"  # multi-output y: "none" only
         return tags
 
 
@@ -648,7 +652,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
     _parameter_constraints = {
         **_BaseFedForest._parameter_constraints,
         "criterion": [StrOptions({"gini", "entropy", "log_loss"})],
-        "class_weight": [dict, StrOptions({"balanced", "balanced_subsample"}), None],
+        "class_weight": [dict, list, StrOptions({"balanced", "balanced_subsample"}), None],
     }
 
     def __init__(
@@ -721,62 +725,40 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         )
 
     def _class_weight(self) -> Any:
-        cw = self.class_weight
-        codes = getattr(self, "_label_codes", None)
-        if not isinstance(cw, dict) or codes is None:
-            return dict(cw) if isinstance(cw, dict) else cw
-        # Simulation mode sends codes 0..K-1 to the clients: the dict follows them.
-        index = {label: i for i, label in enumerate(codes.tolist())}
-        unknown = [label for label in cw if label not in index]
-        if unknown:
-            raise ValueError(
-                f"class_weight names the label {unknown[0]!r}, which is not in y; the classes "
-                f"are {codes.tolist()}."
-            )
-        return {index[label]: float(w) for label, w in cw.items()}
+        # Simulation mode sends codes to the clients: the labels follow them.
+        return class_weight_codes(self.class_weight, getattr(self, "_label_codes", None))
 
-    def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any] | None]:
-        y = column_or_1d(y, warn=True)
-        check_classification_targets(y)
-        fit_classes, encoded = np.unique(y, return_inverse=True)
-        return encoded.astype(np.int64), fit_classes
+    def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], Any]:
+        return encode_labels(y)  # several columns: multi-output, classes per output
 
-    def _set_classes(self, classes: list[Any] | None, fit_classes: NDArray[Any] | None) -> None:
-        assert classes is not None
-        if fit_classes is not None:
-            # Simulation mode sent codes 0..K-1 to the clients; map them back to the labels.
-            self.classes_ = fit_classes[np.asarray(classes, dtype=np.int64)]
-        else:
-            self.classes_ = np.asarray(classes)
-        self.n_classes_ = len(self.classes_)
+    def _set_classes(self, classes: list[Any] | None, fit_classes: Any) -> None:
+        assert classes is not None  # simulation mode's codes mapped back to the labels
+        self.classes_, self.n_classes_ = decode_classes(classes, fit_classes)
 
     def _set_oob_prediction(self, pred: NDArray[np.float64]) -> None:
-        self.oob_decision_function_ = pred
+        self.oob_decision_function_ = oob_proba(pred, self.n_classes_)
 
     @_dask_aware
-    def predict_proba(
-        self, X: ArrayLike, *, client_ids: ArrayLike | None = None
-    ) -> NDArray[np.float64]:
+    def predict_proba(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> Any:
         """Mean class proportions over trees, shape (n_samples, n_classes).
 
+        Multi-output: a list of one such array per output, as scikit-learn.
         ``client_ids``: as in :meth:`FedForestRegressor.predict` (marginal rule).
         """
-        return self._mean_value(X, client_ids)
+        return per_output(self._mean_value(X, client_ids), self.n_classes_)
 
     @_dask_aware
-    def predict_log_proba(
-        self, X: ArrayLike, *, client_ids: ArrayLike | None = None
-    ) -> NDArray[np.float64]:
+    def predict_log_proba(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> Any:
         """Log of :meth:`predict_proba` (-inf where a class has probability 0), as scikit-learn."""
+        proba = self.predict_proba(X, client_ids=client_ids)
         with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X, client_ids=client_ids))
+            return [np.log(p) for p in proba] if isinstance(proba, list) else np.log(proba)
 
     @_dask_aware
     def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[Any]:
-        """Most probable class, shape (n_samples,)."""
+        """Most probable class, shape (n_samples,) (multi-output: (n_samples, n_outputs))."""
         check_is_fitted(self, "trees_")
-        proba = self.predict_proba(X, client_ids=client_ids)
-        return np.asarray(self.classes_[np.argmax(proba, axis=1)])
+        return most_probable(self.predict_proba(X, client_ids=client_ids), self.classes_)
 
 
 def load(path: str | os.PathLike[str]) -> FedForestRegressor | FedForestClassifier:

@@ -335,3 +335,30 @@ def test_predict_writes_a_column_per_output_of_a_multi_output_model(tmp_path) ->
     got = pd.read_csv(tmp_path / "p.csv")
     assert list(got.columns) == ["prediction_0", "prediction_1"]
     np.testing.assert_allclose(got.to_numpy(), model.predict(frame), rtol=1e-12)
+
+
+def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tmp_path) -> None:
+    import fedforest as ff
+
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame({"a": rng.normal(size=200), "b": rng.normal(size=200)})
+    Y = np.column_stack([frame["a"] > 0, np.digitize(frame["b"], [-0.5, 0.5])]).astype(int)
+    model = ff.FedForestClassifier(n_estimators=3, privacy="none", random_state=0).fit(frame, Y)
+    model.save(tmp_path / "m.ffm")
+    frame.to_csv(tmp_path / "rows.csv", index=False)
+    argv = ["predict", str(tmp_path / "m.ffm"), str(tmp_path / "rows.csv")]
+    assert main([*argv, "--out", str(tmp_path / "p.csv")]) == 0
+    got = pd.read_csv(tmp_path / "p.csv")
+    columns = ["prediction_0", "prediction_1", "proba_0_0", "proba_0_1"]
+    assert list(got.columns) == [*columns, "proba_1_0", "proba_1_1", "proba_1_2"]
+    np.testing.assert_array_equal(got[columns[:2]].to_numpy(), model.predict(frame))
+    proba = np.hstack(model.predict_proba(frame))
+    np.testing.assert_allclose(got[got.columns[2:]].to_numpy(), proba, rtol=1e-12)
+    pytest.importorskip("shap")
+    shap_path = tmp_path / "shap.csv"
+    argv = ["export", str(tmp_path / "m.ffm"), "--to", "shap", "--data", str(tmp_path / "rows.csv")]
+    assert main([*argv, "--out", str(shap_path)]) == 0
+    shap = pd.read_csv(shap_path)
+    assert "shap_a_0_0" in shap.columns and "base_value_1_2" in shap.columns
+    values = model.shap_values(frame)
+    np.testing.assert_allclose(shap["shap_b_1_2"], values[1][:, 1, 2], rtol=1e-9, atol=1e-12)

@@ -46,8 +46,9 @@ def expected_failed_checks(estimator: Any) -> dict[str, str]:
     [
         FedForestRegressor(n_estimators=10, random_state=0),
         FedForestClassifier(n_estimators=10, random_state=0),
-        # privacy="none": its tags add the multi-output checks.
+        # privacy="none": their tags add the multi-output checks.
         FedForestRegressor(n_estimators=10, random_state=0, privacy="none"),
+        FedForestClassifier(n_estimators=10, random_state=0, privacy="none"),
     ],
     expected_failed_checks=expected_failed_checks,
 )

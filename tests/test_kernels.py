@@ -339,7 +339,16 @@ def test_sketch_pairs_gives_both_outputs_of_the_separate_kernels(n_classes):
 
 
 @pytest.mark.parametrize(
-    "criterion", ["squared_error", "squared_error/3 outputs", "poisson", "gini", "entropy"]
+    "criterion",
+    [
+        "squared_error",
+        "squared_error/3 outputs",
+        "poisson",
+        "gini",
+        "entropy",
+        "gini/2 outputs",
+        "entropy/2 outputs",
+    ],
 )
 def test_scan_nodes_twins(criterion):
     from fedforest.federated.criteria import CRITERION_CODES
@@ -365,6 +374,13 @@ def test_scan_nodes_twins(criterion):
         )
     if criterion == "poisson":  # (sum y >= 0, sum y log y)
         task = np.column_stack([rng.random(n_nodes) * 80, rng.normal(size=n_nodes) * 50])
+    n_out = (task.shape[1] // 2) if criterion == "squared_error" else 1
+    if outputs and criterion != "squared_error":  # two outputs' class blocks: 3 + 2 classes
+        n_out = 2
+        weight = counts[:, 1].astype(float)
+        share = rng.dirichlet(np.ones(2), n_nodes)
+        task = np.column_stack([task, weight[:, None] * share])
+        task[:, :3] *= (weight / task[:, :3].sum(axis=1))[:, None]  # each block sums to W
     parent = np.column_stack([counts, task]).astype(float)
     cand_node = np.repeat(np.repeat(np.arange(n_nodes), np.diff(pair_off)), np.diff(cand_off))
     left = parent[cand_node] * rng.random((n_cand, 1))
@@ -380,7 +396,10 @@ def test_scan_nodes_twins(criterion):
         for fn in (scan_nodes, scan_nodes_numpy):
             gain, best = np.empty(n_cand), np.empty(n_nodes)
             chosen = np.empty(n_nodes, np.int64)
-            fn(parent, pair_off, cand_off, left, code, 3, min_weight, 1e-12, gain, best, chosen)
+            fn(
+                parent, pair_off, cand_off, left, code, n_out, 3, min_weight, 1e-12, gain, best,
+                chosen,
+            )  # fmt: skip
             outs.append((gain, best, chosen))
         np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-12)
         np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-12)

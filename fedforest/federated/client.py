@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stats
+from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, class_sizes, count_columns, n_stats
 from ..tree.apply import apply_forest_sets, predict_forest
 from . import client_kernels as K
 from .categorical import encode, read_features, sort_categories
@@ -34,7 +34,11 @@ from .client_secure import SecureParty
 from .client_sketch import distinct_values, fine_codes, sketch_pairs
 from .client_targets import (
     by_output,
+    class_codes,
+    class_row_weights,
+    correct_rows,
     feature_sketches,
+    label_header,
     poisson_column,
     proposal_target,
     sample_weights,
@@ -127,8 +131,8 @@ class Client:
         same names in another order are put in the federation's order at the handshake
         (:meth:`align_columns`); other names are an error.
     y : array-like, shape (n_samples,) or (n_samples, n_outputs)
-        Targets (numbers for regression, labels for classification). Regression takes
-        several targets per row as columns (multi-output).
+        Targets (numbers for regression, labels for classification). Several targets per
+        row as columns are multi-output y (classification under ``privacy="none"`` only).
     name : str
         Unique client name; seeds the client's bootstrap.
     categorical_features : list of column names or indices, optional
@@ -171,6 +175,7 @@ class Client:
         # (seed, bootstrap, n_classes, y, bootstrap draws per tree)
         self._oob_setup: tuple[int, bool, int, NDArray[np.float64], int] | None = None
         self._excluded: set[int] = set()
+        self._class_sizes: tuple[int, ...] = ()  # classes per output (set-up)
         #: Threads for this client's kernels (set by LocalFederation from its ``n_jobs``).
         self.n_threads = 1
         self.oob_prediction_: NDArray[np.float64] | None = None
@@ -284,16 +289,8 @@ class Client:
         }
         if self.y_raw.ndim == 2:
             header["n_outputs"] = int(self.y_raw.shape[1])
-        if msg.header.get("task") == "classification":
-            if self.y_raw.ndim == 2:
-                raise ValueError(
-                    f"Client {self.name!r}: y has {self.y_raw.shape[1]} columns; multi-output "
-                    "classification is not available (multi-output regression is)."
-                )
-            labels, counts = np.unique(self.y_raw, return_counts=True)
-            header["labels"] = labels.tolist()
-            if msg.header.get("privacy", "none") == "none":  # checked against n_samples
-                header["label_counts"] = counts.tolist()
+        if msg.header.get("task") == "classification":  # the labels present (per output)
+            header.update(label_header(self.y_raw, msg.header.get("privacy", "none") == "none"))
         else:
             try:
                 y = self.y_raw.astype(np.float64)
@@ -311,11 +308,9 @@ class Client:
         if classes is None:
             y = self.y_raw.astype(np.float64)
             n_classes = 0
-        else:
-            index = {label: i for i, label in enumerate(classes)}
-            uniq, inv = np.unique(self.y_raw, return_inverse=True)
-            y = np.array([index[u] for u in uniq.tolist()], dtype=np.float64)[inv]
-            n_classes = len(classes)
+        else:  # codes; with several outputs, each in its own block of class columns
+            y, n_classes = class_codes(self.y_raw, classes, self.name)
+        self._class_sizes = class_sizes(classes) if classes is not None else ()
         if setup.get("privacy") in ("secure", "dp"):
             secure = self._secure_party()
             if n_classes == 0:
@@ -336,16 +331,19 @@ class Client:
         self._oob_setup = (int(setup["seed"]), bool(setup["bootstrap"]), n_classes, y, draws)
         rows, w, tree_rows = [], [], np.zeros(n_trees + 1, dtype=np.int64)
         weighted = bool(setup.get("weighted", False))
+        row_w = self.sample_weight
+        if setup.get("class_weights") is not None:  # multi-output class_weight: on the rows
+            row_w = class_row_weights(row_w, y, setup["class_weights"])
         for t in range(n_trees):
             counts = self._counts(first + t)
-            if weighted and self.sample_weight is not None:
+            if weighted and row_w is not None:
                 # A row of weight 0 takes no part (as in scikit-learn's splitter).
-                counts = np.where(self.sample_weight > 0, counts, 0)
+                counts = np.where(row_w > 0, counts, 0)
             r = np.flatnonzero(counts).astype(np.int32)
             rows.append(r)
             w_t = counts[r].astype(np.float64)
-            if weighted and self.sample_weight is not None:
-                w_t *= self.sample_weight[r]  # bootstrap count times sample weight
+            if weighted and row_w is not None:
+                w_t *= row_w[r]  # bootstrap count times sample (and class) weight
             w.append(w_t)
             tree_rows[t + 1] = tree_rows[t] + r.size
         n_bins, quantile = setup["n_bins"], setup.get("binning", "quantile") == "quantile"
@@ -441,6 +439,7 @@ class Client:
             summary,
             lambda y, out: K.node_summaries(fit.rows, fit.w, fit.slot, y, fit.n_classes, out),
             fit.y_log,
+            fit.n_classes > 0,
         )
         fit.summary = summary
         if fit.secure:
@@ -516,7 +515,7 @@ class Client:
                 self.Xt,
                 codes,
                 fine_max,
-                fit.y if fit.y.ndim == 1 else proposal_target(fit.y),  # local_candidates
+                proposal_target(fit.y, fit.n_classes),  # local_candidates
                 fit.n_classes,
                 criterion,
                 fit.min_rows,
@@ -631,6 +630,7 @@ class Client:
                 left[c_lo:c_hi],
                 lambda y, out: kernel(*head, y, fit.n_classes, *tail, out),
                 fit.y_log,
+                fit.n_classes > 0,
             )
 
         self._run_blocks(fit, job)
@@ -656,7 +656,8 @@ class Client:
         left = self._left_stats(fit, cand_off, np.concatenate(local) if local else np.empty(0))
         pair_node = np.repeat(np.arange(fit.pair_off.size - 1), np.diff(fit.pair_off))
         cand_pair = np.repeat(np.arange(len(local)), np.diff(cand_off))
-        gain = weighted_gain(fit.summary[pair_node[cand_pair]], left, fit.criterion)
+        n_out = fit.y.shape[1] if fit.y.ndim == 2 else 1  # classes: the gains' mean
+        gain = weighted_gain(fit.summary[pair_node[cand_pair]], left, fit.criterion, n_out)
         best = np.full(len(local), -np.inf)
         np.maximum.at(best, cand_pair, gain)
         n_nodes = fit.pair_off.size - 1
@@ -719,7 +720,7 @@ class Client:
         self.oob_prediction_ = pred
         y = y_all[scored]
         if n_classes:
-            sums = [scored.sum(), np.sum(np.argmax(pred[scored], axis=1) == y)]
+            sums = [scored.sum(), correct_rows(pred[scored], y, self._class_sizes).sum()]
         elif y.ndim == 2:  # multi-output: per output, its three sums
             p = pred[scored]
             if self._secure is not None and self._fit_secure:  # standardised, as y is

@@ -1,6 +1,9 @@
 """A client's targets and weights: validated on arrival, and multi-output statistics.
 
-Everything here runs on the client, on its own rows.
+Everything here runs on the client, on its own rows. Multi-output classification (under
+``privacy="none"``) codes output ``o``'s labels as ``offset_o + index`` where ``offset_o``
+is the number of classes of the outputs before it: every output then counts into its own
+block of the statistics' class columns.
 """
 
 from __future__ import annotations
@@ -11,11 +14,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import xlogy
 
-from .._common import STAT_TASK
+from .._common import STAT_TASK, class_sizes
 
 __all__ = [
     "by_output",
+    "class_codes",
+    "class_row_weights",
+    "correct_rows",
     "feature_sketches",
+    "label_header",
     "poisson_column",
     "proposal_target",
     "sample_weights",
@@ -24,7 +31,7 @@ __all__ = [
 
 
 def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
-    """The client's ``y``: shape (n,), or (n, n_outputs) for multi-output regression.
+    """The client's ``y``: shape (n,), or (n, n_outputs) for multi-output y.
 
     A single column ``(n, 1)`` is one output, as a 1-D array.
     """
@@ -34,7 +41,7 @@ def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
     if y.ndim not in (1, 2) or y.shape[0] != n:
         raise ValueError(
             f"Client {name!r}: y has shape {y.shape}; expected ({n},), one target per row of "
-            f"X (or ({n}, n_outputs) for multi-output regression)."
+            f"X (or ({n}, n_outputs) for multi-output y)."
         )
     if y.ndim == 2 and y.shape[1] == 0:
         raise ValueError(f"Client {name!r}: y has no columns.")
@@ -59,19 +66,107 @@ def sample_weights(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.fl
     return None if np.all(w == 1.0) else w
 
 
+def label_header(y: NDArray[Any], counts: bool) -> dict[str, Any]:
+    """The handshake's class labels present (and, with ``counts``, their row counts).
+
+    One list for one output; one list per output (a list of lists) for multi-output y.
+    """
+    columns = [y] if y.ndim == 1 else [y[:, o] for o in range(y.shape[1])]
+    found = [np.unique(c, return_counts=True) for c in columns]
+    labels = [u.tolist() for u, _ in found]
+    header: dict[str, Any] = {"labels": labels[0] if y.ndim == 1 else labels}
+    if counts:  # under "none", checked against n_samples
+        tally = [c.tolist() for _, c in found]
+        header["label_counts"] = tally[0] if y.ndim == 1 else tally
+    return header
+
+
+def class_codes(y: NDArray[Any], classes: list[Any], name: str) -> tuple[NDArray[np.float64], int]:
+    """The client's labels as class codes (float64), and the classes of all outputs.
+
+    ``classes`` is the federation's class list (one list per output for multi-output y);
+    output ``o``'s codes start after the classes of the outputs before it.
+    """
+    sizes = class_sizes(classes)
+    multi = bool(classes) and np.ndim(classes[0]) == 1  # a list of lists: one per output
+    per_output = list(classes) if multi else [classes]
+    if (y.ndim == 2) != multi or (multi and y.shape[1] != len(sizes)):
+        raise ValueError(
+            f"Client {name!r}: y has shape {y.shape}, but the server sent classes for "
+            f"{len(sizes)} output(s)."
+        )
+    columns = [y] if y.ndim == 1 else [y[:, o] for o in range(y.shape[1])]
+    codes = np.empty((y.shape[0], len(columns)))
+    offset = 0
+    for o, (column, labels) in enumerate(zip(columns, per_output, strict=True)):
+        index = {label: offset + i for i, label in enumerate(labels)}
+        uniq, inv = np.unique(column, return_inverse=True)
+        codes[:, o] = np.array([index[u] for u in uniq.tolist()], dtype=np.float64)[inv]
+        offset += len(labels)
+    return (codes[:, 0] if y.ndim == 1 else codes), offset
+
+
+def class_row_weights(
+    weight: NDArray[np.float64] | None, y: NDArray[np.float64], class_weights: list[list[float]]
+) -> NDArray[np.float64]:
+    """Each row's weight times the product of its outputs' class weights (multi-output).
+
+    ``class_weights[o]`` holds output ``o``'s weight per class (the set-up's, as
+    scikit-learn's ``compute_sample_weight``); ``y`` the codes of :func:`class_codes`.
+    """
+    factor = np.ones(y.shape[0])
+    offset = 0
+    for o, per_class in enumerate(class_weights):
+        factor *= np.asarray(per_class, dtype=np.float64)[y[:, o].astype(np.int64) - offset]
+        offset += len(per_class)
+    return factor if weight is None else weight * factor
+
+
+def correct_rows(
+    pred: NDArray[np.float64], y: NDArray[np.float64], sizes: tuple[int, ...]
+) -> NDArray[np.bool_]:
+    """Rows whose most probable class is right (on every output: subset accuracy).
+
+    ``pred`` holds the class proportions, one block of ``sizes[o]`` columns per output;
+    ``y`` the codes of :func:`class_codes`.
+    """
+    if y.ndim == 1:
+        return np.asarray(np.argmax(pred, axis=1) == y)
+    ok = np.ones(y.shape[0], dtype=bool)
+    offset = 0
+    for o, size in enumerate(sizes):
+        ok &= offset + np.argmax(pred[:, offset : offset + size], axis=1) == y[:, o]
+        offset += size
+    return ok
+
+
 def by_output(
     y: NDArray[np.float64],
     out: NDArray[np.float64],
     run: Any,
     y_log: NDArray[np.float64] | None = None,
+    classes: bool = False,
 ) -> None:
-    """``run(y, out)`` for one target; once per output (into 4-column scratch) for several.
+    """``run(y, out)`` for one target; once per output (into scratch) for several.
 
-    The statistics of output ``o`` are ``out[..., STAT_TASK + 2 o : STAT_TASK + 2 o + 2]``;
-    rows and weight are the same for every output. ``out`` starts at zero (the kernels add
+    Regression: the statistics of output ``o`` are
+    ``out[..., STAT_TASK + 2 o : STAT_TASK + 2 o + 2]`` (4-column scratch per output).
+    Classification (``classes``): output ``o``'s codes of :func:`class_codes` count into
+    its own block of class columns (full-width scratch per output, its class columns added).
+    Rows and weight are the same for every output. ``out`` starts at zero (the kernels add
     into it or overwrite it). With ``y_log`` (criterion="poisson") the second task column
     is the weighted sum of ``y_log`` (the kernel's weighted sum, on a second pass).
     """
+    if y.ndim == 2 and classes:
+        scratch = np.zeros(out.shape)
+        for o in range(y.shape[1]):
+            scratch[...] = 0.0
+            run(np.ascontiguousarray(y[:, o]), scratch)
+            if o == 0:
+                out[...] = scratch
+            else:
+                out[..., STAT_TASK:] += scratch[..., STAT_TASK:]  # zero outside o's block
+        return
     if y.ndim == 1:
         run(y, out)
         if y_log is not None:
@@ -88,13 +183,18 @@ def by_output(
         out[..., STAT_TASK + 2 * o : STAT_TASK + 2 * o + 2] = scratch[..., STAT_TASK:]
 
 
-def proposal_target(y: NDArray[np.float64]) -> NDArray[np.float64]:
-    """One target for a client's threshold proposals (``local_candidates``), multi-output.
+def proposal_target(y: NDArray[np.float64], n_classes: int = 0) -> NDArray[np.float64]:
+    """One target for a client's threshold proposals (``local_candidates``).
 
-    The sum of the outputs of ``y``, each standardised on the client's rows.
-    Proposals only add candidates; every split is still chosen on the pooled statistics
-    of all outputs.
+    ``y`` itself for one output. Multi-output regression: the sum of the outputs of ``y``,
+    each standardised on the client's rows; multi-output classification (``n_classes``):
+    the first output's classes. Proposals only add candidates; every split is still chosen
+    on the pooled statistics of all outputs.
     """
+    if y.ndim == 1:
+        return y
+    if n_classes:
+        return np.ascontiguousarray(y[:, 0])
     spread = y.std(axis=0)
     z = (y - y.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
     return np.ascontiguousarray(z.sum(axis=1))

@@ -3,7 +3,9 @@
 Statistics are rows of an array whose columns follow :mod:`fedforest._common`:
 ``[rows, weight, task...]`` with ``task = (sum w*y, sum w*y^2)`` for regression (one such
 pair per output for multi-output y: ``(sum w*y_1, sum w*y_1^2, sum w*y_2, ...)``) and the
-weighted count of each class for classification. Because every column is a sum over rows,
+weighted count of each class for classification (one block of class columns per output for
+multi-output y; Gini and entropy are then the mean over the outputs, as scikit-learn's
+``ClassificationCriterion``). Because every column is a sum over rows,
 the statistics of the pooled data are the sum of the clients' statistics, and every
 quantity below is the one centralized CART would compute (Theorem 3.5 of the paper).
 """
@@ -52,7 +54,7 @@ def _safe_div(num: FloatArray, den: FloatArray) -> FloatArray:
     return out
 
 
-def weighted_impurity(stats: FloatArray, criterion: str) -> FloatArray:
+def weighted_impurity(stats: FloatArray, criterion: str, n_outputs: int = 1) -> FloatArray:
     """``W * Psi(s)`` for statistics ``s`` of shape (..., n_stats); 0 where W = 0.
 
     Parameters
@@ -60,6 +62,10 @@ def weighted_impurity(stats: FloatArray, criterion: str) -> FloatArray:
     stats : ndarray of float64, shape (..., n_stats)
     criterion : {"squared_error", "poisson", "gini", "entropy"}
         Under "poisson" the task columns are ``(sum w*y, sum w*y*log(y))``.
+    n_outputs : int
+        Gini and entropy: the outputs whose class blocks the task columns hold (each block
+        sums to W); Psi is the mean of the outputs' impurities. Regression reads its
+        outputs off the columns.
 
     Returns
     -------
@@ -78,21 +84,27 @@ def weighted_impurity(stats: FloatArray, criterion: str) -> FloatArray:
         per_output = np.maximum(q - _safe_div(s**2, w[..., None]), 0.0)
         return per_output.sum(axis=-1) / per_output.shape[-1]
     if criterion == "gini":
-        return np.maximum(w - _safe_div((task**2).sum(axis=-1), w), 0.0)
+        # Mean over the outputs of W - sum_c n_c^2 / W: each output's W is the node's.
+        return np.maximum(w - _safe_div((task**2).sum(axis=-1), w) / n_outputs, 0.0)
     if criterion == "entropy":
         p = _safe_div(task, w[..., None])
         logp = np.zeros_like(p)
         np.log2(p, out=logp, where=p > 0)
-        return -(task * logp).sum(axis=-1)
+        return -(task * logp).sum(axis=-1) / n_outputs
     raise ValueError(f"Unknown criterion {criterion!r}.")
 
 
-def impurity(stats: FloatArray, criterion: str) -> FloatArray:
-    """Node impurity ``Psi(s)`` (variance, Gini or entropy in bits), shape (...)."""
-    return _safe_div(weighted_impurity(stats, criterion), stats[..., STAT_WEIGHT])
+def impurity(stats: FloatArray, criterion: str, n_outputs: int = 1) -> FloatArray:
+    """Node impurity ``Psi(s)`` (variance, Gini or entropy in bits), shape (...).
+
+    The mean over the outputs with several (``n_outputs``: see :func:`weighted_impurity`).
+    """
+    return _safe_div(weighted_impurity(stats, criterion, n_outputs), stats[..., STAT_WEIGHT])
 
 
-def weighted_gain(parent: FloatArray, left: FloatArray, criterion: str) -> FloatArray:
+def weighted_gain(
+    parent: FloatArray, left: FloatArray, criterion: str, n_outputs: int = 1
+) -> FloatArray:
     """Weighted impurity decrease ``W Psi(s) - W_L Psi(s_L) - W_R Psi(s_R)``.
 
     Parameters
@@ -101,6 +113,9 @@ def weighted_gain(parent: FloatArray, left: FloatArray, criterion: str) -> Float
         Pooled node statistics, one row per candidate.
     left : ndarray of float64, shape (n, n_stats)
         Pooled left-child statistics; the right child is ``parent - left``.
+    n_outputs : int
+        Gini and entropy: the class blocks of multi-output y (see
+        :func:`weighted_impurity`).
 
     Returns
     -------
@@ -128,18 +143,24 @@ def weighted_gain(parent: FloatArray, left: FloatArray, criterion: str) -> Float
         node = _safe_div(parent[:, s] ** 2, parent[:, STAT_WEIGHT, None])
         return (children.sum(axis=-1) - node.sum(axis=-1)) / children.shape[-1]
     return (
-        weighted_impurity(parent, criterion)
-        - weighted_impurity(left, criterion)
-        - weighted_impurity(right, criterion)
+        weighted_impurity(parent, criterion, n_outputs)
+        - weighted_impurity(left, criterion, n_outputs)
+        - weighted_impurity(right, criterion, n_outputs)
     )
 
 
-def leaf_value(stats: FloatArray, task: str) -> FloatArray:
+def leaf_value(
+    stats: FloatArray, task: str, class_sizes: tuple[int, ...] | None = None
+) -> FloatArray:
     """Leaf prediction from node statistics: mean target, or class proportions.
+
+    ``class_sizes``: the classes of each output (multi-output classification; None: one
+    output); the proportions are then those of each output's block.
 
     Returns
     -------
-    ndarray of float64, shape (n, n_outputs) for regression or (n, n_classes)
+    ndarray of float64, shape (n, n_outputs) for regression or (n, n_classes) (n_classes
+    summed over the outputs with several)
     """
     w = stats[:, STAT_WEIGHT]
     if task == "regression":
@@ -147,6 +168,10 @@ def leaf_value(stats: FloatArray, task: str) -> FloatArray:
     # Class weights summed in floats (class_weight, noisy sums under "dp") can leave a
     # child's class column a rounding below 0: proportions of the clipped columns.
     counts = np.maximum(stats[:, STAT_TASK:], 0.0)
+    if class_sizes is not None and len(class_sizes) > 1:
+        starts = np.cumsum((0,) + class_sizes[:-1])
+        totals = np.add.reduceat(counts, starts, axis=1)
+        return _safe_div(counts, np.repeat(totals, class_sizes, axis=1))
     return _safe_div(counts, counts.sum(axis=1)[:, None])
 
 

@@ -34,6 +34,7 @@ from .arrays import Tree
 
 __all__ = [
     "check_numeric",
+    "check_one_output",
     "consistent_nodes",
     "import_extra",
     "missing_left",
@@ -92,7 +93,7 @@ def missing_left(tree: Tree) -> NDArray[np.bool_]:
 
 
 # ---------------------------------------------------------------------------------- Treelite
-def to_treelite_model(trees: list[Tree], n_features: int, n_classes: int | None) -> Any:
+def to_treelite_model(trees: list[Tree], n_features: int, n_classes: int | list[int] | None) -> Any:
     """The forest as a ``treelite.Model`` built with Treelite's model builder.
 
     Parameters
@@ -100,24 +101,32 @@ def to_treelite_model(trees: list[Tree], n_features: int, n_classes: int | None)
     trees : list of Tree
     n_features : int
         Columns of X; the client index H, if split on, is column ``n_features``.
-    n_classes : int or None
-        Number of classes (classification: leaves hold class proportions), None for
-        regression.
+    n_classes : int, list of int or None
+        Number of classes (classification: leaves hold class proportions), one per output
+        for multi-output classification, None for regression.
 
     Returns
     -------
     treelite.Model
         float64 thresholds and leaves; ``treelite.gtil.predict`` returns, per row, the mean
         over trees of the leaf values: shape (n, 1, 1) for regression ((n, n_outputs, 1) for
-        multi-output), (n, 1, n_classes) for classification. Set splits are categorical
+        multi-output), (n, 1, n_classes) for classification ((n, n_outputs, max n_classes)
+        for multi-output, an output with fewer classes padded with zeros). Set splits are
+        categorical
         tests on the codes of :meth:`export_matrix`; numeric splits send ``x <= threshold``
         left.
     """
     mb = import_extra("treelite.model_builder", "to_treelite()")
     n_trees = len(trees)
-    n_out = 1 if n_classes is None else n_classes
+    # Multi-output classification: a target per output, of its own number of classes.
     # Multi-output regression: one target per output, every tree holding a leaf vector.
-    n_target = int(trees[0].value.shape[1]) if n_classes is None else 1
+    sizes = n_classes if isinstance(n_classes, list) else None
+    if n_classes is None:
+        n_out, n_target = 1, int(trees[0].value.shape[1])
+    elif isinstance(n_classes, list):
+        n_out, n_target = max(n_classes), len(n_classes)
+    else:
+        n_out, n_target = int(n_classes), 1
     target_id = [0] * n_trees if n_target == 1 else [-1] * n_trees
     if n_classes is None:
         task, post, class_id = "kRegressor", "identity", [0] * n_trees
@@ -131,7 +140,7 @@ def to_treelite_model(trees: list[Tree], n_features: int, n_classes: int | None)
             task_type=task,
             average_tree_output=True,
             num_target=n_target,
-            num_class=[n_out] * n_target,
+            num_class=list(sizes) if sizes else [n_out] * n_target,
             leaf_vector_shape=(n_target, n_out),
         ),
         tree_annotation=mb.TreeAnnotation(num_tree=n_trees, target_id=target_id, class_id=class_id),
@@ -142,20 +151,33 @@ def to_treelite_model(trees: list[Tree], n_features: int, n_classes: int | None)
         builder.start_tree()
         nan_left = missing_left(tree)
         for node in range(tree.node_count):
-            _build_node(builder, tree, node, bool(nan_left[node]), n_classes is not None)
+            _build_node(builder, tree, node, bool(nan_left[node]), n_classes is not None, sizes)
         builder.end_tree()
     return builder.commit()
 
 
-def _build_node(builder: Any, tree: Tree, node: int, nan_left: bool, classification: bool) -> None:
+def _build_node(
+    builder: Any,
+    tree: Tree,
+    node: int,
+    nan_left: bool,
+    classification: bool,
+    sizes: list[int] | None = None,
+) -> None:
     """One node: a leaf, a numeric test (NaN: ``nan_left``) or a categorical test.
 
-    At a categorical test unseen codes, -1 and NaN go to the heavier child.
+    At a categorical test unseen codes, -1 and NaN go to the heavier child. ``sizes``:
+    the classes of each output (multi-output classification: padded leaf vectors).
     """
     builder.start_node(node)
     left, right = int(tree.children_left[node]), int(tree.children_right[node])
     if left == TREE_LEAF:
         value = tree.value[node]
+        if sizes:  # one row of max(sizes) per output, zeros after an output's classes
+            padded = np.zeros((len(sizes), max(sizes)))
+            for o, block in enumerate(np.split(value, np.cumsum(sizes)[:-1])):
+                padded[o, : block.size] = block
+            value = padded.ravel()
         vector = classification or value.shape[0] > 1  # class proportions, or outputs
         builder.leaf([float(v) for v in value] if vector else float(value[0]))
     else:
@@ -201,6 +223,22 @@ def check_numeric(trees: list[Tree], n_features: int, what: str, why: str) -> No
                 f"set or on the client index H: {why} Fit without categorical_features and "
                 "split_on_client for it (to_treelite() exports set splits)."
             )
+
+
+def check_one_output(classes: Any, what: str) -> None:
+    """Refuse a multi-output classifier (a list of class lists) where it cannot be exported.
+
+    ONNX: skl2onnx (1.20) refuses a multi-output forest's string labels, and on numeric
+    ones its probabilities disagreed with scikit-learn's (checked once by hand), so no
+    ONNX model of one is offered.
+    """
+    if isinstance(classes, list):
+        raise ValueError(
+            f"{what} exports classifiers of one output, and this one has {len(classes)} "
+            "(multi-output y): skl2onnx's conversion of a multi-output RandomForestClassifier "
+            "refuses string labels and does not reproduce its probabilities. to_sklearn() "
+            "and to_treelite() convert it, and shap_values() explains it."
+        )
 
 
 def to_onnx_model(

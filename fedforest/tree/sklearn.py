@@ -27,7 +27,13 @@ from .._common import TREE_LEAF
 from . import export
 from .arrays import Tree
 
-__all__ = ["EnsembleMixin", "NotNumericError", "to_sklearn_forest", "to_sklearn_tree"]
+__all__ = [
+    "EnsembleMixin",
+    "NotNumericError",
+    "per_output_sizes",
+    "to_sklearn_forest",
+    "to_sklearn_tree",
+]
 
 #: scikit-learn's node record (read from its own Tree, so it follows the installed version).
 _NODE_DTYPE = SkTree(1, np.array([1], dtype=np.intp), 1).__getstate__()["nodes"].dtype
@@ -42,7 +48,7 @@ def _float32_floor(threshold: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def to_sklearn_tree(
-    tree: Tree, n_features: int, classes: NDArray[Any] | None, index: int = 0
+    tree: Tree, n_features: int, classes: Any, index: int = 0
 ) -> DecisionTreeRegressor | DecisionTreeClassifier:
     """One fedforest tree as a fitted scikit-learn decision tree.
 
@@ -51,8 +57,9 @@ def to_sklearn_tree(
     tree : Tree
     n_features : int
         Columns of X (a split on the client index H cannot be converted).
-    classes : ndarray or None
-        Class labels (classification), None for regression.
+    classes : ndarray, list of ndarray or None
+        Class labels (classification; a list of each output's labels for multi-output),
+        None for regression.
     index : int
         The tree's position, named in the error.
 
@@ -82,12 +89,14 @@ def to_sklearn_tree(
     # Where a NaN goes at each split: the tree's record (the heavier child without one).
     nodes["missing_go_to_left"] = np.where(leaf, 0, export.missing_left(tree))
     # Regression: one value per output (scikit-learn's n_classes of 1 for each).
-    k = 1 if classes is not None else int(tree.value.shape[1])
-    n_classes = np.array([1] * k if classes is None else [len(classes)], dtype=np.intp)
-    sk = SkTree(n_features, n_classes, k)
-    values = np.ascontiguousarray(
-        tree.value.reshape(n, k, -1 if classes is not None else 1), dtype=np.float64
-    )
+    # Multi-output classification: one block of classes per output, padded with zeros to
+    # the most classes (scikit-learn's value layout).
+    sizes = per_output_sizes(classes, tree)
+    k = len(sizes)
+    sk = SkTree(n_features, np.array(sizes, dtype=np.intp), k)
+    values = np.zeros((n, k, max(sizes)))
+    for o, block in enumerate(np.split(tree.value, np.cumsum(sizes)[:-1], axis=1)):
+        values[:, o, : block.shape[1]] = block
     sk.__setstate__(
         {"max_depth": tree.max_depth, "node_count": n, "nodes": nodes, "values": values}
     )
@@ -96,8 +105,9 @@ def to_sklearn_tree(
         est = DecisionTreeRegressor()
     else:
         est = DecisionTreeClassifier()
-        est.classes_ = np.asarray(classes)
-        est.n_classes_ = len(classes)
+        multi = isinstance(classes, list)
+        est.classes_ = [np.asarray(c) for c in classes] if multi else np.asarray(classes)
+        est.n_classes_ = np.array(sizes, dtype=np.intp) if multi else len(classes)
     est.tree_ = sk
     est.n_features_in_ = n_features
     est.n_outputs_ = k
@@ -113,8 +123,17 @@ class NotNumericError(ValueError, AttributeError):
     """
 
 
+def per_output_sizes(classes: Any, tree: Tree) -> list[int]:
+    """scikit-learn's ``n_classes`` per output: 1 per regression output, else class counts."""
+    if classes is None:
+        return [1] * int(tree.value.shape[1])
+    if isinstance(classes, list):  # multi-output classification
+        return [len(c) for c in classes]
+    return [len(classes)]
+
+
 def to_sklearn_forest(
-    trees: list[Tree], n_features: int, classes: NDArray[Any] | None, params: dict[str, Any]
+    trees: list[Tree], n_features: int, classes: Any, params: dict[str, Any]
 ) -> RandomForestRegressor | RandomForestClassifier:
     """A fitted scikit-learn random forest holding the converted trees.
 
@@ -129,11 +148,12 @@ def to_sklearn_forest(
     else:
         forest = RandomForestClassifier(n_estimators=len(trees), **params)
         forest.estimator_ = DecisionTreeClassifier()
-        forest.classes_ = np.asarray(classes)
-        forest.n_classes_ = len(classes)
+        multi = isinstance(classes, list)
+        forest.classes_ = [np.asarray(c) for c in classes] if multi else np.asarray(classes)
+        forest.n_classes_ = [len(c) for c in classes] if multi else len(classes)
     forest.estimators_ = estimators
     forest.n_features_in_ = n_features
-    forest.n_outputs_ = 1 if classes is not None else int(trees[0].value.shape[1])
+    forest.n_outputs_ = len(per_output_sizes(classes, trees[0]))
     return forest
 
 
@@ -150,11 +170,12 @@ class EnsembleMixin:
 
     @property
     def n_outputs_(self) -> int:
-        """Targets per row: the columns of a multi-output regressor's y, else 1."""
+        """Targets per row: the columns of a multi-output y, else 1."""
         if "trees_" not in vars(self):
             raise AttributeError("n_outputs_ is set by fit")
         if getattr(self, "_task", "regression") == "classification":
-            return 1
+            n_classes = getattr(self, "n_classes_", 0)
+            return len(n_classes) if isinstance(n_classes, list) else 1
         return int(self.trees_[0].value.shape[1])
 
     @property
@@ -194,13 +215,13 @@ class EnsembleMixin:
         index H) alike; Treelite reads the columns of :meth:`export_matrix`.
         ``treelite.gtil.predict(model.to_treelite(), model.export_matrix(X))`` gives
         ``predict`` (regression, shape (n, 1, 1)) or ``predict_proba`` (shape
-        (n, 1, n_classes)), except for rows with a category or client that a set split
-        has not seen: Treelite sends them to the heavier child (as :meth:`apply`), where
-        fedforest mixes both children (the marginal rule). See docs/export.md.
+        (n, 1, n_classes); multi-output: (n, n_outputs, max n_classes), zero padded),
+        except for rows with a category or client that a set split has not seen:
+        Treelite sends them to the heavier child (as :meth:`apply`), where fedforest mixes
+        both children (the marginal rule). See docs/export.md.
         """
         check_is_fitted(self, "trees_")
-        classes = getattr(self, "classes_", None)
-        n_classes = None if classes is None else len(classes)
+        n_classes = getattr(self, "n_classes_", None)  # a list for multi-output
         return export.to_treelite_model(self.trees_, self.n_features_in_, n_classes)
 
     def export_matrix(self, X: Any, *, client_ids: Any = None) -> NDArray[np.float64]:
@@ -224,6 +245,7 @@ class EnsembleMixin:
         docs/export.md for the tolerance).
         """
         check_is_fitted(self, "trees_")
+        export.check_one_output(getattr(self, "classes_", None), "to_onnx()")
         export.check_numeric(
             self.trees_,
             self.n_features_in_,
@@ -240,23 +262,30 @@ class EnsembleMixin:
 
         No data is needed: the trees' node weights (the federated row weights) stand for
         the training data. Numeric splits only (a forest with set splits raises
-        ``ValueError``); see :func:`fedforest.tree.export.shap_explainer`.
+        ``ValueError``); see :func:`fedforest.tree.export.shap_explainer`. A multi-output
+        classifier's explainer has one output per class of every output, in order (its
+        ``expected_value`` too); :meth:`shap_values` splits them per output.
         """
         check_is_fitted(self, "trees_")
         return export.shap_explainer(self.trees_, self.n_features_in_)
 
-    def shap_values(self, X: Any) -> NDArray[np.float64]:
+    def shap_values(self, X: Any) -> Any:
         """SHAP values of the rows of X, from the fitted forest alone (extra ``export``).
 
         Shape (n_samples, n_features) for regression, (n_samples, n_features, n_classes)
         for classification (of ``predict_proba``). They add up:
         ``shap_values(X).sum(axis=1) + shap_explainer().expected_value`` is ``predict(X)``
-        (``predict_proba(X)``), to rounding.
+        (``predict_proba(X)``), to rounding. Multi-output classification: a list of one
+        (n_samples, n_features, n_classes) array per output, as ``predict_proba``.
         """
         explainer = self.shap_explainer()
         rows = self.export_matrix(X)[:, : self.n_features_in_]
         values = np.asarray(explainer.shap_values(rows))
         classes = getattr(self, "classes_", None)
+        if isinstance(classes, list):  # multi-output: one block of classes per output
+            values = values.reshape(rows.shape[0], self.n_features_in_, -1)
+            bounds = np.cumsum([0, *[len(c) for c in classes]])
+            return [values[..., a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         if classes is not None:  # shap drops the class axis of a one-class forest
             values = values.reshape(rows.shape[0], self.n_features_in_, len(classes))
         return values

@@ -172,13 +172,21 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
                 "header field 'missing_features'",
                 f"is not a sorted list of distinct numeric column indices below {d}",
             )
-        if task == "classification":
-            labels = h.get("labels")
-            if not isinstance(labels, list) or not labels:
-                raise InvalidReply(name, kind, "header field 'labels'", "is not a non-empty list")
-            _check_scalars(name, kind, "header field 'labels'", labels)
-            if privacy == "none":
-                _check_label_counts(name, kind, h.get("label_counts"), len(labels), n)
+        if task == "classification":  # multi-output: one list of labels (and counts) each
+            labels: Any = h.get("labels")
+            counts: Any = h.get("label_counts")
+            if n_out > 1 and (not isinstance(labels, list) or len(labels) != n_out):
+                raise InvalidReply(name, kind, "header field 'labels'", f"is not {n_out} lists")
+            if n_out > 1 and privacy == "none" and not isinstance(counts, list):
+                raise InvalidReply(name, kind, "header field 'label_counts'", "is not a list")
+            for o, own in enumerate(labels if n_out > 1 else [labels]):
+                field = "header field 'labels'" + (f"[{o}]" if n_out > 1 else "")
+                if not isinstance(own, list) or not own:
+                    raise InvalidReply(name, kind, field, "is not a non-empty list")
+                _check_scalars(name, kind, field, own)
+                if privacy == "none":
+                    own_counts = counts if n_out == 1 else (counts[o:] or [None])[0]
+                    _check_label_counts(name, kind, own_counts, len(own), n)
         if ranges:
             lo = expect_array(reply, "feature_min", "f", (d,), name)
             hi = expect_array(reply, "feature_max", "f", (d,), name)
@@ -240,6 +248,7 @@ def check_summaries(
     parent: NDArray[np.float64] | None,
     siblings: NDArray[np.int64] | None = None,
     field: str = "array 'summary'",
+    class_sizes: tuple[int, ...] = (),
 ) -> None:
     """One client's node statistics (rows = nodes), checked against what the server knows.
 
@@ -248,7 +257,7 @@ def check_summaries(
     for roots), ``siblings`` each node's sibling among the rows (-1: none), whose sum with the
     node must equal the parent on the count columns.
     """
-    _check_stats(name, kind, field, summary, n_count, task)
+    _check_stats(name, kind, field, summary, n_count, task, class_sizes)
     rows, weight = summary[:, STAT_ROWS], summary[:, STAT_WEIGHT]
     if np.any(rows > n_samples):
         raise InvalidReply(name, kind, field, f"counts more rows than the client's {n_samples}")
@@ -282,9 +291,18 @@ def check_summaries(
 
 
 def _check_stats(
-    name: str, kind: str, field: str, stats: NDArray[np.float64], n_count: int, task: str
+    name: str,
+    kind: str,
+    field: str,
+    stats: NDArray[np.float64],
+    n_count: int,
+    task: str,
+    class_sizes: tuple[int, ...] = (),
 ) -> None:
-    """Rows of additive statistics (or increments of them) that are internally consistent."""
+    """Rows of additive statistics (or increments of them) that are internally consistent.
+
+    ``class_sizes``: multi-output classification's class blocks (each adds up to the weight).
+    """
     if not np.all(np.isfinite(stats)):
         raise InvalidReply(name, kind, field, "holds NaN or infinity")
     counts = stats[:, :n_count]
@@ -299,8 +317,12 @@ def _check_stats(
         raise InvalidReply(name, kind, field, "has weights below their row counts")
     if task == "classification":
         classes = stats[:, STAT_TASK:]
-        off = np.abs(classes.sum(axis=1) - weight)
-        if np.any(classes < 0) or np.any(off > (1e-9 * np.maximum(weight, 1.0) if weighted else 0)):
+        total = classes.sum(axis=1)[:, None]
+        if len(class_sizes) > 1:  # one block per output, each adding up to the weight
+            total = np.add.reduceat(classes, np.cumsum((0, *class_sizes[:-1])), axis=1)
+        off = np.abs(total - weight[:, None])
+        tol = (1e-9 * np.maximum(weight, 1.0))[:, None] if weighted else 0
+        if np.any(classes < 0) or np.any(off > tol):
             raise InvalidReply(name, kind, field, "has class weights that do not add up")
     elif task == "poisson":  # (sum w*y, sum w*y*log y): y >= 0, and Jensen's bound
         s, t = stats[:, STAT_TASK], stats[:, STAT_TASK + 1]
@@ -343,6 +365,7 @@ def check_round_b(
     n_count: int,
     task: str,
     answered: NDArray[np.int64],
+    class_sizes: tuple[int, ...] = (),
 ) -> None:
     """Left statistics at a client's candidates: valid increments within the node's rows.
 
@@ -351,7 +374,8 @@ def check_round_b(
     """
     kind = reply.kind
     pos, counts, sums = unpack_increments(reply, "left", answered.size, n_stats, n_count, name)
-    _check_stats(name, kind, "the left statistics", np.hstack([counts, sums]), n_count, task)
+    stats = np.hstack([counts, sums])
+    _check_stats(name, kind, "the left statistics", stats, n_count, task, class_sizes)
     # A pair's increments add up to its rows left of the last candidate: at most the node's.
     # (Per count column a bincount over the pairs that sent any: vectorised, no ufunc.at.)
     pair_of = np.searchsorted(cand_off, answered[pos], side="right") - 1
@@ -408,6 +432,7 @@ class ClientRecords:
         bootstrap: bool,
         draws: dict[str, int] | None = None,
         missing: dict[str, list[int]] | None = None,
+        class_sizes: tuple[int, ...] = (),
     ):
         self.n_samples, self.task, self.n_count, self.bootstrap = (
             n_samples,
@@ -415,6 +440,8 @@ class ClientRecords:
             n_count,
             bootstrap,
         )
+        #: Multi-output classification: the classes of each output (blocks of columns).
+        self.class_sizes = class_sizes
         #: Each client's bootstrap draws per tree (``max_samples``; default its rows).
         self.draws = dict(draws or {})
         #: The columns each client declared missing values in (its handshake).
@@ -473,6 +500,7 @@ class ClientRecords:
                 bootstrap=self.bootstrap,
                 parent=parents,
                 siblings=sibling,
+                class_sizes=self.class_sizes,
             )
             if sketch_present is not None and n_bins is not None:
                 present = sketch_present(summary)
@@ -521,6 +549,7 @@ class ClientRecords:
                 self.n_count,
                 self.task,
                 answered,
+                self.class_sizes,
             )
             if not exact:
                 rows = np.repeat(~categorical_pair, n_cand)

@@ -75,6 +75,14 @@ class GrowerConfig:
     class_weight: Any = None
     #: scikit-learn's: a child weighs at least this fraction of its tree's root.
     min_weight_fraction_leaf: float = 0.0
+    #: Classification, set from the handshake: the classes of each output (one entry per
+    #: output of multi-output y), the sizes of the statistics' class blocks.
+    class_sizes: tuple[int, ...] = ()
+
+    @property
+    def class_outputs(self) -> int:
+        """Outputs whose class blocks the statistics hold (1 for one output or regression)."""
+        return max(len(self.class_sizes), 1)
 
     @property
     def uses_local_candidates(self) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, count_columns, n_stats
+from ..._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, class_sizes, count_columns, n_stats
 from ..._progress import progress_bar
 from ...tree.arrays import Tree, empty_split_fields
 from ..criteria import impurity, leaf_value
@@ -32,7 +32,7 @@ from .oob import oob_round
 from .resolve import bootstrap_draws, resolve_max_features, resolve_sizes, root_constant
 from .rounds import exchange as _exchange
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
-from .weights import fixed_class_weights, weigh, weigh_level
+from .weights import fixed_class_weights, output_class_weights, weigh, weigh_level
 
 __all__ = ["GrowerConfig", "ForestResult", "forest_importances", "grow_forest"]
 
@@ -60,7 +60,7 @@ class _TreeBuilder:
         self.stats.append(np.zeros(0) if stats is None else stats)
         return len(self.feature) - 1
 
-    def finish(self, task: str, criterion: str) -> Tree:
+    def finish(self, task: str, criterion: str, class_sizes: tuple[int, ...] = ()) -> Tree:
         stats = np.vstack(self.stats)
         feature, threshold = empty_split_fields(len(self.feature))
         internal = np.asarray(self.left) != TREE_LEAF
@@ -71,10 +71,10 @@ class _TreeBuilder:
             threshold=threshold,
             children_left=np.asarray(self.left, dtype=np.int32),
             children_right=np.asarray(self.right, dtype=np.int32),
-            value=leaf_value(stats, task),
+            value=leaf_value(stats, task, class_sizes or None),
             n_node_samples=stats[:, STAT_ROWS].round().astype(np.int64),
             weighted_n_node_samples=stats[:, STAT_WEIGHT].copy(),
-            impurity=impurity(stats, criterion),
+            impurity=impurity(stats, criterion, max(len(class_sizes), 1)),
             missing_go_to_left=np.asarray(self.missing_left, dtype=np.uint8),
             **self._set_arrays(),
         )
@@ -103,7 +103,7 @@ def _is_leaf_by_rule(
         too_deep
         | (rows < cfg.min_samples_split)
         | (rows < 2 * cfg.min_samples_leaf)
-        | (impurity(stats, cfg.criterion) <= EPSILON)
+        | (impurity(stats, cfg.criterion, cfg.class_outputs) <= EPSILON)
     )
 
 
@@ -185,6 +185,7 @@ def _setup_header(
         "criterion": cfg.criterion,
         "privacy": cfg.privacy,
         "weighted": schema["weighted"],
+        **({"class_weights": schema["class_weights"]} if "class_weights" in schema else {}),
         **_secure_setup(schema),
         **_client_sample(cfg, len(schema["clients"]), first, n_trees),
     }
@@ -656,7 +657,15 @@ def grow_forest(
         # Every released sum covers at least m rows: so does every leaf.
         cfg = replace(cfg, min_aggregate_rows=m, min_samples_leaf=max(cfg.min_samples_leaf, m))
     d = schema["n_features"]
-    n_classes = 0 if schema["classes"] is None else len(schema["classes"])
+    if schema["classes"] is not None:  # one block of class columns per output
+        cfg = replace(cfg, class_sizes=class_sizes(schema["classes"]))
+    if cfg.class_weight is not None and cfg.class_outputs > 1:  # weights on the rows
+        schema["class_weights"] = output_class_weights(
+            cfg.class_weight, schema["classes"], schema["class_counts"]
+        )
+        schema["weighted"] = True  # the clients' row weights: real numbers now
+        cfg = replace(cfg, class_weight=None)
+    n_classes = sum(cfg.class_sizes)
     ctx: dict[str, Any] = {
         "d": d,
         "k": resolve_max_features(cfg.max_features, d),
@@ -676,6 +685,7 @@ def grow_forest(
             cfg.bootstrap,
             schema["draws"],
             schema["client_missing"],
+            cfg.class_sizes,
         ),
     }
     if cfg.privacy == "dp":
@@ -721,7 +731,7 @@ def grow_forest(
                 sub,
                 bar,
             )
-    trees = [b.finish(cfg.task, cfg.criterion) for b in builders]
+    trees = [b.finish(cfg.task, cfg.criterion, cfg.class_sizes) for b in builders]
     result = ForestResult(
         trees,
         d,

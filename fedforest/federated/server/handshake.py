@@ -50,26 +50,19 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
                     f"Client {name!r} did not put its columns in the federation's order {names}."
                 )
     d = first.header["n_features"]
-    classes = None
-    class_counts = None
-    if cfg.task == "classification":
-        kinds = {name: label_type(rep.header["labels"][0]) for name, rep in replies}
-        other = next((name for name in kinds if kinds[name] != kinds[first_name]), None)
-        if other is not None:
-            raise ValueError(
-                f"Client {other!r} has {kinds[other]} class labels but client {first_name!r} "
-                f"has {kinds[first_name]} ones; encode y the same way on every client."
-            )
-        classes = sorted({label for _, rep in replies for label in rep.header["labels"]})
-        if cfg.privacy == "none":  # pooled class counts (class_weight="balanced")
-            index = {label: i for i, label in enumerate(classes)}
-            class_counts = np.zeros(len(classes))
-            for _, rep in replies:
-                for label, count in zip(
-                    rep.header["labels"], rep.header["label_counts"], strict=True
-                ):
-                    class_counts[index[label]] += count
     categories = _unify_categories(replies, names)
+    n_outputs = _n_outputs(replies, cfg, bool(categories))
+    classes: list[Any] | None = None
+    class_counts: Any = None  # an array, or one per output
+    if cfg.task == "classification":
+        per_output = [
+            _classes(replies, cfg, o if n_outputs > 1 else None) for o in range(n_outputs)
+        ]
+        if n_outputs == 1:
+            classes, class_counts = per_output[0]
+        else:  # one class list (and under "none" its counts) per output
+            classes = [c for c, _ in per_output]
+            class_counts = [n for _, n in per_output] if cfg.privacy == "none" else None
     edges = pooled = None
     if ranges:
         lo = np.min([expect_array(m, "feature_min", "f", (d,), n) for n, m in replies], axis=0)
@@ -82,7 +75,6 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         edges = lo[:, None] + (hi - lo)[:, None] * (np.arange(1, b) / b)[None, :]
     if cfg.binning == "global":
         edges = global_grid(replies, d, int(cfg.n_bins or 32), categories)
-    n_outputs = _n_outputs(replies, cfg, bool(categories))
     missing = np.zeros(d, dtype=bool)  # columns with a missing value at some client
     for _, rep in replies:
         missing[rep.header.get("missing_features", [])] = True
@@ -105,8 +97,40 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
     }
 
 
+def _classes(
+    replies: list[tuple[str, Message]], cfg: GrowerConfig, output: int | None
+) -> tuple[list[Any], NDArray[np.float64] | None]:
+    """The union of the clients' labels (of ``output``), and under "none" their counts.
+
+    ``output`` is None for one output; the counts serve class_weight="balanced".
+    """
+
+    def own(rep: Message, key: str) -> list[Any]:
+        value = rep.header[key]
+        return list(value if output is None else value[output])
+
+    first_name = replies[0][0]
+    kinds = {name: label_type(own(rep, "labels")[0]) for name, rep in replies}
+    other = next((name for name in kinds if kinds[name] != kinds[first_name]), None)
+    if other is not None:
+        where = "" if output is None else f" for output {output}"
+        raise ValueError(
+            f"Client {other!r} has {kinds[other]} class labels{where} but client "
+            f"{first_name!r} has {kinds[first_name]} ones; encode y the same way on every client."
+        )
+    classes = sorted({label for _, rep in replies for label in own(rep, "labels")})
+    if cfg.privacy != "none":
+        return classes, None
+    index = {label: i for i, label in enumerate(classes)}
+    class_counts = np.zeros(len(classes))
+    for _, rep in replies:
+        for label, count in zip(own(rep, "labels"), own(rep, "label_counts"), strict=True):
+            class_counts[index[label]] += count
+    return classes, class_counts
+
+
 def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig, categorical: bool) -> int:
-    """The targets per row (multi-output regression), the same at every client."""
+    """The targets per row (multi-output y), the same at every client."""
     first_name, first = replies[0]
     k = int(first.header.get("n_outputs", 1))
     for name, rep in replies[1:]:
@@ -116,18 +140,32 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig, categorica
                 f"client {first_name!r} has {k}; every client's y has the same outputs."
             )
     if k > 1:
+        classify = cfg.task == "classification"
         refused = {
+            'privacy="secure" and "dp"': cfg.privacy != "none",
             "split_on_client": cfg.split_on_client,
             'split_rule="avgimp"': cfg.split_rule == "avgimp",
             "categorical features": categorical,
             'criterion="poisson"': cfg.criterion == "poisson",
+            'class_weight="balanced_subsample"': cfg.class_weight == "balanced_subsample",
         }
+        if not classify:  # multi-output regression: every privacy level
+            del refused['privacy="secure" and "dp"']
         given = [what for what, on in refused.items() if on]
         if given:
+            what = (
+                f'classification ({k} outputs) is available with privacy="none" only, and '
+                if classify
+                else f"y ({k} targets) is available "
+            )
+            others = [r for r in refused if not r.startswith("privacy")]
             raise ValueError(
-                f"Multi-output y ({k} targets) is available without {', '.join(refused)}; "
-                f"this fit has {', '.join(given)}. (The client-index and category orderings "
-                "rank one target's means, AvgImp and Poisson take one target.)"
+                f"Multi-output {what}without {', '.join(others)}; this fit has "
+                f"{', '.join(given)}. (The secure sums carry no per-output class counts yet, "
+                "the client-index and category orderings rank one target's means, AvgImp and "
+                "Poisson take one target, and a row's multi-output class weight, the product "
+                "of its outputs', would need each tree's bootstrap class counts before its "
+                "first level.)"
             )
     return k
 

@@ -85,6 +85,7 @@ def best_splits(
     root_weight: NDArray[np.float64],
     missing_side: NDArray[np.int8] | None = None,
     min_weight_fraction_leaf: float = 0.0,
+    n_outputs: int = 1,
 ) -> BestSplits:
     """Evaluate every candidate of every node and keep each node's best.
 
@@ -115,8 +116,15 @@ def best_splits(
         without missing values.
     min_weight_fraction_leaf : float
         scikit-learn's: both children weigh at least this fraction of the tree's root.
+    n_outputs : int
+        Gini and entropy: the outputs of multi-output y, one block of class columns each
+        (the gain is the mean of theirs). Squared error reads its outputs off the columns.
     """
     n_nodes, n_stats = parent.shape
+    if criterion == "squared_error":
+        n_outputs = (n_stats - STAT_TASK) // 2
+    elif criterion == "poisson":
+        n_outputs = 1
     # scikit-learn's min_weight_leaf: a fraction of the weight at each node's tree root.
     least = min_weight_fraction_leaf * np.asarray(root_weight, dtype=np.float64)
     gain = np.empty(left.shape[0])
@@ -128,6 +136,7 @@ def best_splits(
         cand_off,
         np.ascontiguousarray(left),
         CRITERION_CODES[criterion],
+        n_outputs,
         min_samples_leaf,
         np.ascontiguousarray(least),
         _TIE_RTOL,
@@ -163,8 +172,9 @@ def best_splits(
 
 
 @numba.njit(inline="always")
-def _weighted_impurity(st, criterion):  # type: ignore[no-untyped-def]
-    # W * Psi(s) of one statistics row, as criteria.weighted_impurity (Gini, entropy).
+def _weighted_impurity(st, criterion, n_out):  # type: ignore[no-untyped-def]
+    # W * Psi(s) of one statistics row, as criteria.weighted_impurity (Gini, entropy): the
+    # mean over the n_out outputs whose class blocks the row holds.
     w = st[STAT_WEIGHT]
     if w <= 0.0:
         return 0.0
@@ -172,17 +182,28 @@ def _weighted_impurity(st, criterion):  # type: ignore[no-untyped-def]
         sq = 0.0
         for q in range(STAT_TASK, st.shape[0]):
             sq += st[q] * st[q]
-        return max(w - sq / w, 0.0)
+        return max(w - sq / w / n_out, 0.0)
     h = 0.0
     for q in range(STAT_TASK, st.shape[0]):
         if st[q] > 0.0:
             h += st[q] * np.log2(st[q] / w)
-    return -h
+    return -h / n_out
 
 
 @numba.njit(nogil=True, cache=True)
 def scan_nodes(  # type: ignore[no-untyped-def]
-    parent, pair_off, cand_off, left, criterion, min_rows, min_weight, tie_rtol, gain, best, chosen
+    parent,
+    pair_off,
+    cand_off,
+    left,
+    criterion,
+    n_out,
+    min_rows,
+    min_weight,
+    tie_rtol,
+    gain,
+    best,
+    chosen,
 ):
     """Each node's best admissible candidate (the first within ``tie_rtol`` of the best).
 
@@ -193,6 +214,7 @@ def scan_nodes(  # type: ignore[no-untyped-def]
     cand_off : ndarray of int64, shape (n_pairs + 1,)  # IN
     left : ndarray of float64, shape (n_candidates, n_stats)  # IN
     criterion : int  # IN: 0 squared error, 1 Gini, 2 entropy, 3 Poisson (``CRITERION_CODES``)
+    n_out : int  # IN: outputs (squared error: column pairs; Gini, entropy: class blocks)
     min_rows : int  # IN: ``min_samples_leaf`` distinct rows on both sides
     min_weight : ndarray of float64, shape (n_nodes,)  # IN: least weight of either child
     tie_rtol : float  # IN
@@ -201,8 +223,9 @@ def scan_nodes(  # type: ignore[no-untyped-def]
     chosen : ndarray of int64, shape (n_nodes,)  # OUT: candidate index, or -1
     """
     n_stats = parent.shape[1]
-    # Squared error: one (sum, sum of squares) pair per output; the gain is their mean.
-    n_out = (n_stats - STAT_TASK) // 2 if criterion == 0 else 1
+    # Squared error: one (sum, sum of squares) pair per output; the gain is their mean (as
+    # for Gini and entropy, whose impurities are means over the outputs already).
+    p_div = n_out if criterion == 0 else 1
     right = np.empty(n_stats)
     for i in range(parent.shape[0]):
         best[i] = -np.inf
@@ -218,7 +241,7 @@ def scan_nodes(  # type: ignore[no-untyped-def]
             p_s = parent[i, STAT_TASK]
             p_term = p_s * np.log(p_s / p_w) if p_s > 0.0 and p_w > 0.0 else 0.0
         else:
-            p_term = _weighted_impurity(parent[i], criterion)
+            p_term = _weighted_impurity(parent[i], criterion, n_out)
         for c in range(lo, hi):
             for q in range(n_stats):
                 right[q] = parent[i, q] - left[c, q]
@@ -246,8 +269,8 @@ def scan_nodes(  # type: ignore[no-untyped-def]
                     continue
                 g = (l_s * np.log(l_s / l_w) + r_s * np.log(r_s / r_w)) - p_term
             else:
-                g = (p_term - _weighted_impurity(left[c], criterion)) - _weighted_impurity(
-                    right, criterion
+                g = (p_term - _weighted_impurity(left[c], criterion, n_out)) - _weighted_impurity(
+                    right, criterion, n_out
                 )
             gain[c] = g
             if g > best[i]:
@@ -255,7 +278,7 @@ def scan_nodes(  # type: ignore[no-untyped-def]
         if best[i] > -np.inf:
             # Relative to the terms the gain is a difference of (its rounding), not to the
             # gain: a tiny gain of large terms differs in more of its last bits.
-            slack = tie_rtol * (abs(best[i]) + abs(p_term) / n_out)
+            slack = tie_rtol * (abs(best[i]) + abs(p_term) / p_div)
             for c in range(lo, hi):
                 if gain[c] >= best[i] - slack and np.isfinite(gain[c]):
                     chosen[i] = c
@@ -268,6 +291,7 @@ def scan_nodes_numpy(
     cand_off: NDArray[np.int64],
     left: NDArray[np.float64],
     criterion: int,
+    n_out: int,
     min_rows: int,
     min_weight: NDArray[np.float64],
     tie_rtol: float,
@@ -290,12 +314,12 @@ def scan_nodes_numpy(
         & (left[:, STAT_WEIGHT] >= min_weight[cand_node])
         & (right[:, STAT_WEIGHT] >= min_weight[cand_node])
     )
-    gain[:] = np.where(ok, weighted_gain(par, left, name), -np.inf)
+    gain[:] = np.where(ok, weighted_gain(par, left, name, n_out), -np.inf)
     best[:] = -np.inf
     np.maximum.at(best, cand_node, gain)
-    n_out = 1
+    p_div = 1
     if name == "squared_error":
-        n_out = (parent.shape[1] - STAT_TASK) // 2
+        p_div = n_out
         p_term = np.where(
             parent[:, STAT_WEIGHT] > 0,
             (parent[:, STAT_TASK::2] ** 2 / np.maximum(parent[:, STAT_WEIGHT, None], 1e-300)).sum(
@@ -306,8 +330,8 @@ def scan_nodes_numpy(
     elif name == "poisson":
         p_term = s_log_mean(parent[:, STAT_TASK], parent[:, STAT_WEIGHT])
     else:
-        p_term = weighted_impurity(parent, name)
-    slack = tie_rtol * (np.abs(best) + np.abs(p_term) / n_out)[cand_node]
+        p_term = weighted_impurity(parent, name, n_out)
+    slack = tie_rtol * (np.abs(best) + np.abs(p_term) / p_div)[cand_node]
     hits = np.flatnonzero((gain >= best[cand_node] - slack) & np.isfinite(gain))
     nodes, first = np.unique(cand_node[hits], return_index=True)
     chosen[:] = -1

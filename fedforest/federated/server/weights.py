@@ -11,6 +11,12 @@ sums it already has: no client sends anything more, whatever the privacy level.
   rows (under ``"none"`` the handshake's label counts, under ``"secure"`` a masked sum in
   the first grid round);
 - ``"balanced_subsample"``: the same from each tree's bootstrap, read off its pooled root.
+
+Multi-output y (under ``"none"``): scikit-learn weighs a row by the product of its outputs'
+class weights (a list of one dict per output, or ``"balanced"`` per output), which no
+reweighting of pooled per-output counts gives; the server sends each output's class weights
+in the set-up instead (:func:`output_class_weights`) and every client multiplies its rows'
+weights by them (``client_targets.class_row_weights``).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_TASK, STAT_WEIGHT
 
-__all__ = ["balanced", "fixed_class_weights", "weigh", "weigh_level"]
+__all__ = ["balanced", "fixed_class_weights", "output_class_weights", "weigh", "weigh_level"]
 
 
 def balanced(class_counts: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -42,6 +48,11 @@ def fixed_class_weights(
     if class_weight == "balanced":
         assert class_counts is not None
         return balanced(class_counts)
+    if not isinstance(class_weight, dict):
+        raise ValueError(
+            f"class_weight is a list ({class_weight!r}), the form for multi-output y, but y "
+            "has one output; give a dict {label: weight}."
+        )
     unknown = [label for label in class_weight if label not in classes]
     if unknown:
         raise ValueError(
@@ -49,6 +60,36 @@ def fixed_class_weights(
             f"are {classes}."
         )
     return np.array([float(class_weight.get(label, 1.0)) for label in classes])
+
+
+def output_class_weights(
+    class_weight: Any, classes: list[list[Any]], class_counts: list[NDArray[np.float64]] | None
+) -> list[list[float]]:
+    """Multi-output ``class_weight``: each output's per-class weights, in its class order.
+
+    A list of one dict per output (1 for a label not named), or ``"balanced"`` from each
+    output's pooled class counts; otherwise scikit-learn's errors.
+    """
+    if isinstance(class_weight, dict):
+        raise ValueError(
+            "For multi-output, class_weight should be a list of dicts, or the string 'balanced'."
+        )
+    if class_weight == "balanced":
+        assert class_counts is not None  # the handshake's, under "none"
+        return [balanced(counts).tolist() for counts in class_counts]
+    if len(class_weight) != len(classes):
+        raise ValueError(
+            "For multi-output, number of elements in class_weight should match number of "
+            f"outputs. Got {len(class_weight)} element(s) while having {len(classes)} outputs."
+        )
+    out = []
+    for k, (weights, labels) in enumerate(zip(class_weight, classes, strict=True)):
+        if not isinstance(weights, dict):
+            raise ValueError(f"class_weight[{k}] is {weights!r}, not a dict of label weights.")
+        fixed = fixed_class_weights(weights, labels, None)
+        assert fixed is not None
+        out.append(fixed.tolist())
+    return out
 
 
 def weigh(stats: NDArray[np.float64], w: NDArray[np.float64] | None) -> NDArray[np.float64]:
