@@ -190,6 +190,33 @@ def test_mixture_quantiles_twins(seed):
         np.testing.assert_array_equal(a[i, : c[i]], a2[i, : c2[i]])
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_mixture_quantiles_twins_runs_ties_unsorted(seed):
+    """The kernel's merge of sorted rows (runs of equal points, ties across clients, -0.0
+    beside 0.0, fractional weights) and its sorting path (unsorted rows, NaN inside a row)
+    give the twin's candidates, bit for bit."""
+    from fedforest.federated.server.merge import mixture_quantiles, mixture_quantiles_numpy
+
+    rng = np.random.default_rng(seed)
+    k, p, b = 9, 60, 32
+    sk = np.sort(rng.integers(0, 4, size=(k, p, b)) * 0.5, axis=2)
+    sk[:, :20] = np.sort(np.round(rng.normal(size=(k, 20, b)), 1), axis=2)
+    sk[:, 20:25] = np.where(sk[:, 20:25] == 0.0, -0.0, sk[:, 20:25])
+    sk[:, 25:30] = rng.normal(size=(k, 5, b))  # unsorted rows
+    sk[0, 30, 5] = np.nan  # NaN inside a row
+    wt = rng.integers(0, 20, size=(k, p)) * (1.0 if seed % 2 else 0.37)
+    sk[wt == 0] = np.nan
+    a, c = np.full((p, b - 1), np.nan), np.zeros(p, np.int64)
+    a2, c2 = a.copy(), c.copy()
+    mixture_quantiles(sk, wt, a, c)
+    mixture_quantiles_numpy(sk, wt, a2, c2)
+    np.testing.assert_array_equal(c, c2)
+    assert c.sum() > p  # candidates were found
+    for i in range(p):
+        np.testing.assert_array_equal(a[i, : c[i]], a2[i, : c2[i]])
+        np.testing.assert_array_equal(np.signbit(a[i, : c[i]]), np.signbit(a2[i, : c2[i]]))
+
+
 def test_merge_sketches_threads_agree():
     rng = np.random.default_rng(5)
     sk = np.sort(rng.normal(size=(4, 9000, 8)), axis=2)

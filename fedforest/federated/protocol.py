@@ -127,15 +127,28 @@ def pack_increments(
     left = np.ascontiguousarray(left, dtype=np.float64)
     first = np.ascontiguousarray(first, dtype=np.bool_)
     keep = np.ones(left.shape[0], np.bool_) if present is None else np.asarray(present, bool)
-    n, n_nonzero, biggest = _count_increments(left, keep, first, n_count_cols)
     row_bytes = 4 * n_count_cols + 8 * (left.shape[1] - n_count_cols)
+    # One pass writes the sparse form as int32 (the usual answer: most bins of a small
+    # node are empty); the dense form, or int64 counts, take a second pass.
+    n_keep = int(np.count_nonzero(keep))
+    counts = np.empty((n_keep, n_count_cols), dtype=np.int32)
+    sums = np.empty((n_keep, left.shape[1] - n_count_cols))
+    index = np.empty(n_keep, dtype=np.int32)
+    int32_max = float(np.iinfo(np.int32).max)
+    n, n_nonzero, biggest = _fill_increments(
+        left, keep, first, True, counts, sums, index, int32_max
+    )
     sparse = n_nonzero * (row_bytes + 4) < n * row_bytes
-    m = n_nonzero if sparse else n
-    dtype = np.int64 if biggest > np.iinfo(np.int32).max else np.int32
-    counts = np.empty((m, n_count_cols), dtype=dtype)
-    sums = np.empty((m, left.shape[1] - n_count_cols))
-    index = np.empty(m if sparse else 0, dtype=np.int32)
-    _fill_increments(left, keep, first, sparse, counts, sums, index)
+    if sparse and biggest <= int32_max:  # copied: the message keeps no unused rows
+        counts, sums = counts[:n_nonzero].copy(), sums[:n_nonzero].copy()
+        index = index[:n_nonzero].copy()
+    else:
+        m = n_nonzero if sparse else n
+        dtype = np.int64 if biggest > int32_max else np.int32
+        counts = np.empty((m, n_count_cols), dtype=dtype)
+        sums = np.empty((m, left.shape[1] - n_count_cols))
+        index = np.empty(m if sparse else 0, dtype=np.int32)
+        _fill_increments(left, keep, first, sparse, counts, sums, index, np.inf)
     out: dict[str, NDArray[Any]] = {f"{prefix}_counts": counts}
     if sums.shape[1]:
         out[f"{prefix}_sums"] = sums
@@ -145,35 +158,17 @@ def pack_increments(
 
 
 @numba.njit(nogil=True, cache=True)
-def _count_increments(left, keep, first, n_counts):  # type: ignore[no-untyped-def]
-    # (kept rows, kept rows with a non-zero increment, largest |integer increment|).
+def _fill_increments(left, keep, first, sparse, counts, sums, index, limit):  # type: ignore[no-untyped-def]
     # The increment of row i is left[i] - left[i - 1] within a pair, left[i] at its start.
-    n = 0
-    nonzero = 0
-    biggest = 0.0
-    for i in range(left.shape[0]):
-        if not keep[i]:
-            continue
-        n += 1
-        sub = i > 0 and not first[i]
-        nz = False
-        for q in range(left.shape[1]):
-            v = left[i, q] - left[i - 1, q] if sub else left[i, q]
-            if v != 0.0:
-                nz = True
-            if q < n_counts and abs(v) > biggest:
-                biggest = abs(v)
-        if nz:
-            nonzero += 1
-    return n, nonzero, biggest
-
-
-@numba.njit(nogil=True, cache=True)
-def _fill_increments(left, keep, first, sparse, counts, sums, index):  # type: ignore[no-untyped-def]
+    # Returns (kept rows, kept rows with a non-zero increment, largest |integer increment|);
+    # an integer increment too large for ``counts``' type is written only after the pass
+    # has said so (``limit``: the caller then fills again with int64).
     n_counts, n_cols = counts.shape[1], left.shape[1]
     buf = np.empty(n_cols)
     j = 0  # output row
     k = -1  # position among the kept rows
+    nonzero = 0
+    biggest = 0.0
     for i in range(left.shape[0]):
         if not keep[i]:
             continue
@@ -185,15 +180,21 @@ def _fill_increments(left, keep, first, sparse, counts, sums, index):  # type: i
             buf[q] = v
             if v != 0.0:
                 nz = True
+            if q < n_counts and abs(v) > biggest:
+                biggest = abs(v)
+        if nz:
+            nonzero += 1
         if sparse and not nz:
             continue
-        for q in range(n_counts):
-            counts[j, q] = np.rint(buf[q])
+        if biggest <= limit:
+            for q in range(n_counts):
+                counts[j, q] = np.rint(buf[q])
         for q in range(n_counts, n_cols):
             sums[j, q - n_counts] = buf[q]
         if sparse:
             index[j] = k
         j += 1
+    return k + 1, nonzero, biggest
 
 
 def pack_increments_numpy(

@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
 from ..criteria import s_log_mean
 from ..protocol import Message, expect_array, unpack_gains, unpack_increments, unpack_sketch
+from . import check_kernels as ck
 
 __all__ = [
     "Check",
@@ -290,6 +291,50 @@ def check_summaries(
             )
 
 
+_STATS_PROBLEMS = {
+    ck.NONFINITE: "holds NaN or infinity",
+    ck.FRACTIONAL: "holds negative or fractional counts or weights",
+    ck.MOMENTS: "has sums of y^2 smaller than the sums imply",
+}
+
+
+def _check_stats_parts(
+    name: str,
+    kind: str,
+    field: str,
+    counts: NDArray[Any],
+    sums: NDArray[np.float64],
+    task: str,
+    class_sizes: tuple[int, ...] = (),
+) -> None:
+    """:func:`_check_stats` of the rows ``counts[i]`` then ``sums[i]`` (not joined)."""
+    if task != "regression":
+        stats = np.hstack([counts, sums])
+        _check_stats(name, kind, field, stats, counts.shape[1], task, class_sizes)
+        return
+    # One pass, the same tests (in the kernel's types: a client picks its dtypes).
+    problem = ck.regression_stats_problem(_kernel_counts(counts), np.asarray(sums, np.float64))
+    if problem == ck.WEIGHTS:
+        weighted = counts.shape[1] < STAT_TASK
+        raise InvalidReply(
+            name,
+            kind,
+            field,
+            "has negative weights or weight without rows"
+            if weighted
+            else "has weights below their row counts",
+        )
+    if problem:
+        raise InvalidReply(name, kind, field, _STATS_PROBLEMS[problem])
+
+
+def _kernel_counts(counts: NDArray[Any]) -> NDArray[Any]:
+    """Integer columns as the kernels take them: int32, int64 or float64 (copied if not)."""
+    if counts.dtype in (np.int32, np.int64, np.float64):
+        return counts
+    return counts.astype(np.int64 if counts.dtype.kind in "iu" else np.float64)
+
+
 def _check_stats(
     name: str,
     kind: str,
@@ -303,6 +348,9 @@ def _check_stats(
 
     ``class_sizes``: multi-output classification's class blocks (each adds up to the weight).
     """
+    if task == "regression":
+        _check_stats_parts(name, kind, field, stats[:, :n_count], stats[:, n_count:], task)
+        return
     if not np.all(np.isfinite(stats)):
         raise InvalidReply(name, kind, field, "holds NaN or infinity")
     counts = stats[:, :n_count]
@@ -336,22 +384,27 @@ def _check_stats(
             raise InvalidReply(name, kind, field, "has sums of y^2 smaller than the sums imply")
 
 
-def check_sketch(name: str, kind: str, sketch: NDArray[np.float64]) -> None:
-    """Sketch rows are finite and sorted (quantiles at increasing levels)."""
-    # A row is all NaN where every row of the client in that node lacks the feature.
-    gone = np.isnan(sketch).all(axis=1)
-    if not np.all(np.isfinite(sketch[~gone])):
+def check_sketch(name: str, kind: str, sketch: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """Sketch rows are finite and sorted (quantiles at increasing levels).
+
+    A row is all NaN where every row of the client in that node lacks the feature; those
+    rows are returned (a mask), the others must be finite and sorted.
+    """
+    gone = np.empty(sketch.shape[0], dtype=bool)
+    problem = ck.sketch_problem(np.ascontiguousarray(sketch, dtype=np.float64), gone)
+    if problem == ck.NONFINITE:
         raise InvalidReply(name, kind, "array 'sketch'", "holds NaN or infinity")
-    sketch = sketch[~gone]
-    if sketch.shape[1] > 1 and np.any(np.diff(sketch, axis=1) < 0):
+    if problem == ck.UNSORTED:
         raise InvalidReply(name, kind, "array 'sketch'", "has a row that is not sorted")
+    return gone
 
 
-def sketch_of(msg: Message, n_here: int, n_bins: int, name: str) -> NDArray[np.float64]:
-    """The decoded sketch of a reply, checked."""
+def sketch_of(
+    msg: Message, n_here: int, n_bins: int, name: str
+) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """The decoded sketch of a reply, checked, and its rows that are all NaN."""
     sketch = unpack_sketch(msg, n_here, n_bins, name)
-    check_sketch(name, msg.kind, sketch)
-    return sketch
+    return sketch, check_sketch(name, msg.kind, sketch)
 
 
 # --------------------------------------------------------------------------- Round B
@@ -366,26 +419,26 @@ def check_round_b(
     task: str,
     answered: NDArray[np.int64],
     class_sizes: tuple[int, ...] = (),
-) -> None:
+) -> tuple[NDArray[np.int64], NDArray[Any], NDArray[np.float64]]:
     """Left statistics at a client's candidates: valid increments within the node's rows.
 
     ``answered`` lists the candidates (indices into the request's ``cand``) whose
     statistics the client sent, in order; ``node_stats`` are its own node summaries.
+    Returns the increments as :func:`~..protocol.unpack_increments` reads them.
     """
     kind = reply.kind
     pos, counts, sums = unpack_increments(reply, "left", answered.size, n_stats, n_count, name)
-    stats = np.hstack([counts, sums])
-    _check_stats(name, kind, "the left statistics", stats, n_count, task, class_sizes)
+    _check_stats_parts(name, kind, "the left statistics", counts, sums, task, class_sizes)
     # A pair's increments add up to its rows left of the last candidate: at most the node's.
-    # (Per count column a bincount over the pairs that sent any: vectorised, no ufunc.at.)
-    pair_of = np.searchsorted(cand_off, answered[pos], side="right") - 1
-    n_pairs = cand_off.size - 1
-    pairs = pair_of[np.flatnonzero(np.diff(pair_of, prepend=-1))]  # sorted: first of each
-    node = node_of_pair[pairs]
-    for j in range(n_count):
-        per_pair = np.bincount(pair_of, weights=counts[:, j], minlength=n_pairs)
-        if np.any(per_pair[pairs] > node_stats[node, j]):
-            raise InvalidReply(name, kind, "the left statistics", "count more than the node holds")
+    if ck.counts_above_nodes(
+        cand_off,
+        answered[pos],
+        _kernel_counts(counts),
+        node_of_pair,
+        node_stats.astype(np.float64, copy=False),
+    ):
+        raise InvalidReply(name, kind, "the left statistics", "count more than the node holds")
+    return pos, counts, sums
 
 
 # --------------------------------------------------------------------------- OOB
@@ -451,14 +504,23 @@ class ClientRecords:
         #: Each client's node summaries at the previous level and at this one.
         self.previous: dict[str, NDArray[np.float64]] = {}
         self.current: dict[str, NDArray[np.float64]] = {}
+        #: Each client's decoded and checked sketches of this level's Round A.
+        self.sketches: dict[str, NDArray[np.float64]] = {}
+        #: Each client's checked left statistics of this level: (reply, positions,
+        #: integer columns, float columns), as ``unpack_increments`` reads them.
+        self.increments: dict[
+            str, tuple[Message, NDArray[np.int64], NDArray[Any], NDArray[Any]]
+        ] = {}
 
     def next_level(self) -> None:
         """Move on a level: these summaries are the parents of the next level's nodes."""
         self.previous, self.current = self.current, {}
+        self.sketches, self.increments = {}, {}
 
     def start_batch(self) -> None:
         """New roots: nothing known."""
         self.previous, self.current = {}, {}
+        self.sketches, self.increments = {}, {}
 
     def round_a(
         self,
@@ -504,9 +566,9 @@ class ClientRecords:
             )
             if sketch_present is not None and n_bins is not None:
                 present = sketch_present(summary)
-                sketch = sketch_of(reply, int(present.sum()), n_bins, name)
+                sketch, gone = sketch_of(reply, int(present.sum()), n_bins, name)
+                self.sketches[name] = sketch  # decoded once: the candidates merge it
                 # A NaN row only for a column the client said it misses values in.
-                gone = np.isnan(sketch).any(axis=1)
                 if gone.any() and (
                     pair_feat is None
                     or not np.isin(pair_feat[present][gone], self.missing.get(name, [])).all()
@@ -534,12 +596,14 @@ class ClientRecords:
         def check(name: str, request: Message, reply: Message) -> None:
             cand_off = np.asarray(request.arrays["cand_off"], dtype=np.int64)
             n_cand = np.diff(cand_off)
-            sent = np.repeat(np.ones_like(categorical_pair) if exact else categorical_pair, n_cand)
-            answered = np.flatnonzero(sent)
+            if exact:  # every candidate's statistics
+                answered = np.arange(int(cand_off[-1]), dtype=np.int64)
+            else:
+                answered = np.flatnonzero(np.repeat(categorical_pair, n_cand))
             stats = self.current.get(name)
             if stats is None:  # pragma: no cover - a client new in Round B is refused earlier
                 raise InvalidReply(name, reply.kind, "the reply", "comes from no Round A client")
-            check_round_b(
+            increments = check_round_b(
                 name,
                 reply,
                 cand_off,
@@ -551,6 +615,7 @@ class ClientRecords:
                 answered,
                 self.class_sizes,
             )
+            self.increments[name] = (reply, *increments)  # read once: Round B sums them
             if not exact:
                 rows = np.repeat(~categorical_pair, n_cand)
                 first = np.zeros(rows.size, dtype=bool)

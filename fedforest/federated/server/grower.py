@@ -26,6 +26,7 @@ from ..protocol import ROUND_A, ROUND_B, CommunicationLedger, Message, expand_ca
 from . import secure
 from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
+from .draws import sample_features as _sample_features
 from .handshake import handshake
 from .level import candidates, category_counts, round_b_splits, shortlist
 from .oob import oob_round
@@ -59,6 +60,23 @@ class _TreeBuilder:
         self.missing_left.append(0)
         self.stats.append(np.zeros(0) if stats is None else stats)
         return len(self.feature) - 1
+
+    def add_children(self, left: NDArray[np.float64], right: NDArray[np.float64]) -> int:
+        """The children of ``m`` splits (their statistics: rows of ``left``, ``right``).
+
+        Appended as :meth:`add` would one by one: each split's left, then its right child.
+        Returns the index of the first.
+        """
+        base, m = len(self.feature), left.shape[0]
+        self.feature += [-2] * (2 * m)
+        self.threshold += [-2.0] * (2 * m)
+        self.left += [TREE_LEAF] * (2 * m)
+        self.right += [TREE_LEAF] * (2 * m)
+        self.missing_left += [0] * (2 * m)
+        pairs: list[NDArray[np.float64]] = [None, None] * m  # type: ignore[list-item]
+        pairs[0::2], pairs[1::2] = list(left), list(right)
+        self.stats += pairs
+        return base
 
     def finish(self, task: str, criterion: str, class_sizes: tuple[int, ...] = ()) -> Tree:
         stats = np.vstack(self.stats)
@@ -105,38 +123,6 @@ def _is_leaf_by_rule(
         | (rows < 2 * cfg.min_samples_leaf)
         | (impurity(stats, cfg.criterion, cfg.class_outputs) <= EPSILON)
     )
-
-
-def _sample_features(
-    rngs: list[np.random.Generator],
-    slot_tree: NDArray[np.int64],
-    d: int,
-    k: int,
-    constant: NDArray[np.bool_] | None = None,
-) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
-    """Per frontier node, ``k`` of ``d`` features drawn on the server (seeded per tree).
-
-    scikit-learn's rule for constant features: those known to be constant in the node
-    (``constant``, one row per slot) count towards the ``k`` drawn but are not sent; when
-    every drawn feature is constant, drawing goes on (the tree's generator, in a random
-    order of the rest) until one is not.
-    """
-    per_slot: list[NDArray[np.int64]] = []
-    for i, t in enumerate(slot_tree):
-        drawn = np.arange(d) if k >= d else rngs[t].choice(d, size=k, replace=False)
-        if constant is None or not constant[i].any():
-            per_slot.append(drawn)
-            continue
-        keep = drawn[~constant[i][drawn]]
-        if not keep.size and k < d and not constant[i].all():
-            rest = np.setdiff1d(np.arange(d), drawn)
-            order = rest[rngs[t].permutation(rest.size)]
-            keep = order[~constant[i][order]][:1]
-        per_slot.append(keep)
-    pair_off = np.zeros(slot_tree.size + 1, dtype=np.int64)
-    np.cumsum([f.size for f in per_slot], out=pair_off[1:])
-    feats = np.concatenate(per_slot) if per_slot else np.zeros(0, np.int64)
-    return pair_off, feats.astype(np.int32)
 
 
 def _children_constant(
@@ -299,9 +285,10 @@ def _level(
     if not one_round:
         cand_off, cand = candidates(
             replies, summaries, pair_off, pair_feat, pair_ok, cfg, ctx.get("edges"),
-            ctx["n_categories"], missing,
+            ctx["n_categories"], missing, records.sketches,
         )  # fmt: skip
-    root_w = np.array([builders[t].stats[0][STAT_WEIGHT] for t in frontier.tree])
+        records.sketches = {}  # merged: not needed any more
+    root_w = _root_weights(builders)[frontier.tree]
     best = BestSplits.none(n_slots, s)
     if one_round and cand.size:
         best = round_b_splits(
@@ -395,7 +382,7 @@ def _secure_level(
     level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_rows)
     pooled = _pool_node_stats(builders, frontier, level.pooled[None], ctx)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
-    root_w = np.array([builders[t].stats[0][STAT_WEIGHT] for t in frontier.tree])
+    root_w = _root_weights(builders)[frontier.tree]
     pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
     best = BestSplits.none(n_slots, ctx["n_stats"])
     if pair_feat.size:
@@ -492,6 +479,11 @@ def _pool_node_stats(
     return pooled
 
 
+def _root_weights(builders: list[_TreeBuilder]) -> NDArray[np.float64]:
+    """Each tree's root weight (pooled at its first level)."""
+    return np.array([b.stats[0][STAT_WEIGHT] for b in builders])
+
+
 def _only_splittable(best: BestSplits, splittable: NDArray[np.bool_]) -> BestSplits:
     """Nodes the stopping rules make leaves stay leaves (they change after a Round B drop)."""
     return replace(best, feature=np.where(splittable, best.feature, -1).astype(np.int32))
@@ -528,28 +520,38 @@ def _apply_splits(
     route_left = np.full(n_slots, -1, dtype=np.int32)
     route_right = np.full(n_slots, -1, dtype=np.int32)
     missing_left = best.missing_sides()
-    new_tree: list[int] = []
-    new_node: list[int] = []
-    for i in np.flatnonzero(best.feature >= 0):
-        t, node = int(frontier.tree[i]), int(frontier.node[i])
-        b = builders[t]
-        b.feature[node], b.threshold[node] = int(best.feature[i]), float(best.threshold[i])
-        b.missing_left[node] = int(missing_left[i])
-        if int(i) in best.sets:
-            b.sets[node] = best.sets[int(i)]
-        b.left[node] = b.add(best.left[i])
-        b.right[node] = b.add(best.right[i])
-        ctx["importances"][t, best.feature[i]] += best.gain[i]
-        for child, is_leaf, route in (
-            (b.left[node], child_leaf_l[i], route_left),
-            (b.right[node], child_leaf_r[i], route_right),
-        ):
-            if not is_leaf:
-                route[i] = len(new_tree)
-                new_tree.append(t)
-                new_node.append(child)
+    split = np.flatnonzero(best.feature >= 0)
+    trees, nodes = frontier.tree[split], frontier.node[split]
+    # Gains added split after split, as one loop over them would.
+    np.add.at(ctx["importances"], (trees, best.feature[split]), best.gain[split])
+    children = np.empty((split.size, 2), dtype=np.int64)  # each split's left, right
+    feature, threshold = best.feature[split].tolist(), best.threshold[split].tolist()
+    miss = missing_left[split].tolist()
+    node_list = nodes.tolist()
+    cuts = (np.flatnonzero(np.diff(trees)) + 1).tolist()  # splits run tree by tree
+    for a, z in zip([0, *cuts], [*cuts, split.size], strict=True):
+        if a == z:
+            continue
+        b = builders[int(trees[a])]
+        base = b.add_children(best.left[split[a:z]], best.right[split[a:z]])
+        children[a:z] = base + np.arange(2 * (z - a)).reshape(-1, 2)
+        for r in range(a, z):
+            node = node_list[r]
+            b.feature[node], b.threshold[node] = feature[r], threshold[r]
+            b.missing_left[node] = miss[r]
+            b.left[node], b.right[node] = int(children[r, 0]), int(children[r, 1])
+    for i, node_set in best.sets.items():
+        if best.feature[i] >= 0:
+            builders[int(frontier.tree[i])].sets[int(frontier.node[i])] = node_set
+    # Children that are not leaves by rule are the next frontier, split by split.
+    grows = np.column_stack([~child_leaf_l[split], ~child_leaf_r[split]]).ravel()
+    slot_of = np.cumsum(grows) - 1
+    route_left[split] = np.where(grows[0::2], slot_of[0::2], -1)
+    route_right[split] = np.where(grows[1::2], slot_of[1::2], -1)
+    new_tree = np.repeat(trees, 2)[grows]
+    new_node = children.ravel()[grows]
     # New slots must be grouped by tree: sort them (stable) and renumber the routes.
-    order = np.argsort(np.asarray(new_tree, dtype=np.int64), kind="stable")
+    order = np.argsort(new_tree, kind="stable")
     renumber = np.empty(order.size, dtype=np.int32)
     renumber[order] = np.arange(order.size, dtype=np.int32)
     for route in (route_left, route_right):
@@ -564,9 +566,7 @@ def _apply_splits(
         routes.update(_route_sets(best.sets, n_slots))
     if ctx.get("missing") is not None and ctx["missing"].any():
         routes["route_missing_left"] = missing_left
-    nxt = _Frontier(
-        np.asarray(new_tree, np.int64)[order], np.asarray(new_node, np.int64)[order], depth
-    )
+    nxt = _Frontier(new_tree.astype(np.int64)[order], new_node.astype(np.int64)[order], depth)
     return nxt, routes
 
 

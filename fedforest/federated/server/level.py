@@ -143,17 +143,20 @@ def candidates(
     edges: Any,
     n_categories: NDArray[np.int64],
     missing: NDArray[np.bool_] | None = None,
+    sketches: dict[str, NDArray[np.float64]] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Candidate thresholds per (node, feature) pair: merged sketches, or category codes.
 
     A numeric pair whose feature has missing values (``missing``, per feature) gets
-    :data:`~fedforest.federated.server.missing.MISSING_SPLIT` last.
+    :data:`~fedforest.federated.server.missing.MISSING_SPLIT` last. ``sketches``: the
+    replies' sketches as the Round A check decoded them (by client), when it did.
     """
     n_cat = n_categories[pair_feat]
     cat_ok = pair_ok & (n_cat >= 2)
     off, vals = _numeric_candidates(
-        replies, summaries, pair_off, pair_feat, pair_ok & (n_cat == 0), cfg, edges, n_cat == 0
-    )
+        replies, summaries, pair_off, pair_feat, pair_ok & (n_cat == 0), cfg, edges, n_cat == 0,
+        sketches or {},
+    )  # fmt: skip
     if missing is not None:
         off, vals = add_missing_candidates(off, vals, pair_ok & (n_cat == 0) & missing[pair_feat])
     # A categorical pair's candidates are the codes 0..C-2: cumulative left statistics at
@@ -173,6 +176,7 @@ def _numeric_candidates(
     cfg: GrowerConfig,
     edges: Any,
     numeric: NDArray[np.bool_],
+    sketches: dict[str, NDArray[np.float64]],
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Candidate thresholds of the numeric pairs (others get none)."""
     n_pairs = int(pair_off[-1])
@@ -202,7 +206,9 @@ def _numeric_candidates(
     for k, (name, msg) in enumerate(replies):
         present = (weights[k] > 0) & numeric  # clients sketch numeric features only
         n_here = int(present.sum())
-        block = unpack_sketch(msg, n_here, cfg.n_bins, name)
+        block = sketches.get(name)
+        if block is None:
+            block = unpack_sketch(msg, n_here, cfg.n_bins, name)
         blocks.append(block)
         index[k, present] = np.arange(start, start + n_here)
         # A NaN row: the client's rows of that node all lack the feature (not in the mix).
@@ -269,7 +275,10 @@ def _evaluate(
     numeric = np.repeat(n_cat == 0, n_cand)
     num_off = np.zeros_like(cand_off)
     np.cumsum(np.where(n_cat == 0, n_cand, 0), out=num_off[1:])
-    num_cand, num_left, side = cand[numeric], left[numeric], None
+    if numeric.all():  # no categorical pair: no copies
+        num_cand, num_left, side = cand, left, None
+    else:
+        num_cand, num_left, side = cand[numeric], left[numeric], None
     if ctx.get("missing") is not None and ctx["missing"].any():
         pair_missing = ctx["missing"][pair_feat] & (n_cat == 0)
         num_off, num_cand, num_left, side = with_missing_sides(
@@ -357,13 +366,19 @@ def round_b_splits(
     first[cand_off[:-1][n_cand > 0]] = True
     cand_node = np.repeat(np.repeat(np.arange(pooled.shape[0]), np.diff(pair_off)), n_cand)
     n_counts = count_columns(ctx["n_classes"], ctx["weighted"])
+    records = ctx.get("records")
+    increments = records.increments if records is not None else {}
     for k, (name, msg) in enumerate(replies_b):
         # Each client answered for the candidates of the nodes it has rows in, with the
         # statistics of the rows between consecutive candidates (see pack_increments).
         has = (summaries[k, :, STAT_WEIGHT] > 0)[cand_node]
         stats_at = has if exact else has & categorical
         answered = np.flatnonzero(stats_at)
-        pos, counts, sums = unpack_increments(msg, "left", answered.size, s, n_counts, name)
+        checked = increments.get(name)
+        if checked is not None and checked[0] is msg:  # decoded by the reply's check
+            pos, counts, sums = checked[1:]
+        else:
+            pos, counts, sums = unpack_increments(msg, "left", answered.size, s, n_counts, name)
         add_rows(left, answered[pos], counts, sums)
         if not exact:
             at = has & ~categorical

@@ -114,7 +114,10 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
     """Quantiles ``b / B`` (b = 1..B-1) of the clients' pooled sketch points, per pair.
 
     A point of client ``k`` weighs ``W_k / B``. Kept: distinct values below the node
-    maximum (the largest sketch point), in increasing order.
+    maximum (the largest sketch point), in increasing order. The points are taken in
+    increasing order, equal ones by client then level (a stable sort of them, client
+    after client); sorted sketch rows (as the server checks them) are merged as they
+    are, others sorted (:func:`_quantiles_sorted`: the same order, the same sums).
 
     Parameters
     ----------
@@ -126,40 +129,119 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
     """
     n_clients, n_pairs = index.shape
     n_bins = points.shape[1]
-    vals = np.empty(n_clients * n_bins)
-    pw = np.empty(n_clients * n_bins)
+    rows = np.empty(n_clients, dtype=np.int64)
+    pw = np.empty(n_clients)
+    head = np.empty(n_clients, dtype=np.int64)
     for p in range(n_pairs):
-        m = 0
+        n_live = 0
         total = 0.0
         vmax = -np.inf
+        ordered = True
         for k in range(n_clients):
             wk = weights[k, p]
             r = index[k, p]
             if wk <= 0.0 or r < 0 or np.isnan(points[r, 0]):
                 continue
             total += wk
-            for b in range(n_bins):
-                vals[m] = points[r, b]
-                pw[m] = wk / n_bins
-                m += 1
+            rows[n_live] = r
+            pw[n_live] = wk / n_bins
+            n_live += 1
             vmax = max(vmax, points[r, n_bins - 1])
+            for b in range(1, n_bins):
+                if not points[r, b] >= points[r, b - 1]:  # unsorted, or NaN
+                    ordered = False
         counts[p] = 0
-        if m == 0:
+        if n_live == 0:
             continue
-        order = np.argsort(vals[:m], kind="mergesort")
+        if not ordered:
+            _quantiles_sorted(points, rows[:n_live], pw[:n_live], total, vmax, out[p], counts, p)
+            continue
+        # A stable k-way merge of the sorted rows: the smallest head, ties to the first
+        # client; a client's run of equal values is taken whole (its points weigh the
+        # same, so the running sum still adds them one by one, in the same order).
+        head[:n_live] = 0
+        cur = _smallest_head(points, rows, head, n_live, n_bins)
+        run_left = _run_after(points, rows[cur], 0, n_bins)
+        w = pw[cur]
+        m = n_live * n_bins
         i = 0
-        cum = pw[order[0]]
+        cum = w
         c = 0
         for q in range(n_bins - 1):
             level = total * (q + 1) / n_bins * (1.0 - 1e-12)
             while cum < level and i < m - 1:
-                i += 1
-                cum += pw[order[i]]
-            v = vals[order[i]]
+                if run_left > 0:
+                    t = 0  # points taken from the run
+                    while t < run_left and cum < level:
+                        cum += w
+                        t += 1
+                    run_left -= t
+                    head[cur] += t
+                    i += t
+                else:
+                    head[cur] += 1
+                    cur = _smallest_head(points, rows, head, n_live, n_bins)
+                    run_left = _run_after(points, rows[cur], head[cur], n_bins)
+                    w = pw[cur]
+                    i += 1
+                    cum += w
+            v = points[rows[cur], head[cur]]
             if v < vmax and (c == 0 or v != out[p, c - 1]):
                 out[p, c] = v
                 c += 1
         counts[p] = c
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _run_after(points, r, b, n_bins):
+    """How many points after ``points[r, b]`` equal it (the rest of its run)."""
+    e = b + 1
+    while e < n_bins and points[r, e] == points[r, b]:
+        e += 1
+    return e - b - 1
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _smallest_head(points, rows, head, n_live, n_bins):
+    """The live client whose next point is smallest (the first of equal ones)."""
+    best = -1
+    bv = 0.0
+    for j in range(n_live):
+        h = head[j]
+        if h < n_bins:
+            v = points[rows[j], h]
+            if best < 0 or v < bv:
+                best = j
+                bv = v
+    return best
+
+
+@numba.njit(nogil=True, cache=True)
+def _quantiles_sorted(points, rows, pw_row, total, vmax, out_p, counts, p):
+    """:func:`mixture_quantiles_rows` of one pair by a stable sort of its points."""
+    n_live = rows.shape[0]
+    n_bins = points.shape[1]
+    m = n_live * n_bins
+    vals = np.empty(m)
+    pw = np.empty(m)
+    for j in range(n_live):
+        for b in range(n_bins):
+            vals[j * n_bins + b] = points[rows[j], b]
+            pw[j * n_bins + b] = pw_row[j]
+    order = np.argsort(vals, kind="mergesort")
+    i = 0
+    cum = pw[order[0]]
+    c = 0
+    for q in range(n_bins - 1):
+        level = total * (q + 1) / n_bins * (1.0 - 1e-12)
+        while cum < level and i < m - 1:
+            i += 1
+            cum += pw[order[i]]
+        v = vals[order[i]]
+        if v < vmax and (c == 0 or v != out_p[c - 1]):
+            out_p[c] = v
+            c += 1
+    counts[p] = c
 
 
 def mixture_quantiles_numpy(

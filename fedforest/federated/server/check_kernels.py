@@ -1,0 +1,216 @@
+"""One-pass kernels of the server's reply checks (:mod:`.checks`), with NumPy twins.
+
+The checks of a client's statistics and sketches are many whole-array NumPy passes
+(finite? whole counts? weights above rows? Cauchy-Schwarz? sorted?), each allocating a
+temporary; at a level of a 50-tree forest that is a few hundred thousand rows per client
+and per round. These kernels make the same tests in one pass, without temporaries, and
+say which test failed first (in the order :mod:`.checks` reports them); the checks keep
+their messages. Their twins are the NumPy formulations the checks used before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
+
+__all__ = [
+    "NONFINITE",
+    "FRACTIONAL",
+    "WEIGHTS",
+    "MOMENTS",
+    "UNSORTED",
+    "counts_above_nodes",
+    "counts_above_nodes_numpy",
+    "regression_stats_problem",
+    "regression_stats_problem_numpy",
+    "sketch_problem",
+    "sketch_problem_numpy",
+]
+
+#: What a check found (0: nothing), in the order the checks report them.
+NONFINITE, FRACTIONAL, WEIGHTS, MOMENTS, UNSORTED = 1, 2, 3, 4, 2
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _col(counts, sums, i, c):  # type: ignore[no-untyped-def]
+    nc = counts.shape[1]
+    return np.float64(counts[i, c]) if c < nc else sums[i, c - nc]
+
+
+@numba.njit(nogil=True, cache=True)
+def regression_stats_problem(counts, sums):  # type: ignore[no-untyped-def]
+    """The first failed test of regression statistics, one row per node or increment.
+
+    A row is ``counts[i]`` (the integer columns: rows, weight unless sample weights make
+    it real) then ``sums[i]`` (one (sum w*y, sum w*y^2) pair per output).
+
+    Parameters
+    ----------
+    counts : ndarray of int or float64, shape (m, n_count)  # IN
+    sums : ndarray of float64, shape (m, n_stats - n_count)  # IN
+
+    Returns
+    -------
+    int
+        0, or :data:`NONFINITE`, :data:`FRACTIONAL` (negative or fractional counts),
+        :data:`WEIGHTS` (weights below rows, or without rows) or :data:`MOMENTS`
+        (sums of y^2 smaller than the sums imply): the first of them any row fails.
+    """
+    m, nc = counts.shape
+    n_stats = nc + sums.shape[1]
+    weighted = nc < STAT_TASK
+    worst = 5
+    for i in range(m):
+        for c in range(n_stats):
+            if not np.isfinite(_col(counts, sums, i, c)):
+                return NONFINITE
+        if worst <= FRACTIONAL:
+            continue
+        for c in range(nc):
+            v = np.float64(counts[i, c])
+            if v < 0 or v != np.floor(v):
+                worst = FRACTIONAL
+        if worst <= WEIGHTS:
+            continue
+        rows = _col(counts, sums, i, STAT_ROWS)
+        weight = _col(counts, sums, i, STAT_WEIGHT)
+        if weighted:
+            if weight < 0 or (rows == 0 and weight != 0):
+                worst = WEIGHTS
+        elif rows > weight or (rows == 0) != (weight == 0):
+            worst = WEIGHTS
+        if worst <= MOMENTS:
+            continue
+        for c in range(STAT_TASK, n_stats - 1, 2):
+            s1 = _col(counts, sums, i, c)
+            s2 = _col(counts, sums, i, c + 1)
+            if s2 < 0 or s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9:
+                worst = MOMENTS
+    return 0 if worst == 5 else worst
+
+
+def regression_stats_problem_numpy(counts: NDArray[Any], sums: NDArray[np.float64]) -> int:
+    """NumPy twin of :func:`regression_stats_problem`."""
+    stats = np.hstack([counts.astype(np.float64), sums])
+    n_count = counts.shape[1]
+    if not np.all(np.isfinite(stats)):
+        return NONFINITE
+    cnt = stats[:, :n_count]
+    if np.any(cnt < 0) or np.any(cnt != np.round(cnt)):
+        return FRACTIONAL
+    rows, weight = stats[:, STAT_ROWS], stats[:, STAT_WEIGHT]
+    if n_count < STAT_TASK:
+        if np.any(weight < 0) or np.any((rows == 0) & (weight != 0)):
+            return WEIGHTS
+    elif np.any(rows > weight) or np.any((rows == 0) != (weight == 0)):
+        return WEIGHTS
+    s1, s2 = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
+    if np.any(s2 < 0) or np.any(s1 * s1 > weight[:, None] * s2 * (1 + 1e-7) + 1e-9):
+        return MOMENTS
+    return 0
+
+
+@numba.njit(nogil=True, cache=True)
+def counts_above_nodes(cand_off, cand, counts, node_of_pair, node_stats):  # type: ignore[no-untyped-def]
+    """Whether a pair's increments count more than its node holds (a column's sum).
+
+    Parameters
+    ----------
+    cand_off : ndarray of int64, shape (n_pairs + 1,)  # IN
+    cand : ndarray of int64, shape (m,)  # IN: increasing candidate of each increment
+    counts : ndarray of int, shape (m, n_count)  # IN
+    node_of_pair : ndarray of int64, shape (n_pairs,)  # IN
+    node_stats : ndarray of float64, shape (n_nodes, >= n_count)  # IN
+    """
+    n_pairs = cand_off.shape[0] - 1
+    nc = counts.shape[1]
+    acc = np.zeros(nc)
+    p = -1
+    for r in range(cand.shape[0]):
+        c = cand[r]
+        q = max(p, 0)
+        while q + 1 < n_pairs and cand_off[q + 1] <= c:
+            q += 1
+        if q != p:
+            if p >= 0:
+                for j in range(nc):
+                    if acc[j] > node_stats[node_of_pair[p], j]:
+                        return True
+            acc[:] = 0.0
+            p = q
+        for j in range(nc):
+            acc[j] += np.float64(counts[r, j])
+    if p >= 0:
+        for j in range(nc):
+            if acc[j] > node_stats[node_of_pair[p], j]:
+                return True
+    return False
+
+
+def counts_above_nodes_numpy(
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.int64],
+    counts: NDArray[Any],
+    node_of_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+) -> bool:
+    """NumPy twin of :func:`counts_above_nodes` (a bincount per count column)."""
+    pair_of = np.searchsorted(cand_off, cand, side="right") - 1
+    n_pairs = cand_off.size - 1
+    pairs = pair_of[np.flatnonzero(np.diff(pair_of, prepend=-1))]  # sorted: first of each
+    node = node_of_pair[pairs]
+    for j in range(counts.shape[1]):
+        per_pair = np.bincount(pair_of, weights=counts[:, j], minlength=n_pairs)
+        if np.any(per_pair[pairs] > node_stats[node, j]):
+            return True
+    return False
+
+
+@numba.njit(nogil=True, cache=True)
+def sketch_problem(sketch, gone):  # type: ignore[no-untyped-def]
+    """Sketch rows finite and sorted, except rows all NaN (no value of the feature there).
+
+    Parameters
+    ----------
+    sketch : ndarray of float64, shape (n, B)  # IN
+    gone : ndarray of bool, shape (n,)  # OUT: rows holding a NaN
+
+    Returns
+    -------
+    int
+        0, :data:`NONFINITE` (a row not all NaN holds NaN or infinity) or :data:`UNSORTED`.
+    """
+    worst = 0
+    for i in range(sketch.shape[0]):
+        n_nan = 0
+        for b in range(sketch.shape[1]):
+            if np.isnan(sketch[i, b]):
+                n_nan += 1
+        gone[i] = n_nan > 0
+        if n_nan == sketch.shape[1]:
+            continue
+        for b in range(sketch.shape[1]):
+            if not np.isfinite(sketch[i, b]):
+                worst = NONFINITE
+        if worst == 0:
+            for b in range(1, sketch.shape[1]):
+                if sketch[i, b] - sketch[i, b - 1] < 0:
+                    worst = UNSORTED
+    return worst
+
+
+def sketch_problem_numpy(sketch: NDArray[np.float64], gone: NDArray[np.bool_]) -> int:
+    """NumPy twin of :func:`sketch_problem`."""
+    gone[:] = np.isnan(sketch).any(axis=1)
+    empty = np.isnan(sketch).all(axis=1)
+    if not np.all(np.isfinite(sketch[~empty])):
+        return NONFINITE
+    rest = sketch[~empty]
+    if rest.shape[1] > 1 and np.any(np.diff(rest, axis=1) < 0):
+        return UNSORTED
+    return 0

@@ -1,0 +1,18 @@
+"""Wrote tests/data/fixed-forests.npz (run once, on commit e034068, from the repository root).
+
+Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests._fixed_forests import CASES, fit_case  # noqa: E402
+
+out: dict[str, np.ndarray] = {}
+for name in CASES:
+    out.update(fit_case(name))
+np.savez_compressed(Path(__file__).parent / "fixed-forests.npz", **out)
+print({k: v.shape for k, v in out.items() if k.endswith("n_nodes")})

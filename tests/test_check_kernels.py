@@ -1,0 +1,107 @@
+"""The one-pass kernels of the server's reply checks agree with their NumPy twins."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedforest.federated.server import check_kernels as ck
+
+
+def _stats(rng: np.random.Generator, m: int, n_out: int, weighted: bool):
+    """Valid regression statistics of m nodes, split as (counts, sums)."""
+    rows = rng.integers(0, 6, m)
+    weight = (
+        rows * rng.uniform(0.5, 3.0, m) if weighted else rows + rng.integers(0, 4, m) * (rows > 0)
+    )
+    y = rng.normal(size=(m, n_out))
+    s1 = weight[:, None] * y
+    s2 = weight[:, None] * y * y + rng.uniform(0, 1, (m, n_out)) * (rows > 0)[:, None]
+    sums = np.empty((m, 2 * n_out))
+    sums[:, ::2], sums[:, 1::2] = s1, s2
+    if weighted:
+        return rows[:, None].astype(np.int32), np.column_stack([weight, sums])
+    return np.column_stack([rows, weight]).astype(np.int32), sums
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_regression_stats_problem_twins(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    weighted, n_out = bool(seed % 2), 1 + seed % 3
+    counts, sums = _stats(rng, 50, n_out, weighted)
+    assert ck.regression_stats_problem(counts, sums) == 0
+    found = set()
+    for _ in range(12):  # one to three faults of any kind
+        c, s = counts.copy(), sums.copy()
+        for _ in range(rng.integers(1, 4)):
+            i, fault = rng.integers(50), rng.integers(6)
+            if fault == 0:
+                s[i, rng.integers(s.shape[1])] = rng.choice([np.nan, np.inf, -np.inf])
+            elif fault == 1:
+                c[i, 0] = -1
+            elif fault == 2:
+                s[i, -1] = -0.5  # a negative sum of squares
+            elif fault == 3:
+                s[i, -2] = 1e3  # Cauchy-Schwarz
+            elif fault == 4 and not weighted:
+                c[i, 1] = c[i, 0] - 1  # weight below rows
+            elif fault == 5 and weighted:
+                s[i, 0] = -1.0  # a negative weight
+        for cc in (c, c.astype(np.float64)):
+            got = ck.regression_stats_problem(cc, s)
+            assert got == ck.regression_stats_problem_numpy(cc, s)
+            found.add(got)
+    assert len(found - {0}) >= 3  # several kinds of fault were met
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_counts_above_nodes_twins(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n_pairs, n_nodes = 30, 10
+    n_cand = rng.integers(0, 5, n_pairs)
+    cand_off = np.concatenate([[0], np.cumsum(n_cand)]).astype(np.int64)
+    node_of_pair = np.sort(rng.integers(0, n_nodes, n_pairs)).astype(np.int64)
+    node_stats = rng.integers(3, 12, (n_nodes, 4)).astype(np.float64)
+    sent = np.flatnonzero(rng.random(int(cand_off[-1])) < 0.6).astype(np.int64)
+    counts = rng.integers(0, 4, (sent.size, 2)).astype(np.int32)
+    want = ck.counts_above_nodes_numpy(cand_off, sent, counts, node_of_pair, node_stats)
+    assert ck.counts_above_nodes(cand_off, sent, counts, node_of_pair, node_stats) == want
+    big = counts.copy()
+    if big.size:
+        big[-1, seed % 2] = 100  # the last pair now holds more than any node
+        assert ck.counts_above_nodes(cand_off, sent, big, node_of_pair, node_stats)
+        assert ck.counts_above_nodes_numpy(cand_off, sent, big, node_of_pair, node_stats)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_sketch_problem_twins(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    sk = np.sort(np.round(rng.normal(size=(40, 8)), 1), axis=1)
+    sk[1:][rng.random(39) < 0.2] = np.nan  # features missing in the node: allowed
+    i = rng.choice(np.flatnonzero(~np.isnan(sk[:, 0])))  # a row with values
+    if seed % 4 == 1:
+        sk[i, rng.integers(8)] = np.inf
+    if seed % 4 == 2:
+        sk[i] = np.arange(8.0)[::-1]  # unsorted
+    if seed % 4 == 3:
+        sk[i, 3] = np.nan  # NaN inside a row
+    g1, g2 = np.zeros(40, bool), np.ones(40, bool)
+    got = ck.sketch_problem(sk, g1)
+    assert got == ck.sketch_problem_numpy(sk, g2)
+    assert (got == 0) == (seed % 4 == 0)
+    if got == 0:
+        np.testing.assert_array_equal(g1, g2)
+
+
+@pytest.mark.parametrize("count_dtype", [np.int8, np.int32, np.int64, np.float16, np.float32])
+@pytest.mark.parametrize("sum_dtype", [np.float16, np.float32, np.float64])
+def test_checks_take_the_dtypes_a_client_may_send(count_dtype, sum_dtype) -> None:
+    """A reply's arrays keep their dtype (a client picks it): the kernels still check them."""
+    from fedforest.federated.server.checks import InvalidReply, _check_stats_parts
+
+    counts = np.array([[2, 3], [1, 1]], dtype=count_dtype)
+    sums = np.array([[1.0, 2.0], [0.5, 0.3]], dtype=sum_dtype)
+    _check_stats_parts("c", "round_b", "the left statistics", counts, sums, "regression")
+    sums[0, 1] = -1.0
+    with pytest.raises(InvalidReply, match="sums of y\\^2 smaller"):
+        _check_stats_parts("c", "round_b", "the left statistics", counts, sums, "regression")
