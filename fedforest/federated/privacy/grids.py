@@ -323,8 +323,12 @@ def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
         else:
             t0, t1 = thr_off[p], thr_off[p + 1]
             both = np.empty(g1 - g0 + t1 - t0)
-            both[: g1 - g0] = grid[g0:g1]
-            both[g1 - g0 :] = thr[t0:t1]
+            # Loops, not slice assignments: numba compiles their shape-mismatch message's
+            # formatting, about 2.7 s of a first run (docs/benchmarks.md, first run).
+            for i in range(g1 - g0):
+                both[i] = grid[g0 + i]
+            for i in range(t1 - t0):
+                both[g1 - g0 + i] = thr[t0 + i]
             both.sort()
             for i in range(both.size):
                 if i == 0 or both[i] != both[i - 1]:
