@@ -26,7 +26,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from .client_kernels import _row_stats, group_rows
+from .client_kernels import _row_stats, gather_node, group_rows
 from .protocol import Message, expand_candidates, expect_array, pack_increments
 
 __all__ = [
@@ -103,6 +103,29 @@ def fixed_candidates(
     return grid, *expand_candidates(f_off, f_cand, pair_feat)
 
 
+@numba.njit(inline="always")
+def _add_coded(hist, g, ii, st, cls, c, n_stat, n_classes):
+    # Every row's statistics into its bin ``g[row]``, in row order.
+    if n_stat == 2:
+        for k in range(c):
+            bk = g[ii[k]]
+            hist[bk, 0] += 1.0
+            hist[bk, 1] += st[k, 1]
+    elif n_classes == 0:
+        for k in range(c):
+            bk = g[ii[k]]
+            hist[bk, 0] += 1.0
+            hist[bk, 1] += st[k, 1]
+            hist[bk, 2] += st[k, 2]
+            hist[bk, 3] += st[k, 3]
+    else:
+        for k in range(c):
+            bk = g[ii[k]]
+            hist[bk, 0] += 1.0
+            hist[bk, 1] += st[k, 1]
+            hist[bk, cls[k]] += st[k, 1]
+
+
 @numba.njit(nogil=True, cache=True)
 def left_stats_coded(
     codes_t, rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, slot_lo, slot_hi, out
@@ -134,17 +157,7 @@ def left_stats_coded(
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
-        for k in range(c):
-            r = order[a + k]
-            ii[k] = rows[r]
-            wk, yk = w[r], y[rows[r]]
-            st[k, 0] = 1.0
-            st[k, 1] = wk
-            if n_classes == 0:
-                st[k, 2] = wk * yk
-                st[k, 3] = wk * yk * yk
-            else:
-                cls[k] = 2 + int(yk)
+        gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls)
         for p in range(pair_off[s], pair_off[s + 1]):
             nc = cand_off[p + 1] - cand_off[p]
             if nc == 0:
@@ -154,24 +167,7 @@ def left_stats_coded(
             for j in range(nc + 1):
                 for q in range(n_stat):
                     hist[j, q] = 0.0
-            if n_stat == 2:
-                for k in range(c):
-                    bk = g[ii[k]]
-                    hist[bk, 0] += 1.0
-                    hist[bk, 1] += st[k, 1]
-            elif n_classes == 0:
-                for k in range(c):
-                    bk = g[ii[k]]
-                    hist[bk, 0] += 1.0
-                    hist[bk, 1] += st[k, 1]
-                    hist[bk, 2] += st[k, 2]
-                    hist[bk, 3] += st[k, 3]
-            else:
-                for k in range(c):
-                    bk = g[ii[k]]
-                    hist[bk, 0] += 1.0
-                    hist[bk, 1] += st[k, 1]
-                    hist[bk, cls[k]] += st[k, 1]
+            _add_coded(hist, g, ii, st, cls, c, n_stat, n_classes)
             # Running sums bin by bin (each column's additions in the same order as
             # column by column: the same numbers), writing ``out`` row by row.
             for q in range(n_stat):
@@ -277,17 +273,7 @@ def left_increments_coded(
             if nc == 0 or not present[p]:
                 continue
             if not gathered:
-                for r_ in range(c):
-                    r = order[a + r_]
-                    ii[r_] = rows[r]
-                    wk, yk = w[r], y[rows[r]]
-                    st[r_, 0] = 1.0
-                    st[r_, 1] = wk
-                    if n_classes == 0:
-                        st[r_, 2] = wk * yk
-                        st[r_, 3] = wk * yk * yk
-                    else:
-                        cls[r_] = 2 + int(yk)
+                gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls)
                 gathered = True
             g = codes_t[pair_feat[p]]
             for q in range(n_stat):
@@ -334,24 +320,7 @@ def left_increments_coded(
             for j in range(nc + 1):
                 for q in range(n_stat):
                     hist[j, q] = 0.0
-            if n_stat == 2:
-                for r_ in range(c):
-                    bk = g[ii[r_]]
-                    hist[bk, 0] += 1.0
-                    hist[bk, 1] += st[r_, 1]
-            elif n_classes == 0:
-                for r_ in range(c):
-                    bk = g[ii[r_]]
-                    hist[bk, 0] += 1.0
-                    hist[bk, 1] += st[r_, 1]
-                    hist[bk, 2] += st[r_, 2]
-                    hist[bk, 3] += st[r_, 3]
-            else:
-                for r_ in range(c):
-                    bk = g[ii[r_]]
-                    hist[bk, 0] += 1.0
-                    hist[bk, 1] += st[r_, 1]
-                    hist[bk, cls[r_]] += st[r_, 1]
+            _add_coded(hist, g, ii, st, cls, c, n_stat, n_classes)
             for j in range(nc):
                 nz = False
                 for q in range(n_stat):

@@ -369,6 +369,27 @@ def _candidate_ranks(cs, fmin, fmax, uniq, u0, start, rank_c):
         rank_c[j] = r
 
 
+@numba.njit(inline="always")
+def gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls):
+    """Gather a node's ``c`` in-bag rows (``order[a:a + c]``) into contiguous scratch.
+
+    Their row index in ``ii``, statistics ``[1, w, w y, w y^2]`` (regression) or
+    ``[1, w]`` in ``st``, and classification's class column ``2 + y`` in ``cls``. Shared
+    by the left-statistics kernels (here and in :mod:`~fedforest.federated.client_grid`).
+    """
+    for k in range(c):
+        r = order[a + k]
+        ii[k] = rows[r]
+        wk, yk = w[r], y[rows[r]]
+        st[k, 0] = 1.0
+        st[k, 1] = wk
+        if n_classes == 0:
+            st[k, 2] = wk * yk
+            st[k, 3] = wk * yk * yk
+        else:
+            cls[k] = 2 + int(yk)
+
+
 @numba.njit(nogil=True, cache=True)
 def left_stats_ranked(
     Xt,
@@ -437,17 +458,7 @@ def left_stats_ranked(
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
-        for k in range(c):
-            r = order[a + k]
-            ii[k] = rows[r]
-            wk, yk = w[r], y[rows[r]]
-            st[k, 0] = 1.0
-            st[k, 1] = wk
-            if n_classes == 0:
-                st[k, 2] = wk * yk
-                st[k, 3] = wk * yk * yk
-            else:
-                cls[k] = 2 + int(yk)
+        gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls)
         for p in range(pair_off[s], pair_off[s + 1]):
             nc = cand_off[p + 1] - cand_off[p]
             if nc == 0:
