@@ -155,3 +155,14 @@ def test_a_bad_output_count_is_refused_naming_the_client(bad: object) -> None:
     header = {"n_samples": 10, "n_features": 2, "feature_names": None, "n_outputs": bad}
     with pytest.raises(InvalidReply, match="'c'.*n_outputs"):
         check("c", Message(HANDSHAKE, {}), Message(HANDSHAKE, header))
+
+
+def test_oob_r2_leaves_out_an_output_without_spread() -> None:
+    from fedforest.federated.server.oob import oob_r2
+
+    # 4 rows; output 0: se 1, sum y 2, sum y^2 6 (sst 5); output 1 constant (sst 0).
+    sums = np.array([4.0, 1.0, 2.0, 6.0, 0.5, 4.0, 4.0])
+    assert oob_r2(sums) == pytest.approx(1 - 1 / 5)
+    # A noisy negative total sum of squares (privacy="dp") is no R^2 either.
+    assert oob_r2(np.array([4.0, 1.0, 2.0, 6.0, 0.5, -8.0, 10.0])) == pytest.approx(0.8)
+    assert np.isnan(oob_r2(np.array([4.0, 0.5, 4.0, 4.0])))

@@ -41,12 +41,19 @@ def oob_width(task: str, n_outputs: int) -> int:
 
 
 def oob_r2(sums: NDArray[np.float64]) -> float:
-    """R^2 of the pooled regression sums, averaged over the outputs (NaN for none)."""
+    """R^2 of the pooled regression sums, averaged over the outputs where it is defined.
+
+    An output whose total sum of squares is not positive (a constant target, or under
+    ``privacy="dp"`` noisy sums of an output with a small spread) has no R^2 and is left
+    out of the mean; NaN when no output has one.
+    """
     n = float(sums[0])
     se, sy, syy = sums[1::3], sums[2::3], sums[3::3]
     sst = syy - sy**2 / n
-    r2 = np.where(sst > 0, 1.0 - se / np.where(sst > 0, sst, 1.0), np.nan)
-    return float(np.mean(r2))
+    defined = sst > 0
+    if not defined.any():
+        return float("nan")
+    return float(np.mean(1.0 - se[defined] / sst[defined]))
 
 
 def oob_round(
