@@ -1,8 +1,10 @@
 """A fixed seed grows the same forest: every tree array equals the saved copy, bit for bit.
 
 The copy (tests/data/fixed-forests.npz) was written by the code of commit e034068 with
-tests/data/make_fixed_forests.py; the fits are in tests/_fixed_forests.py. Speed work on
-the server and the clients (issue 14) must leave every tree as it was.
+tests/data/make_fixed_forests.py (its secure case again when the grids' sinh / asinh moved
+to the C library, the same on every processor: see that script); the fits are in
+tests/_fixed_forests.py. Speed work on the server and the clients (issue 14) must leave
+every tree as it was.
 """
 
 from __future__ import annotations

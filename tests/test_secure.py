@@ -670,3 +670,18 @@ def test_dp_server_sees_only_noisy_masked_sums() -> None:
     for _, replies in fed.rounds:
         for msg in replies.values():
             assert all(a.dtype in (np.uint64, np.uint8) for a in msg.arrays.values())
+
+
+def test_grid_sinh_and_asinh_are_the_c_librarys_on_every_processor() -> None:
+    # NumPy's AVX-512 sinh / arcsinh differ from the C library's in the last bits; the
+    # grids take the C library's (one scalar call per value), so a fixed seed grows the
+    # same secure forest on every CPU (tests/test_fixed_seed_forests.py).
+    import math
+
+    from fedforest.federated.privacy.grids import libm_arcsinh, libm_sinh
+
+    x = np.random.default_rng(0).normal(scale=4.0, size=(50, 7))
+    assert libm_sinh(x).shape == x.shape
+    assert libm_sinh(x).tolist() == [[math.sinh(v) for v in row] for row in x]
+    assert libm_arcsinh(x).tolist() == [[math.asinh(v) for v in row] for row in x]
+    assert libm_arcsinh(np.array([3, -2])).tolist() == [math.asinh(3.0), math.asinh(-2.0)]

@@ -24,6 +24,7 @@ from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, n_stats
 from . import client_kernels as K
 from .client_sketch import fine_codes
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
+from .privacy.grids import libm_arcsinh
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2
 from .protocol import GRID, OOB, RECOVER, ROUND_A, ROUND_B, Message, expect_array
 
@@ -209,7 +210,7 @@ class SecureParty:
         if msg.header.get("stage") == "moments":
             clip = ASINH_CLIP if self.dp is not None else np.inf
             known = np.isfinite(x)  # a missing value (+inf) is in no moment
-            a = np.where(known, np.clip(np.arcsinh(np.where(known, x, 0.0)), -clip, clip), 0.0)
+            a = np.where(known, np.clip(libm_arcsinh(np.where(known, x, 0.0)), -clip, clip), 0.0)
             moments = np.column_stack(
                 [known.sum(axis=0).astype(np.float64), a.sum(axis=0), (a * a).sum(axis=0)]
             )
@@ -219,14 +220,14 @@ class SecureParty:
             arrays = {"moments": hi, "moments_lo": lo}
             if msg.header.get("target_hist"):
                 # Under "dp": counts of asinh(y) on a fixed grid (one bin per row).
-                ay = np.clip(np.arcsinh(c.y_raw.astype(np.float64)), -ASINH_CLIP, ASINH_CLIP)
+                ay = np.clip(libm_arcsinh(c.y_raw), -ASINH_CLIP, ASINH_CLIP)
                 by_out = ay.reshape(ay.shape[0], -1).T  # one histogram per output
                 counts = np.array([np.histogram(a, bins=target_grid())[0] for a in by_out])
                 counts = counts.astype(np.float64)
                 counts = self.noisy(msg, counts, 1.0, "target_sigma", 0)
                 arrays["y_hist"] = to_fixed(counts, 0)
             elif msg.header.get("target_moments"):
-                ay = np.clip(np.arcsinh(c.y_raw.astype(np.float64)), -clip, clip)
+                ay = np.clip(libm_arcsinh(c.y_raw), -clip, clip)
                 n = float(c.n_samples)
                 cols = ay[:, None].T if ay.ndim == 1 else np.ascontiguousarray(ay.T)
                 y_mom = np.array([[n, a.sum(), (a * a).sum()] for a in cols])  # per output

@@ -1,4 +1,8 @@
-"""Wrote tests/data/fixed-forests.npz (run once, on commit e034068, from the repository root).
+"""Wrote tests/data/fixed-forests.npz (on commit e034068, from the repository root).
+
+Rewritten once since, when the secure grids began to take sinh / asinh from the C library
+(NumPy's AVX-512 versions differ in the last bits, so the file written on an AVX-512
+machine did not match an AVX2 one); only ``bench_secure``'s floats changed, by a few ulps.
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

@@ -15,11 +15,15 @@ uniform within a bin).
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "libm_arcsinh",
+    "libm_sinh",
     "moment_grid",
     "outer_bounds",
     "merge_thresholds",
@@ -36,6 +40,34 @@ __all__ = [
 #: the outer bounds of the root distribution a little more.
 _GRID_SPAN = 6.0
 _OUTER_SPAN = 8.0
+
+
+@numba.njit(nogil=True, cache=True)
+def _libm_map(x, inverse, out):
+    # sinh or asinh of every value through the C library (one scalar call each).
+    for i in range(x.size):
+        out[i] = math.asinh(x[i]) if inverse else math.sinh(x[i])
+
+
+def libm_sinh(x: ArrayLike) -> NDArray[np.float64]:
+    """``np.sinh`` computed by the C library, the same in the last bit on every CPU.
+
+    NumPy dispatches ``sinh`` and ``arcsinh`` to SIMD code on AVX-512 machines whose last
+    bits differ from the C library's: the grids (and so a fixed seed's secure forest) would
+    then depend on the processor the server runs on.
+    """
+    a = np.ascontiguousarray(x, dtype=np.float64)
+    out = np.empty(a.size)
+    _libm_map(a.ravel(), False, out)
+    return out.reshape(a.shape)
+
+
+def libm_arcsinh(x: ArrayLike) -> NDArray[np.float64]:
+    """``np.arcsinh`` computed by the C library (see :func:`libm_sinh`)."""
+    a = np.ascontiguousarray(x, dtype=np.float64)
+    out = np.empty(a.size)
+    _libm_map(a.ravel(), True, out)
+    return out.reshape(a.shape)
 
 
 def _asinh_stats(
@@ -65,7 +97,7 @@ def moment_grid(
     """
     mean, std = _asinh_stats(n, s1, s2)
     t = np.linspace(-_GRID_SPAN, _GRID_SPAN, n_edges)
-    return np.asarray(np.sinh(mean[:, None] + std[:, None] * t[None, :]))
+    return libm_sinh(mean[:, None] + std[:, None] * t[None, :])
 
 
 def outer_bounds(
@@ -75,7 +107,7 @@ def outer_bounds(
     mean, std = _asinh_stats(n, s1, s2)
     # A constant feature still needs a bin of positive width.
     std = np.where(std > 0, std, 1e-12 * np.maximum(np.abs(mean), 1.0))
-    return np.sinh(mean - _OUTER_SPAN * std), np.sinh(mean + _OUTER_SPAN * std)
+    return libm_sinh(mean - _OUTER_SPAN * std), libm_sinh(mean + _OUTER_SPAN * std)
 
 
 @numba.njit(nogil=True, cache=True)

@@ -20,6 +20,7 @@ What the server keeps between levels, and the node grids it places from it, are 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -318,11 +319,11 @@ def _moment_scale(yn: float, y1: float, y2: float, poisson: bool) -> tuple[float
     order 1, as standardised ones.
     """
     mean = y1 / max(yn, 1.0)
-    std = np.sqrt(max(y2 / max(yn, 1.0) - mean**2, 0.0))
-    center = float(np.sinh(mean))
+    std = math.sqrt(max(y2 / max(yn, 1.0) - mean**2, 0.0))
+    center = math.sinh(mean)
     if poisson:
-        return 0.0, max(float(np.sinh(mean + 2 * std)) / 2.0, 1e-12)
-    spread = max(float(np.sinh(mean + 2 * std)) - center, center - float(np.sinh(mean - 2 * std)))
+        return 0.0, max(math.sinh(mean + 2 * std) / 2.0, 1e-12)
+    spread = max(math.sinh(mean + 2 * std) - center, center - math.sinh(mean - 2 * std))
     return center, max(spread / 2.0, 1e-12, 1e-9 * abs(center))
 
 
@@ -350,9 +351,9 @@ def _robust_scale(
         return 0.0, 1.0
     if poisson:
         top = max(float(np.interp(0.99 * cum[-1], cum, edges)), edges[1] - edges[0])
-        return 0.0, float(np.sinh(top)) / clip
+        return 0.0, math.sinh(top) / clip
     q = np.interp(np.array([0.25, 0.5, 0.75]) * cum[-1], cum, edges)
-    lo, mid, hi = (float(np.sinh(v)) for v in q)
+    lo, mid, hi = (math.sinh(float(v)) for v in q)
     return mid, max((hi - lo) / 1.349, 1e-12, 1e-9 * abs(mid))
 
 
