@@ -33,6 +33,10 @@ min_impurity_decrease : float, default=0.0
 min_weight_fraction_leaf : float, default=0.0
     As scikit-learn: each child of a split weighs at least this fraction of its tree's
     root (bootstrap counts times sample and class weights). Not with ``split_rule="avgimp"``.
+ccp_alpha : non-negative float, default=0.0
+    Minimal cost-complexity pruning, as scikit-learn: each grown tree's weakest branches
+    become leaves while their effective alpha is at most ``ccp_alpha``. The server prunes
+    from the impurities and weights the tree already holds; no message is added.
 $max_features
     Features sampled per node on the server.
 n_bins : int or None, default=32

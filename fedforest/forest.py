@@ -99,6 +99,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         ],
         "min_impurity_decrease": [Interval(Real, 0.0, None, closed="left")],
         "min_weight_fraction_leaf": [Interval(Real, 0.0, 0.5, closed="both")],
+        "ccp_alpha": [Interval(Real, 0.0, None, closed="left")],
         "max_features": [
             Interval(Integral, 1, None, closed="left"),
             Interval(Real, 0.0, 1.0, closed="right"),
@@ -147,6 +148,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         min_samples_leaf: int = 5,
         min_impurity_decrease: float = 0.0,
         min_weight_fraction_leaf: float = 0.0,
+        ccp_alpha: float = 0.0,
         max_features: Any = 1 / 3,
         n_bins: int | None = 32,
         local_candidates: bool | None = None,
@@ -178,6 +180,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.min_samples_leaf = min_samples_leaf
         self.min_impurity_decrease = min_impurity_decrease
         self.min_weight_fraction_leaf = min_weight_fraction_leaf
+        self.ccp_alpha = ccp_alpha
         self.max_features = max_features
         self.n_bins = n_bins
         self.local_candidates = local_candidates
@@ -410,6 +413,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             min_samples_leaf=self.min_samples_leaf,
             min_impurity_decrease=self.min_impurity_decrease,
             min_weight_fraction_leaf=self.min_weight_fraction_leaf,
+            ccp_alpha=self.ccp_alpha,
             max_features=self.max_features,
             n_bins=self.n_bins,
             # Local candidates are values of a client's rows: only under privacy="none".
@@ -665,6 +669,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         min_samples_leaf: int = 5,
         min_impurity_decrease: float = 0.0,
         min_weight_fraction_leaf: float = 0.0,
+        ccp_alpha: float = 0.0,
         max_features: Any = "sqrt",
         n_bins: int | None = 32,
         local_candidates: bool | None = None,
@@ -699,6 +704,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             min_samples_leaf=min_samples_leaf,
             min_impurity_decrease=min_impurity_decrease,
             min_weight_fraction_leaf=min_weight_fraction_leaf,
+            ccp_alpha=ccp_alpha,
             max_features=max_features,
             n_bins=n_bins,
             local_candidates=local_candidates,

@@ -75,6 +75,8 @@ class GrowerConfig:
     class_weight: Any = None
     #: scikit-learn's: a child weighs at least this fraction of its tree's root.
     min_weight_fraction_leaf: float = 0.0
+    #: scikit-learn's minimal cost-complexity pruning of each grown tree (tree/prune.py).
+    ccp_alpha: float = 0.0
     #: Classification, set from the handshake: the classes of each output (one entry per
     #: output of multi-output y), the sizes of the statistics' class blocks.
     class_sizes: tuple[int, ...] = ()

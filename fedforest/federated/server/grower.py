@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from ..._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, class_sizes, count_columns, n_stats
 from ..._progress import progress_bar
 from ...tree.arrays import Tree, empty_split_fields
+from ...tree.prune import prune_forest
 from ..criteria import impurity, leaf_value
 from ..failure import DropFailedClients
 from ..federation import Federation
@@ -732,6 +733,8 @@ def grow_forest(
                 bar,
             )
     trees = [b.finish(cfg.task, cfg.criterion, cfg.class_sizes) for b in builders]
+    if cfg.ccp_alpha > 0.0:  # scikit-learn's cost-complexity pruning, before the OOB round
+        trees = prune_forest(trees, cfg.ccp_alpha, ctx["importances"][start:])
     result = ForestResult(
         trees,
         d,
@@ -754,9 +757,8 @@ def grow_forest(
         _finish_clients(fed)
     if "dp" in ctx:
         plan: dp.DpPlan = ctx["dp"]
-        cls = cfg.task == "classification"
-        grid = dp.grid_entries(int((ctx["n_categories"] == 0).sum()), cls)
-        target = dp.target_entries(cls, schema["n_outputs"])
+        grid = dp.grid_entries(int((ctx["n_categories"] == 0).sum()), cls_task)
+        target = dp.target_entries(cls_task, schema["n_outputs"])
         spent = dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target)
         result.privacy_report = plan.report(spent)
     return result
