@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.special import xlogy
 
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, n_stats
 from . import client_kernels as K
@@ -61,6 +62,13 @@ def oob_frac_bits(width: int, classification: bool) -> NDArray[np.int64]:
     if not classification:
         bits[1:] = FRAC_BITS
     return bits
+
+
+def _sum_terms(z: NDArray[np.float64], setup: dict[str, Any]) -> NDArray[np.float64]:
+    """The largest term a row adds to the secure sums of its standardised target."""
+    if setup.get("criterion") == "poisson":  # (sum w u, sum w u log u), u >= 0
+        return np.asarray(np.maximum(np.abs(z), np.abs(xlogy(z, z))))
+    return np.asarray(z * z)
 
 
 def fit_outputs(fit: _Fit) -> int:
@@ -281,6 +289,17 @@ class SecureParty:
         z = np.asarray((y - self.y_center) / self.y_scale)
         if self.dp is not None:
             z = np.clip(z, -float(self.dp["clip"]), float(self.dp["clip"]))
+        elif np.any(_sum_terms(z, setup) * max(z.shape[0], 1) >= 2.0 ** (62 - FRAC_BITS)):
+            # A sum of w z^2 (Poisson: w u log u) over this client's rows would not fit the
+            # fixed point. Says why without a value of the client's data (the message may
+            # reach the server).
+            raise ValueError(
+                f"Client {self.client.name!r}: some targets lie too far from the pooled center, "
+                "in units of the pooled scale, for the fixed-point secure sums (targets over "
+                "many orders of magnitude, e.g. mostly zeros and a few huge values). Transform "
+                'y (e.g. np.log1p) or, for counts, use criterion="poisson"; privacy="none" has '
+                "no such limit."
+            )
         return z
 
     def standardise_prediction(self, p: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -3,6 +3,9 @@
 Rewritten once since, when the secure grids began to take sinh / asinh from the C library
 (NumPy's AVX-512 versions differ in the last bits, so the file written on an AVX-512
 machine did not match an AVX2 one); only ``bench_secure``'s floats changed, by a few ulps.
+And its secure case once more when the secure target scale became one deviation of
+asinh(y) instead of two halved: the same splits, values within 1e-8 (the fixed point's
+rounding of the differently scaled targets).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

@@ -428,7 +428,16 @@ def check_round_b(
     """
     kind = reply.kind
     pos, counts, sums = unpack_increments(reply, "left", answered.size, n_stats, n_count, name)
-    _check_stats_parts(name, kind, "the left statistics", counts, sums, task, class_sizes)
+    try:
+        _check_stats_parts(name, kind, "the left statistics", counts, sums, task, class_sizes)
+    except InvalidReply as err:
+        cand = answered[pos]
+        moments = err.problem == _STATS_PROBLEMS[ck.MOMENTS] and task == "regression"
+        if not (
+            moments
+            and _moments_within_rounding(counts, sums, cand, cand_off, node_of_pair, node_stats)
+        ):
+            raise
     # A pair's increments add up to its rows left of the last candidate: at most the node's.
     if ck.counts_above_nodes(
         cand_off,
@@ -439,6 +448,38 @@ def check_round_b(
     ):
         raise InvalidReply(name, kind, "the left statistics", "count more than the node holds")
     return pos, counts, sums
+
+
+def _moments_within_rounding(
+    counts: NDArray[Any],
+    sums: NDArray[np.float64],
+    cand: NDArray[np.int64],
+    cand_off: NDArray[np.int64],
+    node_of_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+) -> bool:
+    """Cauchy-Schwarz on Round B increments, within the rounding of a running sum.
+
+    A client's increments are differences of its running sums over a node's rows (in row
+    order), so each carries the rounding of sums as large as the node's: up to about
+    ``n u S`` for ``n`` rows, unit roundoff ``u`` and ``S`` the node's sum of ``w y^2``
+    (its sum of ``|w y|`` at most ``sqrt(W S)``). Targets over many orders of magnitude
+    make that visible (a bin of small targets after large ones); the slack below is four
+    times the bound, tiny against any sum a client could use it to fake.
+    """
+    stats = np.hstack([counts.astype(np.float64), sums])
+    pair = np.searchsorted(cand_off, cand, side="right") - 1
+    node = node_stats[node_of_pair[pair]]
+    n = np.maximum(node[:, STAT_ROWS], 1.0)[:, None]
+    big2 = np.abs(node[:, STAT_TASK + 1 :: 2])
+    slack2 = 4.0 * n * 2.0**-52 * big2
+    slack1 = 4.0 * n * 2.0**-52 * np.sqrt(np.abs(node[:, STAT_WEIGHT])[:, None] * big2)
+    s1, s2 = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
+    weight = stats[:, STAT_WEIGHT][:, None]
+    low = np.maximum(np.abs(s1) - slack1, 0.0)
+    return bool(
+        np.all(s2 >= -slack2) and np.all(low * low <= weight * (s2 + slack2) * (1 + 1e-7) + 1e-9)
+    )
 
 
 # --------------------------------------------------------------------------- OOB

@@ -323,8 +323,13 @@ def _moment_scale(yn: float, y1: float, y2: float, poisson: bool) -> tuple[float
     center = math.sinh(mean)
     if poisson:
         return 0.0, max(math.sinh(mean + 2 * std) / 2.0, 1e-12)
-    spread = max(math.sinh(mean + 2 * std) - center, center - math.sinh(mean - 2 * std))
-    return center, max(spread / 2.0, 1e-12, 1e-9 * abs(center))
+    # One standard deviation of asinh(y) each side, mapped back: for targets of small
+    # spread (asinh nearly linear over them) their standard deviation, for targets over
+    # orders of magnitude (a large spread of asinh(y)) their typical size. (Two deviations
+    # halved, as before, put a target of +-10^6 at a scale of about 10^12: its squares
+    # then fell below the fixed point's resolution and the forest learnt nothing.)
+    spread = max(math.sinh(mean + std) - center, center - math.sinh(mean - std))
+    return center, max(spread, 1e-12, 1e-9 * abs(center))
 
 
 def _two_words(sums: dict[str, NDArray[np.float64]], name: str) -> NDArray[np.float64]:

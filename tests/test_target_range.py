@@ -1,0 +1,80 @@
+"""Regression targets far from unit scale: large, signed, heavy-tailed, zero-inflated.
+
+Under "secure" the targets travel standardised by a center and a scale from the pooled
+moments of asinh(y); under "none" the server checks each bin's moments, which a client
+computes as differences of running sums. Both once failed on ordinary money-like targets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fedforest as ff
+from fedforest.federated.server.checks import InvalidReply
+
+
+def _rows(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    return X, X[:, 0] + 0.5 * rng.normal(size=n), rng.integers(0, 3, n)
+
+
+def _relative_mse(model, X_test, y_test) -> float:
+    return float(np.mean((model.predict(X_test) - y_test) ** 2) / np.var(y_test))
+
+
+@pytest.mark.parametrize("scale", [1e6, 1e12, 1e40])
+def test_secure_learns_signed_targets_of_any_magnitude(scale: float) -> None:
+    # y = s * (x0 + noise): the scale once came out near s^2 (two deviations of asinh(y),
+    # halved), so every z^2 fell below the fixed point's resolution and the forest
+    # predicted the mean (relative MSE 1.0 at s >= 1e6; 0.24 at s = 1).
+    X, y, h = _rows(2000, 0)
+    X_test, y_test, _ = _rows(2000, 1)
+    kw = dict(n_estimators=10, random_state=0)
+    unit = _relative_mse(ff.FedForestRegressor(**kw).fit(X, y, client_ids=h), X_test, y_test)
+    big = ff.FedForestRegressor(**kw).fit(X, y * scale, client_ids=h)
+    assert _relative_mse(big, X_test, y_test * scale) < 1.25 * unit
+    assert unit < 0.4
+
+
+def test_none_accepts_bins_of_small_targets_after_large_ones() -> None:
+    # Log-normal targets over ten orders of magnitude: a bin of small targets is the
+    # difference of running sums of large ones, and its sum of y^2 carries their rounding.
+    # The server's moment check once called that an invalid reply from an honest client.
+    X, _, h = _rows(3000, 2)
+    y = np.exp(3 * X[:, 0] + 0.5 * np.random.default_rng(3).normal(size=X.shape[0]))
+    model = ff.FedForestRegressor(n_estimators=10, random_state=0, privacy="none")
+    model.fit(X, y, client_ids=h)  # raised InvalidReply (round_b, the left statistics)
+    X_test, _, _ = _rows(3000, 5)
+    y_test = np.exp(3 * X_test[:, 0] + 0.5 * np.random.default_rng(6).normal(size=3000))
+    assert _relative_mse(model, X_test, y_test) < 0.7
+
+
+def test_a_reply_far_outside_rounding_is_still_refused() -> None:
+    # The slack is the rounding of the client's own node sums, nothing more: a bin whose
+    # sum of y^2 is far below what its sum of y implies still fails.
+    from fedforest.federated.protocol import Message, pack_increments
+    from fedforest.federated.server.checks import check_round_b
+
+    node = np.array([[10.0, 10.0, 30.0, 100.0]])  # rows, weight, sum y, sum y^2
+    left = np.array([[4.0, 4.0, 20.0, 1.0]])  # sum y 20 over 4 rows needs sum y^2 >= 100
+    msg = Message("round_b", {}, pack_increments(left, np.array([True]), 2, "left"))
+    with pytest.raises(InvalidReply, match="sums of y\\^2 smaller"):
+        check_round_b(
+            "c", msg, np.array([0, 1]), np.array([0]), node, 4, 2, "regression",
+            np.array([0]),
+        )  # fmt: skip
+
+
+def test_zero_inflated_targets_say_what_to_do_under_secure() -> None:
+    X, _, h = _rows(3000, 4)
+    y = np.where(X[:, 0] > 1.8, 1e9 * (1 + 0.1 * X[:, 1]), 0.0)
+    with pytest.raises(ValueError, match="too far from the pooled center.*np.log1p"):
+        ff.FedForestRegressor(n_estimators=5, random_state=0).fit(X, y, client_ids=h)
+    # The advice holds: Poisson sums of such counts fit the fixed point.
+    model = ff.FedForestRegressor(n_estimators=5, random_state=0, criterion="poisson")
+    model.fit(X, y, client_ids=h)
+    # (Poisson's rule keeps a child whose targets sum to 0 from being split off, as in
+    # scikit-learn: the zero rows' predictions stay above 0.)
+    assert model.predict(X[X[:, 0] > 2.2]).mean() > 4 * model.predict(X[X[:, 0] < 0]).mean()
