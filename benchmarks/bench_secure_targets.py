@@ -3,7 +3,9 @@
 The data of ``tests/test_secure_targets.py``: three outputs of different scales
 (Friedman's, ``100 + 10 x0 x1 + x5``, ``5 sin(6 x2)``; test MSE averaged over the outputs)
 and Poisson counts with rate ``exp(0.5 x0 - 0.7 x1 - 0.5)`` (test deviance against the
-true rates), training rows in 5 clients, as many test rows. Per seed and setting the
+true rates); and of ``tests/test_secure_multi_output_classification.py``: three label
+columns of 2, 3 and 2 classes (test error: 1 - subset accuracy). Training rows in 5
+clients, as many test rows. Per seed and setting the
 ratio of ``"secure"`` to ``"none"``: at the defaults (``"none"`` with its local candidates
 and leaves of 5, ``"secure"`` with ``min_aggregate_rows=10``) and under the same rules
 (``min_aggregate_rows=1`` against ``"none"`` without local candidates), with the secure
@@ -12,6 +14,7 @@ fit's time and megabytes; for multi-output also the three outputs fitted one by 
 Usage::
 
     python benchmarks/bench_secure_targets.py [--rows 3000] [--seeds 3] [--trees 40]
+        [--targets multi-output poisson multi-output-classification]
 """
 
 from __future__ import annotations
@@ -54,10 +57,43 @@ def counts(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, rng.poisson(rate).astype(float), rate
 
 
+def labels(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Three label columns (2, 3 and 2 classes) of five normal features, with noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    Y = np.column_stack(
+        [
+            np.where(X[:, 0] + 0.5 * rng.normal(size=n) > 0, "y", "n"),
+            np.array(["lo", "mid", "hi"])[
+                np.digitize(X[:, 1] + X[:, 2] + 0.3 * rng.normal(size=n), [-0.5, 0.5])
+            ],
+            np.where(X[:, 3] * X[:, 0] + 0.3 * rng.normal(size=n) > 0, "a", "b"),
+        ]
+    )
+    return X, Y
+
+
+def classify(rows: int, seed: int, kw: dict) -> tuple:
+    """Multi-output classification: (1 - subset accuracy, the outputs' mean error alone, ...)."""
+    cid = np.random.default_rng(seed).integers(0, 5, rows)
+    X_all, Y_all = labels(2 * rows, 30 + seed)
+    X, Y, X_test, Y_test = X_all[:rows], Y_all[:rows], X_all[rows:], Y_all[rows:]
+    model = ff.FedForestClassifier(**kw)
+    start = time.perf_counter()
+    model.fit(X, Y, client_ids=cid)
+    seconds = time.perf_counter() - start
+    err = 1.0 - float(np.mean(np.all(model.predict(X_test) == Y_test, axis=1)))
+    one = [ff.FedForestClassifier(**kw).fit(X, Y[:, o], client_ids=cid) for o in range(3)]
+    each = float(np.mean([1.0 - m.score(X_test, Y_test[:, o]) for o, m in enumerate(one)]))
+    return err, each, seconds, model.communication_.total_megabytes
+
+
 def score(target: str, rows: int, seed: int, trees: int, privacy: str, rules: dict) -> tuple:
     """(test error, one-output-at-a-time error or NaN, fit seconds, megabytes)."""
     cid = np.random.default_rng(seed).integers(0, 5, rows)
     kw = {"privacy": privacy, "random_state": seed, "n_estimators": trees, **rules}
+    if target == "multi-output-classification":
+        return classify(rows, seed, kw)
     if target == "poisson":
         X, y, _ = counts(rows, 10 + seed)
         X_test, _, rate = counts(rows, 20 + seed)
@@ -88,12 +124,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=3000, help="training rows (5 clients)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds (data and forests)")
     parser.add_argument("--trees", type=int, default=40, help="trees of every forest")
+    parser.add_argument(
+        "--targets",
+        nargs="+",
+        default=["multi-output", "poisson", "multi-output-classification"],
+        choices=["multi-output", "poisson", "multi-output-classification"],
+    )
     args = parser.parse_args()
     print(f"# {platform.machine()}, {platform.python_version()}, fedforest {ff.__version__}")
     print(f"# {args.rows} training rows in 5 clients, {args.trees} trees, {args.seeds} seeds")
     print("| target | rules | secure / none per seed | mean | outputs alone | secure s | MB |")
     print("|---|---|---|---:|---:|---:|---:|")
-    for target in ("multi-output", "poisson"):
+    for target in args.targets:
         for name, (none_rules, secure_rules) in RULES.items():
             ratios, singles, seconds, mb = [], [], [], []
             for seed in range(args.seeds):

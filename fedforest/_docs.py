@@ -191,9 +191,9 @@ _CLASSIFICATION = {
     "title": "Federated random forest classifier (the FedForest method).",
     "statistics": (
         "statistics (per-class weighted counts; one block per output for multi-output y,\n"
-        'under ``privacy="none"``). ``predict_proba`` averages the trees\' leaf class\n'
-        "proportions, as scikit-learn does (a list of one array per output for\n"
-        "multi-output y, whose ``predict`` is (n_samples, n_outputs))."
+        'masked at every block under ``privacy="secure"``). ``predict_proba`` averages\n'
+        "the trees' leaf class proportions, as scikit-learn does (a list of one array per\n"
+        "output for multi-output y, whose ``predict`` is (n_samples, n_outputs))."
     ),
     "criterion": (
         'criterion : {"gini", "entropy", "log_loss"}, default="gini"\n'

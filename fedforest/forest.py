@@ -228,7 +228,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             Numeric features (no infinity); NaN is a missing value, as in scikit-learn.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Targets: numbers (regressor) or class labels (classifier); several columns
-            are multi-output y (a classifier's under ``privacy="none"`` only).
+            are multi-output y.
         client_ids : array-like of shape (n_samples,), default=None
             One client label per row; None puts every row in one client.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -610,7 +610,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = tags.input_tags.sparse = True  # NaN: missing; sparse: dense
-        tags.target_tags.multi_output = self.privacy == "none"  # multi-output y: "none" only
+        tags.target_tags.multi_output = True  # multi-output y, at every privacy level
         return tags
 
 

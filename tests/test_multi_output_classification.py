@@ -3,7 +3,8 @@
 As scikit-learn's forests: one tree for all outputs, its splits chosen on the mean of the
 outputs' Gini (or entropy) decreases, leaves holding each output's class proportions;
 ``classes_`` and ``n_classes_`` are lists, ``predict`` is (n, n_outputs) and
-``predict_proba`` a list. Under ``privacy="none"``; the other levels refuse it, saying why.
+``predict_proba`` a list. Under ``privacy="none"`` here; under "secure" and "dp" in
+tests/test_secure_multi_output_classification.py.
 """
 
 from __future__ import annotations
@@ -325,8 +326,6 @@ def test_a_model_file_with_wrong_class_lists_is_refused(tmp_path, classes) -> No
 def test_what_multi_output_classification_cannot_do_is_refused_saying_why() -> None:
     X, Y = _data(300, 9)
     cid = np.repeat([0, 1, 2], 100)
-    with pytest.raises(ValueError, match='available with privacy="none" only.*"secure"'):
-        ff.FedForestClassifier(n_estimators=2).fit(X, Y)  # the default privacy
     for kw in (
         dict(split_on_client=True),
         dict(split_rule="avgimp"),

@@ -131,9 +131,11 @@ def linked_rows(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray, h, n_b
     return float(rebuilt.mean())
 
 
-def pooled_view(fed: RecordingFederation, n_classes: int, n_outputs: int = 1) -> dict[str, float]:
+def pooled_view(
+    fed: RecordingFederation, n_classes: int, n_outputs: int = 1, weighted: bool = False
+) -> dict[str, float]:
     """What the server decodes from the masked sums: the fewest rows of any released sum."""
-    bits = stat_frac_bits(n_classes, n_outputs=n_outputs)
+    bits = stat_frac_bits(n_classes, weighted, n_outputs)
     fewest = {"summary": np.inf, "interval": np.inf, "group": np.inf}
     last_pair_off = last_summary = None
     for requests, replies in fed.rounds:
@@ -285,6 +287,95 @@ def test_attack_finds_nothing_under_secure_in_the_new_target_columns(target: str
     assert fewest["summary"] >= m and fewest["interval"] >= m, fewest
     assert fewest["group"] >= m, fewest
     assert min(t.n_node_samples.min() for t in model.trees_) >= m
+
+
+def per_client_class_counts(
+    fed: RecordingFederation, sizes: tuple[int, ...], counts: dict[str, np.ndarray]
+) -> dict[str, float]:
+    """What one client's masked answers tell, decoded alone (as the server could try).
+
+    ``"summary"``: the share of one client's Round A node summaries that read as node
+    class counts (rows within the client's, every output's block of class weights >= 0
+    and adding up to the weight); ``"class_counts"``: the share of clients whose grid-round
+    class counts decode to their own counts per output (``counts``, which the test knows).
+    """
+    bits = stat_frac_bits(sum(sizes), True, len(sizes))  # weighted: class_weight below
+    starts = np.cumsum([0, *sizes[:-1]])
+    readable, total, exact, sent = 0, 0, 0, 0
+    for _, replies in fed.rounds:
+        for name, msg in replies.items():
+            if msg.kind == ROUND_A and "summary" in msg.arrays:
+                alone = from_fixed(msg.arrays["summary"], bits)
+                n = counts[name][: sizes[0]].sum()
+                blocks = np.add.reduceat(alone[:, 2:], starts, axis=1)
+                ok = (alone[:, 0] >= 0) & (alone[:, 0] <= n) & (alone[:, 1] >= 0)
+                ok &= np.all(alone[:, 2:] >= 0, axis=1)
+                ok &= np.all(np.abs(blocks - alone[:, 1:2]) <= 1e-6 * (1 + alone[:, 1:2]), axis=1)
+                readable, total = readable + int(ok.sum()), total + ok.size
+            if "class_counts" in msg.arrays:
+                sent += 1
+                exact += int(
+                    np.array_equal(from_fixed(msg.arrays["class_counts"], 0), counts[name])
+                )
+    return {"summary": readable / max(total, 1), "class_counts": exact / max(sent, 1)}
+
+
+def _multi_output_labels(X: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
+    """Three label columns of 2, 3 and 2 classes from the features (and noise)."""
+    x = X.to_numpy()
+    n = len(x)
+    return np.column_stack(
+        [
+            (x[:, 0] + 0.5 * rng.normal(size=n) > 0).astype(int),
+            np.digitize(x[:, 1] + x[:, 2] + 0.3 * rng.normal(size=n), [-0.5, 0.5]),
+            (x[:, 3] * x[:, 0] + 0.3 * rng.normal(size=n) > 0).astype(int) + 5,
+        ]
+    )
+
+
+@pytest.mark.parametrize("masked", [True, False], ids=["secure", "masks-off"])
+def test_attack_finds_nothing_under_secure_in_multi_output_classification(
+    masked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One block of masked class counts per output; the grid round's class counts.
+
+    With the masks switched off (test only) the same attack reads every client's class
+    counts: the test can fail.
+    """
+    if not masked:
+        from fedforest.federated.privacy.secagg import MaskingKeys
+
+        monkeypatch.setattr(MaskingKeys, "mask", lambda self, arrays, peers, tag: dict(arrays))
+    X, _, h = _data()  # multi-output takes no categories
+    Y = _multi_output_labels(X, np.random.default_rng(5))
+    sizes = (2, 3, 2)
+    model = ff.FedForestClassifier(n_estimators=20, class_weight="balanced", random_state=0)
+    assert model.privacy == "secure"
+    fed = _fit(model, X, Y, h)
+    columns = set()
+    for _, replies in fed.rounds:
+        for msg in replies.values():
+            for name, arr in msg.arrays.items():
+                assert arr.dtype in (np.uint64, np.uint8), (msg.kind, name, arr.dtype)
+                if msg.kind == ROUND_A and name == "summary":
+                    columns.add(arr.shape[1])
+    assert columns == {2 + sum(sizes)}  # one block of class columns per output
+    assert raw_value_exposure(fed, X, Y) == 0.0
+    m = max(10, 2 * model.min_samples_leaf)
+    fewest = pooled_view(fed, sum(sizes), len(sizes), weighted=True)  # class weights: real
+    assert fewest["summary"] >= m and fewest["interval"] >= m, fewest
+    assert min(t.n_node_samples.min() for t in model.trees_) >= m
+    own = {
+        f"site{k}": np.concatenate(
+            [np.bincount(Y[h == k, o] - Y[:, o].min(), minlength=s) for o, s in enumerate(sizes)]
+        )
+        for k in np.unique(h)
+    }
+    leaked = per_client_class_counts(fed, sizes, own)
+    if masked:
+        assert leaked == {"summary": 0.0, "class_counts": 0.0}, leaked
+    else:  # without the masks every client's counts are there to read
+        assert leaked == {"summary": 1.0, "class_counts": 1.0}, leaked
 
 
 # --------------------------------------------------------------------------- across levels

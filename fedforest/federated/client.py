@@ -132,7 +132,7 @@ class Client:
         (:meth:`align_columns`); other names are an error.
     y : array-like, shape (n_samples,) or (n_samples, n_outputs)
         Targets (numbers for regression, labels for classification). Several targets per
-        row as columns are multi-output y (classification under ``privacy="none"`` only).
+        row as columns are multi-output y (at every privacy level).
     name : str
         Unique client name; seeds the client's bootstrap.
     categorical_features : list of column names or indices, optional
@@ -311,10 +311,8 @@ class Client:
         else:  # codes; with several outputs, each in its own block of class columns
             y, n_classes = class_codes(self.y_raw, classes, self.name)
         self._class_sizes = class_sizes(classes) if classes is not None else ()
-        if setup.get("privacy") in ("secure", "dp"):
-            secure = self._secure_party()
-            if n_classes == 0:
-                y = secure.standardise(setup, y)
+        if setup.get("privacy") in ("secure", "dp"):  # regression: standardised targets
+            y = self._secure_party().set_up(setup, y, n_classes)
         self._encode_categories(setup.get("categories") or {})
         clients = setup.get("clients") or []
         first_tree = int(setup.get("first_tree", 0))

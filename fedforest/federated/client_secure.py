@@ -24,6 +24,7 @@ from scipy.special import xlogy
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, n_stats
 from . import client_kernels as K
 from .client_sketch import fine_codes
+from .client_targets import label_counts
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2
@@ -173,7 +174,8 @@ class SecureParty:
         ``(w c, w max(c log c, 1/e))`` (``0 <= u <= c``).
         """
         assert self.dp is not None
-        w, c = float(self.dp["max_weight"]), float(self.dp["clip"])
+        w = float(self.dp["max_weight"]) * float(self.dp.get("class_factor", 1.0))
+        c = float(self.dp["clip"])
         k = fit_outputs(fit)
         s = n_stats("classification" if fit.n_classes else "regression", fit.n_classes, k)
         out = np.full(s, w)
@@ -242,16 +244,7 @@ class SecureParty:
                 y_mom = self.noisy(msg, y_mom, m_bounds, "target_sigma")
                 arrays["y_moments"], arrays["y_moments_lo"] = to_fixed2(y_mom, MOMENT_FRAC_BITS)
             if "class_counts" in msg.header:  # class_weight="balanced": rows per class
-                labels = msg.header["class_counts"]
-                if not isinstance(labels, list):
-                    raise ValueError(f"Client {c.name!r}: the class list is not a list.")
-                index = {label: i for i, label in enumerate(labels)}
-                uniq, n_per = np.unique(c.y_raw, return_counts=True)
-                mine = np.zeros(len(labels))
-                for label, count in zip(uniq.tolist(), n_per.tolist(), strict=True):
-                    if label not in index:
-                        raise ValueError(f"Client {c.name!r}: its label {label!r} is not a class.")
-                    mine[index[label]] = count
+                mine = label_counts(c.y_raw, msg.header["class_counts"], c.name)  # per output
                 arrays["class_counts"] = to_fixed(mine, 0)
             return self._masked(msg, GRID, arrays)
         edges = expect_array(msg, "edges", "f", (feats.size, None), "server")
@@ -264,6 +257,21 @@ class SecureParty:
         return self._masked(msg, GRID, {"hist": to_fixed(cum, 0)})
 
     # ------------------------------------------------------------------ set-up
+    def set_up(
+        self, setup: dict[str, Any], y: NDArray[np.float64], n_classes: int
+    ) -> NDArray[np.float64]:
+        """The party's part of the set-up: regression targets standardised (returned).
+
+        Under "dp" with multi-output class weights (the set-up's ``class_weights``), a row
+        weighs its bootstrap count times the product of its outputs' class weights: every
+        weight and class column is then bounded by ``max_weight`` times the product of each
+        output's largest class weight (``class_factor``), so that each released entry still
+        moves by at most 1 in its bound's units when one row is replaced.
+        """
+        if self.dp is not None:
+            self.dp["class_factor"] = class_factor(setup.get("class_weights"), self.client.name)
+        return y if n_classes else self.standardise(setup, y)
+
     def standardise(self, setup: dict[str, Any], y: NDArray[np.float64]) -> NDArray[np.float64]:
         """Regression targets as the sums carry them: ``z = (y - center) / scale``.
 
@@ -456,6 +464,24 @@ def increments(cum: NDArray[np.float64], off: NDArray[np.int64]) -> NDArray[np.f
     starts = off[:-1][np.diff(off) > 0]
     out[starts] = cum[starts]
     return out
+
+
+def class_factor(class_weights: Any, client: str) -> float:
+    """The most a row's multi-output class weight can be (1 without class weights).
+
+    The product of each output's largest class weight.
+    """
+    if class_weights is None:
+        return 1.0
+    try:
+        weights = [np.asarray(per_class, dtype=np.float64) for per_class in class_weights]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"Client {client!r}: invalid class weights from the server: {class_weights!r}"
+        ) from exc
+    if any(w.ndim != 1 or not w.size or not np.all(np.isfinite(w) & (w >= 0)) for w in weights):
+        raise ValueError(f"Client {client!r}: class weights must be finite and >= 0.")
+    return float(np.prod([w.max() for w in weights]))
 
 
 def _standard(value: Any) -> float | NDArray[np.float64]:

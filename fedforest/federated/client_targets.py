@@ -22,6 +22,7 @@ __all__ = [
     "class_row_weights",
     "correct_rows",
     "feature_sketches",
+    "label_counts",
     "label_header",
     "poisson_column",
     "proposal_target",
@@ -79,6 +80,31 @@ def label_header(y: NDArray[Any], counts: bool) -> dict[str, Any]:
         tally = [c.tolist() for _, c in found]
         header["label_counts"] = tally[0] if y.ndim == 1 else tally
     return header
+
+
+def label_counts(y: NDArray[Any], classes: Any, name: str) -> NDArray[np.float64]:
+    """The client's rows per class, in the federation's class order.
+
+    ``classes``: the class list (one list per output for multi-output y, whose counts come
+    one block per output, in output order). class_weight="balanced" under "secure": the
+    client's part of the masked pooled class counts.
+    """
+    multi = isinstance(classes, list) and bool(classes) and isinstance(classes[0], list)
+    per_output = classes if multi else [classes]
+    columns = [y] if y.ndim == 1 else [y[:, o] for o in range(y.shape[1])]
+    if not isinstance(classes, list) or len(columns) != len(per_output):
+        raise ValueError(f"Client {name!r}: the class list is not one list per output of y.")
+    out = []
+    for column, labels in zip(columns, per_output, strict=True):
+        index = {label: i for i, label in enumerate(labels)}
+        mine = np.zeros(len(labels))
+        uniq, n_per = np.unique(column, return_counts=True)
+        for label, count in zip(uniq.tolist(), n_per.tolist(), strict=True):
+            if label not in index:
+                raise ValueError(f"Client {name!r}: its label {label!r} is not a class.")
+            mine[index[label]] = count
+        out.append(mine)
+    return np.concatenate(out)
 
 
 def class_codes(y: NDArray[Any], classes: list[Any], name: str) -> tuple[NDArray[np.float64], int]:

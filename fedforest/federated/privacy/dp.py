@@ -126,11 +126,11 @@ def entries_per_row(
     """Entries one row touches over a fit (each moves by at most 1 in bound units).
 
     Per tree and level: its node summary (``n_stats`` entries, of which a classification
-    row touches rows, weight and its class; a regression row every output's pair), and per
-    sampled feature one Round A bin (rows, weight) and one Round B interval or category
-    group (the summary's entries).
+    row touches rows, weight and its class in each output's block; a regression row every
+    output's pair), and per sampled feature one Round A bin (rows, weight) and one Round B
+    interval or category group (the summary's entries).
     """
-    per_level = level_entries(n_sampled, n_stats, classification)
+    per_level = level_entries(n_sampled, n_stats, classification, n_outputs)
     return (
         grid_entries(n_numeric, classification)
         + target_entries(classification, n_outputs)
@@ -144,9 +144,13 @@ def effective_entries(entries: float, grid: float, target: float = 0.0) -> float
     return entries - grid - target + grid * GRID_NOISE_RATIO**2 + target * TARGET_NOISE_RATIO**2
 
 
-def level_entries(n_sampled: int, n_stats: int, classification: bool) -> int:
-    """Entries one row touches in one tree's level (Round A and Round B)."""
-    touched = 3 if classification else n_stats
+def level_entries(n_sampled: int, n_stats: int, classification: bool, n_outputs: int = 1) -> int:
+    """Entries one row touches in one tree's level (Round A and Round B).
+
+    A classification row touches rows, weight and one class column per output (its class
+    in each output's block); a regression row every column.
+    """
+    touched = 2 + n_outputs if classification else n_stats
     return touched + n_sampled * (2 + touched)
 
 

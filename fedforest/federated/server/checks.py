@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
 from ..criteria import s_log_mean
+from ..privacy.secagg import FRAC_BITS
 from ..protocol import Message, expect_array, unpack_gains, unpack_increments, unpack_sketch
 from . import check_kernels as ck
 
@@ -36,8 +37,10 @@ __all__ = [
     "Check",
     "ClientRecords",
     "InvalidReply",
+    "check_class_blocks",
     "check_envelope",
     "check_handshake",
+    "check_pooled_class_counts",
     "check_oob",
     "as_invalid",
     "check_round_b",
@@ -720,3 +723,60 @@ def masked_arrays(specs: dict[str, tuple[int, ...]]) -> Check:
                 )
 
     return check
+
+
+# --------------------------------------------------------------------------- pooled sums
+def check_pooled_class_counts(
+    counts: NDArray[np.float64], sizes: tuple[int, ...], n_rows: float
+) -> None:
+    """Under "secure": the masked sum of the clients' class counts (class_weight="balanced").
+
+    Whole, non-negative, and each output's block adds up to the rows of the clients that
+    answered (public from the handshake). A violation means some client sent counts that
+    no labels have (secure aggregation hides which).
+    """
+    blocks = np.split(counts, np.cumsum(sizes)[:-1])
+    bad = [
+        o
+        for o, block in enumerate(blocks)
+        if not np.all(np.isfinite(block))
+        or np.any(block < 0)
+        or np.any(block != np.round(block))
+        or block.sum() != n_rows
+    ]
+    if bad:
+        where = f" of output {bad[0]}" if len(sizes) > 1 else ""
+        raise ValueError(
+            f"The pooled class counts{where} of the grid round are not whole non-negative "
+            f"counts adding up to the {n_rows:.0f} rows of the clients: some client sent counts "
+            "that no labels have (secure aggregation hides which)."
+        )
+
+
+def check_class_blocks(
+    stats: NDArray[np.float64], sizes: tuple[int, ...], weighted: bool, what: str
+) -> None:
+    """Under "secure": each output's block of pooled class weights adds up to the weight.
+
+    Without sample or class weights every column is a whole count and the blocks add up
+    exactly; with them each client's fixed point moves each column by at most
+    ``2^-(FRAC_BITS + 1)`` (a client without rows in the sum sends exact zeros, so at most
+    ``rows`` clients round): the check allows ``rows (size + 1) 2^-FRAC_BITS``. A violation
+    means some client sent class weights that no rows have (secure aggregation hides which).
+    """
+    if not stats.size:
+        return
+    starts = np.cumsum((0,) + tuple(sizes[:-1]))
+    totals = np.add.reduceat(stats[:, STAT_TASK:], starts, axis=1)
+    w = stats[:, STAT_WEIGHT][:, None]
+    tol = np.zeros((1, len(sizes)))
+    if weighted:
+        tol = stats[:, STAT_ROWS][:, None] * (np.asarray(sizes) + 1.0) * 2.0**-FRAC_BITS + 1e-9
+    bad = np.abs(totals - w) > tol
+    if np.any(bad):
+        raise ValueError(
+            f"The pooled sums of {what} hold class weights that do not add up to the weight "
+            f"(output {int(np.flatnonzero(bad.any(axis=0))[0])}, at {int(bad.any(axis=1).sum())}"
+            " rows of statistics): some client sent class weights that no rows have (secure "
+            "aggregation hides which)."
+        )

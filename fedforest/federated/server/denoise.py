@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from ..._common import STAT_ROWS, STAT_WEIGHT
+from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
 from ..criteria import s_log_mean
 from .config import GrowerConfig
 from .level import cumsum_segments
@@ -24,6 +24,7 @@ __all__ = [
     "cumulative",
     "cumulative_stats",
     "denoise_a",
+    "fill_empty_blocks",
     "from_z",
     "stat_task",
     "to_z",
@@ -61,11 +62,37 @@ def denoise_a(
     grid_off: NDArray[np.int64],
     clip: float,
     task: str,
+    class_sizes: tuple[int, ...] = (),
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Post-processing of noisy Round A sums: counts non-negative, histograms cumulative."""
+    """Post-processing of noisy Round A sums: counts non-negative, histograms cumulative.
+
+    ``class_sizes``: classification's blocks of class columns (one per output), each made
+    a distribution of the node's weight (:func:`fill_empty_blocks`).
+    """
     summary = clip_stats(summary, clip, task)
     summary[:, STAT_WEIGHT] = np.maximum(summary[:, STAT_WEIGHT], 1.0)  # leaf values divide
+    summary = fill_empty_blocks(summary, class_sizes)
     return summary, cumulative(np.maximum(hist, 0.0), grid_off)
+
+
+def fill_empty_blocks(
+    stats: NDArray[np.float64], class_sizes: tuple[int, ...]
+) -> NDArray[np.float64]:
+    """Noisy node statistics whose block of class weights the clipping left all zero.
+
+    Per output (``class_sizes``: its block's columns): where the noise drowned every class
+    of a node, the block gets the node's weight spread evenly, so that a leaf predicts
+    uniform proportions for that output rather than none (its proportions must add up to
+    1: model files refuse a block that does not). Other blocks are unchanged.
+    """
+    out = np.array(stats, dtype=np.float64, copy=True)
+    start = STAT_TASK
+    for size in class_sizes:
+        block = out[:, start : start + size]  # a view: filled in place
+        empty = block.sum(axis=1) <= 0
+        block[empty] = (out[empty, STAT_WEIGHT] / size)[:, None]
+        start += size
+    return out
 
 
 def clip_stats(stats: NDArray[np.float64], clip: float, task: str) -> NDArray[np.float64]:
@@ -150,6 +177,7 @@ def consistent_children(
         z = to_z(stats, state, cfg.task == "regression")
         z = clip_stats(z, clip, stat_task(cfg))
         z[:, STAT_WEIGHT] = np.maximum(z[:, STAT_WEIGHT], 1.0)
+        z = fill_empty_blocks(z, cfg.class_sizes)
         out.append(from_z(z, state, cfg.task == "regression"))
     keep = best.feature >= 0
     left = np.where(keep[:, None], out[0], best.left)

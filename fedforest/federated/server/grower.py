@@ -21,10 +21,9 @@ from ...tree.prune import prune_forest
 from ..criteria import impurity, leaf_value
 from ..failure import DropFailedClients
 from ..federation import Federation
-from ..privacy import dp
 from ..privacy.rules import default_min_rows
 from ..protocol import ROUND_A, ROUND_B, CommunicationLedger, Message, expand_candidates
-from . import secure
+from . import budget, secure
 from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
 from .draws import sample_features as _sample_features
@@ -34,7 +33,7 @@ from .oob import oob_round
 from .resolve import bootstrap_draws, resolve_max_features, resolve_sizes, root_constant
 from .rounds import exchange as _exchange
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
-from .weights import fixed_class_weights, output_class_weights, weigh, weigh_level
+from .weights import set_up_class_weights, weigh, weigh_level
 
 __all__ = ["GrowerConfig", "ForestResult", "forest_importances", "grow_forest"]
 
@@ -378,8 +377,7 @@ def _secure_level(
     n_slots = frontier.tree.size
     ctx["secure_slots"] = (frontier.tree + ctx["first_tree"], frontier.node)
     if "dp" in ctx:  # a row is in one node per tree and level
-        per_level = dp.level_entries(ctx["k"], ctx["n_stats"], cfg.task == "classification")
-        ctx["dp_released"][0] += np.unique(frontier.tree).size * per_level
+        budget.release_level(cfg, ctx, np.unique(frontier.tree).size)
     level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_rows)
     pooled = _pool_node_stats(builders, frontier, level.pooled[None], ctx)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
@@ -661,11 +659,7 @@ def grow_forest(
     if schema["classes"] is not None:  # one block of class columns per output
         cfg = replace(cfg, class_sizes=class_sizes(schema["classes"]))
     if cfg.class_weight is not None and cfg.class_outputs > 1:  # weights on the rows
-        schema["class_weights"] = output_class_weights(
-            cfg.class_weight, schema["classes"], schema["class_counts"]
-        )
         schema["weighted"] = True  # the clients' row weights: real numbers now
-        cfg = replace(cfg, class_weight=None)
     n_classes = sum(cfg.class_sizes)
     ctx: dict[str, Any] = {
         "d": d,
@@ -690,21 +684,12 @@ def grow_forest(
         ),
     }
     if cfg.privacy == "dp":
-        ctx["dp"] = schema["dp"] = _dp_plan(cfg, schema, ctx)
-        n_numeric = int((ctx["n_categories"] == 0).sum())
-        cls = n_classes > 0
-        n_out = schema["n_outputs"]
-        ctx["dp_released"] = [dp.grid_entries(n_numeric, cls) + dp.target_entries(cls, n_out)]
+        budget.plan_fit(cfg, schema, ctx)
     if cfg.privacy != "none":
         ctx["secure"] = schema["secure"] = secure.setup_grids(
             fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
         )
-    if cfg.class_weight is not None:
-        counts = schema["class_counts"]
-        if counts is None and cfg.class_weight == "balanced":
-            counts = ctx["secure"].class_counts  # a masked sum of the first grid round
-        ctx["class_weight"] = cfg.class_weight
-        ctx["class_w"] = fixed_class_weights(cfg.class_weight, schema["classes"], counts)
+    cfg = set_up_class_weights(cfg, schema, ctx)  # once the class counts are known
     ctx["root_constant"] = root_constant(schema, ctx)
     start = cfg.first_tree
     builders = [_TreeBuilder() for _ in range(start, cfg.n_estimators)]
@@ -748,40 +733,15 @@ def grow_forest(
         categories=schema["categories"],
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
     )
-    cls_task = cfg.task == "classification"
     if cfg.oob_score:
         oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"])
         if "dp" in ctx:
-            ctx["dp_released"][0] += dp.oob_entries(cls_task, schema["n_outputs"])
+            budget.release_oob(cfg, schema, ctx)
     else:
         _finish_clients(fed)
     if "dp" in ctx:
-        plan: dp.DpPlan = ctx["dp"]
-        grid = dp.grid_entries(int((ctx["n_categories"] == 0).sum()), cls_task)
-        target = dp.target_entries(cls_task, schema["n_outputs"])
-        spent = dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target)
-        result.privacy_report = plan.report(spent)
+        result.privacy_report = budget.report(cfg, schema, ctx)
     return result
-
-
-def _dp_plan(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> dp.DpPlan:
-    """The noise of the whole fit, calibrated before anything is released."""
-    assert cfg.epsilon is not None and cfg.max_depth is not None
-    n_rows = sum(schema["n_samples"].values())
-    delta = cfg.delta if cfg.delta is not None else min(1e-5, 0.1 / max(n_rows, 1))
-    entries = dp.entries_per_row(
-        n_trees=cfg.n_estimators,
-        max_depth=cfg.max_depth,
-        n_sampled=ctx["k"],
-        n_numeric=int((ctx["n_categories"] == 0).sum()),
-        n_stats=ctx["n_stats"],
-        classification=cfg.task == "classification",
-        n_outputs=schema["n_outputs"],
-    )
-    cls = cfg.task == "classification"
-    grid = dp.grid_entries(int((ctx["n_categories"] == 0).sum()), cls)
-    target = dp.target_entries(cls, schema["n_outputs"])
-    return dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, target)
 
 
 def _finish_clients(fed: Federation) -> None:

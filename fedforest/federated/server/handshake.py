@@ -139,33 +139,23 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig, categorica
                 f"Client {name!r} has {rep.header.get('n_outputs', 1)} target columns but "
                 f"client {first_name!r} has {k}; every client's y has the same outputs."
             )
-    if k > 1:
-        classify = cfg.task == "classification"
+    if k > 1:  # at every privacy level (one block of masked sums per output)
         refused = {
-            'privacy="secure" and "dp"': cfg.privacy != "none",
             "split_on_client": cfg.split_on_client,
             'split_rule="avgimp"': cfg.split_rule == "avgimp",
             "categorical features": categorical,
             'criterion="poisson"': cfg.criterion == "poisson",
             'class_weight="balanced_subsample"': cfg.class_weight == "balanced_subsample",
         }
-        if not classify:  # multi-output regression: every privacy level
-            del refused['privacy="secure" and "dp"']
         given = [what for what, on in refused.items() if on]
         if given:
-            what = (
-                f'classification ({k} outputs) is available with privacy="none" only, and '
-                if classify
-                else f"y ({k} targets) is available "
-            )
-            others = [r for r in refused if not r.startswith("privacy")]
+            what = "classification" if cfg.task == "classification" else "regression"
             raise ValueError(
-                f"Multi-output {what}without {', '.join(others)}; this fit has "
-                f"{', '.join(given)}. (The secure sums carry no per-output class counts yet, "
-                "the client-index and category orderings rank one target's means, AvgImp and "
-                "Poisson take one target, and a row's multi-output class weight, the product "
-                "of its outputs', would need each tree's bootstrap class counts before its "
-                "first level.)"
+                f"Multi-output {what} ({k} outputs) is available without "
+                f"{', '.join(refused)}; this fit has {', '.join(given)}. (The client-index "
+                "and category orderings rank one target's means, AvgImp and Poisson take one "
+                "target, and a row's multi-output class weight, the product of its outputs', "
+                "would need each tree's bootstrap class counts before its first level.)"
             )
     return k
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..._common import STAT_ROWS, STAT_WEIGHT
+from ..._common import STAT_ROWS, STAT_WEIGHT, class_sizes
 from ..client_secure import MOMENT_FRAC_BITS, oob_frac_bits, stat_frac_bits, target_grid
 from ..criteria import s_log_mean
 from ..federation import ClientFailure, Federation
@@ -35,7 +35,7 @@ from ..privacy.grids import moment_grid, outer_bounds, searchsorted_segments
 from ..privacy.rules import group_categories, safe_from_ancestors, secure_candidates
 from ..privacy.secagg import FRAC_BITS, LOW_BITS, add_in_order, correction, from_fixed
 from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
-from .checks import masked_arrays
+from .checks import check_class_blocks, check_pooled_class_counts, masked_arrays
 from .config import GrowerConfig
 from .denoise import (
     clip_stats,
@@ -121,7 +121,8 @@ def check_config(cfg: GrowerConfig) -> None:
                 (
                     'class_weight="balanced"',
                     "its class counts would need noise of their own; "
-                    '"balanced_subsample" reads them off the trees\' noisy roots, or pass a dict',
+                    '"balanced_subsample" reads them off the trees\' noisy roots, or pass a dict '
+                    "(a list of dicts for multi-output y)",
                 )
             )
         if cfg.epsilon is None or not cfg.epsilon > 0:
@@ -254,8 +255,9 @@ def setup_grids(
         specs["y_moments_lo"] = ((k, 3), 0)
     elif regression:
         specs["y_hist"] = ((k, target_grid().size - 1), 0)
-    if balanced:
-        specs["class_counts"] = ((len(schema["classes"]),), 0)
+    sizes = class_sizes(schema["classes"]) if schema["classes"] is not None else ()
+    if balanced:  # one block of counts per output
+        specs["class_counts"] = ((sum(sizes),), 0)
     sums = secure_exchange(fed, ledger, first, specs)
     moments = _two_words(sums, "moments")
     n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
@@ -295,7 +297,8 @@ def setup_grids(
         root_lo[j], root_hi[j] = lo_f[i], hi_f[i]
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
     if balanced:
-        state.class_counts = np.maximum(sums["class_counts"], 0.0)
+        check_pooled_class_counts(sums["class_counts"], sizes, n_rows)
+        state.class_counts = sums["class_counts"]
     if regression:
         state.poisson = cfg.criterion == "poisson"
         if plan is not None:
@@ -451,9 +454,13 @@ def round_a(
     )
     summary, cum = sums["summary"], sums["hist"]
     if cfg.privacy == "dp":
-        summary, cum = denoise_a(summary, cum, grid_off, ctx["dp"].clip, stat_task(cfg))
+        summary, cum = denoise_a(
+            summary, cum, grid_off, ctx["dp"].clip, stat_task(cfg), cfg.class_sizes
+        )
     elif cfg.criterion == "poisson":
         check_jensen(summary, "Round A's node summaries")
+    elif cfg.task == "classification":
+        check_class_blocks(summary, cfg.class_sizes, ctx["weighted"], "Round A's node summaries")
     pooled = from_z(summary, state, cfg.task == "regression")
     return LevelA(pooled, grid_off, grid, cum)
 
@@ -580,6 +587,9 @@ def round_b(
     elif cfg.criterion == "poisson":
         check_jensen(left_z, "Round B's left statistics")
         check_jensen(groups_z, "Round B's category groups")
+    elif cfg.task == "classification":
+        check_class_blocks(left_z, cfg.class_sizes, ctx["weighted"], "Round B's left statistics")
+        check_class_blocks(groups_z, cfg.class_sizes, ctx["weighted"], "Round B's category groups")
     left = from_z(left_z, state, regression)
     class_w = ctx.get("class_w_nodes")  # class_weight: pooled sums reweighted (weights.py)
     if class_w is not None:
@@ -608,6 +618,7 @@ def round_b(
         min_impurity_decrease=cfg.min_impurity_decrease,
         min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
         missing_side=side,
+        n_outputs=cfg.class_outputs,
     )
     if not group_pair:
         return consistent_children(best, state, cfg, ctx)

@@ -12,23 +12,34 @@ sums it already has: no client sends anything more, whatever the privacy level.
   the first grid round);
 - ``"balanced_subsample"``: the same from each tree's bootstrap, read off its pooled root.
 
-Multi-output y (under ``"none"``): scikit-learn weighs a row by the product of its outputs'
-class weights (a list of one dict per output, or ``"balanced"`` per output), which no
-reweighting of pooled per-output counts gives; the server sends each output's class weights
-in the set-up instead (:func:`output_class_weights`) and every client multiplies its rows'
-weights by them (``client_targets.class_row_weights``).
+Multi-output y: scikit-learn weighs a row by the product of its outputs' class weights (a
+list of one dict per output, or ``"balanced"`` per output), which no reweighting of pooled
+per-output counts gives; the server sends each output's class weights in the set-up instead
+(:func:`output_class_weights`) and every client multiplies its rows' weights by them
+(``client_targets.class_row_weights``). Under ``"balanced"`` the counts are the handshake's
+(``"none"``) or a masked sum of each output's class counts in the first grid round
+(``"secure"``).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_TASK, STAT_WEIGHT
+from .config import GrowerConfig
 
-__all__ = ["balanced", "fixed_class_weights", "output_class_weights", "weigh", "weigh_level"]
+__all__ = [
+    "balanced",
+    "fixed_class_weights",
+    "output_class_weights",
+    "set_up_class_weights",
+    "weigh",
+    "weigh_level",
+]
 
 
 def balanced(class_counts: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -75,7 +86,7 @@ def output_class_weights(
             "For multi-output, class_weight should be a list of dicts, or the string 'balanced'."
         )
     if class_weight == "balanced":
-        assert class_counts is not None  # the handshake's, under "none"
+        assert class_counts is not None  # the handshake's, or the masked grid round's
         return [balanced(counts).tolist() for counts in class_counts]
     if len(class_weight) != len(classes):
         raise ValueError(
@@ -90,6 +101,31 @@ def output_class_weights(
         assert fixed is not None
         out.append(fixed.tolist())
     return out
+
+
+def set_up_class_weights(
+    cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]
+) -> GrowerConfig:
+    """``class_weight`` once the class counts are known (after the grid rounds).
+
+    One output: the per-class weights the server applies to the pooled sums
+    (``ctx["class_w"]``). Several: each output's weights for the set-up
+    (``schema["class_weights"]``, applied by the clients to their rows); the returned
+    configuration then has no ``class_weight`` left for the server to apply.
+    """
+    if cfg.class_weight is None:
+        return cfg
+    counts = schema["class_counts"]
+    if counts is None and cfg.class_weight == "balanced":
+        counts = ctx["secure"].class_counts  # a masked sum of the first grid round
+        if cfg.class_outputs > 1:  # one block of counts per output
+            counts = np.split(counts, np.cumsum(cfg.class_sizes)[:-1])
+    if cfg.class_outputs > 1:
+        schema["class_weights"] = output_class_weights(cfg.class_weight, schema["classes"], counts)
+        return replace(cfg, class_weight=None)
+    ctx["class_weight"] = cfg.class_weight
+    ctx["class_w"] = fixed_class_weights(cfg.class_weight, schema["classes"], counts)
+    return cfg
 
 
 def weigh(stats: NDArray[np.float64], w: NDArray[np.float64] | None) -> NDArray[np.float64]:

@@ -1,0 +1,74 @@
+"""The server's accounts under ``privacy="dp"``: the fit's noise plan and the budget spent.
+
+The noise of the whole fit is calibrated before anything is released (:func:`plan_fit`,
+from the entries one row can touch: :func:`..privacy.dp.entries_per_row`); the entries
+actually released are counted as the fit goes (the grid rounds, each tree's levels, the
+out-of-bag round), and what they spend is ``model.privacy_report_`` (:func:`report`).
+Moved out of ``grower.py``, which drives the rounds, to keep it within the layout's limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..privacy import dp
+from .config import GrowerConfig
+
+__all__ = ["plan_fit", "release_level", "release_oob", "report"]
+
+
+def _numeric(ctx: dict[str, Any]) -> int:
+    """The numeric features (each with its grid-round entries)."""
+    return int((ctx["n_categories"] == 0).sum())
+
+
+def _grid_and_target(
+    cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]
+) -> tuple[int, int]:
+    """Entries one row touches in the grid rounds' features and in the targets' histograms."""
+    cls = cfg.task == "classification"
+    return dp.grid_entries(_numeric(ctx), cls), dp.target_entries(cls, schema["n_outputs"])
+
+
+def plan_fit(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> None:
+    """The noise of the whole fit, calibrated before anything is released.
+
+    ``ctx["dp"]`` (also ``schema["dp"]``, sent to the clients); the grid rounds' entries
+    are counted as released.
+    """
+    assert cfg.epsilon is not None and cfg.max_depth is not None
+    n_rows = sum(schema["n_samples"].values())
+    delta = cfg.delta if cfg.delta is not None else min(1e-5, 0.1 / max(n_rows, 1))
+    entries = dp.entries_per_row(
+        n_trees=cfg.n_estimators,
+        max_depth=cfg.max_depth,
+        n_sampled=ctx["k"],
+        n_numeric=_numeric(ctx),
+        n_stats=ctx["n_stats"],
+        classification=cfg.task == "classification",
+        n_outputs=schema["n_outputs"],
+    )
+    grid, target = _grid_and_target(cfg, schema, ctx)
+    plan = dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, target)
+    ctx["dp"] = schema["dp"] = plan
+    ctx["dp_released"] = [grid + target]
+
+
+def release_level(cfg: GrowerConfig, ctx: dict[str, Any], n_trees: int) -> None:
+    """One level of ``n_trees`` trees released: a row is in one node per tree and level."""
+    per_level = dp.level_entries(
+        ctx["k"], ctx["n_stats"], cfg.task == "classification", cfg.class_outputs
+    )
+    ctx["dp_released"][0] += n_trees * per_level
+
+
+def release_oob(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> None:
+    """The out-of-bag round's sums released."""
+    ctx["dp_released"][0] += dp.oob_entries(cfg.task == "classification", schema["n_outputs"])
+
+
+def report(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    """``model.privacy_report_``: the plan and the epsilon the releases made spend."""
+    plan: dp.DpPlan = ctx["dp"]
+    grid, target = _grid_and_target(cfg, schema, ctx)
+    return plan.report(dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target))
