@@ -5,11 +5,12 @@
 Each repetition runs ``python -m fedforest simulate`` (the README's quick start, the
 default options unless given after ``--``) in a fresh process whose ``NUMBA_CACHE_DIR``
 is a new empty directory, so every kernel compiles; then once more with that cache kept
-(a second run). Printed per run: the wall-clock time of the whole command, fedforest's
-``fit s`` from the table and the compile time the command announced. ``--kernels`` then
-fits fedforest's forest of the same command in this process, on a fresh cache, and
-prints the compile time of each kernel (numba's compile events; a kernel's time includes
-what it compiles inside, e.g. numba's own sort).
+(a second run). Printed per run: the wall-clock time of the whole command, its CPU time
+(user + sys of the process), fedforest's ``fit s`` from the table and the compile time
+the command announced. ``--kernels`` then runs the command's warm-up and its fedforest
+fit in another process, on a fresh cache, and prints the compile time of each kernel and
+how many signatures it compiled (numba's compile events, CPU time of the compiling
+thread; a kernel's time includes what it compiles inside, e.g. numba's own sort).
 
 The ``fedforest`` imported is the one next to this file (its repository), whatever is
 installed.
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -36,38 +38,51 @@ def run_simulate(cache: Path, options: list[str], out: Path) -> dict[str, Any]:
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), MPLBACKEND="Agg")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     args = [sys.executable, "-m", "fedforest", "simulate", "--out", str(out), *options]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(args, env=env, capture_output=True, text=True, check=True, cwd=out.parent)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     fit = re.search(r"^fedforest\s+\S+\s+(\d+\.\d+)", done.stdout, re.M)
     compiled = re.search(r"kernels compiled in (\d+\.\d+) s", done.stdout)
     return {
         "wall": wall,
+        "cpu": cpu,
         "fit": float(fit.group(1)) if fit else float("nan"),
         "compile": float(compiled.group(1)) if compiled else 0.0,
         "announced": "compiling kernels" in done.stderr,
     }
 
 
-def kernel_compile_times(options: list[str]) -> list[tuple[str, float]]:
-    """Compile seconds per fedforest kernel of the command's fedforest fit (fresh cache)."""
+def kernel_compile_times(options: list[str]) -> list[tuple[str, float, int]]:
+    """Compile CPU seconds and signatures per fedforest kernel of the command (fresh cache).
+
+    Watched: the command's untimed warm-up (where a first run compiles; here all in one
+    process), then its timed fedforest fit, whose kernels are listed with a ``timed fit:``
+    prefix if any compile there (none should).
+    """
     code = f"""
-import collections, json, sys, time
+import collections, inspect, json, sys, time
 from numba.core import event
 from fedforest.cli import build_parser
 from fedforest.datasets import make_paper_synthetic
-from fedforest.simulate import SimulateConfig, _fit_fedforest
+from fedforest.simulate import SimulateConfig, _fit_fedforest, warm_up
 
 class Watch(event.Listener):
+    # CPU seconds of the compiling thread (compilation holds numba's lock: one at a time)
     def __init__(self):
-        self.stack, self.total = [], collections.Counter()
+        self.stack, self.total, self.count = [], collections.Counter(), collections.Counter()
+        self.prefix = ""
     def on_start(self, ev):
         f = ev.data["dispatcher"].py_func
-        self.stack.append((f.__module__ + "." + f.__qualname__, time.perf_counter()))
+        name = self.prefix + f.__module__ + "." + f.__qualname__
+        self.count[name] += 1
+        self.stack.append((name, time.thread_time()))
     def on_end(self, ev):
         name, start = self.stack.pop()
         if not self.stack:  # a kernel the fit calls; what it compiles inside is included
-            self.total[name] += time.perf_counter() - start
+            self.total[name] += time.thread_time() - start
 
 args = build_parser().parse_args(["simulate", *{options!r}])
 c = SimulateConfig(scenario=args.scenario, clients=args.clients,
@@ -78,16 +93,23 @@ data = make_paper_synthetic(c.scenario, n_clients=c.clients, n_per_client=c.rows
                             n_features=c.features, random_state=c.seed)
 watch = Watch()
 with event.install_listener("numba:compile", watch):
+    # every kernel in this process (no second one), where the listener sees it
+    one = {{"two_processes": False}}
+    if "two_processes" not in inspect.signature(warm_up).parameters:
+        one = {{}}
+    warm_up(c, **one)
+    watch.prefix = "timed fit: "
     _fit_fedforest(data, c)
-print(json.dumps(watch.total.most_common()))
+print(json.dumps([(n, s, watch.count[n]) for n, s in watch.total.most_common()]))
 """
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
         done = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-        )
-    return [(name, float(s)) for name, s in json.loads(done.stdout.splitlines()[-1])]
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+            cwd=REPO,
+        )  # fmt: skip
+    return [(name, float(s), int(n)) for name, s, n in json.loads(done.stdout.splitlines()[-1])]
 
 
 def main() -> None:
@@ -104,15 +126,17 @@ def main() -> None:
             for label in ("fresh cache", "second run"):
                 res = run_simulate(cache, args.options, Path(tmp) / "out.png")
                 print(
-                    f"run {r} {label:11s}: {res['wall']:6.2f} s in all; fedforest fit s "
+                    f"run {r} {label:11s}: {res['wall']:6.2f} s in all (CPU {res['cpu']:.2f} s); "
+                    f"fedforest fit s "
                     f"{res['fit']:.2f}; announced compile {res['compile']:.1f} s"
                     + (" ('compiling kernels' on stderr)" if res["announced"] else "")
                 )
     if args.kernels:
         times = kernel_compile_times(args.options)
-        print(f"\ncompile time per kernel, one fresh-cache fit: {sum(s for _, s in times):.2f} s")
-        for name, s in times:
-            print(f"  {s:6.2f} s  {name.removeprefix('fedforest.')}")
+        total = sum(s for _, s, _ in times)
+        print(f"\ncompile CPU s per kernel (signatures), warm-up then timed fit: {total:.2f} s")
+        for name, s, n in times:
+            print(f"  {s:6.2f} s  ({n})  {name.replace('fedforest.', '')}")
     print(f"(load average {os.getloadavg()[0]:.1f} at the end)")
 
 

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from fedforest._progress import ProgressBar
 from fedforest.datasets import FederatedSplit, make_paper_synthetic
+from fedforest.federated.precompile import compile_kernels
 from fedforest.federated.privacy.rules import default_min_rows
 from fedforest.forest import FedForestRegressor
 
@@ -147,13 +148,20 @@ def run_simulation(
 COMPILING = "compiling kernels (first run only)…"
 
 
-def warm_up(config: SimulateConfig, announce: Callable[[str], None] | None = None) -> float:
+def warm_up(
+    config: SimulateConfig,
+    announce: Callable[[str], None] | None = None,
+    *,
+    two_processes: bool = True,
+) -> float:
     """Fit and predict a tiny forest with ``config``'s settings, untimed.
 
     The first fit after install compiles fedforest's numba kernels (``cache=True``: later
     runs load them from disk). The tiny forest takes the same code paths, so the timed
-    fits compile nothing. ``announce`` is called with :data:`COMPILING` once, when the
-    first kernel starts compiling.
+    fits compile nothing. Before it, the default fit's kernels are compiled in two
+    processes at once (:func:`~fedforest.federated.precompile.compile_kernels`; not with
+    ``two_processes=False``). ``announce`` is called with :data:`COMPILING` once, when
+    the first kernel starts compiling.
 
     Returns
     -------
@@ -173,6 +181,8 @@ def warm_up(config: SimulateConfig, announce: Callable[[str], None] | None = Non
     )
     start = time.perf_counter()
     with numba_event.install_listener("numba:compile", watch):
+        if two_processes:
+            compile_kernels()
         model = FedForestRegressor(n_bins=small.n_bins, **_forest_params(small))
         model.fit(tiny.X_train, tiny.y_train, client_ids=tiny.h_train)
         model.predict(tiny.X_test)

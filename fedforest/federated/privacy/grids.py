@@ -361,12 +361,26 @@ def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
                 both[i] = grid[g0 + i]
             for i in range(t1 - t0):
                 both[g1 - g0 + i] = thr[t0 + i]
-            both.sort()
+            _insertion_sort(both)
             for i in range(both.size):
                 if i == 0 or both[i] != both[i - 1]:
                     out[k] = both[i]
                     k += 1
         out_off[p + 1] = k
+
+
+@numba.njit(inline="always")
+def _insertion_sort(a):
+    # Ascending, NaNs last (as ``np.sort``). Not numba's ``a.sort()``: its quicksort costs
+    # about 4 s of compilation on a first run, and here ``a`` is a sorted grid followed by a
+    # few thresholds, so an insertion sort moves each threshold once.
+    for i in range(1, a.size):
+        v = a[i]
+        j = i
+        while j > 0 and (v < a[j - 1] or (a[j - 1] != a[j - 1] and v == v)):
+            a[j] = a[j - 1]
+            j -= 1
+        a[j] = v
 
 
 def merge_thresholds_numpy(

@@ -1,0 +1,53 @@
+"""The kernels compiled ahead (fedforest.federated.precompile) are those a default fit calls.
+
+If a kernel's argument types drift (an int32 offset becoming int64, say), the list would
+compile a signature nobody calls and the first fit would compile the real one itself:
+still correct, but the first run would be slow again. So a fresh process fits and
+predicts a default ``FedForestRegressor`` and reports which listed signatures its kernels
+were called with (a fresh process holds only the signatures it dispatched).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fedforest.federated import precompile
+
+REPO = Path(__file__).resolve().parents[1]
+
+_FIT = """
+import json
+from fedforest import FedForestRegressor
+from fedforest.datasets import make_paper_synthetic
+from fedforest.federated.precompile import ELSEWHERE, HERE
+
+data = make_paper_synthetic("covariate-shift", n_clients=3, n_per_client=100,
+                            n_features=20, random_state=0)
+model = FedForestRegressor(n_estimators=2, max_depth=4, min_samples_leaf=5,
+                           max_features=1 / 3, random_state=0)
+model.fit(data.X_train, data.y_train, client_ids=data.h_train)
+model.predict(data.X_test)
+called = {k.py_func.__qualname__: tuple(args) in k.overloads for k, args in HERE + ELSEWHERE}
+print(json.dumps(called))
+"""
+
+
+def test_listed_signatures_are_the_ones_a_default_fit_calls() -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-c", _FIT], env=env, capture_output=True, text=True, check=True,
+        cwd=REPO,
+    )  # fmt: skip
+    called = json.loads(done.stdout.splitlines()[-1])
+    assert len(called) == len(precompile.HERE) + len(precompile.ELSEWHERE)
+    assert all(called.values()), {name for name, hit in called.items() if not hit}
+
+
+def test_a_cached_share_compiles_nothing_and_starts_no_process() -> None:
+    precompile.compile_share(precompile.HERE)  # compiled or loaded: now in this process
+    assert precompile.compile_kernels() is False
