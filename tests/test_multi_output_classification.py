@@ -328,7 +328,6 @@ def test_what_multi_output_classification_cannot_do_is_refused_saying_why() -> N
     with pytest.raises(ValueError, match='available with privacy="none" only.*"secure"'):
         ff.FedForestClassifier(n_estimators=2).fit(X, Y)  # the default privacy
     for kw in (
-        dict(split_on_client=True),
         dict(split_rule="avgimp"),
         dict(class_weight="balanced_subsample"),
     ):
@@ -350,11 +349,6 @@ def test_what_multi_output_classification_cannot_do_is_refused_saying_why() -> N
         )
     with pytest.raises(ValueError, match="the form for multi-output y, but y has one output"):
         ff.FedForestClassifier(n_estimators=2, privacy="none", class_weight=[{}]).fit(X, Y[:, 0])
-    X_cat = np.column_stack([X[:, :2], np.random.default_rng(0).integers(0, 4, 300)])
-    with pytest.raises(ValueError, match="this fit has categorical features"):
-        ff.FedForestClassifier(n_estimators=2, privacy="none", categorical_features=[2]).fit(
-            X_cat, Y
-        )
     model = ff.FedForestClassifier(n_estimators=2, privacy="none", random_state=0).fit(X, Y)
     with pytest.raises(ValueError, match="classifiers of one output, and this one has 3"):
         model.to_onnx()

@@ -649,6 +649,7 @@ def _group_splits(
         criterion=cfg.criterion,
         n_classes=ctx["n_classes"],
         min_samples_leaf=max(cfg.min_samples_leaf, m),
+        n_outputs=cfg.class_outputs,
     )
     c_max = int(ctx["n_categories"].max())
     gain = np.full(n_nodes, -np.inf)

@@ -18,6 +18,7 @@ __all__ = [
     "best_avgimp_splits",
     "best_set_splits",
     "categorical_splits",
+    "principal_keys",
     "scan_nodes",
     "scan_nodes_numpy",
     "with_set_splits",
@@ -398,9 +399,10 @@ def best_avgimp_splits(
     return BestSplits(feature, threshold, np.where(feature >= 0, best, 0.0), zeros, zeros.copy())
 
 
-#: Up to this many present categories (or clients), multiclass set splits are searched
-#: exhaustively; beyond, categories are ordered by their share of the node's majority class
-#: and contiguous cuts scanned (a documented heuristic).
+#: Up to this many categories (or clients), multiclass and multi-output set splits are
+#: searched exhaustively; beyond, categories are ordered by a documented key (multiclass:
+#: their share of the node's majority class; multi-output: :func:`principal_keys`) and
+#: contiguous cuts scanned (a heuristic).
 MAX_EXHAUSTIVE = 10
 
 
@@ -439,6 +441,50 @@ def _order_keys(stats: NDArray[np.float64], n_classes: int) -> NDArray[np.float6
     )
 
 
+def principal_keys(
+    stats: NDArray[np.float64], criterion: str, present: NDArray[np.bool_]
+) -> NDArray[np.float64]:
+    """Multi-output ordering key: the categories' mean vectors on their first principal axis.
+
+    A category's mean vector is its mean target of every output (regression: ``sum w y / W``
+    per output, in the targets' units) or its share of every class of every output
+    (classification: the class blocks side by side). The axis is the leading eigenvector
+    of the row-weighted scatter ``sum_c W_c (m_c - m)(m_c - m)^T`` of the present
+    categories about their weighted mean ``m``, signed so that its largest component is
+    positive; the key is ``(m_c - m) . v``. Unstandardised on purpose: squared error's and
+    Gini's gains of a two-way partition are the between-group scatter of exactly these
+    vectors in these units (averaged over outputs), so the axis is the direction along
+    which the categories differ most in what the gain measures (Coppersmith, Hong and
+    Hosking, 1999, for Gini); with one output it orders as the mean / class-1 share does.
+
+    Parameters
+    ----------
+    stats : ndarray of float64, shape (n_nodes, n_categories, n_stats)
+    criterion : str
+        "squared_error" or "poisson" (one ``(sum, second)`` column pair per output), or a
+        classification criterion (class columns).
+    present : ndarray of bool, shape (n_nodes, n_categories)
+
+    Returns
+    -------
+    ndarray of float64, shape (n_nodes, n_categories)
+        The key of every category (0 where absent: the caller puts those last).
+    """
+    w = np.where(present, stats[..., STAT_WEIGHT], 0.0)
+    regression = criterion in ("squared_error", "poisson")
+    task = stats[..., STAT_TASK::2] if regression else stats[..., STAT_TASK:]
+    means = np.where(present[..., None], task / np.maximum(w, 1e-300)[..., None], 0.0)
+    total = np.maximum(w.sum(axis=1), 1e-300)
+    center = np.einsum("nm,nmk->nk", w, means) / total[:, None]
+    dev = np.where(present[..., None], means - center[:, None, :], 0.0)
+    scaled = dev * np.sqrt(w)[..., None]
+    _, vecs = np.linalg.eigh(np.einsum("nmk,nml->nkl", scaled, scaled))
+    axis = vecs[..., -1]  # the largest eigenvalue's (eigh sorts them ascending)
+    lead = np.take_along_axis(axis, np.argmax(np.abs(axis), axis=1)[:, None], axis=1)
+    axis = axis * np.where(lead < 0, -1.0, 1.0)
+    return np.asarray(np.einsum("nmk,nk->nm", dev, axis))
+
+
 def _finish(
     gain: NDArray[np.float64],
     left: NDArray[np.float64],
@@ -456,25 +502,38 @@ def _finish(
 
 
 def best_set_splits(
-    stats: NDArray[np.float64], *, criterion: str, n_classes: int, min_samples_leaf: int
+    stats: NDArray[np.float64],
+    *,
+    criterion: str,
+    n_classes: int,
+    min_samples_leaf: int,
+    n_outputs: int = 1,
 ) -> BestSetSplits:
     """Best two-way partition of the categories present at each node.
 
     Regression and binary classification: categories sorted by mean outcome / class-1
-    share, contiguous cuts scanned (Fisher, 1958: optimal for these criteria). Multiclass:
-    every partition while at most :data:`MAX_EXHAUSTIVE` categories are present, else the
-    majority-class-share ordering and contiguous cuts.
+    share, contiguous cuts scanned (Fisher, 1958: optimal for these criteria). Multiclass
+    and multi-output y: every partition while the node has at most :data:`MAX_EXHAUSTIVE`
+    categories (gains: the mean over the outputs, as for numeric splits), else contiguous
+    cuts of an ordering: the majority-class share (multiclass) or :func:`principal_keys`
+    (multi-output).
 
     Parameters
     ----------
     stats : ndarray of float64, shape (n_nodes, n_categories, n_stats)
         Pooled statistics of each category (or client) in each node.
+    n_outputs : int
+        Gini and entropy: the class blocks of multi-output y. Regression reads its outputs
+        off the columns.
     """
     n_nodes, m, s = stats.shape
     present = stats[..., STAT_WEIGHT] > 0
     parent = stats.sum(axis=1)
     n_present = present.sum(axis=1)
-    exhaustive = n_classes > 2 and m <= MAX_EXHAUSTIVE
+    if criterion in ("squared_error", "poisson"):
+        n_outputs = (s - STAT_TASK) // 2
+    multi = n_outputs > 1
+    exhaustive = (n_classes > 2 or multi) and m <= MAX_EXHAUSTIVE
     if exhaustive:
         codes = np.arange(1, 2 ** max(m - 1, 0), dtype=np.int64)
         masks = ((codes[:, None] >> np.arange(m)[None, :]) & 1).astype(bool)  # (n_masks, m)
@@ -483,17 +542,20 @@ def best_set_splits(
             parent[:, None, :].repeat(masks.shape[0], 1).reshape(-1, s),
             left.reshape(-1, s),
             criterion,
+            n_outputs,
         ).reshape(n_nodes, -1)
         best, arg = _finish(gain, left, masks, min_samples_leaf, parent)
         left_mask = masks[arg] & present if masks.shape[0] else np.zeros((n_nodes, m), bool)
     else:
-        key = np.where(present, _order_keys(stats, n_classes), np.inf)
+        key = principal_keys(stats, criterion, present) if multi else _order_keys(stats, n_classes)
+        key = np.where(present, key, np.inf)
         order = np.argsort(key, axis=1, kind="stable")
         cum = np.cumsum(np.take_along_axis(stats, order[..., None], axis=1), axis=1)[:, :-1]
         gain = weighted_gain(
             parent[:, None, :].repeat(max(m - 1, 0), 1).reshape(-1, s),
             cum.reshape(-1, s),
             criterion,
+            n_outputs,
         ).reshape(n_nodes, -1)
         gain = np.where(np.arange(max(m - 1, 0))[None, :] < (n_present - 1)[:, None], gain, -np.inf)
         best, arg = _finish(gain, cum, present, min_samples_leaf, parent)
@@ -551,6 +613,7 @@ def categorical_splits(
     criterion: str,
     n_classes: int,
     min_samples_leaf: int,
+    n_outputs: int = 1,
 ) -> tuple[BestSetSplits, NDArray[np.int64]]:
     """Best categorical split of every node, and its feature (-1: none).
 
@@ -572,7 +635,11 @@ def categorical_splits(
         )
         per_cat[sel, :c] = np.diff(cum, axis=1)
     pairs = best_set_splits(
-        per_cat, criterion=criterion, n_classes=n_classes, min_samples_leaf=min_samples_leaf
+        per_cat,
+        criterion=criterion,
+        n_classes=n_classes,
+        min_samples_leaf=min_samples_leaf,
+        n_outputs=n_outputs,
     )
     # Per node, its best categorical pair (first in request order on ties).
     best_pair = np.full(n_nodes, -1)
