@@ -134,8 +134,8 @@ def test_one_column_is_one_output_with_scikit_learns_warning() -> None:
 
 def test_what_multi_output_cannot_do_is_refused_saying_why() -> None:
     X, Y = _data(300, 8)
-    # (split_on_client and categorical features take several outputs:
-    # tests/test_multi_output_sets.py.)
+    # (split_on_client, categorical features and Poisson take several outputs:
+    # tests/test_multi_output_sets.py, tests/test_multi_output_poisson.py.)
     with pytest.raises(ValueError, match='available with privacy="none" only.*"secure"'):
         ff.FedForestClassifier(n_estimators=2).fit_federated(  # tests/test_multi_output_
             ff.LocalFederation([ff.Client(X, (Y > 0).astype(int), name="a")])  # classification

@@ -107,7 +107,7 @@ def _targets(criterion: str, n: int, m: int, rng: np.random.Generator):
     return cat, y, sizes
 
 
-@pytest.mark.parametrize("criterion", ["squared_error", "gini", "entropy"])
+@pytest.mark.parametrize("criterion", ["squared_error", "poisson", "gini", "entropy"])
 @pytest.mark.parametrize("msl", [1, 15])
 def test_exhaustive_search_finds_the_best_partition(criterion: str, msl: int) -> None:
     for seed in range(5):

@@ -144,7 +144,6 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig) -> int:
         refused = {
             'privacy="secure" and "dp"': cfg.privacy != "none",
             'split_rule="avgimp"': cfg.split_rule == "avgimp",
-            'criterion="poisson"': cfg.criterion == "poisson",
             'class_weight="balanced_subsample"': cfg.class_weight == "balanced_subsample",
         }
         if not classify:  # multi-output regression: every privacy level
@@ -160,9 +159,9 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig) -> int:
             raise ValueError(
                 f"Multi-output {what}without {', '.join(others)}; this fit has "
                 f"{', '.join(given)}. (The secure sums carry no per-output class counts yet, "
-                "AvgImp and Poisson take one target, and a row's multi-output class weight, "
-                "the product of its outputs', would need each tree's bootstrap class counts "
-                "before its first level.)"
+                "AvgImp takes one target, and a row's multi-output class weight, the product "
+                "of its outputs', would need each tree's bootstrap class counts before its "
+                "first level.)"
             )
     return k
 

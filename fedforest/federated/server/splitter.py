@@ -119,13 +119,12 @@ def best_splits(
         scikit-learn's: both children weigh at least this fraction of the tree's root.
     n_outputs : int
         Gini and entropy: the outputs of multi-output y, one block of class columns each
-        (the gain is the mean of theirs). Squared error reads its outputs off the columns.
+        (the gain is the mean of theirs). Squared error and Poisson read their outputs off
+        the columns.
     """
     n_nodes, n_stats = parent.shape
-    if criterion == "squared_error":
+    if criterion in ("squared_error", "poisson"):
         n_outputs = (n_stats - STAT_TASK) // 2
-    elif criterion == "poisson":
-        n_outputs = 1
     # scikit-learn's min_weight_leaf: a fraction of the weight at each node's tree root.
     least = min_weight_fraction_leaf * np.asarray(root_weight, dtype=np.float64)
     gain = np.empty(left.shape[0])
@@ -215,7 +214,7 @@ def scan_nodes(  # type: ignore[no-untyped-def]
     cand_off : ndarray of int64, shape (n_pairs + 1,)  # IN
     left : ndarray of float64, shape (n_candidates, n_stats)  # IN
     criterion : int  # IN: 0 squared error, 1 Gini, 2 entropy, 3 Poisson (``CRITERION_CODES``)
-    n_out : int  # IN: outputs (squared error: column pairs; Gini, entropy: class blocks)
+    n_out : int  # IN: outputs (squared error, Poisson: column pairs; Gini, entropy: blocks)
     min_rows : int  # IN: ``min_samples_leaf`` distinct rows on both sides
     min_weight : ndarray of float64, shape (n_nodes,)  # IN: least weight of either child
     tie_rtol : float  # IN
@@ -224,9 +223,9 @@ def scan_nodes(  # type: ignore[no-untyped-def]
     chosen : ndarray of int64, shape (n_nodes,)  # OUT: candidate index, or -1
     """
     n_stats = parent.shape[1]
-    # Squared error: one (sum, sum of squares) pair per output; the gain is their mean (as
-    # for Gini and entropy, whose impurities are means over the outputs already).
-    p_div = n_out if criterion == 0 else 1
+    # Squared error and Poisson: one column pair per output; the gain is their mean (as for
+    # Gini and entropy, whose impurities are means over the outputs already).
+    p_div = n_out if criterion == 0 or criterion == 3 else 1
     right = np.empty(n_stats)
     for i in range(parent.shape[0]):
         best[i] = -np.inf
@@ -238,9 +237,11 @@ def scan_nodes(  # type: ignore[no-untyped-def]
             if p_w > 0.0:
                 for o in range(n_out):
                     p_term += parent[i, STAT_TASK + 2 * o] ** 2 / p_w
-        elif criterion == 3:  # Poisson: S log(S / W)
-            p_s = parent[i, STAT_TASK]
-            p_term = p_s * np.log(p_s / p_w) if p_s > 0.0 and p_w > 0.0 else 0.0
+        elif criterion == 3:  # Poisson: S log(S / W), summed over the outputs
+            p_term = 0.0
+            for o in range(n_out):
+                p_s = parent[i, STAT_TASK + 2 * o]
+                p_term += p_s * np.log(p_s / p_w) if p_s > 0.0 and p_w > 0.0 else 0.0
         else:
             p_term = _weighted_impurity(parent[i], criterion, n_out)
         for c in range(lo, hi):
@@ -264,11 +265,17 @@ def scan_nodes(  # type: ignore[no-untyped-def]
                     acc += left[c, k] ** 2 / l_w + right[k] ** 2 / r_w
                 g = (acc - p_term) / n_out
             elif criterion == 3:
-                l_s, r_s = left[c, STAT_TASK], right[STAT_TASK]
-                if l_s <= EPSILON or r_s <= EPSILON:  # scikit-learn's rule
+                acc = 0.0
+                for o in range(n_out):
+                    l_s, r_s = left[c, STAT_TASK + 2 * o], right[STAT_TASK + 2 * o]
+                    if l_s <= EPSILON or r_s <= EPSILON:  # scikit-learn's rule, any output
+                        acc = -np.inf
+                        break
+                    acc += l_s * np.log(l_s / l_w) + r_s * np.log(r_s / r_w)
+                if acc == -np.inf:
                     gain[c] = -np.inf
                     continue
-                g = (l_s * np.log(l_s / l_w) + r_s * np.log(r_s / r_w)) - p_term
+                g = (acc - p_term) / n_out
             else:
                 g = (p_term - _weighted_impurity(left[c], criterion, n_out)) - _weighted_impurity(
                     right, criterion, n_out
@@ -329,7 +336,8 @@ def scan_nodes_numpy(
             0.0,
         )
     elif name == "poisson":
-        p_term = s_log_mean(parent[:, STAT_TASK], parent[:, STAT_WEIGHT])
+        p_div = n_out
+        p_term = s_log_mean(parent[:, STAT_TASK::2], parent[:, STAT_WEIGHT, None]).sum(axis=1)
     else:
         p_term = weighted_impurity(parent, name, n_out)
     slack = tie_rtol * (np.abs(best) + np.abs(p_term) / p_div)[cand_node]
