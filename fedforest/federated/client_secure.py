@@ -63,7 +63,7 @@ def oob_frac_bits(width: int, classification: bool) -> NDArray[np.int64]:
 
 
 def fit_outputs(fit: _Fit) -> int:
-    """The targets per row of a regression fit (1 for classification)."""
+    """The outputs of a fit's ``y`` (its targets, or class code columns, per row)."""
     return int(fit.y.shape[1]) if fit.y.ndim == 2 else 1
 
 

@@ -143,7 +143,6 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig) -> int:
         classify = cfg.task == "classification"
         refused = {
             'privacy="secure" and "dp"': cfg.privacy != "none",
-            'split_rule="avgimp"': cfg.split_rule == "avgimp",
             'class_weight="balanced_subsample"': cfg.class_weight == "balanced_subsample",
         }
         if not classify:  # multi-output regression: every privacy level
@@ -159,9 +158,8 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig) -> int:
             raise ValueError(
                 f"Multi-output {what}without {', '.join(others)}; this fit has "
                 f"{', '.join(given)}. (The secure sums carry no per-output class counts yet, "
-                "AvgImp takes one target, and a row's multi-output class weight, the product "
-                "of its outputs', would need each tree's bootstrap class counts before its "
-                "first level.)"
+                "and a row's multi-output class weight, the product of its outputs', would "
+                "need each tree's bootstrap class counts before its first level.)"
             )
     return k
 
