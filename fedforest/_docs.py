@@ -175,7 +175,7 @@ _REGRESSION = {
         'criterion : {"squared_error", "friedman_mse", "poisson"}, default="squared_error"\n'
         '    "friedman_mse" is deprecated and maps to "squared_error" (as in scikit-learn 1.9).\n'
         '    "poisson" (half Poisson deviance; y >= 0) sends (sum y, sum y log y) per node\n'
-        '    (under privacy="secure" and "dp" of y / scale, masked).'
+        '    and output (under privacy="secure" and "dp" of y / scale, masked).'
     ),
     "max_features": 'max_features : int, float, {"sqrt", "log2"} or None, default=1/3',
     "oob": "Out-of-bag R^2 computed on the clients (one extra round).",

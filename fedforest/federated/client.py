@@ -30,7 +30,7 @@ from ..tree.apply import apply_forest_sets, predict_forest
 from . import client_kernels as K
 from .categorical import encode, read_features, sort_categories
 from .client_grid import GridCodes, fixed_candidates, left_stats_coded, pack_coded
-from .client_secure import SecureParty
+from .client_secure import SecureParty, fit_outputs
 from .client_sketch import distinct_values, fine_codes, sketch_pairs
 from .client_targets import (
     by_output,
@@ -573,7 +573,7 @@ class Client:
         keep = present & numeric
         parent = fit.summary[node[keep]]
         rows = left[keep, STAT_ROWS]
-        gain = weighted_gain(parent, left[keep], fit.criterion)
+        gain = weighted_gain(parent, left[keep], fit.criterion, fit_outputs(fit))
         # All rows on one side: exactly no decrease (not the rounding of W Psi - W Psi).
         gain[(rows == 0) | (rows == parent[:, STAT_ROWS])] = 0.0
         return {

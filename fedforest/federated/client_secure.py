@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import xlogy
 
-from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, n_stats
+from .._common import N_FINE_BINS, STAT_ROWS, STAT_TASK, STAT_WEIGHT, n_stats
 from . import client_kernels as K
 from .client_sketch import fine_codes
 from .client_targets import label_counts
@@ -73,7 +73,7 @@ def _sum_terms(z: NDArray[np.float64], setup: dict[str, Any]) -> NDArray[np.floa
 
 
 def fit_outputs(fit: _Fit) -> int:
-    """The targets per row of a regression fit (1 for classification)."""
+    """The outputs of a fit's ``y`` (its targets, or class code columns, per row)."""
     return int(fit.y.shape[1]) if fit.y.ndim == 2 else 1
 
 
@@ -399,7 +399,7 @@ class SecureParty:
         """Statistics of each category group of each categorical pair (its node's rows)."""
         assert fit.pair_off is not None and fit.pair_feat is not None
         task = "classification" if fit.n_classes else "regression"
-        s = n_stats(task, fit.n_classes, fit_outputs(fit))  # (no groups for multi-output)
+        s = n_stats(task, fit.n_classes, fit_outputs(fit))
         g_off = np.zeros(group_pair.size + 1, dtype=np.int64)
         np.cumsum(n_groups, out=g_off[1:])
         out = np.zeros((int(g_off[-1]), s))
@@ -428,15 +428,21 @@ class SecureParty:
         n = out.shape[0]
         out[:, STAT_ROWS] = np.bincount(cell, minlength=n)
         out[:, STAT_WEIGHT] = np.bincount(cell, weights=w, minlength=n)
-        y = fit.y[rows]
-        if fit.n_classes:
-            flat = cell * s + 2 + y.astype(np.int64)
-            out += np.bincount(flat, weights=w, minlength=n * s).reshape(n, s)
-        else:
-            out[:, 2] = np.bincount(cell, weights=w * y, minlength=n)
+        # Multi-output y: every output's columns (class codes already offset per output).
+        y = fit.y[rows] if fit.y.ndim == 2 else fit.y[rows, None]
+        y_log = fit.y_log
+        if y_log is not None:
+            y_log = y_log[rows] if y_log.ndim == 2 else y_log[rows, None]
+        for o in range(y.shape[1]):
+            if fit.n_classes:
+                flat = cell * s + 2 + y[:, o].astype(np.int64)
+                out += np.bincount(flat, weights=w, minlength=n * s).reshape(n, s)
+                continue
+            a = STAT_TASK + 2 * o
+            out[:, a] = np.bincount(cell, weights=w * y[:, o], minlength=n)
             # criterion="poisson": the second column sums w u log u (the kernels' y_log).
-            second = w * y * y if fit.y_log is None else w * fit.y_log[rows]
-            out[:, 3] = np.bincount(cell, weights=second, minlength=n)
+            second = w * y[:, o] * y[:, o] if y_log is None else w * y_log[:, o]
+            out[:, a + 1] = np.bincount(cell, weights=second, minlength=n)
         return out
 
     # ------------------------------------------------------------------ out of bag

@@ -207,6 +207,10 @@ def by_output(
         if o == 0:
             out[..., :STAT_TASK] = scratch[..., :STAT_TASK]
         out[..., STAT_TASK + 2 * o : STAT_TASK + 2 * o + 2] = scratch[..., STAT_TASK:]
+        if y_log is not None:  # output o's sum of w y log y, as for one output
+            scratch[...] = 0.0
+            run(np.ascontiguousarray(y_log[:, o]), scratch)
+            out[..., STAT_TASK + 2 * o + 1] = scratch[..., STAT_TASK]
 
 
 def proposal_target(y: NDArray[np.float64], n_classes: int = 0) -> NDArray[np.float64]:
@@ -229,10 +233,9 @@ def proposal_target(y: NDArray[np.float64], n_classes: int = 0) -> NDArray[np.fl
 def poisson_column(y: NDArray[np.float64], name: str) -> NDArray[np.float64]:
     """``y log y`` of every row (0 where y = 0): criterion="poisson"'s second statistic.
 
-    Raises scikit-learn's ``ValueError`` for a negative target.
+    One column per output for multi-output ``y``. Raises scikit-learn's ``ValueError`` for
+    a negative target.
     """
-    if y.ndim != 1:
-        raise ValueError(f"Client {name!r}: criterion='poisson' takes one target per row.")
     if np.any(y < 0):
         raise ValueError(
             f"Client {name!r}: Some value(s) of y are negative which is not allowed for "

@@ -75,8 +75,11 @@ def weighted_impurity(stats: FloatArray, criterion: str, n_outputs: int = 1) -> 
     task = stats[..., STAT_TASK:]
     if criterion == "poisson":
         # Half the Poisson deviance times W: sum w y log y - S log(S / W), the statistics
-        # being (S, sum w y log y) (0 for a node without positive targets).
-        return np.maximum(task[..., 1] - s_log_mean(task[..., 0], w), 0.0)
+        # being (S, sum w y log y) (0 for a node without positive targets); with several
+        # outputs, one such pair each and the mean over them (scikit-learn's).
+        s, t = task[..., 0::2], task[..., 1::2]
+        deviance = np.maximum(t - s_log_mean(s, w[..., None]), 0.0)
+        return deviance.sum(axis=-1) / deviance.shape[-1]
     if criterion == "squared_error":
         # W * (Q/W - (S/W)^2) = Q - S^2 / W; the form scikit-learn's proxy uses. With
         # several outputs, the mean over them (scikit-learn's multi-output impurity).
@@ -124,14 +127,16 @@ def weighted_gain(
     """
     right = parent - left
     if criterion == "poisson":
-        # scikit-learn's proxy: a child with target sum <= EPSILON is inadmissible (-inf).
-        y, w = STAT_TASK, STAT_WEIGHT
-        gain = (
-            s_log_mean(left[:, y], left[:, w])
-            + s_log_mean(right[:, y], right[:, w])
-            - s_log_mean(parent[:, y], parent[:, w])
+        # scikit-learn's proxy: a child with target sum <= EPSILON (of any output, with
+        # several) is inadmissible (-inf); the gain is the mean over the outputs.
+        y, w = slice(STAT_TASK, None, 2), STAT_WEIGHT
+        children = s_log_mean(left[:, y], left[:, w, None]) + s_log_mean(
+            right[:, y], right[:, w, None]
         )
-        return np.where((left[:, y] > _EPS) & (right[:, y] > _EPS), gain, -np.inf)
+        node = s_log_mean(parent[:, y], parent[:, w, None])
+        gain = (children.sum(axis=-1) - node.sum(axis=-1)) / children.shape[-1]
+        ok = ((left[:, y] > _EPS) & (right[:, y] > _EPS)).all(axis=-1)
+        return np.where(ok, gain, -np.inf)
     if criterion == "squared_error":
         # Same value as the definition, without cancelling the large sums of squares; the
         # mean over the outputs with several (their sums at STAT_TASK, STAT_TASK + 2, ...).

@@ -375,9 +375,9 @@ def _check_stats(
         tol = (1e-9 * np.maximum(weight, 1.0))[:, None] if weighted else 0
         if np.any(classes < 0) or np.any(off > tol):
             raise InvalidReply(name, kind, field, "has class weights that do not add up")
-    elif task == "poisson":  # (sum w*y, sum w*y*log y): y >= 0, and Jensen's bound
-        s, t = stats[:, STAT_TASK], stats[:, STAT_TASK + 1]
-        bound = s_log_mean(s, weight)
+    elif task == "poisson":  # (sum w*y, sum w*y*log y) per output: y >= 0, Jensen's bound
+        s, t = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
+        bound = s_log_mean(s, weight[:, None])
         if np.any(s < 0) or np.any(t < bound - 1e-7 * np.abs(bound) - 1e-9):
             raise InvalidReply(name, kind, field, "has sums of y log y smaller than the sums imply")
     else:

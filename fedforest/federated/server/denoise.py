@@ -114,9 +114,12 @@ def clip_stats(stats: NDArray[np.float64], clip: float, task: str) -> NDArray[np
                 out[:, a + 1], np.divide(out[:, a] ** 2, w, where=w > 0, out=np.zeros_like(w))
             )
     elif task == "poisson":
-        out[:, 2] = np.clip(out[:, 2], 0.0, clip * w)
-        # Jensen: sum w u log u >= S log(S / W); and u log u <= u log(clip) for u <= clip.
-        out[:, 3] = np.clip(out[:, 3], s_log_mean(out[:, 2], w), out[:, 2] * np.log(clip))
+        for a in range(2, out.shape[1], 2):  # one (sum w u, sum w u log u) pair per output
+            out[:, a] = np.clip(out[:, a], 0.0, clip * w)
+            # Jensen: sum w u log u >= S log(S / W); and u log u <= u log(clip) for u <= clip.
+            out[:, a + 1] = np.clip(
+                out[:, a + 1], s_log_mean(out[:, a], w), out[:, a] * np.log(clip)
+            )
     else:
         out[:, 2:] = np.maximum(out[:, 2:], 0.0)
     return out

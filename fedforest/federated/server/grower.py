@@ -335,6 +335,7 @@ def _level(
             criterion=cfg.criterion,
             n_classes=ctx["n_classes"],
             min_samples_leaf=cfg.min_samples_leaf,
+            n_outputs=cfg.class_outputs,
         )
         best = with_set_splits(
             best,

@@ -51,7 +51,7 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
                 )
     d = first.header["n_features"]
     categories = _unify_categories(replies, names)
-    n_outputs = _n_outputs(replies, cfg, bool(categories))
+    n_outputs = _n_outputs(replies, cfg)
     classes: list[Any] | None = None
     class_counts: Any = None  # an array, or one per output
     if cfg.task == "classification":
@@ -129,7 +129,7 @@ def _classes(
     return classes, class_counts
 
 
-def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig, categorical: bool) -> int:
+def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig) -> int:
     """The targets per row (multi-output y), the same at every client."""
     first_name, first = replies[0]
     k = int(first.header.get("n_outputs", 1))
@@ -141,10 +141,6 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig, categorica
             )
     if k > 1:  # at every privacy level (one block of masked sums per output)
         refused = {
-            "split_on_client": cfg.split_on_client,
-            'split_rule="avgimp"': cfg.split_rule == "avgimp",
-            "categorical features": categorical,
-            'criterion="poisson"': cfg.criterion == "poisson",
             'class_weight="balanced_subsample"': cfg.class_weight == "balanced_subsample",
         }
         given = [what for what, on in refused.items() if on]
@@ -152,10 +148,9 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig, categorica
             what = "classification" if cfg.task == "classification" else "regression"
             raise ValueError(
                 f"Multi-output {what} ({k} outputs) is available without "
-                f"{', '.join(refused)}; this fit has {', '.join(given)}. (The client-index "
-                "and category orderings rank one target's means, AvgImp and Poisson take one "
-                "target, and a row's multi-output class weight, the product of its outputs', "
-                "would need each tree's bootstrap class counts before its first level.)"
+                f"{', '.join(refused)}; this fit has {', '.join(given)}. (A row's multi-output "
+                "class weight, the product of its outputs', would need each tree's bootstrap "
+                "class counts before its first level.)"
             )
     return k
 

@@ -329,6 +329,7 @@ def _with_categorical(
         criterion=cfg.criterion,
         n_classes=ctx["n_classes"],
         min_samples_leaf=cfg.min_samples_leaf,
+        n_outputs=cfg.class_outputs,
     )
     return with_set_splits(
         best,

@@ -414,11 +414,13 @@ def check_jensen(stats_u: NDArray[np.float64], what: str) -> None:
     (``rows (2 + |log(S / W)|) 2^-FRAC_BITS``). A violation means some client sent sums
     that no rows have (secure aggregation hides which client).
     """
-    w, s, t = stats_u[:, STAT_WEIGHT], stats_u[:, 2], stats_u[:, 3]
+    # One (sum w u, sum w u log u) pair per output.
+    w, s, t = stats_u[:, STAT_WEIGHT, None], stats_u[:, 2::2], stats_u[:, 3::2]
     bound = s_log_mean(s, w)
     ratio = np.divide(s, w, out=np.ones_like(s), where=(s > 0) & (w > 0))
-    tol = stats_u[:, STAT_ROWS] * (2.0 + np.abs(np.log(ratio))) * 2.0**-FRAC_BITS + 1e-9
-    bad = (s < -tol) | (t < bound - tol)
+    rows = stats_u[:, STAT_ROWS, None]
+    tol = rows * (2.0 + np.abs(np.log(ratio))) * 2.0**-FRAC_BITS + 1e-9
+    bad = ((s < -tol) | (t < bound - tol)).any(axis=1)
     if np.any(bad):
         raise ValueError(
             f'The pooled sums of {what} under criterion="poisson" break Jensen\'s bound '
@@ -666,6 +668,7 @@ def _group_splits(
         criterion=cfg.criterion,
         n_classes=ctx["n_classes"],
         min_samples_leaf=max(cfg.min_samples_leaf, m),
+        n_outputs=cfg.class_outputs,
     )
     c_max = int(ctx["n_categories"].max())
     gain = np.full(n_nodes, -np.inf)

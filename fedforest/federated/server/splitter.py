@@ -18,6 +18,7 @@ __all__ = [
     "best_avgimp_splits",
     "best_set_splits",
     "categorical_splits",
+    "principal_keys",
     "scan_nodes",
     "scan_nodes_numpy",
     "with_set_splits",
@@ -118,13 +119,12 @@ def best_splits(
         scikit-learn's: both children weigh at least this fraction of the tree's root.
     n_outputs : int
         Gini and entropy: the outputs of multi-output y, one block of class columns each
-        (the gain is the mean of theirs). Squared error reads its outputs off the columns.
+        (the gain is the mean of theirs). Squared error and Poisson read their outputs off
+        the columns.
     """
     n_nodes, n_stats = parent.shape
-    if criterion == "squared_error":
+    if criterion in ("squared_error", "poisson"):
         n_outputs = (n_stats - STAT_TASK) // 2
-    elif criterion == "poisson":
-        n_outputs = 1
     # scikit-learn's min_weight_leaf: a fraction of the weight at each node's tree root.
     least = min_weight_fraction_leaf * np.asarray(root_weight, dtype=np.float64)
     gain = np.empty(left.shape[0])
@@ -214,7 +214,7 @@ def scan_nodes(  # type: ignore[no-untyped-def]
     cand_off : ndarray of int64, shape (n_pairs + 1,)  # IN
     left : ndarray of float64, shape (n_candidates, n_stats)  # IN
     criterion : int  # IN: 0 squared error, 1 Gini, 2 entropy, 3 Poisson (``CRITERION_CODES``)
-    n_out : int  # IN: outputs (squared error: column pairs; Gini, entropy: class blocks)
+    n_out : int  # IN: outputs (squared error, Poisson: column pairs; Gini, entropy: blocks)
     min_rows : int  # IN: ``min_samples_leaf`` distinct rows on both sides
     min_weight : ndarray of float64, shape (n_nodes,)  # IN: least weight of either child
     tie_rtol : float  # IN
@@ -223,9 +223,9 @@ def scan_nodes(  # type: ignore[no-untyped-def]
     chosen : ndarray of int64, shape (n_nodes,)  # OUT: candidate index, or -1
     """
     n_stats = parent.shape[1]
-    # Squared error: one (sum, sum of squares) pair per output; the gain is their mean (as
-    # for Gini and entropy, whose impurities are means over the outputs already).
-    p_div = n_out if criterion == 0 else 1
+    # Squared error and Poisson: one column pair per output; the gain is their mean (as for
+    # Gini and entropy, whose impurities are means over the outputs already).
+    p_div = n_out if criterion == 0 or criterion == 3 else 1
     right = np.empty(n_stats)
     for i in range(parent.shape[0]):
         best[i] = -np.inf
@@ -237,9 +237,11 @@ def scan_nodes(  # type: ignore[no-untyped-def]
             if p_w > 0.0:
                 for o in range(n_out):
                     p_term += parent[i, STAT_TASK + 2 * o] ** 2 / p_w
-        elif criterion == 3:  # Poisson: S log(S / W)
-            p_s = parent[i, STAT_TASK]
-            p_term = p_s * np.log(p_s / p_w) if p_s > 0.0 and p_w > 0.0 else 0.0
+        elif criterion == 3:  # Poisson: S log(S / W), summed over the outputs
+            p_term = 0.0
+            for o in range(n_out):
+                p_s = parent[i, STAT_TASK + 2 * o]
+                p_term += p_s * np.log(p_s / p_w) if p_s > 0.0 and p_w > 0.0 else 0.0
         else:
             p_term = _weighted_impurity(parent[i], criterion, n_out)
         for c in range(lo, hi):
@@ -263,11 +265,17 @@ def scan_nodes(  # type: ignore[no-untyped-def]
                     acc += left[c, k] ** 2 / l_w + right[k] ** 2 / r_w
                 g = (acc - p_term) / n_out
             elif criterion == 3:
-                l_s, r_s = left[c, STAT_TASK], right[STAT_TASK]
-                if l_s <= EPSILON or r_s <= EPSILON:  # scikit-learn's rule
+                acc = 0.0
+                for o in range(n_out):
+                    l_s, r_s = left[c, STAT_TASK + 2 * o], right[STAT_TASK + 2 * o]
+                    if l_s <= EPSILON or r_s <= EPSILON:  # scikit-learn's rule, any output
+                        acc = -np.inf
+                        break
+                    acc += l_s * np.log(l_s / l_w) + r_s * np.log(r_s / r_w)
+                if acc == -np.inf:
                     gain[c] = -np.inf
                     continue
-                g = (l_s * np.log(l_s / l_w) + r_s * np.log(r_s / r_w)) - p_term
+                g = (acc - p_term) / n_out
             else:
                 g = (p_term - _weighted_impurity(left[c], criterion, n_out)) - _weighted_impurity(
                     right, criterion, n_out
@@ -328,7 +336,8 @@ def scan_nodes_numpy(
             0.0,
         )
     elif name == "poisson":
-        p_term = s_log_mean(parent[:, STAT_TASK], parent[:, STAT_WEIGHT])
+        p_div = n_out
+        p_term = s_log_mean(parent[:, STAT_TASK::2], parent[:, STAT_WEIGHT, None]).sum(axis=1)
     else:
         p_term = weighted_impurity(parent, name, n_out)
     slack = tie_rtol * (np.abs(best) + np.abs(p_term) / p_div)[cand_node]
@@ -398,9 +407,10 @@ def best_avgimp_splits(
     return BestSplits(feature, threshold, np.where(feature >= 0, best, 0.0), zeros, zeros.copy())
 
 
-#: Up to this many present categories (or clients), multiclass set splits are searched
-#: exhaustively; beyond, categories are ordered by their share of the node's majority class
-#: and contiguous cuts scanned (a documented heuristic).
+#: Up to this many categories (or clients), multiclass and multi-output set splits are
+#: searched exhaustively; beyond, categories are ordered by a documented key (multiclass:
+#: their share of the node's majority class; multi-output: :func:`principal_keys`) and
+#: contiguous cuts scanned (a heuristic).
 MAX_EXHAUSTIVE = 10
 
 
@@ -439,6 +449,50 @@ def _order_keys(stats: NDArray[np.float64], n_classes: int) -> NDArray[np.float6
     )
 
 
+def principal_keys(
+    stats: NDArray[np.float64], criterion: str, present: NDArray[np.bool_]
+) -> NDArray[np.float64]:
+    """Multi-output ordering key: the categories' mean vectors on their first principal axis.
+
+    A category's mean vector is its mean target of every output (regression: ``sum w y / W``
+    per output, in the targets' units) or its share of every class of every output
+    (classification: the class blocks side by side). The axis is the leading eigenvector
+    of the row-weighted scatter ``sum_c W_c (m_c - m)(m_c - m)^T`` of the present
+    categories about their weighted mean ``m``, signed so that its largest component is
+    positive; the key is ``(m_c - m) . v``. Unstandardised on purpose: squared error's and
+    Gini's gains of a two-way partition are the between-group scatter of exactly these
+    vectors in these units (averaged over outputs), so the axis is the direction along
+    which the categories differ most in what the gain measures (Coppersmith, Hong and
+    Hosking, 1999, for Gini); with one output it orders as the mean / class-1 share does.
+
+    Parameters
+    ----------
+    stats : ndarray of float64, shape (n_nodes, n_categories, n_stats)
+    criterion : str
+        "squared_error" or "poisson" (one ``(sum, second)`` column pair per output), or a
+        classification criterion (class columns).
+    present : ndarray of bool, shape (n_nodes, n_categories)
+
+    Returns
+    -------
+    ndarray of float64, shape (n_nodes, n_categories)
+        The key of every category (0 where absent: the caller puts those last).
+    """
+    w = np.where(present, stats[..., STAT_WEIGHT], 0.0)
+    regression = criterion in ("squared_error", "poisson")
+    task = stats[..., STAT_TASK::2] if regression else stats[..., STAT_TASK:]
+    means = np.where(present[..., None], task / np.maximum(w, 1e-300)[..., None], 0.0)
+    total = np.maximum(w.sum(axis=1), 1e-300)
+    center = np.einsum("nm,nmk->nk", w, means) / total[:, None]
+    dev = np.where(present[..., None], means - center[:, None, :], 0.0)
+    scaled = dev * np.sqrt(w)[..., None]
+    _, vecs = np.linalg.eigh(np.einsum("nmk,nml->nkl", scaled, scaled))
+    axis = vecs[..., -1]  # the largest eigenvalue's (eigh sorts them ascending)
+    lead = np.take_along_axis(axis, np.argmax(np.abs(axis), axis=1)[:, None], axis=1)
+    axis = axis * np.where(lead < 0, -1.0, 1.0)
+    return np.asarray(np.einsum("nmk,nk->nm", dev, axis))
+
+
 def _finish(
     gain: NDArray[np.float64],
     left: NDArray[np.float64],
@@ -456,25 +510,38 @@ def _finish(
 
 
 def best_set_splits(
-    stats: NDArray[np.float64], *, criterion: str, n_classes: int, min_samples_leaf: int
+    stats: NDArray[np.float64],
+    *,
+    criterion: str,
+    n_classes: int,
+    min_samples_leaf: int,
+    n_outputs: int = 1,
 ) -> BestSetSplits:
     """Best two-way partition of the categories present at each node.
 
     Regression and binary classification: categories sorted by mean outcome / class-1
-    share, contiguous cuts scanned (Fisher, 1958: optimal for these criteria). Multiclass:
-    every partition while at most :data:`MAX_EXHAUSTIVE` categories are present, else the
-    majority-class-share ordering and contiguous cuts.
+    share, contiguous cuts scanned (Fisher, 1958: optimal for these criteria). Multiclass
+    and multi-output y: every partition while the node has at most :data:`MAX_EXHAUSTIVE`
+    categories (gains: the mean over the outputs, as for numeric splits), else contiguous
+    cuts of an ordering: the majority-class share (multiclass) or :func:`principal_keys`
+    (multi-output).
 
     Parameters
     ----------
     stats : ndarray of float64, shape (n_nodes, n_categories, n_stats)
         Pooled statistics of each category (or client) in each node.
+    n_outputs : int
+        Gini and entropy: the class blocks of multi-output y. Regression reads its outputs
+        off the columns.
     """
     n_nodes, m, s = stats.shape
     present = stats[..., STAT_WEIGHT] > 0
     parent = stats.sum(axis=1)
     n_present = present.sum(axis=1)
-    exhaustive = n_classes > 2 and m <= MAX_EXHAUSTIVE
+    if criterion in ("squared_error", "poisson"):
+        n_outputs = (s - STAT_TASK) // 2
+    multi = n_outputs > 1
+    exhaustive = (n_classes > 2 or multi) and m <= MAX_EXHAUSTIVE
     if exhaustive:
         codes = np.arange(1, 2 ** max(m - 1, 0), dtype=np.int64)
         masks = ((codes[:, None] >> np.arange(m)[None, :]) & 1).astype(bool)  # (n_masks, m)
@@ -483,17 +550,20 @@ def best_set_splits(
             parent[:, None, :].repeat(masks.shape[0], 1).reshape(-1, s),
             left.reshape(-1, s),
             criterion,
+            n_outputs,
         ).reshape(n_nodes, -1)
         best, arg = _finish(gain, left, masks, min_samples_leaf, parent)
         left_mask = masks[arg] & present if masks.shape[0] else np.zeros((n_nodes, m), bool)
     else:
-        key = np.where(present, _order_keys(stats, n_classes), np.inf)
+        key = principal_keys(stats, criterion, present) if multi else _order_keys(stats, n_classes)
+        key = np.where(present, key, np.inf)
         order = np.argsort(key, axis=1, kind="stable")
         cum = np.cumsum(np.take_along_axis(stats, order[..., None], axis=1), axis=1)[:, :-1]
         gain = weighted_gain(
             parent[:, None, :].repeat(max(m - 1, 0), 1).reshape(-1, s),
             cum.reshape(-1, s),
             criterion,
+            n_outputs,
         ).reshape(n_nodes, -1)
         gain = np.where(np.arange(max(m - 1, 0))[None, :] < (n_present - 1)[:, None], gain, -np.inf)
         best, arg = _finish(gain, cum, present, min_samples_leaf, parent)
@@ -551,6 +621,7 @@ def categorical_splits(
     criterion: str,
     n_classes: int,
     min_samples_leaf: int,
+    n_outputs: int = 1,
 ) -> tuple[BestSetSplits, NDArray[np.int64]]:
     """Best categorical split of every node, and its feature (-1: none).
 
@@ -572,7 +643,11 @@ def categorical_splits(
         )
         per_cat[sel, :c] = np.diff(cum, axis=1)
     pairs = best_set_splits(
-        per_cat, criterion=criterion, n_classes=n_classes, min_samples_leaf=min_samples_leaf
+        per_cat,
+        criterion=criterion,
+        n_classes=n_classes,
+        min_samples_leaf=min_samples_leaf,
+        n_outputs=n_outputs,
     )
     # Per node, its best categorical pair (first in request order on ties).
     best_pair = np.full(n_nodes, -1)
