@@ -132,8 +132,9 @@ def check_config(cfg: GrowerConfig) -> None:
             )
     if problems:
         what, why = problems[0]
+        nor = ' (nor "secure")' if cfg.privacy == "dp" else ""
         raise ValueError(
-            f'{what} is not available under privacy="{cfg.privacy}" (nor "secure"): {why}. '
+            f'{what} is not available under privacy="{cfg.privacy}"{nor}: {why}. '
             'Use privacy="none" for it (the server then sees per-client statistics and data '
             "values; see docs/privacy.md)."
         )
