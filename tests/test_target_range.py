@@ -78,3 +78,26 @@ def test_zero_inflated_targets_say_what_to_do_under_secure() -> None:
     # (Poisson's rule keeps a child whose targets sum to 0 from being split off, as in
     # scikit-learn: the zero rows' predictions stay above 0.)
     assert model.predict(X[X[:, 0] > 2.2]).mean() > 4 * model.predict(X[X[:, 0] < 0]).mean()
+
+
+def test_dp_target_scale_ignores_noise_in_the_far_tails() -> None:
+    # Under "dp" the scale comes from a noisy histogram of asinh(y) in 160 fixed bins.
+    # Noise alone in a far bin once moved Poisson's 99th percentile there: a scale of
+    # about 10^6 for counts of about 3, and predictions in the millions (1 fit in 5 at
+    # 800 rows, epsilon 2 to 5). Bins below three deviations of the noise are empty now.
+    from fedforest.federated.client_secure import target_grid
+    from fedforest.federated.server.secure import _robust_scale
+
+    rng = np.random.default_rng(0)
+    y = rng.poisson(3.0, 800).astype(float)
+    counts = np.histogram(np.arcsinh(y), bins=target_grid())[0].astype(float)
+    sigma = 6.0
+    noisy = counts.copy()
+    noisy[150] += 2.5 * sigma  # asinh(y) near 18: y near 3e7
+    clean = _robust_scale(counts, poisson=True)
+    assert _robust_scale(noisy, poisson=True)[1] > 1e5 * clean[1]  # the old estimate
+    np.testing.assert_allclose(_robust_scale(noisy, True, 2.0, sigma), clean, rtol=0.3)
+    # A real tail heavier than the noise still counts.
+    heavy = counts.copy()
+    heavy[150] += 40 * sigma
+    assert _robust_scale(heavy, True, 2.0, sigma)[1] > 1e5 * clean[1]

@@ -303,7 +303,10 @@ def setup_grids(
     if regression:
         state.poisson = cfg.criterion == "poisson"
         if plan is not None:
-            pairs = [_robust_scale(h, state.poisson, plan.clip) for h in sums["y_hist"]]
+            pairs = [
+                _robust_scale(h, state.poisson, plan.clip, plan.target_sigma)
+                for h in sums["y_hist"]
+            ]
         else:
             moments = _two_words(sums, "y_moments")
             pairs = [_moment_scale(n, s1, s2, state.poisson) for n, s1, s2 in moments]
@@ -345,7 +348,7 @@ def _two_words(sums: dict[str, NDArray[np.float64]], name: str) -> NDArray[np.fl
 
 
 def _robust_scale(
-    counts: NDArray[np.float64], poisson: bool = False, clip: float = 2.0
+    counts: NDArray[np.float64], poisson: bool = False, clip: float = 2.0, sigma: float = 0.0
 ) -> tuple[float, float]:
     """Center (median) and scale (IQR / 1.349) of the targets from a noisy histogram.
 
@@ -355,7 +358,12 @@ def _robust_scale(
     (at least one grid bin, 0.25 in asinh(y), above 0): the clip cuts about 1 % of the rows.
     """
     edges = target_grid()
-    cum = np.concatenate([[0.0], np.cumsum(np.maximum(counts, 0.0))])
+    # Bins whose noisy count is below three deviations of the noise (``sigma``) count as
+    # empty (a noise-only bin passes with probability 0.0013: 0.2 of the 160 expected):
+    # the noise alone otherwise piles up mass in the far tails, and
+    # Poisson's 99th percentile landed there (a scale of 10^6 for counts of about 3, whose
+    # leaves then predicted millions).
+    cum = np.concatenate([[0.0], np.cumsum(np.where(counts >= 3.0 * sigma, counts, 0.0))])
     if cum[-1] <= 0:
         return 0.0, 1.0
     if poisson:
