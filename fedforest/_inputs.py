@@ -158,6 +158,14 @@ def warn_caller(message: str, category: type[Warning]) -> None:
     warnings.warn(message, category, stacklevel=level)
 
 
+#: Under privacy="dp" each client clips its rows' sample weights to 1 (the noise's bound).
+DP_WEIGHTS_CLIPPED = (
+    'Under privacy="dp" a row weighs at most 1: sample weights above 1 count as 1 (the noise '
+    "is calibrated for rows that weigh at most their bootstrap count). Scale the weights so "
+    "that the largest is 1 to keep their ratios."
+)
+
+
 #: scikit-learn 1.9's deprecation of "friedman_mse" (its wording): it maps to squared_error.
 FRIEDMAN_MSE_DEPRECATED = (
     'Value `"friedman_mse"` for `criterion` is deprecated and will be removed in 1.11. '

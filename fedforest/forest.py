@@ -25,6 +25,7 @@ from sklearn.utils.validation import (
 
 from ._docs import estimator_doc
 from ._inputs import (
+    DP_WEIGHTS_CLIPPED,
     NOTHING_TO_ADD,
     check_bootstrap,
     check_federable,
@@ -38,6 +39,7 @@ from ._inputs import (
     n_columns,
     take_rows,
     warm_prior,
+    warn_caller,
     with_codes,
 )
 from ._io import load_model, save_model
@@ -285,6 +287,8 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 if sample_weight is None
                 else _check_sample_weight(sample_weight, X_arr, ensure_non_negative=True)
             )
+            if weights is not None and self.privacy == "dp" and weights.max() > 1.0:
+                warn_caller(DP_WEIGHTS_CLIPPED, UserWarning)
             # Categorical columns reach the clients raw: the handshake fixes their codes,
             # exactly as it does for clients built by the user.
             clients = [

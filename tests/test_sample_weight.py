@@ -77,8 +77,6 @@ def test_bad_weights_are_refused_naming_the_client() -> None:
         ff.Client(X, y, name="a", sample_weight=-w)
     with pytest.raises(ValueError, match=r"expected \(100,\)"):
         ff.Client(X, y, name="a", sample_weight=w[:50])
-    with pytest.raises(ValueError, match='not available under privacy="dp"'):
-        ff.FedForestRegressor(privacy="dp", epsilon=5.0).fit(X, y, sample_weight=w)
     with pytest.raises(ValueError, match="Negative values in data passed to .sample_weight"):
         ff.FedForestRegressor().fit(X, y, sample_weight=-w)
 
@@ -97,3 +95,24 @@ def test_min_weight_fraction_leaf_equals_scikit_learn(weighted: bool) -> None:
     leaves = tree.children_left < 0
     assert tree.weighted_n_node_samples[leaves].min() >= 0.05 * tree.weighted_n_node_samples[0]
     assert ours.trees_[0].node_count == ref.tree_.node_count
+
+
+def test_dp_takes_weights_up_to_one_a_row() -> None:
+    # Under "dp" a row's weight is clipped to 1 on its client: the noise's bound holds
+    # and the budget is spent as without weights. Weights still steer the forest: rows of
+    # weight 0 (half of them, with the opposite target) take no part.
+    rng = np.random.default_rng(7)
+    n = 4000
+    X = rng.normal(size=(n, 3))
+    half = rng.random(n) < 0.5
+    y = np.where(half, 3 * X[:, 0], -3 * X[:, 0]) + 0.1 * rng.normal(size=n)
+    w = half.astype(float)
+    h = rng.integers(0, 4, n)
+    kw = dict(privacy="dp", epsilon=50.0, n_estimators=10, max_depth=4, random_state=0)
+    model = ff.FedForestRegressor(oob_score=True, **kw).fit(X, y, client_ids=h, sample_weight=w)
+    report = model.privacy_report_
+    assert 0 < report["epsilon_spent"] <= report["epsilon"] == 50.0
+    slope = np.polyfit(X[:, 0], model.predict(X), 1)[0]
+    assert slope > 1.0  # the weighted half's +3, not the pooled 0
+    with pytest.warns(UserWarning, match="sample weights above 1 count as 1"):
+        ff.FedForestRegressor(**kw).fit(X, y, client_ids=h, sample_weight=2 * w)

@@ -330,6 +330,8 @@ class Client:
         rows, w, tree_rows = [], [], np.zeros(n_trees + 1, dtype=np.int64)
         weighted = bool(setup.get("weighted", False))
         row_w = self.sample_weight
+        if row_w is not None and setup.get("privacy") == "dp":  # the noise's bound: 1 a row
+            row_w = np.minimum(row_w, 1.0)
         if setup.get("class_weights") is not None:  # multi-output class_weight: on the rows
             row_w = class_row_weights(row_w, y, setup["class_weights"])
         for t in range(n_trees):

@@ -645,11 +645,6 @@ def grow_forest(
         fed = DropFailedClients(fed)
     ledger = CommunicationLedger()
     schema = handshake(fed, cfg, ledger)
-    if schema["weighted"] and cfg.privacy == "dp":
-        raise ValueError(
-            'sample_weight is not available under privacy="dp": the noise is calibrated for '
-            'rows that weigh at most their bootstrap count; use privacy="secure" for it.'
-        )
     cfg = resolve_sizes(cfg, sum(schema["n_samples"].values()))
     schema["draws"] = bootstrap_draws(cfg, schema["n_samples"])
     if cfg.privacy != "none":
