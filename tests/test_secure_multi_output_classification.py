@@ -169,10 +169,13 @@ def test_dp_with_a_list_of_class_weights_bounds_the_weights_by_their_product() -
     party.set_up({"class_weights": [[1.0, 3.0], [2.0, 0.5, 1.0], [1.0, 1.0]]}, codes, 7)
     fit = SimpleNamespace(y=codes, n_classes=7, y_log=None)
     np.testing.assert_array_equal(party.bounds(fit), [1.0] + [12.0] * 8)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match='"balanced" is not available under privacy="dp"'):
-        ff.FedForestClassifier(privacy="dp", epsilon=5.0, max_depth=3, class_weight="balanced").fit(
-            X, Y
-        )
+    # "balanced" under "dp": noisy class counts, one per output and row for the accountant.
+    model = ff.FedForestClassifier(
+        privacy="dp", epsilon=5.0, max_depth=3, n_estimators=3, class_weight="balanced"
+    ).fit(X, Y, client_ids=np.arange(len(Y)) % 3)
+    plain = ff.FedForestClassifier(privacy="dp", epsilon=5.0, max_depth=3, n_estimators=3)
+    plain.fit(X, Y, client_ids=np.arange(len(Y)) % 3)
+    assert model.privacy_report_["entries"] == plain.privacy_report_["entries"] + Y.shape[1]
 
 
 # --------------------------------------------------------------------------- class_weight

@@ -245,6 +245,7 @@ class SecureParty:
                 arrays["y_moments"], arrays["y_moments_lo"] = to_fixed2(y_mom, MOMENT_FRAC_BITS)
             if "class_counts" in msg.header:  # class_weight="balanced": rows per class
                 mine = label_counts(c.y_raw, msg.header["class_counts"], c.name)  # per output
+                mine = self.noisy(msg, mine, 1.0, "target_sigma", 0)  # under "dp": a row, 1
                 arrays["class_counts"] = to_fixed(mine, 0)
             return self._masked(msg, GRID, arrays)
         edges = expect_array(msg, "edges", "f", (feats.size, None), "server")

@@ -122,6 +122,7 @@ def entries_per_row(
     n_stats: int,
     classification: bool,
     n_outputs: int = 1,
+    class_counts: bool = False,
 ) -> int:
     """Entries one row touches over a fit (each moves by at most 1 in bound units).
 
@@ -133,7 +134,7 @@ def entries_per_row(
     per_level = level_entries(n_sampled, n_stats, classification, n_outputs)
     return (
         grid_entries(n_numeric, classification)
-        + target_entries(classification, n_outputs)
+        + target_entries(classification, n_outputs, class_counts)
         + n_trees * max_depth * per_level
         + oob_entries(classification, n_outputs)
     )
@@ -159,9 +160,15 @@ def grid_entries(n_numeric: int, classification: bool) -> int:
     return 2 * n_numeric + n_numeric
 
 
-def target_entries(classification: bool, n_outputs: int = 1) -> int:
-    """Entries one row touches in the targets' histograms (regression): a bin per output."""
-    return 0 if classification else n_outputs
+def target_entries(classification: bool, n_outputs: int = 1, class_counts: bool = False) -> int:
+    """Entries one row touches in the targets' histograms: a bin per output (regression).
+
+    A classifier's rows touch them only under ``class_weight="balanced"``
+    (``class_counts``): one class count per output.
+    """
+    if classification:
+        return n_outputs if class_counts else 0
+    return n_outputs
 
 
 def oob_entries(classification: bool, n_outputs: int = 1) -> int:

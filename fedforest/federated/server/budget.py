@@ -27,7 +27,11 @@ def _grid_and_target(
 ) -> tuple[int, int]:
     """Entries one row touches in the grid rounds' features and in the targets' histograms."""
     cls = cfg.task == "classification"
-    return dp.grid_entries(_numeric(ctx), cls), dp.target_entries(cls, schema["n_outputs"])
+    balanced = cfg.class_weight == "balanced"  # noisy class counts in the first grid round
+    return (
+        dp.grid_entries(_numeric(ctx), cls),
+        dp.target_entries(cls, schema["n_outputs"], balanced),
+    )
 
 
 def plan_fit(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> None:
@@ -47,6 +51,7 @@ def plan_fit(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> 
         n_stats=ctx["n_stats"],
         classification=cfg.task == "classification",
         n_outputs=schema["n_outputs"],
+        class_counts=cfg.class_weight == "balanced",
     )
     grid, target = _grid_and_target(cfg, schema, ctx)
     plan = dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, target)

@@ -116,15 +116,6 @@ def check_config(cfg: GrowerConfig) -> None:
     if cfg.privacy == "dp":
         if cfg.max_depth is None:
             problems.append(("max_depth=None", "the noise is calibrated for a bounded depth"))
-        if cfg.class_weight == "balanced":
-            problems.append(
-                (
-                    'class_weight="balanced"',
-                    "its class counts would need noise of their own; "
-                    '"balanced_subsample" reads them off the trees\' noisy roots, or pass a dict '
-                    "(a list of dicts for multi-output y)",
-                )
-            )
         if cfg.epsilon is None or not cfg.epsilon > 0:
             raise ValueError(
                 f'privacy="dp" needs a privacy budget: epsilon > 0, got {cfg.epsilon!r} '
@@ -297,9 +288,11 @@ def setup_grids(
         root_edges[j], root_mass[j] = e, np.maximum(np.diff(cum), 0.0)
         root_lo[j], root_hi[j] = lo_f[i], hi_f[i]
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
-    if balanced:
+    if balanced and plan is None:
         check_pooled_class_counts(sums["class_counts"], sizes, n_rows)
         state.class_counts = sums["class_counts"]
+    elif balanced:  # noisy counts (the accountant counts them): at least 1 per class
+        state.class_counts = np.maximum(sums["class_counts"], 1.0)
     if regression:
         state.poisson = cfg.criterion == "poisson"
         if plan is not None:
