@@ -222,12 +222,8 @@ def warm_prior(est: Any) -> dict[str, Any] | None:
             f"n_estimators={est.n_estimators} must be larger or equal to "
             f"len(estimators_)={n_old} when warm_start==True"
         )
-    if est.privacy == "dp" or "_tree_importances" not in vars(est):
-        why = (
-            "each fit spends its own budget under privacy='dp'"
-            if est.privacy == "dp"
-            else "a loaded model file keeps no seed or per-tree importances"
-        )
+    if "_tree_importances" not in vars(est):
+        why = "a loaded model file keeps no seed or per-tree importances"
         raise ValueError(f"warm_start cannot add trees here: {why}; fit with warm_start=False.")
     if est.n_estimators == n_old:
         msg = "Warm-start fitting without increasing n_estimators does not fit new trees."

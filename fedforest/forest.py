@@ -47,6 +47,7 @@ from .diagnostics import diagnose
 from .federated.categorical import categorical_columns
 from .federated.client import Client
 from .federated.federation import Federation
+from .federated.privacy.dp import compose_reports
 from .federated.protocol import CommunicationLedger
 from .federated.server.config import ForestResult, GrowerConfig
 from .federated.server.grower import forest_importances, grow_forest
@@ -499,8 +500,10 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.dropped_clients_ = list(result.dropped_clients)
         if result.oob_score is not None:
             self.oob_score_ = result.oob_score
-        if result.privacy_report is not None:
-            self.privacy_report_ = result.privacy_report
+        if result.privacy_report is not None:  # under warm_start, the fits' budgets add up
+            self.privacy_report_ = compose_reports(
+                (warm or {}).get("privacy_report_"), result.privacy_report
+            )
         self._set_classes(result.classes, fit_classes)
         self._pack()
 

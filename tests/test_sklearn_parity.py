@@ -167,6 +167,26 @@ def test_warm_start_on_a_loaded_model_is_refused(tmp_path) -> None:
     assert len(loaded) == 3
 
 
+def test_warm_start_under_dp_adds_up_the_budgets(tmp_path) -> None:
+    # Each call is its own mechanism spending its own epsilon; over the forest they compose
+    # (basic composition): privacy_report_ keeps the last call's and the totals.
+    X, y = _data(1200, 11)
+    h = np.arange(1200) % 4
+    kw = dict(privacy="dp", epsilon=5.0, max_depth=3, random_state=0, warm_start=True)
+    model = ff.FedForestRegressor(n_estimators=3, **kw).fit(X, y, client_ids=h)
+    first = dict(model.privacy_report_)
+    assert first["fits"] == 1 and first["epsilon_total"] == first["epsilon_spent"] <= 5.0
+    model.set_params(n_estimators=6).fit(X, y, client_ids=h)
+    report = model.privacy_report_
+    assert len(model) == 6 and report["fits"] == 2
+    assert report["epsilon_total"] == pytest.approx(
+        first["epsilon_spent"] + report["epsilon_spent"]
+    )
+    assert report["delta_total"] == pytest.approx(first["delta"] + report["delta"])
+    model.save(tmp_path / "dp.ffm")
+    assert ff.load(tmp_path / "dp.ffm").privacy_report_["epsilon_total"] == report["epsilon_total"]
+
+
 def test_decision_path_equals_scikit_learns() -> None:
     X, y = _data(500, 11)
     model = ff.FedForestRegressor(n_estimators=4, privacy="none", random_state=0).fit(X, y)

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = [
+    "compose_reports",
     "ASINH_CLIP",
     "DpPlan",
     "discrete_gaussian",
@@ -237,4 +238,24 @@ def discrete_gaussian(sigma: Any, rng: Any) -> Any:
         accept = rng.random(todo.size) < np.exp(-((np.abs(y) - s * s / t) ** 2) / (2 * s * s))
         flat_out[todo[accept]] = y[accept]
         todo = todo[~accept]
+    return out
+
+
+def compose_reports(prior: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """``privacy_report_`` of a forest fitted in several calls (``warm_start``).
+
+    Each call is its own mechanism (its grid rounds, its new trees, the out-of-bag round
+    over every tree) spending its own ``epsilon``; over the forest they compose, by basic
+    composition: ``epsilon_total`` and ``delta_total`` add up the calls' ``epsilon_spent``
+    and ``delta`` (``fits`` counts them). ``new`` alone gives its own totals.
+    """
+    out = dict(new)
+    before = prior or {"fits": 0, "epsilon_total": 0.0, "delta_total": 0.0}
+    out["fits"] = int(before.get("fits", 1)) + 1
+    out["epsilon_total"] = float(
+        before.get("epsilon_total", before.get("epsilon_spent", 0.0))
+    ) + float(new["epsilon_spent"])
+    out["delta_total"] = float(before.get("delta_total", before.get("delta", 0.0))) + float(
+        new["delta"]
+    )
     return out
