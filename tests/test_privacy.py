@@ -389,11 +389,11 @@ def test_attack_finds_nothing_under_secure_in_multi_output_classification(
 
 
 # --------------------------------------------------------------------------- across levels
-def _in_bag_weights(model, clients, h, n_trees):
+def _in_bag_weights(model, clients, h, n_trees, random_state=0):
     from fedforest.federated.client import bootstrap_counts
     from fedforest.federated.client_secure import data_secret
 
-    seed = int(np.random.RandomState(0).randint(np.iinfo(np.int32).max))
+    seed = int(np.random.RandomState(random_state).randint(np.iinfo(np.int32).max))
     w = np.zeros((n_trees, len(h)))
     for k, c in enumerate(clients):
         idx = np.flatnonzero(h == k)
@@ -588,7 +588,9 @@ def ancestor_exposure(fed, model, X, w, m) -> dict[str, float]:
     ancestor ``A`` released ``S_A(e)`` on the same feature ``f``. Their difference is
     ``+`` the sum over ``A``'s rows outside ``C`` below ``e`` and ``C``'s rows in
     ``(e', e]``, ``-`` the sum over ``C``'s rows in ``(e, e']``: when one side is empty and
-    the other covers 1 to ``m - 1`` rows, those rows are isolated. Also ``S_A(e)`` minus
+    the other covers 1 to ``m - 1`` rows, those rows are isolated. The same above the
+    thresholds (both nodes' totals are released too: ``S_A - S_A(e)`` less
+    ``S_C - S_C(e')``), with ``A``'s rows outside ``C`` above ``e``. Also ``S_A(e)`` minus
     one released sum of each of ``A``'s descendants at a depth where all of them released
     ``f`` (they partition ``A``'s rows). Returns the number of isolating pairs
     (``"parent"``: ``A`` is ``C``'s parent; ``"further"``: a grandparent or above), of
@@ -618,19 +620,26 @@ def ancestor_exposure(fed, model, X, w, m) -> dict[str, float]:
         while anc >= 0:
             if (t, anc, f) in released:
                 e = released[(t, anc, f)]
+                n_c, n_a = len(member[t][nd]), len(member[t][anc])
                 c_at_e, a_at_e = below(t, nd, f, e), below(t, anc, f, e)
-                outside = (a_at_e - c_at_e)[:, None]  # A's rows outside C with x <= e
                 diff = below(t, nd, f, cands)[None, :] - c_at_e[:, None]  # C's, e -> e'
-                plus = outside + np.maximum(-diff, 0)
-                minus = np.maximum(diff, 0)
-                bad = ((minus == 0) & (plus > 0) & (plus < m)) | (
-                    (plus == 0) & (minus > 0) & (minus < m)
-                )
-                found["parent" if steps == 1 else "further"] += int(bad.sum())
-                for i, j in zip(*np.nonzero(bad & (plus + minus == 1)), strict=True):
-                    P, C = member[t][anc], member[t][nd]
-                    got = set(P[values[P, f] <= e[i]]) ^ set(C[values[C, f] <= cands[j]])
-                    alone |= got
+                for side in (-1, 1):  # below the thresholds, above them
+                    if side < 0:  # A's rows outside C with x <= e
+                        outside = (a_at_e - c_at_e)[:, None]
+                    else:  # ... with x > e
+                        outside = ((n_a - a_at_e) - (n_c - c_at_e))[:, None]
+                    plus = outside + np.maximum(side * diff, 0)
+                    minus = np.maximum(-side * diff, 0)
+                    bad = ((minus == 0) & (plus > 0) & (plus < m)) | (
+                        (plus == 0) & (minus > 0) & (minus < m)
+                    )
+                    found["parent" if steps == 1 else "further"] += int(bad.sum())
+                    for i, j in zip(*np.nonzero(bad & (plus + minus == 1)), strict=True):
+                        P, C = member[t][anc], member[t][nd]
+                        got = set(P[values[P, f] <= e[i]]) ^ set(C[values[C, f] <= cands[j]])
+                        if side > 0:
+                            got = set(P[values[P, f] > e[i]]) ^ set(C[values[C, f] > cands[j]])
+                        alone |= got
             anc, steps = parents[t][anc], steps + 1
     for (t, nd, f), cands in released.items():
         tree = model.trees_[t]
@@ -650,21 +659,20 @@ def ancestor_exposure(fed, model, X, w, m) -> dict[str, float]:
     return {**found, "rows": len(alone) / len(values)}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the across-levels rule checks the parent's releases only (docs/privacy.md)",
-)
-def test_differencing_with_any_ancestor_isolates_no_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Grandparents and further up: a node's sums against every ancestor's, same feature.
+@pytest.mark.parametrize(("n_rows", "d", "n_trees", "seed"), [(100, 8, 10, 0), (140, 12, 20, 3)])
+def test_differencing_with_any_ancestor_isolates_no_row(
+    monkeypatch: pytest.MonkeyPatch, n_rows: int, d: int, n_trees: int, seed: int
+) -> None:
+    """Grandparents and further up, below and above: a node's sums against every ancestor's.
 
     With a third of the features per node, a node's parent usually did not sample the
     feature an earlier ancestor released; parent-only tracking then checks nothing.
-    Measured on the parent-only rule (10 clients x 100 rows, 8 features, 10 trees of depth
-    8): 29 isolating pairs, all with a grandparent or further up, 0.2 % of the rows alone.
+    Measured on the parent-only rule that checked sums below the thresholds only (10
+    clients x 140 rows, 12 features, 20 trees of depth 8): 162 isolating pairs with the
+    parent above the thresholds, 162 with a grandparent or further up, 1.6 % of the rows
+    alone.
     """
-    X, y, h = _data(n_clients=10, n_rows=100, d=8)
-    n_trees = 10
+    X, y, h = _data(n_clients=10, n_rows=n_rows, d=d)
     clients = [
         ff.Client(X[h == k].reset_index(drop=True), np.asarray(y)[h == k], f"site{k}")
         for k in np.unique(h)
@@ -672,9 +680,11 @@ def test_differencing_with_any_ancestor_isolates_no_row(monkeypatch: pytest.Monk
 
     def attack() -> dict[str, float]:
         fed = RecordingFederation(ff.LocalFederation(clients))
-        model = ff.FedForestRegressor(n_estimators=n_trees, random_state=0).fit_federated(fed)
+        model = ff.FedForestRegressor(n_estimators=n_trees, random_state=seed)
+        model.fit_federated(fed)
         assert max(t.max_depth for t in model.trees_) >= 4
-        return ancestor_exposure(fed, model, X, _in_bag_weights(model, clients, h, n_trees), 10)
+        w = _in_bag_weights(model, clients, h, n_trees, seed)
+        return ancestor_exposure(fed, model, X, w, 10)
 
     found = attack()
     assert found == {"parent": 0, "further": 0, "partition": 0, "rows": 0.0}, found

@@ -24,6 +24,7 @@ from fedforest.federated.privacy.rules import (
     ancestor_safe,
     ancestor_safe_numpy,
     group_categories,
+    safe_from_ancestors,
     secure_candidates,
     secure_candidates_numpy,
 )
@@ -323,7 +324,7 @@ def test_ancestor_rule_kernel_matches_its_twin() -> None:
     n, m = 80, 10
     g_off = _segments(rng, n, 0, 30)
     grid, rows, cands, c_off = [], [], [], [0]
-    thr, thr_rows, a_off = [], [], [0]
+    thr, thr_rows, thr_total, near, a_off = [], [], [], [], [0]
     lo, hi, total = [], [], []
     for p in range(n):
         g = int(g_off[p + 1] - g_off[p])
@@ -341,16 +342,67 @@ def test_ancestor_rule_kernel_matches_its_twin() -> None:
         t = list(rng.choice(e, size=j, replace=False))
         t += [lo[-1] - 1.0] if rng.random() < 0.2 else []  # outside the node
         thr += t
-        thr_rows += list(rng.integers(0, 150, size=len(t)).astype(float))
+        below = rng.integers(0, 150, size=len(t)).astype(float)
+        thr_rows += list(below)
+        thr_total += list(below + total[-1] + rng.integers(-10, 40, size=len(t)))
+        near += list((rng.random(len(t)) < 0.5).astype(float))
         a_off.append(len(thr))
     args = [np.array(cands), np.array(c_off), np.array(grid), g_off, np.array(rows)]
-    args += [np.array(thr), np.array(thr_rows), np.array(a_off)]
+    args += [np.array(thr), np.array(thr_rows), np.array(thr_total), np.array(near)]
+    args += [np.array(a_off)]
     args += [np.array(lo), np.array(hi), np.array(total), m]
     a, b = np.empty(len(cands), dtype=bool), np.empty(len(cands), dtype=bool)
     ancestor_safe(*args, a)
     ancestor_safe_numpy(*args, b)
     np.testing.assert_array_equal(a, b)
     assert a.any() and not a.all()  # the rule drops some candidates, keeps others
+
+
+def test_ancestor_rule_keeps_exactly_the_candidates_no_difference_isolates_with() -> None:
+    """Further up than the parent the rule is the attack's criterion itself, brute-forced.
+
+    For random rows of an ancestor ``A`` and a subset ``C``: a candidate of ``C`` is kept
+    exactly when, for every threshold of ``A``, neither ``S_A(<= e) - S_C(<= e')`` nor
+    ``S_A(> e) - S_C(> e')`` is a sum over 1 to ``m - 1`` rows with nothing subtracted
+    (or subtracted rows only, nothing added); the parent's rule keeps a subset of those.
+    """
+    rng = np.random.default_rng(11)
+    m, checked, dropped = 5, 0, 0
+    for _ in range(300):
+        values = rng.integers(0, 40, size=int(rng.integers(12, 60))).astype(float)
+        inside = rng.random(values.size) < rng.uniform(0.2, 0.9)
+        if inside.sum() < 2:
+            continue
+        a_vals, c_vals = values, values[inside]
+        thr = np.unique(rng.choice(a_vals, size=int(rng.integers(1, 6))))
+        cands = np.unique(rng.choice(c_vals, size=int(rng.integers(1, 6))))
+        grid = np.unique(np.concatenate([thr, cands]))
+        rows = np.searchsorted(np.sort(c_vals), grid, side="right").astype(float)
+        a_rows = np.searchsorted(np.sort(a_vals), thr, side="right").astype(float)
+        kept = {}
+        for near in (0.0, 1.0):
+            anc = np.column_stack(
+                [thr, a_rows, np.full(thr.size, float(values.size)), np.full(thr.size, near)]
+            )
+            kept[near] = safe_from_ancestors(
+                cands, np.array([0, cands.size]), grid, np.array([0, grid.size]), rows, anc,
+                np.array([0, thr.size]), np.array([-np.inf]), np.array([np.inf]),
+                np.array([float(c_vals.size)]), m,
+            )  # fmt: skip
+        idx = np.arange(values.size)
+        for j, c in enumerate(cands):
+            isolates = False
+            for e in thr:
+                for a_side, c_side in (
+                    (set(idx[a_vals <= e]), set(idx[inside][c_vals <= c])),
+                    (set(idx[a_vals > e]), set(idx[inside][c_vals > c])),
+                ):
+                    plus, minus = len(a_side - c_side), len(c_side - a_side)
+                    isolates |= (minus == 0 and 0 < plus < m) or (plus == 0 and 0 < minus < m)
+            assert kept[0.0][j] == (not isolates), (values, inside, thr, c)
+            assert kept[0.0][j] or not kept[1.0][j]
+            checked, dropped = checked + 1, dropped + int(isolates)
+    assert checked > 500 and 0.05 * checked < dropped < 0.95 * checked, (checked, dropped)
 
 
 # --------------------------------------------------------------------------- the forest
@@ -489,7 +541,7 @@ def test_drop_mid_training_recovers_the_sums(at: int) -> None:
 def test_secure_accuracy_against_scikit_learn_and_none() -> None:
     # Measured on this machine (3 seeds, the paper's homogeneous setting, 1,400 rows):
     # secure is 9 % above scikit-learn's MSE (leaves of at least 10 rows, candidates at
-    # least 10 rows apart and away from the parent's thresholds), "none" within 1 %.
+    # least 10 rows apart, clear of the ancestors' thresholds), "none" within 1 %.
     # See docs/privacy.md.
     gaps, none_gaps = [], []
     for seed in range(3):

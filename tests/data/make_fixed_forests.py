@@ -5,7 +5,10 @@ Rewritten once since, when the secure grids began to take sinh / asinh from the 
 machine did not match an AVX2 one); only ``bench_secure``'s floats changed, by a few ulps.
 And its secure case once more when the secure target scale became one deviation of
 asinh(y) instead of two halved: the same splits, values within 1e-8 (the fixed point's
-rounding of the differently scaled targets).
+rounding of the differently scaled targets). And its secure case once more when the
+minimum-rows rule began to check every ancestor's releases, above the thresholds as well
+as below (other candidates, so other trees); only ``bench_secure`` was refitted (loaded,
+its arrays replaced, saved).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

@@ -177,18 +177,51 @@ def _rows_below(grid, rows, g0, g1, x, lo, hi, total):
 
 
 @numba.njit(nogil=True, cache=True)
+def _isolates(cc, ce, outside_below, outside_above, near, min_rows):
+    # Whether the node's sum at a candidate (``cc`` rows below it) and an ancestor's at a
+    # threshold (``ce``: the node's rows below it) isolate 1 to min_rows - 1 rows, below
+    # (``S_A(<= e) - S_C(<= e')``) or above (``S_A(> e) - S_C(> e')``, from the released
+    # totals): a difference that adds up rows on one side only and too few of them.
+    b = abs(cc - ce)
+    if near:
+        # The parent: the node's rows between the two none or at least min_rows, so that
+        # no combination with the sibling's sums isolates fewer either; when none, the
+        # parent's rows outside the node below and above the threshold likewise.
+        if b > 0 and b < min_rows:
+            return True
+        return b == 0 and (
+            (outside_below > 0 and outside_below < min_rows)
+            or (outside_above > 0 and outside_above < min_rows)
+        )
+    # A grandparent or above: the differences themselves.
+    if cc <= ce:  # below: outside_below + b, one-signed; above: outside_above - b
+        one_sided, signed = outside_below + b, outside_above
+    else:
+        one_sided, signed = outside_above + b, outside_below
+    if one_sided > 0 and one_sided < min_rows:
+        return True
+    if b == 0 and signed > 0 and signed < min_rows:
+        return True
+    return signed == 0 and b > 0 and b < min_rows
+
+
+@numba.njit(nogil=True, cache=True)
 def ancestor_safe(
-    cands, cand_off, grid, grid_off, rows, anc_thr, anc_rows, anc_off, lo, hi, total, min_rows, out
-):
+    cands, cand_off, grid, grid_off, rows, anc_thr, anc_rows, anc_total, anc_near, anc_off,
+    lo, hi, total, min_rows, out,
+):  # fmt: skip
     """Which candidates of each pair stay safe against its ancestors' releases on the feature.
 
     An ancestor ``A`` released its cumulative sum at ``e`` (``anc_thr``; ``anc_rows``: ``A``'s
-    rows with ``x <= e``); this node ``C`` (inside ``A``) would release its own at ``e'``.
-    For ``e' <= e`` their difference is a sum over ``count_A(e) - count_C(e')`` rows; for
-    ``e' > e`` it is the sum over ``C``'s rows in ``(e, e']`` minus the sum over ``A``'s rows
-    outside ``C`` below ``e``: a few rows are isolated when one part is empty and the other
-    holds fewer than ``min_rows``. Every count is exact: the ancestors' thresholds are on
-    the node's grid.
+    rows with ``x <= e``; ``anc_total``: all its rows, whose sum it released too); this
+    node ``C`` (inside ``A``) would release its own at ``e'``. Below, their difference is
+    the sum over ``A``'s rows outside ``C`` below ``e`` and ``C``'s rows in ``(e', e]``,
+    less ``C``'s rows in ``(e, e']``; above (totals less cumulative sums) the same with
+    ``A``'s rows outside ``C`` above ``e``. A few rows are isolated when one part is empty
+    and the other holds fewer than ``min_rows``. The parent (``anc_near``) is held to more:
+    the node's rows between ``e'`` and ``e`` number none or at least ``min_rows`` (else
+    the parent's sum less both children's isolates them). Every count is exact: the
+    thresholds given are on the node's grid, or outside its path bounds.
 
     Parameters
     ----------
@@ -197,8 +230,9 @@ def ancestor_safe(
     grid, rows : ndarray of float64  # IN
         Each pair's grid (increasing: the ancestors' thresholds were merged into it) and the
         node's pooled rows with ``x <= edge``, pair after pair (``grid_off``).
-    anc_thr, anc_rows : ndarray of float64  # IN
-        Each pair's ancestors' thresholds and their rows below them (``anc_off``).
+    anc_thr, anc_rows, anc_total, anc_near : ndarray of float64  # IN
+        Each pair's ancestors' thresholds, their rows below them, their rows, and 1 for the
+        parent's (0 further up), pair after pair (``anc_off``).
     lo, hi, total : ndarray of float64, shape (n_pairs,)  # IN
         The node's path bounds on the feature and its pooled rows.
     min_rows : int  # IN
@@ -213,20 +247,17 @@ def ancestor_safe(
         g0, g1 = grid_off[p], grid_off[p + 1]
         if g1 == g0:
             continue
+        if anc_off[p + 1] == anc_off[p]:
+            continue
+        cc = np.empty(c1 - c0)
+        for c in range(c0, c1):
+            cc[c - c0] = _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
         for a in range(anc_off[p], anc_off[p + 1]):
             ce = _rows_below(grid, rows, g0, g1, anc_thr[a], lo[p], hi[p], total[p])
-            outside = anc_rows[a] - ce
+            below = anc_rows[a] - ce
+            above = (anc_total[a] - anc_rows[a]) - (total[p] - ce)
             for c in range(c0, c1):
-                cc = _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
-                # The node's rows between the candidate and the ancestor's threshold: none,
-                # or at least min_rows, so that no combination with its siblings' sums
-                # isolates fewer.
-                between = abs(cc - ce)
-                if not (between == 0 or between >= min_rows):
-                    out[c] = False
-                # The ancestor's rows outside this node below the threshold: with the
-                # candidate in the threshold's gap, the two sums differ by exactly them.
-                if between == 0 and outside >= 1 and outside < min_rows:
+                if _isolates(cc[c - c0], ce, below, above, anc_near[a] > 0, min_rows):
                     out[c] = False
 
 
@@ -243,6 +274,24 @@ def _rows_below_numpy(
     return np.asarray(np.where(x >= hi, total, got))
 
 
+def _isolates_numpy(
+    cc: NDArray[np.float64],
+    ce: float,
+    below: float,
+    above: float,
+    near: bool,
+    m: int,
+) -> NDArray[np.bool_]:
+    b = np.abs(cc - ce)
+    few = lambda x: (x > 0) & (x < m)  # noqa: E731
+    if near:
+        return np.asarray(few(b) | ((b == 0) & (few(np.float64(below)) | few(np.float64(above)))))
+    low = cc <= ce
+    one_sided = np.where(low, below, above) + b
+    signed = np.where(low, above, below)
+    return np.asarray(few(one_sided) | ((b == 0) & few(signed)) | ((signed == 0) & few(b)))
+
+
 def ancestor_safe_numpy(
     cands: NDArray[np.float64],
     cand_off: NDArray[np.int64],
@@ -251,6 +300,8 @@ def ancestor_safe_numpy(
     rows: NDArray[np.float64],
     anc_thr: NDArray[np.float64],
     anc_rows: NDArray[np.float64],
+    anc_total: NDArray[np.float64],
+    anc_near: NDArray[np.float64],
     anc_off: NDArray[np.int64],
     lo: NDArray[np.float64],
     hi: NDArray[np.float64],
@@ -268,11 +319,10 @@ def ancestor_safe_numpy(
             bounds = (float(lo[p]), float(hi[p]), float(total[p]))
             c_e = _rows_below_numpy(grid[g], rows[g], anc_thr[a], bounds)
             c_c = _rows_below_numpy(grid[g], rows[g], c, bounds)
-            for ca, ce in zip(anc_rows[a], c_e, strict=True):
-                between = np.abs(c_c - ce)
-                ok &= (between == 0) | (between >= min_rows)
-                outside = ca - ce
-                ok &= ~((between == 0) & (outside >= 1) & (outside < min_rows))
+            for ca, ta, near, ce in zip(anc_rows[a], anc_total[a], anc_near[a], c_e, strict=True):
+                below = ca - ce
+                above = (ta - ca) - (total[p] - ce)
+                ok &= ~_isolates_numpy(c_c, ce, below, above, bool(near > 0), min_rows)
         out[cand_off[p] : cand_off[p + 1]] = ok
 
 
@@ -282,8 +332,7 @@ def safe_from_ancestors(
     grid: NDArray[np.float64],
     grid_off: NDArray[np.int64],
     rows: NDArray[np.float64],
-    anc_thr: NDArray[np.float64],
-    anc_rows: NDArray[np.float64],
+    anc: NDArray[np.float64],
     anc_off: NDArray[np.int64],
     lo: NDArray[np.float64],
     hi: NDArray[np.float64],
@@ -292,11 +341,13 @@ def safe_from_ancestors(
 ) -> NDArray[np.bool_]:
     """Which candidates (of every pair, flat) are safe from the ancestors' releases.
 
-    :func:`ancestor_safe` on its own output array; see there for the arguments.
+    :func:`ancestor_safe` on its own output array; ``anc`` holds its ``anc_thr``,
+    ``anc_rows``, ``anc_total`` and ``anc_near`` as columns. See there for the rest.
     """
     out = np.ones(cands.size, dtype=np.bool_)
+    thr, below, rows_a, near = (np.ascontiguousarray(anc[:, j]) for j in range(4))
     ancestor_safe(
-        cands, cand_off, grid, grid_off, rows, anc_thr, anc_rows, anc_off, lo, hi, total,
-        int(min_rows), out,
+        cands, cand_off, grid, grid_off, rows, thr, below, rows_a, near, anc_off, lo, hi,
+        total, int(min_rows), out,
     )  # fmt: skip
     return out

@@ -516,8 +516,8 @@ def round_b(
         out_off,
         out,
     )
-    # Less those the parent's releases on the feature would isolate rows with.
-    anc_off, anc = state.ancestors.take(state.ancestors.find(state.parent[node] * d + f))
+    # Less those the ancestors' releases on the feature would isolate rows with.
+    anc_off, anc = state.checks.take(state.checks.find(node * d + f))
     cands = out[: out_off[-1]]
     safe = safe_from_ancestors(
         cands,
@@ -525,8 +525,7 @@ def round_b(
         sub_grid,
         sub_off,
         sub_rows,
-        np.ascontiguousarray(anc[:, 0]),
-        np.ascontiguousarray(anc[:, 1]),
+        anc,
         anc_off,
         state.lo[node, f],
         state.hi[node, f],
@@ -545,7 +544,7 @@ def round_b(
     state.released = PairSegments(
         (node * d + f)[n_kept > 0],
         offsets(n_kept[n_kept > 0]),
-        np.column_stack([cand, sub_rows[at]]),
+        np.column_stack([cand, sub_rows[at], np.repeat(node_rows, n_kept)]),
     )
     # Category groups with at least m rows each.
     group_pair: list[int] = []

@@ -3,11 +3,11 @@
 Everything is pooled information, held as flat per-pair arrays (one segment per (slot,
 feature) pair of a level, found by the key ``slot * d + feature``), as the rest of the
 engine does: the features' root distributions, the previous level's measured histograms
-(the children's grids are quantiles of them), the candidates the previous level released
-(the minimum-rows rule across levels keeps a child's candidates away from them) and the
-nodes' path bounds. A level's grids are computed for all its pairs at once
-(:func:`node_grids`), and :func:`keep_histograms` and :func:`advance` carry the state to
-the next level.
+(the children's grids are quantiles of them), the candidates every earlier level of the
+batch released, with each level's parents (the minimum-rows rule across levels checks a
+node's candidates against its ancestors' releases) and the nodes' path bounds. A level's
+grids are computed for all its pairs at once (:func:`node_grids`), and
+:func:`keep_histograms` and :func:`advance` carry the state to the next level.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ __all__ = [
     "SecureState",
     "advance",
     "keep_histograms",
+    "near_tails",
     "node_grids",
     "offsets",
     "ranges",
@@ -67,12 +68,16 @@ class SecureState:
     #: ``slot * d + feature``: edges (``g + 1``) and masses (``g``) per pair.
     measured: PairSegments = field(default_factory=lambda: PairSegments.empty())
     measured_mass: PairSegments = field(default_factory=lambda: PairSegments.empty())
-    #: The previous level's released candidates, per pair: rows (threshold, the node's rows
-    #: with x <= threshold). A node's candidates must keep m of its rows away from its
-    #: parent's (the ancestors further up are not tracked: docs/privacy.md, "Limits").
-    ancestors: PairSegments = field(default_factory=lambda: PairSegments.empty(2))
-    #: This level's released candidates, kept for the next one.
-    released: PairSegments = field(default_factory=lambda: PairSegments.empty(2))
+    #: Every earlier level of the batch: its slots' parents (slots of the level before) and
+    #: its released candidates, per (slot, feature) pair: (threshold, the node's rows with
+    #: x <= threshold, its rows). The minimum-rows rule checks a node's candidates against
+    #: all its ancestors' releases on the feature (:func:`node_grids` finds them).
+    history: list[tuple[NDArray[np.int64], PairSegments]] = field(default_factory=list)
+    #: The ancestors' releases this level's numeric pairs are checked against: rows
+    #: (threshold, the ancestor's rows below it, its rows, 1 for the parent's).
+    checks: PairSegments = field(default_factory=lambda: PairSegments.empty(4))
+    #: This level's released candidates: (threshold, the node's rows below it, its rows).
+    released: PairSegments = field(default_factory=lambda: PairSegments.empty(3))
     #: This level's histograms, kept for the next one.
     current: PairSegments = field(default_factory=lambda: PairSegments.empty())
     current_mass: PairSegments = field(default_factory=lambda: PairSegments.empty())
@@ -91,7 +96,8 @@ class SecureState:
         self.parent = np.full(n_trees, -1, dtype=np.int64)
         self.measured = self.current = PairSegments.empty()
         self.measured_mass = self.current_mass = PairSegments.empty()
-        self.ancestors = self.released = PairSegments.empty(2)
+        self.history, self.checks = [], PairSegments.empty(4)
+        self.released = PairSegments.empty(3)
 
 
 @dataclass
@@ -211,17 +217,18 @@ def node_grids(
     quantile_grids_at(
         edges, edge_at, mass, mass_at, n_mass, lo, hi, n_out, shift[sel], out_off, out
     )
-    # The parent's thresholds join the node's grid, so that Round A counts the node's rows
-    # below each of them (for the rule in Round B).
-    anc = state.ancestors.find(key)
-    anc_off, anc_rel = state.ancestors.take(anc)
-    owner = np.repeat(np.arange(sel.size), np.diff(anc_off))
+    # The ancestors' thresholds that the rule checks join the node's grid, so that Round A
+    # counts the node's rows below each of them (for the rule in Round B).
+    owner, anc_rel = _ancestors_releases(state, node, f, node_rows[node])
+    anc_off = offsets(np.bincount(owner, minlength=sel.size))
+    has = np.diff(anc_off) > 0
+    state.checks = PairSegments((node * d + f)[has], offsets(np.diff(anc_off)[has]), anc_rel)
     thr = anc_rel[:, 0]
     inside = (thr > lo[owner]) & (thr < hi[owner])
     thr_off = offsets(np.bincount(owner[inside], minlength=sel.size))
     merged = np.empty(out.size + int(thr_off[-1]))
     merged_off = np.empty(sel.size + 1, dtype=np.int64)
-    merge_thresholds(out, out_off, anc >= 0, thr[inside], thr_off, merged, merged_off)
+    merge_thresholds(out, out_off, has, thr[inside], thr_off, merged, merged_off)
     out, out_off = merged[: merged_off[-1]], merged_off
     if missing is not None and missing.any():
         out_off, out = add_missing_candidates(out_off, out, missing[f])
@@ -302,9 +309,50 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
             hi[c, g] = np.where(t < hi[c, g], t, hi[c, g])
         else:
             lo[c, g] = np.where(t > lo[c, g], t, lo[c, g])
+    # This level's parents and releases join the history the children's rule reads.
+    state.history.append((state.parent, state.released))
     state.lo, state.hi, state.parent = lo, hi, parent
     state.measured, state.measured_mass = state.current, state.current_mass
     state.current, state.current_mass = PairSegments.empty(), PairSegments.empty()
-    # The parent's releases (the ancestors further up are not tracked: their thresholds
-    # would pile up in every grid; docs/privacy.md, "Limits"), found by the parent's key.
-    state.ancestors, state.released = state.released, PairSegments.empty(2)
+    state.checks, state.released = PairSegments.empty(4), PairSegments.empty(3)
+
+
+def near_tails(anc: NDArray[np.float64], rows: NDArray[np.float64], m: int) -> NDArray[np.bool_]:
+    """Which ancestors' releases (rows of ``anc``) the rule must check for a node of ``rows``.
+
+    The parent's always. Further up, a release at ``e`` by ``A`` (``a`` rows below it, ``t``
+    in all) differs from any of the node's sums by ``A``'s rows outside the node below
+    ``e`` (at least ``a - rows``) or above it (at least ``t - a - rows``) plus or minus
+    the node's rows between: with both at least ``m``, no candidate makes a difference
+    of 1 to ``m - 1`` rows on one side only, so only the tails of ``A``'s releases matter.
+    """
+    a, t, near = anc[:, 1], anc[:, 2], anc[:, 3] > 0
+    return np.asarray(near | (a - rows < m) | (t - a - rows < m))
+
+
+def _ancestors_releases(
+    state: SecureState, node: NDArray[np.int64], f: NDArray[np.int64], rows: NDArray[np.float64]
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The releases the rule checks each pair (``node``, ``f``) against, pair after pair.
+
+    Up the path level by level (a lookup per level for all pairs at once), the parent's
+    all and the tails of the others' (:func:`near_tails`). Returns each row's pair (sorted)
+    and the rows (threshold, the ancestor's rows below it, its rows, 1 for the parent's).
+    """
+    d = state.lo.shape[1]
+    owners, found = [np.zeros(0, np.int64)], [np.zeros((0, 4))]
+    up = state.parent[node] if node.size else np.zeros(0, np.int64)
+    for k in range(len(state.history) - 1, -1, -1):
+        parents, released = state.history[k]
+        there = up >= 0
+        seg = np.where(there, released.find(np.where(there, up, 0) * d + f), -1)
+        off, rel = released.take(seg)
+        owner = np.repeat(np.arange(node.size), np.diff(off))
+        rel = np.column_stack([rel, np.full(rel.shape[0], float(k == len(state.history) - 1))])
+        keep = near_tails(rel, rows[owner], state.min_rows)
+        owners.append(owner[keep])
+        found.append(rel[keep])
+        up = np.where(there, parents[np.maximum(up, 0)], -1) if parents.size else up * 0 - 1
+    owner = np.concatenate(owners)
+    order = np.argsort(owner, kind="stable")
+    return owner[order], np.vstack(found)[order]
