@@ -37,6 +37,14 @@ ccp_alpha : non-negative float, default=0.0
     Minimal cost-complexity pruning, as scikit-learn: each grown tree's weakest branches
     become leaves while their effective alpha is at most ``ccp_alpha``. The server prunes
     from the impurities and weights the tree already holds; no message is added.
+monotonic_cst : array-like of int of shape (n_features,), default=None
+    As scikit-learn: per feature, 1 monotonic increase, 0 no constraint, -1 monotonic
+    decrease of the prediction (a binary classifier's: the positive class's
+    probability). The server refuses a split on a constrained feature whose children's
+    values are out of order or out of the node's bounds, bounds the children by their
+    middle value and clips every node's value, from the pooled statistics it already
+    holds: no message is added, at every privacy level. Not for multi-output ``y``,
+    multiclass classification, categorical features or ``split_rule="avgimp"``.
 $max_features
     Features sampled per node on the server.
 n_bins : int or None, default=32

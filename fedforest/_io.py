@@ -36,6 +36,10 @@ def _json_param(value: Any) -> Any:
     if isinstance(value, dict):  # class_weight: [label, weight] pairs (JSON keys are text)
         pairs = [[_json_param(k), _json_param(v)] for k, v in value.items()]
         return {"pairs": pairs} if all(None not in pair for pair in pairs) else None
+    if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim == 1):
+        # monotonic_cst, categorical_features: a list of scalars (not class_weight's dicts)
+        items = [_json_param(v) for v in value]
+        return items if all(isinstance(v, (bool, int, float, str)) for v in items) else None
     return None  # e.g. a RandomState instance: the fitted trees do not depend on it any more
 
 

@@ -103,6 +103,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         "min_impurity_decrease": [Interval(Real, 0.0, None, closed="left")],
         "min_weight_fraction_leaf": [Interval(Real, 0.0, 0.5, closed="both")],
         "ccp_alpha": [Interval(Real, 0.0, None, closed="left")],
+        "monotonic_cst": ["array-like", None],
         "max_features": [
             Interval(Integral, 1, None, closed="left"),
             Interval(Real, 0.0, 1.0, closed="right"),
@@ -152,6 +153,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         min_impurity_decrease: float = 0.0,
         min_weight_fraction_leaf: float = 0.0,
         ccp_alpha: float = 0.0,
+        monotonic_cst: Any = None,
         max_features: Any = 1 / 3,
         n_bins: int | None = 32,
         local_candidates: bool | None = None,
@@ -184,6 +186,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.min_impurity_decrease = min_impurity_decrease
         self.min_weight_fraction_leaf = min_weight_fraction_leaf
         self.ccp_alpha = ccp_alpha
+        self.monotonic_cst = monotonic_cst
         self.max_features = max_features
         self.n_bins = n_bins
         self.local_candidates = local_candidates
@@ -419,6 +422,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             min_impurity_decrease=self.min_impurity_decrease,
             min_weight_fraction_leaf=self.min_weight_fraction_leaf,
             ccp_alpha=self.ccp_alpha,
+            monotonic_cst=self.monotonic_cst,
             max_features=self.max_features,
             n_bins=self.n_bins,
             # Local candidates are values of a client's rows: only under privacy="none".
@@ -677,6 +681,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
         min_impurity_decrease: float = 0.0,
         min_weight_fraction_leaf: float = 0.0,
         ccp_alpha: float = 0.0,
+        monotonic_cst: Any = None,
         max_features: Any = "sqrt",
         n_bins: int | None = 32,
         local_candidates: bool | None = None,
@@ -712,6 +717,7 @@ class FedForestClassifier(ClassifierMixin, _BaseFedForest):
             min_impurity_decrease=min_impurity_decrease,
             min_weight_fraction_leaf=min_weight_fraction_leaf,
             ccp_alpha=ccp_alpha,
+            monotonic_cst=monotonic_cst,
             max_features=max_features,
             n_bins=n_bins,
             local_candidates=local_candidates,

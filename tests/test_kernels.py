@@ -416,6 +416,7 @@ def test_scan_nodes_twins(criterion):
         left[rng.random(n_cand) < 0.15, 2] = 0.0
     code = CRITERION_CODES[criterion]
     runs = []
+    every = np.zeros(0, np.uint8)  # no candidate refused by monotonic_cst
     # min_weight_fraction_leaf: no least weight, then a least weight per node that refuses
     # some candidates the first run admits.
     for min_weight in (np.zeros(n_nodes), parent[:, 1] * rng.uniform(0.0, 0.4, n_nodes)):
@@ -424,8 +425,8 @@ def test_scan_nodes_twins(criterion):
             gain, best = np.empty(n_cand), np.empty(n_nodes)
             chosen = np.empty(n_nodes, np.int64)
             fn(
-                parent, pair_off, cand_off, left, code, n_out, 3, min_weight, 1e-12, gain, best,
-                chosen,
+                parent, pair_off, cand_off, left, code, n_out, 3, min_weight, every, 1e-12,
+                gain, best, chosen,
             )  # fmt: skip
             outs.append((gain, best, chosen))
         np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-12)
@@ -438,6 +439,22 @@ def test_scan_nodes_twins(criterion):
     w_left = left[:, 1]
     w_right = parent[cand_node, 1] - w_left
     assert np.all(np.minimum(w_left, w_right)[light] < min_weight[cand_node][light])
+    # monotonic_cst: candidates refused one by one (0 in ``allowed``) are never chosen.
+    allowed = (rng.random(n_cand) < 0.6).astype(np.uint8)
+    outs = []
+    for fn in (scan_nodes, scan_nodes_numpy):
+        gain, best, chosen = np.empty(n_cand), np.empty(n_nodes), np.empty(n_nodes, np.int64)
+        fn(
+            parent, pair_off, cand_off, left, code, n_out, 3, np.zeros(n_nodes), allowed,
+            1e-12, gain, best, chosen,
+        )  # fmt: skip
+        outs.append((gain, best, chosen))
+    np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-12)
+    np.testing.assert_array_equal(outs[0][2], outs[1][2])
+    assert np.all(outs[0][0][allowed == 0] == -np.inf)
+    np.testing.assert_array_equal(np.isfinite(outs[0][0]), np.isfinite(runs[0]) & (allowed == 1))
+    picked = outs[0][2][outs[0][2] >= 0]
+    assert picked.size > 3 and np.all(allowed[picked] == 1)
 
 
 def test_merge_sketch_rows_equals_the_dense_merge():

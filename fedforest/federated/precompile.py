@@ -53,7 +53,7 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (rules.secure_candidates, (_F, _I64, _F, _F, _F, _F, _F, _I, _I, _I64, _F)),
     (rules.ancestor_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (grids.searchsorted_segments, (_F, _I64, _F, _I64, _I64)),
-    (splitter.scan_nodes, (_F2, _I64, _I64, _F2, _I, _I, _I, _F, types.float64, _F, _F, _I64)),
+    (splitter.scan_nodes, (_F2, _I64, _I64, _F2, _I, _I, _I, _F, _U8, types.float64, _F, _F, _I64)),
 ]  # fmt: skip
 
 #: Compiled by the second process: the client's row kernels and the prediction.

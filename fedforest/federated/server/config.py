@@ -77,6 +77,9 @@ class GrowerConfig:
     min_weight_fraction_leaf: float = 0.0
     #: scikit-learn's minimal cost-complexity pruning of each grown tree (tree/prune.py).
     ccp_alpha: float = 0.0
+    #: scikit-learn's monotonicity constraints, one of -1, 0, 1 per feature (as given: the
+    #: grower checks them, server/monotonic.py); None: none.
+    monotonic_cst: Any = None
     #: Classification, set from the handshake: the classes of each output (one entry per
     #: output of multi-output y), the sizes of the statistics' class blocks.
     class_sizes: tuple[int, ...] = ()

@@ -23,7 +23,7 @@ from ..failure import DropFailedClients
 from ..federation import Federation
 from ..privacy.rules import default_min_rows
 from ..protocol import ROUND_A, ROUND_B, CommunicationLedger, Message, expand_candidates
-from . import budget, secure
+from . import budget, monotonic, secure
 from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
 from .draws import sample_features as _sample_features
@@ -51,6 +51,8 @@ class _TreeBuilder:
         #: class_weight's per-class weights for this tree (None: unweighted).
         self.class_w: NDArray[np.float64] | None = None
         self.sets: dict[int, tuple[NDArray[np.int32], NDArray[np.int8]]] = {}
+        #: monotonic_cst: each node's value interval, where it is not (-inf, inf).
+        self.bounds: dict[int, tuple[float, float]] = {}
 
     def add(self, stats: NDArray[np.float64] | None) -> int:
         self.feature.append(-2)
@@ -242,6 +244,10 @@ def _level(
         "pair_feat": pair_feat,
     }
     header = {**header, "n_prev_slots": int(routes["route_feature"].size) if routes else 0}
+    if ctx.get("monotonic") is not None:  # every path's best_splits reads the intervals
+        ctx["bounds"] = monotonic.level_bounds(
+            builders, frontier.tree, frontier.node, ctx["monotonic"]
+        )
     if cfg.privacy != "none":
         nxt, routes = _secure_level(
             fed, cfg, ledger, builders, frontier, {**routes, **arrays}, header, ctx
@@ -540,6 +546,11 @@ def _apply_splits(
             b.feature[node], b.threshold[node] = feature[r], threshold[r]
             b.missing_left[node] = miss[r]
             b.left[node], b.right[node] = int(children[r, 0]), int(children[r, 1])
+    if ctx.get("bounds") is not None:  # monotonic_cst: the children's value intervals
+        monotonic.record_children(
+            builders, trees, children, best.feature[split], best.left[split],
+            best.right[split], monotonic.splits_only(ctx["bounds"], split),
+        )  # fmt: skip
     for i, node_set in best.sets.items():
         if best.feature[i] >= 0:
             builders[int(frontier.tree[i])].sets[int(frontier.node[i])] = node_set
@@ -641,6 +652,7 @@ def grow_forest(
         )
     if cfg.privacy != "none":
         secure.check_config(cfg)
+    monotonic.check_values(cfg.monotonic_cst, cfg.split_rule)
     if cfg.on_client_failure == "drop":
         fed = DropFailedClients(fed)
     ledger = CommunicationLedger()
@@ -678,6 +690,13 @@ def grow_forest(
             schema["client_missing"],
             cfg.class_sizes,
         ),
+        "monotonic": monotonic.check_after_handshake(
+            cfg.monotonic_cst,
+            n_features=d,
+            n_outputs=schema["n_outputs"],
+            class_sizes=cfg.class_sizes,
+            n_categories=category_counts(schema["categories"], d),
+        ),
     }
     if cfg.privacy == "dp":
         budget.plan_fit(cfg, schema, ctx)
@@ -714,6 +733,10 @@ def grow_forest(
                 bar,
             )
     trees = [b.finish(cfg.task, cfg.criterion, cfg.class_sizes) for b in builders]
+    if ctx["monotonic"] is not None:  # scikit-learn's clip_node_value, at every node
+        trees = [
+            monotonic.clip_tree(t, b.bounds, cfg.task) for t, b in zip(trees, builders, strict=True)
+        ]
     if cfg.ccp_alpha > 0.0:  # scikit-learn's cost-complexity pruning, before the OOB round
         trees = prune_forest(trees, cfg.ccp_alpha, ctx["importances"][start:])
     result = ForestResult(

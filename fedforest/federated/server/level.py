@@ -298,6 +298,7 @@ def _evaluate(
         min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
         missing_side=side,
         n_outputs=cfg.class_outputs,
+        bounds=ctx.get("bounds"),
     )
     return _with_categorical(
         best, pooled, pair_off, pair_feat, cand_off, left, splittable, root_w, cfg, ctx

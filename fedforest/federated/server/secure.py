@@ -622,6 +622,7 @@ def round_b(
         min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
         missing_side=side,
         n_outputs=cfg.class_outputs,
+        bounds=ctx.get("bounds"),
     )
     if not group_pair:
         return consistent_children(best, state, cfg, ctx)

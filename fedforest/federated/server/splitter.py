@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
 from ..criteria import CRITERION_CODES, s_log_mean, weighted_gain, weighted_impurity
+from .monotonic import LevelBounds, allowed
 
 __all__ = [
     "BestSplits",
@@ -87,6 +88,7 @@ def best_splits(
     missing_side: NDArray[np.int8] | None = None,
     min_weight_fraction_leaf: float = 0.0,
     n_outputs: int = 1,
+    bounds: LevelBounds | None = None,
 ) -> BestSplits:
     """Evaluate every candidate of every node and keep each node's best.
 
@@ -121,6 +123,10 @@ def best_splits(
         Gini and entropy: the outputs of multi-output y, one block of class columns each
         (the gain is the mean of theirs). Squared error and Poisson read their outputs off
         the columns.
+    bounds : LevelBounds, optional
+        ``monotonic_cst``: the constraints and each node's value interval; a candidate on
+        a constrained feature whose children break them is not admissible
+        (:func:`~fedforest.federated.server.monotonic.allowed`).
     """
     n_nodes, n_stats = parent.shape
     if criterion in ("squared_error", "poisson"):
@@ -130,6 +136,11 @@ def best_splits(
     gain = np.empty(left.shape[0])
     best = np.empty(n_nodes)
     chosen = np.empty(n_nodes, dtype=np.int64)
+    ok = (
+        np.zeros(0, np.uint8)  # every candidate
+        if bounds is None
+        else allowed(parent, pair_off, pair_feat, cand_off, left, bounds)
+    )
     scan_nodes(
         np.ascontiguousarray(parent),
         pair_off,
@@ -139,6 +150,7 @@ def best_splits(
         n_outputs,
         min_samples_leaf,
         np.ascontiguousarray(least),
+        ok,
         _TIE_RTOL,
         gain,
         best,
@@ -200,6 +212,7 @@ def scan_nodes(  # type: ignore[no-untyped-def]
     n_out,
     min_rows,
     min_weight,
+    allowed,
     tie_rtol,
     gain,
     best,
@@ -217,6 +230,8 @@ def scan_nodes(  # type: ignore[no-untyped-def]
     n_out : int  # IN: outputs (squared error, Poisson: column pairs; Gini, entropy: blocks)
     min_rows : int  # IN: ``min_samples_leaf`` distinct rows on both sides
     min_weight : ndarray of float64, shape (n_nodes,)  # IN: least weight of either child
+    allowed : ndarray of uint8, shape (n_candidates,) or (0,)  # IN: 0 refuses a candidate
+        (``monotonic_cst``); empty: every candidate may be chosen
     tie_rtol : float  # IN
     gain : ndarray of float64, shape (n_candidates,)  # OUT: -inf where inadmissible
     best : ndarray of float64, shape (n_nodes,)  # OUT: -inf where none is admissible
@@ -227,6 +242,7 @@ def scan_nodes(  # type: ignore[no-untyped-def]
     # Gini and entropy, whose impurities are means over the outputs already).
     p_div = n_out if criterion == 0 or criterion == 3 else 1
     right = np.empty(n_stats)
+    check = allowed.shape[0] > 0
     for i in range(parent.shape[0]):
         best[i] = -np.inf
         chosen[i] = -1
@@ -245,6 +261,9 @@ def scan_nodes(  # type: ignore[no-untyped-def]
         else:
             p_term = _weighted_impurity(parent[i], criterion, n_out)
         for c in range(lo, hi):
+            if check and allowed[c] == 0:
+                gain[c] = -np.inf
+                continue
             for q in range(n_stats):
                 right[q] = parent[i, q] - left[c, q]
             l_w, r_w = left[c, STAT_WEIGHT], right[STAT_WEIGHT]
@@ -302,6 +321,7 @@ def scan_nodes_numpy(
     n_out: int,
     min_rows: int,
     min_weight: NDArray[np.float64],
+    allowed: NDArray[np.uint8],
     tie_rtol: float,
     gain: NDArray[np.float64],
     best: NDArray[np.float64],
@@ -322,6 +342,8 @@ def scan_nodes_numpy(
         & (left[:, STAT_WEIGHT] >= min_weight[cand_node])
         & (right[:, STAT_WEIGHT] >= min_weight[cand_node])
     )
+    if allowed.size:
+        ok &= allowed.astype(bool)
     gain[:] = np.where(ok, weighted_gain(par, left, name, n_out), -np.inf)
     best[:] = -np.inf
     np.maximum.at(best, cand_node, gain)
