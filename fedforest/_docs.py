@@ -215,10 +215,11 @@ _CLASSIFICATION = {
         '    As scikit-learn: class c\'s rows weigh ``class_weight[c]``; "balanced" uses\n'
         '    ``n / (n_classes * n_c)`` from the pooled class counts, "balanced_subsample"\n'
         "    the same per tree from its bootstrap. Applied by the server to the pooled\n"
-        '    statistics (no client sends more). Not with ``split_rule="avgimp"``;\n'
-        '    "balanced" not under ``privacy="dp"``. Multi-output y: a list of one dict per\n'
-        '    output or "balanced"; a row weighs the product of its outputs\' weights (the\n'
-        "    clients apply them, sent in the set-up)."
+        '    statistics (no client sends more). Not with ``split_rule="avgimp"``.\n'
+        '    Multi-output y: a list of one dict per output, "balanced" or\n'
+        '    "balanced_subsample"; a row weighs the product of its outputs\' weights (the\n'
+        '    clients apply them, sent in the set-up; "balanced_subsample": per tree, after\n'
+        "    one more round per batch of trees that pools each tree's bootstrap class counts)."
     ),
     "oob_attributes": (
         "classes_ : ndarray of shape (n_classes,), or a list of one per output\n"
