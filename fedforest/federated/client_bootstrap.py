@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .client_secure import class_factor
+from .client_targets import class_row_weights
 from .privacy.secagg import to_fixed
 from .protocol import BOOTSTRAP, Message
 
@@ -90,30 +92,27 @@ def answer_bootstrap(client: Client, msg: Message) -> Message:
 def weigh_trees(client: Client, fit: _Fit, weights: Any) -> None:
     """Each in-bag row's weight times the product of its outputs' class weights, per tree.
 
-    ``weights`` (the first Round A's ``tree_class_weights``) holds one row per tree of the
-    batch and one column per class (one block per output). Under ``"dp"`` a row then
-    weighs at most ``max_weight`` times the largest product over the batch's trees of each
-    output's largest class weight (``class_factor``), which scales every entry's noise.
+    ``weights`` (the first Round A's ``tree_class_weights``) holds per tree of the batch
+    what the set-up's ``class_weights`` holds for every tree under ``"balanced"``: one list
+    of per-class weights per output. Under ``"dp"`` a row then weighs at most
+    ``max_weight`` times the largest, over the batch's trees, product of each output's
+    largest class weight (``class_factor``), which scales every entry's noise.
     """
-    try:
-        w = np.asarray(weights, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"Client {client.name!r}: invalid tree class weights.") from exc
-    if w.shape != (fit.n_trees, fit.n_classes) or not np.all(np.isfinite(w) & (w >= 0)):
-        raise ValueError(
-            f"Client {client.name!r}: tree class weights of shape {w.shape}, expected "
-            f"({fit.n_trees}, {fit.n_classes}) finite values >= 0."
-        )
-    codes = fit.y.astype(np.int64)
-    for t in range(fit.n_trees):
+    codes = fit.y if fit.y.ndim == 2 else np.zeros((0, 0))
+    if not isinstance(weights, list) or len(weights) != fit.n_trees:
+        raise ValueError(f"Client {client.name!r}: tree class weights for another batch.")
+    factors = []
+    for t, per_output in enumerate(weights):
+        factors.append(class_factor(per_output, client.name))  # finite, >= 0
+        sizes = [len(w) for w in per_output]
+        low = np.cumsum([0, *sizes[:-1]])
+        if len(sizes) != codes.shape[1] or np.any(codes < low) or np.any(codes >= low + sizes):
+            raise ValueError(
+                f"Client {client.name!r}: tree class weights of tree {t} do not match the "
+                "classes of every output."
+            )
         a, b = int(fit.tree_rows[t]), int(fit.tree_rows[t + 1])
-        rows = fit.rows[a:b]
-        factor = np.ones(rows.size)
-        for o in range(codes.shape[1]):
-            factor *= w[t, codes[rows, o]]
-        fit.w[a:b] *= factor
+        fit.w[a:b] = class_row_weights(fit.w[a:b], codes[fit.rows[a:b]], per_output)
     party = client._secure
     if party is not None and party.dp is not None:
-        starts = np.cumsum((0, *client._class_sizes[:-1]))
-        per_tree = np.prod(np.maximum.reduceat(w, starts, axis=1), axis=1)
-        party.dp["class_factor"] = float(per_tree.max()) if per_tree.size else 1.0
+        party.dp["class_factor"] = max(factors, default=1.0)

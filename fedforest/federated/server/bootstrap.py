@@ -132,7 +132,8 @@ def bootstrap_round(
             ctx["dp_released"][0] += n_trees * cfg.class_outputs
     ctx["tree_class_counts"] = counts
     weights = subsample_weights(counts, sizes, noisy=cfg.privacy == "dp")
-    return {"tree_class_weights": weights.tolist()}
+    blocks = np.cumsum(sizes)[:-1]  # per tree, one list per output (the set-up's form)
+    return {"tree_class_weights": [[b.tolist() for b in np.split(w, blocks)] for w in weights]}
 
 
 def check_pooled_bootstrap(counts: NDArray[np.float64], sizes: tuple[int, ...]) -> None:
