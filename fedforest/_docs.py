@@ -122,7 +122,8 @@ tree_batch_size : int or None, default=None
     Grow the trees in batches of this many, one batch after another: each client then
     holds per-row state for one batch only (16 bytes per in-bag row and tree, about
     ``10 * n_k * tree_batch_size`` bytes) at the price of ``2 * max_depth`` rounds per
-    batch. None grows all trees at once (fewest rounds). The forest is the same.
+    batch (one more under multi-output ``class_weight="balanced_subsample"``). None grows
+    all trees at once (fewest rounds). The forest is the same.
 privacy : {"secure", "dp", "none"}, default="secure"
     What the server may learn (docs/privacy.md). ``"secure"``: every client answer the
     server adds up is masked (pairwise X25519 keys, ChaCha20 masks that cancel in the

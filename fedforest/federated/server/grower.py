@@ -3,7 +3,9 @@
 One handshake, then per tree level one Round A (route last level's splits; node summaries
 and sketches for every frontier node of every tree) and one Round B (left statistics at
 the merged candidates), then an out-of-bag round when asked: a forest of depth M costs
-at most 2M + 2 rounds whatever its number of trees. The grower never sees a row.
+at most 2M + 2 rounds whatever its number of trees (plus, for multi-output
+class_weight="balanced_subsample", one bootstrap round per batch: bootstrap.py). The
+grower never sees a row.
 """
 
 from __future__ import annotations
