@@ -325,11 +325,6 @@ def test_a_model_file_with_wrong_class_lists_is_refused(tmp_path, classes) -> No
 
 def test_what_multi_output_classification_cannot_do_is_refused_saying_why() -> None:
     X, Y = _data(300, 9)
-    cid = np.repeat([0, 1, 2], 100)
-    with pytest.raises(ValueError, match="this fit has class_weight"):
-        ff.FedForestClassifier(
-            n_estimators=2, privacy="none", class_weight="balanced_subsample"
-        ).fit(X, Y, client_ids=cid)
     # scikit-learn's errors for a class_weight of the wrong form.
     for class_weight, message in (
         ({"y": 2.0}, "should be a list of dicts, or the string 'balanced'"),

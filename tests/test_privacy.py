@@ -388,6 +388,77 @@ def test_attack_finds_nothing_under_secure_in_multi_output_classification(
         assert leaked == {"summary": 1.0, "class_counts": 1.0}, leaked
 
 
+@pytest.mark.parametrize("masked", [True, False], ids=["secure", "masks-off"])
+def test_attack_finds_nothing_in_the_bootstrap_round(
+    masked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """class_weight="balanced_subsample" with multi-output y: the bootstrap round's counts.
+
+    Each client's counts of its bootstrap's classes, per tree and output, travel masked:
+    decoded alone they are not its counts (which the test knows, from the clients' secret
+    bootstraps); their sum is each tree's pooled counts, every output's block adding up to
+    all of the tree's draws (the class columns of its root summary without the sample
+    weights). With the masks switched off (test only) the attack reads every client's.
+    """
+    if not masked:
+        from fedforest.federated.privacy.secagg import MaskingKeys
+
+        monkeypatch.setattr(MaskingKeys, "mask", lambda self, arrays, peers, tag: dict(arrays))
+    from fedforest.federated.protocol import BOOTSTRAP
+
+    X, _, h = _data()
+    Y = _multi_output_labels(X, np.random.default_rng(5))
+    sizes, n_trees = (2, 3, 2), 10
+    model = ff.FedForestClassifier(
+        n_estimators=n_trees, class_weight="balanced_subsample", random_state=0
+    )
+    assert model.privacy == "secure"
+    fed = _fit(model, X, Y, h)
+    clients = [fed.clients[f"site{k}"] for k in np.unique(h)]
+    w = _in_bag_weights(model, clients, h, n_trees)  # each row's draws, per tree
+    own = {
+        f"site{k}": np.stack(
+            [
+                np.concatenate(
+                    [
+                        np.bincount(Y[h == k, o] - Y[:, o].min(), w[t, h == k], minlength=s)
+                        for o, s in enumerate(sizes)
+                    ]
+                )
+                for t in range(n_trees)
+            ]
+        )
+        for k in np.unique(h)
+    }
+    rounds = [
+        replies
+        for requests, replies in fed.rounds
+        if BOOTSTRAP in {m.kind for m in requests.values()}
+    ]
+    assert len(rounds) == 1  # one batch
+    replies = rounds[0]
+    for msg in replies.values():
+        for name, arr in msg.arrays.items():
+            assert arr.dtype == np.uint64 and arr.shape == (n_trees, sum(sizes)), (name, arr)
+    exact = np.mean(
+        [
+            np.array_equal(from_fixed(m.arrays["tree_class_counts"], 0), own[name])
+            for name, m in replies.items()
+        ]
+    )
+    pooled = from_fixed(
+        add_in_order((m.arrays["tree_class_counts"] for m in replies.values()), (n_trees, 7)), 0
+    )
+    np.testing.assert_array_equal(pooled, sum(own.values()))
+    totals = np.add.reduceat(pooled, [0, 2, 5], axis=1)
+    np.testing.assert_array_equal(totals, len(Y))  # every output: all of a tree's draws
+    assert raw_value_exposure(fed, X, Y) == 0.0
+    m = max(10, 2 * model.min_samples_leaf)
+    fewest = pooled_view(fed, sum(sizes), len(sizes), weighted=True)
+    assert fewest["summary"] >= m and fewest["interval"] >= m, fewest
+    assert exact == (0.0 if masked else 1.0), exact
+
+
 # --------------------------------------------------------------------------- across levels
 def _in_bag_weights(model, clients, h, n_trees, random_state=0):
     from fedforest.federated.client import bootstrap_counts

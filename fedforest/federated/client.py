@@ -16,7 +16,6 @@ bytes in all.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, class_sizes, count_co
 from ..tree.apply import apply_forest_sets, predict_forest
 from . import client_kernels as K
 from .categorical import encode, read_features, sort_categories
+from .client_bootstrap import answer_bootstrap, bootstrap_counts, weigh_trees
 from .client_grid import GridCodes, fixed_candidates, left_stats_coded, pack_coded
 from .client_secure import SecureParty, fit_outputs
 from .client_sketch import distinct_values, fine_codes, sketch_pairs
@@ -46,6 +46,7 @@ from .client_targets import (
 )
 from .criteria import CRITERION_CODES, weighted_gain
 from .protocol import (
+    BOOTSTRAP,
     GRID,
     HANDSHAKE,
     OOB,
@@ -60,25 +61,6 @@ from .protocol import (
 )
 
 __all__ = ["Client", "bootstrap_counts"]
-
-
-def bootstrap_counts(
-    seed: int, tree: int, name: str, n: int, secret: int | None = None, draws: int | None = None
-) -> NDArray[np.int64]:
-    """Client-stratified bootstrap: how often each of the client's rows is drawn.
-
-    Seeded from (random_state, tree index, client name) so that the same forest comes out
-    whatever the transport or client order. Row ``i`` is drawn ``counts[i]`` times. Under
-    ``privacy="secure"`` the client adds a ``secret`` of its own (derived from its data), so
-    that the server, which knows the seed, cannot recompute the draws. ``draws`` (default
-    ``n``) is the bootstrap's size (``max_samples``).
-    """
-    words = [seed, tree, zlib.crc32(name.encode("utf-8"))]
-    if secret is not None:
-        words += [secret & 0xFFFFFFFFFFFFFFFF, secret >> 64]
-    rng = np.random.default_rng(words)
-    size = n if draws is None else draws
-    return np.bincount(rng.integers(0, n, size=size), minlength=n).astype(np.int64)
 
 
 def _n_stats(fit: _Fit) -> int:
@@ -203,6 +185,7 @@ class Client:
             OOB: self._oob,
             GRID: self._grid,
             RECOVER: self._recover,
+            BOOTSTRAP: lambda m: answer_bootstrap(self, m),
         }
         if msg.kind not in handlers:
             raise ValueError(f"Client {self.name!r} got an unknown message kind {msg.kind!r}.")
@@ -416,6 +399,8 @@ class Client:
         if "setup" in msg.header:
             self._fit = self._setup(msg.header["setup"])
         fit = self._state()
+        if "tree_class_weights" in msg.header:  # balanced_subsample, multi-output y
+            weigh_trees(self, fit, msg.header["tree_class_weights"])
         if "route_feature" in msg.arrays:
             n_prev = int(msg.header["n_prev_slots"])
             K.route_rows(

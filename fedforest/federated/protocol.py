@@ -18,6 +18,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 __all__ = [
+    "BOOTSTRAP",
     "Message",
     "CommunicationLedger",
     "RoundRecord",
@@ -40,7 +41,10 @@ OOB = "oob"
 #: mask corrections after a client dropped out mid-round.
 GRID = "grid"
 RECOVER = "recover"
-KINDS = (HANDSHAKE, ROUND_A, ROUND_B, OOB, GRID, RECOVER)
+#: class_weight="balanced_subsample" with multi-output y: before a batch's first level,
+#: each tree's bootstrap class counts (the set-up travels with it).
+BOOTSTRAP = "bootstrap"
+KINDS = (HANDSHAKE, ROUND_A, ROUND_B, OOB, GRID, RECOVER, BOOTSTRAP)
 
 
 @dataclass

@@ -124,19 +124,23 @@ def entries_per_row(
     classification: bool,
     n_outputs: int = 1,
     class_counts: bool = False,
+    bootstrap_counts: bool = False,
 ) -> int:
     """Entries one row touches over a fit (each moves by at most 1 in bound units).
 
     Per tree and level: its node summary (``n_stats`` entries, of which a classification
     row touches rows, weight and its class in each output's block; a regression row every
     output's pair), and per sampled feature one Round A bin (rows, weight) and one Round B
-    interval or category group (the summary's entries).
+    interval or category group (the summary's entries). With ``bootstrap_counts``
+    (``class_weight="balanced_subsample"``, multi-output y) per tree also its class in each
+    output's block of the bootstrap round's counts (bound ``max_weight``: its draws).
     """
     per_level = level_entries(n_sampled, n_stats, classification, n_outputs)
     return (
         grid_entries(n_numeric, classification)
         + target_entries(classification, n_outputs, class_counts)
         + n_trees * max_depth * per_level
+        + (n_trees * n_outputs if bootstrap_counts else 0)
         + oob_entries(classification, n_outputs)
     )
 

@@ -3,7 +3,9 @@
 The noise of the whole fit is calibrated before anything is released (:func:`plan_fit`,
 from the entries one row can touch: :func:`..privacy.dp.entries_per_row`); the entries
 actually released are counted as the fit goes (the grid rounds, each tree's levels, the
-out-of-bag round), and what they spend is ``model.privacy_report_`` (:func:`report`).
+out-of-bag round; under ``class_weight="balanced_subsample"`` with multi-output y, the
+bootstrap rounds' class counts: ``server/bootstrap.py``), and what they spend is
+``model.privacy_report_`` (:func:`report`).
 Moved out of ``grower.py``, which drives the rounds, to keep it within the layout's limit.
 """
 
@@ -52,11 +54,15 @@ def plan_fit(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> 
         classification=cfg.task == "classification",
         n_outputs=schema["n_outputs"],
         class_counts=cfg.class_weight == "balanced",
+        bootstrap_counts=cfg.class_weight == "balanced_subsample" and cfg.class_outputs > 1,
     )
     grid, target = _grid_and_target(cfg, schema, ctx)
     plan = dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, target)
     ctx["dp"] = schema["dp"] = plan
     ctx["dp_released"] = [grid + target]
+    # Kept: the report is made after set-up, whose configuration has no class_weight left
+    # for multi-output y (the clients weigh their rows).
+    ctx["dp_grid_target"] = (grid, target)
 
 
 def release_level(cfg: GrowerConfig, ctx: dict[str, Any], n_trees: int) -> None:
@@ -75,5 +81,5 @@ def release_oob(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) 
 def report(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
     """``model.privacy_report_``: the plan and the epsilon the releases made spend."""
     plan: dp.DpPlan = ctx["dp"]
-    grid, target = _grid_and_target(cfg, schema, ctx)
+    grid, target = ctx["dp_grid_target"]
     return plan.report(dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target))

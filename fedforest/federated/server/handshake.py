@@ -139,19 +139,6 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig) -> int:
                 f"Client {name!r} has {rep.header.get('n_outputs', 1)} target columns but "
                 f"client {first_name!r} has {k}; every client's y has the same outputs."
             )
-    if k > 1:  # at every privacy level (one block of masked sums per output)
-        refused = {
-            'class_weight="balanced_subsample"': cfg.class_weight == "balanced_subsample",
-        }
-        given = [what for what, on in refused.items() if on]
-        if given:
-            what = "classification" if cfg.task == "classification" else "regression"
-            raise ValueError(
-                f"Multi-output {what} ({k} outputs) is available without "
-                f"{', '.join(refused)}; this fit has {', '.join(given)}. (A row's multi-output "
-                "class weight, the product of its outputs', would need each tree's bootstrap "
-                "class counts before its first level.)"
-            )
     return k
 
 

@@ -18,7 +18,9 @@ per-output counts gives; the server sends each output's class weights in the set
 (:func:`output_class_weights`) and every client multiplies its rows' weights by them
 (``client_targets.class_row_weights``). Under ``"balanced"`` the counts are the handshake's
 (``"none"``) or a masked sum of each output's class counts in the first grid round
-(``"secure"``).
+(``"secure"``). Under ``"balanced_subsample"`` the weights differ per tree (each tree's
+bootstrap): a bootstrap round before each batch's first level pools each tree's class
+counts and the first Round A carries each tree's weights (:mod:`.bootstrap`).
 """
 
 from __future__ import annotations
@@ -110,8 +112,9 @@ def set_up_class_weights(
 
     One output: the per-class weights the server applies to the pooled sums
     (``ctx["class_w"]``). Several: each output's weights for the set-up
-    (``schema["class_weights"]``, applied by the clients to their rows); the returned
-    configuration then has no ``class_weight`` left for the server to apply.
+    (``schema["class_weights"]``, applied by the clients to their rows), or under
+    ``"balanced_subsample"`` ``ctx["subsample"]`` (a bootstrap round per batch); the
+    returned configuration then has no ``class_weight`` left for the server to apply.
     """
     if cfg.class_weight is None:
         return cfg
@@ -120,6 +123,11 @@ def set_up_class_weights(
         counts = ctx["secure"].class_counts  # a masked sum of the first grid round
         if cfg.class_outputs > 1:  # one block of counts per output
             counts = np.split(counts, np.cumsum(cfg.class_sizes)[:-1])
+    if cfg.class_outputs > 1 and cfg.class_weight == "balanced_subsample":
+        # Each tree's weights from a bootstrap round per batch (bootstrap.py), whose
+        # replies are checked against the clients' draws.
+        ctx["subsample"] = {"n_samples": schema["n_samples"], "draws": schema["draws"]}
+        return replace(cfg, class_weight=None)
     if cfg.class_outputs > 1:
         schema["class_weights"] = output_class_weights(cfg.class_weight, schema["classes"], counts)
         return replace(cfg, class_weight=None)
