@@ -24,6 +24,7 @@ from fedforest.federated.privacy.rules import (
     ancestor_safe,
     ancestor_safe_numpy,
     group_categories,
+    groups_isolate,
     safe_from_ancestors,
     secure_candidates,
     secure_candidates_numpy,
@@ -403,6 +404,45 @@ def test_ancestor_rule_keeps_exactly_the_candidates_no_difference_isolates_with(
             assert kept[0.0][j] or not kept[1.0][j]
             checked, dropped = checked + 1, dropped + int(isolates)
     assert checked > 500 and 0.05 * checked < dropped < 0.95 * checked, (checked, dropped)
+
+
+def test_category_groups_rule_finds_exactly_the_isolating_unions() -> None:
+    """``groups_isolate`` against every union of an ancestor's and a node's groups.
+
+    Random per-category rows of an ancestor ``A`` and of a node ``C`` inside it, random
+    groupings of each: the rule says "isolates" exactly when some union of ``A``'s groups
+    and some union of ``C``'s differ by 1 to ``m - 1`` rows on one side only.
+    """
+    rng = np.random.default_rng(12)
+    m, seen = 5, {True: 0, False: 0}
+    for _ in range(600):
+        k = int(rng.integers(2, 7))
+        a_rows = rng.integers(0, 16, size=k).astype(float)
+        c_rows = np.floor(a_rows * rng.uniform(0, 1, size=k) ** 0.3)
+        if c_rows.sum() < m:
+            continue
+        groupings = []
+        for rows in (a_rows, c_rows):  # groups of at least m rows each, merged at random
+            g = group_categories(rows, m)
+            if g.max() >= 1:
+                g = np.where(g >= 0, rng.integers(0, int(g.max()) + 1, size=g.max() + 1)[g], -1)
+                present = np.unique(g[g >= 0])
+                g = np.where(g >= 0, np.searchsorted(present, g), -1).astype(np.int32)
+            groupings.append(g)
+        a_groups, c_groups = groupings
+        got = groups_isolate(a_rows, a_groups, c_rows, c_groups, m)
+        want = False
+        for pick_a in range(1 << (int(a_groups.max()) + 1)):
+            u_a = np.isin(a_groups, [g for g in range(int(a_groups.max()) + 1) if pick_a >> g & 1])
+            for pick_c in range(1 << (int(c_groups.max()) + 1)):
+                g_c = [g for g in range(int(c_groups.max()) + 1) if pick_c >> g & 1]
+                u_c = np.isin(c_groups, g_c)
+                both = c_rows[u_a & u_c].sum()
+                plus, minus = a_rows[u_a].sum() - both, c_rows[u_c].sum() - both
+                want |= (minus == 0 and 0 < plus < m) or (plus == 0 and 0 < minus < m)
+        assert got == want, (a_rows, a_groups, c_rows, c_groups)
+        seen[bool(got)] += 1
+    assert seen[True] > 40 and seen[False] > 40, seen
 
 
 # --------------------------------------------------------------------------- the forest

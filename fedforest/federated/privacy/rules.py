@@ -23,6 +23,8 @@ __all__ = [
     "ancestor_safe_numpy",
     "default_min_rows",
     "group_categories",
+    "groups_isolate",
+    "safe_groups",
     "safe_from_ancestors",
     "secure_candidates",
     "secure_candidates_numpy",
@@ -351,3 +353,115 @@ def safe_from_ancestors(
         total, int(min_rows), out,
     )  # fmt: skip
     return out
+
+
+def groups_isolate(
+    a_rows: NDArray[np.float64],
+    a_groups: NDArray[np.int32],
+    c_rows: NDArray[np.float64],
+    c_groups: NDArray[np.int32],
+    min_rows: int,
+    max_component: int = 14,
+) -> bool:
+    """Whether an ancestor's category groups and a node's isolate rows by differencing.
+
+    The ancestor ``A`` released the sum over its rows in each of its groups (``a_groups``:
+    each category's group, -1 for none; ``a_rows``: its rows per category), the node ``C``
+    (inside ``A``) would release its own (``c_groups``, ``c_rows``); adding groups gives
+    the sum over any union of them. ``S_A(U_A) - S_C(U_C)`` adds ``A``'s rows in ``U_A``
+    that are not ``C``'s rows in ``U_C`` and subtracts ``C``'s rows in ``U_C`` outside
+    ``U_A``: a few rows are isolated when one part is empty and the other holds 1 to
+    ``min_rows - 1`` rows. Groups that share a category form components; each component's
+    choices are enumerated (at most ``2 ** max_component``: a larger one counts as
+    isolating) and their (added, subtracted) rows combined over components, keeping only
+    the sums that can still isolate (one part 0, the other below ``min_rows``).
+    """
+    n_a, n_c = int(a_groups.max()) + 1, int(c_groups.max()) + 1
+    if n_a <= 0 or n_c <= 0:
+        return False
+    parent = list(range(n_a + n_c))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for k in np.flatnonzero((a_groups >= 0) & (c_groups >= 0)):
+        parent[root(int(a_groups[k]))] = root(n_a + int(c_groups[k]))
+    components: dict[int, list[int]] = {}
+    for i in range(n_a + n_c):
+        components.setdefault(root(i), []).append(i)
+    a_in = [a_groups == g for g in range(n_a)]
+    c_in = [c_groups == g for g in range(n_c)]
+    reach: set[tuple[float, float]] = {(0.0, 0.0)}
+    for members in components.values():
+        if len(members) > max_component:
+            return True
+        options: set[tuple[float, float]] = set()
+        for pick in range(1, 1 << len(members)):
+            u_a = np.zeros(a_groups.size, dtype=bool)
+            u_c = np.zeros(c_groups.size, dtype=bool)
+            for j, g in enumerate(members):
+                if pick >> j & 1:
+                    if g < n_a:
+                        u_a |= a_in[g]
+                    else:
+                        u_c |= c_in[g - n_a]
+            both = float(c_rows[u_a & u_c].sum())
+            plus, minus = float(a_rows[u_a].sum()) - both, float(c_rows[u_c].sum()) - both
+            if (plus == 0 and minus < min_rows) or (minus == 0 and plus < min_rows):
+                options.add((plus, minus))
+        reach |= {
+            (p + q, r + s)
+            for p, r in reach
+            for q, s in options
+            if (p + q == 0 and r + s < min_rows) or (r + s == 0 and p + q < min_rows)
+        }
+    return any((p == 0) != (r == 0) for p, r in reach)
+
+
+def safe_groups(
+    groups: NDArray[np.int32],
+    rows: NDArray[np.float64],
+    ancestors: list[tuple[NDArray[np.float64], NDArray[np.int32]]],
+    min_rows: int,
+) -> NDArray[np.int32]:
+    """A node's category groups that no ancestor's groups isolate rows with (or none).
+
+    ``groups`` as :func:`group_categories` made them; while some ancestor's released
+    groups (``ancestors``: its rows per category and groups) isolate rows with them
+    (:func:`groups_isolate`), two of the node's groups are merged: the first pair, the
+    smallest groups first, after whose merge no ancestor isolates rows, else the two
+    smallest. With fewer than two groups left the feature releases nothing at the node
+    (every entry -1).
+    """
+    groups = groups.copy()
+
+    def unsafe(g: NDArray[np.int32]) -> bool:
+        return any(
+            groups_isolate(a_rows, a_groups, rows, g, min_rows) for a_rows, a_groups in ancestors
+        )
+
+    while groups.max() >= 1 and unsafe(groups):
+        n = int(groups.max()) + 1
+        size = np.bincount(groups[groups >= 0], weights=rows[groups >= 0], minlength=n)
+        order = np.argsort(size, kind="stable")
+        pairs = [(int(order[i]), int(order[j])) for j in range(n) for i in range(j)]
+        best = pairs[0]
+        for i, j in pairs:
+            merged = _merge_groups(groups, i, j)
+            if merged.max() < 1 or not unsafe(merged):
+                best = (i, j)
+                break
+        groups = _merge_groups(groups, *best)
+    if groups.max() < 1:
+        groups[:] = -1
+    return groups
+
+
+def _merge_groups(groups: NDArray[np.int32], i: int, j: int) -> NDArray[np.int32]:
+    """Groups ``i`` and ``j`` as one, renumbered 0 .. n - 2 in order."""
+    keep, gone = min(i, j), max(i, j)
+    out = np.where(groups == gone, keep, groups)
+    return np.where(out > gone, out - 1, out).astype(np.int32)

@@ -32,7 +32,12 @@ from ..criteria import s_log_mean
 from ..federation import ClientFailure, Federation
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, searchsorted_segments
-from ..privacy.rules import group_categories, safe_from_ancestors, secure_candidates
+from ..privacy.rules import (
+    group_categories,
+    safe_from_ancestors,
+    safe_groups,
+    secure_candidates,
+)
 from ..privacy.secagg import FRAC_BITS, LOW_BITS, add_in_order, correction, from_fixed
 from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
 from .checks import check_class_blocks, check_pooled_class_counts, masked_arrays
@@ -555,7 +560,11 @@ def round_b(
         cum = np.concatenate([[0.0], level.cum[level.grid_off[p] : level.grid_off[p + 1], 0]])
         rows = np.diff(np.concatenate([cum, [pooled[pair_node[p], STAT_ROWS]]]))
         groups = group_categories(rows[:c], m)
+        # None if differencing with an ancestor's groups on the feature would isolate rows.
+        slot, feat = int(pair_node[p]), int(pair_feat[p])
+        groups = safe_groups(groups, rows[:c], state.ancestors_groups(slot, feat), m)
         if (groups >= 0).any():
+            state.groups[slot * d + feat] = (rows[:c], groups)
             group_pair.append(int(p))
             group_maps.append(groups)
             n_groups.append(int(groups.max()) + 1)

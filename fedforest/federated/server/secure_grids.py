@@ -36,6 +36,9 @@ __all__ = [
     "ranges",
 ]
 
+#: A node's released category groups: its pooled rows per category, each category's group.
+Groups = tuple[NDArray[np.float64], NDArray[np.int32]]
+
 #: A node's grid has up to this many bins per quantile level (times ``n_bins``).
 _GRID_FACTOR = 8
 
@@ -72,12 +75,21 @@ class SecureState:
     #: its released candidates, per (slot, feature) pair: (threshold, the node's rows with
     #: x <= threshold, its rows). The minimum-rows rule checks a node's candidates against
     #: all its ancestors' releases on the feature (:func:`node_grids` finds them).
-    history: list[tuple[NDArray[np.int64], PairSegments]] = field(default_factory=list)
+    #: and its category groups, per pair key: (the node's rows per category, the groups).
+    history: list[
+        tuple[
+            NDArray[np.int64],
+            PairSegments,
+            dict[int, tuple[NDArray[np.float64], NDArray[np.int32]]],
+        ]
+    ] = field(default_factory=list)
     #: The ancestors' releases this level's numeric pairs are checked against: rows
     #: (threshold, the ancestor's rows below it, its rows, 1 for the parent's).
     checks: PairSegments = field(default_factory=lambda: PairSegments.empty(4))
     #: This level's released candidates: (threshold, the node's rows below it, its rows).
     released: PairSegments = field(default_factory=lambda: PairSegments.empty(3))
+    #: This level's released category groups, per pair key (rows per category, groups).
+    groups: dict[int, Groups] = field(default_factory=dict)
     #: This level's histograms, kept for the next one.
     current: PairSegments = field(default_factory=lambda: PairSegments.empty())
     current_mass: PairSegments = field(default_factory=lambda: PairSegments.empty())
@@ -97,7 +109,18 @@ class SecureState:
         self.measured = self.current = PairSegments.empty()
         self.measured_mass = self.current_mass = PairSegments.empty()
         self.history, self.checks = [], PairSegments.empty(4)
-        self.released = PairSegments.empty(3)
+        self.released, self.groups = PairSegments.empty(3), {}
+
+    def ancestors_groups(self, node: int, f: int) -> list[Groups]:
+        """The category groups the ancestors of ``node`` (a slot) released on feature ``f``."""
+        d, up, found = self.lo.shape[1], int(self.parent[node]), []
+        for parents, _, groups in reversed(self.history):
+            if up < 0:
+                break
+            if up * d + f in groups:
+                found.append(groups[up * d + f])
+            up = int(parents[up]) if parents.size else -1
+        return found
 
 
 @dataclass
@@ -310,11 +333,11 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
         else:
             lo[c, g] = np.where(t > lo[c, g], t, lo[c, g])
     # This level's parents and releases join the history the children's rule reads.
-    state.history.append((state.parent, state.released))
+    state.history.append((state.parent, state.released, state.groups))
     state.lo, state.hi, state.parent = lo, hi, parent
     state.measured, state.measured_mass = state.current, state.current_mass
     state.current, state.current_mass = PairSegments.empty(), PairSegments.empty()
-    state.checks, state.released = PairSegments.empty(4), PairSegments.empty(3)
+    state.checks, state.released, state.groups = PairSegments.empty(4), PairSegments.empty(3), {}
 
 
 def near_tails(anc: NDArray[np.float64], rows: NDArray[np.float64], m: int) -> NDArray[np.bool_]:
@@ -343,7 +366,7 @@ def _ancestors_releases(
     owners, found = [np.zeros(0, np.int64)], [np.zeros((0, 4))]
     up = state.parent[node] if node.size else np.zeros(0, np.int64)
     for k in range(len(state.history) - 1, -1, -1):
-        parents, released = state.history[k]
+        parents, released, _ = state.history[k]
         there = up >= 0
         seg = np.where(there, released.find(np.where(there, up, 0) * d + f), -1)
         off, rel = released.take(seg)
