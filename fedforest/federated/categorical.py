@@ -13,13 +13,13 @@ column that had none in training has no code (-1) and follows the marginal rule.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from scipy import sparse
 
 __all__ = [
     "MISSING_CATEGORY",
@@ -109,6 +109,16 @@ def encode(raw: NDArray[Any], categories: list[Any]) -> NDArray[np.float64]:
     return np.array([index.get(k, -1) for k in keys], dtype=np.float64)
 
 
+def _is_sparse(X: Any) -> bool:
+    """Whether ``X`` is a SciPy sparse matrix or array, without importing SciPy.
+
+    A sparse object exists only once ``scipy.sparse`` is imported, so a process that has
+    not imported it (a Flower ClientApp reading its file: 0.2 to 0.3 CPU seconds) need not.
+    """
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and bool(sparse.issparse(X))
+
+
 def read_features(
     X: ArrayLike, who: str, categorical_features: Sequence[Any] | None = None
 ) -> tuple[NDArray[np.float64], list[str] | None, dict[int, NDArray[Any]]]:
@@ -120,7 +130,7 @@ def read_features(
     numeric column is a missing value: it is kept; in a categorical column it is the
     category :data:`MISSING_CATEGORY`.
     """
-    if sparse.issparse(X):  # SciPy sparse: dense (implicit entries are zeros)
+    if _is_sparse(X):  # SciPy sparse: dense (implicit entries are zeros)
         X = X.toarray()  # type: ignore[union-attr]
     n_features = X.shape[1] if hasattr(X, "shape") and len(X.shape) == 2 else -1
     frame = X if isinstance(X, pd.DataFrame) else None

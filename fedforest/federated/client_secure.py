@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import xlogy
 
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_TASK, STAT_WEIGHT, n_stats
 from . import client_kernels as K
@@ -68,6 +67,8 @@ def oob_frac_bits(width: int, classification: bool) -> NDArray[np.int64]:
 def _sum_terms(z: NDArray[np.float64], setup: dict[str, Any]) -> NDArray[np.float64]:
     """The largest term a row adds to the secure sums of its standardised target."""
     if setup.get("criterion") == "poisson":  # (sum w u, sum w u log u), u >= 0
+        from scipy.special import xlogy  # on use: the other criteria need no SciPy
+
         return np.asarray(np.maximum(np.abs(z), np.abs(xlogy(z, z))))
     return np.asarray(z * z)
 

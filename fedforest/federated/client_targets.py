@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import xlogy
 
 from .._common import STAT_TASK, class_sizes
 
@@ -241,6 +240,8 @@ def poisson_column(y: NDArray[np.float64], name: str) -> NDArray[np.float64]:
             f"Client {name!r}: Some value(s) of y are negative which is not allowed for "
             "Poisson regression."
         )
+    from scipy.special import xlogy  # on use: the other criteria need no SciPy
+
     return np.asarray(xlogy(y, y), dtype=np.float64)
 
 
