@@ -22,6 +22,8 @@ from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, count_columns, n_stats
 from .client_kernels import (
+    COUNT_MAX,
+    FEW_ROWS,
     add_to_bins,
     gather_node,
     group_rows,
@@ -94,10 +96,19 @@ def left_increments_ranked(
             if nc == 0 or not pair_keep[p]:
                 continue
             cs = cand[cand_off[p] : cand_off[p + 1]]
-            pair_bins(
-                cs, c, pair_feat[p], Xt, fine_min, fine_max, ranks_t, uniq, uniq_off,
-                bin_start, ii, rank_c, lut, padded, rr, xx, bins,
-            )  # fmt: skip
+            if c <= FEW_ROWS and nc <= COUNT_MAX:  # pair_bins' count, written out here
+                xf = Xt[pair_feat[p]]
+                for k in range(c):
+                    x = xf[ii[k]]
+                    below = 0
+                    for t in range(nc):
+                        below += cs[t] < x
+                    bins[k] = below
+            else:
+                pair_bins(
+                    cs, c, pair_feat[p], Xt, fine_min, fine_max, ranks_t, uniq, uniq_off,
+                    bin_start, ii, rank_c, lut, padded, rr, xx, bins,
+                )  # fmt: skip
             add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
             # The running sums of left_stats_ranked; a bin without rows adds +0.0 to
             # them (never -0.0), so they are the same numbers when it is skipped, and its

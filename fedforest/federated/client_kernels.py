@@ -220,6 +220,10 @@ LUT_MIN = 512
 #: Pairs with at most this many candidates count the candidates below each value
 #: (vectorised over the rows); longer lists use a branch-free binary search.
 COUNT_MAX = 512
+#: Round B's one-pass answer (client_increments): nodes of at most this many rows (and
+#: lists of at most ``COUNT_MAX``) count the candidates below each value row by row,
+#: vectorised over the candidates (the same counts as ``pair_bins``).
+FEW_ROWS = 16
 
 Ranks = tuple[NDArray[np.int32], NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]]
 
