@@ -20,8 +20,9 @@ are generated (seeded, identical for every method), one untimed warm-up fit is m
 500 rows (it excludes numba compilation / cache loading, imports and thread-pool start
 up from the timings), then ``--repeats`` timed fits (``time.perf_counter``; the best is
 reported, since other processes on a shared machine only ever slow a fit down) and one
-timed prediction of the test set follow. The CPU time other processes used during each
-fit is recorded (``bg``, from /proc/stat) so that contended timings can be recognised.
+timed prediction of the test set follow (each fit's CPU time, of all the process's
+threads, is recorded too). The CPU time other processes used during each fit is recorded
+(``bg``, from /proc/stat) so that contended timings can be recognised.
 
 Usage::
 
@@ -295,6 +296,7 @@ def run_one(
     fit(warm_model, method, warm["X_train"], warm["y_train"], warm["h_train"])
 
     fit_seconds, background, peak_delta_kib, exact_peak = [], [], None, False
+    fit_cpu: list[float] = []  # CPU time of this process (all its threads) per fit
     model = None
     for r in range(repeats):
         model = None  # free the previous fit before measuring the next
@@ -308,6 +310,7 @@ def run_one(
         wall = time.perf_counter() - start
         busy1, cpu1 = system_busy_seconds(), time.process_time()
         fit_seconds.append(wall)
+        fit_cpu.append(cpu1 - cpu0)
         if busy0 is not None and busy1 is not None:
             background.append(max(0.0, (busy1 - busy0) - (cpu1 - cpu0)) / wall)
         if r == 0:
@@ -325,6 +328,8 @@ def run_one(
         "fit_seconds": fit_seconds,
         "fit_seconds_best": fit_seconds[best],
         "fit_seconds_median": statistics.median(fit_seconds),
+        "fit_cpu_seconds": fit_cpu,
+        "fit_cpu_seconds_median": statistics.median(fit_cpu),
         "background_cores": background,
         "background_cores_best": background[best] if background else None,
         "predict_seconds": predict_seconds,
@@ -463,7 +468,7 @@ def format_table(n_train: int, results: list[dict[str, Any]]) -> str:
     n_test = next(iter(ok.values()))["n_test"] if ok else n_test_rows(n_train)
     lines = [
         f"n_train = {n_train:,}  n_test = {n_test:,}  d = {N_FEATURES}",
-        f"{'method':<10}{'fit s':>8}{'median':>8}{'skl/x':>7}{'x/xgb':>7}{'pred s':>8}"
+        f"{'method':<10}{'fit s':>8}{'median':>8}{'cpu s':>7}{'skl/x':>7}{'x/xgb':>7}{'pred s':>8}"
         f"{'test MSE':>9}{'gap %':>8}{'Δpred':>7}{'peak MB':>8}{'bg':>6}  communication",
     ]
     for r in results:
@@ -486,6 +491,7 @@ def format_table(n_train: int, results: list[dict[str, Any]]) -> str:
             )
         lines.append(
             f"{r['method']:<10}{t:>8.3f}{r['fit_seconds_median']:>8.3f}"
+            f"{r['fit_cpu_seconds_median']:>7.3f}"
             f"{_fmt(speedup, '.2f'):>7}{_fmt(vs_xgb, '.2f'):>7}{r['predict_seconds']:>8.3f}"
             f"{r['test_mse']:>9.4f}{_fmt(gap, '+.2f'):>8}"
             f"{_fmt(r.get('mse_to_sklearn_pred'), '.3f'):>7}"
@@ -493,8 +499,10 @@ def format_table(n_train: int, results: list[dict[str, Any]]) -> str:
             f"{_fmt(r['background_cores_best'], '.2f'):>6}  {comm}"
         )
     lines.append(
-        "fit s: best of the repeats (median: their median); skl/x: sklearn fit s / method "
-        "fit s; x/xgb: method fit s / xgboost fit s; gap %: relative test-MSE gap to sklearn; "
+        "fit s: best of the repeats (median: their median); cpu s: median CPU time of the "
+        "fitting process (all threads; other processes change it less than wall time); "
+        "skl/x: sklearn fit s / method fit s; x/xgb: method fit s / xgboost fit s; "
+        "gap %: relative test-MSE gap to sklearn; "
         "Δpred: mean squared difference of the test predictions to sklearn's; peak MB: peak "
         "resident memory added by the first fit; bg: CPU cores used by other processes "
         "during the best fit (contention)."

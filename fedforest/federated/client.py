@@ -30,6 +30,7 @@ from . import client_kernels as K
 from .categorical import encode, read_features, sort_categories
 from .client_bootstrap import answer_bootstrap, bootstrap_counts, weigh_trees
 from .client_grid import GridCodes, fixed_candidates, left_stats_coded, pack_coded
+from .client_increments import left_increment_answer
 from .client_secure import SecureParty, fit_outputs
 from .client_sketch import distinct_values, fine_codes, sketch_pairs
 from .client_targets import (
@@ -96,8 +97,7 @@ class _Fit:
     local_candidates: bool = False
     min_rows: int = 1
     secure: bool = False
-    #: Sample weights multiply the bootstrap counts (the weight and class columns are
-    #: then real sums).
+    #: Sample weights multiply the bootstrap counts (weight and class columns: real sums).
     weighted: bool = False
     #: binning="global": every row's bin among its column's candidates.
     grid: GridCodes | None = None
@@ -433,7 +433,6 @@ class Client:
         # A client answers only for the nodes it has rows in; the server reads which from
         # the summaries, so empty nodes cost nothing on the wire.
         fit.pair_present = np.repeat(summary[:, STAT_WEIGHT] > 0, np.diff(fit.pair_off))
-        fit.summary = summary
         if "feat_cand" in msg.arrays:  # binning="global": the candidates came with it
             arrays.update(self._answer_b(fit, msg, fixed=True))
         elif fit.n_bins is None:
@@ -539,10 +538,11 @@ class Client:
             if fit.split_rule != "avgimp" and fit.y.ndim == 1 and fit.y_log is None:
                 return self._pack_fixed(fit, cand_off)
         else:
-            n_pairs = int(fit.pair_off[-1])
-            shape = (n_pairs + 1,)
+            shape = (int(fit.pair_off[-1]) + 1,)
             cand_off = expect_array(msg, "cand_off", "i", shape, "server").astype(np.int64)
             cand = expect_array(msg, "cand", "f", (int(cand_off[-1]),), "server")
+            if fit.split_rule != "avgimp" and fit.y.ndim == 1 and fit.y_log is None:
+                return left_increment_answer(self, fit, cand_off, cand)  # one pass
         left = self._left_stats(fit, cand_off, cand, fit.grid.codes if fixed and fit.grid else None)
         present = np.repeat(fit.pair_present, np.diff(cand_off))
         n_counts = count_columns(fit.n_classes, fit.weighted)

@@ -220,6 +220,10 @@ LUT_MIN = 512
 #: Pairs with at most this many candidates count the candidates below each value
 #: (vectorised over the rows); longer lists use a branch-free binary search.
 COUNT_MAX = 512
+#: Round B's one-pass answer (client_increments): nodes of at most this many rows (and
+#: lists of at most ``COUNT_MAX``) count the candidates below each value row by row,
+#: vectorised over the candidates (the same counts as ``pair_bins``).
+FEW_ROWS = 16
 
 Ranks = tuple[NDArray[np.int32], NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]]
 
@@ -390,6 +394,100 @@ def gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls):
             cls[k] = 2 + int(yk)
 
 
+@numba.njit(inline="always")
+def pair_bins(
+    cs, c, f, Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, ii, rank_c, lut,
+    padded, rr, xx, bins,
+):  # fmt: skip
+    """Each of a node's ``c`` rows (``ii``) binned among one pair's candidates ``cs``.
+
+    ``bins[k]`` is the number of candidates below row ``k``'s value of feature ``f`` (see
+    :func:`left_stats_ranked`); ``rank_c``, ``lut``, ``padded`` (a power of two longer than
+    ``cs``), ``rr`` and ``xx`` are scratch. Shared with
+    :mod:`~fedforest.federated.client_increments`.
+    """
+    nc = cs.shape[0]
+    n_pad = padded.shape[0]
+    ascending = True
+    for j in range(1, nc):
+        ascending &= cs[j] >= cs[j - 1]
+    use_lut = False
+    r_lo = span = 0
+    if ascending and c >= RANK_ROWS:
+        u0, u1 = uniq_off[f], uniq_off[f + 1]
+        r_lo = _rank_right(uniq, u0, u1, cs[0])
+        span = _rank_right(uniq, u0, u1, cs[nc - 1]) - r_lo + 1
+        use_lut = span <= LUT_ROWS * c + LUT_MIN
+    if use_lut:
+        _candidate_ranks(cs, fine_min[f], fine_max[f], uniq, u0, bin_start[f], rank_c)
+        # lut[1 + i]: the candidates whose R is at most r_lo + i; below r_lo none,
+        # from the last R on all of them (the index is clamped into 0..span).
+        lut[0] = 0
+        pos = 1
+        for j in range(nc):
+            e = rank_c[j] - r_lo + 1
+            for i in range(pos, e):
+                lut[i] = j
+            pos = max(pos, e)
+        for i in range(pos, span + 1):
+            lut[i] = nc
+        ranks_f = ranks_t[f]
+        for k in range(c):
+            rr[k] = ranks_f[ii[k]]
+        for k in range(c):
+            bins[k] = lut[min(max(rr[k] - r_lo + 1, 0), span)]
+    else:
+        xf = Xt[f]
+        for k in range(c):
+            xx[k] = xf[ii[k]]
+        if nc <= COUNT_MAX or not ascending:
+            for k in range(c):
+                bins[k] = 0
+            for j in range(nc):
+                t = cs[j]
+                for k in range(c):
+                    bins[k] += t < xx[k]
+        else:
+            # Candidates padded to a power of two with +inf (never below a value).
+            for j in range(nc):
+                padded[j] = cs[j]
+            for j in range(nc, n_pad):
+                padded[j] = np.inf
+            for k in range(c):
+                x = xx[k]
+                q = 0
+                step = n_pad >> 1
+                while step > 0:
+                    q += step if padded[q + step - 1] < x else 0
+                    step >>= 1
+                bins[k] = q + (padded[q] < x)
+
+
+@numba.njit(inline="always")
+def add_to_bins(hist, bins, st, cls, c, n_stat, n_classes):
+    """Add a node's ``c`` gathered rows (:func:`gather_node`) to their bins, in row order.
+
+    Rows and weight only when ``n_stat`` is 2 (the grids' counts under ``"secure"``), else
+    every column.
+    """
+    if n_stat == 2:  # rows and weight only (the grids' counts under "secure")
+        for k in range(c):
+            bk = bins[k]
+            hist[bk, 0] += 1.0
+            hist[bk, 1] += st[k, 1]
+    elif n_classes == 0:
+        for k in range(c):
+            bk = bins[k]
+            for q in range(4):
+                hist[bk, q] += st[k, q]
+    else:
+        for k in range(c):
+            bk = bins[k]
+            hist[bk, 0] += 1.0
+            hist[bk, 1] += st[k, 1]
+            hist[bk, cls[k]] += st[k, 1]
+
+
 @numba.njit(nogil=True, cache=True)
 def left_stats_ranked(
     Xt,
@@ -466,79 +564,15 @@ def left_stats_ranked(
             lo = cand_off[p]
             cs = cand[lo : lo + nc]
             f = pair_feat[p]
-            ascending = True
-            for j in range(1, nc):
-                ascending &= cs[j] >= cs[j - 1]
-            use_lut = False
-            r_lo = span = 0
-            if ascending and c >= RANK_ROWS:
-                u0, u1 = uniq_off[f], uniq_off[f + 1]
-                r_lo = _rank_right(uniq, u0, u1, cs[0])
-                span = _rank_right(uniq, u0, u1, cs[nc - 1]) - r_lo + 1
-                use_lut = span <= LUT_ROWS * c + LUT_MIN
-            if use_lut:
-                _candidate_ranks(cs, fine_min[f], fine_max[f], uniq, u0, bin_start[f], rank_c)
-                # lut[1 + i]: the candidates whose R is at most r_lo + i; below r_lo none,
-                # from the last R on all of them (the index is clamped into 0..span).
-                lut[0] = 0
-                pos = 1
-                for j in range(nc):
-                    e = rank_c[j] - r_lo + 1
-                    for i in range(pos, e):
-                        lut[i] = j
-                    pos = max(pos, e)
-                for i in range(pos, span + 1):
-                    lut[i] = nc
-                ranks_f = ranks_t[f]
-                for k in range(c):
-                    rr[k] = ranks_f[ii[k]]
-                for k in range(c):
-                    bins[k] = lut[min(max(rr[k] - r_lo + 1, 0), span)]
-            else:
-                xf = Xt[f]
-                for k in range(c):
-                    xx[k] = xf[ii[k]]
-                if nc <= COUNT_MAX or not ascending:
-                    for k in range(c):
-                        bins[k] = 0
-                    for j in range(nc):
-                        t = cs[j]
-                        for k in range(c):
-                            bins[k] += t < xx[k]
-                else:
-                    # Candidates padded to a power of two with +inf (never below a value).
-                    for j in range(nc):
-                        padded[j] = cs[j]
-                    for j in range(nc, n_pad):
-                        padded[j] = np.inf
-                    for k in range(c):
-                        x = xx[k]
-                        q = 0
-                        step = n_pad >> 1
-                        while step > 0:
-                            q += step if padded[q + step - 1] < x else 0
-                            step >>= 1
-                        bins[k] = q + (padded[q] < x)
+            pair_bins(
+                cs, c, f, Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, ii,
+                rank_c, lut, padded, rr, xx, bins,
+            )  # fmt: skip
             # Explicit loops: numba's slice assignments cost about a microsecond a pair.
             for j in range(nc + 1):
                 for q in range(n_stat):
                     hist[j, q] = 0.0
-            if n_stat == 2:  # rows and weight only (the grids' counts under "secure")
-                for k in range(c):
-                    bk = bins[k]
-                    hist[bk, 0] += 1.0
-                    hist[bk, 1] += st[k, 1]
-            elif n_classes == 0:
-                for k in range(c):
-                    bk = bins[k]
-                    for q in range(4):
-                        hist[bk, q] += st[k, q]
-            else:
-                for k in range(c):
-                    bk = bins[k]
-                    hist[bk, 0] += 1.0
-                    hist[bk, 1] += st[k, 1]
-                    hist[bk, cls[k]] += st[k, 1]
+            add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
             for q in range(n_stat):
                 acc = 0.0
                 for j in range(nc):

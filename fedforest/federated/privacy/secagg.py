@@ -81,13 +81,14 @@ def to_fixed(values: NDArray[np.float64], frac_bits: NDArray[np.int64] | int) ->
 @numba.njit(nogil=True, cache=True)
 def _encode(values, scale, out):  # type: ignore[no-untyped-def]
     # out[i] = rint(values[i] * scale[i % k]) in one pass; False if one is not finite or
-    # reaches 2^62 (NaN fails the comparison too).
+    # reaches 2^62 (NaN fails the comparison too). Row by row: no modulo per value.
     k = scale.shape[0]
-    for i in range(values.shape[0]):
-        v = values[i] * scale[i % k]
-        if not abs(v) < _LIMIT:
-            return False
-        out[i] = np.int64(np.rint(v))
+    for r in range(0, values.shape[0], k):
+        for c in range(min(k, values.shape[0] - r)):
+            v = values[r + c] * scale[c]
+            if not abs(v) < _LIMIT:
+                return False
+            out[r + c] = np.int64(np.rint(v))
     return True
 
 

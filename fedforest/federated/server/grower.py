@@ -84,7 +84,7 @@ class _TreeBuilder:
         return base
 
     def finish(self, task: str, criterion: str, class_sizes: tuple[int, ...] = ()) -> Tree:
-        stats = np.vstack(self.stats)
+        stats = np.array(self.stats, dtype=np.float64)  # rows of equal length (vstack: 3x slower)
         feature, threshold = empty_split_fields(len(self.feature))
         internal = np.asarray(self.left) != TREE_LEAF
         feature[internal] = np.asarray(self.feature)[internal]

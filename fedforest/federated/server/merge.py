@@ -131,12 +131,20 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
     n_bins = points.shape[1]
     rows = np.empty(n_clients, dtype=np.int64)
     pw = np.empty(n_clients)
-    head = np.empty(n_clients, dtype=np.int64)
+    # Each live client's sketch as runs of equal points (value, first level, length),
+    # made in the pass that checks its order; client j owns runs hd[j]..end[j] - 1.
+    rv = np.empty(n_clients * n_bins)
+    rs = np.empty(n_clients * n_bins, dtype=np.int64)
+    rl = np.empty(n_clients * n_bins, dtype=np.int64)
+    hd = np.empty(n_clients, dtype=np.int64)
+    end = np.empty(n_clients, dtype=np.int64)
+    act = np.empty(n_clients, dtype=np.int64)  # clients with runs left, in client order
     for p in range(n_pairs):
         n_live = 0
         total = 0.0
         vmax = -np.inf
         ordered = True
+        nr = 0
         for k in range(n_clients):
             wk = weights[k, p]
             r = index[k, p]
@@ -145,23 +153,41 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
             total += wk
             rows[n_live] = r
             pw[n_live] = wk / n_bins
-            n_live += 1
             vmax = max(vmax, points[r, n_bins - 1])
+            hd[n_live] = nr
+            b0 = 0
+            prev = points[r, 0]
             for b in range(1, n_bins):
-                if not points[r, b] >= points[r, b - 1]:  # unsorted, or NaN
+                v = points[r, b]
+                if not v >= prev:  # unsorted, or NaN
                     ordered = False
+                if v != prev:
+                    rv[nr] = points[r, b0]
+                    rs[nr] = b0
+                    rl[nr] = b - b0
+                    nr += 1
+                    b0 = b
+                prev = v
+            rv[nr] = points[r, b0]
+            rs[nr] = b0
+            rl[nr] = n_bins - b0
+            nr += 1
+            end[n_live] = nr
+            act[n_live] = n_live
+            n_live += 1
         counts[p] = 0
         if n_live == 0:
             continue
         if not ordered:
             _quantiles_sorted(points, rows[:n_live], pw[:n_live], total, vmax, out[p], counts, p)
             continue
-        # A stable k-way merge of the sorted rows: the smallest head, ties to the first
-        # client; a client's run of equal values is taken whole (its points weigh the
-        # same, so the running sum still adds them one by one, in the same order).
-        head[:n_live] = 0
-        cur = _smallest_head(points, rows, head, n_live, n_bins)
-        run_left = _run_after(points, rows[cur], 0, n_bins)
+        # A stable k-way merge of the runs: the smallest head, ties to the first client
+        # (a branch-free scan of the clients with runs left); a run is taken point by
+        # point, so the running sum adds the same weights in the same order as a sort.
+        n_act = n_live
+        cur = _smallest_run(rv, hd, act, n_act)
+        run_left = rl[hd[cur]] - 1  # points of the run after the current one
+        pos = rs[hd[cur]]  # level of the current point in its row
         w = pw[cur]
         m = n_live * n_bins
         i = 0
@@ -176,16 +202,24 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
                         cum += w
                         t += 1
                     run_left -= t
-                    head[cur] += t
+                    pos += t
                     i += t
                 else:
-                    head[cur] += 1
-                    cur = _smallest_head(points, rows, head, n_live, n_bins)
-                    run_left = _run_after(points, rows[cur], head[cur], n_bins)
+                    hd[cur] += 1
+                    if hd[cur] == end[cur]:  # no runs left: out of the active list
+                        a = 0
+                        while act[a] != cur:
+                            a += 1
+                        for e in range(a, n_act - 1):
+                            act[e] = act[e + 1]
+                        n_act -= 1
+                    cur = _smallest_run(rv, hd, act, n_act)
+                    run_left = rl[hd[cur]] - 1
+                    pos = rs[hd[cur]]
                     w = pw[cur]
                     i += 1
                     cum += w
-            v = points[rows[cur], head[cur]]
+            v = points[rows[cur], pos]
             if v < vmax and (c == 0 or v != out[p, c - 1]):
                 out[p, c] = v
                 c += 1
@@ -193,26 +227,16 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
-def _run_after(points, r, b, n_bins):
-    """How many points after ``points[r, b]`` equal it (the rest of its run)."""
-    e = b + 1
-    while e < n_bins and points[r, e] == points[r, b]:
-        e += 1
-    return e - b - 1
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _smallest_head(points, rows, head, n_live, n_bins):
-    """The live client whose next point is smallest (the first of equal ones)."""
-    best = -1
-    bv = 0.0
-    for j in range(n_live):
-        h = head[j]
-        if h < n_bins:
-            v = points[rows[j], h]
-            if best < 0 or v < bv:
-                best = j
-                bv = v
+def _smallest_run(rv, hd, act, n_act):
+    """The active client whose next run is smallest (the first of equal ones)."""
+    best = act[0]
+    bv = rv[hd[best]]
+    for e in range(1, n_act):
+        j = act[e]
+        v = rv[hd[j]]
+        lt = v < bv
+        best = j if lt else best
+        bv = v if lt else bv
     return best
 
 

@@ -1,0 +1,233 @@
+"""A client's Round B answer in one pass: left-statistic increments, packed as they travel.
+
+Under ``privacy="none"`` a client answers Round B with the statistics of its rows left of
+every candidate, sent as per-bin increments (:func:`~fedforest.federated.protocol.
+pack_increments`: the difference of consecutive cumulative statistics of a pair, only the
+non-zero ones when that saves bytes). :func:`left_increments_ranked` bins a pair's rows
+as :func:`~fedforest.federated.client_kernels.left_stats_ranked` does and writes the
+increments of the bins holding rows straight away, without the cumulative array of every
+candidate and the second pass over it: the same numbers (each increment is still the
+difference of the same two running sums, and a bin without rows leaves them unchanged),
+the same message (:func:`left_increment_answer`). Single-output targets, exact split rule;
+the other answers keep the two steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+from .._common import N_FINE_BINS, count_columns, n_stats
+from .client_kernels import (
+    COUNT_MAX,
+    FEW_ROWS,
+    add_to_bins,
+    gather_node,
+    group_rows,
+    left_stats_numpy,
+    pair_bins,
+    ranks_for,
+)
+from .client_sketch import fine_codes
+from .protocol import pack_increments
+
+__all__ = ["left_increment_answer", "left_increments_numpy", "left_increments_ranked"]
+
+
+@numba.njit(nogil=True, cache=True)
+def left_increments_ranked(
+    Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
+    pair_off, pair_feat, pair_keep, cand_off, cand, slot_lo, slot_hi, counts, sums, index,
+):  # fmt: skip
+    """The non-zero increments of the left statistics of the kept pairs of ``slot_lo..slot_hi``.
+
+    Parameters
+    ----------
+    Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
+    pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi : as ``left_stats_ranked``  # IN
+    pair_keep : ndarray of bool, shape (n_pairs,)  # IN: pairs whose candidates are sent
+    counts : ndarray of int64, shape (n_kept, n_counts)  # OUT: integer columns (rounded)
+    sums : ndarray of float64, shape (n_kept, n_stats - n_counts)  # OUT: the others
+    index : ndarray of int64, shape (n_kept,)  # OUT: position among the kept candidates
+
+    ``n_kept`` is at least the number of candidates of the kept pairs. Returns (candidates
+    of the kept pairs, increments written, largest absolute integer increment), as
+    ``protocol._fill_increments``.
+    """
+    order = np.empty(rows.shape[0], dtype=np.int64)
+    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
+    group_rows(slot, slot_lo, order, start)
+    p_lo, p_hi = pair_off[slot_lo], pair_off[slot_hi]
+    max_nc = 0
+    for p in range(p_lo, p_hi):
+        max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
+    max_nu = 0
+    for f in range(uniq_off.shape[0] - 1):
+        max_nu = max(max_nu, uniq_off[f + 1] - uniq_off[f])
+    n_counts = counts.shape[1]
+    n_stat = n_counts + sums.shape[1]
+    hist = np.zeros((max_nc + 1, n_stat))  # zero between pairs: used bins are reset
+    rank_c = np.empty(max_nc, dtype=np.int64)
+    lut = np.empty(max_nu + 3, dtype=np.int32)
+    n_pad = 1
+    while n_pad < max_nc + 1:
+        n_pad *= 2
+    padded = np.empty(n_pad)
+    n_in = rows.shape[0]
+    ii = np.empty(n_in, dtype=np.int64)
+    st = np.empty((n_in, 2 if n_classes else 4))
+    cls = np.empty(n_in, dtype=np.int64)
+    rr = np.empty(n_in, dtype=np.int32)
+    xx = np.empty(n_in)
+    bins = np.empty(n_in, dtype=np.int64)
+    acc = np.empty(n_stat)
+    kept = 0  # candidates of the kept pairs so far
+    j = 0  # increments written
+    biggest = 0.0
+    for s in range(slot_lo, slot_hi):
+        a, b = start[s - slot_lo], start[s - slot_lo + 1]
+        c = b - a
+        gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls)
+        for p in range(pair_off[s], pair_off[s + 1]):
+            nc = cand_off[p + 1] - cand_off[p]
+            if nc == 0 or not pair_keep[p]:
+                continue
+            cs = cand[cand_off[p] : cand_off[p + 1]]
+            if c <= FEW_ROWS and nc <= COUNT_MAX:  # pair_bins' count, written out here
+                xf = Xt[pair_feat[p]]
+                for k in range(c):
+                    x = xf[ii[k]]
+                    below = 0
+                    for t in range(nc):
+                        below += cs[t] < x
+                    bins[k] = below
+            else:
+                pair_bins(
+                    cs, c, pair_feat[p], Xt, fine_min, fine_max, ranks_t, uniq, uniq_off,
+                    bin_start, ii, rank_c, lut, padded, rr, xx, bins,
+                )  # fmt: skip
+            add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
+            # The running sums of left_stats_ranked; a bin without rows adds +0.0 to
+            # them (never -0.0), so they are the same numbers when it is skipped, and its
+            # increment is exactly zero (it does not travel in the sparse form).
+            for q in range(n_stat):
+                acc[q] = 0.0
+            for t in range(nc):
+                if hist[t, 0] == 0.0:  # no rows (every row counts 1 in column 0)
+                    continue
+                nonzero = False
+                for q in range(n_stat):
+                    new = acc[q] + hist[t, q]
+                    v = new - acc[q]
+                    acc[q] = new
+                    nonzero |= v != 0.0
+                    if q < n_counts:
+                        biggest = max(biggest, abs(v))
+                        counts[j, q] = np.int64(np.rint(v))
+                    else:
+                        sums[j, q - n_counts] = v
+                if nonzero:
+                    index[j] = kept + t
+                    j += 1
+            for k in range(c):  # reset the bins used (bin nc too: right of every candidate)
+                for q in range(n_stat):
+                    hist[bins[k], q] = 0.0
+            kept += nc
+    return kept, j, biggest
+
+
+def left_increments_numpy(
+    Xt: NDArray[np.float64],
+    codes_t: NDArray[np.uint8],
+    fine_min: NDArray[np.float64],
+    fine_max: NDArray[np.float64],
+    rows: NDArray[np.int32],
+    w: NDArray[np.float64],
+    slot: NDArray[np.int32],
+    y: NDArray[np.float64],
+    n_classes: int,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    pair_keep: NDArray[np.bool_],
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    n_stat: int,
+    n_counts: int,
+) -> dict[str, NDArray[Any]]:
+    """NumPy twin of :func:`left_increment_answer`: the two steps (all slots at once)."""
+    left = np.zeros((cand.size, n_stat))
+    n_slots = pair_off.size - 1
+    left_stats_numpy(
+        Xt, codes_t, fine_min, fine_max, rows, w, slot, y, n_classes, pair_off, pair_feat,
+        cand_off, cand, 0, n_slots, left,
+    )  # fmt: skip
+    first = np.zeros(cand.size, dtype=bool)
+    first[cand_off[:-1][np.diff(cand_off) > 0]] = True
+    return pack_increments(left, first, n_counts, "left", np.repeat(pair_keep, np.diff(cand_off)))
+
+
+def left_increment_answer(
+    client: Any, fit: Any, cand_off: NDArray[np.int64], cand: NDArray[np.float64]
+) -> dict[str, NDArray[Any]]:
+    """A client's Round B answer (single output, exact rule), in one pass a block of trees.
+
+    What ``pack_increments`` sends of the left statistics at ``cand``, made by
+    :func:`left_increments_ranked` in the client's blocks of trees (threads). ``client``
+    is the :class:`~fedforest.federated.client.Client`, ``fit`` its state.
+    """
+    assert fit.pair_off is not None and fit.pair_feat is not None
+    assert fit.slot_tree is not None and fit.pair_present is not None
+    if client._codes is None:
+        client._codes = fine_codes(client.X, N_FINE_BINS)
+    codes_t, fine_min, fine_max = client._codes
+    ranks_t, uniq, uniq_off, bin_start = ranks_for(client.Xt, codes_t, fine_min.shape[1])
+    task = "classification" if fit.n_classes else "regression"
+    n_stat, n_counts = n_stats(task, fit.n_classes), count_columns(fit.n_classes, fit.weighted)
+    pair_off, slot_tree, keep = fit.pair_off, fit.slot_tree, fit.pair_present
+    kept_before = np.zeros(pair_off[-1] + 1, dtype=np.int64)  # kept candidates before a pair
+    np.cumsum(np.where(keep, np.diff(cand_off), 0), out=kept_before[1:])
+    parts: dict[int, tuple[Any, ...]] = {}
+
+    def job(a: int, b: int) -> None:
+        s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
+        r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
+        k0 = int(kept_before[pair_off[s_lo]])
+        m = int(kept_before[pair_off[s_hi]]) - k0
+        buf = (
+            np.empty((m, n_counts), np.int64),
+            np.empty((m, n_stat - n_counts)),
+            np.empty(m, np.int64),
+        )
+        res = left_increments_ranked(
+            client.Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, fit.rows[r],
+            fit.w[r], fit.slot[r], fit.y, fit.n_classes, pair_off, fit.pair_feat, keep,
+            cand_off, cand, s_lo, s_hi, *buf,
+        )  # fmt: skip
+        parts[a] = (k0, *res, *buf)
+
+    client._run_blocks(fit, job)
+    blocks = [parts[a] for a in sorted(parts)]
+    n = sum(int(p[1]) for p in blocks)
+    nnz = sum(int(p[2]) for p in blocks)
+    biggest = max((float(p[3]) for p in blocks), default=0.0)
+    counts = np.concatenate([p[4][: p[2]] for p in blocks])
+    sums = np.concatenate([p[5][: p[2]] for p in blocks])
+    index = np.concatenate([p[6][: p[2]] + p[0] for p in blocks])
+    # pack_increments' choice: sparse when it saves bytes; int64 counts only if needed.
+    row_bytes = 4 * n_counts + 8 * (n_stat - n_counts)
+    sparse = nnz * (row_bytes + 4) < n * row_bytes
+    counts = counts.astype(np.int64 if biggest > np.iinfo(np.int32).max else np.int32)
+    if not sparse:  # every kept candidate, zeros included
+        dense_counts = np.zeros((n, n_counts), dtype=counts.dtype)
+        dense_sums = np.zeros((n, n_stat - n_counts))
+        dense_counts[index], dense_sums[index] = counts, sums
+        counts, sums = dense_counts, dense_sums
+    out: dict[str, NDArray[Any]] = {"left_counts": counts}
+    if sums.shape[1]:
+        out["left_sums"] = sums
+    if sparse:
+        out["left_index"] = index.astype(np.int32)
+    return out
