@@ -756,7 +756,9 @@ def test_dp_server_sees_only_noisy_masked_sums() -> None:
                 )
                 for t in range(3)
             ]
-            assert np.all(np.abs(rows - exact) > 1e-6)  # noise on every count
+            # Noise on the counts: a discrete Gaussian draw is exactly 0 with a small
+            # probability (about 1 / (2.5 sigma) per count), so not necessarily on each one.
+            assert np.any(np.abs(rows - exact) > 1e-6)
             assert np.all(np.abs(rows - exact) < 10 * model.privacy_report_["sigma"])
             break
     for _, replies in fed.rounds:
