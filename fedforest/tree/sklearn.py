@@ -39,14 +39,6 @@ __all__ = [
 _NODE_DTYPE = SkTree(1, np.array([1], dtype=np.intp), 1).__getstate__()["nodes"].dtype
 
 
-def _float32_floor(threshold: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The largest float32 value at or below each threshold (as float64)."""
-    t32 = threshold.astype(np.float32)
-    above = t32.astype(np.float64) > threshold
-    t32[above] = np.nextafter(t32[above], np.float32(-np.inf))
-    return t32.astype(np.float64)
-
-
 def to_sklearn_tree(
     tree: Tree, n_features: int, classes: Any, index: int = 0
 ) -> DecisionTreeRegressor | DecisionTreeClassifier:
@@ -82,7 +74,7 @@ def to_sklearn_tree(
     nodes["left_child"] = np.where(leaf, TREE_LEAF, tree.children_left)
     nodes["right_child"] = np.where(leaf, TREE_LEAF, tree.children_right)
     nodes["feature"] = np.where(leaf, -2, tree.feature)
-    nodes["threshold"] = np.where(leaf, -2.0, _float32_floor(tree.threshold))
+    nodes["threshold"] = np.where(leaf, -2.0, export.float32_floor(tree.threshold))
     nodes["impurity"] = tree.impurity
     nodes["n_node_samples"] = tree.n_node_samples
     nodes["weighted_n_node_samples"] = tree.weighted_n_node_samples
@@ -240,12 +232,14 @@ class EnsembleMixin:
 
         Converted from :meth:`to_sklearn` by skl2onnx's tree converters: numeric splits
         only (a forest with set splits raises ``ValueError``). One float32 input ``X``;
-        outputs ``variable`` (regression, (n, 1)) or ``label`` and ``probabilities``
-        (classification), in float32 as ONNX's tree ensembles compute (see
-        docs/export.md for the tolerance).
+        outputs ``variable`` (regression, (n, n_outputs)) or ``label`` and
+        ``probabilities`` (classification), in float32 as ONNX's tree ensembles compute
+        (see docs/export.md for the tolerance). A multi-output classifier's graph is built
+        by :func:`fedforest.tree.export.to_onnx_multi_output` (skl2onnx mis-converts it):
+        ``label`` (n, n_outputs), then ``probabilities_0``, ``probabilities_1``, ... (one
+        per output, as ``predict_proba``).
         """
         check_is_fitted(self, "trees_")
-        export.check_one_output(getattr(self, "classes_", None), "to_onnx()")
         export.check_numeric(
             self.trees_,
             self.n_features_in_,
@@ -253,6 +247,11 @@ class EnsembleMixin:
             "it converts through to_sklearn() and skl2onnx, and scikit-learn's trees (and "
             "so the converted ONNX trees) have a numeric threshold at every node.",
         )
+        classes = getattr(self, "classes_", None)
+        if isinstance(classes, list):  # multi-output classifier: a graph of its own
+            return export.to_onnx_multi_output(
+                self.trees_, self.n_features_in_, classes, target_opset
+            )
         return export.to_onnx_model(
             self.to_sklearn(), self.trees_, self.n_features_in_, target_opset
         )
