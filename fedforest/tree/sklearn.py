@@ -129,16 +129,23 @@ def to_sklearn_forest(
 ) -> RandomForestRegressor | RandomForestClassifier:
     """A fitted scikit-learn random forest holding the converted trees.
 
-    ``params`` are the constructor arguments scikit-learn shares with fedforest (for
-    ``get_params`` and refitting); prediction uses only the trees.
+    ``params`` are the fitted model's parameters (``get_params``); those scikit-learn's
+    forest has too (every one of its own but ``n_estimators``, the number of trees) become
+    its parameters, and those scikit-learn passes to its trees (``estimator_params``,
+    but ``random_state``: fedforest draws no per-tree seed) each tree's, so ``get_params``
+    reports how the forest was grown and refitting it (``clone``) grows one alike.
+    Prediction uses only the trees.
     """
     estimators = [to_sklearn_tree(t, n_features, classes, i) for i, t in enumerate(trees)]
-    forest: RandomForestRegressor | RandomForestClassifier
+    kind = RandomForestRegressor if classes is None else RandomForestClassifier
+    names = set(kind().get_params(deep=False)) - {"n_estimators"}
+    forest = kind(n_estimators=len(trees), **{k: v for k, v in params.items() if k in names})
+    tree_params = {p: getattr(forest, p) for p in forest.estimator_params if p != "random_state"}
+    for est in estimators:
+        est.set_params(**tree_params)
     if classes is None:
-        forest = RandomForestRegressor(n_estimators=len(trees), **params)
         forest.estimator_ = DecisionTreeRegressor()
     else:
-        forest = RandomForestClassifier(n_estimators=len(trees), **params)
         forest.estimator_ = DecisionTreeClassifier()
         multi = isinstance(classes, list)
         forest.classes_ = [np.asarray(c) for c in classes] if multi else np.asarray(classes)
@@ -190,12 +197,14 @@ class EnsembleMixin:
 
         Its ``estimators_`` are scikit-learn decision trees with a ``tree_`` built from
         fedforest's trees (see :mod:`fedforest.tree.sklearn`): they predict as fedforest
-        does (thresholds rounded down to float32, as scikit-learn compares). Forests with
-        set splits (categorical features, the client index) raise ``ValueError``.
+        does (thresholds rounded down to float32, as scikit-learn compares). Its parameters
+        are the model's where scikit-learn has the name (``ccp_alpha``, ``monotonic_cst``,
+        ``class_weight``, ``max_samples``, ...), its trees' those scikit-learn passes to
+        its trees. Forests with set splits (categorical features, the client index) raise
+        ``ValueError``.
         """
         check_is_fitted(self, "trees_")
-        shared = ("max_depth", "min_samples_split", "min_samples_leaf", "min_impurity_decrease")
-        params = {k: getattr(self, k) for k in (*shared, "max_features", "bootstrap")}
+        params = getattr(self, "get_params")(deep=False)  # noqa: B009
         classes = getattr(self, "classes_", None)
         return to_sklearn_forest(self.trees_, self.n_features_in_, classes, params)
 
