@@ -120,3 +120,15 @@ def test_onnx_of_a_model_file(tmp_path) -> None:
     model.save(tmp_path / "m.ffm")
     loaded = ff.load(tmp_path / "m.ffm")
     _assert_as_fedforest(model, X, _run(loaded.to_onnx(), X))
+
+
+def test_onnx_refuses_set_splits_of_a_multi_output_classifier() -> None:
+    X, Y = _data(300, 1)
+    clients = np.repeat(np.arange(3), 100)
+    Y[:, 0] = np.where(clients == 1, "y", Y[:, 0])  # a client effect: splits on H
+    model = ff.FedForestClassifier(
+        n_estimators=3, split_on_client=True, privacy="none", random_state=0
+    ).fit(X, Y, client_ids=clients)
+    assert any((t.feature == X.shape[1]).any() for t in model.trees_)
+    with pytest.raises(ValueError, match=r"to_onnx\(\) handles numeric splits only"):
+        model.to_onnx()

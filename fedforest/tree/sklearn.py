@@ -253,8 +253,9 @@ class EnsembleMixin:
             self.trees_,
             self.n_features_in_,
             "to_onnx()",
-            "it converts through to_sklearn() and skl2onnx, and scikit-learn's trees (and "
-            "so the converted ONNX trees) have a numeric threshold at every node.",
+            "it converts through to_sklearn() and skl2onnx (a multi-output classifier "
+            "through an ONNX TreeEnsembleRegressor of its own), and scikit-learn's trees "
+            "(and so the ONNX trees) have a numeric threshold at every node.",
         )
         classes = getattr(self, "classes_", None)
         if isinstance(classes, list):  # multi-output classifier: a graph of its own
