@@ -122,8 +122,8 @@ tree_batch_size : int or None, default=None
     Grow the trees in batches of this many, one batch after another: each client then
     holds per-row state for one batch only (16 bytes per in-bag row and tree, about
     ``10 * n_k * tree_batch_size`` bytes) at the price of ``2 * max_depth`` rounds per
-    batch (one more under multi-output ``class_weight="balanced_subsample"``). None grows
-    all trees at once (fewest rounds). The forest is the same.
+    batch (one more under ``class_weight="balanced_subsample"`` with multi-output y or
+    sample weights). None grows all trees at once (fewest rounds). The forest is the same.
 privacy : {"secure", "dp", "none"}, default="secure"
     What the server may learn (docs/privacy.md). ``"secure"``: every client answer the
     server adds up is masked (pairwise X25519 keys, ChaCha20 masks that cancel in the
@@ -215,12 +215,14 @@ _CLASSIFICATION = {
         '\nclass_weight : dict, list, "balanced", "balanced_subsample" or None, default=None\n'
         '    As scikit-learn: class c\'s rows weigh ``class_weight[c]``; "balanced" uses\n'
         '    ``n / (n_classes * n_c)`` from the pooled class counts, "balanced_subsample"\n'
-        "    the same per tree from its bootstrap. Applied by the server to the pooled\n"
+        "    ``n / (n_present * n_c)`` per tree from its bootstrap's draws (the classes\n"
+        "    drawn; sample weights left out). Applied by the server to the pooled\n"
         '    statistics (no client sends more). Not with ``split_rule="avgimp"``.\n'
         '    Multi-output y: a list of one dict per output, "balanced" or\n'
         '    "balanced_subsample"; a row weighs the product of its outputs\' weights (the\n'
         '    clients apply them, sent in the set-up; "balanced_subsample": per tree, after\n'
-        "    one more round per batch of trees that pools each tree's bootstrap class counts)."
+        "    one more round per batch of trees that pools each tree's bootstrap class counts).\n"
+        '    "balanced_subsample" with sample weights takes that round too (one output).'
     ),
     "oob_attributes": (
         "classes_ : ndarray of shape (n_classes,), or a list of one per output\n"

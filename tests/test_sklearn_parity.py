@@ -48,6 +48,41 @@ def test_to_sklearn_predicts_and_applies_as_fedforest(task: str) -> None:
     np.testing.assert_array_equal(tree.tree_.children_left, model.trees_[0].children_left)
 
 
+@pytest.mark.filterwarnings("ignore:Some inputs do not have OOB scores:UserWarning")
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_to_sklearn_carries_the_parameters_it_was_grown_with(task: str) -> None:
+    X, y = _data(600, 4)
+    common = dict(
+        n_estimators=5, max_depth=5, min_samples_split=6, min_samples_leaf=3,
+        min_weight_fraction_leaf=0.01, max_features=0.75, max_samples=0.8, ccp_alpha=1e-3,
+        min_impurity_decrease=1e-4, monotonic_cst=[1, 0, -1, 0], oob_score=True,
+        privacy="none", random_state=7,
+    )  # fmt: skip
+    if task == "classification":
+        y = (y > np.median(y)).astype(int)  # binary: scikit-learn's monotonic_cst needs it
+        kw = dict(criterion="entropy", class_weight={0: 1.0, 1: 2.5})
+        model = ff.FedForestClassifier(**common, **kw)
+    else:
+        y = y - y.min() + 0.1  # positive: criterion="poisson"
+        model = ff.FedForestRegressor(**common, criterion="poisson")
+    model.fit(X, y, client_ids=np.arange(600) % 3)
+    sk = model.to_sklearn()
+    mine, theirs = model.get_params(), sk.get_params()
+    assert set(theirs) <= set(mine)  # every scikit-learn parameter has fedforest's name
+    for name in theirs:
+        assert theirs[name] == mine[name], name
+    tree_names = set(sk.estimator_params) - {"random_state"}
+    assert {"ccp_alpha", "monotonic_cst", "criterion", "min_weight_fraction_leaf"} <= tree_names
+    for tree in sk.estimators_:
+        params = tree.get_params()
+        for name in tree_names:
+            assert params[name] == mine[name], name
+    # The parameters are scikit-learn's to use: its clone grows a forest with them.
+    refit = clone(sk).fit(X, y)
+    assert len(refit.estimators_) == 5
+    assert refit.estimators_[0].get_params()["monotonic_cst"] == [1, 0, -1, 0]
+
+
 def test_ensemble_protocol() -> None:
     X, y = _data(400, 2)
     model = ff.FedForestRegressor(n_estimators=4, privacy="none", random_state=0)

@@ -1,12 +1,13 @@
-"""A client's bootstrap: each tree's draws, and the bootstrap round of multi-output y.
+"""A client's bootstrap: each tree's draws, and the bootstrap round of ``balanced_subsample``.
 
 :func:`bootstrap_counts` draws how often each of the client's rows is in a tree's
 bootstrap (moved here from ``client.py``, which re-exports it).
 
-``class_weight="balanced_subsample"`` with multi-output y: scikit-learn weighs a row of
-tree ``t`` by the product over the outputs of ``n / (n_classes * n_c)`` computed on that
-tree's bootstrap (``compute_sample_weight("balanced", y, indices=...)``), which no
-reweighting of pooled per-output statistics gives. Before a batch's first level the
+``class_weight="balanced_subsample"`` with multi-output y or sample weights: scikit-learn
+weighs a row of tree ``t`` by the product over the outputs of ``n / (n_classes * n_c)``
+computed on that tree's bootstrap (``compute_sample_weight("balanced", y, indices=...)``,
+draws counted without sample weights), which no reweighting of pooled per-output (or
+weighted) statistics gives. Before a batch's first level the
 server therefore asks every client for its bootstrap's class counts per tree and output
 (:func:`answer_bootstrap`: the set-up travels with that round; masked, and noisy under
 ``"dp"``), sums them, and sends each tree's per-class weights with the batch's first
@@ -61,7 +62,7 @@ def tree_class_counts(client: Client, fit: _Fit, first_tree: int) -> NDArray[np.
     ``"dp"`` a row's count is capped at ``max_weight`` (``Client._counts``).
     """
     n_columns = fit.n_classes
-    codes = fit.y.astype(np.int64)
+    codes = fit.y.astype(np.int64).reshape(fit.y.shape[0], -1)  # one column per output
     out = np.zeros((fit.n_trees, n_columns))
     for t in range(fit.n_trees):
         counts = client._counts(first_tree + t).astype(np.float64)
@@ -76,10 +77,8 @@ def answer_bootstrap(client: Client, msg: Message) -> Message:
     if not isinstance(setup, dict):
         raise ValueError(f"Client {client.name!r}: a bootstrap round without its set-up.")
     fit = client._fit = client._setup(setup)
-    if fit.n_classes == 0 or fit.y.ndim != 2:
-        raise ValueError(
-            f"Client {client.name!r}: the bootstrap round is for multi-output classification."
-        )
+    if fit.n_classes == 0:
+        raise ValueError(f"Client {client.name!r}: the bootstrap round is for classification.")
     counts = tree_class_counts(client, fit, int(setup.get("first_tree", 0)))
     if not fit.secure:
         return Message(BOOTSTRAP, {"name": client.name}, {"tree_class_counts": counts})
@@ -98,7 +97,8 @@ def weigh_trees(client: Client, fit: _Fit, weights: Any) -> None:
     ``max_weight`` times the largest, over the batch's trees, product of each output's
     largest class weight (``class_factor``), which scales every entry's noise.
     """
-    codes = fit.y if fit.y.ndim == 2 else np.zeros((0, 0))
+    # One column of class codes per output (one output: y's codes as a column).
+    codes = fit.y.reshape(fit.y.shape[0], -1) if fit.n_classes else np.zeros((0, 0))
     if not isinstance(weights, list) or len(weights) != fit.n_trees:
         raise ValueError(f"Client {client.name!r}: tree class weights for another batch.")
     factors = []

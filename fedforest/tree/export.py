@@ -11,7 +11,9 @@ fedforest``.
   :meth:`apply` does; fedforest's ``predict`` mixes both children there (the marginal
   rule), which no single Treelite tree can express.
 - **ONNX** (:func:`to_onnx_model`): the scikit-learn forest of ``to_sklearn()`` through
-  skl2onnx's tree converters, numeric splits only, float32 inputs and outputs.
+  skl2onnx's tree converters, numeric splits only, float32 inputs and outputs. A
+  multi-output classifier's graph is built here (:func:`to_onnx_multi_output`): skl2onnx
+  1.20 refuses its string labels and does not reproduce its probabilities.
 - **SHAP** (:func:`shap_explainer`): ``shap.TreeExplainer`` on the trees as arrays (shap's
   documented dictionary format), path-dependent: the node weights stand for the training
   data, so no data is needed. Node weights and values are summed from the leaves up, so
@@ -34,13 +36,14 @@ from .arrays import Tree
 
 __all__ = [
     "check_numeric",
-    "check_one_output",
     "consistent_nodes",
+    "float32_floor",
     "import_extra",
     "missing_left",
     "n_model_features",
     "shap_explainer",
     "to_onnx_model",
+    "to_onnx_multi_output",
     "to_treelite_model",
 ]
 
@@ -77,6 +80,19 @@ def _heavier_left(tree: Tree, node: int) -> bool:
     """Whether the left child weighs at least as much as the right (``apply``'s tie rule)."""
     w = tree.weighted_n_node_samples
     return bool(w[tree.children_left[node]] >= w[tree.children_right[node]])
+
+
+def float32_floor(threshold: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The largest float32 value at or below each threshold (as float64).
+
+    For every float32 ``x``, ``x <= float32_floor(t)`` decides as ``x <= t``: the threshold
+    scikit-learn's trees and ONNX's tree ensembles (which compare in float32) are given.
+    """
+    with np.errstate(over="ignore"):  # beyond float32: inf, then stepped down to its max
+        t32 = np.asarray(threshold, dtype=np.float64).astype(np.float32)
+    above = t32.astype(np.float64) > threshold
+    t32[above] = np.nextafter(t32[above], np.float32(-np.inf))
+    return t32.astype(np.float64)
 
 
 def missing_left(tree: Tree) -> NDArray[np.bool_]:
@@ -225,22 +241,6 @@ def check_numeric(trees: list[Tree], n_features: int, what: str, why: str) -> No
             )
 
 
-def check_one_output(classes: Any, what: str) -> None:
-    """Refuse a multi-output classifier (a list of class lists) where it cannot be exported.
-
-    ONNX: skl2onnx (1.20) refuses a multi-output forest's string labels, and on numeric
-    ones its probabilities disagreed with scikit-learn's (checked once by hand), so no
-    ONNX model of one is offered.
-    """
-    if isinstance(classes, list):
-        raise ValueError(
-            f"{what} exports classifiers of one output, and this one has {len(classes)} "
-            "(multi-output y): skl2onnx's conversion of a multi-output RandomForestClassifier "
-            "refuses string labels and does not reproduce its probabilities. to_sklearn() "
-            "and to_treelite() convert it, and shap_values() explains it."
-        )
-
-
 def to_onnx_model(
     sk_forest: Any, trees: list[Tree], n_features: int, target_opset: Any = None
 ) -> Any:
@@ -291,6 +291,157 @@ def _set_missing_sides(onnx_model: Any, trees: list[Tree]) -> None:
             node.attribute.append(
                 onnx.helper.make_attribute("nodes_missing_value_tracks_true", tracks)
             )
+
+
+# ------------------------------------------------------------- ONNX, multi-output classifier
+#: Opsets of a multi-output classifier's graph: the default domain's (Split, ArgMax, Gather,
+#: Concat; 13 at least) and ai.onnx.ml's (its TreeEnsembleRegressor; 1 to 4, as skl2onnx
+#: writes the single-output forests' ensembles at 1).
+ONNX_OPSET, ONNX_ML_OPSET = 17, 1
+
+
+def _onnx_opsets(target_opset: Any) -> tuple[int, int]:
+    """(default domain, ai.onnx.ml) opsets from ``target_opset``: None, an int or a dict."""
+    if target_opset is None:
+        opset, ml = ONNX_OPSET, ONNX_ML_OPSET
+    elif isinstance(target_opset, dict):
+        opset = int(target_opset.get("", ONNX_OPSET))
+        ml = int(target_opset.get("ai.onnx.ml", ONNX_ML_OPSET))
+    else:
+        opset, ml = int(target_opset), ONNX_ML_OPSET
+    if opset < 13 or not 1 <= ml <= 4:
+        raise ValueError(
+            f"to_onnx() of a multi-output classifier needs opset 13 or later (Split with "
+            f"sizes as an input) and ai.onnx.ml 1 to 4 (TreeEnsembleRegressor, deprecated in "
+            f"5); target_opset={target_opset!r} asks for {opset} and {ml}."
+        )
+    return opset, ml
+
+
+def _label_table(classes: list[Any]) -> tuple[list[NDArray[Any]], Any]:
+    """Each output's labels in the one dtype ``predict`` returns them in, and that dtype.
+
+    ``predict`` gives every output's labels in the widest of their dtypes (numbers and
+    strings together become strings, as NumPy converts them); ONNX gets the same values.
+    """
+    dtype = np.result_type(*[np.asarray(c).dtype for c in classes])
+    labels = [np.asarray(c).astype(dtype) for c in classes]
+    if dtype.kind in "USO":
+        if not all(isinstance(v, str) for c in labels for v in c.tolist()):
+            raise ValueError(
+                "to_onnx() writes a multi-output classifier's labels as numbers or strings, "
+                f"and this one's are of dtype {dtype} holding other objects."
+            )
+        return [c.astype(object) for c in labels], str
+    if dtype.kind not in "biuf":
+        raise ValueError(
+            "to_onnx() writes a multi-output classifier's labels as numbers or strings, and "
+            f"this one's are of dtype {dtype}."
+        )
+    return labels, dtype
+
+
+def _ensemble_attributes(trees: list[Tree], n_targets: int) -> dict[str, Any]:
+    """A TreeEnsembleRegressor's attributes: every tree, its leaves' values as targets.
+
+    Thresholds are rounded down to float32 (ONNX compares in float32, as scikit-learn); a
+    split sends NaN where the tree records (``nodes_missing_value_tracks_true``). A leaf's
+    targets are its value (every output's class proportions, in order), its zeros left out.
+    """
+    nodes: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "treeids", "nodeids", "featureids", "values", "modes", "truenodeids",
+            "falsenodeids", "missing_value_tracks_true",
+        )
+    }  # fmt: skip
+    targets: dict[str, list[Any]] = {k: [] for k in ("treeids", "nodeids", "ids", "weights")}
+    for t, tree in enumerate(trees):
+        n = tree.node_count
+        leaf = tree.children_left == TREE_LEAF
+        nodes["treeids"] += [t] * n
+        nodes["nodeids"] += list(range(n))
+        nodes["featureids"] += np.where(leaf, 0, tree.feature).tolist()
+        nodes["values"] += np.where(leaf, 0.0, float32_floor(tree.threshold)).tolist()
+        nodes["modes"] += [b"LEAF" if is_leaf else b"BRANCH_LEQ" for is_leaf in leaf]
+        nodes["truenodeids"] += np.where(leaf, 0, tree.children_left).tolist()
+        nodes["falsenodeids"] += np.where(leaf, 0, tree.children_right).tolist()
+        nodes["missing_value_tracks_true"] += np.where(leaf, 0, missing_left(tree)).tolist()
+        assert tree.value.shape[1] == n_targets
+        node, target = np.nonzero(leaf[:, None] & (tree.value != 0))
+        targets["treeids"] += [t] * len(node)
+        targets["nodeids"] += node.tolist()
+        targets["ids"] += target.tolist()
+        targets["weights"] += tree.value[node, target].tolist()
+    out = {f"nodes_{k}": v for k, v in nodes.items()}
+    out.update({f"target_{k}": v for k, v in targets.items()})
+    return out
+
+
+def to_onnx_multi_output(
+    trees: list[Tree], n_features: int, classes: list[Any], target_opset: Any = None
+) -> Any:
+    """A multi-output classifier as an ONNX model, built here (skl2onnx mis-converts it).
+
+    One float32 input ``X`` (n, n_features). One ``TreeEnsembleRegressor`` averages the
+    trees' leaf values, every output's class proportions side by side (n, sum n_classes);
+    ``Split`` cuts them into the outputs ``probabilities_0``, ``probabilities_1``, ... (n,
+    n_classes[k]) float32, ``predict_proba``'s list; each output's ``ArgMax`` (the first
+    class on a tie, as NumPy) picks its label from a table (``Gather``), and ``Concat``
+    gives ``label`` (n, n_outputs), ``predict``'s labels in its dtype (int64, float64,
+    bool or string). ``target_opset``: None, the default domain's opset (13 or later), or
+    a dict ``{"": opset, "ai.onnx.ml": ml_opset}``.
+    """
+    onnx = import_extra("onnx", "to_onnx()")
+    helper, numpy_helper = onnx.helper, onnx.numpy_helper
+    opset, ml_opset = _onnx_opsets(target_opset)
+    sizes = [len(c) for c in classes]
+    labels, dtype = _label_table(classes)
+    label_type = onnx.TensorProto.STRING if dtype is str else helper.np_dtype_to_tensor_dtype(dtype)
+    k = len(sizes)
+    proba = [f"probabilities_{o}" for o in range(k)]
+    initializers = [numpy_helper.from_array(np.array(sizes, dtype=np.int64), "split_sizes")]
+    graph_nodes = [
+        helper.make_node(
+            "TreeEnsembleRegressor",
+            ["X"],
+            ["mean_leaf_values"],
+            domain="ai.onnx.ml",
+            n_targets=sum(sizes),
+            aggregate_function="AVERAGE",
+            post_transform="NONE",
+            **_ensemble_attributes(trees, sum(sizes)),
+        ),
+        helper.make_node("Split", ["mean_leaf_values", "split_sizes"], proba, axis=1),
+    ]
+    for o in range(k):
+        initializers.append(numpy_helper.from_array(labels[o], f"classes_{o}"))
+        graph_nodes += [
+            helper.make_node("ArgMax", [proba[o]], [f"index_{o}"], axis=1, keepdims=1),
+            helper.make_node("Gather", [f"classes_{o}", f"index_{o}"], [f"label_{o}"], axis=0),
+        ]
+    graph_nodes.append(
+        helper.make_node("Concat", [f"label_{o}" for o in range(k)], ["label"], axis=1)
+    )
+    float32 = onnx.TensorProto.FLOAT
+    graph = helper.make_graph(
+        graph_nodes,
+        "fedforest",
+        [helper.make_tensor_value_info("X", float32, [None, n_features])],
+        [helper.make_tensor_value_info("label", label_type, [None, k])]
+        + [
+            helper.make_tensor_value_info(name, float32, [None, size])
+            for name, size in zip(proba, sizes, strict=True)
+        ],
+        initializer=initializers,
+    )
+    opsets = [helper.make_opsetid("", opset), helper.make_opsetid("ai.onnx.ml", ml_opset)]
+    return helper.make_model(
+        graph,
+        opset_imports=opsets,
+        producer_name="fedforest",
+        ir_version=helper.find_min_ir_version_for(opsets),
+    )
 
 
 # ---------------------------------------------------------------------------------- SHAP

@@ -39,14 +39,6 @@ __all__ = [
 _NODE_DTYPE = SkTree(1, np.array([1], dtype=np.intp), 1).__getstate__()["nodes"].dtype
 
 
-def _float32_floor(threshold: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The largest float32 value at or below each threshold (as float64)."""
-    t32 = threshold.astype(np.float32)
-    above = t32.astype(np.float64) > threshold
-    t32[above] = np.nextafter(t32[above], np.float32(-np.inf))
-    return t32.astype(np.float64)
-
-
 def to_sklearn_tree(
     tree: Tree, n_features: int, classes: Any, index: int = 0
 ) -> DecisionTreeRegressor | DecisionTreeClassifier:
@@ -82,7 +74,7 @@ def to_sklearn_tree(
     nodes["left_child"] = np.where(leaf, TREE_LEAF, tree.children_left)
     nodes["right_child"] = np.where(leaf, TREE_LEAF, tree.children_right)
     nodes["feature"] = np.where(leaf, -2, tree.feature)
-    nodes["threshold"] = np.where(leaf, -2.0, _float32_floor(tree.threshold))
+    nodes["threshold"] = np.where(leaf, -2.0, export.float32_floor(tree.threshold))
     nodes["impurity"] = tree.impurity
     nodes["n_node_samples"] = tree.n_node_samples
     nodes["weighted_n_node_samples"] = tree.weighted_n_node_samples
@@ -137,16 +129,23 @@ def to_sklearn_forest(
 ) -> RandomForestRegressor | RandomForestClassifier:
     """A fitted scikit-learn random forest holding the converted trees.
 
-    ``params`` are the constructor arguments scikit-learn shares with fedforest (for
-    ``get_params`` and refitting); prediction uses only the trees.
+    ``params`` are the fitted model's parameters (``get_params``); those scikit-learn's
+    forest has too (every one of its own but ``n_estimators``, the number of trees) become
+    its parameters, and those scikit-learn passes to its trees (``estimator_params``,
+    but ``random_state``: fedforest draws no per-tree seed) each tree's, so ``get_params``
+    reports how the forest was grown and refitting it (``clone``) grows one alike.
+    Prediction uses only the trees.
     """
     estimators = [to_sklearn_tree(t, n_features, classes, i) for i, t in enumerate(trees)]
-    forest: RandomForestRegressor | RandomForestClassifier
+    kind = RandomForestRegressor if classes is None else RandomForestClassifier
+    names = set(kind().get_params(deep=False)) - {"n_estimators"}
+    forest = kind(n_estimators=len(trees), **{k: v for k, v in params.items() if k in names})
+    tree_params = {p: getattr(forest, p) for p in forest.estimator_params if p != "random_state"}
+    for est in estimators:
+        est.set_params(**tree_params)
     if classes is None:
-        forest = RandomForestRegressor(n_estimators=len(trees), **params)
         forest.estimator_ = DecisionTreeRegressor()
     else:
-        forest = RandomForestClassifier(n_estimators=len(trees), **params)
         forest.estimator_ = DecisionTreeClassifier()
         multi = isinstance(classes, list)
         forest.classes_ = [np.asarray(c) for c in classes] if multi else np.asarray(classes)
@@ -198,12 +197,14 @@ class EnsembleMixin:
 
         Its ``estimators_`` are scikit-learn decision trees with a ``tree_`` built from
         fedforest's trees (see :mod:`fedforest.tree.sklearn`): they predict as fedforest
-        does (thresholds rounded down to float32, as scikit-learn compares). Forests with
-        set splits (categorical features, the client index) raise ``ValueError``.
+        does (thresholds rounded down to float32, as scikit-learn compares). Its parameters
+        are the model's where scikit-learn has the name (``ccp_alpha``, ``monotonic_cst``,
+        ``class_weight``, ``max_samples``, ...), its trees' those scikit-learn passes to
+        its trees. Forests with set splits (categorical features, the client index) raise
+        ``ValueError``.
         """
         check_is_fitted(self, "trees_")
-        shared = ("max_depth", "min_samples_split", "min_samples_leaf", "min_impurity_decrease")
-        params = {k: getattr(self, k) for k in (*shared, "max_features", "bootstrap")}
+        params = getattr(self, "get_params")(deep=False)  # noqa: B009
         classes = getattr(self, "classes_", None)
         return to_sklearn_forest(self.trees_, self.n_features_in_, classes, params)
 
@@ -240,19 +241,27 @@ class EnsembleMixin:
 
         Converted from :meth:`to_sklearn` by skl2onnx's tree converters: numeric splits
         only (a forest with set splits raises ``ValueError``). One float32 input ``X``;
-        outputs ``variable`` (regression, (n, 1)) or ``label`` and ``probabilities``
-        (classification), in float32 as ONNX's tree ensembles compute (see
-        docs/export.md for the tolerance).
+        outputs ``variable`` (regression, (n, n_outputs)) or ``label`` and
+        ``probabilities`` (classification), in float32 as ONNX's tree ensembles compute
+        (see docs/export.md for the tolerance). A multi-output classifier's graph is built
+        by :func:`fedforest.tree.export.to_onnx_multi_output` (skl2onnx mis-converts it):
+        ``label`` (n, n_outputs), then ``probabilities_0``, ``probabilities_1``, ... (one
+        per output, as ``predict_proba``).
         """
         check_is_fitted(self, "trees_")
-        export.check_one_output(getattr(self, "classes_", None), "to_onnx()")
         export.check_numeric(
             self.trees_,
             self.n_features_in_,
             "to_onnx()",
-            "it converts through to_sklearn() and skl2onnx, and scikit-learn's trees (and "
-            "so the converted ONNX trees) have a numeric threshold at every node.",
+            "it converts through to_sklearn() and skl2onnx (a multi-output classifier "
+            "through an ONNX TreeEnsembleRegressor of its own), and scikit-learn's trees "
+            "(and so the ONNX trees) have a numeric threshold at every node.",
         )
+        classes = getattr(self, "classes_", None)
+        if isinstance(classes, list):  # multi-output classifier: a graph of its own
+            return export.to_onnx_multi_output(
+                self.trees_, self.n_features_in_, classes, target_opset
+            )
         return export.to_onnx_model(
             self.to_sklearn(), self.trees_, self.n_features_in_, target_opset
         )

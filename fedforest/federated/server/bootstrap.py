@@ -1,12 +1,14 @@
-"""``class_weight="balanced_subsample"`` with multi-output y: the bootstrap round.
+"""``class_weight="balanced_subsample"`` with multi-output y or sample weights: the bootstrap round.
 
 scikit-learn weighs a row of tree ``t`` by the product over the outputs of its class's
 ``n / (n_classes * n_c)``, counted on the tree's bootstrap (``compute_sample_weight(
 "balanced", y, indices=...)`` in ``_parallel_build_trees``: draws with multiplicity, the
 classes present in the bootstrap, sample weights left out). A product of per-output
-weights is no reweighting of pooled per-output statistics (single output is: weights.py),
-so the clients must weigh their rows, and they need the weights before a tree's first
-level. Hence one more round per batch of trees, before its first Round A:
+weights is no reweighting of pooled per-output statistics, and with sample weights the
+pooled root holds weighted class sums, not draws (one output without sample weights is a
+reweighting of the pooled root: weights.py), so the clients must weigh their rows, and
+they need the weights before a tree's first level. Hence one more round per batch of
+trees, before its first Round A:
 
 - server -> clients: the batch's set-up (which otherwise comes with its first Round A);
 - clients -> server: ``tree_class_counts``, per tree of the batch and class of each output,

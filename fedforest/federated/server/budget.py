@@ -3,8 +3,8 @@
 The noise of the whole fit is calibrated before anything is released (:func:`plan_fit`,
 from the entries one row can touch: :func:`..privacy.dp.entries_per_row`); the entries
 actually released are counted as the fit goes (the grid rounds, each tree's levels, the
-out-of-bag round; under ``class_weight="balanced_subsample"`` with multi-output y, the
-bootstrap rounds' class counts: ``server/bootstrap.py``), and what they spend is
+out-of-bag round; under ``class_weight="balanced_subsample"`` with multi-output y or
+sample weights, the bootstrap rounds' class counts: ``server/bootstrap.py``), and what they spend is
 ``model.privacy_report_`` (:func:`report`).
 Moved out of ``grower.py``, which drives the rounds, to keep it within the layout's limit.
 """
@@ -15,6 +15,7 @@ from typing import Any
 
 from ..privacy import dp
 from .config import GrowerConfig
+from .weights import rows_weighed_per_tree
 
 __all__ = ["plan_fit", "release_level", "release_oob", "report"]
 
@@ -54,7 +55,7 @@ def plan_fit(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> 
         classification=cfg.task == "classification",
         n_outputs=schema["n_outputs"],
         class_counts=cfg.class_weight == "balanced",
-        bootstrap_counts=cfg.class_weight == "balanced_subsample" and cfg.class_outputs > 1,
+        bootstrap_counts=rows_weighed_per_tree(cfg, bool(schema["weighted"])),
     )
     grid, target = _grid_and_target(cfg, schema, ctx)
     plan = dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, target)

@@ -3,8 +3,9 @@
 One handshake, then per tree level one Round A (route last level's splits; node summaries
 and sketches for every frontier node of every tree) and one Round B (left statistics at
 the merged candidates), then an out-of-bag round when asked: a forest of depth M costs
-at most 2M + 2 rounds whatever its number of trees (plus, for multi-output
-class_weight="balanced_subsample", one bootstrap round per batch: bootstrap.py). The
+at most 2M + 2 rounds whatever its number of trees (plus, for class_weight=
+"balanced_subsample" with multi-output y or sample weights, one bootstrap round per
+batch: bootstrap.py). The
 grower never sees a row.
 """
 
@@ -621,7 +622,7 @@ def _grow_batch(
     frontier = _Frontier(np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), 0)
     routes: dict[str, NDArray[Any]] = {}
     header: dict[str, Any] = {"setup": setup}
-    if ctx.get("subsample"):  # balanced_subsample, multi-output y: each tree's weights
+    if ctx.get("subsample"):  # balanced_subsample (multi-output, weighted): tree weights
         header = bootstrap_round(fed, ledger, cfg, setup, ctx)
     while frontier.tree.size:
         frontier, routes = _level(fed, cfg, ledger, builders, frontier, routes, header, ctx)

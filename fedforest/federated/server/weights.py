@@ -10,7 +10,12 @@ sums it already has: no client sends anything more, whatever the privacy level.
 - ``"balanced"``: ``n / (n_classes * n_c)`` from the pooled class counts of the training
   rows (under ``"none"`` the handshake's label counts, under ``"secure"`` a masked sum in
   the first grid round);
-- ``"balanced_subsample"``: the same from each tree's bootstrap, read off its pooled root.
+- ``"balanced_subsample"``: scikit-learn's ``n / (n_present * n_c)`` from each tree's
+  bootstrap (``n_present``: the classes drawn), read off its pooled root when no client
+  weighs its rows (the root's class columns are then the draws of each class; under
+  ``"dp"`` noisy, so every class counts as present). With sample weights the root holds
+  weighted sums, where scikit-learn counts draws: then the bootstrap round below, as for
+  multi-output y (:func:`rows_weighed_per_tree`).
 
 Multi-output y: scikit-learn weighs a row by the product of its outputs' class weights (a
 list of one dict per output, or ``"balanced"`` per output), which no reweighting of pooled
@@ -38,16 +43,22 @@ __all__ = [
     "balanced",
     "fixed_class_weights",
     "output_class_weights",
+    "rows_weighed_per_tree",
     "set_up_class_weights",
     "weigh",
     "weigh_level",
 ]
 
 
-def balanced(class_counts: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``n / (n_classes * n_c)``; a class without rows gets 0 (it weighs nothing anyway)."""
+def balanced(class_counts: NDArray[np.float64], present: bool = False) -> NDArray[np.float64]:
+    """``n / (n_classes * n_c)``; a class without rows gets 0 (it weighs nothing anyway).
+
+    ``present``: ``n_classes`` counts the classes with rows only, as scikit-learn's
+    ``compute_sample_weight("balanced", y, indices=...)`` counts those of a tree's draws.
+    """
     counts = np.asarray(class_counts, dtype=np.float64)
-    total, k = counts.sum(), counts.size
+    total = counts.sum()
+    k = int((counts > 0).sum()) if present else counts.size
     with np.errstate(divide="ignore"):
         return np.where(counts > 0, total / (k * np.maximum(counts, 1e-300)), 0.0)
 
@@ -105,6 +116,16 @@ def output_class_weights(
     return out
 
 
+def rows_weighed_per_tree(cfg: GrowerConfig, weighted: bool) -> bool:
+    """Whether ``class_weight`` needs the bootstrap round (and the clients weigh rows).
+
+    ``"balanced_subsample"`` with multi-output y (a product of per-output weights), or with
+    sample weights (``weighted``: some client weighs its rows; scikit-learn counts each
+    tree's draws without them, which the pooled root's weighted class sums do not give).
+    """
+    return cfg.class_weight == "balanced_subsample" and (cfg.class_outputs > 1 or weighted)
+
+
 def set_up_class_weights(
     cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]
 ) -> GrowerConfig:
@@ -123,7 +144,7 @@ def set_up_class_weights(
         counts = ctx["secure"].class_counts  # a masked sum of the first grid round
         if cfg.class_outputs > 1:  # one block of counts per output
             counts = np.split(counts, np.cumsum(cfg.class_sizes)[:-1])
-    if cfg.class_outputs > 1 and cfg.class_weight == "balanced_subsample":
+    if rows_weighed_per_tree(cfg, bool(schema["weighted"])):
         # Each tree's weights from a bootstrap round per batch (bootstrap.py), whose
         # replies are checked against the clients' draws.
         ctx["subsample"] = {"n_samples": schema["n_samples"], "draws": schema["draws"]}
@@ -133,6 +154,7 @@ def set_up_class_weights(
         return replace(cfg, class_weight=None)
     ctx["class_weight"] = cfg.class_weight
     ctx["class_w"] = fixed_class_weights(cfg.class_weight, schema["classes"], counts)
+    ctx["class_w_present"] = cfg.privacy != "dp"  # balanced_subsample: the classes drawn
     return cfg
 
 
@@ -165,7 +187,10 @@ def weigh_level(
     if depth == 0:
         for t, st in zip(trees, pooled, strict=True):
             fixed = ctx["class_w"]
-            builders[t].class_w = fixed if fixed is not None else balanced(st[STAT_TASK:])
+            if fixed is None:  # balanced_subsample: the tree's draws of each class
+                builders[t].class_w = balanced(st[STAT_TASK:], ctx["class_w_present"])
+            else:
+                builders[t].class_w = fixed
     w = np.array([builders[t].class_w for t in trees]).reshape(len(pooled), -1)
     ctx["class_w_nodes"] = w
     return weigh(pooled, w)
