@@ -637,3 +637,22 @@ def test_sketches_travel_run_length_encoded_and_come_back_exactly():
     arrays["sketch_runs"][0] += 1  # no longer adds up to 4 x 8
     with pytest.raises(ValueError, match="run lengths"):
         unpack_sketch(Message("round_a", {}, arrays), 4, 8, "c")
+
+
+@pytest.mark.parametrize("n_bins", [4, 32, 300])
+def test_sketch_of_kept_rows_is_the_message_of_their_copy(n_bins: int) -> None:
+    """pack_sketch(sketch, keep) (one pass, no copy) sends what pack_sketch(sketch[keep])
+    does: the same arrays, dtypes and dense / run-length choice (NaN rows included)."""
+    from fedforest.federated.protocol import pack_sketch
+
+    rng = np.random.default_rng(n_bins)
+    for distinct in (1, 2, 5, n_bins):  # few values repeat (runs), many do not (dense)
+        values = np.sort(rng.normal(size=(40, distinct)), axis=1)
+        sketch = np.sort(values[:, rng.integers(0, distinct, size=n_bins)], axis=1)
+        sketch[rng.random(40) < 0.2] = np.nan  # rows without the feature
+        for keep in (rng.random(40) < 0.6, np.zeros(40, dtype=bool), np.ones(40, dtype=bool)):
+            want, got = pack_sketch(sketch[keep]), pack_sketch(sketch, keep)
+            assert sorted(got) == sorted(want)
+            for name, arr in want.items():
+                np.testing.assert_array_equal(got[name], arr, strict=True)
+                assert got[name].flags.c_contiguous

@@ -174,6 +174,49 @@ def test_masking_keystream_is_chacha20_of_zeros() -> None:
     assert np.all(zeros == 0)  # the input is not masked in place
 
 
+def test_one_keystream_per_neighbour_covers_every_array_of_a_round() -> None:
+    """Several arrays are masked by one stream per neighbour, laid over them in name order;
+    the sums still cancel and a correction (shapes in any order) still recovers them."""
+    import hashlib
+
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
+    a, b = MaskingKeys("a"), MaskingKeys("b")
+    publics = {"a": a.public_bytes, "b": b.public_bytes}
+    a.agree(publics)
+    b.agree(publics)
+    zeros = {"right": np.zeros((5, 2), dtype=np.uint64), "left": np.zeros(3, dtype=np.uint64)}
+    mask = a.mask(zeros, ["a", "b"], 7)
+    assert list(mask) == ["right", "left"]  # the caller's order and shapes
+    assert mask["right"].shape == (5, 2) and mask["left"].shape == (3,)
+    nonce = b"\x00" * 4 + hashlib.sha256(b"7:left\x00right").digest()[:12]
+    enc = Cipher(algorithms.ChaCha20(a.export()[1]["b"], nonce), mode=None).encryptor()
+    want = np.frombuffer(enc.update(bytes(8 * 13)), dtype=np.uint64)
+    np.testing.assert_array_equal(mask["left"], want[:3])  # "left" sorts first
+    np.testing.assert_array_equal(mask["right"].ravel(), want[3:])
+    # Three clients, two arrays: the masks cancel; "b" drops and is recovered.
+    keys = _parties(["a", "b", "c"])
+    rng = np.random.default_rng(8)
+    plain = {
+        n: {"s": to_fixed(rng.normal(size=(4, 3)), 24), "c": to_fixed(rng.normal(size=6), 0)}
+        for n in keys
+    }
+    masked = {n: keys[n].mask(plain[n], list(keys), tag=2) for n in keys}
+    for name, shape in (("s", (4, 3)), ("c", (6,))):
+        np.testing.assert_array_equal(
+            add_in_order((m[name] for m in masked.values()), shape),
+            add_in_order((p[name] for p in plain.values()), shape),
+        )
+        assert not np.any(masked["a"][name] == plain["a"][name])
+    shapes = {"s": (4, 3), "c": (6,)}  # not the order of the names
+    fixes = {n: keys[n].correction(shapes, ["b"], tag=2, peers=list(keys)) for n in ("a", "c")}
+    for name, shape in shapes.items():
+        survivors = add_in_order((masked[n][name] for n in ("a", "c")), shape)
+        recovered = correction(survivors, (fixes[n][name] for n in ("a", "c")))
+        want_sum = add_in_order((plain[n][name] for n in ("a", "c")), shape)
+        np.testing.assert_array_equal(recovered, want_sum)
+
+
 def test_agreeing_with_a_malformed_public_key_is_an_error() -> None:
     keys = MaskingKeys("a")
     with pytest.raises(ValueError, match="not 32 bytes"):

@@ -442,7 +442,7 @@ class Client:
         elif fit.send_sketch:
             numeric = ~np.isin(fit.pair_feat, list(self._cat_raw))  # categories: no sketch
             sketch, local = self._sketches(fit)
-            arrays.update(pack_sketch(sketch[fit.pair_present & numeric]))
+            arrays.update(pack_sketch(sketch, fit.pair_present & numeric))
             if fit.local_candidates:
                 arrays["local_best"] = local[fit.pair_present & numeric]
             if fit.top_l:

@@ -327,13 +327,19 @@ def unpack_gains(
     return inc, vals[last]
 
 
-def pack_sketch(sketch: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
+def pack_sketch(
+    sketch: NDArray[np.float64], keep: NDArray[np.bool_] | None = None
+) -> dict[str, NDArray[Any]]:
     """Quantile sketches as they travel: run-length encoded when that saves bytes.
 
     A client with fewer rows in a node than ``B`` repeats values across the ``B`` levels.
     Runs (never crossing from one pair to the next) travel as ``sketch`` (their values)
     and ``sketch_runs`` (their lengths); otherwise ``sketch`` is the dense array.
+    ``keep`` (a mask of the rows): the message of ``sketch[keep]``, made in one pass over
+    the kept rows (:func:`_sketch_runs`) without copying them first.
     """
+    if keep is not None:
+        return _pack_kept(np.ascontiguousarray(sketch, dtype=np.float64), keep)
     n, b = sketch.shape
     flat = np.ascontiguousarray(sketch).ravel()
     if flat.size == 0:
@@ -347,6 +353,47 @@ def pack_sketch(sketch: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
         return {"sketch": np.ascontiguousarray(sketch)}
     runs = np.diff(np.append(idx, flat.size)).astype(dtype)
     return {"sketch": flat[idx], "sketch_runs": runs}
+
+
+def _pack_kept(sketch: NDArray[np.float64], keep: NDArray[np.bool_]) -> dict[str, NDArray[Any]]:
+    """:func:`pack_sketch` of ``sketch[keep]``: the same arrays, the same choice."""
+    b = sketch.shape[1]
+    n_keep = int(np.count_nonzero(keep))
+    if n_keep * b == 0:
+        return {"sketch": np.ascontiguousarray(sketch[keep])}
+    values = np.empty(n_keep * b)
+    runs = np.empty(n_keep * b, dtype=np.int64)
+    m = _sketch_runs(sketch, np.asarray(keep, dtype=np.bool_), values, runs)
+    dtype = np.uint8 if b <= np.iinfo(np.uint8).max else np.uint32
+    if m * (8 + np.dtype(dtype).itemsize) >= n_keep * b * 8:
+        return {"sketch": np.ascontiguousarray(sketch[keep])}
+    return {"sketch": values[:m].copy(), "sketch_runs": runs[:m].astype(dtype)}
+
+
+@numba.njit(nogil=True, cache=True)
+def _sketch_runs(sketch, keep, values, runs):  # type: ignore[no-untyped-def]
+    # The runs of equal values of the kept rows, row after row (a run never crosses into
+    # the next row; NaN != NaN, so each NaN is a run of its own, as in pack_sketch).
+    # Returns how many.
+    b = sketch.shape[1]
+    m = 0
+    for p in range(sketch.shape[0]):
+        if not keep[p]:
+            continue
+        prev = sketch[p, 0]
+        values[m] = prev
+        runs[m] = 1
+        m += 1
+        for j in range(1, b):
+            v = sketch[p, j]
+            if v != prev:
+                values[m] = v
+                runs[m] = 1
+                m += 1
+            else:
+                runs[m - 1] += 1
+            prev = v
+    return m
 
 
 def unpack_sketch(msg: Message, n: int, b: int, sender: str) -> NDArray[np.float64]:

@@ -9,7 +9,9 @@ by the client whose name sorts first, subtracted by the other). In the sum over 
 participants every keystream appears once with each sign and cancels exactly; any one
 client's array looks uniformly random to the server.
 
-Streams are bound to the round (``tag``) and the array's name, so no stream is used twice.
+A client's answer in a round is masked by one stream per mask neighbour, laid over all the
+round's arrays at once (concatenated in the order of their names): streams are bound to
+the round (``tag``) and the arrays' names, so no stream is used twice.
 When a participant drops out mid-round, the survivors send the sum of their streams with
 the dropped ones for that round only (:func:`correction`): the server removes them and
 learns nothing about any survivor (its other masks still hide it) nor about the dropped
@@ -37,6 +39,7 @@ __all__ = [
     "add_in_order",
     "correction",
     "from_fixed",
+    "stream_layout",
     "to_fixed",
 ]
 
@@ -136,12 +139,13 @@ def add_in_order(
 
 
 def _stream(key: bytes, tag: int, name: str, n: int, out: NDArray[np.uint64]) -> None:
-    """``n`` uint64 words of ChaCha20 keystream under ``key`` for (round, array name).
+    """``n`` uint64 words of ChaCha20 keystream under ``key`` for (round, arrays' names).
 
     Written into ``out`` (at least ``n`` words, plus the cipher's 64 bytes of slack).
     """
     # ChaCha20 in ``cryptography`` takes a 16-byte nonce: a 4-byte block counter (0) and a
-    # 12-byte nonce, here a digest of the round and the array name (unique per stream).
+    # 12-byte nonce, here a digest of the round and the label of the arrays' names
+    # (stream_layout; unique per stream).
     nonce = b"\x00" * 4 + hashlib.sha256(f"{tag}:{name}".encode()).digest()[:12]
     enc = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor()
     enc.update_into(_zeros(8 * n), out.view(np.uint8).data)
@@ -239,13 +243,20 @@ class MaskingKeys:
     def mask(
         self, arrays: Mapping[str, NDArray[np.uint64]], peers: Iterable[str], tag: int
     ) -> dict[str, NDArray[np.uint64]]:
-        """The arrays plus this client's masks for round ``tag`` with its mask neighbours."""
+        """The arrays plus this client's masks for round ``tag`` with its mask neighbours.
+
+        One keystream per neighbour covers every array (:func:`stream_layout`): a cipher
+        set up once per neighbour and round instead of once per array.
+        """
         peers = mask_neighbours(self.name, list(peers))
-        out = {}
+        shapes = {name: np.shape(a) for name, a in arrays.items()}
+        label, offsets, n = stream_layout(shapes)
+        flat = np.empty(n, dtype=np.uint64)  # a copy of the arrays: the masks go into it
         for name, a in arrays.items():
-            flat = np.array(a, dtype=np.uint64).ravel()  # a copy: the masks go into it
-            out[name] = self._signed_streams(peers, tag, name, flat.size, flat).reshape(a.shape)
-        return out
+            lo, hi = offsets[name]
+            flat[lo:hi] = np.asarray(a, dtype=np.uint64).ravel()
+        self._signed_streams(peers, tag, label, n, flat)
+        return {name: flat[slice(*offsets[name])].reshape(shape) for name, shape in shapes.items()}
 
     def correction(
         self,
@@ -268,11 +279,29 @@ class MaskingKeys:
                 "clients whose sums are no longer hidden by the others; refusing to recover."
             )
         dropped = [d for d in dropped if d in set(mask_neighbours(self.name, peers))]
-        out = {}
-        for name, shape in shapes.items():
-            n = int(np.prod(shape, dtype=np.int64))
-            out[name] = self._signed_streams(dropped, tag, name, n).reshape(shape)
-        return out
+        label, offsets, n = stream_layout(shapes)
+        flat = self._signed_streams(dropped, tag, label, n)
+        return {
+            name: flat[slice(*offsets[name])].reshape(tuple(shape))
+            for name, shape in shapes.items()
+        }
+
+
+def stream_layout(
+    shapes: Mapping[str, tuple[int, ...]],
+) -> tuple[str, dict[str, tuple[int, int]], int]:
+    """Where a round's arrays sit in its keystreams: one stream covers them all.
+
+    The arrays are laid end to end in the order of their names; the stream's label (with
+    the round, its nonce) is the names joined by NUL, so one array's stream is the one of
+    its name alone. Returns the label, each array's (start, end) in words, and the total.
+    """
+    offsets, n = {}, 0
+    for name in sorted(shapes):
+        size = int(np.prod(shapes[name], dtype=np.int64))
+        offsets[name] = (n, n + size)
+        n += size
+    return "\x00".join(sorted(shapes)), offsets, n
 
 
 def mask_neighbours(name: str, peers: list[str]) -> list[str]:

@@ -209,10 +209,13 @@ def _numeric_candidates(
         block = sketches.get(name)
         if block is None:
             block = unpack_sketch(msg, n_here, cfg.n_bins, name)
+            gone = np.isnan(block).any(axis=1)
+        else:  # checked (checks.check_sketch): a row is all NaN or all finite
+            gone = np.isnan(block[:, 0])
         blocks.append(block)
         index[k, present] = np.arange(start, start + n_here)
         # A NaN row: the client's rows of that node all lack the feature (not in the mix).
-        index[k, np.flatnonzero(present)[np.isnan(block).any(axis=1)]] = -1
+        index[k, np.flatnonzero(present)[gone]] = -1
         start += n_here
     points = np.concatenate(blocks) if blocks else np.empty((0, cfg.n_bins))
     mix_w = np.where(index >= 0, weights, 0.0)

@@ -1,0 +1,48 @@
+"""CPU time of fedforest fits of bench_forest.py's model and data, one process, no rivals.
+
+Each fit is timed with ``time.process_time()`` (all threads of this process), after one
+untimed warm-up fit (numba kernels loaded or compiled). Prints the median and the least;
+run it with ``PYTHONPATH`` set to each checkout to compare, alternately, on a busy machine.
+
+    python benchmarks/bench_fit_cpu.py --privacy none --rows 2000 --fits 7 --n-jobs 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_forest as bf  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--privacy", choices=["none", "secure"], default="none")
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--fits", type=int, default=7)
+    parser.add_argument("--n-jobs", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    data = bf.make_data(args.rows, args.seed)
+    warm = bf.make_data(bf.WARMUP_ROWS, args.seed + 1)
+    model = bf.make_model("fedforest", args.n_jobs, args.seed, args.privacy)
+    bf.fit(model, "fedforest", warm["X_train"], warm["y_train"], warm["h_train"])
+    cpu = []
+    for _ in range(args.fits):
+        model = bf.make_model("fedforest", args.n_jobs, args.seed, args.privacy)
+        start = time.process_time()
+        bf.fit(model, "fedforest", data["X_train"], data["y_train"], data["h_train"])
+        cpu.append(time.process_time() - start)
+    print(
+        f"{args.privacy} rows={args.rows} n_jobs={args.n_jobs}: CPU s median "
+        f"{statistics.median(cpu):.3f}, least {min(cpu):.3f} ({args.fits} fits)"
+    )
+
+
+if __name__ == "__main__":
+    main()
