@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestRegressor
 
-from fedforest import FedForestRegressor
+from fedforest import FedForestClassifier, FedForestRegressor
 from fedforest.federated.server.grower import _sample_features
 
 
@@ -66,3 +67,22 @@ def test_some_constant_draws_send_only_the_others() -> None:
             assert feats.size == 1 and feats[0] >= 3  # all constant: drawing went on
         draws.append(feats.size)
     assert max(draws) > 1
+
+
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+@pytest.mark.parametrize("task", ["regression", "binary", "multiclass"])
+def test_a_category_column_with_one_category_is_constant(privacy: str, task: str) -> None:
+    """A level whose only categorical pairs had one category crashed under "none" (a reshape
+    of no node in ``best_set_splits``): the column is constant and the trees use the other."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"num": rng.normal(size=200), "cat": pd.Categorical(["x"] * 200)})
+    signal = X["num"].to_numpy()
+    y: np.ndarray = {
+        "regression": signal,
+        "binary": signal > 0,
+        "multiclass": np.digitize(signal, [-0.5, 0.5]),
+    }[task]
+    cls = FedForestRegressor if task == "regression" else FedForestClassifier
+    model = cls(n_estimators=3, max_depth=3, privacy=privacy, random_state=0)
+    model.fit(X, y, client_ids=np.arange(200) % 3)
+    assert model.feature_importances_.tolist() == [1.0, 0.0]
