@@ -86,3 +86,22 @@ def test_a_category_column_with_one_category_is_constant(privacy: str, task: str
     model = cls(n_estimators=3, max_depth=3, privacy=privacy, random_state=0)
     model.fit(X, y, client_ids=np.arange(200) % 3)
     assert model.feature_importances_.tolist() == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("privacy", ["none", "secure", "dp"])
+def test_a_one_category_column_does_not_make_leaves(privacy: str) -> None:
+    """Like a constant numeric column: 2 of 3 trees were single leaves when it was drawn."""
+    rng = np.random.default_rng(0)
+    num = rng.normal(size=200)
+    y = np.sin(2 * num)
+    trees = {}
+    for kind, column in [("category", pd.Categorical(["x"] * 200)), ("numeric", np.zeros(200))]:
+        X = pd.DataFrame({"num": num, "c": column})
+        kw = {"epsilon": 50.0} if privacy == "dp" else {}
+        model = FedForestRegressor(
+            n_estimators=3, max_depth=3, max_features=1, privacy=privacy, random_state=0, **kw
+        ).fit(X, y, client_ids=np.arange(200) % 3)
+        trees[kind] = [t.node_count for t in model.trees_]
+    assert all(n > 1 for n in trees["category"])
+    if privacy != "dp":  # under "dp" a numeric constant is not known (noisy histograms)
+        assert trees["category"] == trees["numeric"]
