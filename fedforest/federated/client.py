@@ -35,6 +35,7 @@ from .client_secure import SecureParty, fit_outputs
 from .client_sketch import distinct_values, fine_codes, sketch_pairs
 from .client_targets import (
     by_output,
+    check_target_magnitude,
     class_codes,
     class_row_weights,
     correct_rows,
@@ -283,6 +284,7 @@ class Client:
                 ) from exc
             if not np.all(np.isfinite(y)):
                 raise ValueError(f"Client {self.name!r}: y contains NaN or infinity.")
+            check_target_magnitude(y, self.name)
         return Message(HANDSHAKE, header, arrays)
 
     # ------------------------------------------------------------------ set-up

@@ -16,7 +16,9 @@ from numpy.typing import ArrayLike, NDArray
 from .._common import STAT_TASK, class_sizes
 
 __all__ = [
+    "MAX_TARGET",
     "by_output",
+    "check_target_magnitude",
     "class_codes",
     "class_row_weights",
     "correct_rows",
@@ -46,6 +48,23 @@ def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
     if y.ndim == 2 and y.shape[1] == 0:
         raise ValueError(f"Client {name!r}: y has no columns.")
     return y
+
+
+#: The largest regression target (in absolute value): the splits come from sums of squared
+#: targets (times weights, over rows and clients), which overflow float64 near 1e154.
+MAX_TARGET = 1e100
+
+
+def check_target_magnitude(y: NDArray[np.float64], name: str) -> None:
+    """Refuse regression targets whose sums of squares could overflow (naming the client)."""
+    largest = float(np.max(np.abs(y))) if y.size else 0.0
+    if largest > MAX_TARGET:
+        raise ValueError(
+            f"Client {name!r}: y holds a value of absolute value {largest:.3g}; regression "
+            f"targets must be at most {MAX_TARGET:.0e} in absolute value (the splits are "
+            "chosen from sums of squared targets, which overflow float64). Rescale y, e.g. "
+            "divide it by a power of ten."
+        )
 
 
 def sample_weights(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.float64] | None:
