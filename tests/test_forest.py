@@ -482,3 +482,28 @@ def test_client_ids_are_keyword_only() -> None:
     model = FedForestRegressor(n_estimators=2, privacy="none").fit(X, y, client_ids=weights)
     with pytest.raises(TypeError, match="positional"):
         model.predict(X, weights)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("privacy", ["secure", "none"])
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        (np.linspace(0.1, 0.9, 40), "Unknown label type: continuous"),  # fit() refuses too
+        (np.where(np.arange(40) % 2, np.nan, 1.0), "Input y contains NaN"),
+        (np.where(np.arange(40) % 2, None, "cat"), "Mix of label input types"),
+    ],
+)
+def test_fit_federated_refuses_labels_fit_refuses_naming_the_client(
+    privacy: str, labels: np.ndarray, message: str
+) -> None:
+    # Before: continuous floats trained a 40-class forest silently, NaN labels were an
+    # InvalidReply blaming the client's reply, None among strings a TypeError ('<').
+    X, y = classification_data(n=80)
+    clients = [Client(X[:40], y[:40], name="good"), Client(X[40:], labels, name="odd")]
+    with pytest.raises(ValueError, match=f"Client 'odd': {message}"):
+        small(FedForestClassifier, privacy=privacy).fit_federated(LocalFederation(clients))
+    ok = np.arange(40) % 3 * 1.0  # integral floats are classes, as in scikit-learn
+    model = small(FedForestClassifier, privacy=privacy).fit_federated(
+        LocalFederation([Client(X[:40], ok, name="a"), Client(X[40:], ok, name="b")])
+    )
+    assert model.classes_.tolist() == [0.0, 1.0, 2.0]

@@ -35,6 +35,7 @@ from .client_secure import SecureParty, fit_outputs
 from .client_sketch import distinct_values, fine_codes, sketch_pairs
 from .client_targets import (
     by_output,
+    check_labels,
     check_target_magnitude,
     class_codes,
     class_row_weights,
@@ -274,6 +275,7 @@ class Client:
         if self.y_raw.ndim == 2:
             header["n_outputs"] = int(self.y_raw.shape[1])
         if msg.header.get("task") == "classification":  # the labels present (per output)
+            check_labels(self.y_raw, self.name)
             header.update(label_header(self.y_raw, msg.header.get("privacy", "none") == "none"))
         else:
             try:
