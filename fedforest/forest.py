@@ -25,7 +25,6 @@ from sklearn.utils.validation import (
 
 from ._docs import estimator_doc
 from ._inputs import (
-    DP_WEIGHTS_CLIPPED,
     NOTHING_TO_ADD,
     check_bootstrap,
     check_federable,
@@ -36,10 +35,11 @@ from ._inputs import (
     criterion_name,
     decode_classes,
     encode_labels,
+    fit_weights,
     n_columns,
     take_rows,
     warm_prior,
-    warn_caller,
+    weights_back,
     with_codes,
 )
 from ._io import load_model, save_model
@@ -291,8 +291,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 if sample_weight is None
                 else _check_sample_weight(sample_weight, X_arr, ensure_non_negative=True)
             )
-            if weights is not None and self.privacy == "dp" and weights.max() > 1.0:
-                warn_caller(DP_WEIGHTS_CLIPPED, UserWarning)
+            weights, w_exp = fit_weights(weights, self.privacy)
             # Categorical columns reach the clients raw: the handshake fixes their codes,
             # exactly as it does for clients built by the user.
             clients = [
@@ -306,7 +305,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 for k, label in enumerate(labels)
             ]
             result = self._grow(LocalFederation(clients, n_jobs=self.n_jobs), warm)
-            self._store(result, fit_classes, warm)
+            self._store(weights_back(result, w_exp), fit_classes, warm)
             self._oob_from_clients(clients, inverse, X_arr.shape[0])
             self._oob_metric(y_arr)
         except BaseException:
