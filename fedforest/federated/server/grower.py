@@ -655,6 +655,13 @@ def grow_forest(
             'criterion="poisson" is not available with split_rule="avgimp": a client\'s local '
             "Poisson gain is undefined where one of its children holds no positive target."
         )
+    if cfg.privacy != "dp" and (cfg.epsilon is not None or cfg.delta is not None):
+        which = "epsilon" if cfg.epsilon is not None else "delta"
+        raise ValueError(
+            f"{which}={getattr(cfg, which)!r} is a privacy budget, used only under "
+            f'privacy="dp"; privacy="{cfg.privacy}" adds no noise. Set privacy="dp" for '
+            "differential privacy, or leave epsilon and delta at None."
+        )
     if cfg.privacy != "none":
         secure.check_config(cfg)
     monotonic.check_values(cfg.monotonic_cst, cfg.split_rule)
