@@ -282,7 +282,9 @@ class Client:
                 y = self.y_raw.astype(np.float64)
             except (TypeError, ValueError) as exc:
                 raise ValueError(
-                    f"Client {self.name!r}: regression targets must be numeric."
+                    f"Client {self.name!r}: regression targets must be numeric, got y of "
+                    f"dtype {self.y_raw.dtype}; class labels need a classifier "
+                    "(FedForestClassifier, or task='classification')."
                 ) from exc
             if not np.all(np.isfinite(y)):
                 raise ValueError(f"Client {self.name!r}: y contains NaN or infinity.")
