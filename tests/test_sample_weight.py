@@ -138,3 +138,24 @@ def test_the_scale_of_the_weights_does_not_matter(privacy: str) -> None:
             assert np.allclose(
                 ours.weighted_n_node_samples, theirs.weighted_n_node_samples * scale, rtol=1e-6
             )
+
+
+def test_fit_federated_weights_below_the_fixed_point_are_refused_under_secure() -> None:
+    # Clients keep their weights under fit_federated; weights of 1e-12 rounded to 0 in the
+    # secure sums and every tree was a single leaf (R^2 0.0), silently.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=600)
+    h, w = rng.integers(0, 3, 600), rng.uniform(0.5, 1.5, 600)
+
+    def fit(scale: float) -> ff.FedForestRegressor:
+        clients = [
+            ff.Client(X[h == k], y[h == k], name=str(k), sample_weight=w[h == k] * scale)
+            for k in range(3)
+        ]
+        est = ff.FedForestRegressor(n_estimators=3, max_depth=3, random_state=0)
+        return est.fit_federated(ff.LocalFederation(clients))
+
+    with pytest.raises(ValueError, match="sample weights are too small for the secure sums"):
+        fit(1e-12)
+    assert fit(1e-6).score(X, y) > 0.5  # small but representable weights still train

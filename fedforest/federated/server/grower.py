@@ -389,6 +389,7 @@ def _secure_level(
     if "dp" in ctx:  # a row is in one node per tree and level
         budget.release_level(cfg, ctx, np.unique(frontier.tree).size)
     level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_rows)
+    secure.check_root_weights(level.pooled, frontier.depth, ctx)
     pooled = _pool_node_stats(builders, frontier, level.pooled[None], ctx)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     root_w = _root_weights(builders)[frontier.tree]
