@@ -55,7 +55,7 @@ from .federated.server.secure import check_config
 from .transport.local import LocalFederation
 from .tree.apply import apply_forest_sets, predict_forest
 from .tree.arrays import Tree, pack_forest, pack_sets
-from .tree.outputs import most_probable, oob_proba, per_output
+from .tree.outputs import SubsetAccuracyMixin, most_probable, oob_proba, per_output
 from .tree.sklearn import EnsembleMixin
 
 __all__ = ["FedForestRegressor", "FedForestClassifier", "load"]
@@ -657,7 +657,7 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
         return out[:, 0] if out.shape[1] == 1 else out
 
 
-class FedForestClassifier(ClassifierMixin, _BaseFedForest):
+class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
     """Federated random forest classifier (the text: ``fedforest._docs``)."""
 
     __doc__ = estimator_doc("classification")
