@@ -55,7 +55,7 @@ from .federated.server.secure import check_config
 from .transport.local import LocalFederation
 from .tree.apply import apply_forest_sets, predict_forest
 from .tree.arrays import Tree, pack_forest, pack_sets
-from .tree.outputs import SubsetAccuracyMixin, most_probable, oob_proba, per_output
+from .tree.outputs import R2ScoreMixin, SubsetAccuracyMixin, most_probable, oob_proba, per_output
 from .tree.sklearn import EnsembleMixin
 
 __all__ = ["FedForestRegressor", "FedForestClassifier", "load"]
@@ -624,7 +624,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         return tags
 
 
-class FedForestRegressor(RegressorMixin, _BaseFedForest):
+class FedForestRegressor(R2ScoreMixin, RegressorMixin, _BaseFedForest):
     """Federated random forest regressor (the text: ``fedforest._docs``)."""
 
     __doc__ = estimator_doc("regression")

@@ -507,3 +507,20 @@ def test_fit_federated_refuses_labels_fit_refuses_naming_the_client(
         LocalFederation([Client(X[:40], ok, name="a"), Client(X[40:], ok, name="b")])
     )
     assert model.classes_.tolist() == [0.0, 1.0, 2.0]
+
+
+@BOTH
+def test_score_takes_client_ids_as_predict_does(cls: type[Estimator]) -> None:
+    # docs/sklearn.md lists score with client_ids= for forests that split on the client;
+    # it raised TypeError (scikit-learn's score() got an unexpected keyword argument).
+    X, y = data_for(cls)
+    h = np.arange(len(y)) % 3
+    y = y if cls is FedForestClassifier else y + 2.0 * h  # each client shifts the target
+    model = small(cls, privacy="none", split_on_client=True).fit(X, y, client_ids=h)
+    metric = accuracy_score if cls is FedForestClassifier else r2_score
+    assert model.score(X, y, client_ids=h) == pytest.approx(
+        metric(y, model.predict(X, client_ids=h))
+    )
+    assert model.score(X, y) == pytest.approx(metric(y, model.predict(X)))  # marginal rule
+    if cls is FedForestRegressor:
+        assert model.score(X, y, client_ids=h) > model.score(X, y)
