@@ -18,7 +18,7 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy import sparse
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import column_or_1d
+from sklearn.utils.validation import column_or_1d, validate_data
 
 from .federated.categorical import encode, sort_categories
 
@@ -36,6 +36,7 @@ __all__ = [
     "n_rows",
     "fit_weights",
     "take_rows",
+    "validated_rows",
     "weights_back",
     "with_codes",
 ]
@@ -70,6 +71,26 @@ def check_numeric_columns(X: Any) -> None:
                 "or categorical ones as a pandas 'category' column or listed in "
                 "categorical_features."
             )
+
+
+def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
+    """Rows to predict as scikit-learn validates them; a text column named when they fail.
+
+    NumPy's own error ("could not convert string to float: 'True'") names no column.
+    """
+    try:
+        return np.asarray(
+            validate_data(est, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        )
+    except ValueError as exc:
+        if isinstance(X, pd.DataFrame):  # categorical columns are codes by now
+            for column, dtype in zip(X.columns, X.dtypes, strict=True):
+                if not pd.api.types.is_numeric_dtype(dtype):
+                    raise ValueError(
+                        f"Column {column!r} of X has dtype {dtype}, but the model was trained "
+                        f"on it as a numeric feature: {exc}"
+                    ) from exc
+        raise
 
 
 def n_columns(X: Any) -> int:

@@ -38,6 +38,7 @@ from ._inputs import (
     fit_weights,
     n_columns,
     take_rows,
+    validated_rows,
     warm_prior,
     weights_back,
     with_codes,
@@ -561,7 +562,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         check_is_fitted(self, "trees_")
         categories = getattr(self, "categories_", {})
         X = with_codes(X, sorted(categories), categories)
-        X_arr = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        X_arr = validated_rows(self, X)
         codes = np.full(X_arr.shape[0], -1.0)
         if client_ids is not None:
             ids = np.asarray(client_ids)

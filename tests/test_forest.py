@@ -524,3 +524,16 @@ def test_score_takes_client_ids_as_predict_does(cls: type[Estimator]) -> None:
     assert model.score(X, y) == pytest.approx(metric(y, model.predict(X)))  # marginal rule
     if cls is FedForestRegressor:
         assert model.score(X, y, client_ids=h) > model.score(X, y)
+
+
+@BOTH
+def test_predict_names_a_text_column_the_model_read_as_numbers(cls: type[Estimator]) -> None:
+    # NumPy's "could not convert string to float: 'True'" named no column.
+    X, y = data_for(cls)
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    frame["flag"] = np.arange(len(frame)) % 2 == 0
+    model = small(cls).fit(frame, y)
+    with pytest.raises(ValueError, match="Column 'flag' of X has dtype .*trained on it as"):
+        model.predict(frame.assign(flag=frame["flag"].astype(str)))
+    with pytest.raises(ValueError, match="Feature names unseen at fit time"):  # as before
+        model.predict(frame.assign(extra="text"))
