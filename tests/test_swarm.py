@@ -158,6 +158,17 @@ def test_model_files_of_another_kind_are_refused(tmp_path: Path) -> None:
         ShareBundle.load(tmp_path / "m.ffm")
 
 
+def test_a_bundle_given_to_fedforest_load_says_what_it_is(
+    tmp_path: Path, bundles: list[ShareBundle]
+) -> None:
+    # fedforest.load (and `fedforest inspect`) said "unknown model kind 'SwarmShareBundle'".
+    import fedforest
+
+    bundles[0].save(tmp_path / "a.ffb")
+    with pytest.raises(ValueError, match=r"a swarm share bundle .*swarm.ShareBundle.load"):
+        fedforest.load(tmp_path / "a.ffb")
+
+
 # --------------------------------------------------------------------------- pooled forest
 def test_every_strategy_predicts_probabilities(bundles: list[ShareBundle], mix: tuple) -> None:
     X, y, _ = mix
