@@ -5,9 +5,11 @@ Validation happens here, once, at the boundary; every error names the argument.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 
@@ -16,7 +18,7 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy import sparse
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import column_or_1d
+from sklearn.utils.validation import column_or_1d, validate_data
 
 from .federated.categorical import encode, sort_categories
 
@@ -32,7 +34,10 @@ __all__ = [
     "encode_labels",
     "n_columns",
     "n_rows",
+    "fit_weights",
     "take_rows",
+    "validated_rows",
+    "weights_back",
     "with_codes",
 ]
 
@@ -66,6 +71,26 @@ def check_numeric_columns(X: Any) -> None:
                 "or categorical ones as a pandas 'category' column or listed in "
                 "categorical_features."
             )
+
+
+def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
+    """Rows to predict as scikit-learn validates them; a text column named when they fail.
+
+    NumPy's own error ("could not convert string to float: 'True'") names no column.
+    """
+    try:
+        return np.asarray(
+            validate_data(est, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        )
+    except ValueError as exc:
+        if isinstance(X, pd.DataFrame):  # categorical columns are codes by now
+            for column, dtype in zip(X.columns, X.dtypes, strict=True):
+                if not pd.api.types.is_numeric_dtype(dtype):
+                    raise ValueError(
+                        f"Column {column!r} of X has dtype {dtype}, but the model was trained "
+                        f"on it as a numeric feature: {exc}"
+                    ) from exc
+        raise
 
 
 def n_columns(X: Any) -> int:
@@ -164,6 +189,43 @@ DP_WEIGHTS_CLIPPED = (
     "is calibrated for rows that weigh at most their bootstrap count). Scale the weights so "
     "that the largest is 1 to keep their ratios."
 )
+
+
+def fit_weights(
+    weights: NDArray[np.float64] | None, privacy: str
+) -> tuple[NDArray[np.float64] | None, int]:
+    """``fit``'s sample weights as the clients get them, and the power of two applied.
+
+    The trees depend on the weights' ratios only (scikit-learn's criteria, the weight
+    fraction, impurity-decrease and pruning rules are all relative), and a power of two
+    scales every sum exactly; but the sums must be representable: weights of 1e-12 fell
+    below the secure fixed point's resolution (a forest of single leaves), 1e12 overflowed
+    it, and 1e300 overflowed the squared sums under "none". So the largest weight is put in
+    [0.5, 1) (:func:`weights_back` undoes it on the fitted trees). Under "dp" a row weighs
+    at most 1 (the noise's bound): the weights stay as given, with a warning when larger.
+    """
+    if weights is None or privacy == "dp":
+        if weights is not None and weights.max() > 1.0:
+            warn_caller(DP_WEIGHTS_CLIPPED, UserWarning)
+        return weights, 0
+    top = float(weights.max()) if weights.size else 0.0
+    if top <= 0.0:
+        return weights, 0
+    exponent = math.frexp(top)[1]
+    return np.ldexp(weights, -exponent), exponent
+
+
+def weights_back(result: Any, exponent: int) -> Any:
+    """The fitted trees' node weights (and per-tree importances) in the given weights' units."""
+    if not exponent:
+        return result
+    trees = [
+        replace(tree, weighted_n_node_samples=np.ldexp(tree.weighted_n_node_samples, exponent))
+        for tree in result.trees
+    ]
+    return replace(
+        result, trees=trees, tree_importances=np.ldexp(result.tree_importances, exponent)
+    )
 
 
 #: scikit-learn 1.9's deprecation of "friedman_mse" (its wording): it maps to squared_error.

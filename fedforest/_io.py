@@ -134,6 +134,11 @@ def _build(
 ) -> Any:
     """The estimator described by a loaded file; raises on any inconsistency."""
     kind = header.get("kind")
+    if kind == "SwarmShareBundle":  # swarm/bundle.py's BUNDLE_KIND (a layer above this one)
+        raise ValueError(
+            "it is a swarm share bundle (Peer.share().save()), not a model; read it with "
+            "fedforest.swarm.ShareBundle.load or load_bundles"
+        )
     if kind not in kinds:
         raise ValueError(f"unknown model kind {kind!r}, expected one of {sorted(kinds)}")
     cls = kinds[kind]

@@ -186,15 +186,24 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     import fedforest as ff
     from fedforest.datasets.files import read_client_data
 
-    clients, columns = [], None
+    _check_out_directory(args.out, parser)  # before training, not after it
+    clients: list[ff.Client] = []
+    columns = None
     for spec in args.client:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             parser.error(f"--client expects NAME=PATH, got {spec!r}")
+        if name in {client.name for client in clients}:
+            parser.error(f"--client {spec!r}: the client name {name!r} is given twice")
         try:
             X, y = read_client_data(path, args.target)
         except ValueError as exc:
             parser.error(str(exc))
+        if args.task == "regression" and not pd.api.types.is_numeric_dtype(y.dtype):
+            parser.error(
+                f"{path!r} (client {name!r}): target column {args.target!r} is not numeric "
+                f"({y.dtype}); for class labels use --task classification"
+            )
         weight = None
         if args.weight is not None:
             if args.weight == args.target:
@@ -232,7 +241,10 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         random_state=args.seed,
         verbose=1,
     )
-    model.fit_federated(ff.LocalFederation(clients))
+    try:
+        model.fit_federated(ff.LocalFederation(clients))
+    except ValueError as exc:  # the clients' data or the options: a usage error, no traceback
+        parser.error(str(exc))
     ledger = model.communication_
     score = "accuracy" if args.task == "classification" else "R^2"
     rows = f"{sum(c.n_samples for c in clients)} rows"
@@ -267,6 +279,15 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     pred.set_defaults(handler=_run_predict, command_parser=pred)
 
 
+def _check_out_directory(path: Path, parser: argparse.ArgumentParser) -> None:
+    """--out's directory must exist (said before the work, naming the path)."""
+    directory = path.resolve().parent
+    if not directory.is_dir():
+        parser.error(f"--out {str(path)!r}: the directory {str(directory)!r} does not exist")
+    if path.is_dir():
+        parser.error(f"--out {str(path)!r} is a directory; give a file name")
+
+
 def _load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
     """A model file, or the command's usage error naming why it cannot be read."""
     import fedforest as ff
@@ -297,9 +318,15 @@ def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
 def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import pandas as pd
 
+    _check_out_directory(args.out, parser)
     model = _load_model(args.model, parser)
     frame = _model_rows(model, args.data, parser)
-    pred = model.predict(frame)
+    if len(frame) == 0:
+        parser.error(f"{str(args.data)!r} has no rows to predict")
+    try:
+        pred = model.predict(frame)
+    except ValueError as exc:  # values the model cannot read (e.g. text in a numeric column)
+        parser.error(f"{str(args.data)!r}: {exc}")
     if pred.ndim == 2:  # a multi-output model: one column per output
         out = pd.DataFrame({f"prediction_{k}": pred[:, k] for k in range(pred.shape[1])})
     else:

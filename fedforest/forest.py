@@ -25,7 +25,6 @@ from sklearn.utils.validation import (
 
 from ._docs import estimator_doc
 from ._inputs import (
-    DP_WEIGHTS_CLIPPED,
     NOTHING_TO_ADD,
     check_bootstrap,
     check_federable,
@@ -36,10 +35,12 @@ from ._inputs import (
     criterion_name,
     decode_classes,
     encode_labels,
+    fit_weights,
     n_columns,
     take_rows,
+    validated_rows,
     warm_prior,
-    warn_caller,
+    weights_back,
     with_codes,
 )
 from ._io import load_model, save_model
@@ -55,7 +56,7 @@ from .federated.server.secure import check_config
 from .transport.local import LocalFederation
 from .tree.apply import apply_forest_sets, predict_forest
 from .tree.arrays import Tree, pack_forest, pack_sets
-from .tree.outputs import most_probable, oob_proba, per_output
+from .tree.outputs import R2ScoreMixin, SubsetAccuracyMixin, most_probable, oob_proba, per_output
 from .tree.sklearn import EnsembleMixin
 
 __all__ = ["FedForestRegressor", "FedForestClassifier", "load"]
@@ -291,8 +292,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 if sample_weight is None
                 else _check_sample_weight(sample_weight, X_arr, ensure_non_negative=True)
             )
-            if weights is not None and self.privacy == "dp" and weights.max() > 1.0:
-                warn_caller(DP_WEIGHTS_CLIPPED, UserWarning)
+            weights, w_exp = fit_weights(weights, self.privacy)
             # Categorical columns reach the clients raw: the handshake fixes their codes,
             # exactly as it does for clients built by the user.
             clients = [
@@ -306,7 +306,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 for k, label in enumerate(labels)
             ]
             result = self._grow(LocalFederation(clients, n_jobs=self.n_jobs), warm)
-            self._store(result, fit_classes, warm)
+            self._store(weights_back(result, w_exp), fit_classes, warm)
             self._oob_from_clients(clients, inverse, X_arr.shape[0])
             self._oob_metric(y_arr)
         except BaseException:
@@ -562,7 +562,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         check_is_fitted(self, "trees_")
         categories = getattr(self, "categories_", {})
         X = with_codes(X, sorted(categories), categories)
-        X_arr = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        X_arr = validated_rows(self, X)
         codes = np.full(X_arr.shape[0], -1.0)
         if client_ids is not None:
             ids = np.asarray(client_ids)
@@ -625,7 +625,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         return tags
 
 
-class FedForestRegressor(RegressorMixin, _BaseFedForest):
+class FedForestRegressor(R2ScoreMixin, RegressorMixin, _BaseFedForest):
     """Federated random forest regressor (the text: ``fedforest._docs``)."""
 
     __doc__ = estimator_doc("regression")
@@ -658,7 +658,7 @@ class FedForestRegressor(RegressorMixin, _BaseFedForest):
         return out[:, 0] if out.shape[1] == 1 else out
 
 
-class FedForestClassifier(ClassifierMixin, _BaseFedForest):
+class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
     """Federated random forest classifier (the text: ``fedforest._docs``)."""
 
     __doc__ = estimator_doc("classification")

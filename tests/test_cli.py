@@ -362,3 +362,56 @@ def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tm
     assert "shap_a_0_0" in shap.columns and "base_value_1_2" in shap.columns
     values = model.shap_values(frame)
     np.testing.assert_allclose(shap["shap_b_1_2"], values[1][:, 1, 2], rtol=1e-9, atol=1e-12)
+
+
+# Each of these was a Python traceback (exit 1), or for --out a traceback after training
+# naming a hidden temp file; now a usage error (exit 2) that says what to change.
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("text target", "target column 'ward' is not numeric (str); for class labels use --task"),
+        ("nan target", "Client 's1': y contains NaN"),
+        ("same name twice", "the client name 's0' is given twice"),
+        ("dp without epsilon", 'privacy="dp" needs a privacy budget'),
+        ("epsilon without dp", 'used only under privacy="dp"'),
+        ("out in a missing directory", "the directory"),
+    ],
+)
+def test_train_usage_errors_say_what_to_change(tmp_path, capsys, case, message) -> None:
+    paths = _weighted_sites(tmp_path)
+    if case == "nan target":
+        frame = pd.read_csv(paths[1])
+        frame.loc[3, "y"] = np.nan
+        frame.to_csv(paths[1], index=False)
+    out = tmp_path / ("nowhere/m.ffm" if case == "out in a missing directory" else "m.ffm")
+    argv = ["train", "--target", "ward" if case == "text target" else "y", "--trees", "2"]
+    argv += ["--out", str(out), "--client", f"s0={paths[0]}"]
+    argv += ["--client", f"s{0 if case == 'same name twice' else 1}={paths[1]}"]
+    extra = {"dp without epsilon": ["--privacy", "dp"], "epsilon without dp": ["--epsilon", "1"]}
+    argv += extra.get(case, [])
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "usage: fedforest train" in err
+    assert not out.exists()
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")  # 2 trees
+def test_predict_usage_errors_say_what_to_change(tmp_path, capsys) -> None:
+    paths = _weighted_sites(tmp_path)
+    model = tmp_path / "m.ffm"
+    argv = ["train", "--target", "y", "--trees", "2", "--out", str(model)]
+    assert main([*argv, "--client", f"s0={paths[0]}", "--client", f"s1={paths[1]}"]) == 0
+    empty = tmp_path / "empty.csv"
+    pd.read_csv(paths[0]).iloc[:0].to_csv(empty, index=False)  # the header, no rows
+    for data, out, message in [
+        (empty, tmp_path / "p.csv", "empty.csv' has no rows to predict"),  # was sklearn's
+        (paths[0], tmp_path / "nowhere" / "p.csv", "the directory"),  # was pandas' OSError
+    ]:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as info:
+            main(["predict", str(model), str(data), "--out", str(out)])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert message in err and "usage: fedforest predict" in err

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestRegressor
 
-from fedforest import FedForestRegressor
+from fedforest import FedForestClassifier, FedForestRegressor
 from fedforest.federated.server.grower import _sample_features
 
 
@@ -66,3 +67,41 @@ def test_some_constant_draws_send_only_the_others() -> None:
             assert feats.size == 1 and feats[0] >= 3  # all constant: drawing went on
         draws.append(feats.size)
     assert max(draws) > 1
+
+
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+@pytest.mark.parametrize("task", ["regression", "binary", "multiclass"])
+def test_a_category_column_with_one_category_is_constant(privacy: str, task: str) -> None:
+    """A level whose only categorical pairs had one category crashed under "none" (a reshape
+    of no node in ``best_set_splits``): the column is constant and the trees use the other."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"num": rng.normal(size=200), "cat": pd.Categorical(["x"] * 200)})
+    signal = X["num"].to_numpy()
+    y: np.ndarray = {
+        "regression": signal,
+        "binary": signal > 0,
+        "multiclass": np.digitize(signal, [-0.5, 0.5]),
+    }[task]
+    cls = FedForestRegressor if task == "regression" else FedForestClassifier
+    model = cls(n_estimators=3, max_depth=3, privacy=privacy, random_state=0)
+    model.fit(X, y, client_ids=np.arange(200) % 3)
+    assert model.feature_importances_.tolist() == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("privacy", ["none", "secure", "dp"])
+def test_a_one_category_column_does_not_make_leaves(privacy: str) -> None:
+    """Like a constant numeric column: 2 of 3 trees were single leaves when it was drawn."""
+    rng = np.random.default_rng(0)
+    num = rng.normal(size=200)
+    y = np.sin(2 * num)
+    trees = {}
+    for kind, column in [("category", pd.Categorical(["x"] * 200)), ("numeric", np.zeros(200))]:
+        X = pd.DataFrame({"num": num, "c": column})
+        kw = {"epsilon": 50.0} if privacy == "dp" else {}
+        model = FedForestRegressor(
+            n_estimators=3, max_depth=3, max_features=1, privacy=privacy, random_state=0, **kw
+        ).fit(X, y, client_ids=np.arange(200) % 3)
+        trees[kind] = [t.node_count for t in model.trees_]
+    assert all(n > 1 for n in trees["category"])
+    if privacy != "dp":  # under "dp" a numeric constant is not known (noisy histograms)
+        assert trees["category"] == trees["numeric"]

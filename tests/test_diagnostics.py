@@ -125,3 +125,17 @@ def test_leaf_permutation_p_values_are_uniform_under_exchangeability() -> None:
     p = np.array([v for v in combined if np.isfinite(v)])
     assert p.size > 250
     assert 0.02 <= (p < 0.05).mean() <= 0.09 and stats.kstest(p, "uniform").pvalue > 0.01
+
+
+def test_text_labels_under_the_regression_default_say_to_use_classification() -> None:
+    # ff.diagnose(X, labels, h) said only "Client '0': regression targets must be numeric."
+    rng = np.random.default_rng(0)
+    X, h = rng.normal(size=(120, 3)), rng.integers(0, 3, 120)
+    labels = np.where(X[:, 0] > 0, "yes", "no")
+    with pytest.raises(ValueError, match=r"numeric, got y of dtype <U3; .*'classification'"):
+        ff.diagnose(X, labels, h, privacy="none")
+    clients = [ff.Client(X[h == k], labels[h == k], name=str(k)) for k in range(3)]
+    with pytest.raises(ValueError, match="class labels need a classifier"):
+        ff.FedForestRegressor(n_estimators=2).fit_federated(ff.LocalFederation(clients))
+    report = ff.diagnose(X, labels, h, task="classification", privacy="none")
+    assert 0.0 <= report.covariate_shift_pvalue <= 1.0  # what the message says works

@@ -76,3 +76,19 @@ def test_a_level_whose_only_candidates_are_category_sets_trains(task: str, n: in
         assert np.isfinite(model.predict(X).astype(float)).all()
     if n == 3000:  # enough rows for the budget: the category column is split on
         assert any(0 in t.feature for m in models for t in m.trees_)
+
+
+@pytest.mark.parametrize("privacy", ["secure", "none"])
+@pytest.mark.parametrize("budget", [{"epsilon": 1.0}, {"delta": 1e-6}])
+def test_a_budget_without_dp_is_refused(privacy: str, budget: dict) -> None:
+    # FedForestRegressor(epsilon=1.0) trained a forest without noise (privacy defaults to
+    # "secure"), silently: the user asked for a differential-privacy budget.
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 2)), rng.normal(size=60)
+    est = ff.FedForestRegressor(n_estimators=2, privacy=privacy, **budget)
+    with pytest.raises(ValueError, match=f'used only under privacy="dp"; privacy="{privacy}"'):
+        est.fit(X, y)
+    assert not hasattr(est, "trees_")
+    clients = [ff.Client(X[:30], y[:30], name="a"), ff.Client(X[30:], y[30:], name="b")]
+    with pytest.raises(ValueError, match="is a privacy budget"):
+        est.fit_federated(ff.LocalFederation(clients))

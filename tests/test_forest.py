@@ -482,3 +482,58 @@ def test_client_ids_are_keyword_only() -> None:
     model = FedForestRegressor(n_estimators=2, privacy="none").fit(X, y, client_ids=weights)
     with pytest.raises(TypeError, match="positional"):
         model.predict(X, weights)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("privacy", ["secure", "none"])
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        (np.linspace(0.1, 0.9, 40), "Unknown label type: continuous"),  # fit() refuses too
+        (np.where(np.arange(40) % 2, np.nan, 1.0), "Input y contains NaN"),
+        (np.where(np.arange(40) % 2, None, "cat"), "Mix of label input types"),
+    ],
+)
+def test_fit_federated_refuses_labels_fit_refuses_naming_the_client(
+    privacy: str, labels: np.ndarray, message: str
+) -> None:
+    # Before: continuous floats trained a 40-class forest silently, NaN labels were an
+    # InvalidReply blaming the client's reply, None among strings a TypeError ('<').
+    X, y = classification_data(n=80)
+    clients = [Client(X[:40], y[:40], name="good"), Client(X[40:], labels, name="odd")]
+    with pytest.raises(ValueError, match=f"Client 'odd': {message}"):
+        small(FedForestClassifier, privacy=privacy).fit_federated(LocalFederation(clients))
+    ok = np.arange(40) % 3 * 1.0  # integral floats are classes, as in scikit-learn
+    model = small(FedForestClassifier, privacy=privacy).fit_federated(
+        LocalFederation([Client(X[:40], ok, name="a"), Client(X[40:], ok, name="b")])
+    )
+    assert model.classes_.tolist() == [0.0, 1.0, 2.0]
+
+
+@BOTH
+def test_score_takes_client_ids_as_predict_does(cls: type[Estimator]) -> None:
+    # docs/sklearn.md lists score with client_ids= for forests that split on the client;
+    # it raised TypeError (scikit-learn's score() got an unexpected keyword argument).
+    X, y = data_for(cls)
+    h = np.arange(len(y)) % 3
+    y = y if cls is FedForestClassifier else y + 2.0 * h  # each client shifts the target
+    model = small(cls, privacy="none", split_on_client=True).fit(X, y, client_ids=h)
+    metric = accuracy_score if cls is FedForestClassifier else r2_score
+    assert model.score(X, y, client_ids=h) == pytest.approx(
+        metric(y, model.predict(X, client_ids=h))
+    )
+    assert model.score(X, y) == pytest.approx(metric(y, model.predict(X)))  # marginal rule
+    if cls is FedForestRegressor:
+        assert model.score(X, y, client_ids=h) > model.score(X, y)
+
+
+@BOTH
+def test_predict_names_a_text_column_the_model_read_as_numbers(cls: type[Estimator]) -> None:
+    # NumPy's "could not convert string to float: 'True'" named no column.
+    X, y = data_for(cls)
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    frame["flag"] = np.arange(len(frame)) % 2 == 0
+    model = small(cls).fit(frame, y)
+    with pytest.raises(ValueError, match="Column 'flag' of X has dtype .*trained on it as"):
+        model.predict(frame.assign(flag=frame["flag"].astype(str)))
+    with pytest.raises(ValueError, match="Feature names unseen at fit time"):  # as before
+        model.predict(frame.assign(extra="text"))

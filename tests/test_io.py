@@ -246,3 +246,17 @@ def test_save_needs_a_fitted_model(tmp_path: Path) -> None:
     with pytest.raises(NotFittedError):
         FedForestRegressor().save(tmp_path / "x.ffm")
     assert not (tmp_path / "x.ffm").exists()
+
+
+def test_save_into_a_missing_directory_or_onto_one_names_the_path(
+    regressor: FedForestRegressor, tmp_path: Path
+) -> None:
+    # Both errors named a hidden temp file ('.m.ffm.q8l5kqn3.tmp') the user never asked for.
+    target = tmp_path / "no" / "such" / "m.ffm"
+    with pytest.raises(FileNotFoundError, match=r"the directory .*such' does not exist") as info:
+        regressor.save(target)
+    assert ".tmp" not in str(info.value) and str(target) in str(info.value)
+    with pytest.raises(IsADirectoryError, match="it is a directory") as info:
+        regressor.save(tmp_path)
+    assert ".tmp" not in str(info.value)
+    assert list(tmp_path.iterdir()) == []  # nothing left behind

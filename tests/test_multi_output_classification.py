@@ -262,6 +262,23 @@ def test_score_is_subset_accuracy_on_multilabel_data() -> None:
     assert model.score(X, Y01) < np.mean(model.predict(X) == Y01)  # every output right
 
 
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+def test_score_is_subset_accuracy_for_text_and_multiclass_outputs(privacy: str) -> None:
+    # score went through accuracy_score, which refuses such y: "multiclass-multioutput is
+    # not supported" (GridSearchCV and cross_val_score failed on every fold).
+    X, Y = _data(600, 6)
+    assert Y.dtype.kind == "U" and max(len(set(Y[:, k])) for k in range(Y.shape[1])) > 2
+    model = ff.FedForestClassifier(n_estimators=10, privacy=privacy, random_state=0).fit(X, Y)
+    pred = model.predict(X)
+    right = np.all(pred == Y, axis=1)
+    assert model.score(X, Y) == pytest.approx(right.mean())
+    assert model.score(X, Y) < np.mean(pred == Y)  # every output right, not each
+    w = np.where(right, 1.0, 3.0)
+    assert model.score(X, Y, sample_weight=w) == pytest.approx(np.average(right, weights=w))
+    with pytest.raises(ValueError, match="y has shape"):
+        model.score(X, Y[:, :2])
+
+
 def test_to_sklearn_and_model_files_keep_every_output(tmp_path) -> None:
     X, Y = _data(500, 7)
     X = X.astype(np.float32).astype(np.float64)  # scikit-learn's trees compare in float32

@@ -116,3 +116,46 @@ def test_dp_takes_weights_up_to_one_a_row() -> None:
     assert slope > 1.0  # the weighted half's +3, not the pooled 0
     with pytest.warns(UserWarning, match="sample weights above 1 count as 1"):
         ff.FedForestRegressor(**kw).fit(X, y, client_ids=h, sample_weight=2 * w)
+
+
+@pytest.mark.parametrize("privacy", ["secure", "none"])
+def test_the_scale_of_the_weights_does_not_matter(privacy: str) -> None:
+    # Only the weights' ratios matter to the trees (as in scikit-learn). Before: weights of
+    # 1e-12 fell below the secure fixed point's resolution (single leaves, R^2 0.0), 1e12
+    # overflowed it (a client error about fixed-point sums), and 1e300 overflowed the
+    # squared sums under "none" (R^2 0.0).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 4))
+    y = X[:, 0] + 0.1 * rng.normal(size=1000)
+    h, w = rng.integers(0, 3, 1000), rng.uniform(0.5, 1.5, 1000)
+    kw = dict(n_estimators=3, max_depth=3, random_state=0, privacy=privacy)
+    unit = ff.FedForestRegressor(**kw).fit(X, y, client_ids=h, sample_weight=w)
+    assert unit.score(X, y) > 0.5
+    for scale in (1e-300, 1e-12, 1e12, 1e300):
+        model = ff.FedForestRegressor(**kw).fit(X, y, client_ids=h, sample_weight=w * scale)
+        assert np.allclose(model.predict(X), unit.predict(X), rtol=1e-6, atol=1e-6)
+        for ours, theirs in zip(model.trees_, unit.trees_, strict=True):  # the given units
+            assert np.allclose(
+                ours.weighted_n_node_samples, theirs.weighted_n_node_samples * scale, rtol=1e-6
+            )
+
+
+def test_fit_federated_weights_below_the_fixed_point_are_refused_under_secure() -> None:
+    # Clients keep their weights under fit_federated; weights of 1e-12 rounded to 0 in the
+    # secure sums and every tree was a single leaf (R^2 0.0), silently.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=600)
+    h, w = rng.integers(0, 3, 600), rng.uniform(0.5, 1.5, 600)
+
+    def fit(scale: float) -> ff.FedForestRegressor:
+        clients = [
+            ff.Client(X[h == k], y[h == k], name=str(k), sample_weight=w[h == k] * scale)
+            for k in range(3)
+        ]
+        est = ff.FedForestRegressor(n_estimators=3, max_depth=3, random_state=0)
+        return est.fit_federated(ff.LocalFederation(clients))
+
+    with pytest.raises(ValueError, match="sample weights are too small for the secure sums"):
+        fit(1e-12)
+    assert fit(1e-6).score(X, y) > 0.5  # small but representable weights still train

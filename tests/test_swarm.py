@@ -158,6 +158,17 @@ def test_model_files_of_another_kind_are_refused(tmp_path: Path) -> None:
         ShareBundle.load(tmp_path / "m.ffm")
 
 
+def test_a_bundle_given_to_fedforest_load_says_what_it_is(
+    tmp_path: Path, bundles: list[ShareBundle]
+) -> None:
+    # fedforest.load (and `fedforest inspect`) said "unknown model kind 'SwarmShareBundle'".
+    import fedforest
+
+    bundles[0].save(tmp_path / "a.ffb")
+    with pytest.raises(ValueError, match=r"a swarm share bundle .*swarm.ShareBundle.load"):
+        fedforest.load(tmp_path / "a.ffb")
+
+
 # --------------------------------------------------------------------------- pooled forest
 def test_every_strategy_predicts_probabilities(bundles: list[ShareBundle], mix: tuple) -> None:
     X, y, _ = mix
@@ -175,6 +186,32 @@ def test_every_strategy_predicts_probabilities(bundles: list[ShareBundle], mix: 
         swarm.predict_proba(site, "local")
     with pytest.raises(ValueError, match="strategy must be one of"):
         swarm.predict_proba(site, "magic")
+
+
+def test_infinity_in_site_rows_is_refused_naming_the_column(
+    bundles: list[ShareBundle], mix: tuple
+) -> None:
+    # It was taken as a value right of every threshold: every such row got the same
+    # prediction, where the estimators (and scikit-learn) refuse infinity.
+    X, _, _ = mix
+    swarm = SwarmForest(bundles)
+    site = X.iloc[:5][list(bundles[0].feature_names)].copy()
+    numeric = next(c for c in site.columns if pd.api.types.is_float_dtype(site[c].dtype))
+    site.loc[site.index[2], numeric] = -np.inf
+    for rows in (site, swarm_array(swarm, site)):
+        with pytest.raises(ValueError, match=f"column '{numeric}' of X_site contains infinity"):
+            swarm.predict_proba(rows, "mp")
+    site.loc[site.index[2], numeric] = np.nan  # missing: still predicted
+    assert np.isfinite(swarm.predict_proba(site, "mp")).all()
+
+
+def swarm_array(swarm: SwarmForest, site: pd.DataFrame) -> np.ndarray:
+    """``site``'s numeric columns as an array of every pooled feature (NaN elsewhere)."""
+    out = np.full((len(site), len(swarm.feature_names_)), np.nan)
+    for j, name in enumerate(swarm.feature_names_):
+        if name in site.columns and pd.api.types.is_float_dtype(site[name].dtype):
+            out[:, j] = site[name].to_numpy()
+    return out
 
 
 def test_local_and_park_select_trees(bundles: list[ShareBundle], mix: tuple) -> None:

@@ -101,3 +101,25 @@ def test_dp_target_scale_ignores_noise_in_the_far_tails() -> None:
     heavy = counts.copy()
     heavy[150] += 40 * sigma
     assert _robust_scale(heavy, True, 2.0, sigma)[1] > 1e5 * clean[1]
+
+
+@pytest.mark.parametrize("privacy", ["secure", "none", "dp"])
+@pytest.mark.parametrize("criterion", ["squared_error", "poisson"])
+def test_targets_whose_squares_overflow_are_refused_naming_the_client(
+    privacy: str, criterion: str
+) -> None:
+    # y near 1e154: "secure" raised OverflowError (math range error) in the server's
+    # target scale, "none" blamed client '0' for a NaN summary, "dp" returned NaN predictions.
+    X, y, h = _rows(300, 0)
+    y = np.abs(y) if criterion == "poisson" else y
+    kw = dict(n_estimators=2, max_depth=2, random_state=0, privacy=privacy, criterion=criterion)
+    if privacy == "dp":
+        kw["epsilon"] = 10.0
+    big = np.where(h == 1, y * 1e154, y)
+    with pytest.raises(ValueError, match=r"Client '1': y holds a value .* Rescale y"):
+        ff.FedForestRegressor(**kw).fit(X, big, client_ids=h)
+    clients = [ff.Client(X[h == k], big[h == k], name=f"site{k}") for k in range(3)]
+    with pytest.raises(ValueError, match=r"Client 'site1': y holds a value"):
+        ff.FedForestRegressor(**kw).fit_federated(ff.LocalFederation(clients))
+    ok = y / np.abs(y).max() * 1e100  # the largest magnitude allowed still fits
+    assert np.isfinite(ff.FedForestRegressor(**kw).fit(X, ok, client_ids=h).predict(X)).all()

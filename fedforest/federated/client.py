@@ -35,6 +35,8 @@ from .client_secure import SecureParty, fit_outputs
 from .client_sketch import distinct_values, fine_codes, sketch_pairs
 from .client_targets import (
     by_output,
+    check_labels,
+    check_target_magnitude,
     class_codes,
     class_row_weights,
     correct_rows,
@@ -273,16 +275,20 @@ class Client:
         if self.y_raw.ndim == 2:
             header["n_outputs"] = int(self.y_raw.shape[1])
         if msg.header.get("task") == "classification":  # the labels present (per output)
+            check_labels(self.y_raw, self.name)
             header.update(label_header(self.y_raw, msg.header.get("privacy", "none") == "none"))
         else:
             try:
                 y = self.y_raw.astype(np.float64)
             except (TypeError, ValueError) as exc:
                 raise ValueError(
-                    f"Client {self.name!r}: regression targets must be numeric."
+                    f"Client {self.name!r}: regression targets must be numeric, got y of "
+                    f"dtype {self.y_raw.dtype}; class labels need a classifier "
+                    "(FedForestClassifier, or task='classification')."
                 ) from exc
             if not np.all(np.isfinite(y)):
                 raise ValueError(f"Client {self.name!r}: y contains NaN or infinity.")
+            check_target_magnitude(y, self.name)
         return Message(HANDSHAKE, header, arrays)
 
     # ------------------------------------------------------------------ set-up

@@ -16,7 +16,10 @@ from numpy.typing import ArrayLike, NDArray
 from .._common import STAT_TASK, class_sizes
 
 __all__ = [
+    "MAX_TARGET",
     "by_output",
+    "check_labels",
+    "check_target_magnitude",
     "class_codes",
     "class_row_weights",
     "correct_rows",
@@ -48,6 +51,23 @@ def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
     return y
 
 
+#: The largest regression target (in absolute value): the splits come from sums of squared
+#: targets (times weights, over rows and clients), which overflow float64 near 1e154.
+MAX_TARGET = 1e100
+
+
+def check_target_magnitude(y: NDArray[np.float64], name: str) -> None:
+    """Refuse regression targets whose sums of squares could overflow (naming the client)."""
+    largest = float(np.max(np.abs(y))) if y.size else 0.0
+    if largest > MAX_TARGET:
+        raise ValueError(
+            f"Client {name!r}: y holds a value of absolute value {largest:.3g}; regression "
+            f"targets must be at most {MAX_TARGET:.0e} in absolute value (the splits are "
+            "chosen from sums of squared targets, which overflow float64). Rescale y, e.g. "
+            "divide it by a power of ten."
+        )
+
+
 def sample_weights(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.float64] | None:
     """The client's validated sample weights, or None (all ones)."""
     if weight is None:
@@ -64,6 +84,42 @@ def sample_weights(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.fl
     if not np.all(np.isfinite(w)) or np.any(w < 0):
         raise ValueError(f"Client {name!r}: sample_weight must be finite and non-negative.")
     return None if np.all(w == 1.0) else w
+
+
+def check_labels(y: NDArray[Any], name: str) -> None:
+    """A classifier's labels at the client: discrete values of one kind (scikit-learn's rules).
+
+    As ``check_classification_targets`` in ``fit``, in NumPy alone (a Flower ClientApp
+    imports no scikit-learn): NaN or infinity, non-integral floats ("continuous") and a mix
+    of text and other values (None included) are refused, naming the client.
+    """
+    columns = [y] if y.ndim == 1 else [y[:, o] for o in range(y.shape[1])]
+    for column in columns:
+        values = column
+        if column.dtype == object:
+            kinds = {type(v) for v in column.tolist()}
+            text = {k for k in kinds if issubclass(k, str)}
+            if text and kinds - text:
+                found = ", ".join(sorted(k.__name__ for k in kinds))
+                raise ValueError(
+                    f"Client {name!r}: Mix of label input types (string and number) in y "
+                    f"({found}); a class label is a string, a number or a bool, never missing."
+                )
+            if text:
+                continue
+            try:
+                values = column.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"Client {name!r}: y holds labels that are not values.") from exc
+        if values.dtype.kind in "fc":
+            if not np.all(np.isfinite(values)):
+                raise ValueError(f"Client {name!r}: Input y contains NaN or infinity.")
+            if np.any(values != np.round(values)):
+                raise ValueError(
+                    f"Client {name!r}: Unknown label type: continuous. Maybe you are trying to "
+                    "fit a classifier, which expects discrete classes on a regression target "
+                    "with continuous values."
+                )
 
 
 def label_header(y: NDArray[Any], counts: bool) -> dict[str, Any]:

@@ -64,6 +64,15 @@ def _seed(random_state: Any) -> int:
     return int(np.random.default_rng(random_state).integers(0, 2**62))
 
 
+def _finite(X: NDArray[np.float64], names: Any) -> NDArray[np.float64]:
+    """``X`` unless a column holds infinity (refused as the estimators do, naming it)."""
+    bad = np.isinf(X).any(axis=0)
+    if bad.any():
+        name = names[int(np.flatnonzero(bad)[0])]
+        raise ValueError(f"column {name!r} of X_site contains infinity; a missing value is NaN.")
+    return X
+
+
 class SwarmForest:
     """Trees pooled from several peers' bundles, predicted at one site.
 
@@ -236,14 +245,14 @@ class SwarmForest:
                     )
                 X[:, j] = series.to_numpy(dtype=np.float64)
                 present[j] = True
-            return X, present
+            return _finite(X, self.feature_names_), present
         X = np.asarray(X_site, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != n_feat:
             raise ValueError(
                 f"X_site has shape {X.shape}; give a DataFrame with the site's columns, or an "
                 f"array with the {n_feat} columns of feature_names_ (NaN = unavailable)"
             )
-        return np.array(X, copy=True), ~np.isnan(X).all(axis=0)
+        return _finite(np.array(X, copy=True), self.feature_names_), ~np.isnan(X).all(axis=0)
 
     def _imputation(
         self, X: NDArray[np.float64], present: NDArray[np.bool_]

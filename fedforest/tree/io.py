@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import math
@@ -454,6 +455,15 @@ def _n_features_in(header: dict[str, Any]) -> int | None:
 def _atomic_write(path: str, arrays: dict[str, NDArray[Any]]) -> None:
     """Write ``arrays`` as a compressed npz at exactly ``path``, all or nothing."""
     directory = os.path.dirname(os.path.abspath(path))
+    # Said here, naming the user's path: mkstemp and os.replace would name the temp file.
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(
+            errno.ENOENT, f"cannot save to {path!r}: the directory {directory!r} does not exist"
+        )
+    if os.path.isdir(path):
+        raise IsADirectoryError(
+            errno.EISDIR, f"cannot save to {path!r}: it is a directory; give a file name"
+        )
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["most_probable", "oob_proba", "per_output"]
+__all__ = ["R2ScoreMixin", "SubsetAccuracyMixin", "most_probable", "oob_proba", "per_output"]
 
 
 def per_output(
@@ -57,3 +57,44 @@ def oob_proba(pred: NDArray[np.float64], n_classes: int | list[int]) -> NDArray[
         out[:, : p.shape[1], k] = p
     out[np.isnan(pred).any(axis=1)] = np.nan
     return out
+
+
+class SubsetAccuracyMixin:
+    """A classifier's ``score``: accuracy, and for multi-output ``y`` the subset accuracy.
+
+    scikit-learn's ``ClassifierMixin.score`` calls ``accuracy_score``, which refuses
+    multi-output labels other than 0/1 ("multiclass-multioutput is not supported"); the
+    subset accuracy (the share of rows right on every output) is what it gives for 0/1
+    labels, computed here for any labels.
+    """
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None, *, client_ids: Any = None) -> float:
+        """Mean accuracy of ``predict(X)`` against ``y`` (every output right, for 2-D ``y``).
+
+        ``client_ids``: each row's client, for a forest that splits on the client (as
+        ``predict``); None: the marginal rule.
+        """
+        from sklearn.metrics import accuracy_score  # on use, as scikit-learn's own score
+
+        pred = np.asarray(self.predict(X, client_ids=client_ids))  # type: ignore[attr-defined]
+        if pred.ndim == 1:
+            return float(accuracy_score(y, pred, sample_weight=sample_weight))
+        truth = np.asarray(y)
+        if truth.shape != pred.shape:
+            raise ValueError(f"y has shape {truth.shape}; the predictions have {pred.shape}.")
+        return float(np.average(np.all(pred == truth, axis=1), weights=sample_weight))
+
+
+class R2ScoreMixin:
+    """A regressor's ``score``: scikit-learn's R^2, with ``predict``'s ``client_ids``."""
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None, *, client_ids: Any = None) -> float:
+        """R^2 of ``predict(X, client_ids=client_ids)`` (the mean over outputs, as scikit-learn).
+
+        ``client_ids``: each row's client, for a forest that splits on the client; None:
+        the marginal rule.
+        """
+        from sklearn.metrics import r2_score  # on use, as scikit-learn's own score
+
+        pred = self.predict(X, client_ids=client_ids)  # type: ignore[attr-defined]
+        return float(r2_score(y, pred, sample_weight=sample_weight))

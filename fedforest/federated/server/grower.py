@@ -390,6 +390,7 @@ def _secure_level(
     if "dp" in ctx:  # a row is in one node per tree and level
         budget.release_level(cfg, ctx, np.unique(frontier.tree).size)
     level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_rows)
+    secure.check_root_weights(level.pooled, frontier.depth, ctx)
     pooled = _pool_node_stats(builders, frontier, level.pooled[None], ctx)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     root_w = _root_weights(builders)[frontier.tree]
@@ -655,6 +656,13 @@ def grow_forest(
         raise ValueError(
             'criterion="poisson" is not available with split_rule="avgimp": a client\'s local '
             "Poisson gain is undefined where one of its children holds no positive target."
+        )
+    if cfg.privacy != "dp" and (cfg.epsilon is not None or cfg.delta is not None):
+        which = "epsilon" if cfg.epsilon is not None else "delta"
+        raise ValueError(
+            f"{which}={getattr(cfg, which)!r} is a privacy budget, used only under "
+            f'privacy="dp"; privacy="{cfg.privacy}" adds no noise. Set privacy="dp" for '
+            "differential privacy, or leave epsilon and delta at None."
         )
     if cfg.privacy != "none":
         secure.check_config(cfg)

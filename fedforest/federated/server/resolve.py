@@ -67,19 +67,21 @@ def bootstrap_draws(cfg: GrowerConfig, n_samples: dict[str, int]) -> dict[str, i
 
 
 def root_constant(schema: dict[str, Any], ctx: dict[str, Any]) -> NDArray[np.bool_]:
-    """Numeric features constant over the pooled rows, from what the server already has.
+    """Features constant over the pooled rows, from what the server already has.
 
-    Under "none" the clients' ranges (handshake); under "secure" the pooled coarse
-    histogram (all rows in one bin: its edges come from the feature's moments, whose
-    variance is 0); under "dp" (noisy counts) none are known.
+    A categorical feature whose pooled category union (the handshake's, at every privacy
+    level) holds one category. Numeric features: under "none" the clients' ranges
+    (handshake); under "secure" the pooled coarse histogram (all rows in one bin: its edges
+    come from the feature's moments, whose variance is 0); under "dp" (noisy counts) none
+    are known.
     """
-    d = ctx["d"]
     numeric = ctx["n_categories"] == 0
+    one_category = ctx["n_categories"] == 1
     if schema.get("ranges") is not None:
         lo, hi = schema["ranges"]
-        return np.asarray(numeric & (lo == hi))
+        return np.asarray(one_category | (numeric & (lo == hi)))
     state = ctx.get("secure")
     if state is None or "dp" in ctx:
-        return np.zeros(d, dtype=bool)
+        return np.asarray(one_category)
     one_bin = np.array([m.size > 0 and int((m > 0).sum()) == 1 for m in state.root_mass])
-    return np.asarray(numeric & one_bin)
+    return np.asarray(one_category | (numeric & one_bin))

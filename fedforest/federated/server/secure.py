@@ -474,6 +474,26 @@ def round_a(
     return LevelA(pooled, grid_off, grid, cum)
 
 
+def check_root_weights(pooled: NDArray[np.float64], depth: int, ctx: dict[str, Any]) -> None:
+    """Sample weights too small for the fixed point: a tree's rows all weigh 0 once pooled.
+
+    With sample weights the weight column travels with ``FRAC_BITS`` fractional bits, so
+    weights below about ``2^-25`` round to 0: the tree then held rows but no weight, and
+    grew a single leaf (1e-12 weights gave a forest of single leaves, silently). Under
+    "dp" the noise decides; not checked there.
+    """
+    if depth > 0 or not ctx["weighted"] or "dp" in ctx:
+        return
+    lost = (pooled[:, STAT_ROWS] > 0) & (pooled[:, STAT_WEIGHT] <= 0)
+    if lost.any():
+        raise ValueError(
+            f"The clients' sample weights are too small for the secure sums: a tree's "
+            f"{int(pooled[np.flatnonzero(lost)[0], STAT_ROWS])} rows weigh 0 in all once "
+            f"rounded to the fixed point's 2^-{FRAC_BITS}. Scale every client's weights by "
+            "one factor (only their ratios matter), e.g. so that the largest is about 1."
+        )
+
+
 # --------------------------------------------------------------------------- Round B
 def round_b(
     fed: Federation,

@@ -573,7 +573,7 @@ def best_set_splits(
             left.reshape(-1, s),
             criterion,
             n_outputs,
-        ).reshape(n_nodes, -1)
+        ).reshape(n_nodes, masks.shape[0])  # explicit: no node (n_nodes 0) is a valid shape
         best, arg = _finish(gain, left, masks, min_samples_leaf, parent)
         left_mask = masks[arg] & present if masks.shape[0] else np.zeros((n_nodes, m), bool)
     else:
@@ -586,7 +586,7 @@ def best_set_splits(
             cum.reshape(-1, s),
             criterion,
             n_outputs,
-        ).reshape(n_nodes, -1)
+        ).reshape(n_nodes, max(m - 1, 0))
         gain = np.where(np.arange(max(m - 1, 0))[None, :] < (n_present - 1)[:, None], gain, -np.inf)
         best, arg = _finish(gain, cum, present, min_samples_leaf, parent)
         rank = np.argsort(order, axis=1)
