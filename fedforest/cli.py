@@ -122,6 +122,11 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     out: Path = args.out
+    # On a first run (a cold numba cache), the second process compiling the client's
+    # kernels starts now, before the heavy imports below (docs/benchmarks.md, "First run").
+    from fedforest.federated.precompile import start_early
+
+    start_early()
     from fedforest.simulate import (
         SimulateConfig,
         format_report,
