@@ -4,12 +4,13 @@ A first fit after install compiles fedforest's numba kernels (``cache=True``: la
 load them from disk). numba compiles under one global lock, so threads cannot share that
 work, but processes can: :func:`compile_kernels` compiles :data:`HERE` in this process and,
 once the first of them turns out not to be cached, starts ``python -m
-fedforest.federated.precompile``, which compiles :data:`ELSEWHERE` (the client's row
-kernels, the prediction and the server's split scan, about half the compile time) into
-the same cache. :func:`start_early` starts that process sooner, as soon as the cache
-index shows one of its kernels missing (``fedforest simulate`` calls it before importing
-scikit-learn and matplotlib); :class:`Ahead` lets this process work between compiling its
-share and waiting for the other. On a cached run nothing compiles and nothing starts.
+fedforest.federated.precompile``, which compiles :data:`ELSEWHERE` (a client's left
+statistics and routing, the prediction and the server's split scan: about half the
+compile time) into the same cache. :func:`start_early` starts that process sooner, as
+soon as the cache index shows one of its kernels missing (``fedforest simulate`` calls it
+before importing scikit-learn and matplotlib); :class:`Ahead` lets this process work
+between compiling its share and waiting for the other. On a cached run nothing compiles
+and nothing starts.
 
 The kernels and types are those of ``FedForestRegressor()`` (``privacy="secure"``, the
 default) fitted on float64 rows and of its ``predict``: the path of ``fedforest
@@ -56,7 +57,7 @@ _U8 = types.uint8[::1]
 _B = types.bool_[::1]
 _I = types.int64
 
-#: Compiled in this process, in the order a fit calls them (the server's kernels but one).
+#: Compiled in this process: the server's kernels but one, and a client's node summaries.
 HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (secagg._encode, (_F, _F, _I64)),
     (draws.floyd_draws, (types.uint64[::1], _I, _I, _I, _I, _I64_2)),
@@ -66,18 +67,18 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (rules.ancestor_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (grids.searchsorted_segments, (_F, _I64, _F, _I64, _I64)),
     (grids._libm_map, (_F, types.boolean, _F)),
+    (client_kernels.node_summaries, (_I32, _F, _I32, _F, _I, _F2)),
 ]  # fmt: skip
 
-#: Compiled by the second process: the client's row kernels, the prediction and the
-#: server's split scan (about half the compile time; ``fedforest simulate`` starts this
-#: process before its heavy imports, so it takes the larger share).
+#: Compiled by the second process: a client's left statistics and routing, the
+#: prediction and the server's split scan (a little more than half the compile time:
+#: ``fedforest simulate`` starts this process before its heavy imports).
 ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
     (
         client_kernels.left_stats_ranked,
         (_F2, _F2, _F2, _I32_2, _F, _I64, _I64_2, _I32, _F, _I32, _F, _I,
          _I64, _I32, _I64, _F, _I, _I, _F2),
     ),
-    (client_kernels.node_summaries, (_I32, _F, _I32, _F, _I, _F2)),
     (
         client_kernels.route_rows,
         (_F2, _I32, _I32, _I32, _F, _I32, _I32, _I64, _I32, _I8, _U8),
