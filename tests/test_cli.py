@@ -362,3 +362,21 @@ def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tm
     assert "shap_a_0_0" in shap.columns and "base_value_1_2" in shap.columns
     values = model.shap_values(frame)
     np.testing.assert_allclose(shap["shap_b_1_2"], values[1][:, 1, 2], rtol=1e-9, atol=1e-12)
+
+
+def test_the_program_freezes_its_objects_at_the_end_and_a_caller_keeps_them(monkeypatch, capsys):
+    """main() as the program (argv from sys.argv) skips the collector's passes at exit."""
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(SystemExit):
+        main(["--version"])  # a caller: its process goes on
+    assert gc.get_freeze_count() == 0
+    monkeypatch.setattr("sys.argv", ["fedforest", "--version"])
+    try:
+        with pytest.raises(SystemExit):
+            main()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    assert "fedforest" in capsys.readouterr().out

@@ -22,6 +22,7 @@ itself, in this process, as before.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import subprocess
 import sys
@@ -240,3 +241,4 @@ def compile_kernels() -> bool:
 
 if __name__ == "__main__":
     compile_share(ELSEWHERE)
+    gc.freeze()  # the process ends: no garbage-collector passes over numba's objects at exit
