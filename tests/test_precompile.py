@@ -93,3 +93,27 @@ def test_a_cold_cache_starts_the_second_process_early_and_it_fills_the_cache(tmp
     assert after == [True] * len(precompile.ELSEWHERE)
     assert again is False  # a cached run starts nothing
     assert seen == []  # what is_cached called cached, numba loads without compiling
+
+
+_FAIL = """
+import sys
+from fedforest.federated import precompile as p
+
+assert p.start_early()
+ahead = p.Ahead()  # adopted, as fedforest simulate's warm-up does
+print(ahead._other.process.pid, flush=True)
+raise SystemExit("the command failed before waiting for it")
+"""
+
+
+def test_a_second_process_does_not_outlive_a_command_that_fails(tmp_path) -> None:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-c", _FAIL], env=env, capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 1 and "failed before waiting" in done.stderr
+    status = Path(f"/proc/{int(done.stdout.split()[0])}/status")
+    # Killed and reaped by the command at its exit (gone), or at most a zombie left to an
+    # init that does not reap: never still compiling.
+    assert not status.exists() or "\nState:\tZ" in status.read_text()

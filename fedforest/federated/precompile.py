@@ -102,7 +102,7 @@ def _other_process() -> subprocess.Popen[bytes] | None:
     path = os.environ.get("PYTHONPATH")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, path) if p))
     try:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-m", __name__],
             env=env,
             stdout=subprocess.DEVNULL,
@@ -110,6 +110,22 @@ def _other_process() -> subprocess.Popen[bytes] | None:
         )
     except OSError:  # no interpreter to start: the fit compiles them here
         return None
+    if not _started:
+        atexit.register(_stop_started)  # this process ends (or fails) before waiting
+    _started.append(process)
+    return process
+
+
+#: Every second process started here; any still running when this process exits is
+#: stopped (a command that failed between starting it and waiting for it).
+_started: list[subprocess.Popen[bytes]] = []
+
+
+def _stop_started() -> None:
+    for process in _started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def is_cached(kernel: Any, args: tuple[Any, ...]) -> bool | None:
@@ -148,15 +164,7 @@ def start_early() -> bool:
     if process is None:
         return False
     _early.append(process)
-    atexit.register(_stop_early)  # the command failed before waiting for it
     return True
-
-
-def _stop_early() -> None:
-    for process in _early:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 class _StartOther(event.Listener):
