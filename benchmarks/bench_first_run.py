@@ -1,6 +1,6 @@
 """First use: ``fedforest simulate`` with a fresh numba cache, as a newcomer's first run.
 
-    python benchmarks/bench_first_run.py [--repeats 2] [--kernels] [-- SIMULATE OPTIONS]
+    python benchmarks/bench_first_run.py [--repeats 2] [--kernels] [--path] [-- SIMULATE OPTIONS]
 
 Each repetition runs ``python -m fedforest simulate`` (the README's quick start, the
 default options unless given after ``--``) in a fresh process whose ``NUMBA_CACHE_DIR``
@@ -11,6 +11,15 @@ the command announced. ``--kernels`` then runs the command's warm-up and its fed
 fit in another process, on a fresh cache, and prints the compile time of each kernel and
 how many signatures it compiled (numba's compile events, CPU time of the compiling
 thread; a kernel's time includes what it compiles inside, e.g. numba's own sort).
+
+``--path`` runs the same command through a wrapper that notes the command process's CPU
+time when the second compile process starts and when the command starts waiting for it,
+and prints the **CPU critical path**: max(the command's CPU up to its wait, its CPU at
+the second process's start + that process's CPU) + the command's CPU after the wait
+and at its exit (after the last note: the whole run's CPU, less the rest). That is
+what the wall time would be with two free cores (no waiting for a core, no I/O), so it
+can be compared across commits on a loaded machine, where wall times say little; it is
+an estimate, not a measurement of a quiet machine.
 
 The ``fedforest`` imported is the one next to this file (its repository), whatever is
 installed.
@@ -33,11 +42,44 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_simulate(cache: Path, options: list[str], out: Path) -> dict[str, Any]:
+#: ``fedforest simulate`` run by ``fedforest.cli.main`` with the second compile process's
+#: start and wait noted in this process's CPU time (``--path``).
+PATH_PROBE = """
+import json, resource, subprocess, sys, time
+from fedforest.cli import main
+marks = {}
+init, wait = subprocess.Popen.__init__, subprocess.Popen.wait
+def noted_init(self, args, *a, **k):
+    if "fedforest.federated.precompile" in " ".join(map(str, args)):
+        marks["start"] = time.process_time()
+    init(self, args, *a, **k)
+def noted_wait(self, *a, **k):
+    if "start" in marks and "wait" not in marks:
+        marks["wait"] = time.process_time()
+        done = wait(self, *a, **k)
+        marks["waited"] = time.process_time()
+        return done
+    return wait(self, *a, **k)
+subprocess.Popen.__init__, subprocess.Popen.wait = noted_init, noted_wait
+sys.argv = ["fedforest", "simulate", *sys.argv[1:]]
+status = main()  # as the program (the exit is part of the run)
+end = time.process_time()
+child = resource.getrusage(resource.RUSAGE_CHILDREN)
+other = child.ru_utime + child.ru_stime
+before, after = marks.get("wait", end), end - marks.get("waited", end)
+path = max(before, marks.get("start", 0.0) + other) + after
+print("critical path: " + json.dumps({"path": path, "command": end, "other": other,
+                                      "start": marks.get("start"), "wait": before}))
+raise SystemExit(status)
+"""
+
+
+def run_simulate(cache: Path, options: list[str], out: Path, path: bool = False) -> dict[str, Any]:
     """One ``fedforest simulate`` in a new process on numba cache ``cache``."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), MPLBACKEND="Agg")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    args = [sys.executable, "-m", "fedforest", "simulate", "--out", str(out), *options]
+    command = ["-c", PATH_PROBE] if path else ["-m", "fedforest", "simulate"]
+    args = [sys.executable, *command, "--out", str(out), *options]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(args, env=env, capture_output=True, text=True, check=True, cwd=out.parent)
@@ -46,13 +88,26 @@ def run_simulate(cache: Path, options: list[str], out: Path) -> dict[str, Any]:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     fit = re.search(r"^fedforest\s+\S+\s+(\d+\.\d+)", done.stdout, re.M)
     compiled = re.search(r"kernels compiled in (\d+\.\d+) s", done.stdout)
+    probe = re.search(r"^critical path: (.*)$", done.stdout, re.M)
     return {
+        "path": _with_exit(json.loads(probe.group(1)), cpu) if probe else None,
         "wall": wall,
         "cpu": cpu,
         "fit": float(fit.group(1)) if fit else float("nan"),
         "compile": float(compiled.group(1)) if compiled else 0.0,
         "announced": "compiling kernels" in done.stderr,
     }
+
+
+def _with_exit(path: dict[str, Any], cpu: float) -> dict[str, Any]:
+    """The critical path plus the command's CPU after the probe's last note (its exit).
+
+    ``cpu`` counts both processes to the end; less the second process and the command's
+    CPU at the last note, it leaves the command's exit (module teardown), also serial.
+    """
+    path["exit"] = max(cpu - path["other"] - path["command"], 0.0)
+    path["path"] += path["exit"]
+    return path
 
 
 def kernel_compile_times(options: list[str]) -> list[tuple[str, float, int]]:
@@ -116,6 +171,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2, help="fresh-cache runs")
     parser.add_argument("--kernels", action="store_true", help="compile time per kernel")
+    parser.add_argument("--path", action="store_true", help="CPU critical path (see above)")
     parser.add_argument("options", nargs="*", help="fedforest simulate options (after --)")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -124,13 +180,26 @@ def main() -> None:
             cache = Path(tmp) / f"cache{r}"
             cache.mkdir()
             for label in ("fresh cache", "second run"):
-                res = run_simulate(cache, args.options, Path(tmp) / "out.png")
+                res = run_simulate(cache, args.options, Path(tmp) / "out.png", args.path)
                 print(
                     f"run {r} {label:11s}: {res['wall']:6.2f} s in all (CPU {res['cpu']:.2f} s); "
                     f"fedforest fit s "
                     f"{res['fit']:.2f}; announced compile {res['compile']:.1f} s"
                     + (" ('compiling kernels' on stderr)" if res["announced"] else "")
                 )
+                path = res["path"]
+                if path is not None:
+                    other = path["start"] is not None
+                    print(
+                        f"  CPU critical path {path['path']:.2f} s: command {path['command']:.2f}"
+                        f" + exit {path['exit']:.2f} s"
+                        + (
+                            f" (waits at {path['wait']:.2f}), second process {path['other']:.2f} s"
+                            f" from {path['start']:.2f}"
+                            if other
+                            else ""
+                        )
+                    )
     if args.kernels:
         times = kernel_compile_times(args.options)
         total = sum(s for _, s, _ in times)

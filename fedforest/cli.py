@@ -10,6 +10,7 @@ runs the papers' experiments (``swarm-overlap``: the swarm forests, docs/swarm.m
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -30,7 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Parameters
     ----------
     argv : sequence of str or None, default=None
-        Arguments without the program name; ``None`` reads ``sys.argv``.
+        Arguments without the program name; ``None`` reads ``sys.argv``: the program,
+        whose process ends after this returns, so every object is then frozen out of
+        garbage collection (``gc.freeze``) and the interpreter's exit is shorter.
 
     Returns
     -------
@@ -38,7 +41,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status (0 on success). Usage errors raise ``SystemExit(2)`` as argparse
         does.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the program: the process ends when this returns
+        try:
+            return _main(sys.argv[1:])
+        finally:
+            # Every object stays out of the garbage collector's passes at interpreter exit,
+            # which otherwise walk all of scikit-learn's, SciPy's, pandas's and numba's
+            # objects: 0.7 to 1.1 s CPU of every `fedforest simulate` (docs/benchmarks.md,
+            # "First run"). Not for a caller whose process goes on (argv given).
+            gc.freeze()
+    return _main(list(argv))
+
+
+def _main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "experiment" and argv[1].startswith("swarm"):
         return _run_swarm_experiment(argv[1:])
     parser = build_parser()
@@ -122,6 +137,11 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     out: Path = args.out
+    # On a first run (a cold numba cache), the second process compiling the client's
+    # kernels starts now, before the heavy imports below (docs/benchmarks.md, "First run").
+    from fedforest.federated.precompile import start_early
+
+    start_early()
     from fedforest.simulate import (
         SimulateConfig,
         format_report,

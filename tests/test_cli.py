@@ -415,3 +415,21 @@ def test_predict_usage_errors_say_what_to_change(tmp_path, capsys) -> None:
         assert info.value.code == 2
         err = capsys.readouterr().err
         assert message in err and "usage: fedforest predict" in err
+
+
+def test_the_program_freezes_its_objects_at_the_end_and_a_caller_keeps_them(monkeypatch, capsys):
+    """main() as the program (argv from sys.argv) skips the collector's passes at exit."""
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(SystemExit):
+        main(["--version"])  # a caller: its process goes on
+    assert gc.get_freeze_count() == 0
+    monkeypatch.setattr("sys.argv", ["fedforest", "--version"])
+    try:
+        with pytest.raises(SystemExit):
+            main()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    assert "fedforest" in capsys.readouterr().out

@@ -51,3 +51,69 @@ def test_listed_signatures_are_the_ones_a_default_fit_calls() -> None:
 def test_a_cached_share_compiles_nothing_and_starts_no_process() -> None:
     precompile.compile_share(precompile.HERE)  # compiled or loaded: now in this process
     assert precompile.compile_kernels() is False
+
+
+_EARLY = """
+import json
+from numba.core import event
+from fedforest.federated import precompile as p
+
+before = [p.is_cached(k, a) for k, a in p.ELSEWHERE]
+started = p.start_early()
+ahead = p.Ahead()  # adopts the process started early rather than starting another
+early = ahead.started_early
+compiled = ahead.wait()  # the second process alone: nothing compiled here
+after = [p.is_cached(k, a) for k, a in p.ELSEWHERE]
+again = p.start_early()
+seen = []
+
+class Watch(event.Listener):
+    def on_start(self, ev):
+        seen.append(ev.data["dispatcher"].py_func.__qualname__)
+    def on_end(self, ev):
+        pass
+
+with event.install_listener("numba:compile", Watch()):
+    p.compile_share(p.ELSEWHERE)  # loaded from what the second process cached
+print(json.dumps([before, started, early, compiled, after, again, seen]))
+"""
+
+
+def test_a_cold_cache_starts_the_second_process_early_and_it_fills_the_cache(tmp_path) -> None:
+    """start_early reads the cache index as numba does: missing, then there and loadable."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-c", _EARLY], env=env, capture_output=True, text=True, check=True,
+        cwd=REPO,
+    )  # fmt: skip
+    before, started, early, compiled, after, again, seen = json.loads(done.stdout.splitlines()[-1])
+    assert before == [False] * len(precompile.ELSEWHERE)
+    assert started is True and early is True and compiled is True
+    assert after == [True] * len(precompile.ELSEWHERE)
+    assert again is False  # a cached run starts nothing
+    assert seen == []  # what is_cached called cached, numba loads without compiling
+
+
+_FAIL = """
+import sys
+from fedforest.federated import precompile as p
+
+assert p.start_early()
+ahead = p.Ahead()  # adopted, as fedforest simulate's warm-up does
+print(ahead._other.process.pid, flush=True)
+raise SystemExit("the command failed before waiting for it")
+"""
+
+
+def test_a_second_process_does_not_outlive_a_command_that_fails(tmp_path) -> None:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-c", _FAIL], env=env, capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 1 and "failed before waiting" in done.stderr
+    status = Path(f"/proc/{int(done.stdout.split()[0])}/status")
+    # Killed and reaped by the command at its exit (gone), or at most a zombie left to an
+    # init that does not reap: never still compiling.
+    assert not status.exists() or "\nState:\tZ" in status.read_text()
