@@ -710,25 +710,26 @@ class Client:
         pred[~scored] = np.nan
         self.oob_prediction_ = pred
         y = y_all[scored]
+        party = self._secure if self._fit_secure else None
+        ys = y if party is None else y_all  # "secure": sums of y over all rows (privacy.md)
         if n_classes:
             sums = [scored.sum(), correct_rows(pred[scored], y, self._class_sizes).sum()]
         elif y.ndim == 2:  # multi-output: per output, its three sums
             p = pred[scored]
-            if self._secure is not None and self._fit_secure:  # standardised, as y is
-                p = self._secure.standardise_prediction(p)
+            if party is not None:  # standardised, as y is
+                p = party.standardise_prediction(p)
             sums = [scored.sum()]
             for o in range(y.shape[1]):
-                sums += [np.sum((y[:, o] - p[:, o]) ** 2), y[:, o].sum(), np.sum(y[:, o] ** 2)]
+                sums += [np.sum((y[:, o] - p[:, o]) ** 2), ys[:, o].sum(), np.sum(ys[:, o] ** 2)]
         else:
             p = pred[scored, 0]
-            if self._secure is not None and self._fit_secure:
-                # Targets are standardised under "secure": so are the errors (R^2 unchanged).
-                p = self._secure.standardise_prediction(p)
-            sums = [scored.sum(), np.sum((y - p) ** 2), y.sum(), np.sum(y * y)]
+            if party is not None:  # targets are standardised under "secure": so are the errors
+                p = party.standardise_prediction(p)
+            sums = [scored.sum(), np.sum((y - p) ** 2), ys.sum(), np.sum(ys * ys)]
         arrays = {"oob_sums": np.asarray(sums, dtype=np.float64)}
-        if self._secure is not None and self._fit_secure:
+        if party is not None:
             self.finish()
-            return self._secure.oob(msg, arrays["oob_sums"], n_classes)
+            return party.oob(msg, arrays["oob_sums"], n_classes)
         if msg.header.get("leaf_sums"):  # diagnostics ("none" only): per-leaf sums, tree 0
             packed = (
                 feature, threshold, left, right, set_off, set_code, set_side, weight, missing_left

@@ -2,8 +2,10 @@
 
 The trees travel once; each client answers with sums over its rows out of the bag: (scored,
 correct) for classification, or the scored count and per output (squared error, sum y,
-sum y^2) for regression. The server turns the pooled sums into the OOB score (accuracy, or
-R^2 averaged over the outputs as scikit-learn's ``r2_score``).
+sum y^2) for regression; under ``"secure"`` and ``"dp"`` the sums of y run over all of a
+client's rows, so that no two fits' releases differ by a few rows' targets. The server
+turns the pooled sums into the OOB score (accuracy, or R^2 averaged over the outputs as
+scikit-learn's ``r2_score``).
 """
 
 from __future__ import annotations
@@ -40,16 +42,19 @@ def oob_width(task: str, n_outputs: int) -> int:
     return 2 if task == "classification" else 1 + 3 * n_outputs
 
 
-def oob_r2(sums: NDArray[np.float64]) -> float:
+def oob_r2(sums: NDArray[np.float64], n_rows: float | None = None) -> float:
     """R^2 of the pooled regression sums, averaged over the outputs where it is defined.
 
     An output whose total sum of squares is not positive (a constant target, or under
     ``privacy="dp"`` noisy sums of an output with a small spread) has no R^2 and is left
-    out of the mean; NaN when no output has one.
+    out of the mean; NaN when no output has one. With ``n_rows`` (``"secure"`` and
+    ``"dp"``) the sums of y run over all ``n_rows`` rows, not the scored ones: the scored
+    rows' total sum of squares is taken as their share of all rows' (the same when every
+    row is scored; see docs/privacy.md, "Out of bag").
     """
     n = float(sums[0])
     se, sy, syy = sums[1::3], sums[2::3], sums[3::3]
-    sst = syy - sy**2 / n
+    sst = syy - sy**2 / n if n_rows is None else (syy - sy**2 / n_rows) * (n / n_rows)
     defined = sst > 0
     if not defined.any():
         return float("nan")
@@ -118,4 +123,4 @@ def oob_round(
     elif cfg.task == "classification":
         result.oob_score = float(sums[1] / n_scored)
     else:
-        result.oob_score = oob_r2(sums)
+        result.oob_score = oob_r2(sums, None if cfg.privacy == "none" else float(total))
