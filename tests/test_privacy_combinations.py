@@ -5,26 +5,19 @@ inside it released its own at its candidates and its total. Any two of ``A``'s g
 sum over an interval ``J`` of its thresholds, any two of ``C``'s its sum over an interval
 ``K`` of its candidates; ``S_A(J) - S_C(K)`` covers ``A``'s rows outside ``C`` in ``J``
 and ``C``'s rows in one interval but not the other. The rule between two sums
-(``ancestor_safe``) misses it: with ``K = J`` (the ancestors' thresholds join the node's
-grid, and its quantile candidates often pick them) it is ``A``'s rows outside ``C`` in
-``J``, a few rows where ``C`` holds most of ``A``'s there. Measured without the interval
-rule (10 clients x 100 rows, 8 features, 10 trees): see the test below.
+(``ancestor_safe``) misses it: with ``K = J`` (an ancestor's thresholds near its tails
+join the node's grid, and its quantile candidates often pick them) it is ``A``'s rows
+outside ``C`` in ``J``, a few rows where ``C`` holds most of ``A``'s there. A known gap
+(docs/privacy.md, "Combinations of more than two sums"): the test is a strict xfail, so
+it reports when a rule closes it.
 """
 
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import pytest
 
 import fedforest as ff
-from fedforest.federated.privacy import rules
-from fedforest.federated.privacy.rules import (
-    interval_safe,
-    interval_safe_numpy,
-    safe_from_ancestors,
-)
 from tests.test_privacy import (
     RecordingFederation,
     _data,
@@ -86,104 +79,19 @@ def interval_exposure(fed, model, X, w, m) -> dict[str, float]:
     return {"combinations": found, "rows": len(alone) / len(values)}
 
 
-def test_intervals_against_intervals_isolate_no_row(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="a known gap (docs/privacy.md, 'Combinations of more than two sums'): no rule "
+    "rules out an ancestor's interval less a node's; the attack finds such combinations",
+)
+def test_intervals_against_intervals_isolate_no_row() -> None:
     X, y, h = _data(n_clients=10, n_rows=100, d=8)
     clients = [
         ff.Client(X[h == k].reset_index(drop=True), np.asarray(y)[h == k], f"site{k}")
         for k in np.unique(h)
     ]
-
-    def attack() -> dict[str, float]:
-        fed = RecordingFederation(ff.LocalFederation(clients))
-        model = ff.FedForestRegressor(n_estimators=10, random_state=0).fit_federated(fed)
-        return interval_exposure(fed, model, X, _in_bag_weights(model, clients, h, 10), 10)
-
-    found = attack()
+    fed = RecordingFederation(ff.LocalFederation(clients))
+    model = ff.FedForestRegressor(n_estimators=10, random_state=0).fit_federated(fed)
+    found = interval_exposure(fed, model, X, _in_bag_weights(model, clients, h, 10), 10)
     assert found == {"combinations": 0, "rows": 0.0}, found
-    # Without the interval rule (the rule between two sums alone) the attack finds rows.
-    monkeypatch.setattr(rules, "interval_safe", lambda *a: None)
-    found = attack()
-    assert found["combinations"] > 0 and found["rows"] > 0, found
-
-
-def test_interval_rule_kernel_matches_its_twin() -> None:
-    rng = np.random.default_rng(9)
-    grid, rows, cands, thr, thr_rows, thr_total = [], [], [], [], [], []
-    g_off, c_off, a_off, lo, hi, total = [0], [0], [0], [], [], []
-    for _ in range(60):
-        g = int(rng.integers(0, 25))
-        e = np.sort(rng.choice(np.arange(-100, 100) / 10, size=g, replace=False))
-        r = np.sort(rng.integers(0, 80, size=g)).astype(float)
-        grid += list(e)
-        rows += list(r)
-        g_off.append(len(grid))
-        lo.append(e[0] - 1 if g else -1.0)
-        hi.append(e[-1] + 1 if g else 1.0)
-        total.append((r[-1] if g else 0.0) + rng.integers(0, 20))
-        cands += list(
-            np.sort(rng.choice(e, size=int(rng.integers(0, min(g, 8) + 1)), replace=False))
-        )
-        c_off.append(len(cands))
-        for n_anc in range(int(rng.integers(0, 3))):  # each ancestor: its own total
-            t = np.sort(rng.choice(e, size=int(rng.integers(0, min(g, 6) + 1)), replace=False))
-            thr += list(t)
-            thr_rows += list(np.sort(rng.integers(0, 150, size=t.size)).astype(float))
-            thr_total += [total[-1] + 150.0 + 50 * n_anc] * t.size
-        a_off.append(len(thr))
-    args = [np.array(cands), np.array(c_off), np.array(grid), np.array(g_off), np.array(rows)]
-    args += [np.array(thr), np.array(thr_rows), np.array(thr_total), np.array(a_off)]
-    args += [np.array(lo), np.array(hi), np.array(total), 10]
-    a, b = np.ones(len(cands), dtype=bool), np.ones(len(cands), dtype=bool)
-    interval_safe(*args, a)
-    interval_safe_numpy(*args, b)
-    np.testing.assert_array_equal(a, b)
-    assert a.any() and not a.all()
-
-
-def test_interval_rule_keeps_no_isolating_interval_pair() -> None:
-    """Brute force on random rows of an ancestor ``A`` and a node ``C`` inside it.
-
-    After :func:`safe_from_ancestors`, no interval ``J`` of ``A``'s thresholds (and
-    -inf, +inf) and interval ``K`` of ``C``'s kept candidates (and -inf, +inf) make
-    ``S_A(J) - S_C(K)`` a sum over 1 to ``m - 1`` rows added (none subtracted) or the
-    reverse; ``J`` or ``K`` empty, or ``K`` all of ``C``, are single releases, which the
-    rule within a node covers. The rule between two sums alone keeps such pairs.
-    """
-    rng = np.random.default_rng(11)
-    m, found = 5, {True: 0, False: 0}
-    for _ in range(250):
-        values = rng.integers(0, 40, size=int(rng.integers(12, 60))).astype(float)
-        inside = rng.random(values.size) < rng.uniform(0.2, 0.9)
-        if inside.sum() < 2:
-            continue
-        c_vals = values[inside]
-        thr = np.unique(rng.choice(values, size=int(rng.integers(1, 7))))
-        cands = np.unique(rng.choice(c_vals, size=int(rng.integers(1, 7))))
-        grid = np.unique(np.concatenate([thr, cands]))
-        rows = np.searchsorted(np.sort(c_vals), grid, side="right").astype(float)
-        a_rows = np.searchsorted(np.sort(values), thr, side="right").astype(float)
-        anc = np.column_stack([thr, a_rows, np.full(thr.size, values.size), np.zeros(thr.size)])
-        args = (cands, np.array([0, cands.size]), grid, np.array([0, grid.size]), rows, anc)
-        bounds = (np.array([-np.inf]), np.array([np.inf]), np.array([float(c_vals.size)]))
-        for rule in (True, False):
-            if rule:
-                kept = safe_from_ancestors(*args, np.array([0, thr.size]), *bounds, m)
-            else:
-                kept = np.ones(cands.size, dtype=bool)
-                rules.ancestor_safe(
-                    *args[:5], *(np.ascontiguousarray(anc[:, j]) for j in range(4)),
-                    np.array([0, thr.size]), *bounds, m, kept,
-                )  # fmt: skip
-            idx = np.arange(values.size)
-            e_ends = [-np.inf, *thr, np.inf]
-            k_ends = [-np.inf, *cands[kept], np.inf]
-            for i, j in itertools.combinations(range(len(e_ends)), 2):
-                J = set(idx[(values > e_ends[i]) & (values <= e_ends[j])])
-                for u, v in itertools.combinations(range(len(k_ends)), 2):
-                    in_k = (c_vals > k_ends[u]) & (c_vals <= k_ends[v])
-                    K = set(idx[inside][in_k])
-                    if not J or not K or in_k.all():
-                        continue
-                    plus, minus = np.array(len(J - K)), np.array(len(K - J))
-                    found[rule] += int(_isolating(plus, minus, m))
-    assert found[True] == 0 and found[False] > 0, found

@@ -24,8 +24,6 @@ __all__ = [
     "default_min_rows",
     "group_categories",
     "groups_isolate",
-    "interval_safe",
-    "interval_safe_numpy",
     "safe_groups",
     "safe_from_ancestors",
     "secure_candidates",
@@ -265,84 +263,6 @@ def ancestor_safe(
                     out[c] = False
 
 
-@numba.njit(nogil=True, cache=True)
-def _interval_isolates(out_j, r_lo, r_hi, k_lo, k_hi, min_rows):
-    # ``S_A(J) - S_C(K)``, J an interval of an ancestor's thresholds (``out_j``: its rows
-    # outside the node; the node's rows in it: positions ``(r_lo, r_hi]``), K one of the
-    # node's (``(k_lo, k_hi]``): added rows on one side, subtracted on the other.
-    overlap = max(0.0, min(r_hi, k_hi) - max(r_lo, k_lo))
-    plus = out_j + (r_hi - r_lo - overlap)
-    minus = k_hi - k_lo - overlap
-    return (minus == 0 and plus > 0 and plus < min_rows) or (
-        plus == 0 and minus > 0 and minus < min_rows
-    )
-
-
-@numba.njit(nogil=True, cache=True)
-def interval_safe(
-    cands, cand_off, grid, grid_off, rows, anc_thr, anc_rows, anc_total, anc_off,
-    lo, hi, total, min_rows, out,
-):  # fmt: skip
-    """Candidates that no interval of an ancestor's less one of the node's isolates rows with.
-
-    Sums of more than two releases: an ancestor ``A``'s sum over ``(e_i, e_j]`` (two of its
-    cumulative sums, or one and its total) less the node ``C``'s over ``(k, k']`` (two of
-    its own) covers ``A``'s rows outside ``C`` in ``(e_i, e_j]`` and ``C``'s rows in one
-    interval but not the other. With ``k, k'`` at ``e_i, e_j`` (the ancestors' thresholds
-    join the node's grid, so the quantile candidates often pick them) that is ``A``'s rows
-    outside ``C`` between two thresholds: a few rows where ``C`` holds most of ``A``'s
-    there. For every interval of ``A``'s thresholds (and -inf, +inf) and every interval of
-    the node's candidates (and -inf, +inf) whose ends lie within ``min_rows`` of it (the
-    others differ by ``min_rows`` rows or more), a combination that adds 1 to
-    ``min_rows - 1`` rows and subtracts none (or the reverse) drops the node's upper end of
-    it (its lower one when the upper is +inf); what stays has no such pair. The entries of
-    one ancestor are consecutive, with the same ``anc_total`` (an ancestor holds more rows
-    than any node below it). Arguments as :func:`ancestor_safe` (without ``anc_near``);
-    ``out`` is only ever set to False.
-    """
-    for p in range(cand_off.size - 1):
-        c0, c1 = cand_off[p], cand_off[p + 1]
-        g0, g1 = grid_off[p], grid_off[p + 1]
-        if c1 == c0 or g1 == g0 or anc_off[p + 1] == anc_off[p]:
-            continue
-        n_c = c1 - c0
-        kr = np.empty(n_c + 2)  # the node's rows below -inf, each candidate, +inf
-        kr[0] = 0.0
-        for c in range(c0, c1):
-            kr[c - c0 + 1] = _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
-        kr[n_c + 1] = total[p]
-        a = anc_off[p]
-        while a < anc_off[p + 1]:
-            b = a
-            while b < anc_off[p + 1] and anc_total[b] == anc_total[a]:
-                b += 1
-            n_e = b - a
-            er = np.empty(n_e + 2)  # the node's rows below -inf, each threshold, +inf
-            ob = np.empty(n_e + 2)  # the ancestor's rows outside the node below them
-            er[0], ob[0] = 0.0, 0.0
-            for i in range(n_e):
-                er[i + 1] = _rows_below(grid, rows, g0, g1, anc_thr[a + i], lo[p], hi[p], total[p])
-                ob[i + 1] = anc_rows[a + i] - er[i + 1]
-            er[n_e + 1], ob[n_e + 1] = total[p], anc_total[a] - total[p]
-            for i in range(n_e + 1):
-                for j in range(i + 1, n_e + 2):
-                    out_j = ob[j] - ob[i]
-                    if out_j >= min_rows:
-                        continue
-                    for u in range(n_c + 1):
-                        if abs(kr[u] - er[i]) >= min_rows:
-                            continue
-                        for v in range(u + 1, n_c + 2):
-                            if abs(kr[v] - er[j]) >= min_rows:
-                                continue
-                            if _interval_isolates(out_j, er[i], er[j], kr[u], kr[v], min_rows):
-                                if v <= n_c:
-                                    out[c0 + v - 1] = False
-                                elif u >= 1:
-                                    out[c0 + u - 1] = False
-            a = b
-
-
 def _rows_below_numpy(
     grid: NDArray[np.float64],
     rows: NDArray[np.float64],
@@ -408,56 +328,6 @@ def ancestor_safe_numpy(
         out[cand_off[p] : cand_off[p + 1]] = ok
 
 
-def interval_safe_numpy(
-    cands: NDArray[np.float64],
-    cand_off: NDArray[np.int64],
-    grid: NDArray[np.float64],
-    grid_off: NDArray[np.int64],
-    rows: NDArray[np.float64],
-    anc_thr: NDArray[np.float64],
-    anc_rows: NDArray[np.float64],
-    anc_total: NDArray[np.float64],
-    anc_off: NDArray[np.int64],
-    lo: NDArray[np.float64],
-    hi: NDArray[np.float64],
-    total: NDArray[np.float64],
-    min_rows: int,
-    out: NDArray[np.bool_],
-) -> None:
-    """NumPy twin of :func:`interval_safe` (same arguments, same outputs)."""
-    m = min_rows
-    for p in range(cand_off.size - 1):
-        c0, c1 = int(cand_off[p]), int(cand_off[p + 1])
-        g = slice(int(grid_off[p]), int(grid_off[p + 1]))
-        if c1 == c0 or g.stop == g.start or anc_off[p + 1] == anc_off[p]:
-            continue
-        bounds = (float(lo[p]), float(hi[p]), float(total[p]))
-        kr = np.concatenate([[0.0], _rows_below_numpy(grid[g], rows[g], cands[c0:c1], bounds)])
-        kr = np.append(kr, total[p])
-        a_all = np.arange(int(anc_off[p]), int(anc_off[p + 1]))
-        starts = [0, *np.flatnonzero(np.diff(anc_total[a_all]) != 0) + 1, a_all.size]
-        for s0, s1 in zip(starts[:-1], starts[1:], strict=True):
-            a = a_all[s0:s1]
-            er = _rows_below_numpy(grid[g], rows[g], anc_thr[a], bounds)
-            ob = np.concatenate([[0.0], anc_rows[a] - er, [anc_total[a[0]] - total[p]]])
-            er = np.concatenate([[0.0], er, [total[p]]])
-            for i, j in zip(*np.triu_indices(er.size, 1), strict=True):
-                if ob[j] - ob[i] >= m:
-                    continue
-                us = np.flatnonzero(np.abs(kr[:-1] - er[i]) < m)
-                vs = np.flatnonzero(np.abs(kr - er[j]) < m)
-                for u in us:
-                    for v in vs[vs > u]:
-                        overlap = max(0.0, min(er[j], kr[v]) - max(er[i], kr[u]))
-                        plus = ob[j] - ob[i] + (er[j] - er[i] - overlap)
-                        minus = kr[v] - kr[u] - overlap
-                        if (minus == 0 and 0 < plus < m) or (plus == 0 and 0 < minus < m):
-                            if v <= c1 - c0:
-                                out[c0 + v - 1] = False
-                            elif u >= 1:
-                                out[c0 + u - 1] = False
-
-
 def safe_from_ancestors(
     cands: NDArray[np.float64],
     cand_off: NDArray[np.int64],
@@ -481,10 +351,6 @@ def safe_from_ancestors(
     ancestor_safe(
         cands, cand_off, grid, grid_off, rows, thr, below, rows_a, near, anc_off, lo, hi,
         total, int(min_rows), out,
-    )  # fmt: skip
-    interval_safe(
-        cands, cand_off, grid, grid_off, rows, thr, below, rows_a, anc_off, lo, hi, total,
-        int(min_rows), out,
     )  # fmt: skip
     return out
 

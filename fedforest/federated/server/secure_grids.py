@@ -30,6 +30,7 @@ __all__ = [
     "SecureState",
     "advance",
     "keep_histograms",
+    "near_tails",
     "node_grids",
     "offsets",
     "ranges",
@@ -339,18 +340,27 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     state.checks, state.released, state.groups = PairSegments.empty(4), PairSegments.empty(3), {}
 
 
+def near_tails(anc: NDArray[np.float64], rows: NDArray[np.float64], m: int) -> NDArray[np.bool_]:
+    """Which ancestors' releases (rows of ``anc``) the rule must check for a node of ``rows``.
+
+    The parent's always. Further up, a release at ``e`` by ``A`` (``a`` rows below it, ``t``
+    in all) differs from any of the node's sums by ``A``'s rows outside the node below
+    ``e`` (at least ``a - rows``) or above it (at least ``t - a - rows``) plus or minus
+    the node's rows between: with both at least ``m``, no candidate makes a difference
+    of 1 to ``m - 1`` rows on one side only, so only the tails of ``A``'s releases matter.
+    """
+    a, t, near = anc[:, 1], anc[:, 2], anc[:, 3] > 0
+    return np.asarray(near | (a - rows < m) | (t - a - rows < m))
+
+
 def _ancestors_releases(
     state: SecureState, node: NDArray[np.int64], f: NDArray[np.int64], rows: NDArray[np.float64]
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The releases the rule checks each pair (``node``, ``f``) against, pair after pair.
 
-    Up the path level by level (a lookup per level for all pairs at once), every
-    ancestor's every release: the rule between two sums needs only the tails of those
-    further up than the parent (their others differ from any of the node's sums by at
-    least ``m`` rows on each side), but an interval between two of an ancestor's
-    thresholds less one of the node's can isolate rows anywhere (``interval_safe`` in
-    ``privacy/rules.py``). Returns each row's pair (sorted) and the rows (threshold, the
-    ancestor's rows below it, its rows, 1 for the parent's).
+    Up the path level by level (a lookup per level for all pairs at once), the parent's
+    all and the tails of the others' (:func:`near_tails`). Returns each row's pair (sorted)
+    and the rows (threshold, the ancestor's rows below it, its rows, 1 for the parent's).
     """
     d = state.lo.shape[1]
     owners, found = [np.zeros(0, np.int64)], [np.zeros((0, 4))]
@@ -362,8 +372,9 @@ def _ancestors_releases(
         off, rel = released.take(seg)
         owner = np.repeat(np.arange(node.size), np.diff(off))
         rel = np.column_stack([rel, np.full(rel.shape[0], float(k == len(state.history) - 1))])
-        owners.append(owner)
-        found.append(rel)
+        keep = near_tails(rel, rows[owner], state.min_rows)
+        owners.append(owner[keep])
+        found.append(rel[keep])
         up = np.where(there, parents[np.maximum(up, 0)], -1) if parents.size else up * 0 - 1
     owner = np.concatenate(owners)
     order = np.argsort(owner, kind="stable")
