@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
@@ -80,7 +81,22 @@ def test_to_sklearn_carries_the_parameters_it_was_grown_with(task: str) -> None:
     # The parameters are scikit-learn's to use: its clone grows a forest with them.
     refit = clone(sk).fit(X, y)
     assert len(refit.estimators_) == 5
+    # Each tree's resolved max_features_ is what scikit-learn's own fit resolves.
+    assert {t.max_features_ for t in sk.estimators_} == {refit.estimators_[0].max_features_}
     assert refit.estimators_[0].get_params()["monotonic_cst"] == [1, 0, -1, 0]
+
+
+@pytest.mark.parametrize("max_features", [None, "sqrt", "log2", 3, 0.4, 1.0])
+def test_to_sklearn_trees_resolve_max_features_as_scikit_learn(max_features) -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 7))
+    y = X[:, 0] + 0.1 * rng.normal(size=200)
+    model = ff.FedForestRegressor(
+        n_estimators=2, max_depth=2, max_features=max_features, privacy="none", random_state=0
+    ).fit(X, y, client_ids=np.arange(200) % 2)
+    theirs = RandomForestRegressor(n_estimators=1, max_depth=2, max_features=max_features)
+    expected = theirs.fit(X, y).estimators_[0].max_features_
+    assert [t.max_features_ for t in model.to_sklearn().estimators_] == [expected] * 2
 
 
 def test_ensemble_protocol() -> None:

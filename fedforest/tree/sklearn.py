@@ -143,6 +143,7 @@ def to_sklearn_forest(
     tree_params = {p: getattr(forest, p) for p in forest.estimator_params if p != "random_state"}
     for est in estimators:
         est.set_params(**tree_params)
+        est.max_features_ = _resolved_max_features(forest.max_features, n_features)
     if classes is None:
         forest.estimator_ = DecisionTreeRegressor()
     else:
@@ -154,6 +155,19 @@ def to_sklearn_forest(
     forest.n_features_in_ = n_features
     forest.n_outputs_ = len(per_output_sizes(classes, trees[0]))
     return forest
+
+
+def _resolved_max_features(max_features: Any, n_features: int) -> int:
+    """scikit-learn's ``max_features_`` of a tree: the features it draws per split."""
+    if max_features is None:
+        return n_features
+    if max_features == "sqrt":
+        return max(1, int(np.sqrt(n_features)))
+    if max_features == "log2":
+        return max(1, int(np.log2(n_features)))
+    if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool):
+        return int(max_features)
+    return max(1, int(float(max_features) * n_features))
 
 
 class EnsembleMixin:
