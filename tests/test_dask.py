@@ -386,6 +386,39 @@ def test_an_actor_past_the_timeout_fails_its_round(dask_client: Client) -> None:
         assert info.value.failed == ["slow"] and set(info.value.replies) == {"fast"}
 
 
+def test_a_cluster_without_workers_or_an_unknown_worker_fails_at_once(
+    dask_client: Client,
+) -> None:
+    # Both used to wait out start_timeout (600 s by default) and raise an empty TimeoutError.
+    X, y, _ = frame(8)
+    factories = {"a": functools.partial(make_client, X, y.to_numpy(), "a")}
+    with pytest.raises(ValueError, match=r"pinned to worker 'tcp://127.0.0.1:1'.*not in"):
+        DaskFederation(factories, workers={"a": "tcp://127.0.0.1:1"}, start_timeout=scaled(60))
+    with (
+        LocalCluster(
+            n_workers=0,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        ) as empty,
+        Client(empty, timeout=scaled(60), set_as_default=False) as idle,
+    ):
+        start = time.monotonic()
+        with pytest.raises(ValueError, match="has no workers"):
+            DaskFederation(factories, client=idle, start_timeout=scaled(60))
+        assert time.monotonic() - start < scaled(10)
+
+
+def test_a_closed_federation_says_so(dask_client: Client) -> None:
+    X, y, _ = frame(9)
+    fed = DaskFederation({"a": functools.partial(make_client, X, y.to_numpy(), "a")})
+    fed.close()
+    fed.close()  # closing twice is harmless
+    with pytest.raises(RuntimeError, match="DaskFederation is closed"):  # was StopIteration
+        ff.FedForestRegressor(**PARAMS).fit_federated(fed)
+
+
 def test_a_lost_worker_is_dropped_and_the_forest_equals_the_local_one(
     dask_client: Client,
 ) -> None:

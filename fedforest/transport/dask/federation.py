@@ -140,6 +140,7 @@ class DaskFederation(Federation):
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}.")
         self.dask_client = default_client(client)
+        _check_workers(self.dask_client, specs)
         self.timeout = timeout
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -193,12 +194,18 @@ class DaskFederation(Federation):
     @property
     def client_names(self) -> list[str]:
         """Client names, sorted."""
+        self._check_open()
         return sorted(self._actors)
+
+    def _check_open(self) -> None:
+        if not self._actors:
+            raise RuntimeError("This DaskFederation is closed: build a new one to train again.")
 
     def send_and_receive(
         self, requests: dict[str, Message], round_index: int
     ) -> dict[str, Message]:
         """One actor call per named client, all in flight at once; their replies by name."""
+        self._check_open()
         start = time.perf_counter()
         frames: dict[int, bytes] = {}
         calls: dict[str, Any] = {}
@@ -311,6 +318,28 @@ def _placement(client: DaskClient, futures: Mapping[str, Future]) -> dict[str, s
             raise RuntimeError(f"The actor of client {name!r} is on no worker ({future.status}).")
         out[name] = sorted(who[future.key])[0]
     return out
+
+
+def _check_workers(client: DaskClient, specs: Mapping[str, Spec]) -> None:
+    """A ValueError if the cluster has no worker, or a client is pinned to no worker of it.
+
+    Either would otherwise leave the actors unplaced until ``start_timeout`` (600 s by
+    default) runs out, with an empty ``TimeoutError``.
+    """
+    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    if not workers:
+        raise ValueError(
+            f"The Dask cluster at {client.scheduler.address} has no workers: start some "
+            "(e.g. LocalCluster(n_workers=2), or `dask worker <scheduler address>`) or wait "
+            "for them with client.wait_for_workers(n) before building the federation."
+        )
+    known = set(workers) | {str(info.get("name")) for info in workers.values()}
+    for name, (worker, _, _) in sorted(specs.items()):
+        if worker is not None and str(worker) not in known:
+            raise ValueError(
+                f"Client {name!r} is pinned to worker {worker!r}, which is not in the Dask "
+                f"cluster (its workers: {sorted(workers)})."
+            )
 
 
 def _lost(name: str, exc: BaseException) -> ConnectionError:
