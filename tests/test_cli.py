@@ -375,10 +375,21 @@ def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tm
         ("dp without epsilon", 'privacy="dp" needs a privacy budget'),
         ("epsilon without dp", 'used only under privacy="dp"'),
         ("out in a missing directory", "the directory"),
+        # Were "target column 'y' is not numeric (object)" and pandas' / pyarrow's messages
+        # without the file's name.
+        ("header only", "w1.csv' has no rows (a client needs at least one)"),
+        ("empty file", "w1.csv' cannot be read as a table: No columns to parse"),
+        ("not parquet", "w1.parquet' cannot be read as a table: "),
     ],
 )
 def test_train_usage_errors_say_what_to_change(tmp_path, capsys, case, message) -> None:
     paths = _weighted_sites(tmp_path)
+    if case == "header only":
+        pd.read_csv(paths[1]).iloc[:0].to_csv(paths[1], index=False)
+    elif case == "empty file":
+        paths[1].write_bytes(b"")
+    elif case == "not parquet":
+        paths[1] = paths[1].rename(paths[1].with_suffix(".parquet"))  # CSV bytes inside
     if case == "nan target":
         frame = pd.read_csv(paths[1])
         frame.loc[3, "y"] = np.nan
