@@ -53,13 +53,19 @@ def test_top_level_help_lists_simulate(capsys):
         ["simulate", "--features", "3"],
         ["simulate", "--out", "/no/such/dir/p.png"],
         [],
+        # joblib's "n_jobs == 0 in Parallel has no meaning" traceback (exit 1) before
+        ["simulate", "--n-jobs", "0"],
+        ["experiment", "fig2-homogeneous", "--reps", "1", "--n-jobs", "0"],
     ],
 )
 def test_usage_errors_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
-    assert "error" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error" in err
+    if "--n-jobs" in argv:
+        assert "argument --n-jobs: must not be 0" in err
 
 
 def test_swarm_experiment_is_wired_into_the_cli(capsys):
