@@ -386,6 +386,29 @@ def test_an_actor_past_the_timeout_fails_its_round(dask_client: Client) -> None:
         assert info.value.failed == ["slow"] and set(info.value.replies) == {"fast"}
 
 
+def test_empty_partitions_of_a_filtered_frame_make_no_client(dask_client: Client) -> None:
+    # Was "Dask clients could not be built: '3': Client '3' has no rows; remove it from the
+    # federation", which a caller of fit(ddf, dy) cannot do.
+    X, y, _ = frame(10)
+    order = np.argsort(X["age"].to_numpy(), kind="stable")
+    X, y = X.iloc[order].reset_index(drop=True), y.iloc[order].reset_index(drop=True)
+    dX, dy = dd.from_pandas(X, npartitions=4), dd.from_pandas(y, npartitions=4)
+    keep = dX["age"] < 0  # about half the rows: the last partitions hold none
+    fX, fy = dX[keep], dy[keep]
+    sizes = [len(part) for part in fX.partitions]
+    assert 0 in sizes and sum(sizes) > 0
+    model = ff.FedForestRegressor(**PARAMS, random_state=2).fit(fX, fy)
+    assert list(model.clients_) == [str(i) for i, size in enumerate(sizes) if size]
+    rows = X["age"] < 0
+    memory = ff.FedForestRegressor(**PARAMS, random_state=2)
+    memory.fit(X[rows], y[rows], client_ids=np.repeat(np.arange(4), sizes))
+    assert_same_forest(model, memory)
+    by_worker = ff.FedForestRegressor(**PARAMS).fit(fX, fy, client_ids="worker")
+    assert all(name.startswith("worker-") for name in by_worker.clients_)
+    with pytest.raises(ValueError, match="X has no rows: all of its 4 partitions are empty"):
+        ff.FedForestRegressor(**PARAMS).fit(dX[dX["age"] > 100], dy[dX["age"] > 100])
+
+
 def test_a_cluster_without_workers_or_an_unknown_worker_fails_at_once(
     dask_client: Client,
 ) -> None:
