@@ -440,6 +440,14 @@ def test_a_closed_federation_says_so(dask_client: Client) -> None:
     fed.close()  # closing twice is harmless
     with pytest.raises(RuntimeError, match="DaskFederation is closed"):  # was StopIteration
         ff.FedForestRegressor(**PARAMS).fit_federated(fed)
+    # The Dask client closed first: the fit said "the Dask worker holding client 'a' was
+    # lost" and close() raised distributed's ClosedClientError.
+    own = Client(dask_client.scheduler.address, timeout=scaled(60), set_as_default=False)
+    fed = DaskFederation({"a": functools.partial(make_client, X, y.to_numpy(), "a")}, client=own)
+    own.close()
+    with pytest.raises(RuntimeError, match="Dask client this DaskFederation uses was closed"):
+        ff.FedForestRegressor(**PARAMS).fit_federated(fed)
+    fed.close()
 
 
 def test_a_lost_worker_is_dropped_and_the_forest_equals_the_local_one(

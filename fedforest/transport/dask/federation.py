@@ -200,6 +200,11 @@ class DaskFederation(Federation):
     def _check_open(self) -> None:
         if not self._actors:
             raise RuntimeError("This DaskFederation is closed: build a new one to train again.")
+        if self.dask_client.status in _CLOSED:  # not a lost worker: the actors died with it
+            raise RuntimeError(
+                "The Dask client this DaskFederation uses was closed (its actors are gone): "
+                "close the federation before the Dask client, and build a new one to train."
+            )
 
     def send_and_receive(
         self, requests: dict[str, Message], round_index: int
@@ -271,6 +276,10 @@ class DaskFederation(Federation):
     # ------------------------------------------------------------------ end
     def close(self) -> None:
         """Drop the actors (and the rows they hold); the federation cannot be used after."""
+        if self.dask_client.status in _CLOSED:  # the actors went with it; nothing to cancel
+            self._actors = {}
+            self._futures = {}
+            return
         live = [a for n, a in self._actors.items() if self._futures[n].status == "finished"]
         for actor in live:
             try:
@@ -291,6 +300,9 @@ class DaskFederation(Federation):
     def __repr__(self) -> str:
         n_workers = len(set(getattr(self, "placement", {}).values()))
         return f"DaskFederation({len(self._actors)} clients on {n_workers} workers)"
+
+
+_CLOSED = ("closing", "closed")  # distributed.Client.status once close() was called
 
 
 class _DirectActor(Actor):
