@@ -120,6 +120,12 @@ class SlowClient(ff.Client):
         return super().handle(msg)
 
 
+def slow_to_build(X: pd.DataFrame, y: np.ndarray, name: str) -> ff.Client:
+    """A factory that takes 2 s (a slow read)."""
+    time.sleep(2.0)
+    return make_client(X, y, name)
+
+
 # ---------------------------------------------------------------------------- no cluster
 def test_importing_fedforest_does_not_import_dask() -> None:
     code = (
@@ -431,6 +437,16 @@ def test_a_cluster_without_workers_or_an_unknown_worker_fails_at_once(
         with pytest.raises(ValueError, match="has no workers"):
             DaskFederation(factories, client=idle, start_timeout=scaled(60))
         assert time.monotonic() - start < scaled(10)
+
+
+def test_actors_not_built_in_start_timeout_are_named(dask_client: Client) -> None:
+    # Was distributed's TimeoutError with no message (and start_timeout=0 the same).
+    X, y, _ = frame(11)
+    factories = {"slow": functools.partial(slow_to_build, X, y.to_numpy(), "slow")}
+    with pytest.raises(TimeoutError, match=r"clients \['slow'\] were not built within"):
+        DaskFederation(factories, start_timeout=0.2)
+    with pytest.raises(ValueError, match="start_timeout must be positive"):
+        DaskFederation(factories, start_timeout=0)
 
 
 def test_a_closed_federation_says_so(dask_client: Client) -> None:

@@ -139,6 +139,8 @@ class DaskFederation(Federation):
             raise ValueError("DaskFederation needs at least one client.")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}.")
+        if not start_timeout > 0:
+            raise ValueError(f"start_timeout must be positive seconds, got {start_timeout!r}.")
         self.dask_client = default_client(client)
         _check_workers(self.dask_client, specs)
         self.timeout = timeout
@@ -160,7 +162,15 @@ class DaskFederation(Federation):
                     workers=None if worker is None else [worker],
                     allow_other_workers=False,
                 )
-            wait(list(self._futures.values()), timeout=start_timeout)
+            try:
+                wait(list(self._futures.values()), timeout=start_timeout)
+            except TimeoutError:  # distributed's is empty: say which clients and why
+                late = sorted(n for n, f in self._futures.items() if f.status == "pending")
+                raise TimeoutError(
+                    f"The actors of clients {late} were not built within start_timeout="
+                    f"{start_timeout} s: their factories are slow or their workers busy or "
+                    "gone; raise start_timeout or check the workers."
+                ) from None
             self.placement = _placement(self.dask_client, self._futures)
             # The handles are made here, not fetched: fetching one makes its worker open a
             # client of its own, which then holds up the worker's shutdown.
