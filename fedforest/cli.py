@@ -131,7 +131,7 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     add("--seed", type=_int_at_least(0), default=0, help="seed for data and forests")
     add("--n-bins", type=_int_at_least(2), default=32, help="fedforest quantile candidates B")
     add("--out", type=_png_path, default=Path("fedforest_simulate.png"), help="PNG to write")
-    add("--n-jobs", type=int, default=None, help="parallel jobs (scikit-learn semantics)")
+    add("--n-jobs", type=_n_jobs, default=None, help="parallel jobs (scikit-learn semantics)")
     sim.set_defaults(handler=_run_simulate, command_parser=sim)
 
 
@@ -478,6 +478,17 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = f"int >= {minimum}"
     return parse
+
+
+def _n_jobs(text: str) -> int:
+    """scikit-learn's n_jobs: an integer other than 0 (joblib refuses 0 with a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("must not be 0 (1 runs in this process, -1 on every core)")
+    return value
 
 
 def _version() -> str:

@@ -53,13 +53,19 @@ def test_top_level_help_lists_simulate(capsys):
         ["simulate", "--features", "3"],
         ["simulate", "--out", "/no/such/dir/p.png"],
         [],
+        # joblib's "n_jobs == 0 in Parallel has no meaning" traceback (exit 1) before
+        ["simulate", "--n-jobs", "0"],
+        ["experiment", "fig2-homogeneous", "--reps", "1", "--n-jobs", "0"],
     ],
 )
 def test_usage_errors_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
-    assert "error" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error" in err
+    if "--n-jobs" in argv:
+        assert "argument --n-jobs: must not be 0" in err
 
 
 def test_swarm_experiment_is_wired_into_the_cli(capsys):
@@ -375,10 +381,21 @@ def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tm
         ("dp without epsilon", 'privacy="dp" needs a privacy budget'),
         ("epsilon without dp", 'used only under privacy="dp"'),
         ("out in a missing directory", "the directory"),
+        # Were "target column 'y' is not numeric (object)" and pandas' / pyarrow's messages
+        # without the file's name.
+        ("header only", "w1.csv' has no rows (a client needs at least one)"),
+        ("empty file", "w1.csv' cannot be read as a table: No columns to parse"),
+        ("not parquet", "w1.parquet' cannot be read as a table: "),
     ],
 )
 def test_train_usage_errors_say_what_to_change(tmp_path, capsys, case, message) -> None:
     paths = _weighted_sites(tmp_path)
+    if case == "header only":
+        pd.read_csv(paths[1]).iloc[:0].to_csv(paths[1], index=False)
+    elif case == "empty file":
+        paths[1].write_bytes(b"")
+    elif case == "not parquet":
+        paths[1] = paths[1].rename(paths[1].with_suffix(".parquet"))  # CSV bytes inside
     if case == "nan target":
         frame = pd.read_csv(paths[1])
         frame.loc[3, "y"] = np.nan

@@ -120,6 +120,12 @@ class SlowClient(ff.Client):
         return super().handle(msg)
 
 
+def slow_to_build(X: pd.DataFrame, y: np.ndarray, name: str) -> ff.Client:
+    """A factory that takes 2 s (a slow read)."""
+    time.sleep(2.0)
+    return make_client(X, y, name)
+
+
 # ---------------------------------------------------------------------------- no cluster
 def test_importing_fedforest_does_not_import_dask() -> None:
     code = (
@@ -384,6 +390,80 @@ def test_an_actor_past_the_timeout_fails_its_round(dask_client: Client) -> None:
         with pytest.raises(ClientFailure, match="'slow' failed in round 1.*TimeoutError") as info:
             fed.send_and_receive(requests | {"slow": Message("round_a")}, 1)
         assert info.value.failed == ["slow"] and set(info.value.replies) == {"fast"}
+
+
+def test_empty_partitions_of_a_filtered_frame_make_no_client(dask_client: Client) -> None:
+    # Was "Dask clients could not be built: '3': Client '3' has no rows; remove it from the
+    # federation", which a caller of fit(ddf, dy) cannot do.
+    X, y, _ = frame(10)
+    order = np.argsort(X["age"].to_numpy(), kind="stable")
+    X, y = X.iloc[order].reset_index(drop=True), y.iloc[order].reset_index(drop=True)
+    dX, dy = dd.from_pandas(X, npartitions=4), dd.from_pandas(y, npartitions=4)
+    keep = dX["age"] < 0  # about half the rows: the last partitions hold none
+    fX, fy = dX[keep], dy[keep]
+    sizes = [len(part) for part in fX.partitions]
+    assert 0 in sizes and sum(sizes) > 0
+    model = ff.FedForestRegressor(**PARAMS, random_state=2).fit(fX, fy)
+    assert list(model.clients_) == [str(i) for i, size in enumerate(sizes) if size]
+    rows = X["age"] < 0
+    memory = ff.FedForestRegressor(**PARAMS, random_state=2)
+    memory.fit(X[rows], y[rows], client_ids=np.repeat(np.arange(4), sizes))
+    assert_same_forest(model, memory)
+    by_worker = ff.FedForestRegressor(**PARAMS).fit(fX, fy, client_ids="worker")
+    assert all(name.startswith("worker-") for name in by_worker.clients_)
+    with pytest.raises(ValueError, match="X has no rows: all of its 4 partitions are empty"):
+        ff.FedForestRegressor(**PARAMS).fit(dX[dX["age"] > 100], dy[dX["age"] > 100])
+
+
+def test_a_cluster_without_workers_or_an_unknown_worker_fails_at_once(
+    dask_client: Client,
+) -> None:
+    # Both used to wait out start_timeout (600 s by default) and raise an empty TimeoutError.
+    X, y, _ = frame(8)
+    factories = {"a": functools.partial(make_client, X, y.to_numpy(), "a")}
+    with pytest.raises(ValueError, match=r"pinned to worker 'tcp://127.0.0.1:1'.*not in"):
+        DaskFederation(factories, workers={"a": "tcp://127.0.0.1:1"}, start_timeout=scaled(60))
+    with (
+        LocalCluster(
+            n_workers=0,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        ) as empty,
+        Client(empty, timeout=scaled(60), set_as_default=False) as idle,
+    ):
+        start = time.monotonic()
+        with pytest.raises(ValueError, match="has no workers"):
+            DaskFederation(factories, client=idle, start_timeout=scaled(60))
+        assert time.monotonic() - start < scaled(10)
+
+
+def test_actors_not_built_in_start_timeout_are_named(dask_client: Client) -> None:
+    # Was distributed's TimeoutError with no message (and start_timeout=0 the same).
+    X, y, _ = frame(11)
+    factories = {"slow": functools.partial(slow_to_build, X, y.to_numpy(), "slow")}
+    with pytest.raises(TimeoutError, match=r"clients \['slow'\] were not built within"):
+        DaskFederation(factories, start_timeout=0.2)
+    with pytest.raises(ValueError, match="start_timeout must be positive"):
+        DaskFederation(factories, start_timeout=0)
+
+
+def test_a_closed_federation_says_so(dask_client: Client) -> None:
+    X, y, _ = frame(9)
+    fed = DaskFederation({"a": functools.partial(make_client, X, y.to_numpy(), "a")})
+    fed.close()
+    fed.close()  # closing twice is harmless
+    with pytest.raises(RuntimeError, match="DaskFederation is closed"):  # was StopIteration
+        ff.FedForestRegressor(**PARAMS).fit_federated(fed)
+    # The Dask client closed first: the fit said "the Dask worker holding client 'a' was
+    # lost" and close() raised distributed's ClosedClientError.
+    own = Client(dask_client.scheduler.address, timeout=scaled(60), set_as_default=False)
+    fed = DaskFederation({"a": functools.partial(make_client, X, y.to_numpy(), "a")}, client=own)
+    own.close()
+    with pytest.raises(RuntimeError, match="Dask client this DaskFederation uses was closed"):
+        ff.FedForestRegressor(**PARAMS).fit_federated(fed)
+    fed.close()
 
 
 def test_a_lost_worker_is_dropped_and_the_forest_equals_the_local_one(

@@ -417,6 +417,22 @@ def test_bad_experiment_options_exit_with_usage_error(tmp_path: Path) -> None:
     assert info.value.code == 2
 
 
+def test_more_peers_than_a_dataset_has_rows_for_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    # Was scikit-learn's "With n_samples=1, test_size=0.25 ... the resulting train set will
+    # be empty" traceback, after the runs of the smaller peer counts.
+    parser = argparse.ArgumentParser(prog="p")
+    exp.add_swarm_subcommand(parser.add_subparsers())
+    argv = ["swarm-overlap", "--datasets", "wine", "--peers", "2", "500", "--out", str(tmp_path)]
+    args = parser.parse_args(argv)
+    with pytest.raises(SystemExit) as info:
+        args.handler(args, parser)
+    assert info.value.code == 2
+    assert "--peers 500 leaves a peer fewer than 8 of wine's 178 rows; use at most 22" in (
+        capsys.readouterr().err
+    )
+    assert not list(tmp_path.iterdir())
+
+
 def test_public_names_exist() -> None:
     import fedforest.swarm
     import fedforest.swarm.routing

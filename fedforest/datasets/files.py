@@ -16,7 +16,12 @@ def read_table(path: str | Path) -> pd.DataFrame:
     path = Path(path).expanduser()
     if not path.is_file():
         raise ValueError(f"{str(path)!r} is not a file.")
-    return pd.read_parquet(path) if path.suffix.lower() in _PARQUET else pd.read_csv(path)
+    try:
+        if path.suffix.lower() in _PARQUET:
+            return pd.read_parquet(path)
+        return pd.read_csv(path)
+    except (ValueError, OSError) as exc:  # pandas' and pyarrow's errors do not name the file
+        raise ValueError(f"{str(path)!r} cannot be read as a table: {exc}") from exc
 
 
 def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Series]:
@@ -38,9 +43,11 @@ def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Se
     Raises
     ------
     ValueError
-        If the file is missing or has no column ``target``.
+        If the file is missing, cannot be parsed, has no rows or has no column ``target``.
     """
     frame = read_table(path)
+    if len(frame) == 0:
+        raise ValueError(f"{str(path)!r} has no rows (a client needs at least one).")
     if target not in frame.columns:
         raise ValueError(
             f"{str(path)!r} has no target column {target!r}; its columns are "

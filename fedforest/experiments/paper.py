@@ -122,6 +122,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _n_jobs(text: str) -> int:
+    """The n_jobs of joblib: an integer other than 0 (-1: every core)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("must not be 0 (1 runs in this process, -1 on every core)")
+    return value
+
+
 def _seed(text: str) -> int:
     try:
         value = int(text)
@@ -187,7 +198,10 @@ def add_experiment_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=_seed, default=0, help="base seed (default: 0)")
     parser.add_argument(
-        "--n-jobs", type=int, default=None, help="worker processes over repetitions (default: 1)"
+        "--n-jobs",
+        type=_n_jobs,
+        default=None,
+        help="worker processes over repetitions (default: 1)",
     )
     parser.set_defaults(handler=lambda args, _parser: run(args))
     return parser

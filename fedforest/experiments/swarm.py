@@ -150,6 +150,7 @@ def scores(y: NDArray[Any], proba: NDArray[np.float64], classes: NDArray[Any]) -
 
 # ----------------------------------------------------------------------- one scenario
 _DATA_CACHE: dict[str, Any] = {}
+MIN_ROWS_PER_PEER = 8  # 6 to train on, 2 to score (a 75/25 split)
 
 
 def _dataset(name: str) -> Any:
@@ -334,6 +335,13 @@ def config_from_args(args: argparse.Namespace) -> SwarmConfig:
         raise ValueError(f"--jaccards must be in (0, 1], got {args.jaccards}")
     if args.reps < 1 or args.trees < 1 or args.d_thresh < 0 or args.n_jobs == 0:
         raise ValueError("--reps and --trees must be >= 1, --d-thresh >= 0, --n-jobs != 0")
+    for name in args.datasets:  # each peer needs rows to train on and to score
+        n_rows = len(_dataset(name).y)
+        if n_rows // max(args.peers) < MIN_ROWS_PER_PEER:
+            raise ValueError(
+                f"--peers {max(args.peers)} leaves a peer fewer than {MIN_ROWS_PER_PEER} of "
+                f"{name}'s {n_rows} rows; use at most {n_rows // MIN_ROWS_PER_PEER} peers"
+            )
     return SwarmConfig(
         datasets=tuple(args.datasets), peers=tuple(args.peers), jaccards=tuple(args.jaccards),
         reps=args.reps, trees=args.trees, seed=args.seed, strategies=tuple(args.strategies),

@@ -115,15 +115,22 @@ def client_specs(
     cat = list(categorical_features) if categorical_features is not None else None
     if client_ids is not None:
         return _by_label(client, fx, fy, fid, homes, cat)
+    # An empty partition (a filtered DataFrame's, say) makes no client: one would refuse to
+    # be built ("has no rows"), and the same rows in memory have no such client either.
+    lengths = client.gather(
+        [client.submit(len, f, workers=[h], pure=False) for f, h in zip(fx, homes, strict=True)]
+    )
+    full = [i for i in range(n) if lengths[i] > 0]
+    if not full:
+        raise ValueError(f"X has no rows: all of its {n} partitions are empty.")
     if partitions_as == "partition":
         return {
-            str(i): (homes[i], client_from_pieces, (str(i), [(fx[i], fy[i])], cat))
-            for i in range(n)
+            str(i): (homes[i], client_from_pieces, (str(i), [(fx[i], fy[i])], cat)) for i in full
         }
     names = {a: info.get("name", a) for a, info in client.scheduler_info()["workers"].items()}
     groups: dict[str, list[int]] = defaultdict(list)
-    for i, home in enumerate(homes):
-        groups[home].append(i)
+    for i in full:
+        groups[homes[i]].append(i)
     specs: dict[str, Spec] = {}
     for home, parts in groups.items():
         name = f"worker-{names.get(home, home)}"

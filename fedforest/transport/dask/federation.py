@@ -139,7 +139,10 @@ class DaskFederation(Federation):
             raise ValueError("DaskFederation needs at least one client.")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}.")
+        if not start_timeout > 0:
+            raise ValueError(f"start_timeout must be positive seconds, got {start_timeout!r}.")
         self.dask_client = default_client(client)
+        _check_workers(self.dask_client, specs)
         self.timeout = timeout
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -159,7 +162,15 @@ class DaskFederation(Federation):
                     workers=None if worker is None else [worker],
                     allow_other_workers=False,
                 )
-            wait(list(self._futures.values()), timeout=start_timeout)
+            try:
+                wait(list(self._futures.values()), timeout=start_timeout)
+            except TimeoutError:  # distributed's is empty: say which clients and why
+                late = sorted(n for n, f in self._futures.items() if f.status == "pending")
+                raise TimeoutError(
+                    f"The actors of clients {late} were not built within start_timeout="
+                    f"{start_timeout} s: their factories are slow or their workers busy or "
+                    "gone; raise start_timeout or check the workers."
+                ) from None
             self.placement = _placement(self.dask_client, self._futures)
             # The handles are made here, not fetched: fetching one makes its worker open a
             # client of its own, which then holds up the worker's shutdown.
@@ -193,12 +204,23 @@ class DaskFederation(Federation):
     @property
     def client_names(self) -> list[str]:
         """Client names, sorted."""
+        self._check_open()
         return sorted(self._actors)
+
+    def _check_open(self) -> None:
+        if not self._actors:
+            raise RuntimeError("This DaskFederation is closed: build a new one to train again.")
+        if self.dask_client.status in _CLOSED:  # not a lost worker: the actors died with it
+            raise RuntimeError(
+                "The Dask client this DaskFederation uses was closed (its actors are gone): "
+                "close the federation before the Dask client, and build a new one to train."
+            )
 
     def send_and_receive(
         self, requests: dict[str, Message], round_index: int
     ) -> dict[str, Message]:
         """One actor call per named client, all in flight at once; their replies by name."""
+        self._check_open()
         start = time.perf_counter()
         frames: dict[int, bytes] = {}
         calls: dict[str, Any] = {}
@@ -264,6 +286,10 @@ class DaskFederation(Federation):
     # ------------------------------------------------------------------ end
     def close(self) -> None:
         """Drop the actors (and the rows they hold); the federation cannot be used after."""
+        if self.dask_client.status in _CLOSED:  # the actors went with it; nothing to cancel
+            self._actors = {}
+            self._futures = {}
+            return
         live = [a for n, a in self._actors.items() if self._futures[n].status == "finished"]
         for actor in live:
             try:
@@ -284,6 +310,9 @@ class DaskFederation(Federation):
     def __repr__(self) -> str:
         n_workers = len(set(getattr(self, "placement", {}).values()))
         return f"DaskFederation({len(self._actors)} clients on {n_workers} workers)"
+
+
+_CLOSED = ("closing", "closed")  # distributed.Client.status once close() was called
 
 
 class _DirectActor(Actor):
@@ -311,6 +340,28 @@ def _placement(client: DaskClient, futures: Mapping[str, Future]) -> dict[str, s
             raise RuntimeError(f"The actor of client {name!r} is on no worker ({future.status}).")
         out[name] = sorted(who[future.key])[0]
     return out
+
+
+def _check_workers(client: DaskClient, specs: Mapping[str, Spec]) -> None:
+    """A ValueError if the cluster has no worker, or a client is pinned to no worker of it.
+
+    Either would otherwise leave the actors unplaced until ``start_timeout`` (600 s by
+    default) runs out, with an empty ``TimeoutError``.
+    """
+    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    if not workers:
+        raise ValueError(
+            f"The Dask cluster at {client.scheduler.address} has no workers: start some "
+            "(e.g. LocalCluster(n_workers=2), or `dask worker <scheduler address>`) or wait "
+            "for them with client.wait_for_workers(n) before building the federation."
+        )
+    known = set(workers) | {str(info.get("name")) for info in workers.values()}
+    for name, (worker, _, _) in sorted(specs.items()):
+        if worker is not None and str(worker) not in known:
+            raise ValueError(
+                f"Client {name!r} is pinned to worker {worker!r}, which is not in the Dask "
+                f"cluster (its workers: {sorted(workers)})."
+            )
 
 
 def _lost(name: str, exc: BaseException) -> ConnectionError:
