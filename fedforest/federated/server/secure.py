@@ -259,6 +259,8 @@ def setup_grids(
     moments = _two_words(sums, "moments")
     n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
     n_rows = float(sum(schema["n_samples"].get(c, 0) for c in fed.client_names))
+    if plan is None:  # exact sums: every column counts the declared rows (bar missing values)
+        check_pooled_moments(moments, n_rows, ~schema["missing"][numeric], "asinh(x)")
     if plan is not None:
         # Noisy sums: the row counts are public (the handshake's); the moments kept in range.
         n = np.full(feats.size, max(n_rows, 1.0))
@@ -307,6 +309,7 @@ def setup_grids(
             ]
         else:
             moments = _two_words(sums, "y_moments")
+            check_pooled_moments(moments, n_rows, np.ones(k, dtype=bool), "asinh(y)")
             pairs = [_moment_scale(n, s1, s2, state.poisson) for n, s1, s2 in moments]
         centers, scales = (np.array(v) for v in zip(*pairs, strict=True))
         if k == 1:  # one output: floats (as before multi-output)
@@ -314,6 +317,44 @@ def setup_grids(
         else:
             state.y_center, state.y_scale = centers, scales
     return state
+
+
+#: asinh of the largest float64: no client's asinh(x) or asinh(y) is larger in size.
+ASINH_MAX = math.asinh(float(np.finfo(np.float64).max))
+
+
+def check_pooled_moments(
+    moments: NDArray[np.float64], n_rows: float, exact: NDArray[np.bool_], what: str
+) -> None:
+    """Under "secure": the grid round's pooled moments (rows, sum, sum of squares) of ``what``.
+
+    Each row's count is whole, at most the ``n_rows`` the clients declared at the
+    handshake (exactly that where ``exact``: no client declared a missing value there),
+    and its sums are within what that many values of ``|asinh| <= ASINH_MAX`` can add up
+    to. A violation means some client sent moments no data has, or a count other than its
+    declared rows (secure aggregation hides which); left unchecked, the sums overflowed
+    ``sinh`` (an ``OverflowError``) or silently set the grids and the targets' scale.
+    """
+    n, s1, s2 = moments.T
+    tol = 1e-6 + 1e-9 * n  # the two-word fixed point's rounding, with room
+    bad = (
+        ~np.isfinite(moments).all(axis=1)
+        | (n != np.round(n))
+        | (n < 0)
+        | (n > n_rows)
+        | (exact & (n != n_rows))
+        | (np.abs(s1) > ASINH_MAX * n + tol)
+        | (s2 < -tol)
+        | (s2 > ASINH_MAX**2 * n + tol)
+    )
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"The pooled moments of {what} of the grid round (row {i}: count {n[i]:.6g}, sums "
+            f"{s1[i]:.6g}, {s2[i]:.6g}) are not those of at most the {n_rows:.0f} rows the clients "
+            "declared: some client sent moments no data has, or a row count other than its "
+            "handshake's n_samples (secure aggregation hides which)."
+        )
 
 
 def _moment_scale(yn: float, y1: float, y2: float, poisson: bool) -> tuple[float, float]:

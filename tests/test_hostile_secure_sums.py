@@ -1,0 +1,109 @@
+"""Hostile clients under privacy="secure": pooled grid moments no data has are refused.
+
+Secure aggregation hides which client sent what, so a lie is caught in the decoded sum:
+the grid round's moments of asinh(x) and asinh(y) must count exactly the rows the
+clients declared at the handshake (fewer only in a column with declared missing values)
+and stay within what values of ``|asinh| <= asinh(max float)`` add up to. Before this
+check a saturated masked word overflowed ``math.sinh`` (an ``OverflowError`` from deep in
+the set-up) or silently set the grids, and a client lying about ``n_samples`` was never
+noticed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest.federated.client import Client
+from fedforest.federated.protocol import GRID, HANDSHAKE, Message
+from fedforest.federated.server.secure import ASINH_MAX, check_pooled_moments
+from fedforest.transport.local import LocalFederation
+
+
+class Lying(Client):
+    """A real client whose first reply of ``kind`` is rewritten by ``edit``."""
+
+    def __init__(self, X: Any, y: Any, name: str, kind: str, edit: Any) -> None:
+        super().__init__(X, y, name)
+        self.kind, self.edit, self.done = kind, edit, False
+
+    def handle(self, msg: Message) -> Any:
+        reply = super().handle(msg)
+        if msg.kind == self.kind and not self.done and isinstance(reply, Message):
+            self.done = True
+            arrays = {k: np.array(v) for k, v in reply.arrays.items()}
+            header = dict(reply.header)
+            self.edit(header, arrays)
+            return Message(reply.kind, header, arrays)
+        return reply
+
+
+def _saturate(name: str) -> Any:
+    def edit(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        arrays[name] = np.full_like(arrays[name], np.iinfo(np.uint64).max)
+
+    return edit
+
+
+def _claim_rows(n: int) -> Any:
+    return lambda header, arrays: header.update(n_samples=n)
+
+
+def _fit(task: str, kind: str, edit: Any) -> Any:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(360, 4))
+    y = X[:, 0] + 0.1 * rng.normal(size=360)
+    if task == "classification":
+        y = (y > 0).astype(int)
+    cls = FedForestClassifier if task == "classification" else FedForestRegressor
+    clients = [
+        Client(X[:120], y[:120], "c0"),
+        Lying(X[120:240], y[120:240], "c1", kind, edit),
+        Client(X[240:], y[240:], "c2"),
+    ]
+    model = cls(n_estimators=2, max_depth=2, privacy="secure", random_state=0)
+    return model.fit_federated(LocalFederation(clients))
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "edit", "what"),
+    [
+        ("regression", GRID, _saturate("y_moments_lo"), "asinh\\(y\\)"),  # was OverflowError
+        ("regression", GRID, _saturate("moments"), "asinh\\(x\\)"),  # was a silent forest
+        ("regression", GRID, _saturate("y_moments"), "asinh\\(y\\)"),
+        ("regression", HANDSHAKE, _claim_rows(10**30), "asinh\\(x\\)"),  # was accepted
+        ("classification", HANDSHAKE, _claim_rows(10**6), "asinh\\(x\\)"),
+        ("classification", HANDSHAKE, _claim_rows(0), "asinh\\(x\\)"),
+    ],
+    ids=["y_moments_lo", "moments", "y_moments", "rows 1e30", "rows 1e6", "rows 0"],
+)
+def test_pooled_moments_no_data_has_are_refused(task: str, kind: str, edit: Any, what: str) -> None:
+    with pytest.raises(ValueError, match=f"pooled moments of {what}.*some client"):
+        _fit(task, kind, edit)
+
+
+def test_honest_moments_pass_and_each_bound_is_enforced() -> None:
+    rng = np.random.default_rng(1)
+    a = np.arcsinh(rng.normal(scale=100.0, size=(50, 3)))
+    honest = np.array([[50.0, c.sum(), (c * c).sum()] for c in a.T])
+    exact = np.ones(3, dtype=bool)
+    check_pooled_moments(honest, 50.0, exact, "x")  # passes
+    check_pooled_moments(honest, 60.0, ~exact, "x")  # missing values: fewer rows allowed
+    extreme = np.array([[2.0, 2 * ASINH_MAX, 2 * ASINH_MAX**2]])  # two values at max float
+    check_pooled_moments(extreme, 2.0, np.ones(1, dtype=bool), "x")
+    for row, col, value in [
+        (0, 0, 49.5),  # a fractional count
+        (0, 0, 51.0),  # more rows than declared
+        (1, 0, 40.0),  # fewer rows in a column without missing values
+        (2, 1, ASINH_MAX * 50 * 1.01),  # a sum beyond asinh(max float) per row
+        (2, 2, -1.0),  # a negative sum of squares
+        (2, 2, ASINH_MAX**2 * 51),
+        (0, 1, np.nan),
+    ]:
+        bad = honest.copy()
+        bad[row, col] = value
+        with pytest.raises(ValueError, match=f"row {row}: count"):
+            check_pooled_moments(bad, 50.0, exact, "x")
