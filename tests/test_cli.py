@@ -433,3 +433,43 @@ def test_the_program_freezes_its_objects_at_the_end_and_a_caller_keeps_them(monk
     finally:
         gc.unfreeze()
     assert "fedforest" in capsys.readouterr().out
+
+
+# A file pandas or pyarrow refuses was their bare message ("Error tokenizing data. C
+# error: ...", "No columns to parse from file"), naming neither the file nor the client.
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")  # 2 trees
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("ragged.csv", b"a,b,y\n1,2,3\n4,5,6,7,8\n", "Error tokenizing data"),
+        ("binary.csv", bytes(range(256)) * 4, "cannot be read as CSV"),
+        ("empty.csv", b"", "No columns to parse"),
+        ("cut.parquet", None, "cannot be read as Parquet"),
+        ("pickle.parquet", b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00}\x94.", "Parquet"),
+    ],
+)
+def test_a_file_the_reader_refuses_is_a_usage_error_naming_it(
+    tmp_path, capsys, name, content, reason
+) -> None:
+    paths = _weighted_sites(tmp_path)
+    bad = tmp_path / name
+    if content is None:  # a real Parquet file cut in half
+        pytest.importorskip("pyarrow")
+        pd.read_csv(paths[1]).to_parquet(bad)
+        content = bad.read_bytes()[: bad.stat().st_size // 2]
+    bad.write_bytes(content)
+    model = tmp_path / "m.ffm"
+    argv = ["train", "--target", "y", "--trees", "2", "--privacy", "none", "--out", str(model)]
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--client", f"s0={paths[0]}", "--client", f"s1={bad}"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{str(bad)!r} cannot be read as" in err and reason in err, err
+    assert not model.exists()
+    assert main([*argv, "--client", f"s0={paths[0]}", "--client", f"s1={paths[1]}"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        main(["predict", str(model), str(bad), "--out", str(tmp_path / "p.csv")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{str(bad)!r} cannot be read as" in err and reason in err, err
