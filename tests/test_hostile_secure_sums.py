@@ -18,9 +18,12 @@ import pytest
 
 from fedforest import FedForestClassifier, FedForestRegressor
 from fedforest.federated.client import Client
-from fedforest.federated.protocol import GRID, HANDSHAKE, Message
+from fedforest.federated.protocol import GRID, HANDSHAKE, OOB, Message
+from fedforest.federated.server.oob import check_pooled_oob
 from fedforest.federated.server.secure import ASINH_MAX, check_pooled_moments
 from fedforest.transport.local import LocalFederation
+
+pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
 
 
 class Lying(Client):
@@ -52,7 +55,7 @@ def _claim_rows(n: int) -> Any:
     return lambda header, arrays: header.update(n_samples=n)
 
 
-def _fit(task: str, kind: str, edit: Any) -> Any:
+def _fit(task: str, kind: str, edit: Any, **kw: Any) -> Any:
     rng = np.random.default_rng(0)
     X = rng.normal(size=(360, 4))
     y = X[:, 0] + 0.1 * rng.normal(size=360)
@@ -64,7 +67,8 @@ def _fit(task: str, kind: str, edit: Any) -> Any:
         Lying(X[120:240], y[120:240], "c1", kind, edit),
         Client(X[240:], y[240:], "c2"),
     ]
-    model = cls(n_estimators=2, max_depth=2, privacy="secure", random_state=0)
+    params = {"n_estimators": 2, "max_depth": 2, "privacy": "secure", "random_state": 0, **kw}
+    model = cls(**params)
     return model.fit_federated(LocalFederation(clients))
 
 
@@ -107,3 +111,40 @@ def test_honest_moments_pass_and_each_bound_is_enforced() -> None:
         bad[row, col] = value
         with pytest.raises(ValueError, match=f"row {row}: count"):
             check_pooled_moments(bad, 50.0, exact, "x")
+
+
+# Out-of-bag sums: under "secure" a saturated masked word gave an accuracy of 1.56 (and an
+# R^2 of 1.0); under "dp" (noisy sums, not checkable) an accuracy of 5e18.
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_pooled_oob_sums_no_rows_have_are_refused(task: str) -> None:
+    with pytest.raises(ValueError, match="pooled out-of-bag sums.*some client lied"):
+        _fit(task, OOB, _saturate("oob_sums"), oob_score=True)
+    honest = _fit(task, OOB, lambda header, arrays: None, oob_score=True)
+    assert np.isfinite(honest.oob_score_) and honest.oob_score_ <= 1.0
+
+
+def _inflate_correct(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    arrays["oob_sums"][1] += np.uint64(2**62)  # 2^62 more correct rows (noise is far smaller)
+
+
+def test_dp_oob_accuracy_stays_a_fraction() -> None:
+    model = _fit("classification", OOB, _inflate_correct, oob_score=True, privacy="dp", epsilon=5.0)
+    assert 0.0 <= model.oob_score_ <= 1.0
+
+
+def test_check_pooled_oob_bounds() -> None:
+    check_pooled_oob(np.array([100.0, 80.0]), "classification", 100)
+    check_pooled_oob(np.array([100.0, 5.0, -3.0, 40.0]), "regression", 100)  # sum y may be < 0
+    for sums, task in [
+        ([101.0, 80.0], "classification"),  # more scored than rows
+        ([100.0, 101.0], "classification"),  # more correct than scored
+        ([99.5, 80.0], "classification"),
+        ([100.0, -0.5], "classification"),
+        ([100.0, -1.0, 0.0, 40.0], "regression"),  # negative squared error
+        ([100.0, 5.0, 0.0, -1.0], "regression"),  # negative sum of squares
+        ([100.0, np.nan, 0.0, 1.0], "regression"),
+    ]:
+        with pytest.raises(ValueError, match="some client lied"):
+            check_pooled_oob(np.array(sums), task, 100)
