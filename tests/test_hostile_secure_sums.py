@@ -18,9 +18,13 @@ import pytest
 
 from fedforest import FedForestClassifier, FedForestRegressor
 from fedforest.federated.client import Client
-from fedforest.federated.protocol import GRID, HANDSHAKE, OOB, Message
+from fedforest.federated.protocol import GRID, HANDSHAKE, OOB, ROUND_A, ROUND_B, Message
 from fedforest.federated.server.oob import check_pooled_oob
-from fedforest.federated.server.secure import ASINH_MAX, check_pooled_moments
+from fedforest.federated.server.secure_checks import (
+    ASINH_MAX,
+    check_pooled_moments,
+    check_pooled_rows,
+)
 from fedforest.transport.local import LocalFederation
 
 pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
@@ -126,7 +130,7 @@ def test_pooled_oob_sums_no_rows_have_are_refused(task: str) -> None:
 
 
 def _inflate_correct(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    arrays["oob_sums"][1] += np.uint64(2**62)  # 2^62 more correct rows (noise is far smaller)
+    arrays["oob_sums"][1:2] += np.uint64(2**62)  # 2^62 more correct rows (wraps: mod 2^64)
 
 
 def test_dp_oob_accuracy_stays_a_fraction() -> None:
@@ -148,3 +152,21 @@ def test_check_pooled_oob_bounds() -> None:
     ]:
         with pytest.raises(ValueError, match="some client lied"):
             check_pooled_oob(np.array(sums), task, 100)
+
+
+# Round A and B: a saturated summary or left statistic made negative or astronomic counts,
+# and the trees single leaves (constant predictions), silently.
+@pytest.mark.parametrize(("kind", "name"), [(ROUND_A, "summary"), (ROUND_B, "left")])
+def test_pooled_statistics_no_rows_have_are_refused(kind: str, name: str) -> None:
+    with pytest.raises(ValueError, match="pooled sums of Round [AB].*some client lied"):
+        _fit("regression", kind, _saturate(name))
+
+
+def test_check_pooled_rows_bounds() -> None:
+    stats = np.array([[10.0, 10.0, 3.0, 5.0], [0.0, 0.0, 0.0, 0.0]])
+    check_pooled_rows(stats, 10.0, "x")
+    for col, value in [(0, 11.0), (0, -1.0), (0, 2.5), (1, -0.5), (2, np.inf)]:
+        bad = stats.copy()
+        bad[1, col] = value
+        with pytest.raises(ValueError, match="row 1.*some client lied"):
+            check_pooled_rows(bad, 10.0, "x")

@@ -52,6 +52,7 @@ from .denoise import (
 )
 from .missing import with_missing_sides
 from .rounds import exchange
+from .secure_checks import check_pooled_moments, check_pooled_rows
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     LevelA,
     PairSegments,
@@ -319,44 +320,6 @@ def setup_grids(
     return state
 
 
-#: asinh of the largest float64: no client's asinh(x) or asinh(y) is larger in size.
-ASINH_MAX = math.asinh(float(np.finfo(np.float64).max))
-
-
-def check_pooled_moments(
-    moments: NDArray[np.float64], n_rows: float, exact: NDArray[np.bool_], what: str
-) -> None:
-    """Under "secure": the grid round's pooled moments (rows, sum, sum of squares) of ``what``.
-
-    Each row's count is whole, at most the ``n_rows`` the clients declared at the
-    handshake (exactly that where ``exact``: no client declared a missing value there),
-    and its sums are within what that many values of ``|asinh| <= ASINH_MAX`` can add up
-    to. A violation means some client sent moments no data has, or a count other than its
-    declared rows (secure aggregation hides which); left unchecked, the sums overflowed
-    ``sinh`` (an ``OverflowError``) or silently set the grids and the targets' scale.
-    """
-    n, s1, s2 = moments.T
-    tol = 1e-6 + 1e-9 * n  # the two-word fixed point's rounding, with room
-    bad = (
-        ~np.isfinite(moments).all(axis=1)
-        | (n != np.round(n))
-        | (n < 0)
-        | (n > n_rows)
-        | (exact & (n != n_rows))
-        | (np.abs(s1) > ASINH_MAX * n + tol)
-        | (s2 < -tol)
-        | (s2 > ASINH_MAX**2 * n + tol)
-    )
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"The pooled moments of {what} of the grid round (row {i}: count {n[i]:.6g}, sums "
-            f"{s1[i]:.6g}, {s2[i]:.6g}) are not those of at most the {n_rows:.0f} rows the clients "
-            "declared: some client sent moments no data has, or a row count other than its "
-            "handshake's n_samples (secure aggregation hides which)."
-        )
-
-
 def _moment_scale(yn: float, y1: float, y2: float, poisson: bool) -> tuple[float, float]:
     """Center and scale of one output from the pooled moments of asinh(y).
 
@@ -503,6 +466,8 @@ def round_a(
         {"summary": ((n_slots, ctx["n_stats"]), bits), "hist": ((grid.size, 2), bits[:2])},
     )
     summary, cum = sums["summary"], sums["hist"]
+    if cfg.privacy != "dp":
+        check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
     if cfg.privacy == "dp":
         summary, cum = denoise_a(
             summary, cum, grid_off, ctx["dp"].clip, stat_task(cfg), cfg.class_sizes
@@ -653,6 +618,9 @@ def round_b(
     )
     regression = cfg.task == "regression"
     left_z, groups_z = sums["left"], sums["group_stats"]
+    if cfg.privacy != "dp":
+        check_pooled_rows(left_z, state.n_rows, "Round B's left statistics")
+        check_pooled_rows(groups_z, state.n_rows, "Round B's category groups")
     if cfg.privacy == "dp":
         # Noisy per-interval increments: consistent, then cumulative per pair.
         left_z = cumulative_stats(left_z, cand_off, ctx["dp"].clip, stat_task(cfg))
