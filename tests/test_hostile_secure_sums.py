@@ -18,6 +18,7 @@ import pytest
 
 from fedforest import FedForestClassifier, FedForestRegressor
 from fedforest.federated.client import Client
+from fedforest.federated.privacy.secagg import MaskingKeys, valid_public_key
 from fedforest.federated.protocol import GRID, HANDSHAKE, OOB, ROUND_A, ROUND_B, Message
 from fedforest.federated.server.oob import check_pooled_oob
 from fedforest.federated.server.secure_checks import (
@@ -170,3 +171,30 @@ def test_check_pooled_rows_bounds() -> None:
         bad[1, col] = value
         with pytest.raises(ValueError, match="row 1.*some client lied"):
             check_pooled_rows(bad, 10.0, "x")
+
+
+# A low-order X25519 key (all zeros, or 1) made every *honest* client fail the grid round
+# ("Error computing shared key"): the error named 'c0' and 'c2', and under "drop" they
+# were dropped and the forest grown from the hostile client alone.
+@pytest.mark.parametrize("low_order", [0, 1])
+def test_low_order_public_key_is_refused_at_the_handshake(low_order: int) -> None:
+    def edit(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        arrays["public_key"] = np.zeros(32, dtype=np.uint8)
+        arrays["public_key"][0] = low_order
+
+    with pytest.raises(ValueError, match=r"Client 'c1'.*handshake.*'public_key'.*X25519"):
+        _fit("regression", HANDSHAKE, edit)
+    kept = _fit("regression", HANDSHAKE, edit, on_client_failure="drop")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(360, 4))
+    y = X[:, 0] + 0.1 * rng.normal(size=360)
+    others = FedForestRegressor(n_estimators=2, max_depth=2, random_state=0).fit_federated(
+        LocalFederation([Client(X[:120], y[:120], "c0"), Client(X[240:], y[240:], "c2")])
+    )
+    np.testing.assert_array_equal(kept.predict(X), others.predict(X))
+
+
+def test_valid_public_key() -> None:
+    assert valid_public_key(MaskingKeys("a").public_bytes)
+    assert not valid_public_key(bytes(32))
+    assert not valid_public_key(b"\x01" + bytes(31))
