@@ -384,8 +384,8 @@ def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tm
         # Were "target column 'y' is not numeric (object)" and pandas' / pyarrow's messages
         # without the file's name.
         ("header only", "w1.csv' has no rows (a client needs at least one)"),
-        ("empty file", "w1.csv' cannot be read as a table: No columns to parse"),
-        ("not parquet", "w1.parquet' cannot be read as a table: "),
+        ("empty file", "w1.csv' cannot be read as CSV: No columns to parse"),
+        ("not parquet", "w1.parquet' cannot be read as Parquet: "),
     ],
 )
 def test_train_usage_errors_say_what_to_change(tmp_path, capsys, case, message) -> None:
@@ -450,3 +450,43 @@ def test_the_program_freezes_its_objects_at_the_end_and_a_caller_keeps_them(monk
     finally:
         gc.unfreeze()
     assert "fedforest" in capsys.readouterr().out
+
+
+# A file pandas or pyarrow refuses was their bare message ("Error tokenizing data. C
+# error: ...", "No columns to parse from file"), naming neither the file nor the client.
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")  # 2 trees
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("ragged.csv", b"a,b,y\n1,2,3\n4,5,6,7,8\n", "Error tokenizing data"),
+        ("binary.csv", bytes(range(256)) * 4, "cannot be read as CSV"),
+        ("empty.csv", b"", "No columns to parse"),
+        ("cut.parquet", None, "cannot be read as Parquet"),
+        ("pickle.parquet", b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00}\x94.", "Parquet"),
+    ],
+)
+def test_a_file_the_reader_refuses_is_a_usage_error_naming_it(
+    tmp_path, capsys, name, content, reason
+) -> None:
+    paths = _weighted_sites(tmp_path)
+    bad = tmp_path / name
+    if content is None:  # a real Parquet file cut in half
+        pytest.importorskip("pyarrow")
+        pd.read_csv(paths[1]).to_parquet(bad)
+        content = bad.read_bytes()[: bad.stat().st_size // 2]
+    bad.write_bytes(content)
+    model = tmp_path / "m.ffm"
+    argv = ["train", "--target", "y", "--trees", "2", "--privacy", "none", "--out", str(model)]
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--client", f"s0={paths[0]}", "--client", f"s1={bad}"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{str(bad)!r} cannot be read as" in err and reason in err, err
+    assert not model.exists()
+    assert main([*argv, "--client", f"s0={paths[0]}", "--client", f"s1={paths[1]}"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        main(["predict", str(model), str(bad), "--out", str(tmp_path / "p.csv")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{str(bad)!r} cannot be read as" in err and reason in err, err

@@ -12,16 +12,20 @@ _PARQUET = {".parquet", ".pq"}
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    """A CSV (pandas' defaults) or Parquet (``.parquet`` / ``.pq``, needs pyarrow) file."""
+    """A CSV (pandas' defaults) or Parquet (``.parquet`` / ``.pq``, needs pyarrow) file.
+
+    A file the reader refuses (truncated, not CSV or Parquet, ragged rows, no columns) is
+    a ``ValueError`` naming the file and the reader's reason.
+    """
     path = Path(path).expanduser()
     if not path.is_file():
         raise ValueError(f"{str(path)!r} is not a file.")
+    parquet = path.suffix.lower() in _PARQUET
     try:
-        if path.suffix.lower() in _PARQUET:
-            return pd.read_parquet(path)
-        return pd.read_csv(path)
-    except (ValueError, OSError) as exc:  # pandas' and pyarrow's errors do not name the file
-        raise ValueError(f"{str(path)!r} cannot be read as a table: {exc}") from exc
+        return pd.read_parquet(path) if parquet else pd.read_csv(path)
+    except (ValueError, OSError) as exc:  # pandas' parser errors, pyarrow's ArrowInvalid
+        kind = "Parquet" if parquet else "CSV"
+        raise ValueError(f"{str(path)!r} cannot be read as {kind}: {exc}") from exc
 
 
 def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Series]:

@@ -41,6 +41,7 @@ __all__ = [
     "from_fixed",
     "stream_layout",
     "to_fixed",
+    "valid_public_key",
 ]
 
 #: Fractional bits of the fixed-point encoding of real-valued sums (targets are
@@ -162,6 +163,21 @@ def _zeros(n: int) -> memoryview:
     return _ZERO_BYTES.data[:n]
 
 
+def valid_public_key(raw: bytes) -> bool:
+    """Whether ``raw`` is an X25519 public key that gives a secret pair key.
+
+    A low-order point (all zeros, 1, and five others) gives the all-zero shared secret
+    whatever the private key (``cryptography`` refuses the exchange): a client sending one
+    made every other client fail the grid round, so the server checks each key at the
+    handshake with an exchange against a throwaway key of its own.
+    """
+    try:
+        X25519PrivateKey.generate().exchange(X25519PublicKey.from_public_bytes(raw))
+    except ValueError:
+        return False
+    return True
+
+
 class MaskingKeys:
     """One client's key pair for a fit and the pair keys it shares with the others."""
 
@@ -209,6 +225,11 @@ class MaskingKeys:
             if not isinstance(raw, bytes) or len(raw) != 32:
                 raise ValueError(
                     f"Client {self.name!r}: the public key of {other!r} is not 32 bytes."
+                )
+            if not valid_public_key(raw):
+                raise ValueError(
+                    f"Client {self.name!r}: the public key of {other!r} is not a valid X25519 "
+                    "key (a low-order point: the pair key would be known to all)."
                 )
             shared = self._private.exchange(X25519PublicKey.from_public_bytes(raw))
             names = "\x00".join(sorted((self.name, other))).encode("utf-8")

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
 from ..criteria import s_log_mean
-from ..privacy.secagg import FRAC_BITS
+from ..privacy.secagg import FRAC_BITS, valid_public_key
 from ..protocol import Message, expect_array, unpack_gains, unpack_increments, unpack_sketch
 from . import check_kernels as ck
 
@@ -163,6 +163,12 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
             _check_scalars(name, kind, f"header field 'categories'[{j!r}]", values, allow_null=True)
         if not isinstance(h.get("weighted", False), bool):
             raise InvalidReply(name, kind, "header field 'weighted'", "is not a boolean")
+        raw = reply.arrays.get("public_key")  # the dtype and shape: secure.public_keys
+        if privacy != "none" and isinstance(raw, np.ndarray) and raw.shape == (32,):
+            if not valid_public_key(raw.astype(np.uint8).tobytes()):
+                raise InvalidReply(
+                    name, kind, "array 'public_key'", "is not a valid X25519 key (low order)"
+                )
         missing = h.get("missing_features", [])
         if (
             not isinstance(missing, list)

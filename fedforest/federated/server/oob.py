@@ -37,6 +37,27 @@ def _sum_in_order(
     return total
 
 
+def check_pooled_oob(sums: NDArray[np.float64], task: str, n_rows: int) -> None:
+    """Under "secure": the pooled out-of-bag sums are those of at most ``n_rows`` rows.
+
+    The scored count is whole and within ``[0, n_rows]`` (the rows the clients declared),
+    the correct count whole and within ``[0, scored]``, squared errors and sums of squares
+    >= 0. Each client's sums are masked, so a violation means some client lied (secure
+    aggregation hides which); unchecked, it gave an accuracy above 1 or an R^2 of 1.
+    """
+    scored = sums[0]
+    if task == "classification":
+        ok = bool(np.isfinite(sums).all()) and sums[1] == round(sums[1]) and 0 <= sums[1] <= scored
+    else:
+        ok = bool(np.isfinite(sums).all() and np.all(sums[1::3] >= 0) and np.all(sums[3::3] >= 0))
+    if not (ok and scored == round(scored) and 0 <= scored <= n_rows):
+        raise ValueError(
+            f"The pooled out-of-bag sums {sums.tolist()} are not those of at most the {n_rows} "
+            "rows the clients declared (a whole count of scored rows, no more correct than "
+            "scored, errors and squares >= 0): some client lied (secure aggregation hides which)."
+        )
+
+
 def oob_width(task: str, n_outputs: int) -> int:
     """Length of a client's ``oob_sums``: 2, or 1 + 3 per regression output."""
     return 2 if task == "classification" else 1 + 3 * n_outputs
@@ -102,14 +123,18 @@ def oob_round(
         replies = _exchange(fed, ledger, msg, check)
         result.leaf_sums = {name: m.arrays["leaf_sums"] for name, m in replies if leaves}
         sums = _sum_in_order(replies, "oob_sums", (width,))
+    alive = set(fed.client_names)
+    total = sum(n for name, n in result.client_n_samples.items() if name in alive)
+    if cfg.privacy == "secure":
+        check_pooled_oob(sums, cfg.task, total)
     if cfg.privacy == "dp":  # noisy sums: a count is at least 1, sums of squares >= 0
         sums = (
             np.maximum(sums, [1.0] + [0.0] * (sums.size - 1)) if cfg.task != "regression" else sums
         )
         sums[0] = max(round(float(sums[0])), 1)
+        if cfg.task != "regression":  # post-processing: no more correct rows than scored
+            sums[1] = min(sums[1], sums[0])
     n_scored = int(sums[0])
-    alive = set(fed.client_names)
-    total = sum(n for name, n in result.client_n_samples.items() if name in alive)
     if n_scored < total and cfg.privacy != "dp":  # under "dp" the count is noisy
         warnings.warn(
             f"{total - n_scored} of {total} rows were drawn by every tree and have no out-of-bag "

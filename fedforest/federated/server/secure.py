@@ -52,6 +52,7 @@ from .denoise import (
 )
 from .missing import with_missing_sides
 from .rounds import exchange
+from .secure_checks import check_pooled_moments, check_pooled_rows
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     LevelA,
     PairSegments,
@@ -259,6 +260,8 @@ def setup_grids(
     moments = _two_words(sums, "moments")
     n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
     n_rows = float(sum(schema["n_samples"].get(c, 0) for c in fed.client_names))
+    if plan is None:  # exact sums: every column counts the declared rows (bar missing values)
+        check_pooled_moments(moments, n_rows, ~schema["missing"][numeric], "asinh(x)")
     if plan is not None:
         # Noisy sums: the row counts are public (the handshake's); the moments kept in range.
         n = np.full(feats.size, max(n_rows, 1.0))
@@ -307,6 +310,7 @@ def setup_grids(
             ]
         else:
             moments = _two_words(sums, "y_moments")
+            check_pooled_moments(moments, n_rows, np.ones(k, dtype=bool), "asinh(y)")
             pairs = [_moment_scale(n, s1, s2, state.poisson) for n, s1, s2 in moments]
         centers, scales = (np.array(v) for v in zip(*pairs, strict=True))
         if k == 1:  # one output: floats (as before multi-output)
@@ -462,6 +466,8 @@ def round_a(
         {"summary": ((n_slots, ctx["n_stats"]), bits), "hist": ((grid.size, 2), bits[:2])},
     )
     summary, cum = sums["summary"], sums["hist"]
+    if cfg.privacy != "dp":
+        check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
     if cfg.privacy == "dp":
         summary, cum = denoise_a(
             summary, cum, grid_off, ctx["dp"].clip, stat_task(cfg), cfg.class_sizes
@@ -612,6 +618,9 @@ def round_b(
     )
     regression = cfg.task == "regression"
     left_z, groups_z = sums["left"], sums["group_stats"]
+    if cfg.privacy != "dp":
+        check_pooled_rows(left_z, state.n_rows, "Round B's left statistics")
+        check_pooled_rows(groups_z, state.n_rows, "Round B's category groups")
     if cfg.privacy == "dp":
         # Noisy per-interval increments: consistent, then cumulative per pair.
         left_z = cumulative_stats(left_z, cand_off, ctx["dp"].clip, stat_task(cfg))

@@ -1,0 +1,200 @@
+"""Hostile clients under privacy="secure": pooled grid moments no data has are refused.
+
+Secure aggregation hides which client sent what, so a lie is caught in the decoded sum:
+the grid round's moments of asinh(x) and asinh(y) must count exactly the rows the
+clients declared at the handshake (fewer only in a column with declared missing values)
+and stay within what values of ``|asinh| <= asinh(max float)`` add up to. Before this
+check a saturated masked word overflowed ``math.sinh`` (an ``OverflowError`` from deep in
+the set-up) or silently set the grids, and a client lying about ``n_samples`` was never
+noticed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest.federated.client import Client
+from fedforest.federated.privacy.secagg import MaskingKeys, valid_public_key
+from fedforest.federated.protocol import GRID, HANDSHAKE, OOB, ROUND_A, ROUND_B, Message
+from fedforest.federated.server.oob import check_pooled_oob
+from fedforest.federated.server.secure_checks import (
+    ASINH_MAX,
+    check_pooled_moments,
+    check_pooled_rows,
+)
+from fedforest.transport.local import LocalFederation
+
+pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+
+
+class Lying(Client):
+    """A real client whose first reply of ``kind`` is rewritten by ``edit``."""
+
+    def __init__(self, X: Any, y: Any, name: str, kind: str, edit: Any) -> None:
+        super().__init__(X, y, name)
+        self.kind, self.edit, self.done = kind, edit, False
+
+    def handle(self, msg: Message) -> Any:
+        reply = super().handle(msg)
+        if msg.kind == self.kind and not self.done and isinstance(reply, Message):
+            self.done = True
+            arrays = {k: np.array(v) for k, v in reply.arrays.items()}
+            header = dict(reply.header)
+            self.edit(header, arrays)
+            return Message(reply.kind, header, arrays)
+        return reply
+
+
+def _saturate(name: str) -> Any:
+    def edit(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        arrays[name] = np.full_like(arrays[name], np.iinfo(np.uint64).max)
+
+    return edit
+
+
+def _claim_rows(n: int) -> Any:
+    return lambda header, arrays: header.update(n_samples=n)
+
+
+def _fit(task: str, kind: str, edit: Any, **kw: Any) -> Any:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(360, 4))
+    y = X[:, 0] + 0.1 * rng.normal(size=360)
+    if task == "classification":
+        y = (y > 0).astype(int)
+    cls = FedForestClassifier if task == "classification" else FedForestRegressor
+    clients = [
+        Client(X[:120], y[:120], "c0"),
+        Lying(X[120:240], y[120:240], "c1", kind, edit),
+        Client(X[240:], y[240:], "c2"),
+    ]
+    params = {"n_estimators": 2, "max_depth": 2, "privacy": "secure", "random_state": 0, **kw}
+    model = cls(**params)
+    return model.fit_federated(LocalFederation(clients))
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "edit", "what"),
+    [
+        ("regression", GRID, _saturate("y_moments_lo"), "asinh\\(y\\)"),  # was OverflowError
+        ("regression", GRID, _saturate("moments"), "asinh\\(x\\)"),  # was a silent forest
+        ("regression", GRID, _saturate("y_moments"), "asinh\\(y\\)"),
+        ("regression", HANDSHAKE, _claim_rows(10**30), "asinh\\(x\\)"),  # was accepted
+        ("classification", HANDSHAKE, _claim_rows(10**6), "asinh\\(x\\)"),
+        ("classification", HANDSHAKE, _claim_rows(0), "asinh\\(x\\)"),
+    ],
+    ids=["y_moments_lo", "moments", "y_moments", "rows 1e30", "rows 1e6", "rows 0"],
+)
+def test_pooled_moments_no_data_has_are_refused(task: str, kind: str, edit: Any, what: str) -> None:
+    with pytest.raises(ValueError, match=f"pooled moments of {what}.*some client"):
+        _fit(task, kind, edit)
+
+
+def test_honest_moments_pass_and_each_bound_is_enforced() -> None:
+    rng = np.random.default_rng(1)
+    a = np.arcsinh(rng.normal(scale=100.0, size=(50, 3)))
+    honest = np.array([[50.0, c.sum(), (c * c).sum()] for c in a.T])
+    exact = np.ones(3, dtype=bool)
+    check_pooled_moments(honest, 50.0, exact, "x")  # passes
+    check_pooled_moments(honest, 60.0, ~exact, "x")  # missing values: fewer rows allowed
+    extreme = np.array([[2.0, 2 * ASINH_MAX, 2 * ASINH_MAX**2]])  # two values at max float
+    check_pooled_moments(extreme, 2.0, np.ones(1, dtype=bool), "x")
+    for row, col, value in [
+        (0, 0, 49.5),  # a fractional count
+        (0, 0, 51.0),  # more rows than declared
+        (1, 0, 40.0),  # fewer rows in a column without missing values
+        (2, 1, ASINH_MAX * 50 * 1.01),  # a sum beyond asinh(max float) per row
+        (2, 2, -1.0),  # a negative sum of squares
+        (2, 2, ASINH_MAX**2 * 51),
+        (0, 1, np.nan),
+    ]:
+        bad = honest.copy()
+        bad[row, col] = value
+        with pytest.raises(ValueError, match=f"row {row}: count"):
+            check_pooled_moments(bad, 50.0, exact, "x")
+
+
+# Out-of-bag sums: under "secure" a saturated masked word gave an accuracy of 1.56 (and an
+# R^2 of 1.0); under "dp" (noisy sums, not checkable) an accuracy of 5e18.
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_pooled_oob_sums_no_rows_have_are_refused(task: str) -> None:
+    with pytest.raises(ValueError, match="pooled out-of-bag sums.*some client lied"):
+        _fit(task, OOB, _saturate("oob_sums"), oob_score=True)
+    honest = _fit(task, OOB, lambda header, arrays: None, oob_score=True)
+    assert np.isfinite(honest.oob_score_) and honest.oob_score_ <= 1.0
+
+
+def _inflate_correct(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    arrays["oob_sums"][1:2] += np.uint64(2**62)  # 2^62 more correct rows (wraps: mod 2^64)
+
+
+def test_dp_oob_accuracy_stays_a_fraction() -> None:
+    model = _fit("classification", OOB, _inflate_correct, oob_score=True, privacy="dp", epsilon=5.0)
+    assert 0.0 <= model.oob_score_ <= 1.0
+
+
+def test_check_pooled_oob_bounds() -> None:
+    check_pooled_oob(np.array([100.0, 80.0]), "classification", 100)
+    check_pooled_oob(np.array([100.0, 5.0, -3.0, 40.0]), "regression", 100)  # sum y may be < 0
+    for sums, task in [
+        ([101.0, 80.0], "classification"),  # more scored than rows
+        ([100.0, 101.0], "classification"),  # more correct than scored
+        ([99.5, 80.0], "classification"),
+        ([100.0, -0.5], "classification"),
+        ([100.0, -1.0, 0.0, 40.0], "regression"),  # negative squared error
+        ([100.0, 5.0, 0.0, -1.0], "regression"),  # negative sum of squares
+        ([100.0, np.nan, 0.0, 1.0], "regression"),
+    ]:
+        with pytest.raises(ValueError, match="some client lied"):
+            check_pooled_oob(np.array(sums), task, 100)
+
+
+# Round A and B: a saturated summary or left statistic made negative or astronomic counts,
+# and the trees single leaves (constant predictions), silently.
+@pytest.mark.parametrize(("kind", "name"), [(ROUND_A, "summary"), (ROUND_B, "left")])
+def test_pooled_statistics_no_rows_have_are_refused(kind: str, name: str) -> None:
+    with pytest.raises(ValueError, match="pooled sums of Round [AB].*some client lied"):
+        _fit("regression", kind, _saturate(name))
+
+
+def test_check_pooled_rows_bounds() -> None:
+    stats = np.array([[10.0, 10.0, 3.0, 5.0], [0.0, 0.0, 0.0, 0.0]])
+    check_pooled_rows(stats, 10.0, "x")
+    for col, value in [(0, 11.0), (0, -1.0), (0, 2.5), (1, -0.5), (2, np.inf)]:
+        bad = stats.copy()
+        bad[1, col] = value
+        with pytest.raises(ValueError, match="row 1.*some client lied"):
+            check_pooled_rows(bad, 10.0, "x")
+
+
+# A low-order X25519 key (all zeros, or 1) made every *honest* client fail the grid round
+# ("Error computing shared key"): the error named 'c0' and 'c2', and under "drop" they
+# were dropped and the forest grown from the hostile client alone.
+@pytest.mark.parametrize("low_order", [0, 1])
+def test_low_order_public_key_is_refused_at_the_handshake(low_order: int) -> None:
+    def edit(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        arrays["public_key"] = np.zeros(32, dtype=np.uint8)
+        arrays["public_key"][0] = low_order
+
+    with pytest.raises(ValueError, match=r"Client 'c1'.*handshake.*'public_key'.*X25519"):
+        _fit("regression", HANDSHAKE, edit)
+    kept = _fit("regression", HANDSHAKE, edit, on_client_failure="drop")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(360, 4))
+    y = X[:, 0] + 0.1 * rng.normal(size=360)
+    others = FedForestRegressor(n_estimators=2, max_depth=2, random_state=0).fit_federated(
+        LocalFederation([Client(X[:120], y[:120], "c0"), Client(X[240:], y[240:], "c2")])
+    )
+    np.testing.assert_array_equal(kept.predict(X), others.predict(X))
+
+
+def test_valid_public_key() -> None:
+    assert valid_public_key(MaskingKeys("a").public_bytes)
+    assert not valid_public_key(bytes(32))
+    assert not valid_public_key(b"\x01" + bytes(31))
