@@ -1,6 +1,8 @@
-"""Dtypes and sentinels shared by every module (one place, as in scikit-learn's ``common.pyx``)."""
+"""Dtypes, sentinels and small rules shared by every module (as scikit-learn's common.pyx)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -59,3 +61,20 @@ def class_sizes(classes: object) -> tuple[int, ...]:
     if labels and np.ndim(labels[0]) == 1:
         return tuple(len(c) for c in labels)
     return (len(labels),)
+
+
+def resolve_max_features(max_features: Any, n_features: int) -> int:
+    """Number of features sampled per node, with scikit-learn's rules (its ``max_features_``).
+
+    The server draws that many per node (``federated/server/resolve.py``); ``to_sklearn``
+    reports it on each tree.
+    """
+    if max_features is None:
+        return n_features
+    if max_features == "sqrt":
+        return max(1, int(np.sqrt(n_features)))
+    if max_features == "log2":
+        return max(1, int(np.log2(n_features)))
+    if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool):
+        return int(min(max_features, n_features))
+    return max(1, int(float(max_features) * n_features))

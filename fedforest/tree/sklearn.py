@@ -23,7 +23,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.tree._tree import Tree as SkTree
 from sklearn.utils.validation import check_is_fitted
 
-from .._common import TREE_LEAF
+from .._common import TREE_LEAF, resolve_max_features
 from . import export
 from .arrays import Tree
 
@@ -143,7 +143,7 @@ def to_sklearn_forest(
     tree_params = {p: getattr(forest, p) for p in forest.estimator_params if p != "random_state"}
     for est in estimators:
         est.set_params(**tree_params)
-        est.max_features_ = _resolved_max_features(forest.max_features, n_features)
+        est.max_features_ = resolve_max_features(forest.max_features, n_features)
     if classes is None:
         forest.estimator_ = DecisionTreeRegressor()
     else:
@@ -155,19 +155,6 @@ def to_sklearn_forest(
     forest.n_features_in_ = n_features
     forest.n_outputs_ = len(per_output_sizes(classes, trees[0]))
     return forest
-
-
-def _resolved_max_features(max_features: Any, n_features: int) -> int:
-    """scikit-learn's ``max_features_`` of a tree: the features it draws per split."""
-    if max_features is None:
-        return n_features
-    if max_features == "sqrt":
-        return max(1, int(np.sqrt(n_features)))
-    if max_features == "log2":
-        return max(1, int(np.log2(n_features)))
-    if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool):
-        return int(max_features)
-    return max(1, int(float(max_features) * n_features))
 
 
 class EnsembleMixin:

@@ -13,22 +13,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..._common import resolve_max_features
 from .config import GrowerConfig
 
 __all__ = ["bootstrap_draws", "resolve_max_features", "resolve_sizes", "root_constant"]
-
-
-def resolve_max_features(max_features: Any, n_features: int) -> int:
-    """Number of features sampled per node, with scikit-learn's rules."""
-    if max_features is None:
-        return n_features
-    if max_features == "sqrt":
-        return max(1, int(np.sqrt(n_features)))
-    if max_features == "log2":
-        return max(1, int(np.log2(n_features)))
-    if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool):
-        return int(min(max_features, n_features))
-    return max(1, int(float(max_features) * n_features))
 
 
 def resolve_sizes(cfg: GrowerConfig, n_rows: int) -> GrowerConfig:
