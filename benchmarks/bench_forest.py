@@ -28,6 +28,8 @@ Usage::
 
     python benchmarks/bench_forest.py                       # 2k, 100k and 1M rows
     python benchmarks/bench_forest.py --sizes 2000 100000 --repeats 3 --out results.json
+    python benchmarks/bench_forest.py --sizes 2000 20000 100000 1000000 \\
+        --markdown section.md --plot docs/img/bench-fit-time.png  # docs/benchmarks.md's
 """
 
 from __future__ import annotations
@@ -452,6 +454,10 @@ def reproduce_command(args: argparse.Namespace) -> str:
         argv += ["--binning", args.binning]
     if args.fedforest_bins != N_BINS:
         argv += ["--fedforest-bins", str(args.fedforest_bins)]
+    if args.markdown is not None:
+        argv += ["--markdown", str(args.markdown)]
+    if args.plot is not None:
+        argv += ["--plot", str(args.plot)]
     if args.skip:
         argv += ["--skip", *args.skip]
     return shlex.join(argv)
@@ -573,6 +579,18 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"fedforest's n_bins (default {N_BINS}, the other methods' bins)",
     )
     p.add_argument(
+        "--markdown",
+        type=Path,
+        default=None,
+        help="also write a Markdown section (command, machine, date, commit, tables)",
+    )
+    p.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        help="also write a plot of fit time against rows (PNG), linked from --markdown",
+    )
+    p.add_argument(
         "--skip",
         nargs="*",
         default=[],
@@ -651,6 +669,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"wrote {args.out}")
+    if args.markdown is not None or args.plot is not None:
+        from report_forest import write  # benchmarks/, next to this file
+
+        write(payload, args.markdown, args.plot)
+        print("wrote " + ", ".join(str(p) for p in (args.markdown, args.plot) if p is not None))
     return 0
 
 
