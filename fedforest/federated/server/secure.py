@@ -52,7 +52,12 @@ from .denoise import (
 )
 from .missing import with_missing_sides
 from .rounds import exchange
-from .secure_checks import check_pooled_moments, check_pooled_rows
+from .secure_checks import (
+    check_pooled_cumulative,
+    check_pooled_groups,
+    check_pooled_moments,
+    check_pooled_rows,
+)
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     LevelA,
     PairSegments,
@@ -278,6 +283,10 @@ def setup_grids(
     )["hist"]
     if plan is not None:  # noisy per-bin increments: cumulative, monotone, within [0, n]
         hist = np.maximum.accumulate(np.clip(np.cumsum(hist, axis=1), 0.0, n[:, None]), axis=1)
+    else:  # exact counts of each feature's known rows
+        grid_off = np.arange(feats.size + 1, dtype=np.int64) * n_edges
+        what = "the second grid round's histograms"
+        check_pooled_cumulative(hist.ravel(), grid_off, edges.ravel(), n, what)
     lo_f, hi_f = outer_bounds(n, s1, s2) if feats.size else (np.zeros(0), np.zeros(0))
     root_edges = [np.zeros(0)] * d
     root_mass = [np.zeros(0)] * d
@@ -410,6 +419,11 @@ def _splitmix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
     return np.asarray(x ^ (x >> np.uint64(31)))
 
 
+def _weight_tol(bits: NDArray[np.int64], n_clients: int) -> float:
+    """How far apart two pooled weights of the same rows may be: each client rounds both."""
+    return 0.0 if bits[STAT_WEIGHT] == 0 else n_clients * 2.0 ** -float(bits[STAT_WEIGHT])
+
+
 def _frac_bits(ctx: dict[str, Any]) -> NDArray[np.int64]:
     """Fractional bits of the level's statistics (per output's pair for regression)."""
     n_out = (ctx["n_stats"] - 2) // 2 if not ctx["n_classes"] else 1
@@ -468,6 +482,9 @@ def round_a(
     summary, cum = sums["summary"], sums["hist"]
     if cfg.privacy != "dp":
         check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
+        per_pair = summary[np.repeat(np.arange(n_slots), np.diff(pair_off))][:, :2]
+        tol = _weight_tol(bits, len(fed.client_names))
+        check_pooled_cumulative(cum, grid_off, grid, per_pair, "Round A's histograms", tol)
     if cfg.privacy == "dp":
         summary, cum = denoise_a(
             summary, cum, grid_off, ctx["dp"].clip, stat_task(cfg), cfg.class_sizes
@@ -621,6 +638,10 @@ def round_b(
     if cfg.privacy != "dp":
         check_pooled_rows(left_z, state.n_rows, "Round B's left statistics")
         check_pooled_rows(groups_z, state.n_rows, "Round B's category groups")
+        group_of = np.repeat(np.asarray(group_pair, dtype=np.int64), n_groups)
+        tol = _weight_tol(bits, len(fed.client_names))
+        what = "Round B's category groups"
+        check_pooled_groups(groups_z, pair_node[group_of], group_of, pooled, what, tol)
     if cfg.privacy == "dp":
         # Noisy per-interval increments: consistent, then cumulative per pair.
         left_z = cumulative_stats(left_z, cand_off, ctx["dp"].clip, stat_task(cfg))
