@@ -40,7 +40,7 @@ from ..privacy.rules import (
 )
 from ..privacy.secagg import FRAC_BITS, LOW_BITS, add_in_order, correction, from_fixed
 from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
-from .checks import check_class_blocks, check_pooled_class_counts, masked_arrays
+from .checks import check_class_blocks, check_pooled_class_counts
 from .config import GrowerConfig
 from .denoise import (
     clip_stats,
@@ -50,6 +50,7 @@ from .denoise import (
     from_z,
     stat_task,
 )
+from .envelope import masked_arrays
 from .missing import with_missing_sides
 from .rounds import exchange
 from .secure_checks import (
