@@ -2,8 +2,9 @@
 
 Under "dp" the server clips every regression node value to where the released noisy
 histogram of asinh(y) shows the targets (``server/dp_checks.py``; post-processing, no
-privacy cost). This measures what the clip does to honest fits: the same data and forest
-fitted with the clip and with it switched off (a patch of the grower), per repeat. The
+privacy cost). This measures what the clip does to honest fits, paired: each forest is
+fitted with the clip switched off (a patch of the grower that records the range), and
+predicts the test rows with its leaf values as grown and clipped to that range. The
 noise comes from the operating system's generator, so each run draws other forests.
 Targets: ``uniform`` (``0.8 * 1[x0 > 0] + 0.2 U(0, 1)``, in [0, 1]) and ``normal``
 (``x0 + 0.1 noise``, clipped to [-3, 3]); 3 clients, 5 trees of depth 3.
@@ -21,6 +22,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,25 +59,38 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     print(f"commit: {commit}")
     clip = grower.clip_leaf_values
-    for kind in ("uniform", "normal"):
-        mse: dict[str, list[float]] = {"clip": [], "no clip": []}
-        for r in range(args.repeats):
-            rng = np.random.default_rng(r)
-            X, y = _data(kind, args.rows, rng)
-            X_test, y_test = _data(kind, args.rows, rng)
-            h = rng.integers(0, 3, size=args.rows)
-            for name, fn in (("clip", clip), ("no clip", lambda t, lo, hi: t)):
-                grower.clip_leaf_values = fn  # type: ignore[assignment]
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def keep(tree: Any, lo: np.ndarray, hi: np.ndarray) -> Any:
+        seen.append((lo, hi))  # the range the fit found; the trees left unclipped
+        return tree
+
+    grower.clip_leaf_values = keep  # type: ignore[assignment]
+    try:
+        for kind in ("uniform", "normal"):
+            ratios, mse = [], {"clip": [], "no clip": []}
+            for r in range(args.repeats):
+                rng = np.random.default_rng(r)
+                X, y = _data(kind, args.rows, rng)
+                X_test, y_test = _data(kind, args.rows, rng)
+                h = rng.integers(0, 3, size=args.rows)
+                seen.clear()
                 model = ff.FedForestRegressor(
                     n_estimators=5, max_depth=3, privacy="dp", epsilon=args.epsilon, random_state=r
                 ).fit(X, y, client_ids=h)
-                mse[name].append(float(np.mean((model.predict(X_test) - y_test) ** 2)))
+                lo, hi = seen[0]
+                leaves = model.apply(X_test)  # the same forest, its leaves clipped or not
+                raw = np.stack([t.value[leaves[:, i], 0] for i, t in enumerate(model.trees_)])
+                for name, p in (("no clip", raw), ("clip", np.clip(raw, lo[0], hi[0]))):
+                    mse[name].append(float(np.mean((p.mean(axis=0) - y_test) ** 2)))
+                ratios.append(mse["clip"][-1] / mse["no clip"][-1])
+            print(
+                f"{kind:8s} var(y) {np.var(y_test):.4f}  MSE clip {np.mean(mse['clip']):.4f}  "
+                f"no clip {np.mean(mse['no clip']):.4f}  clip / no clip per repeat "
+                f"{np.round(ratios, 3).tolist()}"
+            )
+    finally:
         grower.clip_leaf_values = clip
-        a, b = np.array(mse["clip"]), np.array(mse["no clip"])
-        print(
-            f"{kind:8s} var(y) {np.var(y_test):.4f}  MSE clip {a.mean():.4f}  no clip "
-            f"{b.mean():.4f}  ratio per repeat {np.round(a / b, 3).tolist()}"
-        )
 
 
 if __name__ == "__main__":
