@@ -20,7 +20,7 @@ import pytest
 from fedforest import FedForestRegressor
 from fedforest.federated.client import Client
 from fedforest.federated.client_secure import target_grid
-from fedforest.federated.protocol import GRID, ROUND_A, ROUND_B, Message
+from fedforest.federated.protocol import GRID, OOB, ROUND_A, ROUND_B, Message
 from fedforest.federated.server.dp_checks import (
     NOISE_SIGMAS,
     check_noisy_counts,
@@ -87,6 +87,7 @@ FIELDS = [
     (ROUND_A, "hist", "Round A's histograms"),
     (ROUND_B, "left", "Round B's left statistics"),
     (ROUND_B, "group_stats", "Round B's category groups"),
+    (OOB, "oob_sums", "the out-of-bag sums"),  # the score was NaN
 ]
 
 
@@ -96,7 +97,7 @@ def test_noisy_counts_no_noise_explains_are_refused(
     kind: str, array: str, what: str, edit: Any
 ) -> None:
     with pytest.raises(ValueError, match=f"noisy counts of {what}.*some client's reply is incon"):
-        _fit(kind, array, edit)
+        _fit(kind, array, edit, oob_score=kind == OOB)
 
 
 def test_leaves_stay_within_the_targets_range() -> None:

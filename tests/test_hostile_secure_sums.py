@@ -132,12 +132,21 @@ def test_pooled_oob_sums_no_rows_have_are_refused(task: str) -> None:
     assert np.isfinite(honest.oob_score_) and honest.oob_score_ <= 1.0
 
 
-def _inflate_correct(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    arrays["oob_sums"][1:2] += np.uint64(2**62)  # 2^62 more correct rows (wraps: mod 2^64)
+def _inflate_correct(rows: int) -> Any:
+    def edit(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        arrays["oob_sums"][1:2] += np.uint64(rows)  # more correct rows (wraps: mod 2^64)
+
+    return edit
 
 
 def test_dp_oob_accuracy_stays_a_fraction() -> None:
-    model = _fit("classification", OOB, _inflate_correct, oob_score=True, privacy="dp", epsilon=5.0)
+    # 2^62 more correct rows: no noise explains it (tests/test_hostile_dp_sums.py), refused.
+    dp = {"oob_score": True, "privacy": "dp", "epsilon": 5.0}
+    with pytest.raises(ValueError, match="noisy counts of the out-of-bag sums"):
+        _fit("classification", OOB, _inflate_correct(2**62), **dp)
+    # 200 more (within the 10 deviations of noise, 227 rows here): the noisy correct count
+    # is cut at the scored count, so the accuracy stays a fraction.
+    model = _fit("classification", OOB, _inflate_correct(200), **dp)
     assert 0.0 <= model.oob_score_ <= 1.0
 
 

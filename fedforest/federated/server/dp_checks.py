@@ -31,6 +31,7 @@ __all__ = [
     "NOISE_SIGMAS",
     "check_noisy_counts",
     "check_noisy_grid",
+    "check_noisy_oob",
     "clip_leaf_values",
     "target_range",
     "whole",
@@ -47,8 +48,9 @@ def check_noisy_counts(
     what: str,
     off: NDArray[np.int64] | None = None,
     totals: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
+    low: float | NDArray[np.float64] = 0.0,
 ) -> None:
-    """Noisy row counts within ``[0, high]`` up to :data:`NOISE_SIGMAS` deviations.
+    """Noisy row counts within ``[low, high]`` up to :data:`NOISE_SIGMAS` deviations.
 
     Parameters
     ----------
@@ -64,14 +66,17 @@ def check_noisy_counts(
         ``sigma`` per count summed (the noise of a sum of ``k`` counts: ``sigma sqrt(k)``).
     what : str
         The field, for the error.
+    low : float or ndarray of float64, shape (n,)
+        The least each count can hold (0 for counts; a sum of signed values less).
     """
     k = NOISE_SIGMAS * sigma
     counts = np.asarray(counts, dtype=np.float64)
-    bad = ~np.isfinite(counts) | (counts < -k) | (counts > np.asarray(high) + k)
+    bad = ~np.isfinite(counts) | (counts < np.asarray(low) - k) | (counts > np.asarray(high) + k)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         h = float(np.broadcast_to(high, counts.shape)[i])
-        _refuse(what, f"entry {i}: {counts[i]:.6g} rows, outside [0, {h:.6g}]", sigma)
+        lo = float(np.broadcast_to(low, counts.shape)[i])
+        _refuse(what, f"entry {i}: {counts[i]:.6g} rows, outside [{lo:.6g}, {h:.6g}]", sigma)
     if off is None or totals is None or off.size < 2:
         return
     seg = np.repeat(np.arange(off.size - 1), np.diff(off))
@@ -83,6 +88,25 @@ def check_noisy_counts(
         i = int(np.flatnonzero(bad)[0])
         span = f"[{float(low[i]):.6g}, {float(top[i]):.6g}]"
         _refuse(what, f"segment {i}: {sums[i]:.6g} rows in all, outside {span}", sigma)
+
+
+def check_noisy_oob(
+    sums: NDArray[np.float64], classification: bool, n_rows: float, plan: DpPlan
+) -> None:
+    """The out-of-bag round's noisy sums, in units of their bounds (``client_secure.oob``).
+
+    Classification: rows scored and rows right, each in ``[0, n_rows]``. Regression: rows
+    scored, then per output the squared error (bound ``4 c^2``), sum of z (``c``, signed)
+    and sum of z^2 (``c^2``), each within ``n_rows`` of its bound.
+    """
+    c = plan.clip
+    k = (sums.size - 1) // 3
+    bounds = np.array([1.0, 1.0] if classification else [1.0] + [4 * c * c, c, c * c] * k)
+    low = np.zeros(sums.size)
+    if not classification:
+        low[2::3] = -n_rows  # the sums of z
+    what = "the out-of-bag sums (in units of their bounds)"
+    check_noisy_counts(sums / bounds, plan.sigma, n_rows, what, low=low)
 
 
 def whole(

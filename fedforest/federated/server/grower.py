@@ -770,7 +770,7 @@ def grow_forest(
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
     )
     if cfg.oob_score:
-        oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"])
+        oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"], ctx.get("dp"))
         if "dp" in ctx:
             budget.release_oob(cfg, schema, ctx)
     else:
