@@ -23,6 +23,8 @@ from fedforest.federated.protocol import GRID, HANDSHAKE, OOB, ROUND_A, ROUND_B,
 from fedforest.federated.server.oob import check_pooled_oob
 from fedforest.federated.server.secure_checks import (
     ASINH_MAX,
+    check_pooled_cumulative,
+    check_pooled_groups,
     check_pooled_moments,
     check_pooled_rows,
 )
@@ -34,8 +36,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction
 class Lying(Client):
     """A real client whose first reply of ``kind`` is rewritten by ``edit``."""
 
-    def __init__(self, X: Any, y: Any, name: str, kind: str, edit: Any) -> None:
-        super().__init__(X, y, name)
+    def __init__(self, X: Any, y: Any, name: str, kind: str, edit: Any, **kw: Any) -> None:
+        super().__init__(X, y, name, **kw)
         self.kind, self.edit, self.done = kind, edit, False
 
     def handle(self, msg: Message) -> Any:
@@ -130,12 +132,21 @@ def test_pooled_oob_sums_no_rows_have_are_refused(task: str) -> None:
     assert np.isfinite(honest.oob_score_) and honest.oob_score_ <= 1.0
 
 
-def _inflate_correct(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    arrays["oob_sums"][1:2] += np.uint64(2**62)  # 2^62 more correct rows (wraps: mod 2^64)
+def _inflate_correct(rows: int) -> Any:
+    def edit(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        arrays["oob_sums"][1:2] += np.uint64(rows)  # more correct rows (wraps: mod 2^64)
+
+    return edit
 
 
 def test_dp_oob_accuracy_stays_a_fraction() -> None:
-    model = _fit("classification", OOB, _inflate_correct, oob_score=True, privacy="dp", epsilon=5.0)
+    # 2^62 more correct rows: no noise explains it (tests/test_hostile_dp_sums.py), refused.
+    dp = {"oob_score": True, "privacy": "dp", "epsilon": 5.0}
+    with pytest.raises(ValueError, match="noisy counts of the out-of-bag sums"):
+        _fit("classification", OOB, _inflate_correct(2**62), **dp)
+    # 200 more (within the 10 deviations of noise, 227 rows here): the noisy correct count
+    # is cut at the scored count, so the accuracy stays a fraction.
+    model = _fit("classification", OOB, _inflate_correct(200), **dp)
     assert 0.0 <= model.oob_score_ <= 1.0
 
 
@@ -198,3 +209,135 @@ def test_valid_public_key() -> None:
     assert valid_public_key(MaskingKeys("a").public_bytes)
     assert not valid_public_key(bytes(32))
     assert not valid_public_key(b"\x01" + bytes(31))
+
+
+# Round A's pooled histograms, the second grid round's and Round B's category groups: a
+# saturated masked word (or a count a client added to its masked word) set the candidates,
+# the grids and the minimum-rows rule, and the forest silently became single leaves (Round
+# A: every prediction 0.00215; the grid round: the same). Round B's groups passed when each
+# count stayed within the rows of all clients but beyond its node's.
+class LyingAt(Lying):
+    """As :class:`Lying`, at the first reply of ``kind`` whose array ``name`` is not empty."""
+
+    def __init__(self, X: Any, y: Any, name: str, kind: str, edit: Any, array: str, **kw: Any):
+        super().__init__(X, y, name, kind, edit, **kw)
+        self.array = array
+
+    def handle(self, msg: Message) -> Any:
+        reply = Client.handle(self, msg)
+        if (
+            msg.kind == self.kind
+            and not self.done
+            and isinstance(reply, Message)
+            and np.size(reply.arrays.get(self.array, ())) > 0
+        ):
+            self.done = True
+            arrays = {k: np.array(v) for k, v in reply.arrays.items()}
+            header = dict(reply.header)
+            self.edit(header, arrays)
+            return Message(reply.kind, header, arrays)
+        return reply
+
+
+def _add(name: str, index: int, value: int) -> Any:
+    def edit(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        flat = arrays[name].reshape(-1)
+        flat[index] = (int(flat[index]) + value) % 2**64  # on the masked word: the sum moves
+
+    return edit
+
+
+def _fit_categorical(
+    task: str, kind: str, edit: Any, array: str, weights: bool = False, **kw: Any
+) -> Any:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 4))
+    X[:, 3] = rng.integers(0, 5, size=600)
+    y = X[:, 0] + X[:, 3] + 0.1 * rng.normal(size=600)
+    if task == "classification":
+        y = (y > 1).astype(int)
+    # Real-valued weights travel in fixed point, rounded by each client: the checks allow it.
+    w = rng.uniform(0.1, 3.0, size=600) if weights else np.ones(600)
+    cls = FedForestClassifier if task == "classification" else FedForestRegressor
+    cat: dict[str, Any] = {"categorical_features": [3]}
+    parts = [slice(0, 200), slice(200, 400), slice(400, 600)]
+    if weights:
+        cat = [{**cat, "sample_weight": w[p]} for p in parts]
+    else:
+        cat = [cat] * 3
+    clients = [
+        Client(X[parts[0]], y[parts[0]], "c0", **cat[0]),
+        LyingAt(X[parts[1]], y[parts[1]], "c1", kind, edit, array, **cat[1]),
+        Client(X[parts[2]], y[parts[2]], "c2", **cat[2]),
+    ]
+    params = {"n_estimators": 2, "max_depth": 3, "max_features": 1.0, "random_state": 0, **kw}
+    return cls(**params).fit_federated(LocalFederation(clients))
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+@pytest.mark.parametrize(
+    ("kind", "array", "edit", "what"),
+    [
+        (ROUND_A, "hist", _saturate("hist"), "pooled counts of Round A's histograms"),
+        (ROUND_A, "hist", _add("hist", 0, 10**6), "pooled counts of Round A's histograms"),
+        (ROUND_A, "hist", _add("hist", 0, -(10**6)), "pooled counts of Round A's histograms"),
+        (GRID, "hist", _saturate("hist"), "pooled counts of the second grid round's"),
+        (GRID, "hist", _add("hist", 3, 10**6), "pooled counts of the second grid round's"),
+        (ROUND_B, "group_stats", _saturate("group_stats"), "pooled sums of Round B's category"),
+        (ROUND_B, "group_stats", _add("group_stats", 0, 500), "pooled sums of Round B's category"),
+    ],
+    ids=["A sat", "A +1e6", "A -1e6", "grid sat", "grid +1e6", "groups sat", "groups +500"],
+)
+def test_pooled_histograms_and_groups_no_rows_have_are_refused(
+    task: str, kind: str, array: str, edit: Any, what: str
+) -> None:
+    with pytest.raises(ValueError, match=f"{what}.*secure aggregation hides which"):
+        _fit_categorical(task, kind, edit, array)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+@pytest.mark.parametrize("weights", [False, True], ids=["counts", "sample weights"])
+def test_honest_histograms_and_groups_pass(task: str, weights: bool) -> None:
+    honest = _fit_categorical(task, ROUND_B, lambda h, a: None, "group_stats", weights)
+    assert any(t.set_size.sum() > 0 for t in honest.trees_)  # the groups were released
+    assert all(t.feature.max() >= 0 for t in honest.trees_)  # and the trees split
+
+
+def test_check_pooled_cumulative_bounds() -> None:
+    cum = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0], [7.0, 9.0], [1.0, 1.0], [2.0, 2.0]])
+    edges = np.array([0.0, 1.0, 1.0, 2.0, -5.0, 5.0])
+    off = np.array([0, 4, 6])
+    total = np.array([[7.0, 9.0], [2.0, 3.0]])
+    check_pooled_cumulative(cum, off, edges, total, "x")
+    check_pooled_cumulative(cum[:, 0].copy(), off, edges, total[:, 0].copy(), "x")  # rows only
+    for i, col, value in [
+        (1, 0, 2.5),  # a fractional count
+        (1, 0, -1.0),  # a negative one
+        (3, 0, 8.0),  # more rows than the node's
+        (3, 1, 9.5),  # more weight than the node's
+        (2, 0, 2.0),  # falling along increasing edges
+        (5, 0, 0.0),  # in the second segment
+        (0, 1, np.nan),
+    ]:
+        bad = cum.copy()
+        bad[i, col] = value
+        with pytest.raises(ValueError, match="pooled counts of x.*some client"):
+            check_pooled_cumulative(bad, off, edges, total, "x")
+    # Falling between segments is not a fall; rounding of weights within the tolerance passes.
+    check_pooled_cumulative(cum[[3, 4]], np.array([0, 1, 2]), edges[[3, 4]], total, "x")
+    soft = cum.copy()
+    soft[3, 1] = 9.0 + 1e-8
+    check_pooled_cumulative(soft, off, edges, total, "x", weight_tol=1e-7)
+
+
+def test_check_pooled_groups_bounds() -> None:
+    node_stats = np.array([[10.0, 12.0, 0.0, 0.0], [6.0, 6.0, 0.0, 0.0]])
+    groups = np.array([[4.0, 5.0], [6.0, 7.0], [2.0, 2.0], [4.0, 4.0]])
+    stats = np.column_stack([groups, np.zeros((4, 2))])
+    node, pair = np.array([0, 0, 1, 1]), np.array([0, 0, 3, 3])
+    check_pooled_groups(stats, node, pair, node_stats, "x")
+    for i, col, value in [(0, 0, 5.0), (3, 1, 4.5), (1, 0, 11.0)]:
+        bad = stats.copy()
+        bad[i, col] = value
+        with pytest.raises(ValueError, match="pooled sums of x.*some client"):
+            check_pooled_groups(bad, node, pair, node_stats, "x")

@@ -123,3 +123,44 @@ def test_targets_whose_squares_overflow_are_refused_naming_the_client(
         ff.FedForestRegressor(**kw).fit_federated(ff.LocalFederation(clients))
     ok = y / np.abs(y).max() * 1e100  # the largest magnitude allowed still fits
     assert np.isfinite(ff.FedForestRegressor(**kw).fit(X, ok, client_ids=h).predict(X)).all()
+
+
+@pytest.mark.parametrize(
+    ("transform", "warns"),
+    [
+        (lambda z: z + 1e13, True),  # learnt nothing: test R^2 -0.01 (0.68 under "none")
+        (lambda z: z * 1e-15, True),  # 0.00
+        (lambda z: z + 1e9, True),  # 0.45
+        (lambda z: z * 1e-12, True),  # 0.53
+        (lambda z: z + 1e6, False),  # 0.69: resolved
+        (lambda z: z * 1e-8, False),  # 0.63
+        (lambda z: np.round(z), False),  # a few distinct values: resolved
+    ],
+    ids=[
+        "offset 1e13",
+        "scale 1e-15",
+        "offset 1e9",
+        "scale 1e-12",
+        "offset 1e6",
+        "scale 1e-8",
+        "ints",
+    ],
+)
+def test_secure_warns_of_features_its_grids_cannot_resolve(transform, warns: bool) -> None:
+    # The root grids come from pooled moments of asinh(x): a feature varying by less than
+    # 1e-9 of its size in that scale gets one coarse bin. The client (which sees its data)
+    # warns; nothing about it is sent. The constant column never warns.
+    import warnings
+
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(600, 3))
+    X = np.column_stack([transform(Z[:, 0]), Z[:, 1], np.full(600, 1e13)])
+    y = np.sin(2 * Z[:, 0])
+    kw = dict(n_estimators=2, max_depth=2, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ff.FedForestRegressor(**kw).fit(X, y, client_ids=rng.integers(0, 2, 600))
+        ff.FedForestRegressor(privacy="none", **kw).fit(X, y, client_ids=rng.integers(0, 2, 600))
+    hits = [str(w.message) for w in caught if "secure grids cannot resolve" in str(w.message)]
+    assert len(hits) == (2 if warns else 0), hits  # one per client, under "secure" only
+    assert all("feature(s) ['0']" in h for h in hits)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,7 +33,13 @@ from .protocol import GRID, OOB, RECOVER, ROUND_A, ROUND_B, Message, expect_arra
 if TYPE_CHECKING:
     from .client import Client, _Fit
 
-__all__ = ["MOMENT_FRAC_BITS", "SecureParty", "oob_frac_bits", "stat_frac_bits"]
+__all__ = [
+    "MOMENT_FRAC_BITS",
+    "SecureParty",
+    "oob_frac_bits",
+    "stat_frac_bits",
+    "warn_unresolved",
+]
 
 #: Fractional bits of the grid moments of asinh(x) (a grid needs no more resolution).
 MOMENT_FRAC_BITS = 16
@@ -219,6 +226,7 @@ class SecureParty:
             raise ValueError(f"Client {c.name!r}: grid features out of range.")
         x = c.X[:, feats]
         if msg.header.get("stage") == "moments":
+            warn_unresolved(x, feats, c.name, c.feature_names)
             clip = ASINH_CLIP if self.dp is not None else np.inf
             known = np.isfinite(x)  # a missing value (+inf) is in no moment
             a = np.where(known, np.clip(libm_arcsinh(np.where(known, x, 0.0)), -clip, clip), 0.0)
@@ -457,6 +465,45 @@ class SecureParty:
             bounds = [1.0, 1.0] if n_classes else [1.0] + [4 * c * c, c, c * c] * k
             sums = self.noisy(msg, sums, bounds, frac_bits=bits)
         return self._masked(msg, OOB, {"oob_sums": to_fixed(sums, bits)})
+
+
+#: Below this spread of asinh(x), relative to max(1, |mean|), the grids miss a feature.
+UNRESOLVED_SPREAD = 1e-9
+
+
+def warn_unresolved(
+    x: NDArray[np.float64], feats: NDArray[np.int64], client: str, names: list[str] | None
+) -> None:
+    """Warn (here, where the data are) of features the secure grids cannot resolve.
+
+    The root grids come from the pooled moments of ``asinh(x)`` in fixed point (2^-48)
+    and float64: a feature whose values vary by less than ``UNRESOLVED_SPREAD`` of their
+    size in that scale (an offset of 1e9 or more on unit noise, or values below about
+    1e-12) gets one coarse bin and the forest learns little or nothing from it (measured
+    test R^2 0.45 and -0.01 for offsets 1e9 and 1e13, 0.53 and 0.00 for scales 1e-12 and
+    1e-15, against 0.68 under "none"). Nothing is sent: the warning stays on the client.
+    """
+    if not x.size:
+        return
+    known = np.isfinite(x)  # a missing value (+inf) is in no moment
+    n = np.maximum(known.sum(axis=0), 1)
+    a = np.where(known, libm_arcsinh(np.where(known, x, 0.0)), 0.0)
+    mean = a.sum(axis=0) / n
+    spread = np.sqrt(np.where(known, (a - mean) ** 2, 0.0).sum(axis=0) / n)
+    size = np.maximum(1.0, np.abs(mean))
+    varies = np.where(known, x, np.inf).min(axis=0) < np.where(known, x, -np.inf).max(axis=0)
+    bad = np.flatnonzero(varies & (spread < UNRESOLVED_SPREAD * size))
+    if bad.size:
+        cols = [names[int(feats[i])] if names else str(int(feats[i])) for i in bad]
+        warnings.warn(
+            f"Client {client!r}: feature(s) {cols} vary by less than {UNRESOLVED_SPREAD:g} of "
+            "their size in asinh scale (a large offset, e.g. 1e9 + unit noise, or values "
+            "below about 1e-12): the secure grids cannot resolve them and the forest learns "
+            "little or nothing from them. Centre and scale them before training (e.g. "
+            'sklearn\'s StandardScaler), or use privacy="none".',
+            UserWarning,
+            stacklevel=2,
+        )
 
 
 def target_grid() -> NDArray[np.float64]:

@@ -18,6 +18,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 __all__ = [
+    "REPLY_ARRAYS",
     "BOOTSTRAP",
     "Message",
     "CommunicationLedger",
@@ -45,6 +46,26 @@ RECOVER = "recover"
 #: each tree's bootstrap class counts (the set-up travels with it).
 BOOTSTRAP = "bootstrap"
 KINDS = (HANDSHAKE, ROUND_A, ROUND_B, OOB, GRID, RECOVER, BOOTSTRAP)
+#: Every array a client's reply of each kind may hold, at any privacy level and option (a
+#: recovery round's are the sums it recovers, named in its request). The server refuses any
+#: other name: an array it would ignore is not a reply the protocol defines.
+_PACKED_LEFT = ("left_counts", "left_sums", "left_index", "avg_rows", "avg_gain", "avg_index")
+REPLY_ARRAYS: dict[str, frozenset[str]] = {
+    HANDSHAKE: frozenset(
+        ("public_key", "feature_min", "feature_max", "feature_sketch", "feature_rows")
+    ),
+    GRID: frozenset(
+        ("moments", "moments_lo", "y_moments", "y_moments_lo", "y_hist", "class_counts", "hist")
+    ),
+    ROUND_A: frozenset(
+        ("summary", "hist", "sketch", "sketch_runs", "sketch_off", "local_best")
+        + ("top_features", "top_gains")
+        + _PACKED_LEFT
+    ),
+    ROUND_B: frozenset(("left", "group_stats") + _PACKED_LEFT),
+    OOB: frozenset(("oob_sums", "leaf_sums")),
+    BOOTSTRAP: frozenset(("tree_class_counts",)),
+}
 
 
 @dataclass

@@ -30,7 +30,13 @@ from numpy.typing import NDArray
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
 from ..criteria import s_log_mean
 from ..privacy.secagg import FRAC_BITS, valid_public_key
-from ..protocol import Message, expect_array, unpack_gains, unpack_increments, unpack_sketch
+from ..protocol import (
+    Message,
+    expect_array,
+    unpack_gains,
+    unpack_increments,
+    unpack_sketch,
+)
 from . import check_kernels as ck
 
 __all__ = [
@@ -38,7 +44,6 @@ __all__ = [
     "ClientRecords",
     "InvalidReply",
     "check_class_blocks",
-    "check_envelope",
     "check_handshake",
     "check_pooled_class_counts",
     "check_oob",
@@ -46,7 +51,6 @@ __all__ = [
     "check_round_b",
     "check_summaries",
     "label_type",
-    "masked_arrays",
 ]
 
 #: A round's check: (client name, its request, its reply) -> None or InvalidReply.
@@ -85,28 +89,6 @@ class InvalidReply(ValueError):
     def in_round(self, round_index: int) -> InvalidReply:
         """The same failure, with the round named."""
         return InvalidReply(self.client, self.kind, self.field, self.problem, round_index)
-
-
-# --------------------------------------------------------------------------- envelope
-def check_envelope(name: str, request: Message, reply: Any) -> None:
-    """A reply is a Message of the request's kind with a dict header and numeric arrays."""
-    if not isinstance(reply, Message):
-        raise InvalidReply(
-            name, request.kind, "the reply", f"is a {type(reply).__name__}, not a Message"
-        )
-    if reply.kind != request.kind:
-        raise InvalidReply(name, request.kind, "kind", f"is {reply.kind!r}")
-    if not isinstance(reply.header, dict):
-        raise InvalidReply(name, request.kind, "the header", "is not a JSON object")
-    if not isinstance(reply.arrays, dict):
-        raise InvalidReply(name, request.kind, "the arrays", "are not a mapping of names")
-    for key, arr in reply.arrays.items():
-        if not isinstance(key, str) or not isinstance(arr, np.ndarray):
-            raise InvalidReply(name, request.kind, f"array {key!r}", "is not a numpy array")
-        if arr.dtype.kind not in "biuf":
-            raise InvalidReply(
-                name, request.kind, f"array {key!r}", f"has dtype {arr.dtype} (not numeric)"
-            )
 
 
 def as_invalid(name: str, kind: str, exc: ValueError) -> InvalidReply:
@@ -710,25 +692,6 @@ def _leaf_sums_problem(sums: NDArray[np.float64], task: str, n_samples: int) -> 
     elif np.any(sums[:, 2] < 0) or np.any(sums[:, 1] ** 2 > count * sums[:, 2] * (1 + 1e-7) + 1e-9):
         return "has sums of y^2 smaller than the sums imply"
     return None
-
-
-def masked_arrays(specs: dict[str, tuple[int, ...]]) -> Check:
-    """Under "secure": each masked array is uint64 of its sum's shape (values are masked)."""
-
-    def check(name: str, request: Message, reply: Message) -> None:
-        for key, shape in specs.items():
-            arr = reply.arrays.get(key)
-            if arr is None:
-                raise InvalidReply(name, reply.kind, f"array {key!r}", "is missing")
-            if arr.dtype != np.uint64 or arr.shape != shape:
-                raise InvalidReply(
-                    name,
-                    reply.kind,
-                    f"array {key!r}",
-                    f"has dtype {arr.dtype} and shape {arr.shape}, not uint64 {shape}",
-                )
-
-    return check
 
 
 # --------------------------------------------------------------------------- pooled sums

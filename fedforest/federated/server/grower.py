@@ -30,6 +30,7 @@ from . import budget, monotonic, secure
 from .bootstrap import bootstrap_round
 from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
+from .dp_checks import clip_leaf_values
 from .draws import sample_features as _sample_features
 from .handshake import handshake
 from .level import candidates, category_counts, round_b_splits, shortlist
@@ -751,6 +752,8 @@ def grow_forest(
         trees = [
             monotonic.clip_tree(t, b.bounds, cfg.task) for t, b in zip(trees, builders, strict=True)
         ]
+    if "dp" in ctx and ctx["secure"].y_lo is not None:  # a node's mean lies in its targets'
+        trees = [clip_leaf_values(t, ctx["secure"].y_lo, ctx["secure"].y_hi) for t in trees]
     if cfg.ccp_alpha > 0.0:  # scikit-learn's cost-complexity pruning, before the OOB round
         trees = prune_forest(trees, cfg.ccp_alpha, ctx["importances"][start:])
     result = ForestResult(
@@ -767,7 +770,7 @@ def grow_forest(
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
     )
     if cfg.oob_score:
-        oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"])
+        oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"], ctx.get("dp"))
         if "dp" in ctx:
             budget.release_oob(cfg, schema, ctx)
     else:

@@ -18,10 +18,12 @@ from numpy.typing import NDArray
 
 from ...tree.arrays import Tree, pack_forest, pack_sets
 from ..federation import Federation
+from ..privacy.dp import DpPlan
 from ..protocol import OOB, CommunicationLedger, Message, expect_array
 from . import secure
 from .checks import ClientRecords
 from .config import ForestResult, GrowerConfig
+from .dp_checks import check_noisy_oob
 from .rounds import exchange as _exchange
 
 __all__ = ["oob_r2", "oob_round", "oob_width"]
@@ -89,8 +91,12 @@ def oob_round(
     cfg: GrowerConfig,
     result: ForestResult,
     records: ClientRecords,
+    plan: DpPlan | None = None,
 ) -> None:
-    """Clients score their own rows with the trees that did not draw them; sums come back."""
+    """Clients score their own rows with the trees that did not draw them; sums come back.
+
+    ``plan``: under "dp", the fit's noise, against which the noisy sums are checked.
+    """
     feature, threshold, left, right, value, offsets = pack_forest(trees)
     set_off, set_code, set_side, weight, missing_left = pack_sets(trees)
     header: dict[str, Any] = {"n_trees": len(trees)}
@@ -127,6 +133,8 @@ def oob_round(
     total = sum(n for name, n in result.client_n_samples.items() if name in alive)
     if cfg.privacy == "secure":
         check_pooled_oob(sums, cfg.task, total)
+    if plan is not None:
+        check_noisy_oob(sums, cfg.task == "classification", total, plan)
     if cfg.privacy == "dp":  # noisy sums: a count is at least 1, sums of squares >= 0
         sums = (
             np.maximum(sums, [1.0] + [0.0] * (sums.size - 1)) if cfg.task != "regression" else sums

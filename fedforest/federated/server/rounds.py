@@ -7,7 +7,8 @@ import logging
 from ..failure import DropFailedClients
 from ..federation import ClientFailure, Federation
 from ..protocol import CommunicationLedger, Message
-from .checks import Check, InvalidReply, as_invalid, check_envelope
+from .checks import Check, InvalidReply, as_invalid
+from .envelope import check_envelope
 
 __all__ = ["broadcast", "exchange"]
 

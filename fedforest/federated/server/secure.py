@@ -40,7 +40,7 @@ from ..privacy.rules import (
 )
 from ..privacy.secagg import FRAC_BITS, LOW_BITS, add_in_order, correction, from_fixed
 from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
-from .checks import check_class_blocks, check_pooled_class_counts, masked_arrays
+from .checks import check_class_blocks, check_pooled_class_counts
 from .config import GrowerConfig
 from .denoise import (
     clip_stats,
@@ -50,9 +50,16 @@ from .denoise import (
     from_z,
     stat_task,
 )
+from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
+from .envelope import masked_arrays
 from .missing import with_missing_sides
 from .rounds import exchange
-from .secure_checks import check_pooled_moments, check_pooled_rows
+from .secure_checks import (
+    check_pooled_cumulative,
+    check_pooled_groups,
+    check_pooled_moments,
+    check_pooled_rows,
+)
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     LevelA,
     PairSegments,
@@ -264,6 +271,7 @@ def setup_grids(
         check_pooled_moments(moments, n_rows, ~schema["missing"][numeric], "asinh(x)")
     if plan is not None:
         # Noisy sums: the row counts are public (the handshake's); the moments kept in range.
+        check_noisy_grid(sums, moments, n_rows, plan, sizes)
         n = np.full(feats.size, max(n_rows, 1.0))
         s1 = np.clip(s1, -ASINH_CLIP * n, ASINH_CLIP * n)
         s2 = np.clip(s2, s1 * s1 / n, ASINH_CLIP**2 * n)
@@ -277,7 +285,13 @@ def setup_grids(
         {"hist": ((feats.size, n_edges), 0)},
     )["hist"]
     if plan is not None:  # noisy per-bin increments: cumulative, monotone, within [0, n]
+        what = "the second grid round's histograms"
+        check_noisy_counts(hist.ravel(), plan.grid_sigma, n_rows, what, *whole(hist, n_rows))
         hist = np.maximum.accumulate(np.clip(np.cumsum(hist, axis=1), 0.0, n[:, None]), axis=1)
+    else:  # exact counts of each feature's known rows
+        grid_off = np.arange(feats.size + 1, dtype=np.int64) * n_edges
+        what = "the second grid round's histograms"
+        check_pooled_cumulative(hist.ravel(), grid_off, edges.ravel(), n, what)
     lo_f, hi_f = outer_bounds(n, s1, s2) if feats.size else (np.zeros(0), np.zeros(0))
     root_edges = [np.zeros(0)] * d
     root_mass = [np.zeros(0)] * d
@@ -308,6 +322,8 @@ def setup_grids(
                 _robust_scale(h, state.poisson, plan.clip, plan.target_sigma)
                 for h in sums["y_hist"]
             ]
+            ranges = [target_range(h, target_grid(), plan.target_sigma) for h in sums["y_hist"]]
+            state.y_lo, state.y_hi = (np.array(v) for v in zip(*ranges, strict=True))
         else:
             moments = _two_words(sums, "y_moments")
             check_pooled_moments(moments, n_rows, np.ones(k, dtype=bool), "asinh(y)")
@@ -410,6 +426,11 @@ def _splitmix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
     return np.asarray(x ^ (x >> np.uint64(31)))
 
 
+def _weight_tol(bits: NDArray[np.int64], n_clients: int) -> float:
+    """How far apart two pooled weights of the same rows may be: each client rounds both."""
+    return 0.0 if bits[STAT_WEIGHT] == 0 else n_clients * 2.0 ** -float(bits[STAT_WEIGHT])
+
+
 def _frac_bits(ctx: dict[str, Any]) -> NDArray[np.int64]:
     """Fractional bits of the level's statistics (per output's pair for regression)."""
     n_out = (ctx["n_stats"] - 2) // 2 if not ctx["n_classes"] else 1
@@ -468,7 +489,14 @@ def round_a(
     summary, cum = sums["summary"], sums["hist"]
     if cfg.privacy != "dp":
         check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
+        per_pair = summary[np.repeat(np.arange(n_slots), np.diff(pair_off))][:, :2]
+        tol = _weight_tol(bits, len(fed.client_names))
+        check_pooled_cumulative(cum, grid_off, grid, per_pair, "Round A's histograms", tol)
     if cfg.privacy == "dp":
+        sigma, pairs = ctx["dp"].sigma, np.diff(pair_off)
+        check_noisy_counts(summary[:, STAT_ROWS], sigma, state.n_rows, "Round A's node summaries")
+        rows = (np.zeros(int(pair_off[-1])), np.repeat(summary[:, STAT_ROWS], pairs))
+        check_noisy_counts(cum[:, 0], sigma, state.n_rows, "Round A's histograms", grid_off, rows)
         summary, cum = denoise_a(
             summary, cum, grid_off, ctx["dp"].clip, stat_task(cfg), cfg.class_sizes
         )
@@ -621,7 +649,18 @@ def round_b(
     if cfg.privacy != "dp":
         check_pooled_rows(left_z, state.n_rows, "Round B's left statistics")
         check_pooled_rows(groups_z, state.n_rows, "Round B's category groups")
+        group_of = np.repeat(np.asarray(group_pair, dtype=np.int64), n_groups)
+        tol = _weight_tol(bits, len(fed.client_names))
+        what = "Round B's category groups"
+        check_pooled_groups(groups_z, pair_node[group_of], group_of, pooled, what, tol)
     if cfg.privacy == "dp":
+        sigma, rows = ctx["dp"].sigma, pooled[pair_node, STAT_ROWS]
+        within = (np.zeros(n_pairs), rows)
+        what = "Round B's left statistics"
+        check_noisy_counts(left_z[:, STAT_ROWS], sigma, state.n_rows, what, cand_off, within)
+        g_off = offsets(np.bincount(group_pair, n_groups, n_pairs).astype(np.int64))
+        what = "Round B's category groups"
+        check_noisy_counts(groups_z[:, STAT_ROWS], sigma, state.n_rows, what, g_off, within)
         # Noisy per-interval increments: consistent, then cumulative per pair.
         left_z = cumulative_stats(left_z, cand_off, ctx["dp"].clip, stat_task(cfg))
         groups_z = clip_stats(groups_z, ctx["dp"].clip, stat_task(cfg))

@@ -15,7 +15,13 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT
 
-__all__ = ["ASINH_MAX", "check_pooled_moments", "check_pooled_rows"]
+__all__ = [
+    "ASINH_MAX",
+    "check_pooled_cumulative",
+    "check_pooled_groups",
+    "check_pooled_moments",
+    "check_pooled_rows",
+]
 
 #: asinh of the largest float64: no client's asinh(x) or asinh(y) is larger in size.
 ASINH_MAX = math.asinh(float(np.finfo(np.float64).max))
@@ -72,4 +78,85 @@ def check_pooled_rows(stats: NDArray[np.float64], n_rows: float, what: str) -> N
             f"The pooled sums of {what} count {rows[i]:.6g} rows of weight {weight[i]:.6g} "
             f"(row {i}), not whole rows within the {n_rows:.0f} the clients declared with a "
             "weight >= 0: some client lied (secure aggregation hides which)."
+        )
+
+
+def check_pooled_cumulative(
+    cum: NDArray[np.float64],
+    off: NDArray[np.int64],
+    edges: NDArray[np.float64],
+    total: NDArray[np.float64],
+    what: str,
+    weight_tol: float = 0.0,
+) -> None:
+    """Under "secure": pooled cumulative counts at each segment's grid edges.
+
+    ``cum`` holds, per grid edge, the rows (and, with a second column, the weight) at or
+    left of it, one segment ``off[i]:off[i + 1]`` per (node, feature) pair or feature;
+    ``total`` the segment's rows (and weight), already checked: the node's pooled summary,
+    or the rows the clients declared. Every count is whole and within ``[0, total]``, the
+    weight within ``[0, total weight]`` (``weight_tol``: the clients' fixed-point rounding),
+    and both never decrease along increasing edges. A violation means some client sent
+    counts no rows have (secure aggregation hides which); left unchecked, a saturated
+    masked word set the candidates and the minimum-rows rule, and the trees silently
+    became single leaves.
+    """
+    n_cols = 1 if cum.ndim == 1 else cum.shape[1]
+    cum = cum.reshape(-1, n_cols)
+    total = np.asarray(total, dtype=np.float64).reshape(-1, n_cols)
+    seg = np.repeat(np.arange(off.size - 1), np.diff(off))
+    rows, bound = cum[:, 0], total[seg, 0]
+    tol = np.zeros(n_cols)
+    tol[1:] = weight_tol
+    bad = ~np.isfinite(cum).all(axis=1) | (rows != np.round(rows))
+    bad |= ((cum < -tol) | (cum > total[seg] + tol)).any(axis=1)
+    # Where the edges increase within a segment, so do the counts (ties: equal edges).
+    step = (seg[1:] == seg[:-1]) & (edges[1:] >= edges[:-1])
+    falls = step[:, None] & (np.diff(cum, axis=0) < -tol)
+    bad[1:] |= falls.any(axis=1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"The pooled counts of {what} (segment {int(seg[i])}, edge {i - int(off[seg[i]])}: "
+            f"{rows[i]:.6g} rows at or left of {edges[i]:.6g}) are not whole counts that grow "
+            f"from 0 to at most the segment's {bound[i]:.6g} rows: some client sent counts no "
+            "rows have (secure aggregation hides which)."
+        )
+
+
+def check_pooled_groups(
+    stats: NDArray[np.float64],
+    group_node: NDArray[np.int64],
+    group_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+    what: str,
+    weight_tol: float = 0.0,
+) -> None:
+    """Under "secure": a pair's category groups hold at most its node's rows and weight.
+
+    ``stats`` (one row per group, already checked by :func:`check_pooled_rows`) belongs to
+    node ``group_node`` and pair ``group_pair`` (non-decreasing); ``node_stats`` are the
+    nodes' pooled summaries. Every group and the sum of a pair's groups count at most the
+    node's rows and weight: a group is part of the node. A violation means some client
+    sent counts no rows have (secure aggregation hides which).
+    """
+    cols = [STAT_ROWS, STAT_WEIGHT]
+    node = node_stats[:, cols]
+    parts = stats[:, cols]
+    tol = np.array([0.0, weight_tol])
+    bad = (parts > node[group_node] + tol).any(axis=1)
+    if group_pair.size:
+        start = np.flatnonzero(np.r_[True, group_pair[1:] != group_pair[:-1]])
+        sums = np.add.reduceat(parts, start, axis=0)
+        over = (
+            sums > node[group_node[start]] + tol * (np.diff(np.r_[start, parts.shape[0]]))[:, None]
+        ).any(axis=1)
+        bad[start[over]] = True
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        n = int(group_node[i])
+        raise ValueError(
+            f"The pooled sums of {what} (group row {i}, node {n}) hold more rows or weight "
+            f"than their node's {node[n, 0]:.6g} rows of weight {node[n, 1]:.6g}: some client "
+            "sent counts no rows have (secure aggregation hides which)."
         )

@@ -59,6 +59,9 @@ class SecureState:
     y_center: float | NDArray[np.float64] = 0.0
     y_scale: float | NDArray[np.float64] = 1.0
     poisson: bool = False
+    #: Under "dp": where each output's targets lie (from the noisy histogram of asinh(y)).
+    y_lo: NDArray[np.float64] | None = None
+    y_hi: NDArray[np.float64] | None = None
     n_rows: float = 0.0
     #: class_weight="balanced": the pooled class counts (a masked sum), else None.
     class_counts: NDArray[np.float64] | None = None

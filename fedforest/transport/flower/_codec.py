@@ -86,6 +86,24 @@ def from_records(content: RecordDict, sender: str) -> Message:
     config = content.config_records.get(CONFIG)
     if config is None:
         raise ValueError(f"Message from {sender!r} carries no {CONFIG!r} config record.")
+    # Only what to_records makes: a record or entry it would not read is refused, not ignored.
+    extra = [f"the record {k!r}" for k in sorted(set(content.config_records) - {CONFIG})]
+    extra += [f"the record {k!r}" for k in sorted(set(content.array_records) - {ARRAYS})]
+    extra += [f"the record {k!r}" for k in sorted(content.metric_records)]
+    extra += [
+        f"the entry {CONFIG}[{k!r}]" for k in sorted(set(config) - {"kind", "header", "layout"})
+    ]
+    if ARRAYS in content.array_records:
+        extra += [
+            f"the array {ARRAYS}[{k!r}]"
+            for k in sorted(set(content.array_records[ARRAYS]) - {PACKED})
+        ]
+    if extra:
+        raise ValueError(
+            f"Message from {sender!r} carries {extra[0]}, which is not part of a fedforest "
+            f"message (a {CONFIG!r} config record with kind, header and layout, and at most "
+            f"the array record {ARRAYS!r} with the array {PACKED!r})."
+        )
     try:
         kind = str(config["kind"])
         header = json.loads(str(config["header"]))
