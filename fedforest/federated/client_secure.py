@@ -27,7 +27,7 @@ from .client_sketch import fine_codes
 from .client_targets import label_counts
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh
-from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2
+from .privacy.secagg import FRAC_BITS, MaskingKeys, pack_counts, to_fixed, to_fixed2
 from .protocol import GRID, OOB, RECOVER, ROUND_A, ROUND_B, Message, expect_array
 
 if TYPE_CHECKING:
@@ -341,7 +341,15 @@ class SecureParty:
             b = self.bounds(fit)
             summary = self.noisy(msg, summary, b, frac_bits=bits)
             cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
-        arrays = {"summary": to_fixed(summary, bits), "hist": to_fixed(cum, bits[:2])}
+        hist = to_fixed(cum, bits[:2])
+        if msg.header.get("pack_hist") is True:  # rows and draws: whole counts, one word
+            if self.dp is not None or np.any(bits[:2]):
+                raise ValueError(
+                    f"Client {self.client.name!r}: packed counts asked for, but its rows' "
+                    'weights are not whole numbers (sample weights or "dp").'
+                )
+            hist = pack_counts(hist, self.client.name)
+        arrays = {"summary": to_fixed(summary, bits), "hist": hist}
         return self._masked(msg, ROUND_A, arrays)
 
     def _counts_at(

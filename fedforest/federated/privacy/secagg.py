@@ -41,8 +41,10 @@ __all__ = [
     "add_in_order",
     "correction",
     "from_fixed",
+    "pack_counts",
     "stream_layout",
     "to_fixed",
+    "unpack_counts",
     "valid_public_key",
 ]
 
@@ -131,6 +133,48 @@ def from_fixed2(
 ) -> NDArray[np.float64]:
     """Decode the sums of :func:`to_fixed2` encodings."""
     return np.asarray(from_fixed(hi, frac_bits) + from_fixed(lo, frac_bits + LOW_BITS))
+
+
+#: Bits of each half of a word that carries two counts (:func:`pack_counts`).
+HALF_BITS = 32
+
+
+def pack_counts(fixed: NDArray[np.uint64], who: str) -> NDArray[np.uint64]:
+    """Two whole counts in one word, ``a + b * 2^32``: half the words to mask and send.
+
+    The sum over clients of the packed words packs the two columns' sums as long as each
+    stays below ``2^32`` (the server asks for packed counts only when the pooled rows are
+    fewer); the masks, being uniform mod 2^64, hide a packed word as they hide any other.
+
+    Parameters
+    ----------
+    fixed : ndarray of uint64, shape (n, 2)
+        :func:`to_fixed` encodings of counts (0 fractional bits).
+    who : str
+        The client, named in the error.
+
+    Raises
+    ------
+    ValueError
+        If a count is negative or reaches ``2^32``.
+    """
+    if fixed.ndim != 2 or fixed.shape[1] != 2:
+        raise ValueError(f"Client {who!r}: counts to pack come in pairs, got shape {fixed.shape}.")
+    if fixed.size and int(fixed.max()) >> HALF_BITS:  # a negative count wraps to >= 2^63
+        raise ValueError(
+            f"Client {who!r}: counts to pack must be whole numbers in [0, 2^{HALF_BITS}); "
+            f"got the word {int(fixed.max())}."
+        )
+    return np.asarray(fixed[:, 0] | (fixed[:, 1] << np.uint64(HALF_BITS)))
+
+
+def unpack_counts(total: NDArray[np.uint64]) -> NDArray[np.float64]:
+    """The two columns of a sum of :func:`pack_counts` words, as float64, shape (n, 2)."""
+    total = np.asarray(total, dtype=np.uint64)
+    out = np.empty((total.size, 2))
+    out[:, 0] = total & np.uint64(2**HALF_BITS - 1)
+    out[:, 1] = total >> np.uint64(HALF_BITS)
+    return out
 
 
 def add_in_order(

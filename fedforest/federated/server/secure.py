@@ -38,7 +38,15 @@ from ..privacy.rules import (
     safe_groups,
     secure_candidates,
 )
-from ..privacy.secagg import FRAC_BITS, LOW_BITS, add_in_order, correction, from_fixed
+from ..privacy.secagg import (
+    FRAC_BITS,
+    HALF_BITS,
+    LOW_BITS,
+    add_in_order,
+    correction,
+    from_fixed,
+    unpack_counts,
+)
 from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
 from .checks import check_class_blocks, check_pooled_class_counts
 from .config import GrowerConfig
@@ -155,11 +163,12 @@ def secure_exchange(
     fed: Federation,
     ledger: CommunicationLedger,
     msg: Message,
-    specs: dict[str, tuple[tuple[int, ...], NDArray[np.int64] | int]],
-) -> dict[str, NDArray[np.float64]]:
+    specs: dict[str, tuple[tuple[int, ...], NDArray[np.int64] | int | None]],
+) -> dict[str, NDArray[Any]]:
     """One masked round: the decoded sums over the clients of each array in ``specs``.
 
-    ``specs`` maps an array name to its shape and fractional bits. A client that fails
+    ``specs`` maps an array name to its shape and fractional bits (None: the uint64 sum as
+    it is, e.g. of packed counts). A client that fails
     (dropped under ``on_client_failure="drop"``) is removed from the sums by a recovery
     round with the survivors.
     """
@@ -176,7 +185,10 @@ def secure_exchange(
     dropped = sorted(set(peers) - {name for name, _ in replies})
     if dropped:
         totals = _recover(fed, ledger, tag, dropped, peers, totals)
-    return {name: from_fixed(totals[name], bits) for name, (_, bits) in specs.items()}
+    return {
+        name: totals[name] if bits is None else from_fixed(totals[name], bits)
+        for name, (_, bits) in specs.items()
+    }
 
 
 def _masked_array(msg: Message, name: str, shape: tuple[int, ...], sender: str) -> Any:
@@ -480,13 +492,24 @@ def round_a(
         state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift, ctx["missing"]
     )
     bits = _frac_bits(ctx)
+    # Rows and draws are whole counts below 2^32 when pooled: one word each pair (the
+    # largest share of the masked words at small sizes; the sums are the same numbers).
+    packed = cfg.privacy == "secure" and not np.any(bits[:2]) and state.n_rows < 2**HALF_BITS
     sums = secure_exchange(
         fed,
         ledger,
-        Message(ROUND_A, header, {**arrays, "grid_off": grid_off, "grid": grid}),
-        {"summary": ((n_slots, ctx["n_stats"]), bits), "hist": ((grid.size, 2), bits[:2])},
+        Message(
+            ROUND_A,
+            {**header, "pack_hist": True} if packed else header,
+            {**arrays, "grid_off": grid_off, "grid": grid},
+        ),
+        {
+            "summary": ((n_slots, ctx["n_stats"]), bits),
+            "hist": ((grid.size,), None) if packed else ((grid.size, 2), bits[:2]),
+        },
     )
-    summary, cum = sums["summary"], sums["hist"]
+    summary = sums["summary"]
+    cum = unpack_counts(sums["hist"]) if packed else sums["hist"]
     if cfg.privacy != "dp":
         check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
         per_pair = summary[np.repeat(np.arange(n_slots), np.diff(pair_off))][:, :2]

@@ -1,0 +1,103 @@
+"""Round A's rows and draws under "secure": two whole counts in one masked word.
+
+The oracle of the packing is the plain column sums; the oracle of the fits is the same fit
+with the counts sent as two words each (the path kept for sample weights and "dp").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fedforest as ff
+import fedforest.federated.server.secure as server_secure
+from fedforest.federated.privacy.secagg import (
+    MaskingKeys,
+    add_in_order,
+    pack_counts,
+    to_fixed,
+    unpack_counts,
+)
+from fedforest.federated.protocol import ROUND_A
+from fedforest.transport.local import LocalFederation
+
+
+def _parties(names: list[str]) -> dict[str, MaskingKeys]:
+    keys = {n: MaskingKeys(n) for n in names}
+    publics = {n: k.public_bytes for n, k in keys.items()}
+    for k in keys.values():
+        k.agree(publics)
+    return keys
+
+
+def test_masked_packed_counts_sum_to_the_column_sums() -> None:
+    rng = np.random.default_rng(3)
+    names = ["a", "b", "c", "d", "e", "f"]
+    keys = _parties(names)
+    # Counts up to 2^29 each: six of them sum to more than 2^31, below 2^32.
+    counts = {n: rng.integers(0, 2**29, size=(40, 2)).astype(np.float64) for n in names}
+    counts["a"][:3] = 0.0
+    masked = [
+        keys[n].mask({"hist": pack_counts(to_fixed(counts[n], 0), n)}, names, 9)["hist"]
+        for n in names
+    ]
+    assert all(m.shape == (40,) and m.dtype == np.uint64 for m in masked)
+    got = unpack_counts(add_in_order(masked, (40,)))
+    want = np.sum([counts[n] for n in names], axis=0)
+    assert want.max() > 2**31
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("bad", [-1.0, 2.0**32])
+def test_pack_counts_refuses_a_count_outside_32_bits(bad: float) -> None:
+    counts = np.zeros((5, 2))
+    counts[2, 1] = bad
+    with pytest.raises(ValueError, match="'site-3'.*whole numbers in \\[0, 2\\^32\\)"):
+        pack_counts(to_fixed(counts, 0), "site-3")
+
+
+class _Recording(LocalFederation):
+    """Keeps the shape of every Round A reply's counts."""
+
+    def __init__(self, clients: list[ff.Client]) -> None:
+        super().__init__(clients)
+        self.hist_shapes: list[tuple[int, ...]] = []
+
+    def send_and_receive(self, requests, round_index):  # type: ignore[no-untyped-def]
+        replies = super().send_and_receive(requests, round_index)
+        for msg in replies.values():
+            if msg.kind == ROUND_A:
+                self.hist_shapes.append(np.shape(msg.arrays["hist"]))
+        return replies
+
+
+def _fit(weights: bool) -> tuple[ff.FedForestRegressor, _Recording]:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 5))
+    y = X[:, 0] + np.sin(2 * X[:, 1]) + rng.normal(scale=0.3, size=900)
+    w = rng.uniform(0.5, 2.0, size=900) if weights else None
+    h = np.arange(900) % 3
+    clients = [
+        ff.Client(
+            X[h == k], y[h == k], name=f"c{k}", sample_weight=None if w is None else w[h == k]
+        )
+        for k in range(3)
+    ]
+    fed = _Recording(clients)
+    model = ff.FedForestRegressor(n_estimators=4, max_depth=4, random_state=1)
+    return model.fit_federated(fed), fed
+
+
+@pytest.mark.parametrize("weights", [False, True])
+def test_packed_counts_grow_the_forest_of_unpacked_ones(monkeypatch, weights: bool) -> None:
+    packed, fed = _fit(weights)
+    # Without sample weights the counts travel packed (one word a grid edge), with them
+    # (real weights) as two words.
+    assert fed.hist_shapes and all(len(s) == (2 if weights else 1) for s in fed.hist_shapes)
+    monkeypatch.setattr(server_secure, "HALF_BITS", 0)  # no pooled rows fit: never packed
+    plain, fed = _fit(weights)
+    assert all(len(s) == 2 for s in fed.hist_shapes)
+    for a, b in zip(packed.trees_, plain.trees_, strict=True):
+        for name in ("feature", "threshold", "children_left", "value", "n_node_samples"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert packed.communication_.upload_bytes < plain.communication_.upload_bytes or weights
