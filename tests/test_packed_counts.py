@@ -14,11 +14,12 @@ import fedforest.federated.server.secure as server_secure
 from fedforest.federated.privacy.secagg import (
     MaskingKeys,
     add_in_order,
+    from_fixed,
     pack_counts,
     to_fixed,
     unpack_counts,
 )
-from fedforest.federated.protocol import ROUND_A
+from fedforest.federated.protocol import ROUND_A, ROUND_B
 from fedforest.transport.local import LocalFederation
 
 
@@ -34,18 +35,25 @@ def test_masked_packed_counts_sum_to_the_column_sums() -> None:
     rng = np.random.default_rng(3)
     names = ["a", "b", "c", "d", "e", "f"]
     keys = _parties(names)
-    # Counts up to 2^29 each: six of them sum to more than 2^31, below 2^32.
-    counts = {n: rng.integers(0, 2**29, size=(40, 2)).astype(np.float64) for n in names}
-    counts["a"][:3] = 0.0
-    masked = [
-        keys[n].mask({"hist": pack_counts(to_fixed(counts[n], 0), n)}, names, 9)["hist"]
-        for n in names
-    ]
-    assert all(m.shape == (40,) and m.dtype == np.uint64 for m in masked)
-    got = unpack_counts(add_in_order(masked, (40,)))
-    want = np.sum([counts[n] for n in names], axis=0)
-    assert want.max() > 2**31
-    np.testing.assert_array_equal(got, want)
+    bits = np.array([0, 0, 24, 24])
+    # Counts up to 2^29 each (six of them sum past 2^31, below 2^32), then two real sums.
+    stats = {n: rng.integers(0, 2**29, size=(40, 4)).astype(np.float64) for n in names}
+    for n in names:
+        stats[n][:, 2:] = rng.normal(size=(40, 2)) * 1000
+    stats["a"][:3, :2] = 0.0
+    masked = []
+    for n in names:
+        packed = pack_counts(to_fixed(stats[n], bits), n)
+        assert packed.shape == (40, 3) and packed.dtype == np.uint64
+        masked.append(keys[n].mask({"left": packed}, names, 9)["left"])
+    got = unpack_counts(add_in_order(masked, (40, 3)), bits[2:])
+    want = np.sum([stats[n] for n in names], axis=0)
+    assert want[:, :2].max() > 2**31
+    np.testing.assert_array_equal(got[:, :2], want[:, :2])  # whole counts: exact
+    plain = from_fixed(add_in_order([to_fixed(stats[n], bits) for n in names], (40, 4)), bits)
+    np.testing.assert_array_equal(got, plain)  # the real sums: as unpacked sums decode
+    two = pack_counts(to_fixed(stats["b"][:, :2], 0), "b")  # Round A: the counts alone
+    np.testing.assert_array_equal(unpack_counts(two), stats["b"][:, :2])
 
 
 @pytest.mark.parametrize("bad", [-1.0, 2.0**32])
@@ -57,17 +65,20 @@ def test_pack_counts_refuses_a_count_outside_32_bits(bad: float) -> None:
 
 
 class _Recording(LocalFederation):
-    """Keeps the shape of every Round A reply's counts."""
+    """Keeps the shape of every Round A reply's counts and Round B's left statistics."""
 
     def __init__(self, clients: list[ff.Client]) -> None:
         super().__init__(clients)
         self.hist_shapes: list[tuple[int, ...]] = []
+        self.left_shapes: list[tuple[int, ...]] = []
 
     def send_and_receive(self, requests, round_index):  # type: ignore[no-untyped-def]
         replies = super().send_and_receive(requests, round_index)
         for msg in replies.values():
             if msg.kind == ROUND_A:
                 self.hist_shapes.append(np.shape(msg.arrays["hist"]))
+            if msg.kind == ROUND_B:
+                self.left_shapes.append(np.shape(msg.arrays["left"]))
         return replies
 
 
@@ -91,12 +102,15 @@ def _fit(weights: bool) -> tuple[ff.FedForestRegressor, _Recording]:
 @pytest.mark.parametrize("weights", [False, True])
 def test_packed_counts_grow_the_forest_of_unpacked_ones(monkeypatch, weights: bool) -> None:
     packed, fed = _fit(weights)
-    # Without sample weights the counts travel packed (one word a grid edge), with them
-    # (real weights) as two words.
-    assert fed.hist_shapes and all(len(s) == (2 if weights else 1) for s in fed.hist_shapes)
+    # Without sample weights rows and draws travel packed (one word a grid edge or
+    # candidate), with them (real weights) as two words.
+    words = 0 if weights else 1
+    assert fed.hist_shapes and {s[1] for s in fed.hist_shapes} == {2 - words}
+    assert fed.left_shapes and {s[1] for s in fed.left_shapes} == {4 - words}
     monkeypatch.setattr(server_secure, "HALF_BITS", 0)  # no pooled rows fit: never packed
     plain, fed = _fit(weights)
-    assert all(len(s) == 2 for s in fed.hist_shapes)
+    assert {s[1] for s in fed.hist_shapes} == {2}
+    assert {s[1] for s in fed.left_shapes} == {4}
     for a, b in zip(packed.trees_, plain.trees_, strict=True):
         for name in ("feature", "threshold", "children_left", "value", "n_node_samples"):
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)

@@ -27,7 +27,7 @@ import pytest
 import fedforest as ff
 from fedforest.federated.client_secure import stat_frac_bits
 from fedforest.federated.federation import Federation
-from fedforest.federated.privacy.secagg import add_in_order, from_fixed
+from fedforest.federated.privacy.secagg import add_in_order, from_fixed, unpack_counts
 from fedforest.federated.protocol import ROUND_A, ROUND_B, Message, unpack_sketch
 
 
@@ -156,11 +156,16 @@ def pooled_view(
             last_summary = summary
         if ROUND_B in kinds and first.arrays["left"].dtype == np.uint64:
             req = next(iter(requests.values()))
-            left = from_fixed(
+            # Rows and draws in one word when the server asked for packed counts.
+            packed = req.header.get("pack_counts") is True
+
+            def decode(total: np.ndarray, packed: bool = packed) -> np.ndarray:
+                return unpack_counts(total, bits[2:]) if packed else from_fixed(total, bits)
+
+            left = decode(
                 add_in_order(
                     (m.arrays["left"] for m in replies.values()), first.arrays["left"].shape
-                ),
-                bits,
+                )
             )
             cand_off = req.arrays["cand_off"]
             pair_off = last_pair_off
@@ -174,9 +179,8 @@ def pooled_view(
                 fewest["interval"] = min(fewest["interval"], np.diff(cum).min())
             gs = first.arrays["group_stats"]
             if gs.shape[0]:
-                groups = from_fixed(
-                    add_in_order((m.arrays["group_stats"] for m in replies.values()), gs.shape),
-                    bits,
+                groups = decode(
+                    add_in_order((m.arrays["group_stats"] for m in replies.values()), gs.shape)
                 )
                 fewest["group"] = min(fewest["group"], groups[:, 0].min())
     return fewest

@@ -341,16 +341,22 @@ class SecureParty:
             b = self.bounds(fit)
             summary = self.noisy(msg, summary, b, frac_bits=bits)
             cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
-        hist = to_fixed(cum, bits[:2])
-        if msg.header.get("pack_hist") is True:  # rows and draws: whole counts, one word
-            if self.dp is not None or np.any(bits[:2]):
-                raise ValueError(
-                    f"Client {self.client.name!r}: packed counts asked for, but its rows' "
-                    'weights are not whole numbers (sample weights or "dp").'
-                )
-            hist = pack_counts(hist, self.client.name)
+        hist = self._packed(msg, to_fixed(cum, bits[:2]), bits)
         arrays = {"summary": to_fixed(summary, bits), "hist": hist}
         return self._masked(msg, ROUND_A, arrays)
+
+    def _packed(
+        self, msg: Message, fixed: NDArray[np.uint64], bits: NDArray[np.int64]
+    ) -> NDArray[np.uint64]:
+        """Rows and draws (whole counts) in one word when the server asks (``pack_counts``)."""
+        if msg.header.get("pack_counts") is not True:
+            return fixed
+        if self.dp is not None or np.any(bits[:2]):
+            raise ValueError(
+                f"Client {self.client.name!r}: packed counts asked for, but its rows' "
+                'weights are not whole numbers (sample weights or "dp").'
+            )
+        return pack_counts(fixed, self.client.name)
 
     def _counts_at(
         self, fit: _Fit, off: NDArray[np.int64], edges: NDArray[np.float64]
@@ -403,7 +409,10 @@ class SecureParty:
             b = self.bounds(fit)
             left = self.noisy(msg, increments(left, cand_off), b, frac_bits=bits)
             stats = self.noisy(msg, stats, b, frac_bits=bits)
-        arrays = {"left": to_fixed(left, bits), "group_stats": to_fixed(stats, bits)}
+        arrays = {
+            "left": self._packed(msg, to_fixed(left, bits), bits),
+            "group_stats": self._packed(msg, to_fixed(stats, bits), bits),
+        }
         return self._masked(msg, ROUND_B, arrays)
 
     def _group_stats(

@@ -140,40 +140,58 @@ HALF_BITS = 32
 
 
 def pack_counts(fixed: NDArray[np.uint64], who: str) -> NDArray[np.uint64]:
-    """Two whole counts in one word, ``a + b * 2^32``: half the words to mask and send.
+    """A row's first two columns (whole counts) in one word ``a + b * 2^32``.
 
-    The sum over clients of the packed words packs the two columns' sums as long as each
-    stays below ``2^32`` (the server asks for packed counts only when the pooled rows are
-    fewer); the masks, being uniform mod 2^64, hide a packed word as they hide any other.
+    Fewer words to mask and send. The sum over clients of the packed words packs the two
+    columns' sums as long as each stays below ``2^32`` (the server asks for packed counts
+    only when the pooled rows are fewer); the masks, being uniform mod 2^64, hide a packed
+    word as they hide any other.
 
     Parameters
     ----------
-    fixed : ndarray of uint64, shape (n, 2)
-        :func:`to_fixed` encodings of counts (0 fractional bits).
+    fixed : ndarray of uint64, shape (n, s), s >= 2
+        :func:`to_fixed` encodings; the first two columns of counts (0 fractional bits).
     who : str
         The client, named in the error.
+
+    Returns
+    -------
+    ndarray of uint64, shape (n, s - 1)
+        The packed counts, then the other columns as they were.
 
     Raises
     ------
     ValueError
         If a count is negative or reaches ``2^32``.
     """
-    if fixed.ndim != 2 or fixed.shape[1] != 2:
+    if fixed.ndim != 2 or fixed.shape[1] < 2:
         raise ValueError(f"Client {who!r}: counts to pack come in pairs, got shape {fixed.shape}.")
-    if fixed.size and int(fixed.max()) >> HALF_BITS:  # a negative count wraps to >= 2^63
+    counts = fixed[:, :2]
+    if counts.size and int(counts.max()) >> HALF_BITS:  # a negative count wraps to >= 2^63
         raise ValueError(
             f"Client {who!r}: counts to pack must be whole numbers in [0, 2^{HALF_BITS}); "
-            f"got the word {int(fixed.max())}."
+            f"got the word {int(counts.max())}."
         )
-    return np.asarray(fixed[:, 0] | (fixed[:, 1] << np.uint64(HALF_BITS)))
+    out = np.empty((fixed.shape[0], fixed.shape[1] - 1), dtype=np.uint64)
+    out[:, 0] = counts[:, 0] | (counts[:, 1] << np.uint64(HALF_BITS))
+    out[:, 1:] = fixed[:, 2:]
+    return out
 
 
-def unpack_counts(total: NDArray[np.uint64]) -> NDArray[np.float64]:
-    """The two columns of a sum of :func:`pack_counts` words, as float64, shape (n, 2)."""
+def unpack_counts(
+    total: NDArray[np.uint64], frac_bits: NDArray[np.int64] | None = None
+) -> NDArray[np.float64]:
+    """Decode a sum of :func:`pack_counts` words: shape (n, s - 1) to (n, s), float64.
+
+    ``frac_bits`` are those of the columns after the two counts (:func:`from_fixed`).
+    """
     total = np.asarray(total, dtype=np.uint64)
-    out = np.empty((total.size, 2))
-    out[:, 0] = total & np.uint64(2**HALF_BITS - 1)
-    out[:, 1] = total >> np.uint64(HALF_BITS)
+    out = np.empty((total.shape[0], total.shape[1] + 1))
+    out[:, 0] = total[:, 0] & np.uint64(2**HALF_BITS - 1)
+    out[:, 1] = total[:, 0] >> np.uint64(HALF_BITS)
+    if total.shape[1] > 1:
+        assert frac_bits is not None
+        out[:, 2:] = from_fixed(total[:, 1:], frac_bits)
     return out
 
 

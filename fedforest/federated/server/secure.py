@@ -492,20 +492,18 @@ def round_a(
         state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift, ctx["missing"]
     )
     bits = _frac_bits(ctx)
-    # Rows and draws are whole counts below 2^32 when pooled: one word each pair (the
-    # largest share of the masked words at small sizes; the sums are the same numbers).
-    packed = cfg.privacy == "secure" and not np.any(bits[:2]) and state.n_rows < 2**HALF_BITS
+    packed = _packs(cfg, state, bits)
     sums = secure_exchange(
         fed,
         ledger,
         Message(
             ROUND_A,
-            {**header, "pack_hist": True} if packed else header,
+            {**header, "pack_counts": True} if packed else header,
             {**arrays, "grid_off": grid_off, "grid": grid},
         ),
         {
             "summary": ((n_slots, ctx["n_stats"]), bits),
-            "hist": ((grid.size,), None) if packed else ((grid.size, 2), bits[:2]),
+            "hist": ((grid.size, 1), None) if packed else ((grid.size, 2), bits[:2]),
         },
     )
     summary = sums["summary"]
@@ -529,6 +527,15 @@ def round_a(
         check_class_blocks(summary, cfg.class_sizes, ctx["weighted"], "Round A's node summaries")
     pooled = from_z(summary, state, cfg.task == "regression")
     return LevelA(pooled, grid_off, grid, cum)
+
+
+def _packs(cfg: GrowerConfig, state: SecureState, bits: NDArray[np.int64]) -> bool:
+    """Whether rows and draws travel as one word (``pack_counts``).
+
+    They are whole counts whose pooled sums stay below 2^32 (without sample weights,
+    outside "dp"); the largest share of the masked words at small sizes.
+    """
+    return cfg.privacy == "secure" and not np.any(bits[:2]) and state.n_rows < 2**HALF_BITS
 
 
 def check_root_weights(pooled: NDArray[np.float64], depth: int, ctx: dict[str, Any]) -> None:
@@ -661,12 +668,19 @@ def round_b(
         ),
         "n_groups": np.asarray(n_groups, dtype=np.int32),
     }
+    packed = _packs(cfg, state, bits)
+    n_words, word_bits = (s - 1, None) if packed else (s, bits)
     sums = secure_exchange(
         fed,
         ledger,
-        Message(ROUND_B, {}, arrays),
-        {"left": ((cand.size, s), bits), "group_stats": ((int(sum(n_groups)), s), bits)},
+        Message(ROUND_B, {"pack_counts": True} if packed else {}, arrays),
+        {
+            "left": ((cand.size, n_words), word_bits),
+            "group_stats": ((int(sum(n_groups)), n_words), word_bits),
+        },
     )
+    if packed:
+        sums = {k: unpack_counts(v, bits[2:]) for k, v in sums.items()}
     regression = cfg.task == "regression"
     left_z, groups_z = sums["left"], sums["group_stats"]
     if cfg.privacy != "dp":
