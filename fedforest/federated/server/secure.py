@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from ..._common import STAT_ROWS, STAT_WEIGHT, class_sizes
 from ..client_secure import MOMENT_FRAC_BITS, oob_frac_bits, stat_frac_bits, target_grid
 from ..criteria import s_log_mean
-from ..federation import ClientFailure, Federation
+from ..federation import Federation
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, searchsorted_segments
 from ..privacy.rules import (
@@ -42,12 +42,9 @@ from ..privacy.secagg import (
     FRAC_BITS,
     HALF_BITS,
     LOW_BITS,
-    add_in_order,
-    correction,
-    from_fixed,
     unpack_counts,
 )
-from ..protocol import GRID, RECOVER, ROUND_A, ROUND_B, CommunicationLedger, Message
+from ..protocol import GRID, ROUND_A, ROUND_B, CommunicationLedger, Message
 from .checks import check_class_blocks, check_pooled_class_counts
 from .config import GrowerConfig
 from .denoise import (
@@ -59,9 +56,7 @@ from .denoise import (
     stat_task,
 )
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
-from .envelope import masked_arrays
 from .missing import with_missing_sides
-from .rounds import exchange
 from .secure_checks import (
     check_pooled_cumulative,
     check_pooled_groups,
@@ -78,6 +73,7 @@ from .secure_grids import (  # the state between levels (the grower calls it thr
     offsets,
     ranges,
 )
+from .secure_sums import secure_exchange
 from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
 from .weights import weigh
 
@@ -156,82 +152,6 @@ def min_rows(cfg: GrowerConfig) -> int:
     """The minimum rows of every released sum."""
     assert cfg.min_aggregate_rows is not None
     return int(cfg.min_aggregate_rows)
-
-
-# --------------------------------------------------------------------------- summing
-def secure_exchange(
-    fed: Federation,
-    ledger: CommunicationLedger,
-    msg: Message,
-    specs: dict[str, tuple[tuple[int, ...], NDArray[np.int64] | int | None]],
-) -> dict[str, NDArray[Any]]:
-    """One masked round: the decoded sums over the clients of each array in ``specs``.
-
-    ``specs`` maps an array name to its shape and fractional bits (None: the uint64 sum as
-    it is, e.g. of packed counts). A client that fails
-    (dropped under ``on_client_failure="drop"``) is removed from the sums by a recovery
-    round with the survivors.
-    """
-    peers = list(fed.client_names)
-    tag = ledger.rounds
-    msg = Message(msg.kind, {**msg.header, "secagg": {"tag": tag, "peers": peers}}, msg.arrays)
-    replies = exchange(
-        fed, ledger, msg, masked_arrays({k: shape for k, (shape, _) in specs.items()})
-    )
-    totals = {
-        name: add_in_order((_masked_array(m, name, shape, sender) for sender, m in replies), shape)
-        for name, (shape, _) in specs.items()
-    }
-    dropped = sorted(set(peers) - {name for name, _ in replies})
-    if dropped:
-        totals = _recover(fed, ledger, tag, dropped, peers, totals)
-    return {
-        name: totals[name] if bits is None else from_fixed(totals[name], bits)
-        for name, (_, bits) in specs.items()
-    }
-
-
-def _masked_array(msg: Message, name: str, shape: tuple[int, ...], sender: str) -> Any:
-    if name not in msg.arrays:
-        raise ValueError(f"Message {msg.kind!r} from {sender!r} lacks the array {name!r}.")
-    arr = np.asarray(msg.arrays[name])
-    if arr.dtype != np.uint64 or arr.shape != shape:
-        raise ValueError(
-            f"Array {name!r} of message {msg.kind!r} from {sender!r} has dtype {arr.dtype} and "
-            f"shape {arr.shape}; expected uint64 and shape {shape} (a masked sum)."
-        )
-    return arr
-
-
-def _recover(
-    fed: Federation,
-    ledger: CommunicationLedger,
-    tag: int,
-    dropped: list[str],
-    peers: list[str],
-    totals: dict[str, NDArray[np.uint64]],
-) -> dict[str, NDArray[np.uint64]]:
-    """Remove the survivors' masks with the dropped clients from this round's sums."""
-    shapes = {name: list(total.shape) for name, total in totals.items()}
-    header = {"tag": tag, "dropped": dropped, "shapes": shapes, "peers": peers}
-    request = Message(RECOVER, header)
-    try:
-        replies = exchange(fed, ledger, request)
-    except ClientFailure as exc:  # pragma: no cover - a second failure while recovering
-        raise ClientFailure(exc.client, RECOVER, exc.round_index, exc) from exc
-    missing = sorted(set(fed.client_names) - {name for name, _ in replies})
-    if missing:
-        raise ValueError(
-            f"Client {missing[0]!r} failed while the masks of {dropped} were removed; the "
-            "round's sums cannot be recovered."
-        )
-    return {
-        name: correction(
-            total,
-            (_masked_array(m, name, total.shape, sender) for sender, m in replies),
-        )
-        for name, total in totals.items()
-    }
 
 
 # --------------------------------------------------------------------------- set-up

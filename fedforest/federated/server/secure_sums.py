@@ -1,0 +1,99 @@
+"""Masked rounds of ``privacy="secure"``: the clients' answers summed, masks removed.
+
+:func:`secure_exchange` sends one round, checks that every reply holds the masked
+arrays it should (uint64, the expected shapes), adds them up mod 2^64 and decodes the
+sums (fixed point, or the raw words of packed counts); a client that failed is removed
+from the sums by a recovery round in which the survivors send the masks they shared with
+it (:func:`..privacy.secagg.correction`). Moved out of :mod:`.secure` (which re-exports
+it) to keep that module under the size limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..federation import ClientFailure, Federation
+from ..privacy.secagg import add_in_order, correction, from_fixed
+from ..protocol import RECOVER, CommunicationLedger, Message
+from .envelope import masked_arrays
+from .rounds import exchange
+
+__all__ = ["secure_exchange"]
+
+
+def secure_exchange(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    msg: Message,
+    specs: dict[str, tuple[tuple[int, ...], NDArray[np.int64] | int | None]],
+) -> dict[str, NDArray[Any]]:
+    """One masked round: the decoded sums over the clients of each array in ``specs``.
+
+    ``specs`` maps an array name to its shape and fractional bits (None: the uint64 sum as
+    it is, e.g. of packed counts). A client that fails
+    (dropped under ``on_client_failure="drop"``) is removed from the sums by a recovery
+    round with the survivors.
+    """
+    peers = list(fed.client_names)
+    tag = ledger.rounds
+    msg = Message(msg.kind, {**msg.header, "secagg": {"tag": tag, "peers": peers}}, msg.arrays)
+    replies = exchange(
+        fed, ledger, msg, masked_arrays({k: shape for k, (shape, _) in specs.items()})
+    )
+    totals = {
+        name: add_in_order((_masked_array(m, name, shape, sender) for sender, m in replies), shape)
+        for name, (shape, _) in specs.items()
+    }
+    dropped = sorted(set(peers) - {name for name, _ in replies})
+    if dropped:
+        totals = _recover(fed, ledger, tag, dropped, peers, totals)
+    return {
+        name: totals[name] if bits is None else from_fixed(totals[name], bits)
+        for name, (_, bits) in specs.items()
+    }
+
+
+def _masked_array(msg: Message, name: str, shape: tuple[int, ...], sender: str) -> Any:
+    if name not in msg.arrays:
+        raise ValueError(f"Message {msg.kind!r} from {sender!r} lacks the array {name!r}.")
+    arr = np.asarray(msg.arrays[name])
+    if arr.dtype != np.uint64 or arr.shape != shape:
+        raise ValueError(
+            f"Array {name!r} of message {msg.kind!r} from {sender!r} has dtype {arr.dtype} and "
+            f"shape {arr.shape}; expected uint64 and shape {shape} (a masked sum)."
+        )
+    return arr
+
+
+def _recover(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    tag: int,
+    dropped: list[str],
+    peers: list[str],
+    totals: dict[str, NDArray[np.uint64]],
+) -> dict[str, NDArray[np.uint64]]:
+    """Remove the survivors' masks with the dropped clients from this round's sums."""
+    shapes = {name: list(total.shape) for name, total in totals.items()}
+    header = {"tag": tag, "dropped": dropped, "shapes": shapes, "peers": peers}
+    request = Message(RECOVER, header)
+    try:
+        replies = exchange(fed, ledger, request)
+    except ClientFailure as exc:  # pragma: no cover - a second failure while recovering
+        raise ClientFailure(exc.client, RECOVER, exc.round_index, exc) from exc
+    missing = sorted(set(fed.client_names) - {name for name, _ in replies})
+    if missing:
+        raise ValueError(
+            f"Client {missing[0]!r} failed while the masks of {dropped} were removed; the "
+            "round's sums cannot be recovered."
+        )
+    return {
+        name: correction(
+            total,
+            (_masked_array(m, name, total.shape, sender) for sender, m in replies),
+        )
+        for name, total in totals.items()
+    }
