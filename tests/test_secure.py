@@ -25,7 +25,6 @@ from fedforest.federated.privacy.rules import (
     ancestor_safe_numpy,
     group_categories,
     groups_isolate,
-    safe_from_ancestors,
     secure_candidates,
     secure_candidates_numpy,
 )
@@ -428,10 +427,12 @@ def test_ancestor_rule_keeps_exactly_the_candidates_no_difference_isolates_with(
             anc = np.column_stack(
                 [thr, a_rows, np.full(thr.size, float(values.size)), np.full(thr.size, near)]
             )
-            kept[near] = safe_from_ancestors(
-                cands, np.array([0, cands.size]), grid, np.array([0, grid.size]), rows, anc,
-                np.array([0, thr.size]), np.array([-np.inf]), np.array([np.inf]),
-                np.array([float(c_vals.size)]), m,
+            kept[near] = np.ones(cands.size, dtype=bool)  # the rule between two sums alone
+            ancestor_safe(
+                cands, np.array([0, cands.size]), grid, np.array([0, grid.size]), rows,
+                *(np.ascontiguousarray(anc[:, j]) for j in range(4)), np.array([0, thr.size]),
+                np.array([-np.inf]), np.array([np.inf]), np.array([float(c_vals.size)]), m,
+                kept[near],
             )  # fmt: skip
         idx = np.arange(values.size)
         for j, c in enumerate(cands):

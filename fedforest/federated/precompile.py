@@ -34,7 +34,7 @@ from numba.core import event
 
 from ..tree.apply import predict_forest
 from . import client_kernels
-from .privacy import grids, rules, secagg
+from .privacy import grids, intervals, rules, secagg
 from .server import draws, splitter
 
 __all__ = [
@@ -66,6 +66,8 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (grids.merge_thresholds, (_F, _I64, _B, _F, _I64, _F, _I64)),
     (rules.secure_candidates, (_F, _I64, _F, _F, _F, _F, _F, _I, _I, _I64, _F)),
     (rules.ancestor_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
+    (intervals.interval_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
+    (intervals.interval_checks, (_F, _F, _I64, _F, _F, _F, _I64, _F, _F, _I, _B)),
     (grids.searchsorted_segments, (_F, _I64, _F, _I64, _I64)),
     (grids._libm_map, (_F, types.boolean, _F)),
     (client_kernels.node_summaries, (_I32, _F, _I32, _F, _I, _F2)),

@@ -8,7 +8,10 @@ asinh(y) instead of two halved: the same splits, values within 1e-8 (the fixed p
 rounding of the differently scaled targets). And its secure case once more when the
 minimum-rows rule began to check every ancestor's releases, above the thresholds as well
 as below (other candidates, so other trees); only ``bench_secure`` was refitted (loaded,
-its arrays replaced, saved).
+its arrays replaced, saved). And once more, the same way, when the interval rule
+(``privacy/intervals.py``: intervals of an ancestor's thresholds against intervals of a
+node's candidates) dropped candidates and put more of the ancestors' thresholds on the
+node grids (other candidates, so other trees).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

@@ -14,6 +14,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from .intervals import interval_safe
+
 #: The candidate "value known | missing" (``server.missing.MISSING_SPLIT``; privacy/ sits
 #: below the server and cannot import it).
 MISSING_SPLIT = float(np.finfo(np.float64).max)
@@ -343,14 +345,21 @@ def safe_from_ancestors(
 ) -> NDArray[np.bool_]:
     """Which candidates (of every pair, flat) are safe from the ancestors' releases.
 
-    :func:`ancestor_safe` on its own output array; ``anc`` holds its ``anc_thr``,
-    ``anc_rows``, ``anc_total`` and ``anc_near`` as columns. See there for the rest.
+    :func:`ancestor_safe` (differences of two sums), then on the candidates it kept
+    :func:`~fedforest.federated.privacy.intervals.interval_safe` (an interval of an
+    ancestor's thresholds less one of the node's candidates: three or four sums), on one
+    output array; ``anc`` holds their ``anc_thr``, ``anc_rows``, ``anc_total`` and
+    ``anc_near`` as columns. See there for the rest.
     """
     out = np.ones(cands.size, dtype=np.bool_)
     thr, below, rows_a, near = (np.ascontiguousarray(anc[:, j]) for j in range(4))
     ancestor_safe(
         cands, cand_off, grid, grid_off, rows, thr, below, rows_a, near, anc_off, lo, hi,
         total, int(min_rows), out,
+    )  # fmt: skip
+    interval_safe(
+        cands, cand_off, grid, grid_off, rows, thr, below, rows_a, anc_off, lo, hi, total,
+        int(min_rows), out,
     )  # fmt: skip
     return out
 

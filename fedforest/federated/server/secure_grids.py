@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..._common import STAT_WEIGHT
 from ..privacy.grids import merge_thresholds, quantile_grids_at
+from ..privacy.intervals import interval_checks
 from .config import GrowerConfig
 from .missing import MISSING_SPLIT, add_missing_candidates
 from .splitter import BestSplits
@@ -243,8 +244,9 @@ def node_grids(
     quantile_grids_at(
         edges, edge_at, mass, mass_at, n_mass, lo, hi, n_out, shift[sel], out_off, out
     )
-    # The ancestors' thresholds that the rule checks join the node's grid, so that Round A
-    # counts the node's rows below each of them (for the rule in Round B).
+    # The ancestors' thresholds inside the node's path bounds join its grid, so that Round A
+    # counts the node's rows below each of them (for the rules in Round B: every count is
+    # exact).
     owner, anc_rel = _ancestors_releases(state, node, f, node_rows[node])
     anc_off = offsets(np.bincount(owner, minlength=sel.size))
     has = np.diff(anc_off) > 0
@@ -344,7 +346,7 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
 
 
 def near_tails(anc: NDArray[np.float64], rows: NDArray[np.float64], m: int) -> NDArray[np.bool_]:
-    """Which ancestors' releases (rows of ``anc``) the rule must check for a node of ``rows``.
+    """Which ancestors' releases (rows of ``anc``) the rule between two sums must check.
 
     The parent's always. Further up, a release at ``e`` by ``A`` (``a`` rows below it, ``t``
     in all) differs from any of the node's sums by ``A``'s rows outside the node below
@@ -359,15 +361,19 @@ def near_tails(anc: NDArray[np.float64], rows: NDArray[np.float64], m: int) -> N
 def _ancestors_releases(
     state: SecureState, node: NDArray[np.int64], f: NDArray[np.int64], rows: NDArray[np.float64]
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """The releases the rule checks each pair (``node``, ``f``) against, pair after pair.
+    """The releases the rules check each pair (``node``, ``f``) against, pair after pair.
 
-    Up the path level by level (a lookup per level for all pairs at once), the parent's
-    all and the tails of the others' (:func:`near_tails`). Returns each row's pair (sorted)
+    Up the path level by level (a lookup per level for all pairs at once): the parent's
+    all, and of the others' those the rule between two sums needs (:func:`near_tails`)
+    and those that could end an interval the interval rule finds isolating
+    (``privacy/intervals.py``, :func:`interval_checks`: bounded with the releases of the
+    nearest ancestor that released the feature, ``B``). Returns each row's pair (sorted)
     and the rows (threshold, the ancestor's rows below it, its rows, 1 for the parent's).
     """
-    d = state.lo.shape[1]
+    d, m = state.lo.shape[1], state.min_rows
     owners, found = [np.zeros(0, np.int64)], [np.zeros((0, 4))]
     up = state.parent[node] if node.size else np.zeros(0, np.int64)
+    b_off, b_rel = np.zeros(node.size + 1, dtype=np.int64), np.zeros((0, 3))
     for k in range(len(state.history) - 1, -1, -1):
         parents, released, _ = state.history[k]
         there = up >= 0
@@ -375,10 +381,36 @@ def _ancestors_releases(
         off, rel = released.take(seg)
         owner = np.repeat(np.arange(node.size), np.diff(off))
         rel = np.column_stack([rel, np.full(rel.shape[0], float(k == len(state.history) - 1))])
-        keep = near_tails(rel, rows[owner], state.min_rows)
+        keep = near_tails(rel, rows[owner], m)
+        interval_checks(
+            rel[:, 1].copy(), rel[:, 2].copy(), off, b_rel[:, 0].copy(), b_rel[:, 1].copy(),
+            b_rel[:, 2].copy(), b_off, rel[:, 0].copy(), rows, m, keep,
+        )  # fmt: skip
         owners.append(owner[keep])
         found.append(rel[keep])
+        # The nearest ancestor that released the feature: B for those further up.
+        first = (np.diff(b_off) == 0) & (np.diff(off) > 0)
+        if first.any():
+            b_off, b_rel = _merge_segments(b_off, b_rel, off, rel[:, :3], first)
         up = np.where(there, parents[np.maximum(up, 0)], -1) if parents.size else up * 0 - 1
     owner = np.concatenate(owners)
     order = np.argsort(owner, kind="stable")
     return owner[order], np.vstack(found)[order]
+
+
+def _merge_segments(
+    off: NDArray[np.int64],
+    values: NDArray[np.float64],
+    new_off: NDArray[np.int64],
+    new_values: NDArray[np.float64],
+    take_new: NDArray[np.bool_],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Per pair, its segment of ``new_values`` where ``take_new``, else of ``values``."""
+    start = np.where(take_new, new_off[:-1], off[:-1])
+    end = np.where(take_new, new_off[1:], off[1:])
+    idx = ranges(start, end)
+    src = np.repeat(take_new, end - start)
+    out = np.empty((idx.size, values.shape[1]))
+    out[src] = new_values[idx[src]]
+    out[~src] = values[idx[~src]]
+    return offsets(end - start), out

@@ -1,0 +1,316 @@
+"""The minimum-rows rule for sums of three and four releases: intervals against intervals.
+
+An ancestor ``A`` released its cumulative sums at its thresholds ``e`` and its total, so
+any two of them give its sum over an interval ``J`` of its thresholds (and -inf, +inf);
+a node ``C`` inside it releases its own at its candidates, and any two of those give its
+sum over an interval ``K``. ``S_A(J) - S_C(K)`` covers ``A``'s rows outside ``C`` in ``J``
+and ``C``'s rows in one interval but not the other: with ``K`` holding the same rows of
+``C`` as ``J`` (the ancestors' thresholds join the node's grid, so its quantile
+candidates often pick them) that is ``A``'s rows outside ``C`` between two thresholds, a
+few rows where ``C`` holds most of ``A``'s there. The rule between two sums
+(``rules.ancestor_safe``) covers ``J`` and ``K`` reaching -inf or +inf; this one every
+interval.
+
+The node's candidates are taken in increasing order and one is kept only when no
+interval it ends (from -inf or any candidate kept before it, and from it to +inf) makes
+such a difference with any interval of any ancestor's: what stays has no such pair, and
+a candidate is dropped only for candidates that are released. (Dropping, in one pass,
+every candidate that some pair of the unfiltered candidates flagged lost accuracy where
+nodes hold few candidates: docs/privacy.md.)
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["interval_checks", "interval_checks_numpy", "interval_safe", "interval_safe_numpy"]
+
+
+@numba.njit(nogil=True, cache=True)
+def _rows_below(grid, rows, g0, g1, x, lo, hi, total):
+    """A node's rows with value <= x, for x on its grid (increasing) or outside (lo, hi]."""
+    a, b = g0, g1
+    while a < b:  # the first edge > x (np.searchsorted's side="right")
+        mid = a + ((b - a) >> 1)
+        if not x < grid[mid]:
+            a = mid + 1
+        else:
+            b = mid
+    got = rows[a - 1] if a > g0 else 0.0
+    if x <= lo:
+        got = 0.0
+    if x >= hi:
+        got = total
+    return got
+
+
+@numba.njit(nogil=True, cache=True)
+def _isolates(out_j, r_lo, r_hi, k_lo, k_hi, min_rows):
+    # S_A(J) - S_C(K): J holds ``out_j`` rows of A outside C and C's rows (r_lo, r_hi]
+    # (positions in C's sorted rows), K C's rows (k_lo, k_hi]. A few rows are isolated
+    # when one side is empty and the other holds 1 to min_rows - 1 rows.
+    overlap = max(0.0, min(r_hi, k_hi) - max(r_lo, k_lo))
+    plus = out_j + (r_hi - r_lo - overlap)
+    minus = k_hi - k_lo - overlap
+    return (minus == 0 and plus > 0 and plus < min_rows) or (
+        plus == 0 and minus > 0 and minus < min_rows
+    )
+
+
+@numba.njit(nogil=True, cache=True)
+def _interval_unsafe(er, ob, n_e, k_lo, k_hi, min_rows):
+    # Whether C's interval (k_lo, k_hi] isolates rows with some interval of one ancestor's
+    # (``er``: C's rows below -inf, each threshold, +inf; ``ob``: A's rows outside C below
+    # them). Ends of K more than min_rows - 1 rows of C from J's differ by min_rows or more.
+    for i in range(n_e + 1):
+        if abs(k_lo - er[i]) >= min_rows:
+            continue
+        for j in range(i + 1, n_e + 2):
+            out_j = ob[j] - ob[i]
+            if out_j >= min_rows or abs(k_hi - er[j]) >= min_rows:
+                continue
+            if _isolates(out_j, er[i], er[j], k_lo, k_hi, min_rows):
+                return True
+    return False
+
+
+@numba.njit(nogil=True, cache=True)
+def interval_safe(
+    cands, cand_off, grid, grid_off, rows, anc_thr, anc_rows, anc_total, anc_off,
+    lo, hi, total, min_rows, out,
+):  # fmt: skip
+    """Clear ``out`` for candidates that an interval of an ancestor's would isolate rows with.
+
+    Parameters
+    ----------
+    cands : ndarray of float64  # IN
+        Each pair's candidates, increasing, pair after pair (``cand_off``, shape
+        (n_pairs + 1,)).
+    grid, rows : ndarray of float64  # IN
+        Each pair's grid (increasing; it holds every ancestor's threshold inside the node's
+        path bounds) and the node's pooled rows with ``x <= edge``, pair after pair
+        (``grid_off``).
+    anc_thr, anc_rows, anc_total : ndarray of float64  # IN
+        Each pair's ancestors' releases on the feature, pair after pair (``anc_off``): the
+        threshold, the ancestor's rows below it, its rows. One ancestor's are consecutive
+        and increasing; two ancestors never hold the same rows (every child of a split
+        holds at least ``min_rows``), so ``anc_total`` tells them apart.
+    lo, hi, total : ndarray of float64, shape (n_pairs,)  # IN
+        The node's path bounds on the feature and its pooled rows.
+    min_rows : int  # IN
+    out : ndarray of bool, shape (cands.size,)  # IN, OUT
+        False for candidates dropped already (by the rule between two sums): they are not
+        released and constrain nothing; set to False for those this rule drops.
+    """
+    for p in range(cand_off.size - 1):
+        c0, c1 = cand_off[p], cand_off[p + 1]
+        g0, g1 = grid_off[p], grid_off[p + 1]
+        a0, a1 = anc_off[p], anc_off[p + 1]
+        if c1 == c0 or g1 == g0 or a1 == a0:
+            continue
+        # Per ancestor (a run of equal totals): C's rows below -inf, its thresholds, +inf
+        # (``er``) and its rows outside C below them (``ob``), at ``a + k`` for entry ``a``.
+        er = np.empty(a1 - a0 + 2 * (a1 - a0))
+        ob = np.empty(er.size)
+        start = np.empty(a1 - a0 + 1, dtype=np.int64)
+        n_anc = 0
+        a, at = a0, 0
+        while a < a1:
+            b = a
+            while b < a1 and anc_total[b] == anc_total[a]:
+                b += 1
+            start[n_anc] = at
+            n_anc += 1
+            er[at], ob[at] = 0.0, 0.0
+            for i in range(b - a):
+                er[at + 1 + i] = _rows_below(
+                    grid, rows, g0, g1, anc_thr[a + i], lo[p], hi[p], total[p]
+                )
+                ob[at + 1 + i] = anc_rows[a + i] - er[at + 1 + i]
+            er[at + b - a + 1], ob[at + b - a + 1] = total[p], anc_total[a] - total[p]
+            at += b - a + 2
+            a = b
+        start[n_anc] = at
+        kept = np.empty(c1 - c0 + 1)  # C's rows below -inf and each kept candidate
+        kept[0] = 0.0
+        n_kept = 1
+        for c in range(c0, c1):
+            if not out[c]:
+                continue
+            kc = _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
+            bad = False
+            for q in range(n_anc):
+                s, n_e = start[q], start[q + 1] - start[q] - 2
+                e, o = er[s : start[q + 1]], ob[s : start[q + 1]]
+                if _interval_unsafe(e, o, n_e, kc, total[p], min_rows):
+                    bad = True
+                for u in range(n_kept):
+                    if bad:
+                        break
+                    bad = _interval_unsafe(e, o, n_e, kept[u], kc, min_rows)
+                if bad:
+                    break
+            if bad:
+                out[c] = False
+            else:
+                kept[n_kept] = kc
+                n_kept += 1
+
+
+def interval_safe_numpy(
+    cands: NDArray[np.float64],
+    cand_off: NDArray[np.int64],
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    rows: NDArray[np.float64],
+    anc_thr: NDArray[np.float64],
+    anc_rows: NDArray[np.float64],
+    anc_total: NDArray[np.float64],
+    anc_off: NDArray[np.int64],
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    total: NDArray[np.float64],
+    min_rows: int,
+    out: NDArray[np.bool_],
+) -> None:
+    """NumPy twin of :func:`interval_safe` (same arguments, same outputs)."""
+    m = min_rows
+    for p in range(cand_off.size - 1):
+        c0, c1 = int(cand_off[p]), int(cand_off[p + 1])
+        g = slice(int(grid_off[p]), int(grid_off[p + 1]))
+        if c1 == c0 or g.stop == g.start or anc_off[p + 1] == anc_off[p]:
+            continue
+        t = float(total[p])
+        bounds = (float(lo[p]), float(hi[p]), t)
+        a_all = np.arange(int(anc_off[p]), int(anc_off[p + 1]))
+        runs = np.split(a_all, np.flatnonzero(np.diff(anc_total[a_all]) != 0) + 1)
+        ancestors = []
+        for a in runs:
+            er = _below_numpy(grid[g], rows[g], anc_thr[a], bounds)
+            ob = np.concatenate([[0.0], anc_rows[a] - er, [anc_total[a[0]] - t]])
+            ancestors.append((np.concatenate([[0.0], er, [t]]), ob))
+        kc_all = _below_numpy(grid[g], rows[g], cands[c0:c1], bounds)
+        kept = [0.0]
+        for c in np.flatnonzero(out[c0:c1]):
+            kc = float(kc_all[c])
+            ks = [(u, kc) for u in kept] + [(kc, t)]
+            if any(_unsafe_numpy(er, ob, k, m) for er, ob in ancestors for k in ks):
+                out[c0 + c] = False
+            else:
+                kept.append(kc)
+
+
+def _below_numpy(
+    grid: NDArray[np.float64],
+    rows: NDArray[np.float64],
+    x: NDArray[np.float64],
+    bounds: tuple[float, float, float],
+) -> NDArray[np.float64]:
+    lo, hi, total = bounds
+    j = np.searchsorted(grid, x, side="right") - 1
+    got = np.where(j >= 0, rows[np.maximum(j, 0)], 0.0)
+    return np.asarray(np.where(x >= hi, total, np.where(x <= lo, 0.0, got)))
+
+
+def _unsafe_numpy(
+    er: NDArray[np.float64], ob: NDArray[np.float64], k: tuple[float, float], m: int
+) -> bool:
+    i, j = np.triu_indices(er.size, 1)
+    near = (np.abs(k[0] - er[i]) < m) & (np.abs(k[1] - er[j]) < m) & (ob[j] - ob[i] < m)
+    i, j = i[near], j[near]
+    overlap = np.maximum(0.0, np.minimum(er[j], k[1]) - np.maximum(er[i], k[0]))
+    plus = ob[j] - ob[i] + er[j] - er[i] - overlap
+    minus = k[1] - k[0] - overlap
+    few = lambda x: (x > 0) & (x < m)  # noqa: E731
+    return bool(np.any(((minus == 0) & few(plus)) | ((plus == 0) & few(minus))))
+
+
+@numba.njit(nogil=True, cache=True)
+def interval_checks(thr_rows, total, off, b_thr, b_rows, b_total, b_off, thr, rows, min_rows, out):
+    """Which ancestor's thresholds the interval rule needs (the others join no grid).
+
+    ``A``'s rows outside the node ``C`` in an interval ``J`` of ``A``'s thresholds only
+    grow with ``J``, and ``C``'s rows in ``J`` are at most ``C``'s (``rows``) and at most
+    those of ``B`` in the smallest interval of ``B``'s thresholds around ``J``, where
+    ``B`` is an ancestor of ``C`` below ``A`` whose cumulative rows at its thresholds the
+    server holds (``b_*``; none: an empty segment). A threshold both of whose neighbouring
+    intervals (to the next thresholds, -inf, +inf) hold at least ``min_rows`` rows of
+    ``A`` outside ``C`` by these bounds ends no interval the rule could find isolating;
+    the others are needed (``out`` set True; it is only ever set, never cleared).
+
+    Parameters
+    ----------
+    thr_rows, total : ndarray of float64  # IN
+        Per pair, its ancestor ``A``'s releases (``off``, shape (n_pairs + 1,)): ``A``'s
+        rows with ``x <= e``, increasing, and ``A``'s rows. ``thr`` : the thresholds.
+    b_thr, b_rows, b_total : ndarray of float64  # IN
+        Per pair, ``B``'s releases (``b_off``): thresholds, rows below them, ``B``'s rows.
+    rows : ndarray of float64, shape (n_pairs,)  # IN
+        ``C``'s rows.
+    min_rows : int  # IN
+    out : ndarray of bool, shape (thr_rows.size,)  # IN, OUT
+    """
+    for p in range(off.size - 1):
+        a0, a1 = off[p], off[p + 1]
+        b0, b1 = b_off[p], b_off[p + 1]
+        if a1 == a0:
+            continue
+        ok_prev = True  # the interval below the current threshold is wide enough
+        for i in range(a0, a1 + 1):
+            a_lo = thr_rows[i - 1] if i > a0 else 0.0
+            a_hi = thr_rows[i] if i < a1 else total[a0]
+            c_max = rows[p]
+            if b1 > b0:
+                # B's rows in the smallest interval of its thresholds around (x, y].
+                r_lo, r_hi = 0.0, b_total[b0]
+                if i > a0:
+                    x = thr[i - 1]
+                    for j in range(b0, b1):
+                        if b_thr[j] <= x:
+                            r_lo = b_rows[j]
+                if i < a1:
+                    y = thr[i]
+                    for j in range(b1 - 1, b0 - 1, -1):
+                        if b_thr[j] >= y:
+                            r_hi = b_rows[j]
+                c_max = min(c_max, r_hi - r_lo)
+            ok = a_hi - a_lo - c_max >= min_rows
+            if i > a0 and not (ok_prev and ok):
+                out[i - 1] = True
+            ok_prev = ok
+
+
+def interval_checks_numpy(
+    thr_rows: NDArray[np.float64],
+    total: NDArray[np.float64],
+    off: NDArray[np.int64],
+    b_thr: NDArray[np.float64],
+    b_rows: NDArray[np.float64],
+    b_total: NDArray[np.float64],
+    b_off: NDArray[np.int64],
+    thr: NDArray[np.float64],
+    rows: NDArray[np.float64],
+    min_rows: int,
+    out: NDArray[np.bool_],
+) -> None:
+    """NumPy twin of :func:`interval_checks` (same arguments, same outputs)."""
+    for p in range(off.size - 1):
+        a = slice(int(off[p]), int(off[p + 1]))
+        if a.stop == a.start:
+            continue
+        ends = np.concatenate([[0.0], thr_rows[a], [total[a.start]]])
+        lo_x = np.concatenate([[-np.inf], thr[a]])
+        hi_y = np.concatenate([thr[a], [np.inf]])
+        c_max = np.full(ends.size - 1, float(rows[p]))
+        b = slice(int(b_off[p]), int(b_off[p + 1]))
+        if b.stop > b.start:
+            bt, br = b_thr[b], b_rows[b]
+            i_lo = np.searchsorted(bt, lo_x, side="right") - 1
+            r_lo = np.where(i_lo >= 0, br[np.maximum(i_lo, 0)], 0.0)
+            i_hi = np.searchsorted(bt, hi_y, side="left")
+            r_hi = np.where(i_hi < bt.size, br[np.minimum(i_hi, bt.size - 1)], b_total[b.start])
+            c_max = np.minimum(c_max, r_hi - r_lo)
+        ok = np.diff(ends) - c_max >= min_rows
+        out[a] |= ~(ok[:-1] & ok[1:])
