@@ -88,17 +88,23 @@ def fixed_candidates(
     Xt: NDArray[np.float64],
     pair_feat: NDArray[np.int32],
     name: str,
-) -> tuple[GridCodes, NDArray[np.int64], NDArray[np.float64]]:
+    values: bool = True,
+) -> tuple[GridCodes, NDArray[np.int64], NDArray[np.float64] | None]:
     """A one-round level's candidates (``feat_cand``, per column) taken into ``grid``.
 
-    Returns the grid (made on first use) and the pairs' candidate lists.
+    Returns the grid (made on first use), the pairs' candidate offsets and, if ``values``,
+    their candidate lists (the codes answer without them: None then).
     """
     shape = (Xt.shape[0],)  # the features, and the client index (never a pair's)
     f_off = expect_array(msg, "feat_cand_off", "i", shape, "server").astype(np.int64)
     f_cand = expect_array(msg, "feat_cand", "f", (int(f_off[-1]),), "server")
     grid = grid or GridCodes(Xt)
     grid.update(f_off, f_cand, name)
-    return grid, *expand_candidates(f_off, f_cand, pair_feat)
+    if values:
+        return grid, *expand_candidates(f_off, f_cand, pair_feat)
+    cand_off = np.zeros(pair_feat.size + 1, dtype=np.int64)
+    np.cumsum(np.diff(f_off)[pair_feat], out=cand_off[1:])  # as expand_candidates
+    return grid, cand_off, None
 
 
 @numba.njit(inline="always")
