@@ -126,7 +126,7 @@ tree_batch_size : int or None, default=None
     sample weights). None grows all trees at once (fewest rounds). The forest is the same.
 privacy : {"secure", "dp", "none"}, default="secure"
     What the server may learn (docs/privacy.md). ``"secure"``: every client answer the
-    server adds up is masked (pairwise X25519 keys, ChaCha20 masks that cancel in the
+    server adds up is masked (pairwise X25519 keys, AES-256-CTR masks that cancel in the
     sum), so the server sees only sums over clients; no client sends a data value
     (candidates come from pooled histograms on grids the server places from pooled
     information); and no released sum covers fewer than ``min_aggregate_rows`` rows

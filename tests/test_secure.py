@@ -156,19 +156,19 @@ def test_fixed_point_encoding_is_numpys_rounding_for_every_layout() -> None:
             to_fixed(y, bits)
 
 
-def test_masking_keystream_is_chacha20_of_zeros() -> None:
-    """The masks are the keystream a fresh ChaCha20 encryptor makes of zero bytes."""
+def test_masking_keystream_is_aes256_ctr_of_zeros() -> None:
+    """The masks are the keystream a fresh AES-256-CTR encryptor makes of zero bytes."""
     import hashlib
 
-    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
     a, b = MaskingKeys("a"), MaskingKeys("b")
     publics = {"a": a.public_bytes, "b": b.public_bytes}
     a.agree(publics)
     zeros = np.zeros((37, 3), dtype=np.uint64)
     mask = a.mask({"left": zeros}, ["a", "b"], 5)["left"]
-    nonce = b"\x00" * 4 + hashlib.sha256(b"5:left").digest()[:12]
-    enc = Cipher(algorithms.ChaCha20(a.export()[1]["b"], nonce), mode=None).encryptor()
+    counter = hashlib.sha256(b"5:left").digest()[:12] + b"\x00" * 4
+    enc = Cipher(algorithms.AES(a.export()[1]["b"]), modes.CTR(counter)).encryptor()
     want = np.frombuffer(enc.update(bytes(8 * zeros.size)), dtype=np.uint64)
     np.testing.assert_array_equal(mask.ravel(), want)  # "a" < "b": added
     assert np.all(zeros == 0)  # the input is not masked in place
@@ -179,7 +179,7 @@ def test_one_keystream_per_neighbour_covers_every_array_of_a_round() -> None:
     the sums still cancel and a correction (shapes in any order) still recovers them."""
     import hashlib
 
-    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
     a, b = MaskingKeys("a"), MaskingKeys("b")
     publics = {"a": a.public_bytes, "b": b.public_bytes}
@@ -189,8 +189,8 @@ def test_one_keystream_per_neighbour_covers_every_array_of_a_round() -> None:
     mask = a.mask(zeros, ["a", "b"], 7)
     assert list(mask) == ["right", "left"]  # the caller's order and shapes
     assert mask["right"].shape == (5, 2) and mask["left"].shape == (3,)
-    nonce = b"\x00" * 4 + hashlib.sha256(b"7:left\x00right").digest()[:12]
-    enc = Cipher(algorithms.ChaCha20(a.export()[1]["b"], nonce), mode=None).encryptor()
+    counter = hashlib.sha256(b"7:left\x00right").digest()[:12] + b"\x00" * 4
+    enc = Cipher(algorithms.AES(a.export()[1]["b"]), modes.CTR(counter)).encryptor()
     want = np.frombuffer(enc.update(bytes(8 * 13)), dtype=np.uint64)
     np.testing.assert_array_equal(mask["left"], want[:3])  # "left" sorts first
     np.testing.assert_array_equal(mask["right"].ravel(), want[3:])

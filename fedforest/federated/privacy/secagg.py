@@ -4,7 +4,8 @@ Each client holds an X25519 key pair for one fit. The public keys travel in the 
 and the server relays them all (it learns nothing from them); every pair of clients then
 shares a 32-byte key (X25519, then HKDF-SHA256 bound to both names). To send an array the
 server will add up, a client encodes it as integers mod 2^64 (fixed point for real values)
-and adds, for every other participant, a keystream of ChaCha20 under their pair key (added
+and adds, for every other participant, a keystream of AES-256 in counter mode under their
+pair key (added
 by the client whose name sorts first, subtracted by the other). In the sum over all
 participants every keystream appears once with each sign and cancels exactly; any one
 client's array looks uniformly random to the server.
@@ -29,7 +30,7 @@ import numba
 import numpy as np
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from numpy.typing import NDArray
 
@@ -140,15 +141,16 @@ def add_in_order(
 
 
 def _stream(key: bytes, tag: int, name: str, n: int, out: NDArray[np.uint64]) -> None:
-    """``n`` uint64 words of ChaCha20 keystream under ``key`` for (round, arrays' names).
+    """``n`` uint64 words of AES-256-CTR keystream under ``key`` for (round, arrays' names).
 
-    Written into ``out`` (at least ``n`` words, plus the cipher's 64 bytes of slack).
+    Written into ``out`` (at least ``n`` words, plus 64 bytes of slack).
     """
-    # ChaCha20 in ``cryptography`` takes a 16-byte nonce: a 4-byte block counter (0) and a
-    # 12-byte nonce, here a digest of the round and the label of the arrays' names
-    # (stream_layout; unique per stream).
-    nonce = b"\x00" * 4 + hashlib.sha256(f"{tag}:{name}".encode()).digest()[:12]
-    enc = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor()
+    # The initial counter block: a 12-byte digest of the round and the label of the arrays'
+    # names (stream_layout; unique per stream), then a 4-byte block counter from 0: 2^32
+    # blocks (64 GiB) per stream before the counter would carry. AES in counter mode runs
+    # at about twice ChaCha20's speed where the CPU has AES instructions (OpenSSL's).
+    counter = hashlib.sha256(f"{tag}:{name}".encode()).digest()[:12] + b"\x00" * 4
+    enc = Cipher(algorithms.AES(key), modes.CTR(counter)).encryptor()
     enc.update_into(_zeros(8 * n), out.view(np.uint8).data)
 
 
