@@ -5,11 +5,13 @@ untimed warm-up fit (numba kernels loaded or compiled). Prints the median and th
 run it with ``PYTHONPATH`` set to each checkout to compare, alternately, on a busy machine.
 
     python benchmarks/bench_fit_cpu.py --privacy none --rows 2000 --fits 7 --n-jobs 1
+    python benchmarks/bench_fit_cpu.py --binning global --rows 100000 --fits 3 --n-jobs 2
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -19,10 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_forest as bf  # noqa: E402
 
+import fedforest  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--privacy", choices=["none", "secure"], default="none")
+    parser.add_argument("--binning", choices=["quantile", "global"], default="quantile")
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--fits", type=int, default=7)
     parser.add_argument("--n-jobs", type=int, default=1)
@@ -30,17 +35,20 @@ def main() -> None:
     args = parser.parse_args()
     data = bf.make_data(args.rows, args.seed)
     warm = bf.make_data(bf.WARMUP_ROWS, args.seed + 1)
-    model = bf.make_model("fedforest", args.n_jobs, args.seed, args.privacy)
+    model = bf.make_model("fedforest", args.n_jobs, args.seed, args.privacy, args.binning)
     bf.fit(model, "fedforest", warm["X_train"], warm["y_train"], warm["h_train"])
-    cpu = []
+    cpu, wall = [], []
     for _ in range(args.fits):
-        model = bf.make_model("fedforest", args.n_jobs, args.seed, args.privacy)
-        start = time.process_time()
+        model = bf.make_model("fedforest", args.n_jobs, args.seed, args.privacy, args.binning)
+        start, start_wall = time.process_time(), time.perf_counter()
         bf.fit(model, "fedforest", data["X_train"], data["y_train"], data["h_train"])
         cpu.append(time.process_time() - start)
+        wall.append(time.perf_counter() - start_wall)
     print(
-        f"{args.privacy} rows={args.rows} n_jobs={args.n_jobs}: CPU s median "
-        f"{statistics.median(cpu):.3f}, least {min(cpu):.3f} ({args.fits} fits)"
+        f"{args.privacy} binning={args.binning} rows={args.rows} n_jobs={args.n_jobs}: CPU s "
+        f"median {statistics.median(cpu):.3f}, least {min(cpu):.3f}; wall s least "
+        f"{min(wall):.3f} ({args.fits} fits; load average {os.getloadavg()[0]:.1f}; "
+        f"fedforest {Path(fedforest.__file__).parent})"
     )
 
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from fedforest._common import N_FINE_BINS, count_columns, n_stats
-from fedforest.federated import client_grid
 from fedforest.federated import client_kernels as K
 from fedforest.federated.client_grid import (
     GridCodes,
     left_stats_coded,
     left_stats_coded_numpy,
     pack_coded,
+    pack_coded_numpy,
 )
 from fedforest.federated.client_sketch import fine_codes
 from fedforest.federated.protocol import expand_candidates, pack_increments
@@ -216,14 +216,13 @@ def test_grid_codes_remake_a_changed_column_and_refuse_a_bad_list():
 @pytest.mark.parametrize("n_classes", [0, 3])
 @pytest.mark.parametrize("size", [6, 31, 700])  # 6: most bins hold rows, the answer is dense
 @pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("fused", [False, True])  # every candidate's sums first, or not
-def test_pack_coded_sends_what_pack_increments_sends(n_classes, size, weighted, fused, monkeypatch):
-    # The kernel's own cut-over (rows chained by bin in nodes of few rows: slots 1-4 at
-    # 700 candidates) is compiled in; the choice of path per answer is not.
-    monkeypatch.setattr(client_grid, "SORT_ROWS", 0 if fused else 10**9)
+@pytest.mark.parametrize("huge", [False, True])  # counts beyond int32: sent as int64
+def test_pack_coded_sends_what_pack_increments_sends(n_classes, size, weighted, huge):
     rng, X, rows, w, slot, pair_off, pair_feat = _problem(size + n_classes, False, True)
     if weighted:
         w = w * rng.uniform(0.1, 2.0, w.size)
+    if huge:  # whole weights (a count column), some of their sums beyond int32
+        w = (np.rint(w) + 1.0) * 2.0**30
     d = X.shape[1]
     y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else rng.normal(size=3000)
     f_off, f_cand = _column_lists(rng, X, d, size)
@@ -235,26 +234,29 @@ def test_pack_coded_sends_what_pack_increments_sends(n_classes, size, weighted, 
     n_slots = pair_off.size - 1
     node_rows = np.bincount(slot[slot >= 0], minlength=n_slots)
     present = np.repeat(node_rows > 0, np.diff(pair_off))
+    present[1] = False  # a pair that does not travel, in a node that does
     left = np.full((cand.size, s), np.nan)
     common = (rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off)
     left_stats_coded(grid.codes, *common, 0, n_slots, left)
     first = np.zeros(cand.size, dtype=bool)
     first[cand_off[:-1][np.diff(cand_off) > 0]] = True
-    n_counts = count_columns(n_classes, weighted)
+    n_counts = count_columns(n_classes, weighted and not huge)
     want = pack_increments(left, first, n_counts, "left", np.repeat(present, np.diff(cand_off)))
-    # Two blocks of slots, each given its own rows (as a client's blocks of trees).
+    # Two blocks of slots, each given its own rows (as a client's blocks of trees), and
+    # one block of all.
     mine = (slot >= 0) & (slot < 3)
     order = np.concatenate([np.flatnonzero(mine), np.flatnonzero(~mine)])
     rows, w, slot = rows[order], w[order], slot[order]
     n1 = int(mine.sum())
-    blocks = [(0, 3, slice(0, n1)), (3, n_slots, slice(n1, rows.size))]
-    got = pack_coded(
-        grid.codes, rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, present, s,
-        n_counts, blocks,
-    )  # fmt: skip
-    assert got.keys() == want.keys()
-    if size in (6, 700):  # both ways of sending are covered
-        assert ("left_index" in want) == (size == 700)
-    for key in want:
-        assert got[key].dtype == want[key].dtype, key
-        np.testing.assert_array_equal(got[key], want[key])
+    split = [(0, 3, slice(0, n1)), (3, n_slots, slice(n1, rows.size))]
+    args = (grid.codes, rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, present)
+    for blocks in (split, [(0, n_slots, slice(0, rows.size))]):
+        for pack in (pack_coded, pack_coded_numpy):
+            got = pack(*args, s, n_counts, blocks)
+            assert got.keys() == want.keys()
+            if size in (6, 700) and not huge:  # both ways of sending are covered
+                assert ("left_index" in want) == (size == 700)
+            for key in want:
+                assert got[key].dtype == want[key].dtype, key
+                np.testing.assert_array_equal(got[key], want[key])
+    assert want["left_counts"].dtype == (np.int64 if huge else np.int32)

@@ -114,3 +114,26 @@ def test_a_bad_feature_sketch_is_refused_naming_the_client() -> None:
     model = ff.FedForestRegressor(n_estimators=2, privacy="none", binning="global")
     with pytest.raises(ValueError, match="'b'.*feature_sketch"):
         model.fit_federated(ff.LocalFederation(clients))
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])  # 2: the replies are checked in two threads
+def test_left_statistics_above_the_node_are_refused_naming_the_client(n_jobs: int) -> None:
+    X, y, _ = _data(600, 4)
+
+    class Inflater(ff.Client):
+        def handle(self, msg: Any) -> Any:
+            reply = super().handle(msg)
+            if "left_counts" in reply.arrays and "route_feature" in msg.arrays:
+                reply.arrays["left_counts"] = reply.arrays["left_counts"] * 3
+            return reply
+
+    parts = np.array_split(np.arange(600), 4)
+    clients = [
+        (Inflater if k == 2 else ff.Client)(X.iloc[r], y[r], name=f"site{k}")
+        for k, r in enumerate(parts)
+    ]
+    model = ff.FedForestRegressor(
+        n_estimators=3, max_depth=4, privacy="none", binning="global", n_jobs=n_jobs
+    )
+    with pytest.raises(ValueError, match="'site2'.*left statistics"):
+        model.fit_federated(ff.LocalFederation(clients, n_jobs=n_jobs))

@@ -252,6 +252,31 @@ def test_add_rows_and_cumsum_segments_twins(n_sums):
     np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-9)
 
 
+@pytest.mark.parametrize("n_threads", [2, 3])
+def test_sum_increments_in_threads_is_the_sum_in_one(n_threads, monkeypatch):
+    from fedforest.federated.server import level
+
+    monkeypatch.setattr(level, "PARALLEL_ROWS", 100)  # threads on a small problem
+    rng = np.random.default_rng(n_threads)
+    n = 2000
+    off = np.unique(np.concatenate([[0, n], rng.integers(0, n, 150)])).astype(np.int64)
+    parts = []
+    for _ in range(5):  # clients, each with sparse increasing positions
+        pos = np.flatnonzero(rng.random(n) < 0.5)
+        counts = rng.integers(0, 9, size=(pos.size, 2)).astype(np.int32)
+        parts.append((pos, counts, rng.normal(size=(pos.size, 2)) * 10.0 ** rng.integers(-8, 8)))
+    want = np.zeros((n, 4))
+    for pos, counts, sums in parts:  # the order of additions of one thread
+        level.add_rows(want, pos, counts, sums)
+    level.cumsum_segments(want, off)
+    got = np.zeros((n, 4))
+    level.sum_increments(got, parts, off, n_threads)
+    np.testing.assert_array_equal(got, want)  # bit for bit
+    one = np.zeros((n, 4))
+    level.sum_increments(one, parts, off, 1)
+    np.testing.assert_array_equal(one, want)
+
+
 @pytest.mark.parametrize(
     "n_classes,criterion", [(0, "squared_error"), (3, "gini"), (3, "entropy"), (2, "gini")]
 )

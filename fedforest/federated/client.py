@@ -538,11 +538,13 @@ class Client:
         assert fit.pair_off is not None and fit.pair_feat is not None
         assert fit.pair_present is not None and fit.summary is not None
         if fixed:
-            fit.grid, cand_off, cand = fixed_candidates(
-                msg, fit.grid, self.Xt, fit.pair_feat, self.name
+            packed = fit.split_rule != "avgimp" and fit.y.ndim == 1 and fit.y_log is None
+            fit.grid, cand_off, values = fixed_candidates(
+                msg, fit.grid, self.Xt, fit.pair_feat, self.name, not packed
             )
-            if fit.split_rule != "avgimp" and fit.y.ndim == 1 and fit.y_log is None:
+            if values is None:
                 return self._pack_fixed(fit, cand_off)
+            cand = values
         else:
             shape = (int(fit.pair_off[-1]) + 1,)
             cand_off = expect_array(msg, "cand_off", "i", shape, "server").astype(np.int64)

@@ -27,20 +27,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .client_kernels import _row_stats, gather_node, group_rows
-from .protocol import Message, expand_candidates, expect_array, pack_increments
+from .protocol import Message, expand_candidates, expect_array, pack_increments_numpy
 
 __all__ = [
     "GridCodes",
     "fixed_candidates",
     "left_stats_coded",
     "left_stats_coded_numpy",
-    "left_increments_coded",
+    "grid_increments",
     "pack_coded",
+    "pack_coded_numpy",
 ]
 
-#: A pair whose node has fewer than one row per ``SORT_ROWS`` candidates chains its rows by
-#: bin and adds the non-empty bins only (:func:`left_increments_coded`).
-SORT_ROWS = 4
 #: Codes are uint16: a pair of more candidates goes the general way.
 MAX_GRID = np.iinfo(np.uint16).max - 1
 
@@ -90,17 +88,23 @@ def fixed_candidates(
     Xt: NDArray[np.float64],
     pair_feat: NDArray[np.int32],
     name: str,
-) -> tuple[GridCodes, NDArray[np.int64], NDArray[np.float64]]:
+    values: bool = True,
+) -> tuple[GridCodes, NDArray[np.int64], NDArray[np.float64] | None]:
     """A one-round level's candidates (``feat_cand``, per column) taken into ``grid``.
 
-    Returns the grid (made on first use) and the pairs' candidate lists.
+    Returns the grid (made on first use), the pairs' candidate offsets and, if ``values``,
+    their candidate lists (the codes answer without them: None then).
     """
     shape = (Xt.shape[0],)  # the features, and the client index (never a pair's)
     f_off = expect_array(msg, "feat_cand_off", "i", shape, "server").astype(np.int64)
     f_cand = expect_array(msg, "feat_cand", "f", (int(f_off[-1]),), "server")
     grid = grid or GridCodes(Xt)
     grid.update(f_off, f_cand, name)
-    return grid, *expand_candidates(f_off, f_cand, pair_feat)
+    if values:
+        return grid, *expand_candidates(f_off, f_cand, pair_feat)
+    cand_off = np.zeros(pair_feat.size + 1, dtype=np.int64)
+    np.cumsum(np.diff(f_off)[pair_feat], out=cand_off[1:])  # as expand_candidates
+    return grid, cand_off, None
 
 
 @numba.njit(inline="always")
@@ -207,7 +211,7 @@ def left_stats_coded_numpy(
 
 
 @numba.njit(nogil=True, cache=True)
-def left_increments_coded(
+def grid_increments(
     codes_t,
     rows,
     w,
@@ -220,122 +224,156 @@ def left_increments_coded(
     present,
     slot_lo,
     slot_hi,
-    n_counts,
-    inc,
+    counts,
+    sums,
     index,
 ):
-    """:func:`left_stats_coded` straight to the increments that travel (the sparse rows).
+    """A one-round level's answer for slots ``slot_lo..slot_hi``: the non-zero increments.
 
-    For the pairs of slots ``slot_lo..slot_hi`` marked ``present``: every candidate's
-    left statistics as their running sum (the same additions as :func:`left_stats_coded`),
-    then each one's increment over the previous candidate of its pair (the first: itself),
-    as :func:`~fedforest.federated.protocol.pack_increments` computes it; only the non-zero
-    ones are written. Returns (rows written, present candidates, largest |count|).
+    For the pairs marked ``present`` (with candidates): the histogram of every pair of a
+    node in one pass over the node's in-bag rows (each row's statistics gathered once,
+    added to its bin of each pair, in row order), then each pair's non-empty bins in
+    order: the running sum and its increment over the previous non-empty bin, as
+    :func:`left_stats_coded` and :func:`~fedforest.federated.protocol.pack_increments`
+    compute them (the same additions, so the same numbers). An empty bin's increment is
+    exactly zero and is not written. Returns (rows written, present candidates, largest
+    integer increment); an integer increment larger than ``counts`` holds is written
+    wrapped (the caller sees the largest and asks again with int64).
 
     Parameters
     ----------
     codes_t, rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, slot_lo, slot_hi :
         as :func:`left_stats_coded`
     present : ndarray of bool, shape (n_pairs,)  # IN: the pairs whose candidates travel
-    n_counts : int  # IN: the leading integer columns (for the largest count)
-    inc : ndarray of float64, shape (m_max + 1, n_stats)  # OUT: the non-zero increments
-        (``m_max``: at most one per candidate and one per row of each present pair; one
-        more row of scratch)
-    index : ndarray of int64, shape (m_max,)  # OUT: their positions among the block's
+    counts : ndarray of int32 or int64, shape (m_max, n_counts)  # OUT: the increments'
+        integer columns (``m_max``: at most one row per candidate and per in-bag row of
+        each present pair)
+    sums : ndarray of float64, shape (m_max, n_stats - n_counts)  # OUT: the other columns
+    index : ndarray of int32, shape (m_max,)  # OUT: their positions among the block's
         present candidates (in pair order)
     """
     order = np.empty(rows.shape[0], dtype=np.int64)
     start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
     group_rows(slot, slot_lo, order, start)
-    p_lo, p_hi = pair_off[slot_lo], pair_off[slot_hi]
     max_nc = 0
-    for p in range(p_lo, p_hi):
-        max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
-    n_stat = inc.shape[1]
-    hist = np.empty((max_nc + 1, n_stat))
+    max_pairs = 0
+    for s in range(slot_lo, slot_hi):
+        max_pairs = max(max_pairs, pair_off[s + 1] - pair_off[s])
+        for p in range(pair_off[s], pair_off[s + 1]):
+            max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
+    n_counts = counts.shape[1]
+    n_stat = n_counts + sums.shape[1]
+    # Zeroed once: the emission zeroes the bins it reads, the others were not touched.
+    hist = np.zeros((max_pairs, max_nc + 1, n_stat))
     acc = np.empty(n_stat)
     prev = np.empty(n_stat)
     n_in = rows.shape[0]
     ii = np.empty(n_in, dtype=np.int64)
     st = np.empty((n_in, 2 if n_classes else 4))
     cls = np.empty(n_in, dtype=np.int64)
-    head = np.empty(max_nc + 1, dtype=np.int64)
-    nxt = np.empty(n_in, dtype=np.int64)
+    pairs = np.empty(max_pairs, dtype=np.int64)
+    feats = np.empty(max_pairs, dtype=np.int64)
     m = 0  # rows written
     k = 0  # present candidates so far
     biggest = 0.0
     for s in range(slot_lo, slot_hi):
-        a, b = start[s - slot_lo], start[s - slot_lo + 1]
-        c = b - a
-        gathered = False
+        n_p = 0
         for p in range(pair_off[s], pair_off[s + 1]):
+            if present[p] and cand_off[p + 1] > cand_off[p]:
+                pairs[n_p] = p
+                feats[n_p] = pair_feat[p]
+                n_p += 1
+        if n_p == 0:
+            continue
+        a = start[s - slot_lo]
+        c = start[s - slot_lo + 1] - a
+        gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls)
+        _node_histograms(hist, codes_t, feats, n_p, ii, st, cls, c, n_stat, n_classes)
+        for t in range(n_p):
+            p = pairs[t]
             nc = cand_off[p + 1] - cand_off[p]
-            if nc == 0 or not present[p]:
-                continue
-            if not gathered:
-                gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls)
-                gathered = True
-            g = codes_t[pair_feat[p]]
-            for q in range(n_stat):
-                acc[q] = 0.0
-                prev[q] = 0.0
-            if c * SORT_ROWS < nc:
-                # Few rows, many candidates: each bin's rows chained (in row order) and
-                # only the non-empty bins added to the running sum, in bin order. The
-                # candidates between two non-empty bins keep the same running sum, so
-                # zero increments: the numbers pack_increments gets from every
-                # candidate's sums.
-                for j in range(nc + 1):
-                    head[j] = -1
-                for r_ in range(c - 1, -1, -1):
-                    bk = g[ii[r_]]
-                    nxt[r_] = head[bk]
-                    head[bk] = r_
+            if n_stat == 4 and n_counts == 2:  # regression: the usual answer, unrolled
+                m, biggest = _emit4(hist, t, nc, k, counts, sums, index, m, biggest)
+            else:
+                for q in range(n_stat):
+                    acc[q] = 0.0
+                    prev[q] = 0.0
                 for j in range(nc):
-                    r_ = head[j]
-                    if r_ < 0:
+                    if hist[t, j, 0] == 0.0:  # no row in the bin: a zero increment
                         continue
                     for q in range(n_stat):
-                        hist[0, q] = 0.0
-                    while r_ >= 0:
-                        hist[0, 0] += 1.0
-                        hist[0, 1] += st[r_, 1]
-                        if n_stat > 2:
-                            if n_classes == 0:
-                                hist[0, 2] += st[r_, 2]
-                                hist[0, 3] += st[r_, 3]
-                            else:
-                                hist[0, cls[r_]] += st[r_, 1]
-                        r_ = nxt[r_]
-                    for q in range(n_stat):
-                        acc[q] += hist[0, q]
-                        inc[m, q] = acc[q] - prev[q]
+                        acc[q] += hist[t, j, q]
+                        hist[t, j, q] = 0.0
+                        v = acc[q] - prev[q]
                         prev[q] = acc[q]
-                    for q in range(n_counts):
-                        biggest = max(biggest, abs(inc[m, q]))
+                        if q < n_counts:
+                            biggest = max(biggest, abs(v))
+                            counts[m, q] = np.rint(v)
+                        else:
+                            sums[m, q - n_counts] = v
                     index[m] = k + j
                     m += 1
-                k += nc
-                continue
-            for j in range(nc + 1):
-                for q in range(n_stat):
-                    hist[j, q] = 0.0
-            _add_coded(hist, g, ii, st, cls, c, n_stat, n_classes)
-            for j in range(nc):
-                nz = False
-                for q in range(n_stat):
-                    acc[q] += hist[j, q]
-                    v = acc[q] - prev[q]
-                    inc[m, q] = v
-                    nz |= v != 0.0
-                    prev[q] = acc[q]
-                if nz:
-                    for q in range(n_counts):
-                        biggest = max(biggest, abs(inc[m, q]))
-                    index[m] = k
-                    m += 1
-                k += 1
+            for q in range(n_stat):  # the bin above the last candidate: never sent
+                hist[t, nc, q] = 0.0
+            k += nc
     return m, k, biggest
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _node_histograms(hist, codes_t, feats, n_p, ii, st, cls, c, n_stat, n_classes):
+    # Every pair of the node in one pass over its rows; a bin's additions in row order.
+    if n_stat == 4 and n_classes == 0:
+        for r in range(c):
+            i = ii[r]
+            s1, s2, s3 = st[r, 1], st[r, 2], st[r, 3]
+            for t in range(n_p):
+                bk = codes_t[feats[t], i]
+                hist[t, bk, 0] += 1.0
+                hist[t, bk, 1] += s1
+                hist[t, bk, 2] += s2
+                hist[t, bk, 3] += s3
+        return
+    for r in range(c):
+        i = ii[r]
+        for t in range(n_p):
+            bk = codes_t[feats[t], i]
+            hist[t, bk, 0] += 1.0
+            hist[t, bk, 1] += st[r, 1]
+            if n_stat > 2:
+                if n_classes == 0:
+                    hist[t, bk, 2] += st[r, 2]
+                    hist[t, bk, 3] += st[r, 3]
+                else:
+                    hist[t, bk, cls[r]] += st[r, 1]
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _emit4(hist, t, nc, k, counts, sums, index, m, biggest):
+    # grid_increments' emission for (rows, weight | sum w y, sum w y^2), unrolled.
+    a0 = a1 = a2 = a3 = 0.0
+    p0 = p1 = p2 = p3 = 0.0
+    for j in range(nc):
+        h0 = hist[t, j, 0]
+        if h0 == 0.0:
+            continue
+        a0 += h0
+        a1 += hist[t, j, 1]
+        a2 += hist[t, j, 2]
+        a3 += hist[t, j, 3]
+        hist[t, j, 0] = 0.0
+        hist[t, j, 1] = 0.0
+        hist[t, j, 2] = 0.0
+        hist[t, j, 3] = 0.0
+        v0, v1 = a0 - p0, a1 - p1
+        biggest = max(biggest, max(abs(v0), abs(v1)))
+        counts[m, 0] = np.rint(v0)
+        counts[m, 1] = np.rint(v1)
+        sums[m, 0] = a2 - p2
+        sums[m, 1] = a3 - p3
+        p0, p1, p2, p3 = a0, a1, a2, a3
+        index[m] = k + j
+        m += 1
+    return m, biggest
 
 
 def pack_coded(
@@ -355,64 +393,95 @@ def pack_coded(
 ) -> dict[str, NDArray[Any]]:
     """The left statistics' increments, packed, without every candidate's statistics first.
 
-    What :func:`~fedforest.federated.protocol.pack_increments` sends, from the codes: when
-    the present pairs have more than ``SORT_ROWS`` candidates per row, straight from each
-    non-empty bin (:func:`left_increments_coded`), else every candidate's sums first.
-    ``blocks`` are (first slot, end slot, the block's in-bag positions), each run in a
-    thread of its own (the kernel drops the GIL). The result is the same arrays
-    ``pack_increments(left, first, n_counts, "left", present)`` makes, bit for bit.
+    What :func:`~fedforest.federated.protocol.pack_increments` sends, made by
+    :func:`grid_increments` (one pass over a node's rows for all its pairs, the non-empty
+    bins written straight into the arrays that travel). ``blocks`` are (first slot, end
+    slot, the block's in-bag positions), each run in a thread of its own (the kernel drops
+    the GIL). The result is the same arrays ``pack_increments(left, first, n_counts,
+    "left", present)`` makes from :func:`left_stats_coded`'s ``left``, bit for bit
+    (:func:`pack_coded_numpy` is that composition).
     """
     n_cand = np.diff(cand_off)
     pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
     node_rows = np.bincount(slot[slot >= 0], minlength=pair_off.size - 1)
     bound = np.where(present, np.minimum(n_cand, node_rows[pair_node]), 0)
+    int32_max = float(np.iinfo(np.int32).max)
     parts: list[Any] = [None] * len(blocks)
-    if n_cand[present].sum() <= SORT_ROWS * node_rows[pair_node][present].sum():
-        # Rows enough to fill most bins: every candidate's sums, then pack_increments.
-        left = np.empty((int(cand_off[-1]), n_stats))
-
-        def fill(i: int) -> None:
-            lo, hi, r = blocks[i]
-            out = left[cand_off[pair_off[lo]] : cand_off[pair_off[hi]]]
-            left_stats_coded(
-                codes_t, rows[r], w[r], slot[r], y, n_classes, pair_off, pair_feat, cand_off,
-                lo, hi, out,
-            )  # fmt: skip
-
-        _threads(fill, len(blocks))
-        first = np.zeros(left.shape[0], dtype=bool)
-        first[cand_off[:-1][n_cand > 0]] = True
-        return pack_increments(left, first, n_counts, "left", np.repeat(present, n_cand))
 
     def job(i: int) -> None:
         lo, hi, r = blocks[i]
         m_max = int(bound[pair_off[lo] : pair_off[hi]].sum())
-        inc, index = np.empty((m_max + 1, n_stats)), np.empty(m_max + 1, dtype=np.int64)
-        m, k, big = left_increments_coded(
-            codes_t, rows[r], w[r], slot[r], y, n_classes, pair_off, pair_feat, cand_off,
-            present, lo, hi, n_counts, inc, index,
-        )  # fmt: skip
-        parts[i] = (inc[:m], index[:m], k, big)
+        for dtype in (np.int32, np.int64):  # int64 only if a count does not fit int32
+            # Sized for the worst case; the rows past ``m`` are never written, so never
+            # touched: the views below hold no memory for them.
+            counts = np.empty((m_max, n_counts), dtype=dtype)
+            sums = np.empty((m_max, n_stats - n_counts))
+            index = np.empty(m_max, dtype=np.int32)
+            m, k, big = grid_increments(
+                codes_t, rows[r], w[r], slot[r], y, n_classes, pair_off, pair_feat, cand_off,
+                present, lo, hi, counts, sums, index,
+            )  # fmt: skip
+            if big <= int32_max or dtype is np.int64:
+                break
+        parts[i] = (counts[:m], sums[:m], index[:m], k, big)
 
     _threads(job, len(blocks))
-    base = np.cumsum([0] + [p[2] for p in parts])
-    inc = np.concatenate([p[0] for p in parts]) if parts else np.empty((0, n_stats))
-    index = np.concatenate([p[1] + b for p, b in zip(parts, base, strict=False)])
-    n, n_nonzero = int(base[-1]), int(index.size)
-    biggest = max([p[3] for p in parts], default=0.0)
+    base = np.cumsum([0] + [p[3] for p in parts])
+    n = int(base[-1])
+    biggest = max([p[4] for p in parts], default=0.0)
+    dtype = np.int64 if biggest > int32_max else np.int32
+    if len(parts) == 1:
+        counts, sums, index = parts[0][:3]
+    else:
+        counts = np.concatenate([p[0].astype(dtype, copy=False) for p in parts])
+        sums = np.concatenate([p[1] for p in parts])
+        index = np.concatenate([p[2] + np.int32(b) for p, b in zip(parts, base, strict=False)])
+    counts = counts.astype(dtype, copy=False)
     row_bytes = 4 * n_counts + 8 * (n_stats - n_counts)
-    sparse = n_nonzero * (row_bytes + 4) < n * row_bytes
+    sparse = index.size * (row_bytes + 4) < n * row_bytes
     if not sparse:  # every present candidate travels, the zero increments too
-        dense = np.zeros((n, n_stats))
-        dense[index] = inc
-        inc = dense
-    dtype = np.int64 if biggest > np.iinfo(np.int32).max else np.int32
-    out: dict[str, NDArray[Any]] = {"left_counts": np.rint(inc[:, :n_counts]).astype(dtype)}
+        dense_counts, dense_sums = (
+            np.zeros((n, n_counts), dtype=dtype),
+            np.zeros((n, sums.shape[1])),
+        )
+        dense_counts[index] = counts
+        dense_sums[index] = sums
+        counts, sums = dense_counts, dense_sums
+    out: dict[str, NDArray[Any]] = {"left_counts": counts}
     if n_stats > n_counts:
-        out["left_sums"] = np.ascontiguousarray(inc[:, n_counts:])
+        out["left_sums"] = sums
     if sparse:
-        out["left_index"] = index.astype(np.int32)
+        out["left_index"] = index
     return out
+
+
+def pack_coded_numpy(
+    codes_t: NDArray[np.uint16],
+    rows: NDArray[np.int32],
+    w: NDArray[np.float64],
+    slot: NDArray[np.int32],
+    y: NDArray[np.float64],
+    n_classes: int,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    cand_off: NDArray[np.int64],
+    present: NDArray[np.bool_],
+    n_stats: int,
+    n_counts: int,
+    blocks: list[tuple[int, int, slice]],
+) -> dict[str, NDArray[Any]]:
+    """NumPy twin of :func:`pack_coded`: every candidate's sums, then their increments."""
+    left = np.empty((int(cand_off[-1]), n_stats))
+    for lo, hi, r in blocks:
+        out = left[cand_off[pair_off[lo]] : cand_off[pair_off[hi]]]
+        left_stats_coded_numpy(
+            codes_t, rows[r], w[r], slot[r], y, n_classes, pair_off, pair_feat, cand_off,
+            lo, hi, out,
+        )  # fmt: skip
+    n_cand = np.diff(cand_off)
+    first = np.zeros(left.shape[0], dtype=bool)
+    first[cand_off[:-1][n_cand > 0]] = True
+    return pack_increments_numpy(left, first, n_counts, "left", np.repeat(present, n_cand))
 
 
 def _threads(job: Any, n: int) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, class_sizes, count_columns, n_stats
@@ -218,8 +219,10 @@ def _round_a(
     n_slots: int,
     s: int,
     check: Check,
+    n_threads: int = 1,
 ) -> tuple[list[tuple[str, Message]], NDArray[np.float64]]:
-    replies = _exchange(fed, ledger, Message(ROUND_A, header, {**routes, **arrays}), check)
+    msg = Message(ROUND_A, header, {**routes, **arrays})
+    replies = _exchange(fed, ledger, msg, check, n_threads)
     summaries = np.stack([m.arrays["summary"] for _, m in replies])
     return replies, summaries
 
@@ -287,7 +290,8 @@ def _level(
         cand_off, cand = expand_candidates(f_off, f_cand, pair_feat)
         arrays = {**arrays, "feat_cand_off": f_off, "feat_cand": f_cand}
         check_a = _with_left_check(check_a, records, pair_off, pair_feat, cand_off, s, ctx)
-    replies, summaries = _round_a(fed, ledger, header, routes, arrays, n_slots, s, check_a)
+    threads = effective_n_jobs(cfg.n_jobs)
+    replies, summaries = _round_a(fed, ledger, header, routes, arrays, n_slots, s, check_a, threads)
     pooled = _pool_node_stats(builders, frontier, summaries, ctx)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     pair_ok = np.repeat(splittable, np.diff(pair_off))

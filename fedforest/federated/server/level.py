@@ -7,6 +7,7 @@ orchestrates the rounds, to keep both small.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numba
@@ -39,7 +40,11 @@ __all__ = [
     "category_counts",
     "round_b_splits",
     "shortlist",
+    "sum_increments",
 ]
+
+#: Candidates per thread below which :func:`sum_increments` stays in one thread.
+PARALLEL_ROWS = 65536
 
 
 @numba.njit(nogil=True, cache=True)
@@ -91,6 +96,38 @@ def cumsum_segments_numpy(a: NDArray[np.float64], off: NDArray[np.int64]) -> Non
     """NumPy twin of :func:`cumsum_segments`."""
     for lo, hi in zip(off[:-1], off[1:], strict=True):
         a[lo:hi] = np.cumsum(a[lo:hi], axis=0)
+
+
+def sum_increments(
+    left: NDArray[np.float64],
+    parts: list[tuple[NDArray[np.int64], NDArray[Any], NDArray[np.float64]]],
+    cand_off: NDArray[np.int64],
+    n_threads: int = 1,
+) -> None:
+    """The clients' increments added in order (:func:`add_rows`), then each pair's running sum.
+
+    ``parts`` are the clients' (increasing positions, integer columns, float columns) in
+    the canonical order. With ``n_threads`` > 1, contiguous ranges of pairs are summed in
+    threads (the kernels drop the GIL): every number gets the same additions in the same
+    order, so ``left`` is the same, bit for bit.
+    """
+    n = min(n_threads, left.shape[0] // PARALLEL_ROWS)
+    cuts = np.searchsorted(cand_off, np.linspace(0, cand_off[-1], max(n, 1) + 1)[1:-1])
+    edges = np.unique(np.concatenate([[0], cuts, [cand_off.size - 1]]))
+
+    def job(i: int) -> None:
+        p_lo, p_hi = int(edges[i]), int(edges[i + 1])
+        c_lo, c_hi = cand_off[p_lo], cand_off[p_hi]
+        for pos, counts, sums in parts:
+            a, b = np.searchsorted(pos, [c_lo, c_hi])
+            add_rows(left, pos[a:b], counts[a:b], sums[a:b])
+        cumsum_segments(left, cand_off[p_lo : p_hi + 1])
+
+    if edges.size == 2:
+        job(0)
+    elif edges.size > 2:  # (one edge: no pair, nothing to add)
+        with ThreadPoolExecutor(edges.size - 1) as pool:
+            list(pool.map(job, range(edges.size - 1)))
 
 
 def category_counts(categories: dict[str, list[Any]], d: int) -> NDArray[np.int64]:
@@ -373,6 +410,7 @@ def round_b_splits(
     n_counts = count_columns(ctx["n_classes"], ctx["weighted"])
     records = ctx.get("records")
     increments = records.increments if records is not None else {}
+    parts = []
     for k, (name, msg) in enumerate(replies_b):
         # Each client answered for the candidates of the nodes it has rows in, with the
         # statistics of the rows between consecutive candidates (see pack_increments).
@@ -384,13 +422,14 @@ def round_b_splits(
             pos, counts, sums = checked[1:]
         else:
             pos, counts, sums = unpack_increments(msg, "left", answered.size, s, n_counts, name)
-        add_rows(left, answered[pos], counts, sums)
+        parts.append((answered[pos], counts, sums))
         if not exact:
             at = has & ~categorical
             rows, gains = unpack_gains(msg, int(at.sum()), first[at], name)
             gain_sum[at] += gains
             left_rows[at, 0] += rows
-    cumsum_segments(left, cand_off)  # summed increments -> pooled left statistics
+    # Summed increments -> pooled left statistics.
+    sum_increments(left, parts, cand_off, effective_n_jobs(cfg.n_jobs))
     if ctx.get("class_w_nodes") is not None:  # class_weight (weights.py)
         left = weigh(left, ctx["class_w_nodes"][cand_node])
     if exact:

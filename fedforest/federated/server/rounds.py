@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 from ..failure import DropFailedClients
 from ..federation import ClientFailure, Federation
@@ -25,6 +26,7 @@ def exchange(
     ledger: CommunicationLedger,
     msg: Message | dict[str, Message],
     check: Check | None = None,
+    n_threads: int = 1,
 ) -> list[tuple[str, Message]]:
     """One round: the same request to every client, or one per client (by name).
 
@@ -32,7 +34,9 @@ def exchange(
     uses it. A client whose reply fails is an :class:`~.checks.InvalidReply` naming it, the
     round and the field; under ``on_client_failure="drop"`` (``fed`` is a
     :class:`~..failure.DropFailedClients`) it is dropped instead, as a client that died.
-    Replies come back in canonical (sorted) order.
+    Replies come back in canonical (sorted) order. ``n_threads`` > 1 checks the replies in
+    that many threads (their kernels drop the GIL; each check touches its client's records
+    only), with the same outcome.
     """
     requests = broadcast(fed, msg) if isinstance(msg, Message) else msg
     kind = next(iter(requests.values())).kind
@@ -42,14 +46,27 @@ def exchange(
     missing = sorted(set(fed.client_names) - set(replies))
     if missing:
         raise ValueError(f"Client {missing[0]!r} did not answer round {round_index} ({kind}).")
-    bad: dict[str, InvalidReply] = {}
-    for name in sorted(replies):
+
+    def problem(name: str) -> ValueError | None:
         try:
             check_envelope(name, requests[name], replies[name])
             if check is not None:
                 check(name, requests[name], replies[name])
         except ValueError as exc:  # a check's own, or a decoding error of the payload
-            bad[name] = as_invalid(name, kind, exc).in_round(round_index)
+            return exc
+        return None
+
+    names = sorted(replies)
+    if n_threads > 1 and len(names) > 1:
+        with ThreadPoolExecutor(min(n_threads, len(names))) as pool:
+            found = list(pool.map(problem, names))
+    else:
+        found = [problem(name) for name in names]
+    bad = {
+        name: as_invalid(name, kind, exc).in_round(round_index)
+        for name, exc in zip(names, found, strict=True)
+        if exc is not None
+    }
     good = {name: reply for name, reply in replies.items() if name not in bad}
     ledger.record(kind, requests, good)
     if bad:
