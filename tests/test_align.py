@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import fedforest as ff
-from fedforest.federated.protocol import Message
+from fedforest.federated.protocol import PROTOCOL_VERSION, Message
 
 PARAMS: dict[str, Any] = {"n_estimators": 4, "max_depth": 4, "random_state": 0}
 
@@ -127,7 +127,12 @@ def test_flower_state_keeps_the_column_order() -> None:
     X, y = _data()
     live = ff.Client(X[["sbp", "bmi", "ward", "age"]], y, "b")
     order = ["age", "ward", "bmi", "sbp"]
-    live.handle(Message("handshake", {"task": "regression", "feature_order": order}))
+    live.handle(
+        Message(
+            "handshake",
+            {"protocol": PROTOCOL_VERSION, "task": "regression", "feature_order": order},
+        )
+    )
     assert live.feature_names == order
     setup = {
         "classes": None, "first_tree": 0, "n_trees": 1, "seed": 1, "bootstrap": True,

@@ -13,7 +13,7 @@ import pytest
 
 import fedforest as ff
 from fedforest.federated.categorical import MISSING_CATEGORY, encode, sort_categories
-from fedforest.federated.protocol import HANDSHAKE, Message
+from fedforest.federated.protocol import HANDSHAKE, PROTOCOL_VERSION, Message
 from fedforest.federated.server.checks import InvalidReply, check_handshake
 
 
@@ -84,7 +84,7 @@ def test_every_kind_of_missing_value_is_one_category_sorted_last() -> None:
 def test_a_client_cannot_claim_the_missing_category_twice() -> None:
     check = check_handshake("regression", "none", ranges=True)
     header = {
-        "n_samples": 10, "n_features": 1, "feature_names": None,
+        "protocol": PROTOCOL_VERSION, "n_samples": 10, "n_features": 1, "feature_names": None,
         "categories": {"0": ["a", None, None]},
     }  # fmt: skip
     with pytest.raises(InvalidReply, match="repeats null"):

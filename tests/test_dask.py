@@ -30,7 +30,7 @@ from distributed import Client, LocalCluster
 
 import fedforest as ff
 from fedforest.federated.federation import ClientDataError, ClientFailure
-from fedforest.federated.protocol import Message
+from fedforest.federated.protocol import PROTOCOL_VERSION, Message
 from fedforest.transport.dask import DaskFederation
 from fedforest.transport.dask._wire import from_bytes, to_bytes
 from fedforest.tree.arrays import Tree
@@ -385,7 +385,10 @@ def test_an_actor_past_the_timeout_fails_its_round(dask_client: Client) -> None:
     }
     with DaskFederation(factories, start_timeout=scaled(60)) as fed:
         fed.timeout = 0.5  # after the handshake, whatever the load: the slow one sleeps 3 s
-        requests = {name: Message("handshake", {"task": "regression"}) for name in fed.client_names}
+        requests = {
+            name: Message("handshake", {"protocol": PROTOCOL_VERSION, "task": "regression"})
+            for name in fed.client_names
+        }
         assert set(fed.send_and_receive(requests, 0)) == {"fast", "slow"}
         with pytest.raises(ClientFailure, match="'slow' failed in round 1.*TimeoutError") as info:
             fed.send_and_receive(requests | {"slow": Message("round_a")}, 1)

@@ -40,7 +40,7 @@ from flwr.supercore.task_identity import TaskIdentity
 
 import fedforest as ff
 from fedforest.federated.federation import ClientFailure
-from fedforest.federated.protocol import Message
+from fedforest.federated.protocol import PROTOCOL_VERSION, Message
 from fedforest.transport.flower import (
     FlowerFederation,
     RunSettings,
@@ -242,7 +242,7 @@ def test_client_state_survives_a_new_process(site_files: dict[str, Path]) -> Non
         "classes": None, "first_tree": 0, "n_trees": 1, "seed": 1, "bootstrap": True,
         "n_bins": 8, "binning": "quantile", "clients": ["site-a"],
     }  # fmt: skip
-    live.handle(Message("handshake", {"task": "regression"}))
+    live.handle(Message("handshake", {"protocol": PROTOCOL_VERSION, "task": "regression"}))
     live.handle(
         Message(
             "round_a",

@@ -16,7 +16,7 @@ from sklearn.metrics import r2_score
 from sklearn.tree import DecisionTreeRegressor
 
 import fedforest as ff
-from fedforest.federated.protocol import HANDSHAKE, Message
+from fedforest.federated.protocol import HANDSHAKE, PROTOCOL_VERSION, Message
 from fedforest.federated.server.checks import InvalidReply, check_handshake
 from tests._exact import EXACT_TREE
 
@@ -147,7 +147,13 @@ def test_what_multi_output_cannot_do_is_refused_saying_why() -> None:
 @pytest.mark.parametrize("bad", [0, -1, True, "3", 2.5])
 def test_a_bad_output_count_is_refused_naming_the_client(bad: object) -> None:
     check = check_handshake("regression", "none", ranges=True)
-    header = {"n_samples": 10, "n_features": 2, "feature_names": None, "n_outputs": bad}
+    header = {
+        "protocol": PROTOCOL_VERSION,
+        "n_samples": 10,
+        "n_features": 2,
+        "feature_names": None,
+        "n_outputs": bad,
+    }
     with pytest.raises(InvalidReply, match="'c'.*n_outputs"):
         check("c", Message(HANDSHAKE, {}), Message(HANDSHAKE, header))
 

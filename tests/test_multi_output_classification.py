@@ -16,7 +16,7 @@ from sklearn.metrics import accuracy_score
 from sklearn.tree import DecisionTreeClassifier
 
 import fedforest as ff
-from fedforest.federated.protocol import HANDSHAKE, Message
+from fedforest.federated.protocol import HANDSHAKE, PROTOCOL_VERSION, Message
 from fedforest.federated.server.checks import InvalidReply, check_handshake, check_summaries
 from tests._exact import EXACT_TREE
 from tests.test_io import rewrite_header
@@ -377,7 +377,8 @@ def test_what_multi_output_classification_cannot_do_is_refused_saying_why() -> N
 def test_bad_per_output_labels_are_refused_naming_the_client(labels, counts, problem) -> None:
     check = check_handshake("classification", "none", ranges=False)
     header = {
-        "n_samples": 10, "n_features": 2, "feature_names": None, "n_outputs": 2,
+        "protocol": PROTOCOL_VERSION, "n_samples": 10, "n_features": 2, "feature_names": None,
+        "n_outputs": 2,
         "labels": labels, "label_counts": counts,
     }  # fmt: skip
     with pytest.raises(InvalidReply, match=f"'c'.*{problem}"):

@@ -24,7 +24,7 @@ from sklearn.utils.class_weight import compute_class_weight
 import fedforest as ff
 from fedforest.federated.client_secure import SecureParty, class_factor
 from fedforest.federated.privacy.dp import entries_per_row, level_entries
-from fedforest.federated.protocol import GRID, HANDSHAKE, ROUND_A, Message
+from fedforest.federated.protocol import GRID, HANDSHAKE, PROTOCOL_VERSION, ROUND_A, Message
 from fedforest.federated.server.checks import (
     InvalidReply,
     check_class_blocks,
@@ -400,6 +400,12 @@ def test_a_client_lying_about_its_class_counts_is_caught(monkeypatch) -> None:
 )
 def test_bad_per_output_labels_under_secure_are_refused(labels: Any, problem: str) -> None:
     check = check_handshake("classification", "secure", ranges=False)
-    header = {"n_samples": 10, "n_features": 2, "feature_names": None, "n_outputs": 2}
+    header = {
+        "protocol": PROTOCOL_VERSION,
+        "n_samples": 10,
+        "n_features": 2,
+        "feature_names": None,
+        "n_outputs": 2,
+    }
     with pytest.raises(InvalidReply, match=f"'c'.*{problem}"):
         check("c", Message(HANDSHAKE, {}), Message(HANDSHAKE, {**header, "labels": labels}))

@@ -53,6 +53,7 @@ from .protocol import (
     GRID,
     HANDSHAKE,
     OOB,
+    PROTOCOL_VERSION,
     RECOVER,
     ROUND_A,
     ROUND_B,
@@ -61,6 +62,7 @@ from .protocol import (
     pack_gains,
     pack_increments,
     pack_sketch,
+    protocol_mismatch,
 )
 
 __all__ = ["Client", "bootstrap_counts"]
@@ -239,9 +241,12 @@ class Client:
         return self._secure_party().recover(msg)
 
     def _handshake(self, msg: Message) -> Message:
+        if (why := protocol_mismatch(msg.header.get("protocol"))) is not None:
+            raise ValueError(f"Client {self.name!r}: the server {why}.")
         if msg.header.get("feature_order") is not None:  # the federation's column order
             self.align_columns(msg.header["feature_order"])
         header: dict[str, Any] = {
+            "protocol": PROTOCOL_VERSION,
             "name": self.name,
             "n_samples": self.n_samples,
             "n_features": int(self.X.shape[1]),

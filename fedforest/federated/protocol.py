@@ -18,6 +18,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 __all__ = [
+    "PROTOCOL_VERSION",
+    "protocol_mismatch",
     "REPLY_ARRAYS",
     "BOOTSTRAP",
     "Message",
@@ -33,6 +35,12 @@ __all__ = [
     "unpack_gains",
     "unpack_sketch",
 ]
+
+#: The messages' version, stated by the server's handshake and by every client's reply.
+#: Bump it with any change a client of another version would misread: 2 since the masks
+#: became AES-256-CTR keystreams and Rounds A and B pack two counts in one word (a client
+#: of version 1 would mask with other keys and the sums would decode to garbage).
+PROTOCOL_VERSION = 2
 
 HANDSHAKE = "handshake"
 ROUND_A = "round_a"
@@ -537,3 +545,18 @@ def expand_candidates(
     np.cumsum(count, out=cand_off[1:])
     at = np.repeat(feat_off[:-1][pair_feat] - cand_off[:-1], count)
     return cand_off, feat_cand[at + np.arange(int(cand_off[-1]))]
+
+
+def protocol_mismatch(stated: object) -> str | None:
+    """Why a peer's stated protocol version cannot work with this one (None: it can)."""
+    if stated == PROTOCOL_VERSION and not isinstance(stated, bool):
+        return None
+    if stated is None:
+        return (
+            f"states no protocol version (a fedforest older than version {PROTOCOL_VERSION} of "
+            "the messages); install the same fedforest release on the server and every client"
+        )
+    return (
+        f"speaks protocol version {stated!r}, this side {PROTOCOL_VERSION}; install the same "
+        "fedforest release on the server and every client"
+    )

@@ -33,6 +33,7 @@ from ..privacy.secagg import FRAC_BITS, valid_public_key
 from ..protocol import (
     Message,
     expect_array,
+    protocol_mismatch,
     unpack_gains,
     unpack_increments,
     unpack_sketch,
@@ -109,6 +110,8 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
 
     def check(name: str, request: Message, reply: Message) -> None:
         h, kind = reply.header, request.kind
+        if (why := protocol_mismatch(h.get("protocol"))) is not None:
+            raise InvalidReply(name, kind, "header field 'protocol'", why)
         for key in ("n_samples", "n_features", "feature_names"):
             if key not in h:
                 raise InvalidReply(name, kind, f"header field {key!r}", "is missing")

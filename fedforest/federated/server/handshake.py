@@ -9,7 +9,7 @@ from numpy.typing import NDArray
 
 from ..categorical import sort_categories
 from ..federation import Federation
-from ..protocol import HANDSHAKE, CommunicationLedger, Message, expect_array
+from ..protocol import HANDSHAKE, PROTOCOL_VERSION, CommunicationLedger, Message, expect_array
 from . import secure
 from .checks import InvalidReply, check_handshake, label_type
 from .config import GrowerConfig
@@ -22,6 +22,7 @@ __all__ = ["handshake"]
 def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -> dict[str, Any]:
     """Check that the clients' schemas agree; fix the global class list."""
     request = {
+        "protocol": PROTOCOL_VERSION,
         "task": cfg.task,
         # Per-feature min and max: under "none" (data values are no secret there) for the
         # histogram baseline and for the features constant over all rows.
