@@ -17,6 +17,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ._argtypes import int_at_least, n_jobs
+
 __all__ = ["build_parser", "build_swarm_parser", "main"]
 
 SCENARIOS = ("homogeneous", "covariate-shift", "outcome-shift", "both-shifts")
@@ -123,15 +125,15 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     add = sim.add_argument
     add("--scenario", choices=SCENARIOS, default="covariate-shift", help="data setting")
-    add("--clients", type=_int_at_least(1), default=10, help="number of clients K")
-    add("--rows-per-client", type=_int_at_least(4), default=200, help="rows per client")
-    add("--features", type=_int_at_least(4), default=20, help="number of features d")
-    add("--trees", type=_int_at_least(1), default=50, help="trees per forest")
-    add("--max-depth", type=_int_at_least(1), default=8, help="maximum tree depth")
-    add("--seed", type=_int_at_least(0), default=0, help="seed for data and forests")
-    add("--n-bins", type=_int_at_least(2), default=32, help="fedforest quantile candidates B")
+    add("--clients", type=int_at_least(1), default=10, help="number of clients K")
+    add("--rows-per-client", type=int_at_least(4), default=200, help="rows per client")
+    add("--features", type=int_at_least(4), default=20, help="number of features d")
+    add("--trees", type=int_at_least(1), default=50, help="trees per forest")
+    add("--max-depth", type=int_at_least(1), default=8, help="maximum tree depth")
+    add("--seed", type=int_at_least(0), default=0, help="seed for data and forests")
+    add("--n-bins", type=int_at_least(2), default=32, help="fedforest quantile candidates B")
     add("--out", type=_png_path, default=Path("fedforest_simulate.png"), help="PNG to write")
-    add("--n-jobs", type=_n_jobs, default=None, help="parallel jobs (scikit-learn semantics)")
+    add("--n-jobs", type=n_jobs, default=None, help="parallel jobs (scikit-learn semantics)")
     sim.set_defaults(handler=_run_simulate, command_parser=sim)
 
 
@@ -189,12 +191,12 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a column of sample weights (in every file; not a feature): each row's weight",
     )
     add("--task", choices=("regression", "classification"), default="regression", help="task")
-    add("--trees", type=_int_at_least(1), default=50, help="trees in the forest")
-    add("--max-depth", type=_int_at_least(1), default=8, help="maximum tree depth")
-    add("--min-samples-leaf", type=_int_at_least(1), default=5, help="rows per leaf")
+    add("--trees", type=int_at_least(1), default=50, help="trees in the forest")
+    add("--max-depth", type=int_at_least(1), default=8, help="maximum tree depth")
+    add("--min-samples-leaf", type=int_at_least(1), default=5, help="rows per leaf")
     add("--privacy", choices=("secure", "dp", "none"), default="secure", help="privacy level")
     add("--epsilon", type=float, default=None, help="privacy budget under --privacy dp")
-    add("--seed", type=_int_at_least(0), default=0, help="random_state of the forest")
+    add("--seed", type=int_at_least(0), default=0, help="random_state of the forest")
     add("--out", type=Path, required=True, help="model file to write (.ffm)")
     train.set_defaults(handler=_run_train, command_parser=train)
 
@@ -464,31 +466,6 @@ def _png_path(text: str) -> Path:
             f"cannot write {text!r}: its directory {str(path.parent)!r} does not exist"
         )
     return path
-
-
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    parse.__name__ = f"int >= {minimum}"
-    return parse
-
-
-def _n_jobs(text: str) -> int:
-    """scikit-learn's n_jobs: an integer other than 0 (joblib refuses 0 with a traceback)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value == 0:
-        raise argparse.ArgumentTypeError("must not be 0 (1 runs in this process, -1 on every core)")
-    return value
 
 
 def _version() -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from .._argtypes import int_at_least, n_jobs
 from ._catalog import CATALOG
 
 if TYPE_CHECKING:
@@ -112,35 +113,8 @@ def run_experiment(
     return _run(exp, reps=reps, out=out, seed=seed, n_jobs=n_jobs, progress=progress, echo=echo)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _n_jobs(text: str) -> int:
-    """The n_jobs of joblib: an integer other than 0 (-1: every core)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value == 0:
-        raise argparse.ArgumentTypeError("must not be 0 (1 runs in this process, -1 on every core)")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_positive_int = int_at_least(1)
+_seed = int_at_least(0)
 
 
 def _epilog() -> str:
@@ -199,7 +173,7 @@ def add_experiment_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=_seed, default=0, help="base seed (default: 0)")
     parser.add_argument(
         "--n-jobs",
-        type=_n_jobs,
+        type=n_jobs,
         default=None,
         help="worker processes over repetitions (default: 1)",
     )

@@ -9,6 +9,7 @@ client lied (which one is hidden). Not under ``"dp"``: its sums are noisy.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,6 +23,13 @@ __all__ = [
     "check_pooled_moments",
     "check_pooled_rows",
 ]
+
+
+def _refuse(bad: NDArray[np.bool_], message: Callable[[int], str]) -> None:
+    """Raise ``ValueError(message(i))`` for the first violation ``i`` of ``bad``, if any."""
+    if bad.any():
+        raise ValueError(message(int(np.flatnonzero(bad)[0])))
+
 
 #: asinh of the largest float64: no client's asinh(x) or asinh(y) is larger in size.
 ASINH_MAX = math.asinh(float(np.finfo(np.float64).max))
@@ -51,14 +59,15 @@ def check_pooled_moments(
         | (s2 < -tol)
         | (s2 > ASINH_MAX**2 * n + tol)
     )
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(
+    _refuse(
+        bad,
+        lambda i: (
             f"The pooled moments of {what} of the grid round (row {i}: count {n[i]:.6g}, sums "
             f"{s1[i]:.6g}, {s2[i]:.6g}) are not those of at most the {n_rows:.0f} rows the clients "
             "declared: some client sent moments no data has, or a row count other than its "
             "handshake's n_samples (secure aggregation hides which)."
-        )
+        ),
+    )
 
 
 def check_pooled_rows(stats: NDArray[np.float64], n_rows: float, what: str) -> None:
@@ -72,13 +81,14 @@ def check_pooled_rows(stats: NDArray[np.float64], n_rows: float, what: str) -> N
     rows, weight = stats[:, STAT_ROWS], stats[:, STAT_WEIGHT]
     bad = ~np.isfinite(stats).all(axis=1) | (rows != np.round(rows)) | (rows < 0)
     bad |= (rows > n_rows) | (weight < 0)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(
+    _refuse(
+        bad,
+        lambda i: (
             f"The pooled sums of {what} count {rows[i]:.6g} rows of weight {weight[i]:.6g} "
             f"(row {i}), not whole rows within the {n_rows:.0f} the clients declared with a "
             "weight >= 0: some client lied (secure aggregation hides which)."
-        )
+        ),
+    )
 
 
 def check_pooled_cumulative(
@@ -114,14 +124,15 @@ def check_pooled_cumulative(
     step = (seg[1:] == seg[:-1]) & (edges[1:] >= edges[:-1])
     falls = step[:, None] & (np.diff(cum, axis=0) < -tol)
     bad[1:] |= falls.any(axis=1)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(
+    _refuse(
+        bad,
+        lambda i: (
             f"The pooled counts of {what} (segment {int(seg[i])}, edge {i - int(off[seg[i]])}: "
             f"{rows[i]:.6g} rows at or left of {edges[i]:.6g}) are not whole counts that grow "
             f"from 0 to at most the segment's {bound[i]:.6g} rows: some client sent counts no "
             "rows have (secure aggregation hides which)."
-        )
+        ),
+    )
 
 
 def check_pooled_groups(
@@ -152,11 +163,12 @@ def check_pooled_groups(
             sums > node[group_node[start]] + tol * (np.diff(np.r_[start, parts.shape[0]]))[:, None]
         ).any(axis=1)
         bad[start[over]] = True
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        n = int(group_node[i])
-        raise ValueError(
-            f"The pooled sums of {what} (group row {i}, node {n}) hold more rows or weight "
-            f"than their node's {node[n, 0]:.6g} rows of weight {node[n, 1]:.6g}: some client "
-            "sent counts no rows have (secure aggregation hides which)."
-        )
+    _refuse(
+        bad,
+        lambda i: (
+            f"The pooled sums of {what} (group row {i}, node {group_node[i]}) hold more rows "
+            f"or weight than their node's {node[group_node[i], 0]:.6g} rows of weight "
+            f"{node[group_node[i], 1]:.6g}: some client sent counts no "
+            "rows have (secure aggregation hides which)."
+        ),
+    )

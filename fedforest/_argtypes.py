@@ -1,0 +1,37 @@
+"""Argument types shared by the ``fedforest`` command and its ``experiment`` subcommand.
+
+Kept apart from both (and free of heavy imports) so that parsing a command line stays
+fast: a type fails with argparse's own error, naming the option, before anything runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An integer ``>= minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"int >= {minimum}"
+    return parse
+
+
+def n_jobs(text: str) -> int:
+    """scikit-learn's n_jobs: an integer other than 0 (joblib refuses 0 with a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("must not be 0 (1 runs in this process, -1 on every core)")
+    return value
