@@ -27,6 +27,7 @@ from fedforest.federated.server.secure_checks import (
     check_pooled_groups,
     check_pooled_moments,
     check_pooled_rows,
+    check_rounds_agree,
 )
 from fedforest.transport.local import LocalFederation
 
@@ -341,3 +342,28 @@ def test_check_pooled_groups_bounds() -> None:
         bad[i, col] = value
         with pytest.raises(ValueError, match="pooled sums of x.*some client"):
             check_pooled_groups(bad, node, pair, node_stats, "x")
+
+
+# Round B against Round A: one row more in a left statistic or a category group, within
+# every bound above, was accepted: the gains and the children's sizes then came from rows
+# the minimum-rows rule never saw.
+@pytest.mark.parametrize("task", ["regression", "classification"])
+@pytest.mark.parametrize(
+    ("array", "what"),
+    [("left", "Round B's left statistics"), ("group_stats", "Round B's category groups")],
+)
+@pytest.mark.parametrize("rows", [1, -1])
+def test_round_b_rows_other_than_round_a_are_refused(
+    task: str, array: str, what: str, rows: int
+) -> None:
+    # The first entry is a count (under sample weights or not: packed or not, it is first).
+    edit = _add(array, 0, rows)
+    with pytest.raises(ValueError, match=f"{what} count .* Round A's pooled counts give"):
+        _fit_categorical(task, ROUND_B, edit, array)
+
+
+def test_check_rounds_agree() -> None:
+    check_rounds_agree(np.array([3.0, 7.0]), np.array([3.0, 7.0]), "x")
+    check_rounds_agree(np.zeros(0), np.zeros(0), "x")
+    with pytest.raises(ValueError, match="x count 8 rows at entry 1, where Round A's .* 7"):
+        check_rounds_agree(np.array([3.0, 8.0]), np.array([3.0, 7.0]), "x")

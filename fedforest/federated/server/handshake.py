@@ -10,7 +10,6 @@ from numpy.typing import NDArray
 from ..categorical import sort_categories
 from ..federation import Federation
 from ..protocol import HANDSHAKE, PROTOCOL_VERSION, CommunicationLedger, Message, expect_array
-from . import secure
 from .checks import InvalidReply, check_handshake, label_type
 from .config import GrowerConfig
 from .merge import merge_sketch_rows
@@ -94,7 +93,7 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         "classes": classes,
         "class_counts": class_counts,
         "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
-        "public_keys": secure.public_keys(replies) if cfg.privacy != "none" else {},
+        "public_keys": public_keys(replies) if cfg.privacy != "none" else {},
     }
 
 
@@ -247,3 +246,17 @@ def _listed(names: list[str], at_most: int = 5) -> str:
     if len(names) > at_most:
         shown.append(f"{len(names) - at_most} more")
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
+def public_keys(replies: list[tuple[str, Message]]) -> dict[str, str]:
+    """The clients' public keys from their handshake replies (validated), as hex."""
+    keys = {}
+    for name, msg in replies:
+        raw = np.asarray(msg.arrays.get("public_key", np.zeros(0)))
+        if raw.dtype != np.uint8 or raw.shape != (32,):
+            raise ValueError(
+                f"Client {name!r} sent no valid public key in the handshake (expected 32 bytes "
+                f'as uint8 under privacy="secure", got dtype {raw.dtype} shape {raw.shape}).'
+            )
+        keys[name] = raw.tobytes().hex()
+    return keys

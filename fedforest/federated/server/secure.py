@@ -62,6 +62,7 @@ from .secure_checks import (
     check_pooled_groups,
     check_pooled_moments,
     check_pooled_rows,
+    check_rounds_agree,
 )
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     LevelA,
@@ -85,7 +86,6 @@ __all__ = [
     "check_config",
     "keep_histograms",
     "oob_sums",
-    "public_keys",
     "round_a",
     "round_b",
     "secure_exchange",
@@ -558,6 +558,7 @@ def round_b(
     # Category groups with at least m rows each.
     group_pair: list[int] = []
     group_maps: list[NDArray[np.int32]] = []
+    group_rows: list[NDArray[Any]] = []  # each group's rows by Round A
     n_groups: list[int] = []
     for p in np.flatnonzero(ok & (n_cat >= 2)):
         c = int(n_cat[p])
@@ -571,6 +572,7 @@ def round_b(
             state.groups[slot * d + feat] = (rows[:c], groups)
             group_pair.append(int(p))
             group_maps.append(groups)
+            group_rows.append(np.bincount(groups[groups >= 0], rows[:c][groups >= 0]))
             n_groups.append(int(groups.max()) + 1)
     group_off = np.zeros(len(group_pair) + 1, dtype=np.int64)
     np.cumsum([g.size for g in group_maps], out=group_off[1:])
@@ -590,6 +592,7 @@ def round_b(
     }
     packed = _packs(cfg, state, bits)
     n_words, word_bits = (s - 1, None) if packed else (s, bits)
+    alive = fed.client_names  # those who answered Round A
     sums = secure_exchange(
         fed,
         ledger,
@@ -609,6 +612,9 @@ def round_b(
         group_of = np.repeat(np.asarray(group_pair, dtype=np.int64), n_groups)
         tol = _weight_tol(bits, len(fed.client_names))
         what = "Round B's category groups"
+        if fed.client_names == alive:  # not when one failed Round B under "drop"
+            check_rounds_agree(groups_z[:, STAT_ROWS], np.concatenate([[], *group_rows]), what)
+            check_rounds_agree(left_z[:, STAT_ROWS], sub_rows[at], "Round B's left statistics")
         check_pooled_groups(groups_z, pair_node[group_of], group_of, pooled, what, tol)
     if cfg.privacy == "dp":
         sigma, rows = ctx["dp"].sigma, pooled[pair_node, STAT_ROWS]
@@ -737,17 +743,3 @@ def oob_sums(
     """The masked out-of-bag round's pooled sums."""
     bits = oob_frac_bits(width, classification)
     return secure_exchange(fed, ledger, msg, {"oob_sums": ((width,), bits)})["oob_sums"]
-
-
-def public_keys(replies: list[tuple[str, Message]]) -> dict[str, str]:
-    """The clients' public keys from their handshake replies (validated), as hex."""
-    keys = {}
-    for name, msg in replies:
-        raw = np.asarray(msg.arrays.get("public_key", np.zeros(0)))
-        if raw.dtype != np.uint8 or raw.shape != (32,):
-            raise ValueError(
-                f"Client {name!r} sent no valid public key in the handshake (expected 32 bytes "
-                f'as uint8 under privacy="secure", got dtype {raw.dtype} shape {raw.shape}).'
-            )
-        keys[name] = raw.tobytes().hex()
-    return keys

@@ -22,6 +22,7 @@ __all__ = [
     "check_pooled_groups",
     "check_pooled_moments",
     "check_pooled_rows",
+    "check_rounds_agree",
 ]
 
 
@@ -170,5 +171,25 @@ def check_pooled_groups(
             f"or weight than their node's {node[group_node[i], 0]:.6g} rows of weight "
             f"{node[group_node[i], 1]:.6g}: some client sent counts no "
             "rows have (secure aggregation hides which)."
+        ),
+    )
+
+
+def check_rounds_agree(b_rows: NDArray[np.float64], a_rows: NDArray[np.float64], what: str) -> None:
+    """Under "secure": Round B's pooled row counts equal those Round A's counts imply.
+
+    Round B's left statistics are taken at candidates that are edges of Round A's node
+    grids, and its category groups are unions of categories Round A counted, over the same
+    rows of the same nodes: the pooled rows at or left of a candidate (in a group) must be
+    exactly those Round A's pooled counts give there. A difference means some client
+    counted other rows in the two rounds (secure aggregation hides which); unchecked, the
+    gains and the children's sizes came from rows the rule never saw.
+    """
+    _refuse(
+        b_rows != a_rows,
+        lambda i: (
+            f"The pooled sums of {what} count {b_rows[i]:.6g} rows at entry {i}, where Round "
+            f"A's pooled counts give {a_rows[i]:.6g}: some client counted other rows in the "
+            "two rounds (secure aggregation hides which)."
         ),
     )
