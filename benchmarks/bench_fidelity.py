@@ -118,7 +118,7 @@ def run(
     w = np.zeros(len(y))
     for c, idx in enumerate(parts):  # the in-bag weights (the clients' secrets: test only)
         party = clients[c]._secure
-        secret = None if party is None else party.secret
+        secret = None if party is None else party.bootstrap_secret()
         w[idx] = bootstrap_counts(tree_seed, 0, str(c), idx.size, secret)
     members, depth, nodes = {0: np.flatnonzero(w > 0)}, {0: 0}, []
     for i in range(tree.node_count):

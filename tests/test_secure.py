@@ -794,7 +794,7 @@ def test_dp_server_sees_only_noisy_masked_sums() -> None:
             exact = [
                 sum(
                     np.count_nonzero(
-                        bootstrap_counts(seed, t, c.name, c.n_samples, c._secure.secret)
+                        bootstrap_counts(seed, t, c.name, c.n_samples, c._secure.bootstrap_secret())
                     )
                     for c in clients
                 )

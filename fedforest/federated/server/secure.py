@@ -55,6 +55,7 @@ from .denoise import (
     from_z,
     stat_task,
 )
+from .digest import digest_arrays
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
 from .missing import with_missing_sides
 from .secure_checks import (
@@ -419,7 +420,7 @@ def round_a(
         Message(
             ROUND_A,
             {**header, "pack_counts": True} if packed else header,
-            {**arrays, "grid_off": grid_off, "grid": grid},
+            {**arrays, "grid_off": grid_off, "grid": grid, **digest_arrays(header, ctx)},
         ),
         {
             "summary": ((n_slots, ctx["n_stats"]), bits),
