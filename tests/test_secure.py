@@ -622,6 +622,27 @@ def test_drop_mid_training_recovers_the_sums(at: int) -> None:
     assert np.isfinite(model.oob_score_)
 
 
+@pytest.mark.parametrize("random_state", range(5))
+def test_a_drop_in_round_b_releases_no_node_below_m(random_state: int) -> None:
+    """A client dropped in level 1's Round B (round 6): no node of that level splits.
+
+    Its rows are in the nodes' totals (Round A) but not in the survivors' left sums, so a
+    right child counted them: the next Round A released children of fewer than m = 10
+    rows (8 at random_state 0 before the fix). Every node of every tree holds at least m
+    rows, and the batch's trees stop at depth 1.
+    """
+    X, y, h = _data()
+    clients = [ff.Client(X[h == k], y[h == k], str(k)) for k in range(3)]
+    dying = [*clients, _Dying(X[h == 3], y[h == 3], "3", at=6)]
+    model = ff.FedForestRegressor(
+        n_estimators=4, max_depth=4, random_state=random_state, on_client_failure="drop"
+    ).fit_federated(ff.LocalFederation(dying))
+    assert model.dropped_clients_ == [("3", 6)]
+    assert model.communication_.per_round["kind"].tolist()[6] == "round_b"
+    for t in model.trees_:
+        assert t.n_node_samples.min() >= 10 and t.max_depth == 1
+
+
 def test_secure_accuracy_against_scikit_learn_and_none() -> None:
     # Measured on this machine (3 seeds, the paper's homogeneous setting, 1,400 rows):
     # secure is 9 % above scikit-learn's MSE (leaves of at least 10 rows, candidates at

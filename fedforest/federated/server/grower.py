@@ -708,14 +708,15 @@ def grow_forest(
             n_categories=category_counts(schema["categories"], d),
         ),
     }
-    if cfg.privacy != "none":  # each client binds its bootstrap to it (digest.py)
-        ctx[SETTINGS_DIGEST] = settings_digest(cfg, schema["n_samples"], schema["draws"], d)
     if cfg.privacy == "dp":
         budget.plan_fit(cfg, schema, ctx)
     if cfg.privacy != "none":
         ctx["secure"] = schema["secure"] = secure.setup_grids(
             fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
         )
+        # The clients bind their bootstraps to it (digest.py); those dropped so far left.
+        live = {n: k for n, k in schema["n_samples"].items() if n in fed.client_names}
+        ctx[SETTINGS_DIGEST] = settings_digest(cfg, live, schema["draws"], d)
     cfg = set_up_class_weights(cfg, schema, ctx)  # once the class counts are known
     ctx["root_constant"] = root_constant(schema, ctx)
     start = cfg.first_tree

@@ -591,6 +591,7 @@ def round_b(
     }
     packed = _packs(cfg, state, bits)
     n_words, word_bits = (s - 1, None) if packed else (s, bits)
+    peers = set(fed.client_names)
     sums = secure_exchange(
         fed,
         ledger,
@@ -600,6 +601,13 @@ def round_b(
             "group_stats": ((int(sum(n_groups)), n_words), word_bits),
         },
     )
+    if set(fed.client_names) != peers:
+        # A client dropped in this Round B: the left sums are the survivors', the nodes'
+        # totals (Round A) still hold its rows, so a right child would count them (and
+        # its next summary, differenced with them, would give the dropped client's sums).
+        # The survivors' totals cannot be asked for without exposing its share: no node
+        # of this level splits (the next batch grows with the survivors).
+        return BestSplits.none(n_nodes, pooled.shape[1])
     if packed:
         sums = {k: unpack_counts(v, bits[2:]) for k, v in sums.items()}
     regression = cfg.task == "regression"
