@@ -57,6 +57,7 @@ from .denoise import (
 )
 from .digest import digest_arrays
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
+from .fallback import with_ancestor_candidates
 from .missing import with_missing_sides
 from .secure_checks import (
     check_pooled_cumulative,
@@ -542,6 +543,11 @@ def round_b(
         node_rows,
         m,
     )
+    # A pair left without any: its ancestors' thresholds on the node grid (fallback.py).
+    cands, out_off, safe = with_ancestor_candidates(
+        cands, out_off, safe, sub_grid, sub_off, sub_rows, anc, anc_off,
+        state.lo[node, f], state.hi[node, f], node_rows, m,
+    )  # fmt: skip
     cand = cands[safe]
     n_kept = np.bincount(np.repeat(np.arange(num.size), np.diff(out_off))[safe], minlength=num.size)
     counts = np.zeros(n_pairs, dtype=np.int64)
