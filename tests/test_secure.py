@@ -921,3 +921,33 @@ def test_grid_sinh_and_asinh_are_the_c_librarys_on_every_processor() -> None:
     assert libm_sinh(x).tolist() == [[math.sinh(v) for v in row] for row in x]
     assert libm_arcsinh(x).tolist() == [[math.asinh(v) for v in row] for row in x]
     assert libm_arcsinh(np.array([3, -2])).tolist() == [math.asinh(3.0), math.asinh(-2.0)]
+
+
+def test_a_pair_without_candidates_tries_its_ancestors_thresholds() -> None:
+    # The node of test_narrow_signal_is_found that stayed a leaf (random_state 0, tree 9):
+    # x <= 0.00305, 43 rows; its one quantile candidate 0.00093 (17 rows left) lies 9
+    # rows below the parent's released 0.00163 (26 rows) and was dropped. The parent's
+    # threshold itself splits it 26 | 17 and differences with the parent's sum into
+    # nothing: it is tried and kept. A pair that kept a candidate is left alone.
+    from fedforest.federated.server.fallback import with_ancestor_candidates
+
+    grid = np.array([0.00022, 0.00093, 0.00163, 0.00164, 0.00022, 0.00093, 0.00163])
+    grid_off = np.array([0, 4, 7])
+    rows = np.array([3.0, 17.0, 26.0, 26.0, 3.0, 17.0, 26.0])
+    cands, cand_off = np.array([0.00093, 0.00093]), np.array([0, 1, 2])
+    safe = np.array([False, True])
+    parent = [[0.00163, 26.0, 345.0, 1.0], [0.00305, 43.0, 345.0, 1.0], [0.0043, 57.0, 345.0, 1.0]]
+    anc = np.array(parent + parent)
+    anc_off = np.array([0, 3, 6])
+    lo, hi, total = np.full(2, -np.inf), np.full(2, 0.00305), np.full(2, 43.0)
+    out, off, ok = with_ancestor_candidates(
+        cands, cand_off, safe, grid, grid_off, rows, anc, anc_off, lo, hi, total, 10
+    )
+    np.testing.assert_array_equal(off, [0, 2, 3])
+    np.testing.assert_array_equal(out, [0.00093, 0.00163, 0.00093])
+    np.testing.assert_array_equal(ok, [False, True, True])
+    # Too few rows on one side (m = 20): nothing to add.
+    out, off, ok = with_ancestor_candidates(
+        cands, cand_off, safe, grid, grid_off, rows, anc, anc_off, lo, hi, total, 20
+    )
+    np.testing.assert_array_equal(off, cand_off)
