@@ -1,12 +1,16 @@
 """Depth-3 fidelity against pooled CART, per random_state: how robust is the 98.5 % target?
 
-The setting of ``tests/test_secure.py::test_depth3_splits_agree_with_pooled_cart_at_scale``
-(200,000 rows in 10 clients with shifted covariates, one tree, depth 4, every feature,
-B = 100): each depth-3 node's split, applied to the node's in-bag rows, is compared with
-scikit-learn's best split of those rows (same weights, same leaf rule); agreement is the
-share of rows both send the same way. Printed per ``random_state`` and privacy level: the
-least agreeing node, its feature and thresholds against CART's, the weighted rank of both
-thresholds in the node, and the gain of our split as a share of CART's.
+The setting of
+``tests/test_secure.py::test_splits_are_the_best_released_candidates_at_scale`` (which
+checks Theorem 3.2's exact statement: each split the best of the released candidates;
+issue 11's 98.5 % agreement with pooled CART is measured here, as it holds for some
+bootstraps only): 200,000 rows in 10 clients with shifted covariates, one tree, depth 4,
+every feature, B = 100. Each depth-3 node's split, applied to the node's in-bag rows, is
+compared with scikit-learn's best split of those rows (same weights, same leaf rule);
+agreement is the share of rows both send the same way. Printed per ``random_state`` and
+privacy level: the least agreeing node, its feature and thresholds against CART's, the
+weighted rank of both thresholds in the node, and the gain of our split as a share of
+CART's.
 
 "CART vs CART" is the scale of the noise CART's own choice carries: the least, over three
 draws, agreement of CART on the same rows with its weights times a fresh Poisson(1) draw
@@ -118,7 +122,7 @@ def run(
     w = np.zeros(len(y))
     for c, idx in enumerate(parts):  # the in-bag weights (the clients' secrets: test only)
         party = clients[c]._secure
-        secret = None if party is None else party.secret
+        secret = None if party is None else party.bootstrap_secret()
         w[idx] = bootstrap_counts(tree_seed, 0, str(c), idx.size, secret)
     members, depth, nodes = {0: np.flatnonzero(w > 0)}, {0: 0}, []
     for i in range(tree.node_count):

@@ -108,7 +108,10 @@ def test_sample_weights_under_secure_take_the_bootstrap_round() -> None:
     assert model.communication_.per_round["kind"].tolist().count(BOOTSTRAP) == 1
     for t, tree in enumerate(model.trees_):
         counts = np.concatenate(
-            [bootstrap_counts(model._seed, t, c.name, 500, c._secure.secret) for c in clients]
+            [
+                bootstrap_counts(model._seed, t, c.name, 500, c._secure.bootstrap_secret())
+                for c in clients
+            ]
         )
         indices = np.repeat(np.arange(len(y)), counts)
         weight = w * counts * compute_sample_weight("balanced", y, indices=indices)

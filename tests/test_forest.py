@@ -135,8 +135,12 @@ def test_get_set_params_and_clone(cls: type[Estimator]) -> None:
 def test_pipeline_regressor() -> None:
     X, y = regression_data()
     pipe = make_pipeline(StandardScaler(), small(FedForestRegressor, max_features=None))
-    # Held-out R² 0.959 (seeds 0-5: 0.953-0.966, sd 0.005).
-    assert pipe.fit(X, y).score(*held_out_regression()) > 0.94
+    # Held-out R² 0.965 at random_state 0; random_states 0-11 on these training rows
+    # (secure bootstraps bound to the settings digest, small nodes trying their
+    # ancestors' thresholds): 0.959-0.969, mean 0.964, sd 0.003 (without the scaler:
+    # mean 0.963, least 0.958). Before those two: 0.949-0.959 (mean 0.955, sd 0.003); with the
+    # unbound bootstraps 0.950-0.961 (mean 0.955, sd 0.004).
+    assert pipe.fit(X, y).score(*held_out_regression()) > 0.95
 
 
 def test_grid_search_classifier() -> None:

@@ -466,15 +466,15 @@ def test_attack_finds_nothing_in_the_bootstrap_round(
 # --------------------------------------------------------------------------- across levels
 def _in_bag_weights(model, clients, h, n_trees, random_state=0):
     from fedforest.federated.client import bootstrap_counts
-    from fedforest.federated.client_secure import data_secret
 
     seed = int(np.random.RandomState(random_state).randint(np.iinfo(np.int32).max))
     w = np.zeros((n_trees, len(h)))
     for k, c in enumerate(clients):
         idx = np.flatnonzero(h == k)
-        # The secret the client drew at the handshake (its data, as it held them then).
+        # The secret the client's bootstrap drew with: its data's, bound at the set-up to
+        # the fit's settings digest (none under "none").
         party = getattr(c, "_secure", None)
-        secret = party.secret if party is not None else data_secret(c.X, c.y_raw, c.name)
+        secret = party.bootstrap_secret() if party is not None else None
         for t in range(n_trees):
             w[t, idx] = bootstrap_counts(seed, t, c.name, idx.size, secret)
     return w

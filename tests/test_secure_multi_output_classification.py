@@ -24,7 +24,15 @@ from sklearn.utils.class_weight import compute_class_weight
 import fedforest as ff
 from fedforest.federated.client_secure import SecureParty, class_factor
 from fedforest.federated.privacy.dp import entries_per_row, level_entries
-from fedforest.federated.protocol import GRID, HANDSHAKE, PROTOCOL_VERSION, ROUND_A, Message
+from fedforest.federated.protocol import (
+    DIGEST_BYTES,
+    GRID,
+    HANDSHAKE,
+    PROTOCOL_VERSION,
+    ROUND_A,
+    SETTINGS_DIGEST,
+    Message,
+)
 from fedforest.federated.server.checks import (
     InvalidReply,
     check_class_blocks,
@@ -166,7 +174,9 @@ def test_dp_with_a_list_of_class_weights_bounds_the_weights_by_their_product() -
     party = SecureParty(ff.Client(X, Y, name="c"), dp=True)
     party.dp = {"sigma": 1.0, "grid_sigma": 1.0, "target_sigma": 1.0, "clip": 2.0, "max_weight": 2}
     codes = np.zeros((len(Y), 3))
-    party.set_up({"class_weights": [[1.0, 3.0], [2.0, 0.5, 1.0], [1.0, 1.0]]}, codes, 7)
+    setup = {"class_weights": [[1.0, 3.0], [2.0, 0.5, 1.0], [1.0, 1.0]]}
+    digest = {SETTINGS_DIGEST: np.zeros(DIGEST_BYTES, dtype=np.uint8)}
+    party.set_up(Message(ROUND_A, {"setup": setup}, digest), codes, 7)
     fit = SimpleNamespace(y=codes, n_classes=7, y_log=None)
     np.testing.assert_array_equal(party.bounds(fit), [1.0] + [12.0] * 8)  # type: ignore[arg-type]
     # "balanced" under "dp": noisy class counts, one per output and row for the accountant.
@@ -184,9 +194,9 @@ class _SetupSpy(ff.Client):
 
     sent: list[Any] = []
 
-    def _setup(self, setup: dict[str, Any]) -> Any:
-        _SetupSpy.sent.append(setup.get("class_weights"))
-        return super()._setup(setup)
+    def _setup(self, msg: Any) -> Any:  # the request carrying the set-up
+        _SetupSpy.sent.append(msg.header["setup"].get("class_weights"))
+        return super()._setup(msg)
 
 
 @pytest.mark.parametrize("privacy", ["none", "secure"])

@@ -213,8 +213,8 @@ def test_sums_that_break_jensen_are_refused() -> None:
 class _LyingClient(ff.Client):
     """Sends sums of u log u that no targets have (a constant -1 per row: below -1/e)."""
 
-    def _setup(self, setup):  # type: ignore[no-untyped-def]
-        fit = super()._setup(setup)
+    def _setup(self, msg):  # type: ignore[no-untyped-def]
+        fit = super()._setup(msg)
         if fit.y_log is not None:
             fit.y_log = np.full_like(fit.y_log, -1.0)
         return fit

@@ -297,8 +297,8 @@ class Client:
         return Message(HANDSHAKE, header, arrays)
 
     # ------------------------------------------------------------------ set-up
-    def _setup(self, setup: dict[str, Any]) -> _Fit:
-        classes = setup["classes"]
+    def _setup(self, msg: Message) -> _Fit:
+        setup, classes = msg.header["setup"], msg.header["setup"]["classes"]
         if classes is None:
             y = self.y_raw.astype(np.float64)
             n_classes = 0
@@ -306,7 +306,7 @@ class Client:
             y, n_classes = class_codes(self.y_raw, classes, self.name)
         self._class_sizes = class_sizes(classes) if classes is not None else ()
         if setup.get("privacy") in ("secure", "dp"):  # regression: standardised targets
-            y = self._secure_party().set_up(setup, y, n_classes)
+            y = self._secure_party().set_up(msg, y, n_classes)
         self._encode_categories(setup.get("categories") or {})
         clients = setup.get("clients") or []
         first_tree = int(setup.get("first_tree", 0))
@@ -380,7 +380,7 @@ class Client:
             return np.zeros(self.n_samples, dtype=np.int64)
         if not bootstrap:
             return np.ones(self.n_samples, dtype=np.int64)
-        secret = self._secure.secret if self._secure is not None else None
+        secret = self._secure.bootstrap_secret() if self._secure is not None else None
         counts = bootstrap_counts(seed, tree, self.name, self.n_samples, secret, draws)
         if self._secure is not None and self._secure.dp is not None:
             # Under "dp" a row weighs at most max_weight in any sum (its sensitivity).
@@ -408,7 +408,7 @@ class Client:
     # ------------------------------------------------------------------ Round A
     def _round_a(self, msg: Message) -> Message:
         if "setup" in msg.header:
-            self._fit = self._setup(msg.header["setup"])
+            self._fit = self._setup(msg)
         fit = self._state()
         if "tree_class_weights" in msg.header:  # balanced_subsample, multi-output y
             weigh_trees(self, fit, msg.header["tree_class_weights"])

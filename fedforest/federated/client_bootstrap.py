@@ -76,7 +76,7 @@ def answer_bootstrap(client: Client, msg: Message) -> Message:
     setup = msg.header.get("setup")
     if not isinstance(setup, dict):
         raise ValueError(f"Client {client.name!r}: a bootstrap round without its set-up.")
-    fit = client._fit = client._setup(setup)
+    fit = client._fit = client._setup(msg)
     if fit.n_classes == 0:
         raise ValueError(f"Client {client.name!r}: the bootstrap round is for classification.")
     counts = tree_class_counts(client, fit, int(setup.get("first_tree", 0)))

@@ -7,7 +7,8 @@ sketches it sends counts on grids the server placed from pooled information, and
 regression targets are standardised with pooled constants before any sum leaves it.
 Its bootstrap is seeded with a secret derived from its own data, so the server cannot
 recompute which rows a tree drew (the forest stays reproducible: the secret is a
-function of the data).
+function of the data), bound at the set-up to the digest of the fit's settings
+(``bind_secret``), so that fits with other settings draw independent bootstraps.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_TASK, STAT_WEIGHT, n_stats
@@ -28,7 +31,17 @@ from .client_targets import label_counts
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh
 from .privacy.secagg import FRAC_BITS, MaskingKeys, pack_counts, to_fixed, to_fixed2
-from .protocol import GRID, OOB, RECOVER, ROUND_A, ROUND_B, Message, expect_array
+from .protocol import (
+    DIGEST_BYTES,
+    GRID,
+    OOB,
+    RECOVER,
+    ROUND_A,
+    ROUND_B,
+    SETTINGS_DIGEST,
+    Message,
+    expect_array,
+)
 
 if TYPE_CHECKING:
     from .client import Client, _Fit
@@ -36,6 +49,8 @@ if TYPE_CHECKING:
 __all__ = [
     "MOMENT_FRAC_BITS",
     "SecureParty",
+    "bind_secret",
+    "settings_digest_of",
     "oob_frac_bits",
     "stat_frac_bits",
     "warn_unresolved",
@@ -94,6 +109,37 @@ def data_secret(X: NDArray[np.float64], y: NDArray[Any], name: str) -> int:
     return int.from_bytes(h.digest()[:16], "little")
 
 
+#: HKDF info of the bootstrap secret bound to the settings digest.
+_BIND_INFO = b"fedforest bootstrap secret v1"
+
+
+def bind_secret(secret: int, digest: bytes) -> int:
+    """The bootstrap's 128-bit secret of a fit: HKDF-SHA256 of ``secret || digest``.
+
+    ``digest`` is the server's SHA-256 of the fit's settings (``server/digest.py``): the
+    same data and settings give the same secret (the same forest), other settings an
+    independent one, which the server, not knowing ``secret``, cannot relate.
+    """
+    material = secret.to_bytes(16, "little") + bytes(digest)
+    key = HKDF(algorithm=hashes.SHA256(), length=16, salt=None, info=_BIND_INFO).derive(material)
+    return int.from_bytes(key, "little")
+
+
+def settings_digest_of(msg: Message, name: str) -> bytes:
+    """The set-up's settings digest, checked: ``DIGEST_BYTES`` uint8 (refused without)."""
+    if SETTINGS_DIGEST not in msg.arrays:
+        raise ValueError(
+            f"Client {name!r}: a secure set-up without the settings digest (its bootstrap "
+            "would not be bound to the fit's settings); the server speaks another protocol."
+        )
+    digest = expect_array(msg, SETTINGS_DIGEST, "u", (DIGEST_BYTES,), "server")
+    if digest.dtype != np.uint8:
+        raise ValueError(
+            f"Client {name!r}: the settings digest must be uint8 bytes, got {digest.dtype}."
+        )
+    return digest.tobytes()
+
+
 class SecureParty:
     """A client's keys and masked answers for one fit under ``privacy="secure"``."""
 
@@ -108,9 +154,17 @@ class SecureParty:
         #: The targets' standardisation (a float, or one per output for multi-output y).
         self.y_center: float | NDArray[np.float64] = 0.0
         self.y_scale: float | NDArray[np.float64] = 1.0
+        #: The fit's bootstrap secret: ``secret`` bound to the set-up's settings digest.
+        self.bound: int | None = None
         #: Under "dp": the noise (sigma per bound unit), target clip and weight cap.
         self.dp: dict[str, float] | None = None
         self._rng = np.random.default_rng(secrets.randbits(128))
+
+    def bootstrap_secret(self) -> int:
+        """The secret the bootstrap draws are seeded with (bound at the set-up)."""
+        if self.bound is None:
+            raise ValueError(f"Client {self.client.name!r}: bootstrap draws before the set-up.")
+        return self.bound
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> tuple[Any, ...]:
@@ -122,6 +176,7 @@ class SecureParty:
             "\x00".join(names),
             np.frombuffer(b"".join(pair[n] for n in names), dtype=np.uint8).copy(),
             str(self.secret),
+            "" if self.bound is None else str(self.bound),
             self.y_center,
             self.y_scale,
             json.dumps(self.dp),
@@ -130,7 +185,7 @@ class SecureParty:
     @classmethod
     def from_state(cls, client: Client, state: tuple[Any, ...]) -> SecureParty:
         """Inverse of :meth:`to_state`."""
-        private, names, keys, secret, center, scale, dp = state
+        private, names, keys, secret, bound, center, scale, dp = state
         peers = [n for n in str(names).split("\x00") if n]
         raw = np.asarray(keys, dtype=np.uint8).tobytes()
         if len(raw) != 32 * len(peers) or np.asarray(private).size != 32:
@@ -140,6 +195,7 @@ class SecureParty:
         pair = {n: raw[32 * i : 32 * (i + 1)] for i, n in enumerate(peers)}
         party.keys = MaskingKeys.restore(client.name, np.asarray(private).tobytes(), pair)
         party.secret = int(secret)
+        party.bound = int(bound) if str(bound) else None
         party.y_center, party.y_scale = _standard(center), _standard(scale)
         party.dp = json.loads(str(dp))
         party._rng = np.random.default_rng(secrets.randbits(128))
@@ -267,10 +323,10 @@ class SecureParty:
         return self._masked(msg, GRID, {"hist": to_fixed(cum, 0)})
 
     # ------------------------------------------------------------------ set-up
-    def set_up(
-        self, setup: dict[str, Any], y: NDArray[np.float64], n_classes: int
-    ) -> NDArray[np.float64]:
+    def set_up(self, msg: Message, y: NDArray[np.float64], n_classes: int) -> NDArray[np.float64]:
         """The party's part of the set-up: regression targets standardised (returned).
+
+        The bootstrap secret is bound to the request's settings digest (refused without).
 
         Under "dp" with multi-output class weights (the set-up's ``class_weights``), a row
         weighs its bootstrap count times the product of its outputs' class weights: every
@@ -278,6 +334,8 @@ class SecureParty:
         output's largest class weight (``class_factor``), so that each released entry still
         moves by at most 1 in its bound's units when one row is replaced.
         """
+        setup = msg.header["setup"]
+        self.bound = bind_secret(self.secret, settings_digest_of(msg, self.client.name))
         if self.dp is not None:
             self.dp["class_factor"] = class_factor(setup.get("class_weights"), self.client.name)
         return y if n_classes else self.standardise(setup, y)

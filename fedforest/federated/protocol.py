@@ -19,6 +19,8 @@ from numpy.typing import NDArray
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "SETTINGS_DIGEST",
+    "DIGEST_BYTES",
     "protocol_mismatch",
     "REPLY_ARRAYS",
     "BOOTSTRAP",
@@ -39,8 +41,11 @@ __all__ = [
 #: The messages' version, stated by the server's handshake and by every client's reply.
 #: Bump it with any change a client of another version would misread: 2 since the masks
 #: became AES-256-CTR keystreams and Rounds A and B pack two counts in one word (a client
-#: of version 1 would mask with other keys and the sums would decode to garbage).
-PROTOCOL_VERSION = 2
+#: of version 1 would mask with other keys and the sums would decode to garbage); 3 since
+#: the set-up carries the settings digest under "secure"/"dp" (a client of version 2
+#: would ignore it and draw its bootstraps unbound: another forest, and refits with other
+#: settings would draw the same rows again).
+PROTOCOL_VERSION = 3
 
 HANDSHAKE = "handshake"
 ROUND_A = "round_a"
@@ -54,6 +59,12 @@ RECOVER = "recover"
 #: each tree's bootstrap class counts (the set-up travels with it).
 BOOTSTRAP = "bootstrap"
 KINDS = (HANDSHAKE, ROUND_A, ROUND_B, OOB, GRID, RECOVER, BOOTSTRAP)
+#: Under ``privacy="secure"``/``"dp"``: the request that carries the set-up (a batch's
+#: first Round A, or its bootstrap round) also carries this array, the SHA-256 digest of
+#: the resolved settings (``server/digest.py``; ``DIGEST_BYTES`` uint8). Each client binds
+#: its bootstrap secret to it, and refuses a secure set-up without it.
+SETTINGS_DIGEST = "settings_digest"
+DIGEST_BYTES = 32
 #: Every array a client's reply of each kind may hold, at any privacy level and option (a
 #: recovery round's are the sums it recovers, named in its request). The server refuses any
 #: other name: an array it would ignore is not a reply the protocol defines.

@@ -33,6 +33,7 @@ from ..protocol import BOOTSTRAP, CommunicationLedger, Message
 from . import secure
 from .checks import Check, InvalidReply
 from .config import GrowerConfig
+from .digest import digest_arrays
 from .rounds import exchange
 
 __all__ = ["bootstrap_round", "check_bootstrap", "subsample_weights"]
@@ -111,7 +112,7 @@ def bootstrap_round(
     """
     n_trees, sizes = int(setup["n_trees"]), cfg.class_sizes
     n_columns = int(sum(sizes))
-    msg = Message(BOOTSTRAP, {"setup": setup})
+    msg = Message(BOOTSTRAP, {"setup": setup}, digest_arrays({"setup": setup}, ctx))
     if cfg.privacy == "none":
         draws = ctx["subsample"]["draws"]  # the handshake's, under max_samples
         expected = {

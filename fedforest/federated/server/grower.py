@@ -26,17 +26,31 @@ from ..criteria import impurity, leaf_value
 from ..failure import DropFailedClients
 from ..federation import Federation
 from ..privacy.rules import default_min_rows
-from ..protocol import ROUND_A, ROUND_B, CommunicationLedger, Message, expand_candidates
+from ..protocol import (
+    ROUND_A,
+    ROUND_B,
+    SETTINGS_DIGEST,
+    CommunicationLedger,
+    Message,
+    expand_candidates,
+)
 from . import budget, monotonic, secure
 from .bootstrap import bootstrap_round
 from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
+from .digest import settings_digest
 from .dp_checks import clip_leaf_values
 from .draws import sample_features as _sample_features
 from .handshake import handshake
 from .level import candidates, category_counts, round_b_splits, shortlist
 from .oob import oob_round
-from .resolve import bootstrap_draws, resolve_max_features, resolve_sizes, root_constant
+from .resolve import (
+    bootstrap_draws,
+    check_combinations,
+    resolve_max_features,
+    resolve_sizes,
+    root_constant,
+)
 from .rounds import exchange as _exchange
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
 from .weights import set_up_class_weights, weigh, weigh_level
@@ -645,30 +659,7 @@ def grow_forest(
     grown, with the seeds they would have had in one fit; ``prior`` (the earlier trees)
     joins them for the out-of-bag round. The result holds the new trees only.
     """
-    if (cfg.class_weight is not None or cfg.min_weight_fraction_leaf) and (
-        cfg.split_rule == "avgimp"
-    ):
-        raise ValueError(
-            'class_weight and min_weight_fraction_leaf are not available with split_rule="avgimp"'
-            ": AvgImp sums the clients' own local gains and left rows, without the weights."
-        )
-    if cfg.binning == "global" and cfg.top_l:
-        raise ValueError(
-            'top_l is not available with binning="global": its candidates travel before the '
-            "clients' rankings that shortlist the features."
-        )
-    if cfg.criterion == "poisson" and cfg.split_rule == "avgimp":
-        raise ValueError(
-            'criterion="poisson" is not available with split_rule="avgimp": a client\'s local '
-            "Poisson gain is undefined where one of its children holds no positive target."
-        )
-    if cfg.privacy != "dp" and (cfg.epsilon is not None or cfg.delta is not None):
-        which = "epsilon" if cfg.epsilon is not None else "delta"
-        raise ValueError(
-            f"{which}={getattr(cfg, which)!r} is a privacy budget, used only under "
-            f'privacy="dp"; privacy="{cfg.privacy}" adds no noise. Set privacy="dp" for '
-            "differential privacy, or leave epsilon and delta at None."
-        )
+    check_combinations(cfg)
     if cfg.privacy != "none":
         secure.check_config(cfg)
     monotonic.check_values(cfg.monotonic_cst, cfg.split_rule)
@@ -723,6 +714,9 @@ def grow_forest(
         ctx["secure"] = schema["secure"] = secure.setup_grids(
             fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
         )
+        # The clients bind their bootstraps to it (digest.py); those dropped so far left.
+        live = {n: k for n, k in schema["n_samples"].items() if n in fed.client_names}
+        ctx[SETTINGS_DIGEST] = settings_digest(cfg, live, schema["draws"], d)
     cfg = set_up_class_weights(cfg, schema, ctx)  # once the class counts are known
     ctx["root_constant"] = root_constant(schema, ctx)
     start = cfg.first_tree

@@ -16,7 +16,13 @@ from numpy.typing import NDArray
 from ..._common import resolve_max_features
 from .config import GrowerConfig
 
-__all__ = ["bootstrap_draws", "resolve_max_features", "resolve_sizes", "root_constant"]
+__all__ = [
+    "bootstrap_draws",
+    "check_combinations",
+    "resolve_max_features",
+    "resolve_sizes",
+    "root_constant",
+]
 
 
 def resolve_sizes(cfg: GrowerConfig, n_rows: int) -> GrowerConfig:
@@ -73,3 +79,31 @@ def root_constant(schema: dict[str, Any], ctx: dict[str, Any]) -> NDArray[np.boo
         return np.asarray(one_category)
     one_bin = np.array([m.size > 0 and int((m > 0).sum()) == 1 for m in state.root_mass])
     return np.asarray(one_category | (numeric & one_bin))
+
+
+def check_combinations(cfg: GrowerConfig) -> None:
+    """Refuse settings that do not go together (before anything is sent)."""
+    if (cfg.class_weight is not None or cfg.min_weight_fraction_leaf) and (
+        cfg.split_rule == "avgimp"
+    ):
+        raise ValueError(
+            'class_weight and min_weight_fraction_leaf are not available with split_rule="avgimp"'
+            ": AvgImp sums the clients' own local gains and left rows, without the weights."
+        )
+    if cfg.binning == "global" and cfg.top_l:
+        raise ValueError(
+            'top_l is not available with binning="global": its candidates travel before the '
+            "clients' rankings that shortlist the features."
+        )
+    if cfg.criterion == "poisson" and cfg.split_rule == "avgimp":
+        raise ValueError(
+            'criterion="poisson" is not available with split_rule="avgimp": a client\'s local '
+            "Poisson gain is undefined where one of its children holds no positive target."
+        )
+    if cfg.privacy != "dp" and (cfg.epsilon is not None or cfg.delta is not None):
+        which = "epsilon" if cfg.epsilon is not None else "delta"
+        raise ValueError(
+            f"{which}={getattr(cfg, which)!r} is a privacy budget, used only under "
+            f'privacy="dp"; privacy="{cfg.privacy}" adds no noise. Set privacy="dp" for '
+            "differential privacy, or leave epsilon and delta at None."
+        )

@@ -55,7 +55,9 @@ from .denoise import (
     from_z,
     stat_task,
 )
+from .digest import digest_arrays
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
+from .fallback import with_ancestor_candidates
 from .missing import with_missing_sides
 from .secure_checks import (
     check_pooled_cumulative,
@@ -419,7 +421,7 @@ def round_a(
         Message(
             ROUND_A,
             {**header, "pack_counts": True} if packed else header,
-            {**arrays, "grid_off": grid_off, "grid": grid},
+            {**arrays, "grid_off": grid_off, "grid": grid, **digest_arrays(header, ctx)},
         ),
         {
             "summary": ((n_slots, ctx["n_stats"]), bits),
@@ -541,6 +543,11 @@ def round_b(
         node_rows,
         m,
     )
+    # A pair left without any: its ancestors' thresholds on the node grid (fallback.py).
+    cands, out_off, safe = with_ancestor_candidates(
+        cands, out_off, safe, sub_grid, sub_off, sub_rows, anc, anc_off,
+        state.lo[node, f], state.hi[node, f], node_rows, m,
+    )  # fmt: skip
     cand = cands[safe]
     n_kept = np.bincount(np.repeat(np.arange(num.size), np.diff(out_off))[safe], minlength=num.size)
     counts = np.zeros(n_pairs, dtype=np.int64)
@@ -592,7 +599,7 @@ def round_b(
     }
     packed = _packs(cfg, state, bits)
     n_words, word_bits = (s - 1, None) if packed else (s, bits)
-    alive = fed.client_names  # those who answered Round A
+    peers = set(fed.client_names)
     sums = secure_exchange(
         fed,
         ledger,
@@ -602,6 +609,13 @@ def round_b(
             "group_stats": ((int(sum(n_groups)), n_words), word_bits),
         },
     )
+    if set(fed.client_names) != peers:
+        # A client dropped in this Round B: the left sums are the survivors', the nodes'
+        # totals (Round A) still hold its rows, so a right child would count them (and
+        # its next summary, differenced with them, would give the dropped client's sums).
+        # The survivors' totals cannot be asked for without exposing its share: no node
+        # of this level splits (the next batch grows with the survivors).
+        return BestSplits.none(n_nodes, pooled.shape[1])
     if packed:
         sums = {k: unpack_counts(v, bits[2:]) for k, v in sums.items()}
     regression = cfg.task == "regression"
@@ -612,9 +626,8 @@ def round_b(
         group_of = np.repeat(np.asarray(group_pair, dtype=np.int64), n_groups)
         tol = _weight_tol(bits, len(fed.client_names))
         what = "Round B's category groups"
-        if fed.client_names == alive:  # not when one failed Round B under "drop"
-            check_rounds_agree(groups_z[:, STAT_ROWS], np.concatenate([[], *group_rows]), what)
-            check_rounds_agree(left_z[:, STAT_ROWS], sub_rows[at], "Round B's left statistics")
+        check_rounds_agree(groups_z[:, STAT_ROWS], np.concatenate([[], *group_rows]), what)
+        check_rounds_agree(left_z[:, STAT_ROWS], sub_rows[at], "Round B's left statistics")
         check_pooled_groups(groups_z, pair_node[group_of], group_of, pooled, what, tol)
     if cfg.privacy == "dp":
         sigma, rows = ctx["dp"].sigma, pooled[pair_node, STAT_ROWS]

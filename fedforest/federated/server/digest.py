@@ -1,0 +1,100 @@
+"""The settings digest: what a secure fit's bootstraps are bound to.
+
+Under ``privacy="secure"`` a client seeds its bootstrap with a secret derived from its
+data, so two fits with the same ``random_state`` drew the same rows whatever their other
+settings, and the server could difference the two fits' releases (another ``n_bins``
+puts other candidates over the same root rows) into sums over a few rows. The server
+therefore sends, with the set-up, a SHA-256 digest of the resolved settings that shape
+what is released (:data:`~..protocol.SETTINGS_DIGEST`), and each client binds its
+bootstrap secret to it (``client_secure.bind_secret``): fits with other settings draw
+independent bootstraps, the same settings the same forest.
+
+The digest covers every field of the resolved :class:`GrowerConfig` but those that do not
+shape the releases of growth (:data:`UNBOUND`), with ``max_samples`` as the bootstrap
+sizes it resolves to per client and ``max_features`` as the features drawn per node. A
+field added to the configuration is covered unless it is named here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..._common import resolve_max_features
+from ..protocol import SETTINGS_DIGEST
+from .config import GrowerConfig
+
+__all__ = ["UNBOUND", "digest_arrays", "settings_digest"]
+
+#: Fields left out: pruning follows growth (``ccp_alpha``), the number of trees and the
+#: first one (``warm_start``: a tree's bootstrap is the one it has in one fit), the seed
+#: (already in the draws), how the work is run (threads, progress, batches of trees,
+#: failures) and the out-of-bag score (asked after growth, over every row under
+#: ``"secure"``). ``max_samples`` enters as the resolved sizes, ``max_features`` as ``k``.
+UNBOUND = frozenset(
+    (
+        "ccp_alpha",
+        "n_estimators",
+        "first_tree",
+        "seed",
+        "n_jobs",
+        "verbose",
+        "tree_batch_size",
+        "oob_score",
+        "on_client_failure",
+        "max_samples",
+        "max_features",
+    )
+)
+_DOMAIN = b"fedforest settings digest v1\x00"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-able plain values, with one text per meaning (dict keys sorted)."""
+    if isinstance(value, dict):
+        items = sorted((json.dumps(_plain(k), sort_keys=True), _plain(v)) for k, v in value.items())
+        return {"dict": [list(kv) for kv in items]}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in np.asarray(value, dtype=object).tolist()]
+    if isinstance(value, np.generic):
+        return _plain(value.item())
+    if isinstance(value, float):
+        return {"float": value.hex()}  # exact; 1.0 and 1 stay apart as the code tells them
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    raise TypeError(f"settings digest: cannot read a {type(value).__name__} setting")
+
+
+def settings_digest(
+    cfg: GrowerConfig, n_samples: dict[str, int], draws: dict[str, int], n_features: int
+) -> NDArray[np.uint8]:
+    """SHA-256 of the resolved settings that shape a fit's releases (32 bytes).
+
+    ``cfg`` is the configuration as the grower resolved it (sizes in rows, the minimum
+    aggregate rows, the class sizes); ``draws`` each client's bootstrap size under
+    ``max_samples`` (missing: its ``n_samples``).
+    """
+    fields = {
+        f.name: _plain(getattr(cfg, f.name))
+        for f in dataclasses.fields(cfg)
+        if f.name not in UNBOUND
+    }
+    fields["bootstrap_draws"] = {
+        name: int(draws.get(name, n)) if cfg.bootstrap else int(n)
+        for name, n in sorted(n_samples.items())
+    }
+    fields["features_per_node"] = resolve_max_features(cfg.max_features, n_features)
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return np.frombuffer(hashlib.sha256(_DOMAIN + text).digest(), dtype=np.uint8).copy()
+
+
+def digest_arrays(msg_header: dict[str, Any], ctx: dict[str, Any]) -> dict[str, NDArray[Any]]:
+    """The digest as a request's array when the request carries the set-up (else none)."""
+    if "setup" in msg_header and SETTINGS_DIGEST in ctx:
+        return {SETTINGS_DIGEST: ctx[SETTINGS_DIGEST]}
+    return {}
