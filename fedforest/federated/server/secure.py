@@ -32,12 +32,8 @@ from ..criteria import s_log_mean
 from ..federation import Federation
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, searchsorted_segments
-from ..privacy.rules import (
-    group_categories,
-    safe_from_ancestors,
-    safe_groups,
-    secure_candidates,
-)
+from ..privacy.intervals import safe_from_ancestors
+from ..privacy.rules import group_categories, safe_groups, secure_candidates
 from ..privacy.secagg import (
     FRAC_BITS,
     HALF_BITS,
