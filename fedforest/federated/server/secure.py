@@ -33,6 +33,7 @@ from ..federation import Federation
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, searchsorted_segments
 from ..privacy.intervals import safe_from_ancestors
+from ..privacy.partitions import partition_filter
 from ..privacy.rules import group_categories, safe_groups, secure_candidates
 from ..privacy.secagg import (
     FRAC_BITS,
@@ -536,6 +537,11 @@ def round_b(
         state.hi[node, f],
         node_rows,
         m,
+    )
+    # Less those that would complete a partition of an ancestor's rows isolating a few.
+    bounds = (state.lo[node, f], state.hi[node, f], node_rows)
+    partition_filter(
+        state.cuts, node * d + f, cands, out_off, sub_grid, sub_off, sub_rows, *bounds, m, safe
     )
     cand = cands[safe]
     n_kept = np.bincount(np.repeat(np.arange(num.size), np.diff(out_off))[safe], minlength=num.size)
