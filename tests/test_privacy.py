@@ -845,6 +845,24 @@ def test_differencing_category_groups_across_levels_isolates_no_row(
     assert found["pairs"] > 0 and found["rows"] > 0.001, found
 
 
+def _ancestor_attack(task: str, n_rows: int, d: int, n_trees: int, seed: int) -> dict[str, float]:
+    """:func:`ancestor_exposure` on a default secure forest of 10 clients' rows."""
+    X, y, h = _data(n_clients=10, n_rows=n_rows, d=d)
+    if task == "classification":
+        y = (y > np.median(y)).astype(float)
+    clients = [
+        ff.Client(X[h == k].reset_index(drop=True), np.asarray(y)[h == k], f"site{k}")
+        for k in np.unique(h)
+    ]
+    fed = RecordingFederation(ff.LocalFederation(clients))
+    cls = ff.FedForestClassifier if task == "classification" else ff.FedForestRegressor
+    model = cls(n_estimators=n_trees, random_state=seed)
+    model.fit_federated(fed)
+    assert max(t.max_depth for t in model.trees_) >= 4
+    w = _in_bag_weights(model, clients, h, n_trees, seed)
+    return ancestor_exposure(fed, model, X, w, 10)
+
+
 @pytest.mark.parametrize(("n_rows", "d", "n_trees", "seed"), [(100, 8, 10, 0), (140, 12, 20, 3)])
 def test_differencing_with_any_ancestor_isolates_no_row(
     monkeypatch: pytest.MonkeyPatch, n_rows: int, d: int, n_trees: int, seed: int
@@ -858,21 +876,7 @@ def test_differencing_with_any_ancestor_isolates_no_row(
     parent above the thresholds, 162 with a grandparent or further up, 1.6 % of the rows
     alone.
     """
-    X, y, h = _data(n_clients=10, n_rows=n_rows, d=d)
-    clients = [
-        ff.Client(X[h == k].reset_index(drop=True), np.asarray(y)[h == k], f"site{k}")
-        for k in np.unique(h)
-    ]
-
-    def attack() -> dict[str, float]:
-        fed = RecordingFederation(ff.LocalFederation(clients))
-        model = ff.FedForestRegressor(n_estimators=n_trees, random_state=seed)
-        model.fit_federated(fed)
-        assert max(t.max_depth for t in model.trees_) >= 4
-        w = _in_bag_weights(model, clients, h, n_trees, seed)
-        return ancestor_exposure(fed, model, X, w, 10)
-
-    found = attack()
+    found = _ancestor_attack("regression", n_rows, d, n_trees, seed)
     assert found == {"parent": 0, "further": 0, "partition": 0, "rows": 0.0}, found
     # The attack finds rows when the rule is off (so this test can fail).
     from fedforest.federated.server import secure
@@ -880,5 +884,39 @@ def test_differencing_with_any_ancestor_isolates_no_row(
     monkeypatch.setattr(
         secure, "safe_from_ancestors", lambda cands, *a, **k: np.ones(cands.size, dtype=bool)
     )
-    found = attack()
+    monkeypatch.setattr(secure, "partition_filter", lambda *a, **k: None)
+    found = _ancestor_attack("regression", n_rows, d, n_trees, seed)
     assert found["parent"] > 0 and found["further"] > 0 and found["rows"] > 0.001, found
+
+
+#: Bootstraps and shapes of the ancestor attack: the first four found a partition before
+#: the partition rule (benchmarks/attack_partition.py, 180 cases: docs/privacy.md).
+ANCESTOR_CASES = [
+    ("regression", 140, 12, 20, 7),
+    ("regression", 200, 20, 5, 1),
+    ("regression", 200, 20, 5, 27),
+    ("classification", 140, 12, 20, 28),
+    ("regression", 100, 8, 10, 5),
+    ("classification", 100, 8, 10, 2),
+    ("classification", 200, 20, 5, 4),
+]
+
+
+@pytest.mark.parametrize(("task", "n_rows", "d", "n_trees", "seed"), ANCESTOR_CASES)
+def test_no_partition_isolates_a_row_for_any_bootstrap(
+    task: str, n_rows: int, d: int, n_trees: int, seed: int
+) -> None:
+    """The same attack, other bootstraps and shapes, regression and classification."""
+    found = _ancestor_attack(task, n_rows, d, n_trees, seed)
+    assert found == {"parent": 0, "further": 0, "partition": 0, "rows": 0.0}, found
+
+
+def test_the_partition_attack_finds_partitions_without_the_partition_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The partition rule alone off (its thresholds still join the grids): found again."""
+    from fedforest.federated.server import secure
+
+    monkeypatch.setattr(secure, "partition_filter", lambda *a, **k: None)
+    found = [_ancestor_attack(*case)["partition"] for case in ANCESTOR_CASES[:4]]
+    assert sum(found) > 0, found

@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 
 import fedforest as ff
-from fedforest.federated.privacy import rules
+from fedforest.federated.privacy import intervals, rules
 from fedforest.federated.privacy.intervals import (
     interval_checks,
     interval_checks_numpy,
     interval_safe,
     interval_safe_numpy,
+    safe_from_ancestors,
 )
-from fedforest.federated.privacy.rules import safe_from_ancestors
 from tests.test_privacy import (
     RecordingFederation,
     _data,
@@ -106,7 +106,7 @@ def test_intervals_against_intervals_isolate_no_row(monkeypatch: pytest.MonkeyPa
     found = _attack(n_rows=100, d=8, n_trees=10, seed=0)
     assert found == {"combinations": 0, "rows": 0.0}, found
     # Without the interval rule (the rule between two sums alone) the attack finds rows.
-    monkeypatch.setattr(rules, "interval_safe", lambda *a: None)
+    monkeypatch.setattr(intervals, "interval_safe", lambda *a: None)
     found = _attack(n_rows=100, d=8, n_trees=10, seed=0)
     assert found["combinations"] > 0 and found["rows"] > 0, found
 

@@ -34,7 +34,7 @@ from numba.core import event
 
 from ..tree.apply import predict_forest
 from . import client_kernels
-from .privacy import grids, intervals, rules, secagg
+from .privacy import grids, intervals, partitions, rules, secagg
 from .server import draws, splitter
 
 __all__ = [
@@ -68,6 +68,10 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (rules.ancestor_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (intervals.interval_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (intervals.interval_checks, (_F, _F, _I64, _F, _F, _F, _I64, _F, _F, _I, _B)),
+    (
+        partitions.partition_safe,
+        (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _I64, _I64, _F, _I, _B),
+    ),
     (grids.searchsorted_segments, (_F, _I64, _F, _I64, _I64)),
     (grids._libm_map, (_F, types.boolean, _F)),
     (client_kernels.node_summaries, (_I32, _F, _I32, _F, _I, _F2)),

@@ -25,25 +25,15 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["interval_checks", "interval_checks_numpy", "interval_safe", "interval_safe_numpy"]
+from .rules import _rows_below, ancestor_safe
 
-
-@numba.njit(nogil=True, cache=True)
-def _rows_below(grid, rows, g0, g1, x, lo, hi, total):
-    """A node's rows with value <= x, for x on its grid (increasing) or outside (lo, hi]."""
-    a, b = g0, g1
-    while a < b:  # the first edge > x (np.searchsorted's side="right")
-        mid = a + ((b - a) >> 1)
-        if not x < grid[mid]:
-            a = mid + 1
-        else:
-            b = mid
-    got = rows[a - 1] if a > g0 else 0.0
-    if x <= lo:
-        got = 0.0
-    if x >= hi:
-        got = total
-    return got
+__all__ = [
+    "interval_checks",
+    "interval_checks_numpy",
+    "interval_safe",
+    "interval_safe_numpy",
+    "safe_from_ancestors",
+]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -314,3 +304,37 @@ def interval_checks_numpy(
             c_max = np.minimum(c_max, r_hi - r_lo)
         ok = np.diff(ends) - c_max >= min_rows
         out[a] |= ~(ok[:-1] & ok[1:])
+
+
+def safe_from_ancestors(
+    cands: NDArray[np.float64],
+    cand_off: NDArray[np.int64],
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    rows: NDArray[np.float64],
+    anc: NDArray[np.float64],
+    anc_off: NDArray[np.int64],
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    total: NDArray[np.float64],
+    min_rows: int,
+) -> NDArray[np.bool_]:
+    """Which candidates (of every pair, flat) are safe from the ancestors' releases.
+
+    :func:`~fedforest.federated.privacy.rules.ancestor_safe` (differences of two sums),
+    then on the candidates it kept :func:`interval_safe` (an interval of an ancestor's
+    thresholds less one of the node's candidates: three or four sums), on one output array;
+    ``anc`` holds their ``anc_thr``, ``anc_rows``, ``anc_total`` and ``anc_near`` as
+    columns. See there for the rest.
+    """
+    out = np.ones(cands.size, dtype=np.bool_)
+    thr, below, rows_a, near = (np.ascontiguousarray(anc[:, j]) for j in range(4))
+    ancestor_safe(
+        cands, cand_off, grid, grid_off, rows, thr, below, rows_a, near, anc_off, lo, hi,
+        total, int(min_rows), out,
+    )  # fmt: skip
+    interval_safe(
+        cands, cand_off, grid, grid_off, rows, thr, below, rows_a, anc_off, lo, hi, total,
+        int(min_rows), out,
+    )  # fmt: skip
+    return out

@@ -14,8 +14,6 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from .intervals import interval_safe
-
 #: The candidate "value known | missing" (``server.missing.MISSING_SPLIT``; privacy/ sits
 #: below the server and cannot import it).
 MISSING_SPLIT = float(np.finfo(np.float64).max)
@@ -27,7 +25,6 @@ __all__ = [
     "group_categories",
     "groups_isolate",
     "safe_groups",
-    "safe_from_ancestors",
     "secure_candidates",
     "secure_candidates_numpy",
 ]
@@ -328,40 +325,6 @@ def ancestor_safe_numpy(
                 above = (ta - ca) - (total[p] - ce)
                 ok &= ~_isolates_numpy(c_c, ce, below, above, bool(near > 0), min_rows)
         out[cand_off[p] : cand_off[p + 1]] = ok
-
-
-def safe_from_ancestors(
-    cands: NDArray[np.float64],
-    cand_off: NDArray[np.int64],
-    grid: NDArray[np.float64],
-    grid_off: NDArray[np.int64],
-    rows: NDArray[np.float64],
-    anc: NDArray[np.float64],
-    anc_off: NDArray[np.int64],
-    lo: NDArray[np.float64],
-    hi: NDArray[np.float64],
-    total: NDArray[np.float64],
-    min_rows: int,
-) -> NDArray[np.bool_]:
-    """Which candidates (of every pair, flat) are safe from the ancestors' releases.
-
-    :func:`ancestor_safe` (differences of two sums), then on the candidates it kept
-    :func:`~fedforest.federated.privacy.intervals.interval_safe` (an interval of an
-    ancestor's thresholds less one of the node's candidates: three or four sums), on one
-    output array; ``anc`` holds their ``anc_thr``, ``anc_rows``, ``anc_total`` and
-    ``anc_near`` as columns. See there for the rest.
-    """
-    out = np.ones(cands.size, dtype=np.bool_)
-    thr, below, rows_a, near = (np.ascontiguousarray(anc[:, j]) for j in range(4))
-    ancestor_safe(
-        cands, cand_off, grid, grid_off, rows, thr, below, rows_a, near, anc_off, lo, hi,
-        total, int(min_rows), out,
-    )  # fmt: skip
-    interval_safe(
-        cands, cand_off, grid, grid_off, rows, thr, below, rows_a, anc_off, lo, hi, total,
-        int(min_rows), out,
-    )  # fmt: skip
-    return out
 
 
 def groups_isolate(

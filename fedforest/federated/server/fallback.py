@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ..privacy.rules import safe_from_ancestors
+from ..privacy.intervals import safe_from_ancestors
 from .secure_grids import offsets, ranges
 
 __all__ = ["with_ancestor_candidates"]

@@ -32,12 +32,9 @@ from ..criteria import s_log_mean
 from ..federation import Federation
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, searchsorted_segments
-from ..privacy.rules import (
-    group_categories,
-    safe_from_ancestors,
-    safe_groups,
-    secure_candidates,
-)
+from ..privacy.intervals import safe_from_ancestors
+from ..privacy.partitions import partition_filter
+from ..privacy.rules import group_categories, safe_groups, secure_candidates
 from ..privacy.secagg import (
     FRAC_BITS,
     HALF_BITS,
@@ -544,10 +541,14 @@ def round_b(
         m,
     )
     # A pair left without any: its ancestors' thresholds on the node grid (fallback.py).
+    bounds = (state.lo[node, f], state.hi[node, f], node_rows)
     cands, out_off, safe = with_ancestor_candidates(
-        cands, out_off, safe, sub_grid, sub_off, sub_rows, anc, anc_off,
-        state.lo[node, f], state.hi[node, f], node_rows, m,
-    )  # fmt: skip
+        cands, out_off, safe, sub_grid, sub_off, sub_rows, anc, anc_off, *bounds, m
+    )
+    # Less those that would complete a partition of an ancestor's rows isolating a few.
+    partition_filter(
+        state.cuts, node * d + f, cands, out_off, sub_grid, sub_off, sub_rows, *bounds, m, safe
+    )
     cand = cands[safe]
     n_kept = np.bincount(np.repeat(np.arange(num.size), np.diff(out_off))[safe], minlength=num.size)
     counts = np.zeros(n_pairs, dtype=np.int64)

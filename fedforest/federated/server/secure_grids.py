@@ -90,6 +90,11 @@ class SecureState:
     #: The ancestors' releases this level's numeric pairs are checked against: rows
     #: (threshold, the ancestor's rows below it, its rows, 1 for the parent's).
     checks: PairSegments = field(default_factory=lambda: PairSegments.empty(4))
+    #: This level's cuts (:func:`level_cuts`): each one's pair keys (``cut_off``), its
+    #: ancestor's thresholds (``thr_off``), for the partition rule (``privacy/partitions.py``).
+    cuts: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]] = (
+        field(default_factory=lambda: _no_cuts())
+    )
     #: This level's released candidates: (threshold, the node's rows below it, its rows).
     released: PairSegments = field(default_factory=lambda: PairSegments.empty(3))
     #: This level's released category groups, per pair key (rows per category, groups).
@@ -113,7 +118,7 @@ class SecureState:
         self.measured = self.current = PairSegments.empty()
         self.measured_mass = self.current_mass = PairSegments.empty()
         self.history, self.checks = [], PairSegments.empty(4)
-        self.released, self.groups = PairSegments.empty(3), {}
+        self.released, self.groups, self.cuts = PairSegments.empty(3), {}, _no_cuts()
 
     def ancestors_groups(self, node: int, f: int) -> list[Groups]:
         """The category groups the ancestors of ``node`` (a slot) released on feature ``f``."""
@@ -253,10 +258,16 @@ def node_grids(
     state.checks = PairSegments((node * d + f)[has], offsets(np.diff(anc_off)[has]), anc_rel)
     thr = anc_rel[:, 0]
     inside = (thr > lo[owner]) & (thr < hi[owner])
-    thr_off = offsets(np.bincount(owner[inside], minlength=sel.size))
+    # And the thresholds of the ancestors whose cuts at this level the pair is in.
+    cut_owner, cut_thr = level_cuts(state, node, f, lo, hi)
+    owner = np.concatenate([owner[inside], cut_owner])
+    by = np.argsort(owner, kind="stable")
+    thr = np.concatenate([thr[inside], cut_thr])[by]
+    thr_off = offsets(np.bincount(owner, minlength=sel.size))
+    has |= np.diff(thr_off) > 0
     merged = np.empty(out.size + int(thr_off[-1]))
     merged_off = np.empty(sel.size + 1, dtype=np.int64)
-    merge_thresholds(out, out_off, has, thr[inside], thr_off, merged, merged_off)
+    merge_thresholds(out, out_off, has, thr, thr_off, merged, merged_off)
     out, out_off = merged[: merged_off[-1]], merged_off
     if missing is not None and missing.any():
         out_off, out = add_missing_candidates(out_off, out, missing[f])
@@ -343,6 +354,74 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     state.measured, state.measured_mass = state.current, state.current_mass
     state.current, state.current_mass = PairSegments.empty(), PairSegments.empty()
     state.checks, state.released, state.groups = PairSegments.empty(4), PairSegments.empty(3), {}
+    state.cuts = _no_cuts()
+
+
+def _no_cuts() -> tuple[
+    NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]
+]:
+    one = np.zeros(1, dtype=np.int64)
+    return one, np.zeros(0, dtype=np.int64), one.copy(), np.zeros(0)
+
+
+def level_cuts(
+    state: SecureState,
+    node: NDArray[np.int64],
+    f: NDArray[np.int64],
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The level's cuts on a feature, kept in ``state.cuts``; the thresholds they need.
+
+    A cut: an ancestor two levels up or more that released the feature, whose
+    descendants at this level are all slots with a pair on it (``2 ** steps`` pairs: no
+    leaf on the way); they partition its rows (``privacy/partitions.py``). Per pair
+    (``node``, ``f``: the level's numeric pairs), up the path a level at a time for all
+    at once. Returns, for the grids, each cut's thresholds inside its pairs' path
+    bounds (``lo``, ``hi``) and their pairs (indices into ``node``), so that Round A
+    counts every pair's rows below them.
+    """
+    d, depth = state.lo.shape[1], len(state.history)
+    keys, sizes, thr, thr_n = [], [], [], []
+    owners, found = [np.zeros(0, np.int64)], [np.zeros(0)]
+    up = state.parent[node] if node.size else np.zeros(0, np.int64)
+    for k in range(depth - 2, -1, -1):
+        parents = state.history[k + 1][0]
+        up = np.where(up >= 0, parents[np.maximum(up, 0)], -1) if parents.size else up * 0 - 1
+        there = np.flatnonzero(up >= 0)
+        uniq, inv, count = np.unique(
+            up[there] * d + f[there], return_inverse=True, return_counts=True
+        )
+        released = state.history[k][1]
+        seg = released.find(uniq)
+        full = (count == 2 ** (depth - k)) & (seg >= 0)
+        if not full.any():
+            continue
+        inv = inv.ravel()
+        member = there[full[inv]]
+        group = (np.cumsum(full) - 1)[inv[full[inv]]]
+        by = np.lexsort((member, group))
+        member, group = member[by], group[by]
+        t_off, t = released.take(seg[full])
+        keys.append(node[member] * d + f[member])
+        sizes.append(count[full])
+        thr.append(t[:, 0])
+        thr_n.append(np.diff(t_off))
+        own = np.repeat(member, np.diff(t_off)[group])
+        x = t[ranges(t_off[group], t_off[group + 1]), 0]
+        inside = (x > lo[own]) & (x < hi[own])
+        owners.append(own[inside])
+        found.append(x[inside])
+    if keys:
+        state.cuts = (
+            offsets(np.concatenate(sizes)),
+            np.concatenate(keys),
+            offsets(np.concatenate(thr_n)),
+            np.concatenate(thr),
+        )
+    else:
+        state.cuts = _no_cuts()
+    return np.concatenate(owners), np.concatenate(found)
 
 
 def near_tails(anc: NDArray[np.float64], rows: NDArray[np.float64], m: int) -> NDArray[np.bool_]:
