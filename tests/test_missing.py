@@ -85,6 +85,11 @@ def test_classifier_with_missing_values_on_par_with_scikit_learn() -> None:
     assert acc >= ref_acc - 0.01, (acc, ref_acc)
 
 
+# With 20 trees a row is in every bootstrap with probability 0.632^20 = 1.0e-4, so a fit
+# on 1,200 rows leaves one without an out-of-bag prediction (and warns) about once in
+# nine bootstraps: the secure one at random_state 0 does since its bootstrap is bound to
+# the settings digest. The warning is not what this test is about.
+@pytest.mark.filterwarnings("ignore:.*drawn by every tree:UserWarning")
 @pytest.mark.parametrize("privacy", ["none", "secure", "dp"])
 def test_client_missing_a_whole_column_trains(privacy: str) -> None:
     X, y = _data(1200, 12, rate=0.1)

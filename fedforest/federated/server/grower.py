@@ -714,7 +714,8 @@ def grow_forest(
         ctx["secure"] = schema["secure"] = secure.setup_grids(
             fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
         )
-        # The clients bind their bootstraps to it (digest.py); those dropped so far left.
+        # The settings digest each client binds its bootstrap to (digest.py), over the
+        # clients still present.
         live = {n: k for n, k in schema["n_samples"].items() if n in fed.client_names}
         ctx[SETTINGS_DIGEST] = settings_digest(cfg, live, schema["draws"], d)
     cfg = set_up_class_weights(cfg, schema, ctx)  # once the class counts are known
