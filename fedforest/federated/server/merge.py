@@ -10,11 +10,11 @@ mode's candidates are every midpoint (``midpoint_candidates``).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numba
 import numpy as np
 from numpy.typing import NDArray
+
+from ..threads import thread_map
 
 __all__ = [
     "merge_local_candidates",
@@ -95,11 +95,7 @@ def merge_sketch_rows(
             points, index[:, lo:hi], weights[:, lo:hi], out[lo:hi], counts[lo:hi]
         )
 
-    if edges.size > 2:
-        with ThreadPoolExecutor(edges.size - 1) as pool:
-            list(pool.map(run, range(edges.size - 1)))
-    else:
-        run(0)
+    thread_map(run, range(edges.size - 1), edges.size - 1)
     cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
     np.cumsum(counts, out=cand_off[1:])
     return cand_off, out[np.arange(out.shape[1])[None, :] < counts[:, None]]
