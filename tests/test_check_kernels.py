@@ -105,3 +105,32 @@ def test_checks_take_the_dtypes_a_client_may_send(count_dtype, sum_dtype) -> Non
     sums[0, 1] = -1.0
     with pytest.raises(InvalidReply, match="sums of y\\^2 smaller"):
         _check_stats_parts("c", "round_b", "the left statistics", counts, sums, "regression")
+
+
+def test_cumulative_problem_matches_its_twin() -> None:
+    # The pooled cumulative counts' check (secure_checks.check_pooled_cumulative): the
+    # first failing edge, kernel against the NumPy formulation, on honest and broken sums.
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n_seg = int(rng.integers(1, 8))
+        sizes = rng.integers(0, 6, size=n_seg)
+        off = np.zeros(n_seg + 1, dtype=np.int64)
+        np.cumsum(sizes, out=off[1:])
+        n_cols = 1 + trial % 2
+        steps = rng.integers(0, 4, size=(int(off[-1]), n_cols)).astype(np.float64)
+        cum = np.zeros_like(steps)
+        edges = np.sort(rng.normal(size=int(off[-1])))
+        total = np.zeros((n_seg, n_cols))
+        for g in range(n_seg):
+            seg = slice(off[g], off[g + 1])
+            cum[seg] = np.cumsum(steps[seg], axis=0)
+            total[g] = cum[off[g + 1] - 1] + rng.integers(0, 2) if sizes[g] else 3.0
+        tol = np.zeros(n_cols)
+        tol[1:] = 1e-7 if trial % 4 == 1 else 0.0
+        if trial % 3 and cum.size:  # break one value
+            i, c = int(rng.integers(cum.shape[0])), int(rng.integers(n_cols))
+            cum[i, c] = [np.nan, -1.0, 0.5, cum[i, c] + 10.0, cum[i, c] - 2.0, np.inf][trial % 6]
+        if trial % 5 == 0 and edges.size:
+            edges[::3] = edges[0]  # ties and decreasing edges: no fall is checked there
+        want = ck.cumulative_problem_numpy(cum, off, edges, total, tol)
+        assert ck.cumulative_problem(cum, off, edges, total, tol) == want

@@ -500,6 +500,25 @@ def test_merge_sketch_rows_equals_the_dense_merge():
     np.testing.assert_array_equal(dense[1], rows[1])
 
 
+def test_merge_sketch_rows_in_threads_is_the_same_merge(monkeypatch):
+    from fedforest.federated.server import merge
+
+    rng = np.random.default_rng(8)
+    k, p, b = 5, 700, 8
+    sk = np.sort(np.round(rng.normal(size=(k, p, b)), 1), axis=2).reshape(k * p, b)
+    wt = rng.integers(0, 4, size=(k, p)).astype(float)
+    index = np.arange(k * p, dtype=np.int64).reshape(k, p)
+    one = merge.merge_sketch_rows(sk, index, wt, b, n_threads=1)
+    monkeypatch.setattr(merge, "PARALLEL_PAIRS", 100)  # threads on a small problem
+    calls = []
+    real = merge.mixture_quantiles_rows
+    monkeypatch.setattr(merge, "mixture_quantiles_rows", lambda *a: calls.append(1) or real(*a))
+    three = merge.merge_sketch_rows(sk, index, wt, b, n_threads=3)
+    assert len(calls) == 3  # three ranges of pairs
+    np.testing.assert_array_equal(one[0], three[0])
+    np.testing.assert_array_equal(one[1], three[1])
+
+
 def test_narrow_node_sketches_its_sorted_values_in_both_kernels():
     # A node of 300 rows whose values fall in 2 of the client's 256 fine bins: the sketch
     # is the node's exact weighted quantiles (an oracle computed here), in both twins.

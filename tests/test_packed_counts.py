@@ -17,6 +17,7 @@ from fedforest.federated.privacy.secagg import (
     from_fixed,
     pack_counts,
     to_fixed,
+    to_fixed_packed,
     unpack_counts,
 )
 from fedforest.federated.protocol import ROUND_A, ROUND_B
@@ -62,6 +63,41 @@ def test_pack_counts_refuses_a_count_outside_32_bits(bad: float) -> None:
     counts[2, 1] = bad
     with pytest.raises(ValueError, match="'site-3'.*whole numbers in \\[0, 2\\^32\\)"):
         pack_counts(to_fixed(counts, 0), "site-3")
+
+
+def test_to_fixed_packed_is_the_two_steps() -> None:
+    # The clients' one-pass encoding: the words of to_fixed then pack_counts, bit for bit.
+    rng = np.random.default_rng(5)
+    for bits in (np.array([0, 0, 24, 24]), np.array([0, 0]), np.array([0, 0, 24])):
+        values = rng.normal(size=(300, bits.size)) * 1e3
+        values[:, :2] = rng.integers(0, 2**32, size=(300, 2))
+        values[:4, :2] = [[0, 0], [2**32 - 1, 0], [0, 2**32 - 1], [1, 2**32 - 1]]
+        got = to_fixed_packed(values, bits, "x")
+        want = pack_counts(to_fixed(values, bits), "x")
+        assert got.dtype == want.dtype == np.uint64 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    assert to_fixed_packed(np.zeros((0, 3)), np.array([0, 0, 24]), "x").shape == (0, 2)
+
+
+@pytest.mark.parametrize(
+    ("row", "col", "bad", "match"),
+    [
+        (2, 1, -1.0, "whole numbers in \\[0, 2\\^32\\)"),
+        (0, 0, 2.0**32, "whole numbers in \\[0, 2\\^32\\)"),
+        (3, 2, np.nan, "not finite or too large"),
+        (1, 0, np.inf, "not finite or too large"),
+        (4, 3, 1e300, "not finite or too large"),
+    ],
+)
+def test_to_fixed_packed_refuses_what_the_two_steps_refuse(
+    row: int, col: int, bad: float, match: str
+) -> None:
+    values = np.ones((5, 4))
+    values[row, col] = bad
+    if col >= 2:  # a bad real value after a bad count: to_fixed's error comes first
+        values[0, 0] = -1.0
+    with pytest.raises(ValueError, match=match):
+        to_fixed_packed(values, np.array([0, 0, 24, 24]), "site-3")
 
 
 class _Recording(LocalFederation):

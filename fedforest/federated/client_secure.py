@@ -30,7 +30,7 @@ from .client_sketch import fine_codes
 from .client_targets import label_counts
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh
-from .privacy.secagg import FRAC_BITS, MaskingKeys, pack_counts, to_fixed, to_fixed2
+from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2, to_fixed_packed
 from .protocol import (
     DIGEST_BYTES,
     GRID,
@@ -399,22 +399,27 @@ class SecureParty:
             b = self.bounds(fit)
             summary = self.noisy(msg, summary, b, frac_bits=bits)
             cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
-        hist = self._packed(msg, to_fixed(cum, bits[:2]), bits)
+        hist = self._packed(msg, cum, bits[:2])
         arrays = {"summary": to_fixed(summary, bits), "hist": hist}
         return self._masked(msg, ROUND_A, arrays)
 
     def _packed(
-        self, msg: Message, fixed: NDArray[np.uint64], bits: NDArray[np.int64]
+        self, msg: Message, values: NDArray[np.float64], bits: NDArray[np.int64]
     ) -> NDArray[np.uint64]:
-        """Rows and draws (whole counts) in one word when the server asks (``pack_counts``)."""
+        """``values`` in fixed point; rows and draws in one word if asked (``pack_counts``).
+
+        Packed, the two whole counts are encoded and packed in one pass
+        (:func:`~.privacy.secagg.to_fixed_packed`).
+        """
         if msg.header.get("pack_counts") is not True:
-            return fixed
+            return to_fixed(values, bits)
         if self.dp is not None or np.any(bits[:2]):
+            to_fixed(values, bits)  # its errors first, as before the counts are packed
             raise ValueError(
                 f"Client {self.client.name!r}: packed counts asked for, but its rows' "
                 'weights are not whole numbers (sample weights or "dp").'
             )
-        return pack_counts(fixed, self.client.name)
+        return to_fixed_packed(values, bits, self.client.name)
 
     def _counts_at(
         self, fit: _Fit, off: NDArray[np.int64], edges: NDArray[np.float64]
@@ -468,8 +473,8 @@ class SecureParty:
             left = self.noisy(msg, increments(left, cand_off), b, frac_bits=bits)
             stats = self.noisy(msg, stats, b, frac_bits=bits)
         arrays = {
-            "left": self._packed(msg, to_fixed(left, bits), bits),
-            "group_stats": self._packed(msg, to_fixed(stats, bits), bits),
+            "left": self._packed(msg, left, bits),
+            "group_stats": self._packed(msg, stats, bits),
         }
         return self._masked(msg, ROUND_B, arrays)
 

@@ -35,7 +35,7 @@ from numba.core import event
 from ..tree.apply import predict_forest
 from . import client_kernels
 from .privacy import grids, intervals, partitions, rules, secagg
-from .server import draws, splitter
+from .server import check_kernels, draws, secure_grids, splitter
 
 __all__ = [
     "HERE",
@@ -61,6 +61,9 @@ _I = types.int64
 #: Compiled in this process: the server's kernels but one, and a client's node summaries.
 HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (secagg._encode, (_F, _F, _I64)),
+    (secagg._encode_packed, (_F2, _F, types.uint64[:, ::1])),
+    (check_kernels.cumulative_problem, (_F2, _I64, _F, _F2, _F)),
+    (secure_grids.gather_rows, (_F2, _I64, _I64, _I64, _F2)),
     (draws.floyd_draws, (types.uint64[::1], _I, _I, _I, _I, _I64_2)),
     (grids.quantile_grids_at, (_F, _I64, _F, _I64, _I64, _F, _F, _I64, _F, _I64, _F)),
     (grids.merge_thresholds, (_F, _I64, _B, _F, _I64, _F, _I64)),

@@ -10,6 +10,7 @@ from joblib import effective_n_jobs
 from ..federated.client import Client
 from ..federated.federation import Federation, replies_or_failure
 from ..federated.protocol import Message
+from ..federated.threads import thread_map
 
 __all__ = ["LocalFederation"]
 
@@ -72,8 +73,8 @@ class LocalFederation(Federation):
             except Exception as exc:  # noqa: BLE001 - reported with the client's name
                 return exc
 
-        if self.timeout is None and n_threads <= 1:
-            answers = {name: call(name) for name in names}
+        if self.timeout is None:  # kept threads (threads.py); in this one if n_threads <= 1
+            answers = dict(zip(names, thread_map(call, names, n_threads), strict=True))
         else:
             answers = self._with_timeout(call, names, max(n_threads, 1))
         return replies_or_failure(answers, requests, round_index)

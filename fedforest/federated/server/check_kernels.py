@@ -26,6 +26,8 @@ __all__ = [
     "UNSORTED",
     "counts_above_nodes",
     "counts_above_nodes_numpy",
+    "cumulative_problem",
+    "cumulative_problem_numpy",
     "regression_stats_problem",
     "regression_stats_problem_numpy",
     "sketch_problem",
@@ -214,3 +216,54 @@ def sketch_problem_numpy(sketch: NDArray[np.float64], gone: NDArray[np.bool_]) -
     if rest.shape[1] > 1 and np.any(np.diff(rest, axis=1) < 0):
         return UNSORTED
     return 0
+
+
+@numba.njit(nogil=True, cache=True)
+def cumulative_problem(cum, off, edges, total, tol):  # type: ignore[no-untyped-def]
+    """The first edge whose pooled cumulative counts fail a test, or -1 (``"secure"``).
+
+    One pass for :func:`~.secure_checks.check_pooled_cumulative`: a row fails when a
+    value is not finite, its count (column 0) is not whole, a value lies outside
+    ``[-tol, total + tol]`` of its segment, or (after an edge of the same segment that is
+    not larger) a value falls by more than ``tol``.
+
+    Parameters
+    ----------
+    cum : ndarray of float64, shape (off[-1], n_cols)  # IN: per edge
+    off : ndarray of int64, shape (n_segments + 1,)  # IN
+    edges : ndarray of float64, shape (off[-1],)  # IN
+    total : ndarray of float64, shape (n_segments, n_cols)  # IN
+    tol : ndarray of float64, shape (n_cols,)  # IN
+    """
+    n_cols = cum.shape[1]
+    for g in range(off.shape[0] - 1):
+        for i in range(off[g], off[g + 1]):
+            bad = False
+            for c in range(n_cols):
+                v = cum[i, c]
+                if not np.isfinite(v) or v < -tol[c] or v > total[g, c] + tol[c]:
+                    bad = True
+                elif i > off[g] and edges[i] >= edges[i - 1] and v - cum[i - 1, c] < -tol[c]:
+                    bad = True
+            if bad or cum[i, 0] != np.rint(cum[i, 0]):
+                return i
+    return -1
+
+
+def cumulative_problem_numpy(
+    cum: NDArray[np.float64],
+    off: NDArray[np.int64],
+    edges: NDArray[np.float64],
+    total: NDArray[np.float64],
+    tol: NDArray[np.float64],
+) -> int:
+    """NumPy twin of :func:`cumulative_problem` (the check's former formulation)."""
+    seg = np.repeat(np.arange(off.size - 1), np.diff(off))
+    rows = cum[:, 0]
+    bad = ~np.isfinite(cum).all(axis=1) | (rows != np.round(rows))
+    bad |= ((cum < -tol) | (cum > total[seg] + tol)).any(axis=1)
+    # Where the edges increase within a segment, so do the counts (ties: equal edges).
+    step = (seg[1:] == seg[:-1]) & (edges[1:] >= edges[:-1])
+    falls = step[:, None] & (np.diff(cum, axis=0) < -tol)
+    bad[1:] |= falls.any(axis=1)
+    return int(np.flatnonzero(bad)[0]) if bad.any() else -1

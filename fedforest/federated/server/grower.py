@@ -326,14 +326,10 @@ def _level(
         )  # fmt: skip
         best = _only_splittable(best, splittable)
     elif cand.size:
-        replies_b = _exchange(
-            fed,
-            ledger,
-            _round_b_requests(fed, replies, summaries, pair_off, cand_off, cand),
-            records.round_b(
-                pair_off, ctx["n_categories"][pair_feat] > 0, s, cfg.split_rule != "avgimp"
-            ),
-        )
+        requests_b = _round_b_requests(fed, replies, summaries, pair_off, cand_off, cand)
+        cat_pair = ctx["n_categories"][pair_feat] > 0
+        check_b = records.round_b(pair_off, cat_pair, s, cfg.split_rule != "avgimp")
+        replies_b = _exchange(fed, ledger, requests_b, check_b, threads)  # checks in threads
         if len(replies_b) < len(replies):
             # A client was dropped in Round B: this level uses the survivors' statistics.
             alive = np.array([name in dict(replies_b) for name, _ in replies])

@@ -7,7 +7,6 @@ orchestrates the rounds, to keep both small.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numba
@@ -17,6 +16,7 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_WEIGHT, count_columns
 from ..protocol import Message, expect_array, unpack_gains, unpack_increments, unpack_sketch
+from ..threads import thread_map
 from .merge import merge_local_candidates, merge_sketch_rows, midpoint_candidates
 from .missing import add_missing_candidates, with_missing_sides
 from .splitter import (
@@ -123,11 +123,7 @@ def sum_increments(
             add_rows(left, pos[a:b], counts[a:b], sums[a:b])
         cumsum_segments(left, cand_off[p_lo : p_hi + 1])
 
-    if edges.size == 2:
-        job(0)
-    elif edges.size > 2:  # (one edge: no pair, nothing to add)
-        with ThreadPoolExecutor(edges.size - 1) as pool:
-            list(pool.map(job, range(edges.size - 1)))
+    thread_map(job, range(edges.size - 1), edges.size - 1)  # one edge: no pair, nothing
 
 
 def category_counts(categories: dict[str, list[Any]], d: int) -> NDArray[np.int64]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 
 from ..failure import DropFailedClients
 from ..federation import ClientFailure, Federation
 from ..protocol import CommunicationLedger, Message
+from ..threads import thread_map
 from .checks import Check, InvalidReply, as_invalid
 from .envelope import check_envelope
 
@@ -57,11 +57,7 @@ def exchange(
         return None
 
     names = sorted(replies)
-    if n_threads > 1 and len(names) > 1:
-        with ThreadPoolExecutor(min(n_threads, len(names))) as pool:
-            found = list(pool.map(problem, names))
-    else:
-        found = [problem(name) for name in names]
+    found = thread_map(problem, names, n_threads)
     bad = {
         name: as_invalid(name, kind, exc).in_round(round_index)
         for name, exc in zip(names, found, strict=True)

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT
+from . import check_kernels as ck
 
 __all__ = [
     "ASINH_MAX",
@@ -113,27 +114,25 @@ def check_pooled_cumulative(
     became single leaves.
     """
     n_cols = 1 if cum.ndim == 1 else cum.shape[1]
-    cum = cum.reshape(-1, n_cols)
-    total = np.asarray(total, dtype=np.float64).reshape(-1, n_cols)
-    seg = np.repeat(np.arange(off.size - 1), np.diff(off))
-    rows, bound = cum[:, 0], total[seg, 0]
+    cum = np.ascontiguousarray(cum, dtype=np.float64).reshape(-1, n_cols)
+    total = np.ascontiguousarray(total, dtype=np.float64).reshape(-1, n_cols)
     tol = np.zeros(n_cols)
     tol[1:] = weight_tol
-    bad = ~np.isfinite(cum).all(axis=1) | (rows != np.round(rows))
-    bad |= ((cum < -tol) | (cum > total[seg] + tol)).any(axis=1)
-    # Where the edges increase within a segment, so do the counts (ties: equal edges).
-    step = (seg[1:] == seg[:-1]) & (edges[1:] >= edges[:-1])
-    falls = step[:, None] & (np.diff(cum, axis=0) < -tol)
-    bad[1:] |= falls.any(axis=1)
-    _refuse(
-        bad,
-        lambda i: (
-            f"The pooled counts of {what} (segment {int(seg[i])}, edge {i - int(off[seg[i]])}: "
+    off = np.asarray(off, dtype=np.int64)
+    edges = np.ascontiguousarray(edges, dtype=np.float64)
+    if off.size - 1 == total.shape[0] and off[-1] == cum.shape[0] == edges.size:
+        i = ck.cumulative_problem(cum, off, edges, total, tol)  # one pass
+    else:  # shapes the kernel does not take: NumPy's broadcasting (or its error)
+        i = ck.cumulative_problem_numpy(cum, off, edges, total, tol)
+    if i >= 0:
+        seg = int(np.searchsorted(off, i, side="right")) - 1
+        rows, bound = cum[:, 0], total[seg, 0]
+        raise ValueError(
+            f"The pooled counts of {what} (segment {seg}, edge {i - int(off[seg])}: "
             f"{rows[i]:.6g} rows at or left of {edges[i]:.6g}) are not whole counts that grow "
-            f"from 0 to at most the segment's {bound[i]:.6g} rows: some client sent counts no "
+            f"from 0 to at most the segment's {bound:.6g} rows: some client sent counts no "
             "rows have (secure aggregation hides which)."
-        ),
-    )
+        )
 
 
 def check_pooled_groups(

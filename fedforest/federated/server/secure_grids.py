@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -30,6 +31,8 @@ __all__ = [
     "PairSegments",
     "SecureState",
     "advance",
+    "gather_rows",
+    "gather_rows_numpy",
     "keep_histograms",
     "near_tails",
     "node_grids",
@@ -172,7 +175,42 @@ class PairSegments:
             return np.zeros(seg.size + 1, dtype=np.int64), self.values[:0]
         start = np.where(found, self.off[np.maximum(seg, 0)], 0)
         end = np.where(found, self.off[np.maximum(seg, 0) + 1], 0)
-        return offsets(end - start), self.values[ranges(start, end)]
+        out_off = offsets(end - start)
+        out = np.empty((int(out_off[-1]),) + self.values.shape[1:], dtype=self.values.dtype)
+        gather_rows(_as_2d(self.values), start, end, out_off, _as_2d(out))
+        return out_off, out
+
+
+def _as_2d(a: NDArray[Any]) -> NDArray[Any]:
+    """A contiguous view with one column per value (rows of a 1-D array: one each)."""
+    return a.reshape(a.shape[0], int(np.prod(a.shape[1:], dtype=np.int64)))
+
+
+@numba.njit(nogil=True, cache=True)
+def gather_rows(src, start, end, out_off, out):  # type: ignore[no-untyped-def]
+    """Rows ``src[start[i]:end[i]]`` into ``out[out_off[i]:]``, for each ``i`` with rows.
+
+    Pairs without rows (``end <= start``) leave ``out`` as it is: two calls with the pairs
+    split between two sources fill one output.
+    """
+    for i in range(start.shape[0]):
+        o = out_off[i]
+        for r in range(start[i], end[i]):
+            for c in range(src.shape[1]):
+                out[o, c] = src[r, c]
+            o += 1
+
+
+def gather_rows_numpy(
+    src: NDArray[Any],
+    start: NDArray[np.int64],
+    end: NDArray[np.int64],
+    out_off: NDArray[np.int64],
+    out: NDArray[Any],
+) -> None:
+    """NumPy twin of :func:`gather_rows`."""
+    n = np.maximum(end - start, 0)
+    out[ranges(out_off[:-1], out_off[:-1] + n)] = src[ranges(start, start + n)]
 
 
 def ranges(start: NDArray[np.int64], end: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -487,9 +525,11 @@ def _merge_segments(
     """Per pair, its segment of ``new_values`` where ``take_new``, else of ``values``."""
     start = np.where(take_new, new_off[:-1], off[:-1])
     end = np.where(take_new, new_off[1:], off[1:])
-    idx = ranges(start, end)
-    src = np.repeat(take_new, end - start)
-    out = np.empty((idx.size, values.shape[1]))
-    out[src] = new_values[idx[src]]
-    out[~src] = values[idx[~src]]
-    return offsets(end - start), out
+    out_off = offsets(end - start)
+    out = np.empty((int(out_off[-1]), values.shape[1]))
+    keep = ~take_new  # rows from each source where the pair takes them
+    old = np.ascontiguousarray(values, dtype=np.float64)
+    gather_rows(old, np.where(keep, start, 0), np.where(keep, end, 0), out_off, out)
+    new = np.ascontiguousarray(new_values, dtype=np.float64)
+    gather_rows(new, np.where(take_new, start, 0), np.where(take_new, end, 0), out_off, out)
+    return out_off, out

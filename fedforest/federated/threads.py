@@ -1,0 +1,63 @@
+"""Worker threads kept for the process's lifetime: one pool per size, reused by every call.
+
+A fit at the papers' scale runs some fifty short parallel steps (each round's clients, the
+reply checks, the sketch merge, the Round B sums); a new ``ThreadPoolExecutor`` for each
+cost about 0.5 ms of CPU and 1 ms of wall time to start and join its threads. The pools
+here start their threads once. A call from one of a pool's own workers runs in the
+caller's thread instead (no task waits on a pool it occupies); a forked child starts
+afresh (the parent's threads do not exist there).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+__all__ = ["thread_map"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_LOCK = threading.Lock()
+_LOCAL = threading.local()
+
+
+def _mark_worker() -> None:
+    _LOCAL.worker = True
+
+
+def _pool(n_threads: int) -> ThreadPoolExecutor:
+    with _LOCK:
+        pool = _POOLS.get(n_threads)
+        if pool is None:
+            pool = ThreadPoolExecutor(
+                n_threads, thread_name_prefix="fedforest", initializer=_mark_worker
+            )
+            _POOLS[n_threads] = pool
+        return pool
+
+
+def thread_map(fn: Callable[[T], R], items: Iterable[T], n_threads: int) -> list[R]:
+    """``list(map(fn, items))``, in up to ``n_threads`` kept threads.
+
+    In this thread when ``n_threads <= 1``, for fewer than two items, or when called from
+    a worker of these pools. Exceptions propagate as from ``map``.
+    """
+    items = list(items)
+    if n_threads <= 1 or len(items) < 2 or getattr(_LOCAL, "worker", False):
+        return [fn(item) for item in items]
+    return list(_pool(min(n_threads, len(items))).map(fn, items))
+
+
+def _forget_pools() -> None:  # in a forked child: the threads stayed with the parent
+    global _LOCK
+    _POOLS.clear()
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # pragma: no branch - POSIX
+    os.register_at_fork(after_in_child=_forget_pools)
