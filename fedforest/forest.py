@@ -372,7 +372,8 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         cfg = self._config()
         if warm is not None:
             # The new trees' seeds are those of one fit: the first fit's seed, their indices.
-            cfg = replace(cfg, first_tree=len(warm["trees_"]), seed=warm["_seed"])
+            first, digest = len(warm["trees_"]), warm.get("_settings_digest")
+            cfg = replace(cfg, first_tree=first, seed=warm["_seed"], warm_digest=digest)
         self._seed = cfg.seed
         if cfg.privacy != "none":
             check_config(cfg)  # before anything reaches the clients
@@ -402,13 +403,10 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         """Drop every fitted attribute, so a failed fit leaves nothing half-trained."""
         for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
             delattr(self, name)
-        self.__dict__.pop("_forest", None)
-        self.__dict__.pop("_routing", None)
-        self.__dict__.pop("_sets", None)
-        self.__dict__.pop("_feature_importances", None)
-        for name in ("_tree_importances", "_fit_class_list", "_seed"):
+        for name in ("_forest", "_routing", "_sets", "_feature_importances", "_sklearn_trees"):
             self.__dict__.pop(name, None)
-        self.__dict__.pop("_sklearn_trees", None)
+        for name in ("_tree_importances", "_fit_class_list", "_seed", "_settings_digest"):
+            self.__dict__.pop(name, None)
 
     def _config(self) -> GrowerConfig:
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
@@ -494,6 +492,8 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.communication_: CommunicationLedger = result.ledger
         self._tree_importances = per_tree
         self._fit_class_list = result.classes
+        same = warm is None or warm.get("_settings_digest") == result.settings_digest
+        self._settings_digest = result.settings_digest if same else ""
         # Normalised over every split feature (H last under split_on_client), then split.
         importances, d = forest_importances(per_tree), result.n_features
         self._feature_importances = importances[:d]

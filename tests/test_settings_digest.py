@@ -179,3 +179,35 @@ def test_the_bound_secret_survives_the_client_state() -> None:
     back = SecureParty.from_state(clients[0], party.to_state())
     assert back.bootstrap_secret() == party.bootstrap_secret()
     assert back.secret == party.secret
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+def test_warm_start_keeps_the_out_of_bag_rows_or_refuses() -> None:
+    """Out of bag after a warm start: the earlier trees' bootstraps must be recomputable.
+
+    Before, a warm start that changed a digested setting (or ran under "dp", whose secret
+    is random per fit) scored the earlier trees on rows drawn with the new digest or
+    secret: wrong out-of-bag rows, silently.
+    """
+    X, y, h = _data()
+    kw = dict(max_depth=3, random_state=0, oob_score=True)
+    one = ff.FedForestRegressor(n_estimators=6, **kw).fit(X, y, client_ids=h)
+    warm = ff.FedForestRegressor(n_estimators=3, warm_start=True, **kw).fit(X, y, client_ids=h)
+    warm.set_params(n_estimators=6).fit(X, y, client_ids=h)  # same settings: one fit's
+    assert warm.oob_score_ == pytest.approx(one.oob_score_, abs=1e-9)
+    before = _trees(warm)
+    with pytest.raises(ValueError, match="warm_start with oob_score.*first 6 trees"):
+        warm.set_params(n_estimators=8, n_bins=24).fit(X, y, client_ids=h)
+    assert len(warm.trees_) == 6 and all(  # the forest it had is kept
+        np.array_equal(f, g) and np.array_equal(t, u)
+        for (f, t), (g, u) in zip(before, _trees(warm), strict=True)
+    )
+    # Without the score the new settings grow; the forest then mixes two digests.
+    warm.set_params(oob_score=False).fit(X, y, client_ids=h)
+    assert len(warm.trees_) == 8
+    with pytest.raises(ValueError, match="warm_start with oob_score"):
+        warm.set_params(n_estimators=9, oob_score=True).fit(X, y, client_ids=h)
+    dp = ff.FedForestRegressor(n_estimators=2, warm_start=True, privacy="dp", epsilon=5.0, **kw)
+    dp.fit(X, y, client_ids=h)
+    with pytest.raises(ValueError, match="privacy='dp'.*fresh random secret"):
+        dp.set_params(n_estimators=3).fit(X, y, client_ids=h)

@@ -58,6 +58,9 @@ class GrowerConfig:
     max_samples: float | None = None
     #: warm_start: trees 0..first_tree-1 exist already; grow first_tree..n_estimators-1.
     first_tree: int = 0
+    #: warm_start under "secure"/"dp": the earlier trees' settings digest (hex; "" if they
+    #: mix several): their out-of-bag rows follow it (digest.check_warm_digest).
+    warm_digest: str | None = None
     #: Diagnostics only: the out-of-bag round also returns per-leaf sums of the first tree.
     oob_leaf_sums: bool = False
     #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.
@@ -119,3 +122,5 @@ class ForestResult:
     dropped_clients: list[tuple[str, int]] = field(default_factory=list)
     #: Under "dp": the noise plan and the budget spent (model.privacy_report_).
     privacy_report: dict[str, Any] | None = None
+    #: Under "secure"/"dp": the settings digest the grown trees' bootstraps are bound to.
+    settings_digest: str | None = None

@@ -29,7 +29,7 @@ from ..._common import resolve_max_features
 from ..protocol import SETTINGS_DIGEST
 from .config import GrowerConfig
 
-__all__ = ["UNBOUND", "digest_arrays", "settings_digest"]
+__all__ = ["UNBOUND", "check_warm_digest", "digest_arrays", "settings_digest"]
 
 #: Fields left out: pruning follows growth (``ccp_alpha``), the number of trees and the
 #: first one (``warm_start``: a tree's bootstrap is the one it has in one fit), the seed
@@ -41,6 +41,7 @@ UNBOUND = frozenset(
         "ccp_alpha",
         "n_estimators",
         "first_tree",
+        "warm_digest",
         "seed",
         "n_jobs",
         "verbose",
@@ -98,3 +99,31 @@ def digest_arrays(msg_header: dict[str, Any], ctx: dict[str, Any]) -> dict[str, 
     if "setup" in msg_header and SETTINGS_DIGEST in ctx:
         return {SETTINGS_DIGEST: ctx[SETTINGS_DIGEST]}
     return {}
+
+
+def check_warm_digest(cfg: GrowerConfig, digest: NDArray[np.uint8]) -> None:
+    """Under ``warm_start`` with ``oob_score``: refuse settings the earlier trees lack.
+
+    The out-of-bag round has each client recompute every tree's bootstrap from the
+    current digest: earlier trees grown under another digest (other settings, or other
+    clients present) would be scored on the wrong rows, silently. Under ``"dp"`` the
+    clients' secret is random per fit, so no earlier tree's bootstrap can be recomputed.
+    """
+    if cfg.first_tree == 0 or not cfg.oob_score or cfg.warm_digest is None:
+        return
+    if cfg.privacy == "dp":
+        raise ValueError(
+            "warm_start with oob_score under privacy='dp': each fit's clients draw their "
+            "bootstraps from a fresh random secret (one row must not change them), so the "
+            f"first {cfg.first_tree} trees' out-of-bag rows cannot be recomputed. Set "
+            "oob_score=False, or fit anew with warm_start=False."
+        )
+    if cfg.warm_digest != digest.tobytes().hex():
+        raise ValueError(
+            f"warm_start with oob_score under privacy={cfg.privacy!r}: the settings that "
+            "bind the bootstraps (every parameter but n_estimators, random_state, n_jobs, "
+            "verbose, tree_batch_size, oob_score, on_client_failure and ccp_alpha), or the "
+            f"clients present, differ from those the first {cfg.first_tree} trees were "
+            "grown with, so their out-of-bag rows cannot be recomputed. Keep the settings, "
+            "set oob_score=False, or fit anew with warm_start=False."
+        )

@@ -38,7 +38,7 @@ from . import budget, monotonic, secure
 from .bootstrap import bootstrap_round
 from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
-from .digest import settings_digest
+from .digest import check_warm_digest, settings_digest
 from .dp_checks import clip_leaf_values
 from .draws import sample_features as _sample_features
 from .handshake import handshake
@@ -714,6 +714,7 @@ def grow_forest(
         # clients still present.
         live = {n: k for n, k in schema["n_samples"].items() if n in fed.client_names}
         ctx[SETTINGS_DIGEST] = settings_digest(cfg, live, schema["draws"], d)
+        check_warm_digest(cfg, ctx[SETTINGS_DIGEST])
     cfg = set_up_class_weights(cfg, schema, ctx)  # once the class counts are known
     ctx["root_constant"] = root_constant(schema, ctx)
     start = cfg.first_tree
@@ -763,6 +764,7 @@ def grow_forest(
         clients=schema["clients"],
         categories=schema["categories"],
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
+        settings_digest=ctx[SETTINGS_DIGEST].tobytes().hex() if SETTINGS_DIGEST in ctx else None,
     )
     if cfg.oob_score:
         oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"], ctx.get("dp"))
