@@ -8,7 +8,8 @@ secure protocol costs; several patches weaken the rules and exist for measuremen
 - ``all-trees``: guides from every tree of the batch, not only the tree's own (the forest
   would then depend on ``tree_batch_size``);
 - ``oracle``: the true thresholds of ``paper_f`` (0 on x1, x2, x4; -3 and 3 on x3) as the
-  only guides, under the same rules;
+  only guides, under the same rules (``--jitter SD``: each tree's moved by a normal draw
+  of standard deviation ``SD``, the same for a tree and feature at every node);
 - ``no-across-levels``: the rules across levels switched off (UNSAFE); the counts say
   how many candidates they would have dropped.
 
@@ -22,6 +23,7 @@ Usage::
 
     python benchmarks/ablate_secure.py                      # every mode, seeds 0 1 2
     python benchmarks/ablate_secure.py oracle --seeds 0 1 2 3 4 5
+    python benchmarks/ablate_secure.py oracle --jitter 0.05
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ MODES = ("default", "no-guides", "all-trees", "oracle", "no-across-levels")
 KW: dict[str, Any] = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
 TRUE = {0: [0.0], 1: [0.0], 2: [-3.0, 3.0], 3: [0.0]}  # paper_f's thresholds per feature
 COUNTS = {"placed": 0, "kept": 0}
+JITTER = {"sd": 0.0}  # --jitter: the oracle's thresholds moved per tree by N(0, sd^2)
 
 
 def _patch(mode: str) -> None:
@@ -76,10 +79,11 @@ def _patch(mode: str) -> None:
                 pass
 
             def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
-                per = [
-                    [t for t in TRUE.get(int(f), []) if a < t < b]
-                    for f, a, b in zip(feature, lo, hi, strict=True)
-                ]
+                per = []
+                for t, f, a, b in zip(tree, feature, lo, hi, strict=True):
+                    rng = np.random.default_rng(int(t) * 100 + int(f))  # per tree and feature
+                    moved = [x + JITTER["sd"] * rng.normal() for x in TRUE.get(int(f), [])]
+                    per.append([x for x in moved if a < x < b])
                 off = np.zeros(len(per) + 1, dtype=np.int64)
                 np.cumsum([len(p) for p in per], out=off[1:])
                 return off, np.asarray([t for p in per for t in p], dtype=float)
@@ -103,7 +107,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modes", nargs="*", help=f"any of {', '.join(MODES)} (default: all)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument(
+        "--jitter",
+        type=float,
+        default=0.0,
+        help="oracle: move each tree's thresholds by N(0, sd^2)",
+    )
     args = parser.parse_args()
+    JITTER["sd"] = args.jitter
     for mode in args.modes:
         if not set(mode.split("+")) <= set(MODES):
             parser.error(f"unknown mode {mode!r}: choose from {', '.join(MODES)}")
