@@ -35,7 +35,7 @@ from numba.core import event
 from ..tree.apply import predict_forest
 from . import client_kernels
 from .privacy import grids, intervals, partitions, rules, secagg
-from .server import check_kernels, draws, secure_grids, splitter
+from .server import check_kernels, draws, guides, secure_grids, splitter
 
 __all__ = [
     "HERE",
@@ -68,6 +68,7 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (grids.quantile_grids_at, (_F, _I64, _F, _I64, _I64, _F, _F, _I64, _F, _I64, _F)),
     (grids.merge_thresholds, (_F, _I64, _B, _F, _I64, _F, _I64)),
     (rules.secure_candidates, (_F, _I64, _F, _F, _F, _F, _F, _I, _I, _I64, _F)),
+    (guides.guided_candidates, (_F, _I64, _F, _F, _F, _I64, _F, _I64, _I, _I64, _F)),
     (rules.ancestor_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (intervals.interval_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (intervals.interval_checks, (_F, _F, _I64, _F, _F, _F, _I64, _F, _F, _I, _B)),

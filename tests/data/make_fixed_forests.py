@@ -14,7 +14,10 @@ node's candidates) dropped candidates and put more of the ancestors' thresholds 
 node grids (other candidates, so other trees). And once more, the same way, when the
 secure bootstraps were bound to the settings digest (other rows, so other trees: 820
 nodes, was 798) and small nodes began to try their ancestors' thresholds
-(``server/fallback.py``).
+(``server/fallback.py``); and again
+when guided candidates (``server/guides.py``: a node's candidate slots go first to the
+thresholds its tree's earlier levels found best) and the partition rule
+(``privacy/partitions.py``) changed the secure candidates (796 nodes).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

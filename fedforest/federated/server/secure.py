@@ -55,6 +55,7 @@ from .denoise import (
 from .digest import digest_arrays
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
 from .fallback import with_ancestor_candidates
+from .guides import Guides, guided_candidates
 from .missing import with_missing_sides
 from .secure_checks import (
     check_pooled_cumulative,
@@ -241,6 +242,8 @@ def setup_grids(
         root_edges[j], root_mass[j] = e, np.maximum(np.diff(cum), 0.0)
         root_lo[j], root_hi[j] = lo_f[i], hi_f[i]
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
+    if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
+        state.guides = Guides(d)
     if balanced and plan is None:
         check_pooled_class_counts(sums["class_counts"], sizes, n_rows)
         state.class_counts = sums["class_counts"]
@@ -408,8 +411,9 @@ def round_a(
     pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
     shift = _shifts(cfg, ctx, pair_off, pair_feat, 0)
     grid_off, grid = node_grids(
-        state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift, ctx["missing"]
-    )
+        state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift, ctx["missing"],
+        ctx["secure_slots"][0],
+    )  # fmt: skip
     bits = _frac_bits(ctx)
     packed = _packs(cfg, state, bits)
     sums = secure_exchange(
@@ -524,6 +528,14 @@ def round_b(
         out_off,
         out,
     )
+    tree = np.asarray(ctx["secure_slots"][0], dtype=np.int64)[node]
+    if state.guides is not None:  # guides first, the same m-row spacing (guides.py)
+        g_off, g_thr = state.guides.find(tree, f, state.lo[node, f], state.hi[node, f])
+        q_off, quant = out_off, out[: out_off[-1]]
+        out_off, out = np.zeros(num.size + 1, dtype=np.int64), np.empty(quant.size + g_thr.size)
+        guided_candidates(
+            sub_grid, sub_off, sub_rows, node_rows, quant, q_off, g_thr, g_off, m, out_off, out
+        )
     # Less those the ancestors' releases on the feature would isolate rows with.
     anc_off, anc = state.checks.take(state.checks.find(node * d + f))
     cands = out[: out_off[-1]]
@@ -662,6 +674,7 @@ def round_b(
         cand_off, cand, left, side = with_missing_sides(
             pooled, pair_off, pair_missing, cand_off, cand, left
         )
+    gain = np.empty(left.shape[0])
     best = best_splits(
         pooled,
         pair_off,
@@ -669,6 +682,7 @@ def round_b(
         cand_off,
         cand,
         left,
+        gain_out=gain,
         criterion=cfg.criterion,
         root_weight=root_w,
         min_samples_leaf=max(cfg.min_samples_leaf, m),
@@ -678,6 +692,9 @@ def round_b(
         n_outputs=cfg.class_outputs,
         bounds=ctx.get("bounds"),
     )
+    if state.guides is not None:  # each pair's best threshold guides the tree's next levels
+        slots = np.asarray(ctx["secure_slots"][0], dtype=np.int64)
+        state.guides.record(slots[pair_node], pair_feat, cand_off, cand, gain)
     if not group_pair:
         return consistent_children(best, state, cfg, ctx)
     group_stats = from_z(groups_z, state, regression)

@@ -23,6 +23,7 @@ from ..._common import STAT_WEIGHT
 from ..privacy.grids import merge_thresholds, quantile_grids_at
 from ..privacy.intervals import interval_checks
 from .config import GrowerConfig
+from .guides import Guides
 from .missing import MISSING_SPLIT, add_missing_candidates
 from .splitter import BestSplits
 
@@ -105,6 +106,9 @@ class SecureState:
     #: This level's histograms, kept for the next one.
     current: PairSegments = field(default_factory=lambda: PairSegments.empty())
     current_mass: PairSegments = field(default_factory=lambda: PairSegments.empty())
+    #: Guided candidates (``server/guides.py``; "secure" only): per (tree, feature), the
+    #: thresholds the tree's earlier levels found best, which join the grids.
+    guides: Guides | None = None
     #: The root distributions as segments (key: the feature), for :func:`node_grids`.
     root_pool: PairSegments = field(init=False)
     root_pool_mass: PairSegments = field(init=False)
@@ -250,6 +254,7 @@ def node_grids(
     node_rows: NDArray[np.float64],
     shift: NDArray[np.float64],
     missing: NDArray[np.bool_] | None = None,
+    tree: NDArray[np.int64] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Each pair's grid: codes for categories, quantiles of its source distribution else.
 
@@ -307,6 +312,12 @@ def node_grids(
     merged_off = np.empty(sel.size + 1, dtype=np.int64)
     merge_thresholds(out, out_off, has, thr, thr_off, merged, merged_off)
     out, out_off = merged[: merged_off[-1]], merged_off
+    if state.guides is not None and tree is not None:  # guided candidates (guides.py)
+        g_off, g_thr = state.guides.find(np.asarray(tree)[node], f, lo, hi)
+        merged = np.empty(out.size + g_thr.size)
+        merged_off = np.empty(sel.size + 1, dtype=np.int64)
+        merge_thresholds(out, out_off, np.diff(g_off) > 0, g_thr, g_off, merged, merged_off)
+        out, out_off = merged[: merged_off[-1]], merged_off
     if missing is not None and missing.any():
         out_off, out = add_missing_candidates(out_off, out, missing[f])
     counts = np.zeros(n_pairs, dtype=np.int64)

@@ -89,6 +89,7 @@ def best_splits(
     min_weight_fraction_leaf: float = 0.0,
     n_outputs: int = 1,
     bounds: LevelBounds | None = None,
+    gain_out: NDArray[np.float64] | None = None,
 ) -> BestSplits:
     """Evaluate every candidate of every node and keep each node's best.
 
@@ -127,13 +128,15 @@ def best_splits(
         ``monotonic_cst``: the constraints and each node's value interval; a candidate on
         a constrained feature whose children break them is not admissible
         (:func:`~fedforest.federated.server.monotonic.allowed`).
+    gain_out : ndarray of float64, shape (n_candidates,), optional
+        Filled with every candidate's gain (-inf where inadmissible).
     """
     n_nodes, n_stats = parent.shape
     if criterion in ("squared_error", "poisson"):
         n_outputs = (n_stats - STAT_TASK) // 2
     # scikit-learn's min_weight_leaf: a fraction of the weight at each node's tree root.
     least = min_weight_fraction_leaf * np.asarray(root_weight, dtype=np.float64)
-    gain = np.empty(left.shape[0])
+    gain = np.empty(left.shape[0]) if gain_out is None else gain_out
     best = np.empty(n_nodes)
     chosen = np.empty(n_nodes, dtype=np.int64)
     ok = (
