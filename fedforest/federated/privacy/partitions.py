@@ -11,10 +11,13 @@ two descendants the parent's rule covers it (each child's rows between its candi
 and the parent's threshold number none or at least ``m``), so cuts of three or more
 nodes (an ancestor two levels up or more) are checked here.
 
-A cut's nodes are taken in order (the server's slot order): only its last node's
-candidates can complete a combination, so they are checked, one at a time, against the
-sums the other nodes' released candidates reach (a subset-sum over at most ``m - 1``
-rows per sign), and a candidate is dropped only for candidates that are released.
+Each node of a cut also has two options that are always released: 0 (its term is then
+its rows below ``e``) and its total (Round A's summary; its rows above ``e``,
+subtracted). A cut's nodes are taken in order (the server's slot order), and each
+node's candidates, one at a time, against the one-signed sums below ``m`` that the
+nodes before it reach with their kept candidates and options and the nodes after it
+with their options (a subset-sum over at most ``m - 1`` rows per sign): a candidate is
+dropped only for what is released.
 """
 
 from __future__ import annotations
@@ -29,11 +32,42 @@ __all__ = ["partition_filter", "partition_safe", "partition_safe_numpy"]
 
 
 @numba.njit(nogil=True, cache=True)
-def _shift_or(reach, nxt, v, m):
-    # nxt |= reach shifted up by v (sums below m only).
-    for r in range(m - v):
-        if reach[r]:
-            nxt[r + v] = True
+def _add_term(plus, minus, nxt_p, nxt_m, v, m):
+    # One option of a node, a term of v rows (v > 0 added, v < 0 subtracted): the sums of
+    # one sign below m reached with it (nxt_* |= reach shifted by |v|).
+    if v >= 0 and v < m:
+        for r in range(m - int(v)):
+            if plus[r]:
+                nxt_p[r + int(v)] = True
+    if v <= 0 and -v < m:
+        for r in range(m + int(v)):
+            if minus[r]:
+                nxt_m[r - int(v)] = True
+
+
+@numba.njit(nogil=True, cache=True)
+def _combine(a, b, out, m):
+    # out = the sums below m of one from a and one from b.
+    out[:] = False
+    for i in range(m):
+        if a[i]:
+            for j in range(m - i):
+                if b[j]:
+                    out[i + j] = True
+
+
+@numba.njit(nogil=True, cache=True)
+def _isolates(plus, minus, v, m):
+    # Whether a term of v rows, with some reached sum of its sign, makes 1 to m - 1 rows.
+    if v >= 0:
+        for r in range(m):
+            if plus[r] and r + v >= 1 and r + v < m:
+                return True
+    if v <= 0:
+        for r in range(m):
+            if minus[r] and r - v >= 1 and r - v < m:
+                return True
+    return False
 
 
 @numba.njit(nogil=True, cache=True)
@@ -42,6 +76,13 @@ def partition_safe(
     min_rows, out,
 ):  # fmt: skip
     """Clear ``out`` for the candidates that complete an isolating partition.
+
+    Every node of a cut has, besides its released candidates, two options that are always
+    released: 0 (``x = -inf``: its term is its rows below ``e``, added) and its total
+    (Round A's summary: its rows above ``e``, subtracted). Its nodes are taken in order;
+    a candidate of one is kept only if no choice of a kept candidate or option of each
+    node before it and an option of each node after it makes, with it, 1 to ``m - 1``
+    rows of one sign.
 
     Parameters
     ----------
@@ -54,7 +95,7 @@ def partition_safe(
         The node's path bounds on the feature and its pooled rows.
     cut_off : ndarray of int64, shape (n_cuts + 1,)  # IN
         Each cut's pairs in ``cut_pair``, increasing; cuts in increasing order of their
-        last pair (those whose last pair comes first are checked first).
+        last pair.
     thr_off, thr : ndarray  # IN
         Each cut's ancestor's thresholds on the feature (``thr_off``, shape (n_cuts + 1,)).
     min_rows : int  # IN
@@ -65,45 +106,49 @@ def partition_safe(
     m = min_rows
     for g in range(cut_off.size - 1):
         k0, k1 = cut_off[g], cut_off[g + 1]
-        if k1 - k0 < 2:
+        n = k1 - k0
+        if n < 3:
             continue
-        last = cut_pair[k1 - 1]
+        ce = np.empty(n)
+        suf_p = np.zeros((n + 1, m), dtype=np.bool_)  # sums the nodes from i on reach
+        suf_m = np.zeros((n + 1, m), dtype=np.bool_)  # with their two options alone
+        both_p = np.zeros(m, dtype=np.bool_)
+        both_m = np.zeros(m, dtype=np.bool_)
         for t in range(thr_off[g], thr_off[g + 1]):
             e = thr[t]
-            plus = np.zeros(m, dtype=np.bool_)  # sums one-signed below m reached so far
-            minus = np.zeros(m, dtype=np.bool_)
-            plus[0] = minus[0] = True
-            for k in range(k0, k1 - 1):
-                p = cut_pair[k]
+            for i in range(n):
+                p = cut_pair[k0 + i]
+                ce[i] = _rows_below(
+                    grid, rows, grid_off[p], grid_off[p + 1], e, lo[p], hi[p], total[p]
+                )
+            suf_p[:] = False
+            suf_m[:] = False
+            suf_p[n, 0] = suf_m[n, 0] = True
+            for i in range(n - 1, -1, -1):
+                p = cut_pair[k0 + i]
+                _add_term(suf_p[i + 1], suf_m[i + 1], suf_p[i], suf_m[i], ce[i], m)
+                _add_term(suf_p[i + 1], suf_m[i + 1], suf_p[i], suf_m[i], ce[i] - total[p], m)
+            pre_p = np.zeros(m, dtype=np.bool_)  # sums the nodes before i reach
+            pre_m = np.zeros(m, dtype=np.bool_)
+            pre_p[0] = pre_m[0] = True
+            for i in range(n):
+                p = cut_pair[k0 + i]
                 g0, g1 = grid_off[p], grid_off[p + 1]
-                ce = _rows_below(grid, rows, g0, g1, e, lo[p], hi[p], total[p])
+                _combine(pre_p, suf_p[i + 1], both_p, m)
+                _combine(pre_m, suf_m[i + 1], both_m, m)
                 nxt_p = np.zeros(m, dtype=np.bool_)
                 nxt_m = np.zeros(m, dtype=np.bool_)
+                _add_term(pre_p, pre_m, nxt_p, nxt_m, ce[i], m)
+                _add_term(pre_p, pre_m, nxt_p, nxt_m, ce[i] - total[p], m)
                 for c in range(cand_off[p], cand_off[p + 1]):
                     if not out[c]:
                         continue
-                    v = ce - _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
-                    if v >= 0 and v < m:
-                        _shift_or(plus, nxt_p, int(v), m)
-                    if v <= 0 and -v < m:
-                        _shift_or(minus, nxt_m, int(-v), m)
-                plus, minus = nxt_p, nxt_m
-            g0, g1 = grid_off[last], grid_off[last + 1]
-            ce = _rows_below(grid, rows, g0, g1, e, lo[last], hi[last], total[last])
-            for c in range(cand_off[last], cand_off[last + 1]):
-                if not out[c]:
-                    continue
-                v = ce - _rows_below(grid, rows, g0, g1, cands[c], lo[last], hi[last], total[last])
-                reach, a = (plus, v) if v >= 0 else (minus, -v)
-                for r in range(m):  # r + a in 1 .. m - 1 for some reached r
-                    if reach[r] and r + a >= 1 and r + a < m:
+                    v = ce[i] - _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
+                    if _isolates(both_p, both_m, v, m):
                         out[c] = False
-                        break
-                if v == 0 and out[c]:
-                    for r in range(1, m):
-                        if minus[r]:
-                            out[c] = False
-                            break
+                    else:
+                        _add_term(pre_p, pre_m, nxt_p, nxt_m, v, m)
+                pre_p, pre_m = nxt_p, nxt_m
 
 
 def partition_safe_numpy(
@@ -131,25 +176,42 @@ def partition_safe_numpy(
         got = np.where(j >= 0, rows[g][np.maximum(j, 0)] if g.stop > g.start else 0.0, 0.0)
         return np.where(x >= hi[p], total[p], np.where(x <= lo[p], 0.0, got))
 
+    def add(reach: tuple[set[int], set[int]], terms: list[float]) -> tuple[set[int], set[int]]:
+        plus = {r + int(v) for r in reach[0] for v in terms if v >= 0 and r + v < m}
+        minus = {r - int(v) for r in reach[1] for v in terms if v <= 0 and r - v < m}
+        return plus, minus
+
     for g in range(cut_off.size - 1):
         pairs = [int(p) for p in cut_pair[cut_off[g] : cut_off[g + 1]]]
-        if len(pairs) < 2:
+        if len(pairs) < 3:
             continue
-        *first, last = pairs
         for e in thr[thr_off[g] : thr_off[g + 1]]:
-            plus, minus = {0}, {0}
-            for p in first:
+            ce = [float(below(p, np.array([e]))[0]) for p in pairs]
+            opts = [[c, c - float(total[p])] for c, p in zip(ce, pairs, strict=True)]
+            suffix = [({0}, {0})]
+            for o in reversed(opts):
+                suffix.insert(0, add(suffix[0], o))
+            pre: tuple[set[int], set[int]] = ({0}, {0})
+            for i, p in enumerate(pairs):
+                both = (
+                    add(pre, [float(r) for r in suffix[i + 1][0]])[0],
+                    add(pre, [-float(r) for r in suffix[i + 1][1]])[1],
+                )
                 c = slice(int(cand_off[p]), int(cand_off[p + 1]))
-                v = (below(p, np.array([e])) - below(p, cands[c]))[out[c]]
-                plus = {r + int(s) for r in plus for s in v[(v >= 0) & (v < m)] if r + s < m}
-                minus = {r - int(s) for r in minus for s in v[(v <= 0) & (-v < m)] if r - s < m}
-            c = slice(int(cand_off[last]), int(cand_off[last + 1]))
-            v = below(last, np.array([e])) - below(last, cands[c])
-            for i in np.flatnonzero(out[c]):
-                a = abs(int(v[i]))
-                sides = ([plus] if v[i] >= 0 else []) + ([minus] if v[i] <= 0 else [])
-                if any(0 < r + a < m for reach in sides for r in reach):
-                    out[c.start + i] = False
+                v = ce[i] - below(p, cands[c])
+                kept = list(opts[i])
+                for j in np.flatnonzero(out[c]):
+                    a = float(v[j])
+                    if any(
+                        0 < r + abs(a) < m
+                        for side in (0, 1)
+                        if (a >= 0, a <= 0)[side]
+                        for r in both[side]
+                    ):
+                        out[c.start + j] = False
+                    else:
+                        kept.append(a)
+                pre = add(pre, kept)
 
 
 def partition_filter(
