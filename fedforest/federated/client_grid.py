@@ -26,7 +26,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from .client_kernels import _row_stats, gather_node, group_rows
+from .client_kernels import _row_stats, gather_node, group_rows, largest_node
 from .protocol import Message, expand_candidates, expect_array, pack_increments_numpy
 
 __all__ = [
@@ -154,7 +154,7 @@ def left_stats_coded(
     n_stat = out.shape[1]
     hist = np.empty((max_nc + 1, n_stat))
     acc = np.empty(n_stat)
-    n_in = rows.shape[0]
+    n_in = largest_node(start)  # per-node scratch
     ii = np.empty(n_in, dtype=np.int64)
     st = np.empty((n_in, 2 if n_classes else 4))
     cls = np.empty(n_in, dtype=np.int64)
@@ -267,7 +267,7 @@ def grid_increments(
     hist = np.zeros((max_pairs, max_nc + 1, n_stat))
     acc = np.empty(n_stat)
     prev = np.empty(n_stat)
-    n_in = rows.shape[0]
+    n_in = largest_node(start)  # per-node scratch
     ii = np.empty(n_in, dtype=np.int64)
     st = np.empty((n_in, 2 if n_classes else 4))
     cls = np.empty(n_in, dtype=np.int64)

@@ -10,6 +10,10 @@ candidate and the second pass over it: the same numbers (each increment is still
 difference of the same two running sums, and a bin without rows leaves them unchanged),
 the same message (:func:`left_increment_answer`). Single-output targets, exact split rule;
 the other answers keep the two steps.
+
+Round A's sketches (:func:`pair_sketches`) keep the small nodes' rows sorted by value
+(:mod:`~fedforest.federated.client_sorted`), and :func:`left_increments_ranked` bins
+those rows by a merge with the candidates.
 """
 
 from __future__ import annotations
@@ -27,20 +31,64 @@ from .client_kernels import (
     add_to_bins,
     gather_node,
     group_rows,
+    largest_node,
     left_stats_numpy,
     pair_bins,
     ranks_for,
 )
-from .client_sketch import fine_codes
+from .client_sketch import fine_codes, sketch_pairs
+from .client_sorted import SORT_ROWS, merge_bins, sorted_offsets
+from .client_targets import proposal_target
+from .criteria import CRITERION_CODES
 from .protocol import pack_increments
 
-__all__ = ["left_increment_answer", "left_increments_numpy", "left_increments_ranked"]
+__all__ = [
+    "left_increment_answer",
+    "left_increments_numpy",
+    "left_increments_ranked",
+    "pair_sketches",
+]
+
+
+def pair_sketches(client: Any, fit: Any) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Quantile sketch and (if asked for) local best threshold of every pair, one pass.
+
+    The small pairs' sorted positions are kept in ``fit.sorted_rows`` for Round B.
+    ``client`` is the :class:`~fedforest.federated.client.Client`, ``fit`` its state.
+    """
+    assert fit.pair_off is not None and fit.pair_feat is not None
+    assert fit.slot_tree is not None and client._codes is not None and fit.n_bins is not None
+    codes, _, fine_max = client._codes
+    n_pairs = int(fit.pair_off[-1])
+    out = np.empty((n_pairs, fit.n_bins))
+    local = np.empty(n_pairs if fit.local_candidates else 0)
+    pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
+    kept = sorted_offsets(fit.slot, pair_off)
+    fit.sorted_rows = (pair_off, *kept)
+    # Proposals (local_candidates) of a Poisson forest use squared error: they only add
+    # candidates, scored on the pooled Poisson statistics.
+    criterion = CRITERION_CODES[fit.criterion if fit.criterion != "poisson" else "squared_error"]
+    target = proposal_target(fit.y, fit.n_classes)  # local_candidates
+
+    def job(a: int, b: int) -> None:
+        s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
+        r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
+        block = slice(int(pair_off[s_lo]), int(pair_off[s_hi]))
+        sketch_pairs(
+            client.Xt, codes, fine_max, target, fit.n_classes, criterion, fit.min_rows,
+            fit.rows[r], fit.w[r], fit.slot[r], pair_off, pair_feat, s_lo, s_hi, out[block],
+            local[block] if local.size else local, *kept,
+        )  # fmt: skip
+
+    client._run_blocks(fit, job)
+    return out, local
 
 
 @numba.njit(nogil=True, cache=True)
 def left_increments_ranked(
     Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
     pair_off, pair_feat, pair_keep, cand_off, cand, slot_lo, slot_hi, counts, sums, index,
+    sort_off, sort_pos, sort_ok,
 ):  # fmt: skip
     """The non-zero increments of the left statistics of the kept pairs of ``slot_lo..slot_hi``.
 
@@ -52,6 +100,8 @@ def left_increments_ranked(
     counts : ndarray of int64, shape (n_kept, n_counts)  # OUT: integer columns (rounded)
     sums : ndarray of float64, shape (n_kept, n_stats - n_counts)  # OUT: the others
     index : ndarray of int64, shape (n_kept,)  # OUT: position among the kept candidates
+    sort_off, sort_pos, sort_ok : Round A's sorted positions of the small pairs (as
+        ``sketch_pairs`` fills them; ``sort_ok`` empty: none)  # IN
 
     ``n_kept`` is at least the number of candidates of the kept pairs. Returns (candidates
     of the kept pairs, increments written, largest absolute integer increment), as
@@ -76,7 +126,7 @@ def left_increments_ranked(
     while n_pad < max_nc + 1:
         n_pad *= 2
     padded = np.empty(n_pad)
-    n_in = rows.shape[0]
+    n_in = largest_node(start)  # per-node scratch
     ii = np.empty(n_in, dtype=np.int64)
     st = np.empty((n_in, 2 if n_classes else 4))
     cls = np.empty(n_in, dtype=np.int64)
@@ -96,7 +146,13 @@ def left_increments_ranked(
             if nc == 0 or not pair_keep[p]:
                 continue
             cs = cand[cand_off[p] : cand_off[p + 1]]
-            if c <= FEW_ROWS and nc <= COUNT_MAX:  # pair_bins' count, written out here
+            merge = sort_ok.shape[0] > 0 and sort_ok[p] == 1 and c < SORT_ROWS
+            for t in range(1, nc if merge else 0):
+                merge &= cs[t] >= cs[t - 1]
+            if merge:  # the rows sorted in Round A: one merge with the candidates
+                sk = sort_pos[sort_off[p] : sort_off[p] + c]
+                merge_bins(cs, c, Xt[pair_feat[p]], ii, sk, bins)
+            elif c <= FEW_ROWS and nc <= COUNT_MAX:  # pair_bins' count, written out here
                 xf = Xt[pair_feat[p]]
                 for k in range(c):
                     x = xf[ii[k]]
@@ -115,28 +171,46 @@ def left_increments_ranked(
             # increment is exactly zero (it does not travel in the sparse form).
             for q in range(n_stat):
                 acc[q] = 0.0
-            for t in range(nc):
-                if hist[t, 0] == 0.0:  # no rows (every row counts 1 in column 0)
-                    continue
-                nonzero = False
-                for q in range(n_stat):
-                    new = acc[q] + hist[t, q]
-                    v = new - acc[q]
-                    acc[q] = new
-                    nonzero |= v != 0.0
-                    if q < n_counts:
-                        biggest = max(biggest, abs(v))
-                        counts[j, q] = np.int64(np.rint(v))
-                    else:
-                        sums[j, q - n_counts] = v
-                if nonzero:
-                    index[j] = kept + t
-                    j += 1
+            if merge:  # the bins holding rows, in ascending order: the sorted rows' bins
+                prev = -1
+                for u in range(c):
+                    t = bins[sk[u]]
+                    if t != prev and t < nc:
+                        j, biggest = _emit(
+                            hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
+                        )
+                    prev = t
+            else:
+                for t in range(nc):
+                    if hist[t, 0] != 0.0:  # rows in the bin (every row counts 1 in column 0)
+                        j, biggest = _emit(
+                            hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
+                        )
             for k in range(c):  # reset the bins used (bin nc too: right of every candidate)
                 for q in range(n_stat):
                     hist[bins[k], q] = 0.0
             kept += nc
     return kept, j, biggest
+
+
+@numba.njit(inline="always")
+def _emit(hist, t, acc, n_counts, counts, sums, index, j, kept, biggest):
+    # Bin ``t``'s increment over the running sums ``acc`` (updated) into row ``j``.
+    nonzero = False
+    for q in range(acc.shape[0]):
+        new = acc[q] + hist[t, q]
+        v = new - acc[q]
+        acc[q] = new
+        nonzero |= v != 0.0
+        if q < n_counts:
+            biggest = max(biggest, abs(v))
+            counts[j, q] = np.int64(np.rint(v))
+        else:
+            sums[j, q - n_counts] = v
+    if nonzero:
+        index[j] = kept + t
+        j += 1
+    return j, biggest
 
 
 def left_increments_numpy(
@@ -187,6 +261,9 @@ def left_increment_answer(
     task = "classification" if fit.n_classes else "regression"
     n_stat, n_counts = n_stats(task, fit.n_classes), count_columns(fit.n_classes, fit.weighted)
     pair_off, slot_tree, keep = fit.pair_off, fit.slot_tree, fit.pair_present
+    sorted_rows = getattr(fit, "sorted_rows", None)  # this level's, from Round A
+    if sorted_rows is None or sorted_rows[0] is not pair_off:
+        sorted_rows = (None, np.zeros(1, np.int64), np.empty(0, np.uint8), np.empty(0, np.uint8))
     kept_before = np.zeros(pair_off[-1] + 1, dtype=np.int64)  # kept candidates before a pair
     np.cumsum(np.where(keep, np.diff(cand_off), 0), out=kept_before[1:])
     parts: dict[int, tuple[Any, ...]] = {}
@@ -204,7 +281,7 @@ def left_increment_answer(
         res = left_increments_ranked(
             client.Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, fit.rows[r],
             fit.w[r], fit.slot[r], fit.y, fit.n_classes, pair_off, fit.pair_feat, keep,
-            cand_off, cand, s_lo, s_hi, *buf,
+            cand_off, cand, s_lo, s_hi, *buf, *sorted_rows[1:],
         )  # fmt: skip
         parts[a] = (k0, *res, *buf)
 

@@ -198,6 +198,15 @@ def group_rows(slot, slot_lo, order, start):
             fill[s - slot_lo] += 1
 
 
+@numba.njit(inline="always")
+def largest_node(start):
+    """The most rows of a slot after :func:`group_rows` (per-node scratch is this long)."""
+    most = 0
+    for i in range(start.shape[0] - 1):
+        most = max(most, start[i + 1] - start[i])
+    return most
+
+
 def group_rows_numpy(
     slot: NDArray[np.int32], slot_lo: int, order: NDArray[np.int64], start: NDArray[np.int64]
 ) -> None:
@@ -546,7 +555,7 @@ def left_stats_ranked(
         n_pad *= 2
     padded = np.empty(n_pad)
     # The node's rows and statistics gathered once, contiguous, for all its pairs.
-    n_in = rows.shape[0]
+    n_in = largest_node(start)
     ii = np.empty(n_in, dtype=np.int64)
     st = np.empty((n_in, 2 if n_classes else 4))
     cls = np.empty(n_in, dtype=np.int64)

@@ -16,7 +16,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import CODE_DTYPE, N_FINE_BINS
-from .client_kernels import SMALL_SKETCH, group_rows, ranks_for, register_ranks
+from .client_kernels import SMALL_SKETCH, group_rows, largest_node, ranks_for, register_ranks
+from .client_sorted import SORT_ROWS, sort_scratch, sorted_sketch
+from .client_sorted import keep_sorted as _keep
 
 __all__ = [
     "distinct_values",
@@ -323,18 +325,26 @@ def sketch_pairs(
     slot_hi: int,
     out: NDArray[np.float64],
     local_out: NDArray[np.float64],
+    kept_off: NDArray[np.int64] | None = None,
+    kept: NDArray[np.uint8] | None = None,
+    kept_ok: NDArray[np.uint8] | None = None,
 ) -> None:
     """:func:`node_sketches` and :func:`local_best_thresholds` in one pass over the rows.
 
     Either output may be empty (``out`` with 0 columns, ``local_out`` of length 0): that
     part is skipped. Both read the same sorted values (nodes of at most ``SMALL_SKETCH``
     rows) or the same fine-code histogram (larger nodes). The kernel is
-    :func:`sketch_pairs_ranked`, on the rank codes registered with ``codes_t``.
+    :func:`sketch_pairs_ranked`, on the rank codes registered with ``codes_t``. If given,
+    ``kept_*`` receive the small pairs' sorted positions (:func:`~.client_sorted.
+    sorted_offsets`; pair ``p``'s at ``kept[kept_off[p]:]`` if ``kept_ok[p]``).
     """
     ranks_t, uniq, uniq_off, _ = ranks_for(Xt, codes_t, fine_max.shape[1])
+    if kept_off is None or kept is None or kept_ok is None:
+        kept_off, kept, kept_ok = np.zeros(1, np.int64), *[np.empty(0, np.uint8)] * 2
     sketch_pairs_ranked(
         Xt, codes_t, fine_max, ranks_t, uniq, uniq_off, y, n_classes, criterion, min_rows,
-        rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out,
+        rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out, kept_off, kept,
+        kept_ok,
     )  # fmt: skip
 
 
@@ -348,13 +358,16 @@ RANK_SPAN_MIN = 256
 @numba.njit(nogil=True, cache=True)
 def sketch_pairs_ranked(
     Xt, codes_t, fine_max, ranks_t, uniq, uniq_off, y, n_classes, criterion, min_rows,
-    rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out,
+    rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out, kept_off, kept,
+    kept_ok,
 ):  # fmt: skip
     """:func:`sketch_pairs` with the rank codes of :func:`~.client_kernels.value_ranks`.
 
     Nodes whose values fall in few fine bins read their exact quantiles off a histogram of
     their value ranks (no sort) where the sums stay exact (whole weights) and the ranks
-    are dense enough: the numbers a sort gives.
+    are dense enough: the numbers a sort gives. Nodes of fewer than ``SORT_ROWS`` rows
+    with whole weights are sorted instead (:func:`~.client_sorted.sorted_sketch`: the same
+    numbers); their positions go to ``kept`` when ``kept_ok`` is not empty.
     """
     order = np.empty(rows.shape[0], dtype=np.int64)
     start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
@@ -365,9 +378,10 @@ def sketch_pairs_ranked(
     n_cols = max(n_classes, 1)
     hist = np.empty(n_fine)
     gh = np.empty((n_fine if want_local else 0, 2 + n_cols))
-    ii = np.empty(rows.shape[0], dtype=np.int64)
-    ww = np.empty(rows.shape[0])
-    yy = np.empty(rows.shape[0] if want_local else 0)
+    n_in = largest_node(start)  # per-node scratch
+    ii = np.empty(n_in, dtype=np.int64)
+    ww = np.empty(n_in)
+    yy = np.empty(n_in if want_local else 0)
     vals = np.empty(SMALL_SKETCH)
     wsrt = np.empty(SMALL_SKETCH)
     isrt = np.empty(SMALL_SKETCH, dtype=np.int64)
@@ -384,15 +398,19 @@ def sketch_pairs_ranked(
     cnt = np.empty(n_fine + 1, dtype=np.int64)
     vals_b = np.empty(BUCKET_ROWS)
     wts_b = np.empty(BUCKET_ROWS)
+    sg, s_cnt, s_bm, s_val, s_pos, s_code = sort_scratch(n_fine, n_cols)
+    keep = kept_ok.shape[0] > 0
     p_lo = pair_off[slot_lo]
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
         total = 0.0
+        whole = True
         for k in range(c):
             ii[k] = rows[order[a + k]]
             ww[k] = w[order[a + k]]
             total += ww[k]
+            whole &= ww[k] == np.floor(ww[k])
             if want_local:
                 yy[k] = y[ii[k]]
         for p in range(pair_off[s], pair_off[s + 1]):
@@ -417,6 +435,8 @@ def sketch_pairs_ranked(
                         vals[j], wsrt[j], isrt[j] = vals[j - 1], wsrt[j - 1], isrt[j - 1]
                         j -= 1
                     vals[j], wsrt[j], isrt[j] = v, wk, r
+                if keep:
+                    _keep(kept, kept_off[p], kept_ok, p, isrt, c)
                 tot = total - miss
                 if not tot > 0.0:
                     for lv in range(n_bins):
@@ -436,6 +456,17 @@ def sketch_pairs_ranked(
                             n_g += 1
                         _add_group(g_cnt, g_w, g_s, n_g - 1, wsrt[k], yy[isrt[k]], n_classes)
                 last = vals[n_known - 1]
+            elif whole and c < SORT_ROWS:
+                last = 0.0
+                n_g = sorted_sketch(
+                    Xt, codes_t, fine_max, f, ii, ww, yy, c, total, n_classes, want_local, out,
+                    q, sg, s_cnt, s_bm, s_val, s_pos, s_code, g_val, g_cnt, g_w, g_s,
+                )  # fmt: skip
+                if keep:
+                    _keep(kept, kept_off[p], kept_ok, p, s_pos, c)
+                if n_g < 0:
+                    continue
+                level = n_bins
             elif want_local:
                 # One zeroed block per node and feature: weight, rows, then the task sums.
                 for j in range(n_fine):  # loops: a slice assignment costs about 1 us
@@ -747,9 +778,18 @@ def sketch_pairs_ranked_numpy(
     slot_hi: int,
     out: NDArray[np.float64],
     local_out: NDArray[np.float64],
+    kept_off: NDArray[np.int64],
+    kept: NDArray[np.uint8],
+    kept_ok: NDArray[np.uint8],
 ) -> None:
     """NumPy twin of :func:`sketch_pairs_ranked` (sorts; the rank codes are not read)."""
     block = (pair_off, pair_feat, slot_lo, slot_hi)
+    for s in range(slot_lo, slot_hi) if kept_ok.size else ():  # stable sorts, kept
+        node = np.flatnonzero(slot == s)
+        if 0 < node.size < SORT_ROWS and (node.size <= SMALL_SKETCH or np.all(w[node] % 1 == 0)):
+            for p in range(pair_off[s], pair_off[s + 1]):
+                x, kept_ok[p] = Xt[pair_feat[p], rows[node]], 1
+                kept[kept_off[p] : kept_off[p] + node.size] = np.argsort(x, kind="stable")
     if out.shape[1] > 0:
         node_sketches_numpy(Xt, codes_t, fine_max, rows, w, slot, *block, out)
     if local_out.shape[0] > 0:

@@ -1,0 +1,192 @@
+"""Small nodes sorted once a level: Round A's sketch and Round B's bins share the sort.
+
+Under ``privacy="none"`` a client sketches every (node, feature) pair in Round A and bins
+the same rows among the pair's candidates in Round B. Deep nodes hold few rows, and for
+them the fixed costs of the general kernels dominate: a pass over all ``N_FINE_BINS``
+fine bins per pair (histogram zeroed and scanned) in Round A, a comparison of every row
+with every candidate in Round B. Here a pair of fewer than :data:`SORT_ROWS` rows (whole
+weights) is instead
+
+- histogrammed over the fine codes it uses only (a bitmap of the codes, walked in
+  ascending order), its rows sorted by value by a counting sort on those codes (the codes
+  ascend with the values; an insertion sort orders each code's rows), from which the
+  sketch (the exact quantiles or the histogram's, as :func:`~.client_sketch.
+  sketch_pairs_ranked` chooses) and the local candidates' groups are read: the same
+  numbers, as every sum is added in the same order (rows in node order into their bins,
+  bins in ascending order; whole weights make the exact quantiles' partial sums exact);
+- kept, as each row's position in the sorted order (``pair_sketches`` of
+  :mod:`~fedforest.federated.client_increments` keeps them in the fit's state,
+  ``fit.sorted_rows``), so that Round B bins the pair's rows by one merge
+  of the sorted values with the ascending candidates (:func:`merge_bins`), ``c + nc``
+  steps instead of ``c * nc`` comparisons: the same bins, so the same statistics.
+
+The kept orders belong to one level (Round A's slots); Round B uses them only for the
+pairs of that level (checked by identity of the level's pair offsets).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
+from numpy.typing import NDArray
+
+__all__ = [
+    "SORT_ROWS",
+    "keep_sorted",
+    "merge_bins",
+    "sort_scratch",
+    "sorted_offsets",
+    "sorted_sketch",
+]
+
+#: Pairs of fewer rows than this are sorted in Round A (positions kept as uint8) and
+#: binned by a merge in Round B (larger nodes bin through the value ranks' table).
+SORT_ROWS = 256
+
+
+@numba.njit(inline="always")
+def sort_scratch(n_fine, n_cols):
+    """Scratch of :func:`sorted_sketch` (allocated once per kernel call)."""
+    return (
+        np.zeros((n_fine, 2 + n_cols)),  # per code: weight, rows, task sums (kept zero)
+        np.zeros(n_fine, dtype=np.int64),  # per code: rows (kept zero), then positions
+        np.zeros((n_fine + 63) // 64, dtype=np.uint64),  # the codes used (kept zero)
+        np.empty(SORT_ROWS),  # the sorted values
+        np.empty(SORT_ROWS, dtype=np.int64),  # their positions in the node
+        np.empty(SORT_ROWS, dtype=np.int64),  # each row's code
+    )
+
+
+@numba.njit(inline="always")
+def sorted_sketch(
+    Xt, codes_t, fine_max, f, ii, ww, yy, c, total, n_classes, want_local, out, q,
+    gh, cnt, bm, sv, sk, kc, g_val, g_cnt, g_w, g_s,
+):  # fmt: skip
+    """One pair's sketch and local groups from its ``c < SORT_ROWS`` rows; whole weights.
+
+    Writes ``out[q]`` (NaN when no known value has weight), the groups ``g_*`` of the
+    fine codes used (their largest value, rows, weight, task sums: what the general
+    kernel reads off its histogram) and the rows' positions sorted by value (stable) in
+    ``sk[:c]``. Returns the number of groups, or -1 when ``out[q]`` is NaN. The scratch
+    (:func:`sort_scratch`) is left zeroed.
+    """
+    n_fine = fine_max.shape[1]
+    n_bins = out.shape[1]
+    n_cols = g_s.shape[1]
+    codes_f = codes_t[f]
+    xf = Xt[f]
+    for k in range(c):  # every row into its code's bin, in node order (the general sums)
+        cd = np.int64(codes_f[ii[k]])
+        kc[k] = cd
+        bm[cd >> 6] |= np.uint64(1) << np.uint64(cd & 63)
+        cnt[cd] += 1
+        gh[cd, 0] += ww[k]
+        if want_local:
+            gh[cd, 1] += 1.0
+            if n_classes == 0:
+                gh[cd, 2] += ww[k] * yy[k]
+            else:
+                gh[cd, 2 + int(yy[k])] += ww[k]
+    # The codes used, ascending: counting-sort positions, groups, histogram quantiles.
+    tot = total
+    if fine_max[f, n_fine - 1] == np.inf:  # the missing values' bin
+        tot -= gh[n_fine - 1, 0]
+    n_used = 0
+    run = 0
+    for wi in range(bm.shape[0]):
+        word = bm[wi]
+        while word != 0:
+            j = wi * 64 + np.int64(trailing_zeros(word))
+            word &= word - np.uint64(1)
+            rows_j = cnt[j]
+            cnt[j] = run
+            run += rows_j
+            if gh[j, 0] > 0.0 and not (j == n_fine - 1 and fine_max[f, j] == np.inf):
+                g_val[n_used] = fine_max[f, j]
+                g_cnt[n_used] = gh[j, 1]
+                g_w[n_used] = gh[j, 0]
+                for col in range(n_cols):
+                    g_s[n_used, col] = gh[j, 2 + col]
+                n_used += 1
+            for col in range(gh.shape[1]):
+                gh[j, col] = 0.0
+    for k in range(c):  # a stable counting sort by code, then by value within a code
+        pos = cnt[kc[k]]
+        cnt[kc[k]] = pos + 1
+        sk[pos] = k
+        sv[pos] = xf[ii[k]]
+    for k in range(1, c):
+        v, r, j = sv[k], sk[k], k
+        while j > 0 and sv[j - 1] > v:
+            sv[j], sk[j] = sv[j - 1], sk[j - 1]
+            j -= 1
+        sv[j], sk[j] = v, r
+    for wi in range(bm.shape[0]):
+        word = bm[wi]
+        while word != 0:
+            cnt[wi * 64 + np.int64(trailing_zeros(word))] = 0
+            word &= word - np.uint64(1)
+        bm[wi] = 0
+    if not tot > 0.0:
+        for lv in range(n_bins):
+            out[q, lv] = np.nan
+        return -1
+    level = 0
+    cum = 0.0
+    if n_used < 2 * n_bins:  # exact quantiles (the sorted values; whole weights)
+        for k in range(c):
+            cum += ww[sk[k]]
+            while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
+                out[q, level] = sv[k]
+                level += 1
+        for lv in range(level, n_bins):
+            out[q, lv] = sv[c - 1]
+    else:  # the histogram's quantiles at the codes' largest values
+        last = 0.0
+        for g in range(n_used):
+            cum += g_w[g]
+            last = g_val[g]
+            while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
+                out[q, level] = last
+                level += 1
+        for lv in range(level, n_bins):
+            out[q, lv] = last
+    return n_used
+
+
+@numba.njit(inline="always")
+def keep_sorted(kept, at, kept_ok, p, positions, c):
+    """Pair ``p``'s ``c`` sorted positions into ``kept[at:]``, marked kept."""
+    for k in range(c):
+        kept[at + k] = positions[k]
+    kept_ok[p] = 1
+
+
+@numba.njit(inline="always")
+def merge_bins(cs, c, xf, ii, sk, bins):
+    """``bins[k]``: the candidates ``cs`` (ascending) below row ``k``'s value, by a merge.
+
+    ``sk`` are the node's positions sorted by value (:func:`sorted_sketch`); the counts
+    are those of comparing every row with every candidate.
+    """
+    nc = cs.shape[0]
+    j = 0
+    for t in range(c):
+        k = sk[t]
+        x = xf[ii[k]]
+        while j < nc and cs[j] < x:
+            j += 1
+        bins[k] = j
+
+
+def sorted_offsets(
+    slot: NDArray[np.int32], pair_off: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.uint8], NDArray[np.uint8]]:
+    """Room for every small pair's sorted positions: offsets, positions, kept flags."""
+    n_slots = pair_off.size - 1
+    node_rows = np.bincount(slot[slot >= 0], minlength=n_slots)[:n_slots]
+    per_pair = np.repeat(np.where(node_rows < SORT_ROWS, node_rows, 0), np.diff(pair_off))
+    off = np.zeros(per_pair.size + 1, dtype=np.int64)
+    np.cumsum(per_pair, out=off[1:])
+    return off, np.empty(int(off[-1]), dtype=np.uint8), np.zeros(per_pair.size, dtype=np.uint8)
