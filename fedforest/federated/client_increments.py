@@ -29,10 +29,13 @@ from .client_kernels import (
     COUNT_MAX,
     FEW_ROWS,
     add_to_bins,
+    bins_scratch,
     gather_node,
-    group_rows,
-    largest_node,
+    increment_message,
+    increments_of,
     left_stats_numpy,
+    longest_lists,
+    node_setup,
     pair_bins,
     ranks_for,
 )
@@ -107,32 +110,12 @@ def left_increments_ranked(
     of the kept pairs, increments written, largest absolute integer increment), as
     ``protocol._fill_increments``.
     """
-    order = np.empty(rows.shape[0], dtype=np.int64)
-    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
-    group_rows(slot, slot_lo, order, start)
-    p_lo, p_hi = pair_off[slot_lo], pair_off[slot_hi]
-    max_nc = 0
-    for p in range(p_lo, p_hi):
-        max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
-    max_nu = 0
-    for f in range(uniq_off.shape[0] - 1):
-        max_nu = max(max_nu, uniq_off[f + 1] - uniq_off[f])
+    order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
+    max_nc = longest_lists(pair_off, cand_off, slot_lo, slot_hi)[0]
     n_counts = counts.shape[1]
     n_stat = n_counts + sums.shape[1]
     hist = np.zeros((max_nc + 1, n_stat))  # zero between pairs: used bins are reset
-    rank_c = np.empty(max_nc, dtype=np.int64)
-    lut = np.empty(max_nu + 3, dtype=np.int32)
-    n_pad = 1
-    while n_pad < max_nc + 1:
-        n_pad *= 2
-    padded = np.empty(n_pad)
-    n_in = largest_node(start)  # per-node scratch
-    ii = np.empty(n_in, dtype=np.int64)
-    st = np.empty((n_in, 2 if n_classes else 4))
-    cls = np.empty(n_in, dtype=np.int64)
-    rr = np.empty(n_in, dtype=np.int32)
-    xx = np.empty(n_in)
-    bins = np.empty(n_in, dtype=np.int64)
+    rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
     acc = np.empty(n_stat)
     kept = 0  # candidates of the kept pairs so far
     j = 0  # increments written
@@ -238,9 +221,7 @@ def left_increments_numpy(
         Xt, codes_t, fine_min, fine_max, rows, w, slot, y, n_classes, pair_off, pair_feat,
         cand_off, cand, 0, n_slots, left,
     )  # fmt: skip
-    first = np.zeros(cand.size, dtype=bool)
-    first[cand_off[:-1][np.diff(cand_off) > 0]] = True
-    return pack_increments(left, first, n_counts, "left", np.repeat(pair_keep, np.diff(cand_off)))
+    return increments_of(left, cand_off, pair_keep, n_counts, pack_increments)
 
 
 def left_increment_answer(
@@ -283,28 +264,8 @@ def left_increment_answer(
             fit.w[r], fit.slot[r], fit.y, fit.n_classes, pair_off, fit.pair_feat, keep,
             cand_off, cand, s_lo, s_hi, *buf, *sorted_rows[1:],
         )  # fmt: skip
-        parts[a] = (k0, *res, *buf)
+        n_block, m, big = res
+        parts[a] = (buf[0][:m], buf[1][:m], buf[2][:m], n_block, big)
 
     client._run_blocks(fit, job)
-    blocks = [parts[a] for a in sorted(parts)]
-    n = sum(int(p[1]) for p in blocks)
-    nnz = sum(int(p[2]) for p in blocks)
-    biggest = max((float(p[3]) for p in blocks), default=0.0)
-    counts = np.concatenate([p[4][: p[2]] for p in blocks])
-    sums = np.concatenate([p[5][: p[2]] for p in blocks])
-    index = np.concatenate([p[6][: p[2]] + p[0] for p in blocks])
-    # pack_increments' choice: sparse when it saves bytes; int64 counts only if needed.
-    row_bytes = 4 * n_counts + 8 * (n_stat - n_counts)
-    sparse = nnz * (row_bytes + 4) < n * row_bytes
-    counts = counts.astype(np.int64 if biggest > np.iinfo(np.int32).max else np.int32)
-    if not sparse:  # every kept candidate, zeros included
-        dense_counts = np.zeros((n, n_counts), dtype=counts.dtype)
-        dense_sums = np.zeros((n, n_stat - n_counts))
-        dense_counts[index], dense_sums[index] = counts, sums
-        counts, sums = dense_counts, dense_sums
-    out: dict[str, NDArray[Any]] = {"left_counts": counts}
-    if sums.shape[1]:
-        out["left_sums"] = sums
-    if sparse:
-        out["left_index"] = index.astype(np.int32)
-    return out
+    return increment_message([parts[a] for a in sorted(parts)], n_counts, n_stat)
