@@ -17,7 +17,14 @@ from numpy.typing import NDArray
 
 from .._common import CODE_DTYPE, N_FINE_BINS
 from .client_kernels import SMALL_SKETCH, group_rows, largest_node, ranks_for, register_ranks
-from .client_sorted import SORT_ROWS, sort_scratch, sorted_sketch
+from .client_sorted import (
+    BUCKET_ROWS,
+    SORT_ROWS,
+    exact_quantiles,
+    level_targets,
+    sort_scratch,
+    sorted_sketch,
+)
 from .client_sorted import keep_sorted as _keep
 
 __all__ = [
@@ -170,144 +177,6 @@ def node_sketches(
 EXACT_SKETCH = 4096
 
 
-@numba.njit(nogil=True, cache=True)
-def _exact_any(
-    Xt, codes_t, ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w, cnt, vals, wts
-):
-    """:func:`_exact_sketch` with the same numbers, without a comparison sort if it can.
-
-    With whole weights every partial sum is exact and the order of equal values does not
-    matter: a histogram of the value ranks (dense nodes), else the rows bucketed by fine
-    code (a counting sort) and put in order within their buckets.
-    """
-    whole = True
-    for k in range(c):
-        whole &= ww[k] == np.floor(ww[k])
-    if whole and _exact_ranked(ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w):
-        return
-    if not (whole and _exact_bucketed(Xt, codes_t, f, ii, ww, c, total, out, q, cnt, vals, wts)):
-        _exact_sketch(Xt, f, ii, ww, c, total, out, q)
-
-
-@numba.njit(nogil=True, cache=True)
-def _exact_bucketed(Xt, codes_t, f, ii, ww, c, total, out, q, cnt, vals, wts):
-    """:func:`_exact_sketch` for whole weights, sorting by fine code first.
-
-    The rows are put in order by a counting sort on their fine codes (which ascend with
-    the values), then an insertion sort within the buckets. False (nothing written) for a
-    node above ``BUCKET_ROWS`` rows or with a bucket above ``BUCKET_MAX`` (the insertion
-    sort is quadratic in a bucket).
-    """
-    if c > BUCKET_ROWS:
-        return False
-    codes_f = codes_t[f]
-    for j in range(cnt.shape[0]):
-        cnt[j] = 0
-    for k in range(c):
-        cnt[codes_f[ii[k]] + 1] += 1
-    biggest = 0
-    for j in range(1, cnt.shape[0]):
-        biggest = max(biggest, cnt[j])
-        cnt[j] += cnt[j - 1]
-    if biggest > BUCKET_MAX:
-        return False
-    for k in range(c):
-        cd = codes_f[ii[k]]
-        pos = cnt[cd]
-        vals[pos] = Xt[f, ii[k]]
-        wts[pos] = ww[k]
-        cnt[cd] = pos + 1
-    for k in range(1, c):  # out of order only within a bucket: a few moves each
-        v, wk, j = vals[k], wts[k], k
-        while j > 0 and vals[j - 1] > v:
-            vals[j], wts[j] = vals[j - 1], wts[j - 1]
-            j -= 1
-        vals[j], wts[j] = v, wk
-    n_bins = out.shape[1]
-    level = 0
-    cum = 0.0
-    for k in range(c):
-        cum += wts[k]
-        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
-            out[q, level] = vals[k]
-            level += 1
-    for lv in range(level, n_bins):
-        out[q, lv] = vals[c - 1]
-    return True
-
-
-#: Nodes of at most this many rows, none of whose fine bins holds more than
-#: ``BUCKET_MAX`` of them, sort their values by fine code (see ``_exact_bucketed``).
-BUCKET_ROWS = 512
-BUCKET_MAX = 64
-
-
-@numba.njit(nogil=True, cache=True)
-def _exact_ranked(ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w):
-    """:func:`_exact_sketch` off a histogram of the node's value ranks; False if too sparse.
-
-    With whole weights every partial sum is exact, so the weight of a distinct value added
-    at once crosses the same levels, at the same value, as its rows one by one in sorted
-    order. Missing values (+inf, rank ``n_u``) come last, as in the sort.
-    """
-    u0 = uniq_off[f]
-    n_u = uniq_off[f + 1] - u0
-    ranks_f = ranks_t[f]
-    r_lo, r_hi = n_u, -1
-    for k in range(c):
-        r = np.int64(ranks_f[ii[k]])
-        if r < n_u:
-            r_lo = min(r_lo, r)
-            r_hi = max(r_hi, r)
-    if r_hi < 0:
-        return False
-    span = r_hi - r_lo + 1
-    if span > RANK_SPAN_ROWS * c + RANK_SPAN_MIN:
-        return False
-    for i in range(span + 1):
-        rank_w[i] = 0.0
-    missing = False
-    for k in range(c):
-        r = np.int64(ranks_f[ii[k]])
-        missing |= r == n_u
-        rank_w[min(r - r_lo, span)] += ww[k]  # slot ``span``: the missing values
-    n_bins = out.shape[1]
-    level = 0
-    cum = 0.0
-    for i in range(span + 1):
-        wi = rank_w[i]
-        if wi <= 0.0:
-            continue
-        cum += wi
-        v = uniq[u0 + r_lo + i] if i < span else np.inf
-        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
-            out[q, level] = v
-            level += 1
-    top = np.inf if missing else uniq[u0 + r_hi]
-    for lv in range(level, n_bins):
-        out[q, lv] = top
-    return True
-
-
-@numba.njit(nogil=True, cache=True)
-def _exact_sketch(Xt, f, ii, ww, c, total, out, q):
-    """Exact weighted quantiles of one node's values into ``out[q]`` (levels ``b / B``)."""
-    vals = np.empty(c)
-    for k in range(c):
-        vals[k] = Xt[f, ii[k]]
-    order = np.argsort(vals)
-    n_bins = out.shape[1]
-    level = 0
-    cum = 0.0
-    for k in range(c):
-        cum += ww[order[k]]
-        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
-            out[q, level] = vals[order[k]]
-            level += 1
-    for lv in range(level, n_bins):
-        out[q, lv] = vals[order[c - 1]]
-
-
 def sketch_pairs(
     Xt: NDArray[np.float64],
     codes_t: NDArray[np.uint8],
@@ -346,13 +215,6 @@ def sketch_pairs(
         rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out, kept_off, kept,
         kept_ok,
     )  # fmt: skip
-
-
-#: The exact quantiles of a node (fewer than ``2 B`` fine bins used) are read off a
-#: histogram over the ranks of its values when every weight is whole and the ranks span at
-#: most ``RANK_SPAN_ROWS`` entries per row (plus ``RANK_SPAN_MIN``); else off its sorted values.
-RANK_SPAN_ROWS = 8
-RANK_SPAN_MIN = 256
 
 
 @numba.njit(nogil=True, cache=True)
@@ -399,6 +261,7 @@ def sketch_pairs_ranked(
     vals_b = np.empty(BUCKET_ROWS)
     wts_b = np.empty(BUCKET_ROWS)
     sg, s_cnt, s_bm, s_val, s_pos, s_code = sort_scratch(n_fine, n_cols)
+    thr = np.empty(n_bins)  # each level's share of a pair's weight (level_targets)
     keep = kept_ok.shape[0] > 0
     p_lo = pair_off[slot_lo]
     for s in range(slot_lo, slot_hi):
@@ -442,12 +305,13 @@ def sketch_pairs_ranked(
                     for lv in range(n_bins):
                         out[q, lv] = np.nan
                     continue
+                level_targets(thr, tot)
                 n_known = c
                 while n_known > 0 and vals[n_known - 1] == np.inf:
                     n_known -= 1
                 for k in range(n_known):
                     cum += wsrt[k]
-                    while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
+                    while level < n_bins and cum >= thr[level]:
                         out[q, level] = vals[k]
                         level += 1
                     if want_local:
@@ -460,7 +324,7 @@ def sketch_pairs_ranked(
                 last = 0.0
                 n_g = sorted_sketch(
                     Xt, codes_t, fine_max, f, ii, ww, yy, c, total, n_classes, want_local, out,
-                    q, sg, s_cnt, s_bm, s_val, s_pos, s_code, g_val, g_cnt, g_w, g_s,
+                    q, sg, s_cnt, s_bm, s_val, s_pos, s_code, g_val, g_cnt, g_w, g_s, thr,
                 )  # fmt: skip
                 if keep:
                     _keep(kept, kept_off[p], kept_ok, p, s_pos, c)
@@ -489,12 +353,13 @@ def sketch_pairs_ranked(
                     for lv in range(n_bins):
                         out[q, lv] = np.nan
                     continue
+                level_targets(thr, tot)
                 for j in range(n_fine):
                     if gh[j, 0] <= 0.0:
                         continue
                     cum += gh[j, 0]
                     last = fine_max[f, j]
-                    while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
+                    while level < n_bins and cum >= thr[level]:
                         out[q, level] = last
                         level += 1
                     g_val[n_g], g_cnt[n_g], g_w[n_g] = last, gh[j, 1], gh[j, 0]
@@ -502,7 +367,7 @@ def sketch_pairs_ranked(
                         g_s[n_g, col] = gh[j, 2 + col]
                     n_g += 1
                 if n_g < 2 * n_bins and c <= EXACT_SKETCH and n_bins > 0:
-                    _exact_any(
+                    exact_quantiles(
                         Xt, codes_t, ranks_t, uniq, uniq_off, f, ii, ww, c, tot, out, q,
                         rank_w, cnt, vals_b, wts_b,
                     )  # fmt: skip
@@ -522,19 +387,20 @@ def sketch_pairs_ranked(
                     for lv in range(n_bins):
                         out[q, lv] = np.nan
                     continue
+                level_targets(thr, tot)
                 for j in range(n_fine):
                     if hist[j] <= 0.0:
                         continue
                     n_used += 1
                     cum += hist[j]
                     last = fine_max[f, j]
-                    while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
+                    while level < n_bins and cum >= thr[level]:
                         out[q, level] = last
                         level += 1
                 if n_used < 2 * n_bins and c <= EXACT_SKETCH:
                     # The node's values sit in few of the client's fine bins: the bins would
                     # blur its quantiles, so read them off its sorted values instead.
-                    _exact_any(
+                    exact_quantiles(
                         Xt, codes_t, ranks_t, uniq, uniq_off, f, ii, ww, c, tot, out, q,
                         rank_w, cnt, vals_b, wts_b,
                     )  # fmt: skip

@@ -1,5 +1,8 @@
 """Small nodes sorted once a level: Round A's sketch and Round B's bins share the sort.
 
+(Also here: the exact quantiles of a node whose values fall in few fine bins,
+:func:`exact_quantiles`, off a histogram of value ranks or its sorted values.)
+
 Under ``privacy="none"`` a client sketches every (node, feature) pair in Round A and bins
 the same rows among the pair's candidates in Round B. Deep nodes hold few rows, and for
 them the fixed costs of the general kernels dominate: a pass over all ``N_FINE_BINS``
@@ -32,8 +35,11 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from numpy.typing import NDArray
 
 __all__ = [
+    "BUCKET_ROWS",
     "SORT_ROWS",
+    "exact_quantiles",
     "keep_sorted",
+    "level_targets",
     "merge_bins",
     "sort_scratch",
     "sorted_offsets",
@@ -61,7 +67,7 @@ def sort_scratch(n_fine, n_cols):
 @numba.njit(inline="always")
 def sorted_sketch(
     Xt, codes_t, fine_max, f, ii, ww, yy, c, total, n_classes, want_local, out, q,
-    gh, cnt, bm, sv, sk, kc, g_val, g_cnt, g_w, g_s,
+    gh, cnt, bm, sv, sk, kc, g_val, g_cnt, g_w, g_s, thr,
 ):  # fmt: skip
     """One pair's sketch and local groups from its ``c < SORT_ROWS`` rows; whole weights.
 
@@ -132,12 +138,13 @@ def sorted_sketch(
         for lv in range(n_bins):
             out[q, lv] = np.nan
         return -1
+    level_targets(thr, tot)
     level = 0
     cum = 0.0
     if n_used < 2 * n_bins:  # exact quantiles (the sorted values; whole weights)
         for k in range(c):
             cum += ww[sk[k]]
-            while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
+            while level < n_bins and cum >= thr[level]:
                 out[q, level] = sv[k]
                 level += 1
         for lv in range(level, n_bins):
@@ -147,12 +154,24 @@ def sorted_sketch(
         for g in range(n_used):
             cum += g_w[g]
             last = g_val[g]
-            while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
+            while level < n_bins and cum >= thr[level]:
                 out[q, level] = last
                 level += 1
         for lv in range(level, n_bins):
             out[q, lv] = last
     return n_used
+
+
+@numba.njit(inline="always")
+def level_targets(thr, tot):
+    """``thr[l]``: the weight the running sum must reach for level ``(l + 1) / B``.
+
+    The sketch's rule, ``tot * (l + 1) / B * (1 - 1e-12)``, computed once a pair (the
+    same numbers as in the loops that cross the levels, which read them here).
+    """
+    n_bins = thr.shape[0]
+    for lv in range(n_bins):
+        thr[lv] = tot * (lv + 1) / n_bins * (1.0 - 1e-12)
 
 
 @numba.njit(inline="always")
@@ -190,3 +209,150 @@ def sorted_offsets(
     off = np.zeros(per_pair.size + 1, dtype=np.int64)
     np.cumsum(per_pair, out=off[1:])
     return off, np.empty(int(off[-1]), dtype=np.uint8), np.zeros(per_pair.size, dtype=np.uint8)
+
+
+# ------------------------------------------------ exact quantiles of small nodes (Round A)
+
+#: The exact quantiles of a node (fewer than ``2 B`` fine bins used) are read off a
+#: histogram over the ranks of its values when every weight is whole and the ranks span at
+#: most ``RANK_SPAN_ROWS`` entries per row (plus ``RANK_SPAN_MIN``); else off its sorted values.
+RANK_SPAN_ROWS = 8
+RANK_SPAN_MIN = 256
+
+
+@numba.njit(nogil=True, cache=True)
+def exact_quantiles(
+    Xt, codes_t, ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w, cnt, vals, wts
+):
+    """:func:`_exact_sketch` with the same numbers, without a comparison sort if it can.
+
+    With whole weights every partial sum is exact and the order of equal values does not
+    matter: a histogram of the value ranks (dense nodes), else the rows bucketed by fine
+    code (a counting sort) and put in order within their buckets.
+    """
+    whole = True
+    for k in range(c):
+        whole &= ww[k] == np.floor(ww[k])
+    if whole and _exact_ranked(ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w):
+        return
+    if not (whole and _exact_bucketed(Xt, codes_t, f, ii, ww, c, total, out, q, cnt, vals, wts)):
+        _exact_sketch(Xt, f, ii, ww, c, total, out, q)
+
+
+@numba.njit(nogil=True, cache=True)
+def _exact_bucketed(Xt, codes_t, f, ii, ww, c, total, out, q, cnt, vals, wts):
+    """:func:`_exact_sketch` for whole weights, sorting by fine code first.
+
+    The rows are put in order by a counting sort on their fine codes (which ascend with
+    the values), then an insertion sort within the buckets. False (nothing written) for a
+    node above ``BUCKET_ROWS`` rows or with a bucket above ``BUCKET_MAX`` (the insertion
+    sort is quadratic in a bucket).
+    """
+    if c > BUCKET_ROWS:
+        return False
+    codes_f = codes_t[f]
+    for j in range(cnt.shape[0]):
+        cnt[j] = 0
+    for k in range(c):
+        cnt[codes_f[ii[k]] + 1] += 1
+    biggest = 0
+    for j in range(1, cnt.shape[0]):
+        biggest = max(biggest, cnt[j])
+        cnt[j] += cnt[j - 1]
+    if biggest > BUCKET_MAX:
+        return False
+    for k in range(c):
+        cd = codes_f[ii[k]]
+        pos = cnt[cd]
+        vals[pos] = Xt[f, ii[k]]
+        wts[pos] = ww[k]
+        cnt[cd] = pos + 1
+    for k in range(1, c):  # out of order only within a bucket: a few moves each
+        v, wk, j = vals[k], wts[k], k
+        while j > 0 and vals[j - 1] > v:
+            vals[j], wts[j] = vals[j - 1], wts[j - 1]
+            j -= 1
+        vals[j], wts[j] = v, wk
+    n_bins = out.shape[1]
+    level = 0
+    cum = 0.0
+    for k in range(c):
+        cum += wts[k]
+        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+            out[q, level] = vals[k]
+            level += 1
+    for lv in range(level, n_bins):
+        out[q, lv] = vals[c - 1]
+    return True
+
+
+#: Nodes of at most this many rows, none of whose fine bins holds more than
+#: ``BUCKET_MAX`` of them, sort their values by fine code (see ``_exact_bucketed``).
+BUCKET_ROWS = 512
+BUCKET_MAX = 64
+
+
+@numba.njit(nogil=True, cache=True)
+def _exact_ranked(ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w):
+    """:func:`_exact_sketch` off a histogram of the node's value ranks; False if too sparse.
+
+    With whole weights every partial sum is exact, so the weight of a distinct value added
+    at once crosses the same levels, at the same value, as its rows one by one in sorted
+    order. Missing values (+inf, rank ``n_u``) come last, as in the sort.
+    """
+    u0 = uniq_off[f]
+    n_u = uniq_off[f + 1] - u0
+    ranks_f = ranks_t[f]
+    r_lo, r_hi = n_u, -1
+    for k in range(c):
+        r = np.int64(ranks_f[ii[k]])
+        if r < n_u:
+            r_lo = min(r_lo, r)
+            r_hi = max(r_hi, r)
+    if r_hi < 0:
+        return False
+    span = r_hi - r_lo + 1
+    if span > RANK_SPAN_ROWS * c + RANK_SPAN_MIN:
+        return False
+    for i in range(span + 1):
+        rank_w[i] = 0.0
+    missing = False
+    for k in range(c):
+        r = np.int64(ranks_f[ii[k]])
+        missing |= r == n_u
+        rank_w[min(r - r_lo, span)] += ww[k]  # slot ``span``: the missing values
+    n_bins = out.shape[1]
+    level = 0
+    cum = 0.0
+    for i in range(span + 1):
+        wi = rank_w[i]
+        if wi <= 0.0:
+            continue
+        cum += wi
+        v = uniq[u0 + r_lo + i] if i < span else np.inf
+        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+            out[q, level] = v
+            level += 1
+    top = np.inf if missing else uniq[u0 + r_hi]
+    for lv in range(level, n_bins):
+        out[q, lv] = top
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def _exact_sketch(Xt, f, ii, ww, c, total, out, q):
+    """Exact weighted quantiles of one node's values into ``out[q]`` (levels ``b / B``)."""
+    vals = np.empty(c)
+    for k in range(c):
+        vals[k] = Xt[f, ii[k]]
+    order = np.argsort(vals)
+    n_bins = out.shape[1]
+    level = 0
+    cum = 0.0
+    for k in range(c):
+        cum += ww[order[k]]
+        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
+            out[q, level] = vals[order[k]]
+            level += 1
+    for lv in range(level, n_bins):
+        out[q, lv] = vals[order[c - 1]]
