@@ -77,6 +77,8 @@ def instrument(seconds: dict[str, float], calls: dict[str, int], work: dict[str,
     if CI is not None:
         lir = "left_increments_ranked"
         wrap(CI, lir, lir, lambda a: row_pairs(a[9], a[12], a[17], a[18]))
+        # Round A's sketches, called from client_increments.pair_sketches since 34dd9fe.
+        wrap(CI, "sketch_pairs", "sketch_pairs", lambda a: row_pairs(a[9], a[10], a[12], a[13]))
         wrap(SA.MaskingKeys, "mask", "MaskingKeys.mask")
     wrap(K, "route_rows", "route_rows")
     wrap(K, "node_summaries", "node_summaries")
