@@ -104,8 +104,6 @@ class _Fit:
     weighted: bool = False
     #: binning="global": every row's bin among its column's candidates.
     grid: GridCodes | None = None
-    #: Round A's small pairs sorted by value, for Round B (client_sorted.sorted_offsets).
-    sorted_rows: Any = None
 
 
 class Client:

@@ -11,9 +11,7 @@ difference of the same two running sums, and a bin without rows leaves them unch
 the same message (:func:`left_increment_answer`). Single-output targets, exact split rule;
 the other answers keep the two steps.
 
-Round A's sketches (:func:`pair_sketches`) keep the small nodes' rows sorted by value
-(:mod:`~fedforest.federated.client_sorted`), and :func:`left_increments_ranked` bins
-those rows by a merge with the candidates.
+Round A's sketch call (:func:`pair_sketches`) lives here too.
 """
 
 from __future__ import annotations
@@ -40,7 +38,6 @@ from .client_kernels import (
     ranks_for,
 )
 from .client_sketch import fine_codes, sketch_pairs
-from .client_sorted import SORT_ROWS, merge_bins, sorted_offsets
 from .client_targets import proposal_target
 from .criteria import CRITERION_CODES
 from .protocol import pack_increments
@@ -56,8 +53,8 @@ __all__ = [
 def pair_sketches(client: Any, fit: Any) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Quantile sketch and (if asked for) local best threshold of every pair, one pass.
 
-    The small pairs' sorted positions are kept in ``fit.sorted_rows`` for Round B.
-    ``client`` is the :class:`~fedforest.federated.client.Client`, ``fit`` its state.
+    ``client`` is the :class:`~fedforest.federated.client.Client`, ``fit`` its state
+    (moved out of client.py, at the layout's limit).
     """
     assert fit.pair_off is not None and fit.pair_feat is not None
     assert fit.slot_tree is not None and client._codes is not None and fit.n_bins is not None
@@ -66,8 +63,6 @@ def pair_sketches(client: Any, fit: Any) -> tuple[NDArray[np.float64], NDArray[n
     out = np.empty((n_pairs, fit.n_bins))
     local = np.empty(n_pairs if fit.local_candidates else 0)
     pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
-    kept = sorted_offsets(fit.slot, pair_off)
-    fit.sorted_rows = (pair_off, *kept)
     # Proposals (local_candidates) of a Poisson forest use squared error: they only add
     # candidates, scored on the pooled Poisson statistics.
     criterion = CRITERION_CODES[fit.criterion if fit.criterion != "poisson" else "squared_error"]
@@ -80,7 +75,7 @@ def pair_sketches(client: Any, fit: Any) -> tuple[NDArray[np.float64], NDArray[n
         sketch_pairs(
             client.Xt, codes, fine_max, target, fit.n_classes, criterion, fit.min_rows,
             fit.rows[r], fit.w[r], fit.slot[r], pair_off, pair_feat, s_lo, s_hi, out[block],
-            local[block] if local.size else local, *kept,
+            local[block] if local.size else local,
         )  # fmt: skip
 
     client._run_blocks(fit, job)
@@ -91,7 +86,6 @@ def pair_sketches(client: Any, fit: Any) -> tuple[NDArray[np.float64], NDArray[n
 def left_increments_ranked(
     Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
     pair_off, pair_feat, pair_keep, cand_off, cand, slot_lo, slot_hi, counts, sums, index,
-    sort_off, sort_pos, sort_ok,
 ):  # fmt: skip
     """The non-zero increments of the left statistics of the kept pairs of ``slot_lo..slot_hi``.
 
@@ -103,8 +97,6 @@ def left_increments_ranked(
     counts : ndarray of int64, shape (n_kept, n_counts)  # OUT: integer columns (rounded)
     sums : ndarray of float64, shape (n_kept, n_stats - n_counts)  # OUT: the others
     index : ndarray of int64, shape (n_kept,)  # OUT: position among the kept candidates
-    sort_off, sort_pos, sort_ok : Round A's sorted positions of the small pairs (as
-        ``sketch_pairs`` fills them; ``sort_ok`` empty: none)  # IN
 
     ``n_kept`` is at least the number of candidates of the kept pairs. Returns (candidates
     of the kept pairs, increments written, largest absolute integer increment), as
@@ -129,13 +121,7 @@ def left_increments_ranked(
             if nc == 0 or not pair_keep[p]:
                 continue
             cs = cand[cand_off[p] : cand_off[p + 1]]
-            merge = sort_ok.shape[0] > 0 and sort_ok[p] == 1 and c < SORT_ROWS
-            for t in range(1, nc if merge else 0):
-                merge &= cs[t] >= cs[t - 1]
-            if merge:  # the rows sorted in Round A: one merge with the candidates
-                sk = sort_pos[sort_off[p] : sort_off[p] + c]
-                merge_bins(cs, c, Xt[pair_feat[p]], ii, sk, bins)
-            elif c <= FEW_ROWS and nc <= COUNT_MAX:  # pair_bins' count, written out here
+            if c <= FEW_ROWS and nc <= COUNT_MAX:  # pair_bins' count, written out here
                 xf = Xt[pair_feat[p]]
                 for k in range(c):
                     x = xf[ii[k]]
@@ -154,21 +140,11 @@ def left_increments_ranked(
             # increment is exactly zero (it does not travel in the sparse form).
             for q in range(n_stat):
                 acc[q] = 0.0
-            if merge:  # the bins holding rows, in ascending order: the sorted rows' bins
-                prev = -1
-                for u in range(c):
-                    t = bins[sk[u]]
-                    if t != prev and t < nc:
-                        j, biggest = _emit(
-                            hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
-                        )
-                    prev = t
-            else:
-                for t in range(nc):
-                    if hist[t, 0] != 0.0:  # rows in the bin (every row counts 1 in column 0)
-                        j, biggest = _emit(
-                            hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
-                        )
+            for t in range(nc):
+                if hist[t, 0] != 0.0:  # rows in the bin (every row counts 1 in column 0)
+                    j, biggest = _emit(
+                        hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
+                    )
             for k in range(c):  # reset the bins used (bin nc too: right of every candidate)
                 for q in range(n_stat):
                     hist[bins[k], q] = 0.0
@@ -242,9 +218,6 @@ def left_increment_answer(
     task = "classification" if fit.n_classes else "regression"
     n_stat, n_counts = n_stats(task, fit.n_classes), count_columns(fit.n_classes, fit.weighted)
     pair_off, slot_tree, keep = fit.pair_off, fit.slot_tree, fit.pair_present
-    sorted_rows = getattr(fit, "sorted_rows", None)  # this level's, from Round A
-    if sorted_rows is None or sorted_rows[0] is not pair_off:
-        sorted_rows = (None, np.zeros(1, np.int64), np.empty(0, np.uint8), np.empty(0, np.uint8))
     kept_before = np.zeros(pair_off[-1] + 1, dtype=np.int64)  # kept candidates before a pair
     np.cumsum(np.where(keep, np.diff(cand_off), 0), out=kept_before[1:])
     parts: dict[int, tuple[Any, ...]] = {}
@@ -262,7 +235,7 @@ def left_increment_answer(
         res = left_increments_ranked(
             client.Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, fit.rows[r],
             fit.w[r], fit.slot[r], fit.y, fit.n_classes, pair_off, fit.pair_feat, keep,
-            cand_off, cand, s_lo, s_hi, *buf, *sorted_rows[1:],
+            cand_off, cand, s_lo, s_hi, *buf,
         )  # fmt: skip
         n_block, m, big = res
         parts[a] = (buf[0][:m], buf[1][:m], buf[2][:m], n_block, big)

@@ -25,7 +25,6 @@ from .client_sorted import (
     sort_scratch,
     sorted_sketch,
 )
-from .client_sorted import keep_sorted as _keep
 
 __all__ = [
     "distinct_values",
@@ -194,34 +193,25 @@ def sketch_pairs(
     slot_hi: int,
     out: NDArray[np.float64],
     local_out: NDArray[np.float64],
-    kept_off: NDArray[np.int64] | None = None,
-    kept: NDArray[np.uint8] | None = None,
-    kept_ok: NDArray[np.uint8] | None = None,
 ) -> None:
     """:func:`node_sketches` and :func:`local_best_thresholds` in one pass over the rows.
 
     Either output may be empty (``out`` with 0 columns, ``local_out`` of length 0): that
     part is skipped. Both read the same sorted values (nodes of at most ``SMALL_SKETCH``
     rows) or the same fine-code histogram (larger nodes). The kernel is
-    :func:`sketch_pairs_ranked`, on the rank codes registered with ``codes_t``. If given,
-    ``kept_*`` receive the small pairs' sorted positions (:func:`~.client_sorted.
-    sorted_offsets`; pair ``p``'s at ``kept[kept_off[p]:]`` if ``kept_ok[p]``).
+    :func:`sketch_pairs_ranked`, on the rank codes registered with ``codes_t``.
     """
     ranks_t, uniq, uniq_off, _ = ranks_for(Xt, codes_t, fine_max.shape[1])
-    if kept_off is None or kept is None or kept_ok is None:
-        kept_off, kept, kept_ok = np.zeros(1, np.int64), *[np.empty(0, np.uint8)] * 2
     sketch_pairs_ranked(
         Xt, codes_t, fine_max, ranks_t, uniq, uniq_off, y, n_classes, criterion, min_rows,
-        rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out, kept_off, kept,
-        kept_ok,
+        rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out,
     )  # fmt: skip
 
 
 @numba.njit(nogil=True, cache=True)
 def sketch_pairs_ranked(
     Xt, codes_t, fine_max, ranks_t, uniq, uniq_off, y, n_classes, criterion, min_rows,
-    rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out, kept_off, kept,
-    kept_ok,
+    rows, w, slot, pair_off, pair_feat, slot_lo, slot_hi, out, local_out,
 ):  # fmt: skip
     """:func:`sketch_pairs` with the rank codes of :func:`~.client_kernels.value_ranks`.
 
@@ -229,7 +219,7 @@ def sketch_pairs_ranked(
     their value ranks (no sort) where the sums stay exact (whole weights) and the ranks
     are dense enough: the numbers a sort gives. Nodes of fewer than ``SORT_ROWS`` rows
     with whole weights are sorted instead (:func:`~.client_sorted.sorted_sketch`: the same
-    numbers); their positions go to ``kept`` when ``kept_ok`` is not empty.
+    numbers), without a pass over every fine bin.
     """
     order = np.empty(rows.shape[0], dtype=np.int64)
     start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
@@ -262,7 +252,6 @@ def sketch_pairs_ranked(
     wts_b = np.empty(BUCKET_ROWS)
     sg, s_cnt, s_bm, s_val, s_pos, s_code = sort_scratch(n_fine, n_cols)
     thr = np.empty(n_bins)  # each level's share of a pair's weight (level_targets)
-    keep = kept_ok.shape[0] > 0
     p_lo = pair_off[slot_lo]
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
@@ -298,8 +287,6 @@ def sketch_pairs_ranked(
                         vals[j], wsrt[j], isrt[j] = vals[j - 1], wsrt[j - 1], isrt[j - 1]
                         j -= 1
                     vals[j], wsrt[j], isrt[j] = v, wk, r
-                if keep:
-                    _keep(kept, kept_off[p], kept_ok, p, isrt, c)
                 tot = total - miss
                 if not tot > 0.0:
                     for lv in range(n_bins):
@@ -326,8 +313,6 @@ def sketch_pairs_ranked(
                     Xt, codes_t, fine_max, f, ii, ww, yy, c, total, n_classes, want_local, out,
                     q, sg, s_cnt, s_bm, s_val, s_pos, s_code, g_val, g_cnt, g_w, g_s, thr,
                 )  # fmt: skip
-                if keep:
-                    _keep(kept, kept_off[p], kept_ok, p, s_pos, c)
                 if n_g < 0:
                     continue
                 level = n_bins
@@ -644,18 +629,9 @@ def sketch_pairs_ranked_numpy(
     slot_hi: int,
     out: NDArray[np.float64],
     local_out: NDArray[np.float64],
-    kept_off: NDArray[np.int64],
-    kept: NDArray[np.uint8],
-    kept_ok: NDArray[np.uint8],
 ) -> None:
     """NumPy twin of :func:`sketch_pairs_ranked` (sorts; the rank codes are not read)."""
     block = (pair_off, pair_feat, slot_lo, slot_hi)
-    for s in range(slot_lo, slot_hi) if kept_ok.size else ():  # stable sorts, kept
-        node = np.flatnonzero(slot == s)
-        if 0 < node.size < SORT_ROWS and (node.size <= SMALL_SKETCH or np.all(w[node] % 1 == 0)):
-            for p in range(pair_off[s], pair_off[s + 1]):
-                x, kept_ok[p] = Xt[pair_feat[p], rows[node]], 1
-                kept[kept_off[p] : kept_off[p] + node.size] = np.argsort(x, kind="stable")
     if out.shape[1] > 0:
         node_sketches_numpy(Xt, codes_t, fine_max, rows, w, slot, *block, out)
     if local_out.shape[0] > 0:

@@ -1,30 +1,25 @@
-"""Small nodes sorted once a level: Round A's sketch and Round B's bins share the sort.
+"""Round A's sketch of small nodes without a pass over every fine bin; exact quantiles.
 
-(Also here: the exact quantiles of a node whose values fall in few fine bins,
-:func:`exact_quantiles`, off a histogram of value ranks or its sorted values.)
+Under ``privacy="none"`` a client sketches every (node, feature) pair in Round A. Deep
+nodes hold few rows, and for them the general kernel's fixed cost dominates: a pass over
+all ``N_FINE_BINS`` fine bins per pair (a histogram zeroed and scanned), then, as few bins
+are used, a sort of the node's values for the exact quantiles. A pair of fewer than
+:data:`SORT_ROWS` rows (whole weights) is instead histogrammed over the fine codes it uses
+only (a bitmap of the codes, walked in ascending order) and its rows sorted by value by a
+counting sort on those codes (the codes ascend with the values; an insertion sort orders
+each code's rows); the sketch (the exact quantiles or the histogram's, as
+:func:`~.client_sketch.sketch_pairs_ranked` chooses) and the local candidates' groups are
+read off them (:func:`sorted_sketch`): the same numbers, as every sum is added in the
+same order (rows in node order into their bins, bins in ascending order; whole weights
+make the exact quantiles' partial sums exact).
 
-Under ``privacy="none"`` a client sketches every (node, feature) pair in Round A and bins
-the same rows among the pair's candidates in Round B. Deep nodes hold few rows, and for
-them the fixed costs of the general kernels dominate: a pass over all ``N_FINE_BINS``
-fine bins per pair (histogram zeroed and scanned) in Round A, a comparison of every row
-with every candidate in Round B. Here a pair of fewer than :data:`SORT_ROWS` rows (whole
-weights) is instead
+Also here (from client_sketch.py): :func:`exact_quantiles`, a node's exact quantiles off
+a histogram of its value ranks, a counting sort on fine codes, or a sort; and
+:func:`level_targets`, each quantile level's share of a pair's weight, once a pair.
 
-- histogrammed over the fine codes it uses only (a bitmap of the codes, walked in
-  ascending order), its rows sorted by value by a counting sort on those codes (the codes
-  ascend with the values; an insertion sort orders each code's rows), from which the
-  sketch (the exact quantiles or the histogram's, as :func:`~.client_sketch.
-  sketch_pairs_ranked` chooses) and the local candidates' groups are read: the same
-  numbers, as every sum is added in the same order (rows in node order into their bins,
-  bins in ascending order; whole weights make the exact quantiles' partial sums exact);
-- kept, as each row's position in the sorted order (``pair_sketches`` of
-  :mod:`~fedforest.federated.client_increments` keeps them in the fit's state,
-  ``fit.sorted_rows``), so that Round B bins the pair's rows by one merge
-  of the sorted values with the ascending candidates (:func:`merge_bins`), ``c + nc``
-  steps instead of ``c * nc`` comparisons: the same bins, so the same statistics.
-
-The kept orders belong to one level (Round A's slots); Round B uses them only for the
-pairs of that level (checked by identity of the level's pair offsets).
+Tried and dropped: keeping the sorted rows for Round B, to bin them by a merge with the
+candidates (``c + nc`` steps instead of ``c * nc`` comparisons): 15-30 % slower at nodes
+of 50-200 rows than the vectorised count (the merge's branches mispredict).
 """
 
 from __future__ import annotations
@@ -32,17 +27,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
-from numpy.typing import NDArray
 
 __all__ = [
     "BUCKET_ROWS",
     "SORT_ROWS",
     "exact_quantiles",
-    "keep_sorted",
     "level_targets",
-    "merge_bins",
     "sort_scratch",
-    "sorted_offsets",
     "sorted_sketch",
 ]
 
@@ -172,43 +163,6 @@ def level_targets(thr, tot):
     n_bins = thr.shape[0]
     for lv in range(n_bins):
         thr[lv] = tot * (lv + 1) / n_bins * (1.0 - 1e-12)
-
-
-@numba.njit(inline="always")
-def keep_sorted(kept, at, kept_ok, p, positions, c):
-    """Pair ``p``'s ``c`` sorted positions into ``kept[at:]``, marked kept."""
-    for k in range(c):
-        kept[at + k] = positions[k]
-    kept_ok[p] = 1
-
-
-@numba.njit(inline="always")
-def merge_bins(cs, c, xf, ii, sk, bins):
-    """``bins[k]``: the candidates ``cs`` (ascending) below row ``k``'s value, by a merge.
-
-    ``sk`` are the node's positions sorted by value (:func:`sorted_sketch`); the counts
-    are those of comparing every row with every candidate.
-    """
-    nc = cs.shape[0]
-    j = 0
-    for t in range(c):
-        k = sk[t]
-        x = xf[ii[k]]
-        while j < nc and cs[j] < x:
-            j += 1
-        bins[k] = j
-
-
-def sorted_offsets(
-    slot: NDArray[np.int32], pair_off: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[np.uint8], NDArray[np.uint8]]:
-    """Room for every small pair's sorted positions: offsets, positions, kept flags."""
-    n_slots = pair_off.size - 1
-    node_rows = np.bincount(slot[slot >= 0], minlength=n_slots)[:n_slots]
-    per_pair = np.repeat(np.where(node_rows < SORT_ROWS, node_rows, 0), np.diff(pair_off))
-    off = np.zeros(per_pair.size + 1, dtype=np.int64)
-    np.cumsum(per_pair, out=off[1:])
-    return off, np.empty(int(off[-1]), dtype=np.uint8), np.zeros(per_pair.size, dtype=np.uint8)
 
 
 # ------------------------------------------------ exact quantiles of small nodes (Round A)
