@@ -64,8 +64,8 @@ def sorted_sketch(
 
     Writes ``out[q]`` (NaN when no known value has weight), the groups ``g_*`` of the
     fine codes used (their largest value, rows, weight, task sums: what the general
-    kernel reads off its histogram) and the rows' positions sorted by value (stable) in
-    ``sk[:c]``. Returns the number of groups, or -1 when ``out[q]`` is NaN. The scratch
+    kernel reads off its histogram); the rows are sorted (``sv``, ``sk``) only for the exact
+    quantiles. Returns the number of groups, or -1 when ``out[q]`` is NaN. The scratch
     (:func:`sort_scratch`) is left zeroed.
     """
     n_fine = fine_max.shape[1]
@@ -108,12 +108,13 @@ def sorted_sketch(
                 n_used += 1
             for col in range(gh.shape[1]):
                 gh[j, col] = 0.0
-    for k in range(c):  # a stable counting sort by code, then by value within a code
+    exact = n_used < 2 * n_bins and tot > 0.0  # the exact quantiles: the rows sorted
+    for k in range(c if exact else 0):  # a stable counting sort by code, then by value
         pos = cnt[kc[k]]
         cnt[kc[k]] = pos + 1
         sk[pos] = k
         sv[pos] = xf[ii[k]]
-    for k in range(1, c):
+    for k in range(1, c if exact else 0):
         v, r, j = sv[k], sk[k], k
         while j > 0 and sv[j - 1] > v:
             sv[j], sk[j] = sv[j - 1], sk[j - 1]
@@ -132,7 +133,7 @@ def sorted_sketch(
     level_targets(thr, tot)
     level = 0
     cum = 0.0
-    if n_used < 2 * n_bins:  # exact quantiles (the sorted values; whole weights)
+    if exact:  # the sorted values' (whole weights: exact partial sums)
         for k in range(c):
             cum += ww[sk[k]]
             while level < n_bins and cum >= thr[level]:
