@@ -133,8 +133,11 @@ def test_sketch_pairs_ranked_twins(whole, missing, n_classes):
     slot[narrow[narrow >= 2000]] = 1
     small = np.flatnonzero(slot < 0)[:600]
     slot[small] = 2 + rng.integers(0, 8, small.size)
-    pair_off = np.arange(11, dtype=np.int64) * d
-    pair_feat = np.tile(np.arange(d, dtype=np.int32), 10)
+    # Slots 10-17: 28 rows each, fewer than 2 B (client_sorted.sorted_sketch's nodes).
+    tiny = np.flatnonzero(slot < 0)[:224]
+    slot[tiny] = 10 + np.arange(tiny.size) % 8
+    pair_off = np.arange(19, dtype=np.int64) * d
+    pair_feat = np.tile(np.arange(d, dtype=np.int32), 18)
     y = rng.integers(0, n_classes, n).astype(float) if n_classes else rng.normal(size=n)
     codes, _, fmax = fine_codes(X, N_FINE_BINS)
     ranks_t, uniq, uniq_off, _ = K.ranks_for(X.T, codes, N_FINE_BINS)
@@ -142,7 +145,7 @@ def test_sketch_pairs_ranked_twins(whole, missing, n_classes):
     out = [np.full((pair_feat.size, 16), -1.0) for _ in range(2)]
     local = [np.full(pair_feat.size, -1.0) for _ in range(2)]
     head = (Xt, codes, fmax, ranks_t, uniq, uniq_off, y, n_classes, 0, 5)
-    tail = (rows, w, slot, pair_off, pair_feat, 0, 10)
+    tail = (rows, w, slot, pair_off, pair_feat, 0, 18)
     sketch_pairs_ranked(*head, *tail, out[0], local[0])
     sketch_pairs_ranked_numpy(*head, *tail, out[1], local[1])
     np.testing.assert_array_equal(out[0], out[1])

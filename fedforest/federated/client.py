@@ -30,9 +30,9 @@ from . import client_kernels as K
 from .categorical import encode, read_features, sort_categories
 from .client_bootstrap import answer_bootstrap, bootstrap_counts, weigh_trees
 from .client_grid import GridCodes, fixed_candidates, left_stats_coded, pack_coded
-from .client_increments import left_increment_answer
+from .client_increments import left_increment_answer, pair_sketches
 from .client_secure import SecureParty, fit_outputs
-from .client_sketch import distinct_values, fine_codes, sketch_pairs
+from .client_sketch import distinct_values, fine_codes
 from .client_targets import (
     by_output,
     check_labels,
@@ -43,11 +43,10 @@ from .client_targets import (
     feature_sketches,
     label_header,
     poisson_column,
-    proposal_target,
     sample_weights,
     targets,
 )
-from .criteria import CRITERION_CODES, weighted_gain
+from .criteria import weighted_gain
 from .protocol import (
     BOOTSTRAP,
     GRID,
@@ -489,44 +488,7 @@ class Client:
 
     def _sketches(self, fit: _Fit) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Quantile sketch and (if asked for) local best threshold of every pair, one pass."""
-        assert fit.pair_off is not None and fit.pair_feat is not None
-        assert fit.slot_tree is not None and self._codes is not None and fit.n_bins is not None
-        codes, _, fine_max = self._codes
-        n_pairs = int(fit.pair_off[-1])
-        out = np.empty((n_pairs, fit.n_bins))
-        local = np.empty(n_pairs if fit.local_candidates else 0)
-        pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
-        # Proposals (local_candidates) of a Poisson forest use squared error: they only add
-        # candidates, scored on the pooled Poisson statistics.
-        criterion = CRITERION_CODES[
-            fit.criterion if fit.criterion != "poisson" else "squared_error"
-        ]
-
-        def job(a: int, b: int) -> None:
-            s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
-            r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
-            block = slice(int(pair_off[s_lo]), int(pair_off[s_hi]))
-            sketch_pairs(
-                self.Xt,
-                codes,
-                fine_max,
-                proposal_target(fit.y, fit.n_classes),  # local_candidates
-                fit.n_classes,
-                criterion,
-                fit.min_rows,
-                fit.rows[r],
-                fit.w[r],
-                fit.slot[r],
-                pair_off,
-                pair_feat,
-                s_lo,
-                s_hi,
-                out[block],
-                local[block] if local.size else local,
-            )
-
-        self._run_blocks(fit, job)
-        return out, local
+        return pair_sketches(self, fit)
 
     # ------------------------------------------------------------------ Round B
     def _round_b(self, msg: Message) -> Message:

@@ -26,7 +26,14 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from .client_kernels import _row_stats, gather_node, group_rows
+from .client_kernels import (
+    _row_stats,
+    gather_node,
+    increment_message,
+    increments_of,
+    longest_lists,
+    node_setup,
+)
 from .protocol import Message, expand_candidates, expect_array, pack_increments_numpy
 
 __all__ = [
@@ -143,21 +150,12 @@ def left_stats_coded(
     rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, slot_lo, slot_hi, out :
         as :func:`~fedforest.federated.client_kernels.left_stats`
     """
-    order = np.empty(rows.shape[0], dtype=np.int64)
-    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
-    group_rows(slot, slot_lo, order, start)
-    p_lo, p_hi = pair_off[slot_lo], pair_off[slot_hi]
-    c0 = cand_off[p_lo]
-    max_nc = 0
-    for p in range(p_lo, p_hi):
-        max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
+    order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
+    c0 = cand_off[pair_off[slot_lo]]
+    max_nc = longest_lists(pair_off, cand_off, slot_lo, slot_hi)[0]
     n_stat = out.shape[1]
     hist = np.empty((max_nc + 1, n_stat))
     acc = np.empty(n_stat)
-    n_in = rows.shape[0]
-    ii = np.empty(n_in, dtype=np.int64)
-    st = np.empty((n_in, 2 if n_classes else 4))
-    cls = np.empty(n_in, dtype=np.int64)
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
@@ -252,25 +250,14 @@ def grid_increments(
     index : ndarray of int32, shape (m_max,)  # OUT: their positions among the block's
         present candidates (in pair order)
     """
-    order = np.empty(rows.shape[0], dtype=np.int64)
-    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
-    group_rows(slot, slot_lo, order, start)
-    max_nc = 0
-    max_pairs = 0
-    for s in range(slot_lo, slot_hi):
-        max_pairs = max(max_pairs, pair_off[s + 1] - pair_off[s])
-        for p in range(pair_off[s], pair_off[s + 1]):
-            max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
+    order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
+    max_nc, max_pairs = longest_lists(pair_off, cand_off, slot_lo, slot_hi)
     n_counts = counts.shape[1]
     n_stat = n_counts + sums.shape[1]
     # Zeroed once: the emission zeroes the bins it reads, the others were not touched.
     hist = np.zeros((max_pairs, max_nc + 1, n_stat))
     acc = np.empty(n_stat)
     prev = np.empty(n_stat)
-    n_in = rows.shape[0]
-    ii = np.empty(n_in, dtype=np.int64)
-    st = np.empty((n_in, 2 if n_classes else 4))
-    cls = np.empty(n_in, dtype=np.int64)
     pairs = np.empty(max_pairs, dtype=np.int64)
     feats = np.empty(max_pairs, dtype=np.int64)
     m = 0  # rows written
@@ -426,33 +413,7 @@ def pack_coded(
         parts[i] = (counts[:m], sums[:m], index[:m], k, big)
 
     _threads(job, len(blocks))
-    base = np.cumsum([0] + [p[3] for p in parts])
-    n = int(base[-1])
-    biggest = max([p[4] for p in parts], default=0.0)
-    dtype = np.int64 if biggest > int32_max else np.int32
-    if len(parts) == 1:
-        counts, sums, index = parts[0][:3]
-    else:
-        counts = np.concatenate([p[0].astype(dtype, copy=False) for p in parts])
-        sums = np.concatenate([p[1] for p in parts])
-        index = np.concatenate([p[2] + np.int32(b) for p, b in zip(parts, base, strict=False)])
-    counts = counts.astype(dtype, copy=False)
-    row_bytes = 4 * n_counts + 8 * (n_stats - n_counts)
-    sparse = index.size * (row_bytes + 4) < n * row_bytes
-    if not sparse:  # every present candidate travels, the zero increments too
-        dense_counts, dense_sums = (
-            np.zeros((n, n_counts), dtype=dtype),
-            np.zeros((n, sums.shape[1])),
-        )
-        dense_counts[index] = counts
-        dense_sums[index] = sums
-        counts, sums = dense_counts, dense_sums
-    out: dict[str, NDArray[Any]] = {"left_counts": counts}
-    if n_stats > n_counts:
-        out["left_sums"] = sums
-    if sparse:
-        out["left_index"] = index
-    return out
+    return increment_message(parts, n_counts, n_stats)
 
 
 def pack_coded_numpy(
@@ -478,10 +439,7 @@ def pack_coded_numpy(
             codes_t, rows[r], w[r], slot[r], y, n_classes, pair_off, pair_feat, cand_off,
             lo, hi, out,
         )  # fmt: skip
-    n_cand = np.diff(cand_off)
-    first = np.zeros(left.shape[0], dtype=bool)
-    first[cand_off[:-1][n_cand > 0]] = True
-    return pack_increments_numpy(left, first, n_counts, "left", np.repeat(present, n_cand))
+    return increments_of(left, cand_off, present, n_counts, pack_increments_numpy)
 
 
 def _threads(job: Any, n: int) -> None:

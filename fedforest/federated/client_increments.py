@@ -10,6 +10,8 @@ candidate and the second pass over it: the same numbers (each increment is still
 difference of the same two running sums, and a bin without rows leaves them unchanged),
 the same message (:func:`left_increment_answer`). Single-output targets, exact split rule;
 the other answers keep the two steps.
+
+Round A's sketch call (:func:`pair_sketches`) lives here too.
 """
 
 from __future__ import annotations
@@ -25,16 +27,59 @@ from .client_kernels import (
     COUNT_MAX,
     FEW_ROWS,
     add_to_bins,
+    bins_scratch,
     gather_node,
-    group_rows,
+    increment_message,
+    increments_of,
     left_stats_numpy,
+    longest_lists,
+    node_setup,
     pair_bins,
     ranks_for,
 )
-from .client_sketch import fine_codes
+from .client_sketch import fine_codes, sketch_pairs
+from .client_targets import proposal_target
+from .criteria import CRITERION_CODES
 from .protocol import pack_increments
 
-__all__ = ["left_increment_answer", "left_increments_numpy", "left_increments_ranked"]
+__all__ = [
+    "left_increment_answer",
+    "left_increments_numpy",
+    "left_increments_ranked",
+    "pair_sketches",
+]
+
+
+def pair_sketches(client: Any, fit: Any) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Quantile sketch and (if asked for) local best threshold of every pair, one pass.
+
+    ``client`` is the :class:`~fedforest.federated.client.Client`, ``fit`` its state
+    (moved out of client.py, at the layout's limit).
+    """
+    assert fit.pair_off is not None and fit.pair_feat is not None
+    assert fit.slot_tree is not None and client._codes is not None and fit.n_bins is not None
+    codes, _, fine_max = client._codes
+    n_pairs = int(fit.pair_off[-1])
+    out = np.empty((n_pairs, fit.n_bins))
+    local = np.empty(n_pairs if fit.local_candidates else 0)
+    pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
+    # Proposals (local_candidates) of a Poisson forest use squared error: they only add
+    # candidates, scored on the pooled Poisson statistics.
+    criterion = CRITERION_CODES[fit.criterion if fit.criterion != "poisson" else "squared_error"]
+    target = proposal_target(fit.y, fit.n_classes)  # local_candidates
+
+    def job(a: int, b: int) -> None:
+        s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
+        r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
+        block = slice(int(pair_off[s_lo]), int(pair_off[s_hi]))
+        sketch_pairs(
+            client.Xt, codes, fine_max, target, fit.n_classes, criterion, fit.min_rows,
+            fit.rows[r], fit.w[r], fit.slot[r], pair_off, pair_feat, s_lo, s_hi, out[block],
+            local[block] if local.size else local,
+        )  # fmt: skip
+
+    client._run_blocks(fit, job)
+    return out, local
 
 
 @numba.njit(nogil=True, cache=True)
@@ -57,32 +102,12 @@ def left_increments_ranked(
     of the kept pairs, increments written, largest absolute integer increment), as
     ``protocol._fill_increments``.
     """
-    order = np.empty(rows.shape[0], dtype=np.int64)
-    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
-    group_rows(slot, slot_lo, order, start)
-    p_lo, p_hi = pair_off[slot_lo], pair_off[slot_hi]
-    max_nc = 0
-    for p in range(p_lo, p_hi):
-        max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
-    max_nu = 0
-    for f in range(uniq_off.shape[0] - 1):
-        max_nu = max(max_nu, uniq_off[f + 1] - uniq_off[f])
+    order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
+    max_nc = longest_lists(pair_off, cand_off, slot_lo, slot_hi)[0]
     n_counts = counts.shape[1]
     n_stat = n_counts + sums.shape[1]
     hist = np.zeros((max_nc + 1, n_stat))  # zero between pairs: used bins are reset
-    rank_c = np.empty(max_nc, dtype=np.int64)
-    lut = np.empty(max_nu + 3, dtype=np.int32)
-    n_pad = 1
-    while n_pad < max_nc + 1:
-        n_pad *= 2
-    padded = np.empty(n_pad)
-    n_in = rows.shape[0]
-    ii = np.empty(n_in, dtype=np.int64)
-    st = np.empty((n_in, 2 if n_classes else 4))
-    cls = np.empty(n_in, dtype=np.int64)
-    rr = np.empty(n_in, dtype=np.int32)
-    xx = np.empty(n_in)
-    bins = np.empty(n_in, dtype=np.int64)
+    rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
     acc = np.empty(n_stat)
     kept = 0  # candidates of the kept pairs so far
     j = 0  # increments written
@@ -116,27 +141,35 @@ def left_increments_ranked(
             for q in range(n_stat):
                 acc[q] = 0.0
             for t in range(nc):
-                if hist[t, 0] == 0.0:  # no rows (every row counts 1 in column 0)
-                    continue
-                nonzero = False
-                for q in range(n_stat):
-                    new = acc[q] + hist[t, q]
-                    v = new - acc[q]
-                    acc[q] = new
-                    nonzero |= v != 0.0
-                    if q < n_counts:
-                        biggest = max(biggest, abs(v))
-                        counts[j, q] = np.int64(np.rint(v))
-                    else:
-                        sums[j, q - n_counts] = v
-                if nonzero:
-                    index[j] = kept + t
-                    j += 1
+                if hist[t, 0] != 0.0:  # rows in the bin (every row counts 1 in column 0)
+                    j, biggest = _emit(
+                        hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
+                    )
             for k in range(c):  # reset the bins used (bin nc too: right of every candidate)
                 for q in range(n_stat):
                     hist[bins[k], q] = 0.0
             kept += nc
     return kept, j, biggest
+
+
+@numba.njit(inline="always")
+def _emit(hist, t, acc, n_counts, counts, sums, index, j, kept, biggest):
+    # Bin ``t``'s increment over the running sums ``acc`` (updated) into row ``j``.
+    nonzero = False
+    for q in range(acc.shape[0]):
+        new = acc[q] + hist[t, q]
+        v = new - acc[q]
+        acc[q] = new
+        nonzero |= v != 0.0
+        if q < n_counts:
+            biggest = max(biggest, abs(v))
+            counts[j, q] = np.int64(np.rint(v))
+        else:
+            sums[j, q - n_counts] = v
+    if nonzero:
+        index[j] = kept + t
+        j += 1
+    return j, biggest
 
 
 def left_increments_numpy(
@@ -164,9 +197,7 @@ def left_increments_numpy(
         Xt, codes_t, fine_min, fine_max, rows, w, slot, y, n_classes, pair_off, pair_feat,
         cand_off, cand, 0, n_slots, left,
     )  # fmt: skip
-    first = np.zeros(cand.size, dtype=bool)
-    first[cand_off[:-1][np.diff(cand_off) > 0]] = True
-    return pack_increments(left, first, n_counts, "left", np.repeat(pair_keep, np.diff(cand_off)))
+    return increments_of(left, cand_off, pair_keep, n_counts, pack_increments)
 
 
 def left_increment_answer(
@@ -206,28 +237,8 @@ def left_increment_answer(
             fit.w[r], fit.slot[r], fit.y, fit.n_classes, pair_off, fit.pair_feat, keep,
             cand_off, cand, s_lo, s_hi, *buf,
         )  # fmt: skip
-        parts[a] = (k0, *res, *buf)
+        n_block, m, big = res
+        parts[a] = (buf[0][:m], buf[1][:m], buf[2][:m], n_block, big)
 
     client._run_blocks(fit, job)
-    blocks = [parts[a] for a in sorted(parts)]
-    n = sum(int(p[1]) for p in blocks)
-    nnz = sum(int(p[2]) for p in blocks)
-    biggest = max((float(p[3]) for p in blocks), default=0.0)
-    counts = np.concatenate([p[4][: p[2]] for p in blocks])
-    sums = np.concatenate([p[5][: p[2]] for p in blocks])
-    index = np.concatenate([p[6][: p[2]] + p[0] for p in blocks])
-    # pack_increments' choice: sparse when it saves bytes; int64 counts only if needed.
-    row_bytes = 4 * n_counts + 8 * (n_stat - n_counts)
-    sparse = nnz * (row_bytes + 4) < n * row_bytes
-    counts = counts.astype(np.int64 if biggest > np.iinfo(np.int32).max else np.int32)
-    if not sparse:  # every kept candidate, zeros included
-        dense_counts = np.zeros((n, n_counts), dtype=counts.dtype)
-        dense_sums = np.zeros((n, n_stat - n_counts))
-        dense_counts[index], dense_sums[index] = counts, sums
-        counts, sums = dense_counts, dense_sums
-    out: dict[str, NDArray[Any]] = {"left_counts": counts}
-    if sums.shape[1]:
-        out["left_sums"] = sums
-    if sparse:
-        out["left_index"] = index.astype(np.int32)
-    return out
+    return increment_message([parts[a] for a in sorted(parts)], n_counts, n_stat)

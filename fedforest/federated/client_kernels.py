@@ -13,6 +13,7 @@ holds the global class index.
 from __future__ import annotations
 
 import weakref
+from typing import Any
 
 import numba
 import numpy as np
@@ -196,6 +197,63 @@ def group_rows(slot, slot_lo, order, start):
         if s >= 0:
             order[fill[s - slot_lo]] = r
             fill[s - slot_lo] += 1
+
+
+@numba.njit(inline="always")
+def largest_node(start):
+    """The most rows of a slot after :func:`group_rows` (per-node scratch is this long)."""
+    most = 0
+    for i in range(start.shape[0] - 1):
+        most = max(most, start[i + 1] - start[i])
+    return most
+
+
+@numba.njit(inline="always")
+def node_setup(rows, slot, slot_lo, slot_hi, n_classes):
+    """The set-up of the kernels that gather a node's rows (:func:`gather_node`).
+
+    Returns ``order`` and ``start`` (:func:`group_rows` of slots ``slot_lo..slot_hi``) and
+    the per-node scratch ``ii``, ``st``, ``cls``, as long as the largest node.
+    """
+    order = np.empty(rows.shape[0], dtype=np.int64)
+    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
+    group_rows(slot, slot_lo, order, start)
+    n_in = largest_node(start)
+    ii = np.empty(n_in, dtype=np.int64)
+    st = np.empty((n_in, 2 if n_classes else 4))
+    cls = np.empty(n_in, dtype=np.int64)
+    return order, start, ii, st, cls
+
+
+@numba.njit(inline="always")
+def longest_lists(pair_off, cand_off, slot_lo, slot_hi):
+    """(the most candidates of a pair, the most pairs of a slot) of slots ``slot_lo..slot_hi``."""
+    max_nc = 0
+    max_pairs = 0
+    for s in range(slot_lo, slot_hi):
+        max_pairs = max(max_pairs, pair_off[s + 1] - pair_off[s])
+        for p in range(pair_off[s], pair_off[s + 1]):
+            max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
+    return max_nc, max_pairs
+
+
+@numba.njit(inline="always")
+def bins_scratch(max_nc, uniq_off, n_in):
+    """:func:`pair_bins`' scratch: ``rank_c``, ``lut``, ``padded``, ``rr``, ``xx``, ``bins``."""
+    max_nu = 0
+    for f in range(uniq_off.shape[0] - 1):
+        max_nu = max(max_nu, uniq_off[f + 1] - uniq_off[f])
+    n_pad = 1
+    while n_pad < max_nc + 1:
+        n_pad *= 2
+    return (
+        np.empty(max_nc, dtype=np.int64),
+        np.empty(max_nu + 3, dtype=np.int32),
+        np.empty(n_pad),
+        np.empty(n_in, dtype=np.int32),
+        np.empty(n_in),
+        np.empty(n_in, dtype=np.int64),
+    )
 
 
 def group_rows_numpy(
@@ -526,33 +584,13 @@ def left_stats_ranked(
     rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi,
     out : as :func:`left_stats`
     """
-    order = np.empty(rows.shape[0], dtype=np.int64)
-    start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
-    group_rows(slot, slot_lo, order, start)
-    p_lo, p_hi = pair_off[slot_lo], pair_off[slot_hi]
-    c0 = cand_off[p_lo]
-    max_nc = 0
-    for p in range(p_lo, p_hi):
-        max_nc = max(max_nc, cand_off[p + 1] - cand_off[p])
-    max_nu = 0
-    for f in range(uniq_off.shape[0] - 1):
-        max_nu = max(max_nu, uniq_off[f + 1] - uniq_off[f])
+    # The node's rows and statistics gathered once, contiguous, for all its pairs.
+    order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
+    c0 = cand_off[pair_off[slot_lo]]
+    max_nc = longest_lists(pair_off, cand_off, slot_lo, slot_hi)[0]
     n_stat = out.shape[1]
     hist = np.empty((max_nc + 1, n_stat))
-    rank_c = np.empty(max_nc, dtype=np.int64)
-    lut = np.empty(max_nu + 3, dtype=np.int32)
-    n_pad = 1
-    while n_pad < max_nc + 1:
-        n_pad *= 2
-    padded = np.empty(n_pad)
-    # The node's rows and statistics gathered once, contiguous, for all its pairs.
-    n_in = rows.shape[0]
-    ii = np.empty(n_in, dtype=np.int64)
-    st = np.empty((n_in, 2 if n_classes else 4))
-    cls = np.empty(n_in, dtype=np.int64)
-    rr = np.empty(n_in, dtype=np.int32)
-    xx = np.empty(n_in)
-    bins = np.empty(n_in, dtype=np.int64)
+    rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
@@ -578,6 +616,64 @@ def left_stats_ranked(
                 for j in range(nc):
                     acc += hist[j, q]
                     out[lo + j - c0, q] = acc
+
+
+def increment_message(
+    parts: list[tuple[NDArray[Any], NDArray[np.float64], NDArray[Any], int, float]],
+    n_counts: int,
+    n_stat: int,
+) -> dict[str, NDArray[Any]]:
+    """The one-pass kernels' blocks of increments as ``pack_increments`` would send them.
+
+    ``parts``: per block of slots, in order, its non-zero increments (integer columns,
+    the others, their positions among the block's candidates), the block's candidates
+    and its largest integer increment. Sparse when that saves bytes, else every candidate
+    (zeros included); int64 counts only if one exceeds int32. Shared by
+    ``client_increments.left_increment_answer`` and ``client_grid.pack_coded``.
+    """
+    base = np.cumsum([0] + [int(p[3]) for p in parts])
+    n = int(base[-1])
+    biggest = max([float(p[4]) for p in parts], default=0.0)
+    dtype = np.int64 if biggest > np.iinfo(np.int32).max else np.int32
+    if len(parts) == 1:
+        counts, sums, index = parts[0][:3]
+    else:
+        counts = np.concatenate([p[0].astype(dtype, copy=False) for p in parts])
+        sums = np.concatenate([p[1] for p in parts])
+        index = np.concatenate([p[2] + b for p, b in zip(parts, base, strict=False)])
+    counts = counts.astype(dtype, copy=False)
+    row_bytes = 4 * n_counts + 8 * (n_stat - n_counts)
+    sparse = index.size * (row_bytes + 4) < n * row_bytes
+    if not sparse:  # every candidate travels, the zero increments too
+        dense_counts, dense_sums = (
+            np.zeros((n, n_counts), dtype=dtype),
+            np.zeros((n, sums.shape[1])),
+        )
+        dense_counts[index], dense_sums[index] = counts, sums
+        counts, sums = dense_counts, dense_sums
+    out: dict[str, NDArray[Any]] = {"left_counts": counts}
+    if n_stat > n_counts:
+        out["left_sums"] = sums
+    if sparse:
+        out["left_index"] = index.astype(np.int32, copy=False)
+    return out
+
+
+def increments_of(
+    left: NDArray[np.float64],
+    cand_off: NDArray[np.int64],
+    keep: NDArray[np.bool_],
+    n_counts: int,
+    pack: Any,
+) -> dict[str, NDArray[Any]]:
+    """The twins' second step: ``pack(left, first, n_counts, "left", present)``.
+
+    ``left``: every candidate's left statistics; ``keep``: the pairs that travel.
+    """
+    n_cand = np.diff(cand_off)
+    first = np.zeros(left.shape[0], dtype=bool)  # the first candidate of every pair
+    first[cand_off[:-1][n_cand > 0]] = True
+    return pack(left, first, n_counts, "left", np.repeat(keep, n_cand))
 
 
 def _left_of_bins(

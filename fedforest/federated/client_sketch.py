@@ -16,7 +16,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import CODE_DTYPE, N_FINE_BINS
-from .client_kernels import SMALL_SKETCH, group_rows, ranks_for, register_ranks
+from .client_kernels import SMALL_SKETCH, group_rows, largest_node, ranks_for, register_ranks
+from .client_sorted import (
+    BUCKET_ROWS,
+    SORT_ROWS,
+    exact_quantiles,
+    level_targets,
+    sort_scratch,
+    sorted_sketch,
+)
 
 __all__ = [
     "distinct_values",
@@ -168,144 +176,6 @@ def node_sketches(
 EXACT_SKETCH = 4096
 
 
-@numba.njit(nogil=True, cache=True)
-def _exact_any(
-    Xt, codes_t, ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w, cnt, vals, wts
-):
-    """:func:`_exact_sketch` with the same numbers, without a comparison sort if it can.
-
-    With whole weights every partial sum is exact and the order of equal values does not
-    matter: a histogram of the value ranks (dense nodes), else the rows bucketed by fine
-    code (a counting sort) and put in order within their buckets.
-    """
-    whole = True
-    for k in range(c):
-        whole &= ww[k] == np.floor(ww[k])
-    if whole and _exact_ranked(ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w):
-        return
-    if not (whole and _exact_bucketed(Xt, codes_t, f, ii, ww, c, total, out, q, cnt, vals, wts)):
-        _exact_sketch(Xt, f, ii, ww, c, total, out, q)
-
-
-@numba.njit(nogil=True, cache=True)
-def _exact_bucketed(Xt, codes_t, f, ii, ww, c, total, out, q, cnt, vals, wts):
-    """:func:`_exact_sketch` for whole weights, sorting by fine code first.
-
-    The rows are put in order by a counting sort on their fine codes (which ascend with
-    the values), then an insertion sort within the buckets. False (nothing written) for a
-    node above ``BUCKET_ROWS`` rows or with a bucket above ``BUCKET_MAX`` (the insertion
-    sort is quadratic in a bucket).
-    """
-    if c > BUCKET_ROWS:
-        return False
-    codes_f = codes_t[f]
-    for j in range(cnt.shape[0]):
-        cnt[j] = 0
-    for k in range(c):
-        cnt[codes_f[ii[k]] + 1] += 1
-    biggest = 0
-    for j in range(1, cnt.shape[0]):
-        biggest = max(biggest, cnt[j])
-        cnt[j] += cnt[j - 1]
-    if biggest > BUCKET_MAX:
-        return False
-    for k in range(c):
-        cd = codes_f[ii[k]]
-        pos = cnt[cd]
-        vals[pos] = Xt[f, ii[k]]
-        wts[pos] = ww[k]
-        cnt[cd] = pos + 1
-    for k in range(1, c):  # out of order only within a bucket: a few moves each
-        v, wk, j = vals[k], wts[k], k
-        while j > 0 and vals[j - 1] > v:
-            vals[j], wts[j] = vals[j - 1], wts[j - 1]
-            j -= 1
-        vals[j], wts[j] = v, wk
-    n_bins = out.shape[1]
-    level = 0
-    cum = 0.0
-    for k in range(c):
-        cum += wts[k]
-        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
-            out[q, level] = vals[k]
-            level += 1
-    for lv in range(level, n_bins):
-        out[q, lv] = vals[c - 1]
-    return True
-
-
-#: Nodes of at most this many rows, none of whose fine bins holds more than
-#: ``BUCKET_MAX`` of them, sort their values by fine code (see ``_exact_bucketed``).
-BUCKET_ROWS = 512
-BUCKET_MAX = 64
-
-
-@numba.njit(nogil=True, cache=True)
-def _exact_ranked(ranks_t, uniq, uniq_off, f, ii, ww, c, total, out, q, rank_w):
-    """:func:`_exact_sketch` off a histogram of the node's value ranks; False if too sparse.
-
-    With whole weights every partial sum is exact, so the weight of a distinct value added
-    at once crosses the same levels, at the same value, as its rows one by one in sorted
-    order. Missing values (+inf, rank ``n_u``) come last, as in the sort.
-    """
-    u0 = uniq_off[f]
-    n_u = uniq_off[f + 1] - u0
-    ranks_f = ranks_t[f]
-    r_lo, r_hi = n_u, -1
-    for k in range(c):
-        r = np.int64(ranks_f[ii[k]])
-        if r < n_u:
-            r_lo = min(r_lo, r)
-            r_hi = max(r_hi, r)
-    if r_hi < 0:
-        return False
-    span = r_hi - r_lo + 1
-    if span > RANK_SPAN_ROWS * c + RANK_SPAN_MIN:
-        return False
-    for i in range(span + 1):
-        rank_w[i] = 0.0
-    missing = False
-    for k in range(c):
-        r = np.int64(ranks_f[ii[k]])
-        missing |= r == n_u
-        rank_w[min(r - r_lo, span)] += ww[k]  # slot ``span``: the missing values
-    n_bins = out.shape[1]
-    level = 0
-    cum = 0.0
-    for i in range(span + 1):
-        wi = rank_w[i]
-        if wi <= 0.0:
-            continue
-        cum += wi
-        v = uniq[u0 + r_lo + i] if i < span else np.inf
-        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
-            out[q, level] = v
-            level += 1
-    top = np.inf if missing else uniq[u0 + r_hi]
-    for lv in range(level, n_bins):
-        out[q, lv] = top
-    return True
-
-
-@numba.njit(nogil=True, cache=True)
-def _exact_sketch(Xt, f, ii, ww, c, total, out, q):
-    """Exact weighted quantiles of one node's values into ``out[q]`` (levels ``b / B``)."""
-    vals = np.empty(c)
-    for k in range(c):
-        vals[k] = Xt[f, ii[k]]
-    order = np.argsort(vals)
-    n_bins = out.shape[1]
-    level = 0
-    cum = 0.0
-    for k in range(c):
-        cum += ww[order[k]]
-        while level < n_bins and cum >= total * (level + 1) / n_bins * (1.0 - 1e-12):
-            out[q, level] = vals[order[k]]
-            level += 1
-    for lv in range(level, n_bins):
-        out[q, lv] = vals[order[c - 1]]
-
-
 def sketch_pairs(
     Xt: NDArray[np.float64],
     codes_t: NDArray[np.uint8],
@@ -338,13 +208,6 @@ def sketch_pairs(
     )  # fmt: skip
 
 
-#: The exact quantiles of a node (fewer than ``2 B`` fine bins used) are read off a
-#: histogram over the ranks of its values when every weight is whole and the ranks span at
-#: most ``RANK_SPAN_ROWS`` entries per row (plus ``RANK_SPAN_MIN``); else off its sorted values.
-RANK_SPAN_ROWS = 8
-RANK_SPAN_MIN = 256
-
-
 @numba.njit(nogil=True, cache=True)
 def sketch_pairs_ranked(
     Xt, codes_t, fine_max, ranks_t, uniq, uniq_off, y, n_classes, criterion, min_rows,
@@ -354,7 +217,9 @@ def sketch_pairs_ranked(
 
     Nodes whose values fall in few fine bins read their exact quantiles off a histogram of
     their value ranks (no sort) where the sums stay exact (whole weights) and the ranks
-    are dense enough: the numbers a sort gives.
+    are dense enough: the numbers a sort gives. Nodes of fewer than ``2 B`` rows (and
+    ``SORT_ROWS``) with whole weights are sorted instead (:func:`~.client_sorted.
+    sorted_sketch`: the same numbers), without a pass over every fine bin.
     """
     order = np.empty(rows.shape[0], dtype=np.int64)
     start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
@@ -365,9 +230,10 @@ def sketch_pairs_ranked(
     n_cols = max(n_classes, 1)
     hist = np.empty(n_fine)
     gh = np.empty((n_fine if want_local else 0, 2 + n_cols))
-    ii = np.empty(rows.shape[0], dtype=np.int64)
-    ww = np.empty(rows.shape[0])
-    yy = np.empty(rows.shape[0] if want_local else 0)
+    n_in = largest_node(start)  # per-node scratch
+    ii = np.empty(n_in, dtype=np.int64)
+    ww = np.empty(n_in)
+    yy = np.empty(n_in if want_local else 0)
     vals = np.empty(SMALL_SKETCH)
     wsrt = np.empty(SMALL_SKETCH)
     isrt = np.empty(SMALL_SKETCH, dtype=np.int64)
@@ -384,15 +250,19 @@ def sketch_pairs_ranked(
     cnt = np.empty(n_fine + 1, dtype=np.int64)
     vals_b = np.empty(BUCKET_ROWS)
     wts_b = np.empty(BUCKET_ROWS)
+    sg, s_cnt, s_bm, s_val, s_pos, s_code = sort_scratch(n_fine, n_cols)
+    thr = np.empty(n_bins)  # each level's share of a pair's weight (level_targets)
     p_lo = pair_off[slot_lo]
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
         total = 0.0
+        whole = True
         for k in range(c):
             ii[k] = rows[order[a + k]]
             ww[k] = w[order[a + k]]
             total += ww[k]
+            whole &= ww[k] == np.floor(ww[k])
             if want_local:
                 yy[k] = y[ii[k]]
         for p in range(pair_off[s], pair_off[s + 1]):
@@ -422,12 +292,13 @@ def sketch_pairs_ranked(
                     for lv in range(n_bins):
                         out[q, lv] = np.nan
                     continue
+                level_targets(thr, tot)
                 n_known = c
                 while n_known > 0 and vals[n_known - 1] == np.inf:
                     n_known -= 1
                 for k in range(n_known):
                     cum += wsrt[k]
-                    while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
+                    while level < n_bins and cum >= thr[level]:
                         out[q, level] = vals[k]
                         level += 1
                     if want_local:
@@ -436,6 +307,15 @@ def sketch_pairs_ranked(
                             n_g += 1
                         _add_group(g_cnt, g_w, g_s, n_g - 1, wsrt[k], yy[isrt[k]], n_classes)
                 last = vals[n_known - 1]
+            elif whole and c < SORT_ROWS and c < 2 * n_bins:  # few codes: exact quantiles
+                last = 0.0
+                n_g = sorted_sketch(
+                    Xt, codes_t, fine_max, f, ii, ww, yy, c, total, n_classes, want_local, out,
+                    q, sg, s_cnt, s_bm, s_val, s_pos, s_code, g_val, g_cnt, g_w, g_s, thr,
+                )  # fmt: skip
+                if n_g < 0:
+                    continue
+                level = n_bins
             elif want_local:
                 # One zeroed block per node and feature: weight, rows, then the task sums.
                 for j in range(n_fine):  # loops: a slice assignment costs about 1 us
@@ -458,12 +338,13 @@ def sketch_pairs_ranked(
                     for lv in range(n_bins):
                         out[q, lv] = np.nan
                     continue
+                level_targets(thr, tot)
                 for j in range(n_fine):
                     if gh[j, 0] <= 0.0:
                         continue
                     cum += gh[j, 0]
                     last = fine_max[f, j]
-                    while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
+                    while level < n_bins and cum >= thr[level]:
                         out[q, level] = last
                         level += 1
                     g_val[n_g], g_cnt[n_g], g_w[n_g] = last, gh[j, 1], gh[j, 0]
@@ -471,7 +352,7 @@ def sketch_pairs_ranked(
                         g_s[n_g, col] = gh[j, 2 + col]
                     n_g += 1
                 if n_g < 2 * n_bins and c <= EXACT_SKETCH and n_bins > 0:
-                    _exact_any(
+                    exact_quantiles(
                         Xt, codes_t, ranks_t, uniq, uniq_off, f, ii, ww, c, tot, out, q,
                         rank_w, cnt, vals_b, wts_b,
                     )  # fmt: skip
@@ -491,19 +372,20 @@ def sketch_pairs_ranked(
                     for lv in range(n_bins):
                         out[q, lv] = np.nan
                     continue
+                level_targets(thr, tot)
                 for j in range(n_fine):
                     if hist[j] <= 0.0:
                         continue
                     n_used += 1
                     cum += hist[j]
                     last = fine_max[f, j]
-                    while level < n_bins and cum >= tot * (level + 1) / n_bins * (1.0 - 1e-12):
+                    while level < n_bins and cum >= thr[level]:
                         out[q, level] = last
                         level += 1
                 if n_used < 2 * n_bins and c <= EXACT_SKETCH:
                     # The node's values sit in few of the client's fine bins: the bins would
                     # blur its quantiles, so read them off its sorted values instead.
-                    _exact_any(
+                    exact_quantiles(
                         Xt, codes_t, ranks_t, uniq, uniq_off, f, ii, ww, c, tot, out, q,
                         rank_w, cnt, vals_b, wts_b,
                     )  # fmt: skip
