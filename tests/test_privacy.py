@@ -897,9 +897,11 @@ def test_differencing_with_any_ancestor_isolates_no_row(
     assert found["parent"] > 0 and found["further"] > 0 and found["rows"] > 0.001, found
 
 
-#: Bootstraps and shapes of the ancestor attack: the first six found partitions on main
-#: before the partition rule (with [140-12-20-3] above: 20 in 7 of 180 forests,
-#: benchmarks/attack_partition.py; docs/privacy.md), the others are more of the same.
+#: Bootstraps and shapes of the ancestor attack: forests in which it found partitions
+#: (with 0 and totals) before the rule covered them, on main at 6ac7447 (the first six)
+#: or at a03f390 (settings-bound bootstraps, candidates-only rule: [100-8-10-12],
+#: [200-20-5-1, 20, 23], classification [100-8-10-12]); benchmarks/attack_partition.py,
+#: docs/privacy.md. The last three are more of the same.
 ANCESTOR_CASES = [
     ("regression", 200, 20, 5, 20),
     ("regression", 200, 20, 5, 27),
@@ -907,6 +909,8 @@ ANCESTOR_CASES = [
     ("regression", 140, 12, 20, 7),
     ("regression", 200, 20, 5, 1),
     ("classification", 140, 12, 20, 28),
+    ("regression", 200, 20, 5, 23),
+    ("classification", 100, 8, 10, 12),
     ("regression", 100, 8, 10, 5),
     ("classification", 100, 8, 10, 2),
     ("classification", 200, 20, 5, 4),
