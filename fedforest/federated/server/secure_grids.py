@@ -44,8 +44,9 @@ __all__ = [
 #: A node's released category groups: its pooled rows per category, each category's group.
 Groups = tuple[NDArray[np.float64], NDArray[np.int32]]
 
-#: A node's grid has up to this many bins per quantile level (times ``n_bins``).
-_GRID_FACTOR = 8
+#: A node's grid has up to this many bins per quantile level (times ``n_bins``): 4 sends
+#: 16 % fewer bytes than 8 at 100k rows at the same accuracy (docs/privacy.md, cost).
+_GRID_FACTOR = 4
 
 
 @dataclass
