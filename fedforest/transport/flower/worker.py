@@ -271,7 +271,10 @@ def serve(
     client, _ = _runtime_client(address, interceptors, root_certificates)
     request = AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
     done = 0
-    log(INFO, "fedforest ClientApp worker: serving the SuperNode's Runtime API at %s", address)
+    log(
+        INFO, "fedforest ClientApp worker: serving the Runtime API at %s (%.2f CPU s so far)",
+        address, time.process_time(),
+    )  # fmt: skip
     try:
         while max_tasks is None or done < max_tasks:
             res = client.AcquireTask(request)
