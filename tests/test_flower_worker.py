@@ -11,6 +11,8 @@ the worker goes on serving the next run.
 from __future__ import annotations
 
 import json
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,7 +48,11 @@ pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction
 FAIL_ROUND = 5
 
 FAILING_CLIENTAPP = '''
-"""fedforest's ClientApp, except that site-c's raises on one round's message."""
+"""fedforest's ClientApp, except that site-c's raises on one round's message ("raise"), or
+waits there (at most 10 minutes) after writing the file site-c-waits next to its data."""
+import time
+from pathlib import Path
+
 from flwr.clientapp import ClientApp
 from fedforest.transport.flower import clientapp as fedforest_clientapp
 
@@ -61,12 +67,15 @@ def hello(msg, context):
 @app.train("fedforest")
 def train(msg, context):
     if context.node_config.get("name") == "site-c" and msg.metadata.group_id == "{round}":
+        if "{action}" == "wait":
+            (Path(context.node_config["data-path"]).parent / "site-c-waits").touch()
+            time.sleep(600)
         raise RuntimeError("site-c's ClientApp crashed in round {round}")
     return fedforest_clientapp.train(msg, context)
 '''
 
 
-def failing_app(folder: Path) -> Path:
+def failing_app(folder: Path, action: str = "raise") -> Path:
     """A Flower app like the example, whose ClientApp module (shipped in its FAB) fails."""
     folder.mkdir()
     config = (APP / "pyproject.toml").read_text(encoding="utf-8")
@@ -76,7 +85,7 @@ def failing_app(folder: Path) -> Path:
     )
     assert "fedforest_failing_clientapp:app" in config
     (folder / "pyproject.toml").write_text(config, encoding="utf-8")
-    module = FAILING_CLIENTAPP.replace("{round}", str(FAIL_ROUND))
+    module = FAILING_CLIENTAPP.replace("{round}", str(FAIL_ROUND)).replace("{action}", action)
     (folder / "fedforest_failing_clientapp.py").write_text(module, encoding="utf-8")
     return folder
 
@@ -128,10 +137,15 @@ def test_worker_deployment_equals_local(deploy: Callable[..., Deployment]) -> No
         assert dep.procs[f"{name}-worker"].poll() is None
 
 
-def _run_failing_app(dep: Deployment, tmp_path: Path) -> str:
-    app = failing_app(tmp_path / "failing-app")
+def _run_failing_app(
+    dep: Deployment, tmp_path: Path, action: str = "raise", during: Callable[[], None] | None = None
+) -> str:
+    app = failing_app(tmp_path / "failing-app", action)
     config = _run_config(dep, **{"on-client-failure": "drop", "round-timeout": scaled(300.0)})
-    output = _wait(dep.run_app(config, app=app), dep, timeout=scaled(600))
+    run = dep.run_app(config, app=app)
+    if during is not None:
+        during()
+    output = _wait(run, dep, timeout=scaled(600))
     model_path = dep.root / "model.ffm"
     assert model_path.exists(), f"no model written\n{output}\n{dep.logs()}"
     remote = ff.load(model_path)
@@ -179,3 +193,30 @@ def test_a_failing_clientapp_is_reported_as_flower_reports_it(
     for name in SITES:
         assert dep.procs[f"{name}-worker"].poll() is None
     assert worker_log(dep, "site-c").count(" failed in ") == 1
+
+
+def test_sigint_during_a_task_ends_the_task_not_the_worker(
+    deploy: Callable[..., Deployment], tmp_path: Path
+) -> None:
+    """What Flower's HTTP retries do to their process when the SuperNode refuses a task's
+    token (SIGINT) fails that task, reported as a ClientApp exception; the worker lives on."""
+    dep = deploy(False, "worker")
+    marker = dep.paths["site-c"].parent / "site-c-waits"
+
+    def interrupt_site_c() -> None:
+        deadline = time.monotonic() + scaled(600)
+        while not marker.exists():
+            assert time.monotonic() < deadline, dep.logs()
+            time.sleep(0.1)
+        time.sleep(0.5)  # into the ClientApp's sleep
+        dep.procs["site-c-worker"].send_signal(signal.SIGINT)
+
+    output = _run_failing_app(dep, tmp_path, "wait", interrupt_site_c)
+    assert (
+        f"Client 'site-c' failed in round {FAIL_ROUND} (round_a): RuntimeError: the ClientApp "
+        f"failed (Flower error {ErrorCode.CLIENT_APP_RAISED_EXCEPTION}): <class "
+        "'fedforest.transport.flower.worker.TaskInterrupted'>"
+    ) in output, output
+    assert dep.procs["site-c-worker"].poll() is None
+    log = worker_log(dep, "site-c")
+    assert log.count(" failed in ") == 1 and "interrupted by SIGINT" in log, log

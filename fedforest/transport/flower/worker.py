@@ -33,13 +33,14 @@ import argparse
 import importlib
 import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from importlib.metadata import version
 from logging import ERROR, INFO, WARNING
 from typing import Any
 
-__all__ = ["TESTED_FLOWER", "check_flower_version", "main", "run_task", "serve"]
+__all__ = ["TESTED_FLOWER", "TaskInterrupted", "check_flower_version", "main", "run_task", "serve"]
 
 #: The Flower release this worker was written against and is tested with.
 TESTED_FLOWER = "1.42.0"
@@ -153,6 +154,8 @@ def run_task(address: str, token: str, root_certificates: str | None = None) -> 
     heartbeat = HeartbeatSender(_heartbeat_fn(client))
     message = reply = context = None
     sub_status, details = SubStatus.FAILED, "ClientApp task failed due to unknown reason"
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _interrupt_task) if main_thread else None
     try:
         heartbeat.start()
         message, context, run, fab = _pull_task_input(client)
@@ -185,7 +188,26 @@ def run_task(address: str, token: str, root_certificates: str | None = None) -> 
             if heartbeat.is_running:
                 heartbeat.stop()
             client.close()
+            if main_thread:
+                signal.signal(signal.SIGINT, previous)
     return sub_status == SubStatus.COMPLETED
+
+
+class TaskInterrupted(Exception):
+    """SIGINT while a task runs: it ends that task (as a failure), not the worker."""
+
+
+def _interrupt_task(signum: int, frame: Any) -> None:
+    """End the task under way (SIGINT's handler while a task runs).
+
+    Flower's HTTP retries send SIGINT to their own process when the SuperNode refuses the
+    task's token (HTTP 401: the task expired or was cancelled), to end a
+    ``flwr-clientapp``; here that ends the task, not the worker. SIGTERM stops the worker.
+    """
+    raise TaskInterrupted(
+        "the task was interrupted by SIGINT (Ctrl-C, or Flower's HTTP retries when the "
+        "SuperNode refused the task's token)"
+    )
 
 
 def _pull_task_input(client: Any) -> tuple[Any, Any, Any, Any]:
@@ -349,7 +371,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "fedforest flower-worker
         secret = load_superexec_auth_secret(secret_file=args.superexec_auth_secret_file)
     for name in PRELOAD:
         importlib.import_module(name)
-    # SIGTERM ends the worker like Ctrl-C: a task under way still reports its end.
+    # SIGTERM ends the worker (and a task under way, which still reports its end); Ctrl-C
+    # too, except during a task, which it ends alone (see _interrupt_task).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         serve(args.runtime_api_address, args.root_certificates, secret, args.poll_interval)
