@@ -58,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "experiment" and argv[1].startswith("swarm"):
         return _run_swarm_experiment(argv[1:])
+    if argv and argv[0] == "flower-worker":  # its own options (docs/flower.md)
+        from .transport.flower.worker import main as worker_main
+
+        return worker_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace, argparse.ArgumentParser], int] = args.handler
@@ -100,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_predict(commands)
     _add_inspect(commands)
     _add_export(commands)
+    commands.add_parser(
+        "flower-worker",
+        help="serve a Flower SuperNode's ClientApp tasks in one process (--isolation process)",
+        add_help=False,  # main() routes it to the worker's own parser: see its --help
+    )
     from .experiments.paper import add_experiment_subcommand
 
     experiment = add_experiment_subcommand(commands)

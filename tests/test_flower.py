@@ -601,12 +601,20 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout:
 
 
 class Deployment:
-    """A SuperLink and SuperNodes on 127.0.0.1, each process in its own process group."""
+    """A SuperLink and SuperNodes on 127.0.0.1, each process in its own process group.
 
-    def __init__(self, root: Path, tls: bool, paths: dict[str, Path]) -> None:
+    ``isolation="worker"``: each SuperNode runs with ``--isolation process`` and a
+    ``fedforest flower-worker`` (its own process group, key ``"<name>-worker"``) serves its
+    ClientApp tasks, instead of Flower's SuperExec and a process per message.
+    """
+
+    def __init__(
+        self, root: Path, tls: bool, paths: dict[str, Path], isolation: str = "subprocess"
+    ) -> None:
         root.mkdir()
         self.root = root
         self.tls = tls
+        self.isolation = isolation
         self.paths = paths
         self.port, *self.node_ports = _free_ports(1 + len(SITES))
         self.procs: dict[str, subprocess.Popen[Any]] = {}
@@ -687,7 +695,15 @@ class Deployment:
             ]
         else:
             args.append("--insecure")
+        if self.isolation == "worker":
+            args += ["--isolation", "process"]
         self._spawn(name, args, self.root / f"{name}-home")
+        if self.isolation == "worker":
+            worker = [
+                sys.executable, "-m", "fedforest", "flower-worker", "--insecure",
+                "--runtime-api-address", f"127.0.0.1:{port}",
+            ]  # fmt: skip
+            self._spawn(f"{name}-worker", worker, self.root / f"{name}-home")
 
     def flwr(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -700,13 +716,15 @@ class Deployment:
             check=True,
         )
 
-    def run_app(self, config: dict[str, Any]) -> subprocess.Popen[str]:
-        """``flwr run --stream`` of the example app; its output goes to run.log."""
+    def run_app(
+        self, config: dict[str, Any], app: Path = APP, log_name: str = "run.log"
+    ) -> subprocess.Popen[str]:
+        """``flwr run --stream`` of ``app`` (the example app); its output goes to run.log."""
         overrides = " ".join(f"{k}={json.dumps(v)}" for k, v in config.items())
-        self.run_log = self.root / "run.log"
+        self.run_log = self.root / log_name
         log = open(self.run_log, "w")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
-            ["flwr", "run", str(APP), "test", "--stream", "--run-config", overrides],
+            ["flwr", "run", str(app), "test", "--stream", "--run-config", overrides],
             env=self.env(self.cli_home),
             cwd=self.root,
             stdout=log,
@@ -719,7 +737,9 @@ class Deployment:
         return proc
 
     def kill(self, key: str) -> None:
-        """SIGKILL a whole process group (a SuperNode with its SuperExec and ClientApp)."""
+        """SIGKILL a process group (a SuperNode with its SuperExec and ClientApp; its worker)."""
+        if f"{key}-worker" in self.procs:
+            self.kill(f"{key}-worker")
         proc = self.procs.pop(key)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -736,6 +756,8 @@ class Deployment:
                 pass
         deadline = time.monotonic() + 10
         for key in list(self.procs):
+            if key not in self.procs:  # a worker killed with its SuperNode
+                continue
             proc = self.procs[key]
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -823,7 +845,7 @@ def _make_node_key(folder: Path, name: str) -> Path:
 @pytest.fixture
 def deploy(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Callable[[bool], Deployment]]:
+) -> Iterator[Callable[..., Deployment]]:
     """Start a SuperLink and three SuperNodes; everything is torn down at the end.
 
     Under pytest-xdist the deployments of this session run one at a time (a file lock in
@@ -832,8 +854,8 @@ def deploy(
     """
     started: list[Deployment] = []
 
-    def start(tls: bool) -> Deployment:
-        dep = Deployment(tmp_path / "deployment", tls, write_site_files(tmp_path))
+    def start(tls: bool, isolation: str = "subprocess") -> Deployment:
+        dep = Deployment(tmp_path / "deployment", tls, write_site_files(tmp_path), isolation)
         started.append(dep)
         dep.start_superlink()
         for (name, path), port in zip(dep.paths.items(), dep.node_ports, strict=True):

@@ -3,12 +3,18 @@
     python examples/flower/measure.py [--rows 5000] [--features 10] [--n-estimators 50]
                                       [--max-depth 6] [--workdir DIR] [--privacy secure]
                                       [--binning quantile] [--n-bins 32]
+                                      [--isolation subprocess|worker]
+                                      [--supernode-sleep-cap SECONDS]
 
 Writes three sites' CSV files (make_data.py), starts a SuperLink and three SuperNodes on
 127.0.0.1 (insecure, free ports, one FLWR_HOME each, telemetry and update checks off),
 runs this app with ``flwr run --stream``, prints the time of every round and of the whole
 forest, checks the forest equals the local simulation's, and stops every process it
-started (by process group), also on error or Ctrl-C.
+started (by process group), also on error or Ctrl-C. ``--isolation worker`` starts each
+SuperNode with ``--isolation process`` and a ``fedforest flower-worker`` next to it (one
+long-lived ClientApp process per site) instead of Flower's process per message.
+``--supernode-sleep-cap`` runs the SuperNodes through ``supernode_short_sleep.py`` (an
+experiment that patches Flower's idle sleeps; not for deployments).
 """
 
 from __future__ import annotations
@@ -95,8 +101,13 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: 
     raise TimeoutError(f"the SuperLink did not listen on {port} within {timeout:g} s")
 
 
-def deploy(work: Path, data: list[Path]) -> tuple[int, list[subprocess.Popen[bytes]]]:
-    """A SuperLink and one SuperNode per data file; returns the SuperLink port."""
+def deploy(
+    work: Path, data: list[Path], isolation: str = "subprocess", sleep_cap: float | None = None
+) -> tuple[int, list[subprocess.Popen[bytes]]]:
+    """A SuperLink and one SuperNode per data file; returns the SuperLink port.
+
+    Under ``isolation="worker"`` each SuperNode gets a ``fedforest flower-worker``.
+    """
     port = free_port()
     procs = [
         spawn(
@@ -111,14 +122,28 @@ def deploy(work: Path, data: list[Path]) -> tuple[int, list[subprocess.Popen[byt
         stop(procs)
         raise
     for site, path in zip(SITES, data, strict=True):
+        node_port = free_port()
+        mode = ["--isolation", "process"] if isolation == "worker" else []
+        command = ["flower-supernode"]
+        if sleep_cap is not None:
+            script = str(APP / "supernode_short_sleep.py")
+            command = [sys.executable, script, "--cap", str(sleep_cap), "--"]
         procs.append(
             spawn(
-                ["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{port}",
-                 "--port", str(free_port()),
+                [*command, "--insecure", "--superlink", f"127.0.0.1:{port}",
+                 "--port", str(node_port), *mode,
                  "--node-config", f'data-path="{path}" target="y" name="{site}"'],
                 work / site, work / f"{site}.log",
             )
         )  # fmt: skip
+        if isolation == "worker":
+            procs.append(
+                spawn(
+                    ["fedforest", "flower-worker", "--insecure",
+                     "--runtime-api-address", f"127.0.0.1:{node_port}"],
+                    work / site, work / f"{site}-worker.log",
+                )
+            )  # fmt: skip
     return port, procs
 
 
@@ -165,6 +190,14 @@ def main() -> None:
         help='"global": one round a level (privacy "none" only)',
     )  # fmt: skip
     parser.add_argument("--n-bins", type=int, default=32)
+    parser.add_argument(
+        "--isolation", default="subprocess", choices=["subprocess", "worker"],
+        help='"worker": SuperNodes with --isolation process and a fedforest flower-worker each',
+    )  # fmt: skip
+    parser.add_argument(
+        "--supernode-sleep-cap", type=float, default=None, metavar="SECONDS",
+        help="cap the SuperNodes' fixed sleeps (patches Flower: supernode_short_sleep.py)",
+    )  # fmt: skip
     args = parser.parse_args()
     work = (args.workdir or Path(tempfile.mkdtemp(prefix="fedforest-flower-"))).resolve()
     data = write_sites(work / "data", args.rows, args.features)
@@ -180,7 +213,7 @@ def main() -> None:
         "metrics-path": str(work / "metrics.json"),
     }
     load_before = os.getloadavg()[0]
-    port, procs = deploy(work, data)
+    port, procs = deploy(work, data, args.isolation, args.supernode_sleep_cap)
     try:
         run_app(work, port, config)
     finally:
@@ -203,8 +236,11 @@ def main() -> None:
         for a, b in zip(remote.trees_, local.trees_, strict=True)
     )
     report(json.loads((work / "metrics.json").read_text()), local_seconds, same)
+    cap = args.supernode_sleep_cap
+    sleeps = f"capped at {cap:g} s" if cap is not None else "as Flower has them"
     print(
-        f"(load average {load_before:.1f} before, {load_after:.1f} after, on "
+        f"(isolation {args.isolation}; SuperNode sleeps {sleeps}; load average "
+        f"{load_before:.1f} before, {load_after:.1f} after, on "
         f"{os.cpu_count()} cores; logs and files in {work})"
     )
 
