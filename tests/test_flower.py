@@ -132,6 +132,20 @@ def dying(client: ff.Client, fail_at: int) -> FailingClient:
     return FailingClient(X, client.y_raw, client.name, fail_at)
 
 
+def assert_dropped_like_local(dep: Deployment, output: str, name: str, fail_at: int) -> None:
+    """The run's saved forest dropped ``name`` at round ``fail_at`` and equals the local
+    transport's with a client that fails at the same round (forest and ledger)."""
+    model_path = dep.root / "model.ffm"
+    assert model_path.exists(), f"no model written\n{output}\n{dep.logs()}"
+    remote = ff.load(model_path)
+    assert remote.dropped_clients_ == [(name, fail_at)]
+    clients = failing(local_clients(dep.paths), name, fail_at)
+    local = ff.FedForestRegressor(**PARAMS, random_state=SEED, on_client_failure="drop")
+    local.fit_federated(ff.LocalFederation(clients))
+    assert_same_forest(remote, local)
+    assert remote.communication_.to_dict() == local.communication_.to_dict()
+
+
 def failing(clients: list[ff.Client], name: str, fail_at: int) -> list[ff.Client]:
     return [dying(c, fail_at) if c.name == name else c for c in clients]
 
@@ -950,7 +964,6 @@ def test_flower_deployment_survives_or_reports_a_killed_supernode(
     _wait_for_line(dep.root / "site-c.log", f", ROUND {kill_at}]", run, timeout=scaled(300))
     dep.kill("site-c")
     output = _wait(run, dep, timeout=scaled(600))
-    model_path = dep.root / "model.ffm"
     if policy == "raise":
         assert f"Client 'site-c' failed in round {kill_at} ({kind})" in output, dep.logs()
         # Flower reports a killed node by its missing heartbeats or by the round's
@@ -960,12 +973,4 @@ def test_flower_deployment_survives_or_reports_a_killed_supernode(
         assert run.returncode != 0 or "ClientFailure" in output
         assert not [p.name for p in dep.root.iterdir() if "model" in p.name or "metrics" in p.name]
         return
-    assert model_path.exists(), f"no model written\n{output}\n{dep.logs()}"
-    remote = ff.load(model_path)
-    assert remote.dropped_clients_ == [("site-c", kill_at)]
-    # The local transport with a client that dies at the same round gives the same forest.
-    clients = failing(local_clients(dep.paths), "site-c", kill_at)
-    local = ff.FedForestRegressor(**PARAMS, random_state=SEED, on_client_failure="drop")
-    local.fit_federated(ff.LocalFederation(clients))
-    assert_same_forest(remote, local)
-    assert remote.communication_.to_dict() == local.communication_.to_dict()
+    assert_dropped_like_local(dep, output, "site-c", kill_at)

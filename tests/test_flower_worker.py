@@ -30,8 +30,8 @@ from tests.test_flower import (
     Deployment,
     _run_config,
     _wait,
+    assert_dropped_like_local,
     assert_same_forest,
-    failing,
     local_clients,
     scaled,
 )
@@ -146,16 +146,8 @@ def _run_failing_app(
     if during is not None:
         during()
     output = _wait(run, dep, timeout=scaled(600))
-    model_path = dep.root / "model.ffm"
-    assert model_path.exists(), f"no model written\n{output}\n{dep.logs()}"
-    remote = ff.load(model_path)
-    assert remote.dropped_clients_ == [("site-c", FAIL_ROUND)]
-    clients = failing(local_clients(dep.paths), "site-c", FAIL_ROUND)
-    local = ff.FedForestRegressor(**PARAMS, random_state=SEED, on_client_failure="drop")
-    local.fit_federated(ff.LocalFederation(clients))
-    assert_same_forest(remote, local)
-    assert remote.communication_.to_dict() == local.communication_.to_dict()
-    model_path.unlink()
+    assert_dropped_like_local(dep, output, "site-c", FAIL_ROUND)
+    (dep.root / "model.ffm").unlink()
     return output
 
 
