@@ -951,3 +951,38 @@ def test_a_pair_without_candidates_tries_its_ancestors_thresholds() -> None:
         cands, cand_off, safe, grid, grid_off, rows, anc, anc_off, lo, hi, total, 20
     )
     np.testing.assert_array_equal(off, cand_off)
+
+
+def test_the_fallback_kernel_matches_its_twin() -> None:
+    # Random pairs: sorted grids with cumulative rows, ancestors' thresholds partly on the
+    # grid (some repeated), partly off it or outside the node; some pairs not listed.
+    from fedforest.federated.server.fallback import spaced_thresholds, spaced_thresholds_numpy
+
+    rng = np.random.default_rng(4)
+    grid, grid_off, rows, anc, anc_off, lo, hi, total = [], [0], [], [], [0], [], [], []
+    for _ in range(60):
+        g = np.unique(rng.random(rng.integers(1, 30)))
+        r = np.cumsum(rng.integers(0, 12, g.size)).astype(float)
+        grid += list(g)
+        rows += list(r)
+        grid_off.append(len(grid))
+        t = list(rng.choice(g, rng.integers(0, 8))) + list(rng.random(rng.integers(0, 3)))
+        anc += [[v, 0.0, 0.0, 1.0] for v in rng.permutation(t + t[:2])]
+        anc_off.append(len(anc))
+        lo.append(rng.random() * 0.3 - 0.1)
+        hi.append(0.7 + rng.random() * 0.4)
+        total.append(r[-1] + rng.integers(0, 30))
+    args = [np.array(grid), np.array(grid_off), np.array(rows), np.array(anc).reshape(-1, 4)]
+    args += [np.array(anc_off), np.array(lo), np.array(hi), np.array(total), 10.0]
+    pairs = np.sort(rng.choice(60, 45, replace=False))
+    outs = []
+    for kernel in (spaced_thresholds, spaced_thresholds_numpy):
+        out, n_out = np.full(len(anc), np.nan), np.zeros(pairs.size, dtype=np.int64)
+        n = kernel(pairs, *args, out, n_out)
+        outs.append((n, out[:n], n_out))
+    (n, out, n_out), (n2, out2, n_out2) = outs
+    assert n == n2 and n_out.sum() == n
+    np.testing.assert_array_equal(out, out2)
+    np.testing.assert_array_equal(n_out, n_out2)
+    assert (n_out > 0).sum() >= 5 and (n_out == 0).sum() >= 5  # both outcomes exercised
+    assert n < (args[4][pairs + 1] - args[4][pairs]).sum() / 2  # many thresholds dropped

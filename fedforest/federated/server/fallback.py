@@ -20,28 +20,80 @@ candidate is left as it is.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 
 from ..privacy.intervals import safe_from_ancestors
 from .secure_grids import offsets, ranges
 
-__all__ = ["with_ancestor_candidates"]
+__all__ = ["spaced_thresholds", "spaced_thresholds_numpy", "with_ancestor_candidates"]
 
 
-def _spaced(thr: NDArray[np.float64], grid: NDArray[np.float64], rows: NDArray[np.float64],
-            total: float, m: int) -> list[float]:  # fmt: skip
-    """``thr`` on ``grid``, from the left, each ``m`` rows past the last and short of the end."""
-    kept: list[float] = []
-    last = 0.0
-    for t in np.unique(thr):
-        j = int(np.searchsorted(grid, t))
-        if j >= grid.size or grid[j] != t:
-            continue
-        if rows[j] - last >= m and total - rows[j] >= m:
-            kept.append(float(t))
-            last = float(rows[j])
-    return kept
+@numba.njit(nogil=True, cache=True)
+def spaced_thresholds(  # type: ignore[no-untyped-def]
+    pairs, grid, grid_off, rows, anc, anc_off, lo, hi, total, m, out, n_out
+):
+    """Per listed pair, its ancestors' thresholds on its grid, ``m`` rows apart.
+
+    A pair's thresholds inside ``(lo, hi)`` that are edges of its grid, from the left,
+    each ``m`` rows past the last kept and ``m`` rows short of the total. Writes them to
+    ``out`` (room for every ancestor threshold of the pairs) and their number per pair to
+    ``n_out``; returns how many were written.
+    """
+    pos = 0
+    for k in range(pairs.size):
+        p = pairs[k]
+        thr = anc[anc_off[p] : anc_off[p + 1], 0].copy()
+        thr.sort()
+        g = grid[grid_off[p] : grid_off[p + 1]]
+        r = rows[grid_off[p] : grid_off[p + 1]]
+        last = 0.0
+        start = pos
+        for i in range(thr.size):
+            t = thr[i]
+            if not (t > lo[p] and t < hi[p]) or (i > 0 and t == thr[i - 1]):
+                continue
+            j = np.searchsorted(g, t)
+            if j >= g.size or g[j] != t:
+                continue
+            if r[j] - last >= m and total[p] - r[j] >= m:
+                out[pos] = t
+                pos += 1
+                last = r[j]
+        n_out[k] = pos - start
+    return pos
+
+
+def spaced_thresholds_numpy(
+    pairs: NDArray[np.int64],
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    rows: NDArray[np.float64],
+    anc: NDArray[np.float64],
+    anc_off: NDArray[np.int64],
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    total: NDArray[np.float64],
+    m: float,
+    out: NDArray[np.float64],
+    n_out: NDArray[np.int64],
+) -> int:
+    """NumPy twin of :func:`spaced_thresholds` (the same answer, pair by pair)."""
+    pos = 0
+    for k, p in enumerate(pairs):
+        g, r = grid[grid_off[p] : grid_off[p + 1]], rows[grid_off[p] : grid_off[p + 1]]
+        thr = anc[anc_off[p] : anc_off[p + 1], 0]
+        thr = np.unique(thr[(thr > lo[p]) & (thr < hi[p])])
+        j = np.searchsorted(g, thr)
+        on = j < g.size
+        on[on] = g[j[on]] == thr[on]
+        last, start = 0.0, pos
+        for t, rj in zip(thr[on], r[j[on]], strict=True):
+            if rj - last >= m and total[p] - rj >= m:
+                out[pos], pos, last = t, pos + 1, rj
+        n_out[k] = pos - start
+    return pos
 
 
 def with_ancestor_candidates(
@@ -67,17 +119,16 @@ def with_ancestor_candidates(
     owner = np.repeat(np.arange(n_pairs), np.diff(cand_off))
     kept = np.bincount(owner[safe], minlength=n_pairs)
     pairs = np.flatnonzero((kept == 0) & (np.diff(anc_off) > 0))
-    extra: list[list[float]] = []
-    for p in pairs:
-        g, r = grid[grid_off[p] : grid_off[p + 1]], rows[grid_off[p] : grid_off[p + 1]]
-        thr = anc[anc_off[p] : anc_off[p + 1], 0]
-        extra.append(_spaced(thr[(thr > lo[p]) & (thr < hi[p])], g, r, float(total[p]), m))
-    n_extra = np.array([len(e) for e in extra], dtype=np.int64)
-    if not n_extra.sum():
+    out = np.empty(int((anc_off[pairs + 1] - anc_off[pairs]).sum()))
+    n_extra = np.zeros(pairs.size, dtype=np.int64)
+    if pairs.size:
+        anc = np.ascontiguousarray(anc, dtype=np.float64)
+        n_new = spaced_thresholds(
+            pairs, grid, grid_off, rows, anc, anc_off, lo, hi, total, float(m), out, n_extra
+        )
+    if not pairs.size or not n_new:
         return cands, cand_off, safe
-    pairs, extra = pairs[n_extra > 0], [e for e in extra if e]
-    n_extra = n_extra[n_extra > 0]
-    new = np.concatenate([np.asarray(e) for e in extra])
+    pairs, n_extra, new = pairs[n_extra > 0], n_extra[n_extra > 0], out[:n_new]
     g_take = ranges(grid_off[pairs], grid_off[pairs + 1])
     a_take = ranges(anc_off[pairs], anc_off[pairs + 1])
     new_safe = safe_from_ancestors(
