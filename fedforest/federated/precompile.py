@@ -35,7 +35,7 @@ from numba.core import event
 from ..tree.apply import predict_forest
 from . import client_kernels
 from .privacy import grids, intervals, partitions, rules, secagg
-from .server import check_kernels, draws, guides, secure_grids, splitter
+from .server import check_kernels, draws, fallback, guides, secure_grids, splitter
 
 __all__ = [
     "HERE",
@@ -57,6 +57,7 @@ _I8 = types.int8[::1]
 _U8 = types.uint8[::1]
 _B = types.bool_[::1]
 _I = types.int64
+_R = types.float64
 
 #: Compiled in this process: the server's kernels but one, and a client's node summaries.
 HERE: list[tuple[Any, tuple[Any, ...]]] = [
@@ -77,6 +78,7 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
         (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _I64, _I64, _F, _I, _B),
     ),
     (grids.searchsorted_segments, (_F, _I64, _F, _I64, _I64)),
+    (fallback.spaced_thresholds, (_I64, _F, _I64, _F, _F2, _I64, _F, _F, _F, _R, _F, _I64)),
     (grids._libm_map, (_F, types.boolean, _F)),
     (client_kernels.node_summaries, (_I32, _F, _I32, _F, _I, _F2)),
 ]  # fmt: skip
