@@ -111,12 +111,11 @@ def test_pair_best_takes_the_first_largest_positive_gain() -> None:
     ]
 
 
-def _guide_entries(rng: np.random.Generator, guides: Guides, d: int) -> list[tuple]:
+def _guide_entries(rng: np.random.Generator, guides: Guides, d: int, n: int = 60) -> list[tuple]:
     """Three levels of entries for 6 trees, thresholds on a coarse grid (ties, repeats)."""
     entries = []
     for level in range(3):
         guides.level = level
-        n = 60
         tree, f = rng.integers(0, 6, n), rng.integers(0, d, n)
         thr = rng.integers(-8, 8, n) / 4.0
         gain = rng.integers(1, 6, n) / 8.0  # ties in gain
@@ -150,25 +149,26 @@ def test_guides_are_the_best_of_earlier_trees_and_levels_inside_the_bounds(level
     assert (n_found > 40) == (level > 0)  # the case exercises the guides
 
 
-def test_top_guides_matches_its_twin_and_the_order_of_entries_does_not_matter() -> None:
+@pytest.mark.parametrize("n", [60, 2000])  # narrow bounds (bisection) and wide (by gain)
+def test_top_guides_matches_its_twin_and_the_order_of_entries_does_not_matter(n: int) -> None:
     rng = np.random.default_rng(7)
     d = 4
     a, b = Guides(d), Guides(d)
-    entries = _guide_entries(rng, a, d)
+    entries = _guide_entries(rng, a, d, n)
     perm = rng.permutation(len(entries))  # another batching adds them in another order
     cols = [np.asarray([entries[j][k] for j in perm]) for k in range(5)]
     b.add(cols[0], cols[1], cols[2], cols[3], cols[4])
     for g in (a, b):
         g.level = 2
-    q = (rng.integers(0, 6, 50), rng.integers(0, d, 50), np.full(50, -1.5), np.full(50, 1.0))
+    lo = np.where(np.arange(50) % 2, -np.inf, -1.5)
+    q = (rng.integers(0, 6, 50), rng.integers(0, d, 50), lo, np.full(50, 1.0))
     off_a, got_a = a.find(*q)
     off_b, got_b = b.find(*q)
     np.testing.assert_array_equal(off_a, off_b)
     np.testing.assert_array_equal(got_a, got_b)
-    e_off, e_tree, e_depth, order = a._sorted()
     out_off = np.zeros(51, dtype=np.int64)
     out = np.empty(50 * GUIDES_PER_PAIR)
-    args = (e_off, e_tree, e_depth, a.threshold[order], q[0], q[1], q[2], q[3], 2)
+    args = (*a._sorted(), q[0], q[1], q[2], q[3], 2)
     top_guides_numpy(*args, GUIDES_PER_PAIR, out_off, out)
     np.testing.assert_array_equal(out_off, off_a)
     np.testing.assert_array_equal(out[: out_off[-1]], got_a)

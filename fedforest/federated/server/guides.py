@@ -194,7 +194,7 @@ class Guides:
     threshold: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     #: The depth of the nodes growing now (set before each level's Round A).
     level: int = 0
-    _index: tuple[NDArray[np.int64], ...] | None = None
+    _index: tuple[NDArray[Any], ...] | None = None
 
     def add(
         self, tree: NDArray[np.int64], depth: NDArray[np.int64], feature: NDArray[np.int64],
@@ -237,13 +237,19 @@ class Guides:
         """Join an earlier fit's entries (a warm start: its trees come first)."""
         self.add(pool["tree"], pool["depth"], pool["feature"], pool["threshold"], pool["gain"])
 
-    def _sorted(self) -> tuple[NDArray[np.int64], ...]:
-        """Per feature, the entries by gain (largest first; ties by tree, depth, threshold)."""
+    def _sorted(self) -> tuple[NDArray[Any], ...]:
+        """Per feature, the entries by gain, then by threshold (see :func:`top_guides`).
+
+        By gain: largest first, ties by tree, depth, threshold.
+        """
         if self._index is None:
             order = np.lexsort((self.threshold, self.depth, self.tree, -self.gain, self.feature))
             off = np.zeros(self.d + 1, dtype=np.int64)
             np.cumsum(np.bincount(self.feature, minlength=self.d), out=off[1:])
-            self._index = (off, self.tree[order], self.depth[order], order)
+            thr = np.ascontiguousarray(self.threshold[order])
+            rank = np.arange(order.size, dtype=np.int64)
+            by_thr = np.lexsort((rank, thr, self.feature[order]))
+            self._index = (off, self.tree[order], self.depth[order], thr, thr[by_thr], by_thr)
         return self._index
 
     def find(
@@ -254,21 +260,25 @@ class Guides:
 
         At most :data:`GUIDES_PER_PAIR`, best first; returns offsets and thresholds.
         """
-        off, e_tree, e_depth, order = self._sorted()
+        e_off, e_tree, e_depth, e_thr, s_thr, s_at = self._sorted()
         out_off = np.zeros(tree.size + 1, dtype=np.int64)
         out = np.empty(tree.size * GUIDES_PER_PAIR)
         top_guides(
-            off, e_tree, e_depth, np.ascontiguousarray(self.threshold[order]),
-            np.asarray(tree, dtype=np.int64), np.asarray(feature, dtype=np.int64),
-            np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64), self.level,
-            GUIDES_PER_PAIR, out_off, out,
+            e_off, e_tree, e_depth, e_thr, s_thr, s_at, np.asarray(tree, dtype=np.int64),
+            np.asarray(feature, dtype=np.int64), np.asarray(lo, dtype=np.float64),
+            np.asarray(hi, dtype=np.float64), self.level, GUIDES_PER_PAIR, out_off, out,
         )  # fmt: skip
         return out_off, out[: out_off[-1]]
 
 
+#: A query whose bounds hold at most this many entries of its feature scans them (by
+#: threshold) instead of the feature's entries by gain: a deep node's narrow bounds.
+_SLICE = 256
+
+
 @numba.njit(nogil=True, cache=True)
 def top_guides(  # type: ignore[no-untyped-def]
-    e_off, e_tree, e_depth, e_thr, tree, feature, lo, hi, level, k_max, out_off, out
+    e_off, e_tree, e_depth, e_thr, s_thr, s_at, tree, feature, lo, hi, level, k_max, out_off, out
 ):
     """Per query pair, the entries of largest gain that guide it (at most ``k_max``).
 
@@ -276,6 +286,9 @@ def top_guides(  # type: ignore[no-untyped-def]
     ----------
     e_off : ndarray of int64, shape (d + 1,)  # IN
         Each feature's entries in ``e_tree``, ``e_depth``, ``e_thr``, largest gain first.
+    s_thr, s_at : ndarray, shape (e_thr.size,)  # IN
+        The same entries by threshold within each feature, and each one's index in the
+        order by gain (narrow bounds: the entries inside them, found by bisection).
     tree, feature : ndarray of int64, shape (n,)  # IN
         Each pair's (global) tree index and feature.
     lo, hi : ndarray of float64, shape (n,)  # IN
@@ -285,39 +298,72 @@ def top_guides(  # type: ignore[no-untyped-def]
     k_max : int  # IN
     out_off : ndarray of int64, shape (n + 1,)  # OUT
     out : ndarray of float64, shape (n * k_max,)  # OUT
-        Each pair's guides, best first, distinct.
+        Each pair's guides, best first, distinct: the ``k_max`` distinct thresholds of
+        smallest index by gain among the entries that count.
     """
     k = 0
     out_off[0] = 0
+    best = np.empty(k_max, dtype=np.int64)
     for i in range(tree.size):
         start = k
         f = feature[i]
-        for e in range(e_off[f], e_off[f + 1]):
-            if k - start >= k_max:
-                break
-            if e_tree[e] > tree[i] or e_depth[e] >= level:
-                continue
-            x = e_thr[e]
-            if not (lo[i] < x < hi[i]):
-                continue
-            seen = False
-            for c in range(start, k):
-                if out[c] == x:
-                    seen = True
-                    break
-            if not seen:
-                out[k] = x
+        a, b = e_off[f], e_off[f + 1]
+        i0 = a + np.searchsorted(s_thr[a:b], lo[i], side="right")
+        i1 = a + np.searchsorted(s_thr[a:b], hi[i], side="left")
+        if i1 - i0 <= _SLICE:
+            # Bisection: each distinct threshold inside once, at its best index by gain.
+            n = 0
+            j = i0
+            while j < i1:
+                x = s_thr[j]
+                r = -1
+                while j < i1 and s_thr[j] == x:
+                    e = s_at[j]
+                    if e_tree[e] <= tree[i] and e_depth[e] < level and (r < 0 or e < r):
+                        r = e
+                    j += 1
+                if r < 0 or (n == k_max and r > best[n - 1]):
+                    continue
+                c = n if n < k_max else k_max - 1
+                while c > 0 and best[c - 1] > r:  # insert by index (the order by gain)
+                    if c < k_max:
+                        best[c] = best[c - 1]
+                    c -= 1
+                best[c] = r
+                if n < k_max:
+                    n += 1
+            for c in range(n):
+                out[k] = e_thr[best[c]]
                 k += 1
+        else:
+            for e in range(a, b):
+                if k - start >= k_max:
+                    break
+                if e_tree[e] > tree[i] or e_depth[e] >= level:
+                    continue
+                x = e_thr[e]
+                if not (lo[i] < x < hi[i]):
+                    continue
+                seen = False
+                for c in range(start, k):
+                    if out[c] == x:
+                        seen = True
+                        break
+                if not seen:
+                    out[k] = x
+                    k += 1
         out_off[i + 1] = k
 
 
 def top_guides_numpy(
     e_off: NDArray[np.int64], e_tree: NDArray[np.int64], e_depth: NDArray[np.int64],
-    e_thr: NDArray[np.float64], tree: NDArray[np.int64], feature: NDArray[np.int64],
+    e_thr: NDArray[np.float64], s_thr: NDArray[np.float64], s_at: NDArray[np.int64],
+    tree: NDArray[np.int64], feature: NDArray[np.int64],
     lo: NDArray[np.float64], hi: NDArray[np.float64], level: int, k_max: int,
     out_off: NDArray[np.int64], out: NDArray[np.float64],
 ) -> None:  # fmt: skip
-    """NumPy twin of :func:`top_guides` (same arguments, same outputs)."""
+    """NumPy twin of :func:`top_guides` (same arguments, same outputs; by gain only)."""
+    del s_thr, s_at  # the kernel's shortcut for narrow bounds
     k = 0
     out_off[0] = 0
     for i in range(tree.size):
