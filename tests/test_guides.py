@@ -253,3 +253,23 @@ def test_refined_best_moves_a_clean_step_and_keeps_a_noisy_one(step: float) -> N
             assert abs(thr[0] - step) < (1e-3 if noise == 0 else 0.01) < abs(best[0] - step)
         else:
             assert thr[0] == best[0]
+
+
+def test_record_keeps_the_best_entries_per_tree_feature_and_level() -> None:
+    from fedforest.federated.server.guides import KEPT_PER_LEVEL
+
+    rng = np.random.default_rng(3)
+    n_pairs = 400  # one candidate each: its best
+    tree, feature = rng.integers(0, 3, n_pairs), rng.integers(0, 2, n_pairs).astype(np.int32)
+    cand, gain = rng.normal(size=n_pairs), rng.random(n_pairs) + 0.1
+    guides = Guides(2)
+    guides.level = 5
+    guides.record(tree, feature, np.arange(n_pairs + 1), cand, gain)
+    for t in range(3):
+        for f in range(2):
+            mine = (tree == t) & (feature == f)
+            got = (guides.tree == t) & (guides.feature == f)
+            want = np.sort(gain[mine])[::-1][:KEPT_PER_LEVEL]
+            np.testing.assert_array_equal(np.sort(guides.gain[got])[::-1], want)
+            assert mine.sum() > KEPT_PER_LEVEL  # the cap binds
+    assert np.all(guides.depth == 5)

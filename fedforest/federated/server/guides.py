@@ -16,7 +16,8 @@ changes, closer than one tree's candidates `m` rows apart can (docs/privacy.md, 
 costs": the paper's homogeneous setting 1.075 -> 1.040 of scikit-learn's MSE against
 guides of the node's own tree only). Exactly those entries are known when the node grows,
 whatever ``tree_batch_size``, so the forest does not depend on it; a warm start carries
-the earlier fit's entries (the estimator keeps them), so it equals one fit. Where the
+the earlier fit's entries (the estimator keeps them), so it equals one fit. At most
+:data:`KEPT_PER_LEVEL` entries per tree, feature and level are kept (deep trees). Where the
 pooled sums locate a step between a best candidate's neighbours precisely (a clean step,
 such as a class boundary), the entry is the step's estimated position, not the candidate
 (:func:`refined_best`): otherwise an early tree's coarse threshold takes the slot next to
@@ -57,6 +58,8 @@ __all__ = [
 
 #: At most this many guides per (node, feature), the best by gain.
 GUIDES_PER_PAIR = 4
+#: Entries kept per (tree, feature) and level, the best by gain.
+KEPT_PER_LEVEL = 8
 #: A pair's best threshold moves to the step its pooled sums locate when the share of the
 #: weight below the step is known to this standard error (:func:`refined_best`).
 REFINE_SE = 0.05
@@ -222,9 +225,17 @@ class Guides:
         else:
             pairs, thr, g = pair_best(cand_off, cand, gain)
         known = thr != MISSING_SPLIT  # "value known | missing" guides nothing
-        pairs = pairs[known]
+        pairs, thr, g = pairs[known], thr[known], g[known]
+        # At most KEPT_PER_LEVEL per (tree, feature) and level, the largest gains: bounds
+        # the entries of deep trees (the same whatever the batching: a level is whole).
+        key = tree[pairs].astype(np.int64) * self.d + feature[pairs]
+        order = np.lexsort((thr, -g, key))
+        key = key[order]
+        first = np.searchsorted(key, key, side="left")
+        keep = order[np.arange(key.size) - first < KEPT_PER_LEVEL]
+        pairs, thr, g = pairs[keep], thr[keep], g[keep]
         depth = np.full(pairs.size, self.level, dtype=np.int64)
-        self.add(tree[pairs], depth, feature[pairs], thr[known], g[known])
+        self.add(tree[pairs], depth, feature[pairs], thr, g)
 
     def pool(self) -> dict[str, NDArray[Any]]:
         """Every entry, for a warm start (:meth:`add_pool`)."""
