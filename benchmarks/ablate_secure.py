@@ -3,30 +3,37 @@
 Each mode patches the server in this process only, to measure what one part of the
 secure protocol costs; several patches weaken the rules and exist for measurement only:
 
-- ``default``: privacy="secure" as shipped (guided candidates);
+- ``default``: privacy="secure" as shipped (guides: the best thresholds of the trees
+  ``<= t`` at depths ``< L`` for a node of tree ``t`` at depth ``L``, server/guides.py);
+- ``own-tree``: guides of the node's own tree only (main before shared guides);
 - ``no-guides``: without guided candidates (the quantile candidates alone);
-- ``earlier-trees``: a node of tree ``t`` at level ``L`` guided by the trees ``<= t`` at
-  levels ``< L`` (the same whatever ``tree_batch_size``; not shipped: it fails
-  ``tests/test_secure.py::test_narrow_signal_is_found``);
-- ``all-trees``: guides from every tree of the batch, not only the tree's own (the forest
-  would then depend on ``tree_batch_size``);
+- ``all-trees``: guides from every tree of the batch at depths ``< L`` (the forest would
+  then depend on ``tree_batch_size``);
 - ``oracle``: the true thresholds of ``paper_f`` (0 on x1, x2, x4; -3 and 3 on x3) as the
   only guides, under the same rules (``--jitter SD``: each tree's moved by a normal draw
   of standard deviation ``SD``, the same for a tree and feature at every node);
 - ``no-across-levels``: the rules across levels switched off (UNSAFE); the counts say
-  how many candidates they would have dropped.
+  how many candidates they would have dropped;
+- ``no-rules``: ``no-across-levels`` and the partition rule off too (UNSAFE);
+- ``dense``: candidates and node grids spaced 1 row apart instead of ``m`` (UNSAFE: the
+  leaves, summaries and groups keep ``m``; combine with ``no-rules``, whose checks would
+  drop most of them).
 
-Modes joined by "+" combine (``no-guides+no-across-levels``).
+Modes joined by "+" combine (``no-rules+dense``). ``--m`` sets ``min_aggregate_rows``
+(also the leaf floor). ``--none`` first prints the ``"none"`` variants of the
+decomposition in docs/privacy.md: the paper's protocol, with leaves of 10 rows (the
+secure floor), without local candidates (the paper's quantiles), and both.
 
-Prints, per mode, the test MSE relative to scikit-learn's forest (leaf 5) over the seeds,
-and the candidates placed and kept. The paper's forest: 50 trees, depth 8, leaf 5, a third
-of the features, B = 32, one thread.
+Prints, per mode, the test MSE relative to scikit-learn's forest (leaf 5) over the seeds
+(ratio of mean MSEs), the per-seed ratios and their standard deviation, and the
+candidates placed and kept. The paper's forest: 50 trees, depth 8, leaf 5, a third of the
+features, B = 32, one thread.
 
 Usage::
 
     python benchmarks/ablate_secure.py                      # every mode, seeds 0 1 2
-    python benchmarks/ablate_secure.py oracle --seeds 0 1 2 3 4 5
-    python benchmarks/ablate_secure.py earlier-trees --n-bins 128
+    python benchmarks/ablate_secure.py --none default own-tree no-rules no-rules+dense \
+        oracle --seeds 0 1 2 3 4                            # the decomposition table
     python benchmarks/ablate_secure.py oracle --jitter 0.05
 """
 
@@ -51,105 +58,124 @@ from sklearn.ensemble import RandomForestRegressor
 import fedforest as ff
 import fedforest.federated.server.secure as secure
 from fedforest.datasets import make_paper_synthetic
-from fedforest.federated.server.guides import GUIDES_PER_PAIR, Guides, pair_best
-from fedforest.federated.server.missing import MISSING_SPLIT
+from fedforest.federated.server.guides import Guides
 
-MODES = ("default", "no-guides", "earlier-trees", "all-trees", "oracle", "no-across-levels")
+MODES = (
+    "default",
+    "own-tree",
+    "no-guides",
+    "all-trees",
+    "oracle",
+    "no-across-levels",
+    "no-rules",
+    "dense",
+)
 KW: dict[str, Any] = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
 TRUE = {0: [0.0], 1: [0.0], 2: [-3.0, 3.0], 3: [0.0]}  # paper_f's thresholds per feature
 COUNTS = {"placed": 0, "kept": 0}
 JITTER = {"sd": 0.0}  # --jitter: the oracle's thresholds moved per tree by N(0, sd^2)
+_ORIGINAL = {
+    name: getattr(secure, name)
+    for name in (
+        "safe_from_ancestors",
+        "partition_filter",
+        "secure_candidates",
+        "guided_candidates",
+        "node_grids",
+    )
+}
+_TREES = 1024  # own-tree: each tree's features apart (fewer trees than this)
+
+
+class OwnTree(Guides):
+    """Guides of the node's own tree only: each (tree, feature) a feature of its own."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__(d * _TREES)
+        self.d0 = d
+
+    def add(self, tree, depth, feature, thr, gain):  # type: ignore[no-untyped-def]
+        super().add(tree, depth, np.asarray(tree) * self.d0 + feature, thr, gain)
+
+    def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
+        return super().find(tree, np.asarray(tree) * self.d0 + feature, lo, hi)
+
+
+class AllTrees(Guides):
+    """Guides from every tree of the batch (any tree index)."""
+
+    def find(self, tree, *a):  # type: ignore[no-untyped-def]
+        return super().find(np.full_like(tree, 1 << 40), *a)
+
+
+class Oracle(Guides):
+    """paper_f's true thresholds as the only guides (moved by --jitter per tree)."""
+
+    def record(self, *a, **k):  # type: ignore[no-untyped-def]
+        pass
+
+    def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
+        per = []
+        for t, f, a, b in zip(tree, feature, lo, hi, strict=True):
+            rng = np.random.default_rng(int(t) * 100 + int(f))  # per tree and feature
+            moved = [x + JITTER["sd"] * rng.normal() for x in TRUE.get(int(f), [])]
+            per.append([x for x in moved if a < x < b])
+        off = np.zeros(len(per) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in per], out=off[1:])
+        return off, np.asarray([t for p in per for t in p], dtype=float)
+
+
+def _one_row_apart(name: str, at: int):  # type: ignore[no-untyped-def]
+    """``secure.<name>`` with its ``min_rows`` argument (position ``at``) set to 1."""
+    original = _ORIGINAL[name]
+
+    def patched(*a):  # type: ignore[no-untyped-def]
+        return original(*a[:at], 1, *a[at + 1 :])
+
+    return patched
+
+
+def _dense_grids(state, *a, **k):  # type: ignore[no-untyped-def]
+    m = state.min_rows
+    state.min_rows = 1  # node grids of n_node (capped) edges, not n_node / m
+    try:
+        return _ORIGINAL["node_grids"](state, *a, **k)
+    finally:
+        state.min_rows = m
 
 
 def _patch(mode: str) -> None:
     """Set the server's functions for ``mode`` (modes joined by "+" combine)."""
     parts = set(mode.split("+"))
+    for name, fn in _ORIGINAL.items():
+        setattr(secure, name, fn)
+    guides = {"no-guides": lambda d: None, "own-tree": OwnTree, "all-trees": AllTrees}
     secure.Guides = Guides  # type: ignore[attr-defined]
-    if "no-guides" in parts:
-        secure.Guides = lambda d: None  # type: ignore[attr-defined]
-    elif "all-trees" in parts:
-
-        class AllTrees(Guides):
-            def record(self, tree, *a):  # type: ignore[no-untyped-def]
-                super().record(tree * 0, *a)
-
-            def find(self, tree, *a):  # type: ignore[no-untyped-def]
-                return super().find(tree * 0, *a)
-
-        secure.Guides = AllTrees  # type: ignore[attr-defined]
-    elif "earlier-trees" in parts:
-        secure.Guides = EarlierTrees  # type: ignore[attr-defined]
-    elif "oracle" in parts:
-
-        class Oracle(Guides):
-            def record(self, *a):  # type: ignore[no-untyped-def]
-                pass
-
-            def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
-                per = []
-                for t, f, a, b in zip(tree, feature, lo, hi, strict=True):
-                    rng = np.random.default_rng(int(t) * 100 + int(f))  # per tree and feature
-                    moved = [x + JITTER["sd"] * rng.normal() for x in TRUE.get(int(f), [])]
-                    per.append([x for x in moved if a < x < b])
-                off = np.zeros(len(per) + 1, dtype=np.int64)
-                np.cumsum([len(p) for p in per], out=off[1:])
-                return off, np.asarray([t for p in per for t in p], dtype=float)
-
-        secure.Guides = Oracle  # type: ignore[attr-defined]
-    rules_off = "no-across-levels" in parts
+    for part, cls in {**guides, "oracle": Oracle}.items():
+        if part in parts:
+            secure.Guides = cls  # type: ignore[attr-defined]
+    rules_off = bool({"no-across-levels", "no-rules"} & parts)
 
     def counted(*a):  # type: ignore[no-untyped-def]
-        safe = _SAFE(*a)
+        safe = _ORIGINAL["safe_from_ancestors"](*a)
         COUNTS["placed"] += safe.size
         COUNTS["kept"] += int(safe.sum())
         return np.ones_like(safe) if rules_off else safe
 
     secure.safe_from_ancestors = counted
+    if "no-rules" in parts:
+        secure.partition_filter = lambda *a: None
+    if "dense" in parts:
+        secure.secure_candidates = _one_row_apart("secure_candidates", 8)
+        secure.guided_candidates = _one_row_apart("guided_candidates", 8)
+        secure.node_grids = _dense_grids
 
 
-_SAFE = secure.safe_from_ancestors
-LEVEL: dict[int, int] = {}  # earlier-trees: each tree's current level (round A calls)
-_ROUND_A = secure.round_a
-
-
-def _round_a(fed, ledger, cfg, ctx, *a):  # type: ignore[no-untyped-def]
-    for t in np.unique(ctx["secure_slots"][0]):
-        LEVEL[int(t)] = LEVEL.get(int(t), -1) + 1
-    return _ROUND_A(fed, ledger, cfg, ctx, *a)
-
-
-secure.round_a = _round_a
-
-
-class EarlierTrees(Guides):
-    """Guides of trees ``<= t`` at levels ``< L`` (per feature, best gain first)."""
-
-    def __init__(self, d: int) -> None:
-        super().__init__(d)
-        LEVEL.clear()
-        self.entries: dict[int, list[tuple[int, int, float, float]]] = {}
-
-    def record(self, tree, feature, cand_off, cand, gain):  # type: ignore[no-untyped-def]
-        pairs, thr, g = pair_best(cand_off, cand, gain)
-        for p, t, gg in zip(pairs, thr, g, strict=True):
-            if t != MISSING_SPLIT:
-                tr = int(tree[p])
-                self.entries.setdefault(int(feature[p]), []).append((tr, LEVEL[tr], gg, t))
-
-    def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
-        arrays = {f: np.array(v) for f, v in self.entries.items()}
-        per = []
-        for t, f, a, b in zip(tree, feature, lo, hi, strict=True):
-            e = arrays.get(int(f))
-            if e is None:
-                per.append([])
-                continue
-            ok = (e[:, 0] <= t) & (e[:, 1] < LEVEL[int(t)]) & (e[:, 3] > a) & (e[:, 3] < b)
-            e = e[ok]
-            per.append(list(e[np.argsort(-e[:, 2], kind="stable")][:GUIDES_PER_PAIR, 3]))
-        off = np.zeros(len(per) + 1, dtype=np.int64)
-        np.cumsum([len(p) for p in per], out=off[1:])
-        return off, np.asarray([x for p in per for x in p], dtype=float)
+def _row(name: str, mse: list[float], ref: list[float], counts: str = "| |") -> None:
+    r = np.asarray(mse) / np.asarray(ref)
+    per = ", ".join(f"{v:.3f}" for v in r)
+    sd = float(r.std(ddof=1)) if r.size > 1 else 0.0
+    print(f"| {name} | {np.mean(mse) / np.mean(ref):.3f} | {per} | {sd:.3f} {counts}", flush=True)
 
 
 def main() -> None:
@@ -157,6 +183,8 @@ def main() -> None:
     parser.add_argument("modes", nargs="*", help=f"any of {', '.join(MODES)} (default: all)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--n-bins", type=int, default=32, help="B of the secure forests")
+    parser.add_argument("--m", type=int, default=None, help="min_aggregate_rows (default 10)")
+    parser.add_argument("--none", action="store_true", help='first the "none" variants')
     parser.add_argument(
         "--jitter",
         type=float,
@@ -174,24 +202,42 @@ def main() -> None:
         sk = RandomForestRegressor(random_state=s, n_jobs=1, **KW).fit(d.X_train, d.y_train)
         ref.append(float(np.mean((sk.predict(d.X_test) - d.y_test) ** 2)))
     print(f"scikit-learn's test MSE, seeds {args.seeds}: {np.mean(ref):.4f}")
-    print("| mode | MSE / scikit-learn | per seed | candidates placed | kept |")
-    print("|---|---:|---|---:|---:|")
+    print("| mode | MSE / scikit-learn | per seed | sd | candidates placed | kept |")
+    print("|---|---:|---|---:|---:|---:|")
+    if args.none:
+        variants = {
+            '"none"': {},
+            '"none", leaf 10': {"min_samples_leaf": 10},
+            '"none", no local candidates': {"local_candidates": False},
+            '"none", no local candidates, leaf 10': {
+                "local_candidates": False,
+                "min_samples_leaf": 10,
+            },
+        }
+        for name, extra in variants.items():
+            mse = []
+            for s, d in zip(args.seeds, data, strict=True):
+                kw = {**KW, "n_bins": args.n_bins, **extra}
+                m = ff.FedForestRegressor(random_state=s, n_jobs=1, privacy="none", **kw)
+                m.fit(d.X_train, d.y_train, client_ids=d.h_train)
+                mse.append(float(np.mean((m.predict(d.X_test) - d.y_test) ** 2)))
+            _row(name, mse, ref)
     for mode in args.modes or MODES:
         _patch(mode)
         COUNTS.update(placed=0, kept=0)
         mse = []
         for s, d in zip(args.seeds, data, strict=True):
             m = ff.FedForestRegressor(
-                random_state=s, n_jobs=1, privacy="secure", n_bins=args.n_bins, **KW
+                random_state=s,
+                n_jobs=1,
+                privacy="secure",
+                n_bins=args.n_bins,
+                min_aggregate_rows=args.m,
+                **KW,
             )
             m.fit(d.X_train, d.y_train, client_ids=d.h_train)
             mse.append(float(np.mean((m.predict(d.X_test) - d.y_test) ** 2)))
-        per = ", ".join(f"{v / r:.3f}" for v, r in zip(mse, ref, strict=True))
-        print(
-            f"| {mode} | {np.mean(mse) / np.mean(ref):.3f} | {per} | "
-            f"{COUNTS['placed']:,} | {COUNTS['kept']:,} |",
-            flush=True,
-        )
+        _row(mode, mse, ref, f"| {COUNTS['placed']:,} | {COUNTS['kept']:,} |")
     _patch("default")
 
 

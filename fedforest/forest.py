@@ -397,7 +397,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             )
             self.diagnostics_ = report
         self.split_rule_ = cfg.split_rule
-        return grow_forest(fed, cfg, warm["trees_"] if warm is not None else None)
+        return grow_forest(fed, cfg, *((warm["trees_"], warm.get("_guides_")) if warm else ()))
 
     def _clear_fitted(self) -> None:
         """Drop every fitted attribute, so a failed fit leaves nothing half-trained."""
@@ -491,7 +491,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.trees_: list[Tree] = trees
         self.communication_: CommunicationLedger = result.ledger
         self._tree_importances = per_tree
-        self._fit_class_list = result.classes
+        self._fit_class_list, self._guides_ = result.classes, result.guides
         same = warm is None or warm.get("_settings_digest") == result.settings_digest
         self._settings_digest = result.settings_digest if same else ""
         # Normalised over every split feature (H last under split_on_client), then split.

@@ -124,3 +124,5 @@ class ForestResult:
     privacy_report: dict[str, Any] | None = None
     #: Under "secure"/"dp": the settings digest the grown trees' bootstraps are bound to.
     settings_digest: str | None = None
+    #: Under "secure": the guides of the fit (server/guides.py), for a warm start.
+    guides: dict[str, NDArray[Any]] | None = None

@@ -401,7 +401,7 @@ def _secure_level(
         ]
     )
     n_slots = frontier.tree.size
-    ctx["secure_slots"] = (frontier.tree + ctx["first_tree"], frontier.node)
+    ctx["secure_slots"] = (frontier.tree + ctx["first_tree"], frontier.node, frontier.depth)
     if "dp" in ctx:  # a row is in one node per tree and level
         budget.release_level(cfg, ctx, np.unique(frontier.tree).size)
     level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_rows)
@@ -647,13 +647,14 @@ def _grow_batch(
 
 
 def grow_forest(
-    fed: Federation, cfg: GrowerConfig, prior: list[Tree] | None = None
+    fed: Federation, cfg: GrowerConfig, prior: list[Tree] | None = None, guides: Any = None
 ) -> ForestResult:
     """Train a federated forest through ``fed`` and return its trees and ledger.
 
     With ``cfg.first_tree > 0`` (warm start) only trees ``first_tree..n_estimators-1`` are
     grown, with the seeds they would have had in one fit; ``prior`` (the earlier trees)
-    joins them for the out-of-bag round. The result holds the new trees only.
+    joins them for the out-of-bag round, ``guides`` their fit's guides (under "secure").
+    The result holds the new trees only.
     """
     check_combinations(cfg)
     if cfg.privacy != "none":
@@ -708,7 +709,7 @@ def grow_forest(
         budget.plan_fit(cfg, schema, ctx)
     if cfg.privacy != "none":
         ctx["secure"] = schema["secure"] = secure.setup_grids(
-            fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"]
+            fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"], guides
         )
         # The settings digest each client binds its bootstrap to (digest.py), over the
         # clients still present.
@@ -765,6 +766,7 @@ def grow_forest(
         categories=schema["categories"],
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
         settings_digest=ctx[SETTINGS_DIGEST].tobytes().hex() if SETTINGS_DIGEST in ctx else None,
+        guides=secure.guides_pool(ctx.get("secure")),
     )
     if cfg.oob_score:
         oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"], ctx.get("dp"))

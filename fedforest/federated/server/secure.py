@@ -55,7 +55,7 @@ from .denoise import (
 from .digest import digest_arrays
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
 from .fallback import with_ancestor_candidates
-from .guides import Guides, guided_candidates
+from .guides import Guides, guided_candidates, refine_args
 from .missing import with_missing_sides
 from .secure_checks import (
     check_pooled_cumulative,
@@ -84,6 +84,7 @@ __all__ = [
     "UNSUPPORTED",
     "advance",
     "check_config",
+    "guides_pool",
     "keep_histograms",
     "oob_sums",
     "round_a",
@@ -162,8 +163,12 @@ def setup_grids(
     schema: dict[str, Any],
     public_keys: dict[str, str],
     n_categories: NDArray[np.int64],
+    guides: dict[str, NDArray[Any]] | None = None,
 ) -> SecureState:
-    """The two grid rounds: the features' root distributions and the targets' scale."""
+    """The two grid rounds: the features' root distributions and the targets' scale.
+
+    ``guides``: a warm start's earlier guides (:meth:`.guides.Guides.pool`).
+    """
     d = schema["n_features"]
     numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
     feats = numeric.astype(np.int32)
@@ -244,6 +249,8 @@ def setup_grids(
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
     if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
         state.guides = Guides(d)
+        if guides is not None:
+            state.guides.add_pool(guides)
     if balanced and plan is None:
         check_pooled_class_counts(sums["class_counts"], sizes, n_rows)
         state.class_counts = sums["class_counts"]
@@ -342,7 +349,7 @@ def _shifts(
     n_pairs = int(pair_off[-1])
     if not cfg.bootstrap:
         return np.ones(n_pairs)
-    tree, node = ctx["secure_slots"]
+    tree, node = ctx["secure_slots"][:2]
     reps = np.diff(pair_off)
     words = [np.repeat(tree, reps), np.repeat(node, reps), pair_feat.astype(np.int64)]
     x = np.full(n_pairs, (cfg.seed * 0x9E3779B97F4A7C15 + stream) % 2**64, dtype=np.uint64)
@@ -408,6 +415,8 @@ def round_a(
 ) -> LevelA:
     """Masked Round A: pooled summaries and pooled cumulative counts on the node grids."""
     state: SecureState = ctx["secure"]
+    if state.guides is not None:  # the level's depth: the guides of depths above it
+        state.guides.level = ctx["secure_slots"][2]
     pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
     shift = _shifts(cfg, ctx, pair_off, pair_feat, 0)
     grid_off, grid = node_grids(
@@ -694,7 +703,8 @@ def round_b(
     )
     if state.guides is not None:  # each pair's best threshold guides the tree's next levels
         slots = np.asarray(ctx["secure_slots"][0], dtype=np.int64)
-        state.guides.record(slots[pair_node], pair_feat, cand_off, cand, gain)
+        refine = refine_args(cfg, left, pooled, pair_node) if side is None else ()
+        state.guides.record(slots[pair_node], pair_feat, cand_off, cand, gain, refine)
     if not group_pair:
         return consistent_children(best, state, cfg, ctx)
     group_stats = from_z(groups_z, state, regression)
@@ -714,6 +724,11 @@ def round_b(
         min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
     )
     return consistent_children(best, state, cfg, ctx)
+
+
+def guides_pool(state: SecureState | None) -> dict[str, NDArray[Any]] | None:
+    """The fit's guides, for a warm start (None outside "secure")."""
+    return None if state is None or state.guides is None else state.guides.pool()
 
 
 def _group_splits(
