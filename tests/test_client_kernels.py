@@ -1,8 +1,9 @@
 """The rank-code left statistics (issue 14): kernel, NumPy twin and the exact-value twin agree.
 
 The nodes are sized so that every path of ``left_stats_ranked`` runs: the table over value
-ranks (nodes of at least ``RANK_ROWS`` rows), the candidate count and the binary search
-(more than ``COUNT_MAX`` candidates), the largest float ("known | missing") and missing
+ranks (nodes of at least ``RANK_ROWS`` rows), the candidate count (candidate by candidate
+up to ``COUNT_ROWS_MAX`` candidates, row by row above) and the binary search (more than
+``COUNT_MAX`` candidates), the largest float ("known | missing") and missing
 values (+inf).
 """
 
@@ -40,10 +41,12 @@ def _problem(seed: int, discrete: bool, missing: bool, n: int = 3000, d: int = 4
 
 
 def _candidates(rng, X, pair_feat):
+    assert 31 <= K.COUNT_ROWS_MAX < 64 < 120 <= K.COUNT_MAX < 700  # every path below runs
     lists = []
     for p, f in enumerate(pair_feat):
         x = X[np.isfinite(X[:, f]), f]
-        size = [31, 700, 5, 0][p % 4]  # 700 > COUNT_MAX: the binary search
+        # 700 > COUNT_MAX: the binary search; 120 and 64 > COUNT_ROWS_MAX: the row-wise count
+        size = [31, 700, 5, 0, 120, 64][p % 6]
         c = np.unique(rng.choice(x, size=size)) if size else np.empty(0)
         if p % 5 == 1:
             c = np.append(c, np.float64(np.finfo(np.float64).max))  # "known | missing"
@@ -263,3 +266,49 @@ def test_pack_coded_sends_what_pack_increments_sends(n_classes, size, weighted, 
                 assert got[key].dtype == want[key].dtype, key
                 np.testing.assert_array_equal(got[key], want[key])
     assert want["left_counts"].dtype == (np.int64 if huge else np.int32)
+
+
+@pytest.mark.parametrize("missing", [False, True])
+@pytest.mark.parametrize("n_classes", [0, 3])
+def test_left_words_are_the_packed_encoding_of_the_two_columns(missing, n_classes):
+    """Round A's words under "secure" (client_packed): the kernel, its twin and
+    ``to_fixed_packed`` of ``left_stats``' rows and weight agree word for word, per block of
+    slots too; a weight the packing refuses makes both return False."""
+    from fedforest.federated.client_packed import (
+        left_words,
+        left_words_ranked,
+        left_words_ranked_numpy,
+    )
+    from fedforest.federated.privacy.secagg import to_fixed_packed
+
+    rng, X, rows, w, slot, pair_off, pair_feat = _problem(7 + n_classes, False, missing)
+    y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else rng.normal(size=3000)
+    cand, cand_off = _candidates(rng, X, pair_feat)
+    codes, fmin, fmax = fine_codes(X, N_FINE_BINS)
+    ranks = K.ranks_for(X.T, codes, N_FINE_BINS)
+    Xt = X.T.copy()
+    common = (rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand)
+    n_slots = pair_off.size - 1
+    two = np.empty((cand.size, 2))
+    K.left_stats_numpy(Xt, codes, fmin, fmax, *common, 0, n_slots, two)
+    want = to_fixed_packed(two, np.zeros(2, dtype=np.int64), "test")[:, 0]
+    assert np.any(want >> np.uint64(32))  # weights reach the high half-word
+    got = {name: np.zeros(cand.size, dtype=np.uint64) for name in ("kernel", "twin", "call")}
+    assert left_words_ranked(Xt, fmin, fmax, *ranks, *common, 0, n_slots, got["kernel"])
+    assert left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *common, 0, n_slots, got["twin"])
+    assert left_words(Xt, codes, fmin, fmax, *common, 0, n_slots, got["call"])
+    for name in got:
+        np.testing.assert_array_equal(got[name], want, err_msg=name)
+    lo, hi = cand_off[pair_off[1]], cand_off[pair_off[4]]
+    part = np.zeros(hi - lo, dtype=np.uint64)
+    block = (slot >= 1) & (slot < 4)
+    args = (rows[block], w[block], slot[block], *common[3:])
+    assert left_words(Xt, codes, fmin, fmax, *args, 1, 4, part)
+    np.testing.assert_array_equal(part, want[lo:hi])
+    for bad in (2.0**32, np.nan, -1.0):  # a weight past the half-word, not finite, negative
+        w_bad = w.copy()
+        w_bad[slot == 0] = bad  # every row of slot 0: some left sum holds it
+        worse = (rows, w_bad, *common[2:])
+        out = np.zeros(cand.size, dtype=np.uint64)
+        assert not left_words_ranked(Xt, fmin, fmax, *ranks, *worse, 0, n_slots, out)
+        assert not left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *worse, 0, n_slots, out)

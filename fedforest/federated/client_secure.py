@@ -17,7 +17,7 @@ import hashlib
 import json
 import secrets
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 from cryptography.hazmat.primitives import hashes
@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_TASK, STAT_WEIGHT, n_stats
 from . import client_kernels as K
+from .client_packed import left_words
 from .client_sketch import fine_codes
 from .client_targets import label_counts
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
@@ -256,9 +257,9 @@ class SecureParty:
                 f"Client {self.client.name!r}: a secure round without its secagg header."
             )
         peers = [str(p) for p in sec["peers"]]
-        return Message(
-            kind, {"name": self.client.name}, self.keys.mask(arrays, peers, int(sec["tag"]))
-        )
+        # The arrays are this answer's own encodings: masked where they are, no copy.
+        masked = self.keys.mask(arrays, peers, int(sec["tag"]), in_place=True)
+        return Message(kind, {"name": self.client.name}, masked)
 
     def recover(self, msg: Message) -> Message:
         """The masks this client added for the dropped peers in one round (per array)."""
@@ -393,13 +394,17 @@ class SecureParty:
         grid_off = expect_array(msg, "grid_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         grid = expect_array(msg, "grid", "f", (int(grid_off[-1]),), "server")
         _check_offsets(grid_off, "grid_off", self.client.name)
-        cum = self._counts_at(fit, grid_off, grid)
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
-        if self.dp is not None:
-            b = self.bounds(fit)
-            summary = self.noisy(msg, summary, b, frac_bits=bits)
-            cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
-        hist = self._packed(msg, cum, bits[:2])
+        hist = None
+        if self.dp is None and msg.header.get("pack_counts") is True and not np.any(bits[:2]):
+            hist = self._counts_at(fit, grid_off, grid, packed=True)  # the words directly
+        if hist is None:
+            cum = self._counts_at(fit, grid_off, grid)
+            if self.dp is not None:
+                b = self.bounds(fit)
+                summary = self.noisy(msg, summary, b, frac_bits=bits)
+                cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
+            hist = self._packed(msg, cum, bits[:2])
         arrays = {"summary": to_fixed(summary, bits), "hist": hist}
         return self._masked(msg, ROUND_A, arrays)
 
@@ -421,20 +426,33 @@ class SecureParty:
             )
         return to_fixed_packed(values, bits, self.client.name)
 
+    @overload
     def _counts_at(
         self, fit: _Fit, off: NDArray[np.int64], edges: NDArray[np.float64]
-    ) -> NDArray[np.float64]:
+    ) -> NDArray[np.float64]: ...
+
+    @overload
+    def _counts_at(
+        self, fit: _Fit, off: NDArray[np.int64], edges: NDArray[np.float64], packed: bool
+    ) -> NDArray[Any] | None: ...
+
+    def _counts_at(
+        self, fit: _Fit, off: NDArray[np.int64], edges: NDArray[np.float64], packed: bool = False
+    ) -> NDArray[Any] | None:
         """Rows and weight left of every pair's grid edges.
 
         The left statistics' first two columns, computed alone: the kernel then adds two
-        sums per row, not all of them.
+        sums per row, not all of them. ``packed``: as the answer's packed words, shape
+        (n_edges, 1) (:func:`~.client_packed.left_words`; the same words as
+        ``to_fixed_packed`` of the two columns), or None where a sum would not pack.
         """
         assert fit.pair_off is not None and fit.pair_feat is not None and fit.slot_tree is not None
         c = self.client
         if c._codes is None:
             c._codes = fine_codes(c.X, N_FINE_BINS)
         codes, fine_min, fine_max = c._codes
-        out = np.empty((edges.size, 2))
+        out: NDArray[Any] = np.empty(edges.size, np.uint64) if packed else np.empty((edges.size, 2))
+        ok = []
         pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
         # The kernel takes one target (only the counts are kept): multi-output, the first.
         y = fit.y if fit.y.ndim == 1 else np.ascontiguousarray(fit.y[:, 0])
@@ -443,13 +461,19 @@ class SecureParty:
             s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
             r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
             e_lo, e_hi = off[pair_off[s_lo]], off[pair_off[s_hi]]
-            K.left_stats(
+            args = (
                 c.Xt, codes, fine_min, fine_max, fit.rows[r], fit.w[r], fit.slot[r], y,
-                fit.n_classes, pair_off, pair_feat, off, edges, s_lo, s_hi, out[e_lo:e_hi],
+                fit.n_classes, pair_off, pair_feat, off, edges, s_lo, s_hi,
             )  # fmt: skip
+            if packed:
+                ok.append(left_words(*args, out[e_lo:e_hi]))
+            else:
+                K.left_stats(*args, out[e_lo:e_hi])
 
         c._run_blocks(fit, job)
-        return out
+        if not packed:
+            return out
+        return out.reshape(-1, 1) if all(ok) else None
 
     def round_b(self, msg: Message, fit: _Fit) -> Message:
         """Masked left statistics at every candidate and per-group category statistics."""
