@@ -2,11 +2,13 @@
 
 Under ``privacy="secure"`` with packed counts (whole weights, no noise) a client's Round A
 answer is, per grid edge, the word ``rows + weight * 2^32`` of the rows and weight left of
-the edge (:func:`~fedforest.federated.privacy.secagg.to_fixed_packed` of
-:func:`~fedforest.federated.client_kernels.left_stats`' two columns). :func:`left_words`
-writes those words directly, from the same running sums, so the client neither allocates
-nor reads back a float array of every edge (16 bytes an edge, 1.1 GB a fit at 100,000
-rows, made fresh per round): the same words, bit for bit. A sum the encoding refuses (not
+the edge, and its Round B answer (one output) per candidate that word and the fixed-point
+words of the other statistics
+(:func:`~fedforest.federated.privacy.secagg.to_fixed_packed` of
+:func:`~fedforest.federated.client_kernels.left_stats`). :func:`left_words` writes those
+words directly, from the same running sums, so the client neither allocates nor reads back
+a float array of every edge (16 bytes an edge in Round A, 1.1 GB a fit at 100,000 rows,
+made fresh per round): the same words, bit for bit. A sum the encoding refuses (not
 finite, reaching ``2^62``, a count outside ``[0, 2^32)``) makes the kernel return
 ``False``; the caller then takes the two steps, which raise their own errors.
 """
@@ -50,13 +52,16 @@ def left_words(
     cand: NDArray[np.float64],
     slot_lo: int,
     slot_hi: int,
+    scale: NDArray[np.float64],
     out: NDArray[np.uint64],
 ) -> bool:
-    """The packed words of the rows and weight left of every candidate of a block of slots.
+    """The packed words of the left statistics at every candidate of a block of slots.
 
-    Arguments as :func:`~fedforest.federated.client_kernels.left_stats`, but ``out`` is
-    uint64 of shape (n_block_candidates,): ``to_fixed_packed`` of its two columns. Returns
-    ``False`` (``out`` then partly written) where that encoding would refuse a sum.
+    Arguments as :func:`~fedforest.federated.client_kernels.left_stats`; ``scale`` is
+    ``2^frac_bits`` per column of the statistics (``n_stat`` of them, the first two whole
+    counts: 1) and ``out`` uint64 of shape (n_block_candidates, n_stat - 1):
+    ``to_fixed_packed`` of the statistics. Returns ``False`` (``out`` then partly written)
+    where that encoding would refuse a sum.
     """
     ranks_t, uniq, uniq_off, bin_start = K.ranks_for(Xt, codes_t, fine_min.shape[1])
     return bool(
@@ -79,6 +84,7 @@ def left_words(
             cand,
             slot_lo,
             slot_hi,
+            scale,
             out,
         )  # fmt: skip
     )
@@ -104,18 +110,23 @@ def left_words_ranked(
     cand,
     slot_lo,
     slot_hi,
+    scale,
     out,
 ):
     """:func:`left_words` on rank codes: ``left_stats_ranked``'s pass, its sums packed.
 
-    The bins and the order of additions are ``left_stats_ranked``'s (two columns), so the
-    running sums are the same floats; each is then encoded as ``to_fixed_packed`` does
-    (``rint`` of the sum, checked, the rows in the low half-word, the weight in the high).
+    The bins and the order of additions are ``left_stats_ranked``'s, so the running sums
+    are the same floats; each row of them is then encoded as ``to_fixed_packed`` does
+    (``rint`` of the sum times its scale, checked; the rows in the low half-word of the
+    first word, the weight in the high; the other columns one word each).
     """
     order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
     c0 = cand_off[pair_off[slot_lo]]
     max_nc = longest_lists(pair_off, cand_off, slot_lo, slot_hi)[0]
-    hist = np.empty((max_nc + 1, 2))
+    n_stat = out.shape[1] + 1
+    hist = np.empty((max_nc + 1, n_stat))
+    acc = np.empty(n_stat)
+    word = np.empty(n_stat, dtype=np.int64)
     rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
@@ -133,21 +144,25 @@ def left_words_ranked(
                 rank_c, lut, padded, rr, xx, bins,
             )  # fmt: skip
             for j in range(nc + 1):
-                hist[j, 0] = 0.0
-                hist[j, 1] = 0.0
-            add_to_bins(hist, bins, st, cls, c, 2, n_classes)
-            n_left = 0.0
-            w_left = 0.0
+                for q in range(n_stat):
+                    hist[j, q] = 0.0
+            add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
+            for q in range(n_stat):
+                acc[q] = 0.0
             for j in range(nc):
-                n_left += hist[j, 0]
-                w_left += hist[j, 1]
-                if not (abs(n_left) < _LIMIT and abs(w_left) < _LIMIT):
-                    return False
-                u = np.int64(np.rint(n_left))
-                v = np.int64(np.rint(w_left))
+                for q in range(n_stat):
+                    acc[q] += hist[j, q]
+                    v = acc[q] * scale[q]
+                    if not abs(v) < _LIMIT:
+                        return False
+                    word[q] = np.int64(np.rint(v))
+                u, v = word[0], word[1]
                 if u < 0 or v < 0 or u >> HALF_BITS or v >> HALF_BITS:
                     return False
-                out[lo + j - c0] = np.uint64(u) | (np.uint64(v) << np.uint64(HALF_BITS))
+                k = lo + j - c0
+                out[k, 0] = np.uint64(u) | (np.uint64(v) << np.uint64(HALF_BITS))
+                for q in range(2, n_stat):
+                    out[k, q - 1] = np.uint64(word[q])
     return True
 
 
@@ -170,16 +185,17 @@ def left_words_ranked_numpy(
     cand: NDArray[np.float64],
     slot_lo: int,
     slot_hi: int,
+    scale: NDArray[np.float64],
     out: NDArray[np.uint64],
 ) -> bool:
-    """NumPy twin of :func:`left_words_ranked`: the two columns, then encoded and packed."""
-    two = np.empty((out.shape[0], 2))
+    """NumPy twin of :func:`left_words_ranked`: the statistics, then encoded and packed."""
+    stats = np.empty((out.shape[0], out.shape[1] + 1))
     K.left_stats_ranked_numpy(
         Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y,
-        n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, two,
+        n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, stats,
     )  # fmt: skip
     try:
-        out[:] = pack_counts(to_fixed(two, 0), "twin")[:, 0]
+        out[:] = pack_counts(to_fixed(stats * scale, 0), "twin")
     except ValueError:
         return False
     return True
