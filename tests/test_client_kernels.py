@@ -2,8 +2,8 @@
 
 The nodes are sized so that every path of ``left_stats_ranked`` runs: the table over value
 ranks (nodes of at least ``RANK_ROWS`` rows), the candidate count (candidate by candidate
-up to ``COUNT_ROWS_MAX`` candidates, row by row above) and the binary search (more than
-``COUNT_MAX`` candidates), the largest float ("known | missing") and missing
+for short lists, row by row for long ones or small nodes: ``ROW_WISE_*``) and the binary
+search (more than ``COUNT_MAX`` candidates), the largest float ("known | missing") and missing
 values (+inf).
 """
 
@@ -41,11 +41,13 @@ def _problem(seed: int, discrete: bool, missing: bool, n: int = 3000, d: int = 4
 
 
 def _candidates(rng, X, pair_feat):
-    assert 31 <= K.COUNT_ROWS_MAX < 64 < 120 <= K.COUNT_MAX < 700  # every path below runs
+    # Every path below runs: 5 < ROW_WISE_MIN <= 31 (row-wise in small slots only) and
+    # 64, 120 >= ROW_WISE_LONG (row-wise everywhere); 700 > COUNT_MAX (binary search).
+    assert 5 < K.ROW_WISE_MIN <= 31 < K.ROW_WISE_LONG <= 64 < 120 <= K.COUNT_MAX < 700
     lists = []
     for p, f in enumerate(pair_feat):
         x = X[np.isfinite(X[:, f]), f]
-        # 700 > COUNT_MAX: the binary search; 120 and 64 > COUNT_ROWS_MAX: the row-wise count
+        # 700 > COUNT_MAX: the binary search; 120 and 64: the row-wise count
         size = [31, 700, 5, 0, 120, 64][p % 6]
         c = np.unique(rng.choice(x, size=size)) if size else np.empty(0)
         if p % 5 == 1:
