@@ -1,8 +1,9 @@
 """The rank-code left statistics (issue 14): kernel, NumPy twin and the exact-value twin agree.
 
 The nodes are sized so that every path of ``left_stats_ranked`` runs: the table over value
-ranks (nodes of at least ``RANK_ROWS`` rows), the candidate count and the binary search
-(more than ``COUNT_MAX`` candidates), the largest float ("known | missing") and missing
+ranks (nodes of at least ``RANK_ROWS`` rows), the candidate count (candidate by candidate
+for short lists, row by row for long ones or small nodes: ``ROW_WISE_*``) and the binary
+search (more than ``COUNT_MAX`` candidates), the largest float ("known | missing") and missing
 values (+inf).
 """
 
@@ -40,10 +41,14 @@ def _problem(seed: int, discrete: bool, missing: bool, n: int = 3000, d: int = 4
 
 
 def _candidates(rng, X, pair_feat):
+    # Every path below runs: 5 < ROW_WISE_MIN <= 31 (row-wise in small slots only) and
+    # 64, 120 >= ROW_WISE_LONG (row-wise everywhere); 700 > COUNT_MAX (binary search).
+    assert 5 < K.ROW_WISE_MIN <= 31 < K.ROW_WISE_LONG <= 64 < 120 <= K.COUNT_MAX < 700
     lists = []
     for p, f in enumerate(pair_feat):
         x = X[np.isfinite(X[:, f]), f]
-        size = [31, 700, 5, 0][p % 4]  # 700 > COUNT_MAX: the binary search
+        # 700 > COUNT_MAX: the binary search; 120 and 64: the row-wise count
+        size = [31, 700, 5, 0, 120, 64][p % 6]
         c = np.unique(rng.choice(x, size=size)) if size else np.empty(0)
         if p % 5 == 1:
             c = np.append(c, np.float64(np.finfo(np.float64).max))  # "known | missing"
@@ -263,3 +268,62 @@ def test_pack_coded_sends_what_pack_increments_sends(n_classes, size, weighted, 
                 assert got[key].dtype == want[key].dtype, key
                 np.testing.assert_array_equal(got[key], want[key])
     assert want["left_counts"].dtype == (np.int64 if huge else np.int32)
+
+
+@pytest.mark.parametrize("columns", ["counts", "all"])
+@pytest.mark.parametrize("missing", [False, True])
+@pytest.mark.parametrize("n_classes", [0, 3])
+def test_left_words_are_the_packed_encoding_of_the_statistics(columns, missing, n_classes):
+    """The secure answers' words (client_packed): Round A's two counts or Round B's every
+    column, fixed point included; the kernel, its twin and ``to_fixed_packed`` of
+    ``left_stats`` agree word for word, per block of slots too; a weight the encoding
+    refuses makes both return False."""
+    from fedforest.federated.client_packed import (
+        left_words,
+        left_words_ranked,
+        left_words_ranked_numpy,
+    )
+    from fedforest.federated.privacy.secagg import FRAC_BITS, to_fixed_packed
+
+    rng, X, rows, w, slot, pair_off, pair_feat = _problem(7 + n_classes, False, missing)
+    y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else rng.normal(size=3000)
+    cand, cand_off = _candidates(rng, X, pair_feat)
+    codes, fmin, fmax = fine_codes(X, N_FINE_BINS)
+    ranks = K.ranks_for(X.T, codes, N_FINE_BINS)
+    Xt = X.T.copy()
+    common = (rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand)
+    n_slots = pair_off.size - 1
+    s = (
+        2
+        if columns == "counts"
+        else n_stats("classification" if n_classes else "regression", n_classes)
+    )
+    bits = np.zeros(s, dtype=np.int64)
+    if s > 2 and not n_classes:
+        bits[2:] = FRAC_BITS
+    scale = np.exp2(bits.astype(np.float64))
+    stats = np.empty((cand.size, s))
+    K.left_stats_numpy(Xt, codes, fmin, fmax, *common, 0, n_slots, stats)
+    want = to_fixed_packed(stats, bits, "test")
+    assert np.any(want[:, 0] >> np.uint64(32))  # weights reach the high half-word
+    got = {
+        name: np.zeros((cand.size, s - 1), dtype=np.uint64) for name in ("kernel", "twin", "call")
+    }
+    assert left_words_ranked(Xt, fmin, fmax, *ranks, *common, 0, n_slots, scale, got["kernel"])
+    assert left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *common, 0, n_slots, scale, got["twin"])
+    assert left_words(Xt, codes, fmin, fmax, *common, 0, n_slots, scale, got["call"])
+    for name in got:
+        np.testing.assert_array_equal(got[name], want, err_msg=name)
+    lo, hi = cand_off[pair_off[1]], cand_off[pair_off[4]]
+    part = np.zeros((hi - lo, s - 1), dtype=np.uint64)
+    block = (slot >= 1) & (slot < 4)
+    args = (rows[block], w[block], slot[block], *common[3:])
+    assert left_words(Xt, codes, fmin, fmax, *args, 1, 4, scale, part)
+    np.testing.assert_array_equal(part, want[lo:hi])
+    for bad in (2.0**32, np.nan, -1.0):  # a weight past the half-word, not finite, negative
+        w_bad = w.copy()
+        w_bad[slot == 0] = bad  # every row of slot 0: some left sum holds it
+        worse = (rows, w_bad, *common[2:], 0, n_slots, scale)
+        out = np.zeros((cand.size, s - 1), dtype=np.uint64)
+        assert not left_words_ranked(Xt, fmin, fmax, *ranks, *worse, out)
+        assert not left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *worse, out)

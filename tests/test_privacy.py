@@ -359,7 +359,7 @@ def test_attack_finds_nothing_under_secure_in_multi_output_classification(
     if not masked:
         from fedforest.federated.privacy.secagg import MaskingKeys
 
-        monkeypatch.setattr(MaskingKeys, "mask", lambda self, arrays, peers, tag: dict(arrays))
+        monkeypatch.setattr(MaskingKeys, "mask", lambda self, arrays, peers, tag, **_: dict(arrays))
     X, _, h = _data()  # multi-output takes no categories
     Y = _multi_output_labels(X, np.random.default_rng(5))
     sizes = (2, 3, 2)
@@ -407,7 +407,7 @@ def test_attack_finds_nothing_in_the_bootstrap_round(
     if not masked:
         from fedforest.federated.privacy.secagg import MaskingKeys
 
-        monkeypatch.setattr(MaskingKeys, "mask", lambda self, arrays, peers, tag: dict(arrays))
+        monkeypatch.setattr(MaskingKeys, "mask", lambda self, arrays, peers, tag, **_: dict(arrays))
     from fedforest.federated.protocol import BOOTSTRAP
 
     X, _, h = _data()

@@ -175,6 +175,47 @@ def test_masking_keystream_is_aes256_ctr_of_zeros() -> None:
     assert np.all(zeros == 0)  # the input is not masked in place
 
 
+def test_masks_made_chunk_by_chunk_are_the_whole_keystreams() -> None:
+    """An answer longer than a few of the masks' chunks gets, per neighbour, the stream of
+    one AES-256-CTR call over the whole answer (added or subtracted by name order)."""
+    import hashlib
+
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    from fedforest.federated.privacy import secagg
+
+    keys = _parties(["a", "b", "c", "d"])
+    n = 2 * secagg._CHUNK_WORDS + 77
+    values = np.random.default_rng(3).integers(0, 2**63, size=n, dtype=np.uint64)
+    got = keys["b"].mask({"hist": values}, ["a", "b", "c", "d"], 9)["hist"]
+    want = values.copy()
+    iv = hashlib.sha256(b"9:hist").digest()[:12] + b"\x00" * 4
+    neighbours = secagg.mask_neighbours("b", ["a", "b", "c", "d"])
+    assert len(neighbours) >= 2
+    for other in neighbours:
+        enc = Cipher(algorithms.AES(keys["b"].export()[1][other]), modes.CTR(iv)).encryptor()
+        stream = np.frombuffer(enc.update(bytes(8 * n)), dtype=np.uint64)
+        want = want + stream if "b" < other else want - stream
+    np.testing.assert_array_equal(got, want)
+    # Masked in place (the clients' own answers): the same words, the streams running on
+    # across arrays of odd lengths (mid-block) in name order; a read-only array is copied.
+    arrays = {"summary": np.arange(15, dtype=np.uint64).reshape(5, 3), "hist": values}
+    peers = ["a", "b", "c", "d"]
+    copied = keys["b"].mask(arrays, peers, 4)
+    owned = {name: a.copy() for name, a in arrays.items()}
+    masked = keys["b"].mask(owned, peers, 4, in_place=True)
+    assert all(masked[name] is owned[name] for name in arrays)
+    for name in arrays:
+        np.testing.assert_array_equal(masked[name], copied[name])
+        assert not np.array_equal(masked[name], arrays[name])
+    frozen = values.copy()
+    frozen.flags.writeable = False
+    summary = arrays["summary"].copy()
+    again = keys["b"].mask({"summary": summary, "hist": frozen}, peers, 4, in_place=True)
+    assert np.array_equal(frozen, values) and np.array_equal(summary, arrays["summary"])
+    np.testing.assert_array_equal(again["hist"], copied["hist"])
+
+
 def test_one_keystream_per_neighbour_covers_every_array_of_a_round() -> None:
     """Several arrays are masked by one stream per neighbour, laid over them in name order;
     the sums still cancel and a correction (shapes in any order) still recovers them."""

@@ -278,6 +278,14 @@ LUT_MIN = 512
 #: Pairs with at most this many candidates count the candidates below each value
 #: (vectorised over the rows); longer lists use a branch-free binary search.
 COUNT_MAX = 512
+#: The count runs row by row over all the candidates (vectorised over the candidates) for
+#: lists of at least ``ROW_WISE_MIN`` candidates in nodes of at most ``ROW_WISE_ROWS``
+#: rows, and for lists of at least ``ROW_WISE_LONG`` in any node; else candidate by
+#: candidate over all the rows. The same counts; row-wise took 0.15-0.8x the time there
+#: (numba, one pair of 10-255 rows and 16-128 candidates; docs/benchmarks.md).
+ROW_WISE_MIN = 16
+ROW_WISE_ROWS = 128
+ROW_WISE_LONG = 64
 #: Round B's one-pass answer (client_increments): nodes of at most this many rows (and
 #: lists of at most ``COUNT_MAX``) count the candidates below each value row by row,
 #: vectorised over the candidates (the same counts as ``pair_bins``).
@@ -498,13 +506,22 @@ def pair_bins(
         xf = Xt[f]
         for k in range(c):
             xx[k] = xf[ii[k]]
-        if nc <= COUNT_MAX or not ascending:
+        if nc < ROW_WISE_MIN or (c > ROW_WISE_ROWS and nc < ROW_WISE_LONG):
             for k in range(c):
                 bins[k] = 0
             for j in range(nc):
                 t = cs[j]
                 for k in range(c):
                     bins[k] += t < xx[k]
+        elif nc <= COUNT_MAX or not ascending:
+            # The same count, row by row (vectorised over the candidates): no load and
+            # store of every row's count per candidate (Round A's grids under "secure").
+            for k in range(c):
+                x = xx[k]
+                acc = 0
+                for j in range(nc):
+                    acc += cs[j] < x
+                bins[k] = acc
         else:
             # Candidates padded to a power of two with +inf (never below a value).
             for j in range(nc):

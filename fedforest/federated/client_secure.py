@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_TASK, STAT_WEIGHT, n_stats
 from . import client_kernels as K
+from .client_packed import left_words
 from .client_sketch import fine_codes
 from .client_targets import label_counts
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
@@ -256,9 +257,9 @@ class SecureParty:
                 f"Client {self.client.name!r}: a secure round without its secagg header."
             )
         peers = [str(p) for p in sec["peers"]]
-        return Message(
-            kind, {"name": self.client.name}, self.keys.mask(arrays, peers, int(sec["tag"]))
-        )
+        # The arrays are this answer's own encodings: masked where they are, no copy.
+        masked = self.keys.mask(arrays, peers, int(sec["tag"]), in_place=True)
+        return Message(kind, {"name": self.client.name}, masked)
 
     def recover(self, msg: Message) -> Message:
         """The masks this client added for the dropped peers in one round (per array)."""
@@ -393,13 +394,15 @@ class SecureParty:
         grid_off = expect_array(msg, "grid_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         grid = expect_array(msg, "grid", "f", (int(grid_off[-1]),), "server")
         _check_offsets(grid_off, "grid_off", self.client.name)
-        cum = self._counts_at(fit, grid_off, grid)
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
-        if self.dp is not None:
-            b = self.bounds(fit)
-            summary = self.noisy(msg, summary, b, frac_bits=bits)
-            cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
-        hist = self._packed(msg, cum, bits[:2])
+        hist = self._words_at(msg, fit, grid_off, grid, bits[:2])  # the words directly
+        if hist is None:
+            cum = self._counts_at(fit, grid_off, grid)
+            if self.dp is not None:
+                b = self.bounds(fit)
+                summary = self.noisy(msg, summary, b, frac_bits=bits)
+                cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
+            hist = self._packed(msg, cum, bits[:2])
         arrays = {"summary": to_fixed(summary, bits), "hist": hist}
         return self._masked(msg, ROUND_A, arrays)
 
@@ -429,27 +432,84 @@ class SecureParty:
         The left statistics' first two columns, computed alone: the kernel then adds two
         sums per row, not all of them.
         """
+        out = np.empty((edges.size, 2))
+        # The kernel takes one target (only the counts are kept): multi-output, the first.
+        y = fit.y if fit.y.ndim == 1 else np.ascontiguousarray(fit.y[:, 0])
+
+        kernel: Any = K.left_stats
+
+        def run(args: tuple[Any, ...], lo: int, hi: int) -> None:
+            kernel(*args, out[lo:hi])
+
+        self._blocks_of(fit, off, edges, y, run)
+        return out
+
+    def _words_at(
+        self,
+        msg: Message,
+        fit: _Fit,
+        off: NDArray[np.int64],
+        edges: NDArray[np.float64],
+        bits: NDArray[np.int64],
+    ) -> NDArray[np.uint64] | None:
+        """``_packed`` of the left statistics (``bits``' columns) at every pair's ``edges``.
+
+        Written by the kernel (:func:`~.client_packed.left_words`: the same words as
+        ``to_fixed_packed`` of the float statistics, no float array of every edge), when
+        the answer packs its counts (whole weights, no noise) and the statistics are
+        those of one target (the first two columns alone, or one output's and no
+        criterion="poisson" second pass); None otherwise, or where a sum would not pack
+        (the caller then takes the two steps, which raise their own errors).
+        """
+        if (
+            self.dp is not None
+            or msg.header.get("pack_counts") is not True
+            or np.any(bits[:2])
+            or (bits.size > 2 and (fit.y.ndim != 1 or fit.y_log is not None))
+        ):
+            return None
+        y = fit.y if fit.y.ndim == 1 else np.ascontiguousarray(fit.y[:, 0])
+        scale = np.exp2(bits.astype(np.float64))
+        out = np.empty((edges.size, bits.size - 1), dtype=np.uint64)
+        ok = []
+        kernel: Any = left_words
+
+        def run(args: tuple[Any, ...], lo: int, hi: int) -> None:
+            ok.append(kernel(*args, scale, out[lo:hi]))
+
+        self._blocks_of(fit, off, edges, y, run)
+        return out if all(ok) else None
+
+    def _blocks_of(
+        self,
+        fit: _Fit,
+        off: NDArray[np.int64],
+        edges: NDArray[np.float64],
+        y: NDArray[np.float64],
+        run: Any,
+    ) -> None:
+        """``run(args, lo, hi)`` per block of trees (in threads, as ``_run_blocks``).
+
+        ``args`` are a left-statistics kernel's arguments for the block (``left_stats``'
+        up to ``slot_hi``), ``lo:hi`` its rows of the output.
+        """
         assert fit.pair_off is not None and fit.pair_feat is not None and fit.slot_tree is not None
         c = self.client
         if c._codes is None:
             c._codes = fine_codes(c.X, N_FINE_BINS)
         codes, fine_min, fine_max = c._codes
-        out = np.empty((edges.size, 2))
         pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
-        # The kernel takes one target (only the counts are kept): multi-output, the first.
-        y = fit.y if fit.y.ndim == 1 else np.ascontiguousarray(fit.y[:, 0])
 
         def job(a: int, b: int) -> None:
             s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
             r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
-            e_lo, e_hi = off[pair_off[s_lo]], off[pair_off[s_hi]]
-            K.left_stats(
+            args: tuple[Any, ...] = (
                 c.Xt, codes, fine_min, fine_max, fit.rows[r], fit.w[r], fit.slot[r], y,
-                fit.n_classes, pair_off, pair_feat, off, edges, s_lo, s_hi, out[e_lo:e_hi],
+                fit.n_classes, pair_off, pair_feat, off, edges, s_lo, s_hi,
             )  # fmt: skip
+            run(args, off[pair_off[s_lo]], off[pair_off[s_hi]])
 
         c._run_blocks(fit, job)
-        return out
 
     def round_b(self, msg: Message, fit: _Fit) -> Message:
         """Masked left statistics at every candidate and per-group category statistics."""
@@ -459,7 +519,9 @@ class SecureParty:
         cand_off = expect_array(msg, "cand_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         cand = expect_array(msg, "cand", "f", (int(cand_off[-1]),), "server")
         _check_offsets(cand_off, "cand_off", c.name)
-        left = c._left_stats(fit, cand_off, cand)
+        bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
+        words = self._words_at(msg, fit, cand_off, cand, bits)  # the words directly
+        left = c._left_stats(fit, cand_off, cand) if words is None else None
         group_pair = expect_array(msg, "group_pair", "i", (None,), "server").astype(np.int64)
         group_off = expect_array(msg, "group_off", "i", (group_pair.size + 1,), "server")
         group_map = expect_array(msg, "group_map", "i", (int(group_off[-1]),), "server")
@@ -467,13 +529,16 @@ class SecureParty:
         if group_pair.size and (group_pair.min() < 0 or group_pair.max() >= n_pairs):
             raise ValueError(f"Client {c.name!r}: group pairs out of range.")
         stats = self._group_stats(fit, group_pair, group_off.astype(np.int64), group_map, n_groups)
-        bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         if self.dp is not None:
+            assert left is not None
             b = self.bounds(fit)
             left = self.noisy(msg, increments(left, cand_off), b, frac_bits=bits)
             stats = self.noisy(msg, stats, b, frac_bits=bits)
+        if left is not None:
+            words = self._packed(msg, left, bits)
+        assert words is not None
         arrays = {
-            "left": self._packed(msg, left, bits),
+            "left": words,
             "group_stats": self._packed(msg, stats, bits),
         }
         return self._masked(msg, ROUND_B, arrays)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numba
 import numpy as np
@@ -249,17 +250,58 @@ def add_in_order(
     return total
 
 
-def _stream(key: bytes, tag: int, name: str, n: int, out: NDArray[np.uint64]) -> None:
-    """``n`` uint64 words of AES-256-CTR keystream under ``key`` for (round, arrays' names).
+def _maskable(a: object) -> bool:
+    """Whether ``a`` can be masked in place: a writeable C-contiguous uint64 array."""
+    return (
+        isinstance(a, np.ndarray)
+        and a.dtype == np.uint64
+        and a.flags.c_contiguous
+        and a.flags.writeable
+    )
 
-    Written into ``out`` (at least ``n`` words, plus 64 bytes of slack).
+
+def _encryptor(key: bytes, tag: int, name: str) -> Any:
+    """The AES-256-CTR encryptor whose keystream masks (round ``tag``, arrays ``name``).
+
+    The initial counter block: a 12-byte digest of the round and the label of the arrays'
+    names (:func:`stream_layout`; unique per stream), then a 4-byte block counter from 0
+    (room for 64 GB a stream before the counter would carry into the digest). Encrypting
+    zero bytes with it, in one call or chunk by chunk, gives the stream's words in order.
     """
-    # The initial counter block: a 12-byte digest of the round and the label of the arrays'
-    # names (stream_layout; unique per stream), then a 4-byte block counter from 0 (room for
-    # 64 GB a stream before the counter would carry into the digest).
     iv = hashlib.sha256(f"{tag}:{name}".encode()).digest()[:12] + b"\x00" * 4
-    enc = Cipher(algorithms.AES(key), modes.CTR(iv)).encryptor()
-    enc.update_into(_zeros(8 * n), out.view(np.uint8).data)
+    return Cipher(algorithms.AES(key), modes.CTR(iv)).encryptor()
+
+
+#: Words of keystream made per step (128 KiB): each neighbour's chunk is added into the
+#: total while both sit in the CPU's cache, so a round's masks cost one pass over the
+#: answer in memory whatever the number of neighbours, and no buffer as long as the answer
+#: is allocated (and faulted in) per stream.
+_CHUNK_WORDS = 1 << 14
+
+
+def _add_streams(
+    encryptors: list[tuple[Any, bool]], total: NDArray[np.uint64]
+) -> NDArray[np.uint64]:
+    """Add (``True``) or subtract each encryptor's next ``total.size`` keystream words.
+
+    Chunk by chunk, every stream in turn on the same chunk of ``total`` (in place, mod
+    2^64): the same words as one keystream per stream added over the whole array.
+    """
+    n = total.shape[0]
+    if not encryptors or n == 0:
+        return total
+    buf = np.empty(min(n, _CHUNK_WORDS) + 8, dtype=np.uint64)  # update_into: a block more
+    out = buf.view(np.uint8).data
+    for lo in range(0, n, _CHUNK_WORDS):
+        hi = min(n, lo + _CHUNK_WORDS)
+        part, words, zeros = total[lo:hi], buf[: hi - lo], _zeros(8 * (hi - lo))
+        for enc, plus in encryptors:
+            enc.update_into(zeros, out)
+            if plus:
+                part += words  # wraps mod 2^64, as intended
+            else:
+                part -= words
+    return total
 
 
 #: Zero bytes the keystreams are encrypted from (grown on demand, never written).
@@ -349,44 +391,51 @@ class MaskingKeys:
         self._pair = pair
 
     def _signed_streams(
-        self,
-        peers: Iterable[str],
-        tag: int,
-        name: str,
-        n: int,
-        total: NDArray[np.uint64] | None = None,
-    ) -> NDArray[np.uint64]:
-        """The sum of this client's signed streams with ``peers``, added into ``total``."""
-        total = np.zeros(n, dtype=np.uint64) if total is None else total
-        buf = np.empty(n + 8, dtype=np.uint64)  # update_into wants room for a block more
+        self, peers: Iterable[str], tag: int, name: str, parts: list[NDArray[np.uint64]]
+    ) -> None:
+        """Add this client's signed streams with ``peers`` into ``parts``, in place.
+
+        ``parts`` are 1-d arrays laid end to end (:func:`stream_layout`'s order): each
+        stream runs on over them, as over one array of their total length.
+        """
+        encryptors = []
         for other in peers:
             if other == self.name:
                 continue
             if other not in self._pair:
                 raise ValueError(f"Client {self.name!r} has no pair key with {other!r}.")
-            _stream(self._pair[other], tag, name, n, buf)
-            if self.name < other:
-                total += buf[:n]
-            else:
-                total -= buf[:n]
-        return total
+            encryptors.append((_encryptor(self._pair[other], tag, name), self.name < other))
+        for part in parts:
+            _add_streams(encryptors, part)
 
     def mask(
-        self, arrays: Mapping[str, NDArray[np.uint64]], peers: Iterable[str], tag: int
+        self,
+        arrays: Mapping[str, NDArray[np.uint64]],
+        peers: Iterable[str],
+        tag: int,
+        *,
+        in_place: bool = False,
     ) -> dict[str, NDArray[np.uint64]]:
         """The arrays plus this client's masks for round ``tag`` with its mask neighbours.
 
         One keystream per neighbour covers every array (:func:`stream_layout`): a cipher
-        set up once per neighbour and round instead of once per array.
+        set up once per neighbour and round instead of once per array. ``in_place``: the
+        caller's arrays (made for this answer alone) are masked where they are, when each
+        is a writeable C-contiguous uint64 array, instead of in a copy (the same words;
+        the copy cost as much as the masks at 100,000 rows).
         """
         peers = mask_neighbours(self.name, list(peers))
         shapes = {name: np.shape(a) for name, a in arrays.items()}
         label, offsets, n = stream_layout(shapes)
+        if in_place and all(_maskable(a) for a in arrays.values()):
+            parts = [np.asarray(arrays[name]).reshape(-1) for name in sorted(arrays)]
+            self._signed_streams(peers, tag, label, parts)
+            return dict(arrays)
         flat = np.empty(n, dtype=np.uint64)  # a copy of the arrays: the masks go into it
         for name, a in arrays.items():
             lo, hi = offsets[name]
             flat[lo:hi] = np.asarray(a, dtype=np.uint64).ravel()
-        self._signed_streams(peers, tag, label, n, flat)
+        self._signed_streams(peers, tag, label, [flat])
         return {name: flat[slice(*offsets[name])].reshape(shape) for name, shape in shapes.items()}
 
     def correction(
@@ -411,7 +460,8 @@ class MaskingKeys:
             )
         dropped = [d for d in dropped if d in set(mask_neighbours(self.name, peers))]
         label, offsets, n = stream_layout(shapes)
-        flat = self._signed_streams(dropped, tag, label, n)
+        flat = np.zeros(n, dtype=np.uint64)
+        self._signed_streams(dropped, tag, label, [flat])
         return {
             name: flat[slice(*offsets[name])].reshape(tuple(shape))
             for name, shape in shapes.items()
