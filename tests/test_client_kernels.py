@@ -131,14 +131,15 @@ def test_sketch_pairs_ranked_twins(whole, missing, n_classes):
     w = rng.integers(1, 4, n).astype(np.float64)
     if not whole:
         w *= rng.uniform(0.5, 2.0, n)
-    # Slots: 0 wide (2,000 rows), 1 narrow in feature 0, 2-9 small, some rows out.
+    # Slots: 0 wide (2,000 rows), 1 narrow in feature 0, 2-9 small (about 75 rows: under
+    # SORT_ROWS, client_sorted.sorted_sketch's nodes when the weights are whole), some out.
     slot = np.full(n, -1, dtype=np.int32)
     slot[:2000] = 0
     narrow = np.flatnonzero((X[:, 0] > 0.1) & (X[:, 0] < 0.3))
     slot[narrow[narrow >= 2000]] = 1
     small = np.flatnonzero(slot < 0)[:600]
     slot[small] = 2 + rng.integers(0, 8, small.size)
-    # Slots 10-17: 28 rows each, fewer than 2 B (client_sorted.sorted_sketch's nodes).
+    # Slots 10-17: 28 rows each, fewer than 2 B (sorted_sketch: the exact quantiles).
     tiny = np.flatnonzero(slot < 0)[:224]
     slot[tiny] = 10 + np.arange(tiny.size) % 8
     pair_off = np.arange(19, dtype=np.int64) * d

@@ -82,6 +82,11 @@ def pair_sketches(client: Any, fit: Any) -> tuple[NDArray[np.float64], NDArray[n
     return out, local
 
 
+#: Pairs whose candidates outnumber this many times their node's rows write the increments
+#: of the bins holding rows only; the others walk every bin, branch-free.
+SPARSE_EMIT = 2
+
+
 @numba.njit(nogil=True, cache=True)
 def left_increments_ranked(
     Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
@@ -135,41 +140,56 @@ def left_increments_ranked(
                     bin_start, ii, rank_c, lut, padded, rr, xx, bins,
                 )  # fmt: skip
             add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
-            # The running sums of left_stats_ranked; a bin without rows adds +0.0 to
-            # them (never -0.0), so they are the same numbers when it is skipped, and its
-            # increment is exactly zero (it does not travel in the sparse form).
+            # The running sums of left_stats_ranked. A bin without rows adds +0.0, which
+            # changes a running sum at most in the sign of a zero, so every increment is
+            # the same number whether such a bin is skipped or not (its own is exactly
+            # zero, and zero increments do not travel in the sparse form). Few rows: the
+            # bins holding rows only (then reset by the rows); else every bin, branch-free
+            # (reset as read; bin nc too: right of every candidate).
             for q in range(n_stat):
                 acc[q] = 0.0
-            for t in range(nc):
-                if hist[t, 0] != 0.0:  # rows in the bin (every row counts 1 in column 0)
+            if c * SPARSE_EMIT < nc:
+                for t in range(nc):
+                    if hist[t, 0] != 0.0:  # rows in the bin (every row counts 1 in column 0)
+                        j, biggest = _emit(
+                            hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
+                        )
+                for k in range(c):
+                    for q in range(n_stat):
+                        hist[bins[k], q] = 0.0
+            else:
+                for t in range(nc):
                     j, biggest = _emit(
                         hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
                     )
-            for k in range(c):  # reset the bins used (bin nc too: right of every candidate)
                 for q in range(n_stat):
-                    hist[bins[k], q] = 0.0
+                    hist[nc, q] = 0.0
             kept += nc
     return kept, j, biggest
 
 
 @numba.njit(inline="always")
 def _emit(hist, t, acc, n_counts, counts, sums, index, j, kept, biggest):
-    # Bin ``t``'s increment over the running sums ``acc`` (updated) into row ``j``.
+    # Bin ``t``'s increment over the running sums ``acc`` (updated) into row ``j``, which
+    # the next bin's overwrites unless it is non-zero; the bin is reset to zeros.
     nonzero = False
-    for q in range(acc.shape[0]):
+    for q in range(n_counts):
         new = acc[q] + hist[t, q]
         v = new - acc[q]
         acc[q] = new
+        hist[t, q] = 0.0
         nonzero |= v != 0.0
-        if q < n_counts:
-            biggest = max(biggest, abs(v))
-            counts[j, q] = np.int64(np.rint(v))
-        else:
-            sums[j, q - n_counts] = v
-    if nonzero:
-        index[j] = kept + t
-        j += 1
-    return j, biggest
+        biggest = max(biggest, abs(v))
+        counts[j, q] = np.int64(np.rint(v))
+    for q in range(n_counts, acc.shape[0]):
+        new = acc[q] + hist[t, q]
+        v = new - acc[q]
+        acc[q] = new
+        hist[t, q] = 0.0
+        nonzero |= v != 0.0
+        sums[j, q - n_counts] = v
+    index[j] = kept + t
+    return j + nonzero, biggest
 
 
 def left_increments_numpy(

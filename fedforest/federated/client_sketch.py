@@ -217,9 +217,10 @@ def sketch_pairs_ranked(
 
     Nodes whose values fall in few fine bins read their exact quantiles off a histogram of
     their value ranks (no sort) where the sums stay exact (whole weights) and the ranks
-    are dense enough: the numbers a sort gives. Nodes of fewer than ``2 B`` rows (and
-    ``SORT_ROWS``) with whole weights are sorted instead (:func:`~.client_sorted.
-    sorted_sketch`: the same numbers), without a pass over every fine bin.
+    are dense enough: the numbers a sort gives. Nodes of fewer than ``SORT_ROWS`` rows with
+    whole weights (and more than ``SMALL_SKETCH``) go through :func:`~.client_sorted.
+    sorted_sketch` instead (the same numbers): the fine codes they use only, without a
+    pass over every fine bin, their rows sorted when the exact quantiles are read.
     """
     order = np.empty(rows.shape[0], dtype=np.int64)
     start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
@@ -307,7 +308,7 @@ def sketch_pairs_ranked(
                             n_g += 1
                         _add_group(g_cnt, g_w, g_s, n_g - 1, wsrt[k], yy[isrt[k]], n_classes)
                 last = vals[n_known - 1]
-            elif whole and c < SORT_ROWS and c < 2 * n_bins:  # few codes: exact quantiles
+            elif whole and c < SORT_ROWS:  # no pass over every fine bin
                 last = 0.0
                 n_g = sorted_sketch(
                     Xt, codes_t, fine_max, f, ii, ww, yy, c, total, n_classes, want_local, out,

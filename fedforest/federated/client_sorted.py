@@ -37,8 +37,8 @@ __all__ = [
     "sorted_sketch",
 ]
 
-#: Pairs of fewer rows than this are sorted in Round A (positions kept as uint8) and
-#: binned by a merge in Round B (larger nodes bin through the value ranks' table).
+#: Pairs of fewer rows than this (whole weights) are sketched by :func:`sorted_sketch` in
+#: Round A (their rows sorted only when few codes are used: the exact quantiles).
 SORT_ROWS = 256
 
 
