@@ -83,7 +83,7 @@ def pair_sketches(client: Any, fit: Any) -> tuple[NDArray[np.float64], NDArray[n
 
 
 #: Pairs whose candidates outnumber this many times their node's rows write the increments
-#: of the bins holding rows only; the others walk every bin, branch-free.
+#: of the bins holding rows only (put in order), the others walk every bin, branch-free.
 SPARSE_EMIT = 2
 
 
@@ -114,6 +114,7 @@ def left_increments_ranked(
     hist = np.zeros((max_nc + 1, n_stat))  # zero between pairs: used bins are reset
     rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
     acc = np.empty(n_stat)
+    used = np.empty(max_nc // SPARSE_EMIT + 1, dtype=np.int64)  # distinct bins of few rows
     kept = 0  # candidates of the kept pairs so far
     j = 0  # increments written
     biggest = 0.0
@@ -149,14 +150,28 @@ def left_increments_ranked(
             for q in range(n_stat):
                 acc[q] = 0.0
             if c * SPARSE_EMIT < nc:
-                for t in range(nc):
-                    if hist[t, 0] != 0.0:  # rows in the bin (every row counts 1 in column 0)
+                # The bins holding rows, ascending (an insertion sort of the few rows'
+                # bins, each once): no visit of every candidate's bin.
+                n_used = 0
+                for k in range(c):
+                    bk, i = bins[k], n_used
+                    while i > 0 and used[i - 1] > bk:
+                        i -= 1
+                    if i > 0 and used[i - 1] == bk:
+                        continue
+                    for m in range(n_used, i, -1):
+                        used[m] = used[m - 1]
+                    used[i] = bk
+                    n_used += 1
+                for i in range(n_used):
+                    t = used[i]
+                    if t < nc:  # bin nc: right of every candidate, no increment
                         j, biggest = _emit(
                             hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
                         )
-                for k in range(c):
-                    for q in range(n_stat):
-                        hist[bins[k], q] = 0.0
+                    else:
+                        for q in range(n_stat):
+                            hist[nc, q] = 0.0
             else:
                 for t in range(nc):
                     j, biggest = _emit(
