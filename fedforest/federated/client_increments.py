@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, count_columns, n_stats
+from . import client_kernels
 from .client_kernels import (
     COUNT_MAX,
     FEW_ROWS,
@@ -38,6 +39,7 @@ from .client_kernels import (
     ranks_for,
 )
 from .client_sketch import fine_codes, sketch_pairs
+from .client_sorted import cache_depends_on
 from .client_targets import proposal_target
 from .criteria import CRITERION_CODES
 from .protocol import pack_increments
@@ -181,6 +183,10 @@ def left_increments_ranked(
                     hist[nc, q] = 0.0
             kept += nc
     return kept, j, biggest
+
+
+# Its cached code holds pair_bins, add_to_bins and gather_node (client_kernels.py).
+cache_depends_on(left_increments_ranked, client_kernels)
 
 
 @numba.njit(inline="always")

@@ -16,10 +16,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import CODE_DTYPE, N_FINE_BINS
+from . import client_kernels, client_sorted
 from .client_kernels import SMALL_SKETCH, group_rows, largest_node, ranks_for, register_ranks
 from .client_sorted import (
     BUCKET_ROWS,
     SORT_ROWS,
+    cache_depends_on,
     exact_quantiles,
     level_targets,
     sort_scratch,
@@ -397,6 +399,10 @@ def sketch_pairs_ranked(
                 local_out[q] = _best_scan(
                     g_val, g_cnt, g_w, g_s, n_g, c, n_cols, criterion, min_rows, scratch
                 )
+
+
+# Its cached code holds sorted_sketch, exact_quantiles and group_rows (other modules).
+cache_depends_on(sketch_pairs_ranked, client_sorted, client_kernels)
 
 
 def node_sketches_numpy(
