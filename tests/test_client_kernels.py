@@ -328,3 +328,23 @@ def test_left_words_are_the_packed_encoding_of_the_statistics(columns, missing, 
         out = np.zeros((cand.size, s - 1), dtype=np.uint64)
         assert not left_words_ranked(Xt, fmin, fmax, *ranks, *worse, out)
         assert not left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *worse, out)
+
+
+@pytest.mark.parametrize("n", [300, 5000])
+def test_fine_codes_edges_are_numpys_lower_quantiles(n: int) -> None:
+    """fine_codes reads the quantiles off its sorted values: np.quantile's "lower" ones."""
+    rng = np.random.default_rng(n)
+    X = rng.normal(size=(n, 3))
+    X[:, 1] = np.round(X[:, 1] * 20)  # ties
+    X[rng.random(n) < 0.1, 2] = np.inf  # missing values: the last code alone
+    n_fine = 64
+    codes, _, _ = fine_codes(X, n_fine)
+    for j in range(3):
+        known = np.isfinite(X[:, j])
+        xk = X[known, j]
+        n_known = n_fine if known.all() else n_fine - 1
+        levels = np.linspace(0, 1, n_known + 1)[1:-1]
+        edges = np.unique(np.quantile(xk, levels, method="lower"))
+        want = np.searchsorted(edges, xk, side="left")
+        np.testing.assert_array_equal(codes[j][known], want)
+        assert (codes[j][~known] == n_fine - 1).all()

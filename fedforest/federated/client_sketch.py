@@ -111,8 +111,10 @@ def fine_codes(
         if uniq.size <= n_known:
             edges = uniq[:-1]
         else:
-            qs = np.quantile(xs, np.linspace(0, 1, n_known + 1)[1:-1], method="lower")
-            edges = np.unique(qs)
+            # np.quantile(xs, levels, method="lower") of the sorted values, without its
+            # partition of them: numpy's index for "lower", floor((n - 1) * level).
+            levels = np.linspace(0, 1, n_known + 1)[1:-1]
+            edges = np.unique(xs[np.floor((xs.size - 1) * levels).astype(np.intp)])
         # The codes ascend with the values, so a bin's extremes are its first and last.
         code_u = np.searchsorted(edges, uniq, side="left")
         code = np.full(n, n_fine - 1, dtype=np.int64)
