@@ -511,8 +511,8 @@ def test_merge_sketch_rows_in_threads_is_the_same_merge(monkeypatch):
     one = merge.merge_sketch_rows(sk, index, wt, b, n_threads=1)
     monkeypatch.setattr(merge, "PARALLEL_PAIRS", 100)  # threads on a small problem
     calls = []
-    real = merge.mixture_quantiles_rows
-    monkeypatch.setattr(merge, "mixture_quantiles_rows", lambda *a: calls.append(1) or real(*a))
+    real = merge.mixture_quantiles_runs
+    monkeypatch.setattr(merge, "mixture_quantiles_runs", lambda *a: calls.append(1) or real(*a))
     three = merge.merge_sketch_rows(sk, index, wt, b, n_threads=3)
     assert len(calls) == 3  # three ranges of pairs
     np.testing.assert_array_equal(one[0], three[0])

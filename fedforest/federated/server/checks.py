@@ -36,9 +36,9 @@ from ..protocol import (
     protocol_mismatch,
     unpack_gains,
     unpack_increments,
-    unpack_sketch,
 )
 from . import check_kernels as ck
+from .sketch_runs import SketchRuns, runs_problem, sketch_runs
 
 __all__ = [
     "Check",
@@ -378,14 +378,21 @@ def _check_stats(
             raise InvalidReply(name, kind, field, "has sums of y^2 smaller than the sums imply")
 
 
-def check_sketch(name: str, kind: str, sketch: NDArray[np.float64]) -> NDArray[np.bool_]:
+def check_sketch(
+    name: str, kind: str, sketch: NDArray[np.float64] | SketchRuns
+) -> NDArray[np.bool_]:
     """Sketch rows are finite and sorted (quantiles at increasing levels).
 
     A row is all NaN where every row of the client in that node lacks the feature; those
-    rows are returned (a mask), the others must be finite and sorted.
+    rows are returned (a mask), the others must be finite and sorted. ``sketch``: dense
+    rows or their runs (:class:`~.sketch_runs.SketchRuns`, checked in one pass over runs).
     """
-    gone = np.empty(sketch.shape[0], dtype=bool)
-    problem = ck.sketch_problem(np.ascontiguousarray(sketch, dtype=np.float64), gone)
+    if isinstance(sketch, SketchRuns):
+        gone = np.empty(sketch.row_off.size - 1, dtype=bool)
+        problem = runs_problem(sketch.values, sketch.row_off, gone)
+    else:
+        gone = np.empty(sketch.shape[0], dtype=bool)
+        problem = ck.sketch_problem(np.ascontiguousarray(sketch, dtype=np.float64), gone)
     if problem == ck.NONFINITE:
         raise InvalidReply(name, kind, "array 'sketch'", "holds NaN or infinity")
     if problem == ck.UNSORTED:
@@ -395,10 +402,10 @@ def check_sketch(name: str, kind: str, sketch: NDArray[np.float64]) -> NDArray[n
 
 def sketch_of(
     msg: Message, n_here: int, n_bins: int, name: str
-) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
-    """The decoded sketch of a reply, checked, and its rows that are all NaN."""
-    sketch = unpack_sketch(msg, n_here, n_bins, name)
-    return sketch, check_sketch(name, msg.kind, sketch)
+) -> tuple[SketchRuns, NDArray[np.bool_]]:
+    """The sketch of a reply as runs, checked, and its rows that are all NaN."""
+    runs = sketch_runs(msg, n_here, n_bins, name)
+    return runs, check_sketch(name, msg.kind, runs)
 
 
 # --------------------------------------------------------------------------- Round B
@@ -539,8 +546,8 @@ class ClientRecords:
         #: Each client's node summaries at the previous level and at this one.
         self.previous: dict[str, NDArray[np.float64]] = {}
         self.current: dict[str, NDArray[np.float64]] = {}
-        #: Each client's decoded and checked sketches of this level's Round A.
-        self.sketches: dict[str, NDArray[np.float64]] = {}
+        #: Each client's decoded and checked sketches of this level's Round A (runs).
+        self.sketches: dict[str, SketchRuns] = {}
         #: Each client's checked left statistics of this level: (reply, positions,
         #: integer columns, float columns), as ``unpack_increments`` reads them.
         self.increments: dict[

@@ -15,10 +15,11 @@ from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from ..._common import STAT_WEIGHT, count_columns
-from ..protocol import Message, expect_array, unpack_gains, unpack_increments, unpack_sketch
+from ..protocol import Message, expect_array, unpack_gains, unpack_increments
 from ..threads import thread_map
-from .merge import merge_local_candidates, merge_sketch_rows, midpoint_candidates
+from .merge import merge_local_candidates, merge_sketch_runs, midpoint_candidates
 from .missing import add_missing_candidates, with_missing_sides
+from .sketch_runs import SketchRuns, runs_problem, sketch_runs, stack_runs
 from .splitter import (
     BestSplits,
     best_avgimp_splits,
@@ -176,7 +177,7 @@ def candidates(
     edges: Any,
     n_categories: NDArray[np.int64],
     missing: NDArray[np.bool_] | None = None,
-    sketches: dict[str, NDArray[np.float64]] | None = None,
+    sketches: dict[str, SketchRuns] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Candidate thresholds per (node, feature) pair: merged sketches, or category codes.
 
@@ -209,7 +210,7 @@ def _numeric_candidates(
     cfg: GrowerConfig,
     edges: Any,
     numeric: NDArray[np.bool_],
-    sketches: dict[str, NDArray[np.float64]],
+    sketches: dict[str, SketchRuns],
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Candidate thresholds of the numeric pairs (others get none)."""
     n_pairs = int(pair_off[-1])
@@ -233,28 +234,30 @@ def _numeric_candidates(
         return cand_off, np.concatenate(per_pair) if per_pair else np.empty(0)
     pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
     weights = summaries[:, pair_node, STAT_WEIGHT]
-    # The sketches that arrived, stacked as rows; index[k, p] is client k's row for pair p.
+    # The sketches that arrived, stacked as rows of runs; index[k, p] is client k's row
+    # for pair p.
     index = np.full((len(replies), n_pairs), -1, dtype=np.int64)
     blocks, start = [], 0
     for k, (name, msg) in enumerate(replies):
         present = (weights[k] > 0) & numeric  # clients sketch numeric features only
         n_here = int(present.sum())
         block = sketches.get(name)
+        gone = np.empty(n_here, dtype=bool)
         if block is None:
-            block = unpack_sketch(msg, n_here, cfg.n_bins, name)
-            gone = np.isnan(block).any(axis=1)
+            block = sketch_runs(msg, n_here, cfg.n_bins, name)
+            runs_problem(block.values, block.row_off, gone)  # rows holding a NaN
         else:  # checked (checks.check_sketch): a row is all NaN or all finite
-            gone = np.isnan(block[:, 0])
+            gone = np.isnan(block.values[block.row_off[:-1]])
         blocks.append(block)
         index[k, present] = np.arange(start, start + n_here)
         # A NaN row: the client's rows of that node all lack the feature (not in the mix).
         index[k, np.flatnonzero(present)[gone]] = -1
         start += n_here
-    points = np.concatenate(blocks) if blocks else np.empty((0, cfg.n_bins))
     mix_w = np.where(index >= 0, weights, 0.0)
-    cand_off, cand = merge_sketch_rows(
-        points, index[:, pair_ok], mix_w[:, pair_ok], cfg.n_bins, effective_n_jobs(cfg.n_jobs)
-    )
+    cand_off, cand = merge_sketch_runs(
+        stack_runs(blocks), index[:, pair_ok], mix_w[:, pair_ok], cfg.n_bins,
+        effective_n_jobs(cfg.n_jobs),
+    )  # fmt: skip
     if cfg.uses_local_candidates:
         cand_off, cand = _add_local_candidates(
             replies, weights, numeric, pair_ok, cand_off, cand, cfg
