@@ -253,36 +253,34 @@ def check_summaries(
     node must equal the parent on the count columns.
     """
     _check_stats(name, kind, field, summary, n_count, task, class_sizes)
-    rows, weight = summary[:, STAT_ROWS], summary[:, STAT_WEIGHT]
-    if np.any(rows > n_samples):
-        raise InvalidReply(name, kind, field, f"counts more rows than the client's {n_samples}")
-    at_root = weight[root]
     n_draws = float(n_samples if draws is None else draws)
-    ok = (at_root == 0) | (at_root == n_draws if bootstrap else at_root == rows[root])
-    if not bootstrap:
-        ok &= (rows[root] == 0) | (rows[root] == n_draws)
-    if n_count < STAT_TASK:  # sample weights: a root weighs what the client's weights say
-        ok = np.ones_like(ok)
-    if not np.all(ok):
+    problem = ck.summary_problem(
+        np.ascontiguousarray(summary, dtype=np.float64),
+        n_count,
+        float(n_samples),
+        np.ascontiguousarray(root, dtype=np.bool_),
+        n_draws,
+        bool(bootstrap),
+        task == "regression",
+        _RTOL,
+        _NO_PARENT if parent is None else np.ascontiguousarray(parent, dtype=np.float64),
+        _NO_SIBLINGS if siblings is None else np.ascontiguousarray(siblings, dtype=np.int64),
+    )
+    if problem == ck.TOO_MANY_ROWS:
+        raise InvalidReply(name, kind, field, f"counts more rows than the client's {n_samples}")
+    if problem == ck.ROOT_WEIGHT:
         raise InvalidReply(
             name, kind, field, f"has a root weight other than 0 or the client's {n_draws:g} draws"
         )
-    if parent is None:
-        return
-    child = ~root
-    p = parent[child]
-    cols = slice(0, n_count)
-    if np.any(summary[child, cols] > p[:, cols]) or (
-        task == "regression" and np.any(summary[child, -1] > p[:, -1] * (1 + _RTOL) + _RTOL)
-    ):
+    if problem == ck.ABOVE_PARENT:
         raise InvalidReply(name, kind, field, "has a node with more than its parent")
-    if siblings is not None:
-        both = np.flatnonzero(child & (siblings > np.arange(siblings.size)))
-        total = summary[both, cols] + summary[siblings[both], cols]
-        if np.any(total != parent[both, cols]):
-            raise InvalidReply(
-                name, kind, field, "has two children that do not add up to their parent"
-            )
+    if problem == ck.NOT_ADDING:
+        raise InvalidReply(name, kind, field, "has two children that do not add up to their parent")
+
+
+#: No parents or siblings known (:func:`~.check_kernels.summary_problem`'s empty arrays).
+_NO_PARENT = np.empty((0, 0))
+_NO_SIBLINGS = np.empty(0, dtype=np.int64)
 
 
 _STATS_PROBLEMS = {
