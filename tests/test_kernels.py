@@ -340,14 +340,15 @@ def test_local_best_none_for_too_small_nodes():
 
 
 @pytest.mark.parametrize("limit", [1, 3, 7])
-def test_merge_local_candidates_twins_and_limit(limit):
+@pytest.mark.parametrize("k", [12, 20])  # the kernel's insertion sort, and np.sort
+def test_merge_local_candidates_twins_and_limit(limit, k):
     from fedforest.federated.server.merge import (
         merge_local_candidates,
         merge_local_candidates_numpy,
     )
 
     rng = np.random.default_rng(limit)
-    n_pairs, k = 50, 12
+    n_pairs = 50
     parts, off = [], [0]
     for _ in range(n_pairs):
         u = np.unique(np.round(rng.normal(size=rng.integers(0, 6)), 1))

@@ -350,7 +350,16 @@ def merge_local_candidates(cand_off, cand, local, limit, out_off, out):
             if not np.isnan(v):
                 props[m] = v
                 m += 1
-        props[:m] = np.sort(props[:m])
+        if m < 15:  # in place, as numba's np.sort orders so few (an insertion sort)
+            for i in range(1, m):
+                v = props[i]
+                j = i
+                while j > 0 and v < props[j - 1]:
+                    props[j] = props[j - 1]
+                    j -= 1
+                props[j] = v
+        else:
+            props[:m] = np.sort(props[:m])
         n_u = 0  # distinct, in place
         for i in range(m):
             if n_u == 0 or props[i] != props[n_u - 1]:
