@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest.federated.server import secure_grids
 from fedforest.federated.server.secure_grids import (
     PairSegments,
     _merge_segments,
+    ancestors_releases_numpy,
     gather_rows,
     gather_rows_numpy,
     offsets,
@@ -58,3 +61,37 @@ def test_gather_rows_matches_its_twin() -> None:
     gather_rows_numpy(src, start, end, out_off, want)
     np.testing.assert_array_equal(got, want)
     assert not np.isnan(got).any()
+
+
+@pytest.mark.parametrize("rounded", [False, True])
+def test_ancestors_kept_matches_its_twin_level_by_level_in_secure_fits(
+    rounded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every call of a secure fit (deep trees: up to 7 levels of ancestors) compared with
+    # the NumPy twin on the same state; the fits must keep some rows above the parent and
+    # leave some out, or the comparison would not test the rules' filtering.
+    kernel, seen = secure_grids._ancestors_releases, {"calls": 0, "above": 0, "left_out": 0}
+
+    def both(state, node, f, rows):  # type: ignore[no-untyped-def]
+        owner, rel = kernel(state, node, f, rows)
+        want_owner, want_rel = ancestors_releases_numpy(state, node, f, rows)
+        np.testing.assert_array_equal(owner, want_owner)
+        np.testing.assert_array_equal(rel, want_rel)
+        assert rel.dtype == want_rel.dtype and owner.dtype == want_owner.dtype
+        m, state.min_rows = state.min_rows, 10**9  # every release is near a tail: all kept
+        every = ancestors_releases_numpy(state, node, f, rows)[1].shape[0]
+        state.min_rows = m
+        seen["calls"] += 1
+        seen["above"] += int((rel[:, 3] == 0).sum())
+        seen["left_out"] += every - rel.shape[0]
+        return owner, rel
+
+    monkeypatch.setattr(secure_grids, "_ancestors_releases", both)
+    rng = np.random.default_rng(11)
+    X = rng.random((1500, 5))
+    X = np.round(X, 2) if rounded else X
+    y = X[:, 0] + 2 * X[:, 1] ** 2 + rng.normal(scale=0.1, size=1500)
+    kw = dict(n_estimators=3, max_depth=8, min_samples_leaf=3, random_state=1, n_jobs=1)
+    FedForestRegressor(**kw).fit(X, y, client_ids=rng.integers(0, 4, 1500))
+    FedForestClassifier(**kw).fit(X, y > np.median(y), client_ids=rng.integers(0, 3, 1500))
+    assert seen["calls"] >= 10 and seen["above"] > 0 and seen["left_out"] > 0

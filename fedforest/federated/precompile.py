@@ -5,8 +5,9 @@ load them from disk). numba compiles under one global lock, so threads cannot sh
 work, but processes can: :func:`compile_kernels` compiles :data:`HERE` in this process and,
 once the first of them turns out not to be cached, starts ``python -m
 fedforest.federated.precompile``, which compiles :data:`ELSEWHERE` (a client's left
-statistics and routing, the prediction, the server's split scan, its partition rule and
-its fallback thresholds: about half the compile time) into the same cache.
+statistics and routing, the prediction, the server's split scan, its partition rule, the
+ancestors' releases its rules check and its fallback thresholds: about half the compile
+time) into the same cache.
 :func:`start_early` starts that process sooner, as soon as the cache index shows one of
 its kernels missing (``fedforest simulate`` calls it before importing scikit-learn and
 matplotlib); :class:`Ahead` lets this process work between compiling its share and
@@ -73,7 +74,6 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (guides.top_guides, (_I64, _I64, _I64, _F, _F, _I64, _I64, _I64, _F, _F, _I, _I, _I64, _F)),
     (rules.ancestor_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (intervals.interval_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
-    (intervals.interval_checks, (_F, _F, _I64, _F, _F, _F, _I64, _F, _F, _I, _B)),
     (grids.searchsorted_segments, (_F, _I64, _F, _I64, _I64)),
     (grids._libm_map, (_F, types.boolean, _F)),
     (client_kernels.node_summaries, (_I32, _F, _I32, _F, _I, _F2)),
@@ -81,9 +81,10 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
 
 #: Compiled by the second process: a client's left statistics (as the secure answers'
 #: packed words: ``client_packed``) and routing, the prediction, and the server's split
-#: scan, partition rule and fallback thresholds (about half the compile CPU, balanced
-#: against this process's share plus its imports and baselines, docs/benchmarks.md:
-#: ``fedforest simulate`` starts this process before its heavy imports).
+#: scan, partition rule, ancestors' releases and fallback thresholds (about half the
+#: compile CPU, balanced against this process's share plus its imports and baselines,
+#: docs/benchmarks.md: ``fedforest simulate`` starts this process before its heavy
+#: imports).
 ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
     (
         client_packed.left_words_ranked,
@@ -100,6 +101,7 @@ ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
         partitions.partition_safe,
         (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _I64, _I64, _F, _I, _B),
     ),
+    (secure_grids.ancestors_kept, (_F2, _I64_2, _I64_2, _F, _I, _I64, _F2)),
     (fallback.spaced_thresholds, (_I64, _F, _I64, _F, _F2, _I64, _F, _F, _F, _R, _F, _I64)),
 ]  # fmt: skip
 

@@ -32,6 +32,8 @@ __all__ = [
     "PairSegments",
     "SecureState",
     "advance",
+    "ancestors_kept",
+    "ancestors_releases_numpy",
     "gather_rows",
     "gather_rows_numpy",
     "keep_histograms",
@@ -491,6 +493,98 @@ def _ancestors_releases(
     state: SecureState, node: NDArray[np.int64], f: NDArray[np.int64], rows: NDArray[np.float64]
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The releases the rules check each pair (``node``, ``f``) against, pair after pair.
+
+    Up the path level by level (a lookup per level for all pairs at once) to each pair's
+    segment of every earlier level's releases; then :func:`ancestors_kept` keeps, per
+    pair, the parent's all and of the others' those the rules need (see
+    :func:`ancestors_releases_numpy`, its twin). Returns each row's pair (sorted) and the
+    rows (threshold, the ancestor's rows below it, its rows, 1 for the parent's).
+    """
+    d, n_lev = state.lo.shape[1], len(state.history)
+    up = state.parent[node] if node.size else np.zeros(0, np.int64)
+    start = np.zeros((n_lev, node.size), dtype=np.int64)
+    end = np.zeros((n_lev, node.size), dtype=np.int64)
+    pool, base = [np.zeros((0, 3))], 0
+    for lev, k in enumerate(range(n_lev - 1, -1, -1)):  # lev 0: the parent's level
+        parents, released, _ = state.history[k]
+        there = up >= 0
+        seg = np.where(there, released.find(np.where(there, up, 0) * d + f), -1)
+        found = seg >= 0
+        start[lev, found] = base + released.off[seg[found]]
+        end[lev, found] = base + released.off[seg[found] + 1]
+        pool.append(released.values)
+        base += released.values.shape[0]
+        up = np.where(there, parents[np.maximum(up, 0)], -1) if parents.size else up * 0 - 1
+    out = np.empty((int((end - start).sum()), 4))
+    n_kept = np.zeros(node.size, dtype=np.int64)
+    all_rel = np.ascontiguousarray(np.concatenate(pool), dtype=np.float64)
+    total = ancestors_kept(all_rel, start, end, rows, int(state.min_rows), n_kept, out)
+    return np.repeat(np.arange(node.size, dtype=np.int64), n_kept), out[:total]
+
+
+@numba.njit(nogil=True, cache=True)
+def ancestors_kept(pool, start, end, rows, min_rows, n_kept, out):  # type: ignore[no-untyped-def]
+    """Per pair, the ancestors' releases the rules need, into ``out``; returns their count.
+
+    ``pool`` holds every earlier level's releases (threshold, the ancestor's rows below
+    it, its rows); pair ``p``'s ancestor ``lev`` levels above its parent released
+    ``pool[start[lev, p]:end[lev, p]]``. Kept, in that order, pair after pair: the
+    parent's all (last column 1), and of the others' those the rule between two sums
+    needs (:func:`near_tails`) and those the interval rule needs (``privacy/intervals.py``,
+    ``interval_checks``; its ``B``: the nearest ancestor below with a release).
+    ``n_kept[p]`` is set to the pair's count.
+    """
+    o = 0
+    for p in range(start.shape[1]):
+        b0, b1 = 0, 0  # B's releases (none yet)
+        c = rows[p]
+        for lev in range(start.shape[0]):
+            a0, a1 = start[lev, p], end[lev, p]
+            if a1 <= a0:
+                continue
+            ok_lo = _wide(pool, a0, a1, a0, b0, b1, c, min_rows)
+            for i in range(a0, a1):
+                ok_hi = _wide(pool, a0, a1, i + 1, b0, b1, c, min_rows)
+                a, t = pool[i, 1], pool[i, 2]
+                if lev == 0 or a - c < min_rows or t - a - c < min_rows or not (ok_lo and ok_hi):
+                    out[o, 0], out[o, 1], out[o, 2] = pool[i, 0], a, t
+                    out[o, 3] = 1.0 if lev == 0 else 0.0
+                    o += 1
+                    n_kept[p] += 1
+                ok_lo = ok_hi
+            if b1 == b0:
+                b0, b1 = a0, a1
+    return o
+
+
+@numba.njit(nogil=True, cache=True)
+def _wide(pool, a0, a1, i, b0, b1, c, min_rows):  # type: ignore[no-untyped-def]
+    # interval_checks' test of interval i (below threshold i; i == a1: above the last).
+    a_lo = pool[i - 1, 1] if i > a0 else 0.0
+    a_hi = pool[i, 1] if i < a1 else pool[a0, 2]
+    c_max = c
+    if b1 > b0:
+        r_lo, r_hi = 0.0, pool[b0, 2]
+        if i > a0:
+            x = pool[i - 1, 0]
+            for j in range(b0, b1):
+                if pool[j, 0] <= x:
+                    r_lo = pool[j, 1]
+        if i < a1:
+            y = pool[i, 0]
+            for j in range(b1 - 1, b0 - 1, -1):
+                if pool[j, 0] >= y:
+                    r_hi = pool[j, 1]
+        c_max = min(c_max, r_hi - r_lo)
+    return a_hi - a_lo - c_max >= min_rows
+
+
+def ancestors_releases_numpy(
+    state: SecureState, node: NDArray[np.int64], f: NDArray[np.int64], rows: NDArray[np.float64]
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """NumPy twin of :func:`_ancestors_releases` (its level-by-level reference).
+
+    The releases the rules check each pair (``node``, ``f``) against, pair after pair.
 
     Up the path level by level (a lookup per level for all pairs at once): the parent's
     all, and of the others' those the rule between two sums needs (:func:`near_tails`)
