@@ -542,24 +542,35 @@ def ancestors_kept(pool, start, end, rows, min_rows, n_kept, out):  # type: igno
             a0, a1 = start[lev, p], end[lev, p]
             if a1 <= a0:
                 continue
-            ok_lo = _wide(pool, a0, a1, a0, b0, b1, c, min_rows)
+            # Intervals' tests (below threshold i; a1: above the last) only where a
+            # threshold near no tail needs them, in increasing order: B's bounds around
+            # interval i move up with i (both releases increase), ``jl``, ``jh``.
+            jl, jh, done, ok_at = b0, b0, a0 - 1, False
             for i in range(a0, a1):
-                ok_hi = _wide(pool, a0, a1, i + 1, b0, b1, c, min_rows)
                 a, t = pool[i, 1], pool[i, 2]
-                if lev == 0 or a - c < min_rows or t - a - c < min_rows or not (ok_lo and ok_hi):
+                keep = lev == 0 or a - c < min_rows or t - a - c < min_rows
+                if not keep:
+                    if done != i:
+                        jl, jh, ok_at = _wide(pool, a0, a1, i, b0, b1, jl, jh, c, min_rows)
+                    keep = not ok_at
+                    jl, jh, ok_at = _wide(pool, a0, a1, i + 1, b0, b1, jl, jh, c, min_rows)
+                    done = i + 1
+                    keep = keep or not ok_at
+                if keep:
                     out[o, 0], out[o, 1], out[o, 2] = pool[i, 0], a, t
                     out[o, 3] = 1.0 if lev == 0 else 0.0
                     o += 1
                     n_kept[p] += 1
-                ok_lo = ok_hi
             if b1 == b0:
                 b0, b1 = a0, a1
     return o
 
 
 @numba.njit(nogil=True, cache=True)
-def _wide(pool, a0, a1, i, b0, b1, c, min_rows):  # type: ignore[no-untyped-def]
-    # interval_checks' test of interval i (below threshold i; i == a1: above the last).
+def _wide(pool, a0, a1, i, b0, b1, jl, jh, c, min_rows):  # type: ignore[no-untyped-def]
+    # interval_checks' test of interval i (below threshold i; i == a1: above the last),
+    # with B's releases found from ``jl`` (the first above the interval's lower end) and
+    # ``jh`` (the first at or above its upper end) of a lower interval: both returned.
     a_lo = pool[i - 1, 1] if i > a0 else 0.0
     a_hi = pool[i, 1] if i < a1 else pool[a0, 2]
     c_max = c
@@ -567,16 +578,18 @@ def _wide(pool, a0, a1, i, b0, b1, c, min_rows):  # type: ignore[no-untyped-def]
         r_lo, r_hi = 0.0, pool[b0, 2]
         if i > a0:
             x = pool[i - 1, 0]
-            for j in range(b0, b1):
-                if pool[j, 0] <= x:
-                    r_lo = pool[j, 1]
+            while jl < b1 and pool[jl, 0] <= x:
+                jl += 1
+            if jl > b0:
+                r_lo = pool[jl - 1, 1]
         if i < a1:
             y = pool[i, 0]
-            for j in range(b1 - 1, b0 - 1, -1):
-                if pool[j, 0] >= y:
-                    r_hi = pool[j, 1]
+            while jh < b1 and pool[jh, 0] < y:
+                jh += 1
+            if jh < b1:
+                r_hi = pool[jh, 1]
         c_max = min(c_max, r_hi - r_lo)
-    return a_hi - a_lo - c_max >= min_rows
+    return jl, jh, a_hi - a_lo - c_max >= min_rows
 
 
 def ancestors_releases_numpy(
