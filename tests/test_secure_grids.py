@@ -6,13 +6,16 @@ import numpy as np
 import pytest
 
 from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest.federated.privacy.intervals import interval_checks
 from fedforest.federated.server import secure_grids
 from fedforest.federated.server.secure_grids import (
     PairSegments,
     _merge_segments,
+    ancestors_kept,
     ancestors_releases_numpy,
     gather_rows,
     gather_rows_numpy,
+    near_tails,
     offsets,
 )
 
@@ -95,3 +98,47 @@ def test_ancestors_kept_matches_its_twin_level_by_level_in_secure_fits(
     FedForestRegressor(**kw).fit(X, y, client_ids=rng.integers(0, 4, 1500))
     FedForestClassifier(**kw).fit(X, y > np.median(y), client_ids=rng.integers(0, 3, 1500))
     assert seen["calls"] >= 10 and seen["above"] > 0 and seen["left_out"] > 0
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_ancestors_kept_is_near_tails_and_interval_checks_level_by_level(ordered: bool) -> None:
+    # Random releases (increasing as a fit's are, or shuffled: the kernel's pointers give
+    # way to interval_checks' scans), each pair's levels walked as the NumPy twin does.
+    rng = np.random.default_rng(5 if ordered else 6)
+    n_lev, n_pairs, m = 4, 60, 5
+    pool = np.zeros((0, 3))
+    start = np.zeros((n_lev, n_pairs), dtype=np.int64)
+    end = np.zeros((n_lev, n_pairs), dtype=np.int64)
+    for lev in range(n_lev):
+        for p in range(n_pairs):
+            k = int(rng.integers(0, 9)) * (rng.random() < 0.8)
+            thr = rng.choice(np.arange(40) / 4, size=k, replace=False)
+            below = rng.choice(np.arange(200.0), size=k, replace=False)
+            thr, below = (np.sort(thr), np.sort(below)) if ordered else (thr, below)
+            seg = np.column_stack([thr, below, np.full(k, 200.0 + 10 * lev)])
+            start[lev, p], end[lev, p] = pool.shape[0], pool.shape[0] + k
+            pool = np.vstack([pool, seg])
+    rows = rng.integers(10, 120, size=n_pairs).astype(float)
+    n_kept = np.zeros(n_pairs, dtype=np.int64)
+    out = np.full((int((end - start).sum()), 4), np.nan)
+    total = ancestors_kept(pool, start, end, rows, m, n_kept, out)
+    want = []
+    for p in range(n_pairs):
+        b = np.zeros((0, 3))
+        for lev in range(n_lev):
+            rel = pool[start[lev, p] : end[lev, p]]
+            if not rel.shape[0]:
+                continue
+            rel = np.column_stack([rel, np.full(rel.shape[0], float(lev == 0))])
+            keep = near_tails(rel, np.full(rel.shape[0], rows[p]), m)
+            off, b_off = np.array([0, rel.shape[0]]), np.array([0, b.shape[0]])
+            interval_checks(
+                rel[:, 1].copy(), rel[:, 2].copy(), off, b[:, 0].copy(), b[:, 1].copy(),
+                b[:, 2].copy(), b_off, rel[:, 0].copy(), rows[p : p + 1], m, keep,
+            )  # fmt: skip
+            want.append(rel[keep])
+            b = rel[:, :3] if not b.shape[0] else b
+        assert n_kept[p] == sum(w.shape[0] for w in want) - int(n_kept[:p].sum())
+    np.testing.assert_array_equal(out[:total], np.vstack(want))
+    dropped = int((end - start)[1:].sum()) - int((out[:total, 3] == 0).sum())
+    assert dropped > 0 and (out[:total, 3] == 0).any()

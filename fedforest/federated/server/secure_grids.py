@@ -536,24 +536,27 @@ def ancestors_kept(pool, start, end, rows, min_rows, n_kept, out):  # type: igno
     """
     o = 0
     for p in range(start.shape[1]):
-        b0, b1 = 0, 0  # B's releases (none yet)
+        b0, b1, b_up = 0, 0, True  # B's releases (none yet), whether they increase
         c = rows[p]
         for lev in range(start.shape[0]):
             a0, a1 = start[lev, p], end[lev, p]
             if a1 <= a0:
                 continue
             # Intervals' tests (below threshold i; a1: above the last) only where a
-            # threshold near no tail needs them, in increasing order: B's bounds around
-            # interval i move up with i (both releases increase), ``jl``, ``jh``.
+            # threshold near no tail needs them, in increasing order: where both releases
+            # increase (as they do), B's bounds around interval i move up with i (``jl``,
+            # ``jh``), else they are searched through B's as interval_checks does.
+            a_up = _rising(pool, a0, a1)
+            up = a_up and b_up
             jl, jh, done, ok_at = b0, b0, a0 - 1, False
             for i in range(a0, a1):
                 a, t = pool[i, 1], pool[i, 2]
                 keep = lev == 0 or a - c < min_rows or t - a - c < min_rows
                 if not keep:
                     if done != i:
-                        jl, jh, ok_at = _wide(pool, a0, a1, i, b0, b1, jl, jh, c, min_rows)
+                        jl, jh, ok_at = _wide(pool, a0, a1, i, b0, b1, jl, jh, up, c, min_rows)
                     keep = not ok_at
-                    jl, jh, ok_at = _wide(pool, a0, a1, i + 1, b0, b1, jl, jh, c, min_rows)
+                    jl, jh, ok_at = _wide(pool, a0, a1, i + 1, b0, b1, jl, jh, up, c, min_rows)
                     done = i + 1
                     keep = keep or not ok_at
                 if keep:
@@ -562,15 +565,25 @@ def ancestors_kept(pool, start, end, rows, min_rows, n_kept, out):  # type: igno
                     o += 1
                     n_kept[p] += 1
             if b1 == b0:
-                b0, b1 = a0, a1
+                b0, b1, b_up = a0, a1, a_up
     return o
 
 
 @numba.njit(nogil=True, cache=True)
-def _wide(pool, a0, a1, i, b0, b1, jl, jh, c, min_rows):  # type: ignore[no-untyped-def]
-    # interval_checks' test of interval i (below threshold i; i == a1: above the last),
-    # with B's releases found from ``jl`` (the first above the interval's lower end) and
-    # ``jh`` (the first at or above its upper end) of a lower interval: both returned.
+def _rising(pool, a0, a1):  # type: ignore[no-untyped-def]
+    # Whether the thresholds pool[a0:a1, 0] never decrease (NaN: they do not).
+    for i in range(a0 + 1, a1):
+        if not pool[i, 0] >= pool[i - 1, 0]:
+            return False
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def _wide(pool, a0, a1, i, b0, b1, jl, jh, up, c, min_rows):  # type: ignore[no-untyped-def]
+    # interval_checks' test of interval i (below threshold i; i == a1: above the last).
+    # With ``up``, B's releases are found from ``jl`` (the first above the interval's
+    # lower end) and ``jh`` (the first at or above its upper end) of a lower interval,
+    # both returned; else by interval_checks' scans.
     a_lo = pool[i - 1, 1] if i > a0 else 0.0
     a_hi = pool[i, 1] if i < a1 else pool[a0, 2]
     c_max = c
@@ -578,16 +591,26 @@ def _wide(pool, a0, a1, i, b0, b1, jl, jh, c, min_rows):  # type: ignore[no-unty
         r_lo, r_hi = 0.0, pool[b0, 2]
         if i > a0:
             x = pool[i - 1, 0]
-            while jl < b1 and pool[jl, 0] <= x:
-                jl += 1
-            if jl > b0:
-                r_lo = pool[jl - 1, 1]
+            if up:
+                while jl < b1 and pool[jl, 0] <= x:
+                    jl += 1
+                if jl > b0:
+                    r_lo = pool[jl - 1, 1]
+            else:
+                for j in range(b0, b1):
+                    if pool[j, 0] <= x:
+                        r_lo = pool[j, 1]
         if i < a1:
             y = pool[i, 0]
-            while jh < b1 and pool[jh, 0] < y:
-                jh += 1
-            if jh < b1:
-                r_hi = pool[jh, 1]
+            if up:
+                while jh < b1 and pool[jh, 0] < y:
+                    jh += 1
+                if jh < b1:
+                    r_hi = pool[jh, 1]
+            else:
+                for j in range(b1 - 1, b0 - 1, -1):
+                    if pool[j, 0] >= y:
+                        r_hi = pool[j, 1]
         c_max = min(c_max, r_hi - r_lo)
     return jl, jh, a_hi - a_lo - c_max >= min_rows
 
