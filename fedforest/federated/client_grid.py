@@ -33,6 +33,8 @@ from .client_kernels import (
     increments_of,
     longest_lists,
     node_setup,
+    pairs_setup,
+    running_sums,
 )
 from .protocol import Message, expand_candidates, expect_array, pack_increments_numpy
 
@@ -150,12 +152,10 @@ def left_stats_coded(
     rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, slot_lo, slot_hi, out :
         as :func:`~fedforest.federated.client_kernels.left_stats`
     """
-    order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
-    c0 = cand_off[pair_off[slot_lo]]
-    max_nc = longest_lists(pair_off, cand_off, slot_lo, slot_hi)[0]
     n_stat = out.shape[1]
-    hist = np.empty((max_nc + 1, n_stat))
-    acc = np.empty(n_stat)
+    order, start, ii, st, cls, c0, _, hist, acc = pairs_setup(
+        rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat
+    )
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
@@ -170,14 +170,7 @@ def left_stats_coded(
                 for q in range(n_stat):
                     hist[j, q] = 0.0
             _add_coded(hist, g, ii, st, cls, c, n_stat, n_classes)
-            # Running sums bin by bin (each column's additions in the same order as
-            # column by column: the same numbers), writing ``out`` row by row.
-            for q in range(n_stat):
-                acc[q] = 0.0
-            for j in range(nc):
-                for q in range(n_stat):
-                    acc[q] += hist[j, q]
-                    out[lo + j - c0, q] = acc[q]
+            running_sums(hist, nc, lo - c0, out, acc)
 
 
 def left_stats_coded_numpy(

@@ -400,10 +400,9 @@ def left_stats(
         ``cand_off[pair_off[slot_lo]] + i`` in row ``i``; with 2 columns, the rows and the
         weight only
     """
-    ranks_t, uniq, uniq_off, bin_start = ranks_for(Xt, codes_t, fine_min.shape[1])
     left_stats_ranked(
-        Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y,
-        n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, out,
+        Xt, fine_min, fine_max, *ranks_for(Xt, codes_t, fine_min.shape[1]), rows, w, slot,
+        y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, out,
     )  # fmt: skip
 
 
@@ -563,50 +562,50 @@ def add_to_bins(hist, bins, st, cls, c, n_stat, n_classes):
             hist[bk, cls[k]] += st[k, 1]
 
 
-@numba.njit(nogil=True, cache=True)
-def left_stats_ranked(
-    Xt,
-    fine_min,
-    fine_max,
-    ranks_t,
-    uniq,
-    uniq_off,
-    bin_start,
-    rows,
-    w,
-    slot,
-    y,
-    n_classes,
-    pair_off,
-    pair_feat,
-    cand_off,
-    cand,
-    slot_lo,
-    slot_hi,
-    out,
-):
-    """:func:`left_stats` in one branch-free pass per pair over its node's rows.
-
-    Each row's bin (the number of candidates below its value) comes, in nodes of at least
-    ``RANK_ROWS`` rows, from a table over value ranks: a candidate ``t`` becomes the rank
-    ``R = #{distinct values <= t}`` and a row of rank ``r`` lies right of it exactly when
-    ``R <= r``. Smaller nodes (or a long span of ranks) compare the values: a count of the
-    candidates below (vectorised over the rows), or a branch-free binary search for long
-    lists. The rows' statistics are then added to their bins in row order, as before.
-
-    Parameters
-    ----------
-    Xt, fine_min, fine_max : as :func:`left_stats`  # IN
-    ranks_t, uniq, uniq_off, bin_start : as :func:`value_ranks` returns  # IN
-    rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi,
-    out : as :func:`left_stats`
-    """
-    # The node's rows and statistics gathered once, contiguous, for all its pairs.
+@numba.njit(inline="always")
+def pairs_setup(rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat):
+    """:func:`node_setup`, the first candidate, longest list, histogram and running sums."""
     order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
     c0 = cand_off[pair_off[slot_lo]]
     max_nc = longest_lists(pair_off, cand_off, slot_lo, slot_hi)[0]
-    n_stat = out.shape[1]
     hist = np.empty((max_nc + 1, n_stat))
+    return order, start, ii, st, cls, c0, max_nc, hist, np.empty(n_stat)
+
+
+@numba.njit(inline="always")
+def running_sums(hist, nc, k, out, acc, scale=None):
+    """:func:`walk_pairs`' float sink: ``out[k + j]`` = the sums of bins ``0..j``.
+
+    Row by row, each column's additions in bin order; ``scale`` unused; always ``True``.
+    """
+    n_stat = hist.shape[1]
+    for q in range(n_stat):
+        acc[q] = 0.0
+    for j in range(nc):
+        for q in range(n_stat):
+            acc[q] += hist[j, q]
+            out[k + j, q] = acc[q]
+    return True
+
+
+@numba.njit(inline="always")
+def walk_pairs(values, segments, n_stat, sink, out, scale):
+    """The pass of :func:`left_stats_ranked` over a block's pairs, ending in ``sink``.
+
+    ``values`` are (Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start) and
+    ``segments`` (rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo,
+    slot_hi), as :func:`left_stats_ranked` takes them. Per node its rows are gathered once;
+    per pair they are binned (:func:`pair_bins`), added to ``hist`` in row order
+    (:func:`add_to_bins`, ``n_stat`` columns), and ``sink(hist, nc, k, out, acc, scale)``
+    writes the pair's ``nc`` candidates from row ``k`` of ``out``: :func:`running_sums`,
+    or ``client_packed``'s words. ``sink`` is a numba function (each one compiles its own
+    kernel, inlined); a ``False`` from it stops the walk, which then returns ``False``.
+    """
+    Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start = values
+    rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi = segments
+    order, start, ii, st, cls, c0, max_nc, hist, acc = pairs_setup(
+        rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat
+    )
     rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
@@ -618,21 +617,47 @@ def left_stats_ranked(
                 continue
             lo = cand_off[p]
             cs = cand[lo : lo + nc]
-            f = pair_feat[p]
             pair_bins(
-                cs, c, f, Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, ii,
-                rank_c, lut, padded, rr, xx, bins,
+                cs, c, pair_feat[p], Xt, fine_min, fine_max, ranks_t, uniq, uniq_off,
+                bin_start, ii, rank_c, lut, padded, rr, xx, bins,
             )  # fmt: skip
             # Explicit loops: numba's slice assignments cost about a microsecond a pair.
             for j in range(nc + 1):
                 for q in range(n_stat):
                     hist[j, q] = 0.0
             add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
-            for q in range(n_stat):
-                acc = 0.0
-                for j in range(nc):
-                    acc += hist[j, q]
-                    out[lo + j - c0, q] = acc
+            if not sink(hist, nc, lo - c0, out, acc, scale):
+                return False
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def left_stats_ranked(
+    Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
+    pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, out,
+):  # fmt: skip
+    """:func:`left_stats` in one branch-free pass per pair over its node's rows.
+
+    Each row's bin (the number of candidates below its value) comes, in nodes of at least
+    ``RANK_ROWS`` rows, from a table over value ranks: a candidate ``t`` becomes the rank
+    ``R = #{distinct values <= t}`` and a row of rank ``r`` lies right of it exactly when
+    ``R <= r``. Smaller nodes (or a long span of ranks) compare the values: a count of the
+    candidates below (vectorised over the rows), or a branch-free binary search for long
+    lists. The rows' statistics are then added to their bins in row order, as before
+    (:func:`walk_pairs` with the sink :func:`running_sums`).
+
+    Parameters
+    ----------
+    Xt, fine_min, fine_max : as :func:`left_stats`  # IN
+    ranks_t, uniq, uniq_off, bin_start : as :func:`value_ranks` returns  # IN
+    rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi,
+    out : as :func:`left_stats`
+    """
+    walk_pairs(
+        (Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start),
+        (rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi),
+        out.shape[1], running_sums, out, None,
+    )  # fmt: skip
 
 
 def increment_message(
