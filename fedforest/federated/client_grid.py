@@ -27,7 +27,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .client_kernels import (
-    _row_stats,
     gather_node,
     increment_message,
     increments_of,
@@ -35,6 +34,7 @@ from .client_kernels import (
     node_setup,
     pairs_setup,
     running_sums,
+    twin_walk,
 )
 from .protocol import Message, expand_candidates, expect_array, pack_increments_numpy
 
@@ -188,17 +188,11 @@ def left_stats_coded_numpy(
     out: NDArray[np.float64],
 ) -> None:
     """NumPy twin of :func:`left_stats_coded`."""
-    c0 = cand_off[pair_off[slot_lo]]
-    for s in range(slot_lo, slot_hi):
-        mine = np.flatnonzero(slot == s)
-        stats = _row_stats(w[mine], y[rows[mine]], n_classes)[:, : out.shape[1]]
-        for p in range(pair_off[s], pair_off[s + 1]):
-            nc = int(cand_off[p + 1] - cand_off[p])
-            if nc == 0:
-                continue
-            hist = np.zeros((nc + 1, stats.shape[1]))
-            np.add.at(hist, codes_t[pair_feat[p], rows[mine]].astype(np.int64), stats)
-            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = np.cumsum(hist, axis=0)[:nc]
+
+    def bins_of(p: int, r: NDArray[np.int32]) -> NDArray[np.int64]:
+        return codes_t[pair_feat[p], r].astype(np.int64)
+
+    twin_walk(bins_of, rows, w, slot, y, n_classes, pair_off, cand_off, slot_lo, slot_hi, out)
 
 
 @numba.njit(nogil=True, cache=True)

@@ -718,13 +718,26 @@ def increments_of(
     return pack(left, first, n_counts, "left", np.repeat(keep, n_cand))
 
 
-def _left_of_bins(
-    bins: NDArray[np.int64], stats: NDArray[np.float64], n_cand: int
-) -> NDArray[np.float64]:
-    """Left statistics at each of ``n_cand`` candidates from every row's bin (twins' part)."""
-    hist = np.zeros((n_cand + 1, stats.shape[1]))
-    np.add.at(hist, bins, stats)
-    return np.cumsum(hist, axis=0)[:n_cand]
+def twin_walk(
+    bins_of: Any, rows: NDArray[np.int32], w: NDArray[np.float64], slot: NDArray[np.int32],
+    y: NDArray[np.float64], n_classes: int, pair_off: NDArray[np.int64],
+    cand_off: NDArray[np.int64], slot_lo: int, slot_hi: int, out: NDArray[np.float64],
+) -> None:  # fmt: skip
+    """The NumPy twins' walk: left statistics of every pair with candidates of a block.
+
+    ``bins_of(p, rows)``: the bin (candidates below) of each of ``rows`` (a node's, in
+    order) for pair ``p``; the rows' statistics are summed per bin, then cumulated.
+    """
+    c0 = cand_off[pair_off[slot_lo]]
+    for s in range(slot_lo, slot_hi):
+        mine = np.flatnonzero(slot == s)
+        stats = _row_stats(w[mine], y[rows[mine]], n_classes)[:, : out.shape[1]]
+        for p in range(pair_off[s], pair_off[s + 1]):
+            nc = int(cand_off[p + 1] - cand_off[p])
+            if nc:
+                hist = np.zeros((nc + 1, stats.shape[1]))
+                np.add.at(hist, bins_of(p, rows[mine]), stats)
+                out[cand_off[p] - c0 : cand_off[p + 1] - c0] = np.cumsum(hist, axis=0)[:nc]
 
 
 def left_stats_ranked_numpy(
@@ -749,19 +762,14 @@ def left_stats_ranked_numpy(
     out: NDArray[np.float64],
 ) -> None:
     """NumPy twin of :func:`left_stats_ranked`: every pair binned by rank (and searchsorted)."""
-    c0 = cand_off[pair_off[slot_lo]]
-    for s in range(slot_lo, slot_hi):
-        mine = np.flatnonzero(slot == s)
-        stats = _row_stats(w[mine], y[rows[mine]], n_classes)[:, : out.shape[1]]
-        for p in range(pair_off[s], pair_off[s + 1]):
-            cs = cand[cand_off[p] : cand_off[p + 1]]
-            if cs.size == 0:
-                continue
-            f = pair_feat[p]
-            u = uniq[uniq_off[f] : uniq_off[f + 1]]
-            rank_c = np.where(np.isnan(cs), u.size + 1, np.searchsorted(u, cs, side="right"))
-            bins = np.searchsorted(rank_c, ranks_t[f, rows[mine]], side="right")
-            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = _left_of_bins(bins, stats, cs.size)
+
+    def bins_of(p: int, r: NDArray[np.int32]) -> NDArray[np.int64]:
+        cs, f = cand[cand_off[p] : cand_off[p + 1]], pair_feat[p]
+        u = uniq[uniq_off[f] : uniq_off[f + 1]]
+        rank_c = np.where(np.isnan(cs), u.size + 1, np.searchsorted(u, cs, side="right"))
+        return np.searchsorted(rank_c, ranks_t[f, r], side="right")
+
+    twin_walk(bins_of, rows, w, slot, y, n_classes, pair_off, cand_off, slot_lo, slot_hi, out)
 
 
 def left_stats_numpy(
@@ -783,13 +791,9 @@ def left_stats_numpy(
     out: NDArray[np.float64],
 ) -> None:
     """NumPy twin of :func:`left_stats` (bins every row by its exact value)."""
-    c0 = cand_off[pair_off[slot_lo]]
-    for s in range(slot_lo, slot_hi):
-        mine = np.flatnonzero(slot == s)
-        stats = _row_stats(w[mine], y[rows[mine]], n_classes)[:, : out.shape[1]]
-        for p in range(pair_off[s], pair_off[s + 1]):
-            cs = cand[cand_off[p] : cand_off[p + 1]]
-            if cs.size == 0:
-                continue
-            bins = np.searchsorted(cs, Xt[pair_feat[p], rows[mine]], side="left")
-            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = _left_of_bins(bins, stats, cs.size)
+
+    def bins_of(p: int, r: NDArray[np.int32]) -> NDArray[np.int64]:
+        cs = cand[cand_off[p] : cand_off[p + 1]]
+        return np.searchsorted(cs, Xt[pair_feat[p], r], side="left")
+
+    twin_walk(bins_of, rows, w, slot, y, n_classes, pair_off, cand_off, slot_lo, slot_hi, out)
