@@ -1,4 +1,4 @@
-"""Client-side row kernels: routing, node summaries, left statistics at candidates.
+"""Client-side row kernels: node summaries, left statistics at candidates.
 
 Each numba kernel (``nogil``, cached) has a NumPy twin with the same signature and result;
 ``tests/test_kernels.py`` checks they agree. Per-tree client state is three parallel arrays
@@ -19,9 +19,9 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from .privacy.secagg import HALF_BITS
+
 __all__ = [
-    "route_rows",
-    "route_rows_numpy",
     "node_summaries",
     "node_summaries_numpy",
     "group_rows",
@@ -37,80 +37,6 @@ __all__ = [
     "SMALL_NODE",
     "SMALL_SKETCH",
 ]
-
-
-@numba.njit(nogil=True, cache=True)
-def route_rows(
-    Xt, rows, slot, feature, threshold, left, right, set_off, set_code, set_side, missing_left
-):
-    """Move rows to the children of last level's splits, in place.
-
-    Parameters
-    ----------
-    Xt : ndarray of float64, shape (n_columns, n_samples)  # IN: column-major values; set
-        features hold codes, and the last row the client's own index when H is split on
-    rows : ndarray of int32, shape (n_inbag,)  # IN
-    slot : ndarray of int32, shape (n_inbag,)  # IN/OUT: previous slot -> new slot
-    feature : ndarray of int32, shape (n_prev_slots,)  # IN: -1 when the node became a leaf
-    threshold : ndarray of float64, shape (n_prev_slots,)  # IN
-    left, right : ndarray of int32, shape (n_prev_slots,)  # IN: new slots, -1 for a leaf child
-    set_off : ndarray of int64, shape (n_prev_slots + 1,)  # IN: set split codes of slot s in
-        ``set_code[set_off[s]:set_off[s + 1]]`` (empty: numeric split)
-    set_code : ndarray of int32  # IN
-    set_side : ndarray of int8  # IN: 0 left, 1 right
-    missing_left : ndarray of uint8, shape (n_prev_slots,)  # IN: where a missing value
-        (+inf) goes at a numeric split: 1 left, 0 right
-    """
-    for r in range(rows.shape[0]):
-        s = slot[r]
-        if s < 0:
-            continue
-        f = feature[s]
-        if f < 0:
-            slot[r] = -1
-            continue
-        x = Xt[f, rows[r]]
-        go_right = x > threshold[s]
-        if x == np.inf:
-            go_right = missing_left[s] == 0
-        if set_off[s + 1] > set_off[s]:
-            go_right = False  # a training row always has a known code; left is a safe default
-            for k in range(set_off[s], set_off[s + 1]):
-                if set_code[k] == int(x):
-                    go_right = set_side[k] == 1
-        slot[r] = right[s] if go_right else left[s]
-
-
-def route_rows_numpy(
-    Xt: NDArray[np.float64],
-    rows: NDArray[np.int32],
-    slot: NDArray[np.int32],
-    feature: NDArray[np.int32],
-    threshold: NDArray[np.float64],
-    left: NDArray[np.int32],
-    right: NDArray[np.int32],
-    set_off: NDArray[np.int64],
-    set_code: NDArray[np.int32],
-    set_side: NDArray[np.int8],
-    missing_left: NDArray[np.uint8],
-) -> None:
-    """NumPy twin of :func:`route_rows`."""
-    active = np.flatnonzero(slot >= 0)
-    s = slot[active]
-    f = feature[s]
-    split = f >= 0
-    x = np.zeros(active.size)
-    x[split] = Xt[f[split], rows[active[split]]]
-    go_right = x > threshold[s]
-    gone = x == np.inf
-    go_right[gone] = missing_left[s[gone]] == 0
-    for node in np.unique(s[split]):
-        lo, hi = set_off[node], set_off[node + 1]
-        if hi > lo:
-            mine = s == node
-            rights = set_code[lo:hi][set_side[lo:hi] == 1]
-            go_right[mine] = np.isin(x[mine].astype(np.int64), rights)
-    slot[active] = np.where(split, np.where(go_right, right[s], left[s]), -1)
 
 
 @numba.njit(inline="always")
@@ -163,6 +89,9 @@ def node_summaries_numpy(
     keep = slot >= 0
     np.add.at(out, slot[keep], _row_stats(w[keep], y[rows[keep]], n_classes))
 
+
+#: ``secagg._LIMIT``: a value whose magnitude reaches it is refused (2^62).
+_LIMIT = float(2**62)
 
 #: Nodes with at most this many in-bag rows (on a client) are binned by counting the
 #: candidates below each value; larger ones go through the fine codes, whose fixed cost
@@ -562,7 +491,7 @@ def add_to_bins(hist, bins, st, cls, c, n_stat, n_classes):
             hist[bk, cls[k]] += st[k, 1]
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True)
 def pairs_setup(rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat):
     """:func:`node_setup`, the first candidate, longest list, histogram and running sums."""
     order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
@@ -573,10 +502,10 @@ def pairs_setup(rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_s
 
 
 @numba.njit(inline="always")
-def running_sums(hist, nc, k, out, acc, scale=None):
-    """:func:`walk_pairs`' float sink: ``out[k + j]`` = the sums of bins ``0..j``.
+def running_sums(hist, nc, k, out, acc):
+    """A pair's left statistics: ``out[k + j]`` = the sums of bins ``0..j`` of ``hist``.
 
-    Row by row, each column's additions in bin order; ``scale`` unused; always ``True``.
+    Row by row, each column's additions in bin order (the same numbers as column by column).
     """
     n_stat = hist.shape[1]
     for q in range(n_stat):
@@ -585,24 +514,70 @@ def running_sums(hist, nc, k, out, acc, scale=None):
         for q in range(n_stat):
             acc[q] += hist[j, q]
             out[k + j, q] = acc[q]
-    return True
 
 
 @numba.njit(inline="always")
-def walk_pairs(values, segments, n_stat, sink, out, scale):
-    """The pass of :func:`left_stats_ranked` over a block's pairs, ending in ``sink``.
+def packed_words(hist, nc, k, out, acc, scale):
+    """The running sums of :func:`running_sums`, written as the words a secure answer sends.
 
-    ``values`` are (Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start) and
-    ``segments`` (rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo,
-    slot_hi), as :func:`left_stats_ranked` takes them. Per node its rows are gathered once;
-    per pair they are binned (:func:`pair_bins`), added to ``hist`` in row order
-    (:func:`add_to_bins`, ``n_stat`` columns), and ``sink(hist, nc, k, out, acc, scale)``
-    writes the pair's ``nc`` candidates from row ``k`` of ``out``: :func:`running_sums`,
-    or ``client_packed``'s words. ``sink`` is a numba function (each one compiles its own
-    kernel, inlined); a ``False`` from it stops the walk, which then returns ``False``.
+    Each row encoded as ``to_fixed_packed`` does: ``rint`` of the sum times its ``scale``,
+    checked; the rows in the low half-word of the first word, the weight in the high; the
+    other columns one word each. ``False`` where that encoding would refuse a sum.
     """
-    Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start = values
-    rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi = segments
+    n_stat = hist.shape[1]
+    for q in range(n_stat):
+        acc[q] = 0.0
+    for j in range(nc):
+        u = v = np.int64(0)
+        for q in range(n_stat):
+            acc[q] += hist[j, q]
+            x = acc[q] * scale[q]
+            if not abs(x) < _LIMIT:
+                return False
+            word = np.int64(np.rint(x))
+            if q == 0:
+                u = word
+            elif q == 1:
+                v = word
+            else:
+                out[k + j, q - 1] = np.uint64(word)
+        if u < 0 or v < 0 or u >> HALF_BITS or v >> HALF_BITS:
+            return False
+        out[k + j, 0] = np.uint64(u) | (np.uint64(v) << np.uint64(HALF_BITS))
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def left_stats_ranked(
+    Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
+    pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, out, scale=None,
+):  # fmt: skip
+    """:func:`left_stats` in one branch-free pass per pair over its node's rows.
+
+    Each row's bin (the number of candidates below its value) comes, in nodes of at least
+    ``RANK_ROWS`` rows, from a table over value ranks: a candidate ``t`` becomes the rank
+    ``R = #{distinct values <= t}`` and a row of rank ``r`` lies right of it exactly when
+    ``R <= r``. Smaller nodes (or a long span of ranks) compare the values: a count of the
+    candidates below (vectorised over the rows), or a branch-free binary search for long
+    lists. The rows' statistics are then added to their bins in row order, as before, and
+    each pair's running sums written (:func:`running_sums`). Given ``scale``, they are
+    written as the words a secure answer sends instead (:func:`packed_words`: numba
+    compiles the one sink of each call's types), and ``False`` returned where a sum would
+    not pack (``out`` then partly written).
+
+    Parameters
+    ----------
+    Xt, fine_min, fine_max : as :func:`left_stats`  # IN
+    ranks_t, uniq, uniq_off, bin_start : as :func:`value_ranks` returns  # IN
+    rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi,
+    out : as :func:`left_stats`; with ``scale``, uint64 of shape (n_block_candidates,
+        n_stat - 1)
+    scale : ndarray of float64, shape (n_stat,), or None  # IN: ``2^frac_bits`` per column
+        of the statistics (the first two whole counts: 1)
+    """
+    n_stat = out.shape[1]
+    if scale is not None:  # the rows and the weight share the first word
+        n_stat += 1
     order, start, ii, st, cls, c0, max_nc, hist, acc = pairs_setup(
         rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat
     )
@@ -626,38 +601,11 @@ def walk_pairs(values, segments, n_stat, sink, out, scale):
                 for q in range(n_stat):
                     hist[j, q] = 0.0
             add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
-            if not sink(hist, nc, lo - c0, out, acc, scale):
+            if scale is None:  # pruned at compile time (scale's type): one sink a kernel
+                running_sums(hist, nc, lo - c0, out, acc)
+            elif not packed_words(hist, nc, lo - c0, out, acc, scale):
                 return False
     return True
-
-
-@numba.njit(nogil=True, cache=True)
-def left_stats_ranked(
-    Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
-    pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, out,
-):  # fmt: skip
-    """:func:`left_stats` in one branch-free pass per pair over its node's rows.
-
-    Each row's bin (the number of candidates below its value) comes, in nodes of at least
-    ``RANK_ROWS`` rows, from a table over value ranks: a candidate ``t`` becomes the rank
-    ``R = #{distinct values <= t}`` and a row of rank ``r`` lies right of it exactly when
-    ``R <= r``. Smaller nodes (or a long span of ranks) compare the values: a count of the
-    candidates below (vectorised over the rows), or a branch-free binary search for long
-    lists. The rows' statistics are then added to their bins in row order, as before
-    (:func:`walk_pairs` with the sink :func:`running_sums`).
-
-    Parameters
-    ----------
-    Xt, fine_min, fine_max : as :func:`left_stats`  # IN
-    ranks_t, uniq, uniq_off, bin_start : as :func:`value_ranks` returns  # IN
-    rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi,
-    out : as :func:`left_stats`
-    """
-    walk_pairs(
-        (Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start),
-        (rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi),
-        out.shape[1], running_sums, out, None,
-    )  # fmt: skip
 
 
 def increment_message(

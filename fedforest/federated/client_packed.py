@@ -1,5 +1,9 @@
 """Left statistics written as the words a secure answer sends: encoded and packed in the kernel.
 
+The kernel is :func:`~fedforest.federated.client_kernels.left_stats_ranked` given a
+``scale`` (its sink :func:`~fedforest.federated.client_kernels.packed_words`); here are its
+call on fine codes (:func:`left_words`) and the NumPy twin of that case.
+
 Under ``privacy="secure"`` with packed counts (whole weights, no noise) a client's Round A
 answer is, per grid edge, the word ``rows + weight * 2^32`` of the rows and weight left of
 the edge, and its Round B answer (one output) per candidate that word and the fixed-point
@@ -15,18 +19,13 @@ finite, reaching ``2^62``, a count outside ``[0, 2^32)``) makes the kernel retur
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
 from . import client_kernels as K
-from .client_kernels import walk_pairs
-from .privacy.secagg import HALF_BITS, pack_counts, to_fixed
+from .privacy.secagg import pack_counts, to_fixed
 
-__all__ = ["left_words", "left_words_ranked", "left_words_ranked_numpy"]
-
-#: ``secagg._LIMIT``: a value whose magnitude reaches it is refused (2^62).
-_LIMIT = float(2**62)
+__all__ = ["left_words", "left_words_ranked_numpy"]
 
 
 def left_words(
@@ -58,7 +57,7 @@ def left_words(
     """
     ranks = K.ranks_for(Xt, codes_t, fine_min.shape[1])
     return bool(
-        left_words_ranked(
+        K.left_stats_ranked(
             Xt,
             fine_min,
             fine_max,
@@ -74,60 +73,10 @@ def left_words(
             cand,
             slot_lo,
             slot_hi,
-            scale,
             out,
+            scale,
         )  # fmt: skip
     )
-
-
-@numba.njit(inline="always")
-def packed_words(hist, nc, k, out, acc, scale):
-    """:func:`~fedforest.federated.client_kernels.walk_pairs`' sink of the words.
-
-    The running sums of ``running_sums`` (the same floats), each row encoded as
-    ``to_fixed_packed`` does: ``rint`` of the sum times its scale, checked; the rows in
-    the low half-word of the first word, the weight in the high; the other columns one
-    word each. ``False`` where that encoding would refuse a sum.
-    """
-    n_stat = hist.shape[1]
-    for q in range(n_stat):
-        acc[q] = 0.0
-    for j in range(nc):
-        u = v = np.int64(0)
-        for q in range(n_stat):
-            acc[q] += hist[j, q]
-            x = acc[q] * scale[q]
-            if not abs(x) < _LIMIT:
-                return False
-            word = np.int64(np.rint(x))
-            if q == 0:
-                u = word
-            elif q == 1:
-                v = word
-            else:
-                out[k + j, q - 1] = np.uint64(word)
-        if u < 0 or v < 0 or u >> HALF_BITS or v >> HALF_BITS:
-            return False
-        out[k + j, 0] = np.uint64(u) | (np.uint64(v) << np.uint64(HALF_BITS))
-    return True
-
-
-@numba.njit(nogil=True, cache=True)
-def left_words_ranked(
-    Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
-    pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, scale, out,
-):  # fmt: skip
-    """:func:`left_words` on rank codes: ``left_stats_ranked``'s pass, its sums packed.
-
-    :func:`~fedforest.federated.client_kernels.walk_pairs` with the sink
-    :func:`packed_words`: the bins and the order of additions are ``left_stats_ranked``'s,
-    so the running sums are the same floats.
-    """
-    return walk_pairs(
-        (Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start),
-        (rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi),
-        out.shape[1] + 1, packed_words, out, scale,
-    )  # fmt: skip
 
 
 def left_words_ranked_numpy(
@@ -149,10 +98,10 @@ def left_words_ranked_numpy(
     cand: NDArray[np.float64],
     slot_lo: int,
     slot_hi: int,
-    scale: NDArray[np.float64],
     out: NDArray[np.uint64],
+    scale: NDArray[np.float64],
 ) -> bool:
-    """NumPy twin of :func:`left_words_ranked`: the statistics, then encoded and packed."""
+    """NumPy twin of ``left_stats_ranked`` given ``scale``: the statistics, then packed."""
     stats = np.empty((out.shape[0], out.shape[1] + 1))
     K.left_stats_ranked_numpy(
         Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y,
