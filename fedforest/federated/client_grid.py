@@ -153,7 +153,7 @@ def left_stats_coded(
         as :func:`~fedforest.federated.client_kernels.left_stats`
     """
     n_stat = out.shape[1]
-    order, start, ii, st, cls, c0, _, hist, acc = pairs_setup(
+    order, start, ii, st, cls, c0, _, hist, _ = pairs_setup(
         rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat
     )
     for s in range(slot_lo, slot_hi):
@@ -170,7 +170,7 @@ def left_stats_coded(
                 for q in range(n_stat):
                     hist[j, q] = 0.0
             _add_coded(hist, g, ii, st, cls, c, n_stat, n_classes)
-            running_sums(hist, nc, lo - c0, out, acc)
+            running_sums(hist, nc, lo - c0, out)
 
 
 def left_stats_coded_numpy(

@@ -491,7 +491,7 @@ def add_to_bins(hist, bins, st, cls, c, n_stat, n_classes):
             hist[bk, cls[k]] += st[k, 1]
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(inline="always")
 def pairs_setup(rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat):
     """:func:`node_setup`, the first candidate, longest list, histogram and running sums."""
     order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
@@ -502,18 +502,16 @@ def pairs_setup(rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_s
 
 
 @numba.njit(inline="always")
-def running_sums(hist, nc, k, out, acc):
+def running_sums(hist, nc, k, out):
     """A pair's left statistics: ``out[k + j]`` = the sums of bins ``0..j`` of ``hist``.
 
-    Row by row, each column's additions in bin order (the same numbers as column by column).
+    Column by column, each column's additions in bin order.
     """
-    n_stat = hist.shape[1]
-    for q in range(n_stat):
-        acc[q] = 0.0
-    for j in range(nc):
-        for q in range(n_stat):
-            acc[q] += hist[j, q]
-            out[k + j, q] = acc[q]
+    for q in range(hist.shape[1]):
+        run = 0.0
+        for j in range(nc):
+            run += hist[j, q]
+            out[k + j, q] = run
 
 
 @numba.njit(inline="always")
@@ -524,23 +522,22 @@ def packed_words(hist, nc, k, out, acc, scale):
     checked; the rows in the low half-word of the first word, the weight in the high; the
     other columns one word each. ``False`` where that encoding would refuse a sum.
     """
-    n_stat = hist.shape[1]
-    for q in range(n_stat):
+    a0 = a1 = 0.0  # the rows and the weight: one word
+    for q in range(2, hist.shape[1]):
         acc[q] = 0.0
     for j in range(nc):
-        u = v = np.int64(0)
-        for q in range(n_stat):
+        a0 += hist[j, 0]
+        a1 += hist[j, 1]
+        x0, x1 = a0 * scale[0], a1 * scale[1]
+        if not (abs(x0) < _LIMIT and abs(x1) < _LIMIT):
+            return False
+        u, v = np.int64(np.rint(x0)), np.int64(np.rint(x1))
+        for q in range(2, hist.shape[1]):
             acc[q] += hist[j, q]
             x = acc[q] * scale[q]
             if not abs(x) < _LIMIT:
                 return False
-            word = np.int64(np.rint(x))
-            if q == 0:
-                u = word
-            elif q == 1:
-                v = word
-            else:
-                out[k + j, q - 1] = np.uint64(word)
+            out[k + j, q - 1] = np.uint64(np.int64(np.rint(x)))
         if u < 0 or v < 0 or u >> HALF_BITS or v >> HALF_BITS:
             return False
         out[k + j, 0] = np.uint64(u) | (np.uint64(v) << np.uint64(HALF_BITS))
@@ -602,7 +599,7 @@ def left_stats_ranked(
                     hist[j, q] = 0.0
             add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
             if scale is None:  # pruned at compile time (scale's type): one sink a kernel
-                running_sums(hist, nc, lo - c0, out, acc)
+                running_sums(hist, nc, lo - c0, out)
             elif not packed_words(hist, nc, lo - c0, out, acc, scale):
                 return False
     return True
