@@ -134,3 +134,69 @@ def test_cumulative_problem_matches_its_twin() -> None:
             edges[::3] = edges[0]  # ties and decreasing edges: no fall is checked there
         want = ck.cumulative_problem_numpy(cum, off, edges, total, tol)
         assert ck.cumulative_problem(cum, off, edges, total, tol) == want
+
+
+def _tree_summaries(rng: np.random.Generator, n_count: int, bootstrap: bool):
+    """Valid node summaries of a level (pairs of children) and their parents' rows."""
+    n_pairs, n_stats = 30, n_count + 2
+    parent = np.zeros((2 * n_pairs + 4, n_stats))
+    summary = np.zeros_like(parent)
+    root = np.zeros(parent.shape[0], dtype=bool)
+    root[-4:] = True  # new roots: weight 0 or the draws
+    siblings = np.full(parent.shape[0], -1, dtype=np.int64)
+    for k in range(n_pairs):
+        a, b = 2 * k, 2 * k + 1
+        siblings[a], siblings[b] = b, a
+        rows = rng.integers(0, 20)
+        left = rng.integers(0, rows + 1)
+        weight = rows + rng.integers(0, 5) * (rows > 0) if bootstrap else rows
+        w_left = min(weight, left + (weight - rows) // 2) if left else 0
+        if left == rows:
+            w_left = weight
+        for i, (r, w) in ((a, (left, w_left)), (b, (rows - left, weight - w_left))):
+            summary[i, 0], summary[i, 1] = r, w
+            summary[i, n_count:] = (w * 0.5, w * 1.0)
+        parent[a, :2] = parent[b, :2] = (rows, weight)
+        parent[a, n_count:] = parent[b, n_count:] = (weight * 0.5, weight * 1.0)
+    n_draws = 40.0
+    summary[-4:, 0] = summary[-4:, 1] = (0, n_draws, 0, n_draws) if bootstrap else 0
+    if not bootstrap:
+        summary[-3, :2] = summary[-1, :2] = n_draws
+    parent[-4:] = np.nan
+    return summary, root, parent, siblings, n_draws
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("bootstrap", [True, False])
+def test_summary_problem_twins(seed: int, bootstrap: bool) -> None:
+    """Every fault the node-summary checks know, injected alone or with others, is the
+    same first fault for the kernel and its twin (and valid summaries pass both)."""
+    rng = np.random.default_rng(seed)
+    n_count = 2
+    summary, root, parent, siblings, n_draws = _tree_summaries(rng, n_count, bootstrap)
+    faults = {
+        ck.TOO_MANY_ROWS: lambda s, p: s.__setitem__((3, 0), 1000.0),
+        ck.ROOT_WEIGHT: lambda s, p: s.__setitem__((-3, 1), n_draws - 1),
+        ck.ABOVE_PARENT: lambda s, p: s.__setitem__((5, 1), p[5, 1] + 1),
+        ck.NOT_ADDING: lambda s, p: p.__setitem__((8, 0), p[8, 0] + 1),
+    }
+    cases = [()] + [(c,) for c in faults] + [tuple(faults)] + [(ck.ABOVE_PARENT, ck.NOT_ADDING)]
+    cases.append(("last",))
+    for case in cases:
+        s, p = summary.copy(), parent.copy()
+        for code in case:
+            if code == "last":  # the last column above the parent's (regression only)
+                s[10, -1] = p[10, -1] * 1.01 + 1.0
+            else:
+                faults[code](s, p)
+        for regression in (True, False):
+            for par, sib in ((p, siblings), (p, siblings[:0]), (p[:0], siblings)):
+                args = (s, n_count, 60.0, root, n_draws, bootstrap, regression, 1e-9, par, sib)
+                got = ck.summary_problem(*args)
+                assert got == ck.summary_problem_numpy(*args)
+                if case == () or not par.size:
+                    assert got in ((0, ck.TOO_MANY_ROWS, ck.ROOT_WEIGHT) if case else (0,))
+                elif case != ("last",):
+                    assert got == min(case) or (min(case) == ck.NOT_ADDING and not sib.size)
+                else:
+                    assert got == (ck.ABOVE_PARENT if regression else 0)

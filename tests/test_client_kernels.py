@@ -131,14 +131,15 @@ def test_sketch_pairs_ranked_twins(whole, missing, n_classes):
     w = rng.integers(1, 4, n).astype(np.float64)
     if not whole:
         w *= rng.uniform(0.5, 2.0, n)
-    # Slots: 0 wide (2,000 rows), 1 narrow in feature 0, 2-9 small, some rows out.
+    # Slots: 0 wide (2,000 rows), 1 narrow in feature 0, 2-9 small (about 75 rows: under
+    # SORT_ROWS, client_sorted.sorted_sketch's nodes when the weights are whole), some out.
     slot = np.full(n, -1, dtype=np.int32)
     slot[:2000] = 0
     narrow = np.flatnonzero((X[:, 0] > 0.1) & (X[:, 0] < 0.3))
     slot[narrow[narrow >= 2000]] = 1
     small = np.flatnonzero(slot < 0)[:600]
     slot[small] = 2 + rng.integers(0, 8, small.size)
-    # Slots 10-17: 28 rows each, fewer than 2 B (client_sorted.sorted_sketch's nodes).
+    # Slots 10-17: 28 rows each, fewer than 2 B (sorted_sketch: the exact quantiles).
     tiny = np.flatnonzero(slot < 0)[:224]
     slot[tiny] = 10 + np.arange(tiny.size) % 8
     pair_off = np.arange(19, dtype=np.int64) * d
@@ -323,3 +324,23 @@ def test_left_words_are_the_packed_encoding_of_the_statistics(columns, missing, 
         out = np.zeros((cand.size, s - 1), dtype=np.uint64)
         assert not K.left_stats_ranked(Xt, fmin, fmax, *ranks, *worse, out, scale)
         assert not left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *worse, out, scale)
+
+
+@pytest.mark.parametrize("n", [300, 5000])
+def test_fine_codes_edges_are_numpys_lower_quantiles(n: int) -> None:
+    """fine_codes reads the quantiles off its sorted values: np.quantile's "lower" ones."""
+    rng = np.random.default_rng(n)
+    X = rng.normal(size=(n, 3))
+    X[:, 1] = np.round(X[:, 1] * 20)  # ties
+    X[rng.random(n) < 0.1, 2] = np.inf  # missing values: the last code alone
+    n_fine = 64
+    codes, _, _ = fine_codes(X, n_fine)
+    for j in range(3):
+        known = np.isfinite(X[:, j])
+        xk = X[known, j]
+        n_known = n_fine if known.all() else n_fine - 1
+        levels = np.linspace(0, 1, n_known + 1)[1:-1]
+        edges = np.unique(np.quantile(xk, levels, method="lower"))
+        want = np.searchsorted(edges, xk, side="left")
+        np.testing.assert_array_equal(codes[j][known], want)
+        assert (codes[j][~known] == n_fine - 1).all()

@@ -341,14 +341,15 @@ def test_local_best_none_for_too_small_nodes():
 
 
 @pytest.mark.parametrize("limit", [1, 3, 7])
-def test_merge_local_candidates_twins_and_limit(limit):
+@pytest.mark.parametrize("k", [12, 20])  # the kernel's insertion sort, and np.sort
+def test_merge_local_candidates_twins_and_limit(limit, k):
     from fedforest.federated.server.merge import (
         merge_local_candidates,
         merge_local_candidates_numpy,
     )
 
     rng = np.random.default_rng(limit)
-    n_pairs, k = 50, 12
+    n_pairs = 50
     parts, off = [], [0]
     for _ in range(n_pairs):
         u = np.unique(np.round(rng.normal(size=rng.integers(0, 6)), 1))
@@ -512,8 +513,8 @@ def test_merge_sketch_rows_in_threads_is_the_same_merge(monkeypatch):
     one = merge.merge_sketch_rows(sk, index, wt, b, n_threads=1)
     monkeypatch.setattr(merge, "PARALLEL_PAIRS", 100)  # threads on a small problem
     calls = []
-    real = merge.mixture_quantiles_rows
-    monkeypatch.setattr(merge, "mixture_quantiles_rows", lambda *a: calls.append(1) or real(*a))
+    real = merge.mixture_quantiles_runs
+    monkeypatch.setattr(merge, "mixture_quantiles_runs", lambda *a: calls.append(1) or real(*a))
     three = merge.merge_sketch_rows(sk, index, wt, b, n_threads=3)
     assert len(calls) == 3  # three ranges of pairs
     np.testing.assert_array_equal(one[0], three[0])

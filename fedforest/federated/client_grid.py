@@ -26,6 +26,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from . import client_kernels
 from .client_kernels import (
     gather_node,
     increment_message,
@@ -36,6 +37,7 @@ from .client_kernels import (
     running_sums,
     twin_walk,
 )
+from .client_sorted import cache_depends_on
 from .protocol import Message, expand_candidates, expect_array, pack_increments_numpy
 
 __all__ = [
@@ -348,6 +350,11 @@ def _emit4(hist, t, nc, k, counts, sums, index, m, biggest):
         index[m] = k + j
         m += 1
     return m, biggest
+
+
+# Both inline client_kernels' helpers: their cache goes stale with it too.
+cache_depends_on(left_stats_coded, client_kernels)
+cache_depends_on(grid_increments, client_kernels)
 
 
 def pack_coded(

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, count_columns, n_stats
+from . import client_kernels
 from .client_kernels import (
     COUNT_MAX,
     FEW_ROWS,
@@ -38,6 +39,7 @@ from .client_kernels import (
     ranks_for,
 )
 from .client_sketch import fine_codes, sketch_pairs
+from .client_sorted import cache_depends_on
 from .client_targets import proposal_target
 from .criteria import CRITERION_CODES
 from .protocol import pack_increments
@@ -82,6 +84,11 @@ def pair_sketches(client: Any, fit: Any) -> tuple[NDArray[np.float64], NDArray[n
     return out, local
 
 
+#: Pairs whose candidates outnumber this many times their node's rows write the increments
+#: of the bins holding rows only (put in order), the others walk every bin, branch-free.
+SPARSE_EMIT = 2
+
+
 @numba.njit(nogil=True, cache=True)
 def left_increments_ranked(
     Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
@@ -109,6 +116,7 @@ def left_increments_ranked(
     hist = np.zeros((max_nc + 1, n_stat))  # zero between pairs: used bins are reset
     rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
     acc = np.empty(n_stat)
+    used = np.empty(max_nc // SPARSE_EMIT + 1, dtype=np.int64)  # distinct bins of few rows
     kept = 0  # candidates of the kept pairs so far
     j = 0  # increments written
     biggest = 0.0
@@ -135,41 +143,74 @@ def left_increments_ranked(
                     bin_start, ii, rank_c, lut, padded, rr, xx, bins,
                 )  # fmt: skip
             add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
-            # The running sums of left_stats_ranked; a bin without rows adds +0.0 to
-            # them (never -0.0), so they are the same numbers when it is skipped, and its
-            # increment is exactly zero (it does not travel in the sparse form).
+            # The running sums of left_stats_ranked. A bin without rows adds +0.0, which
+            # changes a running sum at most in the sign of a zero, so every increment is
+            # the same number whether such a bin is skipped or not (its own is exactly
+            # zero, and zero increments do not travel in the sparse form). Few rows: the
+            # bins holding rows only (then reset by the rows); else every bin, branch-free
+            # (reset as read; bin nc too: right of every candidate).
             for q in range(n_stat):
                 acc[q] = 0.0
-            for t in range(nc):
-                if hist[t, 0] != 0.0:  # rows in the bin (every row counts 1 in column 0)
+            if c * SPARSE_EMIT < nc:
+                # The bins holding rows, ascending (an insertion sort of the few rows'
+                # bins, each once): no visit of every candidate's bin.
+                n_used = 0
+                for k in range(c):
+                    bk, i = bins[k], n_used
+                    while i > 0 and used[i - 1] > bk:
+                        i -= 1
+                    if i > 0 and used[i - 1] == bk:
+                        continue
+                    for m in range(n_used, i, -1):
+                        used[m] = used[m - 1]
+                    used[i] = bk
+                    n_used += 1
+                for i in range(n_used):
+                    t = used[i]
+                    if t < nc:  # bin nc: right of every candidate, no increment
+                        j, biggest = _emit(
+                            hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
+                        )
+                    else:
+                        for q in range(n_stat):
+                            hist[nc, q] = 0.0
+            else:
+                for t in range(nc):
                     j, biggest = _emit(
                         hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
                     )
-            for k in range(c):  # reset the bins used (bin nc too: right of every candidate)
                 for q in range(n_stat):
-                    hist[bins[k], q] = 0.0
+                    hist[nc, q] = 0.0
             kept += nc
     return kept, j, biggest
 
 
+# Its cached code holds pair_bins, add_to_bins and gather_node (client_kernels.py).
+cache_depends_on(left_increments_ranked, client_kernels)
+
+
 @numba.njit(inline="always")
 def _emit(hist, t, acc, n_counts, counts, sums, index, j, kept, biggest):
-    # Bin ``t``'s increment over the running sums ``acc`` (updated) into row ``j``.
+    # Bin ``t``'s increment over the running sums ``acc`` (updated) into row ``j``, which
+    # the next bin's overwrites unless it is non-zero; the bin is reset to zeros.
     nonzero = False
-    for q in range(acc.shape[0]):
+    for q in range(n_counts):
         new = acc[q] + hist[t, q]
         v = new - acc[q]
         acc[q] = new
+        hist[t, q] = 0.0
         nonzero |= v != 0.0
-        if q < n_counts:
-            biggest = max(biggest, abs(v))
-            counts[j, q] = np.int64(np.rint(v))
-        else:
-            sums[j, q - n_counts] = v
-    if nonzero:
-        index[j] = kept + t
-        j += 1
-    return j, biggest
+        biggest = max(biggest, abs(v))
+        counts[j, q] = np.int64(np.rint(v))
+    for q in range(n_counts, acc.shape[0]):
+        new = acc[q] + hist[t, q]
+        v = new - acc[q]
+        acc[q] = new
+        hist[t, q] = 0.0
+        nonzero |= v != 0.0
+        sums[j, q - n_counts] = v
+    index[j] = kept + t
+    return j + nonzero, biggest
 
 
 def left_increments_numpy(

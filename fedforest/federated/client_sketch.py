@@ -16,10 +16,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import CODE_DTYPE, N_FINE_BINS
+from . import client_kernels, client_sorted
 from .client_kernels import SMALL_SKETCH, group_rows, largest_node, ranks_for, register_ranks
 from .client_sorted import (
     BUCKET_ROWS,
     SORT_ROWS,
+    cache_depends_on,
     exact_quantiles,
     level_targets,
     sort_scratch,
@@ -109,8 +111,10 @@ def fine_codes(
         if uniq.size <= n_known:
             edges = uniq[:-1]
         else:
-            qs = np.quantile(xs, np.linspace(0, 1, n_known + 1)[1:-1], method="lower")
-            edges = np.unique(qs)
+            # np.quantile(xs, levels, method="lower") of the sorted values, without its
+            # partition of them: numpy's index for "lower", floor((n - 1) * level).
+            levels = np.linspace(0, 1, n_known + 1)[1:-1]
+            edges = np.unique(xs[np.floor((xs.size - 1) * levels).astype(np.intp)])
         # The codes ascend with the values, so a bin's extremes are its first and last.
         code_u = np.searchsorted(edges, uniq, side="left")
         code = np.full(n, n_fine - 1, dtype=np.int64)
@@ -217,9 +221,10 @@ def sketch_pairs_ranked(
 
     Nodes whose values fall in few fine bins read their exact quantiles off a histogram of
     their value ranks (no sort) where the sums stay exact (whole weights) and the ranks
-    are dense enough: the numbers a sort gives. Nodes of fewer than ``2 B`` rows (and
-    ``SORT_ROWS``) with whole weights are sorted instead (:func:`~.client_sorted.
-    sorted_sketch`: the same numbers), without a pass over every fine bin.
+    are dense enough: the numbers a sort gives. Nodes of fewer than ``SORT_ROWS`` rows with
+    whole weights (and more than ``SMALL_SKETCH``) go through :func:`~.client_sorted.
+    sorted_sketch` instead (the same numbers): the fine codes they use only, without a
+    pass over every fine bin, their rows sorted when the exact quantiles are read.
     """
     order = np.empty(rows.shape[0], dtype=np.int64)
     start = np.zeros(slot_hi - slot_lo + 1, dtype=np.int64)
@@ -307,7 +312,7 @@ def sketch_pairs_ranked(
                             n_g += 1
                         _add_group(g_cnt, g_w, g_s, n_g - 1, wsrt[k], yy[isrt[k]], n_classes)
                 last = vals[n_known - 1]
-            elif whole and c < SORT_ROWS and c < 2 * n_bins:  # few codes: exact quantiles
+            elif whole and c < SORT_ROWS:  # no pass over every fine bin
                 last = 0.0
                 n_g = sorted_sketch(
                     Xt, codes_t, fine_max, f, ii, ww, yy, c, total, n_classes, want_local, out,
@@ -396,6 +401,10 @@ def sketch_pairs_ranked(
                 local_out[q] = _best_scan(
                     g_val, g_cnt, g_w, g_s, n_g, c, n_cols, criterion, min_rows, scratch
                 )
+
+
+# Its cached code holds sorted_sketch, exact_quantiles and group_rows (other modules).
+cache_depends_on(sketch_pairs_ranked, client_sorted, client_kernels)
 
 
 def node_sketches_numpy(

@@ -5,12 +5,12 @@ load them from disk). numba compiles under one global lock, so threads cannot sh
 work, but processes can: :func:`compile_kernels` compiles :data:`HERE` in this process and,
 once the first of them turns out not to be cached, starts ``python -m
 fedforest.federated.precompile``, which compiles :data:`ELSEWHERE` (a client's left
-statistics and routing, the prediction and the server's split scan: about half the
-compile time) into the same cache. :func:`start_early` starts that process sooner, as
-soon as the cache index shows one of its kernels missing (``fedforest simulate`` calls it
-before importing scikit-learn and matplotlib); :class:`Ahead` lets this process work
-between compiling its share and waiting for the other. On a cached run nothing compiles
-and nothing starts.
+statistics and routing, the prediction, the server's split scan, its partition rule and
+its fallback thresholds: about half the compile time) into the same cache.
+:func:`start_early` starts that process sooner, as soon as the cache index shows one of
+its kernels missing (``fedforest simulate`` calls it before importing scikit-learn and
+matplotlib); :class:`Ahead` lets this process work between compiling its share and
+waiting for the other. On a cached run nothing compiles and nothing starts.
 
 The kernels and types are those of ``FedForestRegressor()`` (``privacy="secure"``, the
 default) fitted on float64 rows and of its ``predict``: the path of ``fedforest
@@ -59,7 +59,7 @@ _B = types.bool_[::1]
 _I = types.int64
 _R = types.float64
 
-#: Compiled in this process: the server's kernels but one, and a client's node summaries.
+#: Compiled in this process: most of the server's kernels, and a client's node summaries.
 HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (secagg._encode, (_F, _F, _I64)),
     (secagg._encode_packed, (_F2, _F, types.uint64[:, ::1])),
@@ -74,19 +74,15 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (rules.ancestor_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (intervals.interval_safe, (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (intervals.interval_checks, (_F, _F, _I64, _F, _F, _F, _I64, _F, _F, _I, _B)),
-    (
-        partitions.partition_safe,
-        (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _I64, _I64, _F, _I, _B),
-    ),
     (grids.searchsorted_segments, (_F, _I64, _F, _I64, _I64)),
-    (fallback.spaced_thresholds, (_I64, _F, _I64, _F, _F2, _I64, _F, _F, _F, _R, _F, _I64)),
     (grids._libm_map, (_F, types.boolean, _F)),
     (client_kernels.node_summaries, (_I32, _F, _I32, _F, _I, _F2)),
 ]  # fmt: skip
 
 #: Compiled by the second process: a client's left statistics (as the secure answers'
-#: packed words: ``left_stats_ranked`` given a scale) and routing, the
-#: prediction and the server's split scan (a little more than half the compile time:
+#: packed words: ``left_stats_ranked`` given a scale) and routing, the prediction, and the
+#: server's split scan, partition rule and fallback thresholds (about half the compile CPU,
+#: balanced against this process's share plus its imports and baselines, docs/benchmarks.md:
 #: ``fedforest simulate`` starts this process before its heavy imports).
 ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
     (
@@ -100,6 +96,11 @@ ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
     ),
     (predict_forest, (_F2, _I32, _F, _I32, _I32, _I64, _I32, _I8, _F, _U8, _F2, _I64, _F2)),
     (splitter.scan_nodes, (_F2, _I64, _I64, _F2, _I, _I, _I, _F, _U8, types.float64, _F, _F, _I64)),
+    (
+        partitions.partition_safe,
+        (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _I64, _I64, _F, _I, _B),
+    ),
+    (fallback.spaced_thresholds, (_I64, _F, _I64, _F, _F2, _I64, _F, _F, _F, _R, _F, _I64)),
 ]  # fmt: skip
 
 

@@ -414,25 +414,30 @@ def _pack_kept(sketch: NDArray[np.float64], keep: NDArray[np.bool_]) -> dict[str
 def _sketch_runs(sketch, keep, values, runs):  # type: ignore[no-untyped-def]
     # The runs of equal values of the kept rows, row after row (a run never crosses into
     # the next row; NaN != NaN, so each NaN is a run of its own, as in pack_sketch).
-    # Returns how many.
+    # Returns how many. Branch-free: every value is written to the next free slot and
+    # claims it only when it starts a run (so a run keeps its first value, -0.0 or 0.0);
+    # ``runs`` holds the runs' starts among the kept values, then their lengths.
     b = sketch.shape[1]
     m = 0
+    k = 0  # kept values so far
     for p in range(sketch.shape[0]):
         if not keep[p]:
             continue
         prev = sketch[p, 0]
         values[m] = prev
-        runs[m] = 1
+        runs[m] = k
         m += 1
         for j in range(1, b):
             v = sketch[p, j]
-            if v != prev:
-                values[m] = v
-                runs[m] = 1
-                m += 1
-            else:
-                runs[m - 1] += 1
+            values[m] = v
+            runs[m] = k + j
+            m += v != prev
             prev = v
+        k += b
+    for i in range(m - 1):
+        runs[i] = runs[i + 1] - runs[i]
+    if m:
+        runs[m - 1] = k - runs[m - 1]
     return m
 
 

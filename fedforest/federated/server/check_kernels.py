@@ -32,6 +32,8 @@ __all__ = [
     "regression_stats_problem_numpy",
     "sketch_problem",
     "sketch_problem_numpy",
+    "summary_problem",
+    "summary_problem_numpy",
 ]
 
 #: What a check found (0: nothing), in the order the checks report them.
@@ -267,3 +269,109 @@ def cumulative_problem_numpy(
     falls = step[:, None] & (np.diff(cum, axis=0) < -tol)
     bad[1:] |= falls.any(axis=1)
     return int(np.flatnonzero(bad)[0]) if bad.any() else -1
+
+
+#: What :func:`summary_problem` found (0: nothing), in the order it reports them.
+TOO_MANY_ROWS, ROOT_WEIGHT, ABOVE_PARENT, NOT_ADDING = 1, 2, 3, 4
+
+
+@numba.njit(nogil=True, cache=True)
+def summary_problem(  # type: ignore[no-untyped-def]
+    summary, n_count, n_samples, root, n_draws, bootstrap, regression, rtol, parent, siblings
+):
+    """The first failed test of a client's node summaries against what the server knows.
+
+    One pass for ``checks.check_summaries`` (after the statistics' own check): rows above
+    the client's samples (:data:`TOO_MANY_ROWS`), a root weight other than 0 or the draws
+    (:data:`ROOT_WEIGHT`; not with sample weights), a node above its parent on the count
+    columns or the last column under regression (:data:`ABOVE_PARENT`), two children not
+    adding up to their parent (:data:`NOT_ADDING`). Each test covers every row before the
+    next is reported.
+
+    Parameters
+    ----------
+    summary : ndarray of float64, shape (n, n_stats)  # IN
+    n_count : int  # IN: count columns
+    n_samples, n_draws : float  # IN
+    root : ndarray of bool, shape (n,)  # IN
+    bootstrap, regression : bool  # IN
+    rtol : float  # IN: the last column's slack against the parent's
+    parent : ndarray of float64, shape (n, n_stats) or (0, n_stats)  # IN: each node's
+        parent's statistics (rows of roots unused); (0, ...): no parents known
+    siblings : ndarray of int64, shape (n,) or (0,)  # IN: each node's sibling, -1: none;
+        (0,): none known
+    """
+    n, n_stats = summary.shape
+    weighted = n_count < STAT_TASK
+    has_parent = parent.shape[0] > 0
+    has_sib = siblings.shape[0] > 0
+    bad = np.zeros(5, dtype=np.bool_)
+    for i in range(n):
+        rows = summary[i, STAT_ROWS]
+        weight = summary[i, STAT_WEIGHT]
+        if rows > n_samples:
+            bad[TOO_MANY_ROWS] = True
+        if root[i]:
+            if not weighted:
+                ok = weight == 0 or (weight == n_draws if bootstrap else weight == rows)
+                if not bootstrap:
+                    ok = ok and (rows == 0 or rows == n_draws)
+                if not ok:
+                    bad[ROOT_WEIGHT] = True
+            continue
+        if not has_parent:
+            continue
+        for c in range(n_count):
+            if summary[i, c] > parent[i, c]:
+                bad[ABOVE_PARENT] = True
+        last = n_stats - 1
+        if regression and summary[i, last] > parent[i, last] * (1 + rtol) + rtol:
+            bad[ABOVE_PARENT] = True
+        if has_sib and siblings[i] > i:
+            j = siblings[i]
+            for c in range(n_count):
+                if summary[i, c] + summary[j, c] != parent[i, c]:
+                    bad[NOT_ADDING] = True
+    for code in range(1, 5):
+        if bad[code]:
+            return code
+    return 0
+
+
+def summary_problem_numpy(
+    summary: NDArray[np.float64],
+    n_count: int,
+    n_samples: float,
+    root: NDArray[np.bool_],
+    n_draws: float,
+    bootstrap: bool,
+    regression: bool,
+    rtol: float,
+    parent: NDArray[np.float64],
+    siblings: NDArray[np.int64],
+) -> int:
+    """NumPy twin of :func:`summary_problem` (the former whole-array checks)."""
+    rows, weight = summary[:, STAT_ROWS], summary[:, STAT_WEIGHT]
+    if np.any(rows > n_samples):
+        return TOO_MANY_ROWS
+    at_root = weight[root]
+    ok = (at_root == 0) | (at_root == n_draws if bootstrap else at_root == rows[root])
+    if not bootstrap:
+        ok &= (rows[root] == 0) | (rows[root] == n_draws)
+    if n_count >= STAT_TASK and not np.all(ok):
+        return ROOT_WEIGHT
+    if parent.shape[0] == 0:
+        return 0
+    child = ~root
+    p = parent[child]
+    cols = slice(0, n_count)
+    if np.any(summary[child, cols] > p[:, cols]) or (
+        regression and np.any(summary[child, -1] > p[:, -1] * (1 + rtol) + rtol)
+    ):
+        return ABOVE_PARENT
+    if siblings.shape[0] > 0:
+        both = np.flatnonzero(child & (siblings > np.arange(siblings.size)))
+        total = summary[both, cols] + summary[siblings[both], cols]
+        if np.any(total != parent[both, cols]):
+            return NOT_ADDING
+    return 0

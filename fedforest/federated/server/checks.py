@@ -36,9 +36,9 @@ from ..protocol import (
     protocol_mismatch,
     unpack_gains,
     unpack_increments,
-    unpack_sketch,
 )
 from . import check_kernels as ck
+from .sketch_runs import SketchRuns, runs_problem, sketch_runs
 
 __all__ = [
     "Check",
@@ -253,36 +253,34 @@ def check_summaries(
     node must equal the parent on the count columns.
     """
     _check_stats(name, kind, field, summary, n_count, task, class_sizes)
-    rows, weight = summary[:, STAT_ROWS], summary[:, STAT_WEIGHT]
-    if np.any(rows > n_samples):
-        raise InvalidReply(name, kind, field, f"counts more rows than the client's {n_samples}")
-    at_root = weight[root]
     n_draws = float(n_samples if draws is None else draws)
-    ok = (at_root == 0) | (at_root == n_draws if bootstrap else at_root == rows[root])
-    if not bootstrap:
-        ok &= (rows[root] == 0) | (rows[root] == n_draws)
-    if n_count < STAT_TASK:  # sample weights: a root weighs what the client's weights say
-        ok = np.ones_like(ok)
-    if not np.all(ok):
+    problem = ck.summary_problem(
+        np.ascontiguousarray(summary, dtype=np.float64),
+        n_count,
+        float(n_samples),
+        np.ascontiguousarray(root, dtype=np.bool_),
+        n_draws,
+        bool(bootstrap),
+        task == "regression",
+        _RTOL,
+        _NO_PARENT if parent is None else np.ascontiguousarray(parent, dtype=np.float64),
+        _NO_SIBLINGS if siblings is None else np.ascontiguousarray(siblings, dtype=np.int64),
+    )
+    if problem == ck.TOO_MANY_ROWS:
+        raise InvalidReply(name, kind, field, f"counts more rows than the client's {n_samples}")
+    if problem == ck.ROOT_WEIGHT:
         raise InvalidReply(
             name, kind, field, f"has a root weight other than 0 or the client's {n_draws:g} draws"
         )
-    if parent is None:
-        return
-    child = ~root
-    p = parent[child]
-    cols = slice(0, n_count)
-    if np.any(summary[child, cols] > p[:, cols]) or (
-        task == "regression" and np.any(summary[child, -1] > p[:, -1] * (1 + _RTOL) + _RTOL)
-    ):
+    if problem == ck.ABOVE_PARENT:
         raise InvalidReply(name, kind, field, "has a node with more than its parent")
-    if siblings is not None:
-        both = np.flatnonzero(child & (siblings > np.arange(siblings.size)))
-        total = summary[both, cols] + summary[siblings[both], cols]
-        if np.any(total != parent[both, cols]):
-            raise InvalidReply(
-                name, kind, field, "has two children that do not add up to their parent"
-            )
+    if problem == ck.NOT_ADDING:
+        raise InvalidReply(name, kind, field, "has two children that do not add up to their parent")
+
+
+#: No parents or siblings known (:func:`~.check_kernels.summary_problem`'s empty arrays).
+_NO_PARENT = np.empty((0, 0))
+_NO_SIBLINGS = np.empty(0, dtype=np.int64)
 
 
 _STATS_PROBLEMS = {
@@ -378,14 +376,21 @@ def _check_stats(
             raise InvalidReply(name, kind, field, "has sums of y^2 smaller than the sums imply")
 
 
-def check_sketch(name: str, kind: str, sketch: NDArray[np.float64]) -> NDArray[np.bool_]:
+def check_sketch(
+    name: str, kind: str, sketch: NDArray[np.float64] | SketchRuns
+) -> NDArray[np.bool_]:
     """Sketch rows are finite and sorted (quantiles at increasing levels).
 
     A row is all NaN where every row of the client in that node lacks the feature; those
-    rows are returned (a mask), the others must be finite and sorted.
+    rows are returned (a mask), the others must be finite and sorted. ``sketch``: dense
+    rows or their runs (:class:`~.sketch_runs.SketchRuns`, checked in one pass over runs).
     """
-    gone = np.empty(sketch.shape[0], dtype=bool)
-    problem = ck.sketch_problem(np.ascontiguousarray(sketch, dtype=np.float64), gone)
+    if isinstance(sketch, SketchRuns):
+        gone = np.empty(sketch.row_off.size - 1, dtype=bool)
+        problem = runs_problem(sketch.values, sketch.row_off, gone)
+    else:
+        gone = np.empty(sketch.shape[0], dtype=bool)
+        problem = ck.sketch_problem(np.ascontiguousarray(sketch, dtype=np.float64), gone)
     if problem == ck.NONFINITE:
         raise InvalidReply(name, kind, "array 'sketch'", "holds NaN or infinity")
     if problem == ck.UNSORTED:
@@ -395,10 +400,10 @@ def check_sketch(name: str, kind: str, sketch: NDArray[np.float64]) -> NDArray[n
 
 def sketch_of(
     msg: Message, n_here: int, n_bins: int, name: str
-) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
-    """The decoded sketch of a reply, checked, and its rows that are all NaN."""
-    sketch = unpack_sketch(msg, n_here, n_bins, name)
-    return sketch, check_sketch(name, msg.kind, sketch)
+) -> tuple[SketchRuns, NDArray[np.bool_]]:
+    """The sketch of a reply as runs, checked, and its rows that are all NaN."""
+    runs = sketch_runs(msg, n_here, n_bins, name)
+    return runs, check_sketch(name, msg.kind, runs)
 
 
 # --------------------------------------------------------------------------- Round B
@@ -539,8 +544,8 @@ class ClientRecords:
         #: Each client's node summaries at the previous level and at this one.
         self.previous: dict[str, NDArray[np.float64]] = {}
         self.current: dict[str, NDArray[np.float64]] = {}
-        #: Each client's decoded and checked sketches of this level's Round A.
-        self.sketches: dict[str, NDArray[np.float64]] = {}
+        #: Each client's decoded and checked sketches of this level's Round A (runs).
+        self.sketches: dict[str, SketchRuns] = {}
         #: Each client's checked left statistics of this level: (reply, positions,
         #: integer columns, float columns), as ``unpack_increments`` reads them.
         self.increments: dict[

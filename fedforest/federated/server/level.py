@@ -15,10 +15,11 @@ from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from ..._common import STAT_WEIGHT, count_columns
-from ..protocol import Message, expect_array, unpack_gains, unpack_increments, unpack_sketch
+from ..protocol import Message, expect_array, unpack_gains, unpack_increments
 from ..threads import thread_map
-from .merge import merge_local_candidates, merge_sketch_rows, midpoint_candidates
+from .merge import merge_local_candidates, merge_sketch_runs, midpoint_candidates
 from .missing import add_missing_candidates, with_missing_sides
+from .sketch_runs import SketchRuns, runs_problem, sketch_runs, stack_runs
 from .splitter import (
     BestSplits,
     best_avgimp_splits,
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 __all__ = [
     "add_rows",
     "add_rows_numpy",
+    "answer_candidates",
+    "answer_candidates_numpy",
     "cumsum_segments",
     "cumsum_segments_numpy",
     "candidates",
@@ -90,6 +93,39 @@ def cumsum_segments(a, off):  # type: ignore[no-untyped-def]
         for i in range(off[seg] + 1, off[seg + 1]):
             for q in range(a.shape[1]):
                 a[i, q] += a[i - 1, q]
+
+
+@numba.njit(nogil=True, cache=True)
+def answer_candidates(pos, local, node_cand, out):  # type: ignore[no-untyped-def]
+    """The candidates a client's answer positions stand for (one walk over both).
+
+    A client answers for the candidates of the nodes it has rows in, node after node:
+    its positions ``local[n]:local[n + 1]`` are node ``n``'s candidates
+    ``node_cand[n]:node_cand[n + 1]`` (``local`` does not grow at a node it lacks).
+
+    Parameters
+    ----------
+    pos : ndarray of int64, shape (m,)  # IN: increasing, below ``local[-1]``
+    local : ndarray of int64, shape (n_nodes + 1,)  # IN
+    node_cand : ndarray of int64, shape (n_nodes + 1,)  # IN
+    out : ndarray of int64, shape (m,)  # OUT
+    """
+    n = 0
+    for i in range(pos.shape[0]):
+        while local[n + 1] <= pos[i]:
+            n += 1
+        out[i] = node_cand[n] + (pos[i] - local[n])
+
+
+def answer_candidates_numpy(
+    pos: NDArray[np.int64],
+    local: NDArray[np.int64],
+    node_cand: NDArray[np.int64],
+    out: NDArray[np.int64],
+) -> None:
+    """NumPy twin of :func:`answer_candidates`."""
+    node = np.searchsorted(local, pos, side="right") - 1
+    out[:] = pos + (node_cand[:-1] - local[:-1])[node]
 
 
 def cumsum_segments_numpy(a: NDArray[np.float64], off: NDArray[np.int64]) -> None:
@@ -176,7 +212,7 @@ def candidates(
     edges: Any,
     n_categories: NDArray[np.int64],
     missing: NDArray[np.bool_] | None = None,
-    sketches: dict[str, NDArray[np.float64]] | None = None,
+    sketches: dict[str, SketchRuns] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Candidate thresholds per (node, feature) pair: merged sketches, or category codes.
 
@@ -209,7 +245,7 @@ def _numeric_candidates(
     cfg: GrowerConfig,
     edges: Any,
     numeric: NDArray[np.bool_],
-    sketches: dict[str, NDArray[np.float64]],
+    sketches: dict[str, SketchRuns],
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Candidate thresholds of the numeric pairs (others get none)."""
     n_pairs = int(pair_off[-1])
@@ -233,28 +269,30 @@ def _numeric_candidates(
         return cand_off, np.concatenate(per_pair) if per_pair else np.empty(0)
     pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
     weights = summaries[:, pair_node, STAT_WEIGHT]
-    # The sketches that arrived, stacked as rows; index[k, p] is client k's row for pair p.
+    # The sketches that arrived, stacked as rows of runs; index[k, p] is client k's row
+    # for pair p.
     index = np.full((len(replies), n_pairs), -1, dtype=np.int64)
     blocks, start = [], 0
     for k, (name, msg) in enumerate(replies):
         present = (weights[k] > 0) & numeric  # clients sketch numeric features only
         n_here = int(present.sum())
         block = sketches.get(name)
+        gone = np.empty(n_here, dtype=bool)
         if block is None:
-            block = unpack_sketch(msg, n_here, cfg.n_bins, name)
-            gone = np.isnan(block).any(axis=1)
+            block = sketch_runs(msg, n_here, cfg.n_bins, name)
+            runs_problem(block.values, block.row_off, gone)  # rows holding a NaN
         else:  # checked (checks.check_sketch): a row is all NaN or all finite
-            gone = np.isnan(block[:, 0])
+            gone = np.isnan(block.values[block.row_off[:-1]])
         blocks.append(block)
         index[k, present] = np.arange(start, start + n_here)
         # A NaN row: the client's rows of that node all lack the feature (not in the mix).
         index[k, np.flatnonzero(present)[gone]] = -1
         start += n_here
-    points = np.concatenate(blocks) if blocks else np.empty((0, cfg.n_bins))
     mix_w = np.where(index >= 0, weights, 0.0)
-    cand_off, cand = merge_sketch_rows(
-        points, index[:, pair_ok], mix_w[:, pair_ok], cfg.n_bins, effective_n_jobs(cfg.n_jobs)
-    )
+    cand_off, cand = merge_sketch_runs(
+        stack_runs(blocks), index[:, pair_ok], mix_w[:, pair_ok], cfg.n_bins,
+        effective_n_jobs(cfg.n_jobs),
+    )  # fmt: skip
     if cfg.uses_local_candidates:
         cand_off, cand = _add_local_candidates(
             replies, weights, numeric, pair_ok, cand_off, cand, cfg
@@ -402,7 +440,8 @@ def round_b_splits(
     left_rows = np.zeros((cand.size, 1))  # and their left rows (increments, then sums)
     first = np.zeros(cand.size, dtype=bool)  # a pair's first candidate
     first[cand_off[:-1][n_cand > 0]] = True
-    cand_node = np.repeat(np.repeat(np.arange(pooled.shape[0]), np.diff(pair_off)), n_cand)
+    cand_node = None if exact else _cand_node(pair_off, n_cand)
+    node_cand = cand_off[pair_off]  # node n's candidates: node_cand[n]:node_cand[n + 1]
     n_counts = count_columns(ctx["n_classes"], ctx["weighted"])
     records = ctx.get("records")
     increments = records.increments if records is not None else {}
@@ -410,15 +449,28 @@ def round_b_splits(
     for k, (name, msg) in enumerate(replies_b):
         # Each client answered for the candidates of the nodes it has rows in, with the
         # statistics of the rows between consecutive candidates (see pack_increments).
-        has = (summaries[k, :, STAT_WEIGHT] > 0)[cand_node]
-        stats_at = has if exact else has & categorical
-        answered = np.flatnonzero(stats_at)
+        node_has = summaries[k, :, STAT_WEIGHT] > 0
+        if exact:  # its answers' positions, as runs of the nodes' candidates
+            size = np.where(node_has, np.diff(node_cand), 0)
+            local = np.zeros(size.size + 1, dtype=np.int64)
+            np.cumsum(size, out=local[1:])
+            n_answered = int(local[-1])
+        else:
+            assert cand_node is not None
+            has = node_has[cand_node]
+            answered = np.flatnonzero(has & categorical)
+            n_answered = answered.size
         checked = increments.get(name)
         if checked is not None and checked[0] is msg:  # decoded by the reply's check
             pos, counts, sums = checked[1:]
         else:
-            pos, counts, sums = unpack_increments(msg, "left", answered.size, s, n_counts, name)
-        parts.append((answered[pos], counts, sums))
+            pos, counts, sums = unpack_increments(msg, "left", n_answered, s, n_counts, name)
+        if exact:
+            at = np.empty(pos.size, dtype=np.int64)
+            answer_candidates(pos, local, node_cand, at)
+            parts.append((at, counts, sums))
+        else:
+            parts.append((answered[pos], counts, sums))
         if not exact:
             at = has & ~categorical
             rows, gains = unpack_gains(msg, int(at.sum()), first[at], name)
@@ -427,7 +479,7 @@ def round_b_splits(
     # Summed increments -> pooled left statistics.
     sum_increments(left, parts, cand_off, effective_n_jobs(cfg.n_jobs))
     if ctx.get("class_w_nodes") is not None:  # class_weight (weights.py)
-        left = weigh(left, ctx["class_w_nodes"][cand_node])
+        left = weigh(left, ctx["class_w_nodes"][_cand_node(pair_off, n_cand)])
     if exact:
         return _evaluate(
             pooled, pair_off, pair_feat, cand_off, cand, left, splittable, root_w, cfg, ctx
@@ -451,6 +503,11 @@ def round_b_splits(
     return _with_categorical(
         best, pooled, pair_off, pair_feat, cand_off, left, splittable, root_w, cfg, ctx
     )
+
+
+def _cand_node(pair_off: NDArray[np.int64], n_cand: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The node of each candidate."""
+    return np.repeat(np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off)), n_cand)
 
 
 def shortlist(

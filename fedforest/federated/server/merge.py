@@ -15,16 +15,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..threads import thread_map
+from .sketch_runs import SketchRuns, dense_runs
 
 __all__ = [
     "merge_local_candidates",
     "merge_local_candidates_numpy",
     "merge_sketch_rows",
+    "merge_sketch_runs",
     "merge_sketches",
     "midpoint_candidates",
     "mixture_quantiles",
     "mixture_quantiles_numpy",
-    "mixture_quantiles_rows",
+    "mixture_quantiles_runs",
 ]
 
 # scikit-learn does not split between values closer than this (``FEATURE_THRESHOLD``).
@@ -66,7 +68,7 @@ def _as_rows(sketches: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArra
     return points, np.arange(n_clients * n_pairs, dtype=np.int64).reshape(n_clients, n_pairs)
 
 
-#: Pairs per thread below which :func:`merge_sketch_rows` merges in one thread (a level
+#: Pairs per thread below which :func:`merge_sketch_runs` merges in one thread (a level
 #: of a 2,000-row fit has 300 to 10,000 pairs, about 1-2 us each).
 PARALLEL_PAIRS = 1024
 
@@ -83,6 +85,17 @@ def merge_sketch_rows(
     ``index[k, p]`` is the row of ``points`` (shape (n_rows, B)) holding client ``k``'s
     sketch of pair ``p``, or -1: the server stacks only the sketches that arrived.
     """
+    return merge_sketch_runs(dense_runs(points), index, weights, n_bins, n_threads)
+
+
+def merge_sketch_runs(
+    runs: SketchRuns,
+    index: NDArray[np.int64],
+    weights: NDArray[np.float64],
+    n_bins: int,
+    n_threads: int = 1,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """:func:`merge_sketch_rows` with the rows as runs of equal values (``SketchRuns``)."""
     n_pairs = index.shape[1]
     out = np.empty((n_pairs, max(n_bins - 1, 0)))
     counts = np.zeros(n_pairs, dtype=np.int64)
@@ -91,9 +104,10 @@ def merge_sketch_rows(
 
     def run(k: int) -> None:
         lo, hi = edges[k], edges[k + 1]
-        mixture_quantiles_rows(
-            points, index[:, lo:hi], weights[:, lo:hi], out[lo:hi], counts[lo:hi]
-        )
+        mixture_quantiles_runs(
+            runs.values, runs.lengths, runs.row_off, n_bins,
+            index[:, lo:hi], weights[:, lo:hi], out[lo:hi], counts[lo:hi],
+        )  # fmt: skip
 
     thread_map(run, range(edges.size - 1), edges.size - 1)
     cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
@@ -107,12 +121,15 @@ def mixture_quantiles(
     out: NDArray[np.float64],
     counts: NDArray[np.int64],
 ) -> None:
-    """:func:`mixture_quantiles_rows` on sketches of shape (n_clients, n_pairs, B)."""
-    mixture_quantiles_rows(*_as_rows(sketches), weights, out, counts)
+    """:func:`mixture_quantiles_runs` on sketches of shape (n_clients, n_pairs, B)."""
+    points, index = _as_rows(sketches)
+    runs = dense_runs(points)
+    n_bins = sketches.shape[2]
+    mixture_quantiles_runs(*runs, n_bins, index, weights, out, counts)
 
 
 @numba.njit(nogil=True, cache=True)
-def mixture_quantiles_rows(points, index, weights, out, counts):
+def mixture_quantiles_runs(rv_in, rl_in, row_off, n_bins, index, weights, out, counts):
     """Quantiles ``b / B`` (b = 1..B-1) of the clients' pooled sketch points, per pair.
 
     A point of client ``k`` weighs ``W_k / B``. Kept: distinct values below the node
@@ -123,20 +140,21 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
 
     Parameters
     ----------
-    points : ndarray of float64, shape (n_rows, B)  # IN: sketches, one per row
+    rv_in : ndarray of float64, shape (n_runs,)  # IN: the sketch rows' runs (SketchRuns)
+    rl_in : ndarray of int64, shape (n_runs,)  # IN: their lengths
+    row_off : ndarray of int64, shape (n_rows + 1,)  # IN: row ``r``: runs
+        ``row_off[r]:row_off[r + 1]``, ``B`` points in all
+    n_bins : int  # IN: ``B``
     index : ndarray of int64, shape (n_clients, n_pairs)  # IN: row of each sketch, or -1
     weights : ndarray of float64, shape (n_clients, n_pairs)  # IN
     out : ndarray of float64, shape (n_pairs, B - 1)  # OUT: first ``counts[p]`` entries
     counts : ndarray of int64, shape (n_pairs,)  # OUT
     """
     n_clients, n_pairs = index.shape
-    n_bins = points.shape[1]
-    rows = np.empty(n_clients, dtype=np.int64)
+    dense = np.empty((n_clients, n_bins))  # the live rows of an unsorted pair
     pw = np.empty(n_clients)
-    # Each live client's sketch as runs of equal points (value, first level, length),
-    # made in the pass that checks its order; client j owns runs hd[j]..end[j] - 1.
+    # Each live client's runs (value, length); client j owns runs hd[j]..end[j] - 1.
     rv = np.empty(n_clients * n_bins)
-    rs = np.empty(n_clients * n_bins, dtype=np.int64)
     rl = np.empty(n_clients * n_bins, dtype=np.int64)
     hd = np.empty(n_clients, dtype=np.int64)
     end = np.empty(n_clients, dtype=np.int64)
@@ -150,30 +168,22 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
         for k in range(n_clients):
             wk = weights[k, p]
             r = index[k, p]
-            if wk <= 0.0 or r < 0 or np.isnan(points[r, 0]):
+            if wk <= 0.0 or r < 0 or np.isnan(rv_in[row_off[r]]):
                 continue
             total += wk
-            rows[n_live] = r
             pw[n_live] = wk / n_bins
-            vmax = max(vmax, points[r, n_bins - 1])
+            lo, hi = row_off[r], row_off[r + 1]
+            vmax = max(vmax, rv_in[hi - 1])
             hd[n_live] = nr
-            b0 = 0
-            prev = points[r, 0]
-            for b in range(1, n_bins):
-                v = points[r, b]
+            prev = rv_in[lo]
+            for j in range(lo, hi):
+                v = rv_in[j]
                 if not v >= prev:  # unsorted, or NaN
                     ordered = False
-                if v != prev:
-                    rv[nr] = points[r, b0]
-                    rs[nr] = b0
-                    rl[nr] = b - b0
-                    nr += 1
-                    b0 = b
+                rv[nr] = v
+                rl[nr] = rl_in[j]
+                nr += 1
                 prev = v
-            rv[nr] = points[r, b0]
-            rs[nr] = b0
-            rl[nr] = n_bins - b0
-            nr += 1
             end[n_live] = nr
             act[n_live] = n_live
             n_live += 1
@@ -181,7 +191,13 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
         if n_live == 0:
             continue
         if not ordered:
-            _quantiles_sorted(points, rows[:n_live], pw[:n_live], total, vmax, out[p], counts, p)
+            for j in range(n_live):
+                b = 0
+                for e in range(hd[j], end[j]):
+                    for _ in range(rl[e]):
+                        dense[j, b] = rv[e]
+                        b += 1
+            _quantiles_sorted(dense[:n_live], pw[:n_live], total, vmax, out[p], counts, p)
             continue
         # A stable k-way merge of the runs: the smallest head, ties to the first client
         # (a branch-free scan of the clients with runs left); a run is taken point by
@@ -189,7 +205,6 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
         n_act = n_live
         cur = _smallest_run(rv, hd, act, n_act)
         run_left = rl[hd[cur]] - 1  # points of the run after the current one
-        pos = rs[hd[cur]]  # level of the current point in its row
         w = pw[cur]
         m = n_live * n_bins
         i = 0
@@ -204,7 +219,6 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
                         cum += w
                         t += 1
                     run_left -= t
-                    pos += t
                     i += t
                 else:
                     hd[cur] += 1
@@ -217,11 +231,10 @@ def mixture_quantiles_rows(points, index, weights, out, counts):
                         n_act -= 1
                     cur = _smallest_run(rv, hd, act, n_act)
                     run_left = rl[hd[cur]] - 1
-                    pos = rs[hd[cur]]
                     w = pw[cur]
                     i += 1
                     cum += w
-            v = points[rows[cur], pos]
+            v = rv[hd[cur]]
             if v < vmax and (c == 0 or v != out[p, c - 1]):
                 out[p, c] = v
                 c += 1
@@ -243,16 +256,15 @@ def _smallest_run(rv, hd, act, n_act):
 
 
 @numba.njit(nogil=True, cache=True)
-def _quantiles_sorted(points, rows, pw_row, total, vmax, out_p, counts, p):
-    """:func:`mixture_quantiles_rows` of one pair by a stable sort of its points."""
-    n_live = rows.shape[0]
-    n_bins = points.shape[1]
+def _quantiles_sorted(rows, pw_row, total, vmax, out_p, counts, p):
+    """:func:`mixture_quantiles_runs` of one pair by a stable sort of its points."""
+    n_live, n_bins = rows.shape
     m = n_live * n_bins
     vals = np.empty(m)
     pw = np.empty(m)
     for j in range(n_live):
         for b in range(n_bins):
-            vals[j * n_bins + b] = points[rows[j], b]
+            vals[j * n_bins + b] = rows[j, b]
             pw[j * n_bins + b] = pw_row[j]
     order = np.argsort(vals, kind="mergesort")
     i = 0
@@ -338,7 +350,16 @@ def merge_local_candidates(cand_off, cand, local, limit, out_off, out):
             if not np.isnan(v):
                 props[m] = v
                 m += 1
-        props[:m] = np.sort(props[:m])
+        if m < 15:  # in place, as numba's np.sort orders so few (an insertion sort)
+            for i in range(1, m):
+                v = props[i]
+                j = i
+                while j > 0 and v < props[j - 1]:
+                    props[j] = props[j - 1]
+                    j -= 1
+                props[j] = v
+        else:
+            props[:m] = np.sort(props[:m])
         n_u = 0  # distinct, in place
         for i in range(m):
             if n_u == 0 or props[i] != props[n_u - 1]:

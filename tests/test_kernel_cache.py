@@ -1,0 +1,72 @@
+"""numba's disk cache of a kernel goes stale when a module it inlines from changes."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from fedforest.federated import (
+    client_grid,
+    client_increments,
+    client_kernels,
+    client_sketch,
+    client_sorted,
+)
+from fedforest.federated.client_sorted import cache_depends_on
+
+
+def _digest(module: object) -> bytes:
+    return hashlib.sha256(Path(module.__file__).read_bytes()).digest()  # type: ignore[attr-defined]
+
+
+def test_the_client_kernels_are_stamped_with_the_modules_they_inline() -> None:
+    stamp = client_sketch.sketch_pairs_ranked._cache._cache_file._source_stamp
+    assert stamp[1:] == (_digest(client_sorted), _digest(client_kernels))
+    stamp = client_increments.left_increments_ranked._cache._cache_file._source_stamp
+    assert stamp[1:] == (_digest(client_kernels),)
+    for kernel in (client_grid.left_stats_coded, client_grid.grid_increments):
+        assert kernel._cache._cache_file._source_stamp[1:] == (_digest(client_kernels),)
+
+
+def test_an_edit_of_a_dependency_makes_the_cached_kernel_stale(tmp_path, monkeypatch) -> None:
+    dep = tmp_path / "ffcache_dep.py"
+    dep.write_text("import numba\n\n@numba.njit(inline='always')\ndef step(x):\n    return x + 1\n")
+    (tmp_path / "ffcache_kernel.py").write_text(
+        textwrap.dedent(
+            """
+            import numba
+            from ffcache_dep import step
+
+            @numba.njit(cache=True)
+            def kernel(a):
+                return step(a[0])
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import ffcache_dep
+    import ffcache_kernel
+
+    try:
+        cache_depends_on(ffcache_kernel.kernel, ffcache_dep)
+        assert ffcache_kernel.kernel(np.ones(1)) == 2.0  # compiled and written to the cache
+        assert ffcache_kernel.kernel._cache._cache_file._load_index()  # fresh
+
+        # Another process importing the same files: the cache is fresh.
+        again = importlib.reload(ffcache_kernel)
+        cache_depends_on(again.kernel, ffcache_dep)
+        assert again.kernel._cache._cache_file._load_index()
+
+        # The dependency changed (the kernel's own file did not): the cached code is stale.
+        dep.write_text(dep.read_text().replace("x + 1", "x + 2"))
+        changed = importlib.reload(ffcache_kernel)
+        cache_depends_on(changed.kernel, ffcache_dep)
+        assert changed.kernel._cache._cache_file._load_index() == {}
+    finally:
+        sys.modules.pop("ffcache_dep", None)
+        sys.modules.pop("ffcache_kernel", None)
