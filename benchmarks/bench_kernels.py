@@ -80,7 +80,8 @@ def instrument(seconds: dict[str, float], calls: dict[str, int], work: dict[str,
         # Round A's sketches, called from client_increments.pair_sketches since 34dd9fe.
         wrap(CI, "sketch_pairs", "sketch_pairs", lambda a: row_pairs(a[9], a[10], a[12], a[13]))
         wrap(SA.MaskingKeys, "mask", "MaskingKeys.mask")
-    wrap(K, "route_rows", "route_rows")
+    wrap(C, "route_rows", "route_rows")  # client_route's, as client.py calls it
+    wrap(K, "route_rows", "route_rows")  # an older checkout: client_kernels'
     wrap(K, "node_summaries", "node_summaries")
     wrap(C, "fine_codes", "fine_codes")
     for method in ("_round_a", "_round_b", "_setup"):

@@ -279,11 +279,7 @@ def test_left_words_are_the_packed_encoding_of_the_statistics(columns, missing, 
     column, fixed point included; the kernel, its twin and ``to_fixed_packed`` of
     ``left_stats`` agree word for word, per block of slots too; a weight the encoding
     refuses makes both return False."""
-    from fedforest.federated.client_packed import (
-        left_words,
-        left_words_ranked,
-        left_words_ranked_numpy,
-    )
+    from fedforest.federated.client_packed import left_words, left_words_ranked_numpy
     from fedforest.federated.privacy.secagg import FRAC_BITS, to_fixed_packed
 
     rng, X, rows, w, slot, pair_off, pair_feat = _problem(7 + n_classes, False, missing)
@@ -310,8 +306,8 @@ def test_left_words_are_the_packed_encoding_of_the_statistics(columns, missing, 
     got = {
         name: np.zeros((cand.size, s - 1), dtype=np.uint64) for name in ("kernel", "twin", "call")
     }
-    assert left_words_ranked(Xt, fmin, fmax, *ranks, *common, 0, n_slots, scale, got["kernel"])
-    assert left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *common, 0, n_slots, scale, got["twin"])
+    assert K.left_stats_ranked(Xt, fmin, fmax, *ranks, *common, 0, n_slots, got["kernel"], scale)
+    assert left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *common, 0, n_slots, got["twin"], scale)
     assert left_words(Xt, codes, fmin, fmax, *common, 0, n_slots, scale, got["call"])
     for name in got:
         np.testing.assert_array_equal(got[name], want, err_msg=name)
@@ -324,10 +320,10 @@ def test_left_words_are_the_packed_encoding_of_the_statistics(columns, missing, 
     for bad in (2.0**32, np.nan, -1.0):  # a weight past the half-word, not finite, negative
         w_bad = w.copy()
         w_bad[slot == 0] = bad  # every row of slot 0: some left sum holds it
-        worse = (rows, w_bad, *common[2:], 0, n_slots, scale)
+        worse = (rows, w_bad, *common[2:], 0, n_slots)
         out = np.zeros((cand.size, s - 1), dtype=np.uint64)
-        assert not left_words_ranked(Xt, fmin, fmax, *ranks, *worse, out)
-        assert not left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *worse, out)
+        assert not K.left_stats_ranked(Xt, fmin, fmax, *ranks, *worse, out, scale)
+        assert not left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *worse, out, scale)
 
 
 @pytest.mark.parametrize("n", [300, 5000])

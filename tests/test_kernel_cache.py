@@ -10,7 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from fedforest.federated import client_increments, client_kernels, client_sketch, client_sorted
+from fedforest.federated import (
+    client_grid,
+    client_increments,
+    client_kernels,
+    client_sketch,
+    client_sorted,
+)
 from fedforest.federated.client_sorted import cache_depends_on
 
 
@@ -23,6 +29,8 @@ def test_the_client_kernels_are_stamped_with_the_modules_they_inline() -> None:
     assert stamp[1:] == (_digest(client_sorted), _digest(client_kernels))
     stamp = client_increments.left_increments_ranked._cache._cache_file._source_stamp
     assert stamp[1:] == (_digest(client_kernels),)
+    for kernel in (client_grid.left_stats_coded, client_grid.grid_increments):
+        assert kernel._cache._cache_file._source_stamp[1:] == (_digest(client_kernels),)
 
 
 def test_an_edit_of_a_dependency_makes_the_cached_kernel_stale(tmp_path, monkeypatch) -> None:

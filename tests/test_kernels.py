@@ -5,6 +5,7 @@ import pytest
 
 from fedforest._common import N_FINE_BINS, n_stats
 from fedforest.federated import client_kernels as K
+from fedforest.federated import client_route
 from fedforest.federated.client_sketch import fine_codes
 from fedforest.federated.server.merge import merge_sketches
 
@@ -46,8 +47,8 @@ def test_route_rows_twins(seed):
     missing_left = rng.integers(0, 2, n_prev).astype(np.uint8)
     a, b = slot.copy(), slot.copy()
     args = (feature, threshold, left, right, set_off, set_code, set_side, missing_left)
-    K.route_rows(X.T.copy(), rows, a, *args)
-    K.route_rows_numpy(X.T.copy(), rows, b, *args)
+    client_route.route_rows(X.T.copy(), rows, a, *args)
+    client_route.route_rows_numpy(X.T.copy(), rows, b, *args)
     np.testing.assert_array_equal(a, b)
 
 

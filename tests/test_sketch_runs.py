@@ -108,6 +108,17 @@ def test_sketch_runs_of_a_message_are_its_dense_sketch(b: int) -> None:
         sketch_runs(Message("round_a", {}, arrays), 50, b, "c")
 
 
+@pytest.mark.parametrize("read", [sketch_runs, unpack_sketch])
+def test_run_lengths_whose_sum_wraps_around_are_refused(read) -> None:
+    # Four runs of 2^62 add up to 2^64, 0 in int64: with a fifth of n x B rows the sum is
+    # exactly n x B, but a run longer than the sketch is refused before it is expanded.
+    n, b = 3, 4
+    runs = np.array([2**62] * 4 + [n * b], dtype=np.uint64)
+    arrays = {"sketch": np.arange(5, dtype=float), "sketch_runs": runs}
+    with pytest.raises(ValueError, match="'sketch_runs' of message 'round_a' from 'c'"):
+        read(Message("round_a", {}, arrays), n, b, "c")
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_merge_of_message_runs_is_the_dense_merge(seed: int) -> None:
     """Candidates from the runs of run-length messages (runs crossing rows as a client

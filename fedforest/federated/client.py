@@ -31,6 +31,7 @@ from .categorical import encode, read_features, sort_categories
 from .client_bootstrap import answer_bootstrap, bootstrap_counts, weigh_trees
 from .client_grid import GridCodes, fixed_candidates, left_stats_coded, pack_coded
 from .client_increments import left_increment_answer, pair_sketches
+from .client_route import route_rows
 from .client_secure import SecureParty, fit_outputs
 from .client_sketch import distinct_values, fine_codes
 from .client_targets import (
@@ -413,7 +414,7 @@ class Client:
             weigh_trees(self, fit, msg.header["tree_class_weights"])
         if "route_feature" in msg.arrays:
             n_prev = int(msg.header["n_prev_slots"])
-            K.route_rows(
+            route_rows(
                 self.Xt,
                 fit.rows,
                 fit.slot,

@@ -26,14 +26,18 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from . import client_kernels
 from .client_kernels import (
-    _row_stats,
     gather_node,
     increment_message,
     increments_of,
     longest_lists,
     node_setup,
+    pairs_setup,
+    running_sums,
+    twin_walk,
 )
+from .client_sorted import cache_depends_on
 from .protocol import Message, expand_candidates, expect_array, pack_increments_numpy
 
 __all__ = [
@@ -150,12 +154,10 @@ def left_stats_coded(
     rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, slot_lo, slot_hi, out :
         as :func:`~fedforest.federated.client_kernels.left_stats`
     """
-    order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
-    c0 = cand_off[pair_off[slot_lo]]
-    max_nc = longest_lists(pair_off, cand_off, slot_lo, slot_hi)[0]
     n_stat = out.shape[1]
-    hist = np.empty((max_nc + 1, n_stat))
-    acc = np.empty(n_stat)
+    order, start, ii, st, cls, c0, _, hist, _ = pairs_setup(
+        rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat
+    )
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
@@ -170,14 +172,7 @@ def left_stats_coded(
                 for q in range(n_stat):
                     hist[j, q] = 0.0
             _add_coded(hist, g, ii, st, cls, c, n_stat, n_classes)
-            # Running sums bin by bin (each column's additions in the same order as
-            # column by column: the same numbers), writing ``out`` row by row.
-            for q in range(n_stat):
-                acc[q] = 0.0
-            for j in range(nc):
-                for q in range(n_stat):
-                    acc[q] += hist[j, q]
-                    out[lo + j - c0, q] = acc[q]
+            running_sums(hist, nc, lo - c0, out)
 
 
 def left_stats_coded_numpy(
@@ -195,17 +190,11 @@ def left_stats_coded_numpy(
     out: NDArray[np.float64],
 ) -> None:
     """NumPy twin of :func:`left_stats_coded`."""
-    c0 = cand_off[pair_off[slot_lo]]
-    for s in range(slot_lo, slot_hi):
-        mine = np.flatnonzero(slot == s)
-        stats = _row_stats(w[mine], y[rows[mine]], n_classes)[:, : out.shape[1]]
-        for p in range(pair_off[s], pair_off[s + 1]):
-            nc = int(cand_off[p + 1] - cand_off[p])
-            if nc == 0:
-                continue
-            hist = np.zeros((nc + 1, stats.shape[1]))
-            np.add.at(hist, codes_t[pair_feat[p], rows[mine]].astype(np.int64), stats)
-            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = np.cumsum(hist, axis=0)[:nc]
+
+    def bins_of(p: int, r: NDArray[np.int32]) -> NDArray[np.int64]:
+        return codes_t[pair_feat[p], r].astype(np.int64)
+
+    twin_walk(bins_of, rows, w, slot, y, n_classes, pair_off, cand_off, slot_lo, slot_hi, out)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -361,6 +350,11 @@ def _emit4(hist, t, nc, k, counts, sums, index, m, biggest):
         index[m] = k + j
         m += 1
     return m, biggest
+
+
+# Both inline client_kernels' helpers: their cache goes stale with it too.
+cache_depends_on(left_stats_coded, client_kernels)
+cache_depends_on(grid_increments, client_kernels)
 
 
 def pack_coded(

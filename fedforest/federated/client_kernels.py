@@ -1,4 +1,4 @@
-"""Client-side row kernels: routing, node summaries, left statistics at candidates.
+"""Client-side row kernels: node summaries, left statistics at candidates.
 
 Each numba kernel (``nogil``, cached) has a NumPy twin with the same signature and result;
 ``tests/test_kernels.py`` checks they agree. Per-tree client state is three parallel arrays
@@ -19,9 +19,9 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from .privacy.secagg import HALF_BITS
+
 __all__ = [
-    "route_rows",
-    "route_rows_numpy",
     "node_summaries",
     "node_summaries_numpy",
     "group_rows",
@@ -37,80 +37,6 @@ __all__ = [
     "SMALL_NODE",
     "SMALL_SKETCH",
 ]
-
-
-@numba.njit(nogil=True, cache=True)
-def route_rows(
-    Xt, rows, slot, feature, threshold, left, right, set_off, set_code, set_side, missing_left
-):
-    """Move rows to the children of last level's splits, in place.
-
-    Parameters
-    ----------
-    Xt : ndarray of float64, shape (n_columns, n_samples)  # IN: column-major values; set
-        features hold codes, and the last row the client's own index when H is split on
-    rows : ndarray of int32, shape (n_inbag,)  # IN
-    slot : ndarray of int32, shape (n_inbag,)  # IN/OUT: previous slot -> new slot
-    feature : ndarray of int32, shape (n_prev_slots,)  # IN: -1 when the node became a leaf
-    threshold : ndarray of float64, shape (n_prev_slots,)  # IN
-    left, right : ndarray of int32, shape (n_prev_slots,)  # IN: new slots, -1 for a leaf child
-    set_off : ndarray of int64, shape (n_prev_slots + 1,)  # IN: set split codes of slot s in
-        ``set_code[set_off[s]:set_off[s + 1]]`` (empty: numeric split)
-    set_code : ndarray of int32  # IN
-    set_side : ndarray of int8  # IN: 0 left, 1 right
-    missing_left : ndarray of uint8, shape (n_prev_slots,)  # IN: where a missing value
-        (+inf) goes at a numeric split: 1 left, 0 right
-    """
-    for r in range(rows.shape[0]):
-        s = slot[r]
-        if s < 0:
-            continue
-        f = feature[s]
-        if f < 0:
-            slot[r] = -1
-            continue
-        x = Xt[f, rows[r]]
-        go_right = x > threshold[s]
-        if x == np.inf:
-            go_right = missing_left[s] == 0
-        if set_off[s + 1] > set_off[s]:
-            go_right = False  # a training row always has a known code; left is a safe default
-            for k in range(set_off[s], set_off[s + 1]):
-                if set_code[k] == int(x):
-                    go_right = set_side[k] == 1
-        slot[r] = right[s] if go_right else left[s]
-
-
-def route_rows_numpy(
-    Xt: NDArray[np.float64],
-    rows: NDArray[np.int32],
-    slot: NDArray[np.int32],
-    feature: NDArray[np.int32],
-    threshold: NDArray[np.float64],
-    left: NDArray[np.int32],
-    right: NDArray[np.int32],
-    set_off: NDArray[np.int64],
-    set_code: NDArray[np.int32],
-    set_side: NDArray[np.int8],
-    missing_left: NDArray[np.uint8],
-) -> None:
-    """NumPy twin of :func:`route_rows`."""
-    active = np.flatnonzero(slot >= 0)
-    s = slot[active]
-    f = feature[s]
-    split = f >= 0
-    x = np.zeros(active.size)
-    x[split] = Xt[f[split], rows[active[split]]]
-    go_right = x > threshold[s]
-    gone = x == np.inf
-    go_right[gone] = missing_left[s[gone]] == 0
-    for node in np.unique(s[split]):
-        lo, hi = set_off[node], set_off[node + 1]
-        if hi > lo:
-            mine = s == node
-            rights = set_code[lo:hi][set_side[lo:hi] == 1]
-            go_right[mine] = np.isin(x[mine].astype(np.int64), rights)
-    slot[active] = np.where(split, np.where(go_right, right[s], left[s]), -1)
 
 
 @numba.njit(inline="always")
@@ -163,6 +89,9 @@ def node_summaries_numpy(
     keep = slot >= 0
     np.add.at(out, slot[keep], _row_stats(w[keep], y[rows[keep]], n_classes))
 
+
+#: ``secagg._LIMIT``: a value whose magnitude reaches it is refused (2^62).
+_LIMIT = float(2**62)
 
 #: Nodes with at most this many in-bag rows (on a client) are binned by counting the
 #: candidates below each value; larger ones go through the fine codes, whose fixed cost
@@ -400,10 +329,9 @@ def left_stats(
         ``cand_off[pair_off[slot_lo]] + i`` in row ``i``; with 2 columns, the rows and the
         weight only
     """
-    ranks_t, uniq, uniq_off, bin_start = ranks_for(Xt, codes_t, fine_min.shape[1])
     left_stats_ranked(
-        Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y,
-        n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, out,
+        Xt, fine_min, fine_max, *ranks_for(Xt, codes_t, fine_min.shape[1]), rows, w, slot,
+        y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, out,
     )  # fmt: skip
 
 
@@ -563,28 +491,64 @@ def add_to_bins(hist, bins, st, cls, c, n_stat, n_classes):
             hist[bk, cls[k]] += st[k, 1]
 
 
+@numba.njit(inline="always")
+def pairs_setup(rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat):
+    """:func:`node_setup`, the first candidate, longest list, histogram and running sums."""
+    order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
+    c0 = cand_off[pair_off[slot_lo]]
+    max_nc = longest_lists(pair_off, cand_off, slot_lo, slot_hi)[0]
+    hist = np.empty((max_nc + 1, n_stat))
+    return order, start, ii, st, cls, c0, max_nc, hist, np.empty(n_stat)
+
+
+@numba.njit(inline="always")
+def running_sums(hist, nc, k, out):
+    """A pair's left statistics: ``out[k + j]`` = the sums of bins ``0..j`` of ``hist``.
+
+    Column by column, each column's additions in bin order.
+    """
+    for q in range(hist.shape[1]):
+        run = 0.0
+        for j in range(nc):
+            run += hist[j, q]
+            out[k + j, q] = run
+
+
+@numba.njit(inline="always")
+def packed_words(hist, nc, k, out, acc, scale):
+    """The running sums of :func:`running_sums`, written as the words a secure answer sends.
+
+    Each row encoded as ``to_fixed_packed`` does: ``rint`` of the sum times its ``scale``,
+    checked; the rows in the low half-word of the first word, the weight in the high; the
+    other columns one word each. ``False`` where that encoding would refuse a sum.
+    """
+    a0 = a1 = 0.0  # the rows and the weight: one word
+    for q in range(2, hist.shape[1]):
+        acc[q] = 0.0
+    for j in range(nc):
+        a0 += hist[j, 0]
+        a1 += hist[j, 1]
+        x0, x1 = a0 * scale[0], a1 * scale[1]
+        if not (abs(x0) < _LIMIT and abs(x1) < _LIMIT):
+            return False
+        u, v = np.int64(np.rint(x0)), np.int64(np.rint(x1))
+        for q in range(2, hist.shape[1]):
+            acc[q] += hist[j, q]
+            x = acc[q] * scale[q]
+            if not abs(x) < _LIMIT:
+                return False
+            out[k + j, q - 1] = np.uint64(np.int64(np.rint(x)))
+        if u < 0 or v < 0 or u >> HALF_BITS or v >> HALF_BITS:
+            return False
+        out[k + j, 0] = np.uint64(u) | (np.uint64(v) << np.uint64(HALF_BITS))
+    return True
+
+
 @numba.njit(nogil=True, cache=True)
 def left_stats_ranked(
-    Xt,
-    fine_min,
-    fine_max,
-    ranks_t,
-    uniq,
-    uniq_off,
-    bin_start,
-    rows,
-    w,
-    slot,
-    y,
-    n_classes,
-    pair_off,
-    pair_feat,
-    cand_off,
-    cand,
-    slot_lo,
-    slot_hi,
-    out,
-):
+    Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
+    pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, out, scale=None,
+):  # fmt: skip
     """:func:`left_stats` in one branch-free pass per pair over its node's rows.
 
     Each row's bin (the number of candidates below its value) comes, in nodes of at least
@@ -592,21 +556,28 @@ def left_stats_ranked(
     ``R = #{distinct values <= t}`` and a row of rank ``r`` lies right of it exactly when
     ``R <= r``. Smaller nodes (or a long span of ranks) compare the values: a count of the
     candidates below (vectorised over the rows), or a branch-free binary search for long
-    lists. The rows' statistics are then added to their bins in row order, as before.
+    lists. The rows' statistics are then added to their bins in row order, as before, and
+    each pair's running sums written (:func:`running_sums`). Given ``scale``, they are
+    written as the words a secure answer sends instead (:func:`packed_words`: numba
+    compiles the one sink of each call's types), and ``False`` returned where a sum would
+    not pack (``out`` then partly written).
 
     Parameters
     ----------
     Xt, fine_min, fine_max : as :func:`left_stats`  # IN
     ranks_t, uniq, uniq_off, bin_start : as :func:`value_ranks` returns  # IN
     rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi,
-    out : as :func:`left_stats`
+    out : as :func:`left_stats`; with ``scale``, uint64 of shape (n_block_candidates,
+        n_stat - 1)
+    scale : ndarray of float64, shape (n_stat,), or None  # IN: ``2^frac_bits`` per column
+        of the statistics (the first two whole counts: 1)
     """
-    # The node's rows and statistics gathered once, contiguous, for all its pairs.
-    order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
-    c0 = cand_off[pair_off[slot_lo]]
-    max_nc = longest_lists(pair_off, cand_off, slot_lo, slot_hi)[0]
     n_stat = out.shape[1]
-    hist = np.empty((max_nc + 1, n_stat))
+    if scale is not None:  # the rows and the weight share the first word
+        n_stat += 1
+    order, start, ii, st, cls, c0, max_nc, hist, acc = pairs_setup(
+        rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat
+    )
     rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
@@ -618,21 +589,20 @@ def left_stats_ranked(
                 continue
             lo = cand_off[p]
             cs = cand[lo : lo + nc]
-            f = pair_feat[p]
             pair_bins(
-                cs, c, f, Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, ii,
-                rank_c, lut, padded, rr, xx, bins,
+                cs, c, pair_feat[p], Xt, fine_min, fine_max, ranks_t, uniq, uniq_off,
+                bin_start, ii, rank_c, lut, padded, rr, xx, bins,
             )  # fmt: skip
             # Explicit loops: numba's slice assignments cost about a microsecond a pair.
             for j in range(nc + 1):
                 for q in range(n_stat):
                     hist[j, q] = 0.0
             add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
-            for q in range(n_stat):
-                acc = 0.0
-                for j in range(nc):
-                    acc += hist[j, q]
-                    out[lo + j - c0, q] = acc
+            if scale is None:  # pruned at compile time (scale's type): one sink a kernel
+                running_sums(hist, nc, lo - c0, out)
+            elif not packed_words(hist, nc, lo - c0, out, acc, scale):
+                return False
+    return True
 
 
 def increment_message(
@@ -693,13 +663,26 @@ def increments_of(
     return pack(left, first, n_counts, "left", np.repeat(keep, n_cand))
 
 
-def _left_of_bins(
-    bins: NDArray[np.int64], stats: NDArray[np.float64], n_cand: int
-) -> NDArray[np.float64]:
-    """Left statistics at each of ``n_cand`` candidates from every row's bin (twins' part)."""
-    hist = np.zeros((n_cand + 1, stats.shape[1]))
-    np.add.at(hist, bins, stats)
-    return np.cumsum(hist, axis=0)[:n_cand]
+def twin_walk(
+    bins_of: Any, rows: NDArray[np.int32], w: NDArray[np.float64], slot: NDArray[np.int32],
+    y: NDArray[np.float64], n_classes: int, pair_off: NDArray[np.int64],
+    cand_off: NDArray[np.int64], slot_lo: int, slot_hi: int, out: NDArray[np.float64],
+) -> None:  # fmt: skip
+    """The NumPy twins' walk: left statistics of every pair with candidates of a block.
+
+    ``bins_of(p, rows)``: the bin (candidates below) of each of ``rows`` (a node's, in
+    order) for pair ``p``; the rows' statistics are summed per bin, then cumulated.
+    """
+    c0 = cand_off[pair_off[slot_lo]]
+    for s in range(slot_lo, slot_hi):
+        mine = np.flatnonzero(slot == s)
+        stats = _row_stats(w[mine], y[rows[mine]], n_classes)[:, : out.shape[1]]
+        for p in range(pair_off[s], pair_off[s + 1]):
+            nc = int(cand_off[p + 1] - cand_off[p])
+            if nc:
+                hist = np.zeros((nc + 1, stats.shape[1]))
+                np.add.at(hist, bins_of(p, rows[mine]), stats)
+                out[cand_off[p] - c0 : cand_off[p + 1] - c0] = np.cumsum(hist, axis=0)[:nc]
 
 
 def left_stats_ranked_numpy(
@@ -724,19 +707,14 @@ def left_stats_ranked_numpy(
     out: NDArray[np.float64],
 ) -> None:
     """NumPy twin of :func:`left_stats_ranked`: every pair binned by rank (and searchsorted)."""
-    c0 = cand_off[pair_off[slot_lo]]
-    for s in range(slot_lo, slot_hi):
-        mine = np.flatnonzero(slot == s)
-        stats = _row_stats(w[mine], y[rows[mine]], n_classes)[:, : out.shape[1]]
-        for p in range(pair_off[s], pair_off[s + 1]):
-            cs = cand[cand_off[p] : cand_off[p + 1]]
-            if cs.size == 0:
-                continue
-            f = pair_feat[p]
-            u = uniq[uniq_off[f] : uniq_off[f + 1]]
-            rank_c = np.where(np.isnan(cs), u.size + 1, np.searchsorted(u, cs, side="right"))
-            bins = np.searchsorted(rank_c, ranks_t[f, rows[mine]], side="right")
-            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = _left_of_bins(bins, stats, cs.size)
+
+    def bins_of(p: int, r: NDArray[np.int32]) -> NDArray[np.int64]:
+        cs, f = cand[cand_off[p] : cand_off[p + 1]], pair_feat[p]
+        u = uniq[uniq_off[f] : uniq_off[f + 1]]
+        rank_c = np.where(np.isnan(cs), u.size + 1, np.searchsorted(u, cs, side="right"))
+        return np.searchsorted(rank_c, ranks_t[f, r], side="right")
+
+    twin_walk(bins_of, rows, w, slot, y, n_classes, pair_off, cand_off, slot_lo, slot_hi, out)
 
 
 def left_stats_numpy(
@@ -758,13 +736,9 @@ def left_stats_numpy(
     out: NDArray[np.float64],
 ) -> None:
     """NumPy twin of :func:`left_stats` (bins every row by its exact value)."""
-    c0 = cand_off[pair_off[slot_lo]]
-    for s in range(slot_lo, slot_hi):
-        mine = np.flatnonzero(slot == s)
-        stats = _row_stats(w[mine], y[rows[mine]], n_classes)[:, : out.shape[1]]
-        for p in range(pair_off[s], pair_off[s + 1]):
-            cs = cand[cand_off[p] : cand_off[p + 1]]
-            if cs.size == 0:
-                continue
-            bins = np.searchsorted(cs, Xt[pair_feat[p], rows[mine]], side="left")
-            out[cand_off[p] - c0 : cand_off[p + 1] - c0] = _left_of_bins(bins, stats, cs.size)
+
+    def bins_of(p: int, r: NDArray[np.int32]) -> NDArray[np.int64]:
+        cs = cand[cand_off[p] : cand_off[p + 1]]
+        return np.searchsorted(cs, Xt[pair_feat[p], r], side="left")
+
+    twin_walk(bins_of, rows, w, slot, y, n_classes, pair_off, cand_off, slot_lo, slot_hi, out)

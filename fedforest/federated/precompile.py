@@ -34,7 +34,7 @@ from numba import types
 from numba.core import event
 
 from ..tree.apply import predict_forest
-from . import client_kernels, client_packed
+from . import client_kernels, client_route
 from .privacy import grids, intervals, partitions, rules, secagg
 from .server import check_kernels, draws, fallback, guides, secure_grids, splitter
 
@@ -80,19 +80,19 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
 ]  # fmt: skip
 
 #: Compiled by the second process: a client's left statistics (as the secure answers'
-#: packed words: ``client_packed``) and routing, the prediction, and the server's split
-#: scan, partition rule, ancestors' releases and fallback thresholds (about half the
-#: compile CPU, balanced against this process's share plus its imports and baselines,
-#: docs/benchmarks.md: ``fedforest simulate`` starts this process before its heavy
-#: imports).
+#: packed words: ``left_stats_ranked`` given a scale) and routing, the prediction, and the
+#: server's split scan, partition rule, ancestors' releases and fallback thresholds (about
+#: half the compile CPU, balanced against this process's share plus its imports and
+#: baselines, docs/benchmarks.md: ``fedforest simulate`` starts this process before its
+#: heavy imports).
 ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
     (
-        client_packed.left_words_ranked,
+        client_kernels.left_stats_ranked,
         (_F2, _F2, _F2, _I32_2, _F, _I64, _I64_2, _I32, _F, _I32, _F, _I,
-         _I64, _I32, _I64, _F, _I, _I, _F, types.uint64[:, ::1]),
+         _I64, _I32, _I64, _F, _I, _I, types.uint64[:, ::1], _F),
     ),
     (
-        client_kernels.route_rows,
+        client_route.route_rows,
         (_F2, _I32, _I32, _I32, _F, _I32, _I32, _I64, _I32, _I8, _U8),
     ),
     (predict_forest, (_F2, _I32, _F, _I32, _I32, _I64, _I32, _I8, _F, _U8, _F2, _I64, _F2)),

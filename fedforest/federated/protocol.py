@@ -35,6 +35,7 @@ __all__ = [
     "pack_gains",
     "unpack_increments",
     "unpack_gains",
+    "sketch_run_lengths",
     "unpack_sketch",
 ]
 
@@ -445,16 +446,25 @@ def unpack_sketch(msg: Message, n: int, b: int, sender: str) -> NDArray[np.float
     """Inverse of :func:`pack_sketch`: the dense (n, b) sketch, validated."""
     if "sketch_runs" not in msg.arrays:
         return expect_array(msg, "sketch", "f", (n, b), sender)
+    values, runs = sketch_run_lengths(msg, n, b, sender)
+    return np.repeat(values, runs).reshape(n, b)
+
+
+def sketch_run_lengths(
+    msg: Message, n: int, b: int, sender: str
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """A run-length sketch's values and run lengths, validated (``sketch_runs`` present)."""
     values = expect_array(msg, "sketch", "f", (None,), sender)
     runs = expect_array(msg, "sketch_runs", "u", (values.size,), sender).astype(np.int64)
-    if runs.size and (runs.min() < 1 or int(runs.sum()) != n * b):
+    # Each run within 1..n*b first, so that the int64 sum cannot wrap around to n * b.
+    if runs.size and (runs.min() < 1 or runs.max() > n * b or int(runs.sum()) != n * b):
         raise ValueError(
             f"Array 'sketch_runs' of message {msg.kind!r} from {sender!r} must hold positive "
             f"run lengths adding up to {n} x {b}."
         )
     if not runs.size and n * b:
         raise ValueError(f"Message {msg.kind!r} from {sender!r} has an empty run-length sketch.")
-    return np.repeat(values, runs).reshape(n, b)
+    return values, runs
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from ..protocol import Message, expect_array
+from ..protocol import Message, expect_array, sketch_run_lengths
 
 __all__ = [
     "SketchRuns",
@@ -45,15 +45,7 @@ def sketch_runs(msg: Message, n: int, b: int, sender: str) -> SketchRuns:
     """The sketch of a Round A reply as runs (validated as ``unpack_sketch`` validates it)."""
     if "sketch_runs" not in msg.arrays:
         return dense_runs(expect_array(msg, "sketch", "f", (n, b), sender))
-    values = expect_array(msg, "sketch", "f", (None,), sender)
-    runs = expect_array(msg, "sketch_runs", "u", (values.size,), sender).astype(np.int64)
-    if runs.size and (runs.min() < 1 or int(runs.sum()) != n * b):
-        raise ValueError(
-            f"Array 'sketch_runs' of message {msg.kind!r} from {sender!r} must hold positive "
-            f"run lengths adding up to {n} x {b}."
-        )
-    if not runs.size and n * b:
-        raise ValueError(f"Message {msg.kind!r} from {sender!r} has an empty run-length sketch.")
+    values, runs = sketch_run_lengths(msg, n, b, sender)
     return _split(np.ascontiguousarray(values, dtype=np.float64), runs, n, b)
 
 
