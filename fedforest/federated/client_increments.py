@@ -33,9 +33,8 @@ from .client_kernels import (
     increment_message,
     increments_of,
     left_stats_numpy,
-    longest_lists,
-    node_setup,
     pair_bins,
+    pairs_setup,
     ranks_for,
 )
 from .client_sketch import fine_codes, sketch_pairs
@@ -109,13 +108,13 @@ def left_increments_ranked(
     of the kept pairs, increments written, largest absolute integer increment), as
     ``protocol._fill_increments``.
     """
-    order, start, ii, st, cls = node_setup(rows, slot, slot_lo, slot_hi, n_classes)
-    max_nc = longest_lists(pair_off, cand_off, slot_lo, slot_hi)[0]
     n_counts = counts.shape[1]
     n_stat = n_counts + sums.shape[1]
-    hist = np.zeros((max_nc + 1, n_stat))  # zero between pairs: used bins are reset
+    order, start, ii, st, cls, _, max_nc, hist, acc = pairs_setup(
+        rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat
+    )
+    hist[:] = 0.0  # zero between pairs: used bins are reset
     rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
-    acc = np.empty(n_stat)
     used = np.empty(max_nc // SPARSE_EMIT + 1, dtype=np.int64)  # distinct bins of few rows
     kept = 0  # candidates of the kept pairs so far
     j = 0  # increments written
