@@ -153,6 +153,10 @@ class PairSegments:
     key: NDArray[np.int64]
     off: NDArray[np.int64]
     values: NDArray[np.float64]
+    # The keys' order and the keys in it, made by the first find: a level's releases are
+    # looked up at every deeper level (most segments built are never looked up).
+    _order: NDArray[np.int64] | None = field(default=None, init=False, repr=False, compare=False)
+    _sorted: NDArray[np.int64] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def empty(cls, width: int = 0) -> PairSegments:
@@ -171,8 +175,11 @@ class PairSegments:
         """The segment of each key, -1 where there is none."""
         if not self.key.size:
             return np.full(keys.size, -1, dtype=np.int64)
-        order = np.argsort(self.key, kind="stable")
-        at = order[np.minimum(np.searchsorted(self.key[order], keys), order.size - 1)]
+        if self._order is None or self._sorted is None:
+            self._order = np.argsort(self.key, kind="stable")
+            self._sorted = self.key[self._order]
+        order = self._order
+        at = order[np.minimum(np.searchsorted(self._sorted, keys), order.size - 1)]
         return np.where(self.key[at] == keys, at, -1).astype(np.int64)
 
     def take(self, seg: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[Any]]:
