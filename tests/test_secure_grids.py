@@ -26,6 +26,29 @@ def _segments(rng: np.random.Generator, n: int, width: int) -> PairSegments:
     return PairSegments(np.arange(n, dtype=np.int64) * 3, offsets(sizes), rng.normal(size=shape))
 
 
+@pytest.mark.parametrize("spread", [3, 10**6, -1])
+def test_find_is_each_keys_segment_by_table_or_sorted_search(spread: int) -> None:
+    # spread 3: keys dense enough for the table; 10**6: too few in their range; -1: a
+    # negative key (sorted search). Queries hit, miss, repeat, and fall outside the range.
+    rng = np.random.default_rng(abs(spread))
+    n = 5000
+    key = rng.permutation(np.arange(n, dtype=np.int64) * abs(spread))
+    if spread < 0:
+        key[0] = -7
+    segs = PairSegments(key, offsets(np.ones(n, dtype=np.int64)), np.zeros(n))
+    top = int(key.max())
+    for _ in range(2):  # the second find reuses what the first made
+        queries = np.concatenate([rng.choice(key, 300), rng.integers(-10, top + 10, 300)])
+        queries = np.concatenate([queries, [-1, top, top + 1, 0]]).astype(np.int64)
+        where = {int(k): i for i, k in enumerate(key)}
+        expect = np.array([where.get(int(q), -1) for q in queries], dtype=np.int64)
+        got = segs.find(queries)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, expect)
+    assert (segs._table is not None) == (spread == 3)
+    assert (PairSegments.empty().find(np.arange(3, dtype=np.int64)) == -1).all()
+
+
 @pytest.mark.parametrize("width", [0, 1, 3, 4])
 def test_take_is_the_segments_one_after_the_other(width: int) -> None:
     rng = np.random.default_rng(width)

@@ -142,6 +142,12 @@ class SecureState:
         return found
 
 
+#: :meth:`PairSegments.find` looks keys up in a table over ``0..max(key)`` when that range
+#: holds at most this many entries a key (plus :data:`TABLE_MIN`), else searches them sorted.
+TABLE_SPREAD = 8
+TABLE_MIN = 4096
+
+
 @dataclass
 class PairSegments:
     """Per (slot, feature) pair of a level, a segment of one flat array.
@@ -153,8 +159,10 @@ class PairSegments:
     key: NDArray[np.int64]
     off: NDArray[np.int64]
     values: NDArray[np.float64]
-    # The keys' order and the keys in it, made by the first find: a level's releases are
-    # looked up at every deeper level (most segments built are never looked up).
+    # Made by the first find (a level's releases are looked up at every deeper level, most
+    # segments built never): each key's segment in a table over 0..max(key) (-1 past it),
+    # unless the keys are few in that range; then the keys' order and the keys in it.
+    _table: NDArray[np.int64] | None = field(default=None, init=False, repr=False, compare=False)
     _order: NDArray[np.int64] | None = field(default=None, init=False, repr=False, compare=False)
     _sorted: NDArray[np.int64] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -175,9 +183,18 @@ class PairSegments:
         """The segment of each key, -1 where there is none."""
         if not self.key.size:
             return np.full(keys.size, -1, dtype=np.int64)
-        if self._order is None or self._sorted is None:
-            self._order = np.argsort(self.key, kind="stable")
-            self._sorted = self.key[self._order]
+        if self._table is None and self._order is None:
+            top = int(self.key.max()) + 1
+            if self.key.min() >= 0 and top <= TABLE_SPREAD * self.key.size + TABLE_MIN:
+                self._table = np.full(top + 1, -1, dtype=np.int64)
+                self._table[self.key] = np.arange(self.key.size)
+            else:
+                self._order = np.argsort(self.key, kind="stable")
+                self._sorted = self.key[self._order]
+        if self._table is not None:
+            top = self._table.size - 1
+            return self._table[np.where((keys >= 0) & (keys < top), keys, top)]
+        assert self._order is not None and self._sorted is not None
         order = self._order
         at = order[np.minimum(np.searchsorted(self._sorted, keys), order.size - 1)]
         return np.where(self.key[at] == keys, at, -1).astype(np.int64)
