@@ -49,6 +49,15 @@ def test_find_is_each_keys_segment_by_table_or_sorted_search(spread: int) -> Non
     assert (PairSegments.empty().find(np.arange(3, dtype=np.int64)) == -1).all()
 
 
+def test_find_of_a_repeated_key_is_its_first_segment() -> None:
+    # Dense keys with a repeat: the table would keep whichever write numpy did last, so
+    # find searches the sorted keys (stable order: the first segment), as it always did.
+    key = np.array([4, 1, 4, 2], dtype=np.int64)
+    segs = PairSegments(key, offsets(np.ones(4, dtype=np.int64)), np.zeros(4))
+    np.testing.assert_array_equal(segs.find(np.array([4, 1, 2, 3], dtype=np.int64)), [0, 1, 3, -1])
+    assert segs._table is None
+
+
 @pytest.mark.parametrize("width", [0, 1, 3, 4])
 def test_take_is_the_segments_one_after_the_other(width: int) -> None:
     rng = np.random.default_rng(width)

@@ -186,9 +186,11 @@ class PairSegments:
         if self._table is None and self._order is None:
             top = int(self.key.max()) + 1
             if self.key.min() >= 0 and top <= TABLE_SPREAD * self.key.size + TABLE_MIN:
-                self._table = np.full(top + 1, -1, dtype=np.int64)
-                self._table[self.key] = np.arange(self.key.size)
-            else:
+                table = np.full(top + 1, -1, dtype=np.int64)
+                table[self.key] = np.arange(self.key.size)
+                if np.array_equal(table[self.key], np.arange(self.key.size)):
+                    self._table = table  # else a key repeats: the sorted search, as before
+            if self._table is None:
                 self._order = np.argsort(self.key, kind="stable")
                 self._sorted = self.key[self._order]
         if self._table is not None:
