@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fedforest.federated.server import check_kernels as ck
+from fedforest.federated.server.sketch_runs import dense_runs, runs_problem
 
 
 def _stats(rng: np.random.Generator, m: int, n_out: int, weighted: bool):
@@ -74,7 +75,7 @@ def test_counts_above_nodes_twins(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_sketch_problem_twins(seed: int) -> None:
+def test_sketch_check_over_runs_is_the_dense_check(seed: int) -> None:
     rng = np.random.default_rng(seed)
     sk = np.sort(np.round(rng.normal(size=(40, 8)), 1), axis=1)
     sk[1:][rng.random(39) < 0.2] = np.nan  # features missing in the node: allowed
@@ -86,8 +87,9 @@ def test_sketch_problem_twins(seed: int) -> None:
     if seed % 4 == 3:
         sk[i, 3] = np.nan  # NaN inside a row
     g1, g2 = np.zeros(40, bool), np.ones(40, bool)
-    got = ck.sketch_problem(sk, g1)
-    assert got == ck.sketch_problem_numpy(sk, g2)
+    runs = dense_runs(sk)
+    got = runs_problem(runs.values, runs.row_off, g1)
+    assert got == ck.dense_sketch_problem(sk, g2)
     assert (got == 0) == (seed % 4 == 0)
     if got == 0:
         np.testing.assert_array_equal(g1, g2)

@@ -83,7 +83,7 @@ def test_runs_problem_is_the_dense_check(seed: int) -> None:
             sk[11, 0] = -np.inf
         runs = dense_runs(sk)
         g_dense, g_runs, g_twin = (np.empty(n, dtype=bool) for _ in range(3))
-        want = ck.sketch_problem(np.ascontiguousarray(sk), g_dense)
+        want = ck.dense_sketch_problem(np.ascontiguousarray(sk), g_dense)
         assert runs_problem(runs.values, runs.row_off, g_runs) == want
         assert runs_problem_numpy(runs.values, runs.row_off, g_twin) == want
         assert want == (0, ck.NONFINITE, ck.UNSORTED, ck.NONFINITE, ck.NONFINITE)[case]

@@ -30,8 +30,7 @@ __all__ = [
     "cumulative_problem_numpy",
     "regression_stats_problem",
     "regression_stats_problem_numpy",
-    "sketch_problem",
-    "sketch_problem_numpy",
+    "dense_sketch_problem",
     "summary_problem",
     "summary_problem_numpy",
 ]
@@ -175,41 +174,14 @@ def counts_above_nodes_numpy(
     return False
 
 
-@numba.njit(nogil=True, cache=True)
-def sketch_problem(sketch, gone):  # type: ignore[no-untyped-def]
-    """Sketch rows finite and sorted, except rows all NaN (no value of the feature there).
+def dense_sketch_problem(sketch: NDArray[np.float64], gone: NDArray[np.bool_]) -> int:
+    """Sketch rows (shape (n, B)) finite and sorted, except rows all NaN.
 
-    Parameters
-    ----------
-    sketch : ndarray of float64, shape (n, B)  # IN
-    gone : ndarray of bool, shape (n,)  # OUT: rows holding a NaN
-
-    Returns
-    -------
-    int
-        0, :data:`NONFINITE` (a row not all NaN holds NaN or infinity) or :data:`UNSORTED`.
+    The check on dense rows, in NumPy: the reference that the server's check over runs
+    (:func:`~.sketch_runs.runs_problem` and its twin) is compared with in the tests.
+    ``gone`` (OUT): the rows holding a NaN. Returns 0, :data:`NONFINITE` (a row not all
+    NaN holds NaN or infinity) or :data:`UNSORTED`.
     """
-    worst = 0
-    for i in range(sketch.shape[0]):
-        n_nan = 0
-        for b in range(sketch.shape[1]):
-            if np.isnan(sketch[i, b]):
-                n_nan += 1
-        gone[i] = n_nan > 0
-        if n_nan == sketch.shape[1]:
-            continue
-        for b in range(sketch.shape[1]):
-            if not np.isfinite(sketch[i, b]):
-                worst = NONFINITE
-        if worst == 0:
-            for b in range(1, sketch.shape[1]):
-                if sketch[i, b] - sketch[i, b - 1] < 0:
-                    worst = UNSORTED
-    return worst
-
-
-def sketch_problem_numpy(sketch: NDArray[np.float64], gone: NDArray[np.bool_]) -> int:
-    """NumPy twin of :func:`sketch_problem`."""
     gone[:] = np.isnan(sketch).any(axis=1)
     empty = np.isnan(sketch).all(axis=1)
     if not np.all(np.isfinite(sketch[~empty])):

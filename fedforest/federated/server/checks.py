@@ -376,21 +376,16 @@ def _check_stats(
             raise InvalidReply(name, kind, field, "has sums of y^2 smaller than the sums imply")
 
 
-def check_sketch(
-    name: str, kind: str, sketch: NDArray[np.float64] | SketchRuns
-) -> NDArray[np.bool_]:
+def check_sketch(name: str, kind: str, sketch: SketchRuns) -> NDArray[np.bool_]:
     """Sketch rows are finite and sorted (quantiles at increasing levels).
 
     A row is all NaN where every row of the client in that node lacks the feature; those
-    rows are returned (a mask), the others must be finite and sorted. ``sketch``: dense
-    rows or their runs (:class:`~.sketch_runs.SketchRuns`, checked in one pass over runs).
+    rows are returned (a mask), the others must be finite and sorted. ``sketch``: the rows
+    as runs (:class:`~.sketch_runs.SketchRuns`; dense rows: ``dense_runs``), checked in one
+    pass over the runs.
     """
-    if isinstance(sketch, SketchRuns):
-        gone = np.empty(sketch.row_off.size - 1, dtype=bool)
-        problem = runs_problem(sketch.values, sketch.row_off, gone)
-    else:
-        gone = np.empty(sketch.shape[0], dtype=bool)
-        problem = ck.sketch_problem(np.ascontiguousarray(sketch, dtype=np.float64), gone)
+    gone = np.empty(sketch.row_off.size - 1, dtype=bool)
+    problem = runs_problem(sketch.values, sketch.row_off, gone)
     if problem == ck.NONFINITE:
         raise InvalidReply(name, kind, "array 'sketch'", "holds NaN or infinity")
     if problem == ck.UNSORTED:

@@ -146,7 +146,9 @@ def split_runs_numpy(
 
 @numba.njit(nogil=True, cache=True)
 def runs_problem(rv, row_off, gone):  # type: ignore[no-untyped-def]
-    """:func:`~.check_kernels.sketch_problem` of sketch rows given as runs.
+    """Sketch rows (given as runs) finite and sorted, except rows all NaN.
+
+    The same outcomes as :func:`~.check_kernels.dense_sketch_problem` on the dense rows.
 
     Parameters
     ----------
