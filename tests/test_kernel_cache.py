@@ -17,7 +17,7 @@ from fedforest.federated import (
     client_sketch,
     client_sorted,
 )
-from fedforest.federated.client_sorted import cache_depends_on
+from fedforest.federated.kernel_cache import cache_depends_on
 
 
 def _digest(module: object) -> bytes:

@@ -37,7 +37,7 @@ from .client_kernels import (
     running_sums,
     twin_walk,
 )
-from .client_sorted import cache_depends_on
+from .kernel_cache import cache_depends_on
 from .protocol import Message, expand_candidates, expect_array, pack_increments_numpy
 
 __all__ = [

@@ -38,9 +38,9 @@ from .client_kernels import (
     ranks_for,
 )
 from .client_sketch import fine_codes, sketch_pairs
-from .client_sorted import cache_depends_on
 from .client_targets import proposal_target
 from .criteria import CRITERION_CODES
+from .kernel_cache import cache_depends_on
 from .protocol import pack_increments
 
 __all__ = [

@@ -21,12 +21,12 @@ from .client_kernels import SMALL_SKETCH, group_rows, largest_node, ranks_for, r
 from .client_sorted import (
     BUCKET_ROWS,
     SORT_ROWS,
-    cache_depends_on,
     exact_quantiles,
     level_targets,
     sort_scratch,
     sorted_sketch,
 )
+from .kernel_cache import cache_depends_on
 
 __all__ = [
     "distinct_values",

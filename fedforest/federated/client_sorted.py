@@ -24,10 +24,6 @@ of 50-200 rows than the vectorised count (the merge's branches mispredict).
 
 from __future__ import annotations
 
-import hashlib
-from types import ModuleType
-from typing import Any
-
 import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
@@ -35,33 +31,11 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 __all__ = [
     "BUCKET_ROWS",
     "SORT_ROWS",
-    "cache_depends_on",
     "exact_quantiles",
     "level_targets",
     "sort_scratch",
     "sorted_sketch",
 ]
-
-
-def cache_depends_on(kernel: Any, *modules: ModuleType) -> None:
-    """Make numba's disk cache of ``kernel`` stale when one of ``modules`` changes too.
-
-    numba stamps a cached kernel with its own source file only, but the machine code it
-    keeps holds every njit function the kernel calls or inlines from other modules: after
-    an edit there, a cached run would go on with the old code. The stamp becomes the
-    kernel's own and the SHA-256 of each module's source (numba's own stamp is the source
-    file's hash); it is compared when the index is read and stored when it is written.
-    Nothing happens without a disk cache (or if numba's internals are not as expected).
-    """
-    try:
-        cache_file = kernel._cache._cache_file
-        stamps = [cache_file._source_stamp]
-    except AttributeError:  # no disk cache (NUMBA_DISABLE_JIT) or other numba internals
-        return
-    for module in modules:
-        with open(str(module.__file__), "rb") as fh:
-            stamps.append(hashlib.sha256(fh.read()).digest())
-    cache_file._source_stamp = tuple(stamps)
 
 
 #: Pairs of fewer rows than this (whole weights) are sketched by :func:`sorted_sketch` in

@@ -35,6 +35,7 @@ from numba.core import event
 
 from ..tree.apply import predict_forest
 from . import client_kernels, client_route
+from .kernel_cache import is_cached
 from .privacy import grids, intervals, partitions, rules, secagg
 from .server import check_kernels, draws, fallback, guides, secure_grids, splitter
 
@@ -143,24 +144,6 @@ def _stop_started() -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
-
-
-def is_cached(kernel: Any, args: tuple[Any, ...]) -> bool | None:
-    """Whether numba's disk cache holds ``kernel`` for ``args`` (nothing is loaded).
-
-    The same lookup as numba's own (the cache index's key: signature, target, bytecode,
-    with the source file's stamp checked) without loading the machine code. ``None`` if
-    the kernel is not cached to disk at all, or numba's cache internals are not as
-    expected (another numba version).
-    """
-    try:
-        cache = kernel._cache
-        if not cache._enabled:  # nothing is cached: a second process would not help
-            return None
-        key = cache._index_key(args, kernel.targetctx.codegen())
-        return key in cache._cache_file._load_index()
-    except Exception:  # numba internals changed: the listener still starts it when needed
-        return None
 
 
 #: The second process, if :func:`start_early` started it (a cold cache).
