@@ -445,37 +445,36 @@ def round_b_splits(
     n_counts = count_columns(ctx["n_classes"], ctx["weighted"])
     records = ctx.get("records")
     increments = records.increments if records is not None else {}
+
+    def decoded(name: str, msg: Message, n_answered: int) -> tuple[Any, Any, Any]:
+        checked = increments.get(name)
+        if checked is not None and checked[0] is msg:  # decoded by the reply's check
+            return checked[1:]
+        return unpack_increments(msg, "left", n_answered, s, n_counts, name)
+
+    # Each client answered for the candidates of the nodes it has rows in, with the
+    # statistics of the rows between consecutive candidates (see pack_increments).
     parts = []
     for k, (name, msg) in enumerate(replies_b):
-        # Each client answered for the candidates of the nodes it has rows in, with the
-        # statistics of the rows between consecutive candidates (see pack_increments).
         node_has = summaries[k, :, STAT_WEIGHT] > 0
         if exact:  # its answers' positions, as runs of the nodes' candidates
             size = np.where(node_has, np.diff(node_cand), 0)
             local = np.zeros(size.size + 1, dtype=np.int64)
             np.cumsum(size, out=local[1:])
-            n_answered = int(local[-1])
-        else:
-            assert cand_node is not None
-            has = node_has[cand_node]
-            answered = np.flatnonzero(has & categorical)
-            n_answered = answered.size
-        checked = increments.get(name)
-        if checked is not None and checked[0] is msg:  # decoded by the reply's check
-            pos, counts, sums = checked[1:]
-        else:
-            pos, counts, sums = unpack_increments(msg, "left", n_answered, s, n_counts, name)
-        if exact:
+            pos, counts, sums = decoded(name, msg, int(local[-1]))
             at = np.empty(pos.size, dtype=np.int64)
             answer_candidates(pos, local, node_cand, at)
             parts.append((at, counts, sums))
-        else:
-            parts.append((answered[pos], counts, sums))
-        if not exact:
-            at = has & ~categorical
-            rows, gains = unpack_gains(msg, int(at.sum()), first[at], name)
-            gain_sum[at] += gains
-            left_rows[at, 0] += rows
+            continue
+        assert cand_node is not None  # AvgImp: categorical increments, numeric gains
+        has = node_has[cand_node]
+        answered = np.flatnonzero(has & categorical)
+        pos, counts, sums = decoded(name, msg, answered.size)
+        parts.append((answered[pos], counts, sums))
+        at = has & ~categorical
+        rows, gains = unpack_gains(msg, int(at.sum()), first[at], name)
+        gain_sum[at] += gains
+        left_rows[at, 0] += rows
     # Summed increments -> pooled left statistics.
     sum_increments(left, parts, cand_off, effective_n_jobs(cfg.n_jobs))
     if ctx.get("class_w_nodes") is not None:  # class_weight (weights.py)
