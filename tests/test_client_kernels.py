@@ -13,7 +13,10 @@ import pytest
 from fedforest._common import N_FINE_BINS, count_columns, n_stats
 from fedforest.federated import client_kernels as K
 from fedforest.federated.client_grid import (
+    SHORT_GRID,
     GridCodes,
+    grid_codes,
+    grid_codes_numpy,
     left_stats_coded,
     left_stats_coded_numpy,
     pack_coded,
@@ -202,6 +205,25 @@ def test_left_stats_coded_equals_left_stats_bit_for_bit(missing, n_classes, size
         two = np.full((cand.size, 2), np.nan)
         kernel(grid.codes, *common, 0, n_slots, two)
         np.testing.assert_array_equal(two, want[:, :2])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 31, SHORT_GRID, SHORT_GRID + 1, 700])
+def test_grid_codes_twins(n):
+    # Counted (short lists) or binary-searched (long ones): NumPy's searchsorted, with
+    # ties, repeated candidates, +-inf and NaN among the values and +inf as a candidate.
+    rng = np.random.default_rng(n)
+    grid = np.sort(rng.choice(np.round(rng.normal(size=2 * n + 2), 1), size=n))
+    if n > 2:
+        grid[-1] = np.inf
+    x = np.concatenate(
+        [np.round(rng.normal(size=3000), 1), grid, [np.inf, -np.inf, np.nan, -0.0, 0.0]]
+    )
+    want = np.full(x.size, 9999, dtype=np.uint16)
+    grid_codes_numpy(grid, x, want)
+    np.testing.assert_array_equal(want, np.searchsorted(grid, x, side="left"))
+    got = np.full(x.size, 9999, dtype=np.uint16)
+    grid_codes(grid, x, got)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_grid_codes_remake_a_changed_column_and_refuse_a_bad_list():

@@ -27,11 +27,15 @@ def _state(rng, n=400, d=6, n_slots=7, discrete=False):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_route_rows_twins(seed):
+@pytest.mark.parametrize("sets", [True, False])
+def test_route_rows_twins(seed, sets):
     rng = np.random.default_rng(seed)
     X, rows, _, slot, *_ = _state(rng)
     n_prev = 7
     feature = rng.integers(-1, X.shape[1], size=n_prev).astype(np.int32)
+    feature[rng.integers(0, n_prev)] = 0 if sets else 1  # a set split, or none at all
+    if not sets:
+        feature[feature == 0] = 2
     threshold = rng.normal(size=n_prev)
     left = rng.integers(-1, 12, size=n_prev).astype(np.int32)
     right = rng.integers(-1, 12, size=n_prev).astype(np.int32)
@@ -254,10 +258,12 @@ def test_add_rows_and_cumsum_segments_twins(n_sums):
 
 
 @pytest.mark.parametrize("n_threads", [2, 3])
-def test_sum_increments_in_threads_is_the_sum_in_one(n_threads, monkeypatch):
+@pytest.mark.parametrize("block", [16384, 64])  # 64: many blocks of pairs per thread
+def test_sum_increments_in_threads_is_the_sum_in_one(n_threads, block, monkeypatch):
     from fedforest.federated.server import level
 
     monkeypatch.setattr(level, "PARALLEL_ROWS", 100)  # threads on a small problem
+    monkeypatch.setattr(level, "BLOCK_ROWS", block)
     rng = np.random.default_rng(n_threads)
     n = 2000
     off = np.unique(np.concatenate([[0, n], rng.integers(0, n, 150)])).astype(np.int64)

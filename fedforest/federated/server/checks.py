@@ -411,21 +411,23 @@ def check_round_b(
     n_stats: int,
     n_count: int,
     task: str,
-    answered: NDArray[np.int64],
+    answered: NDArray[np.int64] | int,
     class_sizes: tuple[int, ...] = (),
 ) -> tuple[NDArray[np.int64], NDArray[Any], NDArray[np.float64]]:
     """Left statistics at a client's candidates: valid increments within the node's rows.
 
     ``answered`` lists the candidates (indices into the request's ``cand``) whose
-    statistics the client sent, in order; ``node_stats`` are its own node summaries.
-    Returns the increments as :func:`~..protocol.unpack_increments` reads them.
+    statistics the client sent, in order, or is their number when they are all of them
+    (``0..answered - 1``: a position is its candidate); ``node_stats`` are its own node
+    summaries. Returns the increments as :func:`~..protocol.unpack_increments` reads them.
     """
     kind = reply.kind
-    pos, counts, sums = unpack_increments(reply, "left", answered.size, n_stats, n_count, name)
+    n = answered if isinstance(answered, int) else answered.size
+    pos, counts, sums = unpack_increments(reply, "left", n, n_stats, n_count, name)
+    cand = pos if isinstance(answered, int) else answered[pos]
     try:
         _check_stats_parts(name, kind, "the left statistics", counts, sums, task, class_sizes)
     except InvalidReply as err:
-        cand = answered[pos]
         moments = err.problem == _STATS_PROBLEMS[ck.MOMENTS] and task == "regression"
         if not (
             moments
@@ -435,7 +437,7 @@ def check_round_b(
     # A pair's increments add up to its rows left of the last candidate: at most the node's.
     if ck.counts_above_nodes(
         cand_off,
-        answered[pos],
+        cand,
         _kernel_counts(counts),
         node_of_pair,
         node_stats.astype(np.float64, copy=False),
@@ -632,7 +634,7 @@ class ClientRecords:
             cand_off = np.asarray(request.arrays["cand_off"], dtype=np.int64)
             n_cand = np.diff(cand_off)
             if exact:  # every candidate's statistics
-                answered = np.arange(int(cand_off[-1]), dtype=np.int64)
+                answered: NDArray[np.int64] | int = int(cand_off[-1])
             else:
                 answered = np.flatnonzero(np.repeat(categorical_pair, n_cand))
             stats = self.current.get(name)

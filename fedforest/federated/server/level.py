@@ -48,6 +48,9 @@ __all__ = [
 
 #: Candidates per thread below which :func:`sum_increments` stays in one thread.
 PARALLEL_ROWS = 65536
+#: :func:`sum_increments` adds the clients' rows in blocks of about this many candidates
+#: (their statistics stay in the core's cache until the last client's are added).
+BLOCK_ROWS = 16384
 
 
 @numba.njit(nogil=True, cache=True)
@@ -145,7 +148,9 @@ def sum_increments(
     ``parts`` are the clients' (increasing positions, integer columns, float columns) in
     the canonical order. With ``n_threads`` > 1, contiguous ranges of pairs are summed in
     threads (the kernels drop the GIL): every number gets the same additions in the same
-    order, so ``left`` is the same, bit for bit.
+    order, so ``left`` is the same, bit for bit. Each thread goes through its range in
+    blocks of about :data:`BLOCK_ROWS` candidates, every client's rows of a block then its
+    running sums, for the same reason the same numbers.
     """
     n = min(n_threads, left.shape[0] // PARALLEL_ROWS)
     cuts = np.searchsorted(cand_off, np.linspace(0, cand_off[-1], max(n, 1) + 1)[1:-1])
@@ -153,11 +158,18 @@ def sum_increments(
 
     def job(i: int) -> None:
         p_lo, p_hi = int(edges[i]), int(edges[i + 1])
+        # In blocks of pairs that stay in cache while every client's rows are added.
         c_lo, c_hi = cand_off[p_lo], cand_off[p_hi]
-        for pos, counts, sums in parts:
-            a, b = np.searchsorted(pos, [c_lo, c_hi])
-            add_rows(left, pos[a:b], counts[a:b], sums[a:b])
-        cumsum_segments(left, cand_off[p_lo : p_hi + 1])
+        n_blocks = -(-int(c_hi - c_lo) // BLOCK_ROWS)
+        blocks = np.searchsorted(cand_off, np.linspace(c_lo, c_hi, n_blocks + 1)[1:-1])
+        cuts = np.unique(np.concatenate([[p_lo], np.clip(blocks, p_lo, p_hi), [p_hi]]))
+        at = [np.searchsorted(pos, cand_off[cuts]) for pos, _, _ in parts]
+        for j in range(cuts.size - 1):
+            for (pos, counts, sums), ab in zip(parts, at, strict=True):
+                a, b = ab[j], ab[j + 1]
+                if b > a:
+                    add_rows(left, pos[a:b], counts[a:b], sums[a:b])
+            cumsum_segments(left, cand_off[cuts[j] : cuts[j + 1] + 1])
 
     thread_map(job, range(edges.size - 1), edges.size - 1)  # one edge: no pair, nothing
 
