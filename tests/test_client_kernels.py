@@ -15,6 +15,8 @@ from fedforest.federated import client_kernels as K
 from fedforest.federated.client_grid import (
     SHORT_GRID,
     GridCodes,
+    answer_rows,
+    answer_rows_numpy,
     grid_codes,
     grid_codes_numpy,
     left_stats_coded,
@@ -238,8 +240,13 @@ def test_grid_codes_remake_a_changed_column_and_refuse_a_bad_list():
     np.testing.assert_array_equal(grid.codes[1], np.searchsorted([0.5, 2.0], X[:, 1]))
     with pytest.raises(ValueError, match="'site'.*'feat_cand' of column 1 is not ascending"):
         grid.update(off, np.array([-1.0, 0.0, 1.0, 2.0, 0.5]), "site")
-    with pytest.raises(ValueError, match="'site'.*'feat_cand' of column 0 is not ascending"):
-        grid.update(off, np.array([-1.0, np.nan, 1.0, 0.5, 2.0]), "site")
+    for _ in range(2):  # refused again: a refused list is not taken as the last one
+        with pytest.raises(ValueError, match="'site'.*'feat_cand' of column 0 is not ascen"):
+            grid.update(off, np.array([-1.0, np.nan, 1.0, 0.5, 2.0]), "site")
+    grid.update(off, np.array([-0.5, 0.0, 0.5, 0.5, 2.0]), "site")  # as last taken
+    np.testing.assert_array_equal(grid.codes[0], np.searchsorted([-0.5, 0.0, 0.5], X[:, 0]))
+    grid.update(off, np.array([-1.0, 0.0, 1.0, 0.5, 2.0]), "site")  # back to the first
+    np.testing.assert_array_equal(grid.codes[0], np.searchsorted([-1.0, 0.0, 1.0], X[:, 0]))
     with pytest.raises(ValueError, match="'site'.*'feat_cand_off' is not offsets"):
         grid.update(np.array([0, 4, 3], dtype=np.int64), np.zeros(3), "site")
 
@@ -282,6 +289,12 @@ def test_pack_coded_sends_what_pack_increments_sends(n_classes, size, weighted, 
     split = [(0, 3, slice(0, n1)), (3, n_slots, slice(n1, rows.size))]
     args = (grid.codes, rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off, present)
     for blocks in (split, [(0, n_slots, slice(0, rows.size))]):
+        most = 0  # the answer's rows, at most (the arrays' size)
+        for lo, hi, r in blocks:
+            block = answer_rows_numpy(slot[r], pair_off, cand_off, present, lo, hi)
+            assert answer_rows(slot[r], pair_off, cand_off, present, lo, hi) == block
+            most += block
+        assert most >= (want["left_counts"].shape[0] if "left_index" in want else 0)
         for pack in (pack_coded, pack_coded_numpy):
             got = pack(*args, s, n_counts, blocks)
             assert got.keys() == want.keys()

@@ -42,6 +42,8 @@ from .protocol import Message, expand_candidates, expect_array, pack_increments_
 
 __all__ = [
     "GridCodes",
+    "answer_rows",
+    "answer_rows_numpy",
     "fixed_candidates",
     "grid_codes",
     "grid_codes_numpy",
@@ -72,6 +74,7 @@ class GridCodes:
         self.Xt = Xt
         self.codes = np.zeros(Xt.shape, dtype=np.uint16)
         self.grids: dict[int, NDArray[np.float64]] = {}
+        self.last: tuple[NDArray[np.int64], NDArray[np.float64]] | None = None
 
     def update(
         self, feat_off: NDArray[np.int64], feat_cand: NDArray[np.float64], name: str
@@ -81,6 +84,13 @@ class GridCodes:
         ``feat_cand[feat_off[f]:feat_off[f + 1]]`` are column ``f``'s candidates: ascending
         numbers (checked: they come from the server).
         """
+        last = self.last
+        if (
+            last is not None
+            and np.array_equal(last[0], feat_off)
+            and np.array_equal(last[1], feat_cand)
+        ):
+            return  # the lists of last level (every level's, mostly): nothing changed
         count = np.diff(feat_off)
         if feat_off[0] != 0 or np.any(count < 0) or count.max(initial=0) > MAX_GRID:
             raise ValueError(f"Client {name!r}: the server's 'feat_cand_off' is not offsets.")
@@ -95,6 +105,7 @@ class GridCodes:
                 )
             grid_codes(grid, self.Xt[f], self.codes[f])
             self.grids[f] = grid.copy()
+        self.last = (feat_off.copy(), feat_cand.copy())
 
 
 @numba.njit(nogil=True, cache=True)
@@ -402,6 +413,42 @@ def _emit4(hist, t, nc, k, counts, sums, index, m, biggest):
     return m, biggest
 
 
+@numba.njit(nogil=True, cache=True)
+def answer_rows(slot, pair_off, cand_off, present, slot_lo, slot_hi):
+    """The most rows :func:`grid_increments` writes for slots ``slot_lo..slot_hi``.
+
+    Per present pair, the fewer of its candidates and its node's rows (a non-empty bin
+    each). ``slot``: the in-bag rows' slots of that block (-1: in a leaf); the other
+    arguments as :func:`grid_increments`'.
+    """
+    rows = np.zeros(max(slot_hi - slot_lo, 0), dtype=np.int64)
+    for r in range(slot.shape[0]):
+        if slot[r] >= 0:
+            rows[slot[r] - slot_lo] += 1
+    total = 0
+    for s in range(slot_lo, slot_hi):
+        for p in range(pair_off[s], pair_off[s + 1]):
+            if present[p]:
+                total += min(cand_off[p + 1] - cand_off[p], rows[s - slot_lo])
+    return total
+
+
+def answer_rows_numpy(
+    slot: NDArray[np.int32],
+    pair_off: NDArray[np.int64],
+    cand_off: NDArray[np.int64],
+    present: NDArray[np.bool_],
+    slot_lo: int,
+    slot_hi: int,
+) -> int:
+    """NumPy twin of :func:`answer_rows`."""
+    n_cand = np.diff(cand_off)
+    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+    node_rows = np.bincount(slot[slot >= 0], minlength=pair_off.size - 1)
+    bound = np.where(present, np.minimum(n_cand, node_rows[pair_node]), 0)
+    return int(bound[pair_off[slot_lo] : pair_off[slot_hi]].sum())
+
+
 # Both inline client_kernels' helpers: their cache goes stale with it too.
 cache_depends_on(left_stats_coded, client_kernels)
 cache_depends_on(grid_increments, client_kernels)
@@ -432,16 +479,12 @@ def pack_coded(
     "left", present)`` makes from :func:`left_stats_coded`'s ``left``, bit for bit
     (:func:`pack_coded_numpy` is that composition).
     """
-    n_cand = np.diff(cand_off)
-    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
-    node_rows = np.bincount(slot[slot >= 0], minlength=pair_off.size - 1)
-    bound = np.where(present, np.minimum(n_cand, node_rows[pair_node]), 0)
     int32_max = float(np.iinfo(np.int32).max)
     parts: list[Any] = [None] * len(blocks)
 
     def job(i: int) -> None:
         lo, hi, r = blocks[i]
-        m_max = int(bound[pair_off[lo] : pair_off[hi]].sum())
+        m_max = answer_rows(slot[r], pair_off, cand_off, present, lo, hi)
         for dtype in (np.int32, np.int64):  # int64 only if a count does not fit int32
             # Sized for the worst case; the rows past ``m`` are never written, so never
             # touched: the views below hold no memory for them.
