@@ -91,6 +91,7 @@ class GridCodes:
             and np.array_equal(last[1], feat_cand)
         ):
             return  # the lists of last level (every level's, mostly): nothing changed
+        self.last = None  # until every column is taken (a refused list leaves some half-done)
         count = np.diff(feat_off)
         if feat_off[0] != 0 or np.any(count < 0) or count.max(initial=0) > MAX_GRID:
             raise ValueError(f"Client {name!r}: the server's 'feat_cand_off' is not offsets.")
