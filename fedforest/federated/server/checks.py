@@ -148,9 +148,14 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
             _check_scalars(name, kind, f"header field 'categories'[{j!r}]", values, allow_null=True)
         if not isinstance(h.get("weighted", False), bool):
             raise InvalidReply(name, kind, "header field 'weighted'", "is not a boolean")
-        raw = reply.arrays.get("public_key")  # the dtype and shape: secure.public_keys
-        if privacy != "none" and isinstance(raw, np.ndarray) and raw.shape == (32,):
-            if not valid_public_key(raw.astype(np.uint8).tobytes()):
+        raw = reply.arrays.get("public_key")
+        if privacy != "none":
+            if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or raw.shape != (32,):
+                got = "is missing" if raw is None else f"has dtype {raw.dtype}, shape {raw.shape}"
+                raise InvalidReply(
+                    name, kind, "array 'public_key'", f"{got}, not 32 bytes as uint8"
+                )
+            if not valid_public_key(raw.tobytes()):
                 raise InvalidReply(
                     name, kind, "array 'public_key'", "is not a valid X25519 key (low order)"
                 )
@@ -441,6 +446,16 @@ def check_round_b(
         node_stats.astype(np.float64, copy=False),
     ):
         raise InvalidReply(name, kind, "the left statistics", "count more than the node holds")
+    if task == "regression" and sums.size:  # sums of w y^2 too, within their rounding
+        pair = np.searchsorted(cand_off, answered[pos], side="right") - 1
+        node = node_stats[node_of_pair]
+        s2 = np.zeros_like(node[:, STAT_TASK + 1 :: 2])
+        np.add.at(s2, pair, sums[:, STAT_TASK - counts.shape[1] + 1 :: 2])
+        bound = node[:, STAT_TASK + 1 :: 2] * (1 + 8 * 2.0**-52 * node[:, STAT_ROWS:][:, :1])
+        if np.any(s2 > bound):
+            raise InvalidReply(
+                name, kind, "the left statistics", "sum more w y^2 than the node holds"
+            )
     return pos, counts, sums
 
 
@@ -565,8 +580,13 @@ class ClientRecords:
         sketch_present: Callable[[NDArray[np.float64]], NDArray[np.bool_]] | None,
         n_bins: int | None,
         pair_feat: NDArray[np.int32] | None = None,
+        local_best: bool = False,
     ) -> Check:
-        """Round A: each client's node summaries (and sketches) against its parents'."""
+        """Round A: each client's node summaries (and sketches) against its parents'.
+
+        ``local_best``: the reply also holds the client's local best threshold of each
+        sketched pair (local candidates), a finite value or NaN (none).
+        """
         parent = np.full(n_slots, -1, dtype=np.int64)
         sibling = np.full(n_slots, -1, dtype=np.int64)
         if routes:
@@ -602,6 +622,10 @@ class ClientRecords:
             if sketch_present is not None and n_bins is not None:
                 present = sketch_present(summary)
                 sketch, gone = sketch_of(reply, int(present.sum()), n_bins, name)
+                if local_best:
+                    best = expect_array(reply, "local_best", "f", (int(present.sum()),), name)
+                    if np.isinf(best).any():
+                        raise InvalidReply(name, reply.kind, "array 'local_best'", "holds infinity")
                 self.sketches[name] = sketch  # decoded once: the candidates merge it
                 # A NaN row only for a column the client said it misses values in.
                 if gone.any() and (
@@ -655,9 +679,16 @@ class ClientRecords:
                 rows = np.repeat(~categorical_pair, n_cand)
                 first = np.zeros(rows.size, dtype=bool)
                 first[cand_off[:-1][n_cand > 0]] = True
-                _, gains = unpack_gains(reply, int(rows.sum()), first[rows], name)
+                inc, gains = unpack_gains(reply, int(rows.sum()), first[rows], name)
                 if not np.all(np.isfinite(gains)):
                     raise InvalidReply(name, reply.kind, "array 'avg_gain'", "holds NaN or inf")
+                # A pair's row increments add up to its rows left of the last candidate.
+                pair = np.repeat(np.arange(n_cand.size), n_cand)[rows]
+                left_rows = np.bincount(pair, weights=inc, minlength=n_cand.size)
+                if np.any(left_rows > stats[node_of_pair, STAT_ROWS]):
+                    raise InvalidReply(
+                        name, reply.kind, "array 'avg_rows'", "counts more than the node holds"
+                    )
 
         return check
 
