@@ -84,6 +84,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "split_on_client": True,
     },
     "none-avgimp": {"task": "classification", "privacy": "none", "split_rule": "avgimp"},
+    "none-classification-weighted": {"task": "classification", "privacy": "none", "weights": True},
     "none-global": {"task": "regression", "privacy": "none", "binning": "global"},
     "secure-categories": {"task": "regression", "privacy": "secure", "categories": True},
     "dp": {"task": "regression", "privacy": "dp", "epsilon": 5.0},
@@ -99,7 +100,7 @@ def _fit(
 ) -> tuple[Any, Mutating, Any]:
     """A small fit of configuration ``name`` (3 clients x 60 rows, 2 trees of depth 3)."""
     cfg = {**CONFIGS[name], **kw}
-    task, cats = cfg.pop("task"), cfg.pop("categories", False)
+    task, cats, weights = cfg.pop("task"), cfg.pop("categories", False), cfg.pop("weights", False)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(180, 4))
     y = X[:, 0] + 0.5 * X[:, 1] + 0.1 * rng.normal(size=180)
@@ -107,9 +108,17 @@ def _fit(
         X[:, 3] = rng.integers(0, 4, size=180)
     if task == "classification":
         y = (y > 0).astype(int) + (y > 1).astype(int)
-    extra = {"categorical_features": [3]} if cats else {}
+    extra: dict[str, Any] = {"categorical_features": [3]} if cats else {}
+    w = rng.uniform(0.5, 2.0, size=180) if weights else None
     clients = [
-        Client(X[i * 60 : i * 60 + 60], y[i * 60 : i * 60 + 60], f"c{i}", **extra) for i in range(3)
+        Client(
+            X[i * 60 : i * 60 + 60],
+            y[i * 60 : i * 60 + 60],
+            f"c{i}",
+            sample_weight=None if w is None else w[i * 60 : i * 60 + 60],
+            **extra,
+        )
+        for i in range(3)
     ]
     mut = Mutating(LocalFederation(clients), kind, at, mutate)
     if cfg["privacy"] != "none":
@@ -203,6 +212,7 @@ def _cases() -> list[tuple[str, str, int, str, str]]:
                             ("oob", 0)],
         "none-classification-categories-H": [("round_a", 1), ("round_b", 0)],
         "none-avgimp": [("round_b", 0)],
+        "none-classification-weighted": [("round_a", 1), ("round_b", 0)],
         "none-global": [("handshake", 0), ("round_a", 1)],
         "secure-categories": [("handshake", 0), ("grid", 0), ("grid", 1), ("round_a", 1),
                               ("round_b", 1), ("oob", 0)],
@@ -373,6 +383,12 @@ def test_left_sums_of_squares_beyond_the_node_are_refused() -> None:
         return a
 
     _refused("none-regression", "round_b", 0, _edit("left_sums", huge))
+
+
+def test_left_weights_beyond_the_node_are_refused() -> None:
+    """Before: with sample weights (real weights travel in 'left_sums'), a left statistic of
+    1e300 times the weight, its class weights adding up, was accepted."""
+    _refused("none-classification-weighted", "round_b", 0, _edit("left_sums", lambda a: a * 1e300))
 
 
 def test_the_codec_refuses_forged_layouts_naming_the_sender() -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "UNSORTED",
     "counts_above_nodes",
     "counts_above_nodes_numpy",
+    "sums_above_nodes",
     "cumulative_problem",
     "cumulative_problem_numpy",
     "regression_stats_problem",
@@ -153,6 +154,36 @@ def counts_above_nodes(cand_off, cand, counts, node_of_pair, node_stats):  # typ
             if acc[j] > node_stats[node_of_pair[p], j]:
                 return True
     return False
+
+
+def sums_above_nodes(
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.int64],
+    sums: NDArray[Any],
+    n_count: int,
+    task: str,
+    node_of_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+) -> bool:
+    """Whether a pair's increments of a sum that never falls add up to more than its node's.
+
+    Those sums: the weight (with sample weights, a float column), ``w y^2`` (squared
+    error), Poisson's ``w y``, class weights. Increments are differences of running sums
+    over the node's rows, so their total may pass the node's by rounding: ``8 n u`` of it
+    is allowed (``n`` the node's rows, ``u`` the unit roundoff). NumPy only (a segmented
+    sum; ``cand`` is increasing). ``sums``: the statistics' columns from ``n_count`` on.
+    """
+    every = {"regression": slice(STAT_TASK + 1, None, 2), "poisson": slice(STAT_TASK, None, 2)}
+    task_cols = np.arange(node_stats.shape[1])[every.get(task, slice(STAT_TASK, None))]
+    cols = np.concatenate([np.arange(n_count, STAT_TASK), task_cols])  # full-layout columns
+    if cand.size == 0 or cols.size == 0:
+        return False
+    pair = np.searchsorted(cand_off, cand, side="right") - 1
+    starts = np.flatnonzero(np.diff(pair, prepend=-1))
+    total = np.add.reduceat(np.asarray(sums, dtype=np.float64)[:, cols - n_count], starts, axis=0)
+    node = node_stats[node_of_pair[pair[starts]]]
+    slack = 1.0 + 8.0 * 2.0**-52 * np.maximum(node[:, STAT_ROWS : STAT_ROWS + 1], 1.0)
+    return bool(np.any(total > node[:, cols] * slack))
 
 
 def counts_above_nodes_numpy(

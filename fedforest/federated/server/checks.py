@@ -446,16 +446,10 @@ def check_round_b(
         node_stats.astype(np.float64, copy=False),
     ):
         raise InvalidReply(name, kind, "the left statistics", "count more than the node holds")
-    if task == "regression" and sums.size:  # sums of w y^2 too, within their rounding
-        pair = np.searchsorted(cand_off, answered[pos], side="right") - 1
-        node = node_stats[node_of_pair]
-        s2 = np.zeros_like(node[:, STAT_TASK + 1 :: 2])
-        np.add.at(s2, pair, sums[:, STAT_TASK - counts.shape[1] + 1 :: 2])
-        bound = node[:, STAT_TASK + 1 :: 2] * (1 + 8 * 2.0**-52 * node[:, STAT_ROWS:][:, :1])
-        if np.any(s2 > bound):
-            raise InvalidReply(
-                name, kind, "the left statistics", "sum more w y^2 than the node holds"
-            )
+    if sums.size and ck.sums_above_nodes(
+        cand_off, answered[pos], sums, counts.shape[1], task, node_of_pair, node_stats
+    ):
+        raise InvalidReply(name, kind, "the left statistics", "sum more than the node holds")
     return pos, counts, sums
 
 
