@@ -86,6 +86,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "none-avgimp": {"task": "classification", "privacy": "none", "split_rule": "avgimp"},
     "none-classification-weighted": {"task": "classification", "privacy": "none", "weights": True},
     "none-global": {"task": "regression", "privacy": "none", "binning": "global"},
+    "none-top-l": {"task": "regression", "privacy": "none", "top_l": 2},
     "secure-categories": {"task": "regression", "privacy": "secure", "categories": True},
     "dp": {"task": "regression", "privacy": "dp", "epsilon": 5.0},
 }
@@ -214,6 +215,7 @@ def _cases() -> list[tuple[str, str, int, str, str]]:
         "none-avgimp": [("round_b", 0)],
         "none-classification-weighted": [("round_a", 1), ("round_b", 0)],
         "none-global": [("handshake", 0), ("round_a", 1)],
+        "none-top-l": [("round_a", 1)],
         "secure-categories": [("handshake", 0), ("grid", 0), ("grid", 1), ("round_a", 1),
                               ("round_b", 1), ("oob", 0)],
         "dp": [("grid", 0), ("round_a", 0)],  # its Round B may not come (noise)
@@ -389,6 +391,27 @@ def test_left_weights_beyond_the_node_are_refused() -> None:
     """Before: with sample weights (real weights travel in 'left_sums'), a left statistic of
     1e300 times the weight, its class weights adding up, was accepted."""
     _refused("none-classification-weighted", "round_b", 0, _edit("left_sums", lambda a: a * 1e300))
+
+
+@pytest.mark.parametrize("edit", ["out of range", "twice", "gain NaN"])
+def test_bad_top_l_shortlists_are_refused_in_round_a_and_can_be_dropped(edit: str) -> None:
+    """Before: plain ValueErrors when the shortlist was made, after the round's checks (not
+    droppable; a wrong shape did not name the round)."""
+
+    def mutate(msg: Message) -> Message:
+        feats, gains = msg.arrays["top_features"], msg.arrays["top_gains"]
+        if edit == "out of range":
+            feats[0, 0] = 4
+        elif edit == "twice":
+            feats[0, 1] = feats[0, 0]
+        else:
+            gains[0, 0] = np.nan
+        return msg
+
+    assert "top_features" in _refused("none-top-l", "round_a", 0, mutate)
+    model, _, out = _fit("none-top-l", "round_a", 0, mutate, on_client_failure="drop")
+    assert [name for name, _ in model.dropped_clients_] == [TARGET]
+    assert np.all(np.isfinite(out))
 
 
 def test_the_codec_refuses_forged_layouts_naming_the_sender() -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "counts_above_nodes",
     "counts_above_nodes_numpy",
     "sums_above_nodes",
+    "top_l_problem",
     "cumulative_problem",
     "cumulative_problem_numpy",
     "regression_stats_problem",
@@ -184,6 +185,23 @@ def sums_above_nodes(
     node = node_stats[node_of_pair[pair[starts]]]
     slack = 1.0 + 8.0 * 2.0**-52 * np.maximum(node[:, STAT_ROWS : STAT_ROWS + 1], 1.0)
     return bool(np.any(total > node[:, cols] * slack))
+
+
+def top_l_problem(feats: NDArray[Any], gains: NDArray[Any], d: int) -> str | None:
+    """What is wrong with a client's Top-L shortlists (rows = its nodes), or None.
+
+    ``feats``: its L best features per node (-1: none), each in ``[0, d)`` at most once;
+    ``gains``: their local gains, finite where a feature is named. NumPy only.
+    """
+    named = feats >= 0
+    if np.any(feats < -1) or np.any(feats >= d):
+        return f"names a feature outside [0, {d}) (or below the -1 of none)"
+    ranked = np.sort(feats, axis=1)
+    if np.any((np.diff(ranked, axis=1) == 0) & (ranked[:, 1:] >= 0)):
+        return "names a feature twice in a node"
+    if not np.all(np.isfinite(gains[named])):
+        return "holds a gain that is not finite"
+    return None
 
 
 def counts_above_nodes_numpy(

@@ -575,11 +575,13 @@ class ClientRecords:
         n_bins: int | None,
         pair_feat: NDArray[np.int32] | None = None,
         local_best: bool = False,
+        top_l: tuple[int, int] = (0, 0),
     ) -> Check:
         """Round A: each client's node summaries (and sketches) against its parents'.
 
         ``local_best``: the reply also holds the client's local best threshold of each
-        sketched pair (local candidates), a finite value or NaN (none).
+        sketched pair (local candidates), a finite value or NaN (none). ``top_l`` = (L,
+        d): its Top-L shortlists of each node it has rows in (L = 0: none).
         """
         parent = np.full(n_slots, -1, dtype=np.int64)
         sibling = np.full(n_slots, -1, dtype=np.int64)
@@ -613,6 +615,14 @@ class ClientRecords:
                 siblings=sibling,
                 class_sizes=self.class_sizes,
             )
+            if top_l[0]:
+                n_here = int((summary[:, STAT_WEIGHT] > 0).sum())
+                feats = expect_array(reply, "top_features", "i", (n_here, top_l[0]), name)
+                gains = expect_array(reply, "top_gains", "f", (n_here, top_l[0]), name)
+                if (problem := ck.top_l_problem(feats, gains, top_l[1])) is not None:
+                    raise InvalidReply(
+                        name, reply.kind, "arrays 'top_features'/'top_gains'", problem
+                    )
             if sketch_present is not None and n_bins is not None:
                 present = sketch_present(summary)
                 sketch, gone = sketch_of(reply, int(present.sum()), n_bins, name)
