@@ -87,6 +87,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "none-classification-weighted": {"task": "classification", "privacy": "none", "weights": True},
     "none-global": {"task": "regression", "privacy": "none", "binning": "global"},
     "none-top-l": {"task": "regression", "privacy": "none", "top_l": 2},
+    "none-verification": {"task": "regression", "privacy": "none", "n_bins": None},
     "secure-categories": {"task": "regression", "privacy": "secure", "categories": True},
     "dp": {"task": "regression", "privacy": "dp", "epsilon": 5.0},
 }
@@ -216,6 +217,7 @@ def _cases() -> list[tuple[str, str, int, str, str]]:
         "none-classification-weighted": [("round_a", 1), ("round_b", 0)],
         "none-global": [("handshake", 0), ("round_a", 1)],
         "none-top-l": [("round_a", 1)],
+        "none-verification": [("round_a", 1)],
         "secure-categories": [("handshake", 0), ("grid", 0), ("grid", 1), ("round_a", 1),
                               ("round_b", 1), ("oob", 0)],
         "dp": [("grid", 0), ("round_a", 0)],  # its Round B may not come (noise)
@@ -410,6 +412,25 @@ def test_bad_top_l_shortlists_are_refused_in_round_a_and_can_be_dropped(edit: st
 
     assert "top_features" in _refused("none-top-l", "round_a", 0, mutate)
     model, _, out = _fit("none-top-l", "round_a", 0, mutate, on_client_failure="drop")
+    assert [name for name, _ in model.dropped_clients_] == [TARGET]
+    assert np.all(np.isfinite(out))
+
+
+@pytest.mark.parametrize("key", ["sketch_off", "sketch"])
+def test_bad_verification_values_are_refused_in_round_a_and_can_be_dropped(key: str) -> None:
+    """n_bins=None: before, the offsets and values were read when the candidates were made
+    (plain ValueErrors, not droppable), a NaN value or unsorted offsets passed."""
+
+    def mutate(msg: Message) -> Message:
+        a = msg.arrays[key]
+        if key == "sketch_off":
+            a[1] = a[-1] + 5  # past the values; the last offset (their size) unchanged
+        else:
+            a[0] = np.nan
+        return msg
+
+    assert key in _refused("none-verification", "round_a", 0, mutate)
+    model, _, out = _fit("none-verification", "round_a", 0, mutate, on_client_failure="drop")
     assert [name for name, _ in model.dropped_clients_] == [TARGET]
     assert np.all(np.isfinite(out))
 

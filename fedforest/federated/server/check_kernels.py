@@ -27,6 +27,7 @@ __all__ = [
     "counts_above_nodes",
     "counts_above_nodes_numpy",
     "sums_above_nodes",
+    "moments_within_rounding",
     "top_l_problem",
     "cumulative_problem",
     "cumulative_problem_numpy",
@@ -185,6 +186,38 @@ def sums_above_nodes(
     node = node_stats[node_of_pair[pair[starts]]]
     slack = 1.0 + 8.0 * 2.0**-52 * np.maximum(node[:, STAT_ROWS : STAT_ROWS + 1], 1.0)
     return bool(np.any(total > node[:, cols] * slack))
+
+
+def moments_within_rounding(
+    counts: NDArray[Any],
+    sums: NDArray[np.float64],
+    cand: NDArray[np.int64],
+    cand_off: NDArray[np.int64],
+    node_of_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+) -> bool:
+    """Cauchy-Schwarz on Round B increments, within the rounding of a running sum.
+
+    A client's increments are differences of its running sums over a node's rows (in row
+    order), so each carries the rounding of sums as large as the node's: up to about
+    ``n u S`` for ``n`` rows, unit roundoff ``u`` and ``S`` the node's sum of ``w y^2``
+    (its sum of ``|w y|`` at most ``sqrt(W S)``). Targets over many orders of magnitude
+    make that visible (a bin of small targets after large ones); the slack below is four
+    times the bound, tiny against any sum a client could use it to fake.
+    """
+    stats = np.hstack([counts.astype(np.float64), sums])
+    pair = np.searchsorted(cand_off, cand, side="right") - 1
+    node = node_stats[node_of_pair[pair]]
+    n = np.maximum(node[:, STAT_ROWS], 1.0)[:, None]
+    big2 = np.abs(node[:, STAT_TASK + 1 :: 2])
+    slack2 = 4.0 * n * 2.0**-52 * big2
+    slack1 = 4.0 * n * 2.0**-52 * np.sqrt(np.abs(node[:, STAT_WEIGHT])[:, None] * big2)
+    s1, s2 = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
+    weight = stats[:, STAT_WEIGHT][:, None]
+    low = np.maximum(np.abs(s1) - slack1, 0.0)
+    return bool(
+        np.all(s2 >= -slack2) and np.all(low * low <= weight * (s2 + slack2) * (1 + 1e-7) + 1e-9)
+    )
 
 
 def top_l_problem(feats: NDArray[Any], gains: NDArray[Any], d: int) -> str | None:

@@ -398,6 +398,20 @@ def check_sketch(name: str, kind: str, sketch: SketchRuns) -> NDArray[np.bool_]:
     return gone
 
 
+def _check_distinct_values(name: str, reply: Message, n_pairs: int) -> None:
+    """The verification mode's Round A values: offsets from 0, each pair's sorted values."""
+    off = expect_array(reply, "sketch_off", "iu", (n_pairs + 1,), name)
+    if off[0] != 0 or np.any(np.diff(off.astype(np.int64)) < 0) or off[-1] > np.iinfo(np.int32).max:
+        raise InvalidReply(
+            name, reply.kind, "array 'sketch_off'", "is not increasing offsets from 0"
+        )
+    values = expect_array(reply, "sketch", "f", (int(off[-1]),), name)
+    inside = np.ones(values.size, dtype=bool)
+    inside[off[1:-1][off[1:-1] < values.size]] = False  # each pair's first value
+    if not np.all(np.isfinite(values)) or np.any(np.diff(values)[inside[1:]] <= 0):
+        raise InvalidReply(name, reply.kind, "array 'sketch'", "is not each pair's distinct values")
+
+
 def sketch_of(
     msg: Message, n_here: int, n_bins: int, name: str
 ) -> tuple[SketchRuns, NDArray[np.bool_]]:
@@ -434,7 +448,7 @@ def check_round_b(
         moments = err.problem == _STATS_PROBLEMS[ck.MOMENTS] and task == "regression"
         if not (
             moments
-            and _moments_within_rounding(counts, sums, cand, cand_off, node_of_pair, node_stats)
+            and ck.moments_within_rounding(counts, sums, cand, cand_off, node_of_pair, node_stats)
         ):
             raise
     # A pair's increments add up to its rows left of the last candidate: at most the node's.
@@ -451,38 +465,6 @@ def check_round_b(
     ):
         raise InvalidReply(name, kind, "the left statistics", "sum more than the node holds")
     return pos, counts, sums
-
-
-def _moments_within_rounding(
-    counts: NDArray[Any],
-    sums: NDArray[np.float64],
-    cand: NDArray[np.int64],
-    cand_off: NDArray[np.int64],
-    node_of_pair: NDArray[np.int64],
-    node_stats: NDArray[np.float64],
-) -> bool:
-    """Cauchy-Schwarz on Round B increments, within the rounding of a running sum.
-
-    A client's increments are differences of its running sums over a node's rows (in row
-    order), so each carries the rounding of sums as large as the node's: up to about
-    ``n u S`` for ``n`` rows, unit roundoff ``u`` and ``S`` the node's sum of ``w y^2``
-    (its sum of ``|w y|`` at most ``sqrt(W S)``). Targets over many orders of magnitude
-    make that visible (a bin of small targets after large ones); the slack below is four
-    times the bound, tiny against any sum a client could use it to fake.
-    """
-    stats = np.hstack([counts.astype(np.float64), sums])
-    pair = np.searchsorted(cand_off, cand, side="right") - 1
-    node = node_stats[node_of_pair[pair]]
-    n = np.maximum(node[:, STAT_ROWS], 1.0)[:, None]
-    big2 = np.abs(node[:, STAT_TASK + 1 :: 2])
-    slack2 = 4.0 * n * 2.0**-52 * big2
-    slack1 = 4.0 * n * 2.0**-52 * np.sqrt(np.abs(node[:, STAT_WEIGHT])[:, None] * big2)
-    s1, s2 = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
-    weight = stats[:, STAT_WEIGHT][:, None]
-    low = np.maximum(np.abs(s1) - slack1, 0.0)
-    return bool(
-        np.all(s2 >= -slack2) and np.all(low * low <= weight * (s2 + slack2) * (1 + 1e-7) + 1e-9)
-    )
 
 
 # --------------------------------------------------------------------------- OOB
@@ -580,7 +562,9 @@ class ClientRecords:
         """Round A: each client's node summaries (and sketches) against its parents'.
 
         ``local_best``: the reply also holds the client's local best threshold of each
-        sketched pair (local candidates), a finite value or NaN (none). ``top_l`` = (L,
+        sketched pair (local candidates), a finite value or NaN (none). ``n_bins`` None
+        (the verification mode): every pair's distinct values (``sketch_off``, ``sketch``;
+        each pair's increasing and finite). ``top_l`` = (L,
         d): its Top-L shortlists of each node it has rows in (L = 0: none).
         """
         parent = np.full(n_slots, -1, dtype=np.int64)
@@ -623,6 +607,8 @@ class ClientRecords:
                     raise InvalidReply(
                         name, reply.kind, "arrays 'top_features'/'top_gains'", problem
                     )
+            if n_bins is None and pair_feat is not None:
+                _check_distinct_values(name, reply, pair_feat.size)
             if sketch_present is not None and n_bins is not None:
                 present = sketch_present(summary)
                 sketch, gone = sketch_of(reply, int(present.sum()), n_bins, name)
