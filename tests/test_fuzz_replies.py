@@ -18,6 +18,7 @@ get a fixed (seeded) subset of it per array, to keep the module fast.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -90,6 +91,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "none-verification": {"task": "regression", "privacy": "none", "n_bins": None},
     "secure-categories": {"task": "regression", "privacy": "secure", "categories": True},
     "dp": {"task": "regression", "privacy": "dp", "epsilon": 5.0},
+    "secure-drop-out": {  # c2 drops out in Round A: the survivors' masks are recovered
+        "task": "regression",
+        "privacy": "secure",
+        "on_client_failure": "drop",
+        "c2_fails_in": "round_a",
+    },
 }
 
 
@@ -103,6 +110,7 @@ def _fit(
     """A small fit of configuration ``name`` (3 clients x 60 rows, 2 trees of depth 3)."""
     cfg = {**CONFIGS[name], **kw}
     task, cats, weights = cfg.pop("task"), cfg.pop("categories", False), cfg.pop("weights", False)
+    fails = cfg.pop("c2_fails_in", None)  # a round kind: client c2 raises there
     rng = np.random.default_rng(0)
     X = rng.normal(size=(180, 4))
     y = X[:, 0] + 0.5 * X[:, 1] + 0.1 * rng.normal(size=180)
@@ -122,6 +130,8 @@ def _fit(
         )
         for i in range(3)
     ]
+    if fails is not None:
+        clients[2] = _Failing(X[120:], y[120:], "c2", fails, **extra)
     mut = Mutating(LocalFederation(clients), kind, at, mutate)
     if cfg["privacy"] != "none":
         cfg.setdefault("min_aggregate_rows", 5)
@@ -132,6 +142,19 @@ def _fit(
         model.fit_federated(mut)
     out = model.predict_proba(X) if task == "classification" else model.predict(X)
     return model, mut, out
+
+
+class _Failing(Client):
+    """A client that raises in its first round of ``kind`` (dropped under "drop")."""
+
+    def __init__(self, X: Any, y: Any, name: str, kind: str, **kw: Any) -> None:
+        super().__init__(X, y, name, **kw)
+        self.fail_kind = kind
+
+    def handle(self, msg: Message) -> Any:
+        if msg.kind == self.fail_kind:
+            raise RuntimeError(f"{self.name} fails")
+        return super().handle(msg)
 
 
 _HONEST: dict[str, tuple[list[Message], Any]] = {}
@@ -221,6 +244,7 @@ def _cases() -> list[tuple[str, str, int, str, str]]:
         "secure-categories": [("handshake", 0), ("grid", 0), ("grid", 1), ("round_a", 1),
                               ("round_b", 1), ("oob", 0)],
         "dp": [("grid", 0), ("round_a", 0)],  # its Round B may not come (noise)
+        "secure-drop-out": [("recover", 0)],
     }  # fmt: skip
     for k, (config, rounds) in enumerate(plan.items()):
         replies, _ = _honest(config)
@@ -263,10 +287,11 @@ def _is_hostile_reply_error(exc: BaseException, key: str, privacy: str, category
         # left statistics).
         named = key in text or key.split("_")[0] in text or category == "value"
         return f"Client {TARGET!r}" in text and named
+    recovery = f"Client {TARGET!r} failed while the masks"  # dropped while recovering
     return (
         privacy != "none"
         and isinstance(exc, ValueError)
-        and ("some client" in text or "hides which" in text)
+        and ("some client" in text or "hides which" in text or recovery in text)
     )
 
 
@@ -433,6 +458,40 @@ def test_bad_verification_values_are_refused_in_round_a_and_can_be_dropped(key: 
     model, _, out = _fit("none-verification", "round_a", 0, mutate, on_client_failure="drop")
     assert [name for name, _ in model.dropped_clients_] == [TARGET]
     assert np.all(np.isfinite(out))
+
+
+def _short_mask(msg: Message) -> Message:
+    msg.arrays["summary"] = msg.arrays["summary"][:-1]
+    return msg
+
+
+def test_a_malformed_recovery_reply_is_refused_in_its_round(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A survivor's masks after c2 dropped out: before, their dtype and shape were checked
+    after the round (a plain ValueError, no round named)."""
+    kw = {"on_client_failure": "drop", "c2_fails_in": "round_a"}
+    with pytest.raises(ValueError, match=r"Client 'c1' failed while the masks of \['c2'\]"):
+        _fit("secure-categories", "recover", 0, _short_mask, **kw)
+    assert re.search(
+        r"Client 'c1' sent an invalid reply in round \d+ \(recover\): array 'summary'", caplog.text
+    )
+
+
+def test_a_survivor_dropped_while_recovering_stops_the_fit_by_name() -> None:
+    """Before: a survivor dropped in the recovery round was no longer expected to answer it,
+    so its pair masks stayed in the sums; the fit decoded garbage and stopped on "some
+    client lied" (secure aggregation hiding which), or went on with wrong sums."""
+    kw = {"on_client_failure": "drop", "c2_fails_in": "round_a"}
+
+    def bad_dtype(msg: Message) -> Message:  # refused by the envelope, before too
+        msg.arrays["summary"] = msg.arrays["summary"].astype(object)
+        return msg
+
+    with pytest.raises(
+        ValueError, match=r"Client 'c1' failed while the masks.*cannot be recovered"
+    ):
+        _fit("secure-categories", "recover", 0, bad_dtype, **kw)
 
 
 def test_the_codec_refuses_forged_layouts_naming_the_sender() -> None:
