@@ -509,3 +509,38 @@ def test_the_codec_refuses_forged_layouts_naming_the_sender() -> None:
     big_layout, big_buffer = pack_arrays({"a": np.arange(4.0).astype(">f8")})
     arr = unpack_arrays(big_layout, big_buffer, "c1")["a"]
     assert arr.dtype.isnative and np.array_equal(arr, np.arange(4.0))
+
+
+_DEEP = "[" * 100_000 + "]" * 100_000  # JSON nested past Python's recursion limit
+
+
+def test_a_dask_frame_with_a_header_nested_too_deep_is_a_named_value_error() -> None:
+    """Before: json's RecursionError escaped the frame decoder (the federation catches a
+    ValueError only: a reply could crash the server instead of failing its client)."""
+    pytest.importorskip("dask")
+    from fedforest.transport.dask import _wire
+
+    meta = ('{"kind": "round_a", "header": {"x": ' + _DEEP + '}, "layout": []}').encode()
+    frame = _wire._PREAMBLE.pack(_wire._MAGIC, _wire._VERSION, len(meta)) + meta
+    with pytest.raises(ValueError, match="'c1' has a malformed JSON part"):
+        _wire.from_bytes(frame, "c1")
+
+
+def test_a_flower_record_with_a_header_nested_too_deep_is_a_named_value_error() -> None:
+    """Before: json's RecursionError escaped from_records (the federation catches a
+    ValueError only)."""
+    pytest.importorskip("flwr")
+    from flwr.app import ConfigRecord, RecordDict
+
+    from fedforest.transport.flower import _codec
+
+    content = _codec.to_records(Message("round_a", {}, {"a": np.zeros(2)}))
+    config = content.config_records[_codec.CONFIG]
+    bad = RecordDict(
+        {
+            _codec.CONFIG: ConfigRecord({**dict(config), "header": '{"x": ' + _DEEP + "}"}),
+            **dict(content.array_records),
+        }
+    )
+    with pytest.raises(ValueError, match="'c1' has a malformed header"):
+        _codec.from_records(bad, "c1")
