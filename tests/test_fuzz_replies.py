@@ -258,12 +258,39 @@ def _cases() -> list[tuple[str, str, int, str, str]]:
                 out += [(config, kind, at, key, name) for name in names]
             out += [(config, kind, at, key, "missing") for key in sorted(reply.arrays)[:1]]
             out.append((config, kind, at, "bogus", "extra"))
+            if kind == "handshake":  # its header fields too
+                out += [
+                    (config, kind, at, f"header {key}", name)
+                    for key in sorted(reply.header)
+                    for name in HEADER_MUTATIONS
+                ]
     return out
+
+
+#: A header field: dropped, or replaced by a value of another type or out of range.
+HEADER_MUTATIONS: dict[str, Any] = {
+    "missing": None,
+    "null": None,
+    "text": "x",
+    "-1": -1,
+    "2^63": 2**63,
+    "list": [1, 2],
+    "object": {"a": 1},
+    "1.5": 1.5,
+    "NaN": float("nan"),
+    "true": True,
+}
 
 
 def _apply(key: str, name: str, sample: np.ndarray | None) -> Callable[[Message], Message]:
     def mutate(msg: Message) -> Message:
-        if name == "missing":
+        if key.startswith("header "):
+            field = key.removeprefix("header ")
+            if name == "missing":
+                del msg.header[field]
+            else:
+                msg.header[field] = HEADER_MUTATIONS[name]
+        elif name == "missing":
             del msg.arrays[key]
         elif name == "extra":
             msg.arrays[key] = np.zeros(3)
@@ -282,6 +309,10 @@ def _is_hostile_reply_error(exc: BaseException, key: str, privacy: str, category
     by Round B's statistics): then the client is named, the field is the later one.
     """
     text = str(exc)
+    if key.startswith("header ") and isinstance(exc, ValueError):
+        # The handshake: its own check (InvalidReply), or the clients' schemas compared
+        # (a ValueError naming the client that differs from the first).
+        return f"Client {TARGET!r}" in text or f"client {TARGET!r}" in text
     if isinstance(exc, InvalidReply | ClientFailure):
         # The array, or what it encodes ('sketch_runs': the sketch; 'left_counts': the
         # left statistics).
@@ -300,7 +331,10 @@ def check_mutation(config: str, kind: str, at: int, key: str, name: str) -> str:
     replies, honest = _honest(config)
     reply = [r for r in replies if r.kind == kind][at]
     sample = reply.arrays.get(key)
-    category = "shape" if name in ("missing", "extra") else _mutations(sample)[name][0]
+    if key.startswith("header "):  # the client's own description: a lie, or refused
+        category = "value"
+    else:
+        category = "shape" if name in ("missing", "extra") else _mutations(sample)[name][0]
     privacy = CONFIGS[config]["privacy"]
     try:
         _, fed, out = _fit(config, kind, at, _apply(key, name, sample))
@@ -458,6 +492,18 @@ def test_bad_verification_values_are_refused_in_round_a_and_can_be_dropped(key: 
     model, _, out = _fit("none-verification", "round_a", 0, mutate, on_client_failure="drop")
     assert [name for name, _ in model.dropped_clients_] == [TARGET]
     assert np.all(np.isfinite(out))
+
+
+def test_an_absurd_row_count_is_refused_at_the_handshake() -> None:
+    """Before: n_samples = 2^63 passed the handshake; under "secure" the grid round's
+    pooled moments then failed their bound, blaming some client (secure aggregation hides
+    which), though the handshake had named the liar."""
+
+    def huge(msg: Message) -> Message:
+        msg.header["n_samples"] = 2**63
+        return msg
+
+    assert "n_samples" in _refused("secure-categories", "handshake", 0, huge)
 
 
 def _short_mask(msg: Message) -> Message:

@@ -116,10 +116,14 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
             if key not in h:
                 raise InvalidReply(name, kind, f"header field {key!r}", "is missing")
         d, n = h["n_features"], h["n_samples"]
-        for key, value, low in (("n_features", d, 1), ("n_samples", n, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        # Split features are int32 in the trees; rows are counted exactly in float64.
+        for key, value, low, high in (("n_features", d, 1, 2**31 - 1), ("n_samples", n, 0, 2**53)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
                 raise InvalidReply(
-                    name, kind, f"header field {key!r}", f"is {value!r}, not an integer >= {low}"
+                    name,
+                    kind,
+                    f"header field {key!r}",
+                    f"is {value!r}, not an integer in [{low}, {high})",
                 )
         n_out = h.get("n_outputs", 1)
         if isinstance(n_out, bool) or not isinstance(n_out, int) or not 1 <= n_out <= 10_000:
