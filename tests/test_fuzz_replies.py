@@ -506,6 +506,39 @@ def test_an_absurd_row_count_is_refused_at_the_handshake() -> None:
     assert "n_samples" in _refused("secure-categories", "handshake", 0, huge)
 
 
+def _poisson_fit(seed: int, mutate: Callable[[Message], Any] | None = None) -> Any:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(600, 3))
+    y = np.exp(3 * X[:, 0]) * rng.lognormal(size=600) + 1e6 * (X[:, 1] > 1)
+    clients = [Client(X[i::3], y[i::3], f"c{i}") for i in range(3)]
+    model = FedForestRegressor(
+        n_estimators=4, max_depth=6, privacy="none", random_state=0, criterion="poisson"
+    )
+    return model.fit_federated(Mutating(LocalFederation(clients), "round_b", 0, mutate))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_honest_poisson_increments_of_targets_over_many_magnitudes_pass(seed: int) -> None:
+    """Found by the audit's honest fits: Jensen's bound on Round B's Poisson increments
+    allowed 1e-7 of itself only, not the rounding of the running sums they are differences
+    of, and an honest client with targets from 0.01 to 1e6 was refused (seeds 0-2 all)."""
+    model = _poisson_fit(seed)
+    assert np.all(np.isfinite(model.predict(np.zeros((2, 3)))))
+
+
+def test_poisson_increments_below_jensens_bound_are_still_refused() -> None:
+    """The rounding slack does not let a lie through: sum w y log y halved at a bin."""
+
+    def lower(msg: Message) -> Message:
+        sums = msg.arrays["left_sums"]
+        k = int(np.argmax(sums[:, 1]))  # a bin with y log y well above 0
+        sums[k, 1] = sums[k, 1] / 2 - 1.0
+        return msg
+
+    with pytest.raises(InvalidReply, match="Client 'c1'.*y log y"):
+        _poisson_fit(0, lower)
+
+
 def _short_mask(msg: Message) -> Message:
     msg.arrays["summary"] = msg.arrays["summary"][:-1]
     return msg

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
+from ..criteria import s_log_mean
 
 __all__ = [
     "NONFINITE",
@@ -28,6 +29,7 @@ __all__ = [
     "counts_above_nodes_numpy",
     "sums_above_nodes",
     "moments_within_rounding",
+    "poisson_within_rounding",
     "top_l_problem",
     "cumulative_problem",
     "cumulative_problem_numpy",
@@ -218,6 +220,43 @@ def moments_within_rounding(
     return bool(
         np.all(s2 >= -slack2) and np.all(low * low <= weight * (s2 + slack2) * (1 + 1e-7) + 1e-9)
     )
+
+
+def poisson_within_rounding(
+    counts: NDArray[Any],
+    sums: NDArray[np.float64],
+    cand: NDArray[np.int64],
+    cand_off: NDArray[np.int64],
+    node_of_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+) -> bool:
+    """Jensen's bound on Poisson increments (``t >= s log(s / w)``), within their rounding.
+
+    As :func:`moments_within_rounding`: each increment is a difference of running sums over
+    the node's rows, so ``s = sum w y`` and ``t = sum w y log y`` each carry up to about
+    ``n u`` of the node's sum of their terms' sizes (``S``, and at most ``T + 2 W / e``
+    for ``t``: the terms of ``y < 1`` add up to no less than ``-W / e``), and ``w`` (with
+    sample weights) ``n u W``. The slack is four times that; ``s log(s / w)`` is taken at
+    its least over ``s``'s interval (it is convex, least at ``s = w / e``). Before, the
+    bound allowed ``1e-7`` of itself only, and an honest client whose targets spanned many
+    orders of magnitude was refused.
+    """
+    stats = np.hstack([counts.astype(np.float64), np.asarray(sums, dtype=np.float64)])
+    pair = np.searchsorted(cand_off, cand, side="right") - 1
+    node = node_stats[node_of_pair[pair]]
+    eps = 4.0 * np.maximum(node[:, STAT_ROWS], 1.0)[:, None] * 2.0**-52
+    w_node = np.abs(node[:, STAT_WEIGHT])[:, None]
+    slack_s = eps * np.abs(node[:, STAT_TASK::2])
+    slack_t = eps * (np.abs(node[:, STAT_TASK + 1 :: 2]) + 2.0 * w_node / np.e)
+    s, t = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
+    weight = stats[:, STAT_WEIGHT][:, None]
+    low = np.maximum(s - slack_s, 0.0)
+    s_star = np.clip(weight / np.e, low, s + slack_s)
+    bound = s_log_mean(s_star, np.broadcast_to(weight, s_star.shape))
+    # The weight's rounding: d/dw of s log(s / w) is -s / w.
+    slack_w = (s + slack_s) * eps * w_node / np.maximum(weight, np.finfo(np.float64).tiny)
+    slack = slack_t + np.minimum(slack_w, np.abs(bound) + slack_t)
+    return bool(np.all(s >= -slack_s) and np.all(t >= bound - slack - 1e-7 * np.abs(bound) - 1e-9))
 
 
 def top_l_problem(feats: NDArray[Any], gains: NDArray[Any], d: int) -> str | None:

@@ -299,6 +299,9 @@ _STATS_PROBLEMS = {
 }
 
 
+_JENSEN = "has sums of y log y smaller than the sums imply"
+
+
 def _check_stats_parts(
     name: str,
     kind: str,
@@ -377,7 +380,7 @@ def _check_stats(
         s, t = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
         bound = s_log_mean(s, weight[:, None])
         if np.any(s < 0) or np.any(t < bound - 1e-7 * np.abs(bound) - 1e-9):
-            raise InvalidReply(name, kind, field, "has sums of y log y smaller than the sums imply")
+            raise InvalidReply(name, kind, field, _JENSEN)
     else:
         # One (sum w*y, sum w*y^2) pair per output.
         s1, s2 = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
@@ -450,9 +453,10 @@ def check_round_b(
     except InvalidReply as err:
         cand = answered[pos]
         moments = err.problem == _STATS_PROBLEMS[ck.MOMENTS] and task == "regression"
+        jensen = err.problem == _JENSEN and task == "poisson"
+        within = ck.moments_within_rounding if moments else ck.poisson_within_rounding
         if not (
-            moments
-            and ck.moments_within_rounding(counts, sums, cand, cand_off, node_of_pair, node_stats)
+            (moments or jensen) and within(counts, sums, cand, cand_off, node_of_pair, node_stats)
         ):
             raise
     # A pair's increments add up to its rows left of the last candidate: at most the node's.
