@@ -13,7 +13,8 @@ client can lie within every bound the server knows), with finite predictions. An
 exception (numba's typing errors, IndexError, TypeError, OverflowError...) fails.
 
 Deterministic: the mutations are a fixed list; the configurations other than the first
-get a fixed (seeded) subset of it per array, to keep the module fast.
+get a fixed (seeded) subset of it per array, to keep the module fast. Below the sweep,
+one test per failure it (or the audit around it) found, each failing before its fix.
 """
 
 from __future__ import annotations
@@ -230,7 +231,7 @@ def _mutations(arr: np.ndarray) -> dict[str, tuple[str, Mutation]]:
 
 def _cases() -> list[tuple[str, str, int, str, str]]:
     """(config, round kind, occurrence, array, mutation): all for the first configuration,
-    a seeded subset of 6 per array for the others (the handshake is fuzzed in the first)."""
+    a seeded subset of 6 per array for the others; a handshake's header fields too."""
     out = []
     plan = {  # config -> rounds (kind, occurrence) fuzzed
         "none-regression": [("handshake", 0), ("round_a", 0), ("round_a", 1), ("round_b", 1),

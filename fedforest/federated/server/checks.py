@@ -152,17 +152,6 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
             _check_scalars(name, kind, f"header field 'categories'[{j!r}]", values, allow_null=True)
         if not isinstance(h.get("weighted", False), bool):
             raise InvalidReply(name, kind, "header field 'weighted'", "is not a boolean")
-        raw = reply.arrays.get("public_key")
-        if privacy != "none":
-            if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or raw.shape != (32,):
-                got = "is missing" if raw is None else f"has dtype {raw.dtype}, shape {raw.shape}"
-                raise InvalidReply(
-                    name, kind, "array 'public_key'", f"{got}, not 32 bytes as uint8"
-                )
-            if not valid_public_key(raw.tobytes()):
-                raise InvalidReply(
-                    name, kind, "array 'public_key'", "is not a valid X25519 key (low order)"
-                )
         missing = h.get("missing_features", [])
         if (
             not isinstance(missing, list)
@@ -200,8 +189,21 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
                 raise InvalidReply(
                     name, kind, "arrays 'feature_min'/'feature_max'", "are not finite with min<=max"
                 )
+        if privacy != "none":
+            _check_public_key(name, kind, reply.arrays.get("public_key"))
 
     return check
+
+
+def _check_public_key(name: str, kind: str, raw: Any) -> None:
+    """Under "secure"/"dp": 32 uint8 bytes, not a low-order X25519 point."""
+    if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or raw.shape != (32,):
+        got = "is missing" if raw is None else f"has dtype {raw.dtype}, shape {raw.shape}"
+        raise InvalidReply(name, kind, "array 'public_key'", f"{got}, not 32 bytes as uint8")
+    if not valid_public_key(raw.tobytes()):
+        raise InvalidReply(
+            name, kind, "array 'public_key'", "is not a valid X25519 key (low order)"
+        )
 
 
 def _check_scalars(
