@@ -13,6 +13,7 @@ loads it loads nothing else of fedforest's.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -70,13 +71,19 @@ def unpack_arrays(layout: Any, buffer: NDArray[np.uint8], sender: str) -> dict[s
     out: dict[str, NDArray[Any]] = {}
     for entry in layout:
         name, dtype, shape, offset = _check_entry(entry, sender)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if name in out:
+            raise ValueError(f"Message from {sender!r}: the array {name!r} appears twice.")
+        # Python integers: a forged shape's product must not wrap around (int64 would, to
+        # a size that fits the buffer).
+        nbytes = math.prod(shape) * dtype.itemsize
         if offset % _ALIGN or offset + nbytes > buffer.size:
             raise ValueError(
                 f"Message from {sender!r}: array {name!r} ({nbytes} bytes at offset {offset}) "
                 f"does not fit the {buffer.size}-byte buffer."
             )
-        out[name] = buffer[offset : offset + nbytes].view(dtype).reshape(shape)
+        arr = buffer[offset : offset + nbytes].view(dtype).reshape(shape)
+        # Another machine's byte order, turned into this one's (the kernels take no other).
+        out[name] = arr if dtype.isnative else arr.astype(dtype.newbyteorder("="))
     return out
 
 

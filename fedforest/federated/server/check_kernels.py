@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
+from ..criteria import s_log_mean
 
 __all__ = [
     "NONFINITE",
@@ -26,6 +27,10 @@ __all__ = [
     "UNSORTED",
     "counts_above_nodes",
     "counts_above_nodes_numpy",
+    "sums_above_nodes",
+    "moments_within_rounding",
+    "poisson_within_rounding",
+    "top_l_problem",
     "cumulative_problem",
     "cumulative_problem_numpy",
     "regression_stats_problem",
@@ -153,6 +158,122 @@ def counts_above_nodes(cand_off, cand, counts, node_of_pair, node_stats):  # typ
             if acc[j] > node_stats[node_of_pair[p], j]:
                 return True
     return False
+
+
+def sums_above_nodes(
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.int64],
+    sums: NDArray[Any],
+    n_count: int,
+    task: str,
+    node_of_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+) -> bool:
+    """Whether a pair's increments of a sum that never falls add up to more than its node's.
+
+    Those sums: the weight (with sample weights, a float column), ``w y^2`` (squared
+    error), Poisson's ``w y``, class weights. Increments are differences of running sums
+    over the node's rows, so their total may pass the node's by rounding: ``8 n u`` of it
+    is allowed (``n`` the node's rows, ``u`` the unit roundoff). NumPy only (a segmented
+    sum; ``cand`` is increasing). ``sums``: the statistics' columns from ``n_count`` on.
+    """
+    every = {"regression": slice(STAT_TASK + 1, None, 2), "poisson": slice(STAT_TASK, None, 2)}
+    task_cols = np.arange(node_stats.shape[1])[every.get(task, slice(STAT_TASK, None))]
+    cols = np.concatenate([np.arange(n_count, STAT_TASK), task_cols])  # full-layout columns
+    if cand.size == 0 or cols.size == 0:
+        return False
+    pair = np.searchsorted(cand_off, cand, side="right") - 1
+    starts = np.flatnonzero(np.diff(pair, prepend=-1))
+    total = np.add.reduceat(np.asarray(sums, dtype=np.float64)[:, cols - n_count], starts, axis=0)
+    node = node_stats[node_of_pair[pair[starts]]]
+    slack = 1.0 + 8.0 * 2.0**-52 * np.maximum(node[:, STAT_ROWS : STAT_ROWS + 1], 1.0)
+    return bool(np.any(total > node[:, cols] * slack))
+
+
+def moments_within_rounding(
+    counts: NDArray[Any],
+    sums: NDArray[np.float64],
+    cand: NDArray[np.int64],
+    cand_off: NDArray[np.int64],
+    node_of_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+) -> bool:
+    """Cauchy-Schwarz on Round B increments, within the rounding of a running sum.
+
+    A client's increments are differences of its running sums over a node's rows (in row
+    order), so each carries the rounding of sums as large as the node's: up to about
+    ``n u S`` for ``n`` rows, unit roundoff ``u`` and ``S`` the node's sum of ``w y^2``
+    (its sum of ``|w y|`` at most ``sqrt(W S)``). Targets over many orders of magnitude
+    make that visible (a bin of small targets after large ones); the slack below is four
+    times the bound, tiny against any sum a client could use it to fake.
+    """
+    stats = np.hstack([counts.astype(np.float64), sums])
+    pair = np.searchsorted(cand_off, cand, side="right") - 1
+    node = node_stats[node_of_pair[pair]]
+    n = np.maximum(node[:, STAT_ROWS], 1.0)[:, None]
+    big2 = np.abs(node[:, STAT_TASK + 1 :: 2])
+    slack2 = 4.0 * n * 2.0**-52 * big2
+    slack1 = 4.0 * n * 2.0**-52 * np.sqrt(np.abs(node[:, STAT_WEIGHT])[:, None] * big2)
+    s1, s2 = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
+    weight = stats[:, STAT_WEIGHT][:, None]
+    low = np.maximum(np.abs(s1) - slack1, 0.0)
+    return bool(
+        np.all(s2 >= -slack2) and np.all(low * low <= weight * (s2 + slack2) * (1 + 1e-7) + 1e-9)
+    )
+
+
+def poisson_within_rounding(
+    counts: NDArray[Any],
+    sums: NDArray[np.float64],
+    cand: NDArray[np.int64],
+    cand_off: NDArray[np.int64],
+    node_of_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+) -> bool:
+    """Jensen's bound on Poisson increments (``t >= s log(s / w)``), within their rounding.
+
+    As :func:`moments_within_rounding`: each increment is a difference of running sums over
+    the node's rows, so ``s = sum w y`` and ``t = sum w y log y`` each carry up to about
+    ``n u`` of the node's sum of their terms' sizes (``S``, and at most ``T + 2 W / e``
+    for ``t``: the terms of ``y < 1`` add up to no less than ``-W / e``), and ``w`` (with
+    sample weights) ``n u W``. The slack is four times that; ``s log(s / w)`` is taken at
+    its least over ``s``'s interval (it is convex, least at ``s = w / e``). Before, the
+    bound allowed ``1e-7`` of itself only, and an honest client whose targets spanned many
+    orders of magnitude was refused.
+    """
+    stats = np.hstack([counts.astype(np.float64), np.asarray(sums, dtype=np.float64)])
+    pair = np.searchsorted(cand_off, cand, side="right") - 1
+    node = node_stats[node_of_pair[pair]]
+    eps = 4.0 * np.maximum(node[:, STAT_ROWS], 1.0)[:, None] * 2.0**-52
+    w_node = np.abs(node[:, STAT_WEIGHT])[:, None]
+    slack_s = eps * np.abs(node[:, STAT_TASK::2])
+    slack_t = eps * (np.abs(node[:, STAT_TASK + 1 :: 2]) + 2.0 * w_node / np.e)
+    s, t = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
+    weight = stats[:, STAT_WEIGHT][:, None]
+    low = np.maximum(s - slack_s, 0.0)
+    s_star = np.clip(weight / np.e, low, s + slack_s)
+    bound = s_log_mean(s_star, np.broadcast_to(weight, s_star.shape))
+    # The weight's rounding: d/dw of s log(s / w) is -s / w.
+    slack_w = (s + slack_s) * eps * w_node / np.maximum(weight, np.finfo(np.float64).tiny)
+    slack = slack_t + np.minimum(slack_w, np.abs(bound) + slack_t)
+    return bool(np.all(s >= -slack_s) and np.all(t >= bound - slack - 1e-7 * np.abs(bound) - 1e-9))
+
+
+def top_l_problem(feats: NDArray[Any], gains: NDArray[Any], d: int) -> str | None:
+    """What is wrong with a client's Top-L shortlists (rows = its nodes), or None.
+
+    ``feats``: its L best features per node (-1: none), each in ``[0, d)`` at most once;
+    ``gains``: their local gains, finite where a feature is named. NumPy only.
+    """
+    named = feats >= 0
+    if np.any(feats < -1) or np.any(feats >= d):
+        return f"names a feature outside [0, {d}) (or below the -1 of none)"
+    ranked = np.sort(feats, axis=1)
+    if np.any((np.diff(ranked, axis=1) == 0) & (ranked[:, 1:] >= 0)):
+        return "names a feature twice in a node"
+    if not np.all(np.isfinite(gains[named])):
+        return "holds a gain that is not finite"
+    return None
 
 
 def counts_above_nodes_numpy(

@@ -116,10 +116,14 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
             if key not in h:
                 raise InvalidReply(name, kind, f"header field {key!r}", "is missing")
         d, n = h["n_features"], h["n_samples"]
-        for key, value, low in (("n_features", d, 1), ("n_samples", n, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        # Split features are int32 in the trees; rows are counted exactly in float64.
+        for key, value, low, high in (("n_features", d, 1, 2**31 - 1), ("n_samples", n, 0, 2**53)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
                 raise InvalidReply(
-                    name, kind, f"header field {key!r}", f"is {value!r}, not an integer >= {low}"
+                    name,
+                    kind,
+                    f"header field {key!r}",
+                    f"is {value!r}, not an integer in [{low}, {high})",
                 )
         n_out = h.get("n_outputs", 1)
         if isinstance(n_out, bool) or not isinstance(n_out, int) or not 1 <= n_out <= 10_000:
@@ -148,12 +152,6 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
             _check_scalars(name, kind, f"header field 'categories'[{j!r}]", values, allow_null=True)
         if not isinstance(h.get("weighted", False), bool):
             raise InvalidReply(name, kind, "header field 'weighted'", "is not a boolean")
-        raw = reply.arrays.get("public_key")  # the dtype and shape: secure.public_keys
-        if privacy != "none" and isinstance(raw, np.ndarray) and raw.shape == (32,):
-            if not valid_public_key(raw.astype(np.uint8).tobytes()):
-                raise InvalidReply(
-                    name, kind, "array 'public_key'", "is not a valid X25519 key (low order)"
-                )
         missing = h.get("missing_features", [])
         if (
             not isinstance(missing, list)
@@ -191,8 +189,21 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
                 raise InvalidReply(
                     name, kind, "arrays 'feature_min'/'feature_max'", "are not finite with min<=max"
                 )
+        if privacy != "none":
+            _check_public_key(name, kind, reply.arrays.get("public_key"))
 
     return check
+
+
+def _check_public_key(name: str, kind: str, raw: Any) -> None:
+    """Under "secure"/"dp": 32 uint8 bytes, not a low-order X25519 point."""
+    if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or raw.shape != (32,):
+        got = "is missing" if raw is None else f"has dtype {raw.dtype}, shape {raw.shape}"
+        raise InvalidReply(name, kind, "array 'public_key'", f"{got}, not 32 bytes as uint8")
+    if not valid_public_key(raw.tobytes()):
+        raise InvalidReply(
+            name, kind, "array 'public_key'", "is not a valid X25519 key (low order)"
+        )
 
 
 def _check_scalars(
@@ -290,6 +301,9 @@ _STATS_PROBLEMS = {
 }
 
 
+_JENSEN = "has sums of y log y smaller than the sums imply"
+
+
 def _check_stats_parts(
     name: str,
     kind: str,
@@ -368,7 +382,7 @@ def _check_stats(
         s, t = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
         bound = s_log_mean(s, weight[:, None])
         if np.any(s < 0) or np.any(t < bound - 1e-7 * np.abs(bound) - 1e-9):
-            raise InvalidReply(name, kind, field, "has sums of y log y smaller than the sums imply")
+            raise InvalidReply(name, kind, field, _JENSEN)
     else:
         # One (sum w*y, sum w*y^2) pair per output.
         s1, s2 = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
@@ -391,6 +405,20 @@ def check_sketch(name: str, kind: str, sketch: SketchRuns) -> NDArray[np.bool_]:
     if problem == ck.UNSORTED:
         raise InvalidReply(name, kind, "array 'sketch'", "has a row that is not sorted")
     return gone
+
+
+def _check_distinct_values(name: str, reply: Message, n_pairs: int) -> None:
+    """The verification mode's Round A values: offsets from 0, each pair's sorted values."""
+    off = expect_array(reply, "sketch_off", "iu", (n_pairs + 1,), name)
+    if off[0] != 0 or np.any(np.diff(off.astype(np.int64)) < 0) or off[-1] > np.iinfo(np.int32).max:
+        raise InvalidReply(
+            name, reply.kind, "array 'sketch_off'", "is not increasing offsets from 0"
+        )
+    values = expect_array(reply, "sketch", "f", (int(off[-1]),), name)
+    inside = np.ones(values.size, dtype=bool)
+    inside[off[1:-1][off[1:-1] < values.size]] = False  # each pair's first value
+    if not np.all(np.isfinite(values)) or np.any(np.diff(values)[inside[1:]] <= 0):
+        raise InvalidReply(name, reply.kind, "array 'sketch'", "is not each pair's distinct values")
 
 
 def sketch_of(
@@ -429,9 +457,10 @@ def check_round_b(
         _check_stats_parts(name, kind, "the left statistics", counts, sums, task, class_sizes)
     except InvalidReply as err:
         moments = err.problem == _STATS_PROBLEMS[ck.MOMENTS] and task == "regression"
+        jensen = err.problem == _JENSEN and task == "poisson"
+        within = ck.moments_within_rounding if moments else ck.poisson_within_rounding
         if not (
-            moments
-            and _moments_within_rounding(counts, sums, cand, cand_off, node_of_pair, node_stats)
+            (moments or jensen) and within(counts, sums, cand, cand_off, node_of_pair, node_stats)
         ):
             raise
     # A pair's increments add up to its rows left of the last candidate: at most the node's.
@@ -443,39 +472,11 @@ def check_round_b(
         node_stats.astype(np.float64, copy=False),
     ):
         raise InvalidReply(name, kind, "the left statistics", "count more than the node holds")
+    if sums.size and ck.sums_above_nodes(
+        cand_off, answered[pos], sums, counts.shape[1], task, node_of_pair, node_stats
+    ):
+        raise InvalidReply(name, kind, "the left statistics", "sum more than the node holds")
     return pos, counts, sums
-
-
-def _moments_within_rounding(
-    counts: NDArray[Any],
-    sums: NDArray[np.float64],
-    cand: NDArray[np.int64],
-    cand_off: NDArray[np.int64],
-    node_of_pair: NDArray[np.int64],
-    node_stats: NDArray[np.float64],
-) -> bool:
-    """Cauchy-Schwarz on Round B increments, within the rounding of a running sum.
-
-    A client's increments are differences of its running sums over a node's rows (in row
-    order), so each carries the rounding of sums as large as the node's: up to about
-    ``n u S`` for ``n`` rows, unit roundoff ``u`` and ``S`` the node's sum of ``w y^2``
-    (its sum of ``|w y|`` at most ``sqrt(W S)``). Targets over many orders of magnitude
-    make that visible (a bin of small targets after large ones); the slack below is four
-    times the bound, tiny against any sum a client could use it to fake.
-    """
-    stats = np.hstack([counts.astype(np.float64), sums])
-    pair = np.searchsorted(cand_off, cand, side="right") - 1
-    node = node_stats[node_of_pair[pair]]
-    n = np.maximum(node[:, STAT_ROWS], 1.0)[:, None]
-    big2 = np.abs(node[:, STAT_TASK + 1 :: 2])
-    slack2 = 4.0 * n * 2.0**-52 * big2
-    slack1 = 4.0 * n * 2.0**-52 * np.sqrt(np.abs(node[:, STAT_WEIGHT])[:, None] * big2)
-    s1, s2 = stats[:, STAT_TASK::2], stats[:, STAT_TASK + 1 :: 2]
-    weight = stats[:, STAT_WEIGHT][:, None]
-    low = np.maximum(np.abs(s1) - slack1, 0.0)
-    return bool(
-        np.all(s2 >= -slack2) and np.all(low * low <= weight * (s2 + slack2) * (1 + 1e-7) + 1e-9)
-    )
 
 
 # --------------------------------------------------------------------------- OOB
@@ -567,8 +568,17 @@ class ClientRecords:
         sketch_present: Callable[[NDArray[np.float64]], NDArray[np.bool_]] | None,
         n_bins: int | None,
         pair_feat: NDArray[np.int32] | None = None,
+        local_best: bool = False,
+        top_l: tuple[int, int] = (0, 0),
     ) -> Check:
-        """Round A: each client's node summaries (and sketches) against its parents'."""
+        """Round A: each client's node summaries (and sketches) against its parents'.
+
+        ``local_best``: the reply also holds the client's local best threshold of each
+        sketched pair (local candidates), a finite value or NaN (none). ``n_bins`` None
+        (the verification mode): every pair's distinct values (``sketch_off``, ``sketch``;
+        each pair's increasing and finite). ``top_l`` = (L,
+        d): its Top-L shortlists of each node it has rows in (L = 0: none).
+        """
         parent = np.full(n_slots, -1, dtype=np.int64)
         sibling = np.full(n_slots, -1, dtype=np.int64)
         if routes:
@@ -601,9 +611,23 @@ class ClientRecords:
                 siblings=sibling,
                 class_sizes=self.class_sizes,
             )
+            if top_l[0]:
+                n_here = int((summary[:, STAT_WEIGHT] > 0).sum())
+                feats = expect_array(reply, "top_features", "i", (n_here, top_l[0]), name)
+                gains = expect_array(reply, "top_gains", "f", (n_here, top_l[0]), name)
+                if (problem := ck.top_l_problem(feats, gains, top_l[1])) is not None:
+                    raise InvalidReply(
+                        name, reply.kind, "arrays 'top_features'/'top_gains'", problem
+                    )
+            if n_bins is None and pair_feat is not None:
+                _check_distinct_values(name, reply, pair_feat.size)
             if sketch_present is not None and n_bins is not None:
                 present = sketch_present(summary)
                 sketch, gone = sketch_of(reply, int(present.sum()), n_bins, name)
+                if local_best:
+                    best = expect_array(reply, "local_best", "f", (int(present.sum()),), name)
+                    if np.isinf(best).any():
+                        raise InvalidReply(name, reply.kind, "array 'local_best'", "holds infinity")
                 self.sketches[name] = sketch  # decoded once: the candidates merge it
                 # A NaN row only for a column the client said it misses values in.
                 if gone.any() and (
@@ -657,9 +681,16 @@ class ClientRecords:
                 rows = np.repeat(~categorical_pair, n_cand)
                 first = np.zeros(rows.size, dtype=bool)
                 first[cand_off[:-1][n_cand > 0]] = True
-                _, gains = unpack_gains(reply, int(rows.sum()), first[rows], name)
+                inc, gains = unpack_gains(reply, int(rows.sum()), first[rows], name)
                 if not np.all(np.isfinite(gains)):
                     raise InvalidReply(name, reply.kind, "array 'avg_gain'", "holds NaN or inf")
+                # A pair's row increments add up to its rows left of the last candidate.
+                pair = np.repeat(np.arange(n_cand.size), n_cand)[rows]
+                left_rows = np.bincount(pair, weights=inc, minlength=n_cand.size)
+                if np.any(left_rows > stats[node_of_pair, STAT_ROWS]):
+                    raise InvalidReply(
+                        name, reply.kind, "array 'avg_rows'", "counts more than the node holds"
+                    )
 
         return check
 

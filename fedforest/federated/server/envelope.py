@@ -4,7 +4,11 @@ Checked for every reply of every transport (local, Flower, Dask) in
 :func:`~.rounds.exchange`, before the round's own checks (:mod:`.checks`). An array the
 protocol does not define for the round (:data:`~..protocol.REPLY_ARRAYS`; under
 ``privacy="secure"`` exactly the round's masked sums) is refused, naming the client and the
-array: the server would otherwise ignore it silently.
+array: the server would otherwise ignore it silently. So is an array in another byte order
+than the machine's (the remote transports' codec turns one into native order on arrival):
+numba's kernels cannot take one, and a fit died of it with numba's typing error. Real
+numbers travel as float64 only: float32 or float16 values were accepted and rounded the
+client's statistics, a silently different forest.
 """
 
 from __future__ import annotations
@@ -46,6 +50,20 @@ def check_envelope(name: str, request: Message, reply: Any) -> None:
         if arr.dtype.kind not in "biuf":
             raise InvalidReply(
                 name, request.kind, f"array {key!r}", f"has dtype {arr.dtype} (not numeric)"
+            )
+        if arr.dtype.kind == "f" and arr.dtype.itemsize != 8:  # float32 would round them
+            raise InvalidReply(
+                name,
+                request.kind,
+                f"array {key!r}",
+                f"has dtype {arr.dtype} (the protocol's real numbers are float64)",
+            )
+        if not arr.dtype.isnative:  # numba's kernels take native byte order only
+            raise InvalidReply(
+                name,
+                request.kind,
+                f"array {key!r}",
+                f"has dtype {arr.dtype.str} (not in this machine's byte order)",
             )
 
 

@@ -286,8 +286,10 @@ def _level(
 
     quantile = cfg.n_bins is not None and cfg.binning == "quantile"
     check_a = records.round_a(
-        routes, n_slots, s, sketched if quantile else None, cfg.n_bins, pair_feat
-    )
+        routes, n_slots, s, sketched if quantile else None,
+        cfg.n_bins if cfg.binning == "quantile" else 0, pair_feat,
+        cfg.uses_local_candidates, (cfg.top_l or 0, ctx["d"]),
+    )  # fmt: skip
     missing = ctx["missing"] if ctx["missing"].any() else None
     one_round = cfg.binning == "global" and cfg.one_round
     if one_round:

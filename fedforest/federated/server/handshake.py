@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 from ..categorical import sort_categories
 from ..federation import Federation
 from ..protocol import HANDSHAKE, PROTOCOL_VERSION, CommunicationLedger, Message, expect_array
-from .checks import InvalidReply, check_handshake, label_type
+from .checks import Check, InvalidReply, check_handshake, label_type
 from .config import GrowerConfig
 from .merge import merge_sketch_rows
 from .rounds import exchange
@@ -32,6 +32,8 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         request["feature_sketch"] = int(cfg.n_bins or 32)
     ranges = cfg.privacy == "none"
     check = check_handshake(cfg.task, cfg.privacy, ranges)
+    if cfg.binning == "global":
+        check = _with_feature_sketch(check, int(cfg.n_bins or 32))
     replies = exchange(fed, ledger, Message(HANDSHAKE, request), check)
     _check_schemas(replies)
     first_name, first = replies[0]
@@ -151,15 +153,9 @@ def global_grid(
     their rows' weights, as the per-node sketches are), fixed once: a level then needs one
     round. Categorical features get none (their candidates are their codes).
     """
+    # Checked in the handshake round (_with_feature_sketch).
     points = np.stack([expect_array(m, "feature_sketch", "f", (d, n_bins), n) for n, m in replies])
     weights = np.stack([expect_array(m, "feature_rows", "f", (d,), n) for n, m in replies])
-    for k, (name, rep) in enumerate(replies):
-        n_rows = rep.header["n_samples"]
-        w, row = weights[k], points[k][weights[k] > 0]
-        if not np.all(np.isfinite(w)) or np.any((w < 0) | (w > n_rows) | (w != np.round(w))):
-            raise InvalidReply(name, HANDSHAKE, "array 'feature_rows'", "is not row counts")
-        if not np.all(np.isfinite(row)) or np.any(np.diff(row, axis=1) < 0):
-            raise InvalidReply(name, HANDSHAKE, "array 'feature_sketch'", "has a bad row")
     known = weights > 0
     for j in categories:
         weights[:, int(j)] = 0.0
@@ -168,6 +164,27 @@ def global_grid(
         np.where(known[..., None], points, 0.0).reshape(-1, n_bins), index, weights, n_bins
     )
     return [cand[off[j] : off[j + 1]] for j in range(d)]
+
+
+def _with_feature_sketch(check: Check, n_bins: int) -> Check:
+    """``binning="global"``: the handshake's check, then each client's feature sketches.
+
+    Checked with the reply (an :class:`InvalidReply` naming the client and the array, which
+    ``on_client_failure="drop"`` drops), not later when the grid is made.
+    """
+
+    def checked(name: str, request: Message, reply: Message) -> None:
+        check(name, request, reply)
+        d, n_rows = reply.header["n_features"], reply.header["n_samples"]
+        w = expect_array(reply, "feature_rows", "f", (d,), name)
+        points = expect_array(reply, "feature_sketch", "f", (d, n_bins), name)
+        if not np.all(np.isfinite(w)) or np.any((w < 0) | (w > n_rows) | (w != np.round(w))):
+            raise InvalidReply(name, HANDSHAKE, "array 'feature_rows'", "is not row counts")
+        row = points[w > 0]
+        if not np.all(np.isfinite(row)) or np.any(np.diff(row, axis=1) < 0):
+            raise InvalidReply(name, HANDSHAKE, "array 'feature_sketch'", "has a bad row")
+
+    return checked
 
 
 def _check_schemas(replies: list[tuple[str, Message]]) -> None:

@@ -68,6 +68,10 @@ def _masked_array(msg: Message, name: str, shape: tuple[int, ...], sender: str) 
     return arr
 
 
+def _shapes(totals: dict[str, NDArray[np.uint64]]) -> list[tuple[str, tuple[int, ...]]]:
+    return [(name, tuple(total.shape)) for name, total in totals.items()]
+
+
 def _recover(
     fed: Federation,
     ledger: CommunicationLedger,
@@ -80,11 +84,15 @@ def _recover(
     shapes = {name: list(total.shape) for name, total in totals.items()}
     header = {"tag": tag, "dropped": dropped, "shapes": shapes, "peers": peers}
     request = Message(RECOVER, header)
+    # Every survivor must answer: one dropped here (on_client_failure="drop") leaves its
+    # pair masks in the sums. fed.client_names no longer lists it after the exchange, so
+    # the survivors are taken before (checking against the names after decoded garbage).
+    survivors = set(fed.client_names)
     try:
-        replies = exchange(fed, ledger, request)
+        replies = exchange(fed, ledger, request, masked_arrays(dict(_shapes(totals))))
     except ClientFailure as exc:  # pragma: no cover - a second failure while recovering
         raise ClientFailure(exc.client, RECOVER, exc.round_index, exc) from exc
-    missing = sorted(set(fed.client_names) - {name for name, _ in replies})
+    missing = sorted(survivors - {name for name, _ in replies})
     if missing:
         raise ValueError(
             f"Client {missing[0]!r} failed while the masks of {dropped} were removed; the "

@@ -65,7 +65,7 @@ def from_bytes(frame: Any, sender: str) -> Message:
     try:
         meta = json.loads(bytes(data[_PREAMBLE.size : end]))
         kind, header, layout = meta["kind"], meta["header"], meta["layout"]
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, RecursionError) as exc:
         raise ValueError(f"Message from {sender!r} has a malformed JSON part: {exc}.") from exc
     if not isinstance(kind, str) or not isinstance(header, dict):
         raise ValueError(f"Message from {sender!r}: the kind or the header has the wrong type.")

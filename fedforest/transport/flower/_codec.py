@@ -108,7 +108,7 @@ def from_records(content: RecordDict, sender: str) -> Message:
         kind = str(config["kind"])
         header = json.loads(str(config["header"]))
         layout = json.loads(str(config["layout"]))
-    except (KeyError, json.JSONDecodeError) as exc:
+    except (KeyError, json.JSONDecodeError, RecursionError) as exc:  # nested too deep too
         raise ValueError(f"Message from {sender!r} has a malformed header: {exc}.") from exc
     if not isinstance(header, dict):
         raise ValueError(f"Message from {sender!r}: the header is not a JSON object.")
