@@ -417,6 +417,9 @@ def guided_candidates(  # type: ignore[no-untyped-def]
     """
     k = 0
     out_off[0] = 0
+    # The node's rows below each kept candidate, beside it (``out[c]`` is on the grid, so
+    # this is ``cum_rows`` at its first position there, as a search would find it again).
+    kept_rows = np.empty(out.size)
     for p in range(grid_off.size - 1):
         g0, g1 = grid_off[p], grid_off[p + 1]
         n = node_rows[p]
@@ -432,12 +435,12 @@ def guided_candidates(  # type: ignore[no-untyped-def]
                 r = cum_rows[j]
                 ok = r >= min_rows and n - r >= min_rows
                 for c in range(start, k):
-                    c_j = g0 + np.searchsorted(grid[g0:g1], out[c])
-                    if abs(cum_rows[c_j] - r) < min_rows:
+                    if abs(kept_rows[c] - r) < min_rows:
                         ok = False
                         break
                 if ok:
                     out[k] = x
+                    kept_rows[k] = r
                     k += 1
         # increasing (insertion sort: a few candidates)
         for i in range(start + 1, k):

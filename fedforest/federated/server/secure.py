@@ -24,6 +24,7 @@ import math
 from typing import Any
 
 import numpy as np
+from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT, class_sizes
@@ -437,6 +438,7 @@ def round_a(
             "summary": ((n_slots, ctx["n_stats"]), bits),
             "hist": ((grid.size, 1), None) if packed else ((grid.size, 2), bits[:2]),
         },
+        effective_n_jobs(cfg.n_jobs),
     )
     summary = sums["summary"]
     cum = unpack_counts(sums["hist"]) if packed else sums["hist"]
@@ -560,6 +562,7 @@ def round_b(
         state.hi[node, f],
         node_rows,
         m,
+        effective_n_jobs(cfg.n_jobs),
     )
     # A pair left without any: its ancestors' thresholds on the node grid (fallback.py).
     bounds = (state.lo[node, f], state.hi[node, f], node_rows)
@@ -630,6 +633,7 @@ def round_b(
             "left": ((cand.size, n_words), word_bits),
             "group_stats": ((int(sum(n_groups)), n_words), word_bits),
         },
+        effective_n_jobs(cfg.n_jobs),
     )
     if set(fed.client_names) != peers:
         # A client dropped in this Round B: the left sums are the survivors', the nodes'
