@@ -357,6 +357,8 @@ def node_grids(
         out, out_off = _merged(out, out_off, np.diff(g_off) > 0, g_thr, g_off, parts, n_threads)
     if missing is not None and missing.any():
         out_off, out = add_missing_candidates(out_off, out, missing[f])
+    if sel.size == n_pairs:  # every pair numeric: the grids are the quantile grids
+        return out_off, out
     counts = np.zeros(n_pairs, dtype=np.int64)
     counts[sel] = np.diff(out_off)
     cat = np.flatnonzero(n_cat >= 2)
