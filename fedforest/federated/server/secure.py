@@ -56,7 +56,7 @@ from .denoise import (
 from .digest import digest_arrays
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
 from .fallback import with_ancestor_candidates
-from .guides import Guides, guided_candidates, refine_args
+from .guides import Guides, guided_in_threads, refine_args
 from .missing import with_missing_sides
 from .secure_checks import (
     check_pooled_cumulative,
@@ -542,11 +542,10 @@ def round_b(
     tree = np.asarray(ctx["secure_slots"][0], dtype=np.int64)[node]
     if state.guides is not None:  # guides first, the same m-row spacing (guides.py)
         g_off, g_thr = state.guides.find(tree, f, state.lo[node, f], state.hi[node, f])
-        q_off, quant = out_off, out[: out_off[-1]]
-        out_off, out = np.zeros(num.size + 1, dtype=np.int64), np.empty(quant.size + g_thr.size)
-        guided_candidates(
-            sub_grid, sub_off, sub_rows, node_rows, quant, q_off, g_thr, g_off, m, out_off, out
-        )
+        out_off, out = guided_in_threads(
+            sub_grid, sub_off, sub_rows, node_rows, out[: out_off[-1]], out_off, g_thr, g_off, m,
+            effective_n_jobs(cfg.n_jobs),
+        )  # fmt: skip
     # Less those the ancestors' releases on the feature would isolate rows with.
     anc_off, anc = state.checks.take(state.checks.find(node * d + f))
     cands = out[: out_off[-1]]

@@ -324,7 +324,8 @@ def node_grids(
     out = np.empty(int(out_off[-1]))
     shift = shift[sel]
     # Each pair's grid depends on its own arguments: ranges of pairs run in threads.
-    n_threads = effective_n_jobs(cfg.n_jobs) if out.size >= PARALLEL_EDGES else 1
+    threads = effective_n_jobs(cfg.n_jobs)
+    n_threads = threads if out.size >= PARALLEL_EDGES else 1
     parts = work_ranges(n_mass + n_out, n_threads)
 
     def grids(r: tuple[int, int]) -> None:
@@ -338,7 +339,7 @@ def node_grids(
     # The ancestors' thresholds inside the node's path bounds join its grid, so that Round A
     # counts the node's rows below each of them (for the rules in Round B: every count is
     # exact).
-    owner, anc_rel = _ancestors_releases(state, node, f, node_rows[node])
+    owner, anc_rel = _ancestors_releases(state, node, f, node_rows[node], threads)
     anc_off = offsets(np.bincount(owner, minlength=sel.size))
     has = np.diff(anc_off) > 0
     state.checks = PairSegments((node * d + f)[has], offsets(np.diff(anc_off)[has]), anc_rel)
@@ -558,7 +559,11 @@ def near_tails(anc: NDArray[np.float64], rows: NDArray[np.float64], m: int) -> N
 
 
 def _ancestors_releases(
-    state: SecureState, node: NDArray[np.int64], f: NDArray[np.int64], rows: NDArray[np.float64]
+    state: SecureState,
+    node: NDArray[np.int64],
+    f: NDArray[np.int64],
+    rows: NDArray[np.float64],
+    n_threads: int = 1,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The releases the rules check each pair (``node``, ``f``) against, pair after pair.
 
@@ -566,7 +571,9 @@ def _ancestors_releases(
     segment of every earlier level's releases; then :func:`ancestors_kept` keeps, per
     pair, the parent's all and of the others' those the rules need (see
     :func:`ancestors_releases_numpy`, its twin). Returns each row's pair (sorted) and the
-    rows (threshold, the ancestor's rows below it, its rows, 1 for the parent's).
+    rows (threshold, the ancestor's rows below it, its rows, 1 for the parent's). With
+    ``n_threads`` > 1 (and :data:`PARALLEL_EDGES` releases) ranges of pairs run in threads,
+    each into a buffer of its own, joined in order: the same rows.
     """
     d, n_lev = state.lo.shape[1], len(state.history)
     up = state.parent[node] if node.size else np.zeros(0, np.int64)
@@ -583,11 +590,21 @@ def _ancestors_releases(
         pool.append(released.values)
         base += released.values.shape[0]
         up = np.where(there, parents[np.maximum(up, 0)], -1) if parents.size else up * 0 - 1
-    out = np.empty((int((end - start).sum()), 4))
     n_kept = np.zeros(node.size, dtype=np.int64)
     all_rel = np.ascontiguousarray(np.concatenate(pool), dtype=np.float64)
-    total = ancestors_kept(all_rel, start, end, rows, int(state.min_rows), n_kept, out)
-    return np.repeat(np.arange(node.size, dtype=np.int64), n_kept), out[:total]
+    work = (end - start).sum(axis=0)
+    n = n_threads if int(work.sum()) >= PARALLEL_EDGES else 1
+
+    def run(r: tuple[int, int]) -> NDArray[np.float64]:
+        a, b = r
+        s, e = np.ascontiguousarray(start[:, a:b]), np.ascontiguousarray(end[:, a:b])
+        out = np.empty((int(work[a:b].sum()), 4))
+        total = ancestors_kept(all_rel, s, e, rows[a:b], int(state.min_rows), n_kept[a:b], out)
+        return out[:total]
+
+    done = thread_map(run, work_ranges(work, n), n)
+    kept = done[0] if len(done) == 1 else np.concatenate(done)
+    return np.repeat(np.arange(node.size, dtype=np.int64), n_kept), kept
 
 
 @numba.njit(nogil=True, cache=True)
