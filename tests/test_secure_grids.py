@@ -107,8 +107,8 @@ def test_ancestors_kept_matches_its_twin_level_by_level_in_secure_fits(
     # leave some out, or the comparison would not test the rules' filtering.
     kernel, seen = secure_grids._ancestors_releases, {"calls": 0, "above": 0, "left_out": 0}
 
-    def both(state, node, f, rows):  # type: ignore[no-untyped-def]
-        owner, rel = kernel(state, node, f, rows)
+    def both(state, node, f, rows, n_threads=1):  # type: ignore[no-untyped-def]
+        owner, rel = kernel(state, node, f, rows, n_threads)
         want_owner, want_rel = ancestors_releases_numpy(state, node, f, rows)
         np.testing.assert_array_equal(owner, want_owner)
         np.testing.assert_array_equal(rel, want_rel)

@@ -19,7 +19,9 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from .privacy.secagg import HALF_BITS
+from . import client_words
+from .client_words import add_words, packed_words, row_words, whole_words
+from .kernel_cache import cache_depends_on
 
 __all__ = [
     "node_summaries",
@@ -89,9 +91,6 @@ def node_summaries_numpy(
     keep = slot >= 0
     np.add.at(out, slot[keep], _row_stats(w[keep], y[rows[keep]], n_classes))
 
-
-#: ``secagg._LIMIT``: a value whose magnitude reaches it is refused (2^62).
-_LIMIT = float(2**62)
 
 #: Nodes with at most this many in-bag rows (on a client) are binned by counting the
 #: candidates below each value; larger ones go through the fine codes, whose fixed cost
@@ -514,36 +513,6 @@ def running_sums(hist, nc, k, out):
             out[k + j, q] = run
 
 
-@numba.njit(inline="always")
-def packed_words(hist, nc, k, out, acc, scale):
-    """The running sums of :func:`running_sums`, written as the words a secure answer sends.
-
-    Each row encoded as ``to_fixed_packed`` does: ``rint`` of the sum times its ``scale``,
-    checked; the rows in the low half-word of the first word, the weight in the high; the
-    other columns one word each. ``False`` where that encoding would refuse a sum.
-    """
-    a0 = a1 = 0.0  # the rows and the weight: one word
-    for q in range(2, hist.shape[1]):
-        acc[q] = 0.0
-    for j in range(nc):
-        a0 += hist[j, 0]
-        a1 += hist[j, 1]
-        x0, x1 = a0 * scale[0], a1 * scale[1]
-        if not (abs(x0) < _LIMIT and abs(x1) < _LIMIT):
-            return False
-        u, v = np.int64(np.rint(x0)), np.int64(np.rint(x1))
-        for q in range(2, hist.shape[1]):
-            acc[q] += hist[j, q]
-            x = acc[q] * scale[q]
-            if not abs(x) < _LIMIT:
-                return False
-            out[k + j, q - 1] = np.uint64(np.int64(np.rint(x)))
-        if u < 0 or v < 0 or u >> HALF_BITS or v >> HALF_BITS:
-            return False
-        out[k + j, 0] = np.uint64(u) | (np.uint64(v) << np.uint64(HALF_BITS))
-    return True
-
-
 @numba.njit(nogil=True, cache=True)
 def left_stats_ranked(
     Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
@@ -560,7 +529,8 @@ def left_stats_ranked(
     each pair's running sums written (:func:`running_sums`). Given ``scale``, they are
     written as the words a secure answer sends instead (:func:`packed_words`: numba
     compiles the one sink of each call's types), and ``False`` returned where a sum would
-    not pack (``out`` then partly written).
+    not pack (``out`` then partly written); in a node whose weights are whole (bootstrap
+    counts) the rows and weight are summed as one integer word (:func:`row_words`).
 
     Parameters
     ----------
@@ -579,10 +549,15 @@ def left_stats_ranked(
         rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_stat
     )
     rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
+    words = np.empty(max_nc + 1, dtype=np.uint64)
+    row_word = np.empty(ii.shape[0], dtype=np.uint64)
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
         gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls)
+        whole = False
+        if scale is not None:  # the rows and weight as one integer word (row_words)
+            whole = row_words(st, c, scale, row_word)
         for p in range(pair_off[s], pair_off[s + 1]):
             nc = cand_off[p + 1] - cand_off[p]
             if nc == 0:
@@ -594,15 +569,29 @@ def left_stats_ranked(
                 bin_start, ii, rank_c, lut, padded, rr, xx, bins,
             )  # fmt: skip
             # Explicit loops: numba's slice assignments cost about a microsecond a pair.
-            for j in range(nc + 1):
-                for q in range(n_stat):
-                    hist[j, q] = 0.0
-            add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
+            if whole:  # the counts' word, the other columns as floats
+                for j in range(nc + 1):
+                    words[j] = 0
+                    for q in range(2, n_stat):
+                        hist[j, q] = 0.0
+                add_words(words, hist, row_word, bins, st, cls, c, n_stat, n_classes)
+            else:
+                for j in range(nc + 1):
+                    for q in range(n_stat):
+                        hist[j, q] = 0.0
+                add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
             if scale is None:  # pruned at compile time (scale's type): one sink a kernel
                 running_sums(hist, nc, lo - c0, out)
+            elif whole:
+                if not whole_words(words, hist, nc, lo - c0, out, acc, scale):
+                    return False
             elif not packed_words(hist, nc, lo - c0, out, acc, scale):
                 return False
     return True
+
+
+# It inlines its sinks from client_words: an edit there makes its disk cache stale.
+cache_depends_on(left_stats_ranked, client_words)
 
 
 def increment_message(

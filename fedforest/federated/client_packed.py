@@ -1,7 +1,7 @@
 """Left statistics written as the words a secure answer sends: encoded and packed in the kernel.
 
 The kernel is :func:`~fedforest.federated.client_kernels.left_stats_ranked` given a
-``scale`` (its sink :func:`~fedforest.federated.client_kernels.packed_words`); here are its
+``scale`` (its sinks in :mod:`~fedforest.federated.client_words`); here are its
 call on fine codes (:func:`left_words`) and the NumPy twin of that case.
 
 Under ``privacy="secure"`` with packed counts (whole weights, no noise) a client's Round A

@@ -16,7 +16,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-__all__ = ["thread_map"]
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["thread_map", "work_ranges"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,6 +54,19 @@ def thread_map(fn: Callable[[T], R], items: Iterable[T], n_threads: int) -> list
     if n_threads <= 1 or len(items) < 2 or getattr(_LOCAL, "worker", False):
         return [fn(item) for item in items]
     return list(_pool(min(n_threads, len(items))).map(fn, items))
+
+
+def work_ranges(work: NDArray[np.int64], n_parts: int) -> list[tuple[int, int]]:
+    """Contiguous ranges ``lo:hi`` of ``work``'s items, each with about ``1 / n_parts`` of it.
+
+    For kernels whose items (pairs) are independent, run on those ranges in threads; empty
+    ranges are left out (so fewer than ``n_parts`` may come back, one for no work at all).
+    """
+    cum = np.cumsum(work, dtype=np.float64)
+    total = float(cum[-1]) if cum.size else 0.0
+    cuts = np.searchsorted(cum, total * np.arange(1, max(n_parts, 1)) / max(n_parts, 1))
+    edges = np.unique(np.concatenate([[0], cuts, [work.size]]).astype(np.int64))
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)] or [(0, 0)]
 
 
 def _forget_pools() -> None:  # in a forked child: the threads stayed with the parent

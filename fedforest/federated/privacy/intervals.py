@@ -25,6 +25,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from ..threads import thread_map, work_ranges
 from .rules import _rows_below, ancestor_safe
 
 __all__ = [
@@ -34,6 +35,10 @@ __all__ = [
     "interval_safe_numpy",
     "safe_from_ancestors",
 ]
+
+#: :func:`safe_from_ancestors` runs its kernels in threads, on ranges of pairs, from this
+#: many candidates on (below it one thread's call is shorter than a thread's start).
+PARALLEL_CANDIDATES = 20_000
 
 
 @numba.njit(nogil=True, cache=True)
@@ -318,6 +323,7 @@ def safe_from_ancestors(
     hi: NDArray[np.float64],
     total: NDArray[np.float64],
     min_rows: int,
+    n_threads: int = 1,
 ) -> NDArray[np.bool_]:
     """Which candidates (of every pair, flat) are safe from the ancestors' releases.
 
@@ -325,16 +331,26 @@ def safe_from_ancestors(
     then on the candidates it kept :func:`interval_safe` (an interval of an ancestor's
     thresholds less one of the node's candidates: three or four sums), on one output array;
     ``anc`` holds their ``anc_thr``, ``anc_rows``, ``anc_total`` and ``anc_near`` as
-    columns. See there for the rest.
+    columns. See there for the rest. Each pair's answer depends on that pair's arrays only:
+    with ``n_threads`` > 1 (and :data:`PARALLEL_CANDIDATES` candidates), contiguous ranges
+    of pairs run in threads (the kernels drop the GIL), each kernel given its slices of the
+    per-pair arrays (the offsets stay absolute): the same answers.
     """
     out = np.ones(cands.size, dtype=np.bool_)
     thr, below, rows_a, near = (np.ascontiguousarray(anc[:, j]) for j in range(4))
-    ancestor_safe(
-        cands, cand_off, grid, grid_off, rows, thr, below, rows_a, near, anc_off, lo, hi,
-        total, int(min_rows), out,
-    )  # fmt: skip
-    interval_safe(
-        cands, cand_off, grid, grid_off, rows, thr, below, rows_a, anc_off, lo, hi, total,
-        int(min_rows), out,
-    )  # fmt: skip
+    m = int(min_rows)
+
+    def run(pairs: tuple[int, int]) -> None:
+        a, b = pairs
+        c_off, g_off, a_off = cand_off[a : b + 1], grid_off[a : b + 1], anc_off[a : b + 1]
+        bounds = (lo[a:b], hi[a:b], total[a:b])
+        ancestor_safe(
+            cands, c_off, grid, g_off, rows, thr, below, rows_a, near, a_off, *bounds, m, out
+        )
+        interval_safe(cands, c_off, grid, g_off, rows, thr, below, rows_a, a_off, *bounds, m, out)
+
+    n = n_threads if cands.size >= PARALLEL_CANDIDATES else 1
+    # A pair's work grows with its candidates times its ancestors' releases.
+    work = (np.diff(cand_off) + 1) * (np.diff(anc_off) + 1)
+    thread_map(run, work_ranges(work, 2 * n if n > 1 else 1), n)
     return out

@@ -36,6 +36,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from numpy.typing import NDArray
 
+from ..threads import thread_map
+
 __all__ = [
     "FRAC_BITS",
     "MaskingKeys",
@@ -240,13 +242,30 @@ def unpack_counts(
     return out
 
 
+#: :func:`add_in_order` adds in threads from this many words on.
+PARALLEL_WORDS = 1 << 20
+
+
 def add_in_order(
-    arrays: Iterable[NDArray[np.uint64]], shape: tuple[int, ...]
+    arrays: Iterable[NDArray[np.uint64]], shape: tuple[int, ...], n_threads: int = 1
 ) -> NDArray[np.uint64]:
-    """Sum uint64 arrays mod 2^64 (the order does not matter: integer sums are exact)."""
+    """Sum uint64 arrays mod 2^64 (the order does not matter: integer sums are exact).
+
+    With ``n_threads`` > 1 and :data:`PARALLEL_WORDS` words, contiguous ranges of the words
+    are added in threads (NumPy drops the GIL): the same sums.
+    """
     total = np.zeros(shape, dtype=np.uint64)
-    for a in arrays:
-        total += a  # wraps mod 2^64, as intended
+    arrays = list(arrays)
+    flat = total.reshape(-1)
+    n = n_threads if flat.size >= PARALLEL_WORDS and len(arrays) > 1 else 1
+    cuts = np.linspace(0, flat.size, n + 1).astype(np.int64)
+
+    def add(i: int) -> None:
+        part = flat[cuts[i] : cuts[i + 1]]
+        for a in arrays:
+            part += a.reshape(-1)[cuts[i] : cuts[i + 1]]  # wraps mod 2^64, as intended
+
+    thread_map(add, range(n), n)
     return total
 
 

@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_TASK, STAT_WEIGHT
+from ..threads import thread_map, work_ranges
 from .config import GrowerConfig
 from .missing import MISSING_SPLIT
 
@@ -49,6 +50,7 @@ __all__ = [
     "Guides",
     "guided_candidates",
     "guided_candidates_numpy",
+    "guided_in_threads",
     "pair_best",
     "refine_args",
     "refined_best",
@@ -417,6 +419,9 @@ def guided_candidates(  # type: ignore[no-untyped-def]
     """
     k = 0
     out_off[0] = 0
+    # The node's rows below each kept candidate, beside it (``out[c]`` is on the grid, so
+    # this is ``cum_rows`` at its first position there, as a search would find it again).
+    kept_rows = np.empty(out.size)
     for p in range(grid_off.size - 1):
         g0, g1 = grid_off[p], grid_off[p + 1]
         n = node_rows[p]
@@ -432,12 +437,12 @@ def guided_candidates(  # type: ignore[no-untyped-def]
                 r = cum_rows[j]
                 ok = r >= min_rows and n - r >= min_rows
                 for c in range(start, k):
-                    c_j = g0 + np.searchsorted(grid[g0:g1], out[c])
-                    if abs(cum_rows[c_j] - r) < min_rows:
+                    if abs(kept_rows[c] - r) < min_rows:
                         ok = False
                         break
                 if ok:
                     out[k] = x
+                    kept_rows[k] = r
                     k += 1
         # increasing (insertion sort: a few candidates)
         for i in range(start + 1, k):
@@ -448,6 +453,48 @@ def guided_candidates(  # type: ignore[no-untyped-def]
                 j -= 1
             out[j] = v
         out_off[p + 1] = k
+
+
+#: :func:`guided_in_threads` runs on ranges of pairs in threads from this many candidates.
+PARALLEL_GUIDED = 20_000
+
+
+def guided_in_threads(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    cum_rows: NDArray[np.float64],
+    node_rows: NDArray[np.float64],
+    quant: NDArray[np.float64],
+    quant_off: NDArray[np.int64],
+    guide: NDArray[np.float64],
+    guide_off: NDArray[np.int64],
+    min_rows: int,
+    n_threads: int = 1,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """:func:`guided_candidates` (its ``out_off`` and ``out``), ranges of pairs in threads.
+
+    Each pair's candidates depend on its own arguments: each range writes into a buffer of
+    its own (the offsets stay absolute, the output's relative), joined in order; from
+    :data:`PARALLEL_GUIDED` candidates on with ``n_threads`` > 1, else one call.
+    """
+    n = n_threads if quant.size + guide.size >= PARALLEL_GUIDED else 1
+    parts = work_ranges(np.diff(quant_off) + np.diff(guide_off), n)
+
+    def run(r: tuple[int, int]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        a, b = r
+        off = np.zeros(b - a + 1, dtype=np.int64)
+        out = np.empty(int(quant_off[b] - quant_off[a] + guide_off[b] - guide_off[a]))
+        guided_candidates(
+            grid, grid_off[a : b + 1], cum_rows, node_rows[a:b], quant, quant_off[a : b + 1],
+            guide, guide_off[a : b + 1], min_rows, off, out,
+        )  # fmt: skip
+        return out[: off[-1]], off
+
+    done = thread_map(run, parts, n)
+    base = np.cumsum([0] + [part.size for part, _ in done[:-1]])
+    tails = [off[1:] + at for (_, off), at in zip(done, base, strict=True)]
+    out_off = np.concatenate([np.zeros(1, dtype=np.int64), *tails])
+    return out_off, np.concatenate([part for part, _ in done])
 
 
 def guided_candidates_numpy(

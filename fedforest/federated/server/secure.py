@@ -24,6 +24,7 @@ import math
 from typing import Any
 
 import numpy as np
+from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT, class_sizes
@@ -55,7 +56,7 @@ from .denoise import (
 from .digest import digest_arrays
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
 from .fallback import with_ancestor_candidates
-from .guides import Guides, guided_candidates, refine_args
+from .guides import Guides, guided_in_threads, refine_args
 from .missing import with_missing_sides
 from .secure_checks import (
     check_pooled_cumulative,
@@ -437,6 +438,7 @@ def round_a(
             "summary": ((n_slots, ctx["n_stats"]), bits),
             "hist": ((grid.size, 1), None) if packed else ((grid.size, 2), bits[:2]),
         },
+        effective_n_jobs(cfg.n_jobs),
     )
     summary = sums["summary"]
     cum = unpack_counts(sums["hist"]) if packed else sums["hist"]
@@ -540,11 +542,10 @@ def round_b(
     tree = np.asarray(ctx["secure_slots"][0], dtype=np.int64)[node]
     if state.guides is not None:  # guides first, the same m-row spacing (guides.py)
         g_off, g_thr = state.guides.find(tree, f, state.lo[node, f], state.hi[node, f])
-        q_off, quant = out_off, out[: out_off[-1]]
-        out_off, out = np.zeros(num.size + 1, dtype=np.int64), np.empty(quant.size + g_thr.size)
-        guided_candidates(
-            sub_grid, sub_off, sub_rows, node_rows, quant, q_off, g_thr, g_off, m, out_off, out
-        )
+        out_off, out = guided_in_threads(
+            sub_grid, sub_off, sub_rows, node_rows, out[: out_off[-1]], out_off, g_thr, g_off, m,
+            effective_n_jobs(cfg.n_jobs),
+        )  # fmt: skip
     # Less those the ancestors' releases on the feature would isolate rows with.
     anc_off, anc = state.checks.take(state.checks.find(node * d + f))
     cands = out[: out_off[-1]]
@@ -560,6 +561,7 @@ def round_b(
         state.hi[node, f],
         node_rows,
         m,
+        effective_n_jobs(cfg.n_jobs),
     )
     # A pair left without any: its ancestors' thresholds on the node grid (fallback.py).
     bounds = (state.lo[node, f], state.hi[node, f], node_rows)
@@ -630,6 +632,7 @@ def round_b(
             "left": ((cand.size, n_words), word_bits),
             "group_stats": ((int(sum(n_groups)), n_words), word_bits),
         },
+        effective_n_jobs(cfg.n_jobs),
     )
     if set(fed.client_names) != peers:
         # A client dropped in this Round B: the left sums are the survivors', the nodes'

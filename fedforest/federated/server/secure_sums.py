@@ -29,13 +29,15 @@ def secure_exchange(
     ledger: CommunicationLedger,
     msg: Message,
     specs: dict[str, tuple[tuple[int, ...], NDArray[np.int64] | int | None]],
+    n_threads: int = 1,
 ) -> dict[str, NDArray[Any]]:
     """One masked round: the decoded sums over the clients of each array in ``specs``.
 
     ``specs`` maps an array name to its shape and fractional bits (None: the uint64 sum as
     it is, e.g. of packed counts). A client that fails
     (dropped under ``on_client_failure="drop"``) is removed from the sums by a recovery
-    round with the survivors.
+    round with the survivors. ``n_threads`` > 1 adds large sums in threads (the same
+    words).
     """
     peers = list(fed.client_names)
     tag = ledger.rounds
@@ -44,7 +46,9 @@ def secure_exchange(
         fed, ledger, msg, masked_arrays({k: shape for k, (shape, _) in specs.items()})
     )
     totals = {
-        name: add_in_order((_masked_array(m, name, shape, sender) for sender, m in replies), shape)
+        name: add_in_order(
+            [_masked_array(m, name, shape, sender) for sender, m in replies], shape, n_threads
+        )
         for name, (shape, _) in specs.items()
     }
     dropped = sorted(set(peers) - {name for name, _ in replies})

@@ -1,0 +1,114 @@
+"""The sinks of the secure left statistics: a pair's running sums as the words a client sends.
+
+:func:`~fedforest.federated.client_kernels.left_stats_ranked`, given a ``scale``, ends
+each pair here (inlined by numba): :func:`packed_words` writes the running sums of its
+float histogram as ``secagg.to_fixed_packed`` would; in a node whose weights are whole
+(bootstrap counts: :func:`row_words`) the rows and weight are added as one integer word
+per row instead (:func:`add_words`, :func:`whole_words`), the same words with one add a
+row and an edge in place of two float sums, their encoding and checks. Moved out of
+``client_kernels`` (the layout's 800 lines).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .privacy.secagg import HALF_BITS
+
+__all__ = ["add_words", "packed_words", "row_words", "whole_words"]
+
+#: ``secagg._LIMIT``: a value whose magnitude reaches it is refused (2^62).
+_LIMIT = float(2**62)
+
+
+@numba.njit(inline="always")
+def packed_words(hist, nc, k, out, acc, scale):  # type: ignore[no-untyped-def]
+    """A pair's running sums (``client_kernels.running_sums``) as the words a secure answer sends.
+
+    Each row encoded as ``to_fixed_packed`` does: ``rint`` of the sum times its ``scale``,
+    checked; the rows in the low half-word of the first word, the weight in the high; the
+    other columns one word each. ``False`` where that encoding would refuse a sum.
+    """
+    a0 = a1 = 0.0  # the rows and the weight: one word
+    for q in range(2, hist.shape[1]):
+        acc[q] = 0.0
+    for j in range(nc):
+        a0 += hist[j, 0]
+        a1 += hist[j, 1]
+        x0, x1 = a0 * scale[0], a1 * scale[1]
+        if not (abs(x0) < _LIMIT and abs(x1) < _LIMIT):
+            return False
+        u, v = np.int64(np.rint(x0)), np.int64(np.rint(x1))
+        for q in range(2, hist.shape[1]):
+            acc[q] += hist[j, q]
+            x = acc[q] * scale[q]
+            if not abs(x) < _LIMIT:
+                return False
+            out[k + j, q - 1] = np.uint64(np.int64(np.rint(x)))
+        if u < 0 or v < 0 or u >> HALF_BITS or v >> HALF_BITS:
+            return False
+        out[k + j, 0] = np.uint64(u) | (np.uint64(v) << np.uint64(HALF_BITS))
+    return True
+
+
+@numba.njit(inline="always")
+def row_words(st, c, scale, row_word):  # type: ignore[no-untyped-def]
+    """Each gathered row's rows and weight as one word, ``1 + w * 2^32`` (:func:`packed_words`).
+
+    Only where every sum of them is exact and packs: the counts' scales 1, every weight
+    whole and >= 0, the node's weight and rows below ``2^32``; ``False`` else (the node's
+    counts are then summed as floats).
+    """
+    if scale[0] != 1.0 or scale[1] != 1.0 or c >= 2**HALF_BITS:
+        return False
+    total = 0.0
+    for k in range(c):
+        wk = st[k, 1]
+        if not (wk >= 0.0 and wk == np.floor(wk)):  # NaN too
+            return False
+        total += wk
+    if not total < 2.0**HALF_BITS:
+        return False
+    for k in range(c):
+        row_word[k] = np.uint64(1) + (np.uint64(np.int64(st[k, 1])) << np.uint64(HALF_BITS))
+    return True
+
+
+@numba.njit(inline="always")
+def add_words(words, hist, row_word, bins, st, cls, c, n_stat, n_classes):  # type: ignore[no-untyped-def]
+    """:func:`add_to_bins` with the rows and weight added as one word (:func:`row_words`).
+
+    The other columns are added as floats in row order, as there.
+    """
+    for k in range(c):
+        words[bins[k]] += row_word[k]
+    if n_stat == 2:
+        return
+    for k in range(c):
+        if n_classes == 0:
+            for q in range(2, 4):
+                hist[bins[k], q] += st[k, q]
+        else:
+            hist[bins[k], cls[k]] += st[k, 1]
+
+
+@numba.njit(inline="always")
+def whole_words(words, hist, nc, k, out, acc, scale):  # type: ignore[no-untyped-def]
+    """:func:`packed_words` of :func:`add_words`' sums: the same words.
+
+    The counts' running sums are exact whole numbers below ``2^32`` in both.
+    """
+    run = np.uint64(0)
+    for q in range(2, hist.shape[1]):
+        acc[q] = 0.0
+    for j in range(nc):
+        run += words[j]
+        for q in range(2, hist.shape[1]):
+            acc[q] += hist[j, q]
+            x = acc[q] * scale[q]
+            if not abs(x) < _LIMIT:
+                return False
+            out[k + j, q - 1] = np.uint64(np.int64(np.rint(x)))
+        out[k + j, 0] = run
+    return True
