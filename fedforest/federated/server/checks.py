@@ -473,7 +473,7 @@ def check_round_b(
     ):
         raise InvalidReply(name, kind, "the left statistics", "count more than the node holds")
     if sums.size and ck.sums_above_nodes(
-        cand_off, answered[pos], sums, counts.shape[1], task, node_of_pair, node_stats
+        cand_off, cand, sums, counts.shape[1], task, node_of_pair, node_stats
     ):
         raise InvalidReply(name, kind, "the left statistics", "sum more than the node holds")
     return pos, counts, sums
