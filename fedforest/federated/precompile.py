@@ -5,9 +5,8 @@ load them from disk). numba compiles under one global lock, so threads cannot sh
 work, but processes can: :func:`compile_kernels` compiles :data:`HERE` in this process and,
 once the first of them turns out not to be cached, starts ``python -m
 fedforest.federated.precompile``, which compiles :data:`ELSEWHERE` (a client's left
-statistics and routing, the prediction, the server's split scan, its partition rule, the
-ancestors' releases its rules check and its fallback thresholds: about half the compile
-time) into the same cache.
+statistics and routing, the prediction, the server's split scan, its partition rule and
+its fallback thresholds: about half the compile time) into the same cache.
 :func:`start_early` starts that process sooner, as soon as the cache index shows one of
 its kernels missing (``fedforest simulate`` calls it before importing scikit-learn and
 matplotlib); :class:`Ahead` lets this process work between compiling its share and
@@ -67,6 +66,7 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (secagg._encode_packed, (_F2, _F, types.uint64[:, ::1])),
     (check_kernels.cumulative_problem, (_F2, _I64, _F, _F2, _F)),
     (secure_grids.gather_rows, (_F2, _I64, _I64, _I64, _F2)),
+    (secure_grids.ancestors_kept, (_F2, _I64_2, _I64_2, _F, _I, _I64, _F2)),
     (draws.floyd_draws, (types.uint64[::1], _I, _I, _I, _I, _I64_2)),
     (grids.quantile_grids_at, (_F, _I64, _F, _I64, _I64, _F, _F, _I64, _F, _I64, _F)),
     (grids.merge_thresholds, (_F, _I64, _B, _F, _I64, _F, _I64)),
@@ -82,7 +82,7 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
 
 #: Compiled by the second process: a client's left statistics (as the secure answers'
 #: packed words: ``left_stats_ranked`` given a scale) and routing, the prediction, and the
-#: server's split scan, partition rule, ancestors' releases and fallback thresholds (about
+#: server's split scan, partition rule and fallback thresholds (about
 #: half the compile CPU, balanced against this process's share plus its imports and
 #: baselines, docs/benchmarks.md: ``fedforest simulate`` starts this process before its
 #: heavy imports).
@@ -102,7 +102,6 @@ ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
         partitions.partition_safe,
         (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _I64, _I64, _F, _I, _B),
     ),
-    (secure_grids.ancestors_kept, (_F2, _I64_2, _I64_2, _F, _I, _I64, _F2)),
     (fallback.spaced_thresholds, (_I64, _F, _I64, _F, _F2, _I64, _F, _F, _F, _R, _F, _I64)),
 ]  # fmt: skip
 
