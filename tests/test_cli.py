@@ -386,6 +386,11 @@ def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tm
         ("header only", "w1.csv' has no rows (a client needs at least one)"),
         ("empty file", "w1.csv' cannot be read as CSV: No columns to parse"),
         ("not parquet", "w1.parquet' cannot be read as Parquet: "),
+        # Checked by hand on 2026-12-03 (hostile files); kept here so they stay clear.
+        ("infinite feature", "Client 's1': column 'age' of X contains infinity"),
+        ("huge target", "regression targets must be at most 1e+100 in absolute value"),
+        ("binary file", "w1.csv' cannot be read as CSV: "),
+        ("renamed column", "w1.csv' (client 's1') does not have the same columns"),
     ],
 )
 def test_train_usage_errors_say_what_to_change(tmp_path, capsys, case, message) -> None:
@@ -396,9 +401,19 @@ def test_train_usage_errors_say_what_to_change(tmp_path, capsys, case, message) 
         paths[1].write_bytes(b"")
     elif case == "not parquet":
         paths[1] = paths[1].rename(paths[1].with_suffix(".parquet"))  # CSV bytes inside
-    if case == "nan target":
+    elif case == "binary file":
+        paths[1].write_bytes(bytes(range(256)) * 10)
+    if case in ("nan target", "infinite feature", "huge target", "renamed column"):
         frame = pd.read_csv(paths[1])
-        frame.loc[3, "y"] = np.nan
+        column, value = {
+            "nan target": ("y", np.nan),
+            "infinite feature": ("age", np.inf),
+            "huge target": ("y", 1e308),
+            "renamed column": ("w", 0.0),
+        }[case]
+        frame.loc[3, column] = value
+        if case == "renamed column":
+            frame = frame.rename(columns={"w": "weight"})
         frame.to_csv(paths[1], index=False)
     out = tmp_path / ("nowhere/m.ffm" if case == "out in a missing directory" else "m.ffm")
     argv = ["train", "--target", "ward" if case == "text target" else "y", "--trees", "2"]
