@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -67,6 +67,22 @@ def work_ranges(work: NDArray[np.int64], n_parts: int) -> list[tuple[int, int]]:
     cuts = np.searchsorted(cum, total * np.arange(1, max(n_parts, 1)) / max(n_parts, 1))
     edges = np.unique(np.concatenate([[0], cuts, [work.size]]).astype(np.int64))
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)] or [(0, 0)]
+
+
+def join_ranges(
+    done: list[tuple[NDArray[Any], NDArray[np.int64]]],
+) -> tuple[NDArray[np.int64], NDArray[Any]]:
+    """Join per-range results ``(values, off)`` (``off`` from 0 within its range), in order.
+
+    The ranges are :func:`work_ranges`' over segmented outputs (pair ``p``'s values in
+    ``values[off[p]:off[p + 1]]``); returns the offsets and values of one call over all.
+    """
+    if len(done) == 1:
+        return done[0][1].astype(np.int64, copy=False), done[0][0]
+    base = np.cumsum([0] + [part.size for part, _ in done[:-1]])
+    tails = [off[1:] + at for (_, off), at in zip(done, base, strict=True)]
+    out_off = np.concatenate([np.zeros(1, dtype=np.int64), *tails]).astype(np.int64)
+    return out_off, np.concatenate([part for part, _ in done])
 
 
 def _forget_pools() -> None:  # in a forked child: the threads stayed with the parent

@@ -41,7 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_TASK, STAT_WEIGHT
-from ..threads import thread_map, work_ranges
+from ..threads import join_ranges, thread_map, work_ranges
 from .config import GrowerConfig
 from .missing import MISSING_SPLIT
 
@@ -490,11 +490,7 @@ def guided_in_threads(
         )  # fmt: skip
         return out[: off[-1]], off
 
-    done = thread_map(run, parts, n)
-    base = np.cumsum([0] + [part.size for part, _ in done[:-1]])
-    tails = [off[1:] + at for (_, off), at in zip(done, base, strict=True)]
-    out_off = np.concatenate([np.zeros(1, dtype=np.int64), *tails])
-    return out_off, np.concatenate([part for part, _ in done])
+    return join_ranges(thread_map(run, parts, n))
 
 
 def guided_candidates_numpy(

@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 from ..._common import STAT_WEIGHT
 from ..privacy.grids import merge_thresholds, quantile_grids_at
 from ..privacy.intervals import interval_checks
-from ..threads import thread_map, work_ranges
+from ..threads import join_ranges, thread_map, work_ranges
 from .config import GrowerConfig
 from .guides import Guides
 from .missing import MISSING_SPLIT, add_missing_candidates
@@ -393,14 +393,8 @@ def _merged(
         merge_thresholds(grid, grid_off[a : b + 1], merge[a:b], thr, thr_off[a : b + 1], out, off)
         return out[: off[-1]], off
 
-    done = thread_map(run, parts, n_threads)
-    if len(done) == 1:
-        return done[0]
-    base = np.cumsum([0] + [part.size for part, _ in done[:-1]])
-    out_off = np.concatenate(
-        [[0]] + [off[1:] + at for (_, off), at in zip(done, base, strict=True)]
-    )
-    return np.concatenate([part for part, _ in done]), out_off.astype(np.int64)
+    out_off, out = join_ranges(thread_map(run, parts, n_threads))
+    return out, out_off
 
 
 def keep_histograms(
