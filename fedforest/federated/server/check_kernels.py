@@ -190,6 +190,20 @@ def sums_above_nodes(
     return bool(np.any(total > node[:, cols] * slack))
 
 
+def _increments_at_nodes(
+    counts: NDArray[Any],
+    sums: NDArray[Any],
+    cand: NDArray[np.int64],
+    cand_off: NDArray[np.int64],
+    node_of_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Each increment's statistics (counts, then sums, as float64) and its node's summary."""
+    stats = np.hstack([counts.astype(np.float64), np.asarray(sums, dtype=np.float64)])
+    pair = np.searchsorted(cand_off, cand, side="right") - 1
+    return stats, node_stats[node_of_pair[pair]]
+
+
 def moments_within_rounding(
     counts: NDArray[Any],
     sums: NDArray[np.float64],
@@ -207,9 +221,7 @@ def moments_within_rounding(
     make that visible (a bin of small targets after large ones); the slack below is four
     times the bound, tiny against any sum a client could use it to fake.
     """
-    stats = np.hstack([counts.astype(np.float64), sums])
-    pair = np.searchsorted(cand_off, cand, side="right") - 1
-    node = node_stats[node_of_pair[pair]]
+    stats, node = _increments_at_nodes(counts, sums, cand, cand_off, node_of_pair, node_stats)
     n = np.maximum(node[:, STAT_ROWS], 1.0)[:, None]
     big2 = np.abs(node[:, STAT_TASK + 1 :: 2])
     slack2 = 4.0 * n * 2.0**-52 * big2
@@ -241,9 +253,7 @@ def poisson_within_rounding(
     bound allowed ``1e-7`` of itself only, and an honest client whose targets spanned many
     orders of magnitude was refused.
     """
-    stats = np.hstack([counts.astype(np.float64), np.asarray(sums, dtype=np.float64)])
-    pair = np.searchsorted(cand_off, cand, side="right") - 1
-    node = node_stats[node_of_pair[pair]]
+    stats, node = _increments_at_nodes(counts, sums, cand, cand_off, node_of_pair, node_stats)
     eps = 4.0 * np.maximum(node[:, STAT_ROWS], 1.0)[:, None] * 2.0**-52
     w_node = np.abs(node[:, STAT_WEIGHT])[:, None]
     slack_s = eps * np.abs(node[:, STAT_TASK::2])
