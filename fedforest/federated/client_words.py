@@ -40,15 +40,23 @@ def packed_words(hist, nc, k, out, acc, scale):  # type: ignore[no-untyped-def]
         if not (abs(x0) < _LIMIT and abs(x1) < _LIMIT):
             return False
         u, v = np.int64(np.rint(x0)), np.int64(np.rint(x1))
-        for q in range(2, hist.shape[1]):
-            acc[q] += hist[j, q]
-            x = acc[q] * scale[q]
-            if not abs(x) < _LIMIT:
-                return False
-            out[k + j, q - 1] = np.uint64(np.int64(np.rint(x)))
+        if not _sum_words(hist, j, k, out, acc, scale):
+            return False
         if u < 0 or v < 0 or u >> HALF_BITS or v >> HALF_BITS:
             return False
         out[k + j, 0] = np.uint64(u) | (np.uint64(v) << np.uint64(HALF_BITS))
+    return True
+
+
+@numba.njit(inline="always")
+def _sum_words(hist, j, k, out, acc, scale):  # type: ignore[no-untyped-def]
+    """Row ``j``'s running sums of the columns after the rows and weight, one word each."""
+    for q in range(2, hist.shape[1]):
+        acc[q] += hist[j, q]
+        x = acc[q] * scale[q]
+        if not abs(x) < _LIMIT:
+            return False
+        out[k + j, q - 1] = np.uint64(np.int64(np.rint(x)))
     return True
 
 
@@ -104,11 +112,7 @@ def whole_words(words, hist, nc, k, out, acc, scale):  # type: ignore[no-untyped
         acc[q] = 0.0
     for j in range(nc):
         run += words[j]
-        for q in range(2, hist.shape[1]):
-            acc[q] += hist[j, q]
-            x = acc[q] * scale[q]
-            if not abs(x) < _LIMIT:
-                return False
-            out[k + j, q - 1] = np.uint64(np.int64(np.rint(x)))
+        if not _sum_words(hist, j, k, out, acc, scale):
+            return False
         out[k + j, 0] = run
     return True
