@@ -74,10 +74,20 @@ def check_numeric_columns(X: Any) -> None:
 
 
 def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
-    """Rows to predict as scikit-learn validates them; a text column named when they fail.
+    """Rows to predict as scikit-learn validates them, categorical columns as the fitted codes.
 
-    NumPy's own error ("could not convert string to float: 'True'") names no column.
+    A DataFrame's columns are checked against ``feature_names_in_`` first (scikit-learn's
+    error): the codes go by position, and a reordered frame gave another column's codes
+    and an error blaming the categorical column. A text column is named when the rows
+    fail: NumPy's own error ("could not convert string to float: 'True'") names none.
     """
+    fitted = getattr(est, "feature_names_in_", None)
+    if fitted is not None and isinstance(X, pd.DataFrame):
+        names = list(X.columns)
+        if all(isinstance(c, str) for c in names) and names != list(fitted):
+            validate_data(est, X, skip_check_array=True, reset=False)  # raises: names differ
+    categories = getattr(est, "categories_", {})
+    X = with_codes(X, sorted(categories), categories)
     try:
         return np.asarray(
             validate_data(est, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)

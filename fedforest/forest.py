@@ -560,8 +560,6 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         Unseen categories and unknown clients get code -1: the marginal rule.
         """
         check_is_fitted(self, "trees_")
-        categories = getattr(self, "categories_", {})
-        X = with_codes(X, sorted(categories), categories)
         X_arr = validated_rows(self, X)
         codes = np.full(X_arr.shape[0], -1.0)
         if client_ids is not None:

@@ -173,6 +173,26 @@ def test_dataframe_feature_names(cls: type[Estimator]) -> None:
 
 
 @BOTH
+def test_reordered_or_extra_columns_of_a_categorical_frame_get_scikit_learns_error(
+    cls: type[Estimator],
+) -> None:
+    # Categorical codes go by position: a reordered frame got another column's codes and
+    # an error saying the category column had been trained as a numeric feature.
+    X, y = data_for(cls)
+    df = pd.DataFrame(X[:, :3], columns=["age", "weight", "height"])
+    df["city"] = pd.Categorical(np.where(X[:, 3] > 0, "Paris", "Lyon"))
+    est = small(cls).fit(df, y)
+    for bad, why in [
+        (df[["city", "age", "weight", "height"]], "must be in the same order"),
+        (df.assign(notes="text"), "unseen at fit time:\n- notes"),
+    ]:
+        with pytest.raises(ValueError, match="feature names should match") as info:
+            est.predict(bad)
+        assert why in str(info.value) and "numeric feature" not in str(info.value)
+    np.testing.assert_array_equal(est.predict(df[list(df.columns)]), est.predict(df))
+
+
+@BOTH
 def test_apply_gives_leaf_of_every_tree(cls: type[Estimator]) -> None:
     X, y = data_for(cls)
     est = small(cls).fit(X, y)
