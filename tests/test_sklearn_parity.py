@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.base import clone
 from sklearn.ensemble import RandomForestRegressor
@@ -47,6 +50,25 @@ def test_to_sklearn_predicts_and_applies_as_fedforest(task: str) -> None:
     assert tree.tree_.node_count == model.trees_[0].node_count
     assert tree.get_depth() == model.trees_[0].max_depth
     np.testing.assert_array_equal(tree.tree_.children_left, model.trees_[0].children_left)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_to_sklearn_keeps_the_feature_names(task: str) -> None:
+    # Without them scikit-learn warned "X has feature names, but RandomForest... was
+    # fitted without feature names" on every DataFrame and checked no column.
+    X, y = _data(300, 0)
+    frame = pd.DataFrame(X, columns=["age", "dose", "weight", "height"])
+    cls = ff.FedForestClassifier if task == "classification" else ff.FedForestRegressor
+    model = cls(n_estimators=3, max_depth=3, random_state=0)
+    model.fit(frame, y > 0.5 if task == "classification" else y)
+    sk = model.to_sklearn()
+    np.testing.assert_array_equal(sk.feature_names_in_, model.feature_names_in_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(sk.predict(frame), model.predict(frame))
+    with pytest.raises(ValueError, match="same order"):
+        sk.predict(frame[frame.columns[::-1]])
+    assert not hasattr(cls(n_estimators=2).fit(X, y > 0).to_sklearn(), "feature_names_in_")
 
 
 @pytest.mark.filterwarnings("ignore:Some inputs do not have OOB scores:UserWarning")
