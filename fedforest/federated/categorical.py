@@ -85,8 +85,19 @@ def categorical_columns(
             for j, t in enumerate(X.dtypes)
             if isinstance(t, pd.CategoricalDtype) or pd.api.types.is_string_dtype(X.iloc[:, j])
         }
-    for f in categorical_features or ():
-        if isinstance(f, (int, np.integer)) and not isinstance(f, bool):
+    # A NumPy array or pandas Index (``df.select_dtypes("object").columns``) has no truth
+    # value; NumPy scalars become Python's; a list of bools is a mask, as scikit-learn's.
+    given = [] if categorical_features is None else list(categorical_features)
+    features = [f.item() if isinstance(f, np.generic) else f for f in given]
+    if features and all(isinstance(f, bool) for f in features):
+        if len(features) != n_features:
+            raise ValueError(
+                f"categorical_features is a boolean mask of {len(features)} entries, but X "
+                f"has {n_features} columns; give one entry per column."
+            )
+        features = [j for j, f in enumerate(features) if f]
+    for f in features:
+        if isinstance(f, int) and not isinstance(f, bool):
             if not 0 <= int(f) < n_features:
                 raise ValueError(
                     f"categorical_features names column {f}, but X has {n_features} columns."
