@@ -28,6 +28,7 @@ __all__ = [
     "check_federable",
     "check_numeric_columns",
     "check_same_length",
+    "check_targets",
     "class_weight_codes",
     "client_index",
     "decode_classes",
@@ -58,6 +59,27 @@ def check_same_length(X: Any, other: Any, name: str, hint: str) -> None:
     n_x, n_other = n_rows(X), n_rows(other)
     if n_x is not None and n_other is not None and n_x != n_other:
         raise ValueError(f"{name} has {n_other} entries but X has {n_x} rows; give {hint}.")
+
+
+def check_targets(X: Any, y: Any, task: str) -> None:
+    """``y`` has one target per row of ``X``; a classifier's text labels mixed with others named.
+
+    scikit-learn's own check fails there with a TypeError that names nothing (None among
+    strings: "'<' not supported", a ``pd.NA``: "boolean value of NA is ambiguous"); the
+    message is the one each client gives under ``fit_federated``.
+    """
+    check_same_length(X, y, "y", "one target per row of X")
+    labels = np.asarray(y) if task == "classification" else None
+    if labels is None or labels.dtype != object:
+        return
+    kinds = {type(v) for v in labels.ravel().tolist()}
+    text = {k for k in kinds if issubclass(k, str)}
+    if text and kinds - text:
+        found = ", ".join(sorted(k.__name__ for k in kinds))
+        raise ValueError(
+            f"Mix of label input types (string and number) in y ({found}); a class label "
+            "is a string, a number or a bool, never missing."
+        )
 
 
 def check_numeric_columns(X: Any) -> None:

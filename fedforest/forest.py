@@ -29,7 +29,7 @@ from ._inputs import (
     check_bootstrap,
     check_federable,
     check_numeric_columns,
-    check_same_length,
+    check_targets,
     class_weight_codes,
     client_index,
     criterion_name,
@@ -271,7 +271,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             check_federable(self.criterion, self.max_leaf_nodes)
             self._validate_params()
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
-            check_same_length(X, y, "y", "one target per row of X")
+            check_targets(X, y, self._task)
             cat_cols = categorical_columns(X, self.categorical_features, n_columns(X))
             X_check = with_codes(X, cat_cols, None)
             check_numeric_columns(X_check)

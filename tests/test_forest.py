@@ -533,6 +533,21 @@ def test_fit_federated_refuses_labels_fit_refuses_naming_the_client(
     assert model.classes_.tolist() == [0.0, 1.0, 2.0]
 
 
+@pytest.mark.parametrize("missing", [None, pd.NA], ids=["None", "NA"])
+def test_fit_refuses_missing_text_labels_as_the_clients_do(missing: Any) -> None:
+    # scikit-learn's check raised TypeError ("'<' not supported", "boolean value of NA is
+    # ambiguous"); fit_federated's clients already said what was wrong.
+    X, y = classification_data(n=40)
+    labels = pd.Series(y, dtype=object)
+    labels[3] = missing
+    est = small(FedForestClassifier)
+    with pytest.raises(ValueError, match=r"^Mix of label input types .*never missing"):
+        est.fit(X, labels)
+    assert_unfitted(est)
+    with pytest.raises(ValueError, match="Mix of label input types"):
+        est.fit(X, labels.astype("string"))
+
+
 @BOTH
 def test_score_takes_client_ids_as_predict_does(cls: type[Estimator]) -> None:
     # docs/sklearn.md lists score with client_ids= for forests that split on the client;
