@@ -172,6 +172,12 @@ def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]
     """
     if client_ids is None:
         return np.zeros(n, dtype=np.int64), ["0"]
+    if isinstance(client_ids, str):  # a column's name, or Dask's "partition" / "worker"
+        raise ValueError(
+            f"client_ids={client_ids!r} is one string; give one client label per row of X, "
+            f"e.g. client_ids=X[{client_ids!r}] (and X.drop(columns={client_ids!r}) unless "
+            "it is a feature too). 'partition' and 'worker' are for Dask collections only."
+        )
     ids = np.asarray(client_ids)
     if ids.ndim != 1 or ids.shape[0] != n:
         raise ValueError(

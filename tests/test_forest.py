@@ -548,6 +548,17 @@ def test_fit_refuses_missing_text_labels_as_the_clients_do(missing: Any) -> None
         est.fit(X, labels.astype("string"))
 
 
+def test_client_ids_given_as_a_column_name_says_how_to_give_the_column() -> None:
+    # It said "client_ids has shape (); expected (n,)".
+    X, y = regression_data(n=60)
+    frame = pd.DataFrame(X, columns=list("abcde")).assign(site=np.arange(60) % 3)
+    for name in ("site", "partition"):
+        with pytest.raises(ValueError, match=f"client_ids='{name}' is one string.*X\\['{name}'\\]"):
+            small(FedForestRegressor).fit(frame, y, client_ids=name)
+    model = small(FedForestRegressor).fit(frame.drop(columns="site"), y, client_ids=frame["site"])
+    assert model.clients_.tolist() == ["0", "1", "2"]
+
+
 @BOTH
 def test_score_takes_client_ids_as_predict_does(cls: type[Estimator]) -> None:
     # docs/sklearn.md lists score with client_ids= for forests that split on the client;
