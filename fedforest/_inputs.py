@@ -21,6 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d, validate_data
 
 from .federated.categorical import encode, sort_categories
+from .federated.server.handshake import check_warm_schema
 
 __all__ = [
     "NOT_FEDERABLE",
@@ -330,6 +331,25 @@ def warm_prior(est: Any) -> dict[str, Any] | None:
         warn_caller(msg, UserWarning)
         return NOTHING_TO_ADD
     return dict(est.__dict__)  # the fitted state the new trees join (and a failure restores)
+
+
+def warm_schema(warm: dict[str, Any], est: Any) -> tuple[Any, ...]:
+    """The earlier trees' columns, as the handshake checks them (``GrowerConfig.warm_schema``).
+
+    ``fit`` hands its clients arrays, so the names of the new X (``est.feature_names_in_``,
+    just set by ``validate_data``; none under ``fit_federated``) are checked here.
+    """
+    names = warm.get("feature_names_in_")
+    cats = warm.get("categories_", {})
+    schema = (
+        int(warm["n_features_in_"]),
+        None if names is None else tuple(str(n) for n in names),
+        tuple((str(j), tuple(cats[j])) for j in sorted(cats)),
+    )
+    now = getattr(est, "feature_names_in_", None)
+    if now is not None:
+        check_warm_schema(schema, len(now), [str(n) for n in now], None)
+    return schema
 
 
 def encode_labels(y: Any) -> tuple[NDArray[np.int64], Any]:

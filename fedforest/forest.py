@@ -40,6 +40,7 @@ from ._inputs import (
     take_rows,
     validated_rows,
     warm_prior,
+    warm_schema,
     weights_back,
     with_codes,
 )
@@ -374,6 +375,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             # The new trees' seeds are those of one fit: the first fit's seed, their indices.
             first, digest = len(warm["trees_"]), warm.get("_settings_digest")
             cfg = replace(cfg, first_tree=first, seed=warm["_seed"], warm_digest=digest)
+            cfg = replace(cfg, warm_schema=warm_schema(warm, self))
         self._seed = cfg.seed
         if cfg.privacy != "none":
             check_config(cfg)  # before anything reaches the clients

@@ -230,6 +230,37 @@ def test_warm_start_equals_one_fit(privacy: str) -> None:
     assert len(cold.fit(X, y, client_ids=h)) == 4
 
 
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+def test_warm_start_refuses_other_columns_or_categories(privacy: str) -> None:
+    # The trees read columns by position and categories by code: reordered or renamed
+    # columns and a new category level gave the earlier trees other features or
+    # categories, silently; fewer columns under "secure" crashed ("provided out is the
+    # wrong size for the accumulation").
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "c"])
+    frame["k"] = pd.Categorical(rng.choice(["x", "y", "z"], 200))
+    y = frame["a"].to_numpy() + (frame["k"] == "z").to_numpy()
+    kw = dict(n_estimators=3, max_depth=3, warm_start=True, random_state=0, privacy=privacy)
+    model = ff.FedForestRegressor(**kw).fit(frame, y)
+    first = list(model.trees_)
+    new_level = frame.assign(k=frame["k"].cat.add_categories("w").where(frame.index > 9, "w"))
+    for other in (
+        frame[["c", "b", "a", "k"]],
+        frame.rename(columns={"a": "z"}),
+        frame[["a", "b", "k"]],
+        new_level,
+    ):
+        model.set_params(n_estimators=5)
+        with pytest.raises(ValueError, match="differ from the first fit's"):
+            model.fit(other, y)
+        assert [id(t) for t in model.trees_] == [id(t) for t in first]  # the forest it had
+        with pytest.raises(ValueError, match="differ from the first fit's"):
+            model.fit_federated(ff.LocalFederation([ff.Client(other, y, "a")]))
+        model = ff.FedForestRegressor(**kw).fit(frame, y)
+        first = list(model.trees_)
+    assert len(model.set_params(n_estimators=5).fit(frame, y).trees_) == 5
+
+
 def test_warm_start_on_a_loaded_model_is_refused(tmp_path) -> None:
     X, y = _data(300, 10)
     model = ff.FedForestRegressor(n_estimators=3, privacy="none", random_state=0).fit(X, y)
