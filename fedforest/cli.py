@@ -343,6 +343,14 @@ def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
         if missing:
             parser.error(f"{str(path)!r} lacks the model's columns {missing}")
         frame = frame[list(names)]
+    else:  # fitted on an array (in Python): the columns by position, without their names
+        if frame.shape[1] != model.n_features_in_:
+            parser.error(
+                f"{str(path)!r} has {frame.shape[1]} columns; the model was fitted without "
+                f"column names on {model.n_features_in_}, which it reads by position: give "
+                "exactly those columns, in their order"
+            )
+        frame = frame.set_axis(range(frame.shape[1]), axis=1)  # no names: no warning
     return frame
 
 

@@ -343,6 +343,33 @@ def test_predict_writes_a_column_per_output_of_a_multi_output_model(tmp_path) ->
     np.testing.assert_allclose(got.to_numpy(), model.predict(frame), rtol=1e-12)
 
 
+def test_predict_with_a_model_fitted_without_names_reads_columns_by_position(
+    tmp_path, capsys
+) -> None:
+    # It passed the file's header on: scikit-learn's "X has feature names, but
+    # FedForestRegressor was fitted without feature names" warning on stderr.
+    import warnings
+
+    import fedforest as ff
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(120, 3))
+    model = ff.FedForestRegressor(n_estimators=2, random_state=0).fit(X, X[:, 0])
+    model.save(tmp_path / "m.ffm")
+    pd.DataFrame(X, columns=["u", "v", "w"]).to_csv(tmp_path / "rows.csv", index=False)
+    argv = ["predict", str(tmp_path / "m.ffm"), str(tmp_path / "rows.csv")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main([*argv, "--out", str(tmp_path / "p.csv")]) == 0
+    got = pd.read_csv(tmp_path / "p.csv")["prediction"].to_numpy()
+    np.testing.assert_allclose(got, model.predict(X), rtol=1e-12)
+    pd.DataFrame(X[:, :2]).to_csv(tmp_path / "two.csv", index=False)
+    with pytest.raises(SystemExit):
+        main([*argv[:2], str(tmp_path / "two.csv"), "--out", str(tmp_path / "q.csv")])
+    err = capsys.readouterr().err
+    assert "has 2 columns; the model was fitted without column names on 3" in err
+
+
 def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tmp_path) -> None:
     import fedforest as ff
 
