@@ -320,7 +320,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
 
         The handshake checks that the clients agree on their columns; a mismatch, like any
         other invalid input, raises a ``ValueError`` naming the client and leaves the
-        estimator unfitted.
+        estimator as it was (unfitted; under ``warm_start``, with its earlier forest).
 
         Parameters
         ----------
@@ -358,7 +358,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             if result.feature_names is not None:
                 self.feature_names_in_ = np.asarray(result.feature_names, dtype=object)
         except BaseException:
-            self._clear_fitted()
+            self._restore(warm)  # as fit: a warm start keeps the forest it had
             raise
         return self
 
