@@ -340,6 +340,18 @@ def test_non_numeric_dataframe_column_is_named(cls: type[Estimator]) -> None:
     assert_unfitted(est)
 
 
+def test_local_federation_takes_any_iterable_of_clients_and_says_what_else_to_pass() -> None:
+    # A generator had no len(); (X, y) tuples and a dict's keys failed on '.name'.
+    X, y = regression_data(n=80)
+    clients = [Client(X[:40], y[:40], name="a"), Client(X[40:], y[40:], name="b")]
+    model = small(FedForestRegressor).fit_federated(LocalFederation(c for c in clients))
+    assert model.clients_.tolist() == ["a", "b"]
+    with pytest.raises(ValueError, match="item 0 is a tuple. Build each with fedforest.Client"):
+        LocalFederation([(X, y)])
+    with pytest.raises(ValueError, match=r"not a dict; pass list\(d.values\(\)\)"):
+        LocalFederation({c.name: c for c in clients})
+
+
 def test_empty_client_is_named() -> None:
     X, y = regression_data()
     with pytest.raises(ValueError, match="Client 'empty-site' has no rows"):
