@@ -370,6 +370,30 @@ def test_predict_with_a_model_fitted_without_names_reads_columns_by_position(
     assert "has 2 columns; the model was fitted without column names on 3" in err
 
 
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+def test_the_index_to_csv_writes_is_not_a_feature(tmp_path) -> None:
+    # to_csv(path) without index=False: "Unnamed: 0" (0..n-1 in every file) was a numeric
+    # feature, the model's most important one on these files.
+    rng = np.random.default_rng(8)
+    paths = []
+    for k in range(2):
+        frame = pd.DataFrame({"x": rng.normal(size=60), "z": rng.normal(size=60)})
+        frame["y"] = frame["x"] + 0.1 * rng.normal(size=60)
+        paths.append(tmp_path / f"s{k}.csv")
+        frame.to_csv(paths[-1])  # with the index
+    model = tmp_path / "m.ffm"
+    argv = ["train", "--client", f"a={paths[0]}", "--client", f"b={paths[1]}", "--target", "y"]
+    with pytest.warns(UserWarning, match="holds the row numbers 0 to 59: read as the index"):
+        assert main([*argv, "--trees", "2", "--out", str(model)]) == 0
+    import fedforest as ff
+    from fedforest.datasets.files import read_table
+
+    assert ff.load(model).feature_names_in_.tolist() == ["x", "z"]
+    shuffled = pd.DataFrame({"x": [0.5, 1.5, 2.5]}, index=[2, 0, 1])
+    shuffled.to_csv(tmp_path / "kept.csv")  # an index that is not 0..n-1: a column, kept
+    assert read_table(tmp_path / "kept.csv").columns[0] == "Unnamed: 0"
+
+
 def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tmp_path) -> None:
     import fedforest as ff
 
