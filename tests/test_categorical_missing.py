@@ -51,6 +51,22 @@ def test_missing_categories_grow_the_forest_of_an_explicit_category(
     assert ours.predict(X)[gone].mean() > 4.0 > 1.0 > ours.predict(X)[~gone].mean()
 
 
+@pytest.mark.parametrize("missing", [None, np.nan, pd.NA])
+def test_an_object_column_of_text_with_missing_values_is_categorical(missing: object) -> None:
+    # is_string_dtype said no to an object column with a missing value: it was refused
+    # ("Column 'a' of X has dtype object; fedforest needs numeric features").
+    X, _, y = _data(300, 2, missing)
+    as_object = X.astype({"a": object})
+    assert as_object["a"].dtype == object
+    kw = dict(n_estimators=3, random_state=0)
+    ours = ff.FedForestRegressor(**kw).fit(as_object, y)
+    ref = ff.FedForestRegressor(**kw).fit(X.astype({"a": "category"}), y)
+    assert ours.categories_[0] == ["p", "q", "r", MISSING_CATEGORY]
+    np.testing.assert_array_equal(ours.predict(as_object), ref.predict(X))
+    with pytest.raises(ValueError, match="Column 'm' of X has dtype object"):  # mixed: refused
+        ff.FedForestRegressor(**kw).fit(as_object.assign(m=[1, "a"] * 150), y)
+
+
 def test_a_classifier_and_a_saved_model_keep_the_missing_category(tmp_path) -> None:
     X, _, y = _data(600, 1, None)
     labels = (y > 2.5).astype(int)

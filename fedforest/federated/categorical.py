@@ -63,6 +63,18 @@ def sort_categories(values: Iterable[Any]) -> list[Any]:
     return sorted(plain, key=_key)
 
 
+def _is_text(column: pd.Series) -> bool:
+    """Text: pandas' ``str`` dtype, or an object column of strings (missing values aside).
+
+    ``is_string_dtype`` says no to an object column with a None, NaN or ``pd.NA`` in it:
+    such a column was refused as not numeric, where the same column of pandas' ``str``
+    dtype (or ``category``) is categorical with a missing category.
+    """
+    if pd.api.types.is_string_dtype(column):
+        return True
+    return column.dtype == object and pd.api.types.infer_dtype(column, skipna=True) == "string"
+
+
 def categorical_columns(
     X: ArrayLike, categorical_features: Sequence[Any] | None, n_features: int
 ) -> list[int]:
@@ -83,7 +95,7 @@ def categorical_columns(
         cols |= {
             j
             for j, t in enumerate(X.dtypes)
-            if isinstance(t, pd.CategoricalDtype) or pd.api.types.is_string_dtype(X.iloc[:, j])
+            if isinstance(t, pd.CategoricalDtype) or _is_text(X.iloc[:, j])
         }
     # A NumPy array or pandas Index (``df.select_dtypes("object").columns``) has no truth
     # value; NumPy scalars become Python's; a list of bools is a mask, as scikit-learn's.
