@@ -20,7 +20,7 @@ from scipy import sparse
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d, validate_data
 
-from .federated.categorical import encode, sort_categories
+from .federated.categorical import encode, is_numeric_column, sort_categories
 from .federated.server.handshake import check_warm_schema
 
 __all__ = [
@@ -87,8 +87,8 @@ def check_numeric_columns(X: Any) -> None:
     """Name the first non-numeric column of a DataFrame (NumPy's own error names none)."""
     if not isinstance(X, pd.DataFrame):
         return
-    for column, dtype in zip(X.columns, X.dtypes, strict=True):
-        if not pd.api.types.is_numeric_dtype(dtype):
+    for j, (column, dtype) in enumerate(zip(X.columns, X.dtypes, strict=True)):
+        if not is_numeric_column(X.iloc[:, j]):
             raise ValueError(
                 f"Column {column!r} of X has dtype {dtype}; fedforest needs numeric features, "
                 "or categorical ones as a pandas 'category' column or listed in "

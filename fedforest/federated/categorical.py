@@ -27,6 +27,7 @@ __all__ = [
     "categorical_columns",
     "encode",
     "is_missing",
+    "is_numeric_column",
     "read_features",
 ]
 
@@ -61,6 +62,20 @@ def sort_categories(values: Iterable[Any]) -> list[Any]:
         for v in values
     }
     return sorted(plain, key=_key)
+
+
+#: What ``infer_dtype`` calls an object column of numbers (scikit-learn converts them).
+_NUMBERS = frozenset({"integer", "floating", "mixed-integer-float", "decimal", "boolean"})
+
+
+def is_numeric_column(column: pd.Series) -> bool:
+    """A numeric dtype, or an object column of numbers, its missing values aside.
+
+    scikit-learn reads such an object column as floats; it was refused as not numeric.
+    """
+    if pd.api.types.is_numeric_dtype(column.dtype):
+        return True
+    return column.dtype == object and pd.api.types.infer_dtype(column, skipna=True) in _NUMBERS
 
 
 def _is_text(column: pd.Series) -> bool:
@@ -172,7 +187,7 @@ def read_features(
             raw[j] = np.asarray(col, dtype=object)
             columns.append(np.zeros(len(raw[j])))
             continue
-        if frame is not None and not pd.api.types.is_numeric_dtype(col.dtype):
+        if frame is not None and not is_numeric_column(col):
             raise ValueError(
                 f"{who}: column {_name(names, j)} has dtype {col.dtype}; fedforest needs numeric "
                 "features, or a pandas 'category' column / categorical_features=[...] for "
