@@ -394,6 +394,31 @@ def test_the_index_to_csv_writes_is_not_a_feature(tmp_path) -> None:
     assert read_table(tmp_path / "kept.csv").columns[0] == "Unnamed: 0"
 
 
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+def test_a_text_column_left_empty_in_one_file_is_its_missing_category(tmp_path) -> None:
+    # read_csv gives an all-empty column float64 NaN: the handshake refused it ("disagree
+    # on whether feature 'city' is categorical") and the command has no option to declare it.
+    rng = np.random.default_rng(9)
+    paths = []
+    for k in range(2):
+        city = rng.choice(["Lyon", "Paris"], 80) if k == 0 else np.full(80, "")
+        frame = pd.DataFrame({"x": rng.normal(size=80), "city": city})
+        frame["y"] = frame["x"] + (frame["city"] == "Paris") + 0.1 * rng.normal(size=80)
+        paths.append(tmp_path / f"s{k}.csv")
+        frame.to_csv(paths[-1], index=False)
+    assert pd.read_csv(paths[1])["city"].dtype == np.float64  # all NaN
+    model = tmp_path / "m.ffm"
+    argv = ["train", "--client", f"a={paths[0]}", "--client", f"b={paths[1]}", "--target", "y"]
+    assert main([*argv, "--trees", "3", "--out", str(model)]) == 0
+    import fedforest as ff
+
+    assert ff.load(model).categories_ == {1: ["Lyon", "Paris", None]}
+    mixed = pd.read_csv(paths[1]).assign(city=1.5)  # numbers where the other file has text
+    mixed.to_csv(paths[1], index=False)
+    with pytest.raises(SystemExit):
+        main([*argv, "--trees", "3", "--out", str(model)])
+
+
 def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tmp_path) -> None:
     import fedforest as ff
 
