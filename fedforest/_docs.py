@@ -86,8 +86,9 @@ split_on_client : bool, default=False
     ``client_ids=`` to route rows by client; rows of unknown clients (or
     ``client_ids=None``) follow the marginal rule: both branches, weighted by the
     training weight of each side.
-categorical_features : list of column names or indices, optional
-    Categorical columns besides pandas ``category`` ones. Clients share each column's
+categorical_features : array-like of column names or indices, or boolean mask, optional
+    Categorical columns besides pandas ``category`` ones (a mask: one bool per column,
+    as scikit-learn's ``HistGradientBoosting*``). Clients share each column's
     category list at the handshake and exact per-category statistics; the server finds
     the best subset split (Fisher ordering; exhaustive for multiclass with at most 10
     present categories). Unseen categories follow the marginal rule. No one-hot encoding.

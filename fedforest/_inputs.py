@@ -20,7 +20,8 @@ from scipy import sparse
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d, validate_data
 
-from .federated.categorical import encode, sort_categories
+from .federated.categorical import encode, is_numeric_column, sort_categories
+from .federated.server.handshake import check_warm_schema
 
 __all__ = [
     "NOT_FEDERABLE",
@@ -28,6 +29,7 @@ __all__ = [
     "check_federable",
     "check_numeric_columns",
     "check_same_length",
+    "check_targets",
     "class_weight_codes",
     "client_index",
     "decode_classes",
@@ -60,12 +62,33 @@ def check_same_length(X: Any, other: Any, name: str, hint: str) -> None:
         raise ValueError(f"{name} has {n_other} entries but X has {n_x} rows; give {hint}.")
 
 
+def check_targets(X: Any, y: Any, task: str) -> None:
+    """``y`` has one target per row of ``X``; a classifier's text labels mixed with others named.
+
+    scikit-learn's own check fails there with a TypeError that names nothing (None among
+    strings: "'<' not supported", a ``pd.NA``: "boolean value of NA is ambiguous"); the
+    message is the one each client gives under ``fit_federated``.
+    """
+    check_same_length(X, y, "y", "one target per row of X")
+    labels = np.asarray(y) if task == "classification" else None
+    if labels is None or labels.dtype != object:
+        return
+    kinds = {type(v) for v in labels.ravel().tolist()}
+    text = {k for k in kinds if issubclass(k, str)}
+    if text and kinds - text:
+        found = ", ".join(sorted(k.__name__ for k in kinds))
+        raise ValueError(
+            f"Mix of label input types (string and number) in y ({found}); a class label "
+            "is a string, a number or a bool, never missing."
+        )
+
+
 def check_numeric_columns(X: Any) -> None:
     """Name the first non-numeric column of a DataFrame (NumPy's own error names none)."""
     if not isinstance(X, pd.DataFrame):
         return
-    for column, dtype in zip(X.columns, X.dtypes, strict=True):
-        if not pd.api.types.is_numeric_dtype(dtype):
+    for j, (column, dtype) in enumerate(zip(X.columns, X.dtypes, strict=True)):
+        if not is_numeric_column(X.iloc[:, j]):
             raise ValueError(
                 f"Column {column!r} of X has dtype {dtype}; fedforest needs numeric features, "
                 "or categorical ones as a pandas 'category' column or listed in "
@@ -74,10 +97,20 @@ def check_numeric_columns(X: Any) -> None:
 
 
 def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
-    """Rows to predict as scikit-learn validates them; a text column named when they fail.
+    """Rows to predict as scikit-learn validates them, categorical columns as the fitted codes.
 
-    NumPy's own error ("could not convert string to float: 'True'") names no column.
+    A DataFrame's columns are checked against ``feature_names_in_`` first (scikit-learn's
+    error): the codes go by position, and a reordered frame gave another column's codes
+    and an error blaming the categorical column. A text column is named when the rows
+    fail: NumPy's own error ("could not convert string to float: 'True'") names none.
     """
+    fitted = getattr(est, "feature_names_in_", None)
+    if fitted is not None and isinstance(X, pd.DataFrame):
+        names = list(X.columns)
+        if all(isinstance(c, str) for c in names) and names != list(fitted):
+            validate_data(est, X, skip_check_array=True, reset=False)  # raises: names differ
+    categories = getattr(est, "categories_", {})
+    X = with_codes(X, sorted(categories), categories)
     try:
         return np.asarray(
             validate_data(est, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
@@ -140,6 +173,12 @@ def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]
     """
     if client_ids is None:
         return np.zeros(n, dtype=np.int64), ["0"]
+    if isinstance(client_ids, str):  # a column's name, or Dask's "partition" / "worker"
+        raise ValueError(
+            f"client_ids={client_ids!r} is one string; give one client label per row of X, "
+            f"e.g. client_ids=X[{client_ids!r}] (and X.drop(columns={client_ids!r}) unless "
+            "it is a feature too). 'partition' and 'worker' are for Dask collections only."
+        )
     ids = np.asarray(client_ids)
     if ids.ndim != 1 or ids.shape[0] != n:
         raise ValueError(
@@ -292,6 +331,25 @@ def warm_prior(est: Any) -> dict[str, Any] | None:
         warn_caller(msg, UserWarning)
         return NOTHING_TO_ADD
     return dict(est.__dict__)  # the fitted state the new trees join (and a failure restores)
+
+
+def warm_schema(warm: dict[str, Any], est: Any) -> tuple[Any, ...]:
+    """The earlier trees' columns, as the handshake checks them (``GrowerConfig.warm_schema``).
+
+    ``fit`` hands its clients arrays, so the names of the new X (``est.feature_names_in_``,
+    just set by ``validate_data``; none under ``fit_federated``) are checked here.
+    """
+    names = warm.get("feature_names_in_")
+    cats = warm.get("categories_", {})
+    schema = (
+        int(warm["n_features_in_"]),
+        None if names is None else tuple(str(n) for n in names),
+        tuple((str(j), tuple(cats[j])) for j in sorted(cats)),
+    )
+    now = getattr(est, "feature_names_in_", None)
+    if now is not None:
+        check_warm_schema(schema, len(now), [str(n) for n in now], None)
+    return schema
 
 
 def encode_labels(y: Any) -> tuple[NDArray[np.int64], Any]:

@@ -216,15 +216,16 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
     import fedforest as ff
     from fedforest.datasets.files import read_client_data
+    from fedforest.federated.categorical import categorical_columns
 
     _check_out_directory(args.out, parser)  # before training, not after it
-    clients: list[ff.Client] = []
+    sites: list[tuple[str, str, Any, Any, Any]] = []  # name, path, X, y, weight
     columns = None
     for spec in args.client:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             parser.error(f"--client expects NAME=PATH, got {spec!r}")
-        if name in {client.name for client in clients}:
+        if name in {site[0] for site in sites}:
             parser.error(f"--client {spec!r}: the client name {name!r} is given twice")
         try:
             X, y = read_client_data(path, args.target)
@@ -255,10 +256,18 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         elif set(X.columns) != set(columns):
             extra = sorted(set(X.columns) ^ set(columns))
             parser.error(f"{path!r} (client {name!r}) does not have the same columns: {extra}")
-        X = X[columns]  # matched by name, in the first file's order
+        sites.append((name, path, X[columns], y, weight))  # by name, the first file's order
+    # A text column left empty in a file reads as float NaN there: it is that file's
+    # column of missing categories, not a numeric one (the handshake refused the mismatch).
+    text = {X.columns[j] for _, _, X, _, _ in sites for j in categorical_columns(X, None, 0)}
+    clients: list[ff.Client] = []
+    for name, path, X, y, weight in sites:
+        empty = [c for c in X.columns if c in text and X[c].isna().all()]
         try:
             w = None if weight is None else weight.to_numpy(dtype=np.float64)
-            clients.append(ff.Client(X, y.to_numpy(), name=name, sample_weight=w))
+            clients.append(
+                ff.Client(X, y.to_numpy(), name=name, sample_weight=w, categorical_features=empty)
+            )
         except ValueError as exc:
             parser.error(f"{path!r}: {exc}")
     cls = ff.FedForestClassifier if args.task == "classification" else ff.FedForestRegressor
@@ -343,6 +352,14 @@ def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
         if missing:
             parser.error(f"{str(path)!r} lacks the model's columns {missing}")
         frame = frame[list(names)]
+    else:  # fitted on an array (in Python): the columns by position, without their names
+        if frame.shape[1] != model.n_features_in_:
+            parser.error(
+                f"{str(path)!r} has {frame.shape[1]} columns; the model was fitted without "
+                f"column names on {model.n_features_in_}, which it reads by position: give "
+                "exactly those columns, in their order"
+            )
+        frame = frame.set_axis(range(frame.shape[1]), axis=1)  # no names: no warning
     return frame
 
 

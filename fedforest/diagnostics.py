@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 from sklearn.utils import check_random_state
 
 from ._common import STAT_ROWS
-from ._inputs import client_index
+from ._inputs import client_index, take_rows
 from .federated.client import Client
 from .federated.federation import Federation
 from .federated.protocol import ROUND_A, ROUND_B, Message, unpack_increments
@@ -161,10 +162,22 @@ def _federation(
         return federation
     if X is None or y is None or client_ids is None:
         raise ValueError("diagnose needs X, y and client_ids (or a federation=).")
-    X_arr, y_arr = np.asarray(X), np.asarray(y)
-    inverse, names = client_index(client_ids, X_arr.shape[0])
+    # A DataFrame's rows go as they are, as fit's: its category and text columns stay
+    # categorical (np.asarray made them strings the clients refused as "not numeric").
+    X_in = X if isinstance(X, pd.DataFrame) else np.asarray(X)
+    y_arr = np.asarray(y)
+    inverse, names = client_index(client_ids, X_in.shape[0])
     return LocalFederation(
-        [Client(X_arr[inverse == k], y_arr[inverse == k], name) for k, name in enumerate(names)],
+        [
+            Client(
+                take_rows(X_in, inverse == k)
+                if isinstance(X_in, pd.DataFrame)
+                else X_in[inverse == k],
+                y_arr[inverse == k],
+                name,
+            )
+            for k, name in enumerate(names)
+        ],
         n_jobs=n_jobs,
     )
 

@@ -29,7 +29,7 @@ from ._inputs import (
     check_bootstrap,
     check_federable,
     check_numeric_columns,
-    check_same_length,
+    check_targets,
     class_weight_codes,
     client_index,
     criterion_name,
@@ -40,6 +40,7 @@ from ._inputs import (
     take_rows,
     validated_rows,
     warm_prior,
+    warm_schema,
     weights_back,
     with_codes,
 )
@@ -271,7 +272,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             check_federable(self.criterion, self.max_leaf_nodes)
             self._validate_params()
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
-            check_same_length(X, y, "y", "one target per row of X")
+            check_targets(X, y, self._task)
             cat_cols = categorical_columns(X, self.categorical_features, n_columns(X))
             X_check = with_codes(X, cat_cols, None)
             check_numeric_columns(X_check)
@@ -319,7 +320,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
 
         The handshake checks that the clients agree on their columns; a mismatch, like any
         other invalid input, raises a ``ValueError`` naming the client and leaves the
-        estimator unfitted.
+        estimator as it was (unfitted; under ``warm_start``, with its earlier forest).
 
         Parameters
         ----------
@@ -357,7 +358,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             if result.feature_names is not None:
                 self.feature_names_in_ = np.asarray(result.feature_names, dtype=object)
         except BaseException:
-            self._clear_fitted()
+            self._restore(warm)  # as fit: a warm start keeps the forest it had
             raise
         return self
 
@@ -374,6 +375,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             # The new trees' seeds are those of one fit: the first fit's seed, their indices.
             first, digest = len(warm["trees_"]), warm.get("_settings_digest")
             cfg = replace(cfg, first_tree=first, seed=warm["_seed"], warm_digest=digest)
+            cfg = replace(cfg, warm_schema=warm_schema(warm, self))
         self._seed = cfg.seed
         if cfg.privacy != "none":
             check_config(cfg)  # before anything reaches the clients
@@ -560,8 +562,6 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         Unseen categories and unknown clients get code -1: the marginal rule.
         """
         check_is_fitted(self, "trees_")
-        categories = getattr(self, "categories_", {})
-        X = with_codes(X, sorted(categories), categories)
         X_arr = validated_rows(self, X)
         codes = np.full(X_arr.shape[0], -1.0)
         if client_ids is not None:

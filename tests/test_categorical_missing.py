@@ -51,6 +51,39 @@ def test_missing_categories_grow_the_forest_of_an_explicit_category(
     assert ours.predict(X)[gone].mean() > 4.0 > 1.0 > ours.predict(X)[~gone].mean()
 
 
+@pytest.mark.parametrize("missing", [None, np.nan, pd.NA])
+def test_an_object_column_of_text_with_missing_values_is_categorical(missing: object) -> None:
+    # is_string_dtype said no to an object column with a missing value: it was refused
+    # ("Column 'a' of X has dtype object; fedforest needs numeric features").
+    X, _, y = _data(300, 2, missing)
+    as_object = X.astype({"a": object})
+    assert as_object["a"].dtype == object
+    kw = dict(n_estimators=3, random_state=0)
+    ours = ff.FedForestRegressor(**kw).fit(as_object, y)
+    ref = ff.FedForestRegressor(**kw).fit(X.astype({"a": "category"}), y)
+    assert ours.categories_[0] == ["p", "q", "r", MISSING_CATEGORY]
+    np.testing.assert_array_equal(ours.predict(as_object), ref.predict(X))
+    with pytest.raises(ValueError, match="Column 'm' of X has dtype object"):  # mixed: refused
+        ff.FedForestRegressor(**kw).fit(as_object.assign(m=[1, "a"] * 150), y)
+
+
+def test_an_object_column_of_numbers_is_numeric_as_in_scikit_learn() -> None:
+    # It was refused ("has dtype object; fedforest needs numeric features"); scikit-learn
+    # reads it as floats (None as NaN).
+    X, _, y = _data(300, 3, "zz")
+    numbers = X.assign(b=X["b"].astype(object))
+    numbers.loc[::7, "b"] = None
+    floats = numbers.assign(b=numbers["b"].astype(float))
+    kw = dict(n_estimators=3, random_state=0)
+    for frame in (numbers, numbers.assign(a=numbers["a"].astype("category"))):
+        ours = ff.FedForestRegressor(**kw).fit(frame, y)
+        ref = ff.FedForestRegressor(**kw).fit(floats, y)
+        np.testing.assert_array_equal(ours.predict(frame), ref.predict(floats))
+    clients = [ff.Client(numbers[:150], y[:150], "a"), ff.Client(numbers[150:], y[150:], "b")]
+    model = ff.FedForestRegressor(**kw).fit_federated(ff.LocalFederation(clients))
+    assert model.categories_ == {0: ["p", "q", "r", "zz"]}
+
+
 def test_a_classifier_and_a_saved_model_keep_the_missing_category(tmp_path) -> None:
     X, _, y = _data(600, 1, None)
     labels = (y > 2.5).astype(int)

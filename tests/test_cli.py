@@ -343,6 +343,82 @@ def test_predict_writes_a_column_per_output_of_a_multi_output_model(tmp_path) ->
     np.testing.assert_allclose(got.to_numpy(), model.predict(frame), rtol=1e-12)
 
 
+def test_predict_with_a_model_fitted_without_names_reads_columns_by_position(
+    tmp_path, capsys
+) -> None:
+    # It passed the file's header on: scikit-learn's "X has feature names, but
+    # FedForestRegressor was fitted without feature names" warning on stderr.
+    import warnings
+
+    import fedforest as ff
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(120, 3))
+    model = ff.FedForestRegressor(n_estimators=2, random_state=0).fit(X, X[:, 0])
+    model.save(tmp_path / "m.ffm")
+    pd.DataFrame(X, columns=["u", "v", "w"]).to_csv(tmp_path / "rows.csv", index=False)
+    argv = ["predict", str(tmp_path / "m.ffm"), str(tmp_path / "rows.csv")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main([*argv, "--out", str(tmp_path / "p.csv")]) == 0
+    got = pd.read_csv(tmp_path / "p.csv")["prediction"].to_numpy()
+    np.testing.assert_allclose(got, model.predict(X), rtol=1e-12)
+    pd.DataFrame(X[:, :2]).to_csv(tmp_path / "two.csv", index=False)
+    with pytest.raises(SystemExit):
+        main([*argv[:2], str(tmp_path / "two.csv"), "--out", str(tmp_path / "q.csv")])
+    err = capsys.readouterr().err
+    assert "has 2 columns; the model was fitted without column names on 3" in err
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+def test_the_index_to_csv_writes_is_not_a_feature(tmp_path) -> None:
+    # to_csv(path) without index=False: "Unnamed: 0" (0..n-1 in every file) was a numeric
+    # feature, the model's most important one on these files.
+    rng = np.random.default_rng(8)
+    paths = []
+    for k in range(2):
+        frame = pd.DataFrame({"x": rng.normal(size=60), "z": rng.normal(size=60)})
+        frame["y"] = frame["x"] + 0.1 * rng.normal(size=60)
+        paths.append(tmp_path / f"s{k}.csv")
+        frame.to_csv(paths[-1])  # with the index
+    model = tmp_path / "m.ffm"
+    argv = ["train", "--client", f"a={paths[0]}", "--client", f"b={paths[1]}", "--target", "y"]
+    with pytest.warns(UserWarning, match="holds the row numbers 0 to 59: read as the index"):
+        assert main([*argv, "--trees", "2", "--out", str(model)]) == 0
+    import fedforest as ff
+    from fedforest.datasets.files import read_table
+
+    assert ff.load(model).feature_names_in_.tolist() == ["x", "z"]
+    shuffled = pd.DataFrame({"x": [0.5, 1.5, 2.5]}, index=[2, 0, 1])
+    shuffled.to_csv(tmp_path / "kept.csv")  # an index that is not 0..n-1: a column, kept
+    assert read_table(tmp_path / "kept.csv").columns[0] == "Unnamed: 0"
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+def test_a_text_column_left_empty_in_one_file_is_its_missing_category(tmp_path) -> None:
+    # read_csv gives an all-empty column float64 NaN: the handshake refused it ("disagree
+    # on whether feature 'city' is categorical") and the command has no option to declare it.
+    rng = np.random.default_rng(9)
+    paths = []
+    for k in range(2):
+        city = rng.choice(["Lyon", "Paris"], 80) if k == 0 else np.full(80, "")
+        frame = pd.DataFrame({"x": rng.normal(size=80), "city": city})
+        frame["y"] = frame["x"] + (frame["city"] == "Paris") + 0.1 * rng.normal(size=80)
+        paths.append(tmp_path / f"s{k}.csv")
+        frame.to_csv(paths[-1], index=False)
+    assert pd.read_csv(paths[1])["city"].dtype == np.float64  # all NaN
+    model = tmp_path / "m.ffm"
+    argv = ["train", "--client", f"a={paths[0]}", "--client", f"b={paths[1]}", "--target", "y"]
+    assert main([*argv, "--trees", "3", "--out", str(model)]) == 0
+    import fedforest as ff
+
+    assert ff.load(model).categories_ == {1: ["Lyon", "Paris", None]}
+    mixed = pd.read_csv(paths[1]).assign(city=1.5)  # numbers where the other file has text
+    mixed.to_csv(paths[1], index=False)
+    with pytest.raises(SystemExit):
+        main([*argv, "--trees", "3", "--out", str(model)])
+
+
 def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tmp_path) -> None:
     import fedforest as ff
 

@@ -247,6 +247,11 @@ def test_partition_iid_sizes_and_seed():
 
 def test_partition_by_column_and_sorted():
     np.testing.assert_array_equal(partition_by_column(["b", "a", "b", "c"]), [1, 0, 1, 2])
+    for site in ([1.0, np.nan, 2.0], ["a", None, "b"], pd.Series(["a", pd.NA], dtype="string")):
+        with pytest.raises(ValueError, match="missing label at row 1"):  # NaN: a client
+            partition_by_column(site)
+    with pytest.raises(ValueError, match="one sortable type"):
+        partition_by_column(np.array(["a", 1], dtype=object))
     x = np.array([5.0, 1.0, 4.0, 2.0, 3.0, 0.0])
     ids = partition_sorted(x, 3)
     np.testing.assert_array_equal(ids, [2, 0, 2, 1, 1, 0])

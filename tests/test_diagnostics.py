@@ -7,6 +7,7 @@ here fixed seeds check each test's verdicts, its arithmetic against scipy, and i
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -139,3 +140,18 @@ def test_text_labels_under_the_regression_default_say_to_use_classification() ->
         ff.FedForestRegressor(n_estimators=2).fit_federated(ff.LocalFederation(clients))
     report = ff.diagnose(X, labels, h, task="classification", privacy="none")
     assert 0.0 <= report.covariate_shift_pvalue <= 1.0  # what the message says works
+
+
+def test_a_dataframe_with_a_category_column_is_diagnosed_as_its_clients_would_be() -> None:
+    # np.asarray made the category column strings: "Client '0': column 3 is not numeric".
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(300, 3)), columns=["a", "b", "c"])
+    frame["k"] = pd.Categorical(rng.choice(["x", "y", "z"], 300))
+    h = rng.integers(0, 3, 300)
+    y = frame["a"].to_numpy() + h + (frame["k"] == "z").to_numpy()
+    report = ff.diagnose(frame, y, h, privacy="none")
+    clients = [ff.Client(frame[h == k], y[h == k], str(k)) for k in range(3)]
+    direct = ff.diagnose(federation=ff.LocalFederation(clients), privacy="none")
+    assert report.feature_pvalues == direct.feature_pvalues and len(report.feature_pvalues) == 4
+    assert report.outcome_heterogeneity_pvalue == direct.outcome_heterogeneity_pvalue
+    assert report.outcome_heterogeneity  # y shifts by client

@@ -172,6 +172,20 @@ def test_onnx_predicts_as_fedforest_within_float32(numeric):
         np.testing.assert_allclose(pred[:, 0], model.predict(X), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("labels", ["bool", "float"])
+def test_onnx_labels_are_predicts_bools_and_floats(labels):
+    # skl2onnx wrote them as int64: 0 / 1 for False / True, 2 for 2.0.
+    X, y, h = _data()
+    target = y > 1 if labels == "bool" else np.digitize(y, [0.5, 1.8]) + 2.0
+    model = ff.FedForestClassifier(n_estimators=4, max_depth=4, random_state=0).fit(X, target)
+    label, proba = _onnx_run(model, X)
+    assert label.dtype == model.predict(X).dtype and label.shape == (len(X),)
+    top2 = np.sort(model.predict_proba(X), axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 1e-5
+    assert clear.mean() > 0.9
+    np.testing.assert_array_equal(label[clear], model.predict(X)[clear])
+
+
 def test_onnx_refuses_set_splits_saying_why(with_sets):
     model, _, _ = with_sets
     with pytest.raises(ValueError, match=r"to_onnx\(\) handles numeric splits only.*skl2onnx"):

@@ -173,6 +173,26 @@ def test_dataframe_feature_names(cls: type[Estimator]) -> None:
 
 
 @BOTH
+def test_reordered_or_extra_columns_of_a_categorical_frame_get_scikit_learns_error(
+    cls: type[Estimator],
+) -> None:
+    # Categorical codes go by position: a reordered frame got another column's codes and
+    # an error saying the category column had been trained as a numeric feature.
+    X, y = data_for(cls)
+    df = pd.DataFrame(X[:, :3], columns=["age", "weight", "height"])
+    df["city"] = pd.Categorical(np.where(X[:, 3] > 0, "Paris", "Lyon"))
+    est = small(cls).fit(df, y)
+    for bad, why in [
+        (df[["city", "age", "weight", "height"]], "must be in the same order"),
+        (df.assign(notes="text"), "unseen at fit time:\n- notes"),
+    ]:
+        with pytest.raises(ValueError, match="feature names should match") as info:
+            est.predict(bad)
+        assert why in str(info.value) and "numeric feature" not in str(info.value)
+    np.testing.assert_array_equal(est.predict(df[list(df.columns)]), est.predict(df))
+
+
+@BOTH
 def test_apply_gives_leaf_of_every_tree(cls: type[Estimator]) -> None:
     X, y = data_for(cls)
     est = small(cls).fit(X, y)
@@ -318,6 +338,18 @@ def test_non_numeric_dataframe_column_is_named(cls: type[Estimator]) -> None:
     with pytest.raises(ValueError, match="Column 'when' of X"):
         est.fit(df, y)
     assert_unfitted(est)
+
+
+def test_local_federation_takes_any_iterable_of_clients_and_says_what_else_to_pass() -> None:
+    # A generator had no len(); (X, y) tuples and a dict's keys failed on '.name'.
+    X, y = regression_data(n=80)
+    clients = [Client(X[:40], y[:40], name="a"), Client(X[40:], y[40:], name="b")]
+    model = small(FedForestRegressor).fit_federated(LocalFederation(c for c in clients))
+    assert model.clients_.tolist() == ["a", "b"]
+    with pytest.raises(ValueError, match="item 0 is a tuple. Build each with fedforest.Client"):
+        LocalFederation([(X, y)])
+    with pytest.raises(ValueError, match=r"not a dict; pass list\(d.values\(\)\)"):
+        LocalFederation({c.name: c for c in clients})
 
 
 def test_empty_client_is_named() -> None:
@@ -511,6 +543,32 @@ def test_fit_federated_refuses_labels_fit_refuses_naming_the_client(
         LocalFederation([Client(X[:40], ok, name="a"), Client(X[40:], ok, name="b")])
     )
     assert model.classes_.tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("missing", [None, pd.NA], ids=["None", "NA"])
+def test_fit_refuses_missing_text_labels_as_the_clients_do(missing: Any) -> None:
+    # scikit-learn's check raised TypeError ("'<' not supported", "boolean value of NA is
+    # ambiguous"); fit_federated's clients already said what was wrong.
+    X, y = classification_data(n=40)
+    labels = pd.Series(y, dtype=object)
+    labels[3] = missing
+    est = small(FedForestClassifier)
+    with pytest.raises(ValueError, match=r"^Mix of label input types .*never missing"):
+        est.fit(X, labels)
+    assert_unfitted(est)
+    with pytest.raises(ValueError, match="Mix of label input types"):
+        est.fit(X, labels.astype("string"))
+
+
+def test_client_ids_given_as_a_column_name_says_how_to_give_the_column() -> None:
+    # It said "client_ids has shape (); expected (n,)".
+    X, y = regression_data(n=60)
+    frame = pd.DataFrame(X, columns=list("abcde")).assign(site=np.arange(60) % 3)
+    for name in ("site", "partition"):
+        with pytest.raises(ValueError, match=f"client_ids='{name}' is one string.*X\\['{name}'\\]"):
+            small(FedForestRegressor).fit(frame, y, client_ids=name)
+    model = small(FedForestRegressor).fit(frame.drop(columns="site"), y, client_ids=frame["site"])
+    assert model.clients_.tolist() == ["0", "1", "2"]
 
 
 @BOTH

@@ -1,6 +1,7 @@
 """Splits on the client index H, the marginal rule, and set splits in the tree format."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import fedforest as ff
@@ -220,6 +221,34 @@ def test_categorical_features_by_name_on_arrays_and_a_client_mismatch():
     )
     with pytest.raises(ValueError, match="categorical"):
         ff.FedForestRegressor(n_estimators=2).fit_federated(bad)
+
+
+def test_categorical_features_as_any_array_like_or_a_boolean_mask(tmp_path):
+    # A pandas Index (df.select_dtypes(...).columns) or NumPy array failed with "The truth
+    # value of an array is ambiguous"; a boolean mask (scikit-learn's HistGradientBoosting
+    # habit, e.g. df.columns == "city") named False as a column.
+    frame, y, h = _city_data(n=300)
+    frame = frame.assign(city=frame["city"].cat.codes.astype(int))  # numeric codes
+    expected = None
+    for given in (
+        ["city"],
+        pd.Index(["city"]),
+        np.array([list(frame.columns).index("city")]),
+        frame.columns == "city",
+        [c == "city" for c in frame.columns],
+    ):
+        m = ff.FedForestRegressor(n_estimators=2, categorical_features=given, random_state=0)
+        m.fit(frame, y, client_ids=h)
+        assert list(m.categories_) == [list(frame.columns).index("city")]
+        pred = m.predict(frame)
+        expected = pred if expected is None else expected
+        np.testing.assert_array_equal(pred, expected)
+        m.save(tmp_path / "m.ffm")
+        np.testing.assert_array_equal(ff.load(tmp_path / "m.ffm").predict(frame), pred)
+    client = ff.Client(frame, y, "a", categorical_features=frame.columns == "city")
+    assert client.X.shape == frame.shape
+    with pytest.raises(ValueError, match="boolean mask of 2 entries, but X has 3 columns"):
+        ff.FedForestRegressor(categorical_features=[True, False]).fit(frame, y)
 
 
 def _one_client_round_b_scalars(**kw):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.base import clone
 from sklearn.ensemble import RandomForestRegressor
@@ -47,6 +50,25 @@ def test_to_sklearn_predicts_and_applies_as_fedforest(task: str) -> None:
     assert tree.tree_.node_count == model.trees_[0].node_count
     assert tree.get_depth() == model.trees_[0].max_depth
     np.testing.assert_array_equal(tree.tree_.children_left, model.trees_[0].children_left)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_to_sklearn_keeps_the_feature_names(task: str) -> None:
+    # Without them scikit-learn warned "X has feature names, but RandomForest... was
+    # fitted without feature names" on every DataFrame and checked no column.
+    X, y = _data(300, 0)
+    frame = pd.DataFrame(X, columns=["age", "dose", "weight", "height"])
+    cls = ff.FedForestClassifier if task == "classification" else ff.FedForestRegressor
+    model = cls(n_estimators=3, max_depth=3, random_state=0)
+    model.fit(frame, y > 0.5 if task == "classification" else y)
+    sk = model.to_sklearn()
+    np.testing.assert_array_equal(sk.feature_names_in_, model.feature_names_in_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(sk.predict(frame), model.predict(frame))
+    with pytest.raises(ValueError, match="same order"):
+        sk.predict(frame[frame.columns[::-1]])
+    assert not hasattr(cls(n_estimators=2).fit(X, y > 0).to_sklearn(), "feature_names_in_")
 
 
 @pytest.mark.filterwarnings("ignore:Some inputs do not have OOB scores:UserWarning")
@@ -206,6 +228,36 @@ def test_warm_start_equals_one_fit(privacy: str) -> None:
     assert len(warm) == 12  # a refused warm start keeps the forest
     cold = ff.FedForestRegressor(n_estimators=4, warm_start=False, **kw).fit(X, y, client_ids=h)
     assert len(cold.fit(X, y, client_ids=h)) == 4
+
+
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+def test_warm_start_refuses_other_columns_or_categories(privacy: str) -> None:
+    # The trees read columns by position and categories by code: reordered or renamed
+    # columns and a new category level gave the earlier trees other features or
+    # categories, silently; fewer columns under "secure" crashed ("provided out is the
+    # wrong size for the accumulation").
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "c"])
+    frame["k"] = pd.Categorical(rng.choice(["x", "y", "z"], 200))
+    y = frame["a"].to_numpy() + (frame["k"] == "z").to_numpy()
+    kw = dict(n_estimators=3, max_depth=3, warm_start=True, random_state=0, privacy=privacy)
+    model = ff.FedForestRegressor(**kw).fit(frame, y)
+    first = list(model.trees_)
+    new_level = frame.assign(k=frame["k"].cat.add_categories("w").where(frame.index > 9, "w"))
+    for other in (
+        frame[["c", "b", "a", "k"]],
+        frame.rename(columns={"a": "z"}),
+        frame[["a", "b", "k"]],
+        new_level,
+    ):
+        model.set_params(n_estimators=5)
+        with pytest.raises(ValueError, match="differ from the first fit's"):
+            model.fit(other, y)
+        assert [id(t) for t in model.trees_] == [id(t) for t in first]  # the forest it had
+        with pytest.raises(ValueError, match="differ from the first fit's"):
+            model.fit_federated(ff.LocalFederation([ff.Client(other, y, "a")]))
+        assert [id(t) for t in model.trees_] == [id(t) for t in first]  # it cleared them
+    assert len(model.set_params(n_estimators=5).fit(frame, y).trees_) == 5
 
 
 def test_warm_start_on_a_loaded_model_is_refused(tmp_path) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 __all__ = ["read_client_data", "read_table"]
@@ -15,17 +17,31 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """A CSV (pandas' defaults) or Parquet (``.parquet`` / ``.pq``, needs pyarrow) file.
 
     A file the reader refuses (truncated, not CSV or Parquet, ragged rows, no columns) is
-    a ``ValueError`` naming the file and the reader's reason.
+    a ``ValueError`` naming the file and the reader's reason. A first column without a
+    name holding 0 to n - 1 (the index ``to_csv`` writes) is dropped, with a warning.
     """
     path = Path(path).expanduser()
     if not path.is_file():
         raise ValueError(f"{str(path)!r} is not a file.")
     parquet = path.suffix.lower() in _PARQUET
     try:
-        return pd.read_parquet(path) if parquet else pd.read_csv(path)
+        frame = pd.read_parquet(path) if parquet else pd.read_csv(path)
     except (ValueError, OSError) as exc:  # pandas' parser errors, pyarrow's ArrowInvalid
         kind = "Parquet" if parquet else "CSV"
         raise ValueError(f"{str(path)!r} cannot be read as {kind}: {exc}") from exc
+    # pandas' to_csv writes the index unless index=False: a first column without a name
+    # holding 0, 1, ..., n-1 is that index, not a feature (it was the top "feature").
+    first = frame.columns[0] if len(frame.columns) else None
+    if first == "Unnamed: 0" and np.array_equal(frame[first].to_numpy(), np.arange(len(frame))):
+        warnings.warn(
+            f"{str(path)!r}: its first column has no name and holds the row numbers 0 to "
+            f"{len(frame) - 1}: read as the index pandas' to_csv wrote (index=True), not as "
+            "a feature.",
+            UserWarning,
+            stacklevel=2,
+        )
+        frame = frame.drop(columns=first)
+    return frame
 
 
 def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Series]:

@@ -7,6 +7,7 @@ re-exported by :mod:`fedforest.datasets`.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from sklearn.model_selection import train_test_split
 
@@ -39,11 +40,29 @@ def partition_by_column(values: ArrayLike) -> NDArray[np.int64]:
     -------
     client_ids : ndarray of int64, shape (n_samples,)
         Index of each row's site in the sorted distinct labels.
+
+    Raises
+    ------
+    ValueError
+        If a label is missing (NaN, None, ``pd.NA``: a NaN made a client of its own, None
+        a ``TypeError`` of the sort) or the labels mix types, as ``fit``'s ``client_ids``.
     """
     labels = np.asarray(values)
     if labels.ndim != 1:
         raise ValueError(f"values must be one label per row; got shape {labels.shape}.")
-    return np.unique(labels, return_inverse=True)[1].astype(np.int64)
+    kind = labels.dtype.kind
+    missing = np.flatnonzero(pd.isna(labels)) if kind in "fO" else np.empty(0, np.intp)
+    if missing.size:
+        raise ValueError(
+            f"values has a missing label at row {missing[0]} ({missing.size} rows in all); "
+            "every row needs a site: drop those rows or give them a site of their own."
+        )
+    try:
+        return np.unique(labels, return_inverse=True)[1].astype(np.int64)
+    except TypeError as exc:
+        raise ValueError(
+            f"values must be labels of one sortable type (all numbers or all text): {exc}"
+        ) from exc
 
 
 def partition_iid(

@@ -27,6 +27,7 @@ __all__ = [
     "categorical_columns",
     "encode",
     "is_missing",
+    "is_numeric_column",
     "read_features",
 ]
 
@@ -63,6 +64,32 @@ def sort_categories(values: Iterable[Any]) -> list[Any]:
     return sorted(plain, key=_key)
 
 
+#: What ``infer_dtype`` calls an object column of numbers (scikit-learn converts them).
+_NUMBERS = frozenset({"integer", "floating", "mixed-integer-float", "decimal", "boolean"})
+
+
+def is_numeric_column(column: pd.Series) -> bool:
+    """A numeric dtype, or an object column of numbers, its missing values aside.
+
+    scikit-learn reads such an object column as floats; it was refused as not numeric.
+    """
+    if pd.api.types.is_numeric_dtype(column.dtype):
+        return True
+    return column.dtype == object and pd.api.types.infer_dtype(column, skipna=True) in _NUMBERS
+
+
+def _is_text(column: pd.Series) -> bool:
+    """Text: pandas' ``str`` dtype, or an object column of strings (missing values aside).
+
+    ``is_string_dtype`` says no to an object column with a None, NaN or ``pd.NA`` in it:
+    such a column was refused as not numeric, where the same column of pandas' ``str``
+    dtype (or ``category``) is categorical with a missing category.
+    """
+    if pd.api.types.is_string_dtype(column):
+        return True
+    return column.dtype == object and pd.api.types.infer_dtype(column, skipna=True) == "string"
+
+
 def categorical_columns(
     X: ArrayLike, categorical_features: Sequence[Any] | None, n_features: int
 ) -> list[int]:
@@ -83,10 +110,21 @@ def categorical_columns(
         cols |= {
             j
             for j, t in enumerate(X.dtypes)
-            if isinstance(t, pd.CategoricalDtype) or pd.api.types.is_string_dtype(X.iloc[:, j])
+            if isinstance(t, pd.CategoricalDtype) or _is_text(X.iloc[:, j])
         }
-    for f in categorical_features or ():
-        if isinstance(f, (int, np.integer)) and not isinstance(f, bool):
+    # A NumPy array or pandas Index (``df.select_dtypes("object").columns``) has no truth
+    # value; NumPy scalars become Python's; a list of bools is a mask, as scikit-learn's.
+    given = [] if categorical_features is None else list(categorical_features)
+    features = [f.item() if isinstance(f, np.generic) else f for f in given]
+    if features and all(isinstance(f, bool) for f in features):
+        if len(features) != n_features:
+            raise ValueError(
+                f"categorical_features is a boolean mask of {len(features)} entries, but X "
+                f"has {n_features} columns; give one entry per column."
+            )
+        features = [j for j, f in enumerate(features) if f]
+    for f in features:
+        if isinstance(f, int) and not isinstance(f, bool):
             if not 0 <= int(f) < n_features:
                 raise ValueError(
                     f"categorical_features names column {f}, but X has {n_features} columns."
@@ -149,7 +187,7 @@ def read_features(
             raw[j] = np.asarray(col, dtype=object)
             columns.append(np.zeros(len(raw[j])))
             continue
-        if frame is not None and not pd.api.types.is_numeric_dtype(col.dtype):
+        if frame is not None and not is_numeric_column(col):
             raise ValueError(
                 f"{who}: column {_name(names, j)} has dtype {col.dtype}; fedforest needs numeric "
                 "features, or a pandas 'category' column / categorical_features=[...] for "

@@ -121,8 +121,9 @@ class Client:
         row as columns are multi-output y (at every privacy level).
     name : str
         Unique client name; seeds the client's bootstrap.
-    categorical_features : list of column names or indices, optional
-        Categorical columns besides the pandas ``category`` ones. Their values never leave
+    categorical_features : array-like of column names or indices, or boolean mask, optional
+        Categorical columns besides the pandas ``category`` ones (a mask: one bool per
+        column). Their values never leave
         the client either: the handshake shares each column's list of categories, and the
         splits use per-category statistics.
     sample_weight : array-like of shape (n_samples,), optional

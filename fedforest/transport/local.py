@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from joblib import effective_n_jobs
@@ -22,7 +22,7 @@ class LocalFederation(Federation):
 
     Parameters
     ----------
-    clients : sequence of Client
+    clients : iterable of Client
         Names must be unique.
     n_jobs : int or None
         Threads; None means 1, -1 means all cores (joblib's convention).
@@ -34,10 +34,22 @@ class LocalFederation(Federation):
     """
 
     def __init__(
-        self, clients: Sequence[Client], n_jobs: int | None = None, timeout: float | None = None
+        self, clients: Iterable[Client], n_jobs: int | None = None, timeout: float | None = None
     ) -> None:
+        if isinstance(clients, Mapping):  # its iteration gives the keys: say what to pass
+            raise ValueError(
+                "LocalFederation takes Client objects, not a dict; pass list(d.values()) "
+                "(each Client has its own name)."
+            )
+        clients = list(clients)  # any iterable (a generator had no len())
         if len(clients) == 0:
             raise ValueError("LocalFederation needs at least one client.")
+        for k, c in enumerate(clients):
+            if not isinstance(c, Client):
+                raise ValueError(
+                    f"LocalFederation takes Client objects; item {k} is a {type(c).__name__}. "
+                    "Build each with fedforest.Client(X, y, name=...)."
+                )
         names = [c.name for c in clients]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -266,7 +266,29 @@ def to_onnx_model(
     n_out = int(getattr(sk_forest, "n_outputs_", 1))
     if n_out > 1:  # skl2onnx declares (n, 1) for a multi-output forest: its real shape
         onnx_model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = n_out
+    kind = np.asarray(getattr(sk_forest, "classes_", "")).dtype.kind  # "U": a regressor
+    if n_out == 1 and kind in "bf":
+        _label_as_predict(onnx_model, kind)
     return onnx_model
+
+
+def _label_as_predict(onnx_model: Any, kind: str) -> None:
+    """``label`` cast to ``predict``'s dtype: skl2onnx writes bool and float classes as int64.
+
+    Bool classes came out as 0 / 1 and integral float ones (a classifier refuses others)
+    as integers, where ``predict`` gives bools and floats (a multi-output classifier's
+    graph already gives ``predict``'s dtype).
+    """
+    onnx = import_extra("onnx", "to_onnx()")
+    to = onnx.TensorProto.BOOL if kind == "b" else onnx.TensorProto.DOUBLE
+    graph = onnx_model.graph
+    for node in graph.node:
+        node.output[:] = ["label_int64" if o == "label" else o for o in node.output]
+        node.input[:] = ["label_int64" if i == "label" else i for i in node.input]
+    graph.node.append(
+        onnx.helper.make_node("Cast", ["label_int64"], ["label"], to=to, name="label_cast")
+    )
+    next(o for o in graph.output if o.name == "label").type.tensor_type.elem_type = to
 
 
 def _set_missing_sides(onnx_model: Any, trees: list[Tree]) -> None:

@@ -201,13 +201,17 @@ class EnsembleMixin:
         does (thresholds rounded down to float32, as scikit-learn compares). Its parameters
         are the model's where scikit-learn has the name (``ccp_alpha``, ``monotonic_cst``,
         ``class_weight``, ``max_samples``, ...), its trees' those scikit-learn passes to
-        its trees. Forests with set splits (categorical features, the client index) raise
-        ``ValueError``.
+        its trees, and ``feature_names_in_`` the model's (fitted on a DataFrame). Forests
+        with set splits (categorical features, the client index) raise ``ValueError``.
         """
         check_is_fitted(self, "trees_")
         params = getattr(self, "get_params")(deep=False)  # noqa: B009
         classes = getattr(self, "classes_", None)
-        return to_sklearn_forest(self.trees_, self.n_features_in_, classes, params)
+        forest = to_sklearn_forest(self.trees_, self.n_features_in_, classes, params)
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None:  # scikit-learn then checks a DataFrame's columns, and warns
+            forest.feature_names_in_ = np.array(names, dtype=object)
+        return forest
 
     # ------------------------------------------------------------------ exports
     def to_treelite(self) -> Any:

@@ -61,6 +61,9 @@ class GrowerConfig:
     #: warm_start under "secure"/"dp": the earlier trees' settings digest (hex; "" if they
     #: mix several): their out-of-bag rows follow it (digest.check_warm_digest).
     warm_digest: str | None = None
+    #: warm_start: the earlier trees' columns (n_features, feature names or None, each
+    #: categorical column's categories by index): the handshake refuses others.
+    warm_schema: tuple[Any, ...] | None = None
     #: Diagnostics only: the out-of-bag round also returns per-leaf sums of the first tree.
     oob_leaf_sums: bool = False
     #: "raise": a failed client stops training (ClientFailure); "drop": go on without it.

@@ -32,7 +32,8 @@ from .config import GrowerConfig
 __all__ = ["UNBOUND", "check_warm_digest", "digest_arrays", "settings_digest"]
 
 #: Fields left out: pruning follows growth (``ccp_alpha``), the number of trees and the
-#: first one (``warm_start``: a tree's bootstrap is the one it has in one fit), the seed
+#: first one (``warm_start``: a tree's bootstrap is the one it has in one fit; the earlier
+#: trees' digest and columns, checked apart), the seed
 #: (already in the draws), how the work is run (threads, progress, batches of trees,
 #: failures) and the out-of-bag score (asked after growth, over every row under
 #: ``"secure"``). ``max_samples`` enters as the resolved sizes, ``max_features`` as ``k``.
@@ -42,6 +43,7 @@ UNBOUND = frozenset(
         "n_estimators",
         "first_tree",
         "warm_digest",
+        "warm_schema",
         "seed",
         "n_jobs",
         "verbose",

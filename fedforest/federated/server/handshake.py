@@ -15,7 +15,7 @@ from .config import GrowerConfig
 from .merge import merge_sketch_rows
 from .rounds import exchange
 
-__all__ = ["handshake"]
+__all__ = ["check_warm_schema", "handshake"]
 
 
 def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -> dict[str, Any]:
@@ -53,6 +53,7 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
                 )
     d = first.header["n_features"]
     categories = _unify_categories(replies, names)
+    check_warm_schema(cfg.warm_schema, d, names, categories)
     n_outputs = _n_outputs(replies, cfg)
     classes: list[Any] | None = None
     class_counts: Any = None  # an array, or one per output
@@ -97,6 +98,34 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
         "public_keys": public_keys(replies) if cfg.privacy != "none" else {},
     }
+
+
+def check_warm_schema(
+    warm: Any, d: int, names: list[str] | None, categories: dict[str, list[Any]] | None
+) -> None:
+    """Under ``warm_start``, the clients' columns must be the earlier trees' columns.
+
+    The trees hold column positions and category codes (positions in the sorted category
+    lists): other columns, the same in another order, or a category level more or less
+    gave the earlier trees other features or categories, silently (fewer columns under
+    "secure" crashed in the guides). ``categories`` None: the names only (``fit``).
+    """
+    if warm is None:
+        return
+    n_old, names_old, cats_old = warm
+    cats = cats_old if categories is None else tuple((j, tuple(v)) for j, v in categories.items())
+    found = []
+    if d != n_old or (names is not None and names_old is not None and tuple(names) != names_old):
+        found.append(f"{n_old} columns {list(names_old or [])} then {d} {names or []}")
+    if dict(cats) != dict(cats_old):
+        found.append(f"categories {dict(cats_old)} then {dict(cats)} (by column index)")
+    if found:
+        raise ValueError(
+            "warm_start adds trees to a forest whose trees read columns by position and "
+            f"categories by code; the clients' columns differ from the first fit's: "
+            f"{'; '.join(found)}. Give the first fit's columns, in its order, with the same "
+            "categories, or set warm_start=False to fit a new forest."
+        )
 
 
 def _classes(
