@@ -77,7 +77,7 @@ from .secure_grids import (  # the state between levels (the grower calls it thr
 )
 from .secure_sums import secure_exchange
 from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
-from .weights import weigh
+from .weights import rows_hist, weigh
 
 __all__ = [
     "LevelA",
@@ -431,7 +431,7 @@ def round_a(
         ledger,
         Message(
             ROUND_A,
-            {**header, "pack_counts": True} if packed else header,
+            {**header, "pack_counts": True} if packed else {**header, **rows_hist(ctx)},
             {**arrays, "grid_off": grid_off, "grid": grid, **digest_arrays(header, ctx)},
         ),
         {
@@ -445,6 +445,8 @@ def round_a(
     if cfg.privacy != "dp":
         check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
         per_pair = summary[np.repeat(np.arange(n_slots), np.diff(pair_off))][:, :2]
+        if rows_hist(ctx):  # the weight column counts rows (weights.rows_hist)
+            per_pair[:, 1] = per_pair[:, 0]
         tol = _weight_tol(bits, len(fed.client_names))
         check_pooled_cumulative(cum, grid_off, grid, per_pair, "Round A's histograms", tol)
     if cfg.privacy == "dp":
@@ -460,7 +462,7 @@ def round_a(
     elif cfg.task == "classification":
         check_class_blocks(summary, cfg.class_sizes, ctx["weighted"], "Round A's node summaries")
     pooled = from_z(summary, state, cfg.task == "regression")
-    return LevelA(pooled, grid_off, grid, cum)
+    return LevelA(pooled, grid_off, grid, cum, bool(rows_hist(ctx)))
 
 
 def _packs(cfg: GrowerConfig, state: SecureState, bits: NDArray[np.int64]) -> bool:
@@ -532,7 +534,7 @@ def round_b(
         sub_rows,
         np.ascontiguousarray(level.cum[take, 1]),
         node_rows,
-        np.ascontiguousarray(pooled[node, STAT_WEIGHT]),
+        level.node_weight(node),
         _shifts(cfg, ctx, pair_off, pair_feat, 1)[num],
         cfg.n_bins,
         m,
