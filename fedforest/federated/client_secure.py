@@ -282,6 +282,9 @@ class SecureParty:
         if feats.size and (feats.min() < 0 or feats.max() >= c.X.shape[1]):
             raise ValueError(f"Client {c.name!r}: grid features out of range.")
         x = c.X[:, feats]
+        if msg.header.get("stage") == "known":  # rows known per column (sparse_columns.py)
+            known = np.isfinite(x).sum(axis=0).astype(np.float64)
+            return self._masked(msg, GRID, {"known": to_fixed(known, 0)})
         if msg.header.get("stage") == "moments":
             warn_unresolved(x, feats, c.name, c.feature_names)
             clip = ASINH_CLIP if self.dp is not None else np.inf

@@ -76,6 +76,7 @@ from .secure_grids import (  # the state between levels (the grower calls it thr
     ranges,
 )
 from .secure_sums import secure_exchange
+from .sparse_columns import known_enough
 from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
 from .weights import rows_hist, weigh
 
@@ -172,6 +173,7 @@ def setup_grids(
     """
     d = schema["n_features"]
     numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
+    numeric = numeric[known_enough(fed, ledger, cfg, schema, numeric, public_keys, min_rows(cfg))]
     feats = numeric.astype(np.int32)
     regression = cfg.task == "regression"
     plan = schema.get("dp")
