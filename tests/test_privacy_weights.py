@@ -169,3 +169,29 @@ def test_histograms_count_rows_where_the_clients_weigh_by_class() -> None:
                 cum = from_fixed(total, bits[:2])
                 assert np.array_equal(cum[:, 0], cum[:, 1])
         assert set(asked) == {ask}, (class_weight, asked)
+
+
+def test_one_output_with_sample_weights_and_balanced_subsample_counts_rows() -> None:
+    """The bootstrap round's path with one label column: the clients weigh rows by class."""
+    X, y, h = _data(n_clients=4, n_rows=80, d=4)
+    labels = (y > np.median(y)).astype(int)
+    weights = np.random.default_rng(0).uniform(0.5, 2.0, len(labels))
+    for class_weight, ask in (("balanced_subsample", True), ("balanced", False)):
+        clients = [
+            ff.Client(
+                X[h == k].reset_index(drop=True),
+                labels[h == k],
+                f"site{k}",
+                sample_weight=weights[h == k],
+            )
+            for k in np.unique(h)
+        ]
+        fed = RecordingFederation(ff.LocalFederation(clients))
+        model = ff.FedForestClassifier(n_estimators=2, class_weight=class_weight, random_state=0)
+        model.fit_federated(fed)
+        asked = {
+            next(iter(q.values())).header.get("hist_rows") is True
+            for q, _ in fed.rounds
+            if next(iter(q.values())).kind == ROUND_A
+        }
+        assert asked == {ask}, class_weight
