@@ -168,10 +168,14 @@ def rows_hist(ctx: dict[str, Any]) -> dict[str, bool]:
     ``"balanced_subsample"`` with the bootstrap round), a row's weight is its bootstrap
     count times its classes' weights, and a bin of Round A's count histograms (which may
     hold fewer than ``min_aggregate_rows`` rows, even one) would give away its rows'
-    classes by its weight. Under ``"secure"`` the weight column then counts rows (its
-    candidates are the node's row quantiles); under ``"dp"`` its noise hides them.
+    classes by its weight; with sample weights it gives a row's weight (times its
+    bootstrap count), a value of the client's data. Under ``"secure"`` the weight column
+    then counts rows (its candidates are the node's row quantiles); under ``"dp"`` its
+    noise hides them (``ctx["weighted"]``: some client's rows weigh other than their
+    bootstrap counts).
     """
-    return {"hist_rows": True} if ctx.get("rows_hist") else {}
+    weighted = ctx.get("rows_hist") or (ctx.get("weighted") and "dp" not in ctx)
+    return {"hist_rows": True} if weighted else {}
 
 
 def weigh(stats: NDArray[np.float64], w: NDArray[np.float64] | None) -> NDArray[np.float64]:
