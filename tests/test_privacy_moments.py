@@ -96,3 +96,42 @@ def test_columns_known_in_enough_rows_keep_their_grids() -> None:
         q for q, _ in fed.rounds if next(iter(q.values())).header.get("stage") == "moments"
     )
     assert next(iter(moments.values())).arrays["features"].tolist() == list(range(6))
+
+
+def _one_row_fit(privacy: str):
+    X, y, h = _data(n_clients=1, n_rows=1, d=3)
+    return (
+        _fit(ff.FedForestRegressor(n_estimators=2, random_state=0, privacy=privacy), X, y, h),
+        X,
+        y,
+    )
+
+
+def test_a_federation_of_too_few_rows_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fewer than 2 m rows in all: no split is possible, the sums would cover too few rows.
+
+    With the refusal switched off, a fit of one row released its features' and target's
+    moments over that row: the row comes back whole (every value and the target).
+    """
+    with pytest.raises(ValueError, match="fewer than 2 x min_aggregate_rows = 20"):
+        _one_row_fit("secure")
+    from fedforest.federated.server import secure
+
+    monkeypatch.setattr(secure, "refuse_too_few_rows", lambda *a: None)
+    fed, X, y = _one_row_fit("secure")
+    assert all(rebuilt_from_moments(fed, X, c) == 1.0 for c in X.columns)
+    req, rep = next(
+        (q, r) for q, r in fed.rounds if next(iter(q.values())).header.get("stage") == "moments"
+    )
+    words = {
+        k: from_fixed(add_in_order((r.arrays[k] for r in rep.values()), (1, 3)), 0)
+        for k in ("y_moments", "y_moments_lo")
+    }
+    s1 = (
+        words["y_moments"] / 2.0**MOMENT_FRAC_BITS
+        + words["y_moments_lo"] / 2.0 ** (MOMENT_FRAC_BITS + LOW_BITS)
+    )[0, 1]
+    assert np.isclose(np.sinh(s1), y[0], rtol=1e-9, atol=0)
+    # Under "none" the row is in the replies anyway.
+    fed, X, y = _one_row_fit("none")
+    assert raw_value_exposure(fed, X, y) == 1.0

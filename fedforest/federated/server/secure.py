@@ -67,6 +67,7 @@ from .secure_checks import (
     check_pooled_moments,
     check_pooled_rows,
     check_rounds_agree,
+    refuse_too_few_rows,
 )
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     LevelA,
@@ -177,6 +178,10 @@ def setup_grids(
     ``guides``: a warm start's earlier guides (:meth:`.guides.Guides.pool`).
     """
     d = schema["n_features"]
+    if cfg.privacy == "secure":  # before any masked round
+        refuse_too_few_rows(
+            sum(schema["n_samples"].get(c, 0) for c in fed.client_names), min_rows(cfg)
+        )
     numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
     numeric = numeric[known_enough(fed, ledger, cfg, schema, numeric, public_keys, min_rows(cfg))]
     feats = numeric.astype(np.int32)

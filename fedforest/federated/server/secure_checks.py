@@ -24,6 +24,7 @@ __all__ = [
     "check_pooled_moments",
     "check_pooled_rows",
     "check_rounds_agree",
+    "refuse_too_few_rows",
 ]
 
 
@@ -192,3 +193,23 @@ def check_rounds_agree(b_rows: NDArray[np.float64], a_rows: NDArray[np.float64],
             "two rounds (secure aggregation hides which)."
         ),
     )
+
+
+def refuse_too_few_rows(n_rows: float, min_rows: int) -> None:
+    """Under "secure": a federation of fewer than ``2 min_rows`` rows is refused.
+
+    No node of fewer than ``2 m`` rows splits, so such a forest is its roots, and the
+    sums released on the way cover too few rows: the first grid round's moments of
+    ``asinh(x)`` and ``asinh(y)`` run over all ``n`` rows (one row: its values back,
+    exactly), and a root's summary over its tree's in-bag rows (about ``0.63 n``), which
+    fall below ``m`` (measured 2026-12-03: a fit of one row ran, its root summary that
+    row's target).
+    """
+    if n_rows < 2 * min_rows:
+        raise ValueError(
+            f'privacy="secure": the clients hold {n_rows:.0f} rows in all, fewer than '
+            f"2 x min_aggregate_rows = {2 * min_rows}; no node could split, and the sums "
+            "released on the way would cover fewer than min_aggregate_rows rows. Pool more "
+            "rows, lower min_aggregate_rows (and min_samples_leaf), or use "
+            'privacy="none" where the server may see the rows.'
+        )
