@@ -108,12 +108,12 @@ def _one_row_fit(privacy: str):
 
 
 def test_a_federation_of_too_few_rows_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fewer than 2 m rows in all: no split is possible, the sums would cover too few rows.
+    """Fewer than m rows in all: the grid round's sums would cover too few rows.
 
     With the refusal switched off, a fit of one row released its features' and target's
     moments over that row: the row comes back whole (every value and the target).
     """
-    with pytest.raises(ValueError, match="fewer than 2 x min_aggregate_rows = 20"):
+    with pytest.raises(ValueError, match="fewer than min_aggregate_rows = 10"):
         _one_row_fit("secure")
     from fedforest.federated.server import secure
 

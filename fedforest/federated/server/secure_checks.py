@@ -196,20 +196,18 @@ def check_rounds_agree(b_rows: NDArray[np.float64], a_rows: NDArray[np.float64],
 
 
 def refuse_too_few_rows(n_rows: float, min_rows: int) -> None:
-    """Under "secure": a federation of fewer than ``2 min_rows`` rows is refused.
+    """Under "secure": a federation of fewer than ``min_rows`` rows in all is refused.
 
-    No node of fewer than ``2 m`` rows splits, so such a forest is its roots, and the
-    sums released on the way cover too few rows: the first grid round's moments of
-    ``asinh(x)`` and ``asinh(y)`` run over all ``n`` rows (one row: its values back,
-    exactly), and a root's summary over its tree's in-bag rows (about ``0.63 n``), which
-    fall below ``m`` (measured 2026-12-03: a fit of one row ran, its root summary that
-    row's target).
+    The first grid round's moments of ``asinh(x)`` and ``asinh(y)`` run over all ``n``
+    rows: with fewer than ``m`` they are a sum over too few rows (one row: its values back,
+    exactly; measured 2026-12-03, a fit of one row ran and its root summary gave the
+    target again). Such a forest could not split anyway (no node of fewer than ``2 m``
+    rows does).
     """
-    if n_rows < 2 * min_rows:
+    if n_rows < min_rows:
         raise ValueError(
-            f'privacy="secure": the clients hold {n_rows:.0f} rows in all, fewer than '
-            f"2 x min_aggregate_rows = {2 * min_rows}; no node could split, and the sums "
-            "released on the way would cover fewer than min_aggregate_rows rows. Pool more "
-            "rows, lower min_aggregate_rows (and min_samples_leaf), or use "
-            'privacy="none" where the server may see the rows.'
+            f'privacy="secure": the clients hold n_samples = {n_rows:.0f} rows in all, fewer than '
+            f"min_aggregate_rows = {min_rows}; the sums released would cover fewer rows "
+            "than that. Pool more rows, lower min_aggregate_rows (and min_samples_leaf), or "
+            'use privacy="none" where the server may see the rows.'
         )
