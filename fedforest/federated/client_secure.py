@@ -282,6 +282,9 @@ class SecureParty:
         if feats.size and (feats.min() < 0 or feats.max() >= c.X.shape[1]):
             raise ValueError(f"Client {c.name!r}: grid features out of range.")
         x = c.X[:, feats]
+        if msg.header.get("stage") == "known":  # rows known per column (sparse_columns.py)
+            known = np.isfinite(x).sum(axis=0).astype(np.float64)
+            return self._masked(msg, GRID, {"known": to_fixed(known, 0)})
         if msg.header.get("stage") == "moments":
             warn_unresolved(x, feats, c.name, c.feature_names)
             clip = ASINH_CLIP if self.dp is not None else np.inf
@@ -397,7 +400,9 @@ class SecureParty:
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         hist = self._words_at(msg, fit, grid_off, grid, bits[:2])  # the words directly
         if hist is None:
-            cum = self._counts_at(fit, grid_off, grid)
+            # Rows, not class-weighted rows, where the server asks (``weights.rows_hist``).
+            rows_only = msg.header.get("hist_rows") is True and self.dp is None
+            cum = self._counts_at(fit, grid_off, grid, np.ones_like(fit.w) if rows_only else None)
             if self.dp is not None:
                 b = self.bounds(fit)
                 summary = self.noisy(msg, summary, b, frac_bits=bits)
@@ -425,12 +430,16 @@ class SecureParty:
         return to_fixed_packed(values, bits, self.client.name)
 
     def _counts_at(
-        self, fit: _Fit, off: NDArray[np.int64], edges: NDArray[np.float64]
+        self,
+        fit: _Fit,
+        off: NDArray[np.int64],
+        edges: NDArray[np.float64],
+        w: NDArray[np.float64] | None = None,
     ) -> NDArray[np.float64]:
         """Rows and weight left of every pair's grid edges.
 
         The left statistics' first two columns, computed alone: the kernel then adds two
-        sums per row, not all of them.
+        sums per row, not all of them. ``w``: the rows' weights if not ``fit.w``'s.
         """
         out = np.empty((edges.size, 2))
         # The kernel takes one target (only the counts are kept): multi-output, the first.
@@ -441,7 +450,7 @@ class SecureParty:
         def run(args: tuple[Any, ...], lo: int, hi: int) -> None:
             kernel(*args, out[lo:hi])
 
-        self._blocks_of(fit, off, edges, y, run)
+        self._blocks_of(fit, off, edges, y, run, w)
         return out
 
     def _words_at(
@@ -487,11 +496,12 @@ class SecureParty:
         edges: NDArray[np.float64],
         y: NDArray[np.float64],
         run: Any,
+        w: NDArray[np.float64] | None = None,
     ) -> None:
         """``run(args, lo, hi)`` per block of trees (in threads, as ``_run_blocks``).
 
         ``args`` are a left-statistics kernel's arguments for the block (``left_stats``'
-        up to ``slot_hi``), ``lo:hi`` its rows of the output.
+        up to ``slot_hi``), ``lo:hi`` its rows of the output; the rows weigh ``w`` if given.
         """
         assert fit.pair_off is not None and fit.pair_feat is not None and fit.slot_tree is not None
         c = self.client
@@ -499,12 +509,13 @@ class SecureParty:
             c._codes = fine_codes(c.X, N_FINE_BINS)
         codes, fine_min, fine_max = c._codes
         pair_off, pair_feat, slot_tree = fit.pair_off, fit.pair_feat, fit.slot_tree
+        weights = fit.w if w is None else w
 
         def job(a: int, b: int) -> None:
             s_lo, s_hi = int(slot_tree[a]), int(slot_tree[b])
             r = slice(int(fit.tree_rows[a]), int(fit.tree_rows[b]))
             args: tuple[Any, ...] = (
-                c.Xt, codes, fine_min, fine_max, fit.rows[r], fit.w[r], fit.slot[r], y,
+                c.Xt, codes, fine_min, fine_max, fit.rows[r], weights[r], fit.slot[r], y,
                 fit.n_classes, pair_off, pair_feat, off, edges, s_lo, s_hi,
             )  # fmt: skip
             run(args, off[pair_off[s_lo]], off[pair_off[s_hi]])

@@ -45,8 +45,10 @@ __all__ = [
 #: of version 1 would mask with other keys and the sums would decode to garbage); 3 since
 #: the set-up carries the settings digest under "secure"/"dp" (a client of version 2
 #: would ignore it and draw its bootstraps unbound: another forest, and refits with other
-#: settings would draw the same rows again).
-PROTOCOL_VERSION = 3
+#: settings would draw the same rows again); 4 since Round A may ask for rows in the
+#: histograms' weight column (``hist_rows``: a client of version 3 would send its
+#: class-weighted rows, whose one-row bins give away their labels).
+PROTOCOL_VERSION = 4
 
 HANDSHAKE = "handshake"
 ROUND_A = "round_a"
@@ -76,6 +78,7 @@ REPLY_ARRAYS: dict[str, frozenset[str]] = {
     ),
     GRID: frozenset(
         ("moments", "moments_lo", "y_moments", "y_moments_lo", "y_hist", "class_counts", "hist")
+        + ("known",)
     ),
     ROUND_A: frozenset(
         ("summary", "hist", "sketch", "sketch_runs", "sketch_off", "local_best")

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..threads import thread_map, work_ranges
-from .rules import _rows_below, ancestor_safe
+from .rules import _rows_below, ancestor_safe, known_rows
 
 __all__ = [
     "interval_checks",
@@ -206,7 +206,7 @@ def _below_numpy(
     lo, hi, total = bounds
     j = np.searchsorted(grid, x, side="right") - 1
     got = np.where(j >= 0, rows[np.maximum(j, 0)], 0.0)
-    return np.asarray(np.where(x >= hi, total, np.where(x <= lo, 0.0, got)))
+    return np.asarray(np.where(x >= hi, known_rows(grid, rows, total), np.where(x <= lo, 0.0, got)))
 
 
 def _unsafe_numpy(

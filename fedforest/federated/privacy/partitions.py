@@ -26,7 +26,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from .rules import _rows_below
+from .rules import _rows_below, known_rows
 
 __all__ = ["partition_filter", "partition_safe", "partition_safe_numpy"]
 
@@ -174,7 +174,8 @@ def partition_safe_numpy(
         g = slice(int(grid_off[p]), int(grid_off[p + 1]))
         j = np.searchsorted(grid[g], x, side="right") - 1
         got = np.where(j >= 0, rows[g][np.maximum(j, 0)] if g.stop > g.start else 0.0, 0.0)
-        return np.where(x >= hi[p], total[p], np.where(x <= lo[p], 0.0, got))
+        top = known_rows(grid[g], rows[g], total[p])
+        return np.where(x >= hi[p], top, np.where(x <= lo[p], 0.0, got))
 
     def add(reach: tuple[set[int], set[int]], terms: list[float]) -> tuple[set[int], set[int]]:
         plus = {r + int(v) for r in reach[0] for v in terms if v >= 0 and r + v < m}

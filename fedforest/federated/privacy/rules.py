@@ -161,7 +161,12 @@ def group_categories(rows: NDArray[np.float64], min_rows: int) -> NDArray[np.int
 
 @numba.njit(nogil=True, cache=True)
 def _rows_below(grid, rows, g0, g1, x, lo, hi, total):
-    """A node's rows with value <= x, for x on its grid (increasing) or outside (lo, hi]."""
+    """A node's rows with value <= x, for x on its grid (increasing) or outside (lo, hi].
+
+    Above ``hi`` its known rows: where the feature has missing values its grid ends with
+    ``MISSING_SPLIT``, whose count leaves the missing rows out (``total`` counted them:
+    the ancestors' thresholds above the node then hid sums of a few rows, 2026-12-03).
+    """
     a, b = g0, g1
     while a < b:  # the first edge > x (np.searchsorted's side="right")
         mid = a + ((b - a) >> 1)
@@ -173,7 +178,7 @@ def _rows_below(grid, rows, g0, g1, x, lo, hi, total):
     if x <= lo:
         got = 0.0
     if x >= hi:
-        got = total
+        got = rows[g1 - 1] if g1 > g0 and grid[g1 - 1] == MISSING_SPLIT else total
     return got
 
 
@@ -272,7 +277,12 @@ def _rows_below_numpy(
     j = np.searchsorted(grid, x, side="right") - 1
     got = np.where(j >= 0, rows[np.clip(j, 0, max(grid.size - 1, 0))], 0.0)
     got = np.where(x <= lo, 0.0, got)
-    return np.asarray(np.where(x >= hi, total, got))
+    return np.asarray(np.where(x >= hi, known_rows(grid, rows, total), got))
+
+
+def known_rows(grid: NDArray[np.float64], rows: NDArray[np.float64], total: float) -> float:
+    """A node's rows whose value is known (NumPy twins): its count at ``MISSING_SPLIT``."""
+    return float(rows[-1]) if grid.size and grid[-1] == MISSING_SPLIT else float(total)
 
 
 def _isolates_numpy(

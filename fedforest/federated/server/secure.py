@@ -2,7 +2,9 @@
 
 Rounds, as under ``"none"`` but with masked answers (:mod:`..privacy.secagg`):
 
-- two grid rounds after the handshake (the first relays the clients' public keys): the
+- two grid rounds after the handshake (the first masked round relays the clients' public
+  keys; a count of known values comes first where a column has missing values,
+  :mod:`.sparse_columns`): the
   pooled moments of ``asinh(x)`` per numeric feature (and of ``asinh(y)`` for regression,
   which fixes the targets' standardisation), then pooled counts on a coarse grid, which
   give each feature's root distribution (:mod:`..privacy.grids`);
@@ -13,14 +15,15 @@ Rounds, as under ``"none"`` but with masked answers (:mod:`..privacy.secagg`):
 - the out-of-bag round: pooled sums.
 
 A client that fails a round under ``on_client_failure="drop"`` is removed from the sum by
-a recovery round in which the survivors send the masks they shared with it for that round.
+a recovery round in which the survivors send the masks they shared with it for that round;
+not in a Round B or a Round A below the roots, whose survivors' sums may cover fewer than
+``m`` rows: that level's nodes then stay leaves.
 What the server keeps between levels, and the node grids it places from it, are in
 :mod:`.secure_grids`.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -64,6 +67,7 @@ from .secure_checks import (
     check_pooled_moments,
     check_pooled_rows,
     check_rounds_agree,
+    refuse_too_few_rows,
 )
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     LevelA,
@@ -75,9 +79,12 @@ from .secure_grids import (  # the state between levels (the grower calls it thr
     offsets,
     ranges,
 )
-from .secure_sums import secure_exchange
+from .secure_sums import secure_exchange, sums_unless_dropped
+from .sparse_columns import known_enough
 from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
-from .weights import weigh
+from .target_scale import moment_scale as _moment_scale
+from .target_scale import robust_scale as _robust_scale
+from .weights import rows_hist, weigh
 
 __all__ = [
     "LevelA",
@@ -171,7 +178,12 @@ def setup_grids(
     ``guides``: a warm start's earlier guides (:meth:`.guides.Guides.pool`).
     """
     d = schema["n_features"]
+    if cfg.privacy == "secure":  # before any masked round
+        refuse_too_few_rows(
+            sum(schema["n_samples"].get(c, 0) for c in fed.client_names), min_rows(cfg)
+        )
     numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
+    numeric = numeric[known_enough(fed, ledger, cfg, schema, numeric, public_keys, min_rows(cfg))]
     feats = numeric.astype(np.int32)
     regression = cfg.task == "regression"
     plan = schema.get("dp")
@@ -278,60 +290,12 @@ def setup_grids(
     return state
 
 
-def _moment_scale(yn: float, y1: float, y2: float, poisson: bool) -> tuple[float, float]:
-    """Center and scale of one output from the pooled moments of asinh(y).
-
-    Under criterion="poisson" the center is 0 (the targets stay non-negative) and the
-    scale puts ``sinh(mean + 2 std)`` of asinh(y) at ``u = 2``: the scaled targets are of
-    order 1, as standardised ones.
-    """
-    mean = y1 / max(yn, 1.0)
-    std = math.sqrt(max(y2 / max(yn, 1.0) - mean**2, 0.0))
-    center = math.sinh(mean)
-    if poisson:
-        return 0.0, max(math.sinh(mean + 2 * std) / 2.0, 1e-12)
-    # One standard deviation of asinh(y) each side, mapped back: for targets of small
-    # spread (asinh nearly linear over them) their standard deviation, for targets over
-    # orders of magnitude (a large spread of asinh(y)) their typical size. (Two deviations
-    # halved, as before, put a target of +-10^6 at a scale of about 10^12: its squares
-    # then fell below the fixed point's resolution and the forest learnt nothing.)
-    spread = max(math.sinh(mean + std) - center, center - math.sinh(mean - std))
-    return center, max(spread, 1e-12, 1e-9 * abs(center))
-
-
 def _two_words(sums: dict[str, NDArray[np.float64]], name: str) -> NDArray[np.float64]:
     """A two-word fixed-point sum (decoded with 0 fractional bits) back to real values."""
     return np.asarray(
         sums[name] / 2.0**MOMENT_FRAC_BITS
         + sums[name + "_lo"] / 2.0 ** (MOMENT_FRAC_BITS + LOW_BITS)
     )
-
-
-def _robust_scale(
-    counts: NDArray[np.float64], poisson: bool = False, clip: float = 2.0, sigma: float = 0.0
-) -> tuple[float, float]:
-    """Center (median) and scale (IQR / 1.349) of the targets from a noisy histogram.
-
-    The histogram is of asinh(y) on a fixed grid: under "dp" one count per row, robust to
-    the noise where moments (bounded by the clip squared) are not. Under
-    criterion="poisson" the center is 0 and the scale puts the 99th percentile at the clip
-    (at least one grid bin, 0.25 in asinh(y), above 0): the clip cuts about 1 % of the rows.
-    """
-    edges = target_grid()
-    # Bins whose noisy count is below three deviations of the noise (``sigma``) count as
-    # empty (a noise-only bin passes with probability 0.0013: 0.2 of the 160 expected):
-    # the noise alone otherwise piles up mass in the far tails, and
-    # Poisson's 99th percentile landed there (a scale of 10^6 for counts of about 3, whose
-    # leaves then predicted millions).
-    cum = np.concatenate([[0.0], np.cumsum(np.where(counts >= 3.0 * sigma, counts, 0.0))])
-    if cum[-1] <= 0:
-        return 0.0, 1.0
-    if poisson:
-        top = max(float(np.interp(0.99 * cum[-1], cum, edges)), edges[1] - edges[0])
-        return 0.0, math.sinh(top) / clip
-    q = np.interp(np.array([0.25, 0.5, 0.75]) * cum[-1], cum, edges)
-    lo, mid, hi = (math.sinh(float(v)) for v in q)
-    return mid, max((hi - lo) / 1.349, 1e-12, 1e-9 * abs(mid))
 
 
 def _shifts(
@@ -426,12 +390,12 @@ def round_a(
     )  # fmt: skip
     bits = _frac_bits(ctx)
     packed = _packs(cfg, state, bits)
-    sums = secure_exchange(
+    sums = sums_unless_dropped(
         fed,
         ledger,
         Message(
             ROUND_A,
-            {**header, "pack_counts": True} if packed else header,
+            {**header, "pack_counts": True} if packed else {**header, **rows_hist(ctx)},
             {**arrays, "grid_off": grid_off, "grid": grid, **digest_arrays(header, ctx)},
         ),
         {
@@ -439,12 +403,20 @@ def round_a(
             "hist": ((grid.size, 1), None) if packed else ((grid.size, 2), bits[:2]),
         },
         effective_n_jobs(cfg.n_jobs),
+        # Roots, and noisy sums, are recovered after a drop; below them a node's survivors'
+        # rows may number 1 to m - 1: nothing is released, no node splits (privacy.md).
+        recover=ctx["secure_slots"][2] == 0 or cfg.privacy == "dp",
     )
+    if sums is None:  # zero weight: the nodes keep the statistics their parents gave
+        zero = np.zeros((n_slots, ctx["n_stats"]))
+        return LevelA(zero, grid_off, grid, np.zeros((grid.size, 2)), bool(rows_hist(ctx)))
     summary = sums["summary"]
     cum = unpack_counts(sums["hist"]) if packed else sums["hist"]
     if cfg.privacy != "dp":
         check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
         per_pair = summary[np.repeat(np.arange(n_slots), np.diff(pair_off))][:, :2]
+        if rows_hist(ctx):  # the weight column counts rows (weights.rows_hist)
+            per_pair[:, 1] = per_pair[:, 0]
         tol = _weight_tol(bits, len(fed.client_names))
         check_pooled_cumulative(cum, grid_off, grid, per_pair, "Round A's histograms", tol)
     if cfg.privacy == "dp":
@@ -460,7 +432,7 @@ def round_a(
     elif cfg.task == "classification":
         check_class_blocks(summary, cfg.class_sizes, ctx["weighted"], "Round A's node summaries")
     pooled = from_z(summary, state, cfg.task == "regression")
-    return LevelA(pooled, grid_off, grid, cum)
+    return LevelA(pooled, grid_off, grid, cum, bool(rows_hist(ctx)))
 
 
 def _packs(cfg: GrowerConfig, state: SecureState, bits: NDArray[np.int64]) -> bool:
@@ -532,7 +504,7 @@ def round_b(
         sub_rows,
         np.ascontiguousarray(level.cum[take, 1]),
         node_rows,
-        np.ascontiguousarray(pooled[node, STAT_WEIGHT]),
+        level.node_weight(node),
         _shifts(cfg, ctx, pair_off, pair_feat, 1)[num],
         cfg.n_bins,
         m,
@@ -623,8 +595,7 @@ def round_b(
     }
     packed = _packs(cfg, state, bits)
     n_words, word_bits = (s - 1, None) if packed else (s, bits)
-    peers = set(fed.client_names)
-    sums = secure_exchange(
+    sums = sums_unless_dropped(
         fed,
         ledger,
         Message(ROUND_B, {"pack_counts": True} if packed else {}, arrays),
@@ -634,12 +605,11 @@ def round_b(
         },
         effective_n_jobs(cfg.n_jobs),
     )
-    if set(fed.client_names) != peers:
-        # A client dropped in this Round B: the left sums are the survivors', the nodes'
-        # totals (Round A) still hold its rows, so a right child would count them (and
-        # its next summary, differenced with them, would give the dropped client's sums).
-        # The survivors' totals cannot be asked for without exposing its share: no node
-        # of this level splits (the next batch grows with the survivors).
+    if sums is None:
+        # A client dropped in this Round B. The survivors' left sums (their rows between
+        # two candidates may number 1 to m - 1) are not recovered, and the nodes' totals
+        # (Round A) still hold its rows; asking the survivors for theirs would expose its
+        # share: no node of this level splits (the next batch grows with the survivors).
         return BestSplits.none(n_nodes, pooled.shape[1])
     if packed:
         sums = {k: unpack_counts(v, bits[2:]) for k, v in sums.items()}

@@ -24,6 +24,7 @@ __all__ = [
     "check_pooled_moments",
     "check_pooled_rows",
     "check_rounds_agree",
+    "refuse_too_few_rows",
 ]
 
 
@@ -192,3 +193,21 @@ def check_rounds_agree(b_rows: NDArray[np.float64], a_rows: NDArray[np.float64],
             "two rounds (secure aggregation hides which)."
         ),
     )
+
+
+def refuse_too_few_rows(n_rows: float, min_rows: int) -> None:
+    """Under "secure": a federation of fewer than ``min_rows`` rows in all is refused.
+
+    The first grid round's moments of ``asinh(x)`` and ``asinh(y)`` run over all ``n``
+    rows: with fewer than ``m`` they are a sum over too few rows (one row: its values back,
+    exactly; measured 2026-12-03, a fit of one row ran and its root summary gave the
+    target again). Such a forest could not split anyway (no node of fewer than ``2 m``
+    rows does).
+    """
+    if n_rows < min_rows:
+        raise ValueError(
+            f'privacy="secure": the clients hold n_samples = {n_rows:.0f} rows in all, fewer than '
+            f"min_aggregate_rows = {min_rows}; the sums released would cover fewer rows "
+            "than that. Pool more rows, lower min_aggregate_rows (and min_samples_leaf), or "
+            'use privacy="none" where the server may see the rows.'
+        )

@@ -20,7 +20,7 @@ import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike, NDArray
 
-from ..._common import STAT_WEIGHT
+from ..._common import STAT_ROWS, STAT_WEIGHT
 from ..privacy.grids import merge_thresholds, quantile_grids_at
 from ..privacy.intervals import interval_checks
 from ..threads import join_ranges, thread_map, work_ranges
@@ -276,6 +276,13 @@ class LevelA:
     grid_off: NDArray[np.int64]
     grid: NDArray[np.float64]
     cum: NDArray[np.float64]  # (n_grid, 2): pooled rows and weight with x <= edge
+    #: The histograms' weight column counts rows (``hist_rows``: the clients weigh rows by
+    #: their classes, which a bin of few rows would give away; ``weights.rows_hist``).
+    rows_only: bool = False
+
+    def node_weight(self, node: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The nodes' totals of the histograms' weight column (their rows if ``rows_only``)."""
+        return np.ascontiguousarray(self.pooled[node, STAT_ROWS if self.rows_only else STAT_WEIGHT])
 
 
 def node_grids(
@@ -419,7 +426,7 @@ def keep_histograms(
     edges[off[:-1]], edges[off[1:] - 1] = state.lo[node, f], state.hi[node, f]
     cum = np.empty(inner.size)
     cum[inner] = level.cum[take, 1]
-    cum[off[:-1]], cum[off[1:] - 1] = 0.0, level.pooled[node, STAT_WEIGHT]
+    cum[off[:-1]], cum[off[1:] - 1] = 0.0, level.node_weight(node)
     # A grid's MISSING_SPLIT edge: the known values end there (the missing rows are in no
     # distribution); the histogram then ends at the last finite edge, at the known weight.
     last = off[1:] - 2

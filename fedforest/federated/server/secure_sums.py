@@ -21,7 +21,7 @@ from ..protocol import RECOVER, CommunicationLedger, Message
 from .envelope import masked_arrays
 from .rounds import exchange
 
-__all__ = ["secure_exchange"]
+__all__ = ["secure_exchange", "sums_unless_dropped"]
 
 
 def secure_exchange(
@@ -31,13 +31,29 @@ def secure_exchange(
     specs: dict[str, tuple[tuple[int, ...], NDArray[np.int64] | int | None]],
     n_threads: int = 1,
 ) -> dict[str, NDArray[Any]]:
+    """One masked round (:func:`sums_unless_dropped`, recovering a drop)."""
+    sums = sums_unless_dropped(fed, ledger, msg, specs, n_threads, recover=True)
+    assert sums is not None
+    return sums
+
+
+def sums_unless_dropped(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    msg: Message,
+    specs: dict[str, tuple[tuple[int, ...], NDArray[np.int64] | int | None]],
+    n_threads: int = 1,
+    recover: bool = False,
+) -> dict[str, NDArray[Any]] | None:
     """One masked round: the decoded sums over the clients of each array in ``specs``.
 
     ``specs`` maps an array name to its shape and fractional bits (None: the uint64 sum as
     it is, e.g. of packed counts). A client that fails
     (dropped under ``on_client_failure="drop"``) is removed from the sums by a recovery
-    round with the survivors. ``n_threads`` > 1 adds large sums in threads (the same
-    words).
+    round with the survivors; with ``recover=False`` there is none and the result is None
+    (the survivors' sums stay masked by their masks with the dropped client: below the
+    roots their nodes may hold fewer than ``min_aggregate_rows`` of their rows).
+    ``n_threads`` > 1 adds large sums in threads (the same words).
     """
     peers = list(fed.client_names)
     tag = ledger.rounds
@@ -52,6 +68,8 @@ def secure_exchange(
         for name, (shape, _) in specs.items()
     }
     dropped = sorted(set(peers) - {name for name, _ in replies})
+    if dropped and not recover:
+        return None
     if dropped:
         totals = _recover(fed, ledger, tag, dropped, peers, totals)
     return {

@@ -43,6 +43,7 @@ __all__ = [
     "balanced",
     "fixed_class_weights",
     "output_class_weights",
+    "rows_hist",
     "rows_weighed_per_tree",
     "set_up_class_weights",
     "weigh",
@@ -144,6 +145,8 @@ def set_up_class_weights(
         counts = ctx["secure"].class_counts  # a masked sum of the first grid round
         if cfg.class_outputs > 1:  # one block of counts per output
             counts = np.split(counts, np.cumsum(cfg.class_sizes)[:-1])
+    if cfg.class_outputs > 1 or rows_weighed_per_tree(cfg, bool(schema["weighted"])):
+        ctx["rows_hist"] = cfg.privacy == "secure"  # the clients weigh rows by class
     if rows_weighed_per_tree(cfg, bool(schema["weighted"])):
         # Each tree's weights from a bootstrap round per batch (bootstrap.py), whose
         # replies are checked against the clients' draws.
@@ -156,6 +159,23 @@ def set_up_class_weights(
     ctx["class_w"] = fixed_class_weights(cfg.class_weight, schema["classes"], counts)
     ctx["class_w_present"] = cfg.privacy != "dp"  # balanced_subsample: the classes drawn
     return cfg
+
+
+def rows_hist(ctx: dict[str, Any]) -> dict[str, bool]:
+    """Round A's header entry asking for rows in the histograms' weight column, if needed.
+
+    Where the clients weigh their rows by class (multi-output ``class_weight``,
+    ``"balanced_subsample"`` with the bootstrap round), a row's weight is its bootstrap
+    count times its classes' weights, and a bin of Round A's count histograms (which may
+    hold fewer than ``min_aggregate_rows`` rows, even one) would give away its rows'
+    classes by its weight; with sample weights it gives a row's weight (times its
+    bootstrap count), a value of the client's data. Under ``"secure"`` the weight column
+    then counts rows (its candidates are the node's row quantiles); under ``"dp"`` its
+    noise hides them (``ctx["weighted"]``: some client's rows weigh other than their
+    bootstrap counts).
+    """
+    weighted = ctx.get("rows_hist") or (ctx.get("weighted") and "dp" not in ctx)
+    return {"hist_rows": True} if weighted else {}
 
 
 def weigh(stats: NDArray[np.float64], w: NDArray[np.float64] | None) -> NDArray[np.float64]:

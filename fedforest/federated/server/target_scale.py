@@ -1,0 +1,64 @@
+"""The targets' center and scale under ``"secure"`` and ``"dp"`` (from the grid round).
+
+From the pooled moments of ``asinh(y)`` (``"secure"``) or its noisy histogram on a fixed
+grid (``"dp"``); moved out of ``secure.py`` (2026-12-03) unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..client_secure import target_grid
+
+__all__ = ["moment_scale", "robust_scale"]
+
+
+def moment_scale(yn: float, y1: float, y2: float, poisson: bool) -> tuple[float, float]:
+    """Center and scale of one output from the pooled moments of asinh(y).
+
+    Under criterion="poisson" the center is 0 (the targets stay non-negative) and the
+    scale puts ``sinh(mean + 2 std)`` of asinh(y) at ``u = 2``: the scaled targets are of
+    order 1, as standardised ones.
+    """
+    mean = y1 / max(yn, 1.0)
+    std = math.sqrt(max(y2 / max(yn, 1.0) - mean**2, 0.0))
+    center = math.sinh(mean)
+    if poisson:
+        return 0.0, max(math.sinh(mean + 2 * std) / 2.0, 1e-12)
+    # One standard deviation of asinh(y) each side, mapped back: for targets of small
+    # spread (asinh nearly linear over them) their standard deviation, for targets over
+    # orders of magnitude (a large spread of asinh(y)) their typical size. (Two deviations
+    # halved, as before, put a target of +-10^6 at a scale of about 10^12: its squares
+    # then fell below the fixed point's resolution and the forest learnt nothing.)
+    spread = max(math.sinh(mean + std) - center, center - math.sinh(mean - std))
+    return center, max(spread, 1e-12, 1e-9 * abs(center))
+
+
+def robust_scale(
+    counts: NDArray[np.float64], poisson: bool = False, clip: float = 2.0, sigma: float = 0.0
+) -> tuple[float, float]:
+    """Center (median) and scale (IQR / 1.349) of the targets from a noisy histogram.
+
+    The histogram is of asinh(y) on a fixed grid: under "dp" one count per row, robust to
+    the noise where moments (bounded by the clip squared) are not. Under
+    criterion="poisson" the center is 0 and the scale puts the 99th percentile at the clip
+    (at least one grid bin, 0.25 in asinh(y), above 0): the clip cuts about 1 % of the rows.
+    """
+    edges = target_grid()
+    # Bins whose noisy count is below three deviations of the noise (``sigma``) count as
+    # empty (a noise-only bin passes with probability 0.0013: 0.2 of the 160 expected):
+    # the noise alone otherwise piles up mass in the far tails, and
+    # Poisson's 99th percentile landed there (a scale of 10^6 for counts of about 3, whose
+    # leaves then predicted millions).
+    cum = np.concatenate([[0.0], np.cumsum(np.where(counts >= 3.0 * sigma, counts, 0.0))])
+    if cum[-1] <= 0:
+        return 0.0, 1.0
+    if poisson:
+        top = max(float(np.interp(0.99 * cum[-1], cum, edges)), edges[1] - edges[0])
+        return 0.0, math.sinh(top) / clip
+    q = np.interp(np.array([0.25, 0.5, 0.75]) * cum[-1], cum, edges)
+    lo, mid, hi = (math.sinh(float(v)) for v in q)
+    return mid, max((hi - lo) / 1.349, 1e-12, 1e-9 * abs(mid))

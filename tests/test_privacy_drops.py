@@ -1,0 +1,192 @@
+"""A client dropped mid-level (``on_client_failure="drop"``): what the recovery exposed.
+
+The candidates and nodes of a level are sized from pooled counts that include every
+client. When one drops in a Round B (or in a Round A below the roots), the survivors'
+sums of that round, once the recovery round removed the dropped client's masks, are sums
+over the survivors' rows only: between two candidates, or in a node, they can number 1
+to ``m - 1``, and a difference of one row is that row's exact target. Now such a round is
+not recovered (the survivors' sums stay masked by the dropped client's streams) and no
+node of that level splits; the roots' Round A is recovered as before (a root holds all of
+a tree's surviving rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fedforest as ff
+from fedforest.federated.client_secure import stat_frac_bits
+from fedforest.federated.failure import ClientFailure
+from fedforest.federated.privacy.secagg import add_in_order, correction, from_fixed
+from fedforest.federated.protocol import RECOVER, ROUND_A, ROUND_B
+from tests.test_privacy import RecordingFederation, _data
+
+
+class _Dying(ff.Client):
+    def __init__(self, X, y, name, at):
+        super().__init__(X, y, name)
+        self.at, self.seen = at, 0
+
+    def handle(self, msg):
+        self.seen += 1
+        if self.seen == self.at + 1:
+            raise RuntimeError("node lost")
+        return super().handle(msg)
+
+
+class _RecordingDrops(RecordingFederation):
+    """Also keeps the survivors' replies of a round in which a client failed."""
+
+    def send_and_receive(self, requests, round_index):
+        try:
+            return super().send_and_receive(requests, round_index)
+        except ClientFailure as failure:
+            self.rounds.append((dict(requests), dict(failure.replies)))
+            raise
+
+
+def _rows(words: np.ndarray, packed: bool, bits: np.ndarray) -> np.ndarray:
+    if packed:  # rows in the low half of the first word
+        return (words[:, 0] & np.uint64(2**32 - 1)).astype(np.float64)
+    return from_fixed(words, bits)[:, 0]
+
+
+def recovered_below_m(fed: _RecordingDrops, m: int) -> dict[str, int]:
+    """Released sums over 1 to ``m - 1`` rows that a recovery round made readable.
+
+    For every masked Round A or B followed by a recovery round, the server's decoded sums
+    (the survivors' replies less their corrections): ``"summary"`` counts Round A's node
+    summaries, ``"interval"`` Round B's differences of consecutive left sums (from 0), of
+    1 to ``m - 1`` rows; ``"one_row"`` those of exactly one row (its exact target).
+    """
+    bits = stat_frac_bits(0, False, 1)
+    found = {"summary": 0, "interval": 0, "one_row": 0}
+    for (requests, replies), (next_req, fixes) in zip(fed.rounds, fed.rounds[1:], strict=False):
+        req = next(iter(requests.values()))
+        if req.kind not in (ROUND_A, ROUND_B) or next(iter(next_req.values())).kind != RECOVER:
+            continue
+        name = "summary" if req.kind == ROUND_A else "left"
+        shape = next(iter(replies.values())).arrays[name].shape
+        total = add_in_order((r.arrays[name] for r in replies.values()), shape)
+        total = correction(total, (f.arrays[name] for f in fixes.values()))
+        packed = req.header.get("pack_counts") is True
+        if req.kind == ROUND_A:
+            rows = from_fixed(total, bits)[:, 0]
+            small = rows[(rows > 0) & (rows < m)]
+            found["summary"] += small.size
+        else:
+            rows, off = _rows(total, packed, bits), req.arrays["cand_off"]
+            small = np.concatenate(
+                [
+                    np.diff(np.concatenate([[0.0], rows[off[p] : off[p + 1]]]))
+                    for p in range(off.size - 1)
+                ]
+            )
+            small = small[(small > 0) & (small < m)]
+            found["interval"] += small.size
+        found["one_row"] += int((small == 1).sum())
+    return found
+
+
+def _attack(at: int) -> dict[str, int]:
+    """The attack on a fit of two clients whose ``site0`` fails in round ``at``."""
+    X, y, h = _data(n_clients=2, n_rows=500, d=6)
+    X = X.copy()
+    X.loc[h == 0, ["x0", "x1"]] += 1.0  # the clients' rows overlap in part
+    clients = [
+        (_Dying if k == 0 else lambda X, y, name, at: ff.Client(X, y, name))(
+            X[h == k].reset_index(drop=True), y[h == k], f"site{k}", at
+        )
+        for k in range(2)
+    ]
+    fed = _RecordingDrops(ff.LocalFederation(clients))
+    model = ff.FedForestRegressor(n_estimators=5, random_state=0, on_client_failure="drop")
+    model.fit_federated(fed)
+    assert model.dropped_clients_ == [("site0", at)]
+    found = recovered_below_m(fed, 10)
+    return {**found, "leaf_rows": min(int(t.n_node_samples.min()) for t in model.trees_)}
+
+
+@pytest.mark.parametrize("at", [6, 8, 9], ids=["round-b-1", "round-b-2", "round-a-3"])
+def test_a_drop_below_the_roots_recovers_no_small_sum(
+    at: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    got = _attack(at)
+    assert got["summary"] == got["interval"] == got["one_row"] == 0, got
+    assert got["leaf_rows"] >= 10, got
+    # Recovering the round as before: sums below m readable (so the test can fail).
+    from fedforest.federated.server import secure, secure_sums
+
+    def always(fed, ledger, msg, *args, **kw):  # the recovery as before this change
+        peers = set(fed.client_names)
+        sums = secure_sums.sums_unless_dropped(fed, ledger, msg, *args, **{**kw, "recover": True})
+        return None if msg.kind == ROUND_B and set(fed.client_names) != peers else sums
+
+    monkeypatch.setattr(secure, "sums_unless_dropped", always)
+    before = _attack(at)
+    assert before["summary"] + before["interval"] > 0, before
+    assert before["one_row"] > 0 or at == 9, before  # Round B: single rows' targets
+
+
+def root_left_sums(fed: _RecordingDrops) -> dict[tuple[int, int, float], tuple[float, float]]:
+    """The roots' Round B: per (tree, feature, candidate) the decoded rows and sum of wz."""
+    bits = stat_frac_bits(0, False, 1)
+    a = None
+    for i, (requests, replies) in enumerate(fed.rounds):
+        req = next(iter(requests.values()))
+        if req.kind == ROUND_A and a is None:
+            a = req
+        if req.kind != ROUND_B or a is None:
+            continue
+        shape = next(iter(replies.values())).arrays["left"].shape
+        total = add_in_order((r.arrays["left"] for r in replies.values()), shape)
+        if i + 1 < len(fed.rounds) and next(iter(fed.rounds[i + 1][0].values())).kind == RECOVER:
+            total = correction(total, (r.arrays["left"] for r in fed.rounds[i + 1][1].values()))
+        rows = _rows(total, req.header.get("pack_counts") is True, bits)
+        pair_off, pair_feat = a.arrays["pair_off"], a.arrays["pair_feat"]
+        tree_of = np.repeat(np.arange(pair_off.size - 1), np.diff(a.arrays["slot_tree_off"]))
+        cand_off, cand = req.arrays["cand_off"], req.arrays["cand"]
+        return {
+            (int(tree_of[s]), int(pair_feat[p]), float(cand[c])): rows[c]
+            for s in range(pair_off.size - 1)
+            for p in range(pair_off[s], pair_off[s + 1])
+            for c in range(cand_off[p], cand_off[p + 1])
+        }
+    return {}
+
+
+@pytest.mark.xfail(strict=True, reason="open: a drop in a batch's set-up keeps its bootstraps")
+def test_a_refit_with_a_drop_in_the_set_up_isolates_no_row() -> None:
+    """Two fits, the same settings; in the second ``site0`` drops in the first Round A.
+
+    The digest (and so every survivor's bootstrap) was fixed before the drop: the second
+    fit's roots hold the first fit's rows less ``site0``'s, its Round B goes on with the
+    survivors on the same root grids, and at candidates both fits released the two left
+    sums differ by ``site0``'s rows below them: between two such candidates, 1 to
+    ``m - 1`` of its rows, often one (measured 2026-12-03, 10 clients x 200 rows, 10
+    trees, 3 seeds: 909 shared candidates, 571 such intervals, 59 of one row). Batches
+    after any drop keep the fit's digest too. Open (docs/privacy.md, "Drops").
+    """
+    X, y, h = _data(n_clients=10, n_rows=200, d=10)
+
+    def fit(at):
+        clients = [
+            (_Dying if k == 0 and at is not None else lambda X, y, name, at: ff.Client(X, y, name))(
+                X[h == k].reset_index(drop=True), y[h == k], f"site{k}", at
+            )
+            for k in range(10)
+        ]
+        fed = _RecordingDrops(ff.LocalFederation(clients))
+        model = ff.FedForestRegressor(n_estimators=5, random_state=0, on_client_failure="drop")
+        model.fit_federated(fed)
+        return root_left_sums(fed)
+
+    full, dropped = fit(None), fit(3)
+    ones, by_pair = 0, {}
+    for t, f, c in sorted(set(full) & set(dropped)):
+        by_pair.setdefault((t, f), []).append(c)
+    for (t, f), cands in by_pair.items():
+        below = np.array([full[(t, f, c)] - dropped[(t, f, c)] for c in cands])
+        ones += int((np.diff(np.concatenate([[0.0], below])) == 1).sum())
+    assert ones == 0, ones
