@@ -45,8 +45,10 @@ __all__ = [
 #: of version 1 would mask with other keys and the sums would decode to garbage); 3 since
 #: the set-up carries the settings digest under "secure"/"dp" (a client of version 2
 #: would ignore it and draw its bootstraps unbound: another forest, and refits with other
-#: settings would draw the same rows again).
-PROTOCOL_VERSION = 3
+#: settings would draw the same rows again); 4 since under "secure"/"dp" Round A's grids
+#: travel as lattice codes and Round B's candidates as indices into them (``grid_wire``; a
+#: client of version 3 would stop at the first Round A, lacking the array "grid").
+PROTOCOL_VERSION = 4
 
 HANDSHAKE = "handshake"
 ROUND_A = "round_a"

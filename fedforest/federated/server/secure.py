@@ -31,6 +31,7 @@ from ..._common import STAT_ROWS, STAT_WEIGHT, class_sizes
 from ..client_secure import MOMENT_FRAC_BITS, oob_frac_bits, stat_frac_bits, target_grid
 from ..criteria import s_log_mean
 from ..federation import Federation
+from ..grid_wire import candidate_arrays
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, searchsorted_segments
 from ..privacy.intervals import safe_from_ancestors
@@ -420,7 +421,7 @@ def round_a(
         state.guides.level = ctx["secure_slots"][2]
     pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
     shift = _shifts(cfg, ctx, pair_off, pair_feat, 0)
-    grid_off, grid = node_grids(
+    grid_off, grid, wire = node_grids(
         state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift, ctx["missing"],
         ctx["secure_slots"][0],
     )  # fmt: skip
@@ -432,7 +433,7 @@ def round_a(
         Message(
             ROUND_A,
             {**header, "pack_counts": True} if packed else header,
-            {**arrays, "grid_off": grid_off, "grid": grid, **digest_arrays(header, ctx)},
+            {**arrays, "grid_off": grid_off, **wire, **digest_arrays(header, ctx)},
         ),
         {
             "summary": ((n_slots, ctx["n_stats"]), bits),
@@ -525,7 +526,7 @@ def round_b(
     node, f = pair_node[num], pair_feat[num].astype(np.int64)
     node_rows = np.ascontiguousarray(pooled[node, STAT_ROWS])
     out_off = np.zeros(num.size + 1, dtype=np.int64)
-    out = np.empty(num.size * max(cfg.n_bins - 1, 0))
+    out = np.empty(num.size * max(cfg.n_bins, 1))  # B - 1 quantiles and the missing edge
     secure_candidates(
         sub_grid,
         sub_off,
@@ -613,7 +614,7 @@ def round_b(
     s = ctx["n_stats"]
     arrays: dict[str, NDArray[Any]] = {
         "cand_off": cand_off,
-        "cand": cand,
+        **candidate_arrays(sub_grid, sub_off, at, cand, n_kept),
         "group_pair": np.asarray(group_pair, dtype=np.int32),
         "group_off": group_off,
         "group_map": (

@@ -1,0 +1,228 @@
+"""Round A's grids on per-feature lattices, Round B's candidates as grid indices.
+
+The client must rebuild bit for bit the edges the server counts on (``grid_wire``), and
+refuse what a hostile server could send instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest.federated import grid_wire
+from fedforest.federated.grid_wire import (
+    LATTICE_STEPS,
+    candidate_arrays,
+    decode_candidates,
+    decode_grid,
+    encode_grid,
+    sent_candidates,
+)
+from fedforest.federated.protocol import ROUND_A, ROUND_B, Message
+from fedforest.federated.server import secure
+from fedforest.transport.local import LocalFederation
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64).view(np.uint64)
+
+
+def _grids(rng, n_pairs=40, d=3, lattice=(-3.0, 5.0)):
+    """Sorted random grids per pair, some edges exact (a few of them lattice points)."""
+    sizes = rng.integers(0, 30, n_pairs)
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    grid = np.concatenate([np.sort(rng.uniform(-2.5, 4.5, s)) for s in sizes])
+    feat = rng.integers(0, d, n_pairs).astype(np.int32)
+    exact = rng.random(grid.size) < 0.2
+    lat = np.tile(np.asarray(lattice, dtype=np.float64), (d, 1))
+    return grid, off, feat, exact, lat
+
+
+def _request(arrays, grid_off, feat) -> Message:
+    return Message(ROUND_A, {}, {**arrays, "grid_off": grid_off, "pair_feat": feat})
+
+
+def test_grid_round_trips_exactly() -> None:
+    rng = np.random.default_rng(0)
+    grid, off, feat, exact, lat = _grids(rng)
+    # Exact edges that are lattice points travel as codes, the others as float64.
+    a, b = lat[0]
+    points = a + (b - a) * (rng.integers(0, LATTICE_STEPS, exact.sum()) / float(LATTICE_STEPS))
+    grid[exact] = np.where(rng.random(exact.sum()) < 0.5, points, grid[exact])
+    for p in range(off.size - 1):  # sorted again
+        grid[off[p] : off[p + 1]].sort()
+    arrays, decoded = encode_grid(grid, off, feat, exact, lat)
+    rebuilt = decode_grid(_request(arrays, off, feat), off, feat, "c")
+    np.testing.assert_array_equal(_bits(rebuilt), _bits(decoded))  # the client's = the server's
+    np.testing.assert_array_equal(_bits(decoded[exact]), _bits(grid[exact]))  # exact kept
+    step = (b - a) / LATTICE_STEPS
+    assert np.abs(decoded - grid).max() <= 0.5 * step * (1 + 1e-6)
+    assert np.abs(decoded - grid).max() > 0  # the quantile edges did snap
+    # A NumPy check of the lattice: the free edges are a + (b - a) * (k / steps).
+    sent = np.unpackbits(arrays["grid_exact"], count=grid.size).astype(bool)
+    k = arrays["grid_code"].astype(np.float64)
+    np.testing.assert_array_equal(decoded[~sent], a + (b - a) * (k / LATTICE_STEPS))
+    assert arrays["grid_code"].dtype == np.uint32 and arrays["grid_value"].size == sent.sum()
+    assert sent.sum() < exact.sum()  # lattice points among the exact edges are codes
+    assert np.all(
+        np.diff(decoded)[np.diff(np.repeat(np.arange(off.size - 1), np.diff(off))) == 0] >= 0
+    )
+
+
+def test_unsafe_lattices_send_float64() -> None:
+    """Infinite bounds, a heavy tail (gaps far below the step) and ties stay exact."""
+    off = np.array([0, 4, 8, 12])
+    grid = np.array([0.1, 0.2, 0.3, 0.4, 1.0, 1.0 + 1e-12, 1.0 + 2e-12, 2.0, 0.5, 0.5, 0.5, 0.7])
+    feat = np.array([0, 1, 1], dtype=np.int32)
+    lat = np.array([[-np.inf, 1.0], [0.0, 1e6]])
+    exact = np.zeros(grid.size, dtype=bool)
+    arrays, decoded = encode_grid(grid, off, feat, exact, lat)
+    np.testing.assert_array_equal(_bits(decoded[:8]), _bits(grid[:8]))  # no lattice; too close
+    assert np.unpackbits(arrays["grid_exact"], count=12)[:8].all()
+    # The ties of the third pair stay ties on the lattice.
+    assert decoded[8] == decoded[9] == decoded[10] < decoded[11]
+    rebuilt = decode_grid(_request(arrays, off, feat), off, feat, "c")
+    np.testing.assert_array_equal(_bits(rebuilt), _bits(decoded))
+
+
+def test_candidates_as_indices_round_trip() -> None:
+    rng = np.random.default_rng(1)
+    for n_edges in (20, 300):  # uint8, then uint16 indices (the last edge is a candidate)
+        sizes = np.array([n_edges, 0, n_edges // 2])
+        off = np.concatenate([[0], np.cumsum(sizes)])
+        grid = np.concatenate([np.sort(rng.random(s)) for s in sizes])
+        idx = [np.unique([*rng.choice(s, min(s, 5), replace=False), s - 1]) for s in sizes if s]
+        idx.insert(1, np.zeros(0, dtype=np.int64))
+        n_cand = np.array([i.size for i in idx])
+        at = np.concatenate([off[p] + i for p, i in enumerate(idx)])
+        cand = grid[at]
+        arrays = candidate_arrays(grid, off, at, cand, n_cand)
+        assert arrays["cand_at"].dtype == (np.uint8 if n_edges < 256 else np.uint16)
+        cand_off = np.concatenate([[0], np.cumsum(n_cand)])
+        got = decode_candidates(Message(ROUND_B, {}, arrays), cand_off, grid, off, "c")
+        np.testing.assert_array_equal(_bits(got), _bits(cand))
+    # A candidate off its grid: all of them travel as float64.
+    arrays = candidate_arrays(grid, off, at, cand + 1e-9, n_cand)
+    assert set(arrays) == {"cand"}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("grid_exact", lambda a: a["grid_exact"].astype(np.uint16), "grid_exact"),
+        ("grid_exact", lambda a: a["grid_exact"][:-1], "grid_exact"),
+        ("grid_code", lambda a: a["grid_code"].astype(np.uint64) + np.uint64(2**32), "grid_code"),
+        ("grid_code", lambda a: a["grid_code"].astype(np.float64), "grid_code"),
+        ("grid_span", lambda a: np.full_like(a["grid_span"], np.nan), "grid_span"),
+        ("grid_span", lambda a: a["grid_span"][:, ::-1].copy(), "grid_span"),
+        ("grid_value", lambda a: a["grid_value"][:-1], "grid_value"),
+    ],
+)
+def test_client_refuses_hostile_grids(field, value, match) -> None:
+    rng = np.random.default_rng(2)
+    grid, off, feat, exact, lat = _grids(rng)
+    arrays, _ = encode_grid(grid, off, feat, exact, lat)
+    arrays[field] = value(arrays)
+    with pytest.raises(ValueError, match=f"{match}.*server|server.*{match}"):
+        decode_grid(_request(arrays, off, feat), off, feat, "c")
+
+
+def test_client_refuses_padding_bits_and_bad_indices() -> None:
+    rng = np.random.default_rng(3)
+    grid, off, feat, exact, lat = _grids(rng)
+    arrays, decoded = encode_grid(grid, off, feat, exact, lat)
+    n = grid.size
+    if n % 8:
+        bits = np.unpackbits(arrays["grid_exact"])
+        bits[n:] = 1
+        bad = {**arrays, "grid_exact": np.packbits(bits)}
+        with pytest.raises(ValueError, match="grid_exact from the server"):
+            decode_grid(_request(bad, off, feat), off, feat, "c")
+    sizes = np.diff(off)
+    n_cand = (sizes > 0).astype(np.int64)  # one candidate per pair with a grid: its last edge
+    cand_off = np.concatenate([[0], np.cumsum(n_cand)])
+    ok = (sizes[sizes > 0] - 1).astype(np.uint8)
+    hostile = ok.copy()
+    hostile[0] += 1  # one past the end of its node's grid
+    with pytest.raises(ValueError, match="cand_at from the server"):
+        decode_candidates(Message(ROUND_B, {}, {"cand_at": hostile}), cand_off, decoded, off, "c")
+    with pytest.raises(ValueError, match="cand_at"):
+        bad = {"cand_at": ok.astype(np.int64)}  # signed: refused by kind
+        decode_candidates(Message(ROUND_B, {}, bad), cand_off, decoded, off, "c")
+
+
+def _features(n: int, rng) -> np.ndarray:
+    """Uniform, heavy-tailed, a timestamp offset, tiny-scale, a categorical-like code."""
+    return np.column_stack(
+        [
+            rng.random(n),
+            rng.pareto(1.1, n) * 1e3,
+            1.7e9 + rng.normal(0, 3e4, n),
+            rng.normal(0, 1e-6, n),
+            rng.lognormal(0, 3, n),
+            rng.integers(0, 4, n).astype(np.float64),
+        ]
+    )
+
+
+@pytest.mark.parametrize("classifier", [False, True])
+def test_client_grids_equal_the_servers(monkeypatch, classifier) -> None:
+    """In a fit: each client's rebuilt grids and candidates are the server's, bit for bit."""
+    rng = np.random.default_rng(4)
+    n = 3000
+    X = _features(n, rng)
+    X[rng.random(n) < 0.05, 4] = np.nan  # missing values: the missing edge travels exact
+    y = X[:, 0] + np.log1p(X[:, 1]) / 5 + (X[:, 5] == 2) + rng.normal(0, 0.2, n)
+    server_grids: list = []
+    server_cands: list = []
+    client_grids: list = []
+    node_grids, cand_arrays = secure.node_grids, secure.candidate_arrays
+
+    def grids(*args, **kwargs):
+        out = node_grids(*args, **kwargs)
+        server_grids.append(out[1].copy())
+        return out
+
+    def cands(grid, grid_off, at, cand, n_cand):
+        server_cands.append(cand.copy())
+        return cand_arrays(grid, grid_off, at, cand, n_cand)
+
+    send = LocalFederation.send_and_receive
+    recorded: list = []
+
+    def send_and_receive(self, requests, round_index):
+        replies = send(self, requests, round_index)
+        req = next(iter(requests.values()))
+        recorded.append(req)
+        if req.kind == ROUND_A:
+            for c in self.clients.values():
+                client_grids.append(c._fit.level_grid.copy())
+        return replies
+
+    monkeypatch.setattr(secure, "node_grids", grids)
+    monkeypatch.setattr(secure, "candidate_arrays", cands)
+    monkeypatch.setattr(LocalFederation, "send_and_receive", send_and_receive)
+    Est = FedForestClassifier if classifier else FedForestRegressor
+    target = (y > np.median(y)).astype(int) if classifier else y
+    Est(n_estimators=4, max_depth=5, random_state=0, categorical_features=[5]).fit(
+        X, target, client_ids=rng.integers(0, 3, n)
+    )
+    assert len(server_grids) >= 4 and len(client_grids) == 3 * len(server_grids)
+    for i, g in enumerate(client_grids):
+        np.testing.assert_array_equal(_bits(g), _bits(server_grids[i // 3]))
+    pairs, last_a = [], None
+    for r in recorded:  # each Round B with its level's Round A
+        last_a = r if r.kind == ROUND_A else last_a
+        if r.kind == ROUND_B:
+            pairs.append((last_a, r))
+    assert len(pairs) == len(server_cands) > 0
+    coded = 0
+    for (a, b), want in zip(pairs, server_cands, strict=True):
+        assert "cand_at" in b.arrays and "cand" not in b.arrays
+        np.testing.assert_array_equal(_bits(sent_candidates(a, b)), _bits(want))
+        coded += a.arrays["grid_code"].size
+        # Down: codes (4 bytes) for nearly every edge, float64 for few.
+        assert a.arrays["grid_value"].size < 0.5 * a.arrays["grid_code"].size
+    assert coded > 0
+    assert grid_wire.LATTICE_STEPS == 2**32 - 1
