@@ -225,4 +225,50 @@ def test_client_grids_equal_the_servers(monkeypatch, classifier) -> None:
         # Down: codes (4 bytes) for nearly every edge, float64 for few.
         assert a.arrays["grid_value"].size < 0.5 * a.arrays["grid_code"].size
     assert coded > 0
+    # Below the roots every node is known to hold fewer than 2^16 rows: two edges a word.
+    assert all("hist_half" in a.arrays for a, _ in pairs[1:])
     assert grid_wire.LATTICE_STEPS == 2**32 - 1
+
+
+def test_counts_two_edges_to_a_word_sum_exactly() -> None:
+    """Masked sums of half_words' words give every edge's pooled rows and weight."""
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(0, 9, 30)
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    half = rng.random(sizes.size) < 0.6
+    n, k = int(off[-1]), 4
+    rows = rng.integers(0, 2**14, (k, n)).astype(np.uint64)  # each sum below 2^16
+    weight = rng.integers(0, 2**14, (k, n)).astype(np.uint64)
+    weight[:, ~np.repeat(half, sizes)] *= np.uint64(1000)  # one edge to a word: 32 bits
+    masks = rng.integers(0, 2**63, (k - 1, 1 + n), dtype=np.uint64)
+    total = np.zeros((grid_wire.n_hist_words(off, half), 1), dtype=np.uint64)
+    for c in range(k):
+        words = (rows[c] | (weight[c] << np.uint64(32))).reshape(-1, 1)
+        sent = grid_wire.half_words(words, off, half, "c")
+        assert sent.shape == total.shape and sent.dtype == np.uint64
+        mask = masks[c, : sent.size] if c < k - 1 else -masks[:, : sent.size].sum(axis=0)
+        total += sent + mask.reshape(-1, 1)  # masks cancel mod 2^64
+    got = grid_wire.unpack_hist(total, off, half)
+    np.testing.assert_array_equal(got[:, 0], rows.sum(axis=0).astype(np.float64))
+    np.testing.assert_array_equal(got[:, 1], weight.sum(axis=0).astype(np.float64))
+    assert total.size == int(np.where(half, (sizes + 1) // 2, sizes).sum()) < n
+
+
+def test_client_refuses_hostile_half_words() -> None:
+    off = np.array([0, 3, 5])
+    words = np.array([[1 | (2 << 32)], [2**16], [3], [4], [5]], dtype=np.uint64)
+    with pytest.raises(ValueError, match="hist_half from the server"):  # 2^16 rows in a half
+        grid_wire.half_words(words, off, np.array([True, False]), "c")
+    grid_wire.half_words(words, off, np.array([False, True]), "c")  # fits
+    n_pairs = 2
+    good = {"hist_half": np.packbits([True, False])}
+    for arrays, header in (
+        ({"hist_half": np.packbits([True, False]).astype(np.uint16)}, {"pack_counts": True}),
+        ({"hist_half": np.packbits([True, False, True])}, {"pack_counts": True}),  # padding
+        ({"hist_half": np.zeros(2, np.uint8)}, {"pack_counts": True}),  # shape
+        (good, {}),  # without packed counts
+    ):
+        with pytest.raises(ValueError, match="hist_half"):
+            grid_wire.half_of(Message(ROUND_A, header, arrays), n_pairs, "c")
+    half = grid_wire.half_of(Message(ROUND_A, {"pack_counts": True}, good), n_pairs, "c")
+    np.testing.assert_array_equal(half, [True, False])

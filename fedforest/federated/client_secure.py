@@ -29,7 +29,7 @@ from . import client_kernels as K
 from .client_packed import left_words
 from .client_sketch import fine_codes
 from .client_targets import label_counts
-from .grid_wire import decode_candidates, decode_grid
+from .grid_wire import decode_candidates, decode_grid, half_of, half_words
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2, to_fixed_packed
@@ -406,6 +406,9 @@ class SecureParty:
                 summary = self.noisy(msg, summary, b, frac_bits=bits)
                 cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
             hist = self._packed(msg, cum, bits[:2])
+        half = half_of(msg, n_pairs, self.client.name)  # small nodes: two edges to a word
+        if half is not None:
+            hist = half_words(hist, grid_off, half, self.client.name)
         arrays = {"summary": to_fixed(summary, bits), "hist": hist}
         return self._masked(msg, ROUND_A, arrays)
 

@@ -1,4 +1,4 @@
-"""Round A's node grids and Round B's candidates as they travel under ``privacy="secure"``.
+"""Round A's grids and counts, Round B's candidates, as they travel under ``"secure"``.
 
 Every client gets every node's grid (the same edges to each), which were most of the
 bytes a secure fit sends at scale (docs/privacy.md, "What it costs"). Two encodings:
@@ -22,6 +22,12 @@ bytes a secure fit sends at scale (docs/privacy.md, "What it costs"). Two encodi
   grids, which the client keeps from Round A: each travels as its index in its pair's
   grid (``cand_at``, ``uint8`` / ``uint16`` / ``uint32`` by the longest grid), lossless.
 
+- **Counts two edges to a word.** Round A's answer, the counts at every edge, travels
+  as one masked ``uint64`` word per edge (``rows + 2^32 weight``); in a node whose pooled
+  rows and weight are both below 2^16 (known from its parent's split) two edges share a
+  word (:func:`half_pairs`, :func:`half_words`, :func:`unpack_hist`): the request's
+  ``hist_half`` says where, one bit per pair.
+
 Every array from the server is checked on the client (kind, dtype, shape, bounds) before
 use; an error names the array and the server.
 """
@@ -36,12 +42,20 @@ from numpy.typing import NDArray
 from .protocol import Message, expect_array
 
 __all__ = [
+    "HALF_LIMIT",
     "LATTICE_STEPS",
     "MOVE_SHARE",
     "candidate_arrays",
     "decode_candidates",
     "decode_grid",
     "encode_grid",
+    "half_arrays",
+    "half_of",
+    "half_pairs",
+    "half_words",
+    "hist_spec",
+    "n_hist_words",
+    "unpack_hist",
     "sent_candidates",
 ]
 
@@ -233,3 +247,113 @@ def sent_candidates(round_a: Message, round_b: Message) -> NDArray[np.float64]:
     grid = decode_grid(round_a, grid_off, round_a.arrays["pair_feat"], "recorded")
     cand_off = np.asarray(round_b.arrays["cand_off"], dtype=np.int64)
     return decode_candidates(round_b, cand_off, grid, grid_off, "recorded")
+
+
+# --------------------------------------------------------------------------- the counts back
+#: A node whose pooled rows and weight are both below this (known from its parent's split)
+#: gets Round A's counts two edges to a word: each edge's ``rows + 2^16 weight`` in 32 bits.
+HALF_LIMIT = 2**16
+_LOW32 = np.uint64(2**32 - 1)
+
+
+def half_pairs(
+    pair_off: NDArray[np.int64], node_stats: NDArray[np.float64], packed: bool = True
+) -> NDArray[np.bool_]:
+    """Per pair: whether its counts travel two edges to a word.
+
+    So when its node's pooled rows and weight (``node_stats[:, :2]``) are both below 2^16
+    and the counts are packed (``packed``: whole weights, no noise). The masked sum of
+    ``c_even + 2^32 c_odd`` over the clients then keeps the two edges'
+    ``c = rows + 2^16 weight`` apart (each sum below 2^32), as ``rows + 2^32 weight`` keeps
+    the two counts of one edge apart (``secagg.pack_counts``). A root's totals are not
+    known before its Round A (``inf``): its edges travel one to a word.
+    """
+    small = (node_stats[:, 0] < HALF_LIMIT) & (node_stats[:, 1] < HALF_LIMIT) & packed
+    return np.repeat(small, np.diff(pair_off))
+
+
+def half_arrays(half: NDArray[np.bool_]) -> dict[str, NDArray[np.uint8]]:
+    """Round A's ``hist_half`` (bits, one per pair) when some pair has two edges to a word."""
+    return {"hist_half": np.packbits(half)} if half.any() else {}
+
+
+def hist_spec(
+    grid_off: NDArray[np.int64], half: NDArray[np.bool_], packed: bool, bits: NDArray[np.int64]
+) -> tuple[tuple[int, int], NDArray[np.int64] | None]:
+    """Round A's ``hist`` as ``secure_exchange`` sums it: its shape and fractional bits."""
+    if packed:
+        return (n_hist_words(grid_off, half), 1), None  # packed words, decoded by unpack_hist
+    return (int(grid_off[-1]), 2), bits[:2]
+
+
+def _half_layout(
+    grid_off: NDArray[np.int64], half: NDArray[np.bool_]
+) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_], int]:
+    """Per edge: its word, whether it shares it, whether it is the word's high half."""
+    owner = _owner(grid_off)
+    n = np.diff(grid_off)
+    w_off = np.zeros(n.size + 1, dtype=np.int64)
+    np.cumsum(np.where(half, (n + 1) // 2, n), out=w_off[1:])
+    pos = np.arange(int(grid_off[-1])) - grid_off[owner]
+    shared = half[owner]
+    word = w_off[owner] + np.where(shared, pos // 2, pos)
+    return word, shared, shared & (pos % 2 == 1), int(w_off[-1])
+
+
+def half_words(
+    words: NDArray[np.uint64], grid_off: NDArray[np.int64], half: NDArray[np.bool_], client: str
+) -> NDArray[np.uint64]:
+    """A client's Round A words (``rows + 2^32 weight`` per edge), two edges to a word.
+
+    So where ``half``: its own counts must then be below 2^16 (refused otherwise).
+    """
+    w = np.asarray(words, dtype=np.uint64).reshape(-1)
+    word, shared, high, n_words = _half_layout(grid_off, half)
+    rows, weight = w & _LOW32, w >> np.uint64(32)
+    if np.any(shared & ((rows >= HALF_LIMIT) | (weight >= HALF_LIMIT))):
+        raise ValueError(
+            f"Client {client!r}: hist_half from the server puts two edges in a word at a node "
+            "where this client's own counts do not fit 16 bits; the server's totals are wrong."
+        )
+    c = rows | (weight << np.uint64(16))
+    value = np.where(shared, np.where(high, c << np.uint64(32), c), w)
+    out = np.zeros(n_words, dtype=np.uint64)
+    out[word[~high]] = value[~high]
+    out[word[high]] |= value[high]
+    return out.reshape(-1, 1)
+
+
+def unpack_hist(
+    total: NDArray[np.uint64], grid_off: NDArray[np.int64], half: NDArray[np.bool_]
+) -> NDArray[np.float64]:
+    """Server: the pooled rows and weight at every edge, shape (n_edges, 2).
+
+    From the sum over the clients of :func:`half_words`' words.
+    """
+    word, shared, high, _ = _half_layout(grid_off, half)
+    t = np.asarray(total, dtype=np.uint64).reshape(-1)[word]
+    c = np.where(high, t >> np.uint64(32), t & _LOW32)
+    out = np.empty((t.size, 2))
+    out[:, 0] = np.where(shared, c & np.uint64(HALF_LIMIT - 1), t & _LOW32)
+    out[:, 1] = np.where(shared, c >> np.uint64(16), t >> np.uint64(32))
+    return out
+
+
+def n_hist_words(grid_off: NDArray[np.int64], half: NDArray[np.bool_]) -> int:
+    """The words of Round A's counts: one per edge, one per two where ``half``."""
+    n = np.diff(grid_off)
+    return int(np.where(half, (n + 1) // 2, n).sum())
+
+
+def half_of(msg: Message, n_pairs: int, client: str) -> NDArray[np.bool_] | None:
+    """The request's ``hist_half`` (bits, one per pair), checked; None if absent."""
+    if "hist_half" not in msg.arrays:
+        return None
+    bits = expect_array(msg, "hist_half", "u", ((n_pairs + 7) // 8,), "server")
+    every = np.unpackbits(bits.astype(np.uint8)) if bits.dtype == np.uint8 else None
+    if every is None or every[n_pairs:].any() or msg.header.get("pack_counts") is not True:
+        raise ValueError(
+            f"Client {client!r}: hist_half from the server must be uint8 bits, one per pair, "
+            "with packed counts."
+        )
+    return every[:n_pairs].astype(bool)

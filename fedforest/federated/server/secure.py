@@ -31,7 +31,7 @@ from ..._common import STAT_ROWS, STAT_WEIGHT, class_sizes
 from ..client_secure import MOMENT_FRAC_BITS, oob_frac_bits, stat_frac_bits, target_grid
 from ..criteria import s_log_mean
 from ..federation import Federation
-from ..grid_wire import candidate_arrays
+from ..grid_wire import candidate_arrays, half_arrays, half_pairs, hist_spec, unpack_hist
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, searchsorted_segments
 from ..privacy.intervals import safe_from_ancestors
@@ -413,20 +413,22 @@ def round_a(
     header: dict[str, Any],
     arrays: dict[str, NDArray[Any]],
     n_slots: int,
-    node_rows: NDArray[np.float64],
+    node_stats: NDArray[np.float64],
 ) -> LevelA:
-    """Masked Round A: pooled summaries and pooled cumulative counts on the node grids."""
+    """Masked Round A: pooled summaries and counts on the node grids (node_stats: rows, weight)."""
     state: SecureState = ctx["secure"]
     if state.guides is not None:  # the level's depth: the guides of depths above it
         state.guides.level = ctx["secure_slots"][2]
     pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
     shift = _shifts(cfg, ctx, pair_off, pair_feat, 0)
     grid_off, grid, wire = node_grids(
-        state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift, ctx["missing"],
-        ctx["secure_slots"][0],
+        state, cfg, pair_off, pair_feat, ctx["n_categories"], node_stats[:, 0], shift,
+        ctx["missing"], ctx["secure_slots"][0],
     )  # fmt: skip
     bits = _frac_bits(ctx)
     packed = _packs(cfg, state, bits)
+    half = half_pairs(pair_off, node_stats, packed)  # small nodes: two edges to a word
+    wire.update(half_arrays(half))
     sums = secure_exchange(
         fed,
         ledger,
@@ -437,12 +439,12 @@ def round_a(
         ),
         {
             "summary": ((n_slots, ctx["n_stats"]), bits),
-            "hist": ((grid.size, 1), None) if packed else ((grid.size, 2), bits[:2]),
+            "hist": hist_spec(grid_off, half, packed, bits),
         },
         effective_n_jobs(cfg.n_jobs),
     )
     summary = sums["summary"]
-    cum = unpack_counts(sums["hist"]) if packed else sums["hist"]
+    cum = unpack_hist(sums["hist"], grid_off, half) if packed else sums["hist"]
     if cfg.privacy != "dp":
         check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
         per_pair = summary[np.repeat(np.arange(n_slots), np.diff(pair_off))][:, :2]
