@@ -272,3 +272,66 @@ def test_client_refuses_hostile_half_words() -> None:
             grid_wire.half_of(Message(ROUND_A, header, arrays), n_pairs, "c")
     half = grid_wire.half_of(Message(ROUND_A, {"pack_counts": True}, good), n_pairs, "c")
     np.testing.assert_array_equal(half, [True, False])
+
+
+def test_kernels_match_their_numpy_twins() -> None:
+    rng = np.random.default_rng(6)
+    grid, off, feat, exact, lat = _grids(rng, n_pairs=60)
+    lat[1] = [np.inf, 1.0]  # a feature without a lattice: its edges travel exact
+    arrays, decoded = encode_grid(grid, off, feat, exact, lat)
+    a, b, valid = grid_wire._lattice(lat)
+    args = (arrays["grid_exact"], arrays["grid_value"], arrays["grid_code"], a, b, valid)
+    outs = []
+    for kernel in (grid_wire.decode_lattice, grid_wire.decode_lattice_numpy):
+        out = np.empty(grid.size)
+        assert kernel(*args, feat.astype(np.int64), off, out)
+        outs.append(out)
+    np.testing.assert_array_equal(_bits(outs[0]), _bits(outs[1]))
+    np.testing.assert_array_equal(_bits(outs[0]), _bits(decoded))
+    bad = feat.astype(np.int64)
+    bad[np.argmax(np.diff(off))] = 1  # a coded pair said to be of the feature without one
+    for kernel in (grid_wire.decode_lattice, grid_wire.decode_lattice_numpy):
+        assert not kernel(*args, bad, off, np.empty(grid.size))
+    half = rng.random(off.size - 1) < 0.5
+    words = rng.integers(0, 2**16, grid.size).astype(np.uint64)
+    words |= rng.integers(0, 2**16, grid.size).astype(np.uint64) << np.uint64(32)
+    n_words = grid_wire.n_hist_words(off, half)
+    packed = [np.empty(n_words, np.uint64), np.empty(n_words, np.uint64)]
+    assert grid_wire.half_pack(words, off, half, packed[0])
+    assert grid_wire.half_pack_numpy(words, off, half, packed[1])
+    np.testing.assert_array_equal(packed[0], packed[1])
+    unpacked = [np.empty((grid.size, 2)), np.empty((grid.size, 2))]
+    grid_wire.half_unpack(packed[0], off, half, unpacked[0])
+    grid_wire.half_unpack_numpy(packed[0], off, half, unpacked[1])
+    np.testing.assert_array_equal(unpacked[0], unpacked[1])
+    np.testing.assert_array_equal(unpacked[0][:, 0], words & np.uint64(2**32 - 1))
+    np.testing.assert_array_equal(unpacked[0][:, 1], words >> np.uint64(32))
+    words[np.flatnonzero(np.repeat(half, np.diff(off)))[0]] = 2**16  # 65536 rows: no fit
+    assert not grid_wire.half_pack(words, off, half, packed[0])
+    assert not grid_wire.half_pack_numpy(words, off, half, packed[1])
+
+
+def test_encode_kernel_matches_its_numpy_twin() -> None:
+    rng = np.random.default_rng(7)
+    grid, off, feat, exact, lat = _grids(rng, n_pairs=80)
+    grid[5] = np.nan  # a free edge no lattice point stands for: its pair exact
+    grid[off[10]] = 1.0 - 1e-12  # the first two edges of pair 10 too close: exact
+    grid[off[10] + 1] = 1.0
+    grid[7] = 1e300  # far outside the lattice
+    lat[2] = [0.0, 0.0]  # an empty lattice: none
+    for p in range(off.size - 1):
+        grid[off[p] : off[p + 1]].sort()
+    a, b, valid = grid_wire._lattice(lat)
+    out = []
+    for kernel in (grid_wire.encode_lattice, grid_wire.encode_lattice_numpy):
+        sent, codes = np.empty(grid.size, bool), np.zeros(grid.size, np.uint32)
+        n = kernel(grid, off, feat.astype(np.int64), exact, a, b, valid, sent, codes)
+        out.append((sent, codes[:n]))
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+    sent = out[0][0]
+    owner = np.repeat(np.arange(off.size - 1), np.diff(off))
+    assert sent[exact].all() or (~sent[exact]).any()  # exact edges: coded only if lossless
+    for p in {int(owner[5]), 10, int(owner[7])} | set(np.flatnonzero(feat == 2)):
+        assert sent[owner == p][~exact[owner == p]].all(), p
+    assert (~sent).sum() > 0.5 * grid.size

@@ -34,8 +34,10 @@ use; an error names the array and the server.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -48,10 +50,18 @@ __all__ = [
     "candidate_arrays",
     "decode_candidates",
     "decode_grid",
+    "decode_lattice",
+    "decode_lattice_numpy",
     "encode_grid",
+    "encode_lattice",
+    "encode_lattice_numpy",
     "half_arrays",
     "half_of",
+    "half_pack",
+    "half_pack_numpy",
     "half_pairs",
+    "half_unpack",
+    "half_unpack_numpy",
     "half_words",
     "hist_spec",
     "n_hist_words",
@@ -115,45 +125,142 @@ def encode_grid(
         The grid the server counts on: the client's :func:`decode_grid` of ``arrays``.
     """
     a, b, valid = _lattice(lattice)
-    owner = _owner(grid_off)
-    f = np.asarray(pair_feat, dtype=np.int64)[owner]
-    on = np.flatnonzero(valid[f])
-    fa, fb = a[f[on]], b[f[on]]
-    with np.errstate(over="ignore", invalid="ignore"):  # the missing edge: float max
-        k = np.rint((grid[on] - fa) / (fb - fa) * LATTICE_STEPS)
-    codes = np.clip(np.nan_to_num(k), 0, LATTICE_STEPS).astype(np.uint32)
-    snapped = _decode(fa, fb, codes)
-    # Exact edges are coded only where they are lattice points (lossless) ...
-    coded = np.zeros(grid.size, dtype=bool)
-    coded[on] = ~exact[on] | (snapped == grid[on])
-    decoded = grid.copy()
-    decoded[on] = np.where(coded[on], snapped, grid[on])
-    # ... and a pair's other edges only where snapping keeps their order and ties and
-    # moves none by more than 1/MOVE_SHARE of the pair's smallest gap (else all exact).
-    inner = owner[1:] == owner[:-1]
-    gap = np.diff(grid)
-    before, after = np.sign(gap), np.sign(np.diff(decoded))
-    moved = inner & (before != after) & ~(np.isnan(before) & np.isnan(after))
-    n_pairs = grid_off.size - 1
-    smallest = np.full(n_pairs, np.inf)
-    pos = inner & (gap > 0)
-    np.minimum.at(smallest, owner[1:][pos], gap[pos])
-    with np.errstate(invalid="ignore"):
-        far = np.abs(decoded - grid) * MOVE_SHARE > smallest[owner]
-    bad = np.zeros(n_pairs, dtype=bool)
-    bad[owner[1:][moved]] = True
-    bad[owner[far]] = True
-    undo = bad[owner] & ~exact
-    coded &= ~undo
-    decoded[undo] = grid[undo]
-    sent = ~coded
-    arrays = {
+    feat = np.asarray(pair_feat, dtype=np.int64)
+    off = grid_off.astype(np.int64)
+    sent = np.empty(grid.size, dtype=np.bool_)
+    codes = np.empty(grid.size, dtype=np.uint32)
+    n_codes = encode_lattice(grid, off, feat, exact, a, b, valid, sent, codes)
+    arrays: dict[str, NDArray[Any]] = {
         "grid_exact": np.packbits(sent),
         "grid_value": grid[sent],
-        "grid_code": codes[coded[on]],
+        "grid_code": codes[:n_codes],
         "grid_span": np.asarray(lattice, dtype=np.float64),
     }
+    # The server counts on the client's decoding (the same kernel; the same values).
+    decoded = np.empty(grid.size)
+    ok = decode_lattice(
+        arrays["grid_exact"], arrays["grid_value"], arrays["grid_code"], a, b, valid,
+        np.asarray(pair_feat, dtype=np.int64), grid_off.astype(np.int64), decoded,
+    )  # fmt: skip
+    assert ok
     return arrays, decoded
+
+
+@numba.njit(nogil=True, cache=True)
+def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes):  # type: ignore[no-untyped-def]
+    """Each pair's edges as codes on its feature's lattice where that is safe (the server).
+
+    Parameters
+    ----------
+    grid : ndarray of float64  # IN
+        Each pair's edges, pair after pair (``grid_off``); the pairs' features
+        ``pair_feat``, the features' lattices ``a``, ``b`` (``valid`` where finite and
+        increasing).
+    exact : ndarray of bool, shape (grid.size,)  # IN
+        Edges that must keep their value: coded only where they are lattice points.
+    sent : ndarray of bool, shape (grid.size,)  # OUT
+        The edges that travel as float64; the others' codes go to ``codes`` in order.
+    codes : ndarray of uint32, shape (grid.size,)  # OUT
+
+    Returns the number of codes. A pair's free edges snap to the nearest lattice point
+    unless that changes the order or the ties of its edges or moves one by more than
+    ``1 / MOVE_SHARE`` of its smallest positive gap: then they all travel as float64.
+    """
+    steps = float(LATTICE_STEPS)
+    n_codes = 0
+    snapped = np.empty(grid.size)
+    keys = np.empty(grid.size, dtype=np.uint32)
+    for p in range(grid_off.size - 1):
+        lo, hi = grid_off[p], grid_off[p + 1]
+        f = pair_feat[p]
+        usable = f >= 0 and f < valid.size and valid[f]
+        smallest = np.inf
+        for i in range(lo, hi):
+            sent[i] = True
+            if i > lo and grid[i] - grid[i - 1] > 0 and grid[i] - grid[i - 1] < smallest:
+                smallest = grid[i] - grid[i - 1]
+        if not usable:
+            continue
+        fa, fb = a[f], b[f]
+        for i in range(lo, hi):
+            x = (grid[i] - fa) / (fb - fa) * steps
+            k = 0.0 if x != x else math.floor(min(max(x, 0.0), steps) + 0.5)
+            k = min(k, steps)
+            keys[i] = np.uint32(k)
+            snapped[i] = fa + (fb - fa) * (keys[i] / steps)
+            sent[i] = exact[i] and snapped[i] != grid[i]
+        safe = True
+        for i in range(lo, hi):
+            if not exact[i] and not math.isfinite(grid[i]):
+                safe = False  # no lattice point stands for it
+            here = grid[i] if sent[i] else snapped[i]
+            if abs(here - grid[i]) * MOVE_SHARE > smallest:
+                safe = False
+            if i > lo:
+                before = grid[i - 1] if sent[i - 1] else snapped[i - 1]
+                d0, d1 = grid[i] - grid[i - 1], here - before
+                if (d0 > 0) != (d1 > 0) or (d0 < 0) != (d1 < 0) or (d0 == 0) != (d1 == 0):
+                    safe = False
+        for i in range(lo, hi):
+            if not safe and not exact[i]:
+                sent[i] = True
+            if not sent[i]:
+                codes[n_codes] = keys[i]
+                n_codes += 1
+    return n_codes
+
+
+def encode_lattice_numpy(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int64],
+    exact: NDArray[np.bool_],
+    a: NDArray[np.float64],
+    b: NDArray[np.float64],
+    valid: NDArray[np.bool_],
+    sent: NDArray[np.bool_],
+    codes: NDArray[np.uint32],
+) -> int:
+    """NumPy twin of :func:`encode_lattice` (same arguments, same outputs)."""
+    owner = _owner(grid_off)
+    f = pair_feat[owner]
+    usable = (f >= 0) & (f < valid.size)
+    usable[usable] = valid[f[usable]]
+    on = np.flatnonzero(usable)
+    fa, fb = a[f[on]], b[f[on]]
+    with np.errstate(over="ignore", invalid="ignore"):  # the missing edge: float max
+        x = (grid[on] - fa) / (fb - fa) * float(LATTICE_STEPS)
+        k = np.where(np.isnan(x), 0.0, np.floor(np.clip(x, 0.0, LATTICE_STEPS) + 0.5))
+    keys = np.minimum(k, LATTICE_STEPS).astype(np.uint32)
+    snapped = _decode(fa, fb, keys)
+    sent[:] = True
+    sent[on] = exact[on] & (snapped != grid[on])
+    here = grid.copy()
+    here[on] = np.where(sent[on], grid[on], snapped)
+    n_pairs = grid_off.size - 1
+    inner = owner[1:] == owner[:-1]
+    gap = np.diff(grid)
+    smallest = np.full(n_pairs, np.inf)  # each pair's smallest positive gap
+    wide = np.flatnonzero(np.diff(grid_off) >= 2)
+    if wide.size:  # other gaps are inf: a segment running into them keeps its minimum
+        gaps = np.append(np.where(inner & (gap > 0), gap, np.inf), np.inf)
+        smallest[wide] = np.minimum.reduceat(gaps, grid_off[wide])
+    d0, d1 = gap, np.diff(here)
+    changed = ((d0 > 0) != (d1 > 0)) | ((d0 < 0) != (d1 < 0)) | ((d0 == 0) != (d1 == 0))
+    with np.errstate(invalid="ignore"):
+        far = np.abs(here - grid) * MOVE_SHARE > smallest[owner]
+    bad = np.zeros(n_pairs, dtype=bool)
+    bad[owner[1:][inner & changed]] = True
+    bad[owner[far]] = True
+    bad[owner[on[~np.isfinite(grid[on]) & ~exact[on]]]] = True  # no lattice point for it
+    sent[bad[owner] & ~exact] = True
+    coded = np.zeros(grid.size, dtype=bool)
+    coded[on] = ~sent[on]
+    all_keys = np.zeros(grid.size, dtype=np.uint32)
+    all_keys[on] = keys
+    n_codes = int(coded.sum())
+    codes[:n_codes] = all_keys[coded]
+    return n_codes
 
 
 def decode_grid(
@@ -166,28 +273,83 @@ def decode_grid(
         raise ValueError(
             f"Client {client!r}: grid_exact from the server must be uint8 bits, got {bits.dtype}."
         )
-    every = np.unpackbits(bits)
-    if every[n:].any():
+    n_sent = int(np.unpackbits(bits).sum())
+    if n % 8 and np.unpackbits(bits[-1:])[n % 8 :].any():
         raise ValueError(f"Client {client!r}: grid_exact from the server has bits past the grid.")
-    sent = every[:n].astype(bool)
-    values = expect_array(msg, "grid_value", "f", (int(sent.sum()),), "server")
-    codes = expect_array(msg, "grid_code", "u", (n - values.size,), "server")
+    values = expect_array(msg, "grid_value", "f", (n_sent,), "server")
+    codes = expect_array(msg, "grid_code", "u", (n - n_sent,), "server")
     if codes.size and int(codes.max()) > LATTICE_STEPS:
         raise ValueError(
             f"Client {client!r}: grid_code from the server holds a code above {LATTICE_STEPS}."
         )
-    ends = expect_array(msg, "grid_span", "f", (None, 2), "server")
-    a, b, valid = _lattice(ends)
-    f = np.asarray(pair_feat, dtype=np.int64)[_owner(grid_off)[~sent]]
-    if f.size and (f.min() < 0 or f.max() >= valid.size or not valid[f].all()):
+    a, b, valid = _lattice(expect_array(msg, "grid_span", "f", (None, 2), "server"))
+    out = np.empty(n)
+    if not decode_lattice(
+        bits, values.astype(np.float64, copy=False), codes.astype(np.uint32, copy=False),
+        a, b, valid, np.asarray(pair_feat, dtype=np.int64), grid_off.astype(np.int64), out,
+    ):  # fmt: skip
         raise ValueError(
             f"Client {client!r}: grid_code from the server codes a feature whose grid_span is "
             "not a finite, increasing lattice."
         )
-    out = np.empty(n)
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def decode_lattice(bits, values, codes, a, b, valid, pair_feat, grid_off, out):  # type: ignore[no-untyped-def]
+    """Every pair's grid from its wire arrays (:func:`decode_grid`; the server's too).
+
+    Parameters
+    ----------
+    bits : ndarray of uint8  # IN
+        ``grid_exact``: bit ``i`` (most significant first) set where edge ``i`` is sent as
+        float64 (``values``, in order), else it is the next of ``codes``.
+    a, b : ndarray of float64, shape (n_features,)  # IN
+        Each feature's lattice; ``valid`` where it is finite and increasing.
+    pair_feat : ndarray of int64, shape (n_pairs,)  # IN
+    grid_off : ndarray of int64, shape (n_pairs + 1,)  # IN
+    out : ndarray of float64, shape (grid_off[-1],)  # OUT
+        ``a + (b - a) * (k / LATTICE_STEPS)`` for a code ``k`` of feature ``f``'s lattice.
+
+    Returns False if a code belongs to a feature without a valid lattice.
+    """
+    vi = 0
+    ci = 0
+    steps = float(LATTICE_STEPS)
+    for p in range(grid_off.size - 1):
+        f = pair_feat[p]
+        for i in range(grid_off[p], grid_off[p + 1]):
+            if (bits[i >> 3] >> (7 - (i & 7))) & 1:
+                out[i] = values[vi]
+                vi += 1
+                continue
+            if f < 0 or f >= valid.size or not valid[f]:
+                return False
+            out[i] = a[f] + (b[f] - a[f]) * (codes[ci] / steps)
+            ci += 1
+    return True
+
+
+def decode_lattice_numpy(
+    bits: NDArray[np.uint8],
+    values: NDArray[np.float64],
+    codes: NDArray[np.uint32],
+    a: NDArray[np.float64],
+    b: NDArray[np.float64],
+    valid: NDArray[np.bool_],
+    pair_feat: NDArray[np.int64],
+    grid_off: NDArray[np.int64],
+    out: NDArray[np.float64],
+) -> bool:
+    """NumPy twin of :func:`decode_lattice` (same arguments, same outputs)."""
+    n = out.size
+    sent = np.unpackbits(bits, count=n).astype(bool)
+    f = pair_feat[_owner(grid_off)][~sent]
+    if f.size and (f.min() < 0 or f.max() >= valid.size or not valid[f].all()):
+        return False
     out[sent] = values
     out[~sent] = _decode(a[f], b[f], codes)
-    return out
+    return True
 
 
 def candidate_arrays(
@@ -286,6 +448,88 @@ def hist_spec(
     return (int(grid_off[-1]), 2), bits[:2]
 
 
+def half_words(
+    words: NDArray[np.uint64], grid_off: NDArray[np.int64], half: NDArray[np.bool_], client: str
+) -> NDArray[np.uint64]:
+    """A client's Round A words (``rows + 2^32 weight`` per edge), two edges to a word.
+
+    So where ``half``: its own counts must then be below 2^16 (refused otherwise).
+    """
+    w = np.ascontiguousarray(words, dtype=np.uint64).reshape(-1)
+    out = np.empty(n_hist_words(grid_off, half), dtype=np.uint64)
+    if not half_pack(w, grid_off.astype(np.int64), half.astype(np.bool_), out):
+        raise ValueError(
+            f"Client {client!r}: hist_half from the server puts two edges in a word at a node "
+            "where this client's own counts do not fit 16 bits; the server's totals are wrong."
+        )
+    return out.reshape(-1, 1)
+
+
+def unpack_hist(
+    total: NDArray[np.uint64], grid_off: NDArray[np.int64], half: NDArray[np.bool_]
+) -> NDArray[np.float64]:
+    """Server: the pooled rows and weight at every edge, shape (n_edges, 2).
+
+    From the sum over the clients of :func:`half_words`' words.
+    """
+    out = np.empty((int(grid_off[-1]), 2))
+    t = np.ascontiguousarray(total, dtype=np.uint64).reshape(-1)
+    half_unpack(t, grid_off.astype(np.int64), half.astype(np.bool_), out)
+    return out
+
+
+_LOW16 = np.uint64(HALF_LIMIT - 1)
+_SHIFT16 = np.uint64(16)
+_SHIFT32 = np.uint64(32)
+
+
+@numba.njit(nogil=True, cache=True)
+def half_pack(words, grid_off, half, out):  # type: ignore[no-untyped-def]
+    """Each pair's words as they travel: two edges to a word where ``half``.
+
+    ``words`` holds ``rows + 2^32 weight`` per edge; a ``half`` pair's edges ``2j`` and
+    ``2j + 1`` become ``c_2j + 2^32 c_2j+1``, ``c = rows + 2^16 weight``. Returns False if
+    such an edge's rows or weight do not fit 16 bits.
+    """
+    k = 0
+    for p in range(half.size):
+        lo, hi = grid_off[p], grid_off[p + 1]
+        if not half[p]:
+            for i in range(lo, hi):
+                out[k] = words[i]
+                k += 1
+            continue
+        for i in range(lo, hi, 2):
+            word = np.uint64(0)
+            for j in range(i, min(i + 2, hi)):
+                rows, weight = words[j] & _LOW32, words[j] >> _SHIFT32
+                if rows > _LOW16 or weight > _LOW16:
+                    return False
+                word |= (rows | (weight << _SHIFT16)) << (_SHIFT32 * np.uint64(j - i))
+            out[k] = word
+            k += 1
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def half_unpack(total, grid_off, half, out):  # type: ignore[no-untyped-def]
+    """Inverse of :func:`half_pack` on the summed words: ``out[i] = rows, weight``."""
+    k = 0
+    for p in range(half.size):
+        lo, hi = grid_off[p], grid_off[p + 1]
+        for i in range(lo, hi):
+            if half[p]:
+                c = (total[k] >> (_SHIFT32 * np.uint64((i - lo) % 2))) & _LOW32
+                out[i, 0] = c & _LOW16
+                out[i, 1] = c >> _SHIFT16
+                if (i - lo) % 2 == 1 or i == hi - 1:
+                    k += 1
+            else:
+                out[i, 0] = total[k] & _LOW32
+                out[i, 1] = total[k] >> _SHIFT32
+                k += 1
+
+
 def _half_layout(
     grid_off: NDArray[np.int64], half: NDArray[np.bool_]
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_], int]:
@@ -300,43 +544,37 @@ def _half_layout(
     return word, shared, shared & (pos % 2 == 1), int(w_off[-1])
 
 
-def half_words(
-    words: NDArray[np.uint64], grid_off: NDArray[np.int64], half: NDArray[np.bool_], client: str
-) -> NDArray[np.uint64]:
-    """A client's Round A words (``rows + 2^32 weight`` per edge), two edges to a word.
-
-    So where ``half``: its own counts must then be below 2^16 (refused otherwise).
-    """
-    w = np.asarray(words, dtype=np.uint64).reshape(-1)
-    word, shared, high, n_words = _half_layout(grid_off, half)
-    rows, weight = w & _LOW32, w >> np.uint64(32)
-    if np.any(shared & ((rows >= HALF_LIMIT) | (weight >= HALF_LIMIT))):
-        raise ValueError(
-            f"Client {client!r}: hist_half from the server puts two edges in a word at a node "
-            "where this client's own counts do not fit 16 bits; the server's totals are wrong."
-        )
-    c = rows | (weight << np.uint64(16))
-    value = np.where(shared, np.where(high, c << np.uint64(32), c), w)
-    out = np.zeros(n_words, dtype=np.uint64)
+def half_pack_numpy(
+    words: NDArray[np.uint64],
+    grid_off: NDArray[np.int64],
+    half: NDArray[np.bool_],
+    out: NDArray[np.uint64],
+) -> bool:
+    """NumPy twin of :func:`half_pack` (same arguments, same outputs)."""
+    word, shared, high, _ = _half_layout(grid_off, half)
+    rows, weight = words & _LOW32, words >> _SHIFT32
+    if np.any(shared & ((rows > _LOW16) | (weight > _LOW16))):
+        return False
+    c = rows | (weight << _SHIFT16)
+    value = np.where(shared, np.where(high, c << _SHIFT32, c), words)
+    out[:] = 0
     out[word[~high]] = value[~high]
     out[word[high]] |= value[high]
-    return out.reshape(-1, 1)
+    return True
 
 
-def unpack_hist(
-    total: NDArray[np.uint64], grid_off: NDArray[np.int64], half: NDArray[np.bool_]
-) -> NDArray[np.float64]:
-    """Server: the pooled rows and weight at every edge, shape (n_edges, 2).
-
-    From the sum over the clients of :func:`half_words`' words.
-    """
+def half_unpack_numpy(
+    total: NDArray[np.uint64],
+    grid_off: NDArray[np.int64],
+    half: NDArray[np.bool_],
+    out: NDArray[np.float64],
+) -> None:
+    """NumPy twin of :func:`half_unpack` (same arguments, same outputs)."""
     word, shared, high, _ = _half_layout(grid_off, half)
-    t = np.asarray(total, dtype=np.uint64).reshape(-1)[word]
-    c = np.where(high, t >> np.uint64(32), t & _LOW32)
-    out = np.empty((t.size, 2))
-    out[:, 0] = np.where(shared, c & np.uint64(HALF_LIMIT - 1), t & _LOW32)
-    out[:, 1] = np.where(shared, c >> np.uint64(16), t >> np.uint64(32))
-    return out
+    t = total[word]
+    c = np.where(high, t >> _SHIFT32, t & _LOW32)
+    out[:, 0] = np.where(shared, c & _LOW16, t & _LOW32)
+    out[:, 1] = np.where(shared, c >> _SHIFT16, t >> _SHIFT32)
 
 
 def n_hist_words(grid_off: NDArray[np.int64], half: NDArray[np.bool_]) -> int:

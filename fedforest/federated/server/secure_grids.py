@@ -391,20 +391,18 @@ def _exact_edges(
     """The edges of each pair's grid that equal one of its thresholds in ``extra``.
 
     ``extra`` holds ``(values, off)`` segments per pair (the ancestors' thresholds, the
-    guides): those edges travel exactly (``grid_wire``), the rest on a lattice.
+    guides), which joined the grids: those edges keep their value on the wire
+    (``grid_wire``), the rest may snap to the lattice.
     """
-    n_pairs = grid_off.size - 1
-    owner = np.concatenate([np.repeat(np.arange(n_pairs), np.diff(o)) for _, o in extra])
-    values = np.concatenate([v for v, _ in extra])
-    order = np.lexsort((values, owner))
-    values = values[order]
-    v_off = offsets(np.bincount(owner, minlength=n_pairs))
-    at = np.zeros(grid.size, dtype=np.int64)
-    searchsorted_segments(values, v_off, grid, grid_off, at)
-    g_owner = np.repeat(np.arange(n_pairs), np.diff(grid_off))
-    hit = at < v_off[1:][g_owner]
-    hit[hit] = values[at[hit]] == grid[hit]
-    return hit
+    exact = np.zeros(grid.size, dtype=bool)
+    for values, off in extra:
+        at = np.zeros(values.size, dtype=np.int64)
+        searchsorted_segments(grid, grid_off, values, off, at)  # each one's place in its grid
+        ends = np.repeat(grid_off[1:], np.diff(off))
+        hit = at < ends
+        hit[hit] = grid[at[hit]] == values[hit]
+        exact[at[hit]] = True
+    return exact
 
 
 def _merged(
