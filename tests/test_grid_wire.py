@@ -335,3 +335,27 @@ def test_encode_kernel_matches_its_numpy_twin() -> None:
     for p in {int(owner[5]), 10, int(owner[7])} | set(np.flatnonzero(feat == 2)):
         assert sent[owner == p][~exact[owner == p]].all(), p
     assert (~sent).sum() > 0.5 * grid.size
+
+
+def test_no_two_edges_a_word_under_class_weight(monkeypatch) -> None:
+    """The server reweights class_weight's pooled sums: a node's known weight is not its
+    draws (a bound that could be too small), so its counts travel one edge to a word."""
+    rng = np.random.default_rng(8)
+    n = 2000
+    X = rng.random((n, 4))
+    y = (X[:, 0] + 0.3 * rng.random(n) > 1.0).astype(int)  # imbalanced
+    seen: list = []
+    send = LocalFederation.send_and_receive
+
+    def record(self, requests, round_index):
+        seen.append(next(iter(requests.values())))
+        return send(self, requests, round_index)
+
+    monkeypatch.setattr(LocalFederation, "send_and_receive", record)
+    for class_weight, expect in ((None, True), ("balanced", False), ({0: 0.5, 1: 2.0}, False)):
+        seen.clear()
+        FedForestClassifier(
+            n_estimators=3, max_depth=4, random_state=0, class_weight=class_weight
+        ).fit(X, y, client_ids=rng.integers(0, 3, n))
+        halves = [r for r in seen if r.kind == ROUND_A and "hist_half" in r.arrays]
+        assert bool(halves) == expect, class_weight

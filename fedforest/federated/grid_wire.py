@@ -428,7 +428,10 @@ def half_pairs(
     ``c_even + 2^32 c_odd`` over the clients then keeps the two edges'
     ``c = rows + 2^16 weight`` apart (each sum below 2^32), as ``rows + 2^32 weight`` keeps
     the two counts of one edge apart (``secagg.pack_counts``). A root's totals are not
-    known before its Round A (``inf``): its edges travel one to a word.
+    known before its Round A (``inf``): its edges travel one to a word. Nor are the draws
+    under ``class_weight`` (the server reweights the pooled sums: a node's known weight
+    is then not its draws, which may not fit 16 bits): the caller passes ``packed``
+    False then.
     """
     small = (node_stats[:, 0] < HALF_LIMIT) & (node_stats[:, 1] < HALF_LIMIT) & packed
     return np.repeat(small, np.diff(pair_off))

@@ -427,7 +427,7 @@ def round_a(
     )  # fmt: skip
     bits = _frac_bits(ctx)
     packed = _packs(cfg, state, bits)
-    half = half_pairs(pair_off, node_stats, packed)  # small nodes: two edges to a word
+    half = half_pairs(pair_off, node_stats, packed and cfg.class_weight is None)  # grid_wire
     wire.update(half_arrays(half))
     sums = secure_exchange(
         fed,
