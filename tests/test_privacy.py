@@ -27,6 +27,7 @@ import pytest
 import fedforest as ff
 from fedforest.federated.client_secure import stat_frac_bits
 from fedforest.federated.federation import Federation
+from fedforest.federated.grid_wire import sent_candidates
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed, unpack_counts
 from fedforest.federated.protocol import ROUND_A, ROUND_B, Message, unpack_sketch
 
@@ -531,7 +532,7 @@ def cross_level_exposure(fed, model, X, w, m) -> float:
             assert len(frontier) == want  # the reconstruction of the server's slots
             slots += [(t, nd) for nd in frontier]
         pair_off, pair_feat = a.arrays["pair_off"], a.arrays["pair_feat"]
-        cand_off, cand = req.arrays["cand_off"], req.arrays["cand"]
+        cand_off, cand = req.arrays["cand_off"], sent_candidates(a, req)
         for s, (t, nd) in enumerate(slots):
             for p in range(pair_off[s], pair_off[s + 1]):
                 if cand_off[p + 1] > cand_off[p]:
@@ -592,7 +593,7 @@ def test_differencing_across_levels_isolates_no_row(monkeypatch: pytest.MonkeyPa
 
 # --------------------------------------------------------------------------- any ancestor
 def _round_b_pairs(fed, model, m):
-    """Every Round B request's pairs: (tree, node, pair index, feature, the request)."""
+    """Every Round B request's pairs: (tree, node, pair, feature, the request, its Round A)."""
     trees = model.trees_
     depth = []
     for tree in trees:
@@ -627,14 +628,14 @@ def _round_b_pairs(fed, model, m):
         pair_off, pair_feat = a.arrays["pair_off"], a.arrays["pair_feat"]
         for s, (t, nd) in enumerate(slots):
             for p in range(pair_off[s], pair_off[s + 1]):
-                yield t, nd, p, int(pair_feat[p]), req
+                yield t, nd, p, int(pair_feat[p]), req, a
 
 
 def _releases(fed, model, m) -> dict:
     """The server's Round B releases per (tree, node, feature): its candidates on it."""
     released: dict = {}
-    for t, nd, p, f, req in _round_b_pairs(fed, model, m):
-        cand_off, cand = req.arrays["cand_off"], req.arrays["cand"]
+    for t, nd, p, f, req, a in _round_b_pairs(fed, model, m):
+        cand_off, cand = req.arrays["cand_off"], sent_candidates(a, req)
         if cand_off[p + 1] > cand_off[p]:
             released[(t, nd, f)] = cand[cand_off[p] : cand_off[p + 1]]
     return released
@@ -643,7 +644,7 @@ def _releases(fed, model, m) -> dict:
 def _group_releases(fed, model, m) -> dict:
     """The server's Round B category groups per (tree, node, feature): each code's group."""
     released: dict = {}
-    for t, nd, p, f, req in _round_b_pairs(fed, model, m):
+    for t, nd, p, f, req, _ in _round_b_pairs(fed, model, m):
         for i in np.flatnonzero(req.arrays["group_pair"] == p):
             g0, g1 = req.arrays["group_off"][i], req.arrays["group_off"][i + 1]
             released[(t, nd, f)] = req.arrays["group_map"][g0:g1]

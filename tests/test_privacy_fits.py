@@ -25,6 +25,7 @@ import pytest
 import fedforest as ff
 from fedforest.federated import client_secure
 from fedforest.federated.client_secure import oob_frac_bits, stat_frac_bits
+from fedforest.federated.grid_wire import sent_candidates
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed, unpack_counts
 from fedforest.federated.protocol import OOB, ROUND_A, ROUND_B
 from tests.test_privacy import RecordingFederation, _data, _in_bag_weights
@@ -112,6 +113,7 @@ def root_releases(fed: RecordingFederation) -> tuple[dict, float, float]:
             scale = float(np.ravel(setup["y_scale"])[0])
         if req.kind == ROUND_A and pair_off is None:
             pair_off, pair_feat = req.arrays["pair_off"], req.arrays["pair_feat"]
+            round_a = req
         if req.kind == ROUND_B:
             assert pair_off is not None and pair_feat is not None
             first = next(iter(replies.values())).arrays["left"]
@@ -120,7 +122,7 @@ def root_releases(fed: RecordingFederation) -> tuple[dict, float, float]:
             # Rows and draws in one word when the server asked for packed counts.
             packed = req.header.get("pack_counts") is True
             left = unpack_counts(total, bits[2:]) if packed else from_fixed(total, bits)
-            cand_off, cand = req.arrays["cand_off"], req.arrays["cand"]
+            cand_off, cand = req.arrays["cand_off"], sent_candidates(round_a, req)
             out = {}
             for t in range(pair_off.size - 1):
                 for p in range(pair_off[t], pair_off[t + 1]):

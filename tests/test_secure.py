@@ -12,6 +12,7 @@ import fedforest as ff
 from fedforest.datasets import make_paper_synthetic
 from fedforest.federated.client import bootstrap_counts
 from fedforest.federated.federation import ClientFailure
+from fedforest.federated.grid_wire import sent_candidates
 from fedforest.federated.privacy.grids import (
     merge_thresholds,
     merge_thresholds_numpy,
@@ -23,6 +24,7 @@ from fedforest.federated.privacy.grids import (
     searchsorted_segments_numpy,
 )
 from fedforest.federated.privacy.rules import (
+    MISSING_SPLIT,
     ancestor_safe,
     ancestor_safe_numpy,
     group_categories,
@@ -325,6 +327,23 @@ def test_candidate_kernel_matches_its_twin_and_keeps_m_rows_between_candidates()
         if at.size:  # no candidate: nothing released
             gaps = np.diff(np.concatenate([[0.0], at, [rows[p]]]))
             assert np.all(gaps >= m), (p, gaps)
+
+
+def test_candidate_kernel_keeps_up_to_b_candidates_with_missing_values() -> None:
+    """B - 1 quantile edges and the missing edge: round_b's buffer holds B per pair.
+
+    With B - 1 (until 2026-12-03) a level whose every pair kept B - 1 quantiles, one of
+    them with missing values, wrote past the buffer (heap corruption: "free(): invalid
+    next size" in a classifier's fit on a feature with 5 % missing values).
+    """
+    n, m, b = 1000, 10, 32
+    grid = np.append(np.linspace(0.0, 1.0, n), MISSING_SPLIT)
+    cum = np.append(np.arange(1.0, n + 1), n)  # 100 rows missing: above the missing edge
+    off, args = np.array([0, grid.size]), (np.array([n + 100.0]), np.array([float(n)]))
+    for kernel in (secure_candidates, secure_candidates_numpy):
+        out_off, out = np.zeros(2, np.int64), np.full(b + 1, np.nan)
+        kernel(grid, off, cum, cum, *args, np.ones(1), b, m, out_off, out)
+        assert out_off[1] == b and out[b - 1] == MISSING_SPLIT and np.isnan(out[b])
 
 
 def test_category_groups_hold_m_rows() -> None:
@@ -760,8 +779,10 @@ def released_argmax_failures(
         if req.kind == ROUND_A:
             level += 1
             pair_off, pair_feat = req.arrays["pair_off"], req.arrays["pair_feat"]
+            round_a = req
         elif req.kind == ROUND_B:
-            levels[level] = (pair_off, pair_feat, req.arrays["cand_off"], req.arrays["cand"])
+            cand = sent_candidates(round_a, req)
+            levels[level] = (pair_off, pair_feat, req.arrays["cand_off"], cand)
     out: dict[int, list[bool]] = {}
     for lv, (pair_off, pair_feat, cand_off, cand) in levels.items():
         frontier = sorted(i for i in members if depth[i] == lv)

@@ -105,6 +105,9 @@ class _Fit:
     weighted: bool = False
     #: binning="global": every row's bin among its column's candidates.
     grid: GridCodes | None = None
+    #: privacy="secure": the level's node grids from Round A (Round B's candidates index them).
+    level_grid_off: NDArray[np.int64] | None = None
+    level_grid: NDArray[np.float64] | None = None
 
 
 class Client:

@@ -29,6 +29,7 @@ from . import client_kernels as K
 from .client_packed import left_words
 from .client_sketch import fine_codes
 from .client_targets import label_counts
+from .grid_wire import decode_candidates, decode_grid, half_of, half_words
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2, to_fixed_packed
@@ -392,11 +393,13 @@ class SecureParty:
     # ------------------------------------------------------------------ rounds A and B
     def round_a(self, msg: Message, fit: _Fit, summary: NDArray[np.float64]) -> Message:
         """Masked node summaries and cumulative counts at every pair's grid edges."""
-        assert fit.pair_off is not None
+        assert fit.pair_off is not None and fit.pair_feat is not None
         n_pairs = int(fit.pair_off[-1])
         grid_off = expect_array(msg, "grid_off", "i", (n_pairs + 1,), "server").astype(np.int64)
-        grid = expect_array(msg, "grid", "f", (int(grid_off[-1]),), "server")
         _check_offsets(grid_off, "grid_off", self.client.name)
+        # The grids as the server counts on them, kept: Round B's candidates index them.
+        grid = decode_grid(msg, grid_off, fit.pair_feat, self.client.name)
+        fit.level_grid_off, fit.level_grid = grid_off, grid
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         hist = self._words_at(msg, fit, grid_off, grid, bits[:2])  # the words directly
         if hist is None:
@@ -408,6 +411,9 @@ class SecureParty:
                 summary = self.noisy(msg, summary, b, frac_bits=bits)
                 cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
             hist = self._packed(msg, cum, bits[:2])
+        half = half_of(msg, n_pairs, self.client.name)  # small nodes: two edges to a word
+        if half is not None:
+            hist = half_words(hist, grid_off, half, self.client.name)
         arrays = {"summary": to_fixed(summary, bits), "hist": hist}
         return self._masked(msg, ROUND_A, arrays)
 
@@ -528,8 +534,10 @@ class SecureParty:
         c = self.client
         n_pairs = int(fit.pair_off[-1])
         cand_off = expect_array(msg, "cand_off", "i", (n_pairs + 1,), "server").astype(np.int64)
-        cand = expect_array(msg, "cand", "f", (int(cand_off[-1]),), "server")
         _check_offsets(cand_off, "cand_off", c.name)
+        grid = fit.level_grid if fit.level_grid is not None else np.zeros(0)
+        grid_off = fit.level_grid_off if fit.level_grid_off is not None else np.zeros(1, np.int64)
+        cand = decode_candidates(msg, cand_off, grid, grid_off, c.name)
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         words = self._words_at(msg, fit, cand_off, cand, bits)  # the words directly
         left = c._left_stats(fit, cand_off, cand) if words is None else None

@@ -47,7 +47,9 @@ __all__ = [
 #: would ignore it and draw its bootstraps unbound: another forest, and refits with other
 #: settings would draw the same rows again); 4 since Round A may ask for rows in the
 #: histograms' weight column (``hist_rows``: a client of version 3 would send its
-#: class-weighted rows, whose one-row bins give away their labels).
+#: class-weighted rows, whose one-row bins give away their labels) and, under
+#: "secure"/"dp", Round A's grids travel as lattice codes and Round B's candidates as
+#: indices into them (``grid_wire``; a version-3 client lacks the array "grid").
 PROTOCOL_VERSION = 4
 
 HANDSHAKE = "handshake"

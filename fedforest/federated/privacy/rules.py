@@ -56,8 +56,9 @@ def secure_candidates(
         ``B``: levels ``b / B``, ``b = 1..B-1``, when ``shift`` is 1.
     min_rows : int  # IN
     out_off : ndarray of int64, shape (n_pairs + 1,)  # OUT
-    out : ndarray of float64, shape (n_pairs * (B - 1),)  # OUT
-        The kept edges, pair after pair (``out_off`` delimits them).
+    out : ndarray of float64, shape (n_pairs * B,)  # OUT
+        The kept edges, pair after pair (``out_off`` delimits them): at most ``B - 1``
+        quantile edges and the missing edge per pair.
     """
     n_pairs = grid_off.size - 1
     k = 0

@@ -396,17 +396,17 @@ def _secure_level(
     """One level under "secure": masked rounds, pooled statistics only (see secure.py)."""
     state: secure.SecureState = ctx["secure"]
     expected = state.n_rows * (0.632 if cfg.bootstrap else 1.0)  # a root's distinct rows
-    node_rows = np.array(
+    node_stats = np.array(  # rows and weight (a root's: estimated rows, weight unknown)
         [
-            builders[t].stats[node][STAT_ROWS] if builders[t].stats[node].size else expected
+            builders[t].stats[node][:2] if builders[t].stats[node].size else (expected, np.inf)
             for t, node in zip(frontier.tree, frontier.node, strict=True)
         ]
-    )
+    ).reshape(-1, 2)
     n_slots = frontier.tree.size
     ctx["secure_slots"] = (frontier.tree + ctx["first_tree"], frontier.node, frontier.depth)
     if "dp" in ctx:  # a row is in one node per tree and level
         budget.release_level(cfg, ctx, np.unique(frontier.tree).size)
-    level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_rows)
+    level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_stats)
     secure.check_root_weights(level.pooled, frontier.depth, ctx)
     pooled = _pool_node_stats(builders, frontier, level.pooled[None], ctx)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)

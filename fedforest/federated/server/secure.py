@@ -34,6 +34,7 @@ from ..._common import STAT_ROWS, STAT_WEIGHT, class_sizes
 from ..client_secure import MOMENT_FRAC_BITS, oob_frac_bits, stat_frac_bits, target_grid
 from ..criteria import s_log_mean
 from ..federation import Federation
+from ..grid_wire import candidate_arrays, half_arrays, half_pairs, hist_spec, unpack_hist
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds, searchsorted_segments
 from ..privacy.intervals import safe_from_ancestors
@@ -376,31 +377,33 @@ def round_a(
     header: dict[str, Any],
     arrays: dict[str, NDArray[Any]],
     n_slots: int,
-    node_rows: NDArray[np.float64],
+    node_stats: NDArray[np.float64],
 ) -> LevelA:
-    """Masked Round A: pooled summaries and pooled cumulative counts on the node grids."""
+    """Masked Round A: pooled summaries and counts on the node grids (node_stats: rows, weight)."""
     state: SecureState = ctx["secure"]
     if state.guides is not None:  # the level's depth: the guides of depths above it
         state.guides.level = ctx["secure_slots"][2]
     pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
     shift = _shifts(cfg, ctx, pair_off, pair_feat, 0)
-    grid_off, grid = node_grids(
-        state, cfg, pair_off, pair_feat, ctx["n_categories"], node_rows, shift, ctx["missing"],
-        ctx["secure_slots"][0],
+    grid_off, grid, wire = node_grids(
+        state, cfg, pair_off, pair_feat, ctx["n_categories"], node_stats[:, 0], shift,
+        ctx["missing"], ctx["secure_slots"][0],
     )  # fmt: skip
     bits = _frac_bits(ctx)
     packed = _packs(cfg, state, bits)
+    half = half_pairs(pair_off, node_stats, packed and cfg.class_weight is None)  # grid_wire
+    wire.update(half_arrays(half))
     sums = sums_unless_dropped(
         fed,
         ledger,
         Message(
             ROUND_A,
             {**header, "pack_counts": True} if packed else {**header, **rows_hist(ctx)},
-            {**arrays, "grid_off": grid_off, "grid": grid, **digest_arrays(header, ctx)},
+            {**arrays, "grid_off": grid_off, **wire, **digest_arrays(header, ctx)},
         ),
         {
             "summary": ((n_slots, ctx["n_stats"]), bits),
-            "hist": ((grid.size, 1), None) if packed else ((grid.size, 2), bits[:2]),
+            "hist": hist_spec(grid_off, half, packed, bits),
         },
         effective_n_jobs(cfg.n_jobs),
         # Roots, and noisy sums, are recovered after a drop; below them a node's survivors'
@@ -411,7 +414,7 @@ def round_a(
         zero = np.zeros((n_slots, ctx["n_stats"]))
         return LevelA(zero, grid_off, grid, np.zeros((grid.size, 2)), bool(rows_hist(ctx)))
     summary = sums["summary"]
-    cum = unpack_counts(sums["hist"]) if packed else sums["hist"]
+    cum = unpack_hist(sums["hist"], grid_off, half) if packed else sums["hist"]
     if cfg.privacy != "dp":
         check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
         per_pair = summary[np.repeat(np.arange(n_slots), np.diff(pair_off))][:, :2]
@@ -497,7 +500,7 @@ def round_b(
     node, f = pair_node[num], pair_feat[num].astype(np.int64)
     node_rows = np.ascontiguousarray(pooled[node, STAT_ROWS])
     out_off = np.zeros(num.size + 1, dtype=np.int64)
-    out = np.empty(num.size * max(cfg.n_bins - 1, 0))
+    out = np.empty(num.size * max(cfg.n_bins, 1))  # B - 1 quantiles and the missing edge
     secure_candidates(
         sub_grid,
         sub_off,
@@ -585,7 +588,7 @@ def round_b(
     s = ctx["n_stats"]
     arrays: dict[str, NDArray[Any]] = {
         "cand_off": cand_off,
-        "cand": cand,
+        **candidate_arrays(sub_grid, sub_off, at, cand, n_kept),
         "group_pair": np.asarray(group_pair, dtype=np.int32),
         "group_off": group_off,
         "group_map": (

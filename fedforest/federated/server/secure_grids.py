@@ -21,7 +21,8 @@ from joblib import effective_n_jobs
 from numpy.typing import ArrayLike, NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT
-from ..privacy.grids import merge_thresholds, quantile_grids_at
+from ..grid_wire import encode_grid
+from ..privacy.grids import merge_thresholds, quantile_grids_at, searchsorted_segments
 from ..privacy.intervals import interval_checks
 from ..threads import join_ranges, thread_map, work_ranges
 from .config import GrowerConfig
@@ -295,8 +296,11 @@ def node_grids(
     shift: NDArray[np.float64],
     missing: NDArray[np.bool_] | None = None,
     tree: NDArray[np.int64] | None = None,
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+) -> tuple[NDArray[np.int64], NDArray[np.float64], dict[str, NDArray[Any]]]:
     """Each pair's grid: codes for categories, quantiles of its source distribution else.
+
+    Returns the grids' offsets, the grids as the clients rebuild them (the quantile edges
+    snapped to their pair's lattice, ``grid_wire``) and the arrays they travel as.
 
     ``shift`` (per pair, in ``(0, 1]``) offsets the quantile levels: drawn per tree from
     the seed, it gives the trees different grids (finer resolution for the forest). A
@@ -360,22 +364,52 @@ def node_grids(
     thr_off = offsets(np.bincount(owner, minlength=sel.size))
     has |= np.diff(thr_off) > 0
     out, out_off = _merged(out, out_off, has, thr, thr_off, parts, n_threads)
+    extra = [(thr, thr_off)]
     if state.guides is not None and tree is not None:  # guided candidates (guides.py)
         g_off, g_thr = state.guides.find(np.asarray(tree)[node], f, lo, hi)
         out, out_off = _merged(out, out_off, np.diff(g_off) > 0, g_thr, g_off, parts, n_threads)
+        extra.append((g_thr, g_off))
     if missing is not None and missing.any():
         out_off, out = add_missing_candidates(out_off, out, missing[f])
-    if sel.size == n_pairs:  # every pair numeric: the grids are the quantile grids
-        return out_off, out
-    counts = np.zeros(n_pairs, dtype=np.int64)
-    counts[sel] = np.diff(out_off)
-    cat = np.flatnonzero(n_cat >= 2)
-    counts[cat] = n_cat[cat] - 1
-    grid_off = offsets(counts)
-    owner = np.repeat(np.arange(n_pairs), counts)
-    grid = np.arange(int(grid_off[-1]), dtype=np.float64) - grid_off[owner]  # the codes
-    grid[n_cat[owner] == 0] = out
-    return grid_off, grid
+    exact = _exact_edges(out, out_off, extra) | (out == MISSING_SPLIT)
+    if sel.size < n_pairs:  # categorical pairs: their codes, exact
+        counts = np.zeros(n_pairs, dtype=np.int64)
+        counts[sel] = np.diff(out_off)
+        cat = np.flatnonzero(n_cat >= 2)
+        counts[cat] = n_cat[cat] - 1
+        grid_off = offsets(counts)
+        owner = np.repeat(np.arange(n_pairs), counts)
+        grid = np.arange(int(grid_off[-1]), dtype=np.float64) - grid_off[owner]  # the codes
+        numeric = n_cat[owner] == 0
+        grid[numeric] = out
+        every = ~numeric
+        every[numeric] = exact
+        out, out_off, exact = grid, grid_off, every
+    lattice = np.column_stack([state.root_lo, state.root_hi])  # per feature (grid_wire)
+    wire, grid = encode_grid(out, out_off, pair_feat, exact, lattice)
+    return out_off, grid, wire
+
+
+def _exact_edges(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    extra: list[tuple[NDArray[np.float64], NDArray[np.int64]]],
+) -> NDArray[np.bool_]:
+    """The edges of each pair's grid that equal one of its thresholds in ``extra``.
+
+    ``extra`` holds ``(values, off)`` segments per pair (the ancestors' thresholds, the
+    guides), which joined the grids: those edges keep their value on the wire
+    (``grid_wire``), the rest may snap to the lattice.
+    """
+    exact = np.zeros(grid.size, dtype=bool)
+    for values, off in extra:
+        at = np.zeros(values.size, dtype=np.int64)
+        searchsorted_segments(grid, grid_off, values, off, at)  # each one's place in its grid
+        ends = np.repeat(grid_off[1:], np.diff(off))
+        hit = at < ends
+        hit[hit] = grid[at[hit]] == values[hit]
+        exact[at[hit]] = True
+    return exact
 
 
 def _merged(
