@@ -19,6 +19,7 @@ import pytest
 
 import fedforest as ff
 from fedforest.federated.client_secure import stat_frac_bits
+from fedforest.federated.grid_wire import decode_grid
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed, unpack_counts
 from fedforest.federated.protocol import ROUND_A, ROUND_B
 from tests.test_privacy import (
@@ -97,7 +98,8 @@ def single_row_bin_labels(fed, model, clients, X, Y, h, m: int) -> dict[str, flo
             continue  # the test's reconstruction of the server's slots failed: skip
         followed += 1
         pair_off, pair_feat = a.arrays["pair_off"], a.arrays["pair_feat"]
-        grid_off, grid = a.arrays["grid_off"], a.arrays["grid"]
+        grid_off = a.arrays["grid_off"]
+        grid = decode_grid(a, grid_off, pair_feat, "recorded")  # the edges the clients count on
         for s, (t, nd) in enumerate(slots):
             rows = member[t][nd]
             for p in range(pair_off[s], pair_off[s + 1]):
