@@ -17,8 +17,9 @@ nodes, was 798) and small nodes began to try their ancestors' thresholds
 (``server/fallback.py``); and again
 when guided candidates (``server/guides.py``: a node's candidate slots go first to the
 thresholds its tree's earlier levels found best) and the partition rule
-(``privacy/partitions.py``) changed the secure candidates (796 nodes). And once more, the same way, when the secure
-node grids began to travel as codes on per-feature lattices (``federated/grid_wire.py``):
+(``privacy/partitions.py``) changed the secure candidates (796 nodes). And once more, the
+same way, when the secure node grids began to travel as codes on per-feature lattices
+(``federated/grid_wire.py``):
 the same 794 nodes, 391 thresholds moved by at most 1.7e-10 (the edges snapped to the
 lattice), every other array equal.
 
