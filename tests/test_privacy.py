@@ -652,14 +652,18 @@ def _group_releases(fed, model, m) -> dict:
 
 
 def _members(model, values, w) -> list[dict]:
-    """Each tree's in-bag rows of every node (the test knows them; the server does not)."""
+    """Each tree's in-bag rows of every node (the test knows them; the server does not).
+
+    Missing values (held as +inf, as the clients hold them) go where the tree sends them.
+    """
     out = []
     for t, tree in enumerate(model.trees_):
         mem = {0: np.flatnonzero(w[t] > 0)}
         for i in range(tree.node_count):
             if tree.children_left[i] >= 0 and i in mem:
                 r = mem[i]
-                go = values[r, tree.feature[i]] <= tree.threshold[i]
+                x = values[r, tree.feature[i]]
+                go = np.where(np.isinf(x), tree.missing_go_to_left[i] == 1, x <= tree.threshold[i])
                 mem[tree.children_left[i]], mem[tree.children_right[i]] = r[go], r[~go]
         out.append(mem)
     return out

@@ -21,18 +21,7 @@ from fedforest.federated.failure import ClientFailure
 from fedforest.federated.privacy.secagg import add_in_order, correction, from_fixed
 from fedforest.federated.protocol import RECOVER, ROUND_A, ROUND_B
 from tests.test_privacy import RecordingFederation, _data
-
-
-class _Dying(ff.Client):
-    def __init__(self, X, y, name, at):
-        super().__init__(X, y, name)
-        self.at, self.seen = at, 0
-
-    def handle(self, msg):
-        self.seen += 1
-        if self.seen == self.at + 1:
-            raise RuntimeError("node lost")
-        return super().handle(msg)
+from tests.test_secure import _Dying
 
 
 class _RecordingDrops(RecordingFederation):

@@ -32,21 +32,6 @@ from tests.test_privacy import (
 from tests.test_privacy_combinations import interval_exposure
 
 
-def _members_missing(model, values, w) -> list[dict]:
-    """Each tree's in-bag rows per node, missing values (+inf) routed as the tree says."""
-    out = []
-    for t, tree in enumerate(model.trees_):
-        mem = {0: np.flatnonzero(w[t] > 0)}
-        for i in range(tree.node_count):
-            if tree.children_left[i] >= 0 and i in mem:
-                r = mem[i]
-                x = values[r, tree.feature[i]]
-                go = np.where(np.isinf(x), tree.missing_go_to_left[i] == 1, x <= tree.threshold[i])
-                mem[tree.children_left[i]], mem[tree.children_right[i]] = r[go], r[~go]
-        out.append(mem)
-    return out
-
-
 def _attack(task: str, n_rows: int, d: int, n_trees: int, seed: int) -> dict[str, float]:
     X, y, h = _data(n_clients=10, n_rows=n_rows, d=d, seed=seed, missing=0.2)
     if task == "classification":
@@ -64,15 +49,6 @@ def _attack(task: str, n_rows: int, d: int, n_trees: int, seed: int) -> dict[str
         **ancestor_exposure(fed, model, held, w, 10),
         **interval_exposure(fed, model, held, w, 10),
     }
-
-
-@pytest.fixture(autouse=True)
-def _missing_aware_members(monkeypatch: pytest.MonkeyPatch) -> None:
-    import tests.test_privacy as T
-    import tests.test_privacy_combinations as C
-
-    monkeypatch.setattr(T, "_members", _members_missing)
-    monkeypatch.setattr(C, "_members", _members_missing)
 
 
 @pytest.mark.parametrize(
