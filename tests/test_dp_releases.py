@@ -244,3 +244,51 @@ def test_every_dp_release_is_noised_bounded_and_accounted(
     if all(t.max_depth == depth for t in model.trees_):
         assert plan["epsilon_spent"] == pytest.approx(plan["epsilon"], rel=1e-9)
     assert plan["epsilon_spent"] <= plan["epsilon"]
+
+
+class _Dying(ff.Client):
+    """Fails the ``at``-th message it gets (0-based)."""
+
+    def __init__(self, X, y, name, at):
+        super().__init__(X, y, name)
+        self.at, self.seen = at, 0
+
+    def handle(self, msg):
+        self.seen += 1
+        if self.seen == self.at + 1:
+            raise RuntimeError("node lost")
+        return super().handle(msg)
+
+
+@pytest.mark.parametrize(("at", "kind"), [(2, "grid"), (3, "round_a"), (4, "round_b")])
+def test_a_drop_is_charged_the_noise_share_it_took(
+    caplog: pytest.LogCaptureFixture, at: int, kind: str
+) -> None:
+    # A client that fails mid-round takes its noise share with it: that round's sums
+    # carry (K - 1) / K of the planned variance, so the fit spends more than planned. The
+    # report said the plan's epsilon (as if nothing had dropped). Stumps and the out-of-bag
+    # round: every planned entry is released whatever the noise.
+    import dp_accounting
+
+    X, y, ids = _data("regression")
+    clients = [_Dying(X[ids == 0], y[ids == 0], "c0", at)]
+    clients += [ff.Client(X[ids == c], y[ids == c], name=f"c{c}") for c in (1, 2)]
+    model = ff.FedForestRegressor(
+        n_estimators=3,
+        max_depth=1,
+        max_features=2,
+        privacy="dp",
+        epsilon=5.0,
+        oob_score=True,
+        random_state=0,
+        on_client_failure="drop",
+    ).fit_federated(ff.LocalFederation(clients))
+    assert [name for name, _ in model.dropped_clients_] == ["c0"]
+    assert f"({kind})" in caplog.text
+    report = model.privacy_report_
+    # Every release charged at 2/3 of the planned variance (an upper bound).
+    worst = dp_accounting.get_epsilon_gaussian(
+        report["noise_multiplier"] * np.sqrt(2 / 3), report["delta"]
+    )
+    assert report["epsilon_spent"] == pytest.approx(worst, rel=1e-9)
+    assert report["epsilon_spent"] > 1.2 * report["epsilon"]
