@@ -124,6 +124,8 @@ CASES = [
     ("regression", {"criterion": "poisson"}, False),
     ("regression", {"categorical": True}, False),
     ("classification", {"categorical": True}, True),
+    ("regression", {"multi_output": True}, False),
+    ("classification", {"class_weight": "balanced_subsample", "sample_weight": True}, False),
 ]
 
 
@@ -138,6 +140,8 @@ def test_every_dp_release_is_noised_bounded_and_accounted(
     rec = Recorder(monkeypatch)
     if extra.get("criterion") == "poisson":
         y = np.exp(y)
+    if extra.pop("multi_output", False):
+        y = np.column_stack([y, X[:, 2] - y])
     sw = None
     if extra.pop("sample_weight", False):  # clipped to 1 on the clients: up to 2 here
         sw = np.random.default_rng(2).uniform(0.1, 2.0, size=y.size)
@@ -227,6 +231,8 @@ def test_every_dp_release_is_noised_bounded_and_accounted(
         (BOOTSTRAP, None, "sigma"),
     }
     assert kinds <= charged, kinds - charged
+    if extra.get("class_weight") == "balanced_subsample" and sw is not None:
+        assert (BOOTSTRAP, None, "sigma") in kinds  # the bootstrap round's class counts
     grid_rounds = {c[1] for c in calls if c[0] == GRID}
     for stage in grid_rounds:  # each grid round once (the accountant charges one)
         assert len({c[4] for c in calls if c[0] == GRID and c[1] == stage}) == 1, stage
@@ -292,3 +298,25 @@ def test_a_drop_is_charged_the_noise_share_it_took(
     )
     assert report["epsilon_spent"] == pytest.approx(worst, rel=1e-9)
     assert report["epsilon_spent"] > 1.2 * report["epsilon"]
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_the_row_attacks_find_nothing_under_dp(task: str) -> None:
+    # The suite's attacks (tests/test_privacy.py) under "dp" at the documented example
+    # budget (epsilon 5) and at 50: no raw value in any reply, no row linked.
+    from tests.test_privacy import _data as attack_data
+    from tests.test_privacy import _fit, linked_rows, raw_value_exposure
+
+    X, y, h = attack_data(categorical=True, missing=0.05)
+    est = ff.FedForestRegressor if task == "regression" else ff.FedForestClassifier
+    if task == "classification":
+        y = (y > np.median(y)).astype(float)
+    for epsilon in (5.0, 50.0):
+        model = est(n_estimators=10, max_depth=5, privacy="dp", epsilon=epsilon, random_state=0)
+        fed = _fit(model, X, y, h)
+        assert raw_value_exposure(fed, X, y) < 0.01
+        assert linked_rows(fed, X, y, h) == 0.0
+        for _, replies in fed.rounds:
+            for msg in replies.values():
+                for name, arr in msg.arrays.items():
+                    assert arr.dtype in (np.uint64, np.uint8), (msg.kind, name, arr.dtype)
