@@ -241,6 +241,14 @@ def test_every_dp_release_is_noised_bounded_and_accounted(
     assert levels <= depth * n_trees  # the accountant charges every tree's levels
     for requests in fed.requests:
         msg = requests.get("c0")
+        # No packed counts (two to a word or two edges to a word: noisy counts may be
+        # negative or exceed 2^16), no rows-only histograms, no "known" stage.
+        assert msg is None or not (
+            msg.header.get("pack_counts")
+            or msg.header.get("hist_rows")
+            or "hist_half" in msg.arrays
+        )
+        assert msg is None or msg.header.get("stage") != "known"
         if msg is None or msg.kind not in (ROUND_A, ROUND_B) or "pair_off" not in msg.arrays:
             continue
         per_node = np.diff(msg.arrays["pair_off"])
