@@ -138,7 +138,9 @@ privacy : {"secure", "dp", "none"}, default="secure"
     from them: for the paper's experiments and the verification mode only. ``"dp"``:
     ``"secure"`` plus Gaussian noise added inside the secure sum (each client adds its
     share), calibrated so that the whole fit is ``(epsilon, delta)``-differentially
-    private for the replacement of one row; needs ``epsilon`` and a ``max_depth``;
+    private for the replacement of one row (one that keeps its client's sets of
+    category levels and labels, which the handshake shows; docs/privacy.md); needs
+    ``epsilon`` and a ``max_depth``;
     what was spent is in ``privacy_report_``.
 min_aggregate_rows : int or None, default=None
     Under ``"secure"`` and ``"dp"``: the fewest rows any released sum covers. None

@@ -256,8 +256,13 @@ class Client:
             "n_features": int(self.X.shape[1]),
             "feature_names": self.feature_names,
         }
-        if self.missing.any():  # the columns with missing values (NaN) in this client
-            header["missing_features"] = np.flatnonzero(self.missing).tolist()
+        # The columns with missing values (NaN) in this client; under "dp" every numeric
+        # column (one row must not change what the handshake says).
+        missing = np.array(self.missing, dtype=bool)
+        if msg.header.get("privacy") == "dp":
+            missing[[j for j in range(missing.size) if j not in self._cat_raw]] = True
+        if missing.any():
+            header["missing_features"] = np.flatnonzero(missing).tolist()
         if self.sample_weight is not None:  # its rows weigh other than 1 (values stay here)
             header["weighted"] = True
         arrays: dict[str, NDArray[Any]] = {}

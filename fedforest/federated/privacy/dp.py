@@ -193,21 +193,28 @@ def plan_noise(epsilon: float, delta: float, entries: int, grid: int, target: in
     return DpPlan(epsilon, delta, multiplier * sensitivity, sensitivity, multiplier, entries)
 
 
-def spent_epsilon(plan: DpPlan, entries_released: int, grid: int, target: int = 0) -> float:
+def spent_epsilon(
+    plan: DpPlan, entries_released: int, grid: int, target: int = 0, noise_kept: float = 1.0
+) -> float:
     """The epsilon the releases actually made spend (fewer than planned when trees stop).
 
     The releases compose to one Gaussian mechanism (Gaussian composition is exact: the
     squared sensitivities add up), whose epsilon at ``delta`` is the analytic Gaussian
-    mechanism's (Balle & Wang 2018), as computed by ``dp-accounting``.
+    mechanism's (Balle & Wang 2018), as computed by ``dp-accounting``. ``noise_kept``: the
+    least fraction of the planned noise variance any release carried (a client that drops
+    in a round takes its share with it: ``(K - d) / K``), charged to every release (an
+    upper bound on the spend).
     """
     import dp_accounting
 
     if entries_released <= 0:
         return 0.0
-    if entries_released == plan.entries:  # the plan, as calibrated (not its float rounding)
+    if entries_released == plan.entries and noise_kept >= 1.0:  # the plan, as calibrated
         return plan.epsilon
+    if noise_kept <= 0.0:  # no noise share left in some sum
+        return math.inf
     effective = effective_entries(entries_released, grid, target)
-    multiplier = plan.sigma / (2.0 * math.sqrt(effective))
+    multiplier = plan.sigma * math.sqrt(noise_kept) / (2.0 * math.sqrt(effective))
     return float(dp_accounting.get_epsilon_gaussian(multiplier, plan.delta))
 
 

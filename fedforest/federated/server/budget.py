@@ -79,8 +79,19 @@ def release_oob(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) 
     ctx["dp_released"][0] += dp.oob_entries(cfg.task == "classification", schema["n_outputs"])
 
 
-def report(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
-    """``model.privacy_report_``: the plan and the epsilon the releases made spend."""
+def report(
+    cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any], fed: Any = None
+) -> dict[str, Any]:
+    """``model.privacy_report_``: the plan and the epsilon the releases made spend.
+
+    A client dropped mid-fit (``fed.dropped``, under ``on_client_failure="drop"``) took
+    its noise share of the round it failed in with it: that round's sums carried
+    ``(K - d) / K`` of the planned variance (``K`` clients at the handshake, ``d``
+    dropped). Which entries that round held is not tracked: every release is charged
+    with that fraction, an upper bound on the spend.
+    """
     plan: dp.DpPlan = ctx["dp"]
     grid, target = ctx["dp_grid_target"]
-    return plan.report(dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target))
+    k, d = len(schema["n_samples"]), len(getattr(fed, "dropped", None) or [])
+    kept = (k - d) / k if k else 1.0
+    return plan.report(dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target, kept))

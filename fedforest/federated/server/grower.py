@@ -777,7 +777,7 @@ def grow_forest(
     else:
         _finish_clients(fed)
     if "dp" in ctx:
-        result.privacy_report = budget.report(cfg, schema, ctx)
+        result.privacy_report = budget.report(cfg, schema, ctx, fed)
     return result
 
 
