@@ -31,6 +31,7 @@ from fedforest.federated.client_secure import SecureParty
 from fedforest.federated.federation import Federation
 from fedforest.federated.privacy.dp import GRID_NOISE_RATIO, TARGET_NOISE_RATIO
 from fedforest.federated.protocol import BOOTSTRAP, GRID, OOB, ROUND_A, ROUND_B, Message
+from tests.test_secure import _Dying
 
 _RATIO = {"sigma": 1.0, "grid_sigma": GRID_NOISE_RATIO, "target_sigma": TARGET_NOISE_RATIO}
 
@@ -258,20 +259,6 @@ def test_every_dp_release_is_noised_bounded_and_accounted(
     if all(t.max_depth == depth for t in model.trees_):
         assert plan["epsilon_spent"] == pytest.approx(plan["epsilon"], rel=1e-9)
     assert plan["epsilon_spent"] <= plan["epsilon"]
-
-
-class _Dying(ff.Client):
-    """Fails the ``at``-th message it gets (0-based)."""
-
-    def __init__(self, X, y, name, at):
-        super().__init__(X, y, name)
-        self.at, self.seen = at, 0
-
-    def handle(self, msg):
-        self.seen += 1
-        if self.seen == self.at + 1:
-            raise RuntimeError("node lost")
-        return super().handle(msg)
 
 
 @pytest.mark.parametrize(("at", "kind"), [(2, "grid"), (3, "round_a"), (4, "round_b")])
