@@ -105,7 +105,8 @@ top_l : int or None, default=None
     gains at its own sketch points); the server evaluates only their union.
 client_fraction : float in (0, 1], default=1.0
     Fraction of clients sampled per tree on the server (seeded); the others give that
-    tree zero weight.
+    tree zero weight. Only under ``privacy="none"``: a tree's sums would run over the
+    sampled clients alone (one client's own statistics when one is sampled).
 warm_start : bool, default=False
     Fit again with a larger ``n_estimators`` to add trees to the fitted forest: the new
     trees get the seeds they would have had in one fit (so the forest equals one grown
@@ -118,7 +119,9 @@ max_samples : int, float or None, default=None
     Size of each tree's bootstrap sample, as in scikit-learn: None draws as many rows as
     there are, a float in (0, 1] that fraction of them, an int that many in all. The
     bootstrap is stratified by client: client k draws ``round(f * n_k)`` of its rows
-    (``f = max_samples / n`` for an int), at least one.
+    (``f = max_samples / n`` for an int), at least one. Under ``privacy="secure"`` a
+    tree's draws must number at least ``min_aggregate_rows`` in all (fewer: a root
+    summed over too few rows).
 tree_batch_size : int or None, default=None
     Grow the trees in batches of this many, one batch after another: each client then
     holds per-row state for one batch only (16 bytes per in-bag row and tree, about

@@ -1,0 +1,91 @@
+"""The fitted model the server builds, and the settings that shrink what a tree's sums cover.
+
+The server builds every leaf value and node statistic from the sums it decodes, so a leaf
+over one row is that row's target. Under ``"secure"`` no node of the model covers fewer
+than ``min_aggregate_rows`` rows, even with ``min_samples_leaf=1`` and ``max_depth=None``.
+Two user settings let a tree's sums run over fewer rows than the federation's: a tiny
+``max_samples`` (each client draws at least one row) and ``client_fraction`` (a tree's sums
+run over the clients the server sampled for it). Under ``"secure"`` both are refused
+(``server/secure_checks.refuse_small_bootstraps``, ``server/secure.check_config``); with
+the refusal switched off, or under ``"none"``, the leaves give targets back exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import fedforest as ff
+import fedforest.forest
+from fedforest.federated.server import secure
+from tests.test_privacy import _data, _fit
+
+
+def targets_in_leaves(model, y) -> float:
+    """The share of training rows whose target is (to 1e-6) some leaf's value."""
+    leaves = np.concatenate(
+        [e.tree_.value[e.tree_.children_left == -1].ravel() for e in model.estimators_]
+    )
+    gap = np.abs(np.asarray(y)[:, None] - leaves[None, :]).min(axis=1)
+    return float(np.mean(gap < 1e-6))
+
+
+def test_fitted_nodes_cover_m_rows_with_leaves_of_one_row_allowed() -> None:
+    X, y, h = _data(n_clients=10, n_rows=60, d=4)
+    kw = dict(n_estimators=4, random_state=0, min_samples_leaf=1, max_depth=None)
+    model = ff.FedForestRegressor(privacy="secure", **kw)
+    _fit(model, X, y, h)
+    assert min(e.tree_.n_node_samples.min() for e in model.estimators_) >= 10
+    assert targets_in_leaves(model, y) < 0.01
+    # Under "none" the same settings grow leaves of one row: their values are targets.
+    model = ff.FedForestRegressor(privacy="none", **kw)
+    _fit(model, X, y, h)
+    assert targets_in_leaves(model, y) > 0.5
+
+
+def _tiny_bootstrap_fit(privacy: str):
+    X, y, h = _data(n_clients=1, n_rows=50, d=3)
+    model = ff.FedForestRegressor(n_estimators=10, random_state=0, privacy=privacy, max_samples=1)
+    _fit(model, X, y, h)
+    return model, y
+
+
+def test_a_tiny_bootstrap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``max_samples=1``: every tree held one row and its root (a leaf) was its target."""
+    with pytest.raises(
+        ValueError, match="draws 1 rows in all .*fewer than min_aggregate_rows = 10"
+    ):
+        _tiny_bootstrap_fit("secure")
+    monkeypatch.setattr(secure, "refuse_small_bootstraps", lambda *a: None)
+    model, y = _tiny_bootstrap_fit("secure")
+    assert targets_in_leaves(model, y) > 0.1  # a row per tree, some drawn twice
+    model, y = _tiny_bootstrap_fit("none")
+    assert targets_in_leaves(model, y) > 0.1
+
+
+def _sampled_clients_fit(privacy: str):
+    X, y, h = _data(n_clients=24, n_rows=1, d=3)  # devices of one row each
+    model = ff.FedForestRegressor(
+        n_estimators=30, random_state=0, privacy=privacy, client_fraction=1 / 24
+    )
+    _fit(model, X, y, h)
+    return model, y
+
+
+def test_client_fraction_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One client sampled per tree: its sums were that client's own, here one row's."""
+    with pytest.raises(ValueError, match="client_fraction=.* is not available"):
+        _sampled_clients_fit("secure")
+    check = secure.check_config
+
+    def unchecked(cfg):
+        return check(dataclasses.replace(cfg, client_fraction=1.0))
+
+    monkeypatch.setattr(fedforest.forest, "check_config", unchecked)
+    monkeypatch.setattr(secure, "check_config", unchecked)
+    model, y = _sampled_clients_fit("secure")
+    assert targets_in_leaves(model, y) > 0.5
+    model, y = _sampled_clients_fit("none")
+    assert targets_in_leaves(model, y) > 0.5
