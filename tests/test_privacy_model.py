@@ -19,6 +19,9 @@ import pytest
 
 import fedforest as ff
 import fedforest.forest
+from fedforest.federated.client_secure import MOMENT_FRAC_BITS
+from fedforest.federated.privacy.secagg import LOW_BITS, add_in_order, from_fixed
+from fedforest.federated.protocol import GRID
 from fedforest.federated.server import secure
 from tests.test_privacy import _data, _fit
 
@@ -89,3 +92,50 @@ def test_client_fraction_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     assert targets_in_leaves(model, y) > 0.5
     model, y = _sampled_clients_fit("none")
     assert targets_in_leaves(model, y) > 0.5
+
+
+def _pooled_moments(fed, name: str) -> np.ndarray:
+    """The first grid round's pooled (count, sum, sum of squares) of ``asinh``, decoded."""
+    for requests, replies in fed.rounds:
+        if next(iter(requests.values())).header.get("stage") != "moments":
+            continue
+        assert next(iter(requests.values())).kind == GRID
+        words = []
+        for key in (name, name + "_lo"):
+            shape = next(iter(replies.values())).arrays[key].shape
+            words.append(
+                from_fixed(add_in_order((r.arrays[key] for r in replies.values()), shape), 0)
+            )
+        return words[0] / 2.0**MOMENT_FRAC_BITS + words[1] / 2.0 ** (MOMENT_FRAC_BITS + LOW_BITS)
+    raise AssertionError("no moments round")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="sums over every row (the grid round's moments) difference across fits whose "
+    'federations differ by one row; docs/privacy.md, Limits: only "dp" protects it',
+)
+def test_fits_one_row_apart_rebuild_no_row() -> None:
+    """A server that fits before and after a client adds one row rebuilds that row.
+
+    The first grid round's moments of ``asinh(x)`` and ``asinh(y)`` run over every row, so
+    their difference between the two fits is the added row's own ``asinh``: every feature
+    value and the target, to 1e-9 (measured 2026-12-03: 6 of 6 features and the target).
+    """
+    X, y, h = _data(n_clients=10, n_rows=100, d=6)
+    before = np.ones(len(y), dtype=bool)
+    before[57] = False  # client site0 adds this row before the second fit
+    fits = [
+        _fit(
+            ff.FedForestRegressor(n_estimators=2, random_state=0),
+            X[rows].reset_index(drop=True),
+            y[rows],
+            h[rows],
+        )
+        for rows in (before, np.ones(len(y), dtype=bool))
+    ]
+    dx = _pooled_moments(fits[1], "moments") - _pooled_moments(fits[0], "moments")
+    dy = _pooled_moments(fits[1], "y_moments") - _pooled_moments(fits[0], "y_moments")
+    values = np.isclose(np.sinh(dx[:, 1]), X.iloc[57].to_numpy(), rtol=1e-9, atol=0)
+    target = np.isclose(np.sinh(dy[0, 1]), y[57], rtol=1e-9, atol=0)
+    assert not (target and values.any())
