@@ -135,8 +135,8 @@ privacy : {"secure", "dp", "none"}, default="secure"
     (candidates come from pooled histograms on grids the server places from pooled
     information); and no released sum covers fewer than ``min_aggregate_rows`` rows
     (so every leaf holds at least that many). Splits on the client index, Top-L,
-    AvgImp, ``split_rule="auto"``, the verification mode and local candidates need
-    per-client values and are refused. ``"none"``: the paper's protocol; per-client
+    AvgImp, ``split_rule="auto"``, ``client_fraction < 1``, the verification mode and
+    local candidates need per-client values and are refused. ``"none"``: the paper's protocol; per-client
     sketches (data values) and statistics reach the server, which can rebuild rows
     from them: for the paper's experiments and the verification mode only. ``"dp"``:
     ``"secure"`` plus Gaussian noise added inside the secure sum (each client adds its
