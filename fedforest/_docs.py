@@ -136,13 +136,13 @@ privacy : {"secure", "dp", "none"}, default="secure"
     information); and no released sum covers fewer than ``min_aggregate_rows`` rows
     (so every leaf holds at least that many). Splits on the client index, Top-L,
     AvgImp, ``split_rule="auto"``, ``client_fraction < 1``, the verification mode and
-    local candidates need per-client values and are refused. ``"none"``: the paper's protocol; per-client
-    sketches (data values) and statistics reach the server, which can rebuild rows
-    from them: for the paper's experiments and the verification mode only. ``"dp"``:
-    ``"secure"`` plus Gaussian noise added inside the secure sum (each client adds its
-    share), calibrated so that the whole fit is ``(epsilon, delta)``-differentially
-    private for the replacement of one row; needs ``epsilon`` and a ``max_depth``;
-    what was spent is in ``privacy_report_``.
+    local candidates need per-client values and are refused. ``"none"``: the paper's
+    protocol; per-client sketches (data values) and statistics reach the server, which
+    can rebuild rows from them: for the paper's experiments and the verification mode
+    only. ``"dp"``: ``"secure"`` plus Gaussian noise added inside the secure sum (each
+    client adds its share), calibrated so that the whole fit is
+    ``(epsilon, delta)``-differentially private for the replacement of one row; needs
+    ``epsilon`` and a ``max_depth``; what was spent is in ``privacy_report_``.
 min_aggregate_rows : int or None, default=None
     Under ``"secure"`` and ``"dp"``: the fewest rows any released sum covers. None
     means ``max(10, 2 * min_samples_leaf)``.

@@ -188,9 +188,9 @@ def setup_grids(
     """
     d = schema["n_features"]
     if cfg.privacy == "secure":  # before any masked round
-        sizes = {c: schema["n_samples"].get(c, 0) for c in fed.client_names}
-        refuse_too_few_rows(sum(sizes.values()), min_rows(cfg))
-        refuse_small_bootstraps(sum((bootstrap_draws(cfg, sizes) or sizes).values()), min_rows(cfg))
+        rows = {c: schema["n_samples"].get(c, 0) for c in fed.client_names}
+        refuse_too_few_rows(sum(rows.values()), min_rows(cfg))
+        refuse_small_bootstraps(sum((bootstrap_draws(cfg, rows) or rows).values()), min_rows(cfg))
     numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
     numeric = numeric[known_enough(fed, ledger, cfg, schema, numeric, public_keys, min_rows(cfg))]
     feats = numeric.astype(np.int32)
