@@ -8,8 +8,9 @@ Two user settings let a tree's sums run over fewer rows than the federation's: a
 run over the clients the server sampled for it). Under ``"secure"`` both are refused
 (``server/secure_checks.refuse_small_bootstraps``, ``server/secure.check_config``); with
 the refusal switched off, or under ``"none"``, the leaves give targets back exactly.
-Two strict xfails record what is not fixed: fits one row apart, and rare category levels
-sent in the handshake (docs/privacy.md, "Limits").
+Two fits whose federations differ by one row no longer difference into that row (secret
+weights in the grid round's moments). A strict xfail records what is not fixed: rare
+category levels sent in the handshake (docs/privacy.md, "Limits").
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 
 import fedforest as ff
 import fedforest.forest
+from fedforest.federated import client_secure
 from fedforest.federated.client_secure import MOMENT_FRAC_BITS
 from fedforest.federated.privacy.secagg import LOW_BITS, add_in_order, from_fixed
 from fedforest.federated.protocol import GRID, HANDSHAKE
@@ -113,18 +115,10 @@ def _pooled_moments(fed, name: str) -> np.ndarray:
     raise AssertionError("no moments round")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sums over every row (the grid round's moments) difference across fits whose "
-    'federations differ by one row; docs/privacy.md, Limits: only "dp" protects it',
-)
-def test_fits_one_row_apart_rebuild_no_row() -> None:
-    """A server that fits before and after a client adds one row rebuilds that row.
-
-    The first grid round's moments of ``asinh(x)`` and ``asinh(y)`` run over every row, so
-    their difference between the two fits is the added row's own ``asinh``: every feature
-    value and the target, to 1e-9 (measured 2026-12-03: 6 of 6 features and the target).
-    """
+def _one_row_apart() -> tuple[float, bool]:
+    """Two default secure fits, the second with one more row in ``site0``: the share of
+    that row's features, and whether its target, that the difference of the first grid
+    round's pooled moments gives back (to 1e-9)."""
     X, y, h = _data(n_clients=10, n_rows=100, d=6)
     before = np.ones(len(y), dtype=bool)
     before[57] = False  # client site0 adds this row before the second fit
@@ -140,8 +134,23 @@ def test_fits_one_row_apart_rebuild_no_row() -> None:
     dx = _pooled_moments(fits[1], "moments") - _pooled_moments(fits[0], "moments")
     dy = _pooled_moments(fits[1], "y_moments") - _pooled_moments(fits[0], "y_moments")
     values = np.isclose(np.sinh(dx[:, 1]), X.iloc[57].to_numpy(), rtol=1e-9, atol=0)
-    target = np.isclose(np.sinh(dy[0, 1]), y[57], rtol=1e-9, atol=0)
-    assert not (target and values.any())
+    return float(values.mean()), bool(np.isclose(np.sinh(dy[0, 1]), y[57], rtol=1e-9, atol=0))
+
+
+def test_fits_one_row_apart_rebuild_no_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that fits before and after a client adds one row.
+
+    The first grid round's moments of ``asinh(x)`` and ``asinh(y)`` run over every row:
+    unweighted, their difference between the two fits was the added row's own ``asinh``,
+    every feature value and the target (to 1e-9). The rows now weigh secret weights drawn
+    from the client's data secret (``client_secure.moment_weights``), which the added row
+    changes.
+    """
+    assert _one_row_apart() == (0.0, False)
+    monkeypatch.setattr(
+        client_secure, "moment_weights", lambda secret, known: known.astype(np.float64)
+    )
+    assert _one_row_apart() == (1.0, True)
 
 
 @pytest.mark.xfail(
