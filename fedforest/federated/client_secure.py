@@ -116,14 +116,15 @@ MOMENT_WEIGHT_SPAN = 3.0
 
 
 def moment_weights(secret: int, known: NDArray[np.bool_]) -> NDArray[np.float64]:
-    """Secret weights of the rows in the first grid round's moments, per column.
+    """Secret weights of the rows in the first grid round's moments of ``asinh(y)``.
 
     Uniform in ``[0.5, 1.5]`` from the client's data secret, scaled per column so that the
     known rows' weights add up to their count (the mean is the mean's estimate). The
     moments run over every row: unweighted, two fits whose federations differ by one row
-    differenced into that row's ``asinh`` (every value and the target); the secret is a
-    hash of the rows, so another row set draws independent weights and the difference is
-    no row's. The same data give the same weights (the same grids, the same forest).
+    differenced into that row's ``asinh(y)``, its target; the secret is a hash of the
+    rows, so another row set draws independent weights and the difference is no row's.
+    The same data give the same weights (the same scale, the same forest). Not applied to
+    the features' moments: it cost accuracy there (docs/privacy.md, "Limits").
     """
     n = known.shape[0]
     w = np.random.default_rng([secret, 0x6D6F6D]).uniform(0.5, 1.5, size=(n, 1)) * known
@@ -313,9 +314,8 @@ class SecureParty:
             clip = ASINH_CLIP if self.dp is not None else np.inf
             known = np.isfinite(x)  # a missing value (+inf) is in no moment
             a = np.where(known, np.clip(libm_arcsinh(np.where(known, x, 0.0)), -clip, clip), 0.0)
-            wa = a * moment_weights(self.secret, known) if self.dp is None else a
             moments = np.column_stack(
-                [known.sum(axis=0).astype(np.float64), wa.sum(axis=0), (wa * a).sum(axis=0)]
+                [known.sum(axis=0).astype(np.float64), a.sum(axis=0), (a * a).sum(axis=0)]
             )
             m_bounds = [1.0, ASINH_CLIP, ASINH_CLIP**2]
             moments = self.noisy(msg, moments, m_bounds, "grid_sigma")
@@ -333,7 +333,8 @@ class SecureParty:
                 ay = np.clip(libm_arcsinh(c.y_raw), -clip, clip)
                 n = float(c.n_samples)
                 cols = ay[:, None].T if ay.ndim == 1 else np.ascontiguousarray(ay.T)
-                w = moment_weights(self.secret, np.ones((cols.shape[1], 1), dtype=bool))[:, 0]
+                every = np.ones((cols.shape[1], 1), dtype=bool)
+                w = moment_weights(self.secret, every)[:, 0] if self.dp is None else every[:, 0]
                 y_mom = np.array([[n, (w * a).sum(), (w * a * a).sum()] for a in cols])
                 y_mom = self.noisy(msg, y_mom, m_bounds, "target_sigma")
                 arrays["y_moments"], arrays["y_moments_lo"] = to_fixed2(y_mom, MOMENT_FRAC_BITS)
