@@ -105,7 +105,8 @@ top_l : int or None, default=None
     gains at its own sketch points); the server evaluates only their union.
 client_fraction : float in (0, 1], default=1.0
     Fraction of clients sampled per tree on the server (seeded); the others give that
-    tree zero weight.
+    tree zero weight. Only under ``privacy="none"``: a tree's sums would run over the
+    sampled clients alone (one client's own statistics when one is sampled).
 warm_start : bool, default=False
     Fit again with a larger ``n_estimators`` to add trees to the fitted forest: the new
     trees get the seeds they would have had in one fit (so the forest equals one grown
@@ -118,7 +119,9 @@ max_samples : int, float or None, default=None
     Size of each tree's bootstrap sample, as in scikit-learn: None draws as many rows as
     there are, a float in (0, 1] that fraction of them, an int that many in all. The
     bootstrap is stratified by client: client k draws ``round(f * n_k)`` of its rows
-    (``f = max_samples / n`` for an int), at least one.
+    (``f = max_samples / n`` for an int), at least one. Under ``privacy="secure"`` a
+    tree's draws must number at least ``min_aggregate_rows`` in all (fewer: a root
+    summed over too few rows).
 tree_batch_size : int or None, default=None
     Grow the trees in batches of this many, one batch after another: each client then
     holds per-row state for one batch only (16 bytes per in-bag row and tree, about
@@ -132,16 +135,16 @@ privacy : {"secure", "dp", "none"}, default="secure"
     (candidates come from pooled histograms on grids the server places from pooled
     information); and no released sum covers fewer than ``min_aggregate_rows`` rows
     (so every leaf holds at least that many). Splits on the client index, Top-L,
-    AvgImp, ``split_rule="auto"``, the verification mode and local candidates need
-    per-client values and are refused. ``"none"``: the paper's protocol; per-client
-    sketches (data values) and statistics reach the server, which can rebuild rows
-    from them: for the paper's experiments and the verification mode only. ``"dp"``:
-    ``"secure"`` plus Gaussian noise added inside the secure sum (each client adds its
-    share), calibrated so that the whole fit is ``(epsilon, delta)``-differentially
-    private for the replacement of one row (one that keeps its client's sets of
-    category levels and labels, which the handshake shows; docs/privacy.md); needs
-    ``epsilon`` and a ``max_depth``;
-    what was spent is in ``privacy_report_``.
+    AvgImp, ``split_rule="auto"``, ``client_fraction < 1``, the verification mode and
+    local candidates need per-client values and are refused. ``"none"``: the paper's
+    protocol; per-client sketches (data values) and statistics reach the server, which
+    can rebuild rows from them: for the paper's experiments and the verification mode
+    only. ``"dp"``: ``"secure"`` plus Gaussian noise added inside the secure sum (each
+    client adds its share), calibrated so that the whole fit is
+    ``(epsilon, delta)``-differentially private for the replacement of one row (one that
+    keeps its client's sets of category levels and labels, which the handshake shows;
+    docs/privacy.md); needs ``epsilon`` and a ``max_depth``; what was spent is in
+    ``privacy_report_``.
 min_aggregate_rows : int or None, default=None
     Under ``"secure"`` and ``"dp"``: the fewest rows any released sum covers. None
     means ``max(10, 2 * min_samples_leaf)``.

@@ -320,7 +320,9 @@ def test_client_fraction_gives_excluded_clients_zero_weight_per_tree():
     for a, b in zip(m.trees_, again.trees_, strict=True):
         np.testing.assert_array_equal(a.n_node_samples, b.n_node_samples)
     # With the bootstrap, rows of left-out clients are out of bag for that tree.
-    oob = ff.FedForestRegressor(n_estimators=6, client_fraction=0.5, oob_score=True, random_state=0)
+    oob = ff.FedForestRegressor(
+        n_estimators=6, client_fraction=0.5, oob_score=True, random_state=0, privacy="none"
+    )  # client_fraction is refused under "secure" (tests/test_privacy_model.py)
     oob.fit(data.X_train, data.y_train, client_ids=data.h_train)
     assert np.isfinite(oob.oob_score_)
 

@@ -118,6 +118,7 @@ def test_a_federation_of_too_few_rows_is_refused(monkeypatch: pytest.MonkeyPatch
     from fedforest.federated.server import secure
 
     monkeypatch.setattr(secure, "refuse_too_few_rows", lambda *a: None)
+    monkeypatch.setattr(secure, "refuse_small_bootstraps", lambda *a: None)
     fed, X, y = _one_row_fit("secure")
     assert all(rebuilt_from_moments(fed, X, c) == 1.0 for c in X.columns)
     req, rep = next(

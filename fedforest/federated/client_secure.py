@@ -111,6 +111,29 @@ def data_secret(X: NDArray[np.float64], y: NDArray[Any], name: str) -> int:
     return int.from_bytes(h.digest()[:16], "little")
 
 
+#: Largest ratio of two rows' weights in the grid round's moments (1.5 / 0.5).
+MOMENT_WEIGHT_SPAN = 3.0
+
+
+def moment_weights(secret: int, known: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """Secret weights of the rows in the first grid round's moments of ``asinh(y)``.
+
+    Uniform in ``[0.5, 1.5]`` from the client's data secret, scaled per column so that the
+    known rows' weights add up to their count (the mean is the mean's estimate). The
+    moments run over every row: unweighted, two fits whose federations differ by one row
+    differenced into that row's ``asinh(y)``, its target; the secret is a hash of the
+    rows, so another row set draws independent weights and the difference is no row's.
+    The same data give the same weights (the same scale, the same forest). Not applied to
+    the features' moments: it cost accuracy there (docs/privacy.md, "Limits").
+    """
+    n = known.shape[0]
+    w = np.random.default_rng([secret, 0x6D6F6D]).uniform(0.5, 1.5, size=(n, 1)) * known
+    total = w.sum(axis=0)
+    return np.asarray(
+        w * np.where(total > 0, known.sum(axis=0) / np.where(total > 0, total, 1.0), 0.0)
+    )
+
+
 #: HKDF info of the bootstrap secret bound to the settings digest.
 _BIND_INFO = b"fedforest bootstrap secret v1"
 
@@ -310,7 +333,9 @@ class SecureParty:
                 ay = np.clip(libm_arcsinh(c.y_raw), -clip, clip)
                 n = float(c.n_samples)
                 cols = ay[:, None].T if ay.ndim == 1 else np.ascontiguousarray(ay.T)
-                y_mom = np.array([[n, a.sum(), (a * a).sum()] for a in cols])  # per output
+                every = np.ones((cols.shape[1], 1), dtype=bool)
+                w = moment_weights(self.secret, every)[:, 0] if self.dp is None else every[:, 0]
+                y_mom = np.array([[n, (w * a).sum(), (w * a * a).sum()] for a in cols])
                 y_mom = self.noisy(msg, y_mom, m_bounds, "target_sigma")
                 arrays["y_moments"], arrays["y_moments_lo"] = to_fixed2(y_mom, MOMENT_FRAC_BITS)
             if "class_counts" in msg.header:  # class_weight="balanced": rows per class

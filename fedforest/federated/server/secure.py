@@ -62,12 +62,14 @@ from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
 from .fallback import with_ancestor_candidates
 from .guides import Guides, guided_in_threads, refine_args
 from .missing import with_missing_sides
+from .resolve import bootstrap_draws
 from .secure_checks import (
     check_pooled_cumulative,
     check_pooled_groups,
     check_pooled_moments,
     check_pooled_rows,
     check_rounds_agree,
+    refuse_small_bootstraps,
     refuse_too_few_rows,
 )
 from .secure_grids import (  # the state between levels (the grower calls it through here)
@@ -112,6 +114,10 @@ UNSUPPORTED = {
     "verification": "n_bins=None sends every distinct value",
     "local_candidates": "local candidates are values of a client's own rows",
     "diagnostics": "the diagnostics read each client's counts per bin and sums per leaf",
+    "client_fraction": (
+        "a tree's sums would run over the clients the server sampled for it: one client's "
+        "own statistics when it samples one (what the masks hide)"
+    ),
     "bootstrap": (
         "without the bootstrap two trees can hold the same rows with different candidates, "
         "and differencing their sums isolates rows (the bootstrap's secret weights prevent it)"
@@ -138,6 +144,8 @@ def check_config(cfg: GrowerConfig) -> None:
         problems.append(("local_candidates=True", UNSUPPORTED["local_candidates"]))
     if not cfg.bootstrap:
         problems.append(("bootstrap=False", UNSUPPORTED["bootstrap"]))
+    if cfg.client_fraction < 1.0:
+        problems.append((f"client_fraction={cfg.client_fraction}", UNSUPPORTED["client_fraction"]))
     if cfg.oob_leaf_sums:
         problems.append(("per-leaf out-of-bag sums", UNSUPPORTED["diagnostics"]))
     if cfg.privacy == "dp":
@@ -180,9 +188,9 @@ def setup_grids(
     """
     d = schema["n_features"]
     if cfg.privacy == "secure":  # before any masked round
-        refuse_too_few_rows(
-            sum(schema["n_samples"].get(c, 0) for c in fed.client_names), min_rows(cfg)
-        )
+        rows = {c: schema["n_samples"].get(c, 0) for c in fed.client_names}
+        refuse_too_few_rows(sum(rows.values()), min_rows(cfg))
+        refuse_small_bootstraps(sum((bootstrap_draws(cfg, rows) or rows).values()), min_rows(cfg))
     numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
     numeric = numeric[known_enough(fed, ledger, cfg, schema, numeric, public_keys, min_rows(cfg))]
     feats = numeric.astype(np.int32)
