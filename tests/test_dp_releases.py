@@ -31,29 +31,21 @@ from fedforest.federated.client_secure import SecureParty
 from fedforest.federated.federation import Federation
 from fedforest.federated.privacy.dp import GRID_NOISE_RATIO, TARGET_NOISE_RATIO
 from fedforest.federated.protocol import BOOTSTRAP, GRID, OOB, ROUND_A, ROUND_B, Message
+from tests.test_privacy import RecordingFederation
 from tests.test_secure import _Dying
 
 _RATIO = {"sigma": 1.0, "grid_sigma": GRID_NOISE_RATIO, "target_sigma": TARGET_NOISE_RATIO}
 
 
-class ShadowFederation(Federation):
-    """Delivers every request; the requests to ``shadow.name`` also reach ``shadow``."""
+class ShadowFederation(RecordingFederation):
+    """Delivers (and records) every request; those to ``shadow.name`` also reach ``shadow``."""
 
     def __init__(self, inner: Federation, *shadows: ff.Client) -> None:
-        self.inner, self.shadows = inner, shadows
-        self.requests: list[dict[str, Message]] = []
-
-    @property
-    def client_names(self) -> list[str]:
-        return self.inner.client_names
-
-    @property
-    def clients(self) -> dict[str, Any]:
-        return getattr(self.inner, "clients", {})
+        super().__init__(inner)
+        self.shadows = shadows
 
     def send_and_receive(self, requests: dict[str, Message], round_index: int):
-        replies = self.inner.send_and_receive(requests, round_index)
-        self.requests.append(dict(requests))
+        replies = super().send_and_receive(requests, round_index)
         for shadow in self.shadows:
             if shadow.name in requests:
                 shadow.handle(requests[shadow.name])  # thrown away
@@ -240,7 +232,7 @@ def test_every_dp_release_is_noised_bounded_and_accounted(
     assert len({c[4] for c in calls if c[0] == OOB}) <= 1
     levels = sum(1 for c in replies if c[0] == ROUND_A)
     assert levels <= depth * n_trees  # the accountant charges every tree's levels
-    for requests in fed.requests:
+    for requests, _ in fed.rounds:
         msg = requests.get("c0")
         # No packed counts (two to a word or two edges to a word: noisy counts may be
         # negative or exceed 2^16), no rows-only histograms, no "known" stage.
