@@ -92,6 +92,14 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "none-verification": {"task": "regression", "privacy": "none", "n_bins": None},
     "secure-categories": {"task": "regression", "privacy": "secure", "categories": True},
     "dp": {"task": "regression", "privacy": "dp", "epsilon": 5.0},
+    # The known values' counts (a column with missing values) and Round A's rows column
+    # (hist_rows: the clients weigh rows) are replies of their own.
+    "secure-weighted-missing": {
+        "task": "classification",
+        "privacy": "secure",
+        "weights": True,
+        "missing": True,
+    },
     "secure-drop-out": {  # c2 drops out in Round A: the survivors' masks are recovered
         "task": "regression",
         "privacy": "secure",
@@ -112,9 +120,12 @@ def _fit(
     cfg = {**CONFIGS[name], **kw}
     task, cats, weights = cfg.pop("task"), cfg.pop("categories", False), cfg.pop("weights", False)
     fails = cfg.pop("c2_fails_in", None)  # a round kind: client c2 raises there
+    missing = cfg.pop("missing", False)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(180, 4))
     y = X[:, 0] + 0.5 * X[:, 1] + 0.1 * rng.normal(size=180)
+    if missing:  # a fifth of column 2 missing: its target stays as it was
+        X[rng.random(180) < 0.2, 2] = np.nan
     if cats:
         X[:, 3] = rng.integers(0, 4, size=180)
     if task == "classification":
@@ -246,6 +257,7 @@ def _cases() -> list[tuple[str, str, int, str, str]]:
                               ("round_b", 1), ("oob", 0)],
         "dp": [("grid", 0), ("round_a", 0)],  # its Round B may not come (noise)
         "secure-drop-out": [("recover", 0)],
+        "secure-weighted-missing": [("grid", 0), ("grid", 1), ("round_a", 1), ("round_b", 0)],
     }  # fmt: skip
     for k, (config, rounds) in enumerate(plan.items()):
         replies, _ = _honest(config)
