@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from ...tree.arrays import Tree
 from ..privacy.dp import DpPlan
+from .target_scale import held_bins
 
 __all__ = [
     "NOISE_SIGMAS",
@@ -157,11 +158,12 @@ def target_range(
 ) -> tuple[float, float]:
     """Where the targets lie, from the noisy histogram of ``asinh(y)`` of one output.
 
-    The bins whose noisy count reaches three deviations of the noise (as for the targets'
-    center and scale) are taken as holding rows; the range spans them (a bin of noise
-    alone passes with probability 0.0013, which only widens it). No such bin: no bound.
+    The bins whose noisy count reaches :data:`.target_scale.HELD_DEVIATIONS` of the noise
+    (as for the targets' center and scale) are taken as holding rows; the range spans them
+    (noise alone passes in a fit with probability 0.001, which only widens it). No such
+    bin: no bound.
     """
-    held = np.flatnonzero(np.asarray(counts) >= max(3.0 * sigma, 1e-12))
+    held = np.flatnonzero(held_bins(counts, sigma))
     if not held.size:
         return -math.inf, math.inf
     return math.sinh(float(edges[held[0]])), math.sinh(float(edges[held[-1] + 1]))

@@ -13,7 +13,19 @@ from numpy.typing import NDArray
 
 from ..client_secure import target_grid
 
-__all__ = ["moment_scale", "robust_scale"]
+__all__ = ["held_bins", "moment_scale", "robust_scale"]
+
+# A noisy count of the targets' histogram is taken to hold rows when it reaches this many
+# deviations of the noise: noise alone passes in one of the 160 bins of a fit with
+# probability 0.001 (at three deviations it was 0.2: a far bin of noise alone then set the
+# targets' center and scale in 1 fit of 5 at 1,400 rows and epsilon 0.5, and predictions
+# reached 10^8; measured 2026-12-03, benchmarks/bench_privacy.py --dp-curve).
+HELD_DEVIATIONS = 4.37
+
+
+def held_bins(counts: NDArray[np.float64], sigma: float) -> NDArray[np.bool_]:
+    """Which noisy counts hold rows (:data:`HELD_DEVIATIONS` of the noise ``sigma``)."""
+    return np.asarray(counts) >= max(HELD_DEVIATIONS * sigma, 1e-12)
 
 
 def moment_scale(yn: float, y1: float, y2: float, poisson: bool) -> tuple[float, float]:
@@ -48,12 +60,11 @@ def robust_scale(
     (at least one grid bin, 0.25 in asinh(y), above 0): the clip cuts about 1 % of the rows.
     """
     edges = target_grid()
-    # Bins whose noisy count is below three deviations of the noise (``sigma``) count as
-    # empty (a noise-only bin passes with probability 0.0013: 0.2 of the 160 expected):
-    # the noise alone otherwise piles up mass in the far tails, and
+    # Bins whose noisy count is below :data:`HELD_DEVIATIONS` of the noise (``sigma``)
+    # count as empty: the noise alone otherwise piles up mass in the far tails, and
     # Poisson's 99th percentile landed there (a scale of 10^6 for counts of about 3, whose
-    # leaves then predicted millions).
-    cum = np.concatenate([[0.0], np.cumsum(np.where(counts >= 3.0 * sigma, counts, 0.0))])
+    # leaves then predicted millions). With no bin held: center 0, scale 1.
+    cum = np.concatenate([[0.0], np.cumsum(np.where(held_bins(counts, sigma), counts, 0.0))])
     if cum[-1] <= 0:
         return 0.0, 1.0
     if poisson:
