@@ -7,7 +7,7 @@ compilation and cache loading are not fit time). Reported: the best of ``--repea
 fit times, the bytes both ways and the rounds from ``model.communication_``, and the
 test MSE, with scikit-learn's RandomForestRegressor on the same rows as the reference.
 
-With ``--dp-curve PNG`` it instead fits ``privacy="dp"`` at epsilon 0.5 to 50 (2 seeds)
+With ``--dp-curve PNG`` it instead fits ``privacy="dp"`` at epsilon 0.5 to 50 (5 seeds)
 on three tasks and plots test MSE / accuracy against epsilon, with "secure" and "none" as
 reference lines: the paper's homogeneous setting (1,400 rows, the paper's forest), the same
 setting with 14,000 rows and a small forest (10 trees, depth 5), and a 3-class
@@ -73,8 +73,13 @@ def fit(privacy: str, X, y, h, repeats: int):
 EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
 
 
-def dp_curve(out: str) -> None:
-    """Utility of privacy="dp" against epsilon, beside "secure" and "none"."""
+def dp_curve(out: str, n_seeds: int = 5) -> None:
+    """Utility of privacy="dp" against epsilon, beside "secure" and "none".
+
+    Each point is the mean over ``n_seeds`` data draws; the band spans the lowest to the
+    highest of them. The noise comes from the operating system's generator, so a rerun
+    draws another curve: the band shows how far one draw can land from the mean.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from sklearn.datasets import make_classification
@@ -107,13 +112,17 @@ def dp_curve(out: str) -> None:
     fig = Figure(figsize=(13, 3.8))
     for i, (title, run, metric) in enumerate(tasks):
         ax = fig.add_subplot(1, 3, i + 1)
-        seeds = (0, 1)
-        curve = [np.mean([run("dp", e, s) for s in seeds]) for e in EPSILONS]
-        ax.plot(EPSILONS, curve, "o-", label='privacy="dp"')
+        seeds = range(n_seeds)
+        runs = np.array([[run("dp", e, s) for s in seeds] for e in EPSILONS])
+        curve = runs.mean(axis=1)
+        ax.plot(EPSILONS, curve, "o-", label=f'privacy="dp" (mean of {n_seeds})')
+        ax.fill_between(EPSILONS, runs.min(axis=1), runs.max(axis=1), alpha=0.25, lw=0)
         for privacy, style in (("secure", "--"), ("none", ":")):
             ref = np.mean([run(privacy, None, s) for s in seeds])
             ax.axhline(ref, linestyle=style, color="k", label=f'"{privacy}"')
-        print(title, dict(zip(EPSILONS, np.round(curve, 4), strict=True)))
+        print(title, "mean", dict(zip(EPSILONS, np.round(curve, 4), strict=True)))
+        print(" " * len(title), "min ", dict(zip(EPSILONS, np.round(runs.min(1), 4), strict=True)))
+        print(" " * len(title), "max ", dict(zip(EPSILONS, np.round(runs.max(1), 4), strict=True)))
         ax.set_xscale("log")
         if "MSE" in metric:
             ax.set_yscale("log")  # small budgets: the noise drowns even the standardisation
@@ -218,6 +227,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1400, 20000])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--dp-curve", metavar="PNG", help="plot the dp utility curve instead")
+    parser.add_argument("--seeds", type=int, default=5, help="data draws per --dp-curve point")
     parser.add_argument("--accuracy", action="store_true", help="print the accuracy table")
     parser.add_argument(
         "--decompose", action="store_true", help="where secure's accuracy goes (homogeneous)"
@@ -230,7 +240,7 @@ def main() -> None:
         accuracy()
         return
     if args.dp_curve:
-        dp_curve(args.dp_curve)
+        dp_curve(args.dp_curve, args.seeds)
         return
     print(
         f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
