@@ -178,3 +178,25 @@ def test_a_client_checks_the_trees_digests() -> None:
             tree_secrets(party, Message(OOB, {}, {TREE_DIGEST: bad}), 2, "0")
     secrets = tree_secrets(party, Message(OOB, {}, {TREE_DIGEST: ok}), 2, "0")
     assert secrets == [bind_secret(party.secret, bytes(DIGEST_BYTES))] * 2
+
+
+@pytest.mark.filterwarnings("ignore:.*drawn by every tree:UserWarning")
+def test_a_warm_start_scores_its_earlier_trees_on_their_own_digest() -> None:
+    """A drop in the set-up of a warm start's batch: the earlier trees keep the fit's."""
+    kw = dict(max_depth=2, random_state=0, oob_score=True, on_client_failure="drop")
+    model = ff.FedForestRegressor(n_estimators=2, **kw).fit_federated(
+        ff.LocalFederation(_clients(None))
+    )
+    clients = _clients(at=3)
+    fed = RecordingFederation(ff.LocalFederation(clients))
+    model.set_params(n_estimators=4, warm_start=True).fit_federated(fed)
+    assert model.dropped_clients_ == [("3", 3)]
+    (_, setup, first), (_, _, second) = _setups(fed)
+    assert first != second
+    oob = next(next(iter(q.values())) for q, _ in fed.rounds if next(iter(q.values())).kind == OOB)
+    tree_digest = [first, first, second, second]
+    assert [row.tobytes() for row in oob.arrays[TREE_DIGEST]] == tree_digest
+    for c in clients[:3]:
+        bags = np.array([_in_bag(c, t, setup, tree_digest[t]) > 0 for t in range(4)])
+        np.testing.assert_array_equal(np.isnan(c.oob_prediction_[:, 0]), bags.all(axis=0))
+    assert model._settings_digest == ""

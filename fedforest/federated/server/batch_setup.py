@@ -101,18 +101,25 @@ def batch_digest(
 
 
 def tree_digests(
-    batches: list[tuple[int, NDArray[np.uint8]]], first: int, n_trees: int
+    batches: list[tuple[int, NDArray[np.uint8]]],
+    first: int,
+    n_trees: int,
+    prior: NDArray[np.uint8] | None = None,
 ) -> NDArray[np.uint8] | None:
     """Per tree (of ``n_trees`` from tree 0), the digest its bootstrap was bound to.
 
-    ``batches``: each batch's first tree and digest, in order; trees before the first
-    batch (a warm start's) have the first batch's (``digest.check_warm_digest`` refused
-    others). None when every tree has the same (the clients keep the set-up's).
+    ``batches``: each batch's first tree and digest, in order; the trees before ``first``
+    (a warm start's) have ``prior``, the digest the fit began with, which
+    ``digest.check_warm_digest`` found to be theirs. None when every tree has the same
+    (the clients keep the set-up's).
     """
-    if len({b.tobytes() for _, b in batches}) <= 1:
+    if not batches:
+        return None
+    earlier = [prior] if first > 0 and prior is not None else []
+    if len({b.tobytes() for b in [*earlier, *(d for _, d in batches)]}) <= 1:
         return None
     out = np.empty((n_trees, batches[0][1].size), dtype=np.uint8)
-    out[:first] = batches[0][1]
+    out[:first] = prior if prior is not None else batches[0][1]
     for i, (start, digest) in enumerate(batches):
         stop = batches[i + 1][0] if i + 1 < len(batches) else n_trees
         out[start:stop] = digest

@@ -668,6 +668,7 @@ def grow_forest(
         # clients still present (and the drops so far: batch_setup.py).
         ctx[SETTINGS_DIGEST] = batch_digest(cfg, schema, fed, d, first_sum)
         check_warm_digest(cfg, ctx[SETTINGS_DIGEST])
+        ctx["prior_digest"] = ctx[SETTINGS_DIGEST]  # a warm start's earlier trees' (checked)
     cfg = set_up_class_weights(cfg, schema, ctx)  # once the class counts are known
     ctx["root_constant"] = root_constant(schema, ctx)
     start = cfg.first_tree
@@ -730,7 +731,7 @@ def grow_forest(
     )
     if cfg.oob_score:
         scored = (prior or []) + trees  # each tree's digest, where batches had several
-        digests = tree_digests(batches, start, len(scored))
+        digests = tree_digests(batches, start, len(scored), ctx.get("prior_digest"))
         oob_round(fed, ledger, scored, cfg, result, ctx["records"], ctx.get("dp"), digests)
         if "dp" in ctx:
             budget.release_oob(cfg, schema, ctx)
