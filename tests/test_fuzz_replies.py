@@ -100,11 +100,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "weights": True,
         "missing": True,
     },
-    "secure-drop-out": {  # c2 drops out in Round A: the survivors' masks are recovered
+    # c2 drops out in the first grid round: the survivors' masks are recovered (not in
+    # Round A: the roots' is a batch's set-up, sent again; below them none is recovered).
+    "secure-drop-out": {
         "task": "regression",
         "privacy": "secure",
         "on_client_failure": "drop",
-        "c2_fails_in": "round_a",
+        "c2_fails_in": "grid",
     },
 }
 
@@ -553,7 +555,7 @@ def test_poisson_increments_below_jensens_bound_are_still_refused() -> None:
 
 
 def _short_mask(msg: Message) -> Message:
-    msg.arrays["summary"] = msg.arrays["summary"][:-1]
+    msg.arrays["moments"] = msg.arrays["moments"][:-1]
     return msg
 
 
@@ -562,11 +564,11 @@ def test_a_malformed_recovery_reply_is_refused_in_its_round(
 ) -> None:
     """A survivor's masks after c2 dropped out: before, their dtype and shape were checked
     after the round (a plain ValueError, no round named)."""
-    kw = {"on_client_failure": "drop", "c2_fails_in": "round_a"}
+    kw = {"on_client_failure": "drop", "c2_fails_in": "grid"}
     with pytest.raises(ValueError, match=r"Client 'c1' failed while the masks of \['c2'\]"):
         _fit("secure-categories", "recover", 0, _short_mask, **kw)
     assert re.search(
-        r"Client 'c1' sent an invalid reply in round \d+ \(recover\): array 'summary'", caplog.text
+        r"Client 'c1' sent an invalid reply in round \d+ \(recover\): array 'moments'", caplog.text
     )
 
 
@@ -574,10 +576,10 @@ def test_a_survivor_dropped_while_recovering_stops_the_fit_by_name() -> None:
     """Before: a survivor dropped in the recovery round was no longer expected to answer it,
     so its pair masks stayed in the sums; the fit decoded garbage and stopped on "some
     client lied" (secure aggregation hiding which), or went on with wrong sums."""
-    kw = {"on_client_failure": "drop", "c2_fails_in": "round_a"}
+    kw = {"on_client_failure": "drop", "c2_fails_in": "grid"}
 
     def bad_dtype(msg: Message) -> Message:  # refused by the envelope, before too
-        msg.arrays["summary"] = msg.arrays["summary"].astype(object)
+        msg.arrays["moments"] = msg.arrays["moments"].astype(object)
         return msg
 
     with pytest.raises(

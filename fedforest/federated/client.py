@@ -32,7 +32,7 @@ from .client_bootstrap import answer_bootstrap, bootstrap_counts, weigh_trees
 from .client_grid import GridCodes, fixed_candidates, left_stats_coded, pack_coded
 from .client_increments import left_increment_answer, pair_sketches
 from .client_route import route_rows
-from .client_secure import SecureParty, fit_outputs
+from .client_secure import SecureParty, fit_outputs, tree_secrets
 from .client_sketch import distinct_values, fine_codes
 from .client_targets import (
     by_output,
@@ -378,10 +378,11 @@ class Client:
             self.Xt[j] = self.X[:, j]
         self._codes = None  # the fine codes of those columns change
 
-    def _counts(self, tree: int) -> NDArray[np.int64]:
+    def _counts(self, tree: int, secret: int | None = None) -> NDArray[np.int64]:
         """Bootstrap counts of one tree (global index), recomputed from the seed.
 
         All zero for a tree whose client sample (``client_fraction``) left this client out.
+        ``secret``: under "secure", the tree's bound secret when not the set-up's.
         """
         assert self._oob_setup is not None
         seed, bootstrap, _, _, draws = self._oob_setup
@@ -389,7 +390,8 @@ class Client:
             return np.zeros(self.n_samples, dtype=np.int64)
         if not bootstrap:
             return np.ones(self.n_samples, dtype=np.int64)
-        secret = self._secure.bootstrap_secret() if self._secure is not None else None
+        if secret is None and self._secure is not None:
+            secret = self._secure.bootstrap_secret()
         counts = bootstrap_counts(seed, tree, self.name, self.n_samples, secret, draws)
         if self._secure is not None and self._secure.dp is not None:
             # Under "dp" a row weighs at most max_weight in any sum (its sensitivity).
@@ -663,9 +665,10 @@ class Client:
         X_aug = np.ascontiguousarray(self.Xt.T)  # features and this client's index H
         pred = np.zeros((self.n_samples, value.shape[1]))
         n_oob = np.zeros(self.n_samples)
+        bound = tree_secrets(self._secure if self._fit_secure else None, msg, n_trees, self.name)
         for t in range(n_trees):
             # One tree at a time, bootstrap recomputed from the seed: memory stays O(n_k).
-            oob = np.flatnonzero(self._counts(t) == 0)
+            oob = np.flatnonzero(self._counts(t, bound[t] if bound else None) == 0)
             tree_pred = np.zeros((oob.size, value.shape[1]))
             predict_forest(
                 X_aug[oob],

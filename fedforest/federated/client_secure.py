@@ -41,6 +41,7 @@ from .protocol import (
     ROUND_A,
     ROUND_B,
     SETTINGS_DIGEST,
+    TREE_DIGEST,
     Message,
     expect_array,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "SecureParty",
     "bind_secret",
     "settings_digest_of",
+    "tree_secrets",
     "oob_frac_bits",
     "stat_frac_bits",
     "warn_unresolved",
@@ -163,6 +165,25 @@ def settings_digest_of(msg: Message, name: str) -> bytes:
             f"Client {name!r}: the settings digest must be uint8 bytes, got {digest.dtype}."
         )
     return digest.tobytes()
+
+
+def tree_secrets(party: SecureParty | None, msg: Message, n_trees: int, name: str) -> list[int]:
+    """The out-of-bag request's per-tree bound secrets (``TREE_DIGEST``; none: [] ).
+
+    After a drop the fit's batches were bound to several digests (``server/batch_setup.py``);
+    the request then carries each tree's, checked (uint8, ``(n_trees, DIGEST_BYTES)``), and
+    each tree's draws are recomputed with the party's secret bound to it.
+    """
+    if TREE_DIGEST not in msg.arrays:
+        return []
+    if party is None:
+        raise ValueError(
+            f"Client {name!r}: per-tree settings digests from the server outside a secure fit."
+        )
+    digests = expect_array(msg, TREE_DIGEST, "u", (n_trees, DIGEST_BYTES), "server")
+    if digests.dtype != np.uint8:
+        raise ValueError(f"Client {name!r}: the trees' digests must be uint8, got {digests.dtype}.")
+    return [bind_secret(party.secret, row.tobytes()) for row in digests]
 
 
 class SecureParty:

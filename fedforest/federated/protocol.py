@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 __all__ = [
     "PROTOCOL_VERSION",
     "SETTINGS_DIGEST",
+    "TREE_DIGEST",
     "DIGEST_BYTES",
     "protocol_mismatch",
     "REPLY_ARRAYS",
@@ -49,8 +50,10 @@ __all__ = [
 #: histograms' weight column (``hist_rows``: a client of version 3 would send its
 #: class-weighted rows, whose one-row bins give away their labels) and, under
 #: "secure"/"dp", Round A's grids travel as lattice codes and Round B's candidates as
-#: indices into them (``grid_wire``; a version-3 client lacks the array "grid").
-PROTOCOL_VERSION = 4
+#: indices into them (``grid_wire``; a version-3 client lacks the array "grid"); 5 since
+#: the out-of-bag request may carry each tree's digest (``tree_digest``, after a drop: a
+#: client of version 4 would score every tree on the last batch's bootstraps, silently).
+PROTOCOL_VERSION = 5
 
 HANDSHAKE = "handshake"
 ROUND_A = "round_a"
@@ -70,6 +73,10 @@ KINDS = (HANDSHAKE, ROUND_A, ROUND_B, OOB, GRID, RECOVER, BOOTSTRAP)
 #: its bootstrap secret to it, and refuses a secure set-up without it.
 SETTINGS_DIGEST = "settings_digest"
 DIGEST_BYTES = 32
+#: The out-of-bag request's per-tree digests (uint8, (n_trees, DIGEST_BYTES)), sent when a
+#: drop gave the fit's batches several (``server/batch_setup.py``): each client draws a
+#: tree's bootstrap again bound to its batch's digest.
+TREE_DIGEST = "tree_digest"
 #: Every array a client's reply of each kind may hold, at any privacy level and option (a
 #: recovery round's are the sums it recovers, named in its request). The server refuses any
 #: other name: an array it would ignore is not a reply the protocol defines.

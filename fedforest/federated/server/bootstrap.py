@@ -30,11 +30,11 @@ from numpy.typing import NDArray
 
 from ..federation import Federation
 from ..protocol import BOOTSTRAP, CommunicationLedger, Message
-from . import secure
 from .checks import Check, InvalidReply
 from .config import GrowerConfig
 from .digest import digest_arrays
 from .rounds import exchange
+from .secure_sums import SetUpDropped, sums_unless_dropped
 
 __all__ = ["bootstrap_round", "check_bootstrap", "subsample_weights"]
 
@@ -128,7 +128,12 @@ def bootstrap_round(
         specs: dict[str, tuple[tuple[int, ...], Any]] = {
             "tree_class_counts": ((n_trees, n_columns), 0)
         }
-        counts = secure.secure_exchange(fed, ledger, msg, specs)["tree_class_counts"]
+        # Under "secure" a drop here is not recovered: the batch is set up again under the
+        # survivors' digest (batch_setup.py); "dp"'s noisy sums are.
+        sums = sums_unless_dropped(fed, ledger, msg, specs, recover=cfg.privacy == "dp")
+        if sums is None:
+            raise SetUpDropped("a client dropped in the bootstrap round")
+        counts = sums["tree_class_counts"]
         if cfg.privacy == "secure":
             check_pooled_bootstrap(counts, sizes)
         elif "dp" in ctx:  # a row's class in each output's block, per tree

@@ -74,13 +74,19 @@ def _plain(value: Any) -> Any:
 
 
 def settings_digest(
-    cfg: GrowerConfig, n_samples: dict[str, int], draws: dict[str, int], n_features: int
+    cfg: GrowerConfig,
+    n_samples: dict[str, int],
+    draws: dict[str, int],
+    n_features: int,
+    dropped: list[tuple[str, int]] | None = None,
 ) -> NDArray[np.uint8]:
     """SHA-256 of the resolved settings that shape a fit's releases (32 bytes).
 
     ``cfg`` is the configuration as the grower resolved it (sizes in rows, the minimum
     aggregate rows, the class sizes); ``draws`` each client's bootstrap size under
-    ``max_samples`` (missing: its ``n_samples``).
+    ``max_samples`` (missing: its ``n_samples``); ``dropped`` the clients dropped so far
+    and the rounds they failed in (``on_client_failure="drop"``; covered only when there
+    are some, so a fit without a drop keeps its digest).
     """
     fields = {
         f.name: _plain(getattr(cfg, f.name))
@@ -92,6 +98,8 @@ def settings_digest(
         for name, n in sorted(n_samples.items())
     }
     fields["features_per_node"] = resolve_max_features(cfg.max_features, n_features)
+    if dropped:
+        fields["dropped"] = [[str(name), int(r)] for name, r in dropped]
     text = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode("utf-8")
     return np.frombuffer(hashlib.sha256(_DOMAIN + text).digest(), dtype=np.uint8).copy()
 

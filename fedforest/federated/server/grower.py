@@ -5,8 +5,8 @@ and sketches for every frontier node of every tree) and one Round B (left statis
 the merged candidates), then an out-of-bag round when asked: a forest of depth M costs
 at most 2M + 2 rounds whatever its number of trees (plus, for class_weight=
 "balanced_subsample" with multi-output y or sample weights, one bootstrap round per
-batch: bootstrap.py). The
-grower never sees a row.
+batch: bootstrap.py; under "secure", a drop in a batch's set-up sends that round again
+instead of a recovery round: batch_setup.py). The grower never sees a row.
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ from ..protocol import (
     expand_candidates,
 )
 from . import budget, monotonic, secure
+from .batch_setup import batch_digest, fit_digest, setup_header, tree_digests
 from .bootstrap import bootstrap_round
 from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
-from .digest import check_warm_digest, settings_digest
+from .digest import check_warm_digest
 from .dp_checks import clip_leaf_values
 from .draws import sample_features as _sample_features
 from .handshake import handshake
@@ -52,6 +53,7 @@ from .resolve import (
     root_constant,
 )
 from .rounds import exchange as _exchange
+from .secure_sums import SetUpDropped
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
 from .weights import set_up_class_weights, weigh, weigh_level
 
@@ -170,58 +172,6 @@ class _Frontier:
         off = np.zeros(n_trees + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.tree, minlength=n_trees), out=off[1:])
         return off
-
-
-def _setup_header(
-    cfg: GrowerConfig, schema: dict[str, Any], first: int, n_trees: int
-) -> dict[str, Any]:
-    return {
-        "classes": schema["classes"],
-        "first_tree": first,
-        "n_trees": n_trees,
-        "seed": cfg.seed,
-        "bootstrap": cfg.bootstrap,
-        "draws": schema["draws"],
-        "n_bins": cfg.n_bins,
-        "binning": cfg.binning,
-        "local_candidates": cfg.uses_local_candidates,
-        "min_samples_leaf": cfg.min_samples_leaf,
-        "clients": schema["clients"],
-        "categories": schema["categories"],
-        "split_rule": cfg.split_rule,
-        "top_l": cfg.top_l,
-        "criterion": cfg.criterion,
-        "privacy": cfg.privacy,
-        "weighted": schema["weighted"],
-        **({"class_weights": schema["class_weights"]} if "class_weights" in schema else {}),
-        **_secure_setup(schema),
-        **_client_sample(cfg, len(schema["clients"]), first, n_trees),
-    }
-
-
-def _secure_setup(schema: dict[str, Any]) -> dict[str, Any]:
-    """Under "secure": the pooled standardisation of the targets the clients apply."""
-    state = schema.get("secure")
-    if state is None:
-        return {}
-    center, scale = state.y_center, state.y_scale  # floats, or per output (as lists)
-    return {"y_center": np.asarray(center).tolist(), "y_scale": np.asarray(scale).tolist()}
-
-
-def _client_sample(cfg: GrowerConfig, n_clients: int, first: int, n_trees: int) -> dict[str, Any]:
-    """Client subsampling: per tree, the clients (canonical indices) that take part.
-
-    Drawn on the server from (seed, tree): the same for any transport or client order. The
-    other clients give that tree zero weight.
-    """
-    if cfg.client_fraction >= 1.0:
-        return {}
-    m = max(1, int(round(cfg.client_fraction * n_clients)))
-    chosen = [
-        sorted(np.random.default_rng([cfg.seed, t, 2]).choice(n_clients, m, replace=False).tolist())
-        for t in range(first, first + n_trees)
-    ]
-    return {"tree_clients": chosen}
 
 
 def _round_a(
@@ -666,6 +616,7 @@ def grow_forest(
         fed = DropFailedClients(fed)
     ledger = CommunicationLedger()
     schema = handshake(fed, cfg, ledger)
+    first_sum = ledger.rounds  # the first masked round (batch_setup.batch_digest)
     cfg = resolve_sizes(cfg, sum(schema["n_samples"].values()))
     schema["draws"] = bootstrap_draws(cfg, schema["n_samples"])
     if cfg.privacy != "none":
@@ -714,10 +665,10 @@ def grow_forest(
             fed, ledger, cfg, schema, schema["public_keys"], ctx["n_categories"], guides
         )
         # The settings digest each client binds its bootstrap to (digest.py), over the
-        # clients still present.
-        live = {n: k for n, k in schema["n_samples"].items() if n in fed.client_names}
-        ctx[SETTINGS_DIGEST] = settings_digest(cfg, live, schema["draws"], d)
+        # clients still present (and the drops so far: batch_setup.py).
+        ctx[SETTINGS_DIGEST] = batch_digest(cfg, schema, fed, d, first_sum)
         check_warm_digest(cfg, ctx[SETTINGS_DIGEST])
+        ctx["prior_digest"] = ctx[SETTINGS_DIGEST]  # a warm start's earlier trees' (checked)
     cfg = set_up_class_weights(cfg, schema, ctx)  # once the class counts are known
     ctx["root_constant"] = root_constant(schema, ctx)
     start = cfg.first_tree
@@ -727,25 +678,33 @@ def grow_forest(
     with progress_bar(
         total=n_levels or None, desc="levels", unit="level", disable=cfg.verbose <= 0
     ) as bar:
+        batches: list[tuple[int, NDArray[np.uint8]]] = []  # each batch's first tree, digest
         for first in range(start, cfg.n_estimators, batch):
             # Trees of a batch grow together; batches one after another bound the clients'
             # per-row state. Seeds use global tree indices: the forest is the same.
             last = min(first + batch, cfg.n_estimators)
-            sub = {
-                **ctx,
-                "rngs": ctx["rngs"][first:last],
-                "importances": ctx["importances"][first:last],
-                "first_tree": first,
-            }
-            _grow_batch(
-                fed,
-                cfg,
-                ledger,
-                builders[first - start : last - start],
-                _setup_header(cfg, schema, first, last - first),
-                sub,
-                bar,
-            )
+            while True:  # "secure": a drop in the set-up sets the batch up again
+                if SETTINGS_DIGEST in ctx:  # over the clients present, the drops so far
+                    ctx[SETTINGS_DIGEST] = batch_digest(cfg, schema, fed, d, first_sum)
+                sub = {
+                    **ctx,
+                    "rngs": ctx["rngs"][first:last],
+                    "importances": ctx["importances"][first:last],
+                    "first_tree": first,
+                }
+                header = setup_header(cfg, schema, first, last - first)
+                try:
+                    _grow_batch(
+                        fed, cfg, ledger, builders[first - start : last - start], header, sub, bar
+                    )
+                    break
+                except SetUpDropped:  # nothing grown yet: the batch from scratch
+                    builders[first - start : last - start] = [_TreeBuilder() for _ in sub["rngs"]]
+                    ctx["rngs"][first:last] = [
+                        np.random.default_rng([cfg.seed, t, 1]) for t in range(first, last)
+                    ]
+            if SETTINGS_DIGEST in ctx:
+                batches.append((first, ctx[SETTINGS_DIGEST]))
     trees = [b.finish(cfg.task, cfg.criterion, cfg.class_sizes) for b in builders]
     if ctx["monotonic"] is not None:  # scikit-learn's clip_node_value, at every node
         trees = [
@@ -767,11 +726,13 @@ def grow_forest(
         clients=schema["clients"],
         categories=schema["categories"],
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
-        settings_digest=ctx[SETTINGS_DIGEST].tobytes().hex() if SETTINGS_DIGEST in ctx else None,
+        settings_digest=fit_digest(batches, ctx.get(SETTINGS_DIGEST)),
         guides=secure.guides_pool(ctx.get("secure")),
     )
     if cfg.oob_score:
-        oob_round(fed, ledger, (prior or []) + trees, cfg, result, ctx["records"], ctx.get("dp"))
+        scored = (prior or []) + trees  # each tree's digest, where batches had several
+        digests = tree_digests(batches, start, len(scored), ctx.get("prior_digest"))
+        oob_round(fed, ledger, scored, cfg, result, ctx["records"], ctx.get("dp"), digests)
         if "dp" in ctx:
             budget.release_oob(cfg, schema, ctx)
     else:

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from ...tree.arrays import Tree, pack_forest, pack_sets
 from ..federation import Federation
 from ..privacy.dp import DpPlan
-from ..protocol import OOB, CommunicationLedger, Message, expect_array
+from ..protocol import OOB, TREE_DIGEST, CommunicationLedger, Message, expect_array
 from . import secure
 from .checks import ClientRecords
 from .config import ForestResult, GrowerConfig
@@ -92,10 +92,13 @@ def oob_round(
     result: ForestResult,
     records: ClientRecords,
     plan: DpPlan | None = None,
+    digests: NDArray[np.uint8] | None = None,
 ) -> None:
     """Clients score their own rows with the trees that did not draw them; sums come back.
 
     ``plan``: under "dp", the fit's noise, against which the noisy sums are checked.
+    ``digests``: per tree, the settings digest its bootstrap was bound to, when a drop
+    gave the batches several (``batch_setup.tree_digests``; sent as ``tree_digest``).
     """
     feature, threshold, left, right, value, offsets = pack_forest(trees)
     set_off, set_code, set_side, weight, missing_left = pack_sets(trees)
@@ -117,6 +120,7 @@ def oob_round(
             "set_side": set_side,
             "weight": weight,
             "missing_left": missing_left,
+            **({TREE_DIGEST: digests} if digests is not None else {}),
         },
     )
     width = oob_width(cfg.task, int(value.shape[1]))

@@ -17,7 +17,8 @@ Rounds, as under ``"none"`` but with masked answers (:mod:`..privacy.secagg`):
 A client that fails a round under ``on_client_failure="drop"`` is removed from the sum by
 a recovery round in which the survivors send the masks they shared with it for that round;
 not in a Round B or a Round A below the roots, whose survivors' sums may cover fewer than
-``m`` rows: that level's nodes then stay leaves.
+``m`` rows (that level's nodes then stay leaves), nor in the roots' Round A, which the
+grower sends again under the survivors' digest (:mod:`.batch_setup`).
 What the server keeps between levels, and the node grids it places from it, are in
 :mod:`.secure_grids`.
 """
@@ -82,7 +83,7 @@ from .secure_grids import (  # the state between levels (the grower calls it thr
     offsets,
     ranges,
 )
-from .secure_sums import secure_exchange, sums_unless_dropped
+from .secure_sums import SetUpDropped, secure_exchange, sums_unless_dropped
 from .sparse_columns import known_enough
 from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
 from .target_scale import moment_scale as _moment_scale
@@ -414,10 +415,13 @@ def round_a(
             "hist": hist_spec(grid_off, half, packed, bits),
         },
         effective_n_jobs(cfg.n_jobs),
-        # Roots, and noisy sums, are recovered after a drop; below them a node's survivors'
-        # rows may number 1 to m - 1: nothing is released, no node splits (privacy.md).
-        recover=ctx["secure_slots"][2] == 0 or cfg.privacy == "dp",
+        # Noisy sums are recovered after a drop; below the roots a node's survivors' rows
+        # may number 1 to m - 1: nothing is released, no node splits; at the roots, sums
+        # under the full set's bootstraps: the batch is set up again (privacy.md, "Drops").
+        recover=cfg.privacy == "dp",
     )
+    if sums is None and ctx["secure_slots"][2] == 0:
+        raise SetUpDropped("a client dropped in the roots' Round A")
     if sums is None:  # zero weight: the nodes keep the statistics their parents gave
         zero = np.zeros((n_slots, ctx["n_stats"]))
         return LevelA(zero, grid_off, grid, np.zeros((grid.size, 2)), bool(rows_hist(ctx)))

@@ -4,8 +4,9 @@
 arrays it should (uint64, the expected shapes), adds them up mod 2^64 and decodes the
 sums (fixed point, or the raw words of packed counts); a client that failed is removed
 from the sums by a recovery round in which the survivors send the masks they shared with
-it (:func:`..privacy.secagg.correction`). Moved out of :mod:`.secure` (which re-exports
-it) to keep that module under the size limit.
+it (:func:`..privacy.secagg.correction`), or not (:func:`sums_unless_dropped`; in a
+batch's set-up the grower then sets the batch up again, :class:`SetUpDropped`). Moved
+out of :mod:`.secure` (which re-exports it) to keep that module under the size limit.
 """
 
 from __future__ import annotations
@@ -21,7 +22,16 @@ from ..protocol import RECOVER, CommunicationLedger, Message
 from .envelope import masked_arrays
 from .rounds import exchange
 
-__all__ = ["secure_exchange", "sums_unless_dropped"]
+__all__ = ["SetUpDropped", "secure_exchange", "sums_unless_dropped"]
+
+
+class SetUpDropped(Exception):
+    """A client dropped in a batch's set-up under ``"secure"``: set the batch up again.
+
+    The round is not recovered: its survivors' sums run over rows the full set's digest
+    drew (``batch_setup.py``). The grower catches it and sets the batch up again from
+    scratch, under the survivors' digest.
+    """
 
 
 def secure_exchange(
