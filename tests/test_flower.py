@@ -956,8 +956,9 @@ def test_flower_deployment_survives_or_reports_a_killed_supernode(
     deploy: Callable[[bool], Deployment], policy: str, kill_at: int, kind: str
 ) -> None:
     """Under privacy="secure" (the default) rounds 1-2 are the grid rounds, 3-4 the root's
-    Round A and B, round 5 Round A of level 1: a drop there is removed from the masked sums
-    by the survivors (a recovery round), and the forest equals the local transport's."""
+    Round A and B, round 5 Round A of level 1: the survivors' masks there cannot be removed
+    without reading sums below the roots, so that level's nodes stay leaves and the fit goes
+    on without the client; the forest equals the local transport's with the same drop."""
     dep = deploy(False)
     run = dep.run_app(
         _run_config(dep, **{"on-client-failure": policy, "round-timeout": scaled(45.0)})
