@@ -359,3 +359,26 @@ def test_no_two_edges_a_word_under_class_weight(monkeypatch) -> None:
         ).fit(X, y, client_ids=rng.integers(0, 3, n))
         halves = [r for r in seen if r.kind == ROUND_A and "hist_half" in r.arrays]
         assert bool(halves) == expect, class_weight
+
+
+def test_threads_code_and_unpack_the_same(monkeypatch) -> None:
+    """Ranges of pairs in threads: the same wire arrays, grid and unpacked counts as one."""
+    rng = np.random.default_rng(8)
+    grid, off, feat, exact, lat = _grids(rng, n_pairs=300)
+    grid[off[20]] = np.nan  # a pair sent exact, inside some range
+    lat[1] = [np.inf, 1.0]  # a feature without a lattice
+    monkeypatch.setattr(grid_wire, "PARALLEL_EDGES", 10)
+    one, decoded = encode_grid(grid, off, feat, exact, lat, 1)
+    for n in (2, 3, 7):
+        arrays, got = encode_grid(grid, off, feat, exact, lat, n)
+        assert arrays.keys() == one.keys()
+        for key, value in one.items():
+            assert arrays[key].dtype == value.dtype
+            np.testing.assert_array_equal(_bits(arrays[key]), _bits(value), err_msg=key)
+        np.testing.assert_array_equal(_bits(got), _bits(decoded))
+    assert one["grid_code"].size > 0.5 * grid.size and one["grid_value"].size > 0
+    half = rng.random(off.size - 1) < 0.5
+    total = rng.integers(0, 2**63, grid_wire.n_hist_words(off, half), dtype=np.uint64)
+    want = grid_wire.unpack_hist(total, off, half, 1)
+    for n in (2, 5):
+        np.testing.assert_array_equal(grid_wire.unpack_hist(total, off, half, n), want)
