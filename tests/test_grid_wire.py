@@ -382,3 +382,28 @@ def test_threads_code_and_unpack_the_same(monkeypatch) -> None:
     want = grid_wire.unpack_hist(total, off, half, 1)
     for n in (2, 5):
         np.testing.assert_array_equal(grid_wire.unpack_hist(total, off, half, n), want)
+
+
+def test_half_words_in_place_are_the_same_words() -> None:
+    """Packed where they are (a view of the client's own array): the same words as a copy."""
+    rng = np.random.default_rng(9)
+    sizes = rng.integers(0, 12, 200)
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    half = rng.random(sizes.size) < 0.7
+    words = rng.integers(0, 2**16, off[-1]).astype(np.uint64)
+    words |= rng.integers(0, 2**16, off[-1]).astype(np.uint64) << np.uint64(32)
+    words[~np.repeat(half, sizes)] |= np.uint64(1 << 40)  # whole words where not shared
+    want = grid_wire.half_words(words.reshape(-1, 1), off, half, "c")
+    mine = words.reshape(-1, 1).copy()
+    got = grid_wire.half_words(mine, off, half, "c", in_place=True)
+    np.testing.assert_array_equal(got, want)
+    assert np.shares_memory(got, mine) and got.size < mine.size
+    for kernel in (grid_wire.half_pack, grid_wire.half_pack_numpy):  # out aliasing words
+        w = words.copy()
+        assert kernel(w, off, half, w[: want.size])
+        np.testing.assert_array_equal(w[: want.size], want.ravel())
+    frozen = words.reshape(-1, 1).copy()
+    frozen.flags.writeable = False  # not its own to write: a new array
+    got = grid_wire.half_words(frozen, off, half, "c", in_place=True)
+    np.testing.assert_array_equal(got, want)
+    assert not np.shares_memory(got, frozen)

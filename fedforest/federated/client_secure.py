@@ -438,7 +438,7 @@ class SecureParty:
             hist = self._packed(msg, cum, bits[:2])
         half = half_of(msg, n_pairs, self.client.name)  # small nodes: two edges to a word
         if half is not None:
-            hist = half_words(hist, grid_off, half, self.client.name)
+            hist = half_words(hist, grid_off, half, self.client.name, in_place=True)
         arrays = {"summary": to_fixed(summary, bits), "hist": hist}
         return self._masked(msg, ROUND_A, arrays)
 

@@ -478,14 +478,23 @@ def hist_spec(
 
 
 def half_words(
-    words: NDArray[np.uint64], grid_off: NDArray[np.int64], half: NDArray[np.bool_], client: str
+    words: NDArray[np.uint64],
+    grid_off: NDArray[np.int64],
+    half: NDArray[np.bool_],
+    client: str,
+    in_place: bool = False,
 ) -> NDArray[np.uint64]:
     """A client's Round A words (``rows + 2^32 weight`` per edge), two edges to a word.
 
     So where ``half``: its own counts must then be below 2^16 (refused otherwise).
+    ``in_place``: ``words`` (made for this answer alone, C-contiguous ``uint64``) is
+    packed where it is, the result a view of its first words (no answer-long array
+    allocated and faulted in per client and level); else into a new array.
     """
     w = np.ascontiguousarray(words, dtype=np.uint64).reshape(-1)
-    out = np.empty(n_hist_words(grid_off, half), dtype=np.uint64)
+    n_words = n_hist_words(grid_off, half)
+    mine = in_place and w.flags.writeable  # a copy made here is this call's own too
+    out = w[:n_words] if mine else np.empty(n_words, dtype=np.uint64)
     if not half_pack(w, grid_off.astype(np.int64), half.astype(np.bool_), out):
         raise ValueError(
             f"Client {client!r}: hist_half from the server puts two edges in a word at a node "
@@ -539,8 +548,10 @@ def half_pack(words, grid_off, half, out):  # type: ignore[no-untyped-def]
 
     ``words`` holds ``rows + 2^32 weight`` per edge; a ``half`` pair's edges ``2j`` and
     ``2j + 1`` become ``c_2j + 2^32 c_2j+1``, ``c = rows + 2^16 weight``. Returns False if
-    such an edge's rows or weight do not fit 16 bits (``out`` is then not all written).
-    One branch per pair; the edges in straight loops.
+    such an edge's rows or weight do not fit 16 bits (``out`` then holds no answer).
+    One branch per pair; the edges in straight loops. ``out`` may be ``words[:out.size]``
+    (packing in place): each word is written after the edges it is made of were read,
+    and at or before the first of them.
     """
     k = 0
     bad = np.uint64(0)  # the bits of the shared words' counts above 16 bits, OR-ed
