@@ -407,3 +407,24 @@ def test_half_words_in_place_are_the_same_words() -> None:
     got = grid_wire.half_words(frozen, off, half, "c", in_place=True)
     np.testing.assert_array_equal(got, want)
     assert not np.shares_memory(got, frozen)
+
+
+def test_grids_decode_into_the_level_befores_memory() -> None:
+    """A client's grid goes into the memory of its previous one when that has room."""
+    rng = np.random.default_rng(10)
+    grid, off, feat, exact, lat = _grids(rng, n_pairs=50)
+    arrays, decoded = encode_grid(grid, off, feat, exact, lat)
+    msg = _request(arrays, off, feat)
+    first = decode_grid(msg, off, feat, "c")
+    assert first.base is not None and first.base.size == grid_wire.GRID_ROOM * grid.size
+    first[:] = -1.0  # the level before's values: all overwritten
+    again = decode_grid(msg, off, feat, "c", first)
+    assert np.shares_memory(again, first)
+    np.testing.assert_array_equal(_bits(again), _bits(decoded))
+    small = np.zeros(3)  # too small: a new array
+    fresh = decode_grid(msg, off, feat, "c", small)
+    assert not np.shares_memory(fresh, small)
+    np.testing.assert_array_equal(_bits(fresh), _bits(decoded))
+    frozen = np.zeros(grid.size)
+    frozen.flags.writeable = False  # not its own to write
+    assert not np.shares_memory(decode_grid(msg, off, feat, "c", frozen), frozen)

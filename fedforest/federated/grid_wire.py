@@ -45,6 +45,7 @@ from .protocol import Message, expect_array
 from .threads import thread_map, work_ranges
 
 __all__ = [
+    "GRID_ROOM",
     "HALF_LIMIT",
     "LATTICE_STEPS",
     "MOVE_SHARE",
@@ -54,6 +55,7 @@ __all__ = [
     "decode_grid",
     "decode_lattice",
     "decode_lattice_numpy",
+    "grid_space",
     "encode_grid",
     "encode_lattice",
     "encode_lattice_numpy",
@@ -290,9 +292,17 @@ def encode_lattice_numpy(
 
 
 def decode_grid(
-    msg: Message, grid_off: NDArray[np.int64], pair_feat: NDArray[Any], client: str
+    msg: Message,
+    grid_off: NDArray[np.int64],
+    pair_feat: NDArray[Any],
+    client: str,
+    previous: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
-    """The grid of :func:`encode_grid`'s arrays, every one checked (from the server)."""
+    """The grid of :func:`encode_grid`'s arrays, every one checked (from the server).
+
+    ``previous``: the client's grid of the level before, no longer read; the grid is
+    decoded into its memory (:func:`grid_space`).
+    """
     n = int(grid_off[-1])
     bits = expect_array(msg, "grid_exact", "u", ((n + 7) // 8,), "server")
     if bits.dtype != np.uint8:
@@ -309,7 +319,7 @@ def decode_grid(
             f"Client {client!r}: grid_code from the server holds a code above {LATTICE_STEPS}."
         )
     a, b, valid = _lattice(expect_array(msg, "grid_span", "f", (None, 2), "server"))
-    out = np.empty(n)
+    out = grid_space(previous, n)
     if not decode_lattice(
         bits, values.astype(np.float64, copy=False), codes.astype(np.uint32, copy=False),
         a, b, valid, np.asarray(pair_feat, dtype=np.int64), grid_off.astype(np.int64), out,
@@ -319,6 +329,35 @@ def decode_grid(
             "not a finite, increasing lattice."
         )
     return out
+
+
+#: A grid's memory, when it is made anew, holds this many times its edges (:func:`grid_space`).
+GRID_ROOM = 4
+
+
+def grid_space(previous: NDArray[np.float64] | None, n: int) -> NDArray[np.float64]:
+    """Memory for ``n`` float64 edges, in ``previous``'s array when it has room.
+
+    The first ``n`` of the array that ``previous`` views, when it holds that many;
+    else the first ``n`` of a new array with room for ``GRID_ROOM * n``.
+    A client's grids grow level by level (about 1.5 to 2 times); each new array is
+    allocated and its pages faulted in as it is first written, which cost more CPU than
+    the decoding (numpy asks for huge pages from 4 MB). With room to grow, a fit's grids
+    fault in a few arrays' pages, not every level's (untouched room costs no memory).
+    """
+    base = previous
+    while base is not None and isinstance(base.base, np.ndarray):
+        base = base.base
+    if (
+        base is not None
+        and base.dtype == np.float64
+        and base.ndim == 1
+        and base.flags.c_contiguous
+        and base.flags.writeable
+        and base.size >= n
+    ):
+        return base[:n]
+    return np.empty(GRID_ROOM * n)[:n]
 
 
 @numba.njit(nogil=True, cache=True)
