@@ -359,3 +359,72 @@ def test_no_two_edges_a_word_under_class_weight(monkeypatch) -> None:
         ).fit(X, y, client_ids=rng.integers(0, 3, n))
         halves = [r for r in seen if r.kind == ROUND_A and "hist_half" in r.arrays]
         assert bool(halves) == expect, class_weight
+
+
+def test_threads_code_and_unpack_the_same(monkeypatch) -> None:
+    """Ranges of pairs in threads: the same wire arrays, grid and unpacked counts as one."""
+    rng = np.random.default_rng(8)
+    grid, off, feat, exact, lat = _grids(rng, n_pairs=300)
+    grid[off[20]] = np.nan  # a pair sent exact, inside some range
+    lat[1] = [np.inf, 1.0]  # a feature without a lattice
+    monkeypatch.setattr(grid_wire, "PARALLEL_EDGES", 10)
+    one, decoded = encode_grid(grid, off, feat, exact, lat, 1)
+    for n in (2, 3, 7):
+        arrays, got = encode_grid(grid, off, feat, exact, lat, n)
+        assert arrays.keys() == one.keys()
+        for key, value in one.items():
+            assert arrays[key].dtype == value.dtype
+            np.testing.assert_array_equal(_bits(arrays[key]), _bits(value), err_msg=key)
+        np.testing.assert_array_equal(_bits(got), _bits(decoded))
+    assert one["grid_code"].size > 0.5 * grid.size and one["grid_value"].size > 0
+    half = rng.random(off.size - 1) < 0.5
+    total = rng.integers(0, 2**63, grid_wire.n_hist_words(off, half), dtype=np.uint64)
+    want = grid_wire.unpack_hist(total, off, half, 1)
+    for n in (2, 5):
+        np.testing.assert_array_equal(grid_wire.unpack_hist(total, off, half, n), want)
+
+
+def test_half_words_in_place_are_the_same_words() -> None:
+    """Packed where they are (a view of the client's own array): the same words as a copy."""
+    rng = np.random.default_rng(9)
+    sizes = rng.integers(0, 12, 200)
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    half = rng.random(sizes.size) < 0.7
+    words = rng.integers(0, 2**16, off[-1]).astype(np.uint64)
+    words |= rng.integers(0, 2**16, off[-1]).astype(np.uint64) << np.uint64(32)
+    words[~np.repeat(half, sizes)] |= np.uint64(1 << 40)  # whole words where not shared
+    want = grid_wire.half_words(words.reshape(-1, 1), off, half, "c")
+    mine = words.reshape(-1, 1).copy()
+    got = grid_wire.half_words(mine, off, half, "c", in_place=True)
+    np.testing.assert_array_equal(got, want)
+    assert np.shares_memory(got, mine) and got.size < mine.size
+    for kernel in (grid_wire.half_pack, grid_wire.half_pack_numpy):  # out aliasing words
+        w = words.copy()
+        assert kernel(w, off, half, w[: want.size])
+        np.testing.assert_array_equal(w[: want.size], want.ravel())
+    frozen = words.reshape(-1, 1).copy()
+    frozen.flags.writeable = False  # not its own to write: a new array
+    got = grid_wire.half_words(frozen, off, half, "c", in_place=True)
+    np.testing.assert_array_equal(got, want)
+    assert not np.shares_memory(got, frozen)
+
+
+def test_grids_decode_into_the_level_befores_memory() -> None:
+    """A client's grid goes into the memory of its previous one when that has room."""
+    rng = np.random.default_rng(10)
+    grid, off, feat, exact, lat = _grids(rng, n_pairs=50)
+    arrays, decoded = encode_grid(grid, off, feat, exact, lat)
+    msg = _request(arrays, off, feat)
+    first = decode_grid(msg, off, feat, "c")
+    assert first.base is not None and first.base.size == grid_wire.GRID_ROOM * grid.size
+    first[:] = -1.0  # the level before's values: all overwritten
+    again = decode_grid(msg, off, feat, "c", first)
+    assert np.shares_memory(again, first)
+    np.testing.assert_array_equal(_bits(again), _bits(decoded))
+    small = np.zeros(3)  # too small: a new array
+    fresh = decode_grid(msg, off, feat, "c", small)
+    assert not np.shares_memory(fresh, small)
+    np.testing.assert_array_equal(_bits(fresh), _bits(decoded))
+    frozen = np.zeros(grid.size)
+    frozen.flags.writeable = False  # not its own to write
+    assert not np.shares_memory(decode_grid(msg, off, feat, "c", frozen), frozen)

@@ -443,8 +443,9 @@ class SecureParty:
         n_pairs = int(fit.pair_off[-1])
         grid_off = expect_array(msg, "grid_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         _check_offsets(grid_off, "grid_off", self.client.name)
-        # The grids as the server counts on them, kept: Round B's candidates index them.
-        grid = decode_grid(msg, grid_off, fit.pair_feat, self.client.name)
+        # The grids as the server counts on them, kept: Round B's candidates index them
+        # (in the memory of the level before's, whose Round B is done).
+        grid = decode_grid(msg, grid_off, fit.pair_feat, self.client.name, fit.level_grid)
         fit.level_grid_off, fit.level_grid = grid_off, grid
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         hist = self._words_at(msg, fit, grid_off, grid, bits[:2])  # the words directly
@@ -459,7 +460,7 @@ class SecureParty:
             hist = self._packed(msg, cum, bits[:2])
         half = half_of(msg, n_pairs, self.client.name)  # small nodes: two edges to a word
         if half is not None:
-            hist = half_words(hist, grid_off, half, self.client.name)
+            hist = half_words(hist, grid_off, half, self.client.name, in_place=True)
         arrays = {"summary": to_fixed(summary, bits), "hist": hist}
         return self._masked(msg, ROUND_A, arrays)
 

@@ -42,16 +42,20 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .protocol import Message, expect_array
+from .threads import thread_map, work_ranges
 
 __all__ = [
+    "GRID_ROOM",
     "HALF_LIMIT",
     "LATTICE_STEPS",
     "MOVE_SHARE",
+    "PARALLEL_EDGES",
     "candidate_arrays",
     "decode_candidates",
     "decode_grid",
     "decode_lattice",
     "decode_lattice_numpy",
+    "grid_space",
     "encode_grid",
     "encode_lattice",
     "encode_lattice_numpy",
@@ -73,6 +77,8 @@ __all__ = [
 LATTICE_STEPS = 2**32 - 1
 #: Snapping may move an edge by at most this fraction of its pair's smallest gap.
 MOVE_SHARE = 16
+#: The server codes grids and decodes counts in threads from this many edges on.
+PARALLEL_EDGES = 1 << 18
 
 
 def _owner(off: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -101,6 +107,7 @@ def encode_grid(
     pair_feat: NDArray[Any],
     exact: NDArray[np.bool_],
     lattice: NDArray[np.float64],
+    n_threads: int = 1,
 ) -> tuple[dict[str, NDArray[Any]], NDArray[np.float64]]:
     """Round A's grid as it travels, and the grid the client rebuilds from it.
 
@@ -114,6 +121,9 @@ def encode_grid(
         coded only where they are lattice points, else sent as float64.
     lattice : ndarray of float64, shape (n_features, 2)
         Each feature's lattice ``a, b`` (one that is not finite and increasing: none).
+    n_threads : int
+        From :data:`PARALLEL_EDGES` edges, ranges of pairs are coded in that many threads
+        (the kernels drop the GIL): the same arrays.
 
     Returns
     -------
@@ -129,20 +139,37 @@ def encode_grid(
     off = grid_off.astype(np.int64)
     sent = np.empty(grid.size, dtype=np.bool_)
     codes = np.empty(grid.size, dtype=np.uint32)
-    n_codes = encode_lattice(grid, off, feat, exact, a, b, valid, sent, codes)
+    decoded = np.empty(grid.size)
+    n = n_threads if grid.size >= PARALLEL_EDGES else 1
+    parts = work_ranges(np.diff(off), n)
+
+    def run(part: tuple[int, int]) -> int:
+        p0, p1 = part
+        g0, g1 = int(off[p0]), int(off[p1])
+        sub, here = off[p0 : p1 + 1] - g0, slice(g0, g1)
+        n_codes = encode_lattice(
+            grid[here], sub, feat[p0:p1], exact[here], a, b, valid, sent[here], codes[here]
+        )
+        # The server counts on the client's decoding (the same kernel; the same values).
+        ok = decode_lattice(
+            np.packbits(sent[here]), grid[here][sent[here]], codes[g0 : g0 + n_codes], a, b,
+            valid, feat[p0:p1], sub, decoded[here],
+        )  # fmt: skip
+        assert ok
+        return int(n_codes)
+
+    counts = thread_map(run, parts, n)
+    starts = [int(off[p0]) for p0, _ in parts]
     arrays: dict[str, NDArray[Any]] = {
         "grid_exact": np.packbits(sent),
         "grid_value": grid[sent],
-        "grid_code": codes[:n_codes],
+        "grid_code": (
+            codes[: counts[0]]
+            if len(parts) == 1
+            else np.concatenate([codes[g : g + c] for g, c in zip(starts, counts, strict=True)])
+        ),
         "grid_span": np.asarray(lattice, dtype=np.float64),
     }
-    # The server counts on the client's decoding (the same kernel; the same values).
-    decoded = np.empty(grid.size)
-    ok = decode_lattice(
-        arrays["grid_exact"], arrays["grid_value"], arrays["grid_code"], a, b, valid,
-        np.asarray(pair_feat, dtype=np.int64), grid_off.astype(np.int64), decoded,
-    )  # fmt: skip
-    assert ok
     return arrays, decoded
 
 
@@ -161,52 +188,53 @@ def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes): 
     sent : ndarray of bool, shape (grid.size,)  # OUT
         The edges that travel as float64; the others' codes go to ``codes`` in order.
     codes : ndarray of uint32, shape (grid.size,)  # OUT
+        The first (returned) many are the codes; the rest is scratch.
 
     Returns the number of codes. A pair's free edges snap to the nearest lattice point
     unless that changes the order or the ties of its edges or moves one by more than
     ``1 / MOVE_SHARE`` of its smallest positive gap: then they all travel as float64.
+    One pass per pair computes the codes, the checks and the largest move (the move
+    check is on it: ``|move| * MOVE_SHARE > gap`` for some edge iff for the largest), a
+    second writes the codes of the edges that travel as codes, without a branch per edge.
     """
     steps = float(LATTICE_STEPS)
     n_codes = 0
-    snapped = np.empty(grid.size)
-    keys = np.empty(grid.size, dtype=np.uint32)
     for p in range(grid_off.size - 1):
         lo, hi = grid_off[p], grid_off[p + 1]
         f = pair_feat[p]
-        usable = f >= 0 and f < valid.size and valid[f]
-        smallest = np.inf
-        for i in range(lo, hi):
-            sent[i] = True
-            if i > lo and grid[i] - grid[i - 1] > 0 and grid[i] - grid[i - 1] < smallest:
-                smallest = grid[i] - grid[i - 1]
-        if not usable:
-            continue
-        fa, fb = a[f], b[f]
-        for i in range(lo, hi):
-            x = (grid[i] - fa) / (fb - fa) * steps
-            k = 0.0 if x != x else math.floor(min(max(x, 0.0), steps) + 0.5)
-            k = min(k, steps)
-            keys[i] = np.uint32(k)
-            snapped[i] = fa + (fb - fa) * (keys[i] / steps)
-            sent[i] = exact[i] and snapped[i] != grid[i]
-        safe = True
-        for i in range(lo, hi):
-            if not exact[i] and not math.isfinite(grid[i]):
-                safe = False  # no lattice point stands for it
-            here = grid[i] if sent[i] else snapped[i]
-            if abs(here - grid[i]) * MOVE_SHARE > smallest:
-                safe = False
-            if i > lo:
-                before = grid[i - 1] if sent[i - 1] else snapped[i - 1]
-                d0, d1 = grid[i] - grid[i - 1], here - before
-                if (d0 > 0) != (d1 > 0) or (d0 < 0) != (d1 < 0) or (d0 == 0) != (d1 == 0):
-                    safe = False
-        for i in range(lo, hi):
-            if not safe and not exact[i]:
+        if not (f >= 0 and f < valid.size and valid[f]):
+            for i in range(lo, hi):
                 sent[i] = True
-            if not sent[i]:
-                codes[n_codes] = keys[i]
-                n_codes += 1
+            continue
+        fa, span = a[f], b[f] - a[f]
+        smallest = np.inf  # the smallest positive gap between the pair's edges
+        moved = 0.0  # the largest move of an edge (NaN moves compare false, as before)
+        safe = True
+        g_prev, h_prev = 0.0, 0.0
+        for i in range(lo, hi):
+            g = grid[i]
+            x = (g - fa) / span * steps
+            k = 0.0 if x != x else math.floor(min(max(x, 0.0), steps) + 0.5)
+            key = np.uint32(min(k, steps))
+            snapped = fa + span * (key / steps)
+            out = exact[i] and snapped != g
+            sent[i] = out
+            codes[i] = key  # at or after the codes written so far: moved down in pass two
+            here = g if out else snapped
+            safe &= exact[i] or math.isfinite(g)  # no lattice point stands for it
+            step = abs(here - g)
+            moved = step if step > moved else moved
+            if i > lo:
+                d0, d1 = g - g_prev, here - h_prev
+                smallest = d0 if 0 < d0 < smallest else smallest
+                safe &= (d0 > 0) == (d1 > 0) and (d0 < 0) == (d1 < 0) and (d0 == 0) == (d1 == 0)
+            g_prev, h_prev = g, here
+        safe &= not moved * MOVE_SHARE > smallest
+        for i in range(lo, hi):
+            out = sent[i] or not (safe or exact[i])
+            sent[i] = out
+            codes[n_codes] = codes[i]  # n_codes <= i: a code not yet moved is never overwritten
+            n_codes += not out
     return n_codes
 
 
@@ -264,9 +292,17 @@ def encode_lattice_numpy(
 
 
 def decode_grid(
-    msg: Message, grid_off: NDArray[np.int64], pair_feat: NDArray[Any], client: str
+    msg: Message,
+    grid_off: NDArray[np.int64],
+    pair_feat: NDArray[Any],
+    client: str,
+    previous: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
-    """The grid of :func:`encode_grid`'s arrays, every one checked (from the server)."""
+    """The grid of :func:`encode_grid`'s arrays, every one checked (from the server).
+
+    ``previous``: the client's grid of the level before, no longer read; the grid is
+    decoded into its memory (:func:`grid_space`).
+    """
     n = int(grid_off[-1])
     bits = expect_array(msg, "grid_exact", "u", ((n + 7) // 8,), "server")
     if bits.dtype != np.uint8:
@@ -283,7 +319,7 @@ def decode_grid(
             f"Client {client!r}: grid_code from the server holds a code above {LATTICE_STEPS}."
         )
     a, b, valid = _lattice(expect_array(msg, "grid_span", "f", (None, 2), "server"))
-    out = np.empty(n)
+    out = grid_space(previous, n)
     if not decode_lattice(
         bits, values.astype(np.float64, copy=False), codes.astype(np.uint32, copy=False),
         a, b, valid, np.asarray(pair_feat, dtype=np.int64), grid_off.astype(np.int64), out,
@@ -293,6 +329,35 @@ def decode_grid(
             "not a finite, increasing lattice."
         )
     return out
+
+
+#: A grid's memory, when it is made anew, holds this many times its edges (:func:`grid_space`).
+GRID_ROOM = 4
+
+
+def grid_space(previous: NDArray[np.float64] | None, n: int) -> NDArray[np.float64]:
+    """Memory for ``n`` float64 edges, in ``previous``'s array when it has room.
+
+    The first ``n`` of the array that ``previous`` views, when it holds that many;
+    else the first ``n`` of a new array with room for ``GRID_ROOM * n``.
+    A client's grids grow level by level (about 1.5 to 2 times); each new array is
+    allocated and its pages faulted in as it is first written, which cost more CPU than
+    the decoding (numpy asks for huge pages from 4 MB). With room to grow, a fit's grids
+    fault in a few arrays' pages, not every level's (untouched room costs no memory).
+    """
+    base = previous
+    while base is not None and isinstance(base.base, np.ndarray):
+        base = base.base
+    if (
+        base is not None
+        and base.dtype == np.float64
+        and base.ndim == 1
+        and base.flags.c_contiguous
+        and base.flags.writeable
+        and base.size >= n
+    ):
+        return base[:n]
+    return np.empty(GRID_ROOM * n)[:n]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -452,14 +517,23 @@ def hist_spec(
 
 
 def half_words(
-    words: NDArray[np.uint64], grid_off: NDArray[np.int64], half: NDArray[np.bool_], client: str
+    words: NDArray[np.uint64],
+    grid_off: NDArray[np.int64],
+    half: NDArray[np.bool_],
+    client: str,
+    in_place: bool = False,
 ) -> NDArray[np.uint64]:
     """A client's Round A words (``rows + 2^32 weight`` per edge), two edges to a word.
 
     So where ``half``: its own counts must then be below 2^16 (refused otherwise).
+    ``in_place``: ``words`` (made for this answer alone, C-contiguous ``uint64``) is
+    packed where it is, the result a view of its first words (no answer-long array
+    allocated and faulted in per client and level); else into a new array.
     """
     w = np.ascontiguousarray(words, dtype=np.uint64).reshape(-1)
-    out = np.empty(n_hist_words(grid_off, half), dtype=np.uint64)
+    n_words = n_hist_words(grid_off, half)
+    mine = in_place and w.flags.writeable  # a copy made here is this call's own too
+    out = w[:n_words] if mine else np.empty(n_words, dtype=np.uint64)
     if not half_pack(w, grid_off.astype(np.int64), half.astype(np.bool_), out):
         raise ValueError(
             f"Client {client!r}: hist_half from the server puts two edges in a word at a node "
@@ -469,15 +543,30 @@ def half_words(
 
 
 def unpack_hist(
-    total: NDArray[np.uint64], grid_off: NDArray[np.int64], half: NDArray[np.bool_]
+    total: NDArray[np.uint64],
+    grid_off: NDArray[np.int64],
+    half: NDArray[np.bool_],
+    n_threads: int = 1,
 ) -> NDArray[np.float64]:
     """Server: the pooled rows and weight at every edge, shape (n_edges, 2).
 
-    From the sum over the clients of :func:`half_words`' words.
+    From the sum over the clients of :func:`half_words`' words; from
+    :data:`PARALLEL_EDGES` edges in ``n_threads`` threads (ranges of pairs).
     """
     out = np.empty((int(grid_off[-1]), 2))
     t = np.ascontiguousarray(total, dtype=np.uint64).reshape(-1)
-    half_unpack(t, grid_off.astype(np.int64), half.astype(np.bool_), out)
+    off, half = grid_off.astype(np.int64), half.astype(np.bool_)
+    n = n_threads if out.shape[0] >= PARALLEL_EDGES else 1
+    parts = work_ranges(np.diff(off), n)
+    w_off = np.zeros(half.size + 1, dtype=np.int64)  # each pair's first word
+    np.cumsum(np.where(half, (np.diff(off) + 1) // 2, np.diff(off)), out=w_off[1:])
+
+    def run(part: tuple[int, int]) -> None:
+        p0, p1 = part
+        g0, g1 = off[p0], off[p1]
+        half_unpack(t[w_off[p0] : w_off[p1]], off[p0 : p1 + 1] - g0, half[p0:p1], out[g0:g1])
+
+    thread_map(run, parts, n)
     return out
 
 
@@ -486,51 +575,78 @@ _SHIFT16 = np.uint64(16)
 _SHIFT32 = np.uint64(32)
 
 
+#: The bits of a ``rows + 2^32 weight`` word that must be 0 for two edges to share a word.
+_HIGH16 = np.uint64(0xFFFF0000FFFF0000)
+_MID16 = np.uint64(0xFFFF0000)
+_SHIFT48 = np.uint64(48)
+
+
 @numba.njit(nogil=True, cache=True)
 def half_pack(words, grid_off, half, out):  # type: ignore[no-untyped-def]
     """Each pair's words as they travel: two edges to a word where ``half``.
 
     ``words`` holds ``rows + 2^32 weight`` per edge; a ``half`` pair's edges ``2j`` and
     ``2j + 1`` become ``c_2j + 2^32 c_2j+1``, ``c = rows + 2^16 weight``. Returns False if
-    such an edge's rows or weight do not fit 16 bits.
+    such an edge's rows or weight do not fit 16 bits (``out`` then holds no answer).
+    One branch per pair; the edges in straight loops. ``out`` may be ``words[:out.size]``
+    (packing in place): each word is written after the edges it is made of were read,
+    and at or before the first of them.
+    """
+    k = 0
+    bad = np.uint64(0)  # the bits of the shared words' counts above 16 bits, OR-ed
+    for p in range(half.size):
+        lo, hi = grid_off[p], grid_off[p + 1]
+        if not half[p]:
+            for i in range(lo, hi):
+                out[k + i - lo] = words[i]
+            k += hi - lo
+            continue
+        n2 = (hi - lo) >> 1
+        for j in range(n2):
+            w0, w1 = words[lo + 2 * j], words[lo + 2 * j + 1]
+            bad |= (w0 | w1) & _HIGH16
+            c0 = (w0 & _LOW16) | ((w0 >> _SHIFT16) & _MID16)
+            c1 = (w1 & _LOW16) | ((w1 >> _SHIFT16) & _MID16)
+            out[k + j] = c0 | (c1 << _SHIFT32)
+        k += n2
+        if (hi - lo) & 1:  # the odd edge: a word of its own, the high half 0
+            w0 = words[hi - 1]
+            bad |= w0 & _HIGH16
+            out[k] = (w0 & _LOW16) | ((w0 >> _SHIFT16) & _MID16)
+            k += 1
+    return bad == 0
+
+
+@numba.njit(nogil=True, cache=True)
+def half_unpack(total, grid_off, half, out):  # type: ignore[no-untyped-def]
+    """Inverse of :func:`half_pack` on the summed words: ``out[i] = rows, weight``.
+
+    One branch per pair; the edges in straight loops.
     """
     k = 0
     for p in range(half.size):
         lo, hi = grid_off[p], grid_off[p + 1]
         if not half[p]:
             for i in range(lo, hi):
-                out[k] = words[i]
-                k += 1
+                t = total[k + i - lo]
+                out[i, 0] = t & _LOW32
+                out[i, 1] = t >> _SHIFT32
+            k += hi - lo
             continue
-        for i in range(lo, hi, 2):
-            word = np.uint64(0)
-            for j in range(i, min(i + 2, hi)):
-                rows, weight = words[j] & _LOW32, words[j] >> _SHIFT32
-                if rows > _LOW16 or weight > _LOW16:
-                    return False
-                word |= (rows | (weight << _SHIFT16)) << (_SHIFT32 * np.uint64(j - i))
-            out[k] = word
+        n2 = (hi - lo) >> 1
+        for j in range(n2):
+            t = total[k + j]
+            i = lo + 2 * j
+            out[i, 0] = t & _LOW16
+            out[i, 1] = (t >> _SHIFT16) & _LOW16
+            out[i + 1, 0] = (t >> _SHIFT32) & _LOW16
+            out[i + 1, 1] = t >> _SHIFT48
+        k += n2
+        if (hi - lo) & 1:  # the odd edge's word: the high half is 0 in every client's word
+            t = total[k] & _LOW32
+            out[hi - 1, 0] = t & _LOW16
+            out[hi - 1, 1] = t >> _SHIFT16
             k += 1
-    return True
-
-
-@numba.njit(nogil=True, cache=True)
-def half_unpack(total, grid_off, half, out):  # type: ignore[no-untyped-def]
-    """Inverse of :func:`half_pack` on the summed words: ``out[i] = rows, weight``."""
-    k = 0
-    for p in range(half.size):
-        lo, hi = grid_off[p], grid_off[p + 1]
-        for i in range(lo, hi):
-            if half[p]:
-                c = (total[k] >> (_SHIFT32 * np.uint64((i - lo) % 2))) & _LOW32
-                out[i, 0] = c & _LOW16
-                out[i, 1] = c >> _SHIFT16
-                if (i - lo) % 2 == 1 or i == hi - 1:
-                    k += 1
-            else:
-                out[i, 0] = total[k] & _LOW32
-                out[i, 1] = total[k] >> _SHIFT32
-                k += 1
 
 
 def _half_layout(

@@ -426,7 +426,8 @@ def round_a(
         zero = np.zeros((n_slots, ctx["n_stats"]))
         return LevelA(zero, grid_off, grid, np.zeros((grid.size, 2)), bool(rows_hist(ctx)))
     summary = sums["summary"]
-    cum = unpack_hist(sums["hist"], grid_off, half) if packed else sums["hist"]
+    n_jobs = effective_n_jobs(cfg.n_jobs)
+    cum = unpack_hist(sums["hist"], grid_off, half, n_jobs) if packed else sums["hist"]
     if cfg.privacy != "dp":
         check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
         per_pair = summary[np.repeat(np.arange(n_slots), np.diff(pair_off))][:, :2]

@@ -386,7 +386,7 @@ def node_grids(
         every[numeric] = exact
         out, out_off, exact = grid, grid_off, every
     lattice = np.column_stack([state.root_lo, state.root_hi])  # per feature (grid_wire)
-    wire, grid = encode_grid(out, out_off, pair_feat, exact, lattice)
+    wire, grid = encode_grid(out, out_off, pair_feat, exact, lattice, threads)
     return out_off, grid, wire
 
 
