@@ -9,9 +9,9 @@ run over the clients the server sampled for it). Under ``"secure"`` both are ref
 (``server/secure_checks.refuse_small_bootstraps``, ``server/secure.check_config``); with
 the refusal switched off, or under ``"none"``, the leaves give targets back exactly.
 Two fits whose federations differ by one row no longer difference into that row's target
-(secret weights in the grid round's moments of ``asinh(y)``). Strict xfails record what is
-not fixed: that row's feature values from the features' moments, and rare category levels
-sent in the handshake (docs/privacy.md, "Limits").
+and feature values (secret row weights in the grid round's moments of ``asinh(y)`` and
+``asinh(x)``). A strict xfail records what is not fixed: rare category levels sent in the
+handshake (docs/privacy.md, "Limits").
 """
 
 from __future__ import annotations
@@ -153,14 +153,14 @@ def test_fits_one_row_apart_give_no_target(monkeypatch: pytest.MonkeyPatch) -> N
     assert _one_row_apart()[1] is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the features' moments run over every row unweighted (weights cost accuracy); "
-    "docs/privacy.md, Limits",
-)
-def test_fits_one_row_apart_give_no_feature_value() -> None:
-    """The same two fits: the features' moments give the added row's every value back."""
+def test_fits_one_row_apart_give_no_feature_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same two fits: the features' moments gave the added row's every value back
+    (unweighted); the same secret row weights now weigh each row's terms there too."""
     assert _one_row_apart()[0] == 0.0
+    monkeypatch.setattr(
+        client_secure, "moment_weights", lambda secret, known: known.astype(np.float64)
+    )
+    assert _one_row_apart()[0] == 1.0
 
 
 @pytest.mark.xfail(

@@ -116,15 +116,15 @@ MOMENT_WEIGHT_SPAN = 3.0
 
 
 def moment_weights(secret: int, known: NDArray[np.bool_]) -> NDArray[np.float64]:
-    """Secret weights of the rows in the first grid round's moments of ``asinh(y)``.
+    """Secret weights of the rows in the first grid round's moments of ``asinh(x)``, ``asinh(y)``.
 
     Uniform in ``[0.5, 1.5]`` from the client's data secret, scaled per column so that the
-    known rows' weights add up to their count (the mean is the mean's estimate). The
-    moments run over every row: unweighted, two fits whose federations differ by one row
-    differenced into that row's ``asinh(y)``, its target; the secret is a hash of the
-    rows, so another row set draws independent weights and the difference is no row's.
-    The same data give the same weights (the same scale, the same forest). Not applied to
-    the features' moments: it cost accuracy there (docs/privacy.md, "Limits").
+    known rows' weights add up to their count (the mean is the mean's estimate); a row
+    weighs the same in every column before the scaling. The moments run over every row:
+    unweighted, two fits whose federations differ by one row differenced into that row's
+    ``asinh(x)`` and ``asinh(y)``, its values and target; the secret is a hash of the rows,
+    so another row set draws independent weights and the difference is no row's. The same
+    data give the same weights (the same grids and scale, the same forest).
     """
     n = known.shape[0]
     w = np.random.default_rng([secret, 0x6D6F6D]).uniform(0.5, 1.5, size=(n, 1)) * known
@@ -314,8 +314,10 @@ class SecureParty:
             clip = ASINH_CLIP if self.dp is not None else np.inf
             known = np.isfinite(x)  # a missing value (+inf) is in no moment
             a = np.where(known, np.clip(libm_arcsinh(np.where(known, x, 0.0)), -clip, clip), 0.0)
+            # Under "secure" each row's terms weigh its secret weight (moment_weights).
+            w = known if self.dp is not None else moment_weights(self.secret, known)
             moments = np.column_stack(
-                [known.sum(axis=0).astype(np.float64), a.sum(axis=0), (a * a).sum(axis=0)]
+                [known.sum(axis=0).astype(np.float64), (w * a).sum(axis=0), (w * a * a).sum(axis=0)]
             )
             m_bounds = [1.0, ASINH_CLIP, ASINH_CLIP**2]
             moments = self.noisy(msg, moments, m_bounds, "grid_sigma")
