@@ -25,9 +25,9 @@ import pytest
 import fedforest as ff
 import fedforest.forest
 from fedforest.federated import client_secure
-from fedforest.federated.client_secure import MOMENT_FRAC_BITS
+from fedforest.federated.client_secure import MOMENT_FRAC_BITS, oob_frac_bits
 from fedforest.federated.privacy.secagg import LOW_BITS, add_in_order, from_fixed
-from fedforest.federated.protocol import GRID, HANDSHAKE
+from fedforest.federated.protocol import GRID, HANDSHAKE, OOB
 from fedforest.federated.server import secure
 from tests.test_privacy import _data, _fit
 
@@ -161,6 +161,43 @@ def test_fits_one_row_apart_give_no_feature_value(monkeypatch: pytest.MonkeyPatc
         client_secure, "moment_weights", lambda secret, known: known.astype(np.float64)
     )
     assert _one_row_apart()[0] == 1.0
+
+
+def _oob_target_error() -> float:
+    """Two secure fits with ``oob_score=True``, the second with one more row in ``site0``:
+    how far the difference of the out-of-bag round's pooled sums of ``y`` (over all rows,
+    in each fit's standardised units, turned back with the center and scale each set-up
+    sent) lies from that row's target."""
+    X, y, h = _data(n_clients=10, n_rows=100, d=4)
+    before = np.ones(len(y), dtype=bool)
+    before[57] = False
+    sums = []
+    for rows in (before, np.ones(len(y), dtype=bool)):
+        model = ff.FedForestRegressor(n_estimators=3, random_state=0, oob_score=True)
+        fed = _fit(model, X[rows].reset_index(drop=True), y[rows], h[rows])
+        setup = next(
+            r.header["setup"]
+            for requests, _ in fed.rounds
+            for r in requests.values()
+            if "y_scale" in r.header.get("setup", {})
+        )
+        requests, replies = next(
+            (q, a) for q, a in fed.rounds if next(iter(q.values())).kind == OOB
+        )
+        total = add_in_order((r.arrays["oob_sums"] for r in replies.values()), (4,))
+        z = from_fixed(total, oob_frac_bits(4, classification=False))
+        sums.append(setup["y_scale"] * z[2] + rows.sum() * setup["y_center"])
+    return float(abs(sums[1] - sums[0] - y[57]))
+
+
+@pytest.mark.filterwarnings("ignore:.*drawn by every tree:UserWarning")
+def test_fits_one_row_apart_give_no_target_out_of_bag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The out-of-bag sums of ``y`` run over every row (so that no two trees' releases
+    differ by a few rows' targets): unweighted, two fits one row apart differenced into
+    that row's target; each row now weighs a secret weight (``client_secure.oob_weights``)."""
+    assert _oob_target_error() > 0.01
+    monkeypatch.setattr(client_secure, "oob_weights", lambda secret, n: np.ones(n))
+    assert _oob_target_error() < 1e-4
 
 
 @pytest.mark.xfail(

@@ -52,6 +52,8 @@ __all__ = [
     "MOMENT_FRAC_BITS",
     "SecureParty",
     "bind_secret",
+    "moment_weights",
+    "oob_weights",
     "settings_digest_of",
     "oob_frac_bits",
     "stat_frac_bits",
@@ -132,6 +134,20 @@ def moment_weights(secret: int, known: NDArray[np.bool_]) -> NDArray[np.float64]
     return np.asarray(
         w * np.where(total > 0, known.sum(axis=0) / np.where(total > 0, total, 1.0), 0.0)
     )
+
+
+def oob_weights(secret: int, n: int) -> NDArray[np.float64]:
+    """Secret weights of the rows in the out-of-bag sums of ``y`` and ``y^2`` (``"secure"``).
+
+    Those sums run over all of a client's rows (docs/privacy.md, "Out of bag"): unweighted,
+    two fits whose federations differ by one row differenced into that row's target (the
+    server knows each fit's center and scale). Uniform in ``[0.5, 1.5]`` from the data
+    secret (another stream than :func:`moment_weights`'), scaled to add up to ``n``: the
+    total sum of squares the score divides by is estimated, not exact (R^2 moves by about
+    its sampling error over ``n`` rows); the squared errors stay exact.
+    """
+    w = np.random.default_rng([secret, 0x6F6F62]).uniform(0.5, 1.5, size=n)
+    return np.asarray(w * (n / w.sum())) if n else w
 
 
 #: HKDF info of the bootstrap secret bound to the settings digest.
@@ -647,6 +663,10 @@ class SecureParty:
         return out
 
     # ------------------------------------------------------------------ out of bag
+    def oob_weights(self, n: int) -> NDArray[np.float64] | None:
+        """The rows' weights in the out-of-bag sums of ``y``: secret under "secure"."""
+        return None if self.dp is not None else oob_weights(self.secret, n)
+
     def oob(self, msg: Message, sums: NDArray[np.float64], n_classes: int) -> Message:
         """Masked out-of-bag sums (regression in standardised units: R^2 is unchanged)."""
         bits = oob_frac_bits(sums.size, classification=bool(n_classes))
