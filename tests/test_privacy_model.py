@@ -10,8 +10,8 @@ run over the clients the server sampled for it). Under ``"secure"`` both are ref
 the refusal switched off, or under ``"none"``, the leaves give targets back exactly.
 Two fits whose federations differ by one row no longer difference into that row's target
 and feature values (secret row weights in the grid round's moments of ``asinh(y)`` and
-``asinh(x)``). A strict xfail records what is not fixed: rare category levels sent in the
-handshake (docs/privacy.md, "Limits").
+``asinh(x)``, and in the out-of-bag sums of ``y``). A strict xfail records what is not
+fixed: rare category levels sent in the handshake (docs/privacy.md, "Limits").
 """
 
 from __future__ import annotations
