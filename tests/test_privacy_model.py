@@ -10,8 +10,9 @@ run over the clients the server sampled for it). Under ``"secure"`` both are ref
 the refusal switched off, or under ``"none"``, the leaves give targets back exactly.
 Two fits whose federations differ by one row no longer difference into that row's target
 and feature values (secret row weights in the grid round's moments of ``asinh(y)`` and
-``asinh(x)``, and in the out-of-bag sums of ``y``). A strict xfail records what is not
-fixed: rare category levels sent in the handshake (docs/privacy.md, "Limits").
+``asinh(x)``, and in the out-of-bag sums of ``y``), and hardly into its coarse bins
+(the same weights in the coarse counts). A strict xfail records what is not fixed: rare
+category levels sent in the handshake (docs/privacy.md, "Limits").
 """
 
 from __future__ import annotations
@@ -161,6 +162,59 @@ def test_fits_one_row_apart_give_no_feature_value(monkeypatch: pytest.MonkeyPatc
         client_secure, "moment_weights", lambda secret, known: known.astype(np.float64)
     )
     assert _one_row_apart()[0] == 1.0
+
+
+def _coarse_bins_found(seeds: range) -> tuple[int, int]:
+    """Two secure fits per data seed, the second with one more row in ``site0`` (9 clients,
+    so both fits get as many coarse edges): for how many of that row's values the step
+    ``0 .. 0 1 .. 1`` nearest (least squares) to the difference of the second grid round's
+    pooled coarse counts lies at the value's coarse bin, and of how many values."""
+    found = total = 0
+    for seed in seeds:
+        X, y, h = _data(n_clients=9, n_rows=103, d=6, seed=seed)
+        row = int(np.random.default_rng(seed).integers(0, 103))  # a row of site0
+        before = np.ones(len(y), dtype=bool)
+        before[row] = False
+        grids = []
+        for rows in (before, np.ones(len(y), dtype=bool)):
+            model = ff.FedForestRegressor(n_estimators=2, random_state=0)
+            fed = _fit(model, X[rows].reset_index(drop=True), y[rows], h[rows])
+            requests, replies = next(
+                (q, a)
+                for q, a in fed.rounds
+                if next(iter(q.values())).header.get("stage") == "histogram"
+            )
+            shape = next(iter(replies.values())).arrays["hist"].shape
+            counts = from_fixed(
+                add_in_order((r.arrays["hist"] for r in replies.values()), shape), 0
+            )
+            grids.append((next(iter(requests.values())).arrays["edges"], counts))
+        (_, c0), (edges, c1) = grids
+        for j, x in enumerate(X.iloc[row].to_numpy()):
+            d = c1[j] - c0[j]
+            cost = [np.sum((d - (np.arange(d.size) >= k)) ** 2) for k in range(d.size + 1)]
+            k = int(np.argmin(cost))
+            lo = edges[j][k - 1] if k > 0 else -np.inf
+            hi = edges[j][k] if k < d.size else np.inf
+            found += bool(lo < x <= hi)
+            total += 1
+    return found, total
+
+
+def test_fits_one_row_apart_hardly_give_the_coarse_bin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The coarse counts run over every row: unweighted, the difference of two fits one row
+    apart was a step at that row's coarse bin, blurred only by the rows that crossed the
+    edges the moments moved (measured 2026-12-03: 19 of 36 values' bins found with the
+    moments and counts unweighted, 8 with the moments weighted, 3 with the counts too;
+    here 17 and 4). Each client's counts now weigh its rows' secret weights (rounded to
+    whole counts). Not closed: a guess from the pooled distribution finds about 1 in 30."""
+    found, total = _coarse_bins_found(range(6))
+    assert found <= total // 6, (found, total)
+    monkeypatch.setattr(
+        client_secure, "moment_weights", lambda secret, known: known.astype(np.float64)
+    )
+    found, total = _coarse_bins_found(range(6))
+    assert found >= total // 3, (found, total)
 
 
 def _oob_target_error() -> float:
