@@ -126,9 +126,7 @@ def moment_weights(secret: int, known: NDArray[np.bool_]) -> NDArray[np.float64]
     unweighted, two fits whose federations differ by one row differenced into that row's
     ``asinh(x)`` and ``asinh(y)``, its values and target; the secret is a hash of the rows,
     so another row set draws independent weights and the difference is no row's. The same
-    data give the same weights (the same grids and scale, the same forest). The second
-    grid round's coarse counts weigh the same weights (each client's rounded to whole
-    counts), which blurs the row's coarse bin there (docs/privacy.md, "Limits").
+    data give the same weights (the same grids and scale, the same forest).
     """
     n = known.shape[0]
     w = np.random.default_rng([secret, 0x6D6F6D]).uniform(0.5, 1.5, size=(n, 1)) * known
@@ -365,18 +363,9 @@ class SecureParty:
             return self._masked(msg, GRID, arrays)
         edges = expect_array(msg, "edges", "f", (feats.size, None), "server")
         cum = np.empty(edges.shape)
-        # Under "secure" a row counts its secret weight (moment_weights), each client's
-        # weighted counts rounded to whole ones: fits one row apart then no longer
-        # difference into that row's coarse bin (docs/privacy.md, "Limits").
-        rw = moment_weights(self.secret, np.isfinite(x)) if self.dp is None else None
         for i in range(feats.size):
-            if rw is None:
-                xs = np.sort(x[:, i])
-                cum[i] = np.searchsorted(xs, edges[i], side="right")
-                continue
-            order = np.argsort(x[:, i], kind="stable")
-            cw = np.concatenate([[0.0], np.cumsum(rw[order, i])])
-            cum[i] = cw[np.searchsorted(x[order, i], edges[i], side="right")]
+            xs = np.sort(x[:, i])
+            cum[i] = np.searchsorted(xs, edges[i], side="right")
         if self.dp is not None:  # per-bin increments, each row in one bin
             cum = self.noisy(msg, np.diff(cum, axis=1, prepend=0.0), 1.0, "grid_sigma", 0)
         return self._masked(msg, GRID, {"hist": to_fixed(cum, 0)})
