@@ -21,8 +21,12 @@ Usage::
     python benchmarks/bench_privacy.py --accuracy           # the paper's settings, FedHeart
 
 ``--accuracy`` prints, on the paper's three synthetic settings (1,400 rows, the paper's
-forest, 3 seeds), test MSE relative to scikit-learn's forest for "none", "secure" and
-their leaf-size / min_aggregate_rows variants, and FedHeart's accuracy (5 seeds).
+forest, ``--seeds``, default 0 to 2), test MSE relative to scikit-learn's forest for
+"none", "secure" and their leaf-size / min_aggregate_rows variants (``--quick``: "none"
+and "secure" only), each seed's ratio, and FedHeart's accuracy (``--heart-seeds``,
+default 0 to 4; none skips it). One seed's secure forest moves by a few percent of MSE
+with its grids (any change of the grid round's moments redraws them): compare variants
+over many seeds, e.g. ``--accuracy --quick --seeds 0 1 2 3 4 5 6 7 8 9 10 11``.
 """
 
 from __future__ import annotations
@@ -135,8 +139,13 @@ def dp_curve(out: str, n_seeds: int = 5) -> None:
     print(f"wrote {out}")
 
 
-def accuracy() -> None:
-    """The accuracy table of docs/privacy.md."""
+def accuracy(seeds: list[int], heart_seeds: list[int], quick: bool = False) -> None:
+    """The accuracy table of docs/privacy.md (``quick``: "none" and "secure" only).
+
+    Per setting: the mean MSE of each variant over ``seeds`` relative to scikit-learn's,
+    then each seed's ratio (one seed's forest moves by a few percent with its grids, so
+    compare variants over many seeds).
+    """
     from sklearn.ensemble import RandomForestClassifier
 
     from fedforest.datasets import (
@@ -145,48 +154,58 @@ def accuracy() -> None:
         make_paper_synthetic,
     )
 
-    variants = {
+    variants: dict[str, dict[str, object]] = {
         "none": dict(privacy="none"),
         "secure": dict(privacy="secure"),
-        "none, leaf 10": dict(privacy="none", min_samples_leaf=10),
-        "secure, m = 5": dict(privacy="secure", min_aggregate_rows=5),
     }
+    if not quick:
+        variants["none, leaf 10"] = dict(privacy="none", min_samples_leaf=10)
+        variants["secure, m = 5"] = dict(privacy="secure", min_aggregate_rows=5)
     kw = dict(n_estimators=50, max_depth=8, max_features=1 / 3, n_jobs=2)
     for setting in ("homogeneous", "covariate-shift", "outcome-shift"):
-        names = ["sklearn", "sklearn, leaf 10", *variants]
+        names = ["sklearn", *([] if quick else ["sklearn, leaf 10"]), *variants]
         mse: dict[str, list[float]] = {name: [] for name in names}
-        for seed in range(3):
+        for seed in seeds:
             d = make_paper_synthetic(setting, random_state=seed)
             for name, v in variants.items():
                 m = ff.FedForestRegressor(random_state=seed, **{"min_samples_leaf": 5, **kw, **v})
                 m.fit(d.X_train, d.y_train, client_ids=d.h_train)
                 mse[name].append(float(np.mean((m.predict(d.X_test) - d.y_test) ** 2)))
-            for leaf, name in ((5, "sklearn"), (10, "sklearn, leaf 10")):
+            for leaf, name in ((5, "sklearn"), (10, "sklearn, leaf 10"))[: 1 if quick else 2]:
                 ref = RandomForestRegressor(random_state=seed, min_samples_leaf=leaf, **kw)
                 ref.fit(d.X_train, d.y_train)
                 mse[name].append(float(np.mean((ref.predict(d.X_test) - d.y_test) ** 2)))
         base = np.mean(mse["sklearn"])
         print(setting, {k: round(float(np.mean(v) / base), 3) for k, v in mse.items()})
+        if len(seeds) > 1:
+            sk_mse = np.array(mse["sklearn"])
+            per_seed = {k: np.round(np.array(v) / sk_mse, 3).tolist() for k, v in mse.items()}
+            print("  per seed", seeds, {k: v for k, v in per_seed.items() if k != "sklearn"})
+    if not heart_seeds:
+        return
     df = load_fed_heart_disease()
     train = fed_heart_disease_split(df)
     X = df.drop(columns=["target", "center"]).to_numpy(float)
     y, h = df["target"].to_numpy(), df["center"].to_numpy()
     acc: dict[str, float] = {}
+    each: dict[str, list[float]] = {}
     for privacy in ("none", "secure"):
         scores = []
-        for seed in range(5):
+        for seed in heart_seeds:
             m = ff.FedForestClassifier(random_state=seed, privacy=privacy)
             m.fit(X[train], y[train], client_ids=h[train])
             scores.append(m.score(X[~train], y[~train]))
-        acc[privacy] = float(np.mean(scores))
+        acc[privacy], each[privacy] = float(np.mean(scores)), np.round(scores, 3).tolist()
     sk = [
         RandomForestClassifier(50, max_depth=8, min_samples_leaf=5, random_state=seed)
         .fit(X[train], y[train])
         .score(X[~train], y[~train])
-        for seed in range(5)
+        for seed in heart_seeds
     ]
     acc["sklearn"] = float(np.mean(sk))
     print("FedHeart accuracy", {k: round(v, 3) for k, v in acc.items()})
+    if len(heart_seeds) > 1:
+        print("  per seed", heart_seeds, each)
 
 
 def decompose() -> None:
@@ -230,6 +249,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="data draws per --dp-curve point")
     parser.add_argument("--accuracy", action="store_true", help="print the accuracy table")
     parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[0, 1, 2], help="--accuracy's synthetic seeds"
+    )
+    parser.add_argument(
+        "--heart-seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4], help="FedHeart's seeds"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help='--accuracy with "none" and "secure" only'
+    )
+    parser.add_argument(
         "--decompose", action="store_true", help="where secure's accuracy goes (homogeneous)"
     )
     args = parser.parse_args()
@@ -237,7 +265,7 @@ def main() -> None:
         decompose()
         return
     if args.accuracy:
-        accuracy()
+        accuracy(args.seeds, args.heart_seeds, args.quick)
         return
     if args.dp_curve:
         dp_curve(args.dp_curve, args.seeds)

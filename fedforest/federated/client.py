@@ -68,6 +68,13 @@ from .protocol import (
 __all__ = ["Client", "bootstrap_counts"]
 
 
+def _y_sums(v: NDArray[np.float64], w: NDArray[np.float64] | None) -> tuple[float, float]:
+    """The out-of-bag sums of ``y`` and ``y^2``, each row weighing ``w`` (None: 1)."""
+    if w is None:
+        return float(v.sum()), float(np.sum(v * v))
+    return float(np.sum(w * v)), float(np.sum(w * v * v))
+
+
 def _n_stats(fit: _Fit) -> int:
     """Columns of the client's statistics for this fit (its task, classes and outputs)."""
     if fit.n_classes:
@@ -694,6 +701,8 @@ class Client:
         y = y_all[scored]
         party = self._secure if self._fit_secure else None
         ys = y if party is None else y_all  # "secure": sums of y over all rows (privacy.md)
+        # "secure": those sums weigh each row's secret weight (client_secure.oob_weights)
+        w = None if party is None else party.oob_weights(len(ys))
         if n_classes:
             sums = [scored.sum(), correct_rows(pred[scored], y, self._class_sizes).sum()]
         elif y.ndim == 2:  # multi-output: per output, its three sums
@@ -702,12 +711,12 @@ class Client:
                 p = party.standardise_prediction(p)
             sums = [scored.sum()]
             for o in range(y.shape[1]):
-                sums += [np.sum((y[:, o] - p[:, o]) ** 2), ys[:, o].sum(), np.sum(ys[:, o] ** 2)]
+                sums += [np.sum((y[:, o] - p[:, o]) ** 2), *_y_sums(ys[:, o], w)]
         else:
             p = pred[scored, 0]
             if party is not None:  # targets are standardised under "secure": so are the errors
                 p = party.standardise_prediction(p)
-            sums = [scored.sum(), np.sum((y - p) ** 2), ys.sum(), np.sum(ys * ys)]
+            sums = [scored.sum(), np.sum((y - p) ** 2), *_y_sums(ys, w)]
         arrays = {"oob_sums": np.asarray(sums, dtype=np.float64)}
         if party is not None:
             self.finish()

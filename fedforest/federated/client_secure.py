@@ -53,6 +53,8 @@ __all__ = [
     "MOMENT_FRAC_BITS",
     "SecureParty",
     "bind_secret",
+    "moment_weights",
+    "oob_weights",
     "settings_digest_of",
     "tree_secrets",
     "oob_frac_bits",
@@ -118,15 +120,15 @@ MOMENT_WEIGHT_SPAN = 3.0
 
 
 def moment_weights(secret: int, known: NDArray[np.bool_]) -> NDArray[np.float64]:
-    """Secret weights of the rows in the first grid round's moments of ``asinh(y)``.
+    """Secret weights of the rows in the grid rounds (moments of ``asinh(x)``, ``asinh(y)``).
 
     Uniform in ``[0.5, 1.5]`` from the client's data secret, scaled per column so that the
-    known rows' weights add up to their count (the mean is the mean's estimate). The
-    moments run over every row: unweighted, two fits whose federations differ by one row
-    differenced into that row's ``asinh(y)``, its target; the secret is a hash of the
-    rows, so another row set draws independent weights and the difference is no row's.
-    The same data give the same weights (the same scale, the same forest). Not applied to
-    the features' moments: it cost accuracy there (docs/privacy.md, "Limits").
+    known rows' weights add up to their count (the mean is the mean's estimate); a row
+    weighs the same in every column before the scaling. The moments run over every row:
+    unweighted, two fits whose federations differ by one row differenced into that row's
+    ``asinh(x)`` and ``asinh(y)``, its values and target; the secret is a hash of the rows,
+    so another row set draws independent weights and the difference is no row's. The same
+    data give the same weights (the same grids and scale, the same forest).
     """
     n = known.shape[0]
     w = np.random.default_rng([secret, 0x6D6F6D]).uniform(0.5, 1.5, size=(n, 1)) * known
@@ -134,6 +136,20 @@ def moment_weights(secret: int, known: NDArray[np.bool_]) -> NDArray[np.float64]
     return np.asarray(
         w * np.where(total > 0, known.sum(axis=0) / np.where(total > 0, total, 1.0), 0.0)
     )
+
+
+def oob_weights(secret: int, n: int) -> NDArray[np.float64]:
+    """Secret weights of the rows in the out-of-bag sums of ``y`` and ``y^2`` (``"secure"``).
+
+    Those sums run over all of a client's rows (docs/privacy.md, "Out of bag"): unweighted,
+    two fits whose federations differ by one row differenced into that row's target (the
+    server knows each fit's center and scale). Uniform in ``[0.5, 1.5]`` from the data
+    secret (another stream than :func:`moment_weights`'), scaled to add up to ``n``: the
+    total sum of squares the score divides by is estimated, not exact (R^2 moves by about
+    its sampling error over ``n`` rows); the squared errors stay exact.
+    """
+    w = np.random.default_rng([secret, 0x6F6F62]).uniform(0.5, 1.5, size=n)
+    return np.asarray(w * (n / w.sum())) if n else w
 
 
 #: HKDF info of the bootstrap secret bound to the settings digest.
@@ -335,8 +351,10 @@ class SecureParty:
             clip = ASINH_CLIP if self.dp is not None else np.inf
             known = np.isfinite(x)  # a missing value (+inf) is in no moment
             a = np.where(known, np.clip(libm_arcsinh(np.where(known, x, 0.0)), -clip, clip), 0.0)
+            # Under "secure" each row's terms weigh its secret weight (moment_weights).
+            w = known if self.dp is not None else moment_weights(self.secret, known)
             moments = np.column_stack(
-                [known.sum(axis=0).astype(np.float64), a.sum(axis=0), (a * a).sum(axis=0)]
+                [known.sum(axis=0).astype(np.float64), (w * a).sum(axis=0), (w * a * a).sum(axis=0)]
             )
             m_bounds = [1.0, ASINH_CLIP, ASINH_CLIP**2]
             moments = self.noisy(msg, moments, m_bounds, "grid_sigma")
@@ -667,6 +685,10 @@ class SecureParty:
         return out
 
     # ------------------------------------------------------------------ out of bag
+    def oob_weights(self, n: int) -> NDArray[np.float64] | None:
+        """The rows' weights in the out-of-bag sums of ``y``: secret under "secure"."""
+        return None if self.dp is not None else oob_weights(self.secret, n)
+
     def oob(self, msg: Message, sums: NDArray[np.float64], n_classes: int) -> Message:
         """Masked out-of-bag sums (regression in standardised units: R^2 is unchanged)."""
         bits = oob_frac_bits(sums.size, classification=bool(n_classes))
