@@ -1,16 +1,18 @@
 """The rank-code left statistics (issue 14): kernel, NumPy twin and the exact-value twin agree.
 
-The nodes are sized so that every path of ``left_stats_ranked`` runs: the table over value
-ranks (nodes of at least ``RANK_ROWS`` rows), the candidate count (candidate by candidate
-for short lists, row by row for long ones or small nodes: ``ROW_WISE_*``) and the binary
-search (more than ``COUNT_MAX`` candidates), the largest float ("known | missing") and missing
-values (+inf).
+The nodes are sized so that every path of ``left_stats_ranked`` runs: the equal buckets
+between the first and last candidate (``BUCKET_*``), and where a bucket holds too many
+candidates (``clustered``) the table over value ranks (nodes of at least ``RANK_ROWS``
+rows), the candidate count (candidate by candidate for short lists, row by row for long
+ones or small nodes: ``ROW_WISE_*``) and the binary search (more than ``COUNT_MAX``
+candidates), the largest float ("known | missing") and missing values (+inf).
 """
 
 import numpy as np
 import pytest
 
 from fedforest._common import N_FINE_BINS, count_columns, n_stats
+from fedforest.federated import client_buckets as B
 from fedforest.federated import client_kernels as K
 from fedforest.federated.client_grid import (
     SHORT_GRID,
@@ -45,7 +47,7 @@ def _problem(seed: int, discrete: bool, missing: bool, n: int = 3000, d: int = 4
     return rng, X, rows, w, slot, pair_off, pair_feat
 
 
-def _candidates(rng, X, pair_feat):
+def _candidates(rng, X, pair_feat, clustered=False):
     # Every path below runs: 5 < ROW_WISE_MIN <= 31 (row-wise in small slots only) and
     # 64, 120 >= ROW_WISE_LONG (row-wise everywhere); 700 > COUNT_MAX (binary search).
     assert 5 < K.ROW_WISE_MIN <= 31 < K.ROW_WISE_LONG <= 64 < 120 <= K.COUNT_MAX < 700
@@ -57,6 +59,8 @@ def _candidates(rng, X, pair_feat):
         c = np.unique(rng.choice(x, size=size)) if size else np.empty(0)
         if p % 5 == 1:
             c = np.append(c, np.float64(np.finfo(np.float64).max))  # "known | missing"
+        if clustered and c.size:  # more than BUCKET_AMB in the first candidate's bucket
+            c = np.unique(np.append(c, c[0] + np.arange(1, B.BUCKET_AMB + 2) * 1e-9))
         lists.append(c)
     cand_off = np.zeros(pair_feat.size + 1, dtype=np.int64)
     np.cumsum([c.size for c in lists], out=cand_off[1:])
@@ -67,10 +71,11 @@ def _candidates(rng, X, pair_feat):
 @pytest.mark.parametrize("discrete", [False, True])
 @pytest.mark.parametrize("n_classes", [0, 3])
 @pytest.mark.parametrize("n_fine", [16, N_FINE_BINS])
-def test_left_stats_ranked_twins(missing, discrete, n_classes, n_fine):
+@pytest.mark.parametrize("clustered", [False, True])
+def test_left_stats_ranked_twins(missing, discrete, n_classes, n_fine, clustered):
     rng, X, rows, w, slot, pair_off, pair_feat = _problem(n_classes + 2 * n_fine, discrete, missing)
     y = rng.integers(0, n_classes, X.shape[0]).astype(float) if n_classes else rng.normal(size=3000)
-    cand, cand_off = _candidates(rng, X, pair_feat)
+    cand, cand_off = _candidates(rng, X, pair_feat, clustered)
     codes, fmin, fmax = fine_codes(X, n_fine)
     ranks = K.ranks_for(X.T, codes, n_fine)
     # fine_codes registered the same rank codes as value_ranks makes.
@@ -100,6 +105,44 @@ def test_left_stats_ranked_twins(missing, discrete, n_classes, n_fine):
     block = (slot >= 1) & (slot < 4)
     K.left_stats(Xt, codes, fmin, fmax, rows[block], w[block], slot[block], *common[3:], 1, 4, part)
     np.testing.assert_array_equal(part, out["values"][lo:hi])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bucket_bins_count_the_candidates_below_or_decline(seed):
+    # pair_bins' equal buckets: #{j: cs[j] < x} for every row, or False (bins unwritten)
+    # where a bucket holds more than BUCKET_AMB candidates or the span is empty or infinite.
+    rng = np.random.default_rng(seed)
+    xx = np.concatenate([rng.normal(size=400), [np.inf, -np.inf, 0.0, -0.0]])
+    xx[rng.random(xx.size) < 0.1] = np.inf
+    nc = [2, 3, 17, 60, 300][seed % 5] + seed
+    cs_all = {
+        "spread": np.sort(rng.normal(size=nc)),
+        "grid": np.linspace(-2, 2, nc),
+        "ties": np.sort(rng.choice(np.round(rng.normal(size=nc), 1), nc)),
+        "data": np.sort(rng.choice(xx[np.isfinite(xx)], nc)),
+        "cluster": np.sort(
+            np.append(rng.normal(size=nc), 0.5 + np.arange(B.BUCKET_AMB + 1) * 1e-9)
+        ),
+        "equal": np.full(nc, 0.25),
+        "huge": np.append(np.sort(rng.normal(size=nc)), np.finfo(np.float64).max),
+        "infinite": np.append(np.sort(rng.normal(size=nc)), np.inf),
+    }
+    ran = set()
+    for name, cs in cs_all.items():
+        n = cs.size
+        lut = np.zeros(B.BUCKETS_PER_CAND * n + B.BUCKETS_MIN, dtype=np.int32)
+        gc = np.zeros(n, dtype=np.int64)
+        padded = np.zeros(n + B.BUCKET_AMB + 1)
+        bins = np.full(xx.size, -1, dtype=np.int64)
+        ok = B.bucket_bins(cs, xx.size, xx, lut, gc, padded, bins)
+        if ok:
+            ran.add(name)
+            np.testing.assert_array_equal(bins, np.searchsorted(cs, xx, side="left"))
+        else:
+            assert (bins == -1).all()
+        if name in ("cluster", "equal", "infinite") or (name == "huge" and n > B.BUCKET_AMB + 2):
+            assert not ok, name
+    assert {"spread", "grid"} <= ran
 
 
 def test_rank_codes_follow_the_fine_codes_they_were_made_with():

@@ -11,11 +11,13 @@ from pathlib import Path
 import numpy as np
 
 from fedforest.federated import (
+    client_buckets,
     client_grid,
     client_increments,
     client_kernels,
     client_sketch,
     client_sorted,
+    client_words,
 )
 from fedforest.federated.kernel_cache import cache_depends_on
 
@@ -28,7 +30,9 @@ def test_the_client_kernels_are_stamped_with_the_modules_they_inline() -> None:
     stamp = client_sketch.sketch_pairs_ranked._cache._cache_file._source_stamp
     assert stamp[1:] == (_digest(client_sorted), _digest(client_kernels))
     stamp = client_increments.left_increments_ranked._cache._cache_file._source_stamp
-    assert stamp[1:] == (_digest(client_kernels),)
+    assert stamp[1:] == (_digest(client_kernels), _digest(client_buckets))
+    stamp = client_kernels.left_stats_ranked._cache._cache_file._source_stamp
+    assert stamp[1:] == (_digest(client_words), _digest(client_buckets))
     for kernel in (client_grid.left_stats_coded, client_grid.grid_increments):
         assert kernel._cache._cache_file._source_stamp[1:] == (_digest(client_kernels),)
 

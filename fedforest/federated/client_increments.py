@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, count_columns, n_stats
-from . import client_kernels
+from . import client_buckets, client_kernels
 from .client_kernels import (
     COUNT_MAX,
     FEW_ROWS,
@@ -185,7 +185,7 @@ def left_increments_ranked(
 
 
 # Its cached code holds pair_bins, add_to_bins and gather_node (client_kernels.py).
-cache_depends_on(left_increments_ranked, client_kernels)
+cache_depends_on(left_increments_ranked, client_kernels, client_buckets)
 
 
 @numba.njit(inline="always")

@@ -19,7 +19,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from . import client_words
+from . import client_buckets, client_words
+from .client_buckets import BUCKET_AMB, BUCKET_WORK, BUCKETS_MIN, BUCKETS_PER_CAND, bucket_bins
 from .client_words import add_words, packed_words, row_words, whole_words
 from .kernel_cache import cache_depends_on
 
@@ -172,11 +173,11 @@ def bins_scratch(max_nc, uniq_off, n_in):
     for f in range(uniq_off.shape[0] - 1):
         max_nu = max(max_nu, uniq_off[f + 1] - uniq_off[f])
     n_pad = 1
-    while n_pad < max_nc + 1:
+    while n_pad < max_nc + 1 + BUCKET_AMB:  # a bucketed pair's padding too
         n_pad *= 2
     return (
         np.empty(max_nc, dtype=np.int64),
-        np.empty(max_nu + 3, dtype=np.int32),
+        np.empty(max(max_nu + 3, BUCKETS_PER_CAND * max_nc + BUCKETS_MIN), dtype=np.int32),
         np.empty(n_pad),
         np.empty(n_in, dtype=np.int32),
         np.empty(n_in),
@@ -395,8 +396,9 @@ def pair_bins(
     """Each of a node's ``c`` rows (``ii``) binned among one pair's candidates ``cs``.
 
     ``bins[k]`` is the number of candidates below row ``k``'s value of feature ``f`` (see
-    :func:`left_stats_ranked`); ``rank_c``, ``lut``, ``padded`` (a power of two longer than
-    ``cs``), ``rr`` and ``xx`` are scratch. Shared with
+    :func:`left_stats_ranked`): through equal buckets (``client_buckets.bucket_bins``) where
+    the candidates are ascending and spread, else as that kernel says; ``rank_c``, ``lut``,
+    ``padded`` (a power of two longer than ``cs``), ``rr`` and ``xx`` are scratch. Shared with
     :mod:`~fedforest.federated.client_increments`.
     """
     nc = cs.shape[0]
@@ -404,6 +406,11 @@ def pair_bins(
     ascending = True
     for j in range(1, nc):
         ascending &= cs[j] >= cs[j - 1]
+    xf = Xt[f]
+    for k in range(c):
+        xx[k] = xf[ii[k]]
+    if ascending and c * nc >= BUCKET_WORK and bucket_bins(cs, c, xx, lut, rank_c, padded, bins):
+        return
     use_lut = False
     r_lo = span = 0
     if ascending and c >= RANK_ROWS:
@@ -429,40 +436,36 @@ def pair_bins(
             rr[k] = ranks_f[ii[k]]
         for k in range(c):
             bins[k] = lut[min(max(rr[k] - r_lo + 1, 0), span)]
-    else:
-        xf = Xt[f]
+    elif nc < ROW_WISE_MIN or (c > ROW_WISE_ROWS and nc < ROW_WISE_LONG):
         for k in range(c):
-            xx[k] = xf[ii[k]]
-        if nc < ROW_WISE_MIN or (c > ROW_WISE_ROWS and nc < ROW_WISE_LONG):
+            bins[k] = 0
+        for j in range(nc):
+            t = cs[j]
             for k in range(c):
-                bins[k] = 0
+                bins[k] += t < xx[k]
+    elif nc <= COUNT_MAX or not ascending:
+        # The same count, row by row (vectorised over the candidates): no load and
+        # store of every row's count per candidate (Round A's grids under "secure").
+        for k in range(c):
+            x = xx[k]
+            acc = 0
             for j in range(nc):
-                t = cs[j]
-                for k in range(c):
-                    bins[k] += t < xx[k]
-        elif nc <= COUNT_MAX or not ascending:
-            # The same count, row by row (vectorised over the candidates): no load and
-            # store of every row's count per candidate (Round A's grids under "secure").
-            for k in range(c):
-                x = xx[k]
-                acc = 0
-                for j in range(nc):
-                    acc += cs[j] < x
-                bins[k] = acc
-        else:
-            # Candidates padded to a power of two with +inf (never below a value).
-            for j in range(nc):
-                padded[j] = cs[j]
-            for j in range(nc, n_pad):
-                padded[j] = np.inf
-            for k in range(c):
-                x = xx[k]
-                q = 0
-                step = n_pad >> 1
-                while step > 0:
-                    q += step if padded[q + step - 1] < x else 0
-                    step >>= 1
-                bins[k] = q + (padded[q] < x)
+                acc += cs[j] < x
+            bins[k] = acc
+    else:
+        # Candidates padded to a power of two with +inf (never below a value).
+        for j in range(nc):
+            padded[j] = cs[j]
+        for j in range(nc, n_pad):
+            padded[j] = np.inf
+        for k in range(c):
+            x = xx[k]
+            q = 0
+            step = n_pad >> 1
+            while step > 0:
+                q += step if padded[q + step - 1] < x else 0
+                step >>= 1
+            bins[k] = q + (padded[q] < x)
 
 
 @numba.njit(inline="always")
@@ -520,7 +523,10 @@ def left_stats_ranked(
 ):  # fmt: skip
     """:func:`left_stats` in one branch-free pass per pair over its node's rows.
 
-    Each row's bin (the number of candidates below its value) comes, in nodes of at least
+    Each row's bin (the number of candidates below its value) comes, where a pair's
+    candidates are ascending and no more than ``BUCKET_AMB`` share one of the equal buckets
+    between the first and last (:mod:`~fedforest.federated.client_buckets`), from its
+    bucket: a table lookup and a few comparisons. Otherwise, in nodes of at least
     ``RANK_ROWS`` rows, from a table over value ranks: a candidate ``t`` becomes the rank
     ``R = #{distinct values <= t}`` and a row of rank ``r`` lies right of it exactly when
     ``R <= r``. Smaller nodes (or a long span of ranks) compare the values: a count of the
@@ -590,8 +596,9 @@ def left_stats_ranked(
     return True
 
 
-# It inlines its sinks from client_words: an edit there makes its disk cache stale.
-cache_depends_on(left_stats_ranked, client_words)
+# It inlines its sinks from client_words and the buckets of client_buckets (pair_bins):
+# an edit there makes its disk cache stale.
+cache_depends_on(left_stats_ranked, client_words, client_buckets)
 
 
 def increment_message(
