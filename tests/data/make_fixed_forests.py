@@ -24,7 +24,9 @@ the same 794 nodes, 391 thresholds moved by at most 1.7e-10 (the edges snapped t
 lattice), every other array equal. And once more when the secure moments of ``asinh(y)``
 took secret row weights (``client_secure.moment_weights``; another target scale): the same
 nodes and thresholds, values within 1.1e-8 and impurities within 1.3e-6 relative (the
-fixed point's rounding of the differently scaled targets).
+fixed point's rounding of the differently scaled targets). And once more when the
+features' moments took the same secret weights (another coarse grid, so other candidates
+and trees: 800 nodes, was 794).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """
