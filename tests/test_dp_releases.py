@@ -173,6 +173,11 @@ def test_every_dp_release_is_noised_bounded_and_accounted(
     )
     fed = ShadowFederation(ff.LocalFederation(clients), shadow, other)
     est = ff.FedForestRegressor if task == "regression" else ff.FedForestClassifier
+    # Under "dp" levels and labels are declared (the handshake then says nothing of them).
+    if cat is not None:
+        extra["categories"] = {3: [0.0, 1.0, 2.0, 3.0]}
+    if task == "classification":
+        extra["classes"] = [0.0, 1.0, 2.0]
     n_trees, depth, k = 3, 3, 2
     model = est(
         n_estimators=n_trees,
@@ -299,7 +304,17 @@ def test_the_row_attacks_find_nothing_under_dp(task: str) -> None:
     if task == "classification":
         y = (y > np.median(y)).astype(float)
     for epsilon in (5.0, 50.0):
-        model = est(n_estimators=10, max_depth=5, privacy="dp", epsilon=epsilon, random_state=0)
+        declared = {"categories": "from_dtype"}  # the ward's pandas categories, declared
+        if task == "classification":
+            declared["classes"] = [0.0, 1.0]
+        model = est(
+            n_estimators=10,
+            max_depth=5,
+            privacy="dp",
+            epsilon=epsilon,
+            random_state=0,
+            **declared,  # type: ignore[arg-type]
+        )
         fed = _fit(model, X, y, h)
         assert raw_value_exposure(fed, X, y) < 0.01
         assert linked_rows(fed, X, y, h) == 0.0
