@@ -92,6 +92,22 @@ categorical_features : array-like of column names or indices, or boolean mask, o
     category list at the handshake and exact per-category statistics; the server finds
     the best subset split (Fisher ordering; exhaustive for multiclass with at most 10
     present categories). Unseen categories follow the marginal rule. No one-hot encoding.
+categories : dict, "from_dtype" or None, default=None
+    The levels of categorical columns, declared (public, as ``OneHotEncoder``'s
+    ``categories``): ``{column name or index: [levels...]}`` (its columns are then
+    categorical), or ``"from_dtype"``: every client's pandas ``CategoricalDtype``
+    categories (equal at every client). A declared column's list travels in place of the
+    levels the clients hold; its domain is those levels plus the missing category, and
+    a value outside them counts as missing (a warning at its client). None: the levels
+    come from the rows. Under ``"none"`` each client names the levels it holds; under
+    ``"secure"`` only those it holds in ``min_aggregate_rows`` rows or more (a level one
+    row holds would name that row's value), the rows of a level no client names counting
+    as missing values (a warning at the client; with only frequent levels the forest is
+    the one it was); under ``"dp"`` an undeclared categorical column is refused by
+    ``fit_federated`` (``fit``, holding every row, declares the levels of its rows:
+    outside the guarantee; docs/privacy.md, "Category levels and class labels"). A
+    pandas dtype is not taken as a declaration unless asked: ``astype("category")``
+    infers its categories from the rows.
 split_rule : {"exact", "avgimp", "auto"}, default="exact"
     "exact": pooled additive statistics (Theorem 3.5, equals centralized CART at the
     candidates). "avgimp": clients return their local gains at the candidates and the
@@ -141,9 +157,9 @@ privacy : {"secure", "dp", "none"}, default="secure"
     can rebuild rows from them: for the paper's experiments and the verification mode
     only. ``"dp"``: ``"secure"`` plus Gaussian noise added inside the secure sum (each
     client adds its share), calibrated so that the whole fit is
-    ``(epsilon, delta)``-differentially private for the replacement of one row (one that
-    keeps its client's sets of category levels and labels, which the handshake shows;
-    docs/privacy.md); needs ``epsilon`` and a ``max_depth``; what was spent is in
+    ``(epsilon, delta)``-differentially private for the replacement of one row
+    (docs/privacy.md); needs ``epsilon``, a ``max_depth``, declared ``categories`` for
+    categorical columns and a classifier's ``classes``; what was spent is in
     ``privacy_report_``.
 min_aggregate_rows : int or None, default=None
     Under ``"secure"`` and ``"dp"``: the fewest rows any released sum covers. None
@@ -228,7 +244,15 @@ _CLASSIFICATION = {
         '    "balanced_subsample"; a row weighs the product of its outputs\' weights (the\n'
         '    clients apply them, sent in the set-up; "balanced_subsample": per tree, after\n'
         "    one more round per batch of trees that pools each tree's bootstrap class counts).\n"
-        '    "balanced_subsample" with sample weights takes that round too (one output).'
+        '    "balanced_subsample" with sample weights takes that round too (one output).\n'
+        "classes : array-like or None, default=None\n"
+        "    The class labels, declared (a list per output for multi-output y), as\n"
+        "    scikit-learn's ``partial_fit(classes=...)``: ``classes_`` is them (sorted), and\n"
+        '    the clients check their labels are among them and (outside ``privacy="none"``)\n'
+        "    send none. None: the union of the labels the clients hold, which each client\n"
+        '    names at the handshake; under ``privacy="dp"`` refused by ``fit_federated`` (one\n'
+        "    row could add a label; ``fit`` declares the labels of its y, outside the\n"
+        "    guarantee). A label of y outside ``classes`` is an error."
     ),
     "oob_attributes": (
         "classes_ : ndarray of shape (n_classes,), or a list of one per output\n"

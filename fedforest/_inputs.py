@@ -9,6 +9,7 @@ import math
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 from types import FrameType
 from typing import Any
@@ -17,13 +18,19 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from scipy import sparse
+from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d, validate_data
 
-from .federated.categorical import encode, is_numeric_column, sort_categories
+from .federated.categorical import encode, is_missing, is_numeric_column, sort_categories
+from .federated.server.config import GrowerConfig
 from .federated.server.handshake import check_warm_schema
 
 __all__ = [
+    "declared_features",
+    "pooled_domains",
+    "encode_declared",
+    "estimator_config",
     "NOT_FEDERABLE",
     "check_bootstrap",
     "check_federable",
@@ -421,3 +428,124 @@ def class_weight_codes(class_weight: Any, label_codes: Any) -> Any:
             f"are {label_codes.tolist()}."
         )
     return {index[label]: float(w) for label, w in class_weight.items()}
+
+
+# ------------------------------------------------- the configuration; declared domains
+# ``categories`` (both estimators) declares categorical columns' levels and ``classes``
+# (the classifier) the labels: public lists the handshake sends in place of the levels
+# and labels the clients hold (``federated/server/domains.py`` says what travels).
+def declared_features(categorical_features: Any, categories: Any) -> Sequence[Any] | None:
+    """``categorical_features`` plus the columns ``categories`` declares (a dict's keys)."""
+    if not isinstance(categories, dict):
+        return categorical_features
+    given = [] if categorical_features is None else list(categorical_features)
+    if given and all(isinstance(f, (bool, np.bool_)) for f in given):  # a mask: its indices
+        given = [j for j, f in enumerate(given) if f]
+    return [*given, *(k for k in categories if k not in given)]
+
+
+def _declared_classes(classes: Any) -> list[Any]:
+    """The declared labels, one sorted list (a list of them per output), plain Python."""
+    if len(classes) and all(np.ndim(c) == 1 for c in classes):  # one list per output
+        return [sort_categories(list(c)) for c in classes]
+    if np.ndim(classes) != 1 or not len(classes):
+        raise ValueError(
+            "classes must be a non-empty list of labels (a list per output for multi-output y)."
+        )
+    return sort_categories(list(classes))
+
+
+def encode_declared(y: NDArray[Any], classes: Any) -> tuple[NDArray[np.int64], Any]:
+    """A classifier's y as codes into its declared classes, and those classes (arrays).
+
+    Raises a ``ValueError`` when ``y`` holds a label that is not declared.
+    """
+    declared = _declared_classes(classes)
+    multi = y.ndim == 2 and y.shape[1] > 1
+    per_output = declared if multi else [declared]
+    if multi != isinstance(declared[0], list) or (multi and len(declared) != y.shape[1]):
+        raise ValueError("classes must give one list of labels per output of y.")
+    columns = [y[:, o] for o in range(y.shape[1])] if multi else [y.ravel()]
+    codes = np.empty((len(columns[0]), len(columns)), dtype=np.int64)
+    for o, (column, labels) in enumerate(zip(columns, per_output, strict=True)):
+        found = np.unique(column)
+        index = {lab: i for i, lab in enumerate(labels)}
+        unknown = [v for v in found.tolist() if v not in index]
+        if unknown:
+            raise ValueError(f"y holds labels {unknown[:5]} that classes does not declare.")
+        codes[:, o] = np.array([index[v] for v in column.tolist()], dtype=np.int64)
+    labels_out = [np.asarray(c) for c in per_output]
+    return (codes if multi else codes[:, 0]), (labels_out if multi else labels_out[0])
+
+
+def pooled_domains(X: Any, columns: Sequence[int]) -> dict[int, list[Any]]:
+    """``fit`` under ``"dp"``: each categorical column's levels in the rows it holds.
+
+    Simulation mode holds every row in this process: it declares the levels of its own
+    rows, so no client's handshake names any (docs/privacy.md: the model's lists then come
+    from the rows; ``categories=`` keeps them out of the data).
+    """
+    out = {}
+    for j in columns:
+        col = X.iloc[:, j] if isinstance(X, pd.DataFrame) else np.asarray(X, dtype=object)[:, j]
+        out[int(j)] = sort_categories(v for v in list(col) if not is_missing(v))
+    return out
+
+
+def _client_classes(est: Any) -> Any:
+    """The declared classes as the clients hold them: codes in ``fit``, labels otherwise."""
+    classes = getattr(est, "classes", None)
+    codes = getattr(est, "_label_codes", None)
+    if classes is None and est.privacy == "dp" and codes is not None:
+        classes = codes  # fit under "dp": the labels of y, declared here (docs/privacy.md)
+    if classes is None:
+        return None
+    declared = _declared_classes(classes)
+    if getattr(est, "_label_codes", None) is None:  # fit_federated: the clients' own labels
+        return declared
+    if declared and isinstance(declared[0], list):
+        return [list(range(len(c))) for c in declared]
+    return list(range(len(declared)))
+
+
+def estimator_config(est: Any) -> GrowerConfig:
+    """The server's configuration from an estimator's parameters (a new seed each call)."""
+    seed = int(check_random_state(est.random_state).randint(np.iinfo(np.int32).max))
+    return GrowerConfig(
+        task=est._task,
+        criterion=criterion_name(est.criterion),  # "log_loss" is entropy, and so on
+        n_estimators=est.n_estimators,
+        max_depth=est.max_depth,
+        min_samples_split=est.min_samples_split,
+        min_samples_leaf=est.min_samples_leaf,
+        min_impurity_decrease=est.min_impurity_decrease,
+        min_weight_fraction_leaf=est.min_weight_fraction_leaf,
+        ccp_alpha=est.ccp_alpha,
+        monotonic_cst=est.monotonic_cst,
+        max_features=est.max_features,
+        n_bins=est.n_bins,
+        # Local candidates are values of a client's rows: only under privacy="none".
+        local_candidates=(
+            est.local_candidates if est.local_candidates is not None else est.privacy == "none"
+        ),
+        binning=est.binning,
+        bootstrap=est.bootstrap,
+        oob_score=bool(est.oob_score),
+        seed=seed,
+        verbose=est.verbose,
+        tree_batch_size=est.tree_batch_size,
+        n_jobs=est.n_jobs,
+        split_on_client=est.split_on_client,
+        split_rule=est.split_rule,
+        top_l=est.top_l,
+        client_fraction=est.client_fraction,
+        max_samples=est.max_samples,
+        on_client_failure=est.on_client_failure,
+        privacy=est.privacy,
+        min_aggregate_rows=est.min_aggregate_rows,
+        epsilon=est.epsilon,
+        delta=est.delta,
+        class_weight=est._class_weight(),
+        categories=getattr(est, "_fit_categories", None) or est.categories,
+        classes=_client_classes(est),
+    )

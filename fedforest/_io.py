@@ -47,6 +47,17 @@ def _param_from_json(name: str, value: Any) -> Any:
     """Inverse of :func:`_json_param` for the values it turns into another shape."""
     if isinstance(value, dict) and set(value) == {"pairs"} and isinstance(value["pairs"], list):
         pairs = value["pairs"]
+        if name == "categories":  # declared levels: [column, [levels...]] pairs
+            if not all(
+                isinstance(p, list)
+                and len(p) == 2
+                and isinstance(p[0], (int, str))
+                and isinstance(p[1], list)
+                and all(isinstance(v, (bool, int, float, str)) for v in p[1])
+                for p in pairs
+            ):
+                raise ValueError(f"parameter {name!r} holds malformed [column, levels] pairs")
+            return {column: levels for column, levels in pairs}
         if not all(
             isinstance(p, list)
             and len(p) == 2

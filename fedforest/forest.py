@@ -14,7 +14,6 @@ import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import (
     _check_sample_weight,
@@ -32,11 +31,14 @@ from ._inputs import (
     check_targets,
     class_weight_codes,
     client_index,
-    criterion_name,
+    declared_features,
     decode_classes,
+    encode_declared,
     encode_labels,
+    estimator_config,
     fit_weights,
     n_columns,
+    pooled_domains,
     take_rows,
     validated_rows,
     warm_prior,
@@ -127,6 +129,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         "tree_batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "split_on_client": ["boolean"],
         "categorical_features": ["array-like", None],
+        "categories": [dict, StrOptions({"from_dtype"}), None],
         "split_rule": [StrOptions({"exact", "avgimp", "auto"})],
         "top_l": [Interval(Integral, 1, None, closed="left"), None],
         "client_fraction": [Interval(Real, 0.0, 1.0, closed="right")],
@@ -168,6 +171,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         tree_batch_size: int | None = None,
         split_on_client: bool = False,
         categorical_features: Any = None,
+        categories: Any = None,
         split_rule: str = "exact",
         top_l: int | None = None,
         client_fraction: float = 1.0,
@@ -201,6 +205,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.tree_batch_size = tree_batch_size
         self.split_on_client = split_on_client
         self.categorical_features = categorical_features
+        self.categories = categories
         self.split_rule = split_rule
         self.top_l = top_l
         self.client_fraction = client_fraction
@@ -273,7 +278,10 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             self._validate_params()
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
             check_targets(X, y, self._task)
-            cat_cols = categorical_columns(X, self.categorical_features, n_columns(X))
+            features = declared_features(self.categorical_features, self.categories)
+            cat_cols = categorical_columns(X, features, n_columns(X))
+            undeclared = self.privacy == "dp" and self.categories is None and cat_cols
+            self._fit_categories = pooled_domains(X, cat_cols) if undeclared else None
             X_check = with_codes(X, cat_cols, None)
             check_numeric_columns(X_check)
             X_arr, y_arr = validate_data(
@@ -351,7 +359,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                     f"{type(federation).__name__}."
                 )
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
-            self._label_codes = None  # the clients' own labels
+            self._label_codes = self._fit_categories = None  # the clients' own labels
             result = self._grow(federation, warm)
             self._store(result, None, warm)
             self.n_features_in_ = result.n_features
@@ -411,45 +419,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             self.__dict__.pop(name, None)
 
     def _config(self) -> GrowerConfig:
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        return GrowerConfig(
-            task=self._task,
-            criterion=criterion_name(self.criterion),  # "log_loss" is entropy, and so on
-            n_estimators=self.n_estimators,
-            max_depth=self.max_depth,
-            min_samples_split=self.min_samples_split,
-            min_samples_leaf=self.min_samples_leaf,
-            min_impurity_decrease=self.min_impurity_decrease,
-            min_weight_fraction_leaf=self.min_weight_fraction_leaf,
-            ccp_alpha=self.ccp_alpha,
-            monotonic_cst=self.monotonic_cst,
-            max_features=self.max_features,
-            n_bins=self.n_bins,
-            # Local candidates are values of a client's rows: only under privacy="none".
-            local_candidates=(
-                self.local_candidates
-                if self.local_candidates is not None
-                else self.privacy == "none"
-            ),
-            binning=self.binning,
-            bootstrap=self.bootstrap,
-            oob_score=bool(self.oob_score),
-            seed=seed,
-            verbose=self.verbose,
-            tree_batch_size=self.tree_batch_size,
-            n_jobs=self.n_jobs,
-            split_on_client=self.split_on_client,
-            split_rule=self.split_rule,
-            top_l=self.top_l,
-            client_fraction=self.client_fraction,
-            max_samples=self.max_samples,
-            on_client_failure=self.on_client_failure,
-            privacy=self.privacy,
-            min_aggregate_rows=self.min_aggregate_rows,
-            epsilon=self.epsilon,
-            delta=self.delta,
-            class_weight=self._class_weight(),
-        )
+        return estimator_config(self)  # with the declared categories and classes
 
     def _class_weight(self) -> Any:
         """Classifier hook: ``class_weight`` with its labels as the clients report them."""
@@ -668,6 +638,7 @@ class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
         **_BaseFedForest._parameter_constraints,
         "criterion": [StrOptions({"gini", "entropy", "log_loss"})],
         "class_weight": [dict, list, StrOptions({"balanced", "balanced_subsample"}), None],
+        "classes": ["array-like", None],
     }
 
     def __init__(
@@ -694,6 +665,7 @@ class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
         tree_batch_size: int | None = None,
         split_on_client: bool = False,
         categorical_features: Any = None,
+        categories: Any = None,
         split_rule: str = "exact",
         top_l: int | None = None,
         client_fraction: float = 1.0,
@@ -706,8 +678,10 @@ class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
         epsilon: float | None = None,
         delta: float | None = None,
         class_weight: Any = None,
+        classes: Any = None,
     ) -> None:
         self.class_weight = class_weight
+        self.classes = classes
         super().__init__(
             n_estimators,
             criterion=criterion,
@@ -730,6 +704,7 @@ class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
             tree_batch_size=tree_batch_size,
             split_on_client=split_on_client,
             categorical_features=categorical_features,
+            categories=categories,
             split_rule=split_rule,
             top_l=top_l,
             client_fraction=client_fraction,
@@ -748,6 +723,8 @@ class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
         return class_weight_codes(self.class_weight, getattr(self, "_label_codes", None))
 
     def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], Any]:
+        if self.classes is not None:  # declared: codes into them, every label checked
+            return encode_declared(y, self.classes)
         return encode_labels(y)  # several columns: multi-output, classes per output
 
     def _set_classes(self, classes: list[Any] | None, fit_classes: Any) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fedforest import FedForestClassifier, FedForestRegressor
@@ -100,6 +101,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "weights": True,
         "missing": True,
     },
+    # Declared domains: a pandas CategoricalDtype column (categories="from_dtype": its
+    # reply's 'declared') and declared classes (no 'labels' in the reply).
+    "secure-declared": {"task": "classification", "privacy": "secure", "declared": True},
     # c2 drops out in the first grid round: the survivors' masks are recovered (not in
     # Round A: the roots' is a batch's set-up, sent again; below them none is recovered).
     "secure-drop-out": {
@@ -123,6 +127,7 @@ def _fit(
     task, cats, weights = cfg.pop("task"), cfg.pop("categories", False), cfg.pop("weights", False)
     fails = cfg.pop("c2_fails_in", None)  # a round kind: client c2 raises there
     missing = cfg.pop("missing", False)
+    declared = cfg.pop("declared", False)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(180, 4))
     y = X[:, 0] + 0.5 * X[:, 1] + 0.1 * rng.normal(size=180)
@@ -133,10 +138,15 @@ def _fit(
     if task == "classification":
         y = (y > 0).astype(int) + (y > 1).astype(int)
     extra: dict[str, Any] = {"categorical_features": [3]} if cats else {}
+    if declared:  # column 3 a CategoricalDtype of five declared levels, four present
+        X[:, 3] = rng.integers(0, 4, size=180)
+        frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+        frame["d"] = pd.Categorical(X[:, 3].astype(int), categories=[0, 1, 2, 3, 4])
+        cfg.update(categories="from_dtype", classes=[0, 1, 2])
     w = rng.uniform(0.5, 2.0, size=180) if weights else None
     clients = [
         Client(
-            X[i * 60 : i * 60 + 60],
+            frame.iloc[i * 60 : i * 60 + 60] if declared else X[i * 60 : i * 60 + 60],
             y[i * 60 : i * 60 + 60],
             f"c{i}",
             sample_weight=None if w is None else w[i * 60 : i * 60 + 60],
@@ -259,6 +269,7 @@ def _cases() -> list[tuple[str, str, int, str, str]]:
                               ("round_b", 1), ("oob", 0)],
         "dp": [("grid", 0), ("round_a", 0)],  # its Round B may not come (noise)
         "secure-drop-out": [("recover", 0)],
+        "secure-declared": [("handshake", 0)],
         "secure-weighted-missing": [("grid", 0), ("grid", 1), ("round_a", 1), ("round_b", 0)],
     }  # fmt: skip
     for k, (config, rounds) in enumerate(plan.items()):

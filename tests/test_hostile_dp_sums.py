@@ -75,6 +75,7 @@ def _fit(kind: str, array: str, edit: Any, y_of: Any = None, **kw: Any) -> FedFo
         Client(X[2000:], y[2000:], "c2", **cat),
     ]
     params = {"n_estimators": 3, "max_depth": 3, "max_features": 1.0, "random_state": 0}
+    params["categories"] = {3: [0.0, 1.0, 2.0, 3.0, 4.0]}  # declared under "dp"
     model = FedForestRegressor(privacy="dp", epsilon=50.0, **{**params, **kw})
     return model.fit_federated(LocalFederation(clients))
 

@@ -90,7 +90,9 @@ CASES = [
 def test_an_array_the_protocol_lacks_is_refused_naming_client_and_array(
     task: str, privacy: str, kind: str
 ) -> None:
-    dp = {"epsilon": 5.0} if privacy == "dp" else {}
+    dp: dict[str, Any] = {"epsilon": 5.0} if privacy == "dp" else {}
+    if dp and task == "classification":
+        dp["classes"] = sorted(set(_data(task)[1].tolist()))  # declared under "dp"
     extra = {"extra": np.zeros(3, dtype=np.uint64)}
     with pytest.raises(InvalidReply, match=rf"Client 'c1'.*\({kind}\).*array 'extra'") as err:
         _fit(task, privacy, kind, extra, **dp)

@@ -143,7 +143,7 @@ def _inflate_correct(rows: int) -> Any:
 
 def test_dp_oob_accuracy_stays_a_fraction() -> None:
     # 2^62 more correct rows: no noise explains it (tests/test_hostile_dp_sums.py), refused.
-    dp = {"oob_score": True, "privacy": "dp", "epsilon": 5.0}
+    dp = {"oob_score": True, "privacy": "dp", "epsilon": 5.0, "classes": [0, 1]}
     with pytest.raises(ValueError, match="noisy counts of the out-of-bag sums"):
         _fit("classification", OOB, _inflate_correct(2**62), **dp)
     # 200 more (within the 10 deviations of noise, 227 rows here): the noisy correct count

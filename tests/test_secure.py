@@ -940,7 +940,7 @@ def test_dp_server_sees_only_noisy_masked_sums() -> None:
     clients = [ff.Client(X[h == k], y[h == k], str(k)) for k in range(4)]
     fed = RecordingFederation(ff.LocalFederation(clients))
     model = ff.FedForestClassifier(
-        n_estimators=3, max_depth=3, random_state=0, privacy="dp", epsilon=2.0
+        n_estimators=3, max_depth=3, random_state=0, privacy="dp", epsilon=2.0, classes=[0, 1]
     ).fit_federated(fed)
     # The first Round A's decoded summary: the roots' row counts are noisy, not exact.
     from fedforest.federated.client_secure import stat_frac_bits

@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, class_sizes, count_columns, n_stats
 from ..tree.apply import apply_forest_sets, predict_forest
 from . import client_kernels as K
-from .categorical import encode, read_features, sort_categories
+from .categorical import read_features
 from .client_bootstrap import answer_bootstrap, bootstrap_counts, weigh_trees
 from .client_grid import GridCodes, fixed_candidates, left_stats_coded, pack_coded
 from .client_increments import left_increment_answer, pair_sketches
@@ -48,6 +48,7 @@ from .client_targets import (
     targets,
 )
 from .criteria import weighted_gain
+from .domains import check_declared_labels, dtype_levels, encode_levels, handshake_levels
 from .protocol import (
     BOOTSTRAP,
     GRID,
@@ -153,6 +154,7 @@ class Client:
         self.X, self.feature_names, self._cat_raw = read_features(
             X, f"Client {self.name!r}", categorical_features
         )
+        self._dtype_levels = dtype_levels(X, list(self._cat_raw))  # pandas' declared categories
         # A missing value (NaN) is held as +inf: every kernel then sends it right of every
         # candidate (all finite), and routing sends it where its node says (missing_left).
         self.missing = np.isnan(self.X).any(axis=0)
@@ -237,6 +239,11 @@ class Client:
         self._cat_raw = {
             new: self._cat_raw[old] for new, old in enumerate(perm) if old in self._cat_raw
         }
+        self._dtype_levels = {
+            new: self._dtype_levels[old]
+            for new, old in enumerate(perm)
+            if old in self._dtype_levels
+        }
         self.feature_names = names
         self._codes = None  # fine codes follow the columns
 
@@ -290,14 +297,22 @@ class Client:
             arrays["feature_sketch"], arrays["feature_rows"] = feature_sketches(
                 self.X, int(msg.header["feature_sketch"])
             )
-        header["categories"] = {
-            str(j): sort_categories(v.tolist()) for j, v in self._cat_raw.items()
-        }
+        # Each categorical column's levels as the privacy level and the declarations allow.
+        header["categories"], declared = handshake_levels(
+            self._cat_raw, self._dtype_levels, msg.header, self.feature_names,
+            int(self.X.shape[1]), f"Client {self.name!r}",
+        )  # fmt: skip
+        if declared:
+            header["declared"] = declared
         if self.y_raw.ndim == 2:
             header["n_outputs"] = int(self.y_raw.shape[1])
         if msg.header.get("task") == "classification":  # the labels present (per output)
             check_labels(self.y_raw, self.name)
-            header.update(label_header(self.y_raw, msg.header.get("privacy", "none") == "none"))
+            privacy, classes = msg.header.get("privacy", "none"), msg.header.get("classes")
+            if classes is not None:  # declared: checked here, not answered (but under "none")
+                check_declared_labels(self.y_raw, classes, f"Client {self.name!r}")
+            if privacy == "none" or (classes is None and privacy != "dp"):
+                header.update(label_header(self.y_raw, privacy == "none"))
         else:
             try:
                 y = self.y_raw.astype(np.float64)
@@ -381,7 +396,8 @@ class Client:
         if not self._cat_raw:
             return
         for j, raw in self._cat_raw.items():
-            self.X[:, j] = encode(raw, categories[str(j)])
+            column = repr(self.feature_names[j]) if self.feature_names else str(j)
+            self.X[:, j] = encode_levels(raw, categories[str(j)], f"Client {self.name!r}", column)
             self.Xt[j] = self.X[:, j]
         self._codes = None  # the fine codes of those columns change
 

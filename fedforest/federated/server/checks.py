@@ -140,16 +140,19 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
             raise InvalidReply(
                 name, kind, "header field 'feature_names'", f"is not null or {d} distinct strings"
             )
+        # Each categorical column's levels; "declared": pandas-declared ones (from_dtype).
         cats = h.get("categories", {})
-        if not isinstance(cats, dict) or not all(
-            isinstance(j, str) and j.isdigit() and int(j) < d and isinstance(v, list) and v
-            for j, v in cats.items()
-        ):
-            raise InvalidReply(
-                name, kind, "header field 'categories'", "is not a map of column -> categories"
-            )
-        for j, values in cats.items():
-            _check_scalars(name, kind, f"header field 'categories'[{j!r}]", values, allow_null=True)
+        for field, table in (("categories", cats), ("declared", h.get("declared", {}))):
+            if not isinstance(table, dict) or not all(
+                isinstance(j, str) and j.isdigit() and int(j) < d and isinstance(v, list)
+                for j, v in table.items()
+            ):
+                raise InvalidReply(name, kind, f"header field {field!r}", "is not a column map")
+            for j, values in table.items():
+                where = f"header field {field!r}[{j!r}]"
+                _check_scalars(name, kind, where, values, allow_null=True)
+                if field == "declared" and (j not in cats or not values):
+                    raise InvalidReply(name, kind, where, "is not a categorical column's levels")
         if not isinstance(h.get("weighted", False), bool):
             raise InvalidReply(name, kind, "header field 'weighted'", "is not a boolean")
         missing = h.get("missing_features", [])
@@ -165,7 +168,9 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
                 "header field 'missing_features'",
                 f"is not a sorted list of distinct numeric column indices below {d}",
             )
-        if task == "classification":  # multi-output: one list of labels (and counts) each
+        # Declared classes (or "dp"): no labels travel, outside "none".
+        quiet = privacy == "dp" or (privacy != "none" and request.header.get("classes") is not None)
+        if task == "classification" and not (quiet and h.get("labels") is None):
             labels: Any = h.get("labels")
             counts: Any = h.get("label_counts")
             if n_out > 1 and (not isinstance(labels, list) or len(labels) != n_out):

@@ -76,6 +76,12 @@ class GrowerConfig:
     #: Under "dp": the privacy budget of the whole fit (delta None: min(1e-5, 0.1 / n)).
     epsilon: float | None = None
     delta: float | None = None
+    #: Declared category levels (server/domains.py): None (found from the data), a dict
+    #: {column name or index: levels} or "from_dtype" (the clients' pandas categories).
+    categories: Any = None
+    #: Declared class labels as the clients hold them (a list, one per output for
+    #: multi-output y), or None: the labels present (refused under "dp").
+    classes: Any = None
     #: Classification: None, a dict {label: weight}, "balanced" or "balanced_subsample"
     #: (server/weights.py).
     class_weight: Any = None

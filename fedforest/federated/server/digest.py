@@ -55,6 +55,9 @@ UNBOUND = frozenset(
     )
 )
 _DOMAIN = b"fedforest settings digest v1\x00"
+#: Fields covered only when set (declared categories and classes): a fit without them
+#: keeps the digest, so the bootstraps, it had before the fields existed.
+_WHEN_SET = frozenset(("categories", "classes"))
 
 
 def _plain(value: Any) -> Any:
@@ -91,7 +94,7 @@ def settings_digest(
     fields = {
         f.name: _plain(getattr(cfg, f.name))
         for f in dataclasses.fields(cfg)
-        if f.name not in UNBOUND
+        if f.name not in UNBOUND and not (f.name in _WHEN_SET and getattr(cfg, f.name) is None)
     }
     fields["bootstrap_draws"] = {
         name: int(draws.get(name, n)) if cfg.bootstrap else int(n)

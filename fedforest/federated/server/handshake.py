@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..categorical import sort_categories
 from ..federation import Federation
 from ..protocol import HANDSHAKE, PROTOCOL_VERSION, CommunicationLedger, Message, expect_array
 from .checks import Check, InvalidReply, check_handshake, label_type
 from .config import GrowerConfig
+from .domains import check_declared_classes, domain_request, unify_categories
 from .merge import merge_sketch_rows
 from .rounds import exchange
 
@@ -20,6 +20,7 @@ __all__ = ["check_warm_schema", "handshake"]
 
 def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -> dict[str, Any]:
     """Check that the clients' schemas agree; fix the global class list."""
+    check_declared_classes(cfg)
     request = {
         "protocol": PROTOCOL_VERSION,
         "task": cfg.task,
@@ -27,6 +28,7 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         # histogram baseline and for the features constant over all rows.
         "ranges": cfg.privacy == "none",
         "privacy": cfg.privacy,
+        **domain_request(cfg),  # declared levels and classes; under "secure" the level rule
     }
     if cfg.binning == "global":  # per-feature quantile sketches of every client's rows
         request["feature_sketch"] = int(cfg.n_bins or 32)
@@ -52,7 +54,7 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
                     f"Client {name!r} did not put its columns in the federation's order {names}."
                 )
     d = first.header["n_features"]
-    categories = _unify_categories(replies, names)
+    categories = unify_categories(replies, names, cfg)
     check_warm_schema(cfg.warm_schema, d, names, categories)
     n_outputs = _n_outputs(replies, cfg)
     classes: list[Any] | None = None
@@ -141,6 +143,8 @@ def _classes(
         return list(value if output is None else value[output])
 
     first_name = replies[0][0]
+    if cfg.classes is not None and cfg.privacy != "none":  # declared: no labels travel
+        return sorted(set(cfg.classes if output is None else cfg.classes[output])), None
     kinds = {name: label_type(own(rep, "labels")[0]) for name, rep in replies}
     other = next((name for name in kinds if kinds[name] != kinds[first_name]), None)
     if other is not None:
@@ -149,13 +153,19 @@ def _classes(
             f"Client {other!r} has {kinds[other]} class labels{where} but client "
             f"{first_name!r} has {kinds[first_name]} ones; encode y the same way on every client."
         )
-    classes = sorted({label for _, rep in replies for label in own(rep, "labels")})
+    declared = cfg.classes if output is None or cfg.classes is None else cfg.classes[output]
+    if declared is not None:  # the user's labels (the clients checked theirs are among them)
+        classes = sorted(set(declared))
+    else:
+        classes = sorted({label for _, rep in replies for label in own(rep, "labels")})
     if cfg.privacy != "none":
         return classes, None
     index = {label: i for i, label in enumerate(classes)}
     class_counts = np.zeros(len(classes))
-    for _, rep in replies:
+    for name, rep in replies:
         for label, count in zip(own(rep, "labels"), own(rep, "label_counts"), strict=True):
+            if label not in index:
+                raise ValueError(f"Client {name!r} has labels outside the declared classes.")
             class_counts[index[label]] += count
     return classes, class_counts
 
@@ -244,30 +254,6 @@ def _check_schemas(replies: list[tuple[str, Message]]) -> None:
                 f"{_name_difference(names, other, name, first_name)}; all clients must share "
                 "the same column names (their order may differ)."
             )
-
-
-def _unify_categories(
-    replies: list[tuple[str, Message]], names: list[str] | None
-) -> dict[str, list[Any]]:
-    """Sorted union of each categorical column's categories.
-
-    All clients must agree which columns are categorical.
-    """
-    first_name, first = replies[0]
-    cols = set(first.header.get("categories", {}))
-    union: dict[str, set[Any]] = {j: set() for j in cols}
-    for name, rep in replies:
-        mine = rep.header.get("categories", {})
-        if set(mine) != cols:
-            j = int(sorted(set(mine) ^ cols)[0])
-            col = repr(names[j]) if names is not None else str(j)
-            raise ValueError(
-                f"Client {name!r} and client {first_name!r} disagree on whether feature {col} "
-                "is categorical; declare the same categorical columns on every client."
-            )
-        for j, values in mine.items():
-            union[j].update(values)
-    return {j: sort_categories(values) for j, values in sorted(union.items())}
 
 
 def _name_difference(

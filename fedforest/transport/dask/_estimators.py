@@ -58,6 +58,11 @@ def fit(model: Any, X: Any, y: Any, client_ids: Any) -> Any:
             "Dask they stay on the workers, which return only sums: use oob_score=True."
         )
     model._validate_params()  # before any actor is built
+    if getattr(model, "classes", None) is not None:
+        raise ValueError(
+            "classes= with Dask collections is not supported yet; use fit_federated with "
+            "clients holding their own labels, or fit on rows in memory."
+        )
     classes = None
     if getattr(model, "_task", None) == "classification":
         y, classes = _label_codes(y)

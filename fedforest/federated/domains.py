@@ -1,0 +1,173 @@
+"""Category levels and class labels at the handshake: what a client may say (client side).
+
+A categorical column's list of levels and a classifier's labels are data values. What
+the handshake carries depends on the privacy level and on what the user declared:
+
+- a column whose levels the user declared (the estimators' ``categories={column:
+  levels}``, sent by the server, or ``categories="from_dtype"``: each client's pandas
+  ``CategoricalDtype`` categories) travels as the declared list (public, not data), and
+  its domain is those levels plus the missing category;
+- an undeclared column sends the levels present under ``"none"`` (the paper's), under
+  ``"secure"`` only the levels the client holds in at least ``min_level_rows`` rows (plus
+  the missing category, where its rows hold a missing value or a rarer level: those rows
+  count as missing unless another client names their level), under ``"dp"`` nothing (the
+  server refuses the fit: a level one row holds would change the reply);
+- class labels: a declared list (``classes=``) is checked here and not answered (under
+  ``"none"`` the labels present and their counts still travel, for ``class_weight``);
+  undeclared, the labels present travel, except under ``"dp"`` (nothing; the server
+  refuses).
+
+NumPy only: a Flower ClientApp imports it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .categorical import MISSING_CATEGORY, encode, is_missing, sort_categories
+
+__all__ = [
+    "check_declared_labels",
+    "declared_by_request",
+    "dtype_levels",
+    "encode_levels",
+    "handshake_levels",
+]
+
+
+def dtype_levels(X: Any, columns: Sequence[int]) -> dict[int, list[Any]]:
+    """The declared categories of ``X``'s pandas ``category`` columns among ``columns``."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None:
+        return {}
+    out = {}
+    for j in columns:
+        cats = getattr(dtypes.iloc[j], "categories", None)
+        if cats is not None:
+            out[j] = sort_categories(list(cats))
+    return out
+
+
+def declared_by_request(
+    header: dict[str, Any], names: list[str] | None, n_features: int, who: str
+) -> dict[int, list[Any]]:
+    """The server's declared domains (``domains``: [column, levels] pairs) by column index.
+
+    A column is an index or, where the client's columns are named, a name.
+    """
+    out = {}
+    for key, levels in header.get("domains") or []:
+        if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < n_features:
+            out[key] = sort_categories(levels)
+        elif isinstance(key, str) and names is not None and key in names:
+            out[names.index(key)] = sort_categories(levels)
+        else:
+            raise ValueError(
+                f"{who}: the declared categories name column {key!r}, which is not one of "
+                f"its columns ({names if names is not None else n_features})."
+            )
+    return out
+
+
+def handshake_levels(
+    raw: dict[int, NDArray[Any]],
+    dtype: dict[int, list[Any]],
+    header: dict[str, Any],
+    names: list[str] | None,
+    n_features: int,
+    who: str,
+) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """The reply's ``categories`` (levels, column by column) and ``declared`` (dtype domains).
+
+    ``raw``: the categorical columns' values by index; ``dtype``: their pandas categories.
+    """
+    privacy = header.get("privacy", "none")
+    by_server = declared_by_request(header, names, n_features, who)
+    for j in by_server:
+        if j not in raw:
+            raise ValueError(
+                f"{who}: column {_name(names, j)} has declared categories, but it is numeric "
+                "here; give it to the Client as categorical (categorical_features=[...] or a "
+                "pandas 'category' column)."
+            )
+    levels: dict[str, list[Any]] = {}
+    declared: dict[str, list[Any]] = {}
+    m = int(header.get("min_level_rows", 1))
+    for j, values in raw.items():
+        if j in by_server:
+            levels[str(j)] = []  # the server's list: nothing of this client's
+        elif header.get("from_dtype") and j in dtype:
+            levels[str(j)] = []
+            declared[str(j)] = dtype[j]  # the user's declaration, public
+        elif privacy == "dp":
+            levels[str(j)] = []  # refused by the server: a row would change the levels
+        elif privacy == "secure":
+            levels[str(j)] = _frequent_levels(values, m)
+        else:
+            levels[str(j)] = sort_categories(values.tolist())
+    return levels, declared
+
+
+def _frequent_levels(values: NDArray[Any], m: int) -> list[Any]:
+    """The levels held in at least ``m`` rows, and the missing category if any row is left.
+
+    A level held in fewer rows would name those rows' value: its rows become missing
+    values unless another client names the level.
+    """
+    keys = [MISSING_CATEGORY if is_missing(v) else v for v in sort_categories(values.tolist())]
+    codes = encode(values, keys)
+    counts = np.bincount(codes.astype(np.int64), minlength=len(keys))
+    kept = [v for v, c in zip(keys, counts, strict=True) if c >= m and v is not MISSING_CATEGORY]
+    if len(kept) < len(keys):  # a missing value, or a rarer level
+        kept.append(MISSING_CATEGORY)
+    return kept
+
+
+def encode_levels(
+    raw: NDArray[Any], categories: list[Any], who: str, column: str
+) -> NDArray[np.float64]:
+    """Codes of a column in the federation's list; values outside it count as missing.
+
+    Such values exist under ``"secure"`` (levels this client held in too few rows and no
+    client named) and with declared domains (values outside them): they take the missing
+    category's code, with a warning here at the client (it reaches no server).
+    """
+    codes = encode(raw, categories)
+    outside = codes < 0
+    if outside.any() and MISSING_CATEGORY in categories:
+        codes[outside] = categories.index(MISSING_CATEGORY)
+        warnings.warn(
+            f"{who}: column {column}: {int(outside.sum())} row(s) hold a level outside the "
+            "federation's categories (a level no client holds in min_aggregate_rows rows, "
+            "or one outside the declared categories); they count as missing values. Declare "
+            "the column's levels (categories={...} on the estimator) to keep them.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return codes
+
+
+def check_declared_labels(y: NDArray[Any], classes: Any, who: str) -> None:
+    """Every label of ``y`` is among the declared ``classes`` (a list per output)."""
+    columns = [y] if y.ndim == 1 else [y[:, o] for o in range(y.shape[1])]
+    per_output = classes if y.ndim == 2 else [classes]
+    if len(per_output) != len(columns):
+        raise ValueError(f"{who}: the declared classes are not one list per output of y.")
+    for o, (column, labels) in enumerate(zip(columns, per_output, strict=True)):
+        known = set(sort_categories(labels))
+        found = {v.item() if isinstance(v, np.generic) else v for v in np.unique(column)}
+        if not found <= known:
+            where = "" if y.ndim == 1 else f" of output {o}"
+            raise ValueError(
+                f"{who}: {len(found - known)} label(s){where} of y are not among the declared "
+                "classes; declare every label (classes=[...])."
+            )
+
+
+def _name(names: list[str] | None, j: int) -> str:
+    return repr(names[j]) if names is not None else str(j)

@@ -1,0 +1,294 @@
+"""Declared category levels and class labels; what the handshake says of undeclared ones.
+
+docs/privacy.md ("Category levels and class labels at the handshake"): a declared domain
+travels in place of the levels or labels present; undeclared, ``"secure"`` names only
+levels a client holds in ``min_aggregate_rows`` rows (the others count as missing),
+``"dp"`` refuses, ``"none"`` is the paper's.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fedforest as ff
+from fedforest.federated.protocol import HANDSHAKE, Message
+from fedforest.federated.server import domains
+from tests.test_privacy import RecordingFederation
+
+RARE = "ignore:.*outside the federation's categories:UserWarning"
+
+
+def _data(
+    n_clients: int = 4, n_rows: int = 150, levels: int = 4, rare: int = 0, seed: int = 0
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """A numeric column and a categorical one (``levels`` common levels, ``rare`` rows
+    holding a level of their own); y depends on both."""
+    rng = np.random.default_rng(seed)
+    n = n_clients * n_rows
+    cat = rng.choice([f"L{k}" for k in range(levels)], n).astype(object)
+    cat[rng.choice(n, rare, replace=False)] = [f"R{k}" for k in range(rare)]
+    X = pd.DataFrame({"a": rng.normal(size=n), "c": cat})
+    y = X["a"].to_numpy() + np.isin(cat, ["L0", "L2"]) + 0.1 * rng.normal(size=n)
+    return X, y, np.repeat(np.arange(n_clients), n_rows)
+
+
+def _handshakes(fed: RecordingFederation) -> list[Message]:
+    return [
+        msg
+        for requests, replies in fed.rounds
+        if next(iter(requests.values())).kind == HANDSHAKE
+        for msg in replies.values()
+    ]
+
+
+def _record(model: Any, X: pd.DataFrame, y: np.ndarray, h: np.ndarray) -> RecordingFederation:
+    clients = [ff.Client(X[h == k], y[h == k], name=f"c{k}") for k in np.unique(h)]
+    fed = RecordingFederation(ff.LocalFederation(clients))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*outside the federation's categories")
+        model.fit_federated(fed)
+    return fed
+
+
+def _predictions(model: Any, X: pd.DataFrame, y: np.ndarray, h: np.ndarray) -> np.ndarray:
+    return np.asarray(model.fit(X, y, client_ids=h).predict(X))
+
+
+# ----------------------------------------------------------------- "secure", undeclared
+def test_secure_names_no_rare_level_and_counts_its_rows_as_missing() -> None:
+    X, y, h = _data(rare=12)
+    model = ff.FedForestRegressor(n_estimators=3, random_state=0)
+    with pytest.warns(UserWarning, match=r"column 'c': \d+ row\(s\) hold a level outside"):
+        model.fit(X, y, client_ids=h)
+    assert model.categories_[1] == ["L0", "L1", "L2", "L3", None]  # R* merged: missing
+    fed = _record(ff.FedForestRegressor(n_estimators=2, random_state=0), X, y, h)
+    sent = {v for msg in _handshakes(fed) for v in msg.header["categories"]["1"]}
+    assert sent == {"L0", "L1", "L2", "L3", None}
+    # The rule switched off (a client names every level it holds): the rare ones travel.
+    fed = _record(ff.FedForestRegressor(n_estimators=2, random_state=0, privacy="none"), X, y, h)
+    sent = {v for msg in _handshakes(fed) for v in msg.header["categories"]["1"]}
+    assert {f"R{k}" for k in range(12)} <= sent
+
+
+def test_a_level_rare_at_one_client_keeps_its_code_where_another_names_it() -> None:
+    # "L9" is held by 40 rows at c0 and by 2 at c1: c1 does not name it, c0 does, so c1's
+    # two rows keep the level (no warning at c1), not the missing category.
+    X, y, h = _data(n_clients=2, n_rows=150)
+    X.loc[np.flatnonzero(h == 0)[:40], "c"] = "L9"
+    X.loc[np.flatnonzero(h == 1)[:2], "c"] = "L9"
+    fed = _record(ff.FedForestRegressor(n_estimators=2, random_state=0), X, y, h)
+    first, second = _handshakes(fed)
+    assert "L9" in first.header["categories"]["1"]
+    assert "L9" not in second.header["categories"]["1"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no row left out anywhere
+        model = ff.FedForestRegressor(n_estimators=2, random_state=0).fit(X, y, client_ids=h)
+    assert model.categories_[1] == ["L0", "L1", "L2", "L3", "L9", None]
+
+
+def _rule_off(cfg: Any) -> dict[str, Any]:
+    """The handshake request without the level rule (each client names every level)."""
+    return {k: v for k, v in domains.domain_request(cfg).items() if k != "min_level_rows"}
+
+
+def test_secure_forests_are_unchanged_when_every_level_is_frequent(monkeypatch) -> None:
+    # Common levels (about 37 rows of each at each client): the level rule names every
+    # level, and the forest equals the one grown with the rule switched off, bit for bit.
+    X, y, h = _data()
+    for task in ("regression", "classification"):
+        target = y if task == "regression" else (y > np.median(y)).astype(int)
+        est = ff.FedForestRegressor if task == "regression" else ff.FedForestClassifier
+        on = _predictions(est(n_estimators=4, random_state=0), X, target, h)
+        with monkeypatch.context() as patch:
+            patch.setattr("fedforest.federated.server.handshake.domain_request", _rule_off)
+            off = _predictions(est(n_estimators=4, random_state=0), X, target, h)
+        assert np.array_equal(on, off)
+    # With rare levels the two differ (the test can fail).
+    X, y, h = _data(rare=40)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*outside the federation's categories")
+        on = _predictions(ff.FedForestRegressor(n_estimators=4, random_state=0), X, y, h)
+    with monkeypatch.context() as patch:
+        patch.setattr("fedforest.federated.server.handshake.domain_request", _rule_off)
+        off = _predictions(ff.FedForestRegressor(n_estimators=4, random_state=0), X, y, h)
+    assert not np.array_equal(on, off)
+
+
+# ----------------------------------------------------------------- declared categories
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+def test_declared_categories_travel_instead_of_the_levels_present(privacy: str) -> None:
+    X, y, h = _data(rare=6)
+    declared = ["L0", "L1", "L2", "L3", "L4"]  # L4 held by no row
+    model = ff.FedForestRegressor(
+        n_estimators=2, random_state=0, privacy=privacy, categories={"c": declared}
+    )
+    with pytest.warns(UserWarning, match="outside the federation's categories"):
+        model.fit(X, y, client_ids=h)  # the R* rows: outside the declared levels
+    assert model.categories_[1] == [*declared, None]
+    fed = _record(
+        ff.FedForestRegressor(
+            n_estimators=2, random_state=0, privacy=privacy, categories={1: declared}
+        ),
+        X,
+        y,
+        h,
+    )
+    assert all(msg.header["categories"] == {"1": []} for msg in _handshakes(fed))
+
+
+def test_from_dtype_sends_the_dtype_categories_and_checks_them_equal() -> None:
+    X, y, h = _data()
+    declared = ["L0", "L1", "L2", "L3", "L4"]
+    X["c"] = pd.Categorical(X["c"], categories=declared)
+    model = ff.FedForestRegressor(n_estimators=2, random_state=0, categories="from_dtype")
+    fed = _record(model, X, y, h)
+    assert model.categories_ == {1: [*declared, None]}
+    for msg in _handshakes(fed):
+        assert msg.header["categories"] == {"1": []}
+        assert msg.header["declared"] == {"1": declared}
+    # Without from_dtype the dtype is not taken as a declaration (astype("category") infers
+    # the levels from the rows): the levels present travel, L4 is not in the model.
+    model = ff.FedForestRegressor(n_estimators=2, random_state=0).fit(X, y, client_ids=h)
+    assert model.categories_ == {1: declared[:4]}
+    # Clients whose dtypes declare other levels are refused, both named.
+    clients = [ff.Client(X[h == k], y[h == k], name=f"c{k}") for k in range(4)]
+    other = X[h == 3].assign(c=pd.Categorical(X["c"][h == 3].astype(str), categories=declared[:4]))
+    clients[3] = ff.Client(other, y[h == 3], name="c3")
+    with pytest.raises(ValueError, match="client 'c0' declares .* client 'c3' declares other"):
+        ff.FedForestRegressor(n_estimators=2, categories="from_dtype").fit_federated(
+            ff.LocalFederation(clients)
+        )
+
+
+def test_declared_categories_errors_name_the_column() -> None:
+    X, y, h = _data()
+    with pytest.raises(ValueError, match="categorical_features names 'nope'"):
+        ff.FedForestRegressor(categories={"nope": ["a"]}).fit(X, y, client_ids=h)
+    clients = [ff.Client(X[h == k], y[h == k], name=f"c{k}") for k in range(4)]
+    with pytest.raises(ValueError, match=r"column 'a' has declared categories, but it is numeric"):
+        ff.FedForestRegressor(categories={"a": [1.0]}).fit_federated(ff.LocalFederation(clients))
+    with pytest.raises(ValueError, match="categories"):
+        ff.FedForestRegressor(categories="auto").fit(X, y, client_ids=h)
+
+
+# ----------------------------------------------------------------- "dp"
+def test_dp_refuses_undeclared_levels_and_labels_saying_how_to_declare() -> None:
+    X, y, h = _data()
+    clients = [ff.Client(X[h == k], y[h == k], name=f"c{k}") for k in range(4)]
+    with pytest.raises(ValueError, match=r"privacy=\"dp\" needs the levels .* 'c' .*categories="):
+        ff.FedForestRegressor(privacy="dp", epsilon=5.0).fit_federated(ff.LocalFederation(clients))
+    labels = (y > np.median(y)).astype(int)
+    fed = RecordingFederation(
+        ff.LocalFederation([ff.Client(X[h == k], labels[h == k], name=f"c{k}") for k in range(4)])
+    )
+    model = ff.FedForestClassifier(privacy="dp", epsilon=5.0, categories={"c": ["L0"]})
+    with pytest.raises(ValueError, match=r"needs the class labels declared.*classes=\["):
+        model.fit_federated(fed)
+    assert fed.rounds == []  # refused before any message
+
+
+def test_dp_fits_with_declared_levels_and_classes() -> None:
+    X, y, h = _data(n_rows=200, rare=3)
+    labels = (y > np.median(y)).astype(int)
+    model = ff.FedForestClassifier(
+        n_estimators=3,
+        max_depth=3,
+        random_state=0,
+        privacy="dp",
+        epsilon=50.0,
+        categories={"c": ["L0", "L1", "L2", "L3"]},
+        classes=[0, 1, 2],
+    )
+    fed = _record(model, X, labels, h)
+    for msg in _handshakes(fed):
+        assert "labels" not in msg.header and msg.header["categories"] == {"1": []}
+    assert list(model.classes_) == [0, 1, 2]
+    assert model.predict_proba(X).shape == (len(X), 3)
+    assert model.score(X, labels) > 0.6
+
+
+# ----------------------------------------------------------------- declared classes
+def test_declared_classes_in_fit_and_fit_federated() -> None:
+    X, y, h = _data()
+    labels = np.where(y > np.median(y), "hi", "lo")
+    model = ff.FedForestClassifier(n_estimators=3, random_state=0, classes=["lo", "mid", "hi"])
+    model.fit(X, labels, client_ids=h)
+    assert list(model.classes_) == ["hi", "lo", "mid"]
+    assert model.predict_proba(X)[:, 2].max() == 0.0  # no row holds "mid"
+    plain = ff.FedForestClassifier(n_estimators=3, random_state=0).fit(X, labels, client_ids=h)
+    assert np.mean(model.predict(X) == plain.predict(X)) > 0.95
+    fed = _record(ff.FedForestClassifier(n_estimators=2, classes=["hi", "lo", "mid"]), X, labels, h)
+    assert all("labels" not in msg.header for msg in _handshakes(fed))
+    with pytest.raises(ValueError, match=r"y holds labels \['lo'\] that classes does not"):
+        ff.FedForestClassifier(classes=["hi"]).fit(X, labels, client_ids=h)
+    clients = [ff.Client(X[h == k], labels[h == k], name=f"c{k}") for k in range(4)]
+    with pytest.raises(ValueError, match="Client 'c0': 1 label.* not among the declared"):
+        ff.FedForestClassifier(classes=["hi"]).fit_federated(ff.LocalFederation(clients))
+
+
+# ----------------------------------------------------------------- the command line
+@pytest.mark.filterwarnings("ignore:.*no out-of-bag prediction:UserWarning")
+def test_the_command_line_trains_on_csv_text_columns_under_the_default_privacy(
+    tmp_path, capsys
+) -> None:
+    # A CSV declares no categories: under "secure" (the default) a rare level counts as
+    # missing (a warning says so); under "dp" the command stops with how to declare.
+    from fedforest.cli import main
+
+    X, y, h = _data(n_clients=2, n_rows=120, rare=3)
+    paths = []
+    for k in range(2):
+        paths.append(tmp_path / f"s{k}.csv")
+        X[h == k].assign(y=y[h == k]).to_csv(paths[-1], index=False)
+    out = tmp_path / "m.ffm"
+    argv = ["train", "--client", f"a={paths[0]}", "--client", f"b={paths[1]}", "--target", "y"]
+    with pytest.warns(UserWarning, match="outside the federation's categories"):
+        assert main([*argv, "--trees", "3", "--out", str(out)]) == 0
+    assert ff.load(out).categories_ == {1: ["L0", "L1", "L2", "L3", None]}
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--trees", "3", "--privacy", "dp", "--epsilon", "5", "--out", str(out)])
+    assert info.value.code == 2
+    assert "categories=" in capsys.readouterr().err
+
+
+def test_declared_domains_survive_the_model_file(tmp_path) -> None:
+    X, y, h = _data()
+    labels = (y > np.median(y)).astype(int)
+    model = ff.FedForestClassifier(
+        n_estimators=2, random_state=0, categories={"c": ["L0", "L1", "L2", "L3"]}, classes=[0, 1]
+    ).fit(X, labels, client_ids=h)
+    model.save(tmp_path / "m.ffm")
+    back = ff.load(tmp_path / "m.ffm")
+    assert back.get_params()["categories"] == {"c": ["L0", "L1", "L2", "L3"]}
+    assert back.get_params()["classes"] == [0, 1]
+    assert np.array_equal(back.predict_proba(X), model.predict_proba(X))
+
+
+def test_fit_under_dp_declares_the_levels_and_labels_of_its_own_rows(monkeypatch) -> None:
+    # Simulation mode holds every row: it declares the pooled levels and labels itself,
+    # so no client's handshake names any (the model's lists come from the rows).
+    X, y, h = _data(n_rows=200, rare=3)
+    labels = (y > np.median(y)).astype(int)
+    sent: list[Message] = []
+    handle = ff.Client.handle
+
+    def recording(self: ff.Client, msg: Message) -> Message:
+        reply = handle(self, msg)
+        if msg.kind == HANDSHAKE:
+            sent.append(reply)
+        return reply
+
+    monkeypatch.setattr(ff.Client, "handle", recording)
+    model = ff.FedForestClassifier(
+        n_estimators=2, max_depth=3, random_state=0, privacy="dp", epsilon=50.0
+    ).fit(X, labels, client_ids=h)
+    assert model.categories_[1] == ["L0", "L1", "L2", "L3", "R0", "R1", "R2", None]
+    assert list(model.classes_) == [0, 1]
+    assert len(sent) == 4
+    for reply in sent:
+        assert "labels" not in reply.header and reply.header["categories"] == {"1": []}
