@@ -11,8 +11,8 @@ the refusal switched off, or under ``"none"``, the leaves give targets back exac
 Two fits whose federations differ by one row no longer difference into that row's target
 and feature values (secret row weights in the grid round's moments of ``asinh(y)`` and
 ``asinh(x)``, and in the out-of-bag sums of ``y``), and less often into its coarse bins.
-A strict xfail records what is not fixed: rare category levels sent in the handshake
-(docs/privacy.md, "Limits").
+A client names only the category levels it holds in ``min_aggregate_rows`` rows or more
+(``federated/domains.py``), so a rare level stays with its row (docs/privacy.md, "Limits").
 """
 
 from __future__ import annotations
