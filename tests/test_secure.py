@@ -634,8 +634,10 @@ def test_diagnose_needs_privacy_none() -> None:
 
 
 class _Dying(ff.Client):
-    def __init__(self, X, y, name, at):
-        super().__init__(X, y, name)
+    """A client whose node is lost in round ``at`` (other keywords go to ``Client``)."""
+
+    def __init__(self, X, y, name, at, **kw):
+        super().__init__(X, y, name, **kw)
         self.at, self.seen = at, 0
 
     def handle(self, msg):

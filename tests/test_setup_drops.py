@@ -28,20 +28,7 @@ from fedforest.federated.protocol import (
 )
 from tests.test_privacy_drops import _RecordingDrops as RecordingFederation
 from tests.test_secure import _data
-
-
-class _Dies(ff.Client):
-    """A client whose node is lost in round ``at`` (``tests.test_secure._Dying``, with weights)."""
-
-    def __init__(self, *args, at: int, **kw) -> None:
-        super().__init__(*args, **kw)
-        self.at, self.seen = at, 0
-
-    def handle(self, msg):
-        self.seen += 1
-        if self.seen == self.at + 1:
-            raise RuntimeError("node lost")
-        return super().handle(msg)
+from tests.test_secure import _Dying as _Dies
 
 
 def _clients(at: int | None, n_clients: int = 4, weights: bool = False) -> list[ff.Client]:

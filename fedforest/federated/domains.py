@@ -33,6 +33,7 @@ from .categorical import MISSING_CATEGORY, encode, is_missing, sort_categories
 
 __all__ = [
     "check_declared_labels",
+    "column_index",
     "declared_by_request",
     "dtype_levels",
     "encode_levels",
@@ -53,6 +54,19 @@ def dtype_levels(X: Any, columns: Sequence[int]) -> dict[int, list[Any]]:
     return out
 
 
+def column_index(key: Any, names: list[str] | None, n_features: int) -> int | None:
+    """The column a declared domain's key names, or None where it names none.
+
+    A key is an index, or a name where the columns are named.
+    """
+    k = key.item() if hasattr(key, "item") else key
+    if isinstance(k, int) and not isinstance(k, bool) and 0 <= k < n_features:
+        return k
+    if isinstance(k, str) and names is not None and k in names:
+        return names.index(k)
+    return None
+
+
 def declared_by_request(
     header: dict[str, Any], names: list[str] | None, n_features: int, who: str
 ) -> dict[int, list[Any]]:
@@ -62,15 +76,13 @@ def declared_by_request(
     """
     out = {}
     for key, levels in header.get("domains") or []:
-        if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < n_features:
-            out[key] = sort_categories(levels)
-        elif isinstance(key, str) and names is not None and key in names:
-            out[names.index(key)] = sort_categories(levels)
-        else:
+        j = column_index(key, names, n_features)
+        if j is None:
             raise ValueError(
                 f"{who}: the declared categories name column {key!r}, which is not one of "
                 f"its columns ({names if names is not None else n_features})."
             )
+        out[j] = sort_categories(levels)
     return out
 
 

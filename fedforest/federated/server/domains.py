@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...federated.categorical import MISSING_CATEGORY, sort_categories
+from ..domains import column_index
 from ..privacy.rules import default_min_rows
 from ..protocol import Message
 from .config import GrowerConfig
@@ -113,16 +114,13 @@ def _server_domains(cfg: GrowerConfig, names: list[str] | None, d: int) -> dict[
         return {}
     out = {}
     for key, levels in cfg.categories.items():
-        k = key.item() if hasattr(key, "item") else key
-        if isinstance(k, int) and not isinstance(k, bool) and 0 <= k < d:
-            out[k] = list(levels)
-        elif isinstance(k, str) and names is not None and k in names:
-            out[names.index(k)] = list(levels)
-        else:
+        j = column_index(key, names, d)
+        if j is None:
             raise ValueError(
-                f"categories names column {k!r}, which is not a column of the clients' X "
+                f"categories names column {key!r}, which is not a column of the clients' X "
                 f"(columns: {names if names is not None else list(range(d))})."
             )
+        out[j] = list(levels)
     return out
 
 
