@@ -229,7 +229,12 @@ def test_dp_runs_on_actors_and_reports_its_budget(dask_client: Client) -> None:
     X, y, _ = frame(1, n=800)
     dX, dy = dd.from_pandas(X, npartitions=2), dd.from_pandas(y, npartitions=2)
     params = {"n_estimators": 4, "max_depth": 2, "min_samples_leaf": 5, "random_state": 0}
-    model = ff.FedForestRegressor(**params, privacy="dp", epsilon=8.0)
+    # Under "dp" a categorical column's levels are declared (the levels a worker holds
+    # would change with one row); undeclared, the fit is refused before any message.
+    with pytest.raises(ValueError, match="levels of categorical column 'region' declared"):
+        ff.FedForestRegressor(**params, privacy="dp", epsilon=8.0).fit(dX, dy)
+    levels = {"region": ["east", "north", "south"]}
+    model = ff.FedForestRegressor(**params, privacy="dp", epsilon=8.0, categories=levels)
     model.fit(dX, dy)
     assert model.privacy_report_["epsilon"] == pytest.approx(8.0)
     assert np.isfinite(model.predict(X)).all()
@@ -511,4 +516,13 @@ def test_a_lost_worker_is_dropped_and_the_forest_equals_the_local_one(
     local = ff.FedForestRegressor(**params).fit_federated(ff.LocalFederation(clients))
     assert local.dropped_clients_ == [("site-c", 3)]
     assert_same_forest(remote, local)
-    dask_client.wait_for_workers(2, timeout=scaled(60))  # the nanny restarts the worker
+    # The nanny restarts the worker. Wait until the scheduler has let the dead one go and
+    # the new one is running: counting two at once could count the dead one (it is listed
+    # until the scheduler notices), and a later test's broadcast then reached one worker.
+    deadline = time.monotonic() + scaled(60)
+    while time.monotonic() < deadline:
+        now = dask_client.scheduler_info()["workers"]
+        if workers[1] not in now and len(now) == 2:
+            break
+        time.sleep(0.2)
+    dask_client.wait_for_workers(2, timeout=scaled(60))

@@ -237,13 +237,26 @@ def test_feature_importances_rank_the_informative_feature_first(cls: type[Estima
     assert int(np.argmax(imp)) == INFORMATIVE
 
 
-def test_oob_regressor() -> None:
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+def test_oob_regressor(privacy: str) -> None:
     X, y = regression_data()
-    est = small(FedForestRegressor, n_estimators=20, oob_score=True).fit(X, y)
+    est = small(FedForestRegressor, n_estimators=20, oob_score=True, privacy=privacy).fit(X, y)
     assert est.oob_prediction_.shape == (X.shape[0],)
     scored = ~np.isnan(est.oob_prediction_)
     assert scored.all()
-    assert est.oob_score_ == pytest.approx(r2_score(y[scored], est.oob_prediction_[scored]))
+    r2 = r2_score(y[scored], est.oob_prediction_[scored])
+    if privacy == "none":
+        assert est.oob_score_ == pytest.approx(r2)
+    else:
+        # The squared errors are exact; the total sum of squares weighs each row's secret
+        # weight, uniform in [0.5, 1.5] (client_secure.oob_weights; fits one row apart
+        # would otherwise difference into that row's target), so R^2 is estimated: its
+        # error (1 - R^2) * dSST / SST, dSST of deviation sqrt(sum d^2 / 12), d the rows'
+        # squared deviations from the mean. Within four deviations:
+        d = (y - y.mean()) ** 2
+        bound = 4 * (1 - r2) * np.sqrt(np.sum(d**2) / 12) / np.sum(d)
+        assert abs(est.oob_score_ - r2) < bound
+        assert est.oob_score_ != r2  # estimated, not exact
     assert 0.5 < est.oob_score_ < 1.0
 
 
