@@ -16,6 +16,8 @@ sum is that one row's:
 - *a sparse feature* (0 in every row but one): the first grid round's moments of
   ``asinh(x)`` weigh each row by a secret weight in both sums, so
   ``sum w a^2 / sum w a = asinh(x_r)``;
+- *a column constant at each client* (a site-level covariate) with two clients: its two
+  moments and the handshake's row counts give both values;
 - *a rare class* (one row): the leaves that hold it, intersected over the trees that drew
   it, are a box that holds that row alone among the training rows.
 
@@ -137,6 +139,30 @@ def test_a_sparse_feature_keeps_its_one_value() -> None:
     count, s1, s2 = _pooled_moments(fed, "moments")[19]
     assert count == len(y)  # every row known: the sums run over 2,000 rows
     assert not np.isclose(np.sinh(s2 / s1), 17.6, rtol=1e-6, atol=0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="limit: with two clients, the grid round's moments of a column constant at each "
+    "client give both values (docs/privacy.md, 'Sums whose other rows are known')",
+)
+def test_a_site_level_column_of_two_clients_keeps_its_values() -> None:
+    """A column every row of a client shares (a site's size, say), two clients: each
+    client's secret weights add up to its rows, so its terms are exactly ``n_k a_k`` and
+    ``n_k a_k^2``; with the handshake's ``n_k`` that is two equations for the two values
+    (measured 2026-12-03: both to 1e-13, which client holds which told by the coarse
+    counts' jumps of ``n_k`` rows or here by the sizes, 300 and 250)."""
+    X, y, h = _data(n_clients=2, n_rows=300, d=6)
+    keep = np.r_[0:300, 300:550]
+    X, y, h = X.iloc[keep].reset_index(drop=True), y[keep], h[keep]
+    X["beds"] = np.where(h == 0, 412.0, 87.0)
+    fed = _fit(ff.FedForestRegressor(n_estimators=2, random_state=0), X, y, h)
+    _, s1, s2 = _pooled_moments(fed, "moments")[6]
+    n1, n2 = 300, 250  # a1 = (s1 - n2 a2) / n1, then n1 a1^2 + n2 a2^2 = s2
+    roots = np.roots([n2 + n2**2 / n1, -2 * s1 * n2 / n1, s1**2 / n1 - s2]).real
+    pairs = [(np.sinh((s1 - n2 * a2) / n1), np.sinh(a2)) for a2 in roots]
+    assert not any(np.allclose(p, (412.0, 87.0), rtol=1e-6, atol=0) for p in pairs), pairs
 
 
 def rare_class_box(seed: int) -> tuple[int, bool, int]:
