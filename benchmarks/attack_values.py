@@ -6,13 +6,16 @@ share ``p`` of lognormal amounts, 0 elsewhere), the share of all training rows w
 target (to 1e-6) the attacker claims from the model's node means and impurities
 (``E[y^2] / E[y]``, Poisson ``exp(E[y log y] / E[y])``) or, ``--mean-only``, from the node
 means and weights alone (``mean * weight / c`` for a bootstrap count ``c`` of 1 to 3),
-keeping values found in nodes of two trees or more; and, for a class one row holds, how
-many training rows the box where its leaves intersect holds.
+keeping values found in nodes of two trees or more; ``--pooled``: the same from what the
+server decodes under ``"secure"`` (node summaries and Round B's intervals, squared error);
+and, for a class one row holds, how many training rows the box where its leaves
+intersect holds.
 
 Usage (from the repository root, which holds the test suite's recording server)::
 
     python benchmarks/attack_values.py --seeds 0 1 2 3 4
     python benchmarks/attack_values.py --seeds 0 1 --privacy secure none dp
+    python benchmarks/attack_values.py --pooled --shares 0.05 0.1 0.2 0.3
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from tests.test_privacy import _fit  # noqa: E402
 from tests.test_privacy_values import (  # noqa: E402
     claimed_targets,
     node_values,
+    pooled_values,
     rare_class_box,
     zero_inflated,
 )
@@ -55,7 +59,22 @@ def main() -> None:
     parser.add_argument("--privacy", nargs="+", default=["secure", "none"])
     parser.add_argument("--epsilon", type=float, default=10.0, help="under dp")
     parser.add_argument("--mean-only", action="store_true")
+    parser.add_argument("--pooled", action="store_true", help="secure's decoded sums")
     args = parser.parse_args()
+    if args.pooled:
+        for p in args.shares:
+            got = []
+            for seed in args.seeds:
+                X, y, h = zero_inflated(seed, p)
+                fed = _fit(ff.FedForestRegressor(random_state=seed), X, y, h)
+                got.append(claimed_targets(pooled_values(fed), y))
+                got.append(float(np.mean(y != 0)))
+            print(
+                f"pooled sums p={p:.2f} rows' exact targets claimed (of nonzero): "
+                + " ".join(f"{a:.2%} ({b:.2%})" for a, b in zip(got[::2], got[1::2], strict=True)),
+                flush=True,
+            )
+        return
     for criterion in ("squared_error", "poisson"):
         for p in args.shares:
             for privacy in args.privacy:
