@@ -74,6 +74,38 @@ def test_counts_above_nodes_twins(seed: int) -> None:
         assert ck.counts_above_nodes_numpy(cand_off, sent, big, node_of_pair, node_stats)
 
 
+@pytest.mark.parametrize("seed", range(24))
+def test_sums_above_nodes_twins(seed: int) -> None:
+    """The one-pass kernel and the segmented NumPy sum: the same verdict with each node's
+    sums set to its pair's total (summed in order: not above) and with one node's sums
+    2^-40 below it (beyond the slack of a one-row node: above, where that pair sent any)."""
+    rng = np.random.default_rng(seed)
+    task = ("regression", "poisson", "classification")[seed % 3]
+    n_count = 1 + seed % 2
+    n_pairs, n_stats = 12, 6
+    n_cand = rng.integers(0, 40, n_pairs)
+    cand_off = np.concatenate([[0], np.cumsum(n_cand)]).astype(np.int64)
+    node_of_pair = np.arange(n_pairs, dtype=np.int64)  # one node a pair: totals set below
+    sent = np.flatnonzero(rng.random(int(cand_off[-1])) < 0.7).astype(np.int64)
+    sums = rng.uniform(0.0, 1.0, (sent.size, n_stats - n_count)) * 10.0 ** rng.integers(
+        -3, 4, (sent.size, 1)
+    )
+    pair = np.searchsorted(cand_off, sent, side="right") - 1
+    node_stats = np.zeros((n_pairs, n_stats))
+    for r in range(sent.size):  # the totals in order of the increments
+        node_stats[pair[r], n_count:] += sums[r]
+    node_stats[:, 0] = 1.0  # one row: a slack of 8 units of roundoff
+    args = (cand_off, sent, sums, n_count, task)
+    assert not ck.sums_above_nodes(*args, node_of_pair, node_stats)
+    assert not ck.sums_above_nodes_numpy(*args, node_of_pair, node_stats)
+    for k in range(n_pairs):
+        low = node_stats.copy()
+        low[k, n_count:] *= 1.0 - 2.0**-40  # beyond the slack, in every column
+        want = ck.sums_above_nodes_numpy(*args, node_of_pair, low)
+        assert ck.sums_above_nodes(*args, node_of_pair, low) == want
+        assert want == bool(np.any(pair == k) and np.any(low[k, n_count:] > 0))
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_sketch_check_over_runs_is_the_dense_check(seed: int) -> None:
     rng = np.random.default_rng(seed)

@@ -31,6 +31,8 @@ from .kernel_cache import cache_depends_on
 __all__ = [
     "distinct_values",
     "fine_codes",
+    "fine_codes_kernel",
+    "fine_codes_numpy",
     "local_best_thresholds",
     "local_best_thresholds_numpy",
     "node_sketches",
@@ -72,6 +74,129 @@ def fine_codes(
     X: NDArray[np.float64], n_fine: int = N_FINE_BINS
 ) -> tuple[NDArray[np.uint8], NDArray[np.float64], NDArray[np.float64]]:
     """Bin each column into at most ``n_fine`` local quantile bins, once per client.
+
+    Returns
+    -------
+    codes_t : ndarray of uint8, shape (n_features, n_samples)
+        Column-major, as the kernels read one feature of many rows.
+    fine_min, fine_max : ndarray of float64, shape (n_features, n_fine)
+        Smallest and largest value in each bin (+inf / -inf for unused bins).
+
+    The rank codes of the same values (``client_kernels.value_ranks``) are registered
+    with ``codes_t`` for :func:`~fedforest.federated.client_kernels.left_stats`. Every
+    column sorted in one NumPy call, the rest in one pass a column (:func:`fine_codes_kernel`);
+    :func:`fine_codes_numpy` is its twin (the same arrays; of equal values, ``0.0`` and
+    ``-0.0``, either may stand for both, as of that twin's unstable sort).
+    """
+    n, d = X.shape
+    xt = np.ascontiguousarray(X.T, dtype=np.float64)
+    order = np.argsort(xt, axis=1)  # +inf (missing) and NaN last; -inf first, skipped
+    codes_t = np.empty((d, n), dtype=CODE_DTYPE)
+    fine_min = np.full((d, n_fine), np.inf)
+    fine_max = np.full((d, n_fine), -np.inf)
+    ranks_t = np.empty((d, n), dtype=np.int32)
+    bin_start = np.zeros((d, n_fine + 1), dtype=np.int64)
+    uniq = np.empty(n * d)
+    uniq_off = np.zeros(d + 1, dtype=np.int64)
+    # np.quantile's "lower" levels of n_fine (every value known) or n_fine - 1 bins
+    levels = np.linspace(0, 1, n_fine + 1)[1:-1]
+    levels_known = np.linspace(0, 1, n_fine)[1:-1]
+    fine_codes_kernel(
+        xt, order, n_fine, levels, levels_known, codes_t, fine_min, fine_max, ranks_t,
+        bin_start, uniq, uniq_off,
+    )  # fmt: skip
+    register_ranks(codes_t, (ranks_t, uniq[: uniq_off[-1]].copy(), uniq_off, bin_start))
+    return codes_t, fine_min, fine_max
+
+
+@numba.njit(nogil=True, cache=True)
+def fine_codes_kernel(
+    xt, order, n_fine, levels, levels_known, codes_t, fine_min, fine_max, ranks_t, bin_start,
+    uniq, uniq_off,
+):  # fmt: skip
+    """:func:`fine_codes` of every column, given each column's rows in ascending order.
+
+    Parameters
+    ----------
+    xt : ndarray of float64, shape (n_features, n_samples)  # IN: column-major values
+    order : ndarray of int64, shape (n_features, n_samples)  # IN: ``argsort(xt, axis=1)``
+    n_fine : int  # IN
+    levels, levels_known : ndarray of float64  # IN: the quantile levels of ``n_fine``
+        and ``n_fine - 1`` bins (a column with a missing value keeps the last for them)
+    codes_t : ndarray of uint8, shape (n_features, n_samples)  # OUT
+    fine_min, fine_max : ndarray of float64, shape (n_features, n_fine)  # IN/OUT: +inf
+        and -inf on entry; each used bin's smallest and largest value
+    ranks_t : ndarray of int32, shape (n_features, n_samples)  # OUT: rank among the
+        column's distinct finite values (their number for a missing one)
+    bin_start : ndarray of int64, shape (n_features, n_fine + 1)  # OUT
+    uniq : ndarray of float64, shape (>= n_samples * n_features,)  # OUT: the distinct
+        finite values of the columns, one after the other
+    uniq_off : ndarray of int64, shape (n_features + 1,)  # OUT
+    """
+    d, n = xt.shape
+    xs = np.empty(n)  # a column's finite values, ascending
+    code_u = np.empty(n, dtype=np.int64)
+    edges = np.empty(n_fine)
+    uniq_off[0] = 0
+    for j in range(d):
+        u0 = uniq_off[j]
+        m = 0
+        nu = 0
+        for t in range(n):
+            i = order[j, t]
+            v = xt[j, i]
+            if not np.isfinite(v):
+                ranks_t[j, i] = -1
+                continue
+            if nu == 0 or v != uniq[u0 + nu - 1]:
+                uniq[u0 + nu] = v
+                nu += 1
+            ranks_t[j, i] = nu - 1
+            xs[m] = v
+            m += 1
+        for i in range(n):
+            if ranks_t[j, i] < 0:
+                ranks_t[j, i] = nu
+        lv = levels if m == n else levels_known
+        ne = 0
+        if nu <= lv.shape[0] + 1:  # every distinct value its own bin
+            for t in range(nu - 1):
+                edges[t] = uniq[u0 + t]
+            ne = max(nu - 1, 0)
+        else:  # np.quantile(xs, lv, method="lower"), distinct
+            for q in range(lv.shape[0]):
+                v = xs[int(np.floor((m - 1) * lv[q]))]
+                if ne == 0 or v != edges[ne - 1]:
+                    edges[ne] = v
+                    ne += 1
+        e = 0
+        for t in range(nu):  # searchsorted(edges, uniq, "left")
+            while e < ne and edges[e] < uniq[u0 + t]:
+                e += 1
+            code_u[t] = e
+        for i in range(n):
+            r = ranks_t[j, i]
+            codes_t[j, i] = code_u[r] if r < nu else n_fine - 1
+        for t in range(nu):
+            if t == 0 or code_u[t] != code_u[t - 1]:
+                fine_min[j, code_u[t]] = uniq[u0 + t]
+            if t == nu - 1 or code_u[t + 1] != code_u[t]:
+                fine_max[j, code_u[t]] = uniq[u0 + t]
+        if m < n:
+            fine_min[j, n_fine - 1] = np.inf
+            fine_max[j, n_fine - 1] = np.inf
+        t = 0
+        for b in range(n_fine + 1):  # searchsorted(code_u, arange(n_fine + 1), "left")
+            while t < nu and code_u[t] < b:
+                t += 1
+            bin_start[j, b] = t
+        uniq_off[j + 1] = u0 + nu
+
+
+def fine_codes_numpy(
+    X: NDArray[np.float64], n_fine: int = N_FINE_BINS
+) -> tuple[NDArray[np.uint8], NDArray[np.float64], NDArray[np.float64]]:
+    """NumPy twin of :func:`fine_codes` (a sort and a dozen array steps a column).
 
     Returns
     -------

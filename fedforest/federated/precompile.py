@@ -33,7 +33,7 @@ from numba import types
 from numba.core import event
 
 from ..tree.apply import predict_forest
-from . import client_kernels, client_route, grid_wire
+from . import client_kernels, client_route, client_sketch, grid_wire
 from .kernel_cache import is_cached
 from .privacy import grids, intervals, partitions, rules, secagg
 from .server import check_kernels, draws, fallback, guides, secure_grids, splitter
@@ -78,6 +78,10 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (grids.searchsorted_segments, (_F, _I64, _F, _I64, _I64)),
     (grids._libm_map, (_F, types.boolean, _F)),
     (client_kernels.node_summaries, (_I32, _F, _I32, _F, _I, _F2)),
+    (
+        client_sketch.fine_codes_kernel,
+        (_F2, _I64_2, _I, _F, _F, types.uint8[:, ::1], _F2, _F2, _I32_2, _I64_2, _F, _I64),
+    ),
     (grid_wire.encode_lattice, (_F, _I64, _I64, _B, _F, _F, _B, _B, types.uint32[::1])),
     (grid_wire.decode_lattice, (_U8, _F, types.uint32[::1], _F, _F, _B, _I64, _I64, _F)),
     (grid_wire.half_pack, (types.uint64[::1], _I64, _B, types.uint64[::1])),

@@ -27,7 +27,9 @@ __all__ = [
     "UNSORTED",
     "counts_above_nodes",
     "counts_above_nodes_numpy",
+    "sums_above_kernel",
     "sums_above_nodes",
+    "sums_above_nodes_numpy",
     "moments_within_rounding",
     "poisson_within_rounding",
     "top_l_problem",
@@ -174,12 +176,85 @@ def sums_above_nodes(
     Those sums: the weight (with sample weights, a float column), ``w y^2`` (squared
     error), Poisson's ``w y``, class weights. Increments are differences of running sums
     over the node's rows, so their total may pass the node's by rounding: ``8 n u`` of it
-    is allowed (``n`` the node's rows, ``u`` the unit roundoff). NumPy only (a segmented
-    sum; ``cand`` is increasing). ``sums``: the statistics' columns from ``n_count`` on.
+    is allowed (``n`` the node's rows, ``u`` the unit roundoff). ``sums``: the statistics'
+    columns from ``n_count`` on; ``cand`` is increasing. One pass
+    (:func:`sums_above_kernel`); NumPy twin :func:`sums_above_nodes_numpy`.
     """
+    cols = _sum_columns(n_count, task, node_stats.shape[1])
+    if cand.size == 0 or cols.size == 0:
+        return False
+    return bool(
+        sums_above_kernel(
+            cand_off,
+            np.asarray(cand, dtype=np.int64),
+            np.ascontiguousarray(sums, dtype=np.float64),
+            cols,
+            n_count,
+            node_of_pair,
+            np.ascontiguousarray(node_stats, dtype=np.float64),
+        )
+    )
+
+
+def _sum_columns(n_count: int, task: str, n_columns: int) -> NDArray[np.int64]:
+    """The full-layout columns :func:`sums_above_nodes` checks."""
     every = {"regression": slice(STAT_TASK + 1, None, 2), "poisson": slice(STAT_TASK, None, 2)}
-    task_cols = np.arange(node_stats.shape[1])[every.get(task, slice(STAT_TASK, None))]
-    cols = np.concatenate([np.arange(n_count, STAT_TASK), task_cols])  # full-layout columns
+    task_cols = np.arange(n_columns)[every.get(task, slice(STAT_TASK, None))]
+    return np.concatenate([np.arange(n_count, STAT_TASK), task_cols]).astype(np.int64)
+
+
+@numba.njit(nogil=True, cache=True)
+def sums_above_kernel(cand_off, cand, sums, cols, n_count, node_of_pair, node_stats):  # type: ignore[no-untyped-def]
+    """:func:`sums_above_nodes`: each pair's increments summed in order, then compared.
+
+    Parameters
+    ----------
+    cand_off : ndarray of int64, shape (n_pairs + 1,)  # IN
+    cand : ndarray of int64, shape (m,)  # IN: increasing candidate of each increment
+    sums : ndarray of float64, shape (m, n_stats - n_count)  # IN
+    cols : ndarray of int64, shape (n_cols,)  # IN: full-layout columns checked
+    n_count : int  # IN: ``sums``' first column is column ``n_count`` of the layout
+    node_of_pair : ndarray of int64, shape (n_pairs,)  # IN
+    node_stats : ndarray of float64, shape (n_nodes, n_stats)  # IN
+    """
+    n_pairs = cand_off.shape[0] - 1
+    n_cols = cols.shape[0]
+    acc = np.zeros(n_cols)
+    p = -1
+    for r in range(cand.shape[0] + 1):
+        q = p
+        if r < cand.shape[0]:
+            c = cand[r]
+            q = max(p, 0)
+            while q + 1 < n_pairs and cand_off[q + 1] <= c:
+                q += 1
+        if q != p or r == cand.shape[0]:
+            if p >= 0:  # the pair's totals against its node's (the twin's expression)
+                node = node_stats[node_of_pair[p]]
+                slack = 1.0 + 8.0 * 2.0**-52 * max(node[STAT_ROWS], 1.0)
+                for j in range(n_cols):
+                    if acc[j] > node[cols[j]] * slack:
+                        return True
+            for j in range(n_cols):
+                acc[j] = 0.0
+            p = q
+        if r < cand.shape[0]:
+            for j in range(n_cols):
+                acc[j] += sums[r, cols[j] - n_count]
+    return False
+
+
+def sums_above_nodes_numpy(
+    cand_off: NDArray[np.int64],
+    cand: NDArray[np.int64],
+    sums: NDArray[Any],
+    n_count: int,
+    task: str,
+    node_of_pair: NDArray[np.int64],
+    node_stats: NDArray[np.float64],
+) -> bool:
+    """NumPy twin of :func:`sums_above_nodes` (a segmented sum)."""
+    cols = _sum_columns(n_count, task, node_stats.shape[1])
     if cand.size == 0 or cols.size == 0:
         return False
     pair = np.searchsorted(cand_off, cand, side="right") - 1

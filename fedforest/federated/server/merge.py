@@ -151,6 +151,12 @@ def mixture_quantiles_runs(rv_in, rl_in, row_off, n_bins, index, weights, out, c
     counts : ndarray of int64, shape (n_pairs,)  # OUT
     """
     n_clients, n_pairs = index.shape
+    # Whole client weights and B a power of two: every point weighs a multiple of 1 / B
+    # and every running sum is exact, so a pair's runs can be taken whole.
+    dyadic = n_bins > 0 and (n_bins & (n_bins - 1)) == 0
+    hv = np.empty(n_clients)  # scratch of _quantiles_dyadic
+    pos = np.empty(n_clients, dtype=np.int64)
+    endp = np.empty(n_clients, dtype=np.int64)
     dense = np.empty((n_clients, n_bins))  # the live rows of an unsorted pair
     pw = np.empty(n_clients)
     # Each live client's runs (value, length); client j owns runs hd[j]..end[j] - 1.
@@ -160,6 +166,10 @@ def mixture_quantiles_runs(rv_in, rl_in, row_off, n_bins, index, weights, out, c
     end = np.empty(n_clients, dtype=np.int64)
     act = np.empty(n_clients, dtype=np.int64)  # clients with runs left, in client order
     for p in range(n_pairs):
+        if dyadic and _quantiles_dyadic(
+            rv_in, rl_in, row_off, n_bins, index, weights, out, counts, p, hv, pos, endp, pw
+        ):
+            continue
         n_live = 0
         total = 0.0
         vmax = -np.inf
@@ -239,6 +249,95 @@ def mixture_quantiles_runs(rv_in, rl_in, row_off, n_bins, index, weights, out, c
                 out[p, c] = v
                 c += 1
         counts[p] = c
+
+
+#: Client weights up to this take :func:`_quantiles_dyadic` (sums of multiples of 1 / B
+#: stay exact far beyond: B <= 2^16, 2^10 clients).
+DYADIC_MAX = 2.0**26
+
+
+@numba.njit(inline="always")
+def _quantiles_dyadic(
+    rv_in, rl_in, row_off, n_bins, index, weights, out, counts, p, hv, pos, endp, pw
+):  # fmt: skip
+    """:func:`mixture_quantiles_runs` of pair ``p`` where every running sum is exact.
+
+    Taken when every live client's weight is whole (at most ``DYADIC_MAX``), ``B`` a power
+    of two, and the live rows sorted and finite, their runs ``B`` points long; else
+    ``False`` is returned and nothing written. Then each point weighs a multiple of
+    ``1 / B``, every sum of them is exact, and adding a run's points one by one (as the
+    general merge does) gives the same number as adding its length times its weight once:
+    the same merge (smallest head first, ties to the first client), a run at a time,
+    crosses each level in the same run and writes the same candidates, bit for bit.
+    """
+    n_clients = index.shape[0]
+    n_live = 0
+    total = 0.0
+    vmax = -np.inf
+    for k in range(n_clients):
+        wk = weights[k, p]
+        r = index[k, p]
+        if wk <= 0.0 or r < 0 or np.isnan(rv_in[row_off[r]]):
+            continue
+        if not (wk <= DYADIC_MAX and wk == np.floor(wk)):
+            return False
+        lo, hi = row_off[r], row_off[r + 1]
+        prev = rv_in[lo]
+        n_pts = 0
+        for j in range(lo, hi):
+            v = rv_in[j]
+            if not (v >= prev and v < np.inf and v > -np.inf):  # unsorted, NaN or infinite
+                return False
+            n_pts += rl_in[j]
+            prev = v
+        if n_pts != n_bins:
+            return False
+        total += wk
+        vmax = max(vmax, prev)
+        pw[n_live] = wk / n_bins
+        pos[n_live] = lo
+        endp[n_live] = hi
+        hv[n_live] = rv_in[lo]
+        n_live += 1
+    counts[p] = 0
+    if n_live == 0:
+        return True
+    inv = 1.0 / n_bins  # a power of two: x * inv is x / n_bins, bit for bit
+    q = 0
+    level = total * (q + 1) * inv * (1.0 - 1e-12)
+    cum = 0.0
+    c = 0
+    left = n_live  # clients with runs left
+    v = 0.0
+    while left > 0 and q < n_bins - 1:
+        best = 0  # the smallest head, ties to the first client (done ones hold +inf)
+        bv = hv[0]
+        for j in range(1, n_live):
+            lt = hv[j] < bv
+            best = j if lt else best
+            bv = hv[j] if lt else bv
+        e = pos[best]
+        v = rv_in[e]
+        cum += rl_in[e] * pw[best]
+        while q < n_bins - 1 and cum >= level:
+            if v < vmax and (c == 0 or v != out[p, c - 1]):
+                out[p, c] = v
+                c += 1
+            q += 1
+            level = total * (q + 1) * inv * (1.0 - 1e-12)
+        e += 1
+        pos[best] = e
+        if e == endp[best]:
+            hv[best] = np.inf
+            left -= 1
+        else:
+            hv[best] = rv_in[e]
+    for _ in range(q, n_bins - 1):  # past the last point (not reached: the sums are exact)
+        if v < vmax and (c == 0 or v != out[p, c - 1]):
+            out[p, c] = v
+            c += 1
+    counts[p] = c
+    return True
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
