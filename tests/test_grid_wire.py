@@ -196,8 +196,10 @@ def test_client_grids_equal_the_servers(monkeypatch, classifier) -> None:
         req = next(iter(requests.values()))
         recorded.append(req)
         if req.kind == ROUND_A:
-            for c in self.clients.values():
-                client_grids.append(c._fit.level_grid.copy())
+            for c in self.clients.values():  # decoded again as its Round B does, kept request
+                fit = c._fit
+                grid = c._secure._level_grid(fit.level_wire, fit.level_grid_off, fit.pair_feat)
+                client_grids.append(grid.copy())
         return replies
 
     monkeypatch.setattr(secure, "node_grids", grids)

@@ -113,9 +113,10 @@ class _Fit:
     weighted: bool = False
     #: binning="global": every row's bin among its column's candidates.
     grid: GridCodes | None = None
-    #: privacy="secure": the level's node grids from Round A (Round B's candidates index them).
+    #: privacy="secure": the level's Round A request and its grids' offsets (Round B's
+    #: candidates index the grids, decoded again from it).
     level_grid_off: NDArray[np.int64] | None = None
-    level_grid: NDArray[np.float64] | None = None
+    level_wire: Message | None = None
 
 
 class Client:
