@@ -547,13 +547,15 @@ def unpack_hist(
     grid_off: NDArray[np.int64],
     half: NDArray[np.bool_],
     n_threads: int = 1,
+    out: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
     """Server: the pooled rows and weight at every edge, shape (n_edges, 2).
 
     From the sum over the clients of :func:`half_words`' words; from
-    :data:`PARALLEL_EDGES` edges in ``n_threads`` threads (ranges of pairs).
+    :data:`PARALLEL_EDGES` edges in ``n_threads`` threads (ranges of pairs). Written
+    into ``out`` (C-contiguous, that shape) if given.
     """
-    out = np.empty((int(grid_off[-1]), 2))
+    out = np.empty((int(grid_off[-1]), 2)) if out is None else out
     t = np.ascontiguousarray(total, dtype=np.uint64).reshape(-1)
     off, half = grid_off.astype(np.int64), half.astype(np.bool_)
     n = n_threads if out.shape[0] >= PARALLEL_EDGES else 1
