@@ -197,9 +197,7 @@ def test_client_grids_equal_the_servers(monkeypatch, classifier) -> None:
         recorded.append(req)
         if req.kind == ROUND_A:
             for c in self.clients.values():  # decoded again as its Round B does, kept request
-                fit = c._fit
-                grid = c._secure._level_grid(fit.level_wire, fit.level_grid_off, fit.pair_feat)
-                client_grids.append(grid.copy())
+                client_grids.append(c._secure.kept_grid(c._fit).copy())
         return replies
 
     monkeypatch.setattr(secure, "node_grids", grids)

@@ -29,7 +29,7 @@ from .client_packed import left_words
 from .client_sketch import fine_codes
 from .client_targets import label_counts
 from .client_unresolved import warn_unresolved
-from .grid_wire import decode_candidates, decode_grid, half_of, half_words
+from .grid_wire import GRID_WIRE, decode_candidates, decode_grid, half_of, half_words
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2, to_fixed_packed
@@ -465,7 +465,7 @@ class SecureParty:
         # The grids as the server counts on them, in this thread's scratch; Round B's
         # candidates index them: it decodes them again from this request, kept.
         grid = self._level_grid(msg, grid_off, fit.pair_feat)
-        fit.level_grid_off, fit.level_wire = grid_off, msg
+        fit.level_grid_off, fit.level_wire = grid_off, tuple(msg.arrays[k] for k in GRID_WIRE)
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         hist = self._words_at(msg, fit, grid_off, grid, bits[:2], borrow=True)  # scratch
         borrowed = hist is not None
@@ -492,6 +492,13 @@ class SecureParty:
         """A Round A request's grids, decoded into this thread's scratch (:mod:`.scratch`)."""
         room = scratch("grid", int(grid_off[-1]), np.float64)
         return decode_grid(msg, grid_off, pair_feat, self.client.name, room)
+
+    def kept_grid(self, fit: _Fit) -> NDArray[np.float64]:
+        """The level's grids again, from Round A's wire arrays kept (empty before any)."""
+        if fit.level_wire is None or fit.level_grid_off is None or fit.pair_feat is None:
+            return np.zeros(0)
+        msg = Message(ROUND_A, {}, dict(zip(GRID_WIRE, fit.level_wire, strict=True)))
+        return self._level_grid(msg, fit.level_grid_off, fit.pair_feat)
 
     def _packed(
         self, msg: Message, values: NDArray[np.float64], bits: NDArray[np.int64]
@@ -616,8 +623,7 @@ class SecureParty:
         cand_off = expect_array(msg, "cand_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         _check_offsets(cand_off, "cand_off", c.name)
         grid_off = fit.level_grid_off if fit.level_grid_off is not None else np.zeros(1, np.int64)
-        wire = fit.level_wire if "cand_at" in msg.arrays else None  # else not read
-        grid = np.zeros(0) if wire is None else self._level_grid(wire, grid_off, fit.pair_feat)
+        grid = self.kept_grid(fit) if "cand_at" in msg.arrays else np.zeros(0)  # else unread
         cand = decode_candidates(msg, cand_off, grid, grid_off, c.name)
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         words = self._words_at(msg, fit, cand_off, cand, bits)  # the words directly

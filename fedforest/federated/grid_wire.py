@@ -291,6 +291,10 @@ def encode_lattice_numpy(
     return n_codes
 
 
+#: The arrays of a Round A request that :func:`decode_grid` reads (a client keeps them).
+GRID_WIRE = ("grid_exact", "grid_value", "grid_code", "grid_span")
+
+
 def decode_grid(
     msg: Message,
     grid_off: NDArray[np.int64],
