@@ -1,8 +1,10 @@
 """CPU time of fedforest fits of bench_forest.py's model and data, one process, no rivals.
 
 Each fit is timed with ``time.process_time()`` (all threads of this process), after one
-untimed warm-up fit (numba kernels loaded or compiled). Prints the median and the least;
-run it with ``PYTHONPATH`` set to each checkout to compare, alternately, on a busy machine.
+untimed warm-up fit (numba kernels loaded or compiled). Prints the median and the least,
+and of the same fits the system CPU and minor page faults (``resource.getrusage``: first
+writes to fresh memory); run it with ``PYTHONPATH`` set to each checkout to compare,
+alternately, on a busy machine.
 
     python benchmarks/bench_fit_cpu.py --privacy none --rows 2000 --fits 7 --n-jobs 1
     python benchmarks/bench_fit_cpu.py --binning global --rows 100000 --fits 3 --n-jobs 2
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -46,13 +49,17 @@ def main() -> None:
     if args.sklearn:
         bf.fit(bf.make_model("sklearn", args.n_jobs, args.seed), "sklearn", warm["X_train"],
                warm["y_train"], warm["h_train"])  # fmt: skip
-    cpu, wall, sk_cpu = [], [], []
+    cpu, wall, sk_cpu, sys_cpu, faults = [], [], [], [], []
     for _ in range(args.fits):
         model = bf.make_model("fedforest", args.n_jobs, args.seed, args.privacy, args.binning)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         start, start_wall = time.process_time(), time.perf_counter()
         bf.fit(model, "fedforest", data["X_train"], data["y_train"], data["h_train"])
         cpu.append(time.process_time() - start)
         wall.append(time.perf_counter() - start_wall)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        sys_cpu.append(after.ru_stime - usage.ru_stime)
+        faults.append(after.ru_minflt - usage.ru_minflt)
         if args.sklearn:
             sk = bf.make_model("sklearn", args.n_jobs, args.seed)
             start = time.process_time()
@@ -61,7 +68,9 @@ def main() -> None:
     print(
         f"{args.privacy} binning={args.binning} rows={args.rows} n_jobs={args.n_jobs}: CPU s "
         f"median {statistics.median(cpu):.3f}, least {min(cpu):.3f}; wall s least "
-        f"{min(wall):.3f} ({args.fits} fits; load average {os.getloadavg()[0]:.1f}; "
+        f"{min(wall):.3f}; system CPU s median {statistics.median(sys_cpu):.3f}, minor faults "
+        f"median {statistics.median(faults):.0f} ({args.fits} fits; load average "
+        f"{os.getloadavg()[0]:.1f}; "
         f"fedforest {Path(fedforest.__file__).parent})"
     )
     if args.sklearn:

@@ -196,8 +196,8 @@ def test_client_grids_equal_the_servers(monkeypatch, classifier) -> None:
         req = next(iter(requests.values()))
         recorded.append(req)
         if req.kind == ROUND_A:
-            for c in self.clients.values():
-                client_grids.append(c._fit.level_grid.copy())
+            for c in self.clients.values():  # decoded again as its Round B does, kept request
+                client_grids.append(c._secure.kept_grid(c._fit).copy())
         return replies
 
     monkeypatch.setattr(secure, "node_grids", grids)

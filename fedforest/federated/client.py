@@ -113,9 +113,10 @@ class _Fit:
     weighted: bool = False
     #: binning="global": every row's bin among its column's candidates.
     grid: GridCodes | None = None
-    #: privacy="secure": the level's node grids from Round A (Round B's candidates index them).
+    #: privacy="secure": the level's grids' offsets and Round A's wire arrays of them
+    #: (``grid_wire.GRID_WIRE``; Round B's candidates index the grids, decoded again).
     level_grid_off: NDArray[np.int64] | None = None
-    level_grid: NDArray[np.float64] | None = None
+    level_wire: tuple[NDArray[Any], ...] | None = None
 
 
 class Client:

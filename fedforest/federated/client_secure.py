@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,7 +28,8 @@ from . import client_kernels as K
 from .client_packed import left_words
 from .client_sketch import fine_codes
 from .client_targets import label_counts
-from .grid_wire import decode_candidates, decode_grid, half_of, half_words
+from .client_unresolved import warn_unresolved
+from .grid_wire import GRID_WIRE, decode_candidates, decode_grid, half_of, half_words
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2, to_fixed_packed
@@ -45,6 +45,7 @@ from .protocol import (
     Message,
     expect_array,
 )
+from .scratch import scratch
 
 if TYPE_CHECKING:
     from .client import Client, _Fit
@@ -461,12 +462,13 @@ class SecureParty:
         n_pairs = int(fit.pair_off[-1])
         grid_off = expect_array(msg, "grid_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         _check_offsets(grid_off, "grid_off", self.client.name)
-        # The grids as the server counts on them, kept: Round B's candidates index them
-        # (in the memory of the level before's, whose Round B is done).
-        grid = decode_grid(msg, grid_off, fit.pair_feat, self.client.name, fit.level_grid)
-        fit.level_grid_off, fit.level_grid = grid_off, grid
+        # The grids as the server counts on them, in this thread's scratch; Round B's
+        # candidates index them: it decodes them again from this request, kept.
+        grid = self._level_grid(msg, grid_off, fit.pair_feat)
+        fit.level_grid_off, fit.level_wire = grid_off, tuple(msg.arrays[k] for k in GRID_WIRE)
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
-        hist = self._words_at(msg, fit, grid_off, grid, bits[:2])  # the words directly
+        hist = self._words_at(msg, fit, grid_off, grid, bits[:2], borrow=True)  # scratch
+        borrowed = hist is not None
         if hist is None:
             # Rows, not class-weighted rows, where the server asks (``weights.rows_hist``).
             rows_only = msg.header.get("hist_rows") is True and self.dp is None
@@ -477,10 +479,26 @@ class SecureParty:
                 cum = self.noisy(msg, increments(cum, grid_off), b[:2], frac_bits=bits[:2])
             hist = self._packed(msg, cum, bits[:2])
         half = half_of(msg, n_pairs, self.client.name)  # small nodes: two edges to a word
-        if half is not None:
-            hist = half_words(hist, grid_off, half, self.client.name, in_place=True)
+        if half is not None:  # from the scratch into a new array: the answer's own
+            hist = half_words(hist, grid_off, half, self.client.name, in_place=not borrowed)
+        elif borrowed:
+            hist = hist.copy()
         arrays = {"summary": to_fixed(summary, bits), "hist": hist}
         return self._masked(msg, ROUND_A, arrays)
+
+    def _level_grid(
+        self, msg: Message, grid_off: NDArray[np.int64], pair_feat: NDArray[np.int32]
+    ) -> NDArray[np.float64]:
+        """A Round A request's grids, decoded into this thread's scratch (:mod:`.scratch`)."""
+        room = scratch("grid", int(grid_off[-1]), np.float64)
+        return decode_grid(msg, grid_off, pair_feat, self.client.name, room)
+
+    def kept_grid(self, fit: _Fit) -> NDArray[np.float64]:
+        """The level's grids again, from Round A's wire arrays kept (empty before any)."""
+        if fit.level_wire is None or fit.level_grid_off is None or fit.pair_feat is None:
+            return np.zeros(0)
+        msg = Message(ROUND_A, {}, dict(zip(GRID_WIRE, fit.level_wire, strict=True)))
+        return self._level_grid(msg, fit.level_grid_off, fit.pair_feat)
 
     def _packed(
         self, msg: Message, values: NDArray[np.float64], bits: NDArray[np.int64]
@@ -531,11 +549,13 @@ class SecureParty:
         off: NDArray[np.int64],
         edges: NDArray[np.float64],
         bits: NDArray[np.int64],
+        borrow: bool = False,
     ) -> NDArray[np.uint64] | None:
         """``_packed`` of the left statistics (``bits``' columns) at every pair's ``edges``.
 
         Written by the kernel (:func:`~.client_packed.left_words`: the same words as
-        ``to_fixed_packed`` of the float statistics, no float array of every edge), when
+        ``to_fixed_packed`` of the float statistics, no float array of every edge; with
+        ``borrow`` in this thread's scratch, :mod:`.scratch`, copied by the caller), when
         the answer packs its counts (whole weights, no noise) and the statistics are
         those of one target (the first two columns alone, or one output's and no
         criterion="poisson" second pass); None otherwise, or where a sum would not pack
@@ -550,7 +570,9 @@ class SecureParty:
             return None
         y = fit.y if fit.y.ndim == 1 else np.ascontiguousarray(fit.y[:, 0])
         scale = np.exp2(bits.astype(np.float64))
-        out = np.empty((edges.size, bits.size - 1), dtype=np.uint64)
+        shape = (edges.size, bits.size - 1)
+        out = scratch("words", shape[0] * shape[1], np.uint64).reshape(shape) if borrow else None
+        out = np.empty(shape, dtype=np.uint64) if out is None else out
         ok = []
         kernel: Any = left_words
 
@@ -600,8 +622,8 @@ class SecureParty:
         n_pairs = int(fit.pair_off[-1])
         cand_off = expect_array(msg, "cand_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         _check_offsets(cand_off, "cand_off", c.name)
-        grid = fit.level_grid if fit.level_grid is not None else np.zeros(0)
         grid_off = fit.level_grid_off if fit.level_grid_off is not None else np.zeros(1, np.int64)
+        grid = self.kept_grid(fit) if "cand_at" in msg.arrays else np.zeros(0)  # else unread
         cand = decode_candidates(msg, cand_off, grid, grid_off, c.name)
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         words = self._words_at(msg, fit, cand_off, cand, bits)  # the words directly
@@ -698,45 +720,6 @@ class SecureParty:
             bounds = [1.0, 1.0] if n_classes else [1.0] + [4 * c * c, c, c * c] * k
             sums = self.noisy(msg, sums, bounds, frac_bits=bits)
         return self._masked(msg, OOB, {"oob_sums": to_fixed(sums, bits)})
-
-
-#: Below this spread of asinh(x), relative to max(1, |mean|), the grids miss a feature.
-UNRESOLVED_SPREAD = 1e-9
-
-
-def warn_unresolved(
-    x: NDArray[np.float64], feats: NDArray[np.int64], client: str, names: list[str] | None
-) -> None:
-    """Warn (here, where the data are) of features the secure grids cannot resolve.
-
-    The root grids come from the pooled moments of ``asinh(x)`` in fixed point (2^-48)
-    and float64: a feature whose values vary by less than ``UNRESOLVED_SPREAD`` of their
-    size in that scale (an offset of 1e9 or more on unit noise, or values below about
-    1e-12) gets one coarse bin and the forest learns little or nothing from it (measured
-    test R^2 0.45 and -0.01 for offsets 1e9 and 1e13, 0.53 and 0.00 for scales 1e-12 and
-    1e-15, against 0.68 under "none"). Nothing is sent: the warning stays on the client.
-    """
-    if not x.size:
-        return
-    known = np.isfinite(x)  # a missing value (+inf) is in no moment
-    n = np.maximum(known.sum(axis=0), 1)
-    a = np.where(known, libm_arcsinh(np.where(known, x, 0.0)), 0.0)
-    mean = a.sum(axis=0) / n
-    spread = np.sqrt(np.where(known, (a - mean) ** 2, 0.0).sum(axis=0) / n)
-    size = np.maximum(1.0, np.abs(mean))
-    varies = np.where(known, x, np.inf).min(axis=0) < np.where(known, x, -np.inf).max(axis=0)
-    bad = np.flatnonzero(varies & (spread < UNRESOLVED_SPREAD * size))
-    if bad.size:
-        cols = [names[int(feats[i])] if names else str(int(feats[i])) for i in bad]
-        warnings.warn(
-            f"Client {client!r}: feature(s) {cols} vary by less than {UNRESOLVED_SPREAD:g} of "
-            "their size in asinh scale (a large offset, e.g. 1e9 + unit noise, or values "
-            "below about 1e-12): the secure grids cannot resolve them and the forest learns "
-            "little or nothing from them. Centre and scale them before training (e.g. "
-            'sklearn\'s StandardScaler), or use privacy="none".',
-            UserWarning,
-            stacklevel=2,
-        )
 
 
 def target_grid() -> NDArray[np.float64]:

@@ -291,6 +291,10 @@ def encode_lattice_numpy(
     return n_codes
 
 
+#: The arrays of a Round A request that :func:`decode_grid` reads (a client keeps them).
+GRID_WIRE = ("grid_exact", "grid_value", "grid_code", "grid_span")
+
+
 def decode_grid(
     msg: Message,
     grid_off: NDArray[np.int64],
@@ -547,13 +551,15 @@ def unpack_hist(
     grid_off: NDArray[np.int64],
     half: NDArray[np.bool_],
     n_threads: int = 1,
+    out: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
     """Server: the pooled rows and weight at every edge, shape (n_edges, 2).
 
     From the sum over the clients of :func:`half_words`' words; from
-    :data:`PARALLEL_EDGES` edges in ``n_threads`` threads (ranges of pairs).
+    :data:`PARALLEL_EDGES` edges in ``n_threads`` threads (ranges of pairs). Written
+    into ``out`` (C-contiguous, that shape) if given.
     """
-    out = np.empty((int(grid_off[-1]), 2))
+    out = np.empty((int(grid_off[-1]), 2)) if out is None else out
     t = np.ascontiguousarray(total, dtype=np.uint64).reshape(-1)
     off, half = grid_off.astype(np.int64), half.astype(np.bool_)
     n = n_threads if out.shape[0] >= PARALLEL_EDGES else 1

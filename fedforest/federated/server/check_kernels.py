@@ -257,10 +257,12 @@ def sums_above_nodes_numpy(
     cols = _sum_columns(n_count, task, node_stats.shape[1])
     if cand.size == 0 or cols.size == 0:
         return False
-    pair = np.searchsorted(cand_off, cand, side="right") - 1
-    starts = np.flatnonzero(np.diff(pair, prepend=-1))
+    # Each pair's first increment and its pair (arrays of pairs, none of increments).
+    first = np.searchsorted(cand, cand_off, side="left")
+    has = np.flatnonzero(first[1:] > first[:-1])
+    starts = first[has]
     total = np.add.reduceat(np.asarray(sums, dtype=np.float64)[:, cols - n_count], starts, axis=0)
-    node = node_stats[node_of_pair[pair[starts]]]
+    node = node_stats[node_of_pair[has]]
     slack = 1.0 + 8.0 * 2.0**-52 * np.maximum(node[:, STAT_ROWS : STAT_ROWS + 1], 1.0)
     return bool(np.any(total > node[:, cols] * slack))
 

@@ -22,6 +22,7 @@ from ..._common import STAT_ROWS, STAT_WEIGHT, TREE_LEAF, class_sizes, count_col
 from ..._progress import progress_bar
 from ...tree.arrays import Tree, empty_split_fields
 from ...tree.prune import prune_forest
+from .. import scratch
 from ..criteria import impurity, leaf_value
 from ..failure import DropFailedClients
 from ..federation import Federation
@@ -739,6 +740,7 @@ def grow_forest(
         _finish_clients(fed)
     if "dp" in ctx:
         result.privacy_report = budget.report(cfg, schema, ctx, fed)
+    scratch.release()  # in-process clients' scratch memory (scratch.py) back to the system
     return result
 
 

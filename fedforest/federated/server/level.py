@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_WEIGHT, count_columns
 from ..protocol import Message, expect_array, unpack_gains, unpack_increments
+from ..scratch import scratch
 from ..threads import thread_map
 from .merge import merge_local_candidates, merge_sketch_runs, midpoint_candidates
 from .missing import add_missing_candidates, with_missing_sides
@@ -302,7 +303,7 @@ def _numeric_candidates(
         start += n_here
     mix_w = np.where(index >= 0, weights, 0.0)
     cand_off, cand = merge_sketch_runs(
-        stack_runs(blocks), index[:, pair_ok], mix_w[:, pair_ok], cfg.n_bins,
+        stack_runs(blocks, borrow=True), index[:, pair_ok], mix_w[:, pair_ok], cfg.n_bins,
         effective_n_jobs(cfg.n_jobs),
     )  # fmt: skip
     if cfg.uses_local_candidates:
@@ -447,7 +448,9 @@ def round_b_splits(
     n_cand = np.diff(cand_off)
     categorical = np.repeat(ctx["n_categories"][pair_feat] > 0, n_cand)
     exact = cfg.split_rule != "avgimp"
-    left = np.zeros((cand.size, s))
+    # The pooled left statistics in this thread's scratch (read by the split search only).
+    left = scratch("pooled-left", cand.size * s, np.float64).reshape(cand.size, s)
+    left.fill(0.0)
     gain_sum = np.zeros(cand.size)  # AvgImp: the clients' summed local gains
     left_rows = np.zeros((cand.size, 1))  # and their left rows (increments, then sums)
     first = np.zeros(cand.size, dtype=bool)  # a pair's first candidate
@@ -466,7 +469,7 @@ def round_b_splits(
 
     # Each client answered for the candidates of the nodes it has rows in, with the
     # statistics of the rows between consecutive candidates (see pack_increments).
-    parts = []
+    parts, locals_ = [], []
     for k, (name, msg) in enumerate(replies_b):
         node_has = summaries[k, :, STAT_WEIGHT] > 0
         if exact:  # its answers' positions, as runs of the nodes' candidates
@@ -474,9 +477,8 @@ def round_b_splits(
             local = np.zeros(size.size + 1, dtype=np.int64)
             np.cumsum(size, out=local[1:])
             pos, counts, sums = decoded(name, msg, int(local[-1]))
-            at = np.empty(pos.size, dtype=np.int64)
-            answer_candidates(pos, local, node_cand, at)
-            parts.append((at, counts, sums))
+            parts.append((pos, counts, sums))
+            locals_.append(local)
             continue
         assert cand_node is not None  # AvgImp: categorical increments, numeric gains
         has = node_has[cand_node]
@@ -487,6 +489,13 @@ def round_b_splits(
         rows, gains = unpack_gains(msg, int(at.sum()), first[at], name)
         gain_sum[at] += gains
         left_rows[at, 0] += rows
+    if exact:  # the answers' candidates, every client's in one scratch array
+        sizes = np.cumsum([0] + [part[0].size for part in parts])
+        at_all = scratch("answer-candidates", int(sizes[-1]), np.int64)
+        for i, ((pos, counts, sums), local) in enumerate(zip(parts, locals_, strict=True)):
+            at = at_all[sizes[i] : sizes[i + 1]]
+            answer_candidates(pos, local, node_cand, at)
+            parts[i] = (at, counts, sums)
     # Summed increments -> pooled left statistics.
     sum_increments(left, parts, cand_off, effective_n_jobs(cfg.n_jobs))
     if ctx.get("class_w_nodes") is not None:  # class_weight (weights.py)

@@ -48,6 +48,7 @@ from ..privacy.secagg import (
     unpack_counts,
 )
 from ..protocol import GRID, ROUND_A, ROUND_B, CommunicationLedger, Message
+from ..scratch import scratch
 from .checks import check_class_blocks, check_pooled_class_counts
 from .config import GrowerConfig
 from .denoise import (
@@ -427,7 +428,8 @@ def round_a(
         return LevelA(zero, grid_off, grid, np.zeros((grid.size, 2)), bool(rows_hist(ctx)))
     summary = sums["summary"]
     n_jobs = effective_n_jobs(cfg.n_jobs)
-    cum = unpack_hist(sums["hist"], grid_off, half, n_jobs) if packed else sums["hist"]
+    room = scratch("pooled-hist", 2 * int(grid_off[-1]), np.float64).reshape(-1, 2)  # this level
+    cum = unpack_hist(sums["hist"], grid_off, half, n_jobs, room) if packed else sums["hist"]
     if cfg.privacy != "dp":
         check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
         per_pair = summary[np.repeat(np.arange(n_slots), np.diff(pair_off))][:, :2]

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..protocol import Message, expect_array, sketch_run_lengths
+from ..scratch import scratch
 
 __all__ = [
     "SketchRuns",
@@ -64,17 +65,22 @@ def _split(values: NDArray[np.float64], lengths: NDArray[np.int64], n: int, b: i
     return SketchRuns(rv[:m], rl[:m], row_off)
 
 
-def stack_runs(parts: list[SketchRuns]) -> SketchRuns:
-    """The rows of several sketches, one after the other."""
+def stack_runs(parts: list[SketchRuns], borrow: bool = False) -> SketchRuns:
+    """The rows of several sketches, one after the other.
+
+    ``borrow``: the runs' values and lengths in this thread's scratch memory
+    (:mod:`..scratch`: valid until the next such call; the caller only reads them).
+    """
     if not parts:
         return SketchRuns(np.empty(0), np.empty(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
     base = np.cumsum([0] + [p.values.size for p in parts])
     row_off = np.concatenate([p.row_off[:-1] + base[i] for i, p in enumerate(parts)] + [base[-1:]])
-    return SketchRuns(
-        np.concatenate([p.values for p in parts]),
-        np.concatenate([p.lengths for p in parts]),
-        row_off.astype(np.int64),
-    )
+    n = int(base[-1])
+    values = scratch("stacked-runs", n, np.float64) if borrow else np.empty(n)
+    lengths = scratch("stacked-lengths", n, np.int64) if borrow else np.empty(n, np.int64)
+    np.concatenate([p.values for p in parts], out=values)
+    np.concatenate([p.lengths for p in parts], out=lengths)
+    return SketchRuns(values, lengths, row_off.astype(np.int64))
 
 
 @numba.njit(nogil=True, cache=True)
