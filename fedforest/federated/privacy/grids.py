@@ -10,7 +10,8 @@ path bounds. So resolution follows the node: a node over a narrow range of ``x``
 grid over that range, however the clients binned their data.
 
 A distribution is ``edges`` (``g + 1`` finite, increasing) and ``mass`` (``g`` bins,
-uniform within a bin).
+uniform within a bin: in ``x``, or in ``asinh(x)`` for a bin wider than :data:`WIDE_BIN` in
+that scale, which spans orders of magnitude; see :func:`wide_bin`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,59 @@ __all__ = [
 #: the outer bounds of the root distribution a little more.
 _GRID_SPAN = 6.0
 _OUTER_SPAN = 8.0
+
+#: A bin wider than this in ``asinh(x)`` (a factor ``exp(3)``, about 20, between its ends'
+#: magnitudes, or more than 3 across zero) is taken as uniform in ``asinh(x)``, not in ``x``.
+#: Uniform in ``x`` over orders of magnitude puts nearly every quantile at the bin's far end:
+#: a feature of both signs and a huge scale (``z * 1e100``) falls into two coarse bins of
+#: the moment grid, and its refined grids then missed its rows (docs/privacy.md, limits).
+#: Every bin of an ordinary feature's coarse grid (``12 std / n_edges`` of ``asinh(x)``)
+#: and of its node grids is far narrower, and interpolates in ``x`` as before.
+WIDE_BIN = 3.0
+_WIDE_RATIO = math.exp(WIDE_BIN)
+
+
+def _wide(left: float, right: float) -> bool:
+    """Whether the bin ``[left, right]`` is taken as uniform in ``asinh(x)``.
+
+    ``asinh(right) - asinh(left) > WIDE_BIN``; two cheap tests rule out most bins first
+    (the difference is at most ``right - left``, and for ends of one sign at most the log
+    of their ratio). Compiled as :func:`wide_bin` for the kernels; the NumPy twins call it
+    as it is (``math.asinh`` is the C library's either way).
+    """
+    if right - left <= WIDE_BIN:
+        return False
+    if left > 0.0 and right <= left * _WIDE_RATIO:
+        return False
+    if right < 0.0 and left >= right * _WIDE_RATIO:
+        return False
+    return math.asinh(right) - math.asinh(left) > WIDE_BIN
+
+
+wide_bin = numba.njit(nogil=True, cache=True, inline="always")(_wide)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _bin_part(m, left, right, a, b):
+    """The mass ``m`` of bin ``[left, right]`` (``left < right``) inside ``[a, b]``."""
+    lo, hi = max(left, a), min(right, b)
+    if hi <= lo:
+        return 0.0
+    if wide_bin(left, right):
+        return m * ((math.asinh(hi) - math.asinh(lo)) / (math.asinh(right) - math.asinh(left)))
+    return m * (hi - lo) / (right - left)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _bin_point(left, right, lo, hi, frac):
+    """The point at ``frac`` of ``[lo, hi]`` (bin ``[left, right]`` clipped) by its mass."""
+    if hi <= lo:
+        return lo
+    if wide_bin(left, right):
+        u0 = math.asinh(lo)
+        v = math.sinh(u0 + frac * (math.asinh(hi) - u0))
+        return min(max(v, lo), hi)
+    return lo + frac * (hi - lo)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -97,7 +151,18 @@ def moment_grid(
     """
     mean, std = _asinh_stats(n, s1, s2)
     t = np.linspace(-_GRID_SPAN, _GRID_SPAN, n_edges)
-    return libm_sinh(mean[:, None] + std[:, None] * t[None, :])
+    return _finite_sinh(mean[:, None] + std[:, None] * t[None, :])
+
+
+#: ``asinh`` of the largest float64: a grid in ``asinh(x)`` ends there (``z * 1e300``
+#: has a standard deviation of about 690 in that scale, and mean +- 6 of them overflows).
+_ASINH_MAX = math.asinh(np.finfo(np.float64).max)
+
+
+def _finite_sinh(u: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``sinh(u)`` with ``u`` kept inside the float64 range (the same where it is)."""
+    big = np.finfo(np.float64).max
+    return np.clip(libm_sinh(np.clip(u, -_ASINH_MAX, _ASINH_MAX)), -big, big)
 
 
 def outer_bounds(
@@ -107,7 +172,7 @@ def outer_bounds(
     mean, std = _asinh_stats(n, s1, s2)
     # A constant feature still needs a bin of positive width.
     std = np.where(std > 0, std, 1e-12 * np.maximum(np.abs(mean), 1.0))
-    return libm_sinh(mean - _OUTER_SPAN * std), libm_sinh(mean + _OUTER_SPAN * std)
+    return _finite_sinh(mean - _OUTER_SPAN * std), _finite_sinh(mean + _OUTER_SPAN * std)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -167,11 +232,9 @@ def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int):
     total = 0.0
     for i in range(g):
         left, right = edges[e0 + i], edges[e0 + i + 1]
-        width = right - left
-        ov = min(right, b) - max(left, a)
-        if ov > 0 and width > 0:
-            total += mass[m0 + i] * ov / width
-        elif width <= 0 and left >= a and left <= b:
+        if right - left > 0:
+            total += _bin_part(mass[m0 + i], left, right, a, b)
+        elif left >= a and left <= b:
             total += mass[m0 + i]
     if n_int <= 0:
         return
@@ -186,15 +249,14 @@ def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int):
         value = b
         while i < g:
             left, right = edges[e0 + i], edges[e0 + i + 1]
-            width = right - left
             lo_i, hi_i = max(left, a), min(right, b)
-            if width > 0:
-                part = mass[m0 + i] * max(hi_i - lo_i, 0.0) / width
+            if right - left > 0:
+                part = _bin_part(mass[m0 + i], left, right, a, b)
             else:
                 part = mass[m0 + i] if left >= a and left <= b else 0.0
             if cum + part >= level and part > 0:
                 frac = (level - cum) / part
-                value = lo_i + frac * max(hi_i - lo_i, 0.0)
+                value = _bin_point(left, right, lo_i, hi_i, frac)
                 break
             cum += part
             i += 1
@@ -226,6 +288,12 @@ def quantile_grids_numpy(
                 m * np.maximum(hi_i - lo_i, 0.0) / np.where(width > 0, width, 1.0),
                 np.where((left >= lo[q]) & (left <= hi[q]), m, 0.0),
             )
+        pairs = zip(left.tolist(), right.tolist(), strict=True)
+        wide = np.array([r - x > 0 and _wide(x, r) for x, r in pairs], dtype=bool)
+        asinh = math.asinh  # the C library's, as the kernel's
+        for j in np.flatnonzero(wide & (hi_i > lo_i)):  # uniform in asinh(x)
+            span = asinh(right[j]) - asinh(left[j])
+            part[j] = m[j] * ((asinh(hi_i[j]) - asinh(lo_i[j])) / span)
         n_int = int(out_off[q + 1] - out_off[q])
         if n_int <= 0:
             continue
@@ -245,7 +313,12 @@ def quantile_grids_numpy(
                 out[out_off[q] + t] = hi[q]
                 continue
             frac = (level - cum[i]) / part[i]
-            out[out_off[q] + t] = lo_i[i] + frac * max(hi_i[i] - lo_i[i], 0.0)
+            if wide[i]:
+                u0 = math.asinh(lo_i[i])
+                point = math.sinh(u0 + frac * (math.asinh(hi_i[i]) - u0))
+                out[out_off[q] + t] = min(max(point, lo_i[i]), hi_i[i])
+            else:
+                out[out_off[q] + t] = lo_i[i] + frac * max(hi_i[i] - lo_i[i], 0.0)
 
 
 def quantile_grids_at_numpy(
