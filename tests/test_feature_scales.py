@@ -5,7 +5,9 @@ Under "secure" a feature's root distribution is a coarse grid from the pooled mo
 (``z * 1e100``) falls into two of its bins, each spanning orders of magnitude; a bin taken
 as uniform in ``x`` then put every refined edge far above the rows (test R^2 near 0 where
 ``"none"`` has 0.98). A bin wider than ``WIDE_BIN`` in ``asinh(x)`` is now taken as uniform
-in that scale (docs/privacy.md, "Guarantees and their limits").
+in that scale. A feature whose spread the pooled moments cannot resolve (``1.7e9 + z``,
+``(5 + z) * 1e-9``) gets a probe grid around its mean instead of one coarse bin
+(docs/privacy.md, "Guarantees and their limits").
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from fedforest.federated.privacy.grids import (
     outer_bounds,
     quantile_grids,
     quantile_grids_numpy,
+    unresolved,
     wide_bin,
 )
 
@@ -40,11 +43,15 @@ def _rows(n: int, seed: int, transform):
         lambda z: z * 1e100,
         lambda z: z * 1e300,  # mean +- 6 deviations of asinh(x) overflowed float64
         lambda z: 1.7e9 + 3e7 * z,  # epoch seconds over about two years
+        lambda z: 1.7e9 + z,  # epoch seconds over seconds: the moments cannot resolve it
+        lambda z: (5 + z) * 1e-9,  # nanometres, in metres
+        lambda z: z * 1e-14,
     ],
-    ids=["both signs 1e100", "both signs 1e300", "timestamps"],
+    ids=["both signs 1e100", "both signs 1e300", "timestamps", "seconds", "nanometres", "1e-14"],
 )
 def test_secure_follows_features_of_any_scale_as_none_does(transform) -> None:
-    # On main before the change: secure R^2 -0.04 at 1e100 and 1e300 (none 0.98).
+    # Before (main at 19a21fe): secure R^2 -0.04 at 1e100 and 1e300, -0.05 for seconds,
+    # 0.63 for nanometres, 0.94 at 1e-14; 0.97 for timestamps; none 0.98.
     X, y = _rows(400, 0, transform)
     X_test, y_test = _rows(2000, 1, transform)
     score = {}
@@ -139,3 +146,32 @@ def test_moment_grids_stay_finite_at_float64s_end() -> None:
     mean = 5.0 / 100.0
     std = np.sqrt(30.0 / 100.0 - mean**2)
     np.testing.assert_array_equal(grid[1], libm_sinh(mean + std * np.linspace(-6, 6, 9)))
+
+
+def test_probe_grids_only_where_the_moments_cannot_resolve_the_spread() -> None:
+    # Rows of asinh(x): an ordinary feature, 1e9 + z (spread 1e-9 of asinh: lost in the
+    # difference of the sums), values near 1e-9 (their squares below the fixed point).
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=500)
+    cols = [z, 1e9 + z, (5 + z) * 1e-9]
+    a = np.arcsinh(np.column_stack(cols))
+    step = 2.0**-48
+    n = np.full(3, 500.0)
+    s1 = np.round(a.sum(axis=0) / step) * step  # the fixed point's sums
+    s2 = np.round((a * a).sum(axis=0) / step) * step
+    bad, floor = unresolved(n, s1, s2, step)
+    assert bad.tolist() == [False, True, True]
+    grid = moment_grid(n, s1, s2, 40, step)
+    np.testing.assert_array_equal(grid[0], moment_grid(n, s1, s2, 40)[0])  # unchanged
+    lo, hi = outer_bounds(n, s1, s2, step)
+    for j in (1, 2):  # the probe: increasing, around the mean, and the rows inside it
+        x = cols[j]
+        assert np.all(np.diff(grid[j]) >= 0) and lo[j] < x.min() and hi[j] > x.max()
+        counts = np.searchsorted(np.sort(x), grid[j], side="right")
+        assert np.count_nonzero(np.diff(counts)) >= 4  # the rows span several of its bins
+    # A constant column stays one bin (every edge has all rows or none at or below it).
+    c = np.full(500, 1e13)
+    ac = np.arcsinh(c)
+    s1c, s2c = np.array([ac.sum()]), np.array([(ac * ac).sum()])
+    g = moment_grid(np.array([500.0]), s1c, s2c, 40, step)[0]
+    assert set(np.searchsorted(c, g, side="right").tolist()) <= {0, 500}
