@@ -175,3 +175,16 @@ def test_probe_grids_only_where_the_moments_cannot_resolve_the_spread() -> None:
     s1c, s2c = np.array([ac.sum()]), np.array([(ac * ac).sum()])
     g = moment_grid(np.array([500.0]), s1c, s2c, 40, step)[0]
     assert set(np.searchsorted(c, g, side="right").tolist()) <= {0, 500}
+
+
+def test_the_wide_rules_shortcuts_agree_with_its_definition() -> None:
+    # wide_bin settles most bins by bounds; each answer must be asinh(r) - asinh(l) > 3.
+    rng = np.random.default_rng(4)
+    u = rng.uniform(-40, 40, size=(20000, 2))
+    near = rng.random(20000) < 0.5  # many near the threshold: ends WIDE_BIN +- 0.4 apart
+    u[near, 1] = u[near, 0] + WIDE_BIN + rng.uniform(-0.4, 0.4, near.sum())
+    ends = np.sort(np.sinh(u), axis=1)
+    ends[::7] *= 1e-3  # and small bins across zero
+    for left, right in ends:
+        want = math.asinh(right) - math.asinh(left) > WIDE_BIN
+        assert wide_bin(left, right) == want == wide_bin.py_func(left, right), (left, right)

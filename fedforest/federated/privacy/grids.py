@@ -54,22 +54,36 @@ _OUTER_SPAN = 8.0
 #: and of its node grids is far narrower, and interpolates in ``x`` as before.
 WIDE_BIN = 3.0
 _WIDE_RATIO = math.exp(WIDE_BIN)
+_SURE_RATIO = math.exp(WIDE_BIN + 0.3)  # ln ratio - 1/4 > WIDE_BIN, with a margin
+_SURE_ACROSS = math.sinh(WIDE_BIN) + 0.1  # asinh(right - left) > WIDE_BIN, with a margin
 
 
 def _wide(left: float, right: float) -> bool:
     """Whether the bin ``[left, right]`` is taken as uniform in ``asinh(x)``.
 
-    ``asinh(right) - asinh(left) > WIDE_BIN``; two cheap tests rule out most bins first
-    (the difference is at most ``right - left``, and for ends of one sign at most the log
-    of their ratio). Compiled as :func:`wide_bin` for the kernels; the NumPy twins call it
-    as it is (``math.asinh`` is the C library's either way).
+    ``asinh(right) - asinh(left) > WIDE_BIN``. Bounds settle most bins without ``asinh``:
+    the difference is at most ``right - left``; for ends of one sign at most the log of
+    their ratio, and at least that log less 1/4 where both are at least 1 in size
+    (``ln 2|x| <= |asinh x| <= ln 2|x| + 1 / (4 x^2)``); across zero at least
+    ``asinh(right - left)`` (``asinh`` is concave on ``x >= 0``). Those bounds carry a
+    margin, so they give the same answer as the difference itself. Compiled as
+    :func:`wide_bin` for the kernels; the NumPy twins call it as it is (``math.asinh`` is
+    the C library's either way).
     """
     if right - left <= WIDE_BIN:
         return False
-    if left > 0.0 and right <= left * _WIDE_RATIO:
-        return False
-    if right < 0.0 and left >= right * _WIDE_RATIO:
-        return False
+    if left > 0.0:
+        if right <= left * _WIDE_RATIO:
+            return False
+        if left >= 1.0 and right > left * _SURE_RATIO:
+            return True
+    elif right < 0.0:
+        if left >= right * _WIDE_RATIO:
+            return False
+        if right <= -1.0 and left < right * _SURE_RATIO:
+            return True
+    elif right - left > _SURE_ACROSS:
+        return True
     return math.asinh(right) - math.asinh(left) > WIDE_BIN
 
 
@@ -83,6 +97,8 @@ def _bin_part(m, left, right, a, b):
     if hi <= lo:
         return 0.0
     if wide_bin(left, right):
+        if lo == left and hi == right:  # the formula's ratio is exactly 1
+            return m
         return m * ((math.asinh(hi) - math.asinh(lo)) / (math.asinh(right) - math.asinh(left)))
     return m * (hi - lo) / (right - left)
 
