@@ -188,3 +188,15 @@ def test_the_wide_rules_shortcuts_agree_with_its_definition() -> None:
     for left, right in ends:
         want = math.asinh(right) - math.asinh(left) > WIDE_BIN
         assert wide_bin(left, right) == want == wide_bin.py_func(left, right), (left, right)
+
+
+@pytest.mark.parametrize("value", [1.7e308, np.finfo(np.float64).max, -np.finfo(np.float64).max])
+def test_a_probe_at_float64s_end_stays_finite_without_warnings(value: float) -> None:
+    # A constant column near the largest float64: unresolved, its probe's ends clipped
+    # (warnings are errors in the tests: no overflow in cosh or in c + d).
+    a = np.arcsinh(np.full(10, value))
+    n, s1, s2 = np.array([10.0]), np.array([a.sum()]), np.array([(a * a).sum()])
+    grid = moment_grid(n, s1, s2, 6, 2.0**-48)
+    lo, hi = outer_bounds(n, s1, s2, 2.0**-48)
+    assert np.all(np.isfinite(grid)) and np.all(np.diff(grid) >= 0)
+    assert np.isfinite(lo).all() and np.isfinite(hi).all() and lo[0] <= grid[0, 0]

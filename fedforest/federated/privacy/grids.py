@@ -233,7 +233,8 @@ def _probe(
     """
     c = _finite_sinh(mean)
     big = np.finfo(np.float64).max
-    hi = np.minimum(span * floor * np.cosh(np.minimum(np.abs(mean), _ASINH_MAX)), big)
+    with np.errstate(over="ignore"):  # near float64's end: clipped below
+        hi = np.minimum(span * floor * np.cosh(np.minimum(np.abs(mean), _ASINH_MAX)), big)
     lo = np.maximum(hi * 10.0**-_PROBE_DECADES, 4.0 * np.spacing(np.abs(c)))
     lo = np.minimum(lo, hi)
     below, above = n_edges // 2, n_edges - n_edges // 2
@@ -242,7 +243,8 @@ def _probe(
     log_lo, log_hi = np.log(lo)[:, None], np.log(hi)[:, None]
     d_below = np.exp(log_lo + (log_hi - log_lo) * t_below[None, :])
     d_above = np.exp(log_lo + (log_hi - log_lo) * t_above[None, :])
-    edges = np.concatenate([c[:, None] - d_below, c[:, None] + d_above], axis=1)
+    with np.errstate(over="ignore"):
+        edges = np.concatenate([c[:, None] - d_below, c[:, None] + d_above], axis=1)
     return np.clip(edges, -big, big)
 
 
