@@ -28,10 +28,9 @@ from . import client_kernels as K
 from .client_packed import left_words
 from .client_sketch import fine_codes
 from .client_targets import label_counts
-from .client_unresolved import warn_unresolved
 from .grid_wire import GRID_WIRE, decode_candidates, decode_grid, half_of, half_words
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
-from .privacy.grids import libm_arcsinh
+from .privacy.grids import libm_arcsinh, warn_unresolved
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2, to_fixed_packed
 from .protocol import (
     DIGEST_BYTES,

@@ -10,12 +10,14 @@ path bounds. So resolution follows the node: a node over a narrow range of ``x``
 grid over that range, however the clients binned their data.
 
 A distribution is ``edges`` (``g + 1`` finite, increasing) and ``mass`` (``g`` bins,
-uniform within a bin).
+uniform within a bin: in ``x``, or in ``asinh(x)`` for a bin wider than :data:`WIDE_BIN` in
+that scale, which spans orders of magnitude; see :func:`wide_bin`).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numba
 import numpy as np
@@ -26,6 +28,8 @@ __all__ = [
     "libm_sinh",
     "moment_grid",
     "outer_bounds",
+    "unresolved",
+    "warn_unresolved",
     "merge_thresholds",
     "merge_thresholds_numpy",
     "quantile_grids",
@@ -40,6 +44,75 @@ __all__ = [
 #: the outer bounds of the root distribution a little more.
 _GRID_SPAN = 6.0
 _OUTER_SPAN = 8.0
+
+#: A bin wider than this in ``asinh(x)`` (a factor ``exp(3)``, about 20, between its ends'
+#: magnitudes, or more than 3 across zero) is taken as uniform in ``asinh(x)``, not in ``x``.
+#: Uniform in ``x`` over orders of magnitude puts nearly every quantile at the bin's far end:
+#: a feature of both signs and a huge scale (``z * 1e100``) falls into two coarse bins of
+#: the moment grid, and its refined grids then missed its rows (docs/privacy.md, limits).
+#: Every bin of an ordinary feature's coarse grid (``12 std / n_edges`` of ``asinh(x)``)
+#: and of its node grids is far narrower, and interpolates in ``x`` as before.
+WIDE_BIN = 3.0
+_WIDE_RATIO = math.exp(WIDE_BIN)
+_SURE_RATIO = math.exp(WIDE_BIN + 0.3)  # ln ratio - 1/4 > WIDE_BIN, with a margin
+_SURE_ACROSS = math.sinh(WIDE_BIN) + 0.1  # asinh(right - left) > WIDE_BIN, with a margin
+
+
+def _wide(left: float, right: float) -> bool:
+    """Whether the bin ``[left, right]`` is taken as uniform in ``asinh(x)``.
+
+    ``asinh(right) - asinh(left) > WIDE_BIN``. Bounds settle most bins without ``asinh``:
+    the difference is at most ``right - left``; for ends of one sign at most the log of
+    their ratio, and at least that log less 1/4 where both are at least 1 in size
+    (``ln 2|x| <= |asinh x| <= ln 2|x| + 1 / (4 x^2)``); across zero at least
+    ``asinh(right - left)`` (``asinh`` is concave on ``x >= 0``). Those bounds carry a
+    margin, so they give the same answer as the difference itself. Compiled as
+    :func:`wide_bin` for the kernels; the NumPy twins call it as it is (``math.asinh`` is
+    the C library's either way).
+    """
+    if right - left <= WIDE_BIN:
+        return False
+    if left > 0.0:
+        if right <= left * _WIDE_RATIO:
+            return False
+        if left >= 1.0 and right > left * _SURE_RATIO:
+            return True
+    elif right < 0.0:
+        if left >= right * _WIDE_RATIO:
+            return False
+        if right <= -1.0 and left < right * _SURE_RATIO:
+            return True
+    elif right - left > _SURE_ACROSS:
+        return True
+    return math.asinh(right) - math.asinh(left) > WIDE_BIN
+
+
+wide_bin = numba.njit(nogil=True, cache=True, inline="always")(_wide)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _bin_part(m, left, right, a, b):
+    """The mass ``m`` of bin ``[left, right]`` (``left < right``) inside ``[a, b]``."""
+    lo, hi = max(left, a), min(right, b)
+    if hi <= lo:
+        return 0.0
+    if wide_bin(left, right):
+        if lo == left and hi == right:  # the formula's ratio is exactly 1
+            return m
+        return m * ((math.asinh(hi) - math.asinh(lo)) / (math.asinh(right) - math.asinh(left)))
+    return m * (hi - lo) / (right - left)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _bin_point(left, right, lo, hi, frac):
+    """The point at ``frac`` of ``[lo, hi]`` (bin ``[left, right]`` clipped) by its mass."""
+    if hi <= lo:
+        return lo
+    if wide_bin(left, right):
+        u0 = math.asinh(lo)
+        v = math.sinh(u0 + frac * (math.asinh(hi) - u0))
+        return min(max(v, lo), hi)
+    return lo + frac * (hi - lo)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -78,8 +151,109 @@ def _asinh_stats(
     return mean, std
 
 
+def unresolved(
+    n: NDArray[np.float64], s1: NDArray[np.float64], s2: NDArray[np.float64], resolution: float
+) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+    """Features whose spread of ``asinh(x)`` the pooled moments cannot resolve.
+
+    The variance is ``s2 / n - mean^2``: the clients' sums reach the fixed point's step
+    (``resolution``) each, and in float64 they, the secret weights' scaling to the row
+    count and the server's difference are each off by ``eps (1 + log2 n)`` of ``s2 / n``
+    or so. Below ``floor = sqrt(resolution + (32 + 16 log2 n) eps s2 / n)`` (four times
+    that bound) the standard deviation says nothing (an offset of 1e9 on unit noise,
+    values near 1e-9 or below). Measured on ``1.7e9 + z`` (400 rows, 1 or 2 clients):
+    ``std`` 0, 5.8e-7 and 7.2e-7 (the data's own 5.9e-10), above ``sqrt(4 eps s2 / n)`` =
+    6.6e-7 in one fit of three; the floor here is 4.3e-6. Returns the mask and ``floor``
+    per feature.
+    """
+    mean, std = _asinh_stats(n, s1, s2)
+    m2 = np.abs(s2) / np.maximum(n, 1.0)
+    terms = 32.0 + 16.0 * np.log2(np.maximum(n, 1.0))
+    floor = np.sqrt(resolution + terms * np.finfo(np.float64).eps * m2)
+    return (n > 1) & (std < floor), floor
+
+
+#: A client warns of a feature whose values' standard deviation is below this many ulps of
+#: their mean (``1e15 + z``: the pooled mean of ``asinh(x)`` places the probe's center
+#: no closer than that; ``3e14 + z`` is resolved, test R^2 0.97; ``1e15 + z`` 0.98 in two
+#: fits of three, -0.04 in one).
+UNRESOLVED_ULPS = 8.0
+#: ... or below this, near zero: twice the probe's innermost distance from its center there
+#: (``6 * 2^-24 * 1e-15``; ``z * 1e-21`` is resolved, ``z * 1e-22`` in one fit of three).
+UNRESOLVED_NEAR_ZERO = 7e-22
+
+
+def warn_unresolved(
+    x: NDArray[np.float64], feats: NDArray[np.int64], client: str, names: list[str] | None
+) -> None:
+    """Warn (on the client, where the data are) of features the secure grids cannot resolve.
+
+    The server resolves a feature from the pooled moments of ``asinh(x)`` and, where they
+    cannot tell its spread, from counts on a probe around its mean (:func:`_probe`). That
+    still misses a feature whose values vary by fewer than about :data:`UNRESOLVED_ULPS`
+    ulps of their mean (``1e15 + z``) or by less than :data:`UNRESOLVED_NEAR_ZERO` (``z *
+    1e-22``): the forest then learns little or nothing from it. Nothing is sent: the
+    warning stays on the client.
+    """
+    if not x.size:
+        return
+    known = np.isfinite(x)  # a missing value (+inf) is in no moment
+    n = np.maximum(known.sum(axis=0), 1)
+    scale = np.where(known, np.abs(x), 0.0).max(axis=0)  # no square overflows
+    u = np.where(known, x, 0.0) / np.where(scale > 0, scale, 1.0)
+    mean = u.sum(axis=0) / n
+    std = np.sqrt(np.where(known, (u - mean) ** 2, 0.0).sum(axis=0) / n) * scale
+    size = np.abs(mean) * scale
+    least = np.maximum(UNRESOLVED_NEAR_ZERO, UNRESOLVED_ULPS * np.finfo(np.float64).eps * size)
+    varies = np.where(known, x, np.inf).min(axis=0) < np.where(known, x, -np.inf).max(axis=0)
+    bad = np.flatnonzero(varies & (std < least))
+    if bad.size:
+        cols = [names[int(feats[i])] if names else str(int(feats[i])) for i in bad]
+        warnings.warn(
+            f"Client {client!r}: feature(s) {cols} vary by less than {UNRESOLVED_ULPS:g} "
+            f"ulps of their mean or less than {UNRESOLVED_NEAR_ZERO:g} (e.g. 1e15 + unit "
+            "noise, or values near 1e-22): the secure grids cannot resolve them and the "
+            "forest learns little or nothing from them. Centre and scale them before "
+            'training (e.g. sklearn\'s StandardScaler), or use privacy="none".',
+            UserWarning,
+            stacklevel=2,
+        )
+
+
+def _probe(
+    mean: NDArray[np.float64], floor: NDArray[np.float64], n_edges: int, span: float
+) -> NDArray[np.float64]:
+    """Edges ``c -+ d`` around ``c = sinh(mean)``, ``d`` geometric up to ``span`` floors.
+
+    ``d`` runs from ``span * floor * cosh(mean)`` (the spread in ``x`` the moments still
+    allow) down :data:`_PROBE_DECADES` decades (float64's digits), and no closer to ``c``
+    than 4 of its ulps; half the edges below ``c``, half above (one a side: the farthest).
+    Every bin spans a fixed factor of ``|x - c|``: the counts on them find the feature's
+    spread to that factor.
+    """
+    c = _finite_sinh(mean)
+    big = np.finfo(np.float64).max
+    with np.errstate(over="ignore"):  # near float64's end: clipped below
+        hi = np.minimum(span * floor * np.cosh(np.minimum(np.abs(mean), _ASINH_MAX)), big)
+    lo = np.maximum(hi * 10.0**-_PROBE_DECADES, 4.0 * np.spacing(np.abs(c)))
+    lo = np.minimum(lo, hi)
+    below, above = n_edges // 2, n_edges - n_edges // 2
+    t_below = np.linspace(1.0, 0.0, below) if below > 1 else np.ones(below)
+    t_above = np.linspace(0.0, 1.0, above) if above > 1 else np.ones(above)
+    log_lo, log_hi = np.log(lo)[:, None], np.log(hi)[:, None]
+    d_below = np.exp(log_lo + (log_hi - log_lo) * t_below[None, :])
+    d_above = np.exp(log_lo + (log_hi - log_lo) * t_above[None, :])
+    with np.errstate(over="ignore"):
+        edges = np.concatenate([c[:, None] - d_below, c[:, None] + d_above], axis=1)
+    return np.clip(edges, -big, big)
+
+
 def moment_grid(
-    n: NDArray[np.float64], s1: NDArray[np.float64], s2: NDArray[np.float64], n_edges: int
+    n: NDArray[np.float64],
+    s1: NDArray[np.float64],
+    s2: NDArray[np.float64],
+    n_edges: int,
+    resolution: float | None = None,
 ) -> NDArray[np.float64]:
     """Coarse grids, one row per feature, from pooled moments of ``asinh(x)``.
 
@@ -89,25 +263,61 @@ def moment_grid(
         Pooled row count, sum and sum of squares of ``asinh(x)``.
     n_edges : int
         Interior edges per feature.
+    resolution : float, optional
+        The moments' fixed-point step: a feature whose spread they cannot resolve
+        (:func:`unresolved`) gets edges around its mean at geometric distances instead
+        (:func:`_probe`). ``None``: mean +- 6 deviations for every feature (as before).
 
     Returns
     -------
     ndarray of float64, shape (n_features, n_edges)
-        Increasing edges (all equal for a constant feature).
+        Nondecreasing edges (all equal for a constant feature without ``resolution``).
     """
     mean, std = _asinh_stats(n, s1, s2)
     t = np.linspace(-_GRID_SPAN, _GRID_SPAN, n_edges)
-    return libm_sinh(mean[:, None] + std[:, None] * t[None, :])
+    grid = _finite_sinh(mean[:, None] + std[:, None] * t[None, :])
+    if resolution is not None:
+        bad, floor = unresolved(n, s1, s2, resolution)
+        if bad.any():
+            grid[bad] = _probe(mean[bad], floor[bad], n_edges, _GRID_SPAN)
+    return grid
+
+
+#: An unresolved feature's probe (:func:`_probe`) spans this many decades of ``|x - c|``.
+_PROBE_DECADES = 15.0
+
+#: ``asinh`` of the largest float64: a grid in ``asinh(x)`` ends there (``z * 1e300``
+#: has a standard deviation of about 690 in that scale, and mean +- 6 of them overflows).
+_ASINH_MAX = math.asinh(np.finfo(np.float64).max)
+
+
+def _finite_sinh(u: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``sinh(u)`` with ``u`` kept inside the float64 range (the same where it is)."""
+    big = np.finfo(np.float64).max
+    return np.clip(libm_sinh(np.clip(u, -_ASINH_MAX, _ASINH_MAX)), -big, big)
 
 
 def outer_bounds(
-    n: NDArray[np.float64], s1: NDArray[np.float64], s2: NDArray[np.float64]
+    n: NDArray[np.float64],
+    s1: NDArray[np.float64],
+    s2: NDArray[np.float64],
+    resolution: float | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Finite outer bounds of each feature's root distribution (beyond the coarse grid)."""
+    """Finite outer bounds of each feature's root distribution (beyond the coarse grid).
+
+    With ``resolution`` (:func:`moment_grid`), an unresolved feature's bounds are its
+    probe's ends moved out to 8 floors (:func:`_probe`).
+    """
     mean, std = _asinh_stats(n, s1, s2)
     # A constant feature still needs a bin of positive width.
     std = np.where(std > 0, std, 1e-12 * np.maximum(np.abs(mean), 1.0))
-    return libm_sinh(mean - _OUTER_SPAN * std), libm_sinh(mean + _OUTER_SPAN * std)
+    lo, hi = _finite_sinh(mean - _OUTER_SPAN * std), _finite_sinh(mean + _OUTER_SPAN * std)
+    if resolution is not None:
+        bad, floor = unresolved(n, s1, s2, resolution)
+        if bad.any():
+            ends = _probe(mean[bad], floor[bad], 2, _OUTER_SPAN)
+            lo[bad], hi[bad] = ends[:, 0], ends[:, 1]
+    return lo, hi
 
 
 @numba.njit(nogil=True, cache=True)
@@ -167,11 +377,9 @@ def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int):
     total = 0.0
     for i in range(g):
         left, right = edges[e0 + i], edges[e0 + i + 1]
-        width = right - left
-        ov = min(right, b) - max(left, a)
-        if ov > 0 and width > 0:
-            total += mass[m0 + i] * ov / width
-        elif width <= 0 and left >= a and left <= b:
+        if right - left > 0:
+            total += _bin_part(mass[m0 + i], left, right, a, b)
+        elif left >= a and left <= b:
             total += mass[m0 + i]
     if n_int <= 0:
         return
@@ -186,15 +394,14 @@ def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int):
         value = b
         while i < g:
             left, right = edges[e0 + i], edges[e0 + i + 1]
-            width = right - left
             lo_i, hi_i = max(left, a), min(right, b)
-            if width > 0:
-                part = mass[m0 + i] * max(hi_i - lo_i, 0.0) / width
+            if right - left > 0:
+                part = _bin_part(mass[m0 + i], left, right, a, b)
             else:
                 part = mass[m0 + i] if left >= a and left <= b else 0.0
             if cum + part >= level and part > 0:
                 frac = (level - cum) / part
-                value = lo_i + frac * max(hi_i - lo_i, 0.0)
+                value = _bin_point(left, right, lo_i, hi_i, frac)
                 break
             cum += part
             i += 1
@@ -226,6 +433,12 @@ def quantile_grids_numpy(
                 m * np.maximum(hi_i - lo_i, 0.0) / np.where(width > 0, width, 1.0),
                 np.where((left >= lo[q]) & (left <= hi[q]), m, 0.0),
             )
+        pairs = zip(left.tolist(), right.tolist(), strict=True)
+        wide = np.array([r - x > 0 and _wide(x, r) for x, r in pairs], dtype=bool)
+        asinh = math.asinh  # the C library's, as the kernel's
+        for j in np.flatnonzero(wide & (hi_i > lo_i)):  # uniform in asinh(x)
+            span = asinh(right[j]) - asinh(left[j])
+            part[j] = m[j] * ((asinh(hi_i[j]) - asinh(lo_i[j])) / span)
         n_int = int(out_off[q + 1] - out_off[q])
         if n_int <= 0:
             continue
@@ -245,7 +458,12 @@ def quantile_grids_numpy(
                 out[out_off[q] + t] = hi[q]
                 continue
             frac = (level - cum[i]) / part[i]
-            out[out_off[q] + t] = lo_i[i] + frac * max(hi_i[i] - lo_i[i], 0.0)
+            if wide[i]:
+                u0 = math.asinh(lo_i[i])
+                point = math.sinh(u0 + frac * (math.asinh(hi_i[i]) - u0))
+                out[out_off[q] + t] = min(max(point, lo_i[i]), hi_i[i])
+            else:
+                out[out_off[q] + t] = lo_i[i] + frac * max(hi_i[i] - lo_i[i], 0.0)
 
 
 def quantile_grids_at_numpy(

@@ -238,7 +238,8 @@ def setup_grids(
         s2 = np.clip(s2, s1 * s1 / n, ASINH_CLIP**2 * n)
     m = min_rows(cfg)
     n_edges = int(np.clip(n_rows // m, 2, _COARSE_EDGES))
-    edges = moment_grid(n, s1, s2, n_edges) if feats.size else np.zeros((0, n_edges))
+    step = 2.0 ** -(MOMENT_FRAC_BITS + LOW_BITS)  # each row's term's rounding, at most
+    edges = moment_grid(n, s1, s2, n_edges, step) if feats.size else np.zeros((0, n_edges))
     hist = secure_exchange(
         fed,
         ledger,
@@ -253,7 +254,7 @@ def setup_grids(
         grid_off = np.arange(feats.size + 1, dtype=np.int64) * n_edges
         what = "the second grid round's histograms"
         check_pooled_cumulative(hist.ravel(), grid_off, edges.ravel(), n, what)
-    lo_f, hi_f = outer_bounds(n, s1, s2) if feats.size else (np.zeros(0), np.zeros(0))
+    lo_f, hi_f = outer_bounds(n, s1, s2, step) if feats.size else (np.zeros(0), np.zeros(0))
     root_edges = [np.zeros(0)] * d
     root_mass = [np.zeros(0)] * d
     root_lo, root_hi = np.full(d, -np.inf), np.full(d, np.inf)
