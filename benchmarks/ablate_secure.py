@@ -61,6 +61,7 @@ except ModuleNotFoundError as exc:
 from sklearn.ensemble import RandomForestRegressor
 
 import fedforest as ff
+import fedforest.federated.server.guides as guides_module
 import fedforest.federated.server.secure as secure
 from fedforest.datasets import make_paper_synthetic
 from fedforest.federated.server.guides import Guides
@@ -79,16 +80,15 @@ KW: dict[str, Any] = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_
 TRUE = {0: [0.0], 1: [0.0], 2: [-3.0, 3.0], 3: [0.0]}  # paper_f's thresholds per feature
 COUNTS = {"placed": 0, "kept": 0}
 JITTER = {"sd": 0.0}  # --jitter: the oracle's thresholds moved per tree by N(0, sd^2)
-_ORIGINAL = {
-    name: getattr(secure, name)
-    for name in (
-        "safe_from_ancestors",
-        "partition_filter",
-        "secure_candidates",
-        "guided_candidates",
-        "node_grids",
-    )
+#: Where each patched function is looked up when the server calls it.
+_HOME: dict[str, Any] = {
+    "safe_from_ancestors": secure,
+    "partition_filter": secure,
+    "secure_candidates": secure,
+    "guided_candidates": guides_module,  # called by guides.guided_in_threads
+    "node_grids": secure,
 }
+_ORIGINAL = {name: getattr(home, name) for name, home in _HOME.items()}
 _TREES = 1024  # own-tree: each tree's features apart (fewer trees than this)
 
 
@@ -153,7 +153,7 @@ def _patch(mode: str) -> None:
     """Set the server's functions for ``mode`` (modes joined by "+" combine)."""
     parts = set(mode.split("+"))
     for name, fn in _ORIGINAL.items():
-        setattr(secure, name, fn)
+        setattr(_HOME[name], name, fn)
     guides = {"no-guides": lambda d: None, "own-tree": OwnTree, "all-trees": AllTrees}
     secure.Guides = Guides  # type: ignore[attr-defined]
     for part, cls in {**guides, "oracle": Oracle}.items():
@@ -172,7 +172,7 @@ def _patch(mode: str) -> None:
         secure.partition_filter = lambda *a: None
     if "dense" in parts:
         secure.secure_candidates = _one_row_apart("secure_candidates", 8)
-        secure.guided_candidates = _one_row_apart("guided_candidates", 8)
+        guides_module.guided_candidates = _one_row_apart("guided_candidates", 8)
         secure.node_grids = _dense_grids
 
 

@@ -246,10 +246,14 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1400, 20000])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--dp-curve", metavar="PNG", help="plot the dp utility curve instead")
-    parser.add_argument("--seeds", type=int, default=5, help="data draws per --dp-curve point")
     parser.add_argument("--accuracy", action="store_true", help="print the accuracy table")
     parser.add_argument(
-        "--seeds", type=int, nargs="+", default=[0, 1, 2], help="--accuracy's synthetic seeds"
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="--accuracy's synthetic seeds (default 0 1 2); with --dp-curve one number, the "
+        "data draws per point (default 5)",
     )
     parser.add_argument(
         "--heart-seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4], help="FedHeart's seeds"
@@ -265,10 +269,12 @@ def main() -> None:
         decompose()
         return
     if args.accuracy:
-        accuracy(args.seeds, args.heart_seeds, args.quick)
+        accuracy(args.seeds or [0, 1, 2], args.heart_seeds, args.quick)
         return
     if args.dp_curve:
-        dp_curve(args.dp_curve, args.seeds)
+        if args.seeds is not None and len(args.seeds) != 1:
+            parser.error("--dp-curve takes one --seeds number: the data draws per point")
+        dp_curve(args.dp_curve, args.seeds[0] if args.seeds else 5)
         return
     print(
         f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
