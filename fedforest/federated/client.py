@@ -312,7 +312,8 @@ class Client:
             if classes is not None:  # declared: checked here, not answered (but under "none")
                 check_declared_labels(self.y_raw, classes, f"Client {self.name!r}")
             if privacy == "none" or (classes is None and privacy != "dp"):
-                header.update(label_header(self.y_raw, privacy == "none"))
+                rule = int(msg.header.get("min_level_rows", 1)) if privacy == "secure" else 1
+                header.update(label_header(self.y_raw, privacy == "none", rule))
         else:
             try:
                 y = self.y_raw.astype(np.float64)
