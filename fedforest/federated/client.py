@@ -718,7 +718,7 @@ class Client:
         y = y_all[scored]
         party = self._secure if self._fit_secure else None
         ys = y if party is None else y_all  # "secure": sums of y over all rows (privacy.md)
-        # "secure": those sums weigh each row's secret weight (client_secure.oob_weights)
+        # "secure": those sums weigh each row's secret weight (client_weights.oob_weights)
         w = None if party is None else party.oob_weights(len(ys))
         if n_classes:
             sums = [scored.sum(), correct_rows(pred[scored], y, self._class_sizes).sum()]
