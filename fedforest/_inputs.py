@@ -492,16 +492,32 @@ def pooled_domains(X: Any, columns: Sequence[int]) -> dict[int, list[Any]]:
     return out
 
 
+def _row_labels(est: Any) -> Any:
+    """The labels of y where this process holds them (``fit``; a Dask fit), else None.
+
+    The clients then hold codes 0..K-1 into them.
+    """
+    held = getattr(est, "_label_codes", None)
+    return held if held is not None else getattr(est, "_dask_labels", None)
+
+
+def _declares_from_rows(est: Any) -> bool:
+    """``fit`` (or a Dask fit) under "secure"/"dp" declares the labels of y itself."""
+    held = _row_labels(est)
+    return getattr(est, "classes", None) is None and est.privacy != "none" and held is not None
+
+
 def _client_classes(est: Any) -> Any:
     """The declared classes as the clients hold them: codes in ``fit``, labels otherwise."""
     classes = getattr(est, "classes", None)
-    codes = getattr(est, "_label_codes", None)
-    if classes is None and est.privacy == "dp" and codes is not None:
-        classes = codes  # fit under "dp": the labels of y, declared here (docs/privacy.md)
+    if _declares_from_rows(est):
+        # Under "secure"/"dp" the labels of y, declared here (docs/privacy.md): a client's
+        # handshake names none, and a label few rows hold is a class as any other.
+        classes = _row_labels(est)
     if classes is None:
         return None
     declared = _declared_classes(classes)
-    if getattr(est, "_label_codes", None) is None:  # fit_federated: the clients' own labels
+    if _row_labels(est) is None:  # fit_federated: the clients' own labels
         return declared
     if declared and isinstance(declared[0], list):
         return [list(range(len(c))) for c in declared]
@@ -548,4 +564,5 @@ def estimator_config(est: Any) -> GrowerConfig:
         class_weight=est._class_weight(),
         categories=getattr(est, "_fit_categories", None) or est.categories,
         classes=_client_classes(est),
+        classes_from_rows=_declares_from_rows(est),
     )

@@ -274,13 +274,14 @@ def test_fit_and_predict_on_dask_equal_the_rows_in_memory(dask_client: Client) -
     assert np.array_equal(model.apply(dX).compute(), memory.apply(X))
 
     labels = pd.Series(np.where(y > y.median(), "high", "low"), name="label")
+    labels[3] = "one"  # a label one row holds: declared by the fit (no handshake names it)
     dlabels = dd.from_pandas(labels, npartitions=3)
     clf = ff.FedForestClassifier(**params).fit(dX, dlabels, client_ids=dsite)
     clf_memory = ff.FedForestClassifier(**params).fit(X, labels, client_ids=site)
     assert_same_forest(clf, clf_memory)
-    assert list(clf.classes_) == ["high", "low"]
+    assert list(clf.classes_) == ["high", "low", "one"]
     proba = clf.predict_proba(dX)
-    assert proba.shape[1] == 2 and isinstance(proba, da.Array)
+    assert proba.shape[1] == 3 and isinstance(proba, da.Array)
     assert np.array_equal(proba.compute(), clf_memory.predict_proba(X))
     assert np.array_equal(clf.predict(dX).compute(), clf_memory.predict(X))
     log = clf.predict_log_proba(dX).compute()

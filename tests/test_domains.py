@@ -119,6 +119,114 @@ def test_secure_forests_are_unchanged_when_every_level_is_frequent(monkeypatch) 
     assert not np.array_equal(on, off)
 
 
+# ----------------------------------------------------------------- "secure", undeclared labels
+def _labelled(one_row: str | None = "zq7") -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Four clients x 150 rows, labels "hi"/"lo"; "mid" held by 40 rows of c0 and 2 of
+    c2; ``one_row`` (if any) held by one row of c1 alone."""
+    X, y, h = _data()
+    labels = np.where(y > np.median(y), "hi", "lo").astype(object)
+    labels[np.flatnonzero(h == 0)[:40]] = "mid"
+    labels[np.flatnonzero(h == 2)[:2]] = "mid"
+    if one_row is not None:
+        labels[np.flatnonzero(h == 1)[0]] = one_row
+    return X, labels, h
+
+
+def _named(fed: RecordingFederation) -> list[set[Any]]:
+    """The labels each client's handshake named, in client order."""
+    return [set(msg.header.get("labels", [])) for msg in _handshakes(fed)]
+
+
+def test_secure_names_no_label_fewer_than_m_rows_hold_and_refuses_it(monkeypatch) -> None:
+    # A label one row holds is that row's value: no handshake reply names it, and the fit
+    # stops with how to declare the labels (a text that names neither label nor rows: on
+    # Flower it reaches the server) rather than map y to anything.
+    X, labels, h = _labelled()
+    fed = RecordingFederation(
+        ff.LocalFederation([ff.Client(X[h == k], labels[h == k], name=f"c{k}") for k in range(4)])
+    )
+    with pytest.raises(ValueError, match=r"Client 'c1'.*not in the federation's class list") as e:
+        ff.FedForestClassifier(n_estimators=2, random_state=0).fit_federated(fed)
+    assert "zq7" not in str(e.value) and "classes=[...]" in str(e.value)
+    named = _named(fed)
+    assert named == [{"hi", "lo", "mid"}, {"hi", "lo"}, {"hi", "lo"}, {"hi", "lo"}]
+    replies = [m for _, rep in fed.rounds for m in rep.values()]
+    assert not any("zq7" in repr(m.header) for m in replies)
+    # The rule off (each client names every label it holds): the one-row label travels.
+    fed = _record(ff.FedForestClassifier(n_estimators=2, privacy="none"), X, labels, h)
+    assert "zq7" in _named(fed)[1]
+    with monkeypatch.context() as patch:
+        patch.setattr("fedforest.federated.server.handshake.domain_request", _rule_off)
+        fed = _record(ff.FedForestClassifier(n_estimators=2, random_state=0), X, labels, h)
+    assert "zq7" in _named(fed)[1]
+
+
+def test_a_label_rare_at_one_client_is_a_class_where_another_names_it() -> None:
+    # "mid": 40 rows at c0 (named), 2 at c2 (not named by c2, yet in the class list): the
+    # fit goes on with every row; as scikit-learn, every label of y is a class.
+    X, labels, h = _labelled(None)
+    model = ff.FedForestClassifier(n_estimators=3, random_state=0)
+    fed = _record(model, X, labels, h)
+    assert _named(fed)[2] == {"hi", "lo"} and "mid" in _named(fed)[0]
+    assert list(model.classes_) == ["hi", "lo", "mid"]
+    assert np.mean(model.predict(X[h == 2]) == labels[h == 2]) > 0.9
+
+
+def test_an_unnamed_label_is_declared_or_its_client_dropped() -> None:
+    X, labels, h = _labelled()
+
+    def clients() -> list[ff.Client]:
+        return [ff.Client(X[h == k], labels[h == k], name=f"c{k}") for k in range(4)]
+
+    # Declared: nothing travels, every row counts.
+    every = ["hi", "lo", "mid", "zq7"]
+    model = ff.FedForestClassifier(n_estimators=2, random_state=0, classes=every)
+    model.fit_federated(ff.LocalFederation(clients()))
+    assert list(model.classes_) == ["hi", "lo", "mid", "zq7"] and model.dropped_clients_ == []
+    # on_client_failure="drop": refused data, as a label outside declared classes is: the
+    # client is dropped (with the same text in the warning) and the others fit.
+    model = ff.FedForestClassifier(n_estimators=2, random_state=0, on_client_failure="drop")
+    model.fit_federated(ff.LocalFederation(clients()))
+    assert [name for name, _ in model.dropped_clients_] == ["c1"]
+    assert list(model.classes_) == ["hi", "lo", "mid"]
+    # No client holds any label in m rows: refused at the server, saying how to declare.
+    few = [ff.Client(X[h == k][:8], labels[h == k][:8], name=f"c{k}") for k in range(4)]
+    with pytest.raises(ValueError, match=r"No client holds any class label.*classes=\["):
+        ff.FedForestClassifier(min_aggregate_rows=10).fit_federated(ff.LocalFederation(few))
+
+
+def test_fit_declares_the_labels_of_its_own_rows_under_secure(monkeypatch) -> None:
+    # fit holds every row: it declares y's labels (so the one-row label is a class and no
+    # handshake names any), and the declaration leaves the settings digest, so the forest,
+    # as it was undeclared (where every label is frequent).
+    X, labels, h = _labelled()
+    sent: list[Message] = []
+    handle = ff.Client.handle
+
+    def recording(self: ff.Client, msg: Message) -> Message:
+        reply = handle(self, msg)
+        if msg.kind == HANDSHAKE:
+            sent.append(reply)
+        return reply
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ff.Client, "handle", recording)
+        model = ff.FedForestClassifier(n_estimators=2, random_state=0).fit(X, labels, client_ids=h)
+    assert list(model.classes_) == ["hi", "lo", "mid", "zq7"]
+    assert len(sent) == 4 and all("labels" not in reply.header for reply in sent)
+    X, labels, h = _labelled(None)
+    labels[h == 2] = "lo"  # every label frequent at every client holding it
+    on = ff.FedForestClassifier(n_estimators=3, random_state=0).fit(X, labels, client_ids=h)
+    with monkeypatch.context() as patch:  # the declaration off: the labels travel
+        patch.setattr("fedforest._inputs._client_classes", lambda est: None)
+        patch.setattr(ff.Client, "handle", recording)
+        sent.clear()
+        off = ff.FedForestClassifier(n_estimators=3, random_state=0).fit(X, labels, client_ids=h)
+    assert all("labels" in reply.header for reply in sent)
+    assert on._settings_digest == off._settings_digest
+    assert np.array_equal(on.predict_proba(X), off.predict_proba(X))
+
+
 # ----------------------------------------------------------------- declared categories
 @pytest.mark.parametrize("privacy", ["none", "secure"])
 def test_declared_categories_travel_instead_of_the_levels_present(privacy: str) -> None:

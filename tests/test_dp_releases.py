@@ -258,22 +258,48 @@ def test_every_dp_release_is_noised_bounded_and_accounted(
     assert plan["epsilon_spent"] <= plan["epsilon"]
 
 
-@pytest.mark.parametrize(("at", "kind"), [(2, "grid"), (3, "round_a"), (4, "round_b")])
+@pytest.mark.parametrize(
+    ("at", "kind", "depth", "charged"),
+    [
+        (2, "grid", 1, 2 / 3),
+        (3, "round_a", 1, 1.0),
+        (4, "round_b", 1, 1.0),
+        (5, "round_a", 2, 2 / 3),
+    ],
+)
 def test_a_drop_is_charged_the_noise_share_it_took(
-    caplog: pytest.LogCaptureFixture, at: int, kind: str
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    at: int,
+    kind: str,
+    depth: int,
+    charged: float,
 ) -> None:
-    # A client that fails mid-round takes its noise share with it: that round's sums
-    # carry (K - 1) / K of the planned variance, so the fit spends more than planned. The
-    # report said the plan's epsilon (as if nothing had dropped). Stumps and the out-of-bag
-    # round: every planned entry is released whatever the noise.
+    # A client that fails mid-round takes its noise share with it: a round recovered
+    # without it (a grid round; a Round A below the roots) released sums carrying
+    # (K - 1) / K of the planned variance, so the fit spends more than planned (the
+    # report once said the plan's epsilon). A round not recovered released nothing: the
+    # roots' Round A (a batch's set-up, sent again to the survivors, whose shares add up
+    # to the plan's) and a Round B; the report once charged those 2/3 too. Stumps and the
+    # out-of-bag round: every planned entry is released whatever the noise.
     import dp_accounting
+
+    from fedforest.federated.privacy import dp
 
     X, y, ids = _data("regression")
     clients = [_Dying(X[ids == 0], y[ids == 0], "c0", at)]
     clients += [ff.Client(X[ids == c], y[ids == c], name=f"c{c}") for c in (1, 2)]
+    kept: list[float] = []
+    spent = dp.spent_epsilon
+
+    def recording(plan: Any, released: int, grid: int, target: int = 0, noise_kept: float = 1.0):
+        kept.append(noise_kept)
+        return spent(plan, released, grid, target, noise_kept)
+
+    monkeypatch.setattr(dp, "spent_epsilon", recording)
     model = ff.FedForestRegressor(
         n_estimators=3,
-        max_depth=1,
+        max_depth=depth,
         max_features=2,
         privacy="dp",
         epsilon=5.0,
@@ -283,13 +309,19 @@ def test_a_drop_is_charged_the_noise_share_it_took(
     ).fit_federated(ff.LocalFederation(clients))
     assert [name for name, _ in model.dropped_clients_] == ["c0"]
     assert f"({kind})" in caplog.text
+    assert kept == [pytest.approx(charged, rel=1e-12)]
+    if depth > 1:
+        return
     report = model.privacy_report_
-    # Every release charged at 2/3 of the planned variance (an upper bound).
+    # Every release charged at the least fraction of the planned variance (an upper bound).
     worst = dp_accounting.get_epsilon_gaussian(
-        report["noise_multiplier"] * np.sqrt(2 / 3), report["delta"]
+        report["noise_multiplier"] * np.sqrt(charged), report["delta"]
     )
     assert report["epsilon_spent"] == pytest.approx(worst, rel=1e-9)
-    assert report["epsilon_spent"] > 1.2 * report["epsilon"]
+    if charged < 1.0:
+        assert report["epsilon_spent"] > 1.2 * report["epsilon"]
+    else:  # the plan's, no more (a set-up sent again counted once)
+        assert report["epsilon_spent"] == pytest.approx(report["epsilon"], rel=1e-9)
 
 
 @pytest.mark.parametrize("task", ["regression", "classification"])

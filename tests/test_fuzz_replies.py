@@ -532,6 +532,25 @@ def test_an_absurd_row_count_is_refused_at_the_handshake() -> None:
     assert "n_samples" in _refused("secure-categories", "handshake", 0, huge)
 
 
+def test_secure_labels_beyond_one_per_m_rows_are_refused_and_none_is_valid() -> None:
+    """Under "secure" a client names only labels it holds in m rows (5 here, 60 rows):
+    at most 12 labels; naming more is refused, naming none is valid (the others name
+    every label c1 holds)."""
+
+    def many(msg: Message) -> Message:
+        msg.header["labels"] = list(range(13))
+        return msg
+
+    def none(msg: Message) -> Message:
+        msg.header["labels"] = []
+        return msg
+
+    field = _refused("secure-weighted-missing", "handshake", 0, many)
+    assert field == "header field 'labels'"
+    model, fed, out = _fit("secure-weighted-missing", "handshake", 0, none)
+    assert fed.applied and list(model.classes_) == [0, 1, 2] and np.all(np.isfinite(out))
+
+
 def _poisson_fit(seed: int, mutate: Callable[[Message], Any] | None = None) -> Any:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(600, 3))

@@ -20,6 +20,7 @@ from fedforest import FedForestClassifier, FedForestRegressor
 from fedforest.federated.client import Client
 from fedforest.federated.privacy.secagg import MaskingKeys, valid_public_key
 from fedforest.federated.protocol import GRID, HANDSHAKE, OOB, ROUND_A, ROUND_B, Message
+from fedforest.federated.server.checks import InvalidReply
 from fedforest.federated.server.oob import check_pooled_oob
 from fedforest.federated.server.secure_checks import (
     ASINH_MAX,
@@ -89,13 +90,20 @@ def _fit(task: str, kind: str, edit: Any, **kw: Any) -> Any:
         # was accepted; 1e30 is refused by the handshake's own check now (n_samples < 2^53)
         ("regression", HANDSHAKE, _claim_rows(10**15), "asinh\\(x\\)"),
         ("classification", HANDSHAKE, _claim_rows(10**6), "asinh\\(x\\)"),
-        ("classification", HANDSHAKE, _claim_rows(0), "asinh\\(x\\)"),
+        ("regression", HANDSHAKE, _claim_rows(0), "asinh\\(x\\)"),
     ],
     ids=["y_moments_lo", "moments", "y_moments", "rows 1e15", "rows 1e6", "rows 0"],
 )
 def test_pooled_moments_no_data_has_are_refused(task: str, kind: str, edit: Any, what: str) -> None:
     with pytest.raises(ValueError, match=f"pooled moments of {what}.*some client"):
         _fit(task, kind, edit)
+
+
+def test_a_classifier_claiming_no_rows_is_refused_by_its_labels() -> None:
+    # Under "secure" a client names only labels it holds in m rows: one claiming 0 rows
+    # and naming a label lies in the handshake itself (before: caught by the moments).
+    with pytest.raises(InvalidReply, match="'c1'.*'labels' names more than 0 labels"):
+        _fit("classification", HANDSHAKE, _claim_rows(0))
 
 
 def test_honest_moments_pass_and_each_bound_is_enforced() -> None:

@@ -404,7 +404,10 @@ def test_a_client_lying_about_its_class_counts_is_caught(monkeypatch) -> None:
     ("labels", "problem"),
     [
         ([0, 1, 2], "'labels'.*is not 2 lists"),
-        ([[0, 1], []], r"'labels'\[1\].*non-empty list"),
+        # Under "secure" a client names the labels it holds in m rows: [] is valid, a
+        # list that is not one, or longer than its rows allow (10 // 4), is not.
+        ([[0, 1], "x"], r"'labels'\[1\].*non-empty list"),
+        ([[0, 1], [0, 1, 2]], r"'labels'\[1\].*names more than 2 labels"),
         ([[0, 1], [0, 0]], r"'labels'\[1\].*repeats"),
     ],
 )
@@ -417,5 +420,8 @@ def test_bad_per_output_labels_under_secure_are_refused(labels: Any, problem: st
         "feature_names": None,
         "n_outputs": 2,
     }
+    request = Message(HANDSHAKE, {"min_level_rows": 4})
     with pytest.raises(InvalidReply, match=f"'c'.*{problem}"):
-        check("c", Message(HANDSHAKE, {}), Message(HANDSHAKE, {**header, "labels": labels}))
+        check("c", request, Message(HANDSHAKE, {**header, "labels": labels}))
+    key = {"public_key": np.arange(1, 33, dtype=np.uint8)}
+    check("c", request, Message(HANDSHAKE, {**header, "labels": [[0, 1], []]}, key))

@@ -1,4 +1,5 @@
-"""A client dropped in a batch's set-up under ``privacy="secure"``: the batch set up again.
+"""A client dropped in a batch's set-up under ``privacy="secure"`` (and ``"dp"``): the batch
+set up again.
 
 The set-up (the bootstrap round, or the roots' Round A) is not recovered: its survivors'
 sums would run over the bootstraps the full set's digest drew, which a refit without the
@@ -187,3 +188,31 @@ def test_a_warm_start_scores_its_earlier_trees_on_their_own_digest() -> None:
         bags = np.array([_in_bag(c, t, setup, tree_digest[t]) > 0 for t in range(4)])
         np.testing.assert_array_equal(np.isnan(c.oob_prediction_[:, 0]), bags.all(axis=0))
     assert model._settings_digest == ""
+
+
+@pytest.mark.parametrize("kind", [ROUND_A, BOOTSTRAP])
+def test_a_drop_in_a_dp_set_up_sets_the_batch_up_again_at_no_extra_cost(kind: str) -> None:
+    """Under "dp" as under "secure": nothing of the set-up round is decoded (its survivors'
+    sums lacked the dropped client's noise share), the set-up goes again under the
+    survivors' digest, and the accountant charges what was released: each level once, at
+    the plan's noise (the recovery this replaced charged every release 3/4 of it)."""
+    weights = kind == BOOTSTRAP
+    clients = _clients(at=3, weights=weights)
+    fed = RecordingFederation(ff.LocalFederation(clients))
+    est = ff.FedForestClassifier if weights else ff.FedForestRegressor
+    extra = {"class_weight": "balanced_subsample", "classes": [0, 1]} if weights else {}
+    model = est(
+        n_estimators=3, max_depth=1, random_state=0, privacy="dp", epsilon=5.0,
+        oob_score=True, on_client_failure="drop", **extra,
+    ).fit_federated(fed)  # fmt: skip
+    assert model.dropped_clients_ == [("3", 3)]
+    kinds = model.communication_.per_round["kind"].tolist()
+    assert kinds[3] == kinds[4] == kind and RECOVER not in kinds
+    (r1, setup, first), (r2, again, second) = _setups(fed)
+    assert (r1, r2, setup["first_tree"], again["first_tree"]) == (3, 4, 0, 0)
+    assert first != second
+    asked = [sorted(requests) for requests, _ in fed.rounds]
+    assert asked[3] == ["0", "1", "2", "3"] and asked[4] == ["0", "1", "2"]
+    # Stumps: every planned entry released once, at the planned noise: the plan's epsilon.
+    report = model.privacy_report_
+    assert report["epsilon_spent"] == pytest.approx(report["epsilon"], rel=1e-9)

@@ -313,7 +313,8 @@ class Client:
             if classes is not None:  # declared: checked here, not answered (but under "none")
                 check_declared_labels(self.y_raw, classes, f"Client {self.name!r}")
             if privacy == "none" or (classes is None and privacy != "dp"):
-                header.update(label_header(self.y_raw, privacy == "none"))
+                rule = int(msg.header.get("min_level_rows", 1)) if privacy == "secure" else 1
+                header.update(label_header(self.y_raw, privacy == "none", rule))
         else:
             try:
                 y = self.y_raw.astype(np.float64)
@@ -718,7 +719,7 @@ class Client:
         y = y_all[scored]
         party = self._secure if self._fit_secure else None
         ys = y if party is None else y_all  # "secure": sums of y over all rows (privacy.md)
-        # "secure": those sums weigh each row's secret weight (client_secure.oob_weights)
+        # "secure": those sums weigh each row's secret weight (client_weights.oob_weights)
         w = None if party is None else party.oob_weights(len(ys))
         if n_classes:
             sums = [scored.sum(), correct_rows(pred[scored], y, self._class_sizes).sum()]

@@ -28,6 +28,7 @@ from . import client_kernels as K
 from .client_packed import left_words
 from .client_sketch import fine_codes
 from .client_targets import label_counts
+from .client_weights import moment_weights, oob_weights
 from .grid_wire import GRID_WIRE, decode_candidates, decode_grid, half_of, half_words
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh, warn_unresolved
@@ -113,43 +114,6 @@ def data_secret(X: NDArray[np.float64], y: NDArray[Any], name: str) -> int:
     h.update(np.ascontiguousarray(X, dtype=np.float64).tobytes())
     h.update("\x00".join(map(str, np.asarray(y).tolist())).encode("utf-8"))
     return int.from_bytes(h.digest()[:16], "little")
-
-
-#: Largest ratio of two rows' weights in the grid round's moments (1.5 / 0.5).
-MOMENT_WEIGHT_SPAN = 3.0
-
-
-def moment_weights(secret: int, known: NDArray[np.bool_]) -> NDArray[np.float64]:
-    """Secret weights of the rows in the grid rounds (moments of ``asinh(x)``, ``asinh(y)``).
-
-    Uniform in ``[0.5, 1.5]`` from the client's data secret, scaled per column so that the
-    known rows' weights add up to their count (the mean is the mean's estimate); a row
-    weighs the same in every column before the scaling. The moments run over every row:
-    unweighted, two fits whose federations differ by one row differenced into that row's
-    ``asinh(x)`` and ``asinh(y)``, its values and target; the secret is a hash of the rows,
-    so another row set draws independent weights and the difference is no row's. The same
-    data give the same weights (the same grids and scale, the same forest).
-    """
-    n = known.shape[0]
-    w = np.random.default_rng([secret, 0x6D6F6D]).uniform(0.5, 1.5, size=(n, 1)) * known
-    total = w.sum(axis=0)
-    return np.asarray(
-        w * np.where(total > 0, known.sum(axis=0) / np.where(total > 0, total, 1.0), 0.0)
-    )
-
-
-def oob_weights(secret: int, n: int) -> NDArray[np.float64]:
-    """Secret weights of the rows in the out-of-bag sums of ``y`` and ``y^2`` (``"secure"``).
-
-    Those sums run over all of a client's rows (docs/privacy.md, "Out of bag"): unweighted,
-    two fits whose federations differ by one row differenced into that row's target (the
-    server knows each fit's center and scale). Uniform in ``[0.5, 1.5]`` from the data
-    secret (another stream than :func:`moment_weights`'), scaled to add up to ``n``: the
-    total sum of squares the score divides by is estimated, not exact (R^2 moves by about
-    its sampling error over ``n`` rows); the squared errors stay exact.
-    """
-    w = np.random.default_rng([secret, 0x6F6F62]).uniform(0.5, 1.5, size=n)
-    return np.asarray(w * (n / w.sum())) if n else w
 
 
 #: HKDF info of the bootstrap secret bound to the settings digest.

@@ -30,6 +30,7 @@ __all__ = [
     "proposal_target",
     "sample_weights",
     "targets",
+    "unnamed_label",
 ]
 
 
@@ -122,19 +123,39 @@ def check_labels(y: NDArray[Any], name: str) -> None:
                 )
 
 
-def label_header(y: NDArray[Any], counts: bool) -> dict[str, Any]:
+def label_header(y: NDArray[Any], counts: bool, min_rows: int = 1) -> dict[str, Any]:
     """The handshake's class labels present (and, with ``counts``, their row counts).
 
     One list for one output; one list per output (a list of lists) for multi-output y.
+    ``min_rows``: only the labels held in at least that many rows (under ``"secure"``,
+    ``min_aggregate_rows``: a label fewer rows hold would name their value; the list may
+    then be empty).
     """
     columns = [y] if y.ndim == 1 else [y[:, o] for o in range(y.shape[1])]
     found = [np.unique(c, return_counts=True) for c in columns]
+    found = [(u[n >= min_rows], n[n >= min_rows]) for u, n in found]
     labels = [u.tolist() for u, _ in found]
     header: dict[str, Any] = {"labels": labels[0] if y.ndim == 1 else labels}
     if counts:  # under "none", checked against n_samples
         tally = [c.tolist() for _, c in found]
         header["label_counts"] = tally[0] if y.ndim == 1 else tally
     return header
+
+
+def unnamed_label(name: str) -> ValueError:
+    """A client holds rows of a label outside the federation's class list: refuse.
+
+    Under ``"secure"`` a client names only the labels it holds in ``min_aggregate_rows``
+    rows (:func:`label_header`); a label held in fewer rows that no client names is y,
+    which cannot count as missing. The text names neither the label nor its rows (on
+    Flower it reaches the server).
+    """
+    return ValueError(
+        f"Client {name!r}: some rows of y hold a class label that is not in the federation's "
+        'class list: under privacy="secure" a client names only the labels it holds in at '
+        "least min_aggregate_rows rows, and no client holds this one that often. Declare "
+        "every label on the estimator (classes=[...], a list per output for multi-output y)."
+    )
 
 
 def label_counts(y: NDArray[Any], classes: Any, name: str) -> NDArray[np.float64]:
@@ -156,7 +177,7 @@ def label_counts(y: NDArray[Any], classes: Any, name: str) -> NDArray[np.float64
         uniq, n_per = np.unique(column, return_counts=True)
         for label, count in zip(uniq.tolist(), n_per.tolist(), strict=True):
             if label not in index:
-                raise ValueError(f"Client {name!r}: its label {label!r} is not a class.")
+                raise unnamed_label(name)
             mine[index[label]] = count
         out.append(mine)
     return np.concatenate(out)
@@ -182,6 +203,8 @@ def class_codes(y: NDArray[Any], classes: list[Any], name: str) -> tuple[NDArray
     for o, (column, labels) in enumerate(zip(columns, per_output, strict=True)):
         index = {label: offset + i for i, label in enumerate(labels)}
         uniq, inv = np.unique(column, return_inverse=True)
+        if any(u not in index for u in uniq.tolist()):
+            raise unnamed_label(name)
         codes[:, o] = np.array([index[u] for u in uniq.tolist()], dtype=np.float64)[inv]
         offset += len(labels)
     return (codes[:, 0] if y.ndim == 1 else codes), offset

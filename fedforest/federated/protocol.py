@@ -52,8 +52,11 @@ __all__ = [
 #: "secure"/"dp", Round A's grids travel as lattice codes and Round B's candidates as
 #: indices into them (``grid_wire``; a version-3 client lacks the array "grid"); 5 since
 #: the out-of-bag request may carry each tree's digest (``tree_digest``, after a drop: a
-#: client of version 4 would score every tree on the last batch's bootstraps, silently).
-PROTOCOL_VERSION = 5
+#: client of version 4 would score every tree on the last batch's bootstraps, silently);
+#: 6 since under "secure" a client names only the class labels it holds in
+#: ``min_level_rows`` rows (a client of version 5 would name a label one row holds; it
+#: refuses the server's version before answering).
+PROTOCOL_VERSION = 6
 
 HANDSHAKE = "handshake"
 ROUND_A = "round_a"

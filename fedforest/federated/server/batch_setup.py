@@ -9,11 +9,12 @@ the survivors draw bootstraps that no fit without that drop (nor one without the
 client from the start) draws, so the server cannot difference two fits' sums over the
 same survivors' rows into the dropped client's.
 
-Under ``"secure"`` a drop in a batch's set-up (its bootstrap round or its roots' Round A)
-is not recovered: the round raises :class:`.secure_sums.SetUpDropped`, and the grower sets
-the batch up again from scratch under the survivors' digest (the set-up round again, in
-place of the recovery round), so no sum over the survivors' rows under the full set's
-bootstraps is released (docs/privacy.md, "Drops").
+Under ``"secure"`` and ``"dp"`` a drop in a batch's set-up (its bootstrap round or its
+roots' Round A) is not recovered: the round raises :class:`.secure_sums.SetUpDropped`,
+and the grower sets the batch up again from scratch under the survivors' digest (the
+set-up round again, in place of the recovery round), so no sum over the survivors' rows
+under the full set's bootstraps is released, and under ``"dp"`` no sum short of the
+dropped client's noise share (docs/privacy.md, "Drops").
 """
 
 from __future__ import annotations

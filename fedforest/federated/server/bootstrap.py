@@ -128,9 +128,9 @@ def bootstrap_round(
         specs: dict[str, tuple[tuple[int, ...], Any]] = {
             "tree_class_counts": ((n_trees, n_columns), 0)
         }
-        # Under "secure" a drop here is not recovered: the batch is set up again under the
-        # survivors' digest (batch_setup.py); "dp"'s noisy sums are.
-        sums = sums_unless_dropped(fed, ledger, msg, specs, recover=cfg.privacy == "dp")
+        # A drop here is not recovered: the batch is set up again under the survivors'
+        # digest (batch_setup.py; under "dp" too, so no release lacks a noise share).
+        sums = sums_unless_dropped(fed, ledger, msg, specs)
         if sums is None:
             raise SetUpDropped("a client dropped in the bootstrap round")
         counts = sums["tree_class_counts"]

@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..privacy import dp
+from ..protocol import RECOVER, CommunicationLedger
 from .config import GrowerConfig
 from .weights import rows_weighed_per_tree
 
-__all__ = ["plan_fit", "release_level", "release_oob", "report"]
+__all__ = ["noise_kept", "plan_fit", "release_level", "release_oob", "report"]
 
 
 def _numeric(ctx: dict[str, Any]) -> int:
@@ -80,18 +81,44 @@ def release_oob(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) 
 
 
 def report(
-    cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any], fed: Any = None
+    cfg: GrowerConfig,
+    schema: dict[str, Any],
+    ctx: dict[str, Any],
+    fed: Any = None,
+    ledger: CommunicationLedger | None = None,
 ) -> dict[str, Any]:
     """``model.privacy_report_``: the plan and the epsilon the releases made spend.
 
-    A client dropped mid-fit (``fed.dropped``, under ``on_client_failure="drop"``) took
-    its noise share of the round it failed in with it: that round's sums carried
-    ``(K - d) / K`` of the planned variance (``K`` clients at the handshake, ``d``
-    dropped). Which entries that round held is not tracked: every release is charged
-    with that fraction, an upper bound on the spend.
+    :func:`noise_kept` of the drops (``fed.dropped``) charges every release (an upper
+    bound on the spend); without ``ledger`` every drop counts as recovered.
     """
     plan: dp.DpPlan = ctx["dp"]
     grid, target = ctx["dp_grid_target"]
-    k, d = len(schema["n_samples"]), len(getattr(fed, "dropped", None) or [])
-    kept = (k - d) / k if k else 1.0
+    dropped = list(getattr(fed, "dropped", None) or [])
+    kept = noise_kept(dropped, ledger, len(schema["n_samples"]))
     return plan.report(dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target, kept))
+
+
+def noise_kept(
+    dropped: list[tuple[str, int]], ledger: CommunicationLedger | None, n_clients: int
+) -> float:
+    """The least fraction of the planned noise variance a released sum carried.
+
+    Each client adds ``sigma / sqrt(P)`` of noise, ``P`` the clients asked in the round.
+    A client dropped in a round that was recovered (the next round removes its masks)
+    took its share out of that round's released sums: ``(P - d) / P`` of the variance,
+    ``d`` the clients dropped in it. A round not recovered released nothing (a batch's
+    set-up, sent again to the survivors, whose shares then add up to the plan's; a
+    Round B), nor did a drop in the handshake. Which entries a recovered round held is
+    not tracked: the least fraction charges every release.
+    """
+    if ledger is None:  # every drop taken as one round's of the clients at the handshake
+        d = len(dropped)
+        return (n_clients - d) / n_clients if n_clients else 1.0
+    kept = 1.0
+    records = ledger.records
+    for r in sorted({r for _, r in dropped}):
+        if r + 1 < len(records) and records[r + 1].kind == RECOVER:
+            d = sum(1 for _, at in dropped if at == r)
+            kept = min(kept, (records[r].n_clients - d) / records[r].n_clients)
+    return kept

@@ -177,9 +177,13 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
                 raise InvalidReply(name, kind, "header field 'labels'", f"is not {n_out} lists")
             if n_out > 1 and privacy == "none" and not isinstance(counts, list):
                 raise InvalidReply(name, kind, "header field 'label_counts'", "is not a list")
+            # Under "secure" a client names the labels it holds in m rows (maybe none).
+            most = n // max(int(request.header.get("min_level_rows", 1)), 1)
             for o, own in enumerate(labels if n_out > 1 else [labels]):
                 field = "header field 'labels'" + (f"[{o}]" if n_out > 1 else "")
-                if not isinstance(own, list) or not own:
+                if privacy == "secure" and isinstance(own, list) and len(own) > most:
+                    raise InvalidReply(name, kind, field, f"names more than {most} labels")
+                if not isinstance(own, list) or not (own or privacy == "secure"):
                     raise InvalidReply(name, kind, field, "is not a non-empty list")
                 _check_scalars(name, kind, field, own)
                 if privacy == "none":

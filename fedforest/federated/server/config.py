@@ -82,6 +82,10 @@ class GrowerConfig:
     #: Declared class labels as the clients hold them (a list, one per output for
     #: multi-output y), or None: the labels present (refused under "dp").
     classes: Any = None
+    #: ``classes`` were declared by ``fit`` from the rows it holds (codes 0..K-1, under
+    #: "secure" and "dp"), not by the user: left out of the settings digest, whose class
+    #: sizes say as much, so such a fit keeps the digest (and bootstraps) it had undeclared.
+    classes_from_rows: bool = False
     #: Classification: None, a dict {label: weight}, "balanced" or "balanced_subsample"
     #: (server/weights.py).
     class_weight: Any = None

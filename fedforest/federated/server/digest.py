@@ -52,11 +52,14 @@ UNBOUND = frozenset(
         "on_client_failure",
         "max_samples",
         "max_features",
+        "classes_from_rows",
     )
 )
 _DOMAIN = b"fedforest settings digest v1\x00"
 #: Fields covered only when set (declared categories and classes): a fit without them
-#: keeps the digest, so the bootstraps, it had before the fields existed.
+#: keeps the digest, so the bootstraps, it had before the fields existed. Classes ``fit``
+#: declared from its rows (``classes_from_rows``: the codes 0..K-1, which the class sizes
+#: cover) are left out too, so declaring them changed no fit's digest.
 _WHEN_SET = frozenset(("categories", "classes"))
 
 
@@ -96,6 +99,8 @@ def settings_digest(
         for f in dataclasses.fields(cfg)
         if f.name not in UNBOUND and not (f.name in _WHEN_SET and getattr(cfg, f.name) is None)
     }
+    if cfg.classes_from_rows:
+        fields.pop("classes", None)
     fields["bootstrap_draws"] = {
         name: int(draws.get(name, n)) if cfg.bootstrap else int(n)
         for name, n in sorted(n_samples.items())

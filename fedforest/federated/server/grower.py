@@ -355,9 +355,9 @@ def _secure_level(
     ).reshape(-1, 2)
     n_slots = frontier.tree.size
     ctx["secure_slots"] = (frontier.tree + ctx["first_tree"], frontier.node, frontier.depth)
-    if "dp" in ctx:  # a row is in one node per tree and level
-        budget.release_level(cfg, ctx, np.unique(frontier.tree).size)
     level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_stats)
+    if "dp" in ctx:  # a row is in one node per tree and level (a set-up sent again: once)
+        budget.release_level(cfg, ctx, np.unique(frontier.tree).size)
     secure.check_root_weights(level.pooled, frontier.depth, ctx)
     pooled = _pool_node_stats(builders, frontier, level.pooled[None], ctx)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
@@ -684,7 +684,7 @@ def grow_forest(
             # Trees of a batch grow together; batches one after another bound the clients'
             # per-row state. Seeds use global tree indices: the forest is the same.
             last = min(first + batch, cfg.n_estimators)
-            while True:  # "secure": a drop in the set-up sets the batch up again
+            while True:  # "secure"/"dp": a drop in the set-up sets the batch up again
                 if SETTINGS_DIGEST in ctx:  # over the clients present, the drops so far
                     ctx[SETTINGS_DIGEST] = batch_digest(cfg, schema, fed, d, first_sum)
                 sub = {
@@ -739,7 +739,7 @@ def grow_forest(
     else:
         _finish_clients(fed)
     if "dp" in ctx:
-        result.privacy_report = budget.report(cfg, schema, ctx, fed)
+        result.privacy_report = budget.report(cfg, schema, ctx, fed, ledger)
     scratch.release()  # in-process clients' scratch memory (scratch.py) back to the system
     return result
 

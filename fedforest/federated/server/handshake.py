@@ -145,13 +145,22 @@ def _classes(
     first_name = replies[0][0]
     if cfg.classes is not None and cfg.privacy != "none":  # declared: no labels travel
         return sorted(set(cfg.classes if output is None else cfg.classes[output])), None
-    kinds = {name: label_type(own(rep, "labels")[0]) for name, rep in replies}
+    # Under "secure" a client names the labels it holds in m rows: maybe none.
+    kinds = {name: label_type(own(rep, "labels")[0]) for name, rep in replies if own(rep, "labels")}
+    first_name = next(iter(kinds), first_name)
     other = next((name for name in kinds if kinds[name] != kinds[first_name]), None)
     if other is not None:
         where = "" if output is None else f" for output {output}"
         raise ValueError(
             f"Client {other!r} has {kinds[other]} class labels{where} but client "
             f"{first_name!r} has {kinds[first_name]} ones; encode y the same way on every client."
+        )
+    if not kinds:  # the clients' set-up would refuse each row (client_targets.unnamed_label)
+        raise ValueError(
+            "No client holds any class label in min_aggregate_rows rows or more, and under "
+            'privacy="secure" a client names only such labels (a label fewer rows hold is '
+            "their value). Declare every label on the estimator (classes=[...], a list per "
+            "output for multi-output y)."
         )
     declared = cfg.classes if output is None or cfg.classes is None else cfg.classes[output]
     if declared is not None:  # the user's labels (the clients checked theirs are among them)

@@ -417,10 +417,11 @@ def round_a(
             "hist": hist_spec(grid_off, half, packed, bits),
         },
         effective_n_jobs(cfg.n_jobs),
-        # Noisy sums are recovered after a drop; below the roots a node's survivors' rows
-        # may number 1 to m - 1: nothing is released, no node splits; at the roots, sums
-        # under the full set's bootstraps: the batch is set up again (privacy.md, "Drops").
-        recover=cfg.privacy == "dp",
+        # At the roots, sums under the full set's bootstraps: the batch is set up again
+        # (privacy.md, "Drops"; under "dp" too: no release short of a noise share). Below
+        # them a node's survivors' rows may number 1 to m - 1: nothing is released, no
+        # node splits; under "dp" its noisy sums are recovered (the report charges them).
+        recover=cfg.privacy == "dp" and ctx["secure_slots"][2] != 0,
     )
     if sums is None and ctx["secure_slots"][2] == 0:
         raise SetUpDropped("a client dropped in the roots' Round A")

@@ -26,7 +26,7 @@ __all__ = ["SetUpDropped", "secure_exchange", "sums_unless_dropped"]
 
 
 class SetUpDropped(Exception):
-    """A client dropped in a batch's set-up under ``"secure"``: set the batch up again.
+    """A client dropped in a batch's set-up (``"secure"``, ``"dp"``): set it up again.
 
     The round is not recovered: its survivors' sums run over rows the full set's digest
     drew (``batch_setup.py``). The grower catches it and sets the batch up again from

@@ -73,10 +73,14 @@ def fit(model: Any, X: Any, y: Any, client_ids: Any) -> Any:
         partitions_as=partitions_as,
         categorical_features=model.categorical_features,
     )
+    # The labels reached this process: under "secure"/"dp" it declares them, as fit on
+    # rows in memory does (no client names any; a label few rows hold is a class).
+    model._dask_labels = classes
     try:
         model.fit_federated(fed)
     finally:
         fed.close()
+        del model._dask_labels
     if classes is not None:
         # The clients held codes 0..K-1, as in fit on rows in memory: back to the labels.
         model._set_classes(model._fit_class_list, classes)
