@@ -205,9 +205,68 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add("--min-samples-leaf", type=int_at_least(1), default=5, help="rows per leaf")
     add("--privacy", choices=("secure", "dp", "none"), default="secure", help="privacy level")
     add("--epsilon", type=float, default=None, help="privacy budget under --privacy dp")
+    add(
+        "--classes",
+        default=None,
+        metavar="LABEL,LABEL,...",
+        help="--task classification: the class labels, declared (public; needed under "
+        "--privacy dp, and under secure for a label no client holds in m rows)",
+    )
+    add(
+        "--categories",
+        action="append",
+        default=None,
+        metavar="COLUMN=LEVEL,LEVEL,...",
+        help="a text column's levels, declared (public; needed under --privacy dp)",
+    )
     add("--seed", type=int_at_least(0), default=0, help="random_state of the forest")
     add("--out", type=Path, required=True, help="model file to write (.ffm)")
     train.set_defaults(handler=_run_train, command_parser=train)
+
+
+def _declared(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, y: Any, columns: list[str]
+) -> dict[str, Any]:
+    """``--classes`` and ``--categories`` as the estimator's ``classes`` and ``categories``.
+
+    Labels take the dtype of the first file's target (numbers there: each label must read
+    as one, and as that dtype without change); levels stay text, as ``read_csv`` gives a
+    text column's values.
+    """
+    import numpy as np
+    import pandas as pd
+
+    declared: dict[str, Any] = {}
+    if args.classes is not None:
+        if args.task != "classification":
+            parser.error("--classes goes with --task classification")
+        labels = [label.strip() for label in args.classes.split(",")]
+        if "" in labels or len(set(labels)) != len(labels):
+            parser.error(f"--classes {args.classes!r}: labels must be non-empty and distinct")
+        classes: Any = np.asarray(labels, dtype=object)
+        if pd.api.types.is_numeric_dtype(y.dtype):
+            numbers = pd.to_numeric(pd.Series(labels), errors="coerce").to_numpy()
+            as_y = numbers.astype(y.dtype) if not np.isnan(numbers).any() else numbers
+            if np.isnan(numbers).any() or not np.array_equal(as_y, numbers):
+                parser.error(
+                    f"--classes {args.classes!r}: the target {args.target!r} holds numbers "
+                    f"({y.dtype}); every label must be one of that type"
+                )
+            classes = as_y
+        declared["classes"] = classes
+    if args.categories:
+        categories: dict[str, list[str]] = {}
+        for spec in args.categories:
+            column, sep, levels = spec.partition("=")
+            if not sep or not column or not levels:
+                parser.error(f"--categories expects COLUMN=LEVEL,LEVEL,..., got {spec!r}")
+            if column not in columns:
+                parser.error(f"--categories {spec!r}: no feature column {column!r}")
+            if column in categories:
+                parser.error(f"--categories: column {column!r} is given twice")
+            categories[column] = [level.strip() for level in levels.split(",")]
+        declared["categories"] = categories
+    return declared
 
 
 def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -271,7 +330,9 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         except ValueError as exc:
             parser.error(f"{path!r}: {exc}")
     cls = ff.FedForestClassifier if args.task == "classification" else ff.FedForestRegressor
+    declared = _declared(args, parser, sites[0][3], list(sites[0][2].columns))
     model = cls(
+        **declared,
         n_estimators=args.trees,
         max_depth=args.max_depth,
         min_samples_leaf=args.min_samples_leaf,
@@ -284,7 +345,12 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     try:
         model.fit_federated(ff.LocalFederation(clients))
     except ValueError as exc:  # the clients' data or the options: a usage error, no traceback
-        parser.error(str(exc))
+        message = str(exc)
+        hints = {"classes=": "--classes LABEL,...", "categories=": "--categories COLUMN=LEVEL,..."}
+        said = [option for key, option in hints.items() if key in message]
+        if said:  # the estimator's parameters named: here they are options
+            message += f" (on the command line: {' and '.join(said)})"
+        parser.error(message)
     ledger = model.communication_
     score = "accuracy" if args.task == "classification" else "R^2"
     rows = f"{sum(c.n_samples for c in clients)} rows"

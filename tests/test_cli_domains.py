@@ -1,0 +1,94 @@
+"""``fedforest train --classes`` and ``--categories``: domains declared on the command line.
+
+Without them a CSV declares nothing: under the default ``--privacy secure`` a label no
+client holds in ``min_aggregate_rows`` rows stops the fit (the handshake would otherwise
+name a row's label), and under ``--privacy dp`` any classifier or text column stops it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fedforest as ff
+from fedforest.cli import main
+
+
+def _sites(tmp_path, rare: bool = True) -> list:
+    """Two files; label 2 held by one row of the second, a text column ``city``."""
+    rng = np.random.default_rng(4)
+    paths = []
+    for k in range(2):
+        frame = pd.DataFrame({"x": rng.normal(size=120), "city": rng.choice(["Lyon", "Nice"], 120)})
+        frame["y"] = (frame["x"] > 0).astype(int) + (frame["city"] == "Nice")
+        frame["y"] = frame["y"].clip(upper=1)
+        if rare and k == 1:
+            frame.loc[7, "y"] = 2
+        paths.append(tmp_path / f"s{k}.csv")
+        frame.to_csv(paths[-1], index=False)
+    return paths
+
+
+def _argv(tmp_path, paths, *extra: str) -> list[str]:
+    argv = ["train", "--task", "classification", "--target", "y", "--trees", "4"]
+    argv += ["--client", f"a={paths[0]}", "--client", f"b={paths[1]}"]
+    return [*argv, "--out", str(tmp_path / "m.ffm"), *extra]
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+def test_a_rare_label_needs_classes_under_secure_and_trains_with_them(tmp_path, capsys) -> None:
+    paths = _sites(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(_argv(tmp_path, paths))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "classes=" in err and "(on the command line: --classes LABEL,...)" in err
+    assert main(_argv(tmp_path, paths, "--classes", "0,1,2")) == 0
+    model = ff.load(tmp_path / "m.ffm")
+    assert model.classes_.tolist() == [0, 1, 2]
+    assert model.classes_.dtype.kind == "i"
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+def test_dp_trains_from_files_once_labels_and_levels_are_declared(tmp_path, capsys) -> None:
+    paths = _sites(tmp_path, rare=False)
+    dp = ["--privacy", "dp", "--epsilon", "20"]
+    with pytest.raises(SystemExit):
+        main(_argv(tmp_path, paths, *dp, "--classes", "0,1"))  # the text column undeclared
+    assert "(on the command line: --categories COLUMN=LEVEL,...)" in capsys.readouterr().err
+    argv = _argv(tmp_path, paths, *dp, "--classes", "0,1", "--categories", "city=Lyon,Nice,Pau")
+    assert main(argv) == 0
+    model = ff.load(tmp_path / "m.ffm")
+    assert model.classes_.tolist() == [0, 1]
+    assert model.categories_[1][:3] == ["Lyon", "Nice", "Pau"]
+    assert model.privacy_report_["epsilon_spent"] <= 20 + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--classes", "0,one"], "every label must be one of that type"),
+        (["--classes", "0,1,1"], "labels must be non-empty and distinct"),
+        (["--classes", "0,1.5"], "every label must be one of that type"),
+        (["--categories", "town=Lyon"], "no feature column 'town'"),
+        (["--categories", "city"], "--categories expects COLUMN=LEVEL,LEVEL,..."),
+        (["--categories", "city=Lyon", "--categories", "city=Nice"], "given twice"),
+    ],
+)
+def test_declaration_errors_are_usage_errors(tmp_path, capsys, extra, message) -> None:
+    paths = _sites(tmp_path, rare=False)
+    with pytest.raises(SystemExit) as info:
+        main(_argv(tmp_path, paths, *extra))
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "m.ffm").exists()
+
+
+def test_classes_go_with_classification(tmp_path, capsys) -> None:
+    paths = _sites(tmp_path, rare=False)
+    argv = _argv(tmp_path, paths, "--classes", "0,1")
+    argv[argv.index("classification")] = "regression"
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert "--classes goes with --task classification" in capsys.readouterr().err
