@@ -11,7 +11,6 @@ would be overwritten by the next client or level in the same thread.
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import numpy as np
 import pytest
@@ -20,28 +19,21 @@ import fedforest as ff
 from fedforest.federated import scratch
 from fedforest.federated.federation import Federation
 from fedforest.federated.protocol import ROUND_A, Message
+from tests.test_privacy import RecordingFederation
 
 
-class CopyingRecorder(Federation):
+class CopyingRecorder(RecordingFederation):
     """Delivers everything, keeps every message and a deep copy of it taken on receipt."""
 
     def __init__(self, inner: Federation) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.kept: list[tuple[Message, Message]] = []  # (as received, copy on receipt)
         self.scratch_in_use = False
-
-    @property
-    def client_names(self) -> list[str]:
-        return self.inner.client_names
-
-    @property
-    def clients(self) -> dict[str, Any]:
-        return getattr(self.inner, "clients", {})
 
     def send_and_receive(self, requests: dict[str, Message], round_index: int):
         for msg in requests.values():
             self.kept.append((msg, copy.deepcopy(msg)))
-        replies = self.inner.send_and_receive(requests, round_index)
+        replies = super().send_and_receive(requests, round_index)
         for msg in replies.values():
             self.kept.append((msg, copy.deepcopy(msg)))
         self.scratch_in_use |= any(scratch._BUFFERS.values())
