@@ -240,6 +240,33 @@ def test_dp_runs_on_actors_and_reports_its_budget(dask_client: Client) -> None:
     assert np.isfinite(model.predict(X)).all()
 
 
+def test_dp_classification_with_declared_classes(dask_client: Client) -> None:
+    """Under "dp" a classifier's labels are declared; on Dask the workers code their rows
+    into them (nothing of y reaches this process), as fit on rows in memory does."""
+    X, _, _ = frame(4, n=800)
+    y = pd.Series(np.where(X["age"] > 0, "sick", "well"), name="y")
+    dX, dy = dd.from_pandas(X, npartitions=2), dd.from_pandas(y, npartitions=2)
+    levels = {"region": ["east", "north", "south"]}
+    params = {"n_estimators": 4, "max_depth": 2, "min_samples_leaf": 5, "random_state": 0}
+    declared = ["well", "sick", "unseen"]  # any order; a label no row holds is a class too
+    model = ff.FedForestClassifier(
+        **params, privacy="dp", epsilon=8.0, categories=levels, classes=declared
+    ).fit(dX, dy)
+    assert list(model.classes_) == ["sick", "unseen", "well"]
+    assert model.privacy_report_["epsilon"] == pytest.approx(8.0)
+    assert model.predict_proba(dX).compute().shape == (800, 3)
+    assert set(model.predict(X)) <= set(declared)
+    # The noise differs from fit to fit: "secure" shows the same coding as in memory.
+    secure = {**params, "categories": levels, "classes": declared}
+    remote = ff.FedForestClassifier(**secure).fit(dX, dy)
+    memory = ff.FedForestClassifier(**secure).fit(X, y, client_ids=np.repeat(["0", "1"], 400))
+    assert_same_forest(remote, memory)
+    assert list(remote.classes_) == list(memory.classes_)
+    with pytest.raises(ValueError, match=r"row\(s\) of y hold a label that classes does not"):
+        ff.FedForestClassifier(**params, privacy="dp", epsilon=8.0, categories=levels,
+                               classes=["sick"]).fit(dX, dy)  # fmt: skip
+
+
 def test_factories_run_on_the_workers_they_name(dask_client: Client) -> None:
     X, y, site = frame(2)
     workers = sorted(dask_client.scheduler_info()["workers"])

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from ..._inputs import _declared_classes
 from ._collections import PARTITIONS_AS, is_dask_collection, row_blocks
 from .federation import DaskFederation
 
@@ -58,14 +59,9 @@ def fit(model: Any, X: Any, y: Any, client_ids: Any) -> Any:
             "Dask they stay on the workers, which return only sums: use oob_score=True."
         )
     model._validate_params()  # before any actor is built
-    if getattr(model, "classes", None) is not None:
-        raise ValueError(
-            "classes= with Dask collections is not supported yet; use fit_federated with "
-            "clients holding their own labels, or fit on rows in memory."
-        )
     classes = None
     if getattr(model, "_task", None) == "classification":
-        y, classes = _label_codes(y)
+        y, classes = _label_codes(y, getattr(model, "classes", None))
     fed = DaskFederation.from_collections(
         X,
         y,
@@ -87,22 +83,37 @@ def fit(model: Any, X: Any, y: Any, client_ids: Any) -> Any:
     return model
 
 
-def _label_codes(y: Any) -> tuple[Any, NDArray[Any]]:
+def _label_codes(y: Any, declared: Any = None) -> tuple[Any, NDArray[Any]]:
     """Class labels as codes into the sorted labels, computed on the workers.
 
     As ``fit`` on rows in memory, the clients receive codes 0..K-1 (the labels seed the
-    bootstrap under ``privacy="secure"``, so codes keep both fits' forests equal); only the
-    distinct labels reach this process.
+    bootstrap under ``privacy="secure"``, so codes keep both fits' forests equal). Without
+    ``declared`` (the estimator's ``classes``) the distinct labels reach this process; with
+    it, nothing of y does: each worker codes its rows into the declared labels (sorted, as
+    ``fit`` on rows in memory does) and refuses a label outside them.
     """
     if isinstance(y, dd.DataFrame):
         row_blocks(y, "y", ndim=1)  # one column, or a ValueError
         y = y.iloc[:, 0]
-    per_block = dask.compute(*[dask.delayed(_distinct)(b) for b in row_blocks(y, "y", ndim=1)])
-    classes = np.unique(np.concatenate(per_block)) if per_block else np.zeros(0)
-    check_classification_targets(classes)
+    if declared is not None:
+        listed = _declared_classes(declared)
+        if listed and isinstance(listed[0], list):
+            raise ValueError(
+                "classes gives one list per output, but y on Dask is one column (multi-output "
+                "classification on Dask collections is not supported); give one list of labels."
+            )
+        classes = np.asarray(listed)
+        row_blocks(y, "y", ndim=1)  # one column, or a ValueError
+        encode: Any = _encode_declared
+    else:
+        blocks = row_blocks(y, "y", ndim=1)
+        per_block = dask.compute(*[dask.delayed(_distinct)(b) for b in blocks])
+        classes = np.unique(np.concatenate(per_block)) if per_block else np.zeros(0)
+        check_classification_targets(classes)
+        encode = _encode
     if isinstance(y, dd.Series):
-        return y.map_partitions(_encode, classes, meta=(y.name, "int64")), classes
-    return y.map_blocks(_encode, classes, dtype=np.int64), classes
+        return y.map_partitions(encode, classes, meta=(y.name, "int64")), classes
+    return y.map_blocks(encode, classes, dtype=np.int64), classes
 
 
 def _distinct(part: Any) -> NDArray[Any]:
@@ -113,6 +124,22 @@ def _distinct(part: Any) -> NDArray[Any]:
 def _encode(part: Any, classes: NDArray[Any]) -> Any:
     """One partition's labels as codes (run where it lives)."""
     codes = np.searchsorted(classes, np.asarray(part)).astype(np.int64)
+    return pd.Series(codes, index=part.index, name=part.name) if hasattr(part, "index") else codes
+
+
+def _encode_declared(part: Any, classes: NDArray[Any]) -> Any:
+    """One partition's labels as codes into the declared ``classes`` (run where it lives).
+
+    A label outside them is a ``ValueError`` that names how many rows, not the label.
+    """
+    index = {label: k for k, label in enumerate(classes.tolist())}
+    values = np.asarray(part).tolist()
+    codes = np.array([index.get(v, -1) for v in values], dtype=np.int64)
+    if (codes < 0).any():
+        raise ValueError(
+            f"{int((codes < 0).sum())} row(s) of y hold a label that classes does not declare; "
+            "declare every label (classes=[...])."
+        )
     return pd.Series(codes, index=part.index, name=part.name) if hasattr(part, "index") else codes
 
 
