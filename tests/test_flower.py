@@ -57,6 +57,7 @@ from fedforest.transport.flower._codec import (
     unpack_arrays,
 )
 from fedforest.transport.flower._state import load_state, save_state
+from fedforest.transport.flower.serverapp import parse_classes, train
 from fedforest.tree.arrays import Tree
 
 # Small forests with oob_score=True: some rows are in every bag (expected here).
@@ -356,6 +357,51 @@ def test_run_settings_invalid_hyperparameter_fails_before_training(tmp_path: Pat
         settings.estimator()
 
 
+@pytest.mark.parametrize(
+    ("text", "labels"),
+    [
+        ("sick, well", ["sick", "well"]),
+        ("0,1,2", [0, 1, 2]),
+        ("1.5,2", [1.5, 2.0]),
+        ("True,false", [True, False]),
+        ("1,2,x", ["1", "2", "x"]),  # not all numbers: text, as read_csv reads such a column
+    ],
+)
+def test_run_config_classes_are_typed_like_the_files(text: str, labels: list[Any]) -> None:
+    parsed = parse_classes(text)
+    assert parsed == labels and [type(v) for v in parsed] == [type(v) for v in labels]
+
+
+def test_run_config_declares_classes_and_categories(tmp_path: Path) -> None:
+    config = {"task": "classification", "model-path": str(tmp_path / "m.ffm")}
+    model = RunSettings.from_run_config(
+        {**config, "classes": "well,sick", "categories": "region=north, south;city=a,b"}
+    ).estimator()
+    assert model.classes == ["well", "sick"]
+    assert model.categories == {"region": ["north", "south"], "city": ["a", "b"]}
+    dtype = RunSettings.from_run_config({**config, "categories": "from_dtype"}).estimator()
+    assert dtype.categories == "from_dtype"
+    undeclared = RunSettings.from_run_config({**config, "classes": "default"}).estimator()
+    assert undeclared.classes is None and undeclared.categories is None
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        ({"classes": "a,b"}, r"classes='a,b': class labels go with task = \"classification\""),
+        ({"task": "classification", "classes": 3}, r"classes=3: give the labels as one string"),
+        ({"task": "classification", "classes": "a,,b"}, "classes='a,,b'.*non-empty and distinct"),
+        ({"task": "classification", "classes": "1,01"}, "classes='1,01'.*not distinct"),
+        ({"categories": "region"}, r"categories='region': 'region' is not categories = "),
+        ({"categories": "r=a;r=b"}, "categories='r=a;r=b': column 'r' is given twice"),
+        ({"categories": "r=a,a"}, "levels of column 'r' must be non-empty and distinct"),
+    ],
+)
+def test_run_config_declarations_errors_name_the_key(config: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        RunSettings.from_run_config({"model-path": "/tmp/m.ffm", **config}).estimator()
+
+
 # ---------------------------------------------------------------------------- in-memory grid
 class MemoryGrid(Grid):
     """A Grid whose nodes run the ClientApp in this process when their replies are pulled.
@@ -469,6 +515,56 @@ def test_flower_federation_classifier_with_string_labels(tmp_path: Path) -> None
     local.fit_federated(ff.LocalFederation(local_clients(paths)))
     assert_same_forest(remote, local)
     assert list(remote.classes_) == ["sick", "well"]
+
+
+def test_run_config_classes_declare_a_rare_label(tmp_path: Path) -> None:
+    """Under "secure" a label one row holds stops the fit, and the error names the run
+    config's classes key; declared there, the deployment grows the local forest."""
+    paths = write_site_files(tmp_path, task="classification")
+    for name, p in paths.items():
+        frame = pd.read_csv(p)
+        frame["y"] = np.where(frame["y"] == 1, "sick", "well")
+        if name == "site-a":
+            frame.loc[0, "y"] = "rare"  # one row: under min_aggregate_rows, named by no one
+        frame.to_csv(p, index=False)
+    config = {"task": "classification", "model-path": str(tmp_path / "m.ffm"), "seed": SEED}
+    config.update({k.replace("_", "-"): v for k, v in PARAMS.items()})
+    fed = FlowerFederation(MemoryGrid(paths), min_nodes=3, poll_interval=0.001)
+    with pytest.raises(ValueError, match=r"classes=\[\.\.\.\].*run config: classes = \"LABEL"):
+        train(RunSettings.from_run_config(config).estimator(), fed)
+    settings = RunSettings.from_run_config({**config, "classes": "well,sick,rare"})
+    remote = settings.estimator()
+    train(remote, FlowerFederation(MemoryGrid(paths), min_nodes=3, poll_interval=0.001))
+    local = ff.FedForestClassifier(**PARAMS, random_state=SEED, classes=["well", "sick", "rare"])
+    local.fit_federated(ff.LocalFederation(local_clients(paths)))
+    assert_same_forest(remote, local)
+    assert list(remote.classes_) == ["rare", "sick", "well"]
+
+
+def test_run_config_declarations_under_dp(tmp_path: Path) -> None:
+    """Under "dp" the labels and a text column's levels are declared in the run config;
+    integer labels read as integers (text "0" and "1" would not be the files' labels)."""
+    paths = write_site_files(tmp_path, task="classification")
+    for k, p in enumerate(paths.values()):
+        frame = pd.read_csv(p)
+        frame["region"] = np.where(np.arange(len(frame)) % 2 == k % 2, "north", "south")
+        frame.to_csv(p, index=False)
+    config = {"task": "classification", "model-path": str(tmp_path / "m.ffm"), "seed": SEED}
+    config.update({k.replace("_", "-"): v for k, v in PARAMS.items()})
+    config.update({"privacy": "dp", "epsilon": 8.0})
+
+    def fit(**more: Any) -> Any:
+        model = RunSettings.from_run_config({**config, **more}).estimator()
+        train(model, FlowerFederation(MemoryGrid(paths), min_nodes=3, poll_interval=0.001))
+        return model
+
+    with pytest.raises(ValueError, match=r"classes=\[\.\.\.\].*run config: classes = "):
+        fit()
+    with pytest.raises(ValueError, match=r"levels of .*'region'.*run config: categories = "):
+        fit(classes="0,1")
+    model = fit(classes="1,0", categories="region=south,north")
+    assert model.classes_.tolist() == [0, 1] and model.classes_.dtype.kind == "i"
+    assert model.privacy_report_["epsilon"] == pytest.approx(8.0)
 
 
 def test_flower_federation_silent_node_is_a_client_failure(site_files: dict[str, Path]) -> None:

@@ -7,7 +7,11 @@ null, so the string ``"none"`` stands for None, and ``"default"`` keeps the esti
 default), the ``task`` (``"regression"`` or
 ``"classification"``) and the transport settings: ``model-path`` (absolute path of the
 model file to write), ``metrics-path`` (optional JSON with the timings and the ledger),
-``min-nodes``, ``round-timeout`` and ``discovery-timeout`` (seconds).
+``min-nodes``, ``round-timeout`` and ``discovery-timeout`` (seconds). TOML has no lists:
+the declared class labels and category levels are strings, ``classes = "a,b,c"`` (typed
+as ``read_csv`` types a column of them: numbers when every label reads as one) and
+``categories = "column=level,level;column2=level,..."`` (text levels) or
+``"from_dtype"``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,14 @@ from flwr.serverapp import Grid, ServerApp
 from ...forest import FedForestClassifier, FedForestRegressor
 from .federation import FlowerFederation
 
-__all__ = ["RunSettings", "app"]
+__all__ = [
+    "RunSettings",
+    "app",
+    "parse_categories",
+    "parse_classes",
+    "train",
+    "with_run_config_hint",
+]
 
 app = ServerApp()
 
@@ -89,8 +100,17 @@ class RunSettings:
             raise ValueError(
                 f"run config task={task!r}; expected 'regression' or 'classification'."
             )
+        if task == "regression" and "classes" in config:
+            raise ValueError(
+                f"run config classes={config['classes']!r}: class labels go with "
+                'task = "classification".'
+            )
         known = set(_ESTIMATORS[task]().get_params())
         params = {_param_name(k): v for k, v in config.items() if k not in _TRANSPORT_KEYS}
+        if params.get("classes") is not None:
+            params["classes"] = parse_classes(params["classes"])
+        if params.get("categories") is not None:
+            params["categories"] = parse_categories(params["categories"])
         unknown = sorted(
             k for k in config if k not in _TRANSPORT_KEYS and _param_name(k) not in known
         )
@@ -133,17 +153,29 @@ def main(grid: Grid, context: Context) -> None:
         round_timeout=settings.round_timeout,
         discovery_timeout=settings.discovery_timeout,
     )
-    start = time.perf_counter()
-    try:
-        model.fit_federated(fed)
-    finally:
-        _close(fed)
-    fit_seconds = time.perf_counter() - start
+    fit_seconds = train(model, fed)
     model.save(settings.model_path)  # written whole or not at all
     metrics = run_metrics(model, fed, fit_seconds)
     log(INFO, "fedforest: model written to %s\n%s", settings.model_path, _report(model, metrics))
     if settings.metrics_path is not None:
         _write_text_atomically(settings.metrics_path, json.dumps(metrics, indent=2))
+
+
+def train(model: FedForestRegressor | FedForestClassifier, fed: FlowerFederation) -> float:
+    """Fit on the federation, then send the end-of-fit notice; the seconds it took.
+
+    An error that asks for the estimator's ``classes=`` or ``categories=`` (a label or
+    level that must be declared) also names the run-config keys that declare them.
+    """
+    start = time.perf_counter()
+    try:
+        model.fit_federated(fed)
+    except ValueError as exc:  # the estimator's parameters named: here they are run-config keys
+        exc.args = (with_run_config_hint(str(exc)), *exc.args[1:])
+        raise
+    finally:
+        _close(fed)
+    return time.perf_counter() - start
 
 
 def run_metrics(
@@ -206,6 +238,85 @@ def _write_text_atomically(path: Path, text: str) -> None:
 
 _DEFAULT = "default"  # a run config value that keeps the estimator's default
 _STRING_NONE = {"privacy"}  # keys whose value "none" is a string, not None
+
+
+def parse_classes(value: Any) -> list[Any]:
+    """The run config's ``classes``: ``"a,b,c"`` as a list of labels.
+
+    Labels are typed as ``read_csv`` types a column holding them (so that they equal the
+    labels the SuperNodes read from their files): integers when every label reads as an
+    integer, floats when every one reads as a number, booleans when every one is
+    true/false, text otherwise. Raises ``ValueError`` naming the key.
+    """
+    if not isinstance(value, str):
+        raise ValueError(
+            f"run config classes={value!r}: give the labels as one string, comma-separated "
+            '(classes = "0,1,2" or classes = "sick,well"); TOML lists are not run-config values.'
+        )
+    labels = [label.strip() for label in value.split(",")]
+    if "" in labels or len(set(labels)) != len(labels):
+        raise ValueError(
+            f"run config classes={value!r}: the labels must be non-empty and distinct "
+            '(classes = "LABEL,LABEL,...").'
+        )
+    words = {label.lower() for label in labels}
+    if words <= {"true", "false"}:
+        return [label.lower() == "true" for label in labels]
+    for kind in (int, float):
+        try:
+            numbers = [kind(label) for label in labels]
+        except ValueError:
+            continue
+        if len(set(numbers)) != len(numbers) or not all(np.isfinite(numbers)):
+            raise ValueError(
+                f"run config classes={value!r}: the labels read as numbers that are not "
+                "distinct and finite."
+            )
+        return numbers
+    return labels
+
+
+def parse_categories(value: Any) -> str | dict[str, list[str]]:
+    """The run config's ``categories``: ``"from_dtype"``, or ``"col=a,b;col2=c,d"``.
+
+    Levels stay text, as ``read_csv`` reads a text column (a CSV's categorical column).
+    Raises ``ValueError`` naming the key.
+    """
+    if value == "from_dtype":
+        return value
+    how = 'categories = "COLUMN=LEVEL,LEVEL,...;COLUMN2=LEVEL,..." or "from_dtype"'
+    if not isinstance(value, str):
+        raise ValueError(f"run config categories={value!r}: give one string, {how}.")
+    out: dict[str, list[str]] = {}
+    for spec in value.split(";"):
+        column, sep, levels = (part.strip() for part in spec.partition("="))
+        if not sep or not column or not levels:
+            raise ValueError(f"run config categories={value!r}: {spec.strip()!r} is not {how}.")
+        if column in out:
+            raise ValueError(f"run config categories={value!r}: column {column!r} is given twice.")
+        listed = [level.strip() for level in levels.split(",")]
+        if "" in listed or len(set(listed)) != len(listed):
+            raise ValueError(
+                f"run config categories={value!r}: the levels of column {column!r} must be "
+                "non-empty and distinct."
+            )
+        out[column] = listed
+    return out
+
+
+#: The estimator's parameters that error messages name, as the run config spells them.
+_RUN_CONFIG_HINTS = {
+    "classes=": 'classes = "LABEL,LABEL,..."',
+    "categories=": 'categories = "COLUMN=LEVEL,LEVEL,...;COLUMN2=..."',
+}
+
+
+def with_run_config_hint(message: str) -> str:
+    """An error that asks for ``classes=`` or ``categories=``, with the run-config keys."""
+    said = [key for name, key in _RUN_CONFIG_HINTS.items() if name in message]
+    if not said:
+        return message
+    return f"{message} (in the Flower run config: {' and '.join(said)}; docs/flower.md)"
 
 
 def _none(value: Any) -> Any:
