@@ -229,6 +229,29 @@ def warn_caller(message: str, category: type[Warning]) -> None:
     warnings.warn(message, category, stacklevel=level)
 
 
+#: The smallest ``min_aggregate_rows`` that does not warn (issue 11: at least 10).
+SAFE_MIN_ROWS = 10
+
+
+def warn_low_min_rows(privacy: str, min_aggregate_rows: int | None) -> None:
+    """Under "secure"/"dp", warn (UserWarning) when ``min_aggregate_rows`` is below 10.
+
+    Values below 1 are refused by the parameter validation; 1 to 9 are legal (the tests
+    compare protocols under equal rules with 1) but weaken what a released sum hides.
+    """
+    m = min_aggregate_rows
+    if privacy == "none" or m is None or m >= SAFE_MIN_ROWS:
+        return
+    warn_caller(
+        f"min_aggregate_rows={m} is below {SAFE_MIN_ROWS}: under privacy={privacy!r} the "
+        f"server may then see sums over as few as {m} row(s) (node summaries, the pooled "
+        "bins between candidates, category statistics, leaves), and a sum over one row is "
+        "that row's value. Leave it None (max(10, 2 * min_samples_leaf)) unless the rows "
+        'are not sensitive (docs/privacy.md, "min_aggregate_rows").',
+        UserWarning,
+    )
+
+
 #: Under privacy="dp" each client clips its rows' sample weights to 1 (the noise's bound).
 DP_WEIGHTS_CLIPPED = (
     'Under privacy="dp" a row weighs at most 1: sample weights above 1 count as 1 (the noise '

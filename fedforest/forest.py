@@ -43,6 +43,7 @@ from ._inputs import (
     validated_rows,
     warm_prior,
     warm_schema,
+    warn_low_min_rows,
     weights_back,
     with_codes,
 )
@@ -276,6 +277,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         try:
             check_federable(self.criterion, self.max_leaf_nodes)
             self._validate_params()
+            warn_low_min_rows(self.privacy, self.min_aggregate_rows)
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
             check_targets(X, y, self._task)
             features = declared_features(self.categorical_features, self.categories)
@@ -347,6 +349,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         try:
             check_federable(self.criterion, self.max_leaf_nodes)
             self._validate_params()
+            warn_low_min_rows(self.privacy, self.min_aggregate_rows)
             if callable(self.oob_score):
                 raise ValueError(
                     "A callable oob_score needs every row's out-of-bag prediction in one "

@@ -55,6 +55,27 @@ def test_fitted_nodes_cover_m_rows_with_leaves_of_one_row_allowed() -> None:
     assert targets_in_leaves(model, y) > 0.5
 
 
+def test_min_aggregate_rows_below_10_warns_and_below_1_is_refused() -> None:
+    """Below 10 under "secure"/"dp" a warning names the value and what it weakens, and
+    the fit goes on (1 is legal: equal rules against "none"); the default and 10 say
+    nothing, nor does "none", whose sums are per client anyway; 0 is refused."""
+    X, y, h = _data(n_clients=3, n_rows=60, d=3)
+    kw = dict(n_estimators=2, max_depth=2, random_state=0)
+    for m in (1, 9):
+        with pytest.warns(UserWarning, match=rf"min_aggregate_rows={m} is below 10: under "
+                          r"privacy='secure' the server may then see sums over as few as "
+                          rf"{m} row\(s\)") as seen:  # fmt: skip
+            ff.FedForestRegressor(min_aggregate_rows=m, **kw).fit(X, y, client_ids=h)
+        assert seen[0].filename == __file__  # at the user's line, not inside fedforest
+    with pytest.warns(UserWarning, match="min_aggregate_rows=5 is below 10: under privacy='dp'"):
+        model = ff.FedForestRegressor(privacy="dp", epsilon=8.0, min_aggregate_rows=5, **kw)
+        model.fit_federated(ff.LocalFederation([ff.Client(X, y, name="a")]))
+    for settings in ({}, {"min_aggregate_rows": 10}, {"privacy": "none", "min_aggregate_rows": 1}):
+        _fit(ff.FedForestRegressor(**settings, **kw), X, y, h)  # no warning: it would fail
+    with pytest.raises(ValueError, match="min_aggregate_rows"):
+        _fit(ff.FedForestRegressor(min_aggregate_rows=0, **kw), X, y, h)
+
+
 def _tiny_bootstrap_fit(privacy: str):
     X, y, h = _data(n_clients=1, n_rows=50, d=3)
     model = ff.FedForestRegressor(n_estimators=10, random_state=0, privacy=privacy, max_samples=1)

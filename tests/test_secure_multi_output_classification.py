@@ -45,6 +45,8 @@ from tests.test_multi_output_classification import _data
 
 #: "none" and "secure" under the same rules: no local candidates, no minimum-rows rule.
 SAME_RULES = {"none": {"local_candidates": False}, "secure": {"min_aggregate_rows": 1}}
+#: min_aggregate_rows=1 (the same rules as "none") warns that it is below 10: expected here.
+LOW_M = pytest.mark.filterwarnings("ignore:min_aggregate_rows=1 is below 10:UserWarning")
 SIZES = (2, 3, 2)  # the classes of _data's three outputs
 
 
@@ -53,6 +55,7 @@ def _subset_accuracy(model: Any, X: np.ndarray, Y: np.ndarray) -> float:
 
 
 # --------------------------------------------------------------------------- accuracy
+@LOW_M
 def test_secure_is_on_par_with_none_under_the_same_rules() -> None:
     # 3 seeds x 3,000 rows in 5 clients, 40 trees; test subset accuracy on 3,000 rows
     # (2026-12-02: none minus secure 0.0047, -0.0023, 0.0020, mean 0.0015; seed 33 gave
@@ -122,6 +125,7 @@ def test_dp_runs_and_spends_at_most_the_budget() -> None:
         np.testing.assert_allclose(np.add.reduceat(t.value, starts, axis=1), 1.0, rtol=1e-12)
 
 
+@LOW_M
 def test_under_heavy_noise_every_block_is_a_distribution_and_the_model_loads(tmp_path) -> None:
     # epsilon 0.5 and no minimum rows: noise drowns some nodes' classes. Without
     # fill_empty_blocks, 3 such fits gave 6 blocks adding up to 0 and 2 model files that
@@ -217,6 +221,7 @@ def test_balanced_class_weights_are_scikit_learns_from_the_masked_counts(privacy
             np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+@LOW_M
 def test_class_weights_under_secure_match_none_under_the_same_rules() -> None:
     # The row weights (bootstrap count times the product of the outputs' class weights)
     # travel in fixed point under "secure": the forests agree as unweighted ones do.
