@@ -163,7 +163,8 @@ privacy : {"secure", "dp", "none"}, default="secure"
     ``privacy_report_``.
 min_aggregate_rows : int or None, default=None
     Under ``"secure"`` and ``"dp"``: the fewest rows any released sum covers. None
-    means ``max(10, 2 * min_samples_leaf)``.
+    means ``max(10, 2 * min_samples_leaf)``; a value below 10 warns (``UserWarning``:
+    sums over that few rows tell much about each row).
 epsilon, delta : float or None, default=None
     Under ``"dp"``: the privacy budget of the whole fit (every tree, level and round).
     ``delta`` None means ``min(1e-5, 0.1 / n_rows)``.

@@ -23,6 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d, validate_data
 
 from .federated.categorical import encode, is_missing, is_numeric_column, sort_categories
+from .federated.domains import type_hint
 from .federated.server.config import GrowerConfig
 from .federated.server.handshake import check_warm_schema
 
@@ -495,7 +496,8 @@ def encode_declared(y: NDArray[Any], classes: Any) -> tuple[NDArray[np.int64], A
         index = {lab: i for i, lab in enumerate(labels)}
         unknown = [v for v in found.tolist() if v not in index]
         if unknown:
-            raise ValueError(f"y holds labels {unknown[:5]} that classes does not declare.")
+            hint = type_hint(set(found.tolist()), set(labels))
+            raise ValueError(f"y holds labels {unknown[:5]} that classes does not declare.{hint}")
         codes[:, o] = np.array([index[v] for v in column.tolist()], dtype=np.int64)
     labels_out = [np.asarray(c) for c in per_output]
     return (codes if multi else codes[:, 0]), (labels_out if multi else labels_out[0])

@@ -195,6 +195,30 @@ def test_an_unnamed_label_is_declared_or_its_client_dropped() -> None:
         ff.FedForestClassifier(min_aggregate_rows=10).fit_federated(ff.LocalFederation(few))
 
 
+@pytest.mark.parametrize("privacy", ["secure", "dp"])
+def test_labels_declared_as_text_for_numbers_say_so(privacy: str) -> None:
+    """0 and 1 are not "0" and "1": the refusal says which family y and classes hold
+    (never a label: a client's text reaches the server); 0/1 and False/True compare equal,
+    as in Python, and declared labels in another order are sorted."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(240, 3))
+    y = (X[:, 0] > 0).astype(int)
+    kw: dict[str, Any] = {"n_estimators": 2, "max_depth": 2, "random_state": 0}
+    kw.update(privacy=privacy, epsilon=8.0 if privacy == "dp" else None)
+    clients = [ff.Client(X[k::2], y[k::2], name=f"c{k}") for k in range(2)]
+    numbers_as_text = r"labels of y are numbers and the declared classes text"
+    with pytest.raises(ValueError, match=r"'c0'.*not among the declared.*" + numbers_as_text):
+        ff.FedForestClassifier(**kw, classes=["0", "1"]).fit_federated(ff.LocalFederation(clients))
+    with pytest.raises(ValueError, match=r"that classes does not declare\. The " + numbers_as_text):
+        ff.FedForestClassifier(**kw, classes=["1", "0"]).fit(X, y, client_ids=np.arange(240) % 2)
+    text = [ff.Client(X[k::2], np.where(y[k::2] == 1, "1", "0"), name=f"c{k}") for k in range(2)]
+    with pytest.raises(ValueError, match="labels of y are text and the declared classes numbers"):
+        ff.FedForestClassifier(**kw, classes=[0, 1]).fit_federated(ff.LocalFederation(text))
+    model = ff.FedForestClassifier(**kw, classes=[True, False])
+    model.fit_federated(ff.LocalFederation(clients))
+    assert model.classes_.tolist() == [False, True]
+
+
 def test_fit_declares_the_labels_of_its_own_rows_under_secure(monkeypatch) -> None:
     # fit holds every row: it declares y's labels (so the one-row label is a class and no
     # handshake names any), and the declaration leaves the settings digest, so the forest,

@@ -177,8 +177,26 @@ def check_declared_labels(y: NDArray[Any], classes: Any, who: str) -> None:
             where = "" if y.ndim == 1 else f" of output {o}"
             raise ValueError(
                 f"{who}: {len(found - known)} label(s){where} of y are not among the declared "
-                "classes; declare every label (classes=[...])."
+                f"classes; declare every label (classes=[...]).{type_hint(found, known)}"
             )
+
+
+def type_hint(found: set[Any], declared: set[Any]) -> str:
+    """Where y's labels are numbers and the declared ones text (or the reverse), say so.
+
+    Labels compare by value within a family (0 equals False and 0.0, never "0"). Names
+    the families only, not a label (on Flower the message reaches the server).
+    """
+    kinds = {"text" if isinstance(v, str) else "numbers" for v in found}
+    listed = {"text" if isinstance(v, str) else "numbers" for v in declared}
+    if len(kinds) != 1 or len(listed) != 1 or kinds == listed:
+        return ""
+    ours, theirs = kinds.pop(), listed.pop()
+    example = "classes=[0, 1], not ['0', '1']" if ours == "numbers" else "classes=['0', '1']"
+    return (
+        f" The labels of y are {ours} and the declared classes {theirs}: declare them as y "
+        f"holds them ({example}, for example)."
+    )
 
 
 def _name(names: list[str] | None, j: int) -> str:
