@@ -172,7 +172,13 @@ def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         n_bins=args.n_bins,
         n_jobs=args.n_jobs,
     )
-    result = run_simulation(config)
+    try:
+        result = run_simulation(config)
+    except ValueError as exc:  # the options (e.g. too few rows for the secure rules)
+        message = str(exc)
+        if "min_aggregate_rows" in message:  # not an option of simulate: its rows are
+            message += " (fedforest simulate: give more --clients or --rows-per-client)"
+        parser.error(message)
     print(format_report(result))
     print(f"wrote {save_figure(result, out)}")
     print(f"reproduce: {reproduce_command(config, out)}")
@@ -244,7 +250,10 @@ def _declared(
         if "" in labels or len(set(labels)) != len(labels):
             parser.error(f"--classes {args.classes!r}: labels must be non-empty and distinct")
         classes: Any = np.asarray(labels, dtype=object)
-        if pd.api.types.is_numeric_dtype(y.dtype):
+        words = {label.lower() for label in labels}
+        if pd.api.types.is_bool_dtype(y.dtype) and words <= {"true", "false"}:
+            classes = np.asarray([label.lower() == "true" for label in labels])  # read_csv's
+        elif pd.api.types.is_numeric_dtype(y.dtype):
             numbers = pd.to_numeric(pd.Series(labels), errors="coerce").to_numpy()
             as_y = numbers.astype(y.dtype) if not np.isnan(numbers).any() else numbers
             if np.isnan(numbers).any() or not np.array_equal(as_y, numbers):
@@ -346,7 +355,11 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         model.fit_federated(ff.LocalFederation(clients))
     except ValueError as exc:  # the clients' data or the options: a usage error, no traceback
         message = str(exc)
-        hints = {"classes=": "--classes LABEL,...", "categories=": "--categories COLUMN=LEVEL,..."}
+        hints = {
+            "classes=": "--classes LABEL,...",
+            "categories=": "--categories COLUMN=LEVEL,...",
+            "epsilon=": "--epsilon",
+        }
         said = [option for key, option in hints.items() if key in message]
         if said:  # the estimator's parameters named: here they are options
             message += f" (on the command line: {' and '.join(said)})"

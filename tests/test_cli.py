@@ -68,6 +68,17 @@ def test_usage_errors_exit_2(argv, capsys):
         assert "argument --n-jobs: must not be 0" in err
 
 
+def test_simulate_with_too_few_rows_for_the_secure_rules_is_a_usage_error(capsys) -> None:
+    """One client of 5 rows trains on 3 (30 % held out): fewer than min_aggregate_rows =
+    10 in all. Was a traceback (exit 1) naming an option simulate does not have."""
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--clients", "1", "--rows-per-client", "5", "--trees", "2"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "fewer than min_aggregate_rows = 10" in err
+    assert "(fedforest simulate: give more --clients or --rows-per-client)" in err
+
+
 def test_swarm_experiment_is_wired_into_the_cli(capsys):
     import pytest
 
@@ -503,6 +514,8 @@ def test_train_usage_errors_say_what_to_change(tmp_path, capsys, case, message) 
     err = capsys.readouterr().err
     assert message in err and "usage: fedforest train" in err
     assert not out.exists()
+    if "epsilon" in case:  # the estimator's parameter named: here it is an option
+        assert "(on the command line: --epsilon)" in err
 
 
 @pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")  # 2 trees

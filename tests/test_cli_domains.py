@@ -92,3 +92,22 @@ def test_classes_go_with_classification(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         main(argv)
     assert "--classes goes with --task classification" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+@pytest.mark.parametrize("declared", ["True,False", "false,true", "0,1"])
+def test_a_boolean_target_takes_its_words_or_numbers(tmp_path, capsys, declared) -> None:
+    """read_csv reads a column of True/False as bool: --classes True,False are its labels
+    (was "the target holds numbers (bool); every label must be one of that type")."""
+    paths = _sites(tmp_path, rare=False)
+    for path in paths:
+        frame = pd.read_csv(path)
+        frame["y"] = frame["y"] == 1
+        frame.to_csv(path, index=False)
+    dp = ["--privacy", "dp", "--epsilon", "20", "--categories", "city=Lyon,Nice"]
+    assert main(_argv(tmp_path, paths, *dp, "--classes", declared)) == 0
+    model = ff.load(tmp_path / "m.ffm")
+    assert model.classes_.tolist() == ([0, 1] if declared == "0,1" else [False, True])
+    with pytest.raises(SystemExit):
+        main(_argv(tmp_path, paths, *dp, "--classes", "yes,no"))
+    assert "every label must be one of that type" in capsys.readouterr().err

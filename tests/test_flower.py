@@ -562,6 +562,8 @@ def test_run_config_declarations_under_dp(tmp_path: Path) -> None:
         fit()
     with pytest.raises(ValueError, match=r"levels of .*'region'.*run config: categories = "):
         fit(classes="0,1")
+    with pytest.raises(ValueError, match=r"needs a privacy budget.*run config: epsilon;"):
+        fit(classes="1,0", categories="region=south,north", epsilon="default")
     model = fit(classes="1,0", categories="region=south,north")
     assert model.classes_.tolist() == [0, 1] and model.classes_.dtype.kind == "i"
     assert model.privacy_report_["epsilon"] == pytest.approx(8.0)

@@ -308,11 +308,12 @@ def parse_categories(value: Any) -> str | dict[str, list[str]]:
 _RUN_CONFIG_HINTS = {
     "classes=": 'classes = "LABEL,LABEL,..."',
     "categories=": 'categories = "COLUMN=LEVEL,LEVEL,...;COLUMN2=..."',
+    "epsilon=": "epsilon",
 }
 
 
 def with_run_config_hint(message: str) -> str:
-    """An error that asks for ``classes=`` or ``categories=``, with the run-config keys."""
+    """An error naming ``classes=``, ``categories=`` or ``epsilon=``, with the run-config keys."""
     said = [key for name, key in _RUN_CONFIG_HINTS.items() if name in message]
     if not said:
         return message
