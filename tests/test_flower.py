@@ -365,6 +365,8 @@ def test_run_settings_invalid_hyperparameter_fails_before_training(tmp_path: Pat
         ("1.5,2", [1.5, 2.0]),
         ("True,false", [True, False]),
         ("1,2,x", ["1", "2", "x"]),  # not all numbers: text, as read_csv reads such a column
+        ('["1", "2"]', ["1", "2"]),  # JSON: text that reads as numbers (a Parquet column)
+        ("[0, 1.5, true]", [0, 1.5, True]),
     ],
 )
 def test_run_config_classes_are_typed_like_the_files(text: str, labels: list[Any]) -> None:
@@ -392,6 +394,9 @@ def test_run_config_declares_classes_and_categories(tmp_path: Path) -> None:
         ({"task": "classification", "classes": 3}, r"classes=3: give the labels as one string"),
         ({"task": "classification", "classes": "a,,b"}, "classes='a,,b'.*non-empty and distinct"),
         ({"task": "classification", "classes": "1,01"}, "classes='1,01'.*not distinct"),
+        ({"task": "classification", "classes": '["a", '}, "not a JSON list"),
+        ({"task": "classification", "classes": '["a", "a"]'}, "a JSON list of distinct labels"),
+        ({"task": "classification", "classes": "[[1]]"}, "a JSON list of distinct labels"),
         ({"categories": "region"}, r"categories='region': 'region' is not categories = "),
         ({"categories": "r=a;r=b"}, "categories='r=a;r=b': column 'r' is given twice"),
         ({"categories": "r=a,a"}, "levels of column 'r' must be non-empty and distinct"),

@@ -246,13 +246,16 @@ def parse_classes(value: Any) -> list[Any]:
     Labels are typed as ``read_csv`` types a column holding them (so that they equal the
     labels the SuperNodes read from their files): integers when every label reads as an
     integer, floats when every one reads as a number, booleans when every one is
-    true/false, text otherwise. Raises ``ValueError`` naming the key.
+    true/false, text otherwise; a JSON list (``'["1", "2"]'``) keeps its own types (text
+    labels that read as numbers, in Parquet files). Raises ``ValueError`` naming the key.
     """
     if not isinstance(value, str):
         raise ValueError(
             f"run config classes={value!r}: give the labels as one string, comma-separated "
             '(classes = "0,1,2" or classes = "sick,well"); TOML lists are not run-config values.'
         )
+    if value.lstrip().startswith("["):  # a JSON list: the labels' types as written
+        return _json_classes(value)
     labels = [label.strip() for label in value.split(",")]
     if "" in labels or len(set(labels)) != len(labels):
         raise ValueError(
@@ -273,6 +276,26 @@ def parse_classes(value: Any) -> list[Any]:
                 "distinct and finite."
             )
         return numbers
+    return labels
+
+
+def _json_classes(value: str) -> list[Any]:
+    """``classes = '["1", "2"]'``: text labels that read as numbers, or any labels typed."""
+    try:
+        labels = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"run config classes={value!r}: not a JSON list ({exc}).") from None
+    plain = (str, int, float, bool)
+    if (
+        not isinstance(labels, list)
+        or not labels
+        or not all(isinstance(v, plain) for v in labels)
+        or len(set(labels)) != len(labels)  # 1 and true are one label, as in Python
+    ):
+        raise ValueError(
+            f"run config classes={value!r}: a JSON list of distinct labels (text, numbers "
+            'or true/false) is expected, e.g. classes = \'["1", "2"]\'.'
+        )
     return labels
 
 
