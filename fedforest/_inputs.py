@@ -37,6 +37,7 @@ __all__ = [
     "check_numeric_columns",
     "check_same_length",
     "check_targets",
+    "check_warm_classes",
     "class_weight_codes",
     "client_index",
     "decode_classes",
@@ -91,8 +92,14 @@ def check_targets(X: Any, y: Any, task: str) -> None:
 
 
 def check_numeric_columns(X: Any) -> None:
-    """Name the first non-numeric column of a DataFrame (NumPy's own error names none)."""
+    """Name the first non-numeric column of X (NumPy's own error names none).
+
+    A DataFrame's columns by dtype; an array (or nested lists) of objects or strings by
+    trying each column as floats, as ``validate_data`` would ("could not convert string to
+    float: 'v'", naming no column, where a DataFrame's text column is categorical).
+    """
     if not isinstance(X, pd.DataFrame):
+        _check_numeric_array(X)
         return
     for j, (column, dtype) in enumerate(zip(X.columns, X.dtypes, strict=True)):
         if not is_numeric_column(X.iloc[:, j]):
@@ -101,6 +108,37 @@ def check_numeric_columns(X: Any) -> None:
                 "or categorical ones as a pandas 'category' column or listed in "
                 "categorical_features."
             )
+
+
+def _check_numeric_array(X: Any, categorical: Sequence[int] = (), fitted: bool = False) -> None:
+    """An array of objects or strings: name its first column (not categorical) of non-numbers.
+
+    ``fitted``: the rows of a fitted model (whose categorical columns are fixed).
+    """
+    if sparse.issparse(X) or not isinstance(X, (np.ndarray, list, tuple)):
+        return
+    try:
+        arr = np.asarray(X)
+    except ValueError:  # ragged: validate_data says so
+        return
+    if arr.ndim != 2 or arr.dtype.kind not in "OUS":
+        return
+    for j in range(arr.shape[1]):
+        if j in categorical:
+            continue
+        try:
+            arr[:, j].astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            if fitted:
+                raise ValueError(
+                    f"Column {j} of X is not numeric ({exc}), but the model was trained on "
+                    "it as a numeric feature."
+                ) from exc
+            raise ValueError(
+                f"Column {j} of X is not numeric ({exc}); fedforest needs numeric features, "
+                f"or categorical ones listed in categorical_features (e.g. "
+                f"categorical_features=[{j}]) or given as a pandas 'category' column."
+            ) from exc
 
 
 def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
@@ -117,6 +155,8 @@ def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
         if all(isinstance(c, str) for c in names) and names != list(fitted):
             validate_data(est, X, skip_check_array=True, reset=False)  # raises: names differ
     categories = getattr(est, "categories_", {})
+    if not isinstance(X, pd.DataFrame):
+        _check_numeric_array(X, sorted(categories), fitted=True)
     X = with_codes(X, sorted(categories), categories)
     try:
         return np.asarray(
@@ -152,10 +192,15 @@ def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | N
 
     Codes of ``categories``, or of the values seen here when None (enough to validate
     shapes and names). A SciPy sparse matrix (CSR, CSC, ...) becomes a dense array: its
-    implicit entries are zeros (a missing value is NaN, as in scikit-learn).
+    implicit entries are zeros (a missing value is NaN, as in scikit-learn); so do the
+    sparse columns of a DataFrame (``pd.SparseDtype``: scikit-learn's forests take them,
+    its ``validate_data`` with dense-only ``X`` refuses them).
     """
     if sparse.issparse(X):
         X = X.toarray()
+    if isinstance(X, pd.DataFrame):  # pandas' sparse columns: dense, as SciPy's
+        dense = {c: t.subtype for c, t in X.dtypes.items() if isinstance(t, pd.SparseDtype)}
+        X = X.astype(dense) if dense else X
     if not cat_cols:
         return X
     frame = X.copy() if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X, dtype=object))
@@ -338,6 +383,33 @@ def warm_prior(est: Any) -> dict[str, Any] | None:
         warn_caller(msg, UserWarning)
         return NOTHING_TO_ADD
     return dict(est.__dict__)  # the fitted state the new trees join (and a failure restores)
+
+
+def _labels(classes: Any) -> Any:
+    """Class labels as plain Python lists (a list of them per output), for comparison."""
+    if isinstance(classes, list):
+        return [np.asarray(c).tolist() for c in classes]
+    return np.asarray(classes).tolist()
+
+
+def check_warm_classes(warm: dict[str, Any] | None, labels: Any) -> None:
+    """Under ``warm_start``, ``fit``'s labels of y must be the earlier trees' ``classes_``.
+
+    The trees hold class proportions by position: labels that differ (one renamed, one
+    more or less) gave the earlier trees' columns to other labels, silently, when their
+    number matched (scikit-learn's forest does not check either); checked before any
+    tree grows.
+    """
+    if warm is None or "classes_" not in warm or labels is None:
+        return
+    old, new = _labels(warm["classes_"]), _labels(labels)
+    if old != new:
+        raise ValueError(
+            f"warm_start adds trees to a forest fitted on the classes {old}, but y holds the "
+            f"classes {new}; the trees hold class proportions by position. Give y with the "
+            "first fit's classes (declare them with classes=[...] when y lacks some), or "
+            "set warm_start=False to fit a new forest."
+        )
 
 
 def warm_schema(warm: dict[str, Any], est: Any) -> tuple[Any, ...]:
