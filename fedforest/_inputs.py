@@ -22,7 +22,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d, validate_data
 
-from .federated.categorical import encode, is_missing, is_numeric_column, sort_categories
+from .federated.categorical import (
+    column_floats,
+    encode,
+    is_missing,
+    is_numeric_column,
+    sort_categories,
+)
 from .federated.server.config import GrowerConfig
 from .federated.server.handshake import check_warm_schema
 
@@ -129,12 +135,13 @@ def _check_numeric_array(X: Any, categorical: Sequence[int] = (), fitted: bool =
         try:
             arr[:, j].astype(np.float64)
         except (TypeError, ValueError) as exc:
+            # NumPy's exception type (a TypeError for a dict: scikit-learn's checks ask it).
             if fitted:
-                raise ValueError(
+                raise type(exc)(
                     f"Column {j} of X is not numeric ({exc}), but the model was trained on "
                     "it as a numeric feature."
                 ) from exc
-            raise ValueError(
+            raise type(exc)(
                 f"Column {j} of X is not numeric ({exc}); fedforest needs numeric features, "
                 f"or categorical ones listed in categorical_features (e.g. "
                 f"categorical_features=[{j}]) or given as a pandas 'category' column."
@@ -201,6 +208,7 @@ def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | N
     if isinstance(X, pd.DataFrame):  # pandas' sparse columns: dense, as SciPy's
         dense = {c: t.subtype for c, t in X.dtypes.items() if isinstance(t, pd.SparseDtype)}
         X = X.astype(dense) if dense else X
+        X = _object_numbers(X, cat_cols)
     if not cat_cols:
         return X
     frame = X.copy() if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X, dtype=object))
@@ -211,6 +219,28 @@ def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | N
     if isinstance(X, pd.DataFrame):
         return frame
     return frame.to_numpy(dtype=np.float64)
+
+
+def _object_numbers(X: pd.DataFrame, cat_cols: list[int]) -> pd.DataFrame:
+    """A DataFrame's object columns of numbers as floats, ``pd.NA`` (and None) as NaN.
+
+    ``validate_data`` stops at a ``pd.NA`` in such a column with a TypeError from pandas
+    that names no column; None and NaN were already missing values. A column of missing
+    values only (rows to predict whose feature is unknown) is NaN too.
+    """
+    found = [
+        j
+        for j, dtype in enumerate(X.dtypes)
+        if dtype.kind == "O"
+        and j not in cat_cols
+        and (is_numeric_column(X.iloc[:, j]) or X.iloc[:, j].map(is_missing).all())
+    ]
+    if not found:
+        return X
+    X = X.copy()
+    for j in found:
+        X.isetitem(j, column_floats(X.iloc[:, j]))
+    return X
 
 
 def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]:
@@ -238,6 +268,13 @@ def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]
         )
     if ids.dtype.kind == "f" and np.isnan(ids).any():
         raise ValueError("client_ids contains NaN; every row needs a client label.")
+    if ids.dtype == object:  # None, NaN or pd.NA among labels: np.unique's TypeError
+        missing = [i for i, v in enumerate(ids.tolist()) if is_missing(v)]
+        if missing:
+            raise ValueError(
+                f"client_ids contains a missing value ({ids[missing[0]]!r}, row "
+                f"{missing[0]}, {len(missing)} row(s) in all); every row needs a client label."
+            )
     try:
         labels, inverse = np.unique(ids, return_inverse=True)
     except TypeError as exc:

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest import Client, FedForestClassifier, FedForestRegressor, LocalFederation
 
 PRIVACY = ["secure", "none"]
 
@@ -157,3 +157,73 @@ def test_a_column_of_unique_text_says_why_it_gives_no_split() -> None:
     with pytest.warns(UserWarning, match="No row of this column keeps its level.*a date"):
         model = FedForestRegressor(n_estimators=2, random_state=0).fit(frame, y)
     assert model.feature_importances_[3] == 0.0
+
+
+# ------------------------------------------------------------------ missing client labels
+@pytest.mark.parametrize(
+    "ids",
+    [
+        pd.Series(["a", "b", "c", "d"] * 50).where(np.arange(200) % 7 != 3),  # NaN
+        pd.array([None if i % 7 == 3 else "abcd"[i % 4] for i in range(200)], dtype="string"),
+        np.array([None if i % 7 == 3 else i % 4 for i in range(200)], dtype=object),
+    ],
+    ids=["str-nan", "string-na", "object-none"],
+)
+def test_client_ids_with_a_missing_label_are_named(ids: Any) -> None:
+    # Before: "client_ids must be labels of one sortable type: '<' not supported between
+    # instances of 'str' and 'float'" (or "boolean value of NA is ambiguous").
+    X, y, _ = _data()
+    with pytest.raises(ValueError, match=r"client_ids contains a missing value .*row 3, 29 row"):
+        FedForestRegressor(n_estimators=2).fit(X, y, client_ids=ids)
+
+
+# ------------------------------------------------------------------ pd.NA in object columns
+def _with_object_na(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``frame`` with a numeric object column holding pd.NA, and the same as Float64."""
+    values = frame["a"].to_numpy().round(1)
+    missing = np.arange(len(frame)) % 5 == 0
+    obj = pd.Series([pd.NA if m else v for m, v in zip(missing, values, strict=True)], dtype=object)
+    nullable = pd.array(
+        [None if m else v for m, v in zip(missing, values, strict=True)], dtype="Float64"
+    )
+    return frame.assign(o=obj.to_numpy()), frame.assign(o=nullable)
+
+
+@pytest.mark.parametrize("privacy", PRIVACY)
+@pytest.mark.parametrize("categorical", [False, True])
+def test_object_column_with_pd_na_is_a_numeric_column_with_missing_values(
+    privacy: str, categorical: bool
+) -> None:
+    # Before: TypeError "float() argument must be a string or a real number, not 'NAType'"
+    # from pandas, in fit and predict (None in such a column was already missing).
+    X, y, _ = _data()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    if categorical:
+        frame["s"] = pd.Categorical(np.array(["x", "y"])[np.arange(len(y)) % 2])
+    with_obj, with_nullable = _with_object_na(frame)
+    h = np.arange(len(y)) % 2
+    kw: dict[str, Any] = dict(n_estimators=3, privacy=privacy, random_state=0)
+    expected = FedForestRegressor(**kw).fit(with_nullable, y, client_ids=h)
+    model = FedForestRegressor(**kw).fit(with_obj, y, client_ids=h)
+    np.testing.assert_array_equal(model.predict(with_obj), expected.predict(with_nullable))
+    # Rows to predict whose numeric feature is pd.NA in an object column, all of them too.
+    unknown = with_obj.assign(o=pd.Series([pd.NA] * len(y), dtype=object).to_numpy())
+    np.testing.assert_array_equal(
+        model.predict(unknown), expected.predict(with_nullable.assign(o=np.nan))
+    )
+
+
+def test_client_with_pd_na_in_an_object_column() -> None:
+    X, y, _ = _data()
+    with_obj, with_nullable = _with_object_na(pd.DataFrame(X, columns=["a", "b", "c"]))
+    half = np.arange(len(y)) < 100
+
+    def fed(frame: pd.DataFrame) -> Any:
+        return LocalFederation(
+            [Client(frame[half], y[half], name="a"), Client(frame[~half], y[~half], name="b")]
+        )
+
+    kw: dict[str, Any] = dict(n_estimators=3, privacy="none", random_state=0)
+    model = FedForestRegressor(**kw).fit_federated(fed(with_obj))
+    expected = FedForestRegressor(**kw).fit_federated(fed(with_nullable))
+    np.testing.assert_array_equal(model.predict(with_obj), expected.predict(with_nullable))
