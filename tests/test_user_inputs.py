@@ -227,3 +227,18 @@ def test_client_with_pd_na_in_an_object_column() -> None:
     model = FedForestRegressor(**kw).fit_federated(fed(with_obj))
     expected = FedForestRegressor(**kw).fit_federated(fed(with_nullable))
     np.testing.assert_array_equal(model.predict(with_obj), expected.predict(with_nullable))
+
+
+# ------------------------------------------------------------------ max_features
+@pytest.mark.parametrize("privacy", PRIVACY)
+def test_max_features_above_the_features_is_refused(privacy: str) -> None:
+    # Before: clipped to the 3 features silently; scikit-learn's forest refuses it.
+    X, y, _ = _data()
+    model = FedForestRegressor(n_estimators=2, max_features=4, privacy=privacy)
+    with pytest.raises(ValueError, match=r"max_features must be in \(0, n_features\]; .*=4 .*=3"):
+        model.fit(X, y)
+    assert not hasattr(model, "trees_")
+    clients = [Client(X[:100], y[:100], name="a"), Client(X[100:], y[100:], name="b")]
+    with pytest.raises(ValueError, match=r"max_features must be in \(0, n_features\]"):
+        model.fit_federated(LocalFederation(clients))
+    assert len(model.set_params(max_features=3).fit(X, y).trees_) == 2
