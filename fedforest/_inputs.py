@@ -22,7 +22,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d, validate_data
 
-from .federated.categorical import encode, is_missing, is_numeric_column, sort_categories
+from .federated.categorical import (
+    column_floats,
+    encode,
+    is_missing,
+    is_numeric_column,
+    sort_categories,
+)
 from .federated.domains import type_hint
 from .federated.server.config import GrowerConfig
 from .federated.server.handshake import check_warm_schema
@@ -38,6 +44,7 @@ __all__ = [
     "check_numeric_columns",
     "check_same_length",
     "check_targets",
+    "check_warm_classes",
     "class_weight_codes",
     "client_index",
     "decode_classes",
@@ -92,8 +99,14 @@ def check_targets(X: Any, y: Any, task: str) -> None:
 
 
 def check_numeric_columns(X: Any) -> None:
-    """Name the first non-numeric column of a DataFrame (NumPy's own error names none)."""
+    """Name the first non-numeric column of X (NumPy's own error names none).
+
+    A DataFrame's columns by dtype; an array (or nested lists) of objects or strings by
+    trying each column as floats, as ``validate_data`` would ("could not convert string to
+    float: 'v'", naming no column, where a DataFrame's text column is categorical).
+    """
     if not isinstance(X, pd.DataFrame):
+        _check_numeric_array(X)
         return
     for j, (column, dtype) in enumerate(zip(X.columns, X.dtypes, strict=True)):
         if not is_numeric_column(X.iloc[:, j]):
@@ -102,6 +115,38 @@ def check_numeric_columns(X: Any) -> None:
                 "or categorical ones as a pandas 'category' column or listed in "
                 "categorical_features."
             )
+
+
+def _check_numeric_array(X: Any, categorical: Sequence[int] = (), fitted: bool = False) -> None:
+    """An array of objects or strings: name its first column (not categorical) of non-numbers.
+
+    ``fitted``: the rows of a fitted model (whose categorical columns are fixed).
+    """
+    if sparse.issparse(X) or not isinstance(X, (np.ndarray, list, tuple)):
+        return
+    try:
+        arr = np.asarray(X)
+    except ValueError:  # ragged: validate_data says so
+        return
+    if arr.ndim != 2 or arr.dtype.kind not in "OUS":
+        return
+    for j in range(arr.shape[1]):
+        if j in categorical:
+            continue
+        try:
+            arr[:, j].astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            # NumPy's exception type (a TypeError for a dict: scikit-learn's checks ask it).
+            if fitted:
+                raise type(exc)(
+                    f"Column {j} of X is not numeric ({exc}), but the model was trained on "
+                    "it as a numeric feature."
+                ) from exc
+            raise type(exc)(
+                f"Column {j} of X is not numeric ({exc}); fedforest needs numeric features, "
+                f"or categorical ones listed in categorical_features (e.g. "
+                f"categorical_features=[{j}]) or given as a pandas 'category' column."
+            ) from exc
 
 
 def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
@@ -118,6 +163,8 @@ def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
         if all(isinstance(c, str) for c in names) and names != list(fitted):
             validate_data(est, X, skip_check_array=True, reset=False)  # raises: names differ
     categories = getattr(est, "categories_", {})
+    if not isinstance(X, pd.DataFrame):
+        _check_numeric_array(X, sorted(categories), fitted=True)
     X = with_codes(X, sorted(categories), categories)
     try:
         return np.asarray(
@@ -153,10 +200,16 @@ def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | N
 
     Codes of ``categories``, or of the values seen here when None (enough to validate
     shapes and names). A SciPy sparse matrix (CSR, CSC, ...) becomes a dense array: its
-    implicit entries are zeros (a missing value is NaN, as in scikit-learn).
+    implicit entries are zeros (a missing value is NaN, as in scikit-learn); so do the
+    sparse columns of a DataFrame (``pd.SparseDtype``: scikit-learn's forests take them,
+    its ``validate_data`` with dense-only ``X`` refuses them).
     """
     if sparse.issparse(X):
         X = X.toarray()
+    if isinstance(X, pd.DataFrame):  # pandas' sparse columns: dense, as SciPy's
+        dense = {c: t.subtype for c, t in X.dtypes.items() if isinstance(t, pd.SparseDtype)}
+        X = X.astype(dense) if dense else X
+        X = _object_numbers(X, cat_cols)
     if not cat_cols:
         return X
     frame = X.copy() if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X, dtype=object))
@@ -167,6 +220,28 @@ def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | N
     if isinstance(X, pd.DataFrame):
         return frame
     return frame.to_numpy(dtype=np.float64)
+
+
+def _object_numbers(X: pd.DataFrame, cat_cols: list[int]) -> pd.DataFrame:
+    """A DataFrame's object columns of numbers as floats, ``pd.NA`` (and None) as NaN.
+
+    ``validate_data`` stops at a ``pd.NA`` in such a column with a TypeError from pandas
+    that names no column; None and NaN were already missing values. A column of missing
+    values only (rows to predict whose feature is unknown) is NaN too.
+    """
+    found = [
+        j
+        for j, dtype in enumerate(X.dtypes)
+        if dtype.kind == "O"
+        and j not in cat_cols
+        and (is_numeric_column(X.iloc[:, j]) or X.iloc[:, j].map(is_missing).all())
+    ]
+    if not found:
+        return X
+    X = X.copy()
+    for j in found:
+        X.isetitem(j, column_floats(X.iloc[:, j]))
+    return X
 
 
 def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]:
@@ -194,6 +269,13 @@ def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]
         )
     if ids.dtype.kind == "f" and np.isnan(ids).any():
         raise ValueError("client_ids contains NaN; every row needs a client label.")
+    if ids.dtype == object:  # None, NaN or pd.NA among labels: np.unique's TypeError
+        missing = [i for i, v in enumerate(ids.tolist()) if is_missing(v)]
+        if missing:
+            raise ValueError(
+                f"client_ids contains a missing value ({ids[missing[0]]!r}, row "
+                f"{missing[0]}, {len(missing)} row(s) in all); every row needs a client label."
+            )
     try:
         labels, inverse = np.unique(ids, return_inverse=True)
     except TypeError as exc:
@@ -362,6 +444,33 @@ def warm_prior(est: Any) -> dict[str, Any] | None:
         warn_caller(msg, UserWarning)
         return NOTHING_TO_ADD
     return dict(est.__dict__)  # the fitted state the new trees join (and a failure restores)
+
+
+def _labels(classes: Any) -> Any:
+    """Class labels as plain Python lists (a list of them per output), for comparison."""
+    if isinstance(classes, list):
+        return [np.asarray(c).tolist() for c in classes]
+    return np.asarray(classes).tolist()
+
+
+def check_warm_classes(warm: dict[str, Any] | None, labels: Any) -> None:
+    """Under ``warm_start``, ``fit``'s labels of y must be the earlier trees' ``classes_``.
+
+    The trees hold class proportions by position: labels that differ (one renamed, one
+    more or less) gave the earlier trees' columns to other labels, silently, when their
+    number matched (scikit-learn's forest does not check either); checked before any
+    tree grows.
+    """
+    if warm is None or "classes_" not in warm or labels is None:
+        return
+    old, new = _labels(warm["classes_"]), _labels(labels)
+    if old != new:
+        raise ValueError(
+            f"warm_start adds trees to a forest fitted on the classes {old}, but y holds the "
+            f"classes {new}; the trees hold class proportions by position. Give y with the "
+            "first fit's classes (declare them with classes=[...] when y lacks some), or "
+            "set warm_start=False to fit a new forest."
+        )
 
 
 def warm_schema(warm: dict[str, Any], est: Any) -> tuple[Any, ...]:

@@ -29,6 +29,7 @@ from ._inputs import (
     check_federable,
     check_numeric_columns,
     check_targets,
+    check_warm_classes,
     class_weight_codes,
     client_index,
     declared_features,
@@ -296,6 +297,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 multi_output=True,
             )
             y_arr, fit_classes = self._encode_y(y_arr)
+            check_warm_classes(warm, fit_classes)
             self._label_codes = fit_classes  # class_weight's labels become these codes
             inverse, labels = client_index(client_ids, X_arr.shape[0])
             weights = (

@@ -78,6 +78,19 @@ def is_numeric_column(column: pd.Series) -> bool:
     return column.dtype == object and pd.api.types.infer_dtype(column, skipna=True) in _NUMBERS
 
 
+def column_floats(column: Any) -> NDArray[np.float64]:
+    """A numeric column as floats, its missing values (None, NaN, ``pd.NA``) as NaN.
+
+    NumPy reads None in an object column as NaN but stops at ``pd.NA`` ("float() argument
+    must be a string or a real number, not 'NAType'"), which pandas' nullable dtypes
+    leave in an object column (``astype(object)``, a merge, ``where``).
+    """
+    if getattr(getattr(column, "dtype", None), "kind", "") != "O":
+        return np.asarray(column, dtype=np.float64)
+    values = np.asarray(column, dtype=object)
+    return np.array([np.nan if is_missing(v) else v for v in values.tolist()], dtype=np.float64)
+
+
 def _is_text(column: pd.Series) -> bool:
     """Text: pandas' ``str`` dtype, or an object column of strings (missing values aside).
 
@@ -194,7 +207,7 @@ def read_features(
                 "categories."
             )
         try:
-            columns.append(np.asarray(col, dtype=np.float64))
+            columns.append(column_floats(col))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{who}: column {_name(names, j)} is not numeric ({exc}).") from exc
     arr = np.column_stack(columns) if columns else np.empty((0, 0))

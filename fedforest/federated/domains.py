@@ -140,6 +140,13 @@ def _frequent_levels(values: NDArray[Any], m: int) -> list[Any]:
     return kept
 
 
+#: :func:`encode_levels`'s warning when no row of the column keeps its level.
+_ALL_OUTSIDE = (
+    " No row of this column keeps its level: a column of (nearly) unique values, such as an "
+    "identifier or a date read as text, gives no split; drop it, or give it as numbers."
+)
+
+
 def encode_levels(
     raw: NDArray[Any], categories: list[Any], who: str, column: str
 ) -> NDArray[np.float64]:
@@ -157,7 +164,8 @@ def encode_levels(
             f"{who}: column {column}: {int(outside.sum())} row(s) hold a level outside the "
             "federation's categories (a level no client holds in min_aggregate_rows rows, "
             "or one outside the declared categories); they count as missing values. Declare "
-            "the column's levels (categories={...} on the estimator) to keep them.",
+            "the column's levels (categories={...} on the estimator) to keep them."
+            + (_ALL_OUTSIDE if outside.all() else ""),
             UserWarning,
             stacklevel=3,
         )

@@ -307,6 +307,9 @@ class EnsembleMixin:
     @property
     def estimators_(self) -> list[Any]:
         """The trees as fitted scikit-learn ``DecisionTree*`` objects (numeric splits only)."""
+        # Before fit, scikit-learn's NotFittedError (an AttributeError, so hasattr is False)
+        # rather than an AttributeError naming fedforest's own ``trees_``.
+        check_is_fitted(self, "trees_")
         cached = self.__dict__.get("_sklearn_trees")
         if cached is None or cached[0] is not self.trees_:
             cached = (self.trees_, self.to_sklearn().estimators_)

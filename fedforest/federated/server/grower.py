@@ -49,6 +49,7 @@ from .oob import oob_round
 from .resolve import (
     bootstrap_draws,
     check_combinations,
+    check_max_features,
     resolve_max_features,
     resolve_sizes,
     root_constant,
@@ -625,6 +626,7 @@ def grow_forest(
         # Every released sum covers at least m rows: so does every leaf.
         cfg = replace(cfg, min_aggregate_rows=m, min_samples_leaf=max(cfg.min_samples_leaf, m))
     d = schema["n_features"]
+    check_max_features(cfg.max_features, d)
     if schema["classes"] is not None:  # one block of class columns per output
         cfg = replace(cfg, class_sizes=class_sizes(schema["classes"]))
     if cfg.class_weight is not None and cfg.class_outputs > 1:  # weights on the rows

@@ -19,6 +19,7 @@ from .config import GrowerConfig
 __all__ = [
     "bootstrap_draws",
     "check_combinations",
+    "check_max_features",
     "resolve_max_features",
     "resolve_sizes",
     "root_constant",
@@ -38,6 +39,19 @@ def resolve_sizes(cfg: GrowerConfig, n_rows: int) -> GrowerConfig:
     if isinstance(split, float):
         split = max(2, int(np.ceil(split * n_rows)))
     return replace(cfg, min_samples_leaf=int(leaf), min_samples_split=int(split))
+
+
+def check_max_features(max_features: Any, n_features: int) -> None:
+    """An int ``max_features`` is at most the number of features (scikit-learn's rule).
+
+    It was clipped to the features silently, where scikit-learn's forest refuses it.
+    """
+    is_int = isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool)
+    if is_int and max_features > n_features:
+        raise ValueError(
+            f"max_features must be in (0, n_features]; got max_features={max_features} "
+            f"with n_features={n_features}."
+        )
 
 
 def bootstrap_draws(cfg: GrowerConfig, n_samples: dict[str, int]) -> dict[str, int]:
