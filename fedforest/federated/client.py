@@ -477,8 +477,7 @@ class Client:
         if fit.secure:
             return self._secure_party().round_a(msg, fit, summary)
         arrays: dict[str, NDArray[Any]] = {"summary": summary}
-        # A client answers only for the nodes it has rows in; the server reads which from
-        # the summaries, so empty nodes cost nothing on the wire.
+        # Only the nodes it has rows in are answered (the server reads which off the summaries).
         fit.pair_present = np.repeat(summary[:, STAT_WEIGHT] > 0, np.diff(fit.pair_off))
         if "feat_cand" in msg.arrays:  # binning="global": the candidates came with it
             arrays.update(self._answer_b(fit, msg, fixed=True))
@@ -487,11 +486,12 @@ class Client:
                 self.X, fit.rows, fit.slot, fit.pair_off, fit.pair_feat
             )
         elif fit.send_sketch:
-            numeric = ~np.isin(fit.pair_feat, list(self._cat_raw))  # categories: no sketch
+            cat = list(self._cat_raw)  # categorical columns send no sketch
+            sent = fit.pair_present & ~np.isin(fit.pair_feat, cat) if cat else fit.pair_present
             sketch, local = self._sketches(fit)
-            arrays.update(pack_sketch(sketch, fit.pair_present & numeric))
+            arrays.update(pack_sketch(sketch, sent))
             if fit.local_candidates:
-                arrays["local_best"] = local[fit.pair_present & numeric]
+                arrays["local_best"] = local[sent]
             if fit.top_l:
                 has = summary[:, STAT_WEIGHT] > 0
                 feats, gains = self._top_features(fit, sketch, fit.top_l)
