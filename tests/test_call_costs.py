@@ -81,3 +81,40 @@ def test_round_b_requests_hold_what_a_mask_selects(seed: int) -> None:
             np.testing.assert_array_equal(a, w)
     assert got["0"].arrays["cand"].size == 0
     np.testing.assert_array_equal(got["1"].arrays["cand"], cand)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_regression_stats_verdict_is_the_first_failed_test_of_any_row(seed: int) -> None:
+    # The kernel ors every test of every row; the verdict must still be the smallest code
+    # any row fails, as its NumPy twin finds it, whichever rows carry which faults.
+    from fedforest.federated.server import check_kernels as ck
+
+    rng = np.random.default_rng(seed)
+    m, weighted = 40, bool(seed % 2)
+    rows = rng.integers(1, 6, m).astype(np.float64)
+    weight = rows * (1.5 if weighted else 2.0)
+    y = rng.normal(size=m)
+    sums = np.column_stack([weight * y, weight * y * y + 1.0])
+    if weighted:
+        counts, sums = rows[:, None].copy(), np.column_stack([weight, sums])
+    else:
+        counts = np.column_stack([rows, weight])
+    assert ck.regression_stats_problem(counts, sums) == 0
+    faults = {
+        ck.FRACTIONAL: lambda c, s, i: c.__setitem__((i, 0), c[i, 0] + 0.5),
+        ck.WEIGHTS: (
+            (lambda c, s, i: s.__setitem__((i, 0), -1.0))
+            if weighted
+            else (lambda c, s, i: c.__setitem__((i, 1), c[i, 0] - 1))
+        ),
+        ck.MOMENTS: lambda c, s, i: s.__setitem__((i, -1), -0.5),
+        ck.NONFINITE: lambda c, s, i: s.__setitem__((i, -2), np.nan),
+    }
+    for _ in range(20):
+        c, s = counts.copy(), sums.copy()
+        chosen = rng.choice(sorted(faults), size=int(rng.integers(1, 4)), replace=False)
+        for code in chosen:  # each fault in its own row, in any order of the rows
+            faults[int(code)](c, s, int(rng.integers(m)))
+        got = ck.regression_stats_problem(c, s)
+        assert got == ck.regression_stats_problem_numpy(c, s)
+        assert got == (ck.NONFINITE if ck.NONFINITE in chosen else int(min(chosen)))
