@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import zlib
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from fedforest._common import STAT_WEIGHT
 from fedforest.federated.client import bootstrap_counts
-from fedforest.federated.protocol import ROUND_B, Message
-from fedforest.federated.server.grower import _round_b_requests
+from fedforest.federated.protocol import Message
 
 
 @pytest.mark.parametrize("secret", [None, (1 << 100) + 12345])
@@ -33,54 +30,6 @@ def test_bootstrap_counts_are_default_rngs_draws(
             assert got.dtype == np.int64
             np.testing.assert_array_equal(got, want)
             assert got.sum() == size
-
-
-def _requests_by_mask(names, replies, summaries, pair_off, cand_off, cand):  # type: ignore[no-untyped-def]
-    """The requests as a mask over every candidate selects them (the code replaced)."""
-    n_cand = np.diff(cand_off)
-    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
-    index = {name: k for k, (name, _) in enumerate(replies)}
-    out = {}
-    for name in names:
-        k = index.get(name)
-        if k is None:
-            out[name] = (cand_off, cand)
-            continue
-        has = (summaries[k, :, STAT_WEIGHT] > 0)[pair_node]
-        off = np.zeros_like(cand_off)
-        np.cumsum(np.where(has, n_cand, 0), out=off[1:])
-        out[name] = (off, cand[np.repeat(has, n_cand)])
-    return out
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_round_b_requests_hold_what_a_mask_selects(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    n_slots, n_clients, s = int(rng.integers(1, 60)), 6, 3
-    pair_off = np.zeros(n_slots + 1, dtype=np.int64)
-    np.cumsum(rng.integers(0, 5, size=n_slots), out=pair_off[1:])
-    n_pairs = int(pair_off[-1])
-    cand_off = np.zeros(n_pairs + 1, dtype=np.int64)
-    np.cumsum(rng.integers(0, 8, size=n_pairs), out=cand_off[1:])
-    cand = rng.normal(size=int(cand_off[-1]))
-    summaries = rng.integers(0, 3, size=(n_clients - 1, n_slots, s)).astype(np.float64)
-    summaries[0, :, STAT_WEIGHT] = 0.0  # a client with no rows left: empty lists
-    summaries[1, :, STAT_WEIGHT] = 1.0  # one with rows everywhere: every candidate
-    names = [str(k) for k in range(n_clients)]
-    replies = [(str(k), Message(ROUND_B, {}, {})) for k in range(n_clients - 1)]
-    fed = SimpleNamespace(client_names=names)  # the last client sent no Round A reply
-    got = _round_b_requests(fed, replies, summaries, pair_off, cand_off, cand)  # type: ignore[arg-type]
-    want = _requests_by_mask(names, replies, summaries, pair_off, cand_off, cand)
-    assert list(got) == names
-    for name in names:
-        msg = got[name]
-        assert msg.kind == ROUND_B and set(msg.arrays) == {"cand_off", "cand"}
-        for key, w in zip(("cand_off", "cand"), want[name], strict=True):
-            a = msg.arrays[key]
-            assert a.dtype == w.dtype and a.shape == w.shape and a.flags.c_contiguous
-            np.testing.assert_array_equal(a, w)
-    assert got["0"].arrays["cand"].size == 0
-    np.testing.assert_array_equal(got["1"].arrays["cand"], cand)
 
 
 @pytest.mark.parametrize("seed", range(12))

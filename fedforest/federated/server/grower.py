@@ -54,7 +54,6 @@ from .resolve import (
     root_constant,
 )
 from .rounds import exchange as _exchange
-from .secure_grids import gather_rows
 from .secure_sums import SetUpDropped
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
 from .weights import set_up_class_weights, weigh, weigh_level
@@ -417,17 +416,9 @@ def _round_b_requests(
     """Round B requests: each client gets the candidates of the nodes it has rows in.
 
     The other nodes' lists are empty: the client would answer nothing for them anyway.
-    Which pairs each client has, and their offsets, come for every client at once; each
-    list is copied range by range (``gather_rows``), the values a mask over every
-    candidate would select.
     """
     n_cand = np.diff(cand_off)
     pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
-    has = (summaries[:, :, STAT_WEIGHT] > 0)[:, pair_node]  # (clients, pairs)
-    off = np.zeros((len(replies), cand_off.size), dtype=np.int64)
-    np.cumsum(np.where(has, n_cand, 0), axis=1, out=off[:, 1:])
-    start, end = np.where(has, cand_off[:-1], 0), np.where(has, cand_off[1:], 0)
-    src = cand.reshape(-1, 1)
     index = {name: k for k, (name, _) in enumerate(replies)}
     requests = {}
     for name in fed.client_names:
@@ -435,9 +426,12 @@ def _round_b_requests(
         if k is None:  # not in Round A's replies: send everything
             requests[name] = Message(ROUND_B, {}, {"cand_off": cand_off, "cand": cand})
             continue
-        out = np.empty((int(off[k, -1]), 1), dtype=cand.dtype)
-        gather_rows(src, start[k], end[k], off[k], out)
-        requests[name] = Message(ROUND_B, {}, {"cand_off": off[k], "cand": out.reshape(-1)})
+        has = (summaries[k, :, STAT_WEIGHT] > 0)[pair_node]
+        off = np.zeros_like(cand_off)
+        np.cumsum(np.where(has, n_cand, 0), out=off[1:])
+        requests[name] = Message(
+            ROUND_B, {}, {"cand_off": off, "cand": cand[np.repeat(has, n_cand)]}
+        )
     return requests
 
 
