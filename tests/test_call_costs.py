@@ -2,34 +2,11 @@
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pytest
 
 from fedforest.federated.client import bootstrap_counts
 from fedforest.federated.protocol import Message
-
-
-@pytest.mark.parametrize("secret", [None, (1 << 100) + 12345])
-@pytest.mark.parametrize(("n", "draws"), [(1, None), (140, None), (140, 60), (3000, 5000)])
-def test_bootstrap_counts_are_default_rngs_draws(
-    secret: int | None, n: int, draws: int | None
-) -> None:
-    # The Generator is built directly (a third cheaper a call): the draws of
-    # np.random.default_rng(words), as before, for every tree and client.
-    for tree in range(5):
-        for name in ("0", "client-7", "é"):
-            words = [987654321, tree, zlib.crc32(name.encode("utf-8"))]
-            if secret is not None:
-                words += [secret & 0xFFFFFFFFFFFFFFFF, secret >> 64]
-            rng = np.random.default_rng(words)
-            size = n if draws is None else draws
-            want = np.bincount(rng.integers(0, n, size=size), minlength=n).astype(np.int64)
-            got = bootstrap_counts(987654321, tree, name, n, secret, draws)
-            assert got.dtype == np.int64
-            np.testing.assert_array_equal(got, want)
-            assert got.sum() == size
 
 
 @pytest.mark.parametrize("seed", range(12))
