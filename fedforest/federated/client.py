@@ -67,6 +67,7 @@ from .protocol import (
 )
 
 __all__ = ["Client", "bootstrap_counts"]
+SETUP_DRAWS = 1 << 20  # a set-up's block of trees holds about this many (tree, row) draws
 
 
 def _y_sums(v: NDArray[np.float64], w: NDArray[np.float64] | None) -> tuple[float, float]:
@@ -355,31 +356,30 @@ class Client:
         draws = int(setup.get("draws", {}).get(self.name, self.n_samples))
         self._oob_setup = (int(setup["seed"]), bool(setup["bootstrap"]), n_classes, y, draws)
         rows, w, tree_rows = [], [], np.zeros(n_trees + 1, dtype=np.int64)
-        weighted = bool(setup.get("weighted", False))
-        row_w = self.sample_weight
+        weighted, row_w = bool(setup.get("weighted", False)), self.sample_weight
         if row_w is not None and setup.get("privacy") == "dp":  # the noise's bound: 1 a row
             row_w = np.minimum(row_w, 1.0)
         if setup.get("class_weights") is not None:  # multi-output class_weight: on the rows
             row_w = class_row_weights(row_w, y, setup["class_weights"])
-        for t in range(n_trees):
-            counts = self._counts(first + t)
-            if weighted and row_w is not None:
-                # A row of weight 0 takes no part (as in scikit-learn's splitter).
+        n = self.n_samples
+        step = max(1, SETUP_DRAWS // max(n, 1))  # trees a block: (trees, rows) draws at once
+        for lo in range(0, n_trees, step):
+            ts = range(lo, min(n_trees, lo + step))
+            counts = np.array([self._counts(first + t) for t in ts], np.int64).reshape(len(ts), n)
+            if weighted and row_w is not None:  # a row of weight 0 takes no part (as in sklearn)
                 counts = np.where(row_w > 0, counts, 0)
-            r = np.flatnonzero(counts).astype(np.int32)
-            rows.append(r)
-            w_t = counts[r].astype(np.float64)
+            at = np.flatnonzero(counts)  # in-bag rows tree after tree
+            rows.append((at % max(n, 1)).astype(np.int32))
+            w.append(counts.ravel()[at].astype(np.float64))
             if weighted and row_w is not None:
-                w_t *= row_w[r]  # bootstrap count times sample (and class) weight
-            w.append(w_t)
-            tree_rows[t + 1] = tree_rows[t] + r.size
+                w[-1] *= row_w[rows[-1]]  # bootstrap count times sample (and class) weight
+            tree_rows[lo + 1 : ts.stop + 1] = tree_rows[lo] + np.cumsum((counts != 0).sum(axis=1))
         n_bins, quantile = setup["n_bins"], setup.get("binning", "quantile") == "quantile"
         if n_bins is not None and self._codes is None and quantile:
             self._codes = fine_codes(self.X, N_FINE_BINS)
         slot = np.repeat(np.arange(n_trees, dtype=np.int32), np.diff(tree_rows))
-        fit = _Fit(
-            n_trees, n_classes, y, n_bins, np.concatenate(rows), np.concatenate(w), slot, tree_rows
-        )
+        rows_all, w_all = np.concatenate([np.zeros(0, np.int32), *rows]), np.concatenate([[], *w])
+        fit = _Fit(n_trees, n_classes, y, n_bins, rows_all, w_all, slot, tree_rows)
         fit.send_sketch = quantile
         fit.split_rule = setup.get("split_rule", "exact")
         fit.top_l = setup.get("top_l")
@@ -477,8 +477,7 @@ class Client:
         if fit.secure:
             return self._secure_party().round_a(msg, fit, summary)
         arrays: dict[str, NDArray[Any]] = {"summary": summary}
-        # A client answers only for the nodes it has rows in; the server reads which from
-        # the summaries, so empty nodes cost nothing on the wire.
+        # Only the nodes it has rows in are answered (the server reads which off the summaries).
         fit.pair_present = np.repeat(summary[:, STAT_WEIGHT] > 0, np.diff(fit.pair_off))
         if "feat_cand" in msg.arrays:  # binning="global": the candidates came with it
             arrays.update(self._answer_b(fit, msg, fixed=True))
@@ -487,11 +486,12 @@ class Client:
                 self.X, fit.rows, fit.slot, fit.pair_off, fit.pair_feat
             )
         elif fit.send_sketch:
-            numeric = ~np.isin(fit.pair_feat, list(self._cat_raw))  # categories: no sketch
+            cat = list(self._cat_raw)  # categorical columns send no sketch
+            sent = fit.pair_present & ~np.isin(fit.pair_feat, cat) if cat else fit.pair_present
             sketch, local = self._sketches(fit)
-            arrays.update(pack_sketch(sketch, fit.pair_present & numeric))
+            arrays.update(pack_sketch(sketch, sent))
             if fit.local_candidates:
-                arrays["local_best"] = local[fit.pair_present & numeric]
+                arrays["local_best"] = local[sent]
             if fit.top_l:
                 has = summary[:, STAT_WEIGHT] > 0
                 feats, gains = self._top_features(fit, sketch, fit.top_l)

@@ -72,36 +72,37 @@ def regression_stats_problem(counts, sums):  # type: ignore[no-untyped-def]
         (sums of y^2 smaller than the sums imply): the first of them any row fails.
     """
     m, nc = counts.shape
-    n_stats = nc + sums.shape[1]
+    ns = sums.shape[1]
     weighted = nc < STAT_TASK
-    worst = 5
+    first = STAT_TASK - nc  # the first task column in ``sums``
+    # Every test on every row, the verdicts or-ed without a branch (the first test any row
+    # fails is the smallest of those codes, whatever the row): the same verdict as stopping
+    # at each fault (tests/test_check_kernels.py); one fit's 160 calls at 1,400 rows (1.5 M
+    # rows) replayed: 6.6 ms of CPU instead of 17.1 (least of 15; medians 8.5 and 19.8).
+    finite, frac, weights, moments = True, False, False, False
     for i in range(m):
-        for c in range(n_stats):
-            if not np.isfinite(_col(counts, sums, i, c)):
-                return NONFINITE
-        if worst <= FRACTIONAL:
-            continue
         for c in range(nc):
             v = np.float64(counts[i, c])
-            if v < 0 or v != np.floor(v):
-                worst = FRACTIONAL
-        if worst <= WEIGHTS:
-            continue
-        rows = _col(counts, sums, i, STAT_ROWS)
+            finite &= np.isfinite(v)
+            frac |= (v < 0) | (v != np.floor(v))
+        for c in range(ns):
+            finite &= np.isfinite(sums[i, c])
+        rows = np.float64(counts[i, STAT_ROWS])
         weight = _col(counts, sums, i, STAT_WEIGHT)
         if weighted:
-            if weight < 0 or (rows == 0 and weight != 0):
-                worst = WEIGHTS
-        elif rows > weight or (rows == 0) != (weight == 0):
-            worst = WEIGHTS
-        if worst <= MOMENTS:
-            continue
-        for c in range(STAT_TASK, n_stats - 1, 2):
-            s1 = _col(counts, sums, i, c)
-            s2 = _col(counts, sums, i, c + 1)
-            if s2 < 0 or s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9:
-                worst = MOMENTS
-    return 0 if worst == 5 else worst
+            weights |= (weight < 0) | ((rows == 0) & (weight != 0))
+        else:
+            weights |= (rows > weight) | ((rows == 0) != (weight == 0))
+        for c in range(first, ns - 1, 2):
+            s1, s2 = sums[i, c], sums[i, c + 1]
+            moments |= (s2 < 0) | (s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9)
+    if not finite:
+        return NONFINITE
+    if frac:
+        return FRACTIONAL
+    if weights:
+        return WEIGHTS
+    return MOMENTS if moments else 0
 
 
 def regression_stats_problem_numpy(counts: NDArray[Any], sums: NDArray[np.float64]) -> int:

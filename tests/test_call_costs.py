@@ -1,0 +1,89 @@
+"""Per-call cuts at the papers' scale (issue 14): the same values as the code they replaced."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedforest.federated.client import bootstrap_counts
+from fedforest.federated.protocol import Message
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_regression_stats_verdict_is_the_first_failed_test_of_any_row(seed: int) -> None:
+    # The kernel ors every test of every row; the verdict must still be the smallest code
+    # any row fails, as its NumPy twin finds it, whichever rows carry which faults.
+    from fedforest.federated.server import check_kernels as ck
+
+    rng = np.random.default_rng(seed)
+    m, weighted = 40, bool(seed % 2)
+    rows = rng.integers(1, 6, m).astype(np.float64)
+    weight = rows * (1.5 if weighted else 2.0)
+    y = rng.normal(size=m)
+    sums = np.column_stack([weight * y, weight * y * y + 1.0])
+    if weighted:
+        counts, sums = rows[:, None].copy(), np.column_stack([weight, sums])
+    else:
+        counts = np.column_stack([rows, weight])
+    assert ck.regression_stats_problem(counts, sums) == 0
+    faults = {
+        ck.FRACTIONAL: lambda c, s, i: c.__setitem__((i, 0), c[i, 0] + 0.5),
+        ck.WEIGHTS: (
+            (lambda c, s, i: s.__setitem__((i, 0), -1.0))
+            if weighted
+            else (lambda c, s, i: c.__setitem__((i, 1), c[i, 0] - 1))
+        ),
+        ck.MOMENTS: lambda c, s, i: s.__setitem__((i, -1), -0.5),
+        ck.NONFINITE: lambda c, s, i: s.__setitem__((i, -2), np.nan),
+    }
+    for _ in range(20):
+        c, s = counts.copy(), sums.copy()
+        chosen = rng.choice(sorted(faults), size=int(rng.integers(1, 4)), replace=False)
+        for code in chosen:  # each fault in its own row, in any order of the rows
+            faults[int(code)](c, s, int(rng.integers(m)))
+        got = ck.regression_stats_problem(c, s)
+        assert got == ck.regression_stats_problem_numpy(c, s)
+        assert got == (ck.NONFINITE if ck.NONFINITE in chosen else int(min(chosen)))
+
+
+@pytest.mark.parametrize("weights", ["none", "zeros", "real"])
+@pytest.mark.parametrize(
+    ("n", "n_trees", "block"), [(140, 7, None), (1, 4, None), (50, 9, 2), (30, 7, 3)]
+)
+def test_setup_in_bag_rows_are_each_trees_draws_in_turn(
+    weights: str, n: int, n_trees: int, block: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client's set-up builds every tree's in-bag rows and weights from one array of
+    # draws per block of trees: the arrays one tree after another would give.
+    from fedforest.federated import client as client_module
+    from fedforest.federated.client import Client
+    from fedforest.federated.protocol import ROUND_A
+
+    rng = np.random.default_rng(n + n_trees)
+    sw = {"none": None, "zeros": rng.integers(0, 2, n) * 1.0, "real": rng.uniform(0, 3, n)}
+    client = Client(
+        rng.normal(size=(n, 3)), rng.normal(size=n), name="c", sample_weight=sw[weights]
+    )
+    setup = {
+        "classes": None, "clients": ["c"], "first_tree": 2, "n_trees": n_trees, "seed": 11,
+        "bootstrap": True, "n_bins": 32, "weighted": weights != "none",
+    }  # fmt: skip
+    if block is not None:  # trees a block: SETUP_DRAWS // n, made small here
+        monkeypatch.setattr(client_module, "SETUP_DRAWS", block * n)
+    fit = client._setup(Message(ROUND_A, {"setup": setup}, {}))
+    rows, w, tree_rows = [], [], [0]
+    for t in range(n_trees):
+        counts = bootstrap_counts(11, 2 + t, "c", n)
+        if sw[weights] is not None:
+            counts = np.where(sw[weights] > 0, counts, 0)
+        r = np.flatnonzero(counts).astype(np.int32)
+        w_t = counts[r].astype(np.float64)
+        if sw[weights] is not None:
+            w_t *= sw[weights][r]
+        rows.append(r), w.append(w_t), tree_rows.append(tree_rows[-1] + r.size)
+    for got, want in ((fit.rows, rows), (fit.w, w)):
+        want_all = np.concatenate(want)
+        assert got.dtype == want_all.dtype
+        np.testing.assert_array_equal(got, want_all)
+    np.testing.assert_array_equal(fit.tree_rows, tree_rows)
+    np.testing.assert_array_equal(fit.slot, np.repeat(np.arange(n_trees), np.diff(tree_rows)))
