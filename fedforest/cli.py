@@ -285,6 +285,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     import fedforest as ff
     from fedforest.datasets.files import read_client_data
     from fedforest.federated.categorical import categorical_columns
+    from fedforest.federated.domains import declaration_hint
 
     _check_out_directory(args.out, parser)  # before training, not after it
     sites: list[tuple[str, str, Any, Any, Any]] = []  # name, path, X, y, weight
@@ -354,16 +355,12 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     try:
         model.fit_federated(ff.LocalFederation(clients))
     except ValueError as exc:  # the clients' data or the options: a usage error, no traceback
-        message = str(exc)
-        hints = {
+        options = {
             "classes=": "--classes LABEL,...",
             "categories=": "--categories COLUMN=LEVEL,...",
             "epsilon=": "--epsilon",
         }
-        said = [option for key, option in hints.items() if key in message]
-        if said:  # the estimator's parameters named: here they are options
-            message += f" (on the command line: {' and '.join(said)})"
-        parser.error(message)
+        parser.error(declaration_hint(str(exc), options, "on the command line"))
     ledger = model.communication_
     score = "accuracy" if args.task == "classification" else "R^2"
     rows = f"{sum(c.n_samples for c in clients)} rows"

@@ -219,11 +219,8 @@ def test_labels_declared_as_text_for_numbers_say_so(privacy: str) -> None:
     assert model.classes_.tolist() == [False, True]
 
 
-def test_fit_declares_the_labels_of_its_own_rows_under_secure(monkeypatch) -> None:
-    # fit holds every row: it declares y's labels (so the one-row label is a class and no
-    # handshake names any), and the declaration leaves the settings digest, so the forest,
-    # as it was undeclared (where every label is frequent).
-    X, labels, h = _labelled()
+def _record_handshakes(patch: pytest.MonkeyPatch) -> list[Message]:
+    """Patch ``Client.handle`` to keep every handshake reply; the list it fills."""
     sent: list[Message] = []
     handle = ff.Client.handle
 
@@ -233,8 +230,17 @@ def test_fit_declares_the_labels_of_its_own_rows_under_secure(monkeypatch) -> No
             sent.append(reply)
         return reply
 
+    patch.setattr(ff.Client, "handle", recording)
+    return sent
+
+
+def test_fit_declares_the_labels_of_its_own_rows_under_secure(monkeypatch) -> None:
+    # fit holds every row: it declares y's labels (so the one-row label is a class and no
+    # handshake names any), and the declaration leaves the settings digest, so the forest,
+    # as it was undeclared (where every label is frequent).
+    X, labels, h = _labelled()
     with monkeypatch.context() as patch:
-        patch.setattr(ff.Client, "handle", recording)
+        sent = _record_handshakes(patch)
         model = ff.FedForestClassifier(n_estimators=2, random_state=0).fit(X, labels, client_ids=h)
     assert list(model.classes_) == ["hi", "lo", "mid", "zq7"]
     assert len(sent) == 4 and all("labels" not in reply.header for reply in sent)
@@ -243,8 +249,7 @@ def test_fit_declares_the_labels_of_its_own_rows_under_secure(monkeypatch) -> No
     on = ff.FedForestClassifier(n_estimators=3, random_state=0).fit(X, labels, client_ids=h)
     with monkeypatch.context() as patch:  # the declaration off: the labels travel
         patch.setattr("fedforest._inputs._client_classes", lambda est: None)
-        patch.setattr(ff.Client, "handle", recording)
-        sent.clear()
+        sent = _record_handshakes(patch)
         off = ff.FedForestClassifier(n_estimators=3, random_state=0).fit(X, labels, client_ids=h)
     assert all("labels" in reply.header for reply in sent)
     assert on._settings_digest == off._settings_digest
@@ -406,16 +411,7 @@ def test_fit_under_dp_declares_the_levels_and_labels_of_its_own_rows(monkeypatch
     # so no client's handshake names any (the model's lists come from the rows).
     X, y, h = _data(n_rows=200, rare=3)
     labels = (y > np.median(y)).astype(int)
-    sent: list[Message] = []
-    handle = ff.Client.handle
-
-    def recording(self: ff.Client, msg: Message) -> Message:
-        reply = handle(self, msg)
-        if msg.kind == HANDSHAKE:
-            sent.append(reply)
-        return reply
-
-    monkeypatch.setattr(ff.Client, "handle", recording)
+    sent = _record_handshakes(monkeypatch)
     model = ff.FedForestClassifier(
         n_estimators=2, max_depth=3, random_state=0, privacy="dp", epsilon=50.0
     ).fit(X, labels, client_ids=h)

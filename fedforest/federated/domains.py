@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 from .categorical import MISSING_CATEGORY, encode, is_missing, sort_categories
 
 __all__ = [
+    "declaration_hint",
     "check_declared_labels",
     "column_index",
     "declared_by_request",
@@ -39,6 +40,19 @@ __all__ = [
     "encode_levels",
     "handshake_levels",
 ]
+
+
+def declaration_hint(message: str, spelled: dict[str, str], where: str, see: str = "") -> str:
+    """``message`` with how a front end spells the parameters it names.
+
+    Where ``message`` names an estimator parameter a user must declare (``classes=``,
+    ``categories=``, ``epsilon=``), appends how ``where`` spells it (``spelled``: parameter
+    -> the front end's option or key; ``see``: a page to read); unchanged if it names none.
+    """
+    said = [option for name, option in spelled.items() if name in message]
+    if not said:
+        return message
+    return f"{message} ({where}: {' and '.join(said)}{f'; {see}' if see else ''})"
 
 
 def dtype_levels(X: Any, columns: Sequence[int]) -> dict[int, list[Any]]:

@@ -32,6 +32,7 @@ from flwr.common import log
 from flwr.common.logger import console_handler
 from flwr.serverapp import Grid, ServerApp
 
+from ...federated.domains import declaration_hint
 from ...forest import FedForestClassifier, FedForestRegressor
 from .federation import FlowerFederation
 
@@ -337,10 +338,8 @@ _RUN_CONFIG_HINTS = {
 
 def with_run_config_hint(message: str) -> str:
     """An error naming ``classes=``, ``categories=`` or ``epsilon=``, with the run-config keys."""
-    said = [key for name, key in _RUN_CONFIG_HINTS.items() if name in message]
-    if not said:
-        return message
-    return f"{message} (in the Flower run config: {' and '.join(said)}; docs/flower.md)"
+    where = "in the Flower run config"
+    return declaration_hint(message, _RUN_CONFIG_HINTS, where, see="docs/flower.md")
 
 
 def _none(value: Any) -> Any:
