@@ -410,6 +410,34 @@ def test_a_client_that_refuses_its_data_is_a_client_data_error(dask_client: Clie
         ff.FedForestRegressor(**PARAMS).fit_federated(fed)
 
 
+def test_an_actor_s_error_frames_quote_no_value(dask_client: Client) -> None:
+    """Every exception of an actor reaches the server as text: no value of the client's
+    data in it (tests/test_privacy_errors.py; NumPy's text quoted a feature's string, the
+    secure encoder the largest scaled sum, a heavy sample weight times 2^24)."""
+    from tests.test_privacy_errors import HEAVY_WEIGHT, SECRET_TEXT, quoted_values
+
+    X, y, _ = frame(8)
+    values = X.drop(columns="region").to_numpy(dtype=np.float64)
+    text = X.drop(columns="region").to_numpy().astype(object)
+    text[7, 1] = SECRET_TEXT
+    built = {"a": functools.partial(ff.Client, text, y.to_numpy(), "a")}
+    with pytest.raises(ValueError, match=r"'a'.*column 1 is not numeric \(it holds str") as info:
+        DaskFederation(built, timeout=scaled(60))
+    assert quoted_values(str(info.value), values, (SECRET_TEXT,)) == [], str(info.value)
+    w = np.ones(len(y))
+    w[:5] = HEAVY_WEIGHT  # drawn by some tree's bootstrap whatever the secret
+    heavy = {
+        name: functools.partial(ff.Client, X[part], y.to_numpy()[part], name, sample_weight=w[part])
+        for name, part in (("a", slice(0, 180)), ("b", slice(180, None)))
+    }
+    with (
+        DaskFederation(heavy, timeout=scaled(60)) as fed,
+        pytest.raises(ClientDataError, match="'a' failed in round .*fixed-point sums") as info,
+    ):
+        ff.FedForestRegressor(**PARAMS).fit_federated(fed)
+    assert quoted_values(str(info.value), np.r_[values.ravel(), w], ()) == [], str(info.value)
+
+
 def test_an_actor_past_the_timeout_fails_its_round(dask_client: Client) -> None:
     X, y, _ = frame(7)
     factories = {

@@ -28,7 +28,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
         frame = pd.read_parquet(path) if parquet else pd.read_csv(path)
     except (ValueError, OSError) as exc:  # pandas' parser errors, pyarrow's ArrowInvalid
         kind = "Parquet" if parquet else "CSV"
-        raise ValueError(f"{str(path)!r} cannot be read as {kind}: {exc}") from exc
+        # A decoding error's text quotes a byte of the file (a letter of a name, say), and
+        # a SuperNode's error reaches the server: the encoding only.
+        reason = f"not {exc.encoding} text" if isinstance(exc, UnicodeDecodeError) else exc
+        raise ValueError(f"{str(path)!r} cannot be read as {kind}: {reason}") from exc
     # pandas' to_csv writes the index unless index=False: a first column without a name
     # holding 0, 1, ..., n-1 is that index, not a feature (it was the top "feature").
     first = frame.columns[0] if len(frame.columns) else None

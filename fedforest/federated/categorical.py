@@ -29,6 +29,7 @@ __all__ = [
     "is_missing",
     "is_numeric_column",
     "read_features",
+    "value_kinds",
 ]
 
 #: The category of the missing values of a categorical column (JSON null).
@@ -40,6 +41,23 @@ def is_missing(value: Any) -> bool:
     if value is None or value is pd.NA or value is pd.NaT:
         return True
     return isinstance(value, (float, np.floating)) and bool(np.isnan(value))
+
+
+def value_kinds(values: Any) -> str:
+    """What a column holds that is not a number, by type ("str values"), never a value.
+
+    A client's error text reaches the server (Flower's error reply, Dask's error frame),
+    and NumPy's own ("could not convert string to float: '...'") quotes the value.
+    """
+    kinds = set()
+    for value in np.asarray(values, dtype=object).ravel().tolist():
+        if is_missing(value):
+            continue
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            kinds.add(type(value).__name__)
+    return f"{', '.join(sorted(kinds))} values" if kinds else "values that are not numbers"
 
 
 def _key(value: Any) -> tuple[int, Any]:
@@ -209,7 +227,10 @@ def read_features(
         try:
             columns.append(column_floats(col))
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{who}: column {_name(names, j)} is not numeric ({exc}).") from exc
+            # NumPy's text quotes the value: the kinds only (the text may reach the server).
+            raise ValueError(
+                f"{who}: column {_name(names, j)} is not numeric (it holds {value_kinds(col)})."
+            ) from exc
     arr = np.column_stack(columns) if columns else np.empty((0, 0))
     if arr.shape[0] == 0:
         raise ValueError(f"{who} has no rows; remove it from the federation.")

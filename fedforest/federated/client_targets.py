@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._common import STAT_TASK, class_sizes
+from .categorical import value_kinds
 
 __all__ = [
     "MAX_TARGET",
@@ -60,10 +61,10 @@ MAX_TARGET = 1e100
 def check_target_magnitude(y: NDArray[np.float64], name: str) -> None:
     """Refuse regression targets whose sums of squares could overflow (naming the client)."""
     largest = float(np.max(np.abs(y))) if y.size else 0.0
-    if largest > MAX_TARGET:
+    if largest > MAX_TARGET:  # the text reaches the server: no value of y in it
         raise ValueError(
-            f"Client {name!r}: y holds a value of absolute value {largest:.3g}; regression "
-            f"targets must be at most {MAX_TARGET:.0e} in absolute value (the splits are "
+            f"Client {name!r}: regression targets must be at most {MAX_TARGET:.0e} in "
+            "absolute value, and y holds a larger one (the splits are "
             "chosen from sums of squared targets, which overflow float64). Rescale y, e.g. "
             "divide it by a power of ten."
         )
@@ -76,7 +77,9 @@ def sample_weights(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.fl
     try:
         w = np.asarray(weight, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"Client {name!r}: sample_weight is not numeric ({exc}).") from exc
+        raise ValueError(
+            f"Client {name!r}: sample_weight is not numeric (it holds {value_kinds(weight)})."
+        ) from exc
     if w.ndim != 1 or w.shape[0] != n:
         raise ValueError(
             f"Client {name!r}: sample_weight has shape {w.shape}; expected ({n},), one weight "

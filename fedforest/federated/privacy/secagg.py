@@ -84,10 +84,12 @@ def to_fixed(values: NDArray[np.float64], frac_bits: NDArray[np.int64] | int) ->
         values, scale = np.array(scaled, order="C"), np.ones(1)
     out = np.empty(values.shape, dtype=np.int64)
     if not _encode(values.reshape(-1), np.atleast_1d(scale), out.reshape(-1)):
-        scaled = values * scale
+        # No value in the text: a client's error reaches the server (Flower, Dask), and the
+        # largest scaled sum was a row's sample weight times its draws (docs/privacy.md).
         raise ValueError(
             "a value to aggregate securely is not finite or too large for fixed-point sums "
-            f"(|value * 2^frac| must stay below 2^62; largest {np.abs(scaled).max():.3g})."
+            "(|value * 2^frac| must stay below 2^62): rescale the targets or sample weights "
+            "(e.g. divide them by a power of ten)."
         )
     return out.view(np.uint64)
 
