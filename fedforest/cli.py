@@ -212,6 +212,14 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add("--privacy", choices=("secure", "dp", "none"), default="secure", help="privacy level")
     add("--epsilon", type=float, default=None, help="privacy budget under --privacy dp")
     add(
+        "--min-aggregate-rows",
+        type=int_at_least(1),
+        default=None,
+        metavar="M",
+        help="fewest rows behind any sum the server sees under --privacy secure/dp "
+        "(default max(10, 2 * --min-samples-leaf); below 10 warns)",
+    )
+    add(
         "--classes",
         default=None,
         metavar="LABEL,LABEL,...",
@@ -348,6 +356,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         min_samples_leaf=args.min_samples_leaf,
         privacy=args.privacy,
         epsilon=args.epsilon,
+        min_aggregate_rows=args.min_aggregate_rows,
         oob_score=True,
         random_state=args.seed,
         verbose=1,

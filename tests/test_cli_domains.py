@@ -111,3 +111,33 @@ def test_a_boolean_target_takes_its_words_or_numbers(tmp_path, capsys, declared)
     with pytest.raises(SystemExit):
         main(_argv(tmp_path, paths, *dp, "--classes", "yes,no"))
     assert "every label must be one of that type" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+def test_min_aggregate_rows_is_an_option_validated_as_the_estimators(tmp_path, capsys) -> None:
+    """``--min-aggregate-rows`` reaches the estimator: m = 1 names the one-row label at the
+    handshake (so the fit goes on without --classes), warning as the estimator does below
+    10; below 1 it is a usage error naming the option (as scikit-learn's constraint)."""
+    paths = _sites(tmp_path)
+    with pytest.warns(UserWarning, match=r"min_aggregate_rows=1 is below 10: under privacy="):
+        assert main(_argv(tmp_path, paths, "--min-aggregate-rows", "1")) == 0
+    model = ff.load(tmp_path / "m.ffm")
+    assert model.min_aggregate_rows == 1 and model.classes_.tolist() == [0, 1, 2]
+    python = ff.FedForestClassifier(
+        n_estimators=4, max_depth=8, min_samples_leaf=5, min_aggregate_rows=1, random_state=0
+    )
+    clients = []
+    for name, path in zip("ab", paths, strict=True):
+        frame = pd.read_csv(path)
+        clients.append(ff.Client(frame.drop(columns="y"), frame["y"].to_numpy(), name=name))
+    with pytest.warns(UserWarning, match="min_aggregate_rows=1 is below 10"):
+        python.fit_federated(ff.LocalFederation(clients))
+    rows = pd.read_csv(paths[1]).drop(columns="y")
+    assert np.array_equal(model.predict_proba(rows), python.predict_proba(rows))
+    assert main(_argv(tmp_path, paths, "--classes", "0,1,2", "--min-aggregate-rows", "30")) == 0
+    assert ff.load(tmp_path / "m.ffm").min_aggregate_rows == 30
+    for bad in ("0", "-3", "2.5"):
+        with pytest.raises(SystemExit) as info:
+            main(_argv(tmp_path, paths, "--min-aggregate-rows", bad))
+        assert info.value.code == 2
+        assert "argument --min-aggregate-rows: " in capsys.readouterr().err
