@@ -238,6 +238,10 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     train.set_defaults(handler=_run_train, command_parser=train)
 
 
+#: How ``--categories`` is written (in its errors).
+_CATEGORY_SPEC = "COLUMN=LEVEL,LEVEL,... (one --categories per column)"
+
+
 def _declared(
     args: argparse.Namespace, parser: argparse.ArgumentParser, y: Any, columns: list[str]
 ) -> dict[str, Any]:
@@ -272,16 +276,15 @@ def _declared(
             classes = as_y
         declared["classes"] = classes
     if args.categories:
-        categories: dict[str, list[str]] = {}
-        for spec in args.categories:
-            column, sep, levels = spec.partition("=")
-            if not sep or not column or not levels:
-                parser.error(f"--categories expects COLUMN=LEVEL,LEVEL,..., got {spec!r}")
+        from fedforest.federated.domains import parse_categories  # the run config's parser
+
+        try:
+            categories = parse_categories(args.categories, "--categories", _CATEGORY_SPEC)
+        except ValueError as exc:
+            parser.error(str(exc))
+        for column in categories:
             if column not in columns:
-                parser.error(f"--categories {spec!r}: no feature column {column!r}")
-            if column in categories:
-                parser.error(f"--categories: column {column!r} is given twice")
-            categories[column] = [level.strip() for level in levels.split(",")]
+                parser.error(f"--categories: no feature column {column!r}; columns: {columns}")
         declared["categories"] = categories
     return declared
 

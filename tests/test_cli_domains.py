@@ -72,8 +72,11 @@ def test_dp_trains_from_files_once_labels_and_levels_are_declared(tmp_path, caps
         (["--classes", "0,1,1"], "labels must be non-empty and distinct"),
         (["--classes", "0,1.5"], "every label must be one of that type"),
         (["--categories", "town=Lyon"], "no feature column 'town'"),
-        (["--categories", "city"], "--categories expects COLUMN=LEVEL,LEVEL,..."),
-        (["--categories", "city=Lyon", "--categories", "city=Nice"], "given twice"),
+        (["--categories", "city"], "--categories: 'city' is not COLUMN=LEVEL,LEVEL,..."),
+        (["--categories", "city=Lyon", "--categories", " city =Nice"], "given twice"),
+        # As the Flower run config's categories (one parser): levels non-empty and distinct.
+        (["--categories", "city=Lyon,,Nice"], "levels of column 'city' must be non-empty and"),
+        (["--categories", "city=Lyon, Lyon"], "levels of column 'city' must be non-empty and"),
     ],
 )
 def test_declaration_errors_are_usage_errors(tmp_path, capsys, extra, message) -> None:
@@ -141,3 +144,21 @@ def test_min_aggregate_rows_is_an_option_validated_as_the_estimators(tmp_path, c
             main(_argv(tmp_path, paths, "--min-aggregate-rows", bad))
         assert info.value.code == 2
         assert "argument --min-aggregate-rows: " in capsys.readouterr().err
+
+
+def test_the_command_line_and_the_run_config_parse_categories_alike() -> None:
+    """One parser (``domains.parse_categories``): the same levels, the same refusals, each
+    naming its own option or key."""
+    pytest.importorskip("flwr")
+    from fedforest.cli import _CATEGORY_SPEC
+    from fedforest.federated.domains import parse_categories
+    from fedforest.transport.flower.serverapp import parse_categories as run_config
+
+    specs = ["city= Lyon, Nice ", " ward=a,b"]
+    assert parse_categories(specs, "--categories", _CATEGORY_SPEC) == run_config(";".join(specs))
+    for bad, says in [("city=a,,b", "non-empty and distinct"), ("city", "is not"),
+                      ("c=a;c=b", "given twice")]:  # fmt: skip
+        with pytest.raises(ValueError, match=rf"^--categories: .*{says}"):
+            parse_categories(bad.split(";"), "--categories", _CATEGORY_SPEC)
+        with pytest.raises(ValueError, match=rf"^run config categories={bad!r}: .*{says}"):
+            run_config(bad)
