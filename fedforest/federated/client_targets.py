@@ -8,6 +8,7 @@ block of the statistics' class columns.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -37,10 +38,20 @@ __all__ = [
 def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
     """The client's ``y``: shape (n,), or (n, n_outputs) for multi-output y.
 
-    A single column ``(n, 1)`` is one output, as a 1-D array.
+    A single column ``(n, 1)`` is one output, as a 1-D array, with scikit-learn's
+    ``DataConversionWarning`` (its estimators warn so for a column-vector y).
     """
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
+        # scikit-learn only here: a ClientApp's client reads a 1-D target and never loads it.
+        from sklearn.exceptions import DataConversionWarning
+
+        warnings.warn(
+            f"Client {name!r}: a column-vector y was passed when a 1d array was expected. "
+            "Please change the shape of y to (n_samples,), for example using ravel().",
+            DataConversionWarning,
+            stacklevel=3,  # the caller of Client(...)
+        )
         y = y[:, 0]  # one output, as a column
     if y.ndim not in (1, 2) or y.shape[0] != n:
         raise ValueError(
