@@ -274,3 +274,27 @@ def test_a_missing_nullable_label_is_refused_naming_the_client() -> None:
     clients = [Client(X[k::2], labels[k::2], name=f"c{k}") for k in range(2)]
     with pytest.raises(ValueError, match=r"Client 'c1'.*NaN"):
         FedForestClassifier(n_estimators=2).fit_federated(LocalFederation(clients))
+
+
+# ------------------------------------------------------------------ fit_federated's argument
+def test_fit_federated_takes_a_list_of_clients_as_their_local_federation() -> None:
+    """A list (or tuple) of Clients was refused ("must be a fedforest Federation"): it is
+    the LocalFederation of those clients, the same forest; other arguments say what is
+    expected, and a list with something else in it names the item."""
+    X, _, labels = _data()
+
+    def clients() -> list[Client]:
+        return [Client(X[k::2], labels[k::2], name=f"c{k}") for k in range(2)]
+
+    kw: dict[str, Any] = {"n_estimators": 3, "random_state": 0}
+    federation = FedForestClassifier(**kw).fit_federated(LocalFederation(clients()))
+    for given in (clients(), tuple(clients())):
+        model = FedForestClassifier(**kw).fit_federated(given)
+        assert np.array_equal(model.predict_proba(X), federation.predict_proba(X))
+        assert list(model.clients_) == list(federation.clients_)
+    with pytest.raises(ValueError, match="LocalFederation takes Client objects; item 1 is a"):
+        FedForestClassifier(**kw).fit_federated([clients()[0], (X, labels)])
+    with pytest.raises(ValueError, match=r"Federation \(e.g. LocalFederation\) or a list of"):
+        FedForestClassifier(**kw).fit_federated(iter(clients()))
+    with pytest.raises(ValueError, match="not a dict; pass list"):
+        FedForestClassifier(**kw).fit_federated({c.name: c for c in clients()})
