@@ -81,8 +81,9 @@ def scaled(seconds: float) -> float:
 
 
 # ---------------------------------------------------------------------------- data
-def write_site_files(folder: Path, task: str = "regression") -> dict[str, Path]:
-    """Three CSV files with different row counts and shifted features."""
+def write_site_files(folder: Path, task: str = "regression", text: bool = False) -> dict[str, Path]:
+    """Three CSV files with different row counts and shifted features; ``text``: a text
+    column ``ward`` too (a categorical feature: "cardio", "neuro", "onco")."""
     rng = np.random.default_rng(0)
     paths = {}
     for k, name in enumerate(SITES):
@@ -90,6 +91,9 @@ def write_site_files(folder: Path, task: str = "regression") -> dict[str, Path]:
         X = rng.normal(size=(n, 4)) + 0.4 * k
         signal_ = 2 * X[:, 0] + np.sin(3 * X[:, 1]) + rng.normal(scale=0.2, size=n)
         frame = pd.DataFrame(X, columns=["age", "bmi", "dose", "score"])
+        if text:
+            frame["ward"] = rng.choice(["cardio", "neuro", "onco"], size=n)
+            signal_ += 1.5 * (frame["ward"] == "neuro").to_numpy()
         frame["y"] = signal_ if task == "regression" else (signal_ > 1).astype(int)
         paths[name] = folder / f"{name}.csv"
         frame.to_csv(paths[name], index=False)
@@ -520,6 +524,27 @@ def test_flower_federation_classifier_with_string_labels(tmp_path: Path) -> None
     local.fit_federated(ff.LocalFederation(local_clients(paths)))
     assert_same_forest(remote, local)
     assert list(remote.classes_) == ["sick", "well"]
+
+
+@pytest.mark.parametrize("levels", [None, {"ward": ["cardio", "neuro", "onco", "surgery"]}])
+@pytest.mark.parametrize("fresh_process", [True, False])
+def test_flower_federation_text_column_in_fresh_processes(
+    tmp_path: Path, fresh_process: bool, levels: dict[str, list[str]] | None
+) -> None:
+    """A text column under "secure", its levels declared or not: a ClientApp process per
+    message rebuilds the client from its file, whose column holds the levels, not the
+    set-up's codes; the state carries the codes (before, the server refused the first
+    Round B: "Round B's category groups count 280 rows ... Round A's ... give 85")."""
+    paths = write_site_files(tmp_path, task="classification", text=True)
+    kw: dict[str, Any] = {**PARAMS, "random_state": SEED, "categories": levels}
+    grid = MemoryGrid(paths, fresh_process=fresh_process)
+    remote = ff.FedForestClassifier(**kw)
+    remote.fit_federated(FlowerFederation(grid, min_nodes=3, poll_interval=0.001))
+    local = ff.FedForestClassifier(**kw).fit_federated(ff.LocalFederation(local_clients(paths)))
+    assert_same_forest(remote, local)
+    assert remote.categories_ == local.categories_
+    ward = list(remote.feature_names_in_).index("ward")
+    assert any((t.feature == ward).any() for t in remote.trees_)  # the text column splits
 
 
 def test_run_config_classes_declare_a_rare_label(tmp_path: Path) -> None:
@@ -973,8 +998,9 @@ def deploy(
     """
     started: list[Deployment] = []
 
-    def start(tls: bool, isolation: str = "subprocess") -> Deployment:
-        dep = Deployment(tmp_path / "deployment", tls, write_site_files(tmp_path), isolation)
+    def start(tls: bool, isolation: str = "subprocess", **data: Any) -> Deployment:
+        paths = write_site_files(tmp_path, **data)  # data: write_site_files's task and text
+        dep = Deployment(tmp_path / "deployment", tls, paths, isolation)
         started.append(dep)
         dep.start_superlink()
         for (name, path), port in zip(dep.paths.items(), dep.node_ports, strict=True):
