@@ -1054,10 +1054,15 @@ def _wait_for_line(path: Path, text: str, proc: subprocess.Popen[str], timeout: 
 
 
 def test_flower_deployment_with_tls_and_node_auth_equals_local(
-    deploy: Callable[[bool], Deployment],
+    deploy: Callable[..., Deployment],
 ) -> None:
-    dep = deploy(True)
-    run = dep.run_app(_run_config(dep, **{"round-timeout": 300.0}))
+    """A classifier on files with a text column, its labels and levels declared in the run
+    config (docs/flower.md: ``classes``, ``categories``; each with one value no file holds):
+    the deployment's forest, classes and categories are the local transport's."""
+    dep = deploy(True, task="classification", text=True)
+    declared = {"classes": "0,1,2", "categories": "ward=cardio,neuro,onco,surgery"}
+    config = {"round-timeout": 300.0, "task": "classification", **declared}
+    run = dep.run_app(_run_config(dep, **config))
     # A SuperNode whose key was not registered is turned away (and never joins the run).
     intruder = dep.root / "intruder.csv"
     intruder.write_text(dep.paths["site-a"].read_text())
@@ -1069,10 +1074,19 @@ def test_flower_deployment_with_tls_and_node_auth_equals_local(
     model_path = dep.root / "model.ffm"
     assert model_path.exists(), f"no model written\n{output}\n{dep.logs()}"
     remote = ff.load(model_path)
-    local = ff.FedForestRegressor(**PARAMS, random_state=SEED)
+    levels = {"ward": ["cardio", "neuro", "onco", "surgery"]}
+    local = ff.FedForestClassifier(
+        **PARAMS, random_state=SEED, classes=[0, 1, 2], categories=levels
+    )
     local.fit_federated(ff.LocalFederation(local_clients(dep.paths)))
     assert_same_forest(remote, local)
     assert remote.communication_.to_dict() == local.communication_.to_dict()
+    assert remote.classes_.tolist() == local.classes_.tolist() == [0, 1, 2]  # typed as the files
+    assert remote.classes_.dtype == local.classes_.dtype and remote.classes_.dtype.kind == "i"
+    assert remote.categories_ == local.categories_
+    assert remote.categories_[list(remote.feature_names_in_).index("ward")][:4] == levels["ward"]
+    rows = pd.read_csv(dep.paths["site-b"]).drop(columns="y")
+    assert np.array_equal(remote.predict_proba(rows), local.predict_proba(rows))
     metrics = json.loads((dep.root / "metrics.json").read_text())
     assert metrics["clients"] == list(SITES) and metrics["dropped_clients"] == []
     assert len(metrics["round_seconds"]) == remote.communication_.rounds
