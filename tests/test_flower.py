@@ -547,6 +547,20 @@ def test_flower_federation_text_column_in_fresh_processes(
     assert any((t.feature == ward).any() for t in remote.trees_)  # the text column splits
 
 
+def test_flower_federation_split_on_client_in_fresh_processes(site_files: dict[str, Path]) -> None:
+    """split_on_client reads each client's index (set by the set-up) as a last column; a
+    ClientApp process per message rebuilt the client with -1 there, and the forest was not
+    the local one (tree 3's features) before the state carried the index."""
+    kw: dict[str, Any] = {**PARAMS, "random_state": SEED, "split_on_client": True}
+    kw["privacy"] = "none"  # split_on_client is refused under "secure"
+    grid = MemoryGrid(site_files, fresh_process=True)
+    remote = ff.FedForestRegressor(**kw)
+    remote.fit_federated(FlowerFederation(grid, min_nodes=3, poll_interval=0.001))
+    local = ff.FedForestRegressor(**kw).fit_federated(ff.LocalFederation(local_clients(site_files)))
+    assert_same_forest(remote, local)
+    assert any((t.feature == remote.n_features_in_).any() for t in remote.trees_)  # H splits
+
+
 def test_run_config_classes_declare_a_rare_label(tmp_path: Path) -> None:
     """Under "secure" a label one row holds stops the fit, and the error names the run
     config's classes key; declared there, the deployment grows the local forest."""

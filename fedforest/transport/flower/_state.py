@@ -60,6 +60,8 @@ def save_state(client: Client, state: RecordDict, seq: int) -> None:
         # The column order the handshake settled on (the file's may differ).
         "feature_names": client.feature_names,
         "categorical": categorical,
+        # Its index among the clients (the set-up's; X's last column H under split_on_client).
+        "client_index": float(client.Xt[-1, 0]) if client.n_samples else -1.0,
         "tree": tree,
         "layout": layout,
     }
@@ -89,6 +91,7 @@ def load_state(client: Client, state: RecordDict) -> int:
         client.align_columns(meta["feature_names"])
     buffer = state.array_records[STATE_ARRAYS]["packed"].numpy()
     arrays = unpack_arrays(meta["layout"], buffer, "the SuperNode state")
+    client.Xt[-1] = float(meta.get("client_index", -1.0))
     categorical = meta.get("categorical") or []
     if categorical:
         coded = arrays.get(CATEGORICAL)
