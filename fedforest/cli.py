@@ -212,6 +212,14 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add("--privacy", choices=("secure", "dp", "none"), default="secure", help="privacy level")
     add("--epsilon", type=float, default=None, help="privacy budget under --privacy dp")
     add(
+        "--min-aggregate-rows",
+        type=int_at_least(1),
+        default=None,
+        metavar="M",
+        help="fewest rows behind any sum the server sees under --privacy secure/dp "
+        "(default max(10, 2 * --min-samples-leaf); below 10 warns)",
+    )
+    add(
         "--classes",
         default=None,
         metavar="LABEL,LABEL,...",
@@ -228,6 +236,10 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add("--seed", type=int_at_least(0), default=0, help="random_state of the forest")
     add("--out", type=Path, required=True, help="model file to write (.ffm)")
     train.set_defaults(handler=_run_train, command_parser=train)
+
+
+#: How ``--categories`` is written (in its errors).
+_CATEGORY_SPEC = "COLUMN=LEVEL,LEVEL,... (one --categories per column)"
 
 
 def _declared(
@@ -264,16 +276,15 @@ def _declared(
             classes = as_y
         declared["classes"] = classes
     if args.categories:
-        categories: dict[str, list[str]] = {}
-        for spec in args.categories:
-            column, sep, levels = spec.partition("=")
-            if not sep or not column or not levels:
-                parser.error(f"--categories expects COLUMN=LEVEL,LEVEL,..., got {spec!r}")
+        from fedforest.federated.domains import parse_categories  # the run config's parser
+
+        try:
+            categories = parse_categories(args.categories, "--categories", _CATEGORY_SPEC)
+        except ValueError as exc:
+            parser.error(str(exc))
+        for column in categories:
             if column not in columns:
-                parser.error(f"--categories {spec!r}: no feature column {column!r}")
-            if column in categories:
-                parser.error(f"--categories: column {column!r} is given twice")
-            categories[column] = [level.strip() for level in levels.split(",")]
+                parser.error(f"--categories: no feature column {column!r}; columns: {columns}")
         declared["categories"] = categories
     return declared
 
@@ -348,6 +359,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         min_samples_leaf=args.min_samples_leaf,
         privacy=args.privacy,
         epsilon=args.epsilon,
+        min_aggregate_rows=args.min_aggregate_rows,
         oob_score=True,
         random_state=args.seed,
         verbose=1,

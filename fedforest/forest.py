@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from numbers import Integral, Real
@@ -327,7 +327,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             raise
         return self
 
-    def fit_federated(self, federation: Federation) -> Any:
+    def fit_federated(self, federation: Federation | Sequence[Client]) -> Any:
         """Train through a federation of clients that keep their own rows.
 
         The handshake checks that the clients agree on their columns; a mismatch, like any
@@ -336,8 +336,9 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
 
         Parameters
         ----------
-        federation : Federation
-            E.g. ``LocalFederation([Client(X_k, y_k, name=...), ...])``.
+        federation : Federation or sequence of Client
+            E.g. ``LocalFederation([Client(X_k, y_k, name=...), ...])``; a list (or tuple)
+            of ``Client`` objects is ``LocalFederation(clients, n_jobs=n_jobs)``.
 
         Returns
         -------
@@ -358,10 +359,13 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                     "place; under fit_federated they stay on the clients, which return only "
                     "sums (accuracy or R^2 with oob_score=True). Use fit(...) to simulate."
                 )
+            if isinstance(federation, (Sequence, Mapping)) and not isinstance(federation, str):
+                # Clients in this process (LocalFederation's checks name a wrong item).
+                federation = LocalFederation(federation, n_jobs=self.n_jobs)
             if not isinstance(federation, Federation):
                 raise ValueError(
-                    "federation must be a fedforest Federation (e.g. LocalFederation), got "
-                    f"{type(federation).__name__}."
+                    "federation must be a fedforest Federation (e.g. LocalFederation) or a "
+                    f"list of fedforest.Client, got {type(federation).__name__}."
                 )
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
             self._label_codes = self._fit_categories = None  # the clients' own labels

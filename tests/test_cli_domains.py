@@ -72,8 +72,11 @@ def test_dp_trains_from_files_once_labels_and_levels_are_declared(tmp_path, caps
         (["--classes", "0,1,1"], "labels must be non-empty and distinct"),
         (["--classes", "0,1.5"], "every label must be one of that type"),
         (["--categories", "town=Lyon"], "no feature column 'town'"),
-        (["--categories", "city"], "--categories expects COLUMN=LEVEL,LEVEL,..."),
-        (["--categories", "city=Lyon", "--categories", "city=Nice"], "given twice"),
+        (["--categories", "city"], "--categories: 'city' is not COLUMN=LEVEL,LEVEL,..."),
+        (["--categories", "city=Lyon", "--categories", " city =Nice"], "given twice"),
+        # As the Flower run config's categories (one parser): levels non-empty and distinct.
+        (["--categories", "city=Lyon,,Nice"], "levels of column 'city' must be non-empty and"),
+        (["--categories", "city=Lyon, Lyon"], "levels of column 'city' must be non-empty and"),
     ],
 )
 def test_declaration_errors_are_usage_errors(tmp_path, capsys, extra, message) -> None:
@@ -111,3 +114,51 @@ def test_a_boolean_target_takes_its_words_or_numbers(tmp_path, capsys, declared)
     with pytest.raises(SystemExit):
         main(_argv(tmp_path, paths, *dp, "--classes", "yes,no"))
     assert "every label must be one of that type" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+def test_min_aggregate_rows_is_an_option_validated_as_the_estimators(tmp_path, capsys) -> None:
+    """``--min-aggregate-rows`` reaches the estimator: m = 1 names the one-row label at the
+    handshake (so the fit goes on without --classes), warning as the estimator does below
+    10; below 1 it is a usage error naming the option (as scikit-learn's constraint)."""
+    paths = _sites(tmp_path)
+    with pytest.warns(UserWarning, match=r"min_aggregate_rows=1 is below 10: under privacy="):
+        assert main(_argv(tmp_path, paths, "--min-aggregate-rows", "1")) == 0
+    model = ff.load(tmp_path / "m.ffm")
+    assert model.min_aggregate_rows == 1 and model.classes_.tolist() == [0, 1, 2]
+    python = ff.FedForestClassifier(
+        n_estimators=4, max_depth=8, min_samples_leaf=5, min_aggregate_rows=1, random_state=0
+    )
+    clients = []
+    for name, path in zip("ab", paths, strict=True):
+        frame = pd.read_csv(path)
+        clients.append(ff.Client(frame.drop(columns="y"), frame["y"].to_numpy(), name=name))
+    with pytest.warns(UserWarning, match="min_aggregate_rows=1 is below 10"):
+        python.fit_federated(ff.LocalFederation(clients))
+    rows = pd.read_csv(paths[1]).drop(columns="y")
+    assert np.array_equal(model.predict_proba(rows), python.predict_proba(rows))
+    assert main(_argv(tmp_path, paths, "--classes", "0,1,2", "--min-aggregate-rows", "30")) == 0
+    assert ff.load(tmp_path / "m.ffm").min_aggregate_rows == 30
+    for bad in ("0", "-3", "2.5"):
+        with pytest.raises(SystemExit) as info:
+            main(_argv(tmp_path, paths, "--min-aggregate-rows", bad))
+        assert info.value.code == 2
+        assert "argument --min-aggregate-rows: " in capsys.readouterr().err
+
+
+def test_the_command_line_and_the_run_config_parse_categories_alike() -> None:
+    """One parser (``domains.parse_categories``): the same levels, the same refusals, each
+    naming its own option or key."""
+    pytest.importorskip("flwr")
+    from fedforest.cli import _CATEGORY_SPEC
+    from fedforest.federated.domains import parse_categories
+    from fedforest.transport.flower.serverapp import parse_categories as run_config
+
+    specs = ["city= Lyon, Nice ", " ward=a,b"]
+    assert parse_categories(specs, "--categories", _CATEGORY_SPEC) == run_config(";".join(specs))
+    for bad, says in [("city=a,,b", "non-empty and distinct"), ("city", "is not"),
+                      ("c=a;c=b", "given twice")]:  # fmt: skip
+        with pytest.raises(ValueError, match=rf"^--categories: .*{says}"):
+            parse_categories(bad.split(";"), "--categories", _CATEGORY_SPEC)
+        with pytest.raises(ValueError, match=rf"^run config categories={bad!r}: .*{says}"):
+            run_config(bad)

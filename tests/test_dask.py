@@ -267,6 +267,60 @@ def test_dp_classification_with_declared_classes(dask_client: Client) -> None:
                                classes=["sick"]).fit(dX, dy)  # fmt: skip
 
 
+def test_declared_labels_are_coded_by_distinct_value_not_row_by_row() -> None:
+    """A worker codes its partition into the declared classes with one lookup per distinct
+    label (pandas' factorize codes the rows): counted by the profiler's calls of a dict's
+    ``get``, which were one a row (10,000 here) before; the codes are the dict's."""
+    from fedforest.transport.dask._estimators import _encode_declared
+
+    rng = np.random.default_rng(0)
+    labels = np.array(["sick", "well", "unsure"], dtype=object)[rng.integers(0, 3, 10_000)]
+    part = pd.Series(labels, index=np.arange(10_000) + 7, name="y")
+    classes = np.asarray(["sick", "unseen", "unsure", "well"])
+    gets = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal gets
+        gets += (
+            event == "c_call"
+            and getattr(arg, "__name__", "") == "get"
+            and isinstance(getattr(arg, "__self__", None), dict)
+        )
+
+    sys.setprofile(count)
+    try:
+        codes = _encode_declared(part, classes)
+    finally:
+        sys.setprofile(None)
+    assert gets <= 3, gets
+    index = {label: k for k, label in enumerate(classes.tolist())}
+    assert codes.tolist() == [index[v] for v in labels.tolist()]
+    assert codes.index.equals(part.index) and codes.name == "y"
+    # Python's equality, as the dict's: 1.0 and True are the label 1; NaN is no label.
+    numbers = np.array([1.0, 0.0, True, 2, np.nan], dtype=object)
+    with pytest.raises(ValueError, match=r"^2 row\(s\) of y hold a label that classes does"):
+        _encode_declared(numbers, np.asarray([0, 1]))
+    assert _encode_declared(numbers[:3], np.asarray([0, 1])).tolist() == [1, 0, 1]
+
+
+def test_declared_labels_on_a_cluster_equal_the_rows_in_memory(dask_client: Client) -> None:
+    """Integer labels declared as integers, coded on the workers (partitions of unequal
+    labels): the forest and classes of the rows in memory; a label outside them is refused
+    by its count of rows, never by its value."""
+    X, _, _ = frame(6, n=600)
+    y = pd.Series(np.digitize(X["age"], [-0.5, 0.5]) * 10, name="y")  # 0, 10, 20
+    dX, dy = dd.from_pandas(X, npartitions=3), dd.from_pandas(y, npartitions=3)
+    params = {**PARAMS, "random_state": 2, "classes": [20, 0, 10, 30]}
+    remote = ff.FedForestClassifier(**params).fit(dX, dy)
+    memory = ff.FedForestClassifier(**params).fit(X, y, client_ids=np.repeat(["0", "1", "2"], 200))
+    assert_same_forest(remote, memory)
+    assert remote.classes_.tolist() == memory.classes_.tolist() == [0, 10, 20, 30]
+    y[[5, 6, 7]] = 7  # three rows of the first partition
+    with pytest.raises(ValueError, match=r"^3 row\(s\) of y hold a label") as refused:
+        ff.FedForestClassifier(**params).fit(dX, dd.from_pandas(y, npartitions=3))
+    assert "7" not in str(refused.value)
+
+
 def test_factories_run_on_the_workers_they_name(dask_client: Client) -> None:
     X, y, site = frame(2)
     workers = sorted(dask_client.scheduler_info()["workers"])

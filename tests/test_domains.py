@@ -8,6 +8,7 @@ levels a client holds in ``min_aggregate_rows`` rows (the others count as missin
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import Any
 
@@ -172,7 +173,9 @@ def test_a_label_rare_at_one_client_is_a_class_where_another_names_it() -> None:
     assert np.mean(model.predict(X[h == 2]) == labels[h == 2]) > 0.9
 
 
-def test_an_unnamed_label_is_declared_or_its_client_dropped() -> None:
+def test_an_unnamed_label_is_declared_or_its_client_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     X, labels, h = _labelled()
 
     def clients() -> list[ff.Client]:
@@ -186,9 +189,21 @@ def test_an_unnamed_label_is_declared_or_its_client_dropped() -> None:
     # on_client_failure="drop": refused data, as a label outside declared classes is: the
     # client is dropped (with the same text in the warning) and the others fit.
     model = ff.FedForestClassifier(n_estimators=2, random_state=0, on_client_failure="drop")
-    model.fit_federated(ff.LocalFederation(clients()))
+    with caplog.at_level(logging.WARNING, logger="fedforest.federated.failure"):
+        model.fit_federated(ff.LocalFederation(clients()))
     assert [name for name, _ in model.dropped_clients_] == ["c1"]
     assert list(model.classes_) == ["hi", "lo", "mid"]
+    # The warning says who, when, why and how to keep the client (declare the labels),
+    # in sentences (it read "...multi-output y).. on_client_failure=..." before); the model
+    # keeps who and when (dropped_clients_, saved with it), the why is the warning's.
+    (said,) = [
+        r.getMessage() for r in caplog.records if "on_client_failure='drop'" in r.getMessage()
+    ]
+    round_index = model.dropped_clients_[0][1]
+    assert said.startswith(f"Client 'c1' failed in round {round_index} (")
+    assert "not in the federation's class list" in said and "classes=[...]" in said
+    assert "zq7" not in said and "multi-output y). on_client_failure=" in said
+    assert said.endswith("training goes on without 'c1', with 3 client(s).")
     # No client holds any label in m rows: refused at the server, saying how to declare.
     few = [ff.Client(X[h == k][:8], labels[h == k][:8], name=f"c{k}") for k in range(4)]
     with pytest.raises(ValueError, match=r"No client holds any class label.*classes=\["):

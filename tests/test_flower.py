@@ -81,8 +81,9 @@ def scaled(seconds: float) -> float:
 
 
 # ---------------------------------------------------------------------------- data
-def write_site_files(folder: Path, task: str = "regression") -> dict[str, Path]:
-    """Three CSV files with different row counts and shifted features."""
+def write_site_files(folder: Path, task: str = "regression", text: bool = False) -> dict[str, Path]:
+    """Three CSV files with different row counts and shifted features; ``text``: a text
+    column ``ward`` too (a categorical feature: "cardio", "neuro", "onco")."""
     rng = np.random.default_rng(0)
     paths = {}
     for k, name in enumerate(SITES):
@@ -90,6 +91,9 @@ def write_site_files(folder: Path, task: str = "regression") -> dict[str, Path]:
         X = rng.normal(size=(n, 4)) + 0.4 * k
         signal_ = 2 * X[:, 0] + np.sin(3 * X[:, 1]) + rng.normal(scale=0.2, size=n)
         frame = pd.DataFrame(X, columns=["age", "bmi", "dose", "score"])
+        if text:
+            frame["ward"] = rng.choice(["cardio", "neuro", "onco"], size=n)
+            signal_ += 1.5 * (frame["ward"] == "neuro").to_numpy()
         frame["y"] = signal_ if task == "regression" else (signal_ > 1).astype(int)
         paths[name] = folder / f"{name}.csv"
         frame.to_csv(paths[name], index=False)
@@ -520,6 +524,41 @@ def test_flower_federation_classifier_with_string_labels(tmp_path: Path) -> None
     local.fit_federated(ff.LocalFederation(local_clients(paths)))
     assert_same_forest(remote, local)
     assert list(remote.classes_) == ["sick", "well"]
+
+
+@pytest.mark.parametrize("levels", [None, {"ward": ["cardio", "neuro", "onco", "surgery"]}])
+@pytest.mark.parametrize("fresh_process", [True, False])
+def test_flower_federation_text_column_in_fresh_processes(
+    tmp_path: Path, fresh_process: bool, levels: dict[str, list[str]] | None
+) -> None:
+    """A text column under "secure", its levels declared or not: a ClientApp process per
+    message rebuilds the client from its file, whose column holds the levels, not the
+    set-up's codes; the state carries the codes (before, the server refused the first
+    Round B: "Round B's category groups count 280 rows ... Round A's ... give 85")."""
+    paths = write_site_files(tmp_path, task="classification", text=True)
+    kw: dict[str, Any] = {**PARAMS, "random_state": SEED, "categories": levels}
+    grid = MemoryGrid(paths, fresh_process=fresh_process)
+    remote = ff.FedForestClassifier(**kw)
+    remote.fit_federated(FlowerFederation(grid, min_nodes=3, poll_interval=0.001))
+    local = ff.FedForestClassifier(**kw).fit_federated(ff.LocalFederation(local_clients(paths)))
+    assert_same_forest(remote, local)
+    assert remote.categories_ == local.categories_
+    ward = list(remote.feature_names_in_).index("ward")
+    assert any((t.feature == ward).any() for t in remote.trees_)  # the text column splits
+
+
+def test_flower_federation_split_on_client_in_fresh_processes(site_files: dict[str, Path]) -> None:
+    """split_on_client reads each client's index (set by the set-up) as a last column; a
+    ClientApp process per message rebuilt the client with -1 there, and the forest was not
+    the local one (tree 3's features) before the state carried the index."""
+    kw: dict[str, Any] = {**PARAMS, "random_state": SEED, "split_on_client": True}
+    kw["privacy"] = "none"  # split_on_client is refused under "secure"
+    grid = MemoryGrid(site_files, fresh_process=True)
+    remote = ff.FedForestRegressor(**kw)
+    remote.fit_federated(FlowerFederation(grid, min_nodes=3, poll_interval=0.001))
+    local = ff.FedForestRegressor(**kw).fit_federated(ff.LocalFederation(local_clients(site_files)))
+    assert_same_forest(remote, local)
+    assert any((t.feature == remote.n_features_in_).any() for t in remote.trees_)  # H splits
 
 
 def test_run_config_classes_declare_a_rare_label(tmp_path: Path) -> None:
@@ -973,8 +1012,9 @@ def deploy(
     """
     started: list[Deployment] = []
 
-    def start(tls: bool, isolation: str = "subprocess") -> Deployment:
-        dep = Deployment(tmp_path / "deployment", tls, write_site_files(tmp_path), isolation)
+    def start(tls: bool, isolation: str = "subprocess", **data: Any) -> Deployment:
+        paths = write_site_files(tmp_path, **data)  # data: write_site_files's task and text
+        dep = Deployment(tmp_path / "deployment", tls, paths, isolation)
         started.append(dep)
         dep.start_superlink()
         for (name, path), port in zip(dep.paths.items(), dep.node_ports, strict=True):
@@ -1028,10 +1068,15 @@ def _wait_for_line(path: Path, text: str, proc: subprocess.Popen[str], timeout: 
 
 
 def test_flower_deployment_with_tls_and_node_auth_equals_local(
-    deploy: Callable[[bool], Deployment],
+    deploy: Callable[..., Deployment],
 ) -> None:
-    dep = deploy(True)
-    run = dep.run_app(_run_config(dep, **{"round-timeout": 300.0}))
+    """A classifier on files with a text column, its labels and levels declared in the run
+    config (docs/flower.md: ``classes``, ``categories``; each with one value no file holds):
+    the deployment's forest, classes and categories are the local transport's."""
+    dep = deploy(True, task="classification", text=True)
+    declared = {"classes": "0,1,2", "categories": "ward=cardio,neuro,onco,surgery"}
+    config = {"round-timeout": 300.0, "task": "classification", **declared}
+    run = dep.run_app(_run_config(dep, **config))
     # A SuperNode whose key was not registered is turned away (and never joins the run).
     intruder = dep.root / "intruder.csv"
     intruder.write_text(dep.paths["site-a"].read_text())
@@ -1043,10 +1088,19 @@ def test_flower_deployment_with_tls_and_node_auth_equals_local(
     model_path = dep.root / "model.ffm"
     assert model_path.exists(), f"no model written\n{output}\n{dep.logs()}"
     remote = ff.load(model_path)
-    local = ff.FedForestRegressor(**PARAMS, random_state=SEED)
+    levels = {"ward": ["cardio", "neuro", "onco", "surgery"]}
+    local = ff.FedForestClassifier(
+        **PARAMS, random_state=SEED, classes=[0, 1, 2], categories=levels
+    )
     local.fit_federated(ff.LocalFederation(local_clients(dep.paths)))
     assert_same_forest(remote, local)
     assert remote.communication_.to_dict() == local.communication_.to_dict()
+    assert remote.classes_.tolist() == local.classes_.tolist() == [0, 1, 2]  # typed as the files
+    assert remote.classes_.dtype == local.classes_.dtype and remote.classes_.dtype.kind == "i"
+    assert remote.categories_ == local.categories_
+    assert remote.categories_[list(remote.feature_names_in_).index("ward")][:4] == levels["ward"]
+    rows = pd.read_csv(dep.paths["site-b"]).drop(columns="y")
+    assert np.array_equal(remote.predict_proba(rows), local.predict_proba(rows))
     metrics = json.loads((dep.root / "metrics.json").read_text())
     assert metrics["clients"] == list(SITES) and metrics["dropped_clients"] == []
     assert len(metrics["round_seconds"]) == remote.communication_.rounds

@@ -404,8 +404,9 @@ def test_clients_with_different_column_names(cls: type[Estimator]) -> None:
 def test_fit_federated_refuses_other_objects() -> None:
     X, y = regression_data()
     est = small(FedForestRegressor)
+    # (A list of Clients is their LocalFederation: tests/test_user_inputs.py.)
     with pytest.raises(ValueError, match="federation must be a fedforest Federation"):
-        est.fit_federated([Client(X, y, "a")])  # type: ignore[arg-type]
+        est.fit_federated(Client(X, y, "a"))  # type: ignore[arg-type]
     assert_unfitted(est)
 
 

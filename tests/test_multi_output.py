@@ -7,6 +7,8 @@ outputs' squared-error decreases, leaves predicting each output's mean. Under
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from sklearn.datasets import make_friedman1
@@ -130,6 +132,29 @@ def test_one_column_is_one_output_with_scikit_learns_warning() -> None:
     with pytest.warns(DataConversionWarning):
         model = ff.FedForestRegressor(n_estimators=3, privacy="none").fit(X, Y[:, :1])
     assert model.n_outputs_ == 1 and model.predict(X).shape == (300,)
+
+
+def test_a_clients_column_vector_y_warns_as_scikit_learn_and_is_one_output() -> None:
+    """``Client(X, y)`` with y of shape (n, 1) warns scikit-learn's DataConversionWarning,
+    naming the client (it ravelled silently before), once per client; ``fit`` warns once
+    (scikit-learn's own), not again for the clients it makes; the forests are those of 1-D y."""
+    X, Y = _data(300, 7)
+    y = (Y[:, 0] > 0).astype(int)
+    with pytest.warns(DataConversionWarning, match=r"^Client '[ab]': a column-vector y") as caught:
+        column = [ff.Client(X[i::2], y[i::2, None], name=n) for i, n in enumerate("ab")]
+    assert [str(w.message)[:10] for w in caught if w.category is DataConversionWarning] == [
+        "Client 'a'",
+        "Client 'b'",
+    ]
+    assert caught[0].filename == __file__  # points at the caller of Client(...)
+    flat = [ff.Client(X[i::2], y[i::2], name=n) for i, n in enumerate("ab")]
+    kw: dict[str, Any] = {"n_estimators": 3, "random_state": 0}
+    a = ff.FedForestClassifier(**kw).fit_federated(ff.LocalFederation(column))
+    b = ff.FedForestClassifier(**kw).fit_federated(ff.LocalFederation(flat))
+    assert a.n_outputs_ == 1 and np.array_equal(a.predict_proba(X), b.predict_proba(X))
+    with pytest.warns(DataConversionWarning) as caught:
+        ff.FedForestClassifier(**kw).fit(X, y[:, None], client_ids=np.arange(300) % 2)
+    assert len([w for w in caught if w.category is DataConversionWarning]) == 1
 
 
 def test_what_multi_output_cannot_do_is_refused_saying_why() -> None:

@@ -242,3 +242,59 @@ def test_max_features_above_the_features_is_refused(privacy: str) -> None:
     with pytest.raises(ValueError, match=r"max_features must be in \(0, n_features\]"):
         model.fit_federated(LocalFederation(clients))
     assert len(model.set_params(max_features=3).fit(X, y).trees_) == 2
+
+
+# ------------------------------------------------------------------ nullable labels
+@pytest.mark.parametrize("dtype", ["Int64", "Int8", "UInt8", "boolean", "Float64", "bool", "int64"])
+@pytest.mark.parametrize("privacy", PRIVACY)
+def test_nullable_labels_give_scikit_learns_classes_in_both_paths(dtype: str, privacy: str) -> None:
+    """pandas' nullable Int64 / boolean labels: scikit-learn's forest reads them as floats;
+    ``fit`` did too, but a ``Client`` kept them int (bool), so ``fit_federated`` gave other
+    ``classes_`` for the same y. The oracle is scikit-learn's RandomForestClassifier."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y, _ = _data()
+    labels = pd.Series((y > 0).astype(int)).astype(dtype)
+    expected = RandomForestClassifier(n_estimators=2).fit(X, labels).classes_
+    kw: dict[str, Any] = {"n_estimators": 2, "privacy": privacy, "random_state": 0}
+    fit = FedForestClassifier(**kw).fit(X, labels, client_ids=np.arange(200) % 2)
+    clients = [Client(X[k::2], labels[k::2], name=str(k)) for k in range(2)]  # fit's names
+    federated = FedForestClassifier(**kw).fit_federated(LocalFederation(clients))
+    for model in (fit, federated):
+        assert model.classes_.dtype == expected.dtype, (model, dtype)
+        assert model.classes_.tolist() == expected.tolist()
+    if privacy == "none":  # under "secure" fit's clients hold codes, which seed bootstraps
+        assert np.array_equal(fit.predict_proba(X), federated.predict_proba(X))
+
+
+def test_a_missing_nullable_label_is_refused_naming_the_client() -> None:
+    X, y, _ = _data()
+    labels = pd.Series((y > 0).astype(int)).astype("Int64")
+    labels[5] = pd.NA
+    clients = [Client(X[k::2], labels[k::2], name=f"c{k}") for k in range(2)]
+    with pytest.raises(ValueError, match=r"Client 'c1'.*NaN"):
+        FedForestClassifier(n_estimators=2).fit_federated(LocalFederation(clients))
+
+
+# ------------------------------------------------------------------ fit_federated's argument
+def test_fit_federated_takes_a_list_of_clients_as_their_local_federation() -> None:
+    """A list (or tuple) of Clients was refused ("must be a fedforest Federation"): it is
+    the LocalFederation of those clients, the same forest; other arguments say what is
+    expected, and a list with something else in it names the item."""
+    X, _, labels = _data()
+
+    def clients() -> list[Client]:
+        return [Client(X[k::2], labels[k::2], name=f"c{k}") for k in range(2)]
+
+    kw: dict[str, Any] = {"n_estimators": 3, "random_state": 0}
+    federation = FedForestClassifier(**kw).fit_federated(LocalFederation(clients()))
+    for given in (clients(), tuple(clients())):
+        model = FedForestClassifier(**kw).fit_federated(given)
+        assert np.array_equal(model.predict_proba(X), federation.predict_proba(X))
+        assert list(model.clients_) == list(federation.clients_)
+    with pytest.raises(ValueError, match="LocalFederation takes Client objects; item 1 is a"):
+        FedForestClassifier(**kw).fit_federated([clients()[0], (X, labels)])
+    with pytest.raises(ValueError, match=r"Federation \(e.g. LocalFederation\) or a list of"):
+        FedForestClassifier(**kw).fit_federated(iter(clients()))
+    with pytest.raises(ValueError, match="not a dict; pass list"):
+        FedForestClassifier(**kw).fit_federated({c.name: c for c in clients()})

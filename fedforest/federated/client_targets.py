@@ -8,6 +8,7 @@ block of the statistics' class columns.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -38,10 +39,20 @@ __all__ = [
 def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
     """The client's ``y``: shape (n,), or (n, n_outputs) for multi-output y.
 
-    A single column ``(n, 1)`` is one output, as a 1-D array.
+    A single column ``(n, 1)`` is one output, as a 1-D array, with scikit-learn's
+    ``DataConversionWarning`` (its estimators warn so for a column-vector y).
     """
-    y = np.asarray(y)
+    y = _as_scikit_learn_reads(y)
     if y.ndim == 2 and y.shape[1] == 1:
+        # scikit-learn only here: a ClientApp's client reads a 1-D target and never loads it.
+        from sklearn.exceptions import DataConversionWarning
+
+        warnings.warn(
+            f"Client {name!r}: a column-vector y was passed when a 1d array was expected. "
+            "Please change the shape of y to (n_samples,), for example using ravel().",
+            DataConversionWarning,
+            stacklevel=3,  # the caller of Client(...)
+        )
         y = y[:, 0]  # one output, as a column
     if y.ndim not in (1, 2) or y.shape[0] != n:
         raise ValueError(
@@ -51,6 +62,28 @@ def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
     if y.ndim == 2 and y.shape[1] == 0:
         raise ValueError(f"Client {name!r}: y has no columns.")
     return y
+
+
+def _as_scikit_learn_reads(y: ArrayLike) -> NDArray[Any]:
+    """``y`` as an array, pandas' nullable columns read as scikit-learn reads them.
+
+    A Series or DataFrame holding an ``Int*``, ``UInt*``, ``boolean`` or ``Float*`` column
+    is float64, ``pd.NA`` NaN (so ``classes_`` are floats under ``fit_federated`` as under
+    ``fit`` and scikit-learn's forests). Duck-typed: no pandas import here.
+    """
+    dtypes = getattr(y, "dtypes", None)
+    if dtypes is None or not hasattr(y, "to_numpy"):
+        return np.asarray(y)
+    columns = [dtypes] if getattr(y, "ndim", 1) == 1 else list(dtypes)
+    nullable = any(
+        not isinstance(d, np.dtype)
+        and getattr(d, "kind", None) in ("i", "u", "b", "f")
+        and type(d).__name__ != "SparseDtype"  # scikit-learn makes sparse columns dense later
+        for d in columns
+    )
+    if not nullable:
+        return np.asarray(y)
+    return np.asarray(y.to_numpy(dtype=np.float64, na_value=np.nan))
 
 
 #: The largest regression target (in absolute value): the splits come from sums of squared

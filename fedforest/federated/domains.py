@@ -33,6 +33,7 @@ from .categorical import MISSING_CATEGORY, encode, is_missing, sort_categories
 
 __all__ = [
     "declaration_hint",
+    "parse_categories",
     "check_declared_labels",
     "column_index",
     "declared_by_request",
@@ -53,6 +54,33 @@ def declaration_hint(message: str, spelled: dict[str, str], where: str, see: str
     if not said:
         return message
     return f"{message} ({where}: {' and '.join(said)}{f'; {see}' if see else ''})"
+
+
+def parse_categories(specs: Sequence[str], where: str, how: str) -> dict[str, list[str]]:
+    """Declared levels written as text: one ``"COLUMN=LEVEL,LEVEL,..."`` per spec.
+
+    The one parser of the command line's ``--categories`` (one spec per option) and the
+    Flower run config's ``categories`` (its specs joined by ``;``). Columns and levels are
+    stripped and stay text, as ``read_csv`` reads a text column. A spec without a column
+    or levels, a column given twice, an empty or repeated level raise ``ValueError``
+    starting with ``where`` (the option or key as the user gave it) and saying ``how`` it
+    is written.
+    """
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        column, sep, levels = (part.strip() for part in spec.partition("="))
+        if not sep or not column or not levels:
+            raise ValueError(f"{where}: {spec.strip()!r} is not {how}.")
+        if column in out:
+            raise ValueError(f"{where}: column {column!r} is given twice.")
+        listed = [level.strip() for level in levels.split(",")]
+        if "" in listed or len(set(listed)) != len(listed):
+            raise ValueError(
+                f"{where}: the levels of column {column!r} must be non-empty and distinct "
+                f"(got {levels!r})."
+            )
+        out[column] = listed
+    return out
 
 
 def dtype_levels(X: Any, columns: Sequence[int]) -> dict[int, list[Any]]:

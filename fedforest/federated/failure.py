@@ -69,9 +69,11 @@ class DropFailedClients(Federation):
     def drop(self, failure: ClientFailure) -> None:
         """Drop the clients ``failure`` names (they died, timed out or sent invalid replies)."""
         self.dropped.extend((name, failure.round_index) for name in failure.failed)
+        said = str(failure)
         logger.warning(
-            "%s. on_client_failure='drop': training goes on without %s, with %d client(s).",
-            failure,
+            "%s%s on_client_failure='drop': training goes on without %s, with %d client(s).",
+            said,
+            "" if said.endswith(".") else ".",  # a cause's message ends with one already
             ", ".join(map(repr, failure.failed)),
             len(failure.replies),
         )

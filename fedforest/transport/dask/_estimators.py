@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ..._inputs import _declared_classes
+from ..._inputs import _declared_classes, codes_into
 from ._collections import PARTITIONS_AS, is_dask_collection, row_blocks
 from .federation import DaskFederation
 
@@ -132,9 +132,7 @@ def _encode_declared(part: Any, classes: NDArray[Any]) -> Any:
 
     A label outside them is a ``ValueError`` that names how many rows, not the label.
     """
-    index = {label: k for k, label in enumerate(classes.tolist())}
-    values = np.asarray(part).tolist()
-    codes = np.array([index.get(v, -1) for v in values], dtype=np.int64)
+    codes = codes_into(np.asarray(part), classes.tolist())
     if (codes < 0).any():
         raise ValueError(
             f"{int((codes < 0).sum())} row(s) of y hold a label that classes does not declare; "

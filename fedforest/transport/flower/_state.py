@@ -7,6 +7,10 @@ slots, the sampled features, the fine codes of its values) is written to the run
 ``Context.state`` after each message and read back before the next one. The data
 itself is not: the ClientApp reads its file again.
 
+The categorical columns travel as the set-up coded them (into the federation's lists of
+levels; the file read again holds the levels themselves: before, a client rebuilt for a
+later message summed other rows per category, and the server refused the round).
+
 The client's column order travels too: when the clients' files have the same columns in
 different orders, the handshake puts each in the federation's order, and the client
 rebuilt from its file for the next message is put in it again.
@@ -37,6 +41,8 @@ __all__ = ["clear_state", "load_state", "save_state", "state_seq"]
 
 STATE_CONFIG = "fedforest.client"
 STATE_ARRAYS = "fedforest.client.arrays"
+#: The categorical columns as the set-up coded them (the fields' arrays are "a0", "a1", ...).
+CATEGORICAL = "categorical"
 _FIELDS = ("_fit", "_oob_setup", "_codes", "_fit_secure", "_secure")
 
 
@@ -44,12 +50,18 @@ def save_state(client: Client, state: RecordDict, seq: int) -> None:
     """Write the client's per-fit state (and the message counter ``seq``) into ``state``."""
     arrays: dict[str, NDArray[Any]] = {}
     tree = {name: _encode(getattr(client, name), arrays) for name in _FIELDS}
+    categorical = sorted(client._cat_raw)
+    if categorical:  # the set-up coded them into the federation's lists; the file has levels
+        arrays[CATEGORICAL] = np.ascontiguousarray(client.X[:, categorical])
     layout, buffer = pack_arrays(arrays)
     meta = {
         "seq": seq,
         "n_samples": client.n_samples,
         # The column order the handshake settled on (the file's may differ).
         "feature_names": client.feature_names,
+        "categorical": categorical,
+        # Its index among the clients (the set-up's; X's last column H under split_on_client).
+        "client_index": float(client.Xt[-1, 0]) if client.n_samples else -1.0,
         "tree": tree,
         "layout": layout,
     }
@@ -79,6 +91,26 @@ def load_state(client: Client, state: RecordDict) -> int:
         client.align_columns(meta["feature_names"])
     buffer = state.array_records[STATE_ARRAYS]["packed"].numpy()
     arrays = unpack_arrays(meta["layout"], buffer, "the SuperNode state")
+    client.Xt[-1] = float(meta.get("client_index", -1.0))
+    categorical = meta.get("categorical") or []
+    if categorical:
+        coded = arrays.get(CATEGORICAL)
+        if (
+            sorted(client._cat_raw) != categorical
+            or coded is None
+            or coded.shape
+            != (
+                client.n_samples,
+                len(categorical),
+            )
+        ):
+            raise ValueError(
+                f"Client {client.name!r}: its state from the previous round has categorical "
+                f"columns {categorical}, its data file {sorted(client._cat_raw)}: the data "
+                "file changed during the run."
+            )
+        client.X[:, categorical] = coded
+        client.Xt[categorical] = coded.T
     for name in _FIELDS:
         if name in meta["tree"]:
             setattr(client, name, _decode(meta["tree"][name], arrays, client))

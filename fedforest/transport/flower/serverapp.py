@@ -32,6 +32,7 @@ from flwr.common import log
 from flwr.common.logger import console_handler
 from flwr.serverapp import Grid, ServerApp
 
+from ...federated import domains
 from ...federated.domains import declaration_hint
 from ...forest import FedForestClassifier, FedForestRegressor
 from .federation import FlowerFederation
@@ -303,29 +304,17 @@ def _json_classes(value: str) -> list[Any]:
 def parse_categories(value: Any) -> str | dict[str, list[str]]:
     """The run config's ``categories``: ``"from_dtype"``, or ``"col=a,b;col2=c,d"``.
 
-    Levels stay text, as ``read_csv`` reads a text column (a CSV's categorical column).
-    Raises ``ValueError`` naming the key.
+    Levels stay text, as ``read_csv`` reads a text column (a CSV's categorical column);
+    the command line's ``--categories`` goes through the same parser
+    (``domains.parse_categories``). Raises ``ValueError`` naming the key.
     """
     if value == "from_dtype":
         return value
     how = 'categories = "COLUMN=LEVEL,LEVEL,...;COLUMN2=LEVEL,..." or "from_dtype"'
+    where = f"run config categories={value!r}"
     if not isinstance(value, str):
-        raise ValueError(f"run config categories={value!r}: give one string, {how}.")
-    out: dict[str, list[str]] = {}
-    for spec in value.split(";"):
-        column, sep, levels = (part.strip() for part in spec.partition("="))
-        if not sep or not column or not levels:
-            raise ValueError(f"run config categories={value!r}: {spec.strip()!r} is not {how}.")
-        if column in out:
-            raise ValueError(f"run config categories={value!r}: column {column!r} is given twice.")
-        listed = [level.strip() for level in levels.split(",")]
-        if "" in listed or len(set(listed)) != len(listed):
-            raise ValueError(
-                f"run config categories={value!r}: the levels of column {column!r} must be "
-                "non-empty and distinct."
-            )
-        out[column] = listed
-    return out
+        raise ValueError(f"{where}: give one string, {how}.")
+    return domains.parse_categories(value.split(";"), where, how)
 
 
 #: The estimator's parameters that error messages name, as the run config spells them.
