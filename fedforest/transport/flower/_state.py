@@ -95,15 +95,8 @@ def load_state(client: Client, state: RecordDict) -> int:
     categorical = meta.get("categorical") or []
     if categorical:
         coded = arrays.get(CATEGORICAL)
-        if (
-            sorted(client._cat_raw) != categorical
-            or coded is None
-            or coded.shape
-            != (
-                client.n_samples,
-                len(categorical),
-            )
-        ):
+        shape = (client.n_samples, len(categorical))
+        if sorted(client._cat_raw) != categorical or coded is None or coded.shape != shape:
             raise ValueError(
                 f"Client {client.name!r}: its state from the previous round has categorical "
                 f"columns {categorical}, its data file {sorted(client._cat_raw)}: the data "
