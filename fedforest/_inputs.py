@@ -601,13 +601,12 @@ def encode_declared(y: NDArray[Any], classes: Any) -> tuple[NDArray[np.int64], A
     columns = [y[:, o] for o in range(y.shape[1])] if multi else [y.ravel()]
     codes = np.empty((len(columns[0]), len(columns)), dtype=np.int64)
     for o, (column, labels) in enumerate(zip(columns, per_output, strict=True)):
-        found = np.unique(column)
-        index = {lab: i for i, lab in enumerate(labels)}
-        unknown = [v for v in found.tolist() if v not in index]
-        if unknown:
-            hint = type_hint(set(found.tolist()), set(labels))
-            raise ValueError(f"y holds labels {unknown[:5]} that classes does not declare.{hint}")
         codes[:, o] = codes_into(column, labels)
+        if (codes[:, o] < 0).any():  # the labels found, only to say which are not declared
+            found, declared_set = np.unique(column).tolist(), set(labels)
+            unknown = [v for v in found if v not in declared_set]
+            hint = type_hint(set(found), declared_set)
+            raise ValueError(f"y holds labels {unknown[:5]} that classes does not declare.{hint}")
     labels_out = [np.asarray(c) for c in per_output]
     return (codes if multi else codes[:, 0]), (labels_out if multi else labels_out[0])
 
