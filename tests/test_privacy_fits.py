@@ -18,6 +18,7 @@ fit's settings (``server/digest.py``).
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,6 +29,8 @@ from fedforest.federated.client_secure import oob_frac_bits, stat_frac_bits
 from fedforest.federated.grid_wire import sent_candidates
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed, unpack_counts
 from fedforest.federated.protocol import OOB, ROUND_A, ROUND_B
+from fedforest.federated.server import digest
+from fedforest.tree.prune import prune_tree
 from tests.test_privacy import RecordingFederation, _data, _in_bag_weights
 
 
@@ -185,3 +188,83 @@ def test_fits_with_other_settings_isolate_no_row(monkeypatch: pytest.MonkeyPatch
     assert refit_exposure((32, 24)) == {"pairs": 0, "rows": 0.0}
     monkeypatch.setattr(client_secure, "bind_secret", lambda secret, digest: secret)
     assert refit_exposure((32, 24))["pairs"] > 0
+
+
+# --------------------------------------------------------------------------- pruning
+def _weakest_links(tree) -> list[float]:  # type: ignore[no-untyped-def]
+    """The tree's pruning path: each weakest link's ``alpha_eff``, pruned in turn.
+
+    The server computes it from the tree it grew (impurities and weights, as
+    ``tree/prune.py`` does); each ``ccp_alpha`` just above one of them prunes one more
+    branch than the one before.
+    """
+    cur, path = tree, []
+    while cur.node_count > 1:
+        left, right = cur.children_left, cur.children_right
+        r = cur.weighted_n_node_samples / cur.weighted_n_node_samples[0] * cur.impurity
+        below = {}  # node -> (R of its branch's leaves, its leaves)
+        for i in range(cur.node_count - 1, -1, -1):  # children after parents
+            if left[i] < 0:
+                below[i] = (r[i], 1)
+            else:
+                (a, na), (b, nb) = below[left[i]], below[right[i]]
+                below[i] = (a + b, na + nb)
+        alpha = min((r[i] - below[i][0]) / (below[i][1] - 1) for i in below if left[i] >= 0)
+        path.append(alpha)
+        cur = prune_tree(tree, alpha * (1 + 1e-9))
+    return path
+
+
+def pruning_exposure(seed: int = 0) -> dict[str, Any]:
+    """Fits one pruning apart (same clients, random_state, settings but ``ccp_alpha``).
+
+    The server grows one tree with ``oob_score=True``, reads its pruning path and asks
+    for a fit at each weakest link's ``ccp_alpha`` (the user refits at other
+    ``ccp_alpha``, a grid search over pruning). Consecutive fits' out-of-bag squared
+    errors then differ only by the rows whose out-of-bag prediction the pruned branch
+    changes: the tree's out-of-bag rows in it. The test knows each row's out-of-bag
+    prediction (the clients keep them) and counts the differences of decoded squared
+    errors that are functions of 1 to m - 1 rows' targets: ``"pairs"`` (of ``"fits"``),
+    and how many rows each covers (``"rows"``).
+    """
+    X, y, h = _data(n_clients=10, n_rows=100, d=4, seed=seed)
+    clients = [
+        ff.Client(X[h == k].reset_index(drop=True), y[h == k], f"site{k}") for k in np.unique(h)
+    ]
+
+    def fit(alpha: float) -> tuple[ff.FedForestRegressor, float, np.ndarray]:
+        fed = RecordingFederation(ff.LocalFederation(clients))
+        model = ff.FedForestRegressor(
+            n_estimators=1, max_depth=8, oob_score=True, ccp_alpha=alpha, random_state=0
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # rows drawn by the one tree: not scored
+            model.fit_federated(fed)
+        pred = np.concatenate([c.oob_prediction_ for c in clients])
+        return model, float(oob_release(fed)[0][1]), pred
+
+    first = fit(0.0)
+    fits = [first] + [fit(a * (1 + 1e-9)) for a in _weakest_links(first[0].trees_[0])]
+    rows = []
+    for (_, se_a, pred_a), (_, se_b, pred_b) in zip(fits, fits[1:], strict=False):
+        same = (pred_a == pred_b) | (np.isnan(pred_a) & np.isnan(pred_b))
+        if se_a != se_b and 0 < np.count_nonzero(~same) < 10:
+            rows.append(int(np.count_nonzero(~same)))
+    return {"fits": len(fits), "pairs": len(rows), "rows": rows}
+
+
+def test_fits_one_pruning_apart_isolate_no_out_of_bag_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``oob_score=True`` each ``ccp_alpha`` draws its own bootstraps.
+
+    Pruning follows growth, so ``ccp_alpha`` was left out of the settings digest; but the
+    out-of-bag round scores the pruned trees, and two fits one pruning apart released
+    squared errors that differed by a few rows' (3 differences over 6 to 9 rows among 34
+    fits at seed 0). ``ccp_alpha`` now enters the digest when the score is asked for
+    (``digest._WITH_OOB``); with that switched off the attack finds them again.
+    """
+    assert pruning_exposure()["pairs"] == 0
+    monkeypatch.setattr(digest, "_WITH_OOB", {})
+    found = pruning_exposure()
+    assert found["pairs"] > 0, found
