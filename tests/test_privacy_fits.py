@@ -356,3 +356,51 @@ def few_scored_exposure(n_fits: int = 40) -> dict[str, int]:
 def test_out_of_bag_errors_cover_m_rows_in_a_small_federation() -> None:
     """Measured: all 40 fits below m scored rows, one of them one row (its target)."""
     assert few_scored_exposure()["below_m"] == 0
+
+
+# --------------------------------------------------------------------------- how the work runs
+def released_sums(fed: RecordingFederation) -> np.ndarray:
+    """Every node summary and Round B left statistic the server decodes, sorted (a set)."""
+    bits = stat_frac_bits(0)
+    out = []
+    for requests, replies in fed.rounds:
+        req = next(iter(requests.values()))
+        if req.kind not in (ROUND_A, ROUND_B) or not replies:
+            continue
+        name = "summary" if req.kind == ROUND_A else "left"
+        first = next(iter(replies.values())).arrays[name]
+        total = add_in_order((m.arrays[name] for m in replies.values()), first.shape)
+        packed = name == "left" and req.header.get("pack_counts") is True
+        out.append(unpack_counts(total, bits[2:]) if packed else from_fixed(total, bits))
+    sums = np.concatenate(out)
+    return sums[np.lexsort(sums.T[::-1])]
+
+
+def test_settings_of_how_the_work_runs_change_no_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Left out of the digest, ``tree_batch_size``, ``n_jobs`` and ``on_client_failure``
+    (without a drop) leave every decoded sum as it was: nothing to difference.
+
+    The same comparison tells a setting that changes the releases on the same bootstraps:
+    another ``n_bins`` with the binding to the digest switched off (the refit attack above
+    finds rows there).
+    """
+    X, y, h = _data(n_clients=10, n_rows=100, d=8)
+    clients = [
+        ff.Client(X[h == k].reset_index(drop=True), y[h == k], f"site{k}") for k in np.unique(h)
+    ]
+
+    def released(**kw: Any) -> np.ndarray:
+        fed = RecordingFederation(ff.LocalFederation(clients))
+        ff.FedForestRegressor(n_estimators=6, max_depth=3, random_state=0, **kw).fit_federated(fed)
+        return released_sums(fed)
+
+    base = released()
+    for kw in ({"tree_batch_size": 1}, {"n_jobs": 2}, {"on_client_failure": "drop"}):
+        assert np.array_equal(released(**kw), base), kw
+    # Unbound draws: both fits draw the same rows (their roots' summaries are equal), and
+    # the other n_bins releases other sums over them.
+    monkeypatch.setattr(client_secure, "bind_secret", lambda secret, digest: secret)
+    same_rows, other = released(), released(n_bins=24)
+    assert not np.array_equal(other, same_rows)
+    roots = [s[s[:, 0] == s[:, 0].max()] for s in (same_rows, other)]
+    assert np.array_equal(*roots)
