@@ -29,7 +29,7 @@ import fedforest as ff
 from fedforest.federated import client_secure
 from fedforest.federated.client_secure import SecureParty
 from fedforest.federated.federation import Federation
-from fedforest.federated.privacy.dp import GRID_NOISE_RATIO, TARGET_NOISE_RATIO
+from fedforest.federated.privacy.dp import GRID_NOISE_RATIO, TARGET_NOISE_RATIO, grid_entries
 from fedforest.federated.protocol import BOOTSTRAP, GRID, OOB, ROUND_A, ROUND_B, Message
 from tests.test_privacy import RecordingFederation
 from tests.test_secure import _Dying
@@ -395,3 +395,39 @@ def test_the_handshake_is_the_same_for_neighbouring_data_under_dp(
     one, two = replies["none"]
     # Under "none" too a declared column sends no levels; the rest still differ there.
     assert (one == two) == (declared and change == "category")
+
+
+def test_a_missing_value_moves_no_more_grid_entries_than_charged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The grid rounds' count of known values is charged like their sums and bins.
+
+    Under "dp" every numeric column may miss values (the handshake says so of every one),
+    so the first grid round's count of ``asinh(x)`` per column is data: a row whose value
+    is replaced by a missing one leaves the count, both moments and the coarse bin it was
+    in. With a value beyond ``sinh(ASINH_CLIP)`` each moves by exactly one bound unit: 4
+    units squared in one column, where the accountant charged 3 per numeric column (sum,
+    sum of squares, bin; the count was taken as public) until 2026-12-04, and reported
+    less epsilon than the noise gave (docs/privacy.md, "Calibration").
+    """
+    X, y, ids = _data("regression")
+    # A column over orders of magnitude (asinh(x) of standard deviation 8), so that the
+    # coarse grid (its mean +- 6 deviations) holds a row at asinh(1e9) = 21.4, which the
+    # moments clip to ASINH_CLIP = 20: each of the four entries moves by its bound.
+    X[:, 1] = np.sinh(8.0 * X[:, 1])
+    X[0, 1] = 1e9
+    X2 = X[ids == 0].copy()
+    X2[0, 1] = np.nan
+    rec = Recorder(monkeypatch)
+    clients = [ff.Client(X[ids == c], y[ids == c], name=f"c{c}") for c in range(3)]
+    shadow = ff.Client(X2, y[ids == 0], name="c0")
+    fed = ShadowFederation(ff.LocalFederation(clients), shadow)
+    ff.FedForestRegressor(
+        n_estimators=1, max_depth=1, privacy="dp", epsilon=50.0, random_state=0
+    ).fit_federated(fed)
+    moved = 0.0
+    for a, b in zip(rec.noisy[id(clients[0])], rec.noisy[id(shadow)], strict=True):
+        if a[0] == GRID and a[2] == "grid_sigma":  # the moments and the coarse counts
+            moved += float(((a[3] - b[3]) ** 2).sum())
+    assert moved == pytest.approx(4.0, abs=1e-6)  # the count, both moments, one bin
+    assert moved <= grid_entries(1, False) * (1 + 1e-12), (moved, grid_entries(1, False))

@@ -152,10 +152,10 @@ def test_more_outputs_mean_more_noise_for_the_same_epsilon() -> None:
         ).fit(X, y)
         sigma.append(model.privacy_report_["sigma"])
         assert model.privacy_report_["epsilon_spent"] <= 10.0
-    # Worked by hand: 5 numeric features (their grid rounds' 3 entries each count 9
+    # Worked by hand: 5 numeric features (their grid rounds' 4 entries each count 9
     # times), 2 trees x 2 levels of 2 + k summary entries and, per each of the 2 sampled
     # features, 2 + (2 + k); 2 out-of-bag sums. The noise grows as the root of the entries.
-    one, three = 9 * 15 + 4 * (3 + 2 * (2 + 3)) + 2, 9 * 15 + 4 * (5 + 2 * (2 + 5)) + 2
+    one, three = 9 * 20 + 4 * (3 + 2 * (2 + 3)) + 2, 9 * 20 + 4 * (5 + 2 * (2 + 5)) + 2
     assert sigma[1] / sigma[0] == pytest.approx(np.sqrt(three / one), rel=1e-9), sigma
     assert level_entries(2, 9, True, 3) == 5 + 2 * (2 + 5)
     assert level_entries(2, 5, True) == 3 + 2 * (2 + 3)  # one output: as before

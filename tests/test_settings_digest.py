@@ -80,6 +80,13 @@ def test_the_digest_follows_the_settings_that_shape_the_releases() -> None:
         {"monotonic_cst": [1, 0, 0, 0, 0, 0]},
     ):
         assert _digest(_cfg(**kw)) != base, kw
+    # Pruning with the out-of-bag score: the pruned trees are what the round scores, so
+    # each ccp_alpha draws its own bootstraps (test_privacy_fits.py attacks it); unpruned,
+    # or without the score, the digest stays.
+    oob = _digest(_cfg(oob_score=True))
+    assert oob == base == _digest(_cfg(oob_score=True, ccp_alpha=0.0))
+    pruned = {_digest(_cfg(oob_score=True, ccp_alpha=a)) for a in (0.01, 0.02)}
+    assert len(pruned) == 2 and base not in pruned
     # max_samples as the bootstrap sizes it resolves to: the clients' own sizes are the
     # default; other sizes are other releases.
     assert _digest(_cfg(max_samples=1.0), {"a": 100, "b": 60}) == base
@@ -207,6 +214,17 @@ def test_warm_start_keeps_the_out_of_bag_rows_or_refuses() -> None:
     assert len(warm.trees_) == 8
     with pytest.raises(ValueError, match="warm_start with oob_score"):
         warm.set_params(n_estimators=9, oob_score=True).fit(X, y, client_ids=h)
+    # Pruned with the score, ccp_alpha is bound: the same one keeps the trees' rows,
+    # trees pruned without the score were grown under the unpruned digest.
+    pruned = ff.FedForestRegressor(n_estimators=2, warm_start=True, ccp_alpha=1e-3, **kw)
+    pruned.fit(X, y, client_ids=h).set_params(n_estimators=3).fit(X, y, client_ids=h)
+    assert len(pruned.trees_) == 3
+    with pytest.raises(ValueError, match="warm_start with oob_score.*ccp_alpha unless"):
+        pruned.set_params(n_estimators=4, ccp_alpha=2e-3).fit(X, y, client_ids=h)
+    unscored = ff.FedForestRegressor(n_estimators=2, warm_start=True, ccp_alpha=1e-3, **kw)
+    unscored.set_params(oob_score=False).fit(X, y, client_ids=h)
+    with pytest.raises(ValueError, match="warm_start with oob_score"):
+        unscored.set_params(n_estimators=3, oob_score=True).fit(X, y, client_ids=h)
     dp = ff.FedForestRegressor(n_estimators=2, warm_start=True, privacy="dp", epsilon=5.0, **kw)
     dp.fit(X, y, client_ids=h)
     with pytest.raises(ValueError, match="privacy='dp'.*fresh random secret"):

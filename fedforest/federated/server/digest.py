@@ -56,6 +56,13 @@ UNBOUND = frozenset(
     )
 )
 _DOMAIN = b"fedforest settings digest v1\x00"
+#: Fields covered only when ``oob_score`` is set and they differ from their default:
+#: ``ccp_alpha`` prunes the trees the out-of-bag round scores, so two fits one pruning
+#: apart (the same bootstraps) released squared errors that differed by the out-of-bag
+#: rows of the pruned branch, often fewer than ``min_aggregate_rows`` (docs/privacy.md,
+#: "Fits with the same ``random_state`` and other settings"). A fit without the score,
+#: or unpruned, keeps its digest.
+_WITH_OOB = {"ccp_alpha": 0.0}
 #: Fields covered only when set (declared categories and classes): a fit without them
 #: keeps the digest, so the bootstraps, it had before the fields existed. Classes ``fit``
 #: declared from its rows (``classes_from_rows``: the codes 0..K-1, which the class sizes
@@ -101,6 +108,10 @@ def settings_digest(
     }
     if cfg.classes_from_rows:
         fields.pop("classes", None)
+    if cfg.oob_score:
+        fields.update(
+            {k: _plain(getattr(cfg, k)) for k, v in _WITH_OOB.items() if getattr(cfg, k) != v}
+        )
     fields["bootstrap_draws"] = {
         name: int(draws.get(name, n)) if cfg.bootstrap else int(n)
         for name, n in sorted(n_samples.items())
@@ -140,7 +151,8 @@ def check_warm_digest(cfg: GrowerConfig, digest: NDArray[np.uint8]) -> None:
         raise ValueError(
             f"warm_start with oob_score under privacy={cfg.privacy!r}: the settings that "
             "bind the bootstraps (every parameter but n_estimators, random_state, n_jobs, "
-            "verbose, tree_batch_size, oob_score, on_client_failure and ccp_alpha), or the "
+            "verbose, tree_batch_size, oob_score, on_client_failure, and ccp_alpha unless "
+            "oob_score is set), or the "
             f"clients present, differ from those the first {cfg.first_tree} trees were "
             "grown with, so their out-of-bag rows cannot be recomputed. Keep the settings, "
             "set oob_score=False, or fit anew with warm_start=False."
