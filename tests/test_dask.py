@@ -492,6 +492,63 @@ def test_an_actor_s_error_frames_quote_no_value(dask_client: Client) -> None:
     assert quoted_values(str(info.value), np.r_[values.ravel(), w], ()) == [], str(info.value)
 
 
+def site_loader(path: str, name: str) -> ff.Client:
+    """A site's own loader, run on its worker: pandas parses the file's ``bmi`` as numbers."""
+    frame = pd.read_csv(path, dtype={"bmi": "float64"})
+    return ff.Client(frame.drop(columns="y"), frame["y"].to_numpy(), name)
+
+
+class PatientClient(ff.Client):
+    """A site's client that looks its patients' ids up when Round B comes: one id is
+    missing from its table (a bug), and Python's ``KeyError`` quotes it."""
+
+    def handle(self, msg: Message) -> Message:
+        if msg.kind == "round_b":
+            ids = [f"patient {k}" for k in range(self.n_samples)]
+            table = {i: k for k, i in enumerate(ids[:17] + ids[18:])}
+            [table[i] for i in ids]  # KeyError('patient 17')
+        return super().handle(msg)
+
+
+def test_an_actor_sends_a_library_s_error_as_its_type_and_step(
+    dask_client: Client, tmp_path: Any
+) -> None:
+    """An exception fedforest does not raise itself (pandas' in a site's loader, a bug's
+    KeyError in a round) reaches the server as its type and step, not its text (until
+    2026-12-04 its text did: "could not convert string to float: 'HIV+ 7.31'")."""
+    from tests.test_privacy_errors import SECRET_TEXT, quoted_values
+
+    X, y, _ = frame(9)
+    values = X.drop(columns="region").to_numpy(dtype=np.float64).ravel()
+    rows = X.drop(columns="region").assign(y=y)
+    rows["bmi"] = rows["bmi"].astype(object)
+    rows.loc[7, "bmi"] = SECRET_TEXT
+    rows.to_csv(tmp_path / "a.csv", index=False)
+    loaders = {"a": functools.partial(site_loader, str(tmp_path / "a.csv"), "a")}
+    with pytest.raises(ValueError, match="Dask clients could not be built: 'a'") as info:
+        DaskFederation(loaders, timeout=scaled(60))
+    assert quoted_values(str(info.value), values, (SECRET_TEXT,)) == [], str(info.value)
+    assert "'a': building its client failed with ValueError;" in str(info.value)
+
+    parts = {"a": slice(0, 180), "b": slice(180, None)}
+    built = {
+        name: functools.partial(
+            PatientClient if name == "a" else ff.Client, X[part], y.to_numpy()[part], name
+        )
+        for name, part in parts.items()
+    }
+    with DaskFederation(built, timeout=scaled(60)) as fed:
+        with pytest.raises(ClientFailure) as failed:
+            ff.FedForestRegressor(**PARAMS).fit_federated(fed)
+        text = str(failed.value)
+        assert "patient" not in text and "17" not in text, text
+        assert re.search(r"'a' failed in round \d+ \(round_b\)", text), text
+        assert not isinstance(failed.value, ValueError)
+        assert "KeyError at the client: round_b failed with KeyError;" in text, text
+        model = ff.FedForestRegressor(**PARAMS, on_client_failure="drop").fit_federated(fed)
+    assert [name for name, _ in model.dropped_clients_] == ["a"]
+
+
 def test_an_actor_past_the_timeout_fails_its_round(dask_client: Client) -> None:
     X, y, _ = frame(7)
     factories = {

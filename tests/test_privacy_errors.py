@@ -29,6 +29,7 @@ import pytest
 
 import fedforest as ff
 from fedforest.federated.federation import ClientDataError
+from fedforest.federated.protocol import Message
 from fedforest.transport.flower import FlowerFederation
 from tests.test_flower import PARAMS, MemoryGrid, task_identity, write_site_files
 from tests.test_privacy import RecordingFederation
@@ -157,3 +158,152 @@ def test_flower_error_messages_quote_no_value(
     logged = "\n".join(r.getMessage() for r in caplog.records if "left out" in r.getMessage())
     assert "cannot be read as CSV: not utf-8 text" in logged, logged
     assert "0xe9" not in logged and "xe9" not in logged, logged
+
+
+# ------------------------------------------------------------ exceptions not fedforest's
+# Until 2026-12-04 (branch ``errtext``) an exception fedforest does not raise itself (a
+# library's, a bug) reached the server with its own text: Flower's error reply or the
+# ClientApp's error message, Dask's error frame. Now only its type and step do
+# (``federated/client_errors.py``); the text and traceback stay in the client's log.
+FAR_DATE_DAYS = 3_000_123  # a date32 of year 10184: pyarrow cannot make it a Python date
+FAR_YEAR = 10184
+
+
+def _far_dated(frame: pd.DataFrame, path: Path) -> None:
+    """``frame`` as a Parquet file with a date column; one row's date after year 9999."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    days = np.full(len(frame), 18_000, dtype=np.int32)  # 2019-04-14
+    days[3] = FAR_DATE_DAYS
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(table.append_column("visit", pa.array(days, type=pa.date32())), path)
+
+
+def test_is_refusal_tells_fedforest_s_raises_from_a_library_s(tmp_path: Path) -> None:
+    from fedforest.datasets.files import read_table
+    from fedforest.federated.client_errors import error_text, is_refusal
+
+    X = np.zeros((5, 2), dtype=object)
+    X[1, 1] = SECRET_TEXT
+    with pytest.raises(ValueError) as own:  # fedforest's refusal, NumPy's text its cause
+        ff.Client(X, np.zeros(5), "site0")
+    assert is_refusal(own.value) and not is_refusal(own.value.__cause__)
+    assert error_text(own.value, "loading its data") == str(own.value)
+    _far_dated(pd.DataFrame({"x": np.arange(5.0)}), tmp_path / "far.parquet")
+    with pytest.raises(ValueError, match=f"year {FAR_YEAR} is out of range") as library:
+        read_table(tmp_path / "far.parquet")  # pyarrow's, through fedforest's frames
+    assert not is_refusal(library.value)
+    text = error_text(library.value, "round_a")
+    assert text.startswith("round_a failed with ValueError;") and str(FAR_YEAR) not in text
+    # The rule on code in the package's files: a raise statement, or a builtin's call, a
+    # subscript or a re-raise there (the innermost frame fedforest's, the text a library's).
+    source = (
+        "def own(v):\n    raise ValueError('column 1 is not numeric')\n"
+        "def call(v):\n    return float(v)\n"
+        "def subscript(v):\n    return {}[v]\n"
+        "def reraise(v):\n    try:\n        float(v)\n    except ValueError:\n        raise\n"
+    )
+    where = str(Path(ff.__file__).parent / "federated" / "probe.py")
+    space: dict[str, Any] = {}
+    exec(compile(source, where, "exec"), space)  # noqa: S102 - the test's own source
+    for name, refusal in (("own", True), ("call", False), ("subscript", False), ("reraise", False)):
+        with pytest.raises((ValueError, KeyError)) as info:
+            space[name](SECRET_TEXT)
+        assert is_refusal(info.value) is refusal, name
+
+
+def test_an_error_header_is_checked_on_arrival() -> None:
+    from fedforest.federated.codec import MAX_ERROR_TEXT, error_from_header
+
+    assert type(error_from_header({"error": "bad"}, "a")) is ValueError  # before "type"
+    assert type(error_from_header({"error": "bad", "type": "ValueError"}, "a")) is ValueError
+    other = error_from_header({"error": "round_b failed with KeyError", "type": "KeyError"}, "a")
+    assert type(other) is RuntimeError and str(other).startswith("KeyError at the client: ")
+    for header, field in (
+        ({"error": "x", "type": "Key Error('patient 17')"}, "'type'"),
+        ({"error": "x", "type": 3}, "'type'"),
+        ({"error": ["x"], "type": "KeyError"}, "error text"),
+        ({"error": "x" * (MAX_ERROR_TEXT + 1)}, "error text"),
+    ):
+        refused = error_from_header(header, "site-a")
+        assert type(refused) is ValueError and "'site-a'" in str(refused) and field in str(refused)
+
+
+class NotesClient(ff.Client):
+    """A site's client that also parses a column of notes when Round B comes (a bug: one
+    note is not a number); pandas' text quotes it."""
+
+    notes = pd.Series(["1.5", "2", "0.5", SECRET_TEXT, "3"])
+
+    def handle(self, msg: Message) -> Message:
+        if msg.kind == "round_b":
+            pd.to_numeric(self.notes)
+        return super().handle(msg)
+
+
+def test_a_library_s_error_in_a_round_sends_its_type_not_its_text() -> None:
+    """In process: the failure's text is what a remote client sends; the original is its
+    cause's cause (this process holds the rows anyway), and drop still works."""
+    clients, values = _clients("none")
+    clients[0] = NotesClient(clients[0].X, clients[0].y_raw, "site0")
+    fed = RecordingFederation(ff.LocalFederation(clients))
+    model = ff.FedForestRegressor(n_estimators=5, max_depth=2, random_state=0)
+    with pytest.raises(ClientDataError, match=r"'site0' failed in round \d+ \(round_b\)") as info:
+        model.fit_federated(fed)
+    text = str(info.value)
+    assert quoted_values(text, values, (SECRET_TEXT,)) == [], text
+    assert "round_b failed with ValueError; its text stays with the client" in text, text
+    original = info.value.__cause__.__cause__
+    assert f"Unable to parse string '{SECRET_TEXT}'" in str(original)  # the user's to debug
+    model = ff.FedForestRegressor(
+        n_estimators=5, max_depth=2, random_state=0, on_client_failure="drop"
+    )
+    model.fit_federated(ff.LocalFederation(clients))
+    assert [name for name, _ in model.dropped_clients_] == ["site0"]
+
+
+def test_flower_a_library_s_error_text_stays_with_the_client(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The real ClientApp reads a site's Parquet file that pyarrow cannot convert (a date
+    after 9999: "year 10184 is out of range"), at discovery and mid-fit."""
+    paths = write_site_files(tmp_path)
+    good = pd.read_csv(paths["site-c"])
+    values = np.concatenate([pd.read_csv(p).to_numpy().ravel() for p in paths.values()])
+    paths["site-c"] = tmp_path / "site-c.parquet"
+    _far_dated(good, paths["site-c"])
+    with pytest.raises(RuntimeError, match="Only 2 SuperNode"):
+        FlowerFederation(MemoryGrid(paths), min_nodes=3, poll_interval=0.001)
+    logged = "\n".join(r.getMessage() for r in caplog.records if "left out" in r.getMessage())
+    assert str(FAR_YEAR) not in logged and quoted_values(logged, values) == [], logged
+    assert "loading its data failed with ValueError" in logged, logged
+    # The site's operator has pyarrow's text and the traceback in the client's log.
+    client_log = [r for r in caplog.records if r.name == "fedforest.client"]
+    assert client_log and client_log[0].levelname == "ERROR"
+    assert f"year {FAR_YEAR} is out of range" in str(client_log[0].exc_info[1])
+
+    # Mid-fit: the file is rewritten after the handshake; each message reads it again.
+    good.to_parquet(paths["site-c"], index=False)
+
+    class Rewrite(RecordingFederation):
+        def send_and_receive(self, requests: dict[str, Message], round_index: int) -> Any:
+            if round_index == 4:
+                _far_dated(good, paths["site-c"])
+            return super().send_and_receive(requests, round_index)
+
+    for policy in ("raise", "drop"):
+        good.to_parquet(paths["site-c"], index=False)
+        caplog.clear()
+        fed = Rewrite(FlowerFederation(MemoryGrid(paths), min_nodes=3, poll_interval=0.001))
+        model = ff.FedForestRegressor(**PARAMS, on_client_failure=policy)
+        if policy == "raise":
+            with pytest.raises(ClientDataError, match=r"'site-c' failed in round 4 \(") as info:
+                model.fit_federated(fed)
+            said = str(info.value)
+        else:
+            model.fit_federated(fed)
+            assert [name for name, _ in model.dropped_clients_] == ["site-c"]
+            said = "\n".join(r.getMessage() for r in caplog.records if "drop" in r.getMessage())
+        assert str(FAR_YEAR) not in said and quoted_values(said, values) == [], said
+        assert "failed with ValueError; its text stays with the client" in said, said

@@ -17,8 +17,12 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """A CSV (pandas' defaults) or Parquet (``.parquet`` / ``.pq``, needs pyarrow) file.
 
     A file the reader refuses (truncated, not CSV or Parquet, ragged rows, no columns) is
-    a ``ValueError`` naming the file and the reader's reason. A first column without a
-    name holding 0 to n - 1 (the index ``to_csv`` writes) is dropped, with a warning.
+    a ``ValueError`` naming the file and the reader's reason. Any other exception of the
+    reader (a value it cannot convert: pyarrow's "year 10184 is out of range" for a date
+    after 9999) is raised as it is (a note names the file), its text quoting the value: a
+    remote client sends its type only (``federated/client_errors.py``). A first column
+    without a name holding 0 to n - 1 (the index ``to_csv`` writes) is dropped, with a
+    warning.
     """
     path = Path(path).expanduser()
     if not path.is_file():
@@ -26,8 +30,11 @@ def read_table(path: str | Path) -> pd.DataFrame:
     parquet = path.suffix.lower() in _PARQUET
     try:
         frame = pd.read_parquet(path) if parquet else pd.read_csv(path)
-    except (ValueError, OSError) as exc:  # pandas' parser errors, pyarrow's ArrowInvalid
+    except (ValueError, OSError) as exc:
         kind = "Parquet" if parquet else "CSV"
+        if not _unreadable(exc):
+            exc.add_note(f"(reading {str(path)!r} as {kind})")
+            raise
         # A decoding error's text quotes a byte of the file (a letter of a name, say), and
         # a SuperNode's error reaches the server: the encoding only.
         reason = f"not {exc.encoding} text" if isinstance(exc, UnicodeDecodeError) else exc
@@ -45,6 +52,17 @@ def read_table(path: str | Path) -> pd.DataFrame:
         )
         frame = frame.drop(columns=first)
     return frame
+
+
+def _unreadable(exc: BaseException) -> bool:
+    """Whether the reader refused the file's structure, in a text that quotes no value.
+
+    pandas' parser errors (ragged rows, no columns: counts of fields and line numbers),
+    a decoding error (its byte left out below), an OS error, and pyarrow's errors of a
+    file that is not Parquet; not a value the reader could not convert.
+    """
+    structural = (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError)
+    return isinstance(exc, structural) or type(exc).__name__ in ("ArrowInvalid", "ArrowIOError")
 
 
 def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Series]:

@@ -14,20 +14,55 @@ loads it loads nothing else of fedforest's.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ERROR", "FINISH", "HELLO", "pack_arrays", "unpack_arrays"]
+__all__ = [
+    "ERROR",
+    "FINISH",
+    "HELLO",
+    "MAX_ERROR_TEXT",
+    "error_from_header",
+    "pack_arrays",
+    "unpack_arrays",
+]
 
 # Transport-level message kinds, besides the protocol's (which the Client answers):
 HELLO = "hello"  # discovery: a remote client reports its name (and row count)
 FINISH = "finish"  # the fit is over: drop the per-fit state
-ERROR = "error"  # the client failed (a ValueError on the client: its data is invalid)
+ERROR = "error"  # the client failed: its text (federated/client_errors.py) and its type
+
+#: An error message's ``type``: a class name; its ``error`` at most this many characters.
+_CLASS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+MAX_ERROR_TEXT = 10_000
 
 _ALIGN = 8
 _KINDS = "biuf"  # numeric dtypes only: nothing that needs pickle
+
+
+def error_from_header(header: dict[str, Any], sender: str) -> Exception:
+    """A remote client's ``ERROR`` message as the exception its failure reports.
+
+    ``type`` ``"ValueError"`` (or none: a client before 2026-12-04 sent only its
+    ``ValueError``) is invalid data, a ``ValueError`` (the server raises a
+    ``ClientDataError``); any other class name a ``RuntimeError`` naming it. A ``type``
+    that is not a class name, or an ``error`` that is not a string of at most
+    :data:`MAX_ERROR_TEXT` characters, is refused as malformed, naming the sender.
+    """
+    text, kind = header.get("error", "failed"), header.get("type", "ValueError")
+    if not isinstance(text, str) or len(text) > MAX_ERROR_TEXT:
+        return ValueError(
+            f"Message from {sender!r}: its error text is not a string of at most "
+            f"{MAX_ERROR_TEXT} characters (a {type(text).__name__})."
+        )
+    if not isinstance(kind, str) or _CLASS_NAME.fullmatch(kind) is None:
+        return ValueError(f"Message from {sender!r}: its error's 'type' is not a class name.")
+    if kind == "ValueError":
+        return ValueError(text)
+    return RuntimeError(f"{kind} at the client: {text}")
 
 
 def pack_arrays(arrays: dict[str, NDArray[Any]]) -> tuple[list[dict[str, Any]], NDArray[np.uint8]]:

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from joblib import effective_n_jobs
 
 from ..federated.client import Client
+from ..federated.client_errors import sanitized
 from ..federated.federation import Federation, replies_or_failure
 from ..federated.protocol import Message
 from ..federated.threads import thread_map
@@ -70,7 +71,10 @@ class LocalFederation(Federation):
     ) -> dict[str, Message]:
         """Run every client's handler, in parallel threads when ``n_jobs`` allows.
 
-        Whatever a handler raises (``ValueError`` included) is that client's failure.
+        Whatever a handler raises (``ValueError`` included) is that client's failure. Its
+        text is what a remote client would send (:mod:`~fedforest.federated.client_errors`):
+        a refusal of fedforest's own, or the step and the type name only, the exception
+        itself chained as the stand-in's ``__cause__`` (this process holds the rows anyway).
         """
         names = list(requests)
         n_jobs = effective_n_jobs(self.n_jobs)
@@ -83,7 +87,7 @@ class LocalFederation(Federation):
             try:
                 return self.clients[name].handle(requests[name])
             except Exception as exc:  # noqa: BLE001 - reported with the client's name
-                return exc
+                return sanitized(exc, requests[name].kind)
 
         if self.timeout is None:  # kept threads (threads.py); in this one if n_threads <= 1
             answers = dict(zip(names, thread_map(call, names, n_threads), strict=True))

@@ -2,7 +2,9 @@
 
 The actor answers the server with bytes only (:mod:`._wire`): every failure on the
 worker, invalid data included, becomes an ``error`` frame saying what went wrong, so the
-server never receives (or unpickles) a client's exception.
+server never receives (or unpickles) a client's exception. What the frame says is
+:mod:`fedforest.federated.client_errors`' choice: a refusal of fedforest's own keeps its
+text, anything else sends its type name and step (its traceback logged on the worker).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ...federated.client import Client
+from ...federated.client_errors import error_header
 from ...federated.protocol import Message
 from ._wire import ERROR, HELLO, from_bytes, to_bytes
 
@@ -52,7 +55,7 @@ class ShardActor:
             client.n_threads = _worker_threads()
             self.client = client
         except Exception as exc:  # noqa: BLE001 - reported to the server as a frame
-            self.error = _error(exc)
+            self.error = _error(exc, "building its client", name)
 
     def hello(self) -> bytes:
         """The client's name and row count, or why it could not be built."""
@@ -63,12 +66,15 @@ class ShardActor:
 
     def handle(self, request: bytes) -> bytes:
         """Answer one protocol message (a frame) with a frame; never raises."""
+        step = "reading the request"
         try:
             if self.client is None:
                 raise RuntimeError(f"client {self.name!r} was never built")
-            return to_bytes(self.client.handle(from_bytes(request, "the server")))
+            message = from_bytes(request, "the server")
+            step = message.kind
+            return to_bytes(self.client.handle(message))
         except Exception as exc:  # noqa: BLE001 - reported to the server as a frame
-            return to_bytes(_error(exc))
+            return to_bytes(_error(exc, step, self.name))
 
     def finish(self) -> None:
         """Drop the per-fit state (the fit is over); the rows stay."""
@@ -76,9 +82,9 @@ class ShardActor:
             self.client.finish()
 
 
-def _error(exc: BaseException) -> Message:
-    """An error frame: the exception's type and text (a ValueError is invalid data)."""
-    return Message(ERROR, {"type": type(exc).__name__, "error": str(exc)})
+def _error(exc: BaseException, step: str, name: str) -> Message:
+    """An error frame: its type and the text ``client_errors`` allows (refusals' own)."""
+    return Message(ERROR, error_header(exc, step, name))
 
 
 def _worker_threads() -> int:

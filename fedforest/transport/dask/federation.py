@@ -13,6 +13,7 @@ from distributed import Future, get_client, wait
 from distributed.actor import Actor
 
 from ...federated.client import Client
+from ...federated.codec import error_from_header
 from ...federated.federation import Federation, replies_or_failure
 from ...federated.protocol import Message
 from ._actor import ShardActor, Spec, client_from_factory
@@ -192,7 +193,7 @@ class DaskFederation(Federation):
         for name, call in calls.items():
             answer = from_bytes(call.result(timeout=timeout), name)
             if answer.kind == ERROR:
-                problems.append(f"{name!r}: {answer.header.get('error')}")
+                problems.append(f"{name!r}: {error_from_header(answer.header, name)}")
             elif answer.kind == HELLO:
                 self.n_samples[name] = int(answer.header["n_samples"])
             else:
@@ -276,11 +277,8 @@ class DaskFederation(Federation):
             reply = from_bytes(frame, name)
         except ValueError as exc:  # a malformed reply: this client's failure
             return exc
-        if reply.kind == ERROR:
-            text = str(reply.header.get("error", "failed"))
-            if reply.header.get("type") == "ValueError":
-                return ValueError(text)  # invalid data: a ClientDataError for the server
-            return RuntimeError(f"{reply.header.get('type', 'Exception')} on the worker: {text}")
+        if reply.kind == ERROR:  # a ValueError is invalid data: a ClientDataError
+            return error_from_header(reply.header, name)
         return reply
 
     # ------------------------------------------------------------------ end

@@ -7,6 +7,11 @@ client's per-fit state is checkpointed in ``Context.state`` after every message 
 restored before the next (:mod:`._state`); a process that stays alive between messages
 (Flower's simulation runtime, tests) reuses the live client instead.
 
+A handler never raises: any exception becomes an ``ERROR`` reply whose text
+:mod:`fedforest.federated.client_errors` decides (a refusal of fedforest's own keeps its
+text; anything else sends its type name and step, its traceback logged here), not
+Flower's error reply, which would carry the exception's text to the server.
+
 The client side of fedforest (numba, pandas, the kernels) is imported when a message
 needs it, not with this module: the message that ends a fit answers without it.
 """
@@ -36,6 +41,7 @@ _LIVE: dict[tuple[int, int], tuple[int, Client]] = {}
 @app.query("fedforest")
 def hello(msg: FlowerMessage, context: Context) -> FlowerMessage:
     """Discovery: report the client's name (and check its data file early)."""
+    from ...federated.client_errors import error_header
     from ...federated.protocol import Message
     from ._codec import to_records
     from ._data import client_from_node_config
@@ -43,8 +49,9 @@ def hello(msg: FlowerMessage, context: Context) -> FlowerMessage:
     try:
         client = client_from_node_config(context.node_config)
         answer = Message(HELLO, {"name": client.name, "n_samples": client.n_samples})
-    except ValueError as exc:
-        answer = Message(ERROR, {"error": f"SuperNode {context.node_id}: {exc}"})
+    except Exception as exc:  # noqa: BLE001 - its text decided by client_errors
+        name, prefix = str(context.node_config.get("name", "")), f"SuperNode {context.node_id}: "
+        answer = Message(ERROR, error_header(exc, "loading its data", name or None, prefix))
     return FlowerMessage(to_records(answer), reply_to=msg)
 
 
@@ -56,18 +63,25 @@ def train(msg: FlowerMessage, context: Context) -> FlowerMessage:
         clear_state(context.state)
         _LIVE.pop(key, None)
         return FlowerMessage(control_records(FINISH), reply_to=msg)
+    from ...federated.client_errors import error_header
     from ...federated.protocol import Message
     from ._codec import from_records, to_records
     from ._state import save_state
 
-    request = from_records(msg.content, "server")
+    step = "reading the request"
     try:
+        request = from_records(msg.content, "server")
+        step = request.kind
         seq, client = _client(context, key)
         answer = client.handle(request)
-    except ValueError as exc:
-        # Invalid data: the server raises it as a ValueError (not a client failure).
-        return FlowerMessage(to_records(Message(ERROR, {"error": str(exc)})), reply_to=msg)
-    save_state(client, context.state, seq + 1)
+        step = "saving its state"
+        save_state(client, context.state, seq + 1)
+    except Exception as exc:  # noqa: BLE001 - its text decided by client_errors
+        # Not Flower's error reply, which quotes the exception's text: fedforest's own
+        # refusals keep theirs, anything else sends its type and step (and is logged here).
+        name = str(context.node_config.get("name", context.node_id))
+        header = error_header(exc, step, name)
+        return FlowerMessage(to_records(Message(ERROR, header)), reply_to=msg)
     _remember(key, seq + 1, client)
     return FlowerMessage(to_records(answer), reply_to=msg)
 

@@ -12,6 +12,7 @@ from flwr.common import log
 from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 
+from ...federated.codec import error_from_header
 from ...federated.federation import Federation, replies_or_failure
 from ...federated.protocol import Message
 from ._codec import ERROR, FINISH, HELLO, QUERY_TYPE, TRAIN_TYPE, from_records, to_records
@@ -217,7 +218,9 @@ def _decode(reply: FlowerMessage, name: str) -> Message | Exception:
     """A reply as a protocol message, or the exception that says why there is none.
 
     A client that reported invalid data (its handler raised ``ValueError``) answers that
-    ``ValueError``, as on the local transport (a :class:`ClientDataError` for the server).
+    ``ValueError``, as on the local transport (a :class:`ClientDataError` for the server);
+    any other exception of its handler a ``RuntimeError`` naming its type
+    (``codec.error_from_header``; the text is the one ``federated/client_errors.py`` chose).
     """
     if reply.has_error():
         return _flower_error(reply.error.code, reply.error.reason)
@@ -226,7 +229,7 @@ def _decode(reply: FlowerMessage, name: str) -> Message | Exception:
     except ValueError as exc:  # a malformed reply: this client's failure, not the server's
         return exc
     if msg.kind == ERROR:
-        return ValueError(str(msg.header.get("error", "invalid data")))
+        return error_from_header(msg.header, name)
     return msg
 
 

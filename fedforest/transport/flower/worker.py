@@ -17,11 +17,13 @@ Run it next to a SuperNode started with ``--isolation process``::
     fedforest flower-worker --runtime-api-address 127.0.0.1:9094 --insecure
 
 A task whose ClientApp raises is answered as ``flwr-clientapp`` answers it (an error
-reply with Flower's error code and reason, the task marked failed) and the worker goes on
-with the next task. Tasks run one at a time (the SuperNode hands out one message at a
-time). The live client of a run stays in this process between messages
-(``clientapp._LIVE``), so a message does not even rebuild it from its data file; the
-state checkpoint in ``Context.state`` is still written, as in any process.
+reply with Flower's error code and reason, the task marked failed), except that the
+reason quotes the exception's text only for a refusal of fedforest's own
+(:mod:`fedforest.federated.client_errors`), and the worker goes on with the next task.
+Tasks run one at a time (the SuperNode hands out one message at a time). The live client
+of a run stays in this process between messages (``clientapp._LIVE``), so a message does
+not even rebuild it from its data file; the state checkpoint in ``Context.state`` is still
+written, as in any process.
 
 The worker drives Flower internals that change between releases: it refuses to start on
 a Flower other than :data:`TESTED_FLOWER` (``--allow-untested-flower`` overrides it).
@@ -143,6 +145,8 @@ def run_task(address: str, token: str, root_certificates: str | None = None) -> 
     )
     from flwr.supernode.runtime.run_clientapp import push_message, push_task_output
 
+    from ...federated.client_errors import error_text
+
     client, retry = _runtime_client(
         address,
         [
@@ -167,7 +171,10 @@ def run_task(address: str, token: str, root_certificates: str | None = None) -> 
         reply = client_app(message=message, context=context)
         sub_status, details = SubStatus.COMPLETED, ""
     except Exception as ex:
-        code, reason = ErrorCode.CLIENT_APP_RAISED_EXCEPTION, f"{type(ex)}:<'{ex}'>"
+        # Flower's reason quotes the exception's text, which reaches the server: fedforest's
+        # own refusals keep theirs, anything else its type only (logged in full below).
+        text = error_text(ex, "the ClientApp task", log=False)
+        code, reason = ErrorCode.CLIENT_APP_RAISED_EXCEPTION, f"{type(ex)}:<'{text}'>"
         if isinstance(ex, LoadClientAppError):
             code = ErrorCode.LOAD_CLIENT_APP_EXCEPTION
             reason = "An exception was raised when attempting to load `ClientApp`"
