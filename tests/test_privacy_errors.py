@@ -307,3 +307,26 @@ def test_flower_a_library_s_error_text_stays_with_the_client(
             said = "\n".join(r.getMessage() for r in caplog.records if "drop" in r.getMessage())
         assert str(FAR_YEAR) not in said and quoted_values(said, values) == [], said
         assert "failed with ValueError; its text stays with the client" in said, said
+
+
+def test_a_reader_s_arrow_error_is_kept_only_when_it_speaks_of_structure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file's refusal keeps pyarrow's text about the file's structure (a cut Parquet
+    file) and logs, not raises, a text that quotes a value (a cast pyarrow refused)."""
+    pa = pytest.importorskip("pyarrow")
+    from fedforest.datasets.files import _reason, read_table
+
+    with pytest.raises(pa.ArrowInvalid) as info:  # pyarrow's own text, with the value
+        pa.array(["HIV+ 7.31"]).cast(pa.float64())
+    assert "HIV+ 7.31" in str(info.value)
+    with caplog.at_level("ERROR", logger="fedforest.client"):
+        reason = _reason(info.value)
+    assert "7.31" not in reason and reason.startswith("pyarrow's ArrowInvalid"), reason
+    assert "HIV+ 7.31" in caplog.text  # the site's operator reads it
+    cut = tmp_path / "cut.parquet"
+    pd.DataFrame({"a": np.arange(50.0), "y": np.arange(50.0)}).to_parquet(cut)
+    cut.write_bytes(cut.read_bytes()[:-8])
+    with pytest.raises(ValueError, match="magic bytes not found") as refused:
+        read_table(cut)
+    assert isinstance(refused.value.__cause__, pa.ArrowInvalid)

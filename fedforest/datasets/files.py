@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from pathlib import Path
 
@@ -11,6 +12,17 @@ import pandas as pd
 __all__ = ["read_client_data", "read_table"]
 
 _PARQUET = {".parquet", ".pq"}
+#: pyarrow's texts for a file that is not (whole) Parquet: structure, not values. Any other
+#: pyarrow text (a cast it refused, say) may quote a value and is logged, not raised.
+_ARROW_STRUCTURAL = (
+    "magic bytes",
+    "footer",
+    "thrift",
+    "file size is 0",
+    "end of stream",
+    "end of file",
+)
+logger = logging.getLogger("fedforest.client")
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
@@ -20,7 +32,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     a ``ValueError`` naming the file and the reader's reason. Any other exception of the
     reader (a value it cannot convert: pyarrow's "year 10184 is out of range" for a date
     after 9999) is raised as it is (a note names the file), its text quoting the value: a
-    remote client sends its type only (``federated/client_errors.py``). A first column
+    remote client sends its type only (``federated/client_errors.py``). pyarrow's text is
+    in the refusal only where it speaks of the file's structure (else logged). A first column
     without a name holding 0 to n - 1 (the index ``to_csv`` writes) is dropped, with a
     warning.
     """
@@ -35,10 +48,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if not _unreadable(exc):
             exc.add_note(f"(reading {str(path)!r} as {kind})")
             raise
-        # A decoding error's text quotes a byte of the file (a letter of a name, say), and
-        # a SuperNode's error reaches the server: the encoding only.
-        reason = f"not {exc.encoding} text" if isinstance(exc, UnicodeDecodeError) else exc
-        raise ValueError(f"{str(path)!r} cannot be read as {kind}: {reason}") from exc
+        raise ValueError(f"{str(path)!r} cannot be read as {kind}: {_reason(exc)}") from exc
     # pandas' to_csv writes the index unless index=False: a first column without a name
     # holding 0, 1, ..., n-1 is that index, not a feature (it was the top "feature").
     first = frame.columns[0] if len(frame.columns) else None
@@ -63,6 +73,22 @@ def _unreadable(exc: BaseException) -> bool:
     """
     structural = (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError)
     return isinstance(exc, structural) or type(exc).__name__ in ("ArrowInvalid", "ArrowIOError")
+
+
+def _reason(exc: BaseException) -> str:
+    """The reader's reason, without a value of the file.
+
+    A decoding error's text quotes a byte of the file (a letter of a name, say) and a
+    SuperNode's error reaches the server: its encoding only. pyarrow's text is kept when it
+    speaks of the file's structure; otherwise it is logged for the site's operator.
+    """
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not {exc.encoding} text"
+    name = type(exc).__name__
+    if name.startswith("Arrow") and not any(s in str(exc).lower() for s in _ARROW_STRUCTURAL):
+        logger.error("pyarrow refused a file: %s", exc)
+        return f"pyarrow's {name} (its text may quote a value: logged by 'fedforest.client')"
+    return str(exc)
 
 
 def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Series]:
