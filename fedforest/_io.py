@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .federated.label_dtypes import label_dtype, label_dtype_problem, labels_array
 from .federated.protocol import CommunicationLedger
 from .tree.arrays import Tree
 from .tree.io import load_forest, save_forest
@@ -97,6 +98,8 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
         "n_features_in": int(model.n_features_in_),
         "feature_names_in": None if names is None else [str(n) for n in names],
         "classes": _class_list(classes),
+        # classes_' dtype (scikit-learn's: y's), which JSON's labels lose; None: a regressor.
+        "classes_dtype": None if classes is None else label_dtype(_first_output(classes)),
         "n_outputs": int(getattr(model, "n_outputs_", 1)),
         "n_clients": int(getattr(model, "n_clients_", 0)),
         "clients": [str(c) for c in getattr(model, "clients_", [])],
@@ -226,6 +229,7 @@ def _build(
     elif isinstance(header.get("oob_score"), float):  # files written before the extra array
         model.oob_score_ = header["oob_score"]
     if classes is not None:
+        classes = _typed_classes(header.get("classes_dtype"), header["classes"], classes)
         model.classes_ = classes
         model.n_classes_ = [len(c) for c in classes] if isinstance(classes, list) else len(classes)
     model._pack()
@@ -323,6 +327,21 @@ def _class_list(classes: Any) -> list[Any] | None:
     if isinstance(classes, list):  # multi-output: one array of labels per output
         return [np.asarray(c).tolist() for c in classes]
     return list(np.asarray(classes).tolist())
+
+
+def _first_output(classes: Any) -> NDArray[Any]:
+    return np.asarray(classes[0] if isinstance(classes, list) else classes)
+
+
+def _typed_classes(code: Any, raw: list[Any], classes: Any) -> Any:
+    """The checked ``classes`` in the dtype ``classes_dtype`` says (files before it: NumPy's)."""
+    if code is None:
+        return classes
+    multi = isinstance(classes, list)
+    flat = [v for c in raw for v in c] if multi else raw
+    if (why := label_dtype_problem(code, flat)) is not None:
+        raise ValueError(f"classes_dtype {why}")
+    return [labels_array(c, code) for c in raw] if multi else labels_array(raw, code)
 
 
 def _output_classes(classes: Any, n_outputs: int, trees: list[Tree]) -> list[NDArray[Any]]:

@@ -489,11 +489,13 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             self.privacy_report_ = compose_reports(
                 (warm or {}).get("privacy_report_"), result.privacy_report
             )
-        self._set_classes(result.classes, fit_classes)
+        self._set_classes(result.classes, fit_classes, result.label_dtype)
         self._pack()
 
-    def _set_classes(self, classes: list[Any] | None, fit_classes: NDArray[Any] | None) -> None:
-        """Classifier hook: ``classes_`` from the handshake's class list."""
+    def _set_classes(
+        self, classes: list[Any] | None, fit_classes: NDArray[Any] | None, dtype: str | None
+    ) -> None:
+        """Classifier hook: ``classes_`` from the handshake's class list (``dtype``: y's)."""
 
     def _pack(self) -> None:
         self._forest = pack_forest(self.trees_)
@@ -736,9 +738,9 @@ class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
             return encode_declared(y, self.classes)
         return encode_labels(y)  # several columns: multi-output, classes per output
 
-    def _set_classes(self, classes: list[Any] | None, fit_classes: Any) -> None:
+    def _set_classes(self, classes: list[Any] | None, fit_classes: Any, dtype: str | None) -> None:
         assert classes is not None  # simulation mode's codes mapped back to the labels
-        self.classes_, self.n_classes_ = decode_classes(classes, fit_classes)
+        self.classes_, self.n_classes_ = decode_classes(classes, fit_classes, dtype)
 
     def _set_oob_prediction(self, pred: NDArray[np.float64]) -> None:
         self.oob_decision_function_ = oob_proba(pred, self.n_classes_)

@@ -128,6 +128,8 @@ class ForestResult:
     tree_importances: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
     clients: list[str] = field(default_factory=list)
     categories: dict[str, list[Any]] = field(default_factory=dict)
+    #: The dtype of the clients' labels (``federated/label_dtypes.py``), or None.
+    label_dtype: str | None = None
     #: Diagnostics (``oob_leaf_sums``): per client, per node of the first tree, the sums
     #: over its out-of-bag rows (count, then sum y and y^2, or each class's count).
     leaf_sums: dict[str, NDArray[np.float64]] = field(default_factory=dict)

@@ -728,6 +728,7 @@ def grow_forest(
         tree_importances=ctx["importances"][start:],
         clients=schema["clients"],
         categories=schema["categories"],
+        label_dtype=schema["label_dtype"],
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
         settings_digest=fit_digest(batches, ctx.get(SETTINGS_DIGEST)),
         guides=secure.guides_pool(ctx.get("secure")),
