@@ -345,13 +345,13 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         empty = [c for c in X.columns if c in text and X[c].isna().all()]
         try:
             w = None if weight is None else weight.to_numpy(dtype=np.float64)
-            clients.append(
-                ff.Client(X, y.to_numpy(), name=name, sample_weight=w, categorical_features=empty)
-            )
+            clients.append(ff.Client(X, y, name=name, sample_weight=w, categorical_features=empty))
         except ValueError as exc:
             parser.error(f"{path!r}: {exc}")
     cls = ff.FedForestClassifier if args.task == "classification" else ff.FedForestRegressor
-    declared = _declared(args, parser, sites[0][3], list(sites[0][2].columns))
+    # Labels as the first client reads them (a Series as fit reads it: nullable Int64 as
+    # floats), so that --classes take the type the clients' labels have.
+    declared = _declared(args, parser, clients[0].y_raw, list(sites[0][2].columns))
     model = cls(
         **declared,
         n_estimators=args.trees,

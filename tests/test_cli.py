@@ -594,3 +594,39 @@ def test_a_file_the_reader_refuses_is_a_usage_error_naming_it(
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert f"{str(bad)!r} cannot be read as" in err and reason in err, err
+
+
+def _int64_label_sites(tmp_path) -> tuple[list, pd.DataFrame]:
+    """Two Parquet files whose target is pandas' nullable Int64 (no value missing)."""
+    rng = np.random.default_rng(5)
+    frames, paths = [], []
+    for k in range(2):
+        frame = pd.DataFrame({"a": rng.normal(size=80), "b": rng.normal(size=80)})
+        frame["y"] = pd.array((frame["a"] > 0).astype(int) + (frame["b"] > 0), dtype="Int64")
+        paths.append(tmp_path / f"s{k}.parquet")
+        frame.to_parquet(paths[-1])
+        frames.append(frame)
+    return paths, pd.concat(frames, ignore_index=True)
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")  # 3 trees
+@pytest.mark.parametrize("classes", [None, "0,1,2"])
+def test_train_reads_labels_as_fit_reads_the_frame(tmp_path, capsys, classes) -> None:
+    # A nullable Int64 target: fit (and scikit-learn) read it as floats; train gave int
+    # classes (it passed y.to_numpy() to the clients) and, with --classes, a traceback.
+    import fedforest as ff
+
+    paths, rows = _int64_label_sites(tmp_path)
+    argv = ["train", "--target", "y", "--task", "classification", "--trees", "3"]
+    argv += ["--out", str(tmp_path / "m.ffm")] + (["--classes", classes] if classes else [])
+    for k, path in enumerate(paths):
+        argv += ["--client", f"s{k}={path}"]
+    assert main(argv) == 0
+    got = ff.load(tmp_path / "m.ffm")
+    kw = {"classes": [0.0, 1.0, 2.0]} if classes else {}
+    want = ff.FedForestClassifier(n_estimators=3, random_state=0, **kw).fit(
+        rows[["a", "b"]], rows["y"], client_ids=np.repeat([0, 1], 80)
+    )
+    assert got.classes_.dtype == want.classes_.dtype == np.float64
+    assert got.classes_.tolist() == want.classes_.tolist() == [0.0, 1.0, 2.0]
+    assert got.predict(rows[["a", "b"]]).dtype == np.float64
