@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .federated.label_dtypes import label_dtype, label_dtype_problem, labels_array
-from .federated.protocol import CommunicationLedger
+from .federated.protocol import KINDS, CommunicationLedger
 from .tree.arrays import Tree
 from .tree.io import load_forest, save_forest
 
@@ -25,6 +26,8 @@ __all__ = ["MODEL_KINDS", "load_model", "save_model"]
 MODEL_KINDS = ("FedForestRegressor", "FedForestClassifier")
 #: The extra arrays a model file may hold (``extra/<name>``).
 _EXTRA_ARRAYS = ("feature_importances", "oob_score")
+#: A dropped client's reason (``federation.drop_reason``): a type name, a protocol step.
+_REASON = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,99}} in ({'|'.join(KINDS)})")
 
 
 def _json_param(value: Any) -> Any:
@@ -105,6 +108,7 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
         "clients": [str(c) for c in getattr(model, "clients_", [])],
         "categories": {str(j): list(v) for j, v in getattr(model, "categories_", {}).items()},
         "dropped_clients": [[str(c), int(r)] for c, r in getattr(model, "dropped_clients_", [])],
+        "dropped_reasons": dict(getattr(model, "dropped_reasons_", {})),
         "communication": model.communication_.to_dict(),
         "privacy_report": getattr(model, "privacy_report_", None),
     }
@@ -218,6 +222,8 @@ def _build(
     model.clients_ = np.asarray(clients, dtype=object)
     model.categories_ = categories
     model.dropped_clients_ = _dropped_clients(header.get("dropped_clients", []))
+    # Files before the reasons: none (the clients and rounds are there).
+    model.dropped_reasons_ = _dropped_reasons(header.get("dropped_reasons", {}), model)
     report = header.get("privacy_report")
     if report is not None:
         model.privacy_report_ = _privacy_report(report)
@@ -258,6 +264,19 @@ def _dropped_clients(dropped: Any) -> list[tuple[str, int]]:
     ):
         raise ValueError("dropped_clients is not a list of [client name, round] pairs")
     return [(name, r) for name, r in dropped]
+
+
+def _dropped_reasons(raw: Any, model: Any) -> dict[str, str]:
+    """``{name: reason}``: a dropped client's, "<exception type> in <protocol step>"."""
+    names = {name for name, _ in model.dropped_clients_}
+    if not isinstance(raw, dict) or not all(
+        name in names and isinstance(why, str) and _REASON.fullmatch(why) is not None
+        for name, why in raw.items()
+    ):
+        raise ValueError(
+            "dropped_reasons is not a map of dropped clients to '<exception type> in <step>'"
+        )
+    return dict(raw)
 
 
 def _categories(raw: Any, d: int, trees: list[Tree]) -> dict[int, list[Any]]:

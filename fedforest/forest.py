@@ -483,6 +483,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.clients_ = np.asarray(result.clients, dtype=object)
         self.categories_ = {int(j): list(v) for j, v in result.categories.items()}
         self.dropped_clients_ = list(result.dropped_clients)
+        self.dropped_reasons_ = dict(result.dropped_reasons)
         if result.oob_score is not None:
             self.oob_score_ = result.oob_score
         if result.privacy_report is not None:  # under warm_start, the fits' budgets add up

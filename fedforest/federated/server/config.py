@@ -135,6 +135,8 @@ class ForestResult:
     leaf_sums: dict[str, NDArray[np.float64]] = field(default_factory=dict)
     #: (name, round) of every client dropped under on_client_failure="drop".
     dropped_clients: list[tuple[str, int]] = field(default_factory=list)
+    #: Each dropped client's reason (its exception's type and the step, never its text).
+    dropped_reasons: dict[str, str] = field(default_factory=dict)
     #: Under "dp": the noise plan and the budget spent (model.privacy_report_).
     privacy_report: dict[str, Any] | None = None
     #: Under "secure"/"dp": the settings digest the grown trees' bootstraps are bound to.

@@ -730,6 +730,7 @@ def grow_forest(
         categories=schema["categories"],
         label_dtype=schema["label_dtype"],
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
+        dropped_reasons=dict(fed.reasons) if isinstance(fed, DropFailedClients) else {},
         settings_digest=fit_digest(batches, ctx.get(SETTINGS_DIGEST)),
         guides=secure.guides_pool(ctx.get("secure")),
     )
