@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ._argtypes import int_at_least, n_jobs
+from ._argtypes import DefaultsHelpFormatter, int_at_least, n_jobs
 
 __all__ = ["build_parser", "build_swarm_parser", "main"]
 
@@ -93,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``fedforest`` command and its subcommands."""
     parser = argparse.ArgumentParser(
         prog="fedforest",
-        description="Federated random forests whose splits equal centralized CART.",
+        description=(
+            "Federated random forests whose splits follow centralized CART on the pooled "
+            "rows, while the rows stay with their clients."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(
@@ -130,7 +133,7 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
             "and one forest per client, print test MSE, fit time and communication, and "
             "write a PNG. See docs/simulate.md."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     add = sim.add_argument
     add("--scenario", choices=SCENARIOS, default="covariate-shift", help="data setting")
@@ -194,10 +197,16 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "process: each file is one Client). Columns are matched by name; text columns "
             "are categorical; --weight names a column of sample weights. See docs/cli.md."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     add = train.add_argument
-    add("--client", action="append", required=True, metavar="NAME=PATH", help="a client's file")
+    add(
+        "--client",
+        action="append",
+        required=True,
+        metavar="NAME=PATH",
+        help="a client's file (repeated: one per client)",
+    )
     add("--target", required=True, help="the target column (in every file)")
     add(
         "--weight",

@@ -38,6 +38,21 @@ def test_help_exits_zero(capsys):
     assert "--scenario" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "argv", [["train"], ["simulate"], ["predict"], ["export"], ["experiment", "swarm-overlap"]]
+)
+def test_help_shows_no_default_of_none(argv, capsys) -> None:
+    # argparse's defaults formatter wrote "(default: None)" after required options
+    # (--client, --target, --out) and after options whose help says what leaving them out does.
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "default: None" not in out
+    if argv == ["train"]:
+        assert "(default: 50)" in out and "(default: secure)" in out  # the others still show
+
+
 def test_top_level_help_lists_simulate(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--help"])
