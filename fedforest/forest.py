@@ -494,7 +494,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self._pack()
 
     def _set_classes(
-        self, classes: list[Any] | None, fit_classes: NDArray[Any] | None, dtype: str | None
+        self, classes: list[Any] | None, fit_classes: Any, dtype: str | None = None
     ) -> None:
         """Classifier hook: ``classes_`` from the handshake's class list (``dtype``: y's)."""
 
@@ -739,7 +739,9 @@ class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
             return encode_declared(y, self.classes)
         return encode_labels(y)  # several columns: multi-output, classes per output
 
-    def _set_classes(self, classes: list[Any] | None, fit_classes: Any, dtype: str | None) -> None:
+    def _set_classes(
+        self, classes: list[Any] | None, fit_classes: Any, dtype: str | None = None
+    ) -> None:
         assert classes is not None  # simulation mode's codes mapped back to the labels
         self.classes_, self.n_classes_ = decode_classes(classes, fit_classes, dtype)
 
