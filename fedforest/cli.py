@@ -508,6 +508,14 @@ def _run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     print(f"  trees: {len(model.trees_)}, depth {min(depths)}-{max(depths)}, "
           f"{int(np.mean(leaves))} leaves on average")  # fmt: skip
     print(f"  features: {model.n_features_in_}; clients: {getattr(model, 'n_clients_', '?')}")
+    classes = getattr(model, "classes_", None)
+    if classes is not None:  # one list per output of a multi-output classifier
+        listed = [c.tolist() for c in classes] if isinstance(classes, list) else classes.tolist()
+        print(f"  classes: {listed}")
+    reasons = getattr(model, "dropped_reasons_", {})
+    for name, r in getattr(model, "dropped_clients_", []):
+        why = f" ({reasons[name]})" if name in reasons else ""
+        print(f"  dropped: client {name!r} in round {r}{why}")
     if hasattr(model, "oob_score_"):
         print(f"  out-of-bag score: {model.oob_score_:.4f}")
     ledger = getattr(model, "communication_", None)

@@ -660,3 +660,26 @@ def test_train_reads_labels_as_fit_reads_the_frame(tmp_path, capsys, classes) ->
     assert got.classes_.dtype == want.classes_.dtype == np.float64
     assert got.classes_.tolist() == want.classes_.tolist() == [0.0, 1.0, 2.0]
     assert got.predict(rows[["a", "b"]]).dtype == np.float64
+
+
+def test_inspect_prints_the_classes_and_the_dropped_clients(tmp_path, capsys) -> None:
+    # inspect printed neither: a classifier's labels and who was dropped (and why) were
+    # only in Python (classes_, dropped_clients_, dropped_reasons_).
+    import fedforest as ff
+    from fedforest.federated.protocol import Message
+
+    class Dying(ff.Client):
+        def handle(self, msg: Message) -> Message:
+            raise ConnectionResetError("gone")
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = np.where(X[:, 0] > 0, "sick", "well")
+    clients = [ff.Client(X[k::3], y[k::3], name=f"s{k}") for k in range(2)]
+    clients.append(Dying(X[2::3], y[2::3], name="s2"))
+    model = ff.FedForestClassifier(n_estimators=3, random_state=0, on_client_failure="drop")
+    model.fit_federated(clients).save(tmp_path / "m.ffm")
+    assert main(["inspect", str(tmp_path / "m.ffm")]) == 0
+    out = capsys.readouterr().out
+    assert "  classes: ['sick', 'well']" in out
+    assert "  dropped: client 's2' in round 0 (ConnectionResetError in handshake)" in out
