@@ -158,3 +158,17 @@ def test_model_files_check_classes_dtype_and_older_files_still_load(tmp_path: Pa
     assert old.classes_.dtype == np.int64  # NumPy's dtype of the labels, as before
     assert np.array_equal(old.predict(X), model.predict(X))
     refused(ff.load, edit_header(tmp_path / "m.ffm", tmp_path / "bad.ffm", wrong), "classes_dtype")
+
+
+def test_a_label_dtype_in_a_regression_handshake_is_ignored() -> None:
+    # Only a classifier's handshake reply is checked for it: a regressor never reads it
+    # (it gave np.dtype("garbage"), a TypeError, when the server pooled every reply's).
+    def edit(header: dict[str, Any]) -> None:
+        header["label_dtype"] = "garbage"
+
+    y = X[:, 0]
+    clients = [ff.Client(X[:120], y[:120], name="c0")]
+    clients.append(Hostile(X[120:], y[120:], "c1", HANDSHAKE, _header(edit)))
+    model = ff.FedForestRegressor(**KW).fit_federated(ff.LocalFederation(clients))
+    honest = ff.FedForestRegressor(**KW).fit_federated(_clients(y))
+    assert np.array_equal(model.predict(X), honest.predict(X))
