@@ -168,3 +168,11 @@ def test_model_files_check_the_reasons_and_older_files_load(reasons: Any, tmp_pa
     assert old.dropped_clients_ == [("c1", 0)] and old.dropped_reasons_ == {}
     bad = edit_header(tmp_path / "m.ffm", tmp_path / "bad.ffm", wrong)
     refused(ff.load, bad, "dropped_reasons")
+
+
+def test_a_type_name_a_model_file_would_refuse_is_exception() -> None:
+    from fedforest.federated.federation import drop_reason
+
+    odd = type("Fehler é 17", (RuntimeError,), {})
+    assert drop_reason(odd("x"), ROUND_A) == "Exception in round_a"
+    assert drop_reason(KeyError("patient 17"), "oob") == "KeyError in oob"

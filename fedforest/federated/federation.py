@@ -14,9 +14,13 @@ def drop_reason(cause: BaseException, kind: str) -> str:
     """Why a client failed, for the fitted model: its exception's type and the step.
 
     Never the exception's text (a library's text can quote a data value): the type name
-    and the protocol message kind, e.g. ``"TimeoutError in round_a"``.
+    and the protocol message kind, e.g. ``"TimeoutError in round_a"``. A type whose name
+    is not an ASCII identifier of at most 100 characters (model files refuse others) is
+    ``"Exception"``.
     """
-    return f"{type(cause).__name__} in {kind}"
+    name = type(cause).__name__
+    ok = name.isascii() and name.isidentifier() and len(name) <= 100
+    return f"{name if ok else 'Exception'} in {kind}"
 
 
 class ClientFailure(RuntimeError):
