@@ -35,3 +35,17 @@ def n_jobs(text: str) -> int:
     if value == 0:
         raise argparse.ArgumentTypeError("must not be 0 (1 runs in this process, -1 on every core)")
     return value
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults in the help, but not for a required option or a None default.
+
+    ``ArgumentDefaultsHelpFormatter`` wrote "(default: None)" after ``--client``,
+    ``--target`` and ``--out``, which are required, and after options whose help already
+    says what leaving them out does.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.required or action.default is None:
+            return action.help or ""
+        return super()._get_help_string(action) or ""

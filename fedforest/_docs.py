@@ -193,6 +193,9 @@ client_importance_ : float
 $oob_attributes
 dropped_clients_ : list of (str, int)
     Clients dropped under ``on_client_failure="drop"`` and the round each failed in.
+dropped_reasons_ : dict of str to str
+    Each dropped client's reason: the type of its failure and the protocol step, e.g.
+    ``"TimeoutError in round_a"`` (never the exception's text, which can quote data).
 n_features_in_, feature_names_in_
 """
 )

@@ -30,6 +30,7 @@ from .federated.categorical import (
     sort_categories,
 )
 from .federated.domains import type_hint
+from .federated.label_dtypes import labels_array
 from .federated.server.config import GrowerConfig
 from .federated.server.handshake import check_warm_schema
 
@@ -511,15 +512,18 @@ def encode_labels(y: Any) -> tuple[NDArray[np.int64], Any]:
     return encoded.astype(np.int64), labels
 
 
-def decode_classes(classes: list[Any], fit_labels: Any) -> tuple[Any, Any]:
+def decode_classes(
+    classes: list[Any], fit_labels: Any, dtype: str | None = None
+) -> tuple[Any, Any]:
     """``classes_`` and ``n_classes_`` from the handshake's class list (a list per output).
 
     ``fit_labels`` (simulation mode, from :func:`encode_labels`): the clients held codes, so
-    the class list holds codes into these labels; None: the clients' own labels.
+    the class list holds codes into these labels; None: the clients' own labels, of the
+    dtype of their y together (``dtype``, ``federated/label_dtypes.py``), as scikit-learn's.
     """
     if classes and np.ndim(classes[0]) == 1:  # multi-output: one list per output
         if fit_labels is None:
-            found = [np.asarray(c) for c in classes]
+            found = [labels_array(list(c), dtype) for c in classes]
         else:
             found = [
                 f[np.asarray(c, dtype=np.int64)] for f, c in zip(fit_labels, classes, strict=True)
@@ -528,7 +532,7 @@ def decode_classes(classes: list[Any], fit_labels: Any) -> tuple[Any, Any]:
     if fit_labels is not None:
         labels = fit_labels[np.asarray(classes, dtype=np.int64)]
     else:
-        labels = np.asarray(classes)
+        labels = labels_array(list(classes), dtype)
     return labels, len(labels)
 
 

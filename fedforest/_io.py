@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .federated.protocol import CommunicationLedger
+from .federated.label_dtypes import label_dtype, label_dtype_problem, labels_array
+from .federated.protocol import KINDS, CommunicationLedger
 from .tree.arrays import Tree
 from .tree.io import load_forest, save_forest
 
@@ -24,6 +26,8 @@ __all__ = ["MODEL_KINDS", "load_model", "save_model"]
 MODEL_KINDS = ("FedForestRegressor", "FedForestClassifier")
 #: The extra arrays a model file may hold (``extra/<name>``).
 _EXTRA_ARRAYS = ("feature_importances", "oob_score")
+#: A dropped client's reason (``federation.drop_reason``): a type name, a protocol step.
+_REASON = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,99}} in ({'|'.join(KINDS)})")
 
 
 def _json_param(value: Any) -> Any:
@@ -97,11 +101,14 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
         "n_features_in": int(model.n_features_in_),
         "feature_names_in": None if names is None else [str(n) for n in names],
         "classes": _class_list(classes),
+        # classes_' dtype (scikit-learn's: y's), which JSON's labels lose; None: a regressor.
+        "classes_dtype": None if classes is None else label_dtype(_first_output(classes)),
         "n_outputs": int(getattr(model, "n_outputs_", 1)),
         "n_clients": int(getattr(model, "n_clients_", 0)),
         "clients": [str(c) for c in getattr(model, "clients_", [])],
         "categories": {str(j): list(v) for j, v in getattr(model, "categories_", {}).items()},
         "dropped_clients": [[str(c), int(r)] for c, r in getattr(model, "dropped_clients_", [])],
+        "dropped_reasons": dict(getattr(model, "dropped_reasons_", {})),
         "communication": model.communication_.to_dict(),
         "privacy_report": getattr(model, "privacy_report_", None),
     }
@@ -215,6 +222,8 @@ def _build(
     model.clients_ = np.asarray(clients, dtype=object)
     model.categories_ = categories
     model.dropped_clients_ = _dropped_clients(header.get("dropped_clients", []))
+    # Files before the reasons: none (the clients and rounds are there).
+    model.dropped_reasons_ = _dropped_reasons(header.get("dropped_reasons", {}), model)
     report = header.get("privacy_report")
     if report is not None:
         model.privacy_report_ = _privacy_report(report)
@@ -226,6 +235,7 @@ def _build(
     elif isinstance(header.get("oob_score"), float):  # files written before the extra array
         model.oob_score_ = header["oob_score"]
     if classes is not None:
+        classes = _typed_classes(header.get("classes_dtype"), header["classes"], classes)
         model.classes_ = classes
         model.n_classes_ = [len(c) for c in classes] if isinstance(classes, list) else len(classes)
     model._pack()
@@ -254,6 +264,19 @@ def _dropped_clients(dropped: Any) -> list[tuple[str, int]]:
     ):
         raise ValueError("dropped_clients is not a list of [client name, round] pairs")
     return [(name, r) for name, r in dropped]
+
+
+def _dropped_reasons(raw: Any, model: Any) -> dict[str, str]:
+    """``{name: reason}``: a dropped client's, "<exception type> in <protocol step>"."""
+    names = {name for name, _ in model.dropped_clients_}
+    if not isinstance(raw, dict) or not all(
+        name in names and isinstance(why, str) and _REASON.fullmatch(why) is not None
+        for name, why in raw.items()
+    ):
+        raise ValueError(
+            "dropped_reasons is not a map of dropped clients to '<exception type> in <step>'"
+        )
+    return dict(raw)
 
 
 def _categories(raw: Any, d: int, trees: list[Tree]) -> dict[int, list[Any]]:
@@ -323,6 +346,21 @@ def _class_list(classes: Any) -> list[Any] | None:
     if isinstance(classes, list):  # multi-output: one array of labels per output
         return [np.asarray(c).tolist() for c in classes]
     return list(np.asarray(classes).tolist())
+
+
+def _first_output(classes: Any) -> NDArray[Any]:
+    return np.asarray(classes[0] if isinstance(classes, list) else classes)
+
+
+def _typed_classes(code: Any, raw: list[Any], classes: Any) -> Any:
+    """The checked ``classes`` in the dtype ``classes_dtype`` says (files before it: NumPy's)."""
+    if code is None:
+        return classes
+    multi = isinstance(classes, list)
+    flat = [v for c in raw for v in c] if multi else raw
+    if (why := label_dtype_problem(code, flat)) is not None:
+        raise ValueError(f"classes_dtype {why}")
+    return [labels_array(c, code) for c in raw] if multi else labels_array(raw, code)
 
 
 def _output_classes(classes: Any, n_outputs: int, trees: list[Tree]) -> list[NDArray[Any]]:

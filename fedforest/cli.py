@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ._argtypes import int_at_least, n_jobs
+from ._argtypes import DefaultsHelpFormatter, int_at_least, n_jobs
 
 __all__ = ["build_parser", "build_swarm_parser", "main"]
 
@@ -93,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``fedforest`` command and its subcommands."""
     parser = argparse.ArgumentParser(
         prog="fedforest",
-        description="Federated random forests whose splits equal centralized CART.",
+        description=(
+            "Federated random forests whose splits follow centralized CART on the pooled "
+            "rows, while the rows stay with their clients."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(
@@ -130,7 +133,7 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
             "and one forest per client, print test MSE, fit time and communication, and "
             "write a PNG. See docs/simulate.md."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     add = sim.add_argument
     add("--scenario", choices=SCENARIOS, default="covariate-shift", help="data setting")
@@ -194,10 +197,16 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "process: each file is one Client). Columns are matched by name; text columns "
             "are categorical; --weight names a column of sample weights. See docs/cli.md."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     add = train.add_argument
-    add("--client", action="append", required=True, metavar="NAME=PATH", help="a client's file")
+    add(
+        "--client",
+        action="append",
+        required=True,
+        metavar="NAME=PATH",
+        help="a client's file (repeated: one per client)",
+    )
     add("--target", required=True, help="the target column (in every file)")
     add(
         "--weight",
@@ -345,13 +354,13 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         empty = [c for c in X.columns if c in text and X[c].isna().all()]
         try:
             w = None if weight is None else weight.to_numpy(dtype=np.float64)
-            clients.append(
-                ff.Client(X, y.to_numpy(), name=name, sample_weight=w, categorical_features=empty)
-            )
+            clients.append(ff.Client(X, y, name=name, sample_weight=w, categorical_features=empty))
         except ValueError as exc:
             parser.error(f"{path!r}: {exc}")
     cls = ff.FedForestClassifier if args.task == "classification" else ff.FedForestRegressor
-    declared = _declared(args, parser, sites[0][3], list(sites[0][2].columns))
+    # Labels as the first client reads them (a Series as fit reads it: nullable Int64 as
+    # floats), so that --classes take the type the clients' labels have.
+    declared = _declared(args, parser, clients[0].y_raw, list(sites[0][2].columns))
     model = cls(
         **declared,
         n_estimators=args.trees,
@@ -499,6 +508,14 @@ def _run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     print(f"  trees: {len(model.trees_)}, depth {min(depths)}-{max(depths)}, "
           f"{int(np.mean(leaves))} leaves on average")  # fmt: skip
     print(f"  features: {model.n_features_in_}; clients: {getattr(model, 'n_clients_', '?')}")
+    classes = getattr(model, "classes_", None)
+    if classes is not None:  # one list per output of a multi-output classifier
+        listed = [c.tolist() for c in classes] if isinstance(classes, list) else classes.tolist()
+        print(f"  classes: {listed}")
+    reasons = getattr(model, "dropped_reasons_", {})
+    for name, r in getattr(model, "dropped_clients_", []):
+        why = f" ({reasons[name]})" if name in reasons else ""
+        print(f"  dropped: client {name!r} in round {r}{why}")
     if hasattr(model, "oob_score_"):
         print(f"  out-of-bag score: {model.oob_score_:.4f}")
     ledger = getattr(model, "communication_", None)

@@ -483,17 +483,20 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.clients_ = np.asarray(result.clients, dtype=object)
         self.categories_ = {int(j): list(v) for j, v in result.categories.items()}
         self.dropped_clients_ = list(result.dropped_clients)
+        self.dropped_reasons_ = dict(result.dropped_reasons)
         if result.oob_score is not None:
             self.oob_score_ = result.oob_score
         if result.privacy_report is not None:  # under warm_start, the fits' budgets add up
             self.privacy_report_ = compose_reports(
                 (warm or {}).get("privacy_report_"), result.privacy_report
             )
-        self._set_classes(result.classes, fit_classes)
+        self._set_classes(result.classes, fit_classes, result.label_dtype)
         self._pack()
 
-    def _set_classes(self, classes: list[Any] | None, fit_classes: NDArray[Any] | None) -> None:
-        """Classifier hook: ``classes_`` from the handshake's class list."""
+    def _set_classes(
+        self, classes: list[Any] | None, fit_classes: Any, dtype: str | None = None
+    ) -> None:
+        """Classifier hook: ``classes_`` from the handshake's class list (``dtype``: y's)."""
 
     def _pack(self) -> None:
         self._forest = pack_forest(self.trees_)
@@ -736,9 +739,11 @@ class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
             return encode_declared(y, self.classes)
         return encode_labels(y)  # several columns: multi-output, classes per output
 
-    def _set_classes(self, classes: list[Any] | None, fit_classes: Any) -> None:
+    def _set_classes(
+        self, classes: list[Any] | None, fit_classes: Any, dtype: str | None = None
+    ) -> None:
         assert classes is not None  # simulation mode's codes mapped back to the labels
-        self.classes_, self.n_classes_ = decode_classes(classes, fit_classes)
+        self.classes_, self.n_classes_ = decode_classes(classes, fit_classes, dtype)
 
     def _set_oob_prediction(self, pred: NDArray[np.float64]) -> None:
         self.oob_decision_function_ = oob_proba(pred, self.n_classes_)

@@ -38,6 +38,21 @@ def test_help_exits_zero(capsys):
     assert "--scenario" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "argv", [["train"], ["simulate"], ["predict"], ["export"], ["experiment", "swarm-overlap"]]
+)
+def test_help_shows_no_default_of_none(argv, capsys) -> None:
+    # argparse's defaults formatter wrote "(default: None)" after required options
+    # (--client, --target, --out) and after options whose help says what leaving them out does.
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "default: None" not in out
+    if argv == ["train"]:
+        assert "(default: 50)" in out and "(default: secure)" in out  # the others still show
+
+
 def test_top_level_help_lists_simulate(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--help"])
@@ -209,6 +224,21 @@ def test_the_grower_and_the_swarm_draw_their_bars_once_off_a_terminal(capsys) ->
         assert "progress_bar(" in inspect.getsource(module) and "tqdm(" not in inspect.getsource(
             module
         )
+
+
+@pytest.mark.parametrize("kw", [{}, {"tree_batch_size": 2}, {"split_rule": "avgimp"}])
+def test_the_levels_bar_ends_full_when_the_trees_stop_before_max_depth(capsys, kw) -> None:
+    # y is a step: every tree is done after one or two levels of max_depth=8. The bar ended
+    # at "2/8" (or 4/32 with batches) and read as a fit cut short.
+    import fedforest as ff
+
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    y = (X[:, 0] > 0).astype(float)
+    model = ff.FedForestRegressor(n_estimators=4, privacy="none", verbose=1, **kw).fit(X, y)
+    assert max(t.max_depth for t in model.trees_) < 8
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    total = 16 if "tree_batch_size" in kw else 8  # two batches of 2 trees: 8 levels each
+    assert f"{total}/{total}" in line and "100%" in line, line
 
 
 def _weighted_sites(tmp_path, n_sites: int = 2) -> list:
@@ -594,3 +624,62 @@ def test_a_file_the_reader_refuses_is_a_usage_error_naming_it(
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert f"{str(bad)!r} cannot be read as" in err and reason in err, err
+
+
+def _int64_label_sites(tmp_path) -> tuple[list, pd.DataFrame]:
+    """Two Parquet files whose target is pandas' nullable Int64 (no value missing)."""
+    rng = np.random.default_rng(5)
+    frames, paths = [], []
+    for k in range(2):
+        frame = pd.DataFrame({"a": rng.normal(size=80), "b": rng.normal(size=80)})
+        frame["y"] = pd.array((frame["a"] > 0).astype(int) + (frame["b"] > 0), dtype="Int64")
+        paths.append(tmp_path / f"s{k}.parquet")
+        frame.to_parquet(paths[-1])
+        frames.append(frame)
+    return paths, pd.concat(frames, ignore_index=True)
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")  # 3 trees
+@pytest.mark.parametrize("classes", [None, "0,1,2"])
+def test_train_reads_labels_as_fit_reads_the_frame(tmp_path, capsys, classes) -> None:
+    # A nullable Int64 target: fit (and scikit-learn) read it as floats; train gave int
+    # classes (it passed y.to_numpy() to the clients) and, with --classes, a traceback.
+    import fedforest as ff
+
+    paths, rows = _int64_label_sites(tmp_path)
+    argv = ["train", "--target", "y", "--task", "classification", "--trees", "3"]
+    argv += ["--out", str(tmp_path / "m.ffm")] + (["--classes", classes] if classes else [])
+    for k, path in enumerate(paths):
+        argv += ["--client", f"s{k}={path}"]
+    assert main(argv) == 0
+    got = ff.load(tmp_path / "m.ffm")
+    kw = {"classes": [0.0, 1.0, 2.0]} if classes else {}
+    want = ff.FedForestClassifier(n_estimators=3, random_state=0, **kw).fit(
+        rows[["a", "b"]], rows["y"], client_ids=np.repeat([0, 1], 80)
+    )
+    assert got.classes_.dtype == want.classes_.dtype == np.float64
+    assert got.classes_.tolist() == want.classes_.tolist() == [0.0, 1.0, 2.0]
+    assert got.predict(rows[["a", "b"]]).dtype == np.float64
+
+
+def test_inspect_prints_the_classes_and_the_dropped_clients(tmp_path, capsys) -> None:
+    # inspect printed neither: a classifier's labels and who was dropped (and why) were
+    # only in Python (classes_, dropped_clients_, dropped_reasons_).
+    import fedforest as ff
+    from fedforest.federated.protocol import Message
+
+    class Dying(ff.Client):
+        def handle(self, msg: Message) -> Message:
+            raise ConnectionResetError("gone")
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = np.where(X[:, 0] > 0, "sick", "well")
+    clients = [ff.Client(X[k::3], y[k::3], name=f"s{k}") for k in range(2)]
+    clients.append(Dying(X[2::3], y[2::3], name="s2"))
+    model = ff.FedForestClassifier(n_estimators=3, random_state=0, on_client_failure="drop")
+    model.fit_federated(clients).save(tmp_path / "m.ffm")
+    assert main(["inspect", str(tmp_path / "m.ffm")]) == 0
+    out = capsys.readouterr().out
+    assert "  classes: ['sick', 'well']" in out
+    assert "  dropped: client 's2' in round 0 (ConnectionResetError in handshake)" in out

@@ -526,6 +526,29 @@ def test_flower_federation_classifier_with_string_labels(tmp_path: Path) -> None
     assert list(remote.classes_) == ["sick", "well"]
 
 
+def test_flower_clientapp_reads_labels_as_fit_reads_the_frame(tmp_path: Path) -> None:
+    # A Parquet file's nullable Int64 target: fit reads it as floats, as scikit-learn; the
+    # ClientApp passed y.to_numpy() to its Client, which gave int classes.
+    paths = write_site_files(tmp_path, task="classification")
+    frames = []
+    for name, p in list(paths.items()):
+        frame = pd.read_csv(p)
+        frame["y"] = frame["y"].astype("Int64")
+        paths[name] = p.with_suffix(".parquet")
+        frame.to_parquet(paths[name])
+        frames.append(frame)
+    remote = ff.FedForestClassifier(**PARAMS, random_state=SEED)
+    remote.fit_federated(FlowerFederation(MemoryGrid(paths), min_nodes=3, poll_interval=0.001))
+    rows = pd.concat(frames, ignore_index=True)
+    ids = np.repeat(list(paths), [len(f) for f in frames])
+    fit = ff.FedForestClassifier(**PARAMS, random_state=SEED)
+    fit.fit(rows.drop(columns="y"), rows["y"], client_ids=ids)
+    assert remote.classes_.dtype == fit.classes_.dtype == np.float64
+    assert remote.classes_.tolist() == fit.classes_.tolist()
+    local = ff.FedForestClassifier(**PARAMS, random_state=SEED)
+    assert_same_forest(remote, local.fit_federated(ff.LocalFederation(local_clients(paths))))
+
+
 @pytest.mark.parametrize("levels", [None, {"ward": ["cardio", "neuro", "onco", "surgery"]}])
 @pytest.mark.parametrize("fresh_process", [True, False])
 def test_flower_federation_text_column_in_fresh_processes(

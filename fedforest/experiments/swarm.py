@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from .._argtypes import DefaultsHelpFormatter
+
 __all__ = [
     "PEERS",
     "JACCARDS",
@@ -294,7 +296,7 @@ def add_swarm_subcommand(subparsers: Any) -> argparse.ArgumentParser:
         SUBCOMMAND,
         help="swarm forests under partial feature overlap (Tables II/III, CD diagram)",
         description=__doc__.split("\n\n")[1],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     d = SwarmConfig()
     p.add_argument("--datasets", nargs="+", choices=SWARM_DATASETS, default=list(d.datasets),

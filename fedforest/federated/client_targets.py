@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._common import STAT_TASK, class_sizes
 from .categorical import value_kinds
+from .label_dtypes import label_dtype
 
 __all__ = [
     "MAX_TARGET",
@@ -165,13 +166,16 @@ def label_header(y: NDArray[Any], counts: bool, min_rows: int = 1) -> dict[str, 
     One list for one output; one list per output (a list of lists) for multi-output y.
     ``min_rows``: only the labels held in at least that many rows (under ``"secure"``,
     ``min_aggregate_rows``: a label fewer rows hold would name their value; the list may
-    then be empty).
+    then be empty). ``label_dtype``: the dtype of ``y`` (``label_dtypes``: never a label),
+    so that ``classes_`` has scikit-learn's dtype.
     """
     columns = [y] if y.ndim == 1 else [y[:, o] for o in range(y.shape[1])]
     found = [np.unique(c, return_counts=True) for c in columns]
     found = [(u[n >= min_rows], n[n >= min_rows]) for u, n in found]
     labels = [u.tolist() for u, _ in found]
     header: dict[str, Any] = {"labels": labels[0] if y.ndim == 1 else labels}
+    if (code := label_dtype(y)) is not None:
+        header["label_dtype"] = code
     if counts:  # under "none", checked against n_samples
         tally = [c.tolist() for _, c in found]
         header["label_counts"] = tally[0] if y.ndim == 1 else tally

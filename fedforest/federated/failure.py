@@ -29,11 +29,15 @@ class DropFailedClients(Federation):
     ----------
     dropped : list of (str, int)
         Each dropped client's name and the round in which it failed, in order.
+    reasons : dict of str to str
+        Each dropped client's reason: its exception's type and the step, never the
+        exception's text (:func:`~.federation.drop_reason`).
     """
 
     def __init__(self, inner: Federation) -> None:
         self.inner = inner
         self.dropped: list[tuple[str, int]] = []
+        self.reasons: dict[str, str] = {}
 
     @property
     def client_names(self) -> list[str]:
@@ -69,6 +73,8 @@ class DropFailedClients(Federation):
     def drop(self, failure: ClientFailure) -> None:
         """Drop the clients ``failure`` names (they died, timed out or sent invalid replies)."""
         self.dropped.extend((name, failure.round_index) for name in failure.failed)
+        fallback = f"ClientFailure in {failure.kind}"  # a cause this failure does not carry
+        self.reasons.update({name: failure.reasons.get(name, fallback) for name in failure.failed})
         said = str(failure)
         logger.warning(
             "%s%s on_client_failure='drop': training goes on without %s, with %d client(s).",

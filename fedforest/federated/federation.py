@@ -7,7 +7,20 @@ from collections.abc import Mapping
 
 from .protocol import Message
 
-__all__ = ["ClientDataError", "ClientFailure", "Federation", "replies_or_failure"]
+__all__ = ["ClientDataError", "ClientFailure", "Federation", "drop_reason", "replies_or_failure"]
+
+
+def drop_reason(cause: BaseException, kind: str) -> str:
+    """Why a client failed, for the fitted model: its exception's type and the step.
+
+    Never the exception's text (a library's text can quote a data value): the type name
+    and the protocol message kind, e.g. ``"TimeoutError in round_a"``. A type whose name
+    is not an ASCII identifier of at most 100 characters (model files refuse others) is
+    ``"Exception"``.
+    """
+    name = type(cause).__name__
+    ok = name.isascii() and name.isidentifier() and len(name) <= 100
+    return f"{name if ok else 'Exception'} in {kind}"
 
 
 class ClientFailure(RuntimeError):
@@ -28,6 +41,8 @@ class ClientFailure(RuntimeError):
         drops the failed clients (``on_client_failure="drop"``) can go on with them.
     failed : list of str, optional
         Every client that failed this round; defaults to ``[client]``.
+    reasons : dict of str to str, optional
+        Each failed client's :func:`drop_reason`; ``client``'s defaults to ``cause``'s.
     """
 
     def __init__(
@@ -39,8 +54,10 @@ class ClientFailure(RuntimeError):
         *,
         replies: dict[str, Message] | None = None,
         failed: list[str] | None = None,
+        reasons: dict[str, str] | None = None,
     ) -> None:
         self.failed = sorted(failed) if failed else [client]
+        self.reasons = {client: drop_reason(cause, kind), **(reasons or {})}
         others = [name for name in self.failed if name != client]
         also = f" (also failed: {', '.join(map(repr, others))})" if others else ""
         super().__init__(
@@ -103,6 +120,12 @@ def replies_or_failure(
     if not isinstance(first, BaseException):
         first = TypeError(f"it answered a {type(first).__name__}, not a Message")
     cls = ClientDataError if isinstance(first, ValueError) else ClientFailure
+    causes = {name: answers[name] for name in failed}  # not an exception: a TypeError
+    reasons = {
+        name: drop_reason(a if isinstance(a, BaseException) else TypeError(), requests[name].kind)
+        for name, a in causes.items()
+    }
     raise cls(
-        failed[0], requests[failed[0]].kind, round_index, first, replies=replies, failed=failed
-    ) from first
+        failed[0], requests[failed[0]].kind, round_index, first, replies=replies, failed=failed,
+        reasons=reasons,
+    ) from first  # fmt: skip

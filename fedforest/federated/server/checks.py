@@ -29,14 +29,9 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_TASK, STAT_WEIGHT
 from ..criteria import s_log_mean
+from ..label_dtypes import label_dtype_problem
 from ..privacy.secagg import FRAC_BITS, valid_public_key
-from ..protocol import (
-    Message,
-    expect_array,
-    protocol_mismatch,
-    unpack_gains,
-    unpack_increments,
-)
+from ..protocol import Message, expect_array, protocol_mismatch, unpack_gains, unpack_increments
 from . import check_kernels as ck
 from .sketch_runs import SketchRuns, runs_problem, sketch_runs
 
@@ -189,6 +184,10 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
                 if privacy == "none":
                     own_counts = counts if n_out == 1 else (counts[o:] or [None])[0]
                     _check_label_counts(name, kind, own_counts, len(own), n)
+            found = labels if n_out == 1 else [v for own in labels for v in own]
+            if (code := h.get("label_dtype")) is not None:  # y's dtype, for classes_
+                if (why := label_dtype_problem(code, found)) is not None:
+                    raise InvalidReply(name, kind, "header field 'label_dtype'", why)
         if ranges:
             lo = expect_array(reply, "feature_min", "f", (d,), name)
             hi = expect_array(reply, "feature_max", "f", (d,), name)

@@ -128,11 +128,15 @@ class ForestResult:
     tree_importances: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
     clients: list[str] = field(default_factory=list)
     categories: dict[str, list[Any]] = field(default_factory=dict)
+    #: The dtype of the clients' labels (``federated/label_dtypes.py``), or None.
+    label_dtype: str | None = None
     #: Diagnostics (``oob_leaf_sums``): per client, per node of the first tree, the sums
     #: over its out-of-bag rows (count, then sum y and y^2, or each class's count).
     leaf_sums: dict[str, NDArray[np.float64]] = field(default_factory=dict)
     #: (name, round) of every client dropped under on_client_failure="drop".
     dropped_clients: list[tuple[str, int]] = field(default_factory=list)
+    #: Each dropped client's reason (its exception's type and the step, never its text).
+    dropped_reasons: dict[str, str] = field(default_factory=dict)
     #: Under "dp": the noise plan and the budget spent (model.privacy_report_).
     privacy_report: dict[str, Any] | None = None
     #: Under "secure"/"dp": the settings digest the grown trees' bootstraps are bound to.

@@ -594,10 +594,15 @@ def _grow_batch(
     header: dict[str, Any] = {"setup": setup}
     if ctx.get("subsample"):  # balanced_subsample (multi-output, weighted): tree weights
         header = bootstrap_round(fed, ledger, cfg, setup, ctx)
+    steps = cfg.max_depth  # the bar's steps left for this batch (None: the bar has no total)
     while frontier.tree.size:
         frontier, routes = _level(fed, cfg, ledger, builders, frontier, routes, header, ctx)
         header = {}
-        bar.update(1)
+        if steps is None or steps > 0:  # not AvgImp's extra Round A at max_depth
+            bar.update(1)
+            steps = None if steps is None else steps - 1
+    if steps:  # trees that all stopped before max_depth: the bar ends full (it ended at 6/8)
+        bar.update(steps)
 
 
 def grow_forest(
@@ -728,7 +733,9 @@ def grow_forest(
         tree_importances=ctx["importances"][start:],
         clients=schema["clients"],
         categories=schema["categories"],
+        label_dtype=schema["label_dtype"],
         dropped_clients=fed.dropped if isinstance(fed, DropFailedClients) else [],
+        dropped_reasons=dict(fed.reasons) if isinstance(fed, DropFailedClients) else {},
         settings_digest=fit_digest(batches, ctx.get(SETTINGS_DIGEST)),
         guides=secure.guides_pool(ctx.get("secure")),
     )

@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..federation import Federation
+from ..label_dtypes import pooled_dtype
 from ..protocol import HANDSHAKE, PROTOCOL_VERSION, CommunicationLedger, Message, expect_array
 from .checks import Check, InvalidReply, check_handshake, label_type
 from .config import GrowerConfig
@@ -80,6 +81,8 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         edges = lo[:, None] + (hi - lo)[:, None] * (np.arange(1, b) / b)[None, :]
     if cfg.binning == "global":
         edges = global_grid(replies, d, int(cfg.n_bins or 32), categories)
+    # Checked with the labels (checks.check_handshake): only a classifier's count.
+    codes = [rep.header["label_dtype"] for _, rep in replies if "label_dtype" in rep.header]
     missing = np.zeros(d, dtype=bool)  # columns with a missing value at some client
     for _, rep in replies:
         missing[rep.header.get("missing_features", [])] = True
@@ -96,6 +99,8 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         "n_outputs": n_outputs,
         "feature_names": names,
         "classes": classes,
+        # The dtype of the clients' y together (scikit-learn's classes_'), unless declared.
+        "label_dtype": pooled_dtype(codes) if classes and cfg.classes is None else None,
         "class_counts": class_counts,
         "n_samples": {name: int(rep.header["n_samples"]) for name, rep in replies},
         "public_keys": public_keys(replies) if cfg.privacy != "none" else {},

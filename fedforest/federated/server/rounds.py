@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from ..failure import DropFailedClients
-from ..federation import ClientFailure, Federation
+from ..federation import ClientFailure, Federation, drop_reason
 from ..protocol import CommunicationLedger, Message
 from ..threads import thread_map
 from .checks import Check, InvalidReply, as_invalid
@@ -81,5 +81,8 @@ def _reject(
     first = bad[min(bad)]
     if not isinstance(fed, DropFailedClients) or not good:
         raise first
-    failure = ClientFailure(first.client, kind, round_index, first, replies=good, failed=list(bad))
+    reasons = {name: drop_reason(exc, kind) for name, exc in bad.items()}
+    failure = ClientFailure(
+        first.client, kind, round_index, first, replies=good, failed=list(bad), reasons=reasons
+    )
     fed.drop(failure)

@@ -34,4 +34,5 @@ def client_from_node_config(node_config: Mapping[str, Any]) -> Client:
     if not path.expanduser().is_file():
         raise ValueError(f"data-path {str(path)!r} is not a file; give each SuperNode its own.")
     X, y = read_client_data(path, str(node_config["target"]))
-    return Client(X, y.to_numpy(), name=str(node_config.get("name", path.stem)))
+    # The Series, read as fit reads it (Client): a nullable Int64 target gives floats.
+    return Client(X, y, name=str(node_config.get("name", path.stem)))

@@ -193,6 +193,7 @@ def run_metrics(
     return {
         "clients": [str(c) for c in model.clients_],
         "dropped_clients": [[name, r] for name, r in model.dropped_clients_],
+        "dropped_reasons": dict(model.dropped_reasons_),
         "n_estimators": model.n_estimators,
         "max_depth": model.max_depth,
         "rounds": ledger.rounds,
@@ -210,13 +211,14 @@ def run_metrics(
 def _report(model: FedForestRegressor | FedForestClassifier, metrics: dict[str, Any]) -> str:
     table = model.communication_.per_round
     table["seconds"] = np.round(metrics["round_seconds"], 2)
-    dropped = metrics["dropped_clients"]
+    reasons = metrics["dropped_reasons"]
+    dropped = [[name, r, reasons.get(name)] for name, r in metrics["dropped_clients"]]
     return (
         f"{table.to_string(index=False)}\n"
         f"{metrics['rounds']} rounds in {metrics['fit_seconds']:.1f} s (median round "
         f"{metrics['median_round_seconds']:.2f} s); {metrics['upload_bytes']} bytes up, "
         f"{metrics['download_bytes']} bytes down"
-        + (f"; dropped (client, round): {dropped}" if dropped else "")
+        + (f"; dropped (client, round, reason): {dropped}" if dropped else "")
     )
 
 
