@@ -890,11 +890,12 @@ def test_entries_per_row_by_hand() -> None:
     from fedforest.federated.privacy.dp import entries_per_row
 
     # Regression, 2 numeric features sampled of 3, 4 statistics: per level 4 + 2 * (2 + 4);
-    # grid 3 * 3 (moments without the public count, coarse bin), the targets' bin 1; oob 4.
+    # grid 3 * 4 (the count of known values, not public: every numeric column may miss
+    # values under "dp"; the moments; the coarse bin), the targets' bin 1; oob 4.
     got = entries_per_row(
         n_trees=5, max_depth=3, n_sampled=2, n_numeric=3, n_stats=4, classification=False
     )
-    assert got == 10 + 5 * 3 * 16 + 4
+    assert got == 13 + 5 * 3 * 16 + 4
 
 
 def test_dp_forest_reports_its_budget_and_is_noisy(tmp_path) -> None:

@@ -27,7 +27,7 @@ import logging
 import os
 from types import CodeType
 
-__all__ = ["error_header", "error_text", "is_refusal", "sanitized"]
+__all__ = ["error_header", "error_text", "is_refusal", "sanitized", "with_client_type"]
 
 logger = logging.getLogger("fedforest.client")
 
@@ -107,7 +107,17 @@ def sanitized(exc: BaseException, step: str) -> BaseException:
     kind = ValueError if isinstance(exc, ValueError) else RuntimeError
     stand_in = kind(_generic(exc, step, "this error's __cause__ is the exception"))
     stand_in.__cause__ = exc
-    return stand_in
+    return with_client_type(stand_in, type(exc).__name__)
+
+
+def with_client_type(exc: Exception, name: str) -> Exception:
+    """``exc`` marked with the class name of the client's own exception it stands for.
+
+    The server's record of a drop (``federation.drop_reason``) names that class, not the
+    stand-in's (a ``KeyError`` at the client arrives as a ``RuntimeError``).
+    """
+    exc.client_type = name  # type: ignore[attr-defined]
+    return exc
 
 
 def _generic(

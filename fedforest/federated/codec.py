@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .client_errors import with_client_type
+
 __all__ = [
     "ERROR",
     "FINISH",
@@ -62,7 +64,7 @@ def error_from_header(header: dict[str, Any], sender: str) -> Exception:
         return ValueError(f"Message from {sender!r}: its error's 'type' is not a class name.")
     if kind == "ValueError":
         return ValueError(text)
-    return RuntimeError(f"{kind} at the client: {text}")
+    return with_client_type(RuntimeError(f"{kind} at the client: {text}"), kind)
 
 
 def pack_arrays(arrays: dict[str, NDArray[Any]]) -> tuple[list[dict[str, Any]], NDArray[np.uint8]]:

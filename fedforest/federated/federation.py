@@ -14,12 +14,13 @@ def drop_reason(cause: BaseException, kind: str) -> str:
     """Why a client failed, for the fitted model: its exception's type and the step.
 
     Never the exception's text (a library's text can quote a data value): the type name
-    and the protocol message kind, e.g. ``"TimeoutError in round_a"``. A type whose name
+    and the protocol message kind, e.g. ``"TimeoutError in round_a"``; for a stand-in
+    (``client_errors.with_client_type``) the client's own exception's. A type whose name
     is not an ASCII identifier of at most 100 characters (model files refuse others) is
     ``"Exception"``.
     """
-    name = type(cause).__name__
-    ok = name.isascii() and name.isidentifier() and len(name) <= 100
+    name = getattr(cause, "client_type", None) or type(cause).__name__
+    ok = isinstance(name, str) and name.isascii() and name.isidentifier() and len(name) <= 100
     return f"{name if ok else 'Exception'} in {kind}"
 
 
