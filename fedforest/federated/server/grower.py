@@ -40,6 +40,7 @@ from .batch_setup import batch_digest, fit_digest, setup_header, tree_digests
 from .bootstrap import bootstrap_round
 from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
+from .constants import children_constant, exact_split_sides_constant
 from .digest import check_warm_digest
 from .dp_checks import clip_leaf_values
 from .draws import sample_features as _sample_features
@@ -151,17 +152,6 @@ def _is_leaf_by_rule(
     )
 
 
-def _children_constant(
-    constant: NDArray[np.bool_], routes: dict[str, NDArray[Any]], n_next: int
-) -> NDArray[np.bool_]:
-    """A feature constant in a node is constant in its children (new frontier slots)."""
-    out = np.zeros((n_next, constant.shape[1]), dtype=bool)
-    for route in (routes["route_left"], routes["route_right"]):
-        has = route >= 0
-        out[route[has]] = constant[has]
-    return out
-
-
 @dataclass
 class _Frontier:
     """Nodes to split at the current level, ordered by tree (one slot each)."""
@@ -226,7 +216,7 @@ def _level(
         nxt, routes = _secure_level(
             fed, cfg, ledger, builders, frontier, {**routes, **arrays}, header, ctx
         )
-        ctx["constant"] = _children_constant(constant, routes, nxt.tree.size)
+        ctx["constant"] = children_constant(constant, routes, nxt.tree.size)
         return nxt, routes
     records: ClientRecords = ctx["records"]
     pair_node = np.repeat(np.arange(n_slots), np.diff(pair_off))
@@ -326,12 +316,18 @@ def _level(
             min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
         )
     records.next_level()
+    sides = None
     if cfg.n_bins is None:  # exact candidates: a numeric pair without any is constant
         empty = (np.diff(cand_off) == 0) & pair_ok & numeric
         constant = constant.copy()
         constant[pair_node[empty], pair_feat[empty]] = True
+        # and so is a split feature in a child holding one of its values
+        plain = (ctx["n_categories"] == 0) & ~ctx["missing"]
+        sides = exact_split_sides_constant(
+            replies, pair_off, pair_feat, best.feature, best.threshold, plain
+        )
     nxt, routes = _apply_splits(cfg, builders, frontier, best, ctx)
-    ctx["constant"] = _children_constant(constant, routes, nxt.tree.size)
+    ctx["constant"] = children_constant(constant, routes, nxt.tree.size, sides, best.feature)
     return nxt, routes
 
 
