@@ -19,7 +19,12 @@ from numpy.typing import NDArray
 from ..protocol import Message, expect_array
 from .merge import FEATURE_THRESHOLD
 
-__all__ = ["children_constant", "exact_split_sides_constant"]
+__all__ = [
+    "children_constant",
+    "deferred_slots",
+    "exact_split_sides_constant",
+    "first_pair_only",
+]
 
 
 def children_constant(
@@ -86,3 +91,44 @@ def exact_split_sides_constant(
             if values.size:
                 side[i] = bool(values.max() <= values.min() + FEATURE_THRESHOLD)
     return left, right
+
+
+def deferred_slots(
+    no_split: NDArray[np.bool_],
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    constant: NDArray[np.bool_],
+    last_level: bool,
+) -> NDArray[np.bool_]:
+    """Slots that draw on at the next level: scikit-learn's continued draw (verification mode).
+
+    A node that could split (``no_split``: splittable, no split found) whose drawn
+    features all proved constant (``constant``, per slot, already holds them) is not a leaf
+    in scikit-learn: it draws further features until one is not constant. Here it stays
+    in the frontier, its rows passed through, and draws at the next level's rounds, unless
+    every feature is known constant in it or that level is the last (``last_level``: its
+    nodes split no more), where it stays a leaf.
+    """
+    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+    all_constant = np.ones(pair_off.size - 1, dtype=bool)
+    np.logical_and.at(all_constant, pair_node, constant[pair_node, pair_feat])
+    drew = np.diff(pair_off) > 0
+    out = no_split & drew & all_constant & ~constant.all(axis=1)
+    return out if not last_level else np.zeros_like(out)
+
+
+def first_pair_only(
+    pair_off: NDArray[np.int64], pair_feat: NDArray[np.int32], continued: NDArray[np.bool_]
+) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
+    """A continued draw sends only the first feature drawn that is not known constant.
+
+    scikit-learn evaluates the first non-constant feature it draws after ``max_features``
+    constant ones, and stops there.
+    """
+    size = np.diff(pair_off)
+    keep = np.ones(pair_feat.size, dtype=bool)
+    for i in np.flatnonzero(continued & (size > 1)).tolist():
+        keep[pair_off[i] + 1 : pair_off[i + 1]] = False
+    new_off = np.zeros_like(pair_off)
+    np.cumsum(np.where(continued, np.minimum(size, 1), size), out=new_off[1:])
+    return new_off, pair_feat[keep]
