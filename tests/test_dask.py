@@ -223,6 +223,27 @@ def test_same_forest_as_local_federation(dask_client: Client, privacy: str) -> N
     assert sent >= remote.communication_.download_bytes
 
 
+def test_a_node_drawing_on_passes_its_rows_through_on_the_actors(dask_client: Client) -> None:
+    """Verification mode, one-hot columns: a node whose drawn column proved constant stays
+    in the frontier, its rows routed to one slot by both sides (docs/architecture.md,
+    Round A); the actors route them so, and the forest is the local one (8 leaves a tree,
+    one a cell, which needs the drawing on: tests/test_constant_features.py)."""
+    rng = np.random.default_rng(0)
+    cat, b = rng.integers(0, 4, N_ROWS), rng.integers(0, 2, N_ROWS)
+    X = pd.DataFrame(np.column_stack([np.eye(4)[cat], b]), columns=list("abcde"))
+    y = pd.Series(np.array([0.0, 1.0, 3.0, 7.0])[cat] + 2.0 * b + rng.normal(0, 0.5, N_ROWS))
+    dX, dy = dd.from_pandas(X, npartitions=3), dd.from_pandas(y, npartitions=3)
+    params = {
+        "n_estimators": 3, "bootstrap": False, "max_features": 1, "n_bins": None,
+        "privacy": "none", "min_samples_leaf": 1, "random_state": 0,
+    }  # fmt: skip
+    with DaskFederation.from_collections(dX, dy, timeout=scaled(120)) as fed:
+        remote = ff.FedForestRegressor(**params).fit_federated(fed)
+    local = ff.FedForestRegressor(**params).fit_federated(ff.LocalFederation(partitions(dX, dy)))
+    assert_same_forest(remote, local)
+    assert [t.tree_.n_leaves for t in remote.estimators_] == [8, 8, 8]
+
+
 def test_dp_runs_on_actors_and_reports_its_budget(dask_client: Client) -> None:
     # Depth 2 on 800 rows. (Smaller nodes once crashed the dp grower where a level sent no
     # threshold interval, in denoise.cumulative; fixed in b946d92, tests/test_dp_noise.py.)

@@ -594,7 +594,7 @@ class ClientRecords:
             for a, b in ((left, right), (right, left)):
                 has = a >= 0
                 parent[a[has]] = np.flatnonzero(has)
-                both = has & (b >= 0)
+                both = has & (b >= 0) & (b != a)  # a node passed through has no sibling
                 sibling[a[both]] = b[both]
         root = parent < 0
 

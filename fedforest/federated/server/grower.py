@@ -40,6 +40,12 @@ from .batch_setup import batch_digest, fit_digest, setup_header, tree_digests
 from .bootstrap import bootstrap_round
 from .checks import Check, ClientRecords
 from .config import ForestResult, GrowerConfig
+from .constants import (
+    children_constant,
+    deferred_slots,
+    exact_split_sides_constant,
+    first_pair_only,
+)
 from .digest import check_warm_digest
 from .dp_checks import clip_leaf_values
 from .draws import sample_features as _sample_features
@@ -151,17 +157,6 @@ def _is_leaf_by_rule(
     )
 
 
-def _children_constant(
-    constant: NDArray[np.bool_], routes: dict[str, NDArray[Any]], n_next: int
-) -> NDArray[np.bool_]:
-    """A feature constant in a node is constant in its children (new frontier slots)."""
-    out = np.zeros((n_next, constant.shape[1]), dtype=bool)
-    for route in (routes["route_left"], routes["route_right"]):
-        has = route >= 0
-        out[route[has]] = constant[has]
-    return out
-
-
 @dataclass
 class _Frontier:
     """Nodes to split at the current level, ordered by tree (one slot each)."""
@@ -212,6 +207,8 @@ def _level(
     pair_off, pair_feat = _sample_features(
         ctx["rngs"], frontier.tree, ctx["d"], 0 if at_max else ctx["k"], constant
     )
+    if ctx.get("continued") is not None:  # nodes drawing on (verification mode)
+        pair_off, pair_feat = first_pair_only(pair_off, pair_feat, ctx["continued"])
     arrays: dict[str, NDArray[Any]] = {
         "slot_tree_off": slot_tree_off,
         "pair_off": pair_off,
@@ -226,7 +223,7 @@ def _level(
         nxt, routes = _secure_level(
             fed, cfg, ledger, builders, frontier, {**routes, **arrays}, header, ctx
         )
-        ctx["constant"] = _children_constant(constant, routes, nxt.tree.size)
+        ctx["constant"] = children_constant(constant, routes, nxt.tree.size)
         return nxt, routes
     records: ClientRecords = ctx["records"]
     pair_node = np.repeat(np.arange(n_slots), np.diff(pair_off))
@@ -326,12 +323,20 @@ def _level(
             min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
         )
     records.next_level()
+    sides = defer = None
     if cfg.n_bins is None:  # exact candidates: a numeric pair without any is constant
         empty = (np.diff(cand_off) == 0) & pair_ok & numeric
         constant = constant.copy()
         constant[pair_node[empty], pair_feat[empty]] = True
-    nxt, routes = _apply_splits(cfg, builders, frontier, best, ctx)
-    ctx["constant"] = _children_constant(constant, routes, nxt.tree.size)
+        # and so is a split feature in a child holding one of its values
+        plain = (ctx["n_categories"] == 0) & ~ctx["missing"]
+        sides = exact_split_sides_constant(
+            replies, pair_off, pair_feat, best.feature, best.threshold, plain
+        )
+        last = cfg.max_depth is not None and frontier.depth + 1 >= cfg.max_depth
+        defer = deferred_slots(splittable & (best.feature < 0), pair_off, pair_feat, constant, last)
+    nxt, routes = _apply_splits(cfg, builders, frontier, best, ctx, defer)
+    ctx["constant"] = children_constant(constant, routes, nxt.tree.size, sides, best.feature)
     return nxt, routes
 
 
@@ -486,8 +491,13 @@ def _apply_splits(
     frontier: _Frontier,
     best: Any,
     ctx: dict[str, Any],
+    defer: NDArray[np.bool_] | None = None,
 ) -> tuple[_Frontier, dict[str, NDArray[Any]]]:
-    """Record the chosen splits, create the children, and build next level's routes."""
+    """Record the chosen splits, create the children, and build next level's routes.
+
+    A ``defer`` slot (``constants.deferred_slots``) is passed through: its rows go to one
+    new slot of the same node (both routes), which draws on at the next level.
+    """
     n_slots = frontier.tree.size
     depth = frontier.depth + 1
     if cfg.split_rule == "avgimp":
@@ -535,14 +545,23 @@ def _apply_splits(
     route_right[split] = np.where(grows[1::2], slot_of[1::2], -1)
     new_tree = np.repeat(trees, 2)[grows]
     new_node = children.ravel()[grows]
+    kept = np.flatnonzero(defer) if defer is not None else np.zeros(0, dtype=np.int64)
+    route_left[kept] = route_right[kept] = new_tree.size + np.arange(kept.size)
+    new_tree = np.concatenate([new_tree, frontier.tree[kept]])
+    new_node = np.concatenate([new_node, frontier.node[kept]])
     # New slots must be grouped by tree: sort them (stable) and renumber the routes.
     order = np.argsort(new_tree, kind="stable")
     renumber = np.empty(order.size, dtype=np.int32)
     renumber[order] = np.arange(order.size, dtype=np.int32)
     for route in (route_left, route_right):
         route[route >= 0] = renumber[route[route >= 0]]
+    continued = np.zeros(order.size, dtype=bool)
+    continued[renumber[new_tree.size - kept.size :]] = True
+    ctx["continued"] = continued if kept.size else None
+    route_feature = np.where(best.feature >= 0, best.feature, -1).astype(np.int32)
+    route_feature[kept] = 0  # any column: both sides are the same slot
     routes = {
-        "route_feature": np.where(best.feature >= 0, best.feature, -1).astype(np.int32),
+        "route_feature": route_feature,
         "route_threshold": np.nan_to_num(best.threshold, nan=0.0),
         "route_left": route_left,
         "route_right": route_right,
@@ -589,6 +608,7 @@ def _grow_batch(
         ctx["secure"].start_batch(n, ctx["d"])
     ctx["records"].start_batch()
     ctx["constant"] = np.tile(ctx["root_constant"], (n, 1))
+    ctx["continued"] = None
     frontier = _Frontier(np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), 0)
     routes: dict[str, NDArray[Any]] = {}
     header: dict[str, Any] = {"setup": setup}
