@@ -298,3 +298,16 @@ def test_fit_federated_takes_a_list_of_clients_as_their_local_federation() -> No
         FedForestClassifier(**kw).fit_federated(iter(clients()))
     with pytest.raises(ValueError, match="not a dict; pass list"):
         FedForestClassifier(**kw).fit_federated({c.name: c for c in clients()})
+
+
+def test_top_l_in_the_verification_mode_is_refused_before_any_round() -> None:
+    """It was an InvalidReply naming a client (its exact Round A sends no ranking)."""
+    from fedforest.federated.federation import ClientFailure
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 4))
+    y = X[:, 0] + 0.1 * rng.normal(size=120)
+    model = FedForestRegressor(n_estimators=2, privacy="none", n_bins=None, top_l=2)
+    with pytest.raises(ValueError, match="top_l is not available with n_bins=None") as info:
+        model.fit(X, y, client_ids=rng.integers(0, 3, 120))
+    assert not isinstance(info.value, ClientFailure)

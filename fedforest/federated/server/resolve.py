@@ -109,6 +109,12 @@ def check_combinations(cfg: GrowerConfig) -> None:
             'top_l is not available with binning="global": its candidates travel before the '
             "clients' rankings that shortlist the features."
         )
+    if cfg.n_bins is None and cfg.top_l:
+        raise ValueError(
+            "top_l is not available with n_bins=None: the verification mode evaluates every "
+            "drawn feature at every distinct value (pooled CART's split), and Top-L would "
+            "shortlist them by the clients' local rankings. Use one or the other."
+        )
     if cfg.criterion == "poisson" and cfg.split_rule == "avgimp":
         raise ValueError(
             'criterion="poisson" is not available with split_rule="avgimp": a client\'s local '
