@@ -319,7 +319,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         try:
             X, y = read_client_data(path, args.target)
         except ValueError as exc:
-            parser.error(str(exc))
+            parser.error(_usage(exc))
         if args.task == "regression" and not pd.api.types.is_numeric_dtype(y.dtype):
             parser.error(
                 f"{path!r} (client {name!r}): target column {args.target!r} is not numeric "
@@ -381,7 +381,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             "categories=": "--categories COLUMN=LEVEL,...",
             "epsilon=": "--epsilon",
         }
-        parser.error(declaration_hint(str(exc), options, "on the command line"))
+        parser.error(declaration_hint(_usage(exc), options, "on the command line"))
     ledger = model.communication_
     score = "accuracy" if args.task == "classification" else "R^2"
     rows = f"{sum(c.n_samples for c in clients)} rows"
@@ -425,6 +425,22 @@ def _check_out_directory(path: Path, parser: argparse.ArgumentParser) -> None:
         parser.error(f"--out {str(path)!r} is a directory; give a file name")
 
 
+def _usage(exc: BaseException) -> str:
+    """An exception as a usage error's text, with what a traceback would have shown.
+
+    Its notes (the file a reader failed on, ``datasets/files.py``), and the exception a
+    client's stand-in stands for (``federated/client_errors.py``: a server sees only its
+    type; on the command line every client's rows are the user's own).
+    """
+    text = " ".join([str(exc), *getattr(exc, "__notes__", [])])
+    link: BaseException | None = exc
+    while link is not None:
+        if getattr(link, "client_type", None) and link.__cause__ is not None:
+            return f"{text} ({type(link.__cause__).__name__}: {link.__cause__})"
+        link = link.__cause__
+    return text
+
+
 def _load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
     """A model file, or the command's usage error naming why it cannot be read."""
     import fedforest as ff
@@ -442,7 +458,7 @@ def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
     try:
         frame = read_table(path)
     except ValueError as exc:
-        parser.error(str(exc))
+        parser.error(_usage(exc))
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
         missing = [c for c in names if c not in frame.columns]

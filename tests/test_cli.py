@@ -683,3 +683,44 @@ def test_inspect_prints_the_classes_and_the_dropped_clients(tmp_path, capsys) ->
     out = capsys.readouterr().out
     assert "  classes: ['sick', 'well']" in out
     assert "  dropped: client 's2' in round 0 (ConnectionResetError in handshake)" in out
+
+
+def test_a_reader_s_own_error_names_the_file_on_the_command_line(tmp_path, capsys) -> None:
+    """A value pyarrow cannot convert (a date after 9999) is raised as the reader's error
+    with a note naming the file (``datasets/files.py``); the usage error shows both (the
+    note was lost: "error: year 10184 is out of range")."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    paths = _weighted_sites(tmp_path)
+    frame = pd.read_csv(paths[1])
+    days = np.full(len(frame), 18_000, dtype=np.int32)
+    days[3] = 3_000_123  # year 10184
+    bad = tmp_path / "far.parquet"
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(table.append_column("visit", pa.array(days, type=pa.date32())), bad)
+    argv = ["train", "--target", "y", "--trees", "2", "--privacy", "none"]
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--out", str(tmp_path / "m.ffm"), "--client", f"s0={paths[0]}",
+              "--client", f"s1={bad}"])  # fmt: skip
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "10184" in err and str(bad) in err, err
+
+
+def test_a_client_s_stand_in_shows_its_exception_on_the_command_line() -> None:
+    """On the command line every client is the user's own: a stand-in's usage text (the
+    server's sees the type only) names the exception it stands for, with its text."""
+    from fedforest.cli import _usage
+    from fedforest.federated.client_errors import sanitized
+    from fedforest.federated.federation import ClientDataError
+
+    try:
+        float("HIV+ 7.31")
+    except ValueError as exc:
+        stand_in = sanitized(exc, "round_b")
+    assert "HIV+" not in str(stand_in)
+    failure = ClientDataError("s1", "round_b", 3, stand_in)
+    failure.__cause__ = stand_in
+    text = _usage(failure)
+    assert "round_b failed with ValueError" in text and "HIV+ 7.31" in text, text
