@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -110,13 +111,18 @@ def make_client(X: pd.DataFrame, y: np.ndarray, name: str) -> ff.Client:
 
 
 class SlowClient(ff.Client):
-    """Answers the handshake, then takes ``delay`` seconds over every later message."""
+    """Answers the handshake, then holds every later answer until the file ``release``
+    exists (at most a minute): past any timeout of the test, however busy the machine."""
 
-    delay = 3.0
+    def __init__(self, *args: Any, release: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.release = release
 
     def handle(self, msg: Message) -> Message:
         if msg.kind != "handshake":
-            time.sleep(self.delay)
+            deadline = time.monotonic() + 60.0
+            while not os.path.exists(self.release) and time.monotonic() < deadline:
+                time.sleep(0.01)
         return super().handle(msg)
 
 
@@ -570,22 +576,32 @@ def test_an_actor_sends_a_library_s_error_as_its_type_and_step(
     assert [name for name, _ in model.dropped_clients_] == ["a"]
 
 
-def test_an_actor_past_the_timeout_fails_its_round(dask_client: Client) -> None:
+def test_an_actor_past_the_timeout_fails_its_round(dask_client: Client, tmp_path: Path) -> None:
     X, y, _ = frame(7)
+    release = tmp_path / "release"
     factories = {
         "fast": functools.partial(make_client, X, y.to_numpy(), "fast"),
-        "slow": functools.partial(SlowClient, X, y.to_numpy(), name="slow"),
+        "slow": functools.partial(SlowClient, X, y.to_numpy(), name="slow", release=str(release)),
     }
-    with DaskFederation(factories, start_timeout=scaled(60)) as fed:
-        fed.timeout = 0.5  # after the handshake, whatever the load: the slow one sleeps 3 s
+    # One worker each: a worker runs its actors' calls in one thread, so "fast" on the
+    # worker of "slow" answers only if its call runs first (it did in 10 of 10 runs forced
+    # there, by the order of sending; the scheduler decides where unpinned actors go).
+    where = dict(zip(factories, sorted(dask_client.scheduler_info()["workers"]), strict=True))
+    with DaskFederation(factories, workers=where, start_timeout=scaled(60)) as fed:
+        # The timeout bounds the round whatever the load: "slow" answers only once released.
+        fed.timeout = scaled(2.0)
         requests = {
             name: Message("handshake", {"protocol": PROTOCOL_VERSION, "task": "regression"})
             for name in fed.client_names
         }
-        assert set(fed.send_and_receive(requests, 0)) == {"fast", "slow"}
-        with pytest.raises(ClientFailure, match="'slow' failed in round 1.*TimeoutError") as info:
-            fed.send_and_receive(requests | {"slow": Message("round_a")}, 1)
-        assert info.value.failed == ["slow"] and set(info.value.replies) == {"fast"}
+        timed_out = "'slow' failed in round 1.*TimeoutError"
+        try:
+            assert set(fed.send_and_receive(requests, 0)) == {"fast", "slow"}
+            with pytest.raises(ClientFailure, match=timed_out) as info:
+                fed.send_and_receive(requests | {"slow": Message("round_a")}, 1)
+            assert info.value.failed == ["slow"] and set(info.value.replies) == {"fast"}
+        finally:
+            release.touch()  # the actor's thread is free again for the next test
 
 
 def test_empty_partitions_of_a_filtered_frame_make_no_client(dask_client: Client) -> None:

@@ -2,10 +2,10 @@
 
 Fast tests drive the ServerApp's federation and the ClientApp in this process through an
 in-memory Grid. The end-to-end tests start a real SuperLink and three SuperNodes on
-127.0.0.1 (free ports, one FLWR_HOME each, telemetry, update checks and runtime
-dependency installation off), run the example app with ``flwr run``, and compare the
-saved forest with the local simulation's; every process they start is killed by its
-process group when the test ends, passed or failed.
+127.0.0.1 (ports below the ephemeral range, one FLWR_HOME each, telemetry, update checks
+and runtime dependency installation off), run the example app with ``flwr run``, and
+compare the saved forest with the local simulation's; every process they start is killed
+by its process group when the test ends, passed or failed.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import fcntl
 import ipaddress
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -759,26 +760,64 @@ def test_dropped_clients_is_empty_without_failure(site_files: dict[str, Path]) -
 
 
 # ---------------------------------------------------------------------------- real deployment
+#: Ports are drawn from the OS's randomness: the conftest seeds Python's and NumPy's global
+#: generators before every test, so they would give every test and xdist worker the same.
+_PORT_DRAWS = random.SystemRandom()
+
+
 def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
+    """``n`` ports free on 127.0.0.1 now, below the kernel's ephemeral range.
+
+    A port the kernel hands out (``bind(("127.0.0.1", 0))``) goes back to its pool once
+    closed, and any outgoing connection or ``bind(0)`` (the deployment's own HTTP clients,
+    Dask's cluster in the other xdist worker) may take it before the SuperLink or SuperNode
+    binds it. Below the range only a process that names the port takes it; a start that
+    finds it taken anyway is retried on another (``Deployment.listening``).
+    """
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        low = int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    ports: list[int] = []
+    while len(ports) < n:
+        port = _PORT_DRAWS.randrange(10000, low) if low > 11000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        if port not in ports:
+            ports.append(port)
     return ports
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+#: What a SuperLink's or SuperNode's log says once its HTTP API listens (uvicorn's line),
+#: and what it says when the port was taken.
+_LISTENING = "running on http{s}://127.0.0.1:{port}"
+_TAKEN = "address already in use"
+
+
+def _wait_listening(
+    port: int, tls: bool, proc: subprocess.Popen[bytes], log: Path, timeout: float
+) -> bool:
+    """True once ``proc`` says it listens on ``port``; False if it found the port taken.
+
+    The process's own log, not a connection: another process listening on the port
+    would answer a connection too."""
+    line = _LISTENING.format(s="s" if tls else "", port=port)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if line in text:
+            return True
+        if _TAKEN in text.lower():
+            return False
         if proc.poll() is not None:
-            raise RuntimeError(f"SuperLink exited early:\n{log.read_text()[-3000:]}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"SuperLink did not listen on {port}:\n{log.read_text()[-3000:]}")
+            raise RuntimeError(f"{log.stem} exited early:\n{text[-3000:]}")
+        time.sleep(0.1)
+    raise TimeoutError(f"{log.stem} did not listen on {port}:\n{log.read_text()[-3000:]}")
 
 
 class Deployment:
@@ -799,14 +838,11 @@ class Deployment:
         self.paths = paths
         self.port, *self.node_ports = _free_ports(1 + len(SITES))
         self.procs: dict[str, subprocess.Popen[Any]] = {}
+        #: Each listening process's arguments ("{port}" for its port), home and port.
+        self.listeners: dict[str, tuple[list[str], Path, int]] = {}
         self.certs = _make_certificates(root / "certs") if tls else {}
         self.cli_home = root / "cli-home"
         self.cli_home.mkdir()
-        connection = f'root-certificates = "{self.certs["ca"]}"' if tls else "insecure = true"
-        (self.cli_home / "config.toml").write_text(
-            '[superlink]\ndefault = "test"\n\n[superlink.test]\n'
-            f'address = "127.0.0.1:{self.port}"\n{connection}\n'
-        )
 
     def env(self, home: Path) -> dict[str, str]:
         home.mkdir(exist_ok=True)
@@ -835,11 +871,30 @@ class Deployment:
         self.procs[key] = proc
         return proc
 
+    def _listen(self, key: str, args: list[str], home: Path, port: int) -> None:
+        """Spawn ``key`` with ``{port}`` in ``args`` made ``port``; ``listening`` waits."""
+        self.listeners[key] = (args, home, port)
+        self._spawn(key, [a.replace("{port}", str(port)) for a in args], home)
+
+    def listening(self, key: str, tls: bool = False) -> int:
+        """The port ``key`` listens on, once it does; started again on another port (four
+        times at most) while its port was taken."""
+        for attempt in range(5):
+            args, home, port = self.listeners[key]
+            if attempt:
+                self.kill(key)
+                port = _free_ports(1)[0]
+                self._listen(key, args, home, port)
+            log = self.root / f"{key}.log"
+            if _wait_listening(port, tls, self.procs[key], log, timeout=scaled(60)):
+                return port
+        raise RuntimeError(f"{key} found five ports taken:\n{self.logs()}")
+
     def start_superlink(self) -> None:
         args = [
             "flower-superlink",
             "--port",
-            str(self.port),
+            "{port}",
             "--disable-runtime-dependency-installation",
         ]
         if self.tls:
@@ -851,15 +906,22 @@ class Deployment:
             ]  # fmt: skip
         else:
             args.append("--insecure")
-        proc = self._spawn("superlink", args, self.root / "superlink-home")
-        _wait_for_port(self.port, proc, self.root / "superlink.log", timeout=scaled(60))
+        self._listen("superlink", args, self.root / "superlink-home", self.port)
+        self.port = self.listening("superlink", self.tls)
+        connection = f'root-certificates = "{self.certs["ca"]}"' if self.tls else "insecure = true"
+        (self.cli_home / "config.toml").write_text(
+            '[superlink]\ndefault = "test"\n\n[superlink.test]\n'
+            f'address = "127.0.0.1:{self.port}"\n{connection}\n'
+        )
 
     def start_node(self, name: str, data: Path, port: int, register: bool = True) -> None:
-        """A SuperNode on ``data``; with TLS, its key is registered first unless told not."""
+        """A SuperNode on ``data``; with TLS, its key is registered first unless told not.
+
+        ``node_listening`` waits until it listens (and starts its worker, if any)."""
         args = [
             "flower-supernode",
             "--superlink", f"127.0.0.1:{self.port}",
-            "--port", str(port),
+            "--port", "{port}",
             "--node-config", f'data-path="{data}" target="y" name="{name}"',
         ]  # fmt: skip
         if self.tls:
@@ -878,7 +940,11 @@ class Deployment:
             args.append("--insecure")
         if self.isolation == "worker":
             args += ["--isolation", "process"]
-        self._spawn(name, args, self.root / f"{name}-home")
+        self._listen(name, args, self.root / f"{name}-home", port)
+
+    def node_listening(self, name: str) -> None:
+        """Wait until SuperNode ``name``'s runtime API listens; then start its worker."""
+        port = self.listening(name)  # served over HTTP, with or without TLS to the SuperLink
         if self.isolation == "worker":
             worker = [
                 sys.executable, "-m", "fedforest", "flower-worker", "--insecure",
@@ -1042,6 +1108,8 @@ def deploy(
         dep.start_superlink()
         for (name, path), port in zip(dep.paths.items(), dep.node_ports, strict=True):
             dep.start_node(name, path, port)
+        for name in dep.paths:  # started together, waited for one by one
+            dep.node_listening(name)
         return dep
 
     with contextlib.ExitStack() as stack:
