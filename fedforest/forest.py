@@ -26,6 +26,7 @@ from ._docs import estimator_doc
 from ._inputs import (
     NOTHING_TO_ADD,
     check_bootstrap,
+    check_declarations,
     check_federable,
     check_numeric_columns,
     check_targets,
@@ -276,8 +277,9 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             return self
         self._clear_fitted()
         try:
-            check_federable(self.criterion, self.max_leaf_nodes)
             self._validate_params()
+            check_federable(self.criterion, self.max_leaf_nodes)
+            check_declarations(getattr(self, "class_weight", None), self.categories)
             warn_low_min_rows(self.privacy, self.min_aggregate_rows)
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
             check_targets(X, y, self._task)
@@ -350,8 +352,9 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             return self
         self._clear_fitted()
         try:
-            check_federable(self.criterion, self.max_leaf_nodes)
             self._validate_params()
+            check_federable(self.criterion, self.max_leaf_nodes)
+            check_declarations(getattr(self, "class_weight", None), self.categories)
             warn_low_min_rows(self.privacy, self.min_aggregate_rows)
             if callable(self.oob_score):
                 raise ValueError(

@@ -1,0 +1,118 @@
+"""Odd inputs a user brings, and the errors they meet (docs/sklearn.md, "Inputs a user brings").
+
+Each test failed on m16: a silent wrong answer (all-zero sample weights under
+fit_federated, negative or NaN class weights, a string of declared levels), a TypeError
+from inside the grower (``n_estimators=True``), a hostile-reply error blaming a client for
+its duplicate column names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.utils._param_validation import InvalidParameterError
+
+from fedforest import Client, FedForestClassifier, FedForestRegressor
+
+PRIVACY = ["secure", "none"]
+
+
+def _data(n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    return X, X[:, 0] + 0.1 * rng.normal(size=n), np.where(X[:, 0] > 0, "a", "b")
+
+
+def _kw(privacy: str) -> dict[str, Any]:
+    return dict(n_estimators=3, max_depth=3, random_state=0, privacy=privacy)
+
+
+def _clients(X: np.ndarray, y: np.ndarray, **kw: Any) -> list[Client]:
+    half = X.shape[0] // 2
+    return [Client(X[:half], y[:half], "a", **kw), Client(X[half:], y[half:], "b", **kw)]
+
+
+@pytest.mark.parametrize("privacy", PRIVACY)
+def test_every_client_weighing_zero_is_refused_as_scikit_learn(privacy: str) -> None:
+    # fit refuses it (scikit-learn's check); fit_federated grew single leaves predicting 0.
+    X, y, _ = _data()
+    zero = np.zeros(X.shape[0] // 2)
+    model = FedForestRegressor(**_kw(privacy))
+    with pytest.raises(ValueError, match="at least one non-zero"):
+        model.fit_federated(_clients(X, y, sample_weight=zero))
+    with pytest.raises(ValueError, match="at least one non-zero"):
+        model.fit(X, y, sample_weight=np.zeros(X.shape[0]))
+    # One client's rows all weighing 0 is fine: the other's make the forest.
+    clients = [
+        Client(X[:60], y[:60], "a", sample_weight=zero),
+        Client(X[60:], y[60:], "b", sample_weight=np.ones(60)),
+    ]
+    assert np.ptp(model.fit_federated(clients).predict(X)) > 0
+
+
+@pytest.mark.parametrize("privacy", PRIVACY)
+@pytest.mark.parametrize(
+    ("class_weight", "message"),
+    [
+        ({"a": -1.0}, r"class_weight\['a'\] is -1.0; class weights must be finite"),
+        ({"a": np.nan}, r"class_weight\['a'\] is nan"),
+        ({"a": np.inf}, r"class_weight\['a'\] is inf"),
+        ({"a": "2"}, r"class_weight\['a'\] must be a number"),
+        ([{"a": -1.0}], r"class_weight\['a'\] is -1.0"),
+        ({"a": 0, "b": 0}, "class_weight gives every class weight 0"),
+    ],
+)
+def test_bad_class_weights_are_refused(privacy: str, class_weight: Any, message: str) -> None:
+    # They gave NaN or all-zero probabilities, silently.
+    X, _, labels = _data()
+    model = FedForestClassifier(**_kw(privacy), class_weight=class_weight)
+    with pytest.raises(ValueError, match=message):
+        model.fit(X, labels)
+    with pytest.raises(ValueError, match=message):
+        model.fit_federated(_clients(X, labels))
+
+
+@pytest.mark.parametrize(
+    ("levels", "message"),
+    [
+        ("ab", r"categories\[0\] must be a list of levels, got 'ab' \(\['ab'\] declares"),
+        (5, r"categories\[0\] must be a list of levels, got 5\."),
+        ([], r"categories\[0\] declares no level"),
+    ],
+)
+def test_declared_levels_must_be_a_non_empty_list(levels: Any, message: str) -> None:
+    # "ab" declared the levels "a" and "b"; [] made every value missing; silently.
+    X, y, _ = _data()
+    model = FedForestRegressor(**_kw("none"), categories={0: levels})
+    with pytest.raises(ValueError, match=message):
+        model.fit(X, y)
+    with pytest.raises(ValueError, match=message):
+        model.fit_federated(_clients(X, y))
+
+
+@pytest.mark.parametrize("privacy", PRIVACY)
+def test_n_estimators_true_is_one_tree_as_scikit_learn(privacy: str) -> None:
+    # scikit-learn's constraints take True as the int 1; the grower raised a TypeError.
+    X, y, _ = _data()
+    model = FedForestRegressor(**{**_kw(privacy), "n_estimators": True}).fit(X, y)
+    assert len(model.estimators_) == 1
+
+
+def test_a_bad_max_leaf_nodes_gets_the_parameter_error() -> None:
+    # It got the federation's refusal of any number, as if 'x' were one.
+    X, y, _ = _data()
+    with pytest.raises(InvalidParameterError, match="'max_leaf_nodes' parameter"):
+        FedForestRegressor(max_leaf_nodes="x").fit(X, y)
+
+
+def test_a_client_with_duplicate_column_names_is_refused_at_once() -> None:
+    # The handshake refused it as an invalid reply, as if the client were hostile.
+    X, y, _ = _data()
+    frame = pd.DataFrame(X, columns=["a", "a", "c"])
+    with pytest.raises(ValueError, match=r"Client 'x': X has duplicate column names \['a'\]"):
+        Client(frame, y, "x")
+    with pytest.raises(ValueError, match=r"duplicate column names \['1'\]"):
+        Client(pd.DataFrame(X, columns=[1, "1", "c"]), y, "x")  # the same once str()
