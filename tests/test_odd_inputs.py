@@ -3,11 +3,12 @@
 Each test failed on m16: a silent wrong answer (all-zero sample weights under
 fit_federated, negative or NaN class weights, a string of declared levels), a TypeError
 from inside the grower (``n_estimators=True``), a hostile-reply error blaming a client for
-its duplicate column names.
+its duplicate column names, or a CSV error that did not say why.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
 from fedforest import Client, FedForestClassifier, FedForestRegressor
+from fedforest.cli import main
 
 PRIVACY = ["secure", "none"]
 
@@ -116,3 +118,16 @@ def test_a_client_with_duplicate_column_names_is_refused_at_once() -> None:
         Client(frame, y, "x")
     with pytest.raises(ValueError, match=r"duplicate column names \['1'\]"):
         Client(pd.DataFrame(X, columns=[1, "1", "c"]), y, "x")  # the same once str()
+
+
+def test_a_semicolon_separated_csv_says_so(tmp_path: Path, capsys: Any) -> None:
+    X, y, _ = _data()
+    frame = pd.DataFrame(X, columns=["p", "q", "r"]).assign(y=y)
+    for k in range(2):
+        frame.to_csv(tmp_path / f"s{k}.csv", sep=";", index=False)
+    argv = ["train", "--target", "y", "--trees", "2", "--out", str(tmp_path / "m.ffm")]
+    argv += [f"--client=c{k}={tmp_path / f's{k}.csv'}" for k in range(2)]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "the file looks ';'-separated" in capsys.readouterr().err
