@@ -439,6 +439,38 @@ def check_declarations(class_weight: Any, categories: Any) -> None:
             )
 
 
+def warn_numeric_declared(est: Any) -> None:
+    """After ``fit_federated``: the estimator's ``categorical_features`` the clients did not follow.
+
+    ``categorical_features`` on the estimator is ``fit``'s (it builds the clients); under
+    ``fit_federated`` each ``Client`` declares its own, and a column the estimator names
+    but the clients gave as numbers was split as numbers, silently. Names no column there
+    (a wrong name or index) likewise.
+    """
+    if est.categorical_features is None:
+        return
+    given, d = list(est.categorical_features), est.n_features_in_
+    names = list(getattr(est, "feature_names_in_", []))
+    if given and all(isinstance(v, (bool, np.bool_)) for v in given):
+        given = [j for j, v in enumerate(given) if v]
+    numeric = []
+    for v in given:
+        if isinstance(v, str):
+            j = names.index(v) if v in names else None
+        else:
+            j = int(v) + d if isinstance(v, (int, np.integer)) and int(v) < 0 else v
+        if j not in est.categories_:
+            numeric.append(v)
+    if numeric:
+        warn_caller(
+            f"categorical_features names {numeric}, which the clients gave as numeric "
+            "columns (or no column): under fit_federated each Client declares its "
+            "categorical columns (Client(..., categorical_features=[...])); the estimator's "
+            "categorical_features is fit's. They were split as numbers.",
+            UserWarning,
+        )
+
+
 def check_bootstrap(bootstrap: bool, oob_score: bool, max_samples: Any) -> None:
     """Options that need the bootstrap, refused without it (scikit-learn's messages)."""
     if max_samples is not None and not bootstrap:

@@ -46,6 +46,7 @@ from ._inputs import (
     warm_prior,
     warm_schema,
     warn_low_min_rows,
+    warn_numeric_declared,
     weights_back,
     with_codes,
 )
@@ -377,6 +378,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             self.n_features_in_ = result.n_features
             if result.feature_names is not None:
                 self.feature_names_in_ = np.asarray(result.feature_names, dtype=object)
+            warn_numeric_declared(self)
         except BaseException:
             self._restore(warm)  # as fit: a warm start keeps the forest it had
             raise

@@ -131,3 +131,16 @@ def test_a_semicolon_separated_csv_says_so(tmp_path: Path, capsys: Any) -> None:
         main(argv)
     assert exc.value.code == 2
     assert "the file looks ';'-separated" in capsys.readouterr().err
+
+
+def test_fit_federated_warns_of_categorical_features_the_clients_did_not_follow() -> None:
+    # The estimator's categorical_features is fit's: under fit_federated it was ignored,
+    # silently, and the column split as numbers.
+    X, y, _ = _data()
+    X[:, 1] = np.arange(X.shape[0]) % 3
+    model = FedForestRegressor(**_kw("none"), categorical_features=[1])
+    with pytest.warns(UserWarning, match=r"categorical_features names \[1\], which the clients"):
+        model.fit_federated(_clients(X, y))
+    assert model.categories_ == {}
+    model.fit_federated(_clients(X, y, categorical_features=[1]))  # followed: no warning
+    assert list(model.categories_) == [1]
