@@ -144,3 +144,18 @@ def test_fit_federated_warns_of_categorical_features_the_clients_did_not_follow(
     assert model.categories_ == {}
     model.fit_federated(_clients(X, y, categorical_features=[1]))  # followed: no warning
     assert list(model.categories_) == [1]
+
+
+@pytest.mark.parametrize("privacy", PRIVACY)
+def test_declared_classes_of_the_wrong_shape_name_the_client(privacy: str) -> None:
+    # A list per output for one output was a TypeError inside the client's handshake
+    # (RuntimeError "handshake failed with TypeError", naming nothing).
+    X, _, labels = _data()
+    model = FedForestClassifier(**_kw(privacy), classes=[["a", "b"]])
+    with pytest.raises(ValueError, match=r"Client 'a': the declared classes are not one list"):
+        model.fit_federated(_clients(X, labels))
+    both = np.c_[labels, labels]
+    with pytest.raises(ValueError, match="declare a list of labels per output"):
+        model.set_params(classes=["a", "b"]).fit_federated(_clients(X, both))
+    model.set_params(classes=[["a", "b"], ["a", "b"]]).fit_federated(_clients(X, both))
+    assert [list(c) for c in model.classes_] == [["a", "b"], ["a", "b"]]
