@@ -159,3 +159,11 @@ def test_declared_classes_of_the_wrong_shape_name_the_client(privacy: str) -> No
         model.set_params(classes=["a", "b"]).fit_federated(_clients(X, both))
     model.set_params(classes=[["a", "b"], ["a", "b"]]).fit_federated(_clients(X, both))
     assert [list(c) for c in model.classes_] == [["a", "b"], ["a", "b"]]
+
+
+def test_top_l_above_the_features_is_refused_as_max_features() -> None:
+    # Each client allocated its rankings at top_l columns: top_l=10**9 hung the fit.
+    X, y, _ = _data()
+    with pytest.raises(ValueError, match=r"top_l must be in \[1, n_features\]; got top_l=4"):
+        FedForestRegressor(**_kw("none"), top_l=4).fit(X, y)
+    assert len(FedForestRegressor(**_kw("none"), top_l=3).fit(X, y).estimators_) == 3
