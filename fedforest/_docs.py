@@ -92,6 +92,8 @@ categorical_features : array-like of column names or indices, or boolean mask, o
     category list at the handshake and exact per-category statistics; the server finds
     the best subset split (Fisher ordering; exhaustive for multiclass with at most 10
     present categories). Unseen categories follow the marginal rule. No one-hot encoding.
+    Used by ``fit``; under ``fit_federated`` each ``Client`` declares its own, and a
+    column named here that the clients give as numbers warns after the fit.
 categories : dict, "from_dtype" or None, default=None
     The levels of categorical columns, declared (public, as ``OneHotEncoder``'s
     ``categories``): ``{column name or index: [levels...]}`` (its columns are then

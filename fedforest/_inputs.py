@@ -406,6 +406,71 @@ def check_federable(criterion: str, max_leaf_nodes: int | None) -> None:
         raise ValueError(NOT_FEDERABLE["max_leaf_nodes"] + "; leave max_leaf_nodes=None.")
 
 
+def check_declarations(class_weight: Any, categories: Any) -> None:
+    """``class_weight``'s weights and ``categories``' levels, refused before any round.
+
+    A negative, NaN or infinite class weight, or all of them 0, gave a forest of NaN or
+    zero probabilities silently (scikit-learn fails, naming no parameter; every class at 0:
+    ``weights.fixed_class_weights``, which knows the classes); a string of
+    levels (``{"city": "Lyon"}``) declared its characters, and no level (``[]``) made every
+    value of the column missing, silently.
+    """
+    for cw in class_weight if isinstance(class_weight, list) else [class_weight]:
+        if not isinstance(cw, dict):
+            continue
+        for label, w in cw.items():
+            if not isinstance(w, (int, float, np.number)):
+                raise ValueError(f"class_weight[{label!r}] must be a number, got {w!r}.")
+            if not (math.isfinite(float(w)) and float(w) >= 0):
+                raise ValueError(
+                    f"class_weight[{label!r}] is {w!r}; class weights must be finite and "
+                    "non-negative."
+                )
+    for column, levels in (categories or {}).items() if isinstance(categories, dict) else ():
+        if isinstance(levels, (str, bytes)) or not hasattr(levels, "__iter__"):
+            one = f" ([{levels!r}] declares one level)" if isinstance(levels, str) else ""
+            raise ValueError(
+                f"categories[{column!r}] must be a list of levels, got {levels!r}{one}."
+            )
+        if len(list(levels)) == 0:
+            raise ValueError(
+                f"categories[{column!r}] declares no level: every value of the column "
+                "would be missing. List its levels, or leave it out of categories."
+            )
+
+
+def warn_numeric_declared(est: Any) -> None:
+    """After ``fit_federated``: the estimator's ``categorical_features`` the clients did not follow.
+
+    ``categorical_features`` on the estimator is ``fit``'s (it builds the clients); under
+    ``fit_federated`` each ``Client`` declares its own, and a column the estimator names
+    but the clients gave as numbers was split as numbers, silently. Names no column there
+    (a wrong name or index) likewise.
+    """
+    if est.categorical_features is None:
+        return
+    given, d = list(est.categorical_features), est.n_features_in_
+    names = list(getattr(est, "feature_names_in_", []))
+    if given and all(isinstance(v, (bool, np.bool_)) for v in given):
+        given = [j for j, v in enumerate(given) if v]
+    numeric = []
+    for v in given:
+        if isinstance(v, str):
+            j = names.index(v) if v in names else None
+        else:
+            j = int(v) + d if isinstance(v, (int, np.integer)) and int(v) < 0 else v
+        if j not in est.categories_:
+            numeric.append(v)
+    if numeric:
+        warn_caller(
+            f"categorical_features names {numeric}, which the clients gave as numeric "
+            "columns (or no column): under fit_federated each Client declares its "
+            "categorical columns (Client(..., categorical_features=[...])); the estimator's "
+            "categorical_features is fit's. They were split as numbers.",
+            UserWarning,
+        )
+
+
 def check_bootstrap(bootstrap: bool, oob_score: bool, max_samples: Any) -> None:
     """Options that need the bootstrap, refused without it (scikit-learn's messages)."""
     if max_samples is not None and not bootstrap:
@@ -680,7 +745,7 @@ def estimator_config(est: Any) -> GrowerConfig:
     return GrowerConfig(
         task=est._task,
         criterion=criterion_name(est.criterion),  # "log_loss" is entropy, and so on
-        n_estimators=est.n_estimators,
+        n_estimators=int(est.n_estimators),  # True is 1, as in scikit-learn
         max_depth=est.max_depth,
         min_samples_split=est.min_samples_split,
         min_samples_leaf=est.min_samples_leaf,

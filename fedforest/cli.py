@@ -453,7 +453,7 @@ def _load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
 
 def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
     """The rows of a data file in the model's columns (by name), or a usage error."""
-    from fedforest.datasets.files import read_table
+    from fedforest.datasets.files import read_table, separator_hint
 
     try:
         frame = read_table(path)
@@ -463,7 +463,9 @@ def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
     if names is not None:
         missing = [c for c in names if c not in frame.columns]
         if missing:
-            parser.error(f"{str(path)!r} lacks the model's columns {missing}")
+            parser.error(
+                f"{str(path)!r} lacks the model's columns {missing}.{separator_hint(frame)}"
+            )
         frame = frame[list(names)]
     else:  # fitted on an array (in Python): the columns by position, without their names
         if frame.shape[1] != model.n_features_in_:

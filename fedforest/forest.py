@@ -26,6 +26,7 @@ from ._docs import estimator_doc
 from ._inputs import (
     NOTHING_TO_ADD,
     check_bootstrap,
+    check_declarations,
     check_federable,
     check_numeric_columns,
     check_targets,
@@ -45,6 +46,7 @@ from ._inputs import (
     warm_prior,
     warm_schema,
     warn_low_min_rows,
+    warn_numeric_declared,
     weights_back,
     with_codes,
 )
@@ -276,8 +278,9 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             return self
         self._clear_fitted()
         try:
-            check_federable(self.criterion, self.max_leaf_nodes)
             self._validate_params()
+            check_federable(self.criterion, self.max_leaf_nodes)
+            check_declarations(getattr(self, "class_weight", None), self.categories)
             warn_low_min_rows(self.privacy, self.min_aggregate_rows)
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
             check_targets(X, y, self._task)
@@ -350,8 +353,9 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             return self
         self._clear_fitted()
         try:
-            check_federable(self.criterion, self.max_leaf_nodes)
             self._validate_params()
+            check_federable(self.criterion, self.max_leaf_nodes)
+            check_declarations(getattr(self, "class_weight", None), self.categories)
             warn_low_min_rows(self.privacy, self.min_aggregate_rows)
             if callable(self.oob_score):
                 raise ValueError(
@@ -374,6 +378,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             self.n_features_in_ = result.n_features
             if result.feature_names is not None:
                 self.feature_names_in_ = np.asarray(result.feature_names, dtype=object)
+            warn_numeric_declared(self)
         except BaseException:
             self._restore(warm)  # as fit: a warm start keeps the forest it had
             raise

@@ -91,6 +91,25 @@ def _reason(exc: BaseException) -> str:
     return str(exc)
 
 
+def separator_hint(frame: pd.DataFrame) -> str:
+    """Why a file has none of the expected columns, when it was not comma-separated.
+
+    pandas reads a ``;``- or tab-separated file as one column whose name holds the
+    separators: the error then says so (before, it listed that one column only).
+    """
+    if frame.shape[1] != 1:
+        return ""
+    name = str(frame.columns[0])
+    for sep, word in ((";", "';'"), ("\t", "tab"), ("|", "'|'")):
+        if sep in name:
+            return (
+                f" It reads as one column: the file looks {word}-separated, and fedforest "
+                "reads comma-separated CSV (convert it, e.g. pandas.read_csv(path, "
+                f"sep={sep!r}).to_csv(new_path, index=False), or write Parquet)."
+            )
+    return ""
+
+
 def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Series]:
     """Features and target of one client's file.
 
@@ -118,6 +137,6 @@ def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Se
     if target not in frame.columns:
         raise ValueError(
             f"{str(path)!r} has no target column {target!r}; its columns are "
-            f"{[str(c) for c in frame.columns]}."
+            f"{[str(c) for c in frame.columns]}.{separator_hint(frame)}"
         )
     return frame.drop(columns=[target]), frame[target]

@@ -204,6 +204,18 @@ def read_features(
     n_features = X.shape[1] if hasattr(X, "shape") and len(X.shape) == 2 else -1
     frame = X if isinstance(X, pd.DataFrame) else None
     names = [str(c) for c in frame.columns] if frame is not None else None
+    kinds = {isinstance(c, str) for c in frame.columns} if frame is not None else set()
+    if kinds == {True, False}:  # scikit-learn's error (fit's), naming the client
+        raise TypeError(
+            f"{who}: feature names are only supported if all input features have string "
+            "names, but X mixes them with other types; convert them all to strings "
+            "(X.columns = X.columns.astype(str)) or none."
+        )
+    if kinds == {False}:  # no string name: columns by position, as scikit-learn reads X
+        names = None
+    if names is not None and len(set(names)) < len(names):  # the handshake would blame it
+        twice = sorted({c for c in names if names.count(c) > 1})
+        raise ValueError(f"{who}: X has duplicate column names {twice}; name each column once.")
     if n_features < 0:
         X = np.asarray(X)
         if X.ndim != 2:

@@ -218,8 +218,16 @@ def check_declared_labels(y: NDArray[Any], classes: Any, who: str) -> None:
     """Every label of ``y`` is among the declared ``classes`` (a list per output)."""
     columns = [y] if y.ndim == 1 else [y[:, o] for o in range(y.shape[1])]
     per_output = classes if y.ndim == 2 else [classes]
-    if len(per_output) != len(columns):
-        raise ValueError(f"{who}: the declared classes are not one list per output of y.")
+    # A list per output where y has one (or labels where y has several) was a TypeError
+    # inside the handshake ("unhashable type: 'list'"), the server naming no field.
+    nested = [isinstance(c, (list, tuple, np.ndarray)) for c in classes]
+    wrong = any(nested) if y.ndim == 1 else not all(nested)
+    if len(per_output) != len(columns) or wrong:
+        raise ValueError(
+            f"{who}: the declared classes are not one list per output of y (y has "
+            f"{len(columns)} output(s): declare "
+            f"{'a list of labels' if y.ndim == 1 else 'a list of labels per output'})."
+        )
     for o, (column, labels) in enumerate(zip(columns, per_output, strict=True)):
         known = set(sort_categories(labels))
         found = {v.item() if isinstance(v, np.generic) else v for v in np.unique(column)}

@@ -63,7 +63,7 @@ from .resolve import (
 from .rounds import exchange as _exchange
 from .secure_sums import SetUpDropped
 from .splitter import EPSILON, BestSplits, best_set_splits, with_set_splits
-from .weights import set_up_class_weights, weigh, weigh_level
+from .weights import check_some_weight, set_up_class_weights, weigh, weigh_level
 
 __all__ = ["GrowerConfig", "ForestResult", "forest_importances", "grow_forest"]
 
@@ -456,6 +456,7 @@ def _pool_node_stats(
     and ``ctx["class_w_nodes"]`` holds each frontier node's weights for the level.
     """
     pooled = np.asarray(summaries.sum(axis=0))
+    check_some_weight(pooled, frontier.depth, ctx)
     if ctx.get("class_weight") is not None:
         pooled = weigh_level(pooled, builders, frontier.tree, frontier.depth, ctx)
     for t, node, st in zip(frontier.tree, frontier.node, pooled, strict=True):
@@ -651,7 +652,7 @@ def grow_forest(
         # Every released sum covers at least m rows: so does every leaf.
         cfg = replace(cfg, min_aggregate_rows=m, min_samples_leaf=max(cfg.min_samples_leaf, m))
     d = schema["n_features"]
-    check_max_features(cfg.max_features, d)
+    check_max_features(cfg.max_features, d, cfg.top_l)
     if schema["classes"] is not None:  # one block of class columns per output
         cfg = replace(cfg, class_sizes=class_sizes(schema["classes"]))
     if cfg.class_weight is not None and cfg.class_outputs > 1:  # weights on the rows

@@ -84,7 +84,12 @@ def fixed_class_weights(
             f"class_weight names the label {unknown[0]!r}, which no client has; the classes "
             f"are {classes}."
         )
-    return np.array([float(class_weight.get(label, 1.0)) for label in classes])
+    weights = np.array([float(class_weight.get(label, 1.0)) for label in classes])
+    if not np.any(weights > 0):  # every row would weigh 0: NaN or zero probabilities
+        raise ValueError(
+            f"class_weight gives every class weight 0 (classes {classes}); no row would weigh."
+        )
+    return weights
 
 
 def output_class_weights(
@@ -214,3 +219,21 @@ def weigh_level(
     w = np.array([builders[t].class_w for t in trees]).reshape(len(pooled), -1)
     ctx["class_w_nodes"] = w
     return weigh(pooled, w)
+
+
+def check_some_weight(pooled: NDArray[np.float64], depth: int, ctx: dict[str, Any]) -> None:
+    """Refuse roots that all weigh 0: every client's sample weights are zero.
+
+    scikit-learn refuses such weights ("Sample weights must contain at least one non-zero
+    number"); ``fit`` does, but under ``fit_federated`` each client only knows its own
+    (a client whose rows all weigh 0 takes no part), and the forest was single leaves
+    predicting 0, silently. The server sees each root's pooled weight anyway; under "dp"
+    it is noisy, not checked.
+    """
+    if depth > 0 or not ctx["weighted"] or "dp" in ctx or np.any(pooled[:, STAT_WEIGHT] > 0):
+        return
+    raise ValueError(
+        "Sample weights must contain at least one non-zero number: every tree's root "
+        "weighs 0 in all (every client's sample_weight is zero, or its bootstraps drew only "
+        "rows of weight 0). Give some rows a positive weight."
+    )
