@@ -425,3 +425,59 @@ def test_settings_of_how_the_work_runs_change_no_release(monkeypatch: pytest.Mon
     assert not np.array_equal(other, same_rows)
     roots = [s[s[:, 0] == s[:, 0].max()] for s in (same_rows, other)]
     assert np.array_equal(*roots)
+
+
+def coarse_grid_exposure(floors: list[int], column: int = 0) -> dict[str, float]:
+    """Second grid rounds of fits at other ``min_aggregate_rows``, merged by the server.
+
+    The round's counts of rows ``x <= e`` are exact, run over every row of the federation
+    (no bootstrap, no secret weight) at edges the server places from the pooled moments
+    (the same in every fit: their secret row weights are not bound to the settings). Edges
+    that moved with the floor put the fits' counts on one axis: an interval between two
+    fits' edges whose counts differ by 1 holds one row, whose value it gives to within
+    its width. Returns the distinct edges and the one-row intervals narrower than 1 % of
+    the column's standard deviation.
+    """
+    X, y, h = _data(n_clients=10, n_rows=100, d=4)
+    points: set[tuple[float, float]] = set()
+    for m in floors:
+        parts = [(X[h == k].reset_index(drop=True), y[h == k]) for k in range(10)]
+        clients = [ff.Client(Xk, yk, f"site{k}") for k, (Xk, yk) in enumerate(parts)]
+        fed = RecordingFederation(ff.LocalFederation(clients))
+        model = ff.FedForestRegressor(
+            n_estimators=1, max_depth=1, random_state=0, min_aggregate_rows=m
+        )
+        model.fit_federated(fed)
+        stage = [next(iter(q.values())).header.get("stage") for q, _ in fed.rounds]
+        requests, replies = fed.rounds[stage.index("histogram")]
+        request = next(iter(requests.values()))
+        shape = next(iter(replies.values())).arrays["hist"].shape
+        hist = from_fixed(add_in_order((r.arrays["hist"] for r in replies.values()), shape), 0)
+        i = request.arrays["features"].tolist().index(column)
+        points |= set(zip(request.arrays["edges"][i].tolist(), hist[i].tolist(), strict=True))
+    edges, counts = (np.array(v) for v in zip(*sorted(points), strict=True))
+    assert np.all(np.diff(counts) >= 0)  # one population, exact counts: one axis
+    one = np.flatnonzero(np.diff(counts) == 1)
+    width = (edges[one + 1] - edges[one]) / X.iloc[:, column].std()
+    return {"edges": len(edges), "narrow": int((width < 0.01).sum())}
+
+
+def test_fits_at_other_floors_release_the_same_coarse_grid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fits at ``min_aggregate_rows`` 10 to 40 release the default fit's coarse grid.
+
+    With the coarse grid at ``n / m`` edges (before 2026-12-04; the constant monkeypatched
+    back) they released 1,090 distinct edges and 42 one-row intervals narrower than 1 % of
+    a standard deviation (of 1,000 rows); now their union is the default fit's 100 edges.
+    """
+    from fedforest.federated.server import secure
+
+    one = coarse_grid_exposure([10])
+    many = coarse_grid_exposure(list(range(10, 41, 3)))
+    assert many == one
+    assert many["narrow"] == 0
+    monkeypatch.setattr(secure, "_COARSE_ROWS", 10**9)  # the grid at n / m edges again
+    before = coarse_grid_exposure(list(range(10, 41)))
+    assert before["edges"] > 5 * one["edges"]
+    assert before["narrow"] >= 20
