@@ -427,21 +427,28 @@ def test_settings_of_how_the_work_runs_change_no_release(monkeypatch: pytest.Mon
     assert np.array_equal(*roots)
 
 
-def coarse_grid_exposure(floors: list[int], column: int = 0) -> dict[str, float]:
+def coarse_grid_exposure(floors: list[int], column: int = 0, targets: int = 0) -> dict[str, float]:
     """Second grid rounds of fits at other ``min_aggregate_rows``, merged by the server.
 
     The round's counts of rows ``x <= e`` are exact, run over every row of the federation
     (no bootstrap, no secret weight) at edges the server places from the pooled moments
-    (the same in every fit: their secret row weights are not bound to the settings). Edges
-    that moved with the floor put the fits' counts on one axis: an interval between two
-    fits' edges whose counts differ by 1 holds one row, whose value it gives to within
-    its width. Returns the distinct edges and the one-row intervals narrower than 1 % of
-    the column's standard deviation.
+    (the same in every fit on the same data: their secret row weights are not bound to the
+    settings). Edges that moved with the floor put the fits' counts on one axis: an
+    interval between two fits' edges whose counts differ by 1 holds one row, whose value
+    it gives to within its width. ``targets``: as many fits at the first floor, each on
+    another target of the same rows (``y`` plus noise: another outcome, a transform),
+    which changes each client's data secret and so the moments' weights. Returns the
+    distinct edges and the one-row intervals narrower than 1 % and 0.1 % of the column's
+    standard deviation.
     """
     X, y, h = _data(n_clients=10, n_rows=100, d=4)
+    rng = np.random.default_rng(5)
+    fits = [(m, y) for m in floors] + [
+        (floors[0], y + rng.normal(0, 0.5, len(y))) for _ in range(targets)
+    ]
     points: set[tuple[float, float]] = set()
-    for m in floors:
-        parts = [(X[h == k].reset_index(drop=True), y[h == k]) for k in range(10)]
+    for m, target in fits:
+        parts = [(X[h == k].reset_index(drop=True), target[h == k]) for k in range(10)]
         clients = [ff.Client(Xk, yk, f"site{k}") for k, (Xk, yk) in enumerate(parts)]
         fed = RecordingFederation(ff.LocalFederation(clients))
         model = ff.FedForestRegressor(
@@ -459,7 +466,11 @@ def coarse_grid_exposure(floors: list[int], column: int = 0) -> dict[str, float]
     assert np.all(np.diff(counts) >= 0)  # one population, exact counts: one axis
     one = np.flatnonzero(np.diff(counts) == 1)
     width = (edges[one + 1] - edges[one]) / X.iloc[:, column].std()
-    return {"edges": len(edges), "narrow": int((width < 0.01).sum())}
+    return {
+        "edges": len(edges),
+        "narrow": int((width < 0.01).sum()),
+        "very_narrow": int((width < 0.001).sum()),
+    }
 
 
 def test_fits_at_other_floors_release_the_same_coarse_grid(
@@ -481,3 +492,17 @@ def test_fits_at_other_floors_release_the_same_coarse_grid(
     before = coarse_grid_exposure(list(range(10, 41)))
     assert before["edges"] > 5 * one["edges"]
     assert before["narrow"] >= 20
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open limit (docs/privacy.md, 'Count histograms are approximate'): fits on "
+    "other targets of the same rows reweigh the moments, which move the coarse edges",
+)
+def test_fits_on_other_targets_release_the_same_coarse_grid() -> None:
+    """Eleven fits on eleven targets of the same rows: each client's data secret hashes
+    ``y`` too, so each fit weighs the moments of ``asinh(x)`` anew and places other coarse
+    edges. Measured: 1,100 distinct edges, 74 one-row intervals narrower than 1 % of a
+    deviation and 7 narrower than 0.1 % (of 1,000 rows; one fit: none)."""
+    found = coarse_grid_exposure([10], targets=10)
+    assert found["narrow"] == 0, found
