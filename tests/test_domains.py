@@ -437,3 +437,27 @@ def test_fit_under_dp_declares_the_levels_and_labels_of_its_own_rows(monkeypatch
     assert len(sent) == 4
     for reply in sent:
         assert "labels" not in reply.header and reply.header["categories"] == {"1": []}
+
+
+def test_secure_names_no_label_of_a_second_output_fewer_than_m_rows_hold(monkeypatch) -> None:
+    # Multi-output y: the rule holds per output. Output 1's label 77 is one row's at c1
+    # (refused at the set-up, unnamed); output 0's "mid" 40 rows' at c0 (named). With the
+    # rule off the handshake names 77, so the test can fail.
+    X, labels, h = _labelled(None)
+    second = np.isin(X["c"].to_numpy(), ["L0", "L2"]).astype(int).astype(object)
+    second[np.flatnonzero(h == 1)[0]] = 77
+    y = np.column_stack([labels, second])
+    fed = RecordingFederation(
+        ff.LocalFederation([ff.Client(X[h == k], y[h == k], name=f"c{k}") for k in range(4)])
+    )
+    with pytest.raises(ValueError, match=r"Client 'c1'.*not in the federation's class list"):
+        ff.FedForestClassifier(n_estimators=2, random_state=0).fit_federated(fed)
+    named = [msg.header["labels"] for msg in _handshakes(fed)]
+    assert "mid" in named[0][0] and all(77 not in lists[1] for lists in named)
+    with monkeypatch.context() as patch:
+        patch.setattr("fedforest.federated.server.handshake.domain_request", _rule_off)
+        fed = RecordingFederation(
+            ff.LocalFederation([ff.Client(X[h == k], y[h == k], name=f"c{k}") for k in range(4)])
+        )
+        ff.FedForestClassifier(n_estimators=2, random_state=0).fit_federated(fed)
+    assert 77 in [msg.header["labels"] for msg in _handshakes(fed)][1][1]
