@@ -17,7 +17,13 @@ secure protocol costs; several patches weaken the rules and exist for measuremen
 - ``no-rules``: ``no-across-levels`` and the partition rule off too (UNSAFE);
 - ``dense``: candidates and node grids spaced 1 row apart instead of ``m`` (UNSAFE: the
   leaves, summaries and groups keep ``m``; combine with ``no-rules``, whose checks would
-  drop most of them).
+  drop most of them);
+- ``oracle-levels``: the oracle's guides at the levels ``--oracle-levels A B`` (depths
+  ``A <= L < B``), the shipped guides at the others; the thresholds chosen are recorded
+  as usual, so deeper levels inherit what the oracle's levels found;
+- ``spaced10``: candidates and node grids spaced 10 rows apart whatever ``--m`` (with
+  ``--m 5``: the leaf floor and the rules at 5 rows, the spacing at the default's 10;
+  UNSAFE with ``no-rules``).
 
 Modes joined by "+" combine (``no-rules+dense``). ``--m`` sets ``min_aggregate_rows``
 (also the leaf floor). ``--none`` first prints the ``"none"`` variants of the
@@ -75,11 +81,14 @@ MODES = (
     "no-across-levels",
     "no-rules",
     "dense",
+    "spaced10",
+    "oracle-levels",
 )
 KW: dict[str, Any] = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
 TRUE = {0: [0.0], 1: [0.0], 2: [-3.0, 3.0], 3: [0.0]}  # paper_f's thresholds per feature
 COUNTS = {"placed": 0, "kept": 0}
 JITTER = {"sd": 0.0}  # --jitter: the oracle's thresholds moved per tree by N(0, sd^2)
+ORACLE_LEVELS = [0, 1]  # --oracle-levels: the depths where oracle-levels uses the oracle
 #: Where each patched function is looked up when the server calls it.
 _HOME: dict[str, Any] = {
     "safe_from_ancestors": secure,
@@ -130,23 +139,35 @@ class Oracle(Guides):
         return off, np.asarray([t for p in per for t in p], dtype=float)
 
 
-def _one_row_apart(name: str, at: int):  # type: ignore[no-untyped-def]
-    """``secure.<name>`` with its ``min_rows`` argument (position ``at``) set to 1."""
+class OracleLevels(Guides):
+    """The oracle's guides at depths in ``ORACLE_LEVELS``, the shipped guides elsewhere."""
+
+    def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
+        if ORACLE_LEVELS[0] <= self.level < ORACLE_LEVELS[1]:
+            return Oracle.find(self, tree, feature, lo, hi)  # type: ignore[arg-type]
+        return super().find(tree, feature, lo, hi)
+
+
+def _one_row_apart(name: str, at: int, rows: int = 1):  # type: ignore[no-untyped-def]
+    """``secure.<name>`` with its ``min_rows`` argument (position ``at``) set to ``rows``."""
     original = _ORIGINAL[name]
 
     def patched(*a):  # type: ignore[no-untyped-def]
-        return original(*a[:at], 1, *a[at + 1 :])
+        return original(*a[:at], rows, *a[at + 1 :])
 
     return patched
 
 
-def _dense_grids(state, *a, **k):  # type: ignore[no-untyped-def]
-    m = state.min_rows
-    state.min_rows = 1  # node grids of n_node (capped) edges, not n_node / m
-    try:
-        return _ORIGINAL["node_grids"](state, *a, **k)
-    finally:
-        state.min_rows = m
+def _spaced_grids(rows: int):  # type: ignore[no-untyped-def]
+    def grids(state, *a, **k):  # type: ignore[no-untyped-def]
+        m = state.min_rows
+        state.min_rows = rows  # node grids of n_node / rows (capped) edges, not n_node / m
+        try:
+            return _ORIGINAL["node_grids"](state, *a, **k)
+        finally:
+            state.min_rows = m
+
+    return grids
 
 
 def _patch(mode: str) -> None:
@@ -156,7 +177,7 @@ def _patch(mode: str) -> None:
         setattr(_HOME[name], name, fn)
     guides = {"no-guides": lambda d: None, "own-tree": OwnTree, "all-trees": AllTrees}
     secure.Guides = Guides  # type: ignore[attr-defined]
-    for part, cls in {**guides, "oracle": Oracle}.items():
+    for part, cls in {**guides, "oracle": Oracle, "oracle-levels": OracleLevels}.items():
         if part in parts:
             secure.Guides = cls  # type: ignore[attr-defined]
     rules_off = bool({"no-across-levels", "no-rules"} & parts)
@@ -170,10 +191,11 @@ def _patch(mode: str) -> None:
     secure.safe_from_ancestors = counted
     if "no-rules" in parts:
         secure.partition_filter = lambda *a: None
-    if "dense" in parts:
-        secure.secure_candidates = _one_row_apart("secure_candidates", 8)
-        guides_module.guided_candidates = _one_row_apart("guided_candidates", 8)
-        secure.node_grids = _dense_grids
+    for part, rows in (("dense", 1), ("spaced10", 10)):
+        if part in parts:
+            secure.secure_candidates = _one_row_apart("secure_candidates", 8, rows)
+            guides_module.guided_candidates = _one_row_apart("guided_candidates", 8, rows)
+            secure.node_grids = _spaced_grids(rows)
 
 
 def _row(name: str, mse: list[float], ref: list[float], counts: str = "| |") -> None:
@@ -207,8 +229,17 @@ def main() -> None:
         default=0.0,
         help="oracle: move each tree's thresholds by N(0, sd^2)",
     )
+    parser.add_argument(
+        "--oracle-levels",
+        type=int,
+        nargs=2,
+        default=[0, 1],
+        metavar=("A", "B"),
+        help="oracle-levels: the oracle's guides at depths A <= L < B",
+    )
     args = parser.parse_args()
     JITTER["sd"] = args.jitter
+    ORACLE_LEVELS[:] = args.oracle_levels
     for mode in args.modes:
         if not set(mode.split("+")) <= set(MODES):
             parser.error(f"unknown mode {mode!r}: choose from {', '.join(MODES)}")
