@@ -402,7 +402,8 @@ def check_federable(criterion: str, max_leaf_nodes: int | None) -> None:
         warn_caller(FRIEDMAN_MSE_DEPRECATED, FutureWarning)
     if criterion == "absolute_error":
         raise ValueError(NOT_FEDERABLE["absolute_error"] + ".")
-    if max_leaf_nodes is not None:
+    # Only a value scikit-learn would take: any other is the parameter check's to refuse.
+    if isinstance(max_leaf_nodes, (int, np.integer)) and not isinstance(max_leaf_nodes, bool):
         raise ValueError(NOT_FEDERABLE["max_leaf_nodes"] + "; leave max_leaf_nodes=None.")
 
 

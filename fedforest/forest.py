@@ -278,8 +278,8 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             return self
         self._clear_fitted()
         try:
+            check_federable(self.criterion, self.max_leaf_nodes)  # says why, before the check
             self._validate_params()
-            check_federable(self.criterion, self.max_leaf_nodes)
             check_declarations(getattr(self, "class_weight", None), self.categories)
             warn_low_min_rows(self.privacy, self.min_aggregate_rows)
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
@@ -353,8 +353,8 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             return self
         self._clear_fitted()
         try:
+            check_federable(self.criterion, self.max_leaf_nodes)  # says why, before the check
             self._validate_params()
-            check_federable(self.criterion, self.max_leaf_nodes)
             check_declarations(getattr(self, "class_weight", None), self.categories)
             warn_low_min_rows(self.privacy, self.min_aggregate_rows)
             if callable(self.oob_score):
