@@ -478,9 +478,9 @@ def test_fits_at_other_floors_release_the_same_coarse_grid(
 ) -> None:
     """Fits at ``min_aggregate_rows`` 10 to 40 release the default fit's coarse grid.
 
-    With the coarse grid at ``n / m`` edges (before 2026-12-04; the constant monkeypatched
-    back) they released 1,090 distinct edges and 42 one-row intervals narrower than 1 % of
-    a standard deviation (of 1,000 rows); now their union is the default fit's 100 edges.
+    With the coarse grid at ``n / m`` edges (before 2026-12-04; monkeypatched back) they
+    released 1,090 distinct edges and 42 one-row intervals narrower than 1 % of a standard
+    deviation (of 1,000 rows); now their union is the default fit's 100 edges.
     """
     from fedforest.federated.server import secure
 
@@ -488,10 +488,30 @@ def test_fits_at_other_floors_release_the_same_coarse_grid(
     many = coarse_grid_exposure(list(range(10, 41, 3)))
     assert many == one
     assert many["narrow"] == 0
-    monkeypatch.setattr(secure, "_COARSE_ROWS", 10**9)  # the grid at n / m edges again
+    monkeypatch.setattr(secure, "_coarse_rows", lambda m, dp: m)  # n / m edges again
     before = coarse_grid_exposure(list(range(10, 41)))
     assert before["edges"] > 5 * one["edges"]
     assert before["narrow"] >= 20
+
+
+@pytest.mark.filterwarnings("ignore:min_aggregate_rows=.* is below 10:UserWarning")
+def test_fits_at_warned_floors_release_the_same_coarse_grid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fits at the warned floors 1 to 9 release the default fit's coarse grid too.
+
+    With ``n / min(m, 10)`` edges (red3's fix, monkeypatched back) each floor below 10
+    placed a finer grid of its own, whose counts the default fit's difference.
+    """
+    from fedforest.federated.server import secure
+
+    one = coarse_grid_exposure([10])
+    low = coarse_grid_exposure([10, *range(1, 10)])
+    assert low == one
+    monkeypatch.setattr(secure, "_coarse_rows", lambda m, dp: min(m, 10))
+    before = coarse_grid_exposure([10, *range(2, 10)])
+    assert before["edges"] > 5 * one["edges"]
+    assert before["narrow"] > one["narrow"]
 
 
 @pytest.mark.xfail(

@@ -127,11 +127,17 @@ UNSUPPORTED = {
 }
 #: Coarse grid of the second grid round: at most this many interior edges per feature.
 _COARSE_EDGES = 1024
-#: Under "secure", the coarse grid's rows per bin when ``min_aggregate_rows`` is larger:
-#: the default floor's. The grid's exact counts run over every row and are not bound to
-#: the settings digest, so edges that moved with ``m`` let fits with other floors
-#: difference them into bins of one row (docs/privacy.md, "Count histograms").
+#: Under "secure", the coarse grid's rows per bin whatever ``min_aggregate_rows`` is: the
+#: default floor's. The grid's exact counts run over every row and are not bound to the
+#: settings digest, so edges that moved with ``m`` (above 10 or at the warned floors
+#: below it) let fits with other floors difference them into bins of one row
+#: (docs/privacy.md, "Count histograms").
 _COARSE_ROWS = 10
+
+
+def _coarse_rows(m: int, dp: bool) -> int:
+    """Rows per coarse bin: ``m`` under "dp" (noisy counts, charged per fit), else 10."""
+    return m if dp else _COARSE_ROWS
 
 
 def check_config(cfg: GrowerConfig) -> None:
@@ -242,8 +248,7 @@ def setup_grids(
         s1 = np.clip(s1, -ASINH_CLIP * n, ASINH_CLIP * n)
         s2 = np.clip(s2, s1 * s1 / n, ASINH_CLIP**2 * n)
     m = min_rows(cfg)
-    per_bin = m if plan is not None else min(m, _COARSE_ROWS)  # "dp": noisy, charged per fit
-    n_edges = int(np.clip(n_rows // per_bin, 2, _COARSE_EDGES))
+    n_edges = int(np.clip(n_rows // _coarse_rows(m, plan is not None), 2, _COARSE_EDGES))
     step = 2.0 ** -(MOMENT_FRAC_BITS + LOW_BITS)  # each row's term's rounding, at most
     edges = moment_grid(n, s1, s2, n_edges, step) if feats.size else np.zeros((0, n_edges))
     hist = secure_exchange(
