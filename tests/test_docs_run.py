@@ -45,7 +45,18 @@ MARKER = re.compile(r"^<!--\s*docs-run:(.*)-->\s*$")
 SKIP = re.compile(r"^\s*skip\s*\((.+)\)\s*$")
 #: First words of a shell command: a fence that starts with one must name its language.
 COMMANDS = re.compile(r"^(python3? |fedforest |pip |for |mkdir |cd |export |git |bash |\w+=\S* )")
-PAGE_TIMEOUT = 900  # seconds for one page's blocks of one kind
+PAGE_TIMEOUT = 900  # seconds for one page's blocks of one kind, on a machine not overloaded
+
+
+def page_timeout() -> float:
+    """``PAGE_TIMEOUT`` grown with the load (as the Flower tests' ``scaled``): a page that
+    waits for CPU on a busy 2-core box is not a page that hangs. ``FEDFOREST_TEST_SLOWDOWN``
+    (default 1) multiplies it further."""
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    slowdown = float(os.environ.get("FEDFOREST_TEST_SLOWDOWN", "1"))
+    return PAGE_TIMEOUT * max(1.0, load) * slowdown
+
+
 #: Marked blocks to run all the same (block ids or pages), from the environment.
 RUN_MARKED = set(filter(None, os.environ.get("FEDFOREST_DOCS_RUN_MARKED", "").split(",")))
 
@@ -215,13 +226,14 @@ def _run_group(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, st
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    timeout = page_timeout()
     try:
-        out, _ = proc.communicate(timeout=PAGE_TIMEOUT)
+        out, _ = proc.communicate(timeout=timeout)
         code = proc.returncode
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        code, out = -1, out + f"\n===== docs-run TIMEOUT after {PAGE_TIMEOUT} s".encode()
+        code, out = -1, out + f"\n===== docs-run TIMEOUT after {timeout:.0f} s".encode()
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
