@@ -56,6 +56,7 @@ from .resolve import (
     bootstrap_draws,
     check_combinations,
     check_max_features,
+    check_top_l,
     resolve_max_features,
     resolve_sizes,
     root_constant,
@@ -652,7 +653,8 @@ def grow_forest(
         # Every released sum covers at least m rows: so does every leaf.
         cfg = replace(cfg, min_aggregate_rows=m, min_samples_leaf=max(cfg.min_samples_leaf, m))
     d = schema["n_features"]
-    check_max_features(cfg.max_features, d, cfg.top_l)
+    check_max_features(cfg.max_features, d)
+    check_top_l(cfg.top_l, d)
     if schema["classes"] is not None:  # one block of class columns per output
         cfg = replace(cfg, class_sizes=class_sizes(schema["classes"]))
     if cfg.class_weight is not None and cfg.class_outputs > 1:  # weights on the rows

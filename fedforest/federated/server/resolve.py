@@ -20,6 +20,7 @@ __all__ = [
     "bootstrap_draws",
     "check_combinations",
     "check_max_features",
+    "check_top_l",
     "resolve_max_features",
     "resolve_sizes",
     "root_constant",
@@ -41,17 +42,23 @@ def resolve_sizes(cfg: GrowerConfig, n_rows: int) -> GrowerConfig:
     return replace(cfg, min_samples_leaf=int(leaf), min_samples_split=int(split))
 
 
-def check_max_features(max_features: Any, n_features: int, top_l: int | None = None) -> None:
-    """An int ``max_features`` is at most the number of features (scikit-learn's rule).
+def check_top_l(top_l: int | None, n_features: int) -> None:
+    """``top_l`` is at most the number of features, as ``max_features``.
 
-    It was clipped to the features silently, where scikit-learn's forest refuses it.
-    ``top_l`` likewise (its shortlist holds features): each client allocated its
-    rankings at ``top_l`` columns, so ``top_l=10**9`` hung the fit.
+    Its shortlist holds features: each client allocated its rankings at ``top_l``
+    columns, so ``top_l=10**9`` hung the fit.
     """
     if top_l is not None and top_l > n_features:
         raise ValueError(
             f"top_l must be in [1, n_features]; got top_l={top_l} with n_features={n_features}."
         )
+
+
+def check_max_features(max_features: Any, n_features: int) -> None:
+    """An int ``max_features`` is at most the number of features (scikit-learn's rule).
+
+    It was clipped to the features silently, where scikit-learn's forest refuses it.
+    """
     is_int = isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool)
     if is_int and max_features > n_features:
         raise ValueError(
