@@ -2,7 +2,8 @@
 
 On top of ``"secure"``, every released aggregate gets Gaussian noise: each of the ``K``
 participants adds its share (standard deviation ``sigma / sqrt(K)``, rounded to the
-fixed-point grid) before masking, so the server only ever sees the noisy sum. The noise is
+fixed-point grid; at least ``MIN_SHARE`` rows for a whole count) before masking, so the
+server only ever sees the noisy sum. The noise is
 calibrated once per fit, before training, for the whole fit.
 
 Unit of privacy: one row of one client replaced by another (the clients' row counts are
@@ -42,6 +43,7 @@ __all__ = [
     "grid_entries",
     "level_entries",
     "log_bound",
+    "MIN_SHARE",
     "oob_entries",
     "plan_noise",
     "spent_epsilon",
@@ -59,6 +61,14 @@ GRID_NOISE_RATIO = 3.0
 #: The targets' histogram (one entry per row; it fixes the standardisation every sum
 #: relies on) gets this many times less noise than the trees' entries.
 TARGET_NOISE_RATIO = 20.0
+#: The least noise share a client adds to a whole count (a row count, a histogram bin, a
+#: class count), in rows. A discrete Gaussian of smaller scale is almost always 0: its
+#: variance is 4e-22 at a scale of 0.1, 7.7e-3 at 0.3 (0.09 asked), 0.215 at 0.5 (0.25),
+#: so the shares of ``K`` clients at ``sigma / sqrt(K)`` below about 0.5 added up to far
+#: less noise than planned, none at all in practice below 0.2 (the targets' histogram at
+#: ``sigma / 20``: at epsilon 50 it was released exact). From 1 on the variance is the
+#: scale's square to 1e-4.
+MIN_SHARE = 1.0
 
 
 def log_bound(clip: float) -> float:
@@ -82,21 +92,31 @@ class DpPlan:
     clip: float = TARGET_CLIP
     max_weight: int = MAX_WEIGHT
     grid_ratio: float = GRID_NOISE_RATIO
+    #: The least noise of any entry: ``MIN_SHARE * sqrt(K)`` for ``K`` clients, so that
+    #: every client's share of a whole count is a discrete Gaussian of scale >= MIN_SHARE.
+    #: Where it lifts a noise above the plan's, the fit is noisier than accounted and
+    #: ``epsilon_spent`` an upper bound.
+    min_sigma: float = 0.0
+
+    @property
+    def tree_sigma(self) -> float:
+        """The noise of the trees' entries (Round A, Round B, out of bag, bootstrap)."""
+        return max(self.sigma, self.min_sigma)
 
     @property
     def grid_sigma(self) -> float:
         """The noise of the grid rounds' entries."""
-        return self.sigma / self.grid_ratio
+        return max(self.sigma / self.grid_ratio, self.min_sigma)
 
     @property
     def target_sigma(self) -> float:
-        """The noise of the targets' moments."""
-        return self.sigma / TARGET_NOISE_RATIO
+        """The noise of the targets' histogram (and of ``"balanced"``'s class counts)."""
+        return max(self.sigma / TARGET_NOISE_RATIO, self.min_sigma)
 
     def header(self) -> dict[str, Any]:
         """What the clients need to add their noise shares."""
         return {
-            "sigma": self.sigma,
+            "sigma": self.tree_sigma,
             "grid_sigma": self.grid_sigma,
             "target_sigma": self.target_sigma,
             "clip": self.clip,
@@ -187,16 +207,23 @@ def oob_entries(classification: bool, n_outputs: int = 1) -> int:
     return 2 if classification else 1 + 3 * n_outputs
 
 
-def plan_noise(epsilon: float, delta: float, entries: int, grid: int, target: int = 0) -> DpPlan:
+def plan_noise(
+    epsilon: float, delta: float, entries: int, grid: int, target: int = 0, n_clients: int = 1
+) -> DpPlan:
     """Calibrate the noise for ``(epsilon, delta)`` over ``entries`` touched entries.
 
     ``grid`` of them are the grid rounds', which get ``GRID_NOISE_RATIO`` times less noise.
+    ``n_clients`` share every entry's noise: no entry gets less than ``MIN_SHARE`` rows
+    from each (``DpPlan.min_sigma``).
     """
     import dp_accounting  # heavy (about 1 s to import): only when "dp" is asked for
 
     sensitivity = 2.0 * math.sqrt(effective_entries(entries, grid, target))
     multiplier = float(dp_accounting.get_sigma_gaussian(epsilon, delta))
-    return DpPlan(epsilon, delta, multiplier * sensitivity, sensitivity, multiplier, entries)
+    floor = MIN_SHARE * math.sqrt(max(n_clients, 1))
+    return DpPlan(
+        epsilon, delta, multiplier * sensitivity, sensitivity, multiplier, entries, min_sigma=floor
+    )
 
 
 def spent_epsilon(

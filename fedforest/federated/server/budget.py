@@ -59,7 +59,8 @@ def plan_fit(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> 
         bootstrap_counts=rows_weighed_per_tree(cfg, bool(schema["weighted"])),
     )
     grid, target = _grid_and_target(cfg, schema, ctx)
-    plan = dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, target)
+    n_clients = len(schema["n_samples"])  # they share every entry's noise
+    plan = dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, target, n_clients)
     ctx["dp"] = schema["dp"] = plan
     ctx["dp_released"] = [grid + target]
     # Kept: the report is made after set-up, whose configuration has no class_weight left

@@ -107,7 +107,7 @@ def check_noisy_oob(
     if not classification:
         low[2::3] = -n_rows  # the sums of z
     what = "the out-of-bag sums (in units of their bounds)"
-    check_noisy_counts(sums / bounds, plan.sigma, n_rows, what, low=low)
+    check_noisy_counts(sums / bounds, plan.tree_sigma, n_rows, what, low=low)
 
 
 def whole(

@@ -451,7 +451,7 @@ def round_a(
         tol = _weight_tol(bits, len(fed.client_names))
         check_pooled_cumulative(cum, grid_off, grid, per_pair, "Round A's histograms", tol)
     if cfg.privacy == "dp":
-        sigma, pairs = ctx["dp"].sigma, np.diff(pair_off)
+        sigma, pairs = ctx["dp"].tree_sigma, np.diff(pair_off)
         check_noisy_counts(summary[:, STAT_ROWS], sigma, state.n_rows, "Round A's node summaries")
         rows = (np.zeros(int(pair_off[-1])), np.repeat(summary[:, STAT_ROWS], pairs))
         check_noisy_counts(cum[:, 0], sigma, state.n_rows, "Round A's histograms", grid_off, rows)
@@ -656,7 +656,7 @@ def round_b(
         check_rounds_agree(left_z[:, STAT_ROWS], sub_rows[at], "Round B's left statistics")
         check_pooled_groups(groups_z, pair_node[group_of], group_of, pooled, what, tol)
     if cfg.privacy == "dp":
-        sigma, rows = ctx["dp"].sigma, pooled[pair_node, STAT_ROWS]
+        sigma, rows = ctx["dp"].tree_sigma, pooled[pair_node, STAT_ROWS]
         within = (np.zeros(n_pairs), rows)
         what = "Round B's left statistics"
         check_noisy_counts(left_z[:, STAT_ROWS], sigma, state.n_rows, what, cand_off, within)
