@@ -1,5 +1,17 @@
-"""Noise of the released counts under "dp" (branch ``red4``, docs/privacy.md).
+"""Rows, draws and noise: what the released counts cover (branch ``red4``, docs/privacy.md).
 
+- *Distinct rows, not draws.* A node of ``m`` bootstrap draws can hold fewer than ``m``
+  rows (a row drawn three times). The minimum-rows rule counts a node's distinct in-bag
+  rows (``STAT_ROWS``; the draws are the weight column). The test takes each client's
+  in-bag rows and draws from its own set-up (ground truth the server never sees), routes
+  them through the fitted trees and checks every node's ``n_node_samples`` and
+  ``weighted_n_node_samples`` against them, and that no node covers fewer than ``m``
+  distinct rows. With the clients counting every draw as a row (the protection off) the
+  same check finds nodes of 3 to 9 distinct rows, so it can fail.
+- *The fitted model adds no sum.* Every node's statistics rebuilt from the model
+  (``value``, ``impurity``, ``weighted_n_node_samples``, ``n_node_samples``) equal its
+  two children's added up: no difference of a parent and its children is a sum the
+  rules did not see.
 - *Under "dp" every whole count carries its noise.* Each of ``K`` clients adds a discrete
   Gaussian share of scale ``sigma / sqrt(K)``; below about 0.5 rows such a share is
   almost always 0. The targets' histogram (noise ``sigma / 20``) came out exact at
@@ -17,12 +29,107 @@ import pytest
 
 import fedforest as ff
 from fedforest.federated import client_secure
+from fedforest.federated.client import Client
 from fedforest.federated.client_secure import target_grid
 from fedforest.federated.privacy.dp import ASINH_CLIP, MIN_SHARE, TARGET_NOISE_RATIO
 from fedforest.federated.privacy.grids import libm_arcsinh
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed
 from fedforest.federated.protocol import GRID
-from tests.test_privacy import RecordingFederation
+from tests.test_privacy import RecordingFederation, _data, _fit
+
+M = 10  # min_aggregate_rows at the defaults (max(10, 2 * min_samples_leaf))
+
+
+def _capture_in_bag(monkeypatch: pytest.MonkeyPatch, draws_as_rows: bool) -> dict:
+    """Each client's in-bag rows and draws per tree, from its set-up (ground truth)."""
+    captured: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    setup = Client._setup
+
+    def recording_setup(self: Client, msg):  # type: ignore[no-untyped-def]
+        fit = setup(self, msg)
+        if draws_as_rows:  # the protection off: a row drawn c times is c rows
+            w = np.rint(fit.w).astype(np.int64)
+            bounds = zip(fit.tree_rows[:-1], fit.tree_rows[1:], strict=True)
+            per_tree = [int(w[a:b].sum()) for a, b in bounds]
+            fit.rows, fit.slot = np.repeat(fit.rows, w), np.repeat(fit.slot, w)
+            fit.tree_rows = np.concatenate([[0], np.cumsum(per_tree)]).astype(np.int64)
+            fit.w = np.ones(fit.rows.size)
+        captured[self.name] = (fit.rows.copy(), fit.w.copy(), fit.tree_rows.copy())
+        return fit
+
+    monkeypatch.setattr(Client, "_setup", recording_setup)
+    return captured
+
+
+def _nodes_against_ground_truth(model, X, h, captured) -> tuple[int, int, list[int]]:
+    """(nodes, nodes whose counts differ from the clients' rows, distinct rows of nodes < M)."""
+    values = X.to_numpy(dtype=np.float64)
+    first = {f"site{k}": int(np.flatnonzero(h == k)[0]) for k in np.unique(h)}
+    nodes = wrong = 0
+    small: list[int] = []
+    for t, tree in enumerate(model.trees_):
+        draws = np.zeros(len(values), dtype=np.int64)
+        for name, (rows, w, tree_rows) in captured.items():
+            lo, hi = tree_rows[t], tree_rows[t + 1]
+            np.add.at(draws, rows[lo:hi] + first[name], np.rint(w[lo:hi]).astype(np.int64))
+        members = {0: np.flatnonzero(draws)}
+        for i in range(tree.children_left.size):  # parents come before their children
+            left, right = tree.children_left[i], tree.children_right[i]
+            if left >= 0:
+                go = values[members[i], tree.feature[i]] <= tree.threshold[i]
+                members[left], members[right] = members[i][go], members[i][~go]
+        for i, rows in members.items():
+            nodes += 1
+            wrong += rows.size != tree.n_node_samples[i]
+            wrong += int(draws[rows].sum()) != round(tree.weighted_n_node_samples[i])
+            if rows.size < M:
+                small.append(int(rows.size))
+    return nodes, wrong, small
+
+
+def test_every_node_covers_m_distinct_rows_not_only_m_draws(monkeypatch) -> None:
+    """Measured 2026-12-04 (``benchmarks/attack_counts.py draws``, the paper's settings: 10
+    clients x 200 rows x 20 features, 50 trees): 8,418 and 6,814 nodes (regression,
+    classification), none under 10 distinct rows, every count the clients' own; counting
+    draws as rows, 3,164 and 2,145 nodes of 3 to 9 distinct rows."""
+    X, y, h = _data(n_clients=10, n_rows=100, d=8)
+    captured = _capture_in_bag(monkeypatch, draws_as_rows=False)
+    model = ff.FedForestRegressor(n_estimators=5, random_state=0)
+    _fit(model, X, y, h)
+    nodes, wrong, small = _nodes_against_ground_truth(model, X, h, captured)
+    assert nodes > 300 and wrong == 0 and small == []
+    # Draws counted as rows: the rule then holds nodes to M draws, not M rows.
+    captured = _capture_in_bag(monkeypatch, draws_as_rows=True)
+    model = ff.FedForestRegressor(n_estimators=5, random_state=0)
+    _fit(model, X, y, h)
+    nodes, _, small = _nodes_against_ground_truth(model, X, h, captured)
+    assert len(small) > 20 and min(small) < M // 2
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_the_fitted_model_adds_no_sum_to_the_releases(task: str) -> None:
+    """A parent less its two children leaves nothing: rows exactly, sums to rounding."""
+    X, y, h = _data(n_clients=10, n_rows=100, d=8)
+    est = ff.FedForestRegressor if task == "regression" else ff.FedForestClassifier
+    target = y if task == "regression" else (y > np.median(y)).astype(int)
+    model = est(n_estimators=5, random_state=0)
+    _fit(model, X, target, h)
+    inner_nodes = 0
+    for tree in model.trees_:
+        w = tree.weighted_n_node_samples
+        v = tree.value.reshape(w.size, -1)
+        sums = v * w[:, None]
+        if task == "regression":  # sum w y and sum w y^2 from the mean and the variance
+            sums = np.column_stack([sums, w * (tree.impurity + v[:, 0] ** 2)])
+        stats = np.column_stack([tree.n_node_samples, w, sums])
+        inner = np.flatnonzero(tree.children_left >= 0)
+        inner_nodes += inner.size
+        rest = stats[inner] - stats[tree.children_left[inner]] - stats[tree.children_right[inner]]
+        assert np.all(rest[:, 0] == 0)
+        scale = np.abs(stats[inner]).max(axis=0) + 1.0
+        assert np.abs(rest / scale).max() < 1e-8
+        assert tree.n_node_samples.min() >= M
+    assert inner_nodes > 100
 
 
 def _dp_fit(n_clients: int = 10, epsilon: float = 50.0):
