@@ -26,9 +26,11 @@ import numpy as np
 import pytest
 
 import fedforest as ff
+from fedforest._common import n_stats
 from fedforest.federated import client_secure
 from fedforest.federated.client_secure import SecureParty
 from fedforest.federated.federation import Federation
+from fedforest.federated.privacy import dp
 from fedforest.federated.privacy.dp import GRID_NOISE_RATIO, TARGET_NOISE_RATIO, grid_entries
 from fedforest.federated.protocol import BOOTSTRAP, GRID, OOB, ROUND_A, ROUND_B, Message
 from tests.test_privacy import RecordingFederation
@@ -216,6 +218,30 @@ def test_every_dp_release_is_noised_bounded_and_accounted(
         assert np.abs(d).max(initial=0.0) <= 2.0 + 1e-9, a[:3]
         total += float((d * d).sum()) * _RATIO[a[2]] ** 2
     assert total <= plan["sensitivity"] ** 2 * (1 + 1e-12), (total, plan["sensitivity"] ** 2)
+    # 2b. Each kind on its own within what the accountant charges it (at most 4 squared
+    # bound units an entry): the total above could hide one kind beyond its charge, as the
+    # grid round's uncharged count was (branch red4: every kind within its charge here).
+    moved: dict[tuple[Any, ...], float] = defaultdict(float)
+    for a, b in zip(calls, calls2, strict=True):
+        moved[a[:3]] += float(((a[3] - b[3]) ** 2).sum())
+    clf, n_out = task == "classification", (y.shape[1] if y.ndim == 2 else 1)
+    n_numeric = 4 - (cat is not None)
+    charges = {
+        (GRID, "moments", "grid_sigma"): 3 * n_numeric,  # count, sum, sum of squares
+        (GRID, "histogram", "grid_sigma"): n_numeric,
+        (GRID, "moments", "target_sigma"): dp.target_entries(
+            clf, n_out, extra.get("class_weight") == "balanced"
+        ),
+        (OOB, None, "sigma"): dp.oob_entries(clf, n_out),
+        (BOOTSTRAP, None, "sigma"): n_trees * n_out,
+    }
+    for kind, charge in charges.items():
+        assert moved.get(kind, 0.0) <= 4 * charge + 1e-9, (kind, moved.get(kind), charge)
+    per_level = dp.level_entries(
+        k, n_stats("classification" if clf else "regression", 3 if clf else 0, n_out), clf, n_out
+    )
+    levels = moved.get((ROUND_A, None, "sigma"), 0.0) + moved.get((ROUND_B, None, "sigma"), 0.0)
+    assert levels <= 4 * n_trees * depth * per_level + 1e-9, (levels, per_level)
 
     # 3. The releases are of the kinds the accountant charges, within its levels.
     kinds = {(c[0], c[1], c[2]) for c in calls}
@@ -283,8 +309,6 @@ def test_a_drop_is_charged_the_noise_share_it_took(
     # to the plan's) and a Round B; the report once charged those 2/3 too. Stumps and the
     # out-of-bag round: every planned entry is released whatever the noise.
     import dp_accounting
-
-    from fedforest.federated.privacy import dp
 
     X, y, ids = _data("regression")
     clients = [_Dying(X[ids == 0], y[ids == 0], "c0", at)]
