@@ -76,21 +76,23 @@ def dp(epsilon: float, trees: int, depth: int, n_clients: int) -> None:
     y_hist, hist, edges, feats = _grid_releases(fed)
     exact = np.histogram(np.clip(libm_arcsinh(y), -ASINH_CLIP, ASINH_CLIP), bins=target_grid())[0]
     noise = y_hist - exact
-    planned = plan["sigma"] / TARGET_NOISE_RATIO
+    least = plan.get("min_sigma", 0.0)  # main has none
+    unfloored = plan["noise_multiplier"] * plan["sensitivity"]  # the trees' sigma without it
+    planned = max(plan["sigma"] / TARGET_NOISE_RATIO, least)
     print(
-        f"epsilon {epsilon}, {trees} trees of depth {depth}, {n_clients} clients: sigma "
-        f"{plan['sigma']:.3f}, least noise {plan.get('min_sigma', 0.0):.3f}; targets' histogram: "
-        f"planned {planned:.3f} (shares {planned / np.sqrt(n_clients):.3f}), read "
-        f"{noise.std():.3f}, {int((noise == 0).sum())} of {noise.size} bins exact"
+        f"epsilon {epsilon}, {trees} trees of depth {depth}, {n_clients} clients: trees' sigma "
+        f"{plan['sigma']:.3f} ({unfloored:.3f} without a least noise), least noise {least:.3f}; "
+        f"targets' histogram: asked {planned:.3f} (shares {planned / np.sqrt(n_clients):.3f}), "
+        f"read {noise.std():.3f}, {int((noise == 0).sum())} of {noise.size} bins exact"
     )
     columns = [np.sort(X[:, j]) for j in feats]
     counts = np.array(
         [np.searchsorted(c, e, side="right") for c, e in zip(columns, edges, strict=True)]
     )
     noise = hist - np.diff(counts, axis=1, prepend=0)
-    planned = plan["sigma"] / 3.0
+    planned = max(plan["sigma"] / 3.0, least)
     print(
-        f"  grid counts: planned {planned:.3f} (shares {planned / np.sqrt(n_clients):.3f}), "
+        f"  grid counts: asked {planned:.3f} (shares {planned / np.sqrt(n_clients):.3f}), "
         f"read {noise.std():.3f}, {int((noise == 0).sum())} of {noise.size} exact"
     )
 

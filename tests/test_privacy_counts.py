@@ -18,23 +18,26 @@
   epsilon 50 (measured: every one of its 160 bins equal to the data's). Every share of a
   whole count is now at least ``dp.MIN_SHARE`` rows; the recording server reads the
   noise it carries. And the noise does not follow the fit's ``random_state``: two fits
-  with the same seed release different noisy sums (with the clients' generator seeded
-  from a constant, the same).
+  with the same seed release different noisy sums (with each client's generator seeded
+  from a constant and its name, the same).
 """
 
 from __future__ import annotations
+
+import zlib
+from typing import Any
 
 import numpy as np
 import pytest
 
 import fedforest as ff
-from fedforest.federated import client_secure
 from fedforest.federated.client import Client
-from fedforest.federated.client_secure import target_grid
+from fedforest.federated.client_secure import SecureParty, target_grid
+from fedforest.federated.privacy import dp
 from fedforest.federated.privacy.dp import ASINH_CLIP, MIN_SHARE, TARGET_NOISE_RATIO
 from fedforest.federated.privacy.grids import libm_arcsinh
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed
-from fedforest.federated.protocol import GRID
+from fedforest.federated.protocol import GRID, Message
 from tests.test_privacy import RecordingFederation, _data, _fit
 
 M = 10  # min_aggregate_rows at the defaults (max(10, 2 * min_samples_leaf))
@@ -45,7 +48,7 @@ def _capture_in_bag(monkeypatch: pytest.MonkeyPatch, draws_as_rows: bool) -> dic
     captured: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     setup = Client._setup
 
-    def recording_setup(self: Client, msg):  # type: ignore[no-untyped-def]
+    def recording_setup(self: Client, msg: Message) -> Any:
         fit = setup(self, msg)
         if draws_as_rows:  # the protection off: a row drawn c times is c rows
             w = np.rint(fit.w).astype(np.int64)
@@ -178,6 +181,9 @@ def test_whole_counts_under_dp_carry_at_least_their_planned_noise() -> None:
     exact = np.histogram(np.clip(libm_arcsinh(y), -ASINH_CLIP, ASINH_CLIP), bins=target_grid())[0]
     noise = y_hist - exact
     assert plan["min_sigma"] == pytest.approx(MIN_SHARE * np.sqrt(10))
+    # The trees' noise is the least that spends epsilon with the lifted noises.
+    assert plan["sigma"] < 0.6 * plan["noise_multiplier"] * plan["sensitivity"]
+    assert plan["epsilon_spent"] <= plan["epsilon"] * (1 + 1e-9)
     planned = plan["sigma"] / TARGET_NOISE_RATIO
     assert planned < 0.5  # the shares of this plan alone are almost always 0
     least = max(planned, MIN_SHARE * np.sqrt(10))
@@ -194,9 +200,41 @@ def test_whole_counts_under_dp_carry_at_least_their_planned_noise() -> None:
 def test_the_noise_is_not_drawn_from_the_fits_random_state(monkeypatch) -> None:
     """Two fits with the same data and ``random_state`` release other noise: a server that
     picks the seed cannot recompute it. With every client's generator seeded from a
-    constant (what a seed-derived noise would be) both fits release the same sums."""
+    constant and its name (what a seed-derived noise would be) both fits release the
+    same sums."""
     first, second = (_grid_releases(_dp_fit()[0])[0] for _ in range(2))
     assert np.count_nonzero(first - second) > 100
-    monkeypatch.setattr(client_secure.secrets, "randbits", lambda k: 0x5EED)
+    init = SecureParty.__init__
+
+    def seeded(party: SecureParty, client: ff.Client, dp: bool = False) -> None:
+        init(party, client, dp)
+        party._rng = np.random.default_rng([0x5EED, zlib.crc32(client.name.encode())])
+
+    monkeypatch.setattr(SecureParty, "__init__", seeded)
     first, second = (_grid_releases(_dp_fit()[0])[0] for _ in range(2))
     assert np.array_equal(first, second)
+
+
+def test_where_the_least_share_lifts_a_noise_the_trees_noise_is_less_for_the_same_epsilon() -> None:
+    """The composed Gaussian mechanism (squared sensitivity over squared noise, added up
+    over the kinds, each with the noise it gets) has the multiplier epsilon asks for: the
+    trees' noise falls where the targets' histogram's rose. With one client nothing is
+    lifted and the plan is the unfloored one."""
+    import dp_accounting
+
+    entries, grid, target = 600, 16, 1
+    lifted = dp.plan_noise(50.0, 1e-5, entries, grid, target, n_clients=10)
+    assert lifted.target_sigma == pytest.approx(np.sqrt(10))
+    assert lifted.target_sigma > lifted.sigma / TARGET_NOISE_RATIO
+    assert lifted.sigma < lifted.noise_multiplier * lifted.sensitivity
+    sigmas = [lifted.tree_sigma, lifted.grid_sigma, lifted.target_sigma]
+    counts = [entries - grid - target, grid, target]
+    mu = np.sqrt(sum(4.0 * c / s**2 for c, s in zip(counts, sigmas, strict=True)))
+    assert dp_accounting.get_epsilon_gaussian(1.0 / mu, 1e-5) == pytest.approx(50.0, rel=1e-6)
+    assert dp.spent_epsilon(lifted, entries, grid, target) == pytest.approx(50.0, rel=1e-6)
+    # Fewer entries released (trees that stopped early) spend less.
+    assert dp.spent_epsilon(lifted, entries // 2, grid, target) < 40.0
+    alone = dp.plan_noise(5.0, 1e-5, entries, grid, target, n_clients=1)
+    assert alone.min_sigma < alone.sigma / TARGET_NOISE_RATIO
+    assert alone.sigma == alone.noise_multiplier * alone.sensitivity
+    assert dp.spent_epsilon(alone, entries, grid, target) == 5.0

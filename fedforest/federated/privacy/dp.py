@@ -86,7 +86,8 @@ class DpPlan:
     sigma: float
     #: L2 sensitivity of the whole fit (replace one row), in the same units.
     sensitivity: float
-    #: sigma / sensitivity: the fit is one Gaussian mechanism with this multiplier.
+    #: The fit is one Gaussian mechanism with this multiplier: sigma / sensitivity, or
+    #: more where ``min_sigma`` lifts a noise (and ``sigma`` is less, below).
     noise_multiplier: float
     entries: int
     clip: float = TARGET_CLIP
@@ -94,8 +95,10 @@ class DpPlan:
     grid_ratio: float = GRID_NOISE_RATIO
     #: The least noise of any entry: ``MIN_SHARE * sqrt(K)`` for ``K`` clients, so that
     #: every client's share of a whole count is a discrete Gaussian of scale >= MIN_SHARE.
-    #: Where it lifts a noise above the plan's, the fit is noisier than accounted and
-    #: ``epsilon_spent`` an upper bound.
+    #: Where it lifts a noise (the targets' histogram's first, at ``sigma / 20``), the
+    #: trees' ``sigma`` is the least with which the fit, every noise floored, is still the
+    #: one Gaussian mechanism of ``noise_multiplier`` (``plan_noise``): ``epsilon`` spent,
+    #: the trees' noise below ``noise_multiplier * sensitivity``.
     min_sigma: float = 0.0
 
     @property
@@ -221,9 +224,43 @@ def plan_noise(
     sensitivity = 2.0 * math.sqrt(effective_entries(entries, grid, target))
     multiplier = float(dp_accounting.get_sigma_gaussian(epsilon, delta))
     floor = MIN_SHARE * math.sqrt(max(n_clients, 1))
-    return DpPlan(
-        epsilon, delta, multiplier * sensitivity, sensitivity, multiplier, entries, min_sigma=floor
+    sigma = multiplier * sensitivity
+    if floor > sigma / TARGET_NOISE_RATIO:  # some noise lifted: the trees' may be less
+        sigma = _sigma_under_floor(multiplier, entries - grid - target, grid, target, floor, sigma)
+    return DpPlan(epsilon, delta, sigma, sensitivity, multiplier, entries, min_sigma=floor)
+
+
+def _composed(sigma: float, trees: float, grid: float, target: float, floor: float) -> float:
+    """The fit's noise multiplier (one composed Gaussian) at trees' noise ``sigma``, floored."""
+    effective = (
+        trees * (sigma / max(sigma, floor)) ** 2
+        + grid * (sigma / max(sigma / GRID_NOISE_RATIO, floor)) ** 2
+        + target * (sigma / max(sigma / TARGET_NOISE_RATIO, floor)) ** 2
     )
+    return sigma / (2.0 * math.sqrt(effective)) if effective > 0 else math.inf
+
+
+def _sigma_under_floor(
+    multiplier: float, trees: float, grid: float, target: float, floor: float, high: float
+) -> float:
+    """The least trees' noise whose fit, every noise floored, has the plan's multiplier.
+
+    When even every noise at the floor gives more than that multiplier (a huge epsilon),
+    the floor: the fit then spends less than ``epsilon`` (``spent_epsilon``).
+
+    The composed multiplier grows with ``sigma`` (on each stretch where the same noises
+    are floored it is ``sigma / (2 sqrt(a + b sigma^2))``), and at ``high`` (the plan
+    without floors) it is at least ``multiplier``: bisection.
+    """
+    low = 0.0
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        if _composed(mid, trees, grid, target, floor) >= multiplier:
+            high = mid
+        else:
+            low = mid
+    # Below the floor every noise is the floor's (the same fit): say so.
+    return max(high, floor)
 
 
 def spent_epsilon(
@@ -236,19 +273,30 @@ def spent_epsilon(
     mechanism's (Balle & Wang 2018), as computed by ``dp-accounting``. ``noise_kept``: the
     least fraction of the planned noise variance any release carried (a client that drops
     in a round takes its share with it: ``(K - d) / K``), charged to every release (an
-    upper bound on the spend).
+    upper bound on the spend). Where ``plan.min_sigma`` lifted a noise above the plan's,
+    each kind's entries count with the noise they got (``(sigma / its noise)^2`` each).
     """
     import dp_accounting
 
     if entries_released <= 0:
         return 0.0
-    if entries_released == plan.entries and noise_kept >= 1.0:  # the plan, as calibrated
-        return plan.epsilon
+    floored = plan.min_sigma > min(plan.sigma / plan.grid_ratio, plan.sigma / TARGET_NOISE_RATIO)
+    if entries_released == plan.entries and noise_kept >= 1.0 and not floored:
+        return plan.epsilon  # the plan, as calibrated
     if noise_kept <= 0.0:  # no noise share left in some sum
         return math.inf
     effective = effective_entries(entries_released, grid, target)
+    if floored:
+        effective = (
+            (entries_released - grid - target) * (plan.sigma / plan.tree_sigma) ** 2
+            + grid * (plan.sigma / plan.grid_sigma) ** 2
+            + target * (plan.sigma / plan.target_sigma) ** 2
+        )
     multiplier = plan.sigma * math.sqrt(noise_kept) / (2.0 * math.sqrt(effective))
-    return float(dp_accounting.get_epsilon_gaussian(multiplier, plan.delta))
+    spent = float(dp_accounting.get_epsilon_gaussian(multiplier, plan.delta))
+    if noise_kept >= 1.0 and entries_released <= plan.entries:  # at most the plan's
+        spent = min(spent, plan.epsilon)
+    return spent
 
 
 def discrete_gaussian(sigma: Any, rng: Any) -> Any:
