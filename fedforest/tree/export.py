@@ -44,6 +44,7 @@ __all__ = [
     "shap_explainer",
     "to_onnx_model",
     "to_onnx_multi_output",
+    "to_onnx_one_class",
     "to_treelite_model",
 ]
 
@@ -333,9 +334,9 @@ def _onnx_opsets(target_opset: Any) -> tuple[int, int]:
         opset, ml = int(target_opset), ONNX_ML_OPSET
     if opset < 13 or not 1 <= ml <= 4:
         raise ValueError(
-            f"to_onnx() of a multi-output classifier needs opset 13 or later (Split with "
-            f"sizes as an input) and ai.onnx.ml 1 to 4 (TreeEnsembleRegressor, deprecated in "
-            f"5); target_opset={target_opset!r} asks for {opset} and {ml}."
+            f"to_onnx() of a multi-output or one-class classifier needs opset 13 or later "
+            f"(Split with sizes as an input) and ai.onnx.ml 1 to 4 (TreeEnsembleRegressor, "
+            f"deprecated in 5); target_opset={target_opset!r} asks for {opset} and {ml}."
         )
     return opset, ml
 
@@ -414,6 +415,32 @@ def to_onnx_multi_output(
     bool or string). ``target_opset``: None, the default domain's opset (13 or later), or
     a dict ``{"": opset, "ai.onnx.ml": ml_opset}``.
     """
+    return _classifier_graph(trees, n_features, classes, target_opset, one_output=False)
+
+
+def to_onnx_one_class(
+    trees: list[Tree], n_features: int, classes: Any, target_opset: Any = None
+) -> Any:
+    """A classifier of one class as an ONNX model, built here as the multi-output one.
+
+    skl2onnx writes it as a ``TreeEnsembleClassifier`` of one class label, which
+    onnxruntime reads as a binary classifier: every row's ``label`` is the index 1 (an
+    integer label 1 whatever the class; past the end of a one-string label list, where
+    onnxruntime aborts the process). Here ``label`` (n,) is the class and
+    ``probabilities`` (n, 1) float32 the trees' mean (1), as ``predict`` and
+    ``predict_proba``; the same graph as :func:`to_onnx_multi_output` for one output.
+    """
+    return _classifier_graph(trees, n_features, [classes], target_opset, one_output=True)
+
+
+def _classifier_graph(
+    trees: list[Tree], n_features: int, classes: list[Any], target_opset: Any, one_output: bool
+) -> Any:
+    """The graph of :func:`to_onnx_multi_output`; ``one_output``: names and shapes of one.
+
+    With ``one_output`` (``classes`` a list of one label array) the outputs are ``label``
+    (n,) and ``probabilities`` (n, n_classes), a single-output classifier's.
+    """
     onnx = import_extra("onnx", "to_onnx()")
     helper, numpy_helper = onnx.helper, onnx.numpy_helper
     opset, ml_opset = _onnx_opsets(target_opset)
@@ -421,7 +448,7 @@ def to_onnx_multi_output(
     labels, dtype = _label_table(classes)
     label_type = onnx.TensorProto.STRING if dtype is str else helper.np_dtype_to_tensor_dtype(dtype)
     k = len(sizes)
-    proba = [f"probabilities_{o}" for o in range(k)]
+    proba = ["probabilities"] if one_output else [f"probabilities_{o}" for o in range(k)]
     initializers = [numpy_helper.from_array(np.array(sizes, dtype=np.int64), "split_sizes")]
     graph_nodes = [
         helper.make_node(
@@ -436,21 +463,24 @@ def to_onnx_multi_output(
         ),
         helper.make_node("Split", ["mean_leaf_values", "split_sizes"], proba, axis=1),
     ]
+    keep = int(not one_output)  # one output: label (n,), no Concat
     for o in range(k):
         initializers.append(numpy_helper.from_array(labels[o], f"classes_{o}"))
+        label = "label" if one_output else f"label_{o}"
         graph_nodes += [
-            helper.make_node("ArgMax", [proba[o]], [f"index_{o}"], axis=1, keepdims=1),
-            helper.make_node("Gather", [f"classes_{o}", f"index_{o}"], [f"label_{o}"], axis=0),
+            helper.make_node("ArgMax", [proba[o]], [f"index_{o}"], axis=1, keepdims=keep),
+            helper.make_node("Gather", [f"classes_{o}", f"index_{o}"], [label], axis=0),
         ]
-    graph_nodes.append(
-        helper.make_node("Concat", [f"label_{o}" for o in range(k)], ["label"], axis=1)
-    )
+    if not one_output:
+        graph_nodes.append(
+            helper.make_node("Concat", [f"label_{o}" for o in range(k)], ["label"], axis=1)
+        )
     float32 = onnx.TensorProto.FLOAT
     graph = helper.make_graph(
         graph_nodes,
         "fedforest",
         [helper.make_tensor_value_info("X", float32, [None, n_features])],
-        [helper.make_tensor_value_info("label", label_type, [None, k])]
+        [helper.make_tensor_value_info("label", label_type, [None] if one_output else [None, k])]
         + [
             helper.make_tensor_value_info(name, float32, [None, size])
             for name, size in zip(proba, sizes, strict=True)

@@ -251,7 +251,9 @@ class EnsembleMixin:
         (see docs/export.md for the tolerance). A multi-output classifier's graph is built
         by :func:`fedforest.tree.export.to_onnx_multi_output` (skl2onnx mis-converts it):
         ``label`` (n, n_outputs), then ``probabilities_0``, ``probabilities_1``, ... (one
-        per output, as ``predict_proba``).
+        per output, as ``predict_proba``); a one-class classifier's likewise
+        (:func:`fedforest.tree.export.to_onnx_one_class`), with ``label`` and
+        ``probabilities``.
         """
         check_is_fitted(self, "trees_")
         export.check_numeric(
@@ -267,6 +269,8 @@ class EnsembleMixin:
             return export.to_onnx_multi_output(
                 self.trees_, self.n_features_in_, classes, target_opset
             )
+        if classes is not None and len(classes) == 1:  # onnxruntime reads one class as two
+            return export.to_onnx_one_class(self.trees_, self.n_features_in_, classes, target_opset)
         return export.to_onnx_model(
             self.to_sklearn(), self.trees_, self.n_features_in_, target_opset
         )
