@@ -565,6 +565,14 @@ def _add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     exp.add_argument("--out", type=Path, required=True, help="file to write")
     exp.add_argument("--data", type=Path, help="--to shap: CSV or Parquet rows to explain")
+    exp.add_argument(
+        "--dtype",
+        choices=["float32", "float64"],
+        help=(
+            "--to onnx: the input X's type (default float32; float64 compares X with the "
+            "trees' float64 thresholds, so every row routes as fedforest's predict)"
+        ),
+    )
     exp.set_defaults(handler=_run_export, command_parser=exp)
 
 
@@ -575,9 +583,12 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     model = _load_model(args.model, parser)
     if (args.to == "shap") != (args.data is not None):
         parser.error("--data goes with --to shap (the rows to explain), and only with it")
+    if args.dtype is not None and args.to != "onnx":
+        parser.error("--dtype goes with --to onnx (the ONNX input's type), and only with it")
     try:
         if args.to == "onnx":
-            args.out.write_bytes(model.to_onnx().SerializeToString())
+            onnx_model = model.to_onnx(dtype=args.dtype or "float32")
+            args.out.write_bytes(onnx_model.SerializeToString())
         elif args.to == "treelite":
             model.to_treelite().serialize(str(args.out))
         else:

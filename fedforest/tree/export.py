@@ -43,6 +43,8 @@ __all__ = [
     "n_model_features",
     "shap_explainer",
     "to_onnx_model",
+    "onnx_dtype",
+    "to_onnx_graph",
     "to_onnx_multi_output",
     "to_onnx_one_class",
     "to_treelite_model",
@@ -316,29 +318,48 @@ def _set_missing_sides(onnx_model: Any, trees: list[Tree]) -> None:
             )
 
 
-# ------------------------------------------------------------- ONNX, multi-output classifier
-#: Opsets of a multi-output classifier's graph: the default domain's (Split, ArgMax, Gather,
-#: Concat; 13 at least) and ai.onnx.ml's (its TreeEnsembleRegressor; 1 to 4, as skl2onnx
-#: writes the single-output forests' ensembles at 1).
-ONNX_OPSET, ONNX_ML_OPSET = 17, 1
+# ------------------------------------------------------------- ONNX, graphs built here
+#: Opsets of the graphs built here: the default domain's (Split, ArgMax, Gather, Concat; 13
+#: at least) and ai.onnx.ml's (their TreeEnsembleRegressor; 1 to 4, as skl2onnx writes the
+#: single-output forests' ensembles at 1; 3 or 4 for float64 input, whose thresholds and leaf
+#: values are tensors of doubles, ``nodes_values_as_tensor``, from ai.onnx.ml 3).
+ONNX_OPSET, ONNX_ML_OPSET, ONNX_ML_OPSET_DOUBLE = 17, 1, 3
 
 
-def _onnx_opsets(target_opset: Any) -> tuple[int, int]:
+def _onnx_opsets(target_opset: Any, double: bool) -> tuple[int, int]:
     """(default domain, ai.onnx.ml) opsets from ``target_opset``: None, an int or a dict."""
+    ml_default = ONNX_ML_OPSET_DOUBLE if double else ONNX_ML_OPSET
     if target_opset is None:
-        opset, ml = ONNX_OPSET, ONNX_ML_OPSET
+        opset, ml = ONNX_OPSET, ml_default
     elif isinstance(target_opset, dict):
         opset = int(target_opset.get("", ONNX_OPSET))
-        ml = int(target_opset.get("ai.onnx.ml", ONNX_ML_OPSET))
+        ml = int(target_opset.get("ai.onnx.ml", ml_default))
     else:
-        opset, ml = int(target_opset), ONNX_ML_OPSET
-    if opset < 13 or not 1 <= ml <= 4:
+        opset, ml = int(target_opset), ml_default
+    lowest_ml = 3 if double else 1
+    if opset < 13 or not lowest_ml <= ml <= 4:
+        what = "float64 input" if double else "a multi-output or one-class classifier"
         raise ValueError(
-            f"to_onnx() of a multi-output or one-class classifier needs opset 13 or later "
-            f"(Split with sizes as an input) and ai.onnx.ml 1 to 4 (TreeEnsembleRegressor, "
-            f"deprecated in 5); target_opset={target_opset!r} asks for {opset} and {ml}."
+            f"to_onnx() of {what} needs opset 13 or later (Split with sizes as an input) and "
+            f"ai.onnx.ml {lowest_ml} to 4 (TreeEnsembleRegressor, deprecated in 5"
+            f"{'; float64 thresholds from 3' if double else ''}); "
+            f"target_opset={target_opset!r} asks for {opset} and {ml}."
         )
     return opset, ml
+
+
+def onnx_dtype(dtype: Any) -> bool:
+    """Whether ``to_onnx(dtype=...)`` asks for float64 input (else float32); checked."""
+    try:  # None is refused, not NumPy's default float64
+        resolved = None if dtype is None else np.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved is None or resolved.type not in (np.float32, np.float64):
+        raise ValueError(
+            f"The 'dtype' parameter of to_onnx() must be numpy.float32 or numpy.float64 (the "
+            f"input X's type, and the thresholds'). Got {dtype!r} instead."
+        )
+    return resolved.type is np.float64
 
 
 def _label_table(classes: list[Any]) -> tuple[list[NDArray[Any]], Any]:
@@ -352,22 +373,24 @@ def _label_table(classes: list[Any]) -> tuple[list[NDArray[Any]], Any]:
     if dtype.kind in "USO":
         if not all(isinstance(v, str) for c in labels for v in c.tolist()):
             raise ValueError(
-                "to_onnx() writes a multi-output classifier's labels as numbers or strings, "
+                "to_onnx() writes this classifier's labels as numbers or strings, "
                 f"and this one's are of dtype {dtype} holding other objects."
             )
         return [c.astype(object) for c in labels], str
     if dtype.kind not in "biuf":
         raise ValueError(
-            "to_onnx() writes a multi-output classifier's labels as numbers or strings, and "
+            "to_onnx() writes this classifier's labels as numbers or strings, and "
             f"this one's are of dtype {dtype}."
         )
     return labels, dtype
 
 
-def _ensemble_attributes(trees: list[Tree], n_targets: int) -> dict[str, Any]:
+def _ensemble_attributes(trees: list[Tree], n_targets: int, double: bool) -> dict[str, Any]:
     """A TreeEnsembleRegressor's attributes: every tree, its leaves' values as targets.
 
-    Thresholds are rounded down to float32 (ONNX compares in float32, as scikit-learn); a
+    Thresholds are rounded down to float32 (ONNX compares float32 input in float32, as
+    scikit-learn), or with ``double`` the trees' own float64 thresholds and leaf values, as
+    tensors (``*_as_tensor``): float64 input is then compared as fedforest compares it. A
     split sends NaN where the tree records (``nodes_missing_value_tracks_true``). A leaf's
     targets are its value (every output's class proportions, in order), its zeros left out.
     """
@@ -385,7 +408,8 @@ def _ensemble_attributes(trees: list[Tree], n_targets: int) -> dict[str, Any]:
         nodes["treeids"] += [t] * n
         nodes["nodeids"] += list(range(n))
         nodes["featureids"] += np.where(leaf, 0, tree.feature).tolist()
-        nodes["values"] += np.where(leaf, 0.0, float32_floor(tree.threshold)).tolist()
+        cut = tree.threshold if double else float32_floor(tree.threshold)
+        nodes["values"] += np.where(leaf, 0.0, cut).tolist()
         nodes["modes"] += [b"LEAF" if is_leaf else b"BRANCH_LEQ" for is_leaf in leaf]
         nodes["truenodeids"] += np.where(leaf, 0, tree.children_left).tolist()
         nodes["falsenodeids"] += np.where(leaf, 0, tree.children_right).tolist()
@@ -396,26 +420,36 @@ def _ensemble_attributes(trees: list[Tree], n_targets: int) -> dict[str, Any]:
         targets["nodeids"] += node.tolist()
         targets["ids"] += target.tolist()
         targets["weights"] += tree.value[node, target].tolist()
-    out = {f"nodes_{k}": v for k, v in nodes.items()}
+    out: dict[str, Any] = {f"nodes_{k}": v for k, v in nodes.items()}
     out.update({f"target_{k}": v for k, v in targets.items()})
+    if double:
+        onnx = import_extra("onnx", "to_onnx()")
+        for name in ("nodes_values", "target_weights"):
+            values = np.array(out.pop(name), dtype=np.float64)
+            out[f"{name}_as_tensor"] = onnx.numpy_helper.from_array(values, name)
     return out
 
 
 def to_onnx_multi_output(
-    trees: list[Tree], n_features: int, classes: list[Any], target_opset: Any = None
+    trees: list[Tree],
+    n_features: int,
+    classes: list[Any],
+    target_opset: Any = None,
+    double: bool = False,
 ) -> Any:
     """A multi-output classifier as an ONNX model, built here (skl2onnx mis-converts it).
 
-    One float32 input ``X`` (n, n_features). One ``TreeEnsembleRegressor`` averages the
-    trees' leaf values, every output's class proportions side by side (n, sum n_classes);
-    ``Split`` cuts them into the outputs ``probabilities_0``, ``probabilities_1``, ... (n,
-    n_classes[k]) float32, ``predict_proba``'s list; each output's ``ArgMax`` (the first
-    class on a tie, as NumPy) picks its label from a table (``Gather``), and ``Concat``
-    gives ``label`` (n, n_outputs), ``predict``'s labels in its dtype (int64, float64,
-    bool or string). ``target_opset``: None, the default domain's opset (13 or later), or
-    a dict ``{"": opset, "ai.onnx.ml": ml_opset}``.
+    One input ``X`` (n, n_features), float32 (float64 with ``double``). One
+    ``TreeEnsembleRegressor`` averages the trees' leaf values, every output's class
+    proportions side by side (n, sum n_classes); ``Split`` cuts them into the outputs
+    ``probabilities_0``, ``probabilities_1``, ... (n, n_classes[k]) float32,
+    ``predict_proba``'s list; each output's ``ArgMax`` (the first class on a tie, as NumPy)
+    picks its label from a table (``Gather``), and ``Concat`` gives ``label`` (n,
+    n_outputs), ``predict``'s labels in its dtype (int64, float64, bool or string).
+    ``target_opset``: None, the default domain's opset (13 or later), or a dict ``{"":
+    opset, "ai.onnx.ml": ml_opset}``.
     """
-    return _classifier_graph(trees, n_features, classes, target_opset, one_output=False)
+    return to_onnx_graph(trees, n_features, classes, target_opset, double=double)
 
 
 def to_onnx_one_class(
@@ -428,63 +462,62 @@ def to_onnx_one_class(
     integer label 1 whatever the class; past the end of a one-string label list, where
     onnxruntime aborts the process). Here ``label`` (n,) is the class and
     ``probabilities`` (n, 1) float32 the trees' mean (1), as ``predict`` and
-    ``predict_proba``; the same graph as :func:`to_onnx_multi_output` for one output.
+    ``predict_proba``; :func:`to_onnx_graph` for one output.
     """
-    return _classifier_graph(trees, n_features, [classes], target_opset, one_output=True)
+    return to_onnx_graph(trees, n_features, classes, target_opset)
 
 
-def _classifier_graph(
-    trees: list[Tree], n_features: int, classes: list[Any], target_opset: Any, one_output: bool
+def to_onnx_graph(
+    trees: list[Tree],
+    n_features: int,
+    classes: Any,
+    target_opset: Any = None,
+    *,
+    double: bool = False,
 ) -> Any:
-    """The graph of :func:`to_onnx_multi_output`; ``one_output``: names and shapes of one.
+    """Any numeric forest as an ONNX model of one ``TreeEnsembleRegressor``, built here.
 
-    With ``one_output`` (``classes`` a list of one label array) the outputs are ``label``
-    (n,) and ``probabilities`` (n, n_classes), a single-output classifier's.
+    ``classes``: None for a regressor (output ``variable`` (n, n_outputs) float32, the
+    trees' mean), one label array for a single-output classifier (``label`` (n,),
+    ``probabilities`` (n, n_classes)), a list of them for a multi-output one (see
+    :func:`to_onnx_multi_output`). ``double``: the input ``X`` is float64 and compared
+    with the trees' own float64 thresholds (ai.onnx.ml 3 or 4), so every row routes as in
+    fedforest; the sums are still float32 outputs.
     """
     onnx = import_extra("onnx", "to_onnx()")
-    helper, numpy_helper = onnx.helper, onnx.numpy_helper
-    opset, ml_opset = _onnx_opsets(target_opset)
-    sizes = [len(c) for c in classes]
-    labels, dtype = _label_table(classes)
-    label_type = onnx.TensorProto.STRING if dtype is str else helper.np_dtype_to_tensor_dtype(dtype)
-    k = len(sizes)
-    proba = ["probabilities"] if one_output else [f"probabilities_{o}" for o in range(k)]
-    initializers = [numpy_helper.from_array(np.array(sizes, dtype=np.int64), "split_sizes")]
-    graph_nodes = [
-        helper.make_node(
-            "TreeEnsembleRegressor",
-            ["X"],
-            ["mean_leaf_values"],
-            domain="ai.onnx.ml",
-            n_targets=sum(sizes),
-            aggregate_function="AVERAGE",
-            post_transform="NONE",
-            **_ensemble_attributes(trees, sum(sizes)),
-        ),
-        helper.make_node("Split", ["mean_leaf_values", "split_sizes"], proba, axis=1),
-    ]
-    keep = int(not one_output)  # one output: label (n,), no Concat
-    for o in range(k):
-        initializers.append(numpy_helper.from_array(labels[o], f"classes_{o}"))
-        label = "label" if one_output else f"label_{o}"
-        graph_nodes += [
-            helper.make_node("ArgMax", [proba[o]], [f"index_{o}"], axis=1, keepdims=keep),
-            helper.make_node("Gather", [f"classes_{o}", f"index_{o}"], [label], axis=0),
-        ]
-    if not one_output:
-        graph_nodes.append(
-            helper.make_node("Concat", [f"label_{o}" for o in range(k)], ["label"], axis=1)
-        )
+    helper = onnx.helper
+    opset, ml_opset = _onnx_opsets(target_opset, double)
+    one_output = not isinstance(classes, list)
+    if classes is None:
+        sizes = [int(trees[0].value.shape[1])]
+    else:
+        sizes = [len(c) for c in ([classes] if one_output else classes)]
+    ensemble = helper.make_node(
+        "TreeEnsembleRegressor",
+        ["X"],
+        ["variable" if classes is None else "mean_leaf_values"],
+        domain="ai.onnx.ml",
+        n_targets=sum(sizes),
+        aggregate_function="AVERAGE",
+        post_transform="NONE",
+        **_ensemble_attributes(trees, sum(sizes), double),
+    )
     float32 = onnx.TensorProto.FLOAT
+    initializers: list[Any] = []
+    if classes is None:
+        graph_nodes = [ensemble]
+        outputs = [helper.make_tensor_value_info("variable", float32, [None, sizes[0]])]
+    else:
+        graph_nodes, initializers, outputs = _label_nodes(
+            onnx, [classes] if one_output else classes, sizes, one_output
+        )
+        graph_nodes.insert(0, ensemble)
+    x_type = onnx.TensorProto.DOUBLE if double else float32
     graph = helper.make_graph(
         graph_nodes,
         "fedforest",
-        [helper.make_tensor_value_info("X", float32, [None, n_features])],
-        [helper.make_tensor_value_info("label", label_type, [None] if one_output else [None, k])]
-        + [
-            helper.make_tensor_value_info(name, float32, [None, size])
-            for name, size in zip(proba, sizes, strict=True)
-        ],
+        [helper.make_tensor_value_info("X", x_type, [None, n_features])],
+        outputs,
         initializer=initializers,
     )
     opsets = [helper.make_opsetid("", opset), helper.make_opsetid("ai.onnx.ml", ml_opset)]
@@ -494,6 +527,42 @@ def _classifier_graph(
         producer_name="fedforest",
         ir_version=helper.find_min_ir_version_for(opsets),
     )
+
+
+def _label_nodes(
+    onnx: Any, classes: list[Any], sizes: list[int], one_output: bool
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """A classifier's nodes after the ensemble's ``mean_leaf_values``, initializers, outputs.
+
+    ``Split`` into each output's probabilities, ``ArgMax`` and ``Gather`` into its labels,
+    ``Concat`` of the labels (several outputs); one output: ``label`` (n,), ``probabilities``.
+    """
+    helper, numpy_helper = onnx.helper, onnx.numpy_helper
+    labels, dtype = _label_table(classes)
+    label_type = onnx.TensorProto.STRING if dtype is str else helper.np_dtype_to_tensor_dtype(dtype)
+    k = len(sizes)
+    proba = ["probabilities"] if one_output else [f"probabilities_{o}" for o in range(k)]
+    initializers = [numpy_helper.from_array(np.array(sizes, dtype=np.int64), "split_sizes")]
+    nodes = [helper.make_node("Split", ["mean_leaf_values", "split_sizes"], proba, axis=1)]
+    keep = int(not one_output)  # one output: label (n,), no Concat
+    for o in range(k):
+        initializers.append(numpy_helper.from_array(labels[o], f"classes_{o}"))
+        label = "label" if one_output else f"label_{o}"
+        nodes += [
+            helper.make_node("ArgMax", [proba[o]], [f"index_{o}"], axis=1, keepdims=keep),
+            helper.make_node("Gather", [f"classes_{o}", f"index_{o}"], [label], axis=0),
+        ]
+    if not one_output:
+        nodes.append(
+            helper.make_node("Concat", [f"label_{o}" for o in range(k)], ["label"], axis=1)
+        )
+    outputs = [
+        helper.make_tensor_value_info("label", label_type, [None] if one_output else [None, k])
+    ] + [
+        helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [None, size])
+        for name, size in zip(proba, sizes, strict=True)
+    ]
+    return nodes, initializers, outputs
 
 
 # ---------------------------------------------------------------------------------- SHAP

@@ -241,7 +241,7 @@ class EnsembleMixin:
         n = export.n_model_features(self.trees_, self.n_features_in_)
         return np.ascontiguousarray(augmented[:, :n])
 
-    def to_onnx(self, *, target_opset: Any = None) -> Any:
+    def to_onnx(self, *, target_opset: Any = None, dtype: Any = np.float32) -> Any:
         """The fitted forest as an ``onnx.ModelProto`` (extra ``fedforest[export]``).
 
         Converted from :meth:`to_sklearn` by skl2onnx's tree converters: numeric splits
@@ -254,8 +254,15 @@ class EnsembleMixin:
         per output, as ``predict_proba``); a one-class classifier's likewise
         (:func:`fedforest.tree.export.to_onnx_one_class`), with ``label`` and
         ``probabilities``.
+
+        ``dtype=numpy.float64``: the input ``X`` is float64 and compared with the trees'
+        float64 thresholds (a graph built by :func:`fedforest.tree.export.to_onnx_graph`,
+        ai.onnx.ml 3), so every row routes as in :meth:`predict`; with float32 input a
+        float64 value within float32 rounding of a threshold can go the other way. The
+        outputs are float32 either way.
         """
         check_is_fitted(self, "trees_")
+        double = export.onnx_dtype(dtype)
         export.check_numeric(
             self.trees_,
             self.n_features_in_,
@@ -265,12 +272,13 @@ class EnsembleMixin:
             "(and so the ONNX trees) have a numeric threshold at every node.",
         )
         classes = getattr(self, "classes_", None)
-        if isinstance(classes, list):  # multi-output classifier: a graph of its own
-            return export.to_onnx_multi_output(
-                self.trees_, self.n_features_in_, classes, target_opset
+        one_class = classes is not None and not isinstance(classes, list) and len(classes) == 1
+        if double or isinstance(classes, list) or one_class:
+            # A graph of fedforest's own: skl2onnx mis-converts a multi-output classifier,
+            # onnxruntime reads one class as two, and float64 thresholds need tensors.
+            return export.to_onnx_graph(
+                self.trees_, self.n_features_in_, classes, target_opset, double=double
             )
-        if classes is not None and len(classes) == 1:  # onnxruntime reads one class as two
-            return export.to_onnx_one_class(self.trees_, self.n_features_in_, classes, target_opset)
         return export.to_onnx_model(
             self.to_sklearn(), self.trees_, self.n_features_in_, target_opset
         )
