@@ -267,9 +267,9 @@ class EnsembleMixin:
             self.trees_,
             self.n_features_in_,
             "to_onnx()",
-            "it converts through to_sklearn() and skl2onnx (a multi-output classifier "
-            "through an ONNX TreeEnsembleRegressor of its own), and scikit-learn's trees "
-            "(and so the ONNX trees) have a numeric threshold at every node.",
+            "it writes ONNX tree ensembles of numeric tests, a threshold at every node "
+            "(through to_sklearn() and skl2onnx, or a TreeEnsembleRegressor graph of its own "
+            "for float64 input, one class or multi-output y).",
         )
         classes = getattr(self, "classes_", None)
         one_class = classes is not None and not isinstance(classes, list) and len(classes) == 1
