@@ -186,10 +186,20 @@ def test_onnx_labels_are_predicts_bools_and_floats(labels):
     np.testing.assert_array_equal(label[clear], model.predict(X)[clear])
 
 
-def test_onnx_refuses_set_splits_saying_why(with_sets):
-    model, _, _ = with_sets
-    with pytest.raises(ValueError, match=r"to_onnx\(\) handles numeric splits only.*skl2onnx"):
-        model.to_onnx()
+def test_onnx_set_splits_predict_as_fedforest(with_sets):
+    """ai.onnx.ml 5's TreeEnsemble on export_matrix's columns (float64: sums to rounding)."""
+    model, X, h = with_sets
+    onnx_model = model.to_onnx(dtype=np.float64)
+    assert {o.domain: o.version for o in onnx_model.opset_import}["ai.onnx.ml"] == 5
+    session = onnxruntime.InferenceSession(
+        onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    out = session.run(None, {"X": model.export_matrix(X, client_ids=h)})
+    got = out[1] if hasattr(model, "classes_") else out[0]
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, _expected(model, X, h), rtol=1e-9, atol=1e-12)
+    if hasattr(model, "classes_"):
+        np.testing.assert_array_equal(out[0], model.predict(X, client_ids=h))
 
 
 # ---------------------------------------------------------------------------------- SHAP

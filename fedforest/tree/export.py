@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 
 from .._common import TREE_LEAF
 from .arrays import Tree
+from .onnx_sets import tree_ensemble_attributes
 
 __all__ = [
     "check_numeric",
@@ -240,7 +241,7 @@ def check_numeric(trees: list[Tree], n_features: int, what: str, why: str) -> No
             raise ValueError(
                 f"{what} handles numeric splits only, and tree {index} splits on a category "
                 f"set or on the client index H: {why} Fit without categorical_features and "
-                "split_on_client for it (to_treelite() exports set splits)."
+                "split_on_client for it (to_treelite() and to_onnx() export set splits)."
             )
 
 
@@ -326,9 +327,16 @@ def _set_missing_sides(onnx_model: Any, trees: list[Tree]) -> None:
 ONNX_OPSET, ONNX_ML_OPSET, ONNX_ML_OPSET_DOUBLE = 17, 1, 3
 
 
-def _onnx_opsets(target_opset: Any, double: bool) -> tuple[int, int]:
-    """(default domain, ai.onnx.ml) opsets from ``target_opset``: None, an int or a dict."""
-    ml_default = ONNX_ML_OPSET_DOUBLE if double else ONNX_ML_OPSET
+def _onnx_opsets(target_opset: Any, double: bool, sets: bool = False) -> tuple[int, int]:
+    """(default domain, ai.onnx.ml) opsets from ``target_opset``: None, an int or a dict.
+
+    ``sets``: the forest has set splits, written with ai.onnx.ml 5's TreeEnsemble.
+    """
+    if sets:
+        lowest_ml, highest_ml, ml_default = 5, 5, 5
+    else:
+        lowest_ml, highest_ml = (3, 4) if double else (1, 4)
+        ml_default = ONNX_ML_OPSET_DOUBLE if double else ONNX_ML_OPSET
     if target_opset is None:
         opset, ml = ONNX_OPSET, ml_default
     elif isinstance(target_opset, dict):
@@ -336,14 +344,18 @@ def _onnx_opsets(target_opset: Any, double: bool) -> tuple[int, int]:
         ml = int(target_opset.get("ai.onnx.ml", ml_default))
     else:
         opset, ml = int(target_opset), ml_default
-    lowest_ml = 3 if double else 1
-    if opset < 13 or not lowest_ml <= ml <= 4:
-        what = "float64 input" if double else "a multi-output or one-class classifier"
+    if opset < 13 or not lowest_ml <= ml <= highest_ml:
+        if sets:
+            what, why = "set splits", "TreeEnsemble, whose BRANCH_MEMBER tests the sets"
+        elif double:
+            what, why = "float64 input", "TreeEnsembleRegressor, float64 thresholds from 3"
+        else:
+            what, why = "a multi-output or one-class classifier", "TreeEnsembleRegressor"
+        wanted = f"{lowest_ml}" if lowest_ml == highest_ml else f"{lowest_ml} to {highest_ml}"
         raise ValueError(
             f"to_onnx() of {what} needs opset 13 or later (Split with sizes as an input) and "
-            f"ai.onnx.ml {lowest_ml} to 4 (TreeEnsembleRegressor, deprecated in 5"
-            f"{'; float64 thresholds from 3' if double else ''}); "
-            f"target_opset={target_opset!r} asks for {opset} and {ml}."
+            f"ai.onnx.ml {wanted} ({why}); target_opset={target_opset!r} asks for {opset} "
+            f"and {ml}."
         )
     return opset, ml
 
@@ -475,44 +487,55 @@ def to_onnx_graph(
     *,
     double: bool = False,
 ) -> Any:
-    """Any numeric forest as an ONNX model of one ``TreeEnsembleRegressor``, built here.
+    """Any forest as an ONNX model of one tree-ensemble node, built here.
 
-    ``classes``: None for a regressor (output ``variable`` (n, n_outputs) float32, the
-    trees' mean), one label array for a single-output classifier (``label`` (n,),
+    ``classes``: None for a regressor (output ``variable`` (n, n_outputs), the trees'
+    mean), one label array for a single-output classifier (``label`` (n,),
     ``probabilities`` (n, n_classes)), a list of them for a multi-output one (see
     :func:`to_onnx_multi_output`). ``double``: the input ``X`` is float64 and compared
-    with the trees' own float64 thresholds (ai.onnx.ml 3 or 4), so every row routes as in
-    fedforest; the sums are still float32 outputs.
+    with the trees' own float64 thresholds, so every row routes as in fedforest.
+
+    Numeric forests: a ``TreeEnsembleRegressor`` (ai.onnx.ml 1 to 4; 3 or 4 with
+    ``double``), float32 outputs. A forest with set splits (categorical features, the
+    client index H; ``n_features`` then counts the client column): ai.onnx.ml 5's
+    ``TreeEnsemble`` (:mod:`fedforest.tree.onnx_sets`) on the columns of ``export_matrix``,
+    a code a set split has not seen going to the heavier child; its outputs are of the
+    input's type (float64 sums with ``double``).
     """
     onnx = import_extra("onnx", "to_onnx()")
     helper = onnx.helper
-    opset, ml_opset = _onnx_opsets(target_opset, double)
+    sets = any(bool(np.any(t.set_size > 0)) for t in trees)
+    opset, ml_opset = _onnx_opsets(target_opset, double, sets)
     one_output = not isinstance(classes, list)
     if classes is None:
         sizes = [int(trees[0].value.shape[1])]
     else:
         sizes = [len(c) for c in ([classes] if one_output else classes)]
-    ensemble = helper.make_node(
-        "TreeEnsembleRegressor",
-        ["X"],
-        ["variable" if classes is None else "mean_leaf_values"],
-        domain="ai.onnx.ml",
-        n_targets=sum(sizes),
-        aggregate_function="AVERAGE",
-        post_transform="NONE",
-        **_ensemble_attributes(trees, sum(sizes), double),
-    )
-    float32 = onnx.TensorProto.FLOAT
+    name = "variable" if classes is None else "mean_leaf_values"
+    if sets:
+        ensemble = _tree_ensemble_node(onnx, trees, name, double)
+    else:
+        ensemble = helper.make_node(
+            "TreeEnsembleRegressor",
+            ["X"],
+            [name],
+            domain="ai.onnx.ml",
+            n_targets=sum(sizes),
+            aggregate_function="AVERAGE",
+            post_transform="NONE",
+            **_ensemble_attributes(trees, sum(sizes), double),
+        )
+    x_type = onnx.TensorProto.DOUBLE if double else onnx.TensorProto.FLOAT
+    out_type = x_type if sets else onnx.TensorProto.FLOAT  # TreeEnsembleRegressor: float
     initializers: list[Any] = []
     if classes is None:
         graph_nodes = [ensemble]
-        outputs = [helper.make_tensor_value_info("variable", float32, [None, sizes[0]])]
+        outputs = [helper.make_tensor_value_info("variable", out_type, [None, sizes[0]])]
     else:
         graph_nodes, initializers, outputs = _label_nodes(
-            onnx, [classes] if one_output else classes, sizes, one_output
+            onnx, [classes] if one_output else classes, sizes, one_output, out_type
         )
         graph_nodes.insert(0, ensemble)
-    x_type = onnx.TensorProto.DOUBLE if double else float32
     graph = helper.make_graph(
         graph_nodes,
         "fedforest",
@@ -529,8 +552,19 @@ def to_onnx_graph(
     )
 
 
+def _tree_ensemble_node(onnx: Any, trees: list[Tree], output: str, double: bool) -> Any:
+    """ai.onnx.ml 5's ``TreeEnsemble`` of ``trees`` (set splits as BRANCH_MEMBER tests)."""
+    splits = [t.threshold if double else float32_floor(t.threshold) for t in trees]
+    attrs = tree_ensemble_attributes(trees, [missing_left(t) for t in trees], splits)
+    dtype = np.float64 if double else np.float32
+    for name in ("nodes_splits", "membership_values", "leaf_weights"):
+        attrs[name] = onnx.numpy_helper.from_array(attrs[name].astype(dtype), name)
+    attrs["nodes_modes"] = onnx.numpy_helper.from_array(attrs["nodes_modes"], "nodes_modes")
+    return onnx.helper.make_node("TreeEnsemble", ["X"], [output], domain="ai.onnx.ml", **attrs)
+
+
 def _label_nodes(
-    onnx: Any, classes: list[Any], sizes: list[int], one_output: bool
+    onnx: Any, classes: list[Any], sizes: list[int], one_output: bool, proba_type: int
 ) -> tuple[list[Any], list[Any], list[Any]]:
     """A classifier's nodes after the ensemble's ``mean_leaf_values``, initializers, outputs.
 
@@ -559,7 +593,7 @@ def _label_nodes(
     outputs = [
         helper.make_tensor_value_info("label", label_type, [None] if one_output else [None, k])
     ] + [
-        helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [None, size])
+        helper.make_tensor_value_info(name, proba_type, [None, size])
         for name, size in zip(proba, sizes, strict=True)
     ]
     return nodes, initializers, outputs
