@@ -536,12 +536,17 @@ def to_onnx_graph(
             onnx, [classes] if one_output else classes, sizes, one_output, out_type
         )
         graph_nodes.insert(0, ensemble)
+    # The ensemble's output declared: ONNX's shape inference has no type for
+    # TreeEnsembleRegressor 1 and 2's output, and its strict mode (onnx.checker's full
+    # check) refused the Split after it.
+    declared = [helper.make_tensor_value_info(name, out_type, [None, sum(sizes)])]
     graph = helper.make_graph(
         graph_nodes,
         "fedforest",
         [helper.make_tensor_value_info("X", x_type, [None, n_features])],
         outputs,
         initializer=initializers,
+        value_info=declared if classes is not None else None,
     )
     opsets = [helper.make_opsetid("", opset), helper.make_opsetid("ai.onnx.ml", ml_opset)]
     return helper.make_model(
