@@ -40,7 +40,9 @@ X, Y, H = _frame(1)
 PARAMS = {"n_estimators": 6, "max_depth": 5, "random_state": 0}
 
 
-@pytest.fixture(scope="module", params=["regressor-H", "3-class-H", "regressor-secure"])
+@pytest.fixture(
+    scope="module", params=["regressor-H", "3-class-H", "regressor-secure", "regressor-2-outputs"]
+)
 def fitted(request):
     if request.param == "regressor-H":
         model = ff.FedForestRegressor(split_on_client=True, privacy="none", **PARAMS)
@@ -48,8 +50,11 @@ def fitted(request):
     elif request.param == "3-class-H":
         model = ff.FedForestClassifier(split_on_client=True, privacy="none", **PARAMS)
         model.fit(X, np.array(["lo", "mid", "hi"])[np.digitize(Y, [0.5, 2.0])], client_ids=H)
-    else:  # the default privacy: categories grouped from row counts
+    elif request.param == "regressor-secure":  # categories grouped from row counts
         model = ff.FedForestRegressor(**PARAMS).fit(X, Y, client_ids=H)
+    else:  # a tree's leaves hold two values: the tree is written once per output
+        two = np.column_stack([Y, 3.0 * (X["ward"] == "er") + X["a"].fillna(1.0)])
+        model = ff.FedForestRegressor(privacy="none", **PARAMS).fit(X, two, client_ids=H)
     assert any((t.set_size > 0).any() for t in model.trees_), "the forest must have set splits"
     return model
 
@@ -68,7 +73,7 @@ def _values(model, out: list[np.ndarray]) -> np.ndarray:
 def _expected(model, frame, clients) -> np.ndarray:
     if hasattr(model, "classes_"):
         return model.predict_proba(frame, client_ids=clients)
-    return model.predict(frame, client_ids=clients)[:, None]
+    return model.predict(frame, client_ids=clients).reshape(len(frame), -1)
 
 
 @pytest.mark.parametrize(("dtype", "rtol"), [(np.float64, 1e-9), (np.float32, 1e-5)])
@@ -93,8 +98,8 @@ def test_unseen_codes_take_the_heavier_child_as_apply(fitted) -> None:
 
 def test_a_tree_of_one_leaf_among_set_splits(fitted) -> None:
     """A root that is a leaf: written as a test whose both branches reach it."""
-    if hasattr(fitted, "classes_"):
-        pytest.skip("one regressor is enough: the leaf handling is the same")
+    if hasattr(fitted, "classes_") or fitted.n_outputs_ > 1:
+        pytest.skip("one-output regressors are enough: the leaf handling is the same")
     constant = ff.FedForestRegressor(n_estimators=2, random_state=0)
     constant.fit(X, np.full(N, 7.0), client_ids=H)
     assert all(t.node_count == 1 for t in constant.trees_)
