@@ -615,7 +615,32 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     except (ImportError, ValueError) as exc:
         parser.error(str(exc))
     print(f"wrote {args.to} export of {args.model} to {args.out}")
+    if args.to != "shap":
+        columns = _export_columns(model)
+        if columns is not None:
+            print(f"  its input X holds the columns of export_matrix: {columns}")
     return 0
+
+
+def _export_columns(model: Any) -> str | None:
+    """The columns an ONNX or Treelite export reads, when they are not X's own (or None).
+
+    Categorical columns are codes of ``categories_`` and a forest that splits on the client
+    index reads the client's position in ``clients_`` last (docs/export.md).
+    """
+    from .tree.export import n_model_features
+
+    categories = getattr(model, "categories_", {})
+    n = model.n_features_in_
+    with_client = n_model_features(model.trees_, n) > n
+    if not categories and not with_client:
+        return None
+    names = getattr(model, "feature_names_in_", None)
+    cols = [str(names[j]) if names is not None else f"x{j}" for j in range(n)]
+    cols = [f"{c} (code in categories_)" if j in categories else c for j, c in enumerate(cols)]
+    if with_client:
+        cols.append("the client's position in clients_ (-1: unknown)")
+    return ", ".join(cols)
 
 
 def _png_path(text: str) -> Path:

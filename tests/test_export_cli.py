@@ -115,7 +115,12 @@ def test_set_splits_export_to_treelite_and_onnx_and_are_refused_by_shap(tmp_path
     assert any((t.set_size > 0).any() for t in model.trees_), "the forest must have set splits"
     frame.to_csv(tmp_path / "rows.csv", index=False)
     assert _export(tmp_path, "treelite") == 0
+    capsys.readouterr()
     assert _export(tmp_path, "onnx", "--dtype", "float64") == 0
+    said = capsys.readouterr().out
+    assert (
+        "its input X holds the columns of export_matrix: a, b, ward (code in categories_)" in said
+    )
     session = onnxruntime.InferenceSession(
         (tmp_path / "onnx").read_bytes(), providers=["CPUExecutionProvider"]
     )
