@@ -172,11 +172,17 @@ def test_onnx_predicts_as_fedforest_within_float32(numeric):
         np.testing.assert_allclose(pred[:, 0], model.predict(X), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("labels", ["bool", "float"])
+@pytest.mark.parametrize("labels", ["bool", "float", "int32", "uint8"])
 def test_onnx_labels_are_predicts_bools_and_floats(labels):
-    # skl2onnx wrote them as int64: 0 / 1 for False / True, 2 for 2.0.
+    # skl2onnx wrote them as int64: 0 / 1 for False / True, 2 for 2.0, int64 for int32.
     X, y, h = _data()
-    target = y > 1 if labels == "bool" else np.digitize(y, [0.5, 1.8]) + 2.0
+    classes = np.digitize(y, [0.5, 1.8])
+    target = {
+        "bool": y > 1,
+        "float": classes + 2.0,
+        "int32": (classes - 1).astype(np.int32),
+        "uint8": (classes + 200).astype(np.uint8),
+    }[labels]
     model = ff.FedForestClassifier(n_estimators=4, max_depth=4, random_state=0).fit(X, target)
     label, proba = _onnx_run(model, X)
     assert label.dtype == model.predict(X).dtype and label.shape == (len(X),)

@@ -270,21 +270,21 @@ def to_onnx_model(
     n_out = int(getattr(sk_forest, "n_outputs_", 1))
     if n_out > 1:  # skl2onnx declares (n, 1) for a multi-output forest: its real shape
         onnx_model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = n_out
-    kind = np.asarray(getattr(sk_forest, "classes_", "")).dtype.kind  # "U": a regressor
-    if n_out == 1 and kind in "bf":
-        _label_as_predict(onnx_model, kind)
+    dtype = np.asarray(getattr(sk_forest, "classes_", "")).dtype  # "U": a regressor
+    if n_out == 1 and dtype.kind in "biuf" and dtype != np.int64:
+        _label_as_predict(onnx_model, dtype)
     return onnx_model
 
 
-def _label_as_predict(onnx_model: Any, kind: str) -> None:
-    """``label`` cast to ``predict``'s dtype: skl2onnx writes bool and float classes as int64.
+def _label_as_predict(onnx_model: Any, dtype: np.dtype[Any]) -> None:
+    """``label`` cast to ``predict``'s dtype: skl2onnx writes numeric classes as int64.
 
-    Bool classes came out as 0 / 1 and integral float ones (a classifier refuses others)
-    as integers, where ``predict`` gives bools and floats (a multi-output classifier's
-    graph already gives ``predict``'s dtype).
+    Bool classes came out as 0 / 1, integral float ones (a classifier refuses others) as
+    integers and other integer types (int32, uint8, ...) as int64, where ``predict``
+    gives the classes' own dtype (a graph fedforest builds already gives it).
     """
     onnx = import_extra("onnx", "to_onnx()")
-    to = onnx.TensorProto.BOOL if kind == "b" else onnx.TensorProto.DOUBLE
+    to = onnx.helper.np_dtype_to_tensor_dtype(dtype)
     graph = onnx_model.graph
     for node in graph.node:
         node.output[:] = ["label_int64" if o == "label" else o for o in node.output]
