@@ -565,6 +565,14 @@ def _add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     exp.add_argument("--out", type=Path, required=True, help="file to write")
     exp.add_argument("--data", type=Path, help="--to shap: CSV or Parquet rows to explain")
+    exp.add_argument(
+        "--dtype",
+        choices=["float32", "float64"],
+        help=(
+            "--to onnx: the input X's type (default float32; float64 compares X with the "
+            "trees' float64 thresholds, so every row routes as fedforest's predict)"
+        ),
+    )
     exp.set_defaults(handler=_run_export, command_parser=exp)
 
 
@@ -575,9 +583,12 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     model = _load_model(args.model, parser)
     if (args.to == "shap") != (args.data is not None):
         parser.error("--data goes with --to shap (the rows to explain), and only with it")
+    if args.dtype is not None and args.to != "onnx":
+        parser.error("--dtype goes with --to onnx (the ONNX input's type), and only with it")
     try:
         if args.to == "onnx":
-            args.out.write_bytes(model.to_onnx().SerializeToString())
+            onnx_model = model.to_onnx(dtype=args.dtype or "float32")
+            args.out.write_bytes(onnx_model.SerializeToString())
         elif args.to == "treelite":
             model.to_treelite().serialize(str(args.out))
         else:
@@ -604,7 +615,32 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     except (ImportError, ValueError) as exc:
         parser.error(str(exc))
     print(f"wrote {args.to} export of {args.model} to {args.out}")
+    if args.to != "shap":
+        columns = _export_columns(model)
+        if columns is not None:
+            print(f"  its input X holds the columns of export_matrix: {columns}")
     return 0
+
+
+def _export_columns(model: Any) -> str | None:
+    """The columns an ONNX or Treelite export reads, when they are not X's own (or None).
+
+    Categorical columns are codes of ``categories_`` and a forest that splits on the client
+    index reads the client's position in ``clients_`` last (docs/export.md).
+    """
+    from .tree.export import n_model_features
+
+    categories = getattr(model, "categories_", {})
+    n = model.n_features_in_
+    with_client = n_model_features(model.trees_, n) > n
+    if not categories and not with_client:
+        return None
+    names = getattr(model, "feature_names_in_", None)
+    cols = [str(names[j]) if names is not None else f"x{j}" for j in range(n)]
+    cols = [f"{c} (code in categories_)" if j in categories else c for j, c in enumerate(cols)]
+    if with_client:
+        cols.append("the client's position in clients_ (-1: unknown)")
+    return ", ".join(cols)
 
 
 def _png_path(text: str) -> Path:

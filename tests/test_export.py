@@ -172,11 +172,17 @@ def test_onnx_predicts_as_fedforest_within_float32(numeric):
         np.testing.assert_allclose(pred[:, 0], model.predict(X), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("labels", ["bool", "float"])
+@pytest.mark.parametrize("labels", ["bool", "float", "int32", "uint8"])
 def test_onnx_labels_are_predicts_bools_and_floats(labels):
-    # skl2onnx wrote them as int64: 0 / 1 for False / True, 2 for 2.0.
+    # skl2onnx wrote them as int64: 0 / 1 for False / True, 2 for 2.0, int64 for int32.
     X, y, h = _data()
-    target = y > 1 if labels == "bool" else np.digitize(y, [0.5, 1.8]) + 2.0
+    classes = np.digitize(y, [0.5, 1.8])
+    target = {
+        "bool": y > 1,
+        "float": classes + 2.0,
+        "int32": (classes - 1).astype(np.int32),
+        "uint8": (classes + 200).astype(np.uint8),
+    }[labels]
     model = ff.FedForestClassifier(n_estimators=4, max_depth=4, random_state=0).fit(X, target)
     label, proba = _onnx_run(model, X)
     assert label.dtype == model.predict(X).dtype and label.shape == (len(X),)
@@ -186,10 +192,20 @@ def test_onnx_labels_are_predicts_bools_and_floats(labels):
     np.testing.assert_array_equal(label[clear], model.predict(X)[clear])
 
 
-def test_onnx_refuses_set_splits_saying_why(with_sets):
-    model, _, _ = with_sets
-    with pytest.raises(ValueError, match=r"to_onnx\(\) handles numeric splits only.*skl2onnx"):
-        model.to_onnx()
+def test_onnx_set_splits_predict_as_fedforest(with_sets):
+    """ai.onnx.ml 5's TreeEnsemble on export_matrix's columns (float64: sums to rounding)."""
+    model, X, h = with_sets
+    onnx_model = model.to_onnx(dtype=np.float64)
+    assert {o.domain: o.version for o in onnx_model.opset_import}["ai.onnx.ml"] == 5
+    session = onnxruntime.InferenceSession(
+        onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    out = session.run(None, {"X": model.export_matrix(X, client_ids=h)})
+    got = out[1] if hasattr(model, "classes_") else out[0]
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, _expected(model, X, h), rtol=1e-9, atol=1e-12)
+    if hasattr(model, "classes_"):
+        np.testing.assert_array_equal(out[0], model.predict(X, client_ids=h))
 
 
 # ---------------------------------------------------------------------------------- SHAP

@@ -122,7 +122,7 @@ def test_onnx_of_a_model_file(tmp_path) -> None:
     _assert_as_fedforest(model, X, _run(loaded.to_onnx(), X))
 
 
-def test_onnx_refuses_set_splits_of_a_multi_output_classifier() -> None:
+def test_onnx_set_splits_of_a_multi_output_classifier() -> None:
     X, Y = _data(300, 1)
     clients = np.repeat(np.arange(3), 100)
     Y[:, 0] = np.where(clients == 1, "y", Y[:, 0])  # a client effect: splits on H
@@ -130,5 +130,14 @@ def test_onnx_refuses_set_splits_of_a_multi_output_classifier() -> None:
         n_estimators=3, split_on_client=True, privacy="none", random_state=0
     ).fit(X, Y, client_ids=clients)
     assert any((t.feature == X.shape[1]).any() for t in model.trees_)
-    with pytest.raises(ValueError, match=r"to_onnx\(\) handles numeric splits only"):
-        model.to_onnx()
+    # ai.onnx.ml 5's TreeEnsemble reads export_matrix's columns (the client's code last).
+    rows = model.export_matrix(X, client_ids=clients)
+    session = onnxruntime.InferenceSession(
+        model.to_onnx(dtype=np.float64).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    out = session.run(None, {"X": rows})
+    assert out[0].shape == Y.shape and out[1].dtype == np.float64
+    expected = model.predict_proba(X, client_ids=clients)
+    for got, want in zip(out[1:], expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(out[0], model.predict(X, client_ids=clients))

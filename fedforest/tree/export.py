@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 
 from .._common import TREE_LEAF
 from .arrays import Tree
+from .onnx_sets import tree_ensemble_attributes
 
 __all__ = [
     "check_numeric",
@@ -43,7 +44,10 @@ __all__ = [
     "n_model_features",
     "shap_explainer",
     "to_onnx_model",
+    "onnx_dtype",
+    "to_onnx_graph",
     "to_onnx_multi_output",
+    "to_onnx_one_class",
     "to_treelite_model",
 ]
 
@@ -237,7 +241,7 @@ def check_numeric(trees: list[Tree], n_features: int, what: str, why: str) -> No
             raise ValueError(
                 f"{what} handles numeric splits only, and tree {index} splits on a category "
                 f"set or on the client index H: {why} Fit without categorical_features and "
-                "split_on_client for it (to_treelite() exports set splits)."
+                "split_on_client for it (to_treelite() and to_onnx() export set splits)."
             )
 
 
@@ -266,21 +270,21 @@ def to_onnx_model(
     n_out = int(getattr(sk_forest, "n_outputs_", 1))
     if n_out > 1:  # skl2onnx declares (n, 1) for a multi-output forest: its real shape
         onnx_model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = n_out
-    kind = np.asarray(getattr(sk_forest, "classes_", "")).dtype.kind  # "U": a regressor
-    if n_out == 1 and kind in "bf":
-        _label_as_predict(onnx_model, kind)
+    dtype = np.asarray(getattr(sk_forest, "classes_", "")).dtype  # "U": a regressor
+    if n_out == 1 and dtype.kind in "biuf" and dtype != np.int64:
+        _label_as_predict(onnx_model, dtype)
     return onnx_model
 
 
-def _label_as_predict(onnx_model: Any, kind: str) -> None:
-    """``label`` cast to ``predict``'s dtype: skl2onnx writes bool and float classes as int64.
+def _label_as_predict(onnx_model: Any, dtype: np.dtype[Any]) -> None:
+    """``label`` cast to ``predict``'s dtype: skl2onnx writes numeric classes as int64.
 
-    Bool classes came out as 0 / 1 and integral float ones (a classifier refuses others)
-    as integers, where ``predict`` gives bools and floats (a multi-output classifier's
-    graph already gives ``predict``'s dtype).
+    Bool classes came out as 0 / 1, integral float ones (a classifier refuses others) as
+    integers and other integer types (int32, uint8, ...) as int64, where ``predict``
+    gives the classes' own dtype (a graph fedforest builds already gives it).
     """
     onnx = import_extra("onnx", "to_onnx()")
-    to = onnx.TensorProto.BOOL if kind == "b" else onnx.TensorProto.DOUBLE
+    to = onnx.helper.np_dtype_to_tensor_dtype(dtype)
     graph = onnx_model.graph
     for node in graph.node:
         node.output[:] = ["label_int64" if o == "label" else o for o in node.output]
@@ -315,29 +319,59 @@ def _set_missing_sides(onnx_model: Any, trees: list[Tree]) -> None:
             )
 
 
-# ------------------------------------------------------------- ONNX, multi-output classifier
-#: Opsets of a multi-output classifier's graph: the default domain's (Split, ArgMax, Gather,
-#: Concat; 13 at least) and ai.onnx.ml's (its TreeEnsembleRegressor; 1 to 4, as skl2onnx
-#: writes the single-output forests' ensembles at 1).
-ONNX_OPSET, ONNX_ML_OPSET = 17, 1
+# ------------------------------------------------------------- ONNX, graphs built here
+#: Opsets of the graphs built here: the default domain's (Split, ArgMax, Gather, Concat; 13
+#: at least) and ai.onnx.ml's (their TreeEnsembleRegressor; 1 to 4, as skl2onnx writes the
+#: single-output forests' ensembles at 1; 3 or 4 for float64 input, whose thresholds and leaf
+#: values are tensors of doubles, ``nodes_values_as_tensor``, from ai.onnx.ml 3).
+ONNX_OPSET, ONNX_ML_OPSET, ONNX_ML_OPSET_DOUBLE = 17, 1, 3
 
 
-def _onnx_opsets(target_opset: Any) -> tuple[int, int]:
-    """(default domain, ai.onnx.ml) opsets from ``target_opset``: None, an int or a dict."""
+def _onnx_opsets(target_opset: Any, double: bool, sets: bool = False) -> tuple[int, int]:
+    """(default domain, ai.onnx.ml) opsets from ``target_opset``: None, an int or a dict.
+
+    ``sets``: the forest has set splits, written with ai.onnx.ml 5's TreeEnsemble.
+    """
+    if sets:
+        lowest_ml, highest_ml, ml_default = 5, 5, 5
+    else:
+        lowest_ml, highest_ml = (3, 4) if double else (1, 4)
+        ml_default = ONNX_ML_OPSET_DOUBLE if double else ONNX_ML_OPSET
     if target_opset is None:
-        opset, ml = ONNX_OPSET, ONNX_ML_OPSET
+        opset, ml = ONNX_OPSET, ml_default
     elif isinstance(target_opset, dict):
         opset = int(target_opset.get("", ONNX_OPSET))
-        ml = int(target_opset.get("ai.onnx.ml", ONNX_ML_OPSET))
+        ml = int(target_opset.get("ai.onnx.ml", ml_default))
     else:
-        opset, ml = int(target_opset), ONNX_ML_OPSET
-    if opset < 13 or not 1 <= ml <= 4:
+        opset, ml = int(target_opset), ml_default
+    if opset < 13 or not lowest_ml <= ml <= highest_ml:
+        if sets:
+            what, why = "set splits", "TreeEnsemble, whose BRANCH_MEMBER tests the sets"
+        elif double:
+            what, why = "float64 input", "TreeEnsembleRegressor, float64 thresholds from 3"
+        else:
+            what, why = "a multi-output or one-class classifier", "TreeEnsembleRegressor"
+        wanted = f"{lowest_ml}" if lowest_ml == highest_ml else f"{lowest_ml} to {highest_ml}"
         raise ValueError(
-            f"to_onnx() of a multi-output classifier needs opset 13 or later (Split with "
-            f"sizes as an input) and ai.onnx.ml 1 to 4 (TreeEnsembleRegressor, deprecated in "
-            f"5); target_opset={target_opset!r} asks for {opset} and {ml}."
+            f"to_onnx() of {what} needs opset 13 or later (Split with sizes as an input) and "
+            f"ai.onnx.ml {wanted} ({why}); target_opset={target_opset!r} asks for {opset} "
+            f"and {ml}."
         )
     return opset, ml
+
+
+def onnx_dtype(dtype: Any) -> bool:
+    """Whether ``to_onnx(dtype=...)`` asks for float64 input (else float32); checked."""
+    try:  # None is refused, not NumPy's default float64
+        resolved = None if dtype is None else np.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved is None or resolved.type not in (np.float32, np.float64):
+        raise ValueError(
+            f"The 'dtype' parameter of to_onnx() must be numpy.float32 or numpy.float64 (the "
+            f"input X's type, and the thresholds'). Got {dtype!r} instead."
+        )
+    return resolved.type is np.float64
 
 
 def _label_table(classes: list[Any]) -> tuple[list[NDArray[Any]], Any]:
@@ -351,22 +385,24 @@ def _label_table(classes: list[Any]) -> tuple[list[NDArray[Any]], Any]:
     if dtype.kind in "USO":
         if not all(isinstance(v, str) for c in labels for v in c.tolist()):
             raise ValueError(
-                "to_onnx() writes a multi-output classifier's labels as numbers or strings, "
+                "to_onnx() writes this classifier's labels as numbers or strings, "
                 f"and this one's are of dtype {dtype} holding other objects."
             )
         return [c.astype(object) for c in labels], str
     if dtype.kind not in "biuf":
         raise ValueError(
-            "to_onnx() writes a multi-output classifier's labels as numbers or strings, and "
+            "to_onnx() writes this classifier's labels as numbers or strings, and "
             f"this one's are of dtype {dtype}."
         )
     return labels, dtype
 
 
-def _ensemble_attributes(trees: list[Tree], n_targets: int) -> dict[str, Any]:
+def _ensemble_attributes(trees: list[Tree], n_targets: int, double: bool) -> dict[str, Any]:
     """A TreeEnsembleRegressor's attributes: every tree, its leaves' values as targets.
 
-    Thresholds are rounded down to float32 (ONNX compares in float32, as scikit-learn); a
+    Thresholds are rounded down to float32 (ONNX compares float32 input in float32, as
+    scikit-learn), or with ``double`` the trees' own float64 thresholds and leaf values, as
+    tensors (``*_as_tensor``): float64 input is then compared as fedforest compares it. A
     split sends NaN where the tree records (``nodes_missing_value_tracks_true``). A leaf's
     targets are its value (every output's class proportions, in order), its zeros left out.
     """
@@ -384,7 +420,8 @@ def _ensemble_attributes(trees: list[Tree], n_targets: int) -> dict[str, Any]:
         nodes["treeids"] += [t] * n
         nodes["nodeids"] += list(range(n))
         nodes["featureids"] += np.where(leaf, 0, tree.feature).tolist()
-        nodes["values"] += np.where(leaf, 0.0, float32_floor(tree.threshold)).tolist()
+        cut = tree.threshold if double else float32_floor(tree.threshold)
+        nodes["values"] += np.where(leaf, 0.0, cut).tolist()
         nodes["modes"] += [b"LEAF" if is_leaf else b"BRANCH_LEQ" for is_leaf in leaf]
         nodes["truenodeids"] += np.where(leaf, 0, tree.children_left).tolist()
         nodes["falsenodeids"] += np.where(leaf, 0, tree.children_right).tolist()
@@ -395,67 +432,121 @@ def _ensemble_attributes(trees: list[Tree], n_targets: int) -> dict[str, Any]:
         targets["nodeids"] += node.tolist()
         targets["ids"] += target.tolist()
         targets["weights"] += tree.value[node, target].tolist()
-    out = {f"nodes_{k}": v for k, v in nodes.items()}
+    out: dict[str, Any] = {f"nodes_{k}": v for k, v in nodes.items()}
     out.update({f"target_{k}": v for k, v in targets.items()})
+    if double:
+        onnx = import_extra("onnx", "to_onnx()")
+        for name in ("nodes_values", "target_weights"):
+            values = np.array(out.pop(name), dtype=np.float64)
+            out[f"{name}_as_tensor"] = onnx.numpy_helper.from_array(values, name)
     return out
 
 
 def to_onnx_multi_output(
-    trees: list[Tree], n_features: int, classes: list[Any], target_opset: Any = None
+    trees: list[Tree],
+    n_features: int,
+    classes: list[Any],
+    target_opset: Any = None,
+    double: bool = False,
 ) -> Any:
     """A multi-output classifier as an ONNX model, built here (skl2onnx mis-converts it).
 
-    One float32 input ``X`` (n, n_features). One ``TreeEnsembleRegressor`` averages the
-    trees' leaf values, every output's class proportions side by side (n, sum n_classes);
-    ``Split`` cuts them into the outputs ``probabilities_0``, ``probabilities_1``, ... (n,
-    n_classes[k]) float32, ``predict_proba``'s list; each output's ``ArgMax`` (the first
-    class on a tie, as NumPy) picks its label from a table (``Gather``), and ``Concat``
-    gives ``label`` (n, n_outputs), ``predict``'s labels in its dtype (int64, float64,
-    bool or string). ``target_opset``: None, the default domain's opset (13 or later), or
-    a dict ``{"": opset, "ai.onnx.ml": ml_opset}``.
+    One input ``X`` (n, n_features), float32 (float64 with ``double``). One
+    ``TreeEnsembleRegressor`` averages the trees' leaf values, every output's class
+    proportions side by side (n, sum n_classes); ``Split`` cuts them into the outputs
+    ``probabilities_0``, ``probabilities_1``, ... (n, n_classes[k]) float32,
+    ``predict_proba``'s list; each output's ``ArgMax`` (the first class on a tie, as NumPy)
+    picks its label from a table (``Gather``), and ``Concat`` gives ``label`` (n,
+    n_outputs), ``predict``'s labels in its dtype (int64, float64, bool or string).
+    ``target_opset``: None, the default domain's opset (13 or later), or a dict ``{"":
+    opset, "ai.onnx.ml": ml_opset}``.
+    """
+    return to_onnx_graph(trees, n_features, classes, target_opset, double=double)
+
+
+def to_onnx_one_class(
+    trees: list[Tree], n_features: int, classes: Any, target_opset: Any = None
+) -> Any:
+    """A classifier of one class as an ONNX model, built here as the multi-output one.
+
+    skl2onnx writes it as a ``TreeEnsembleClassifier`` of one class label, which
+    onnxruntime reads as a binary classifier: every row's ``label`` is the index 1 (an
+    integer label 1 whatever the class; past the end of a one-string label list, where
+    onnxruntime aborts the process). Here ``label`` (n,) is the class and
+    ``probabilities`` (n, 1) float32 the trees' mean (1), as ``predict`` and
+    ``predict_proba``; :func:`to_onnx_graph` for one output.
+    """
+    return to_onnx_graph(trees, n_features, classes, target_opset)
+
+
+def to_onnx_graph(
+    trees: list[Tree],
+    n_features: int,
+    classes: Any,
+    target_opset: Any = None,
+    *,
+    double: bool = False,
+) -> Any:
+    """Any forest as an ONNX model of one tree-ensemble node, built here.
+
+    ``classes``: None for a regressor (output ``variable`` (n, n_outputs), the trees'
+    mean), one label array for a single-output classifier (``label`` (n,),
+    ``probabilities`` (n, n_classes)), a list of them for a multi-output one (see
+    :func:`to_onnx_multi_output`). ``double``: the input ``X`` is float64 and compared
+    with the trees' own float64 thresholds, so every row routes as in fedforest.
+
+    Numeric forests: a ``TreeEnsembleRegressor`` (ai.onnx.ml 1 to 4; 3 or 4 with
+    ``double``), float32 outputs. A forest with set splits (categorical features, the
+    client index H; ``n_features`` then counts the client column): ai.onnx.ml 5's
+    ``TreeEnsemble`` (:mod:`fedforest.tree.onnx_sets`) on the columns of ``export_matrix``,
+    a code a set split has not seen going to the heavier child; its outputs are of the
+    input's type (float64 sums with ``double``).
     """
     onnx = import_extra("onnx", "to_onnx()")
-    helper, numpy_helper = onnx.helper, onnx.numpy_helper
-    opset, ml_opset = _onnx_opsets(target_opset)
-    sizes = [len(c) for c in classes]
-    labels, dtype = _label_table(classes)
-    label_type = onnx.TensorProto.STRING if dtype is str else helper.np_dtype_to_tensor_dtype(dtype)
-    k = len(sizes)
-    proba = [f"probabilities_{o}" for o in range(k)]
-    initializers = [numpy_helper.from_array(np.array(sizes, dtype=np.int64), "split_sizes")]
-    graph_nodes = [
-        helper.make_node(
+    helper = onnx.helper
+    sets = any(bool(np.any(t.set_size > 0)) for t in trees)
+    opset, ml_opset = _onnx_opsets(target_opset, double, sets)
+    one_output = not isinstance(classes, list)
+    if classes is None:
+        sizes = [int(trees[0].value.shape[1])]
+    else:
+        sizes = [len(c) for c in ([classes] if one_output else classes)]
+    name = "variable" if classes is None else "mean_leaf_values"
+    if sets:
+        ensemble = _tree_ensemble_node(onnx, trees, name, double)
+    else:
+        ensemble = helper.make_node(
             "TreeEnsembleRegressor",
             ["X"],
-            ["mean_leaf_values"],
+            [name],
             domain="ai.onnx.ml",
             n_targets=sum(sizes),
             aggregate_function="AVERAGE",
             post_transform="NONE",
-            **_ensemble_attributes(trees, sum(sizes)),
-        ),
-        helper.make_node("Split", ["mean_leaf_values", "split_sizes"], proba, axis=1),
-    ]
-    for o in range(k):
-        initializers.append(numpy_helper.from_array(labels[o], f"classes_{o}"))
-        graph_nodes += [
-            helper.make_node("ArgMax", [proba[o]], [f"index_{o}"], axis=1, keepdims=1),
-            helper.make_node("Gather", [f"classes_{o}", f"index_{o}"], [f"label_{o}"], axis=0),
-        ]
-    graph_nodes.append(
-        helper.make_node("Concat", [f"label_{o}" for o in range(k)], ["label"], axis=1)
-    )
-    float32 = onnx.TensorProto.FLOAT
+            **_ensemble_attributes(trees, sum(sizes), double),
+        )
+    x_type = onnx.TensorProto.DOUBLE if double else onnx.TensorProto.FLOAT
+    out_type = x_type if sets else onnx.TensorProto.FLOAT  # TreeEnsembleRegressor: float
+    initializers: list[Any] = []
+    if classes is None:
+        graph_nodes = [ensemble]
+        outputs = [helper.make_tensor_value_info("variable", out_type, [None, sizes[0]])]
+    else:
+        graph_nodes, initializers, outputs = _label_nodes(
+            onnx, [classes] if one_output else classes, sizes, one_output, out_type
+        )
+        graph_nodes.insert(0, ensemble)
+    # The ensemble's output declared: ONNX's shape inference has no type for
+    # TreeEnsembleRegressor 1 and 2's output, and its strict mode (onnx.checker's full
+    # check) refused the Split after it.
+    declared = [helper.make_tensor_value_info(name, out_type, [None, sum(sizes)])]
     graph = helper.make_graph(
         graph_nodes,
         "fedforest",
-        [helper.make_tensor_value_info("X", float32, [None, n_features])],
-        [helper.make_tensor_value_info("label", label_type, [None, k])]
-        + [
-            helper.make_tensor_value_info(name, float32, [None, size])
-            for name, size in zip(proba, sizes, strict=True)
-        ],
+        [helper.make_tensor_value_info("X", x_type, [None, n_features])],
+        outputs,
         initializer=initializers,
+        value_info=declared if classes is not None else None,
     )
     opsets = [helper.make_opsetid("", opset), helper.make_opsetid("ai.onnx.ml", ml_opset)]
     return helper.make_model(
@@ -464,6 +555,53 @@ def to_onnx_multi_output(
         producer_name="fedforest",
         ir_version=helper.find_min_ir_version_for(opsets),
     )
+
+
+def _tree_ensemble_node(onnx: Any, trees: list[Tree], output: str, double: bool) -> Any:
+    """ai.onnx.ml 5's ``TreeEnsemble`` of ``trees`` (set splits as BRANCH_MEMBER tests)."""
+    splits = [t.threshold if double else float32_floor(t.threshold) for t in trees]
+    attrs = tree_ensemble_attributes(trees, [missing_left(t) for t in trees], splits)
+    dtype = np.float64 if double else np.float32
+    for name in ("nodes_splits", "membership_values", "leaf_weights"):
+        attrs[name] = onnx.numpy_helper.from_array(attrs[name].astype(dtype), name)
+    attrs["nodes_modes"] = onnx.numpy_helper.from_array(attrs["nodes_modes"], "nodes_modes")
+    return onnx.helper.make_node("TreeEnsemble", ["X"], [output], domain="ai.onnx.ml", **attrs)
+
+
+def _label_nodes(
+    onnx: Any, classes: list[Any], sizes: list[int], one_output: bool, proba_type: int
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """A classifier's nodes after the ensemble's ``mean_leaf_values``, initializers, outputs.
+
+    ``Split`` into each output's probabilities, ``ArgMax`` and ``Gather`` into its labels,
+    ``Concat`` of the labels (several outputs); one output: ``label`` (n,), ``probabilities``.
+    """
+    helper, numpy_helper = onnx.helper, onnx.numpy_helper
+    labels, dtype = _label_table(classes)
+    label_type = onnx.TensorProto.STRING if dtype is str else helper.np_dtype_to_tensor_dtype(dtype)
+    k = len(sizes)
+    proba = ["probabilities"] if one_output else [f"probabilities_{o}" for o in range(k)]
+    initializers = [numpy_helper.from_array(np.array(sizes, dtype=np.int64), "split_sizes")]
+    nodes = [helper.make_node("Split", ["mean_leaf_values", "split_sizes"], proba, axis=1)]
+    keep = int(not one_output)  # one output: label (n,), no Concat
+    for o in range(k):
+        initializers.append(numpy_helper.from_array(labels[o], f"classes_{o}"))
+        label = "label" if one_output else f"label_{o}"
+        nodes += [
+            helper.make_node("ArgMax", [proba[o]], [f"index_{o}"], axis=1, keepdims=keep),
+            helper.make_node("Gather", [f"classes_{o}", f"index_{o}"], [label], axis=0),
+        ]
+    if not one_output:
+        nodes.append(
+            helper.make_node("Concat", [f"label_{o}" for o in range(k)], ["label"], axis=1)
+        )
+    outputs = [
+        helper.make_tensor_value_info("label", label_type, [None] if one_output else [None, k])
+    ] + [
+        helper.make_tensor_value_info(name, proba_type, [None, size])
+        for name, size in zip(proba, sizes, strict=True)
+    ]
+    return nodes, initializers, outputs
 
 
 # ---------------------------------------------------------------------------------- SHAP

@@ -241,31 +241,42 @@ class EnsembleMixin:
         n = export.n_model_features(self.trees_, self.n_features_in_)
         return np.ascontiguousarray(augmented[:, :n])
 
-    def to_onnx(self, *, target_opset: Any = None) -> Any:
+    def to_onnx(self, *, target_opset: Any = None, dtype: Any = np.float32) -> Any:
         """The fitted forest as an ``onnx.ModelProto`` (extra ``fedforest[export]``).
 
-        Converted from :meth:`to_sklearn` by skl2onnx's tree converters: numeric splits
-        only (a forest with set splits raises ``ValueError``). One float32 input ``X``;
-        outputs ``variable`` (regression, (n, n_outputs)) or ``label`` and
-        ``probabilities`` (classification), in float32 as ONNX's tree ensembles compute
-        (see docs/export.md for the tolerance). A multi-output classifier's graph is built
-        by :func:`fedforest.tree.export.to_onnx_multi_output` (skl2onnx mis-converts it):
-        ``label`` (n, n_outputs), then ``probabilities_0``, ``probabilities_1``, ... (one
-        per output, as ``predict_proba``).
+        A numeric forest is converted from :meth:`to_sklearn` by skl2onnx's tree
+        converters: one float32 input ``X``; outputs ``variable`` (regression, (n,
+        n_outputs)) or ``label`` and ``probabilities`` (classification), in float32 as
+        ONNX's tree ensembles compute (see docs/export.md for the tolerance). A multi-output
+        classifier's graph is built by :func:`fedforest.tree.export.to_onnx_multi_output`
+        (skl2onnx mis-converts it): ``label`` (n, n_outputs), then ``probabilities_0``,
+        ``probabilities_1``, ... (one per output, as ``predict_proba``); a one-class
+        classifier's likewise (:func:`fedforest.tree.export.to_onnx_one_class`), with
+        ``label`` and ``probabilities``.
+
+        ``dtype=numpy.float64``: the input ``X`` is float64 and compared with the trees'
+        float64 thresholds (a graph built by :func:`fedforest.tree.export.to_onnx_graph`,
+        ai.onnx.ml 3), so every row routes as in :meth:`predict`; with float32 input a
+        float64 value within float32 rounding of a threshold can go the other way.
+
+        A forest with set splits (categorical features, the client index H) is written
+        with ai.onnx.ml 5's ``TreeEnsemble`` and reads the columns of
+        :meth:`export_matrix` (as Treelite does); a code a set split has not seen goes to
+        the heavier child (as :meth:`apply`), where :meth:`predict` mixes both children.
         """
         check_is_fitted(self, "trees_")
-        export.check_numeric(
-            self.trees_,
-            self.n_features_in_,
-            "to_onnx()",
-            "it converts through to_sklearn() and skl2onnx (a multi-output classifier "
-            "through an ONNX TreeEnsembleRegressor of its own), and scikit-learn's trees "
-            "(and so the ONNX trees) have a numeric threshold at every node.",
-        )
+        double = export.onnx_dtype(dtype)
         classes = getattr(self, "classes_", None)
-        if isinstance(classes, list):  # multi-output classifier: a graph of its own
-            return export.to_onnx_multi_output(
-                self.trees_, self.n_features_in_, classes, target_opset
+        one_class = classes is not None and not isinstance(classes, list) and len(classes) == 1
+        sets = export.n_model_features(self.trees_, self.n_features_in_) > self.n_features_in_
+        sets = sets or any(bool(np.any(t.set_size > 0)) for t in self.trees_)
+        if double or sets or isinstance(classes, list) or one_class:
+            # A graph of fedforest's own: skl2onnx mis-converts a multi-output classifier,
+            # onnxruntime reads one class as two, float64 thresholds need tensors, and set
+            # splits need ai.onnx.ml 5's TreeEnsemble.
+            n_columns = export.n_model_features(self.trees_, self.n_features_in_)
+            return export.to_onnx_graph(
+                self.trees_, n_columns, classes, target_opset, double=double
             )
         return export.to_onnx_model(
             self.to_sklearn(), self.trees_, self.n_features_in_, target_opset
