@@ -67,7 +67,7 @@ binning : {"quantile", "global"}, default="quantile"
     quantiles of all pooled rows, fixed at the handshake from the clients' per-feature
     sketches, serve every node, so the candidates travel with Round A and a level takes
     one round (the Federated-Histogram shape); fewer rounds for coarser deep nodes (take
-    a larger ``n_bins``, e.g. 128; docs/benchmarks.md measures the cost).
+    a larger ``n_bins``, e.g. 128; docs/benchmarks-history.md measures the cost).
 bootstrap : bool, default=True
     Client-stratified bootstrap, seeded on each client from
     (random_state, tree index, client name).

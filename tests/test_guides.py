@@ -197,8 +197,8 @@ class _OwnTreeGuides(Guides):
 def test_earlier_trees_guides_close_most_of_the_homogeneous_gap(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The paper's homogeneous setting and forest, seeds 0-11 (docs/privacy.md, "What it
-    # costs"). Measured 2026-12-02 on seeds 0-2: "secure" 1.019 of scikit-learn's MSE with
+    # The paper's homogeneous setting and forest, seeds 0-11 (docs/privacy-findings.md,
+    # "What it costs"). Measured 2026-12-02 on seeds 0-2: "secure" 1.019 of scikit-learn's MSE with
     # guides of the trees <= t, 1.067 with the node's own tree's only, "none" 1.003. One
     # seed's secure forest moves by a few percent with its grids (any change of the grid
     # round's moments redraws it; 2026-12-03, branch moments: 1.053 on seeds 0-2 with the

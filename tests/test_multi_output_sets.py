@@ -265,7 +265,8 @@ def test_a_categorical_multi_output_forest_is_on_par_with_one_hot_and_each_outpu
     # that, and must beat the same forest on one-hot columns. Measured test MSE ratios
     # (seeds 0, 1): none: categorical / one-hot 0.57, 0.57; multi / each, categorical
     # 1.40, 1.32 against one-hot 1.54, 1.55. secure: 0.74, 0.72; 1.40, 1.30 against 1.52,
-    # 1.55; with the rule across levels for category groups (docs/privacy.md) 0.79, 0.77.
+    # 1.55; with the rule across levels for category groups (docs/privacy-findings.md) 0.79,
+    # 0.77.
     over_hot, cat_cost, hot_cost = [], [], []
     for seed in range(2):
         X, Y = _shifted(4000, seed)

@@ -906,7 +906,7 @@ def test_differencing_with_any_ancestor_isolates_no_row(
 #: (with 0 and totals) before the rule covered them, on main at 6ac7447 (the first six)
 #: or at a03f390 (settings-bound bootstraps, candidates-only rule: [100-8-10-12],
 #: [200-20-5-1, 20, 23], classification [100-8-10-12]); benchmarks/attack_partition.py,
-#: docs/privacy.md. The last three are more of the same.
+#: docs/privacy-findings.md. The last three are more of the same.
 ANCESTOR_CASES = [
     ("regression", 200, 20, 5, 20),
     ("regression", 200, 20, 5, 27),

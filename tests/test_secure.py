@@ -820,7 +820,8 @@ def test_splits_are_the_best_released_candidates_at_scale(monkeypatch: pytest.Mo
     # server's split is the best of the candidates it released by the CART gain computed
     # from the node's rows and bootstrap weights, bit for bit. (Agreement with pooled
     # CART's own best split, 98.5 % of the rows, held for some bootstraps only: it asks
-    # for CART's noise peaks; benchmarks/bench_fidelity.py measures it, docs/privacy.md.)
+    # for CART's noise peaks; benchmarks/bench_fidelity.py measures it,
+    # docs/privacy-findings.md.)
     # Measured at random_state 0: 15 split nodes (8 at depth 3), all argmax; the server
     # taking the second best fails all 15.
     from fedforest.federated.server import secure

@@ -29,7 +29,7 @@ __all__ = [
 #: row by its bucket among ``BUCKETS_PER_CAND`` equal buckets a candidate (at least
 #: ``BUCKETS_MIN``) between the first and last candidate; a pair one of whose buckets holds
 #: more than ``BUCKET_AMB`` candidates is binned as before (``pair_bins``' other paths).
-#: Measured on a 100k-row secure fit's calls (docs/benchmarks.md).
+#: Measured on a 100k-row secure fit's calls (docs/benchmarks-history.md).
 BUCKET_WORK = 256
 BUCKETS_PER_CAND = 2
 BUCKETS_MIN = 16

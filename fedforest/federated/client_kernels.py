@@ -211,7 +211,7 @@ COUNT_MAX = 512
 #: lists of at least ``ROW_WISE_MIN`` candidates in nodes of at most ``ROW_WISE_ROWS``
 #: rows, and for lists of at least ``ROW_WISE_LONG`` in any node; else candidate by
 #: candidate over all the rows. The same counts; row-wise took 0.15-0.8x the time there
-#: (numba, one pair of 10-255 rows and 16-128 candidates; docs/benchmarks.md).
+#: (numba, one pair of 10-255 rows and 16-128 candidates; docs/benchmarks-history.md).
 ROW_WISE_MIN = 16
 ROW_WISE_ROWS = 128
 ROW_WISE_LONG = 64

@@ -574,7 +574,7 @@ def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
             t0, t1 = thr_off[p], thr_off[p + 1]
             both = np.empty(g1 - g0 + t1 - t0)
             # Loops, not slice assignments: numba compiles their shape-mismatch message's
-            # formatting, about 2.7 s of a first run (docs/benchmarks.md, first run).
+            # formatting, about 2.7 s of a first run (docs/benchmarks-history.md, first run).
             for i in range(g1 - g0):
                 both[i] = grid[g0 + i]
             for i in range(t1 - t0):

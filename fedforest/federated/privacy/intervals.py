@@ -16,7 +16,7 @@ interval it ends (from -inf or any candidate kept before it, and from it to +inf
 such a difference with any interval of any ancestor's: what stays has no such pair, and
 a candidate is dropped only for candidates that are released. (Dropping, in one pass,
 every candidate that some pair of the unfiltered candidates flagged lost accuracy where
-nodes hold few candidates: docs/privacy.md.)
+nodes hold few candidates: docs/privacy-findings.md.)
 """
 
 from __future__ import annotations

@@ -85,7 +85,8 @@ def to_fixed(values: NDArray[np.float64], frac_bits: NDArray[np.int64] | int) ->
     out = np.empty(values.shape, dtype=np.int64)
     if not _encode(values.reshape(-1), np.atleast_1d(scale), out.reshape(-1)):
         # No value in the text: a client's error reaches the server (Flower, Dask), and the
-        # largest scaled sum was a row's sample weight times its draws (docs/privacy.md).
+        # largest scaled sum was a row's sample weight times its draws
+        # (docs/privacy-findings.md, "Error texts").
         raise ValueError(
             "a value to aggregate securely is not finite or too large for fixed-point sums "
             "(|value * 2^frac| must stay below 2^62): rescale the targets or sample weights "

@@ -59,7 +59,7 @@ _DOMAIN = b"fedforest settings digest v1\x00"
 #: Fields covered only when ``oob_score`` is set and they differ from their default:
 #: ``ccp_alpha`` prunes the trees the out-of-bag round scores, so two fits one pruning
 #: apart (the same bootstraps) released squared errors that differed by the out-of-bag
-#: rows of the pruned branch, often fewer than ``min_aggregate_rows`` (docs/privacy.md,
+#: rows of the pruned branch, often fewer than ``min_aggregate_rows`` (docs/privacy-findings.md,
 #: "Fits with the same ``random_state`` and other settings"). A fit without the score,
 #: or unpruned, keeps its digest.
 _WITH_OOB = {"ccp_alpha": 0.0}

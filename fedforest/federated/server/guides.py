@@ -12,8 +12,8 @@ A node of tree ``t`` at depth ``L`` is guided by the best thresholds of the tree
 (its own and the earlier trees) at depths ``< L``, inside its path bounds, largest gain
 first (:class:`Guides`). Each tree's candidates sit elsewhere (its bootstrap and its grid
 shift differ), so across many trees the thresholds of largest gain sit where the target
-changes, closer than one tree's candidates `m` rows apart can (docs/privacy.md, "What it
-costs": the paper's homogeneous setting 1.075 -> 1.040 of scikit-learn's MSE against
+changes, closer than one tree's candidates `m` rows apart can (docs/privacy-findings.md,
+"What it costs": the paper's homogeneous setting 1.075 -> 1.040 of scikit-learn's MSE against
 guides of the node's own tree only). Exactly those entries are known when the node grows,
 whatever ``tree_batch_size``, so the forest does not depend on it; a warm start carries
 the earlier fit's entries (the estimator keeps them), so it equals one fit. At most
@@ -112,7 +112,7 @@ def refined_best(
     the pooled within-``A`` and within-``B`` variance) is below :data:`REFINE_SE`; else it
     stays. A noiseless step (a class boundary) is then found between the candidates; a
     noisy one keeps the candidate, which the selection by gain across trees places better
-    (docs/privacy.md, "What it costs"). Round B's pooled sums only: post-processing.
+    (docs/privacy-findings.md, "What it costs"). Round B's pooled sums only: post-processing.
 
     Parameters
     ----------

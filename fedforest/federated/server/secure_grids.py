@@ -50,7 +50,8 @@ __all__ = [
 Groups = tuple[NDArray[np.float64], NDArray[np.int32]]
 
 #: A node's grid has up to this many bins per quantile level (times ``n_bins``): 4 sends
-#: 16 % fewer bytes than 8 at 100k rows at the same accuracy (docs/privacy.md, cost).
+#: 16 % fewer bytes than 8 at 100k rows at the same accuracy (docs/privacy-findings.md,
+#: "What it costs").
 _GRID_FACTOR = 4
 #: A level's grids are made in threads, on ranges of pairs, from this many edges on.
 PARALLEL_EDGES = 50_000
