@@ -55,10 +55,10 @@ from fedforest.transport.flower._codec import (
     to_records,
     unpack_arrays,
 )
-from fedforest.transport.flower._deployment import free_ports, listening
+from fedforest.transport.flower._deployment import flower_env, free_ports, listening
 from fedforest.transport.flower._state import load_state, save_state
 from fedforest.transport.flower.serverapp import parse_classes, train
-from fedforest.tree.arrays import Tree
+from tests._forests import assert_same_forest
 
 # Small forests with oob_score=True: some rows are in every bag (expected here).
 pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
@@ -106,15 +106,6 @@ def local_clients(paths: dict[str, Path]) -> list[ff.Client]:
         client_from_node_config({"data-path": str(p), "target": "y", "name": name})
         for name, p in paths.items()
     ]
-
-
-def assert_same_forest(a: Any, b: Any) -> None:
-    """Every array of every tree is identical (bit for bit)."""
-    assert len(a.trees_) == len(b.trees_)
-    for t, (ta, tb) in enumerate(zip(a.trees_, b.trees_, strict=True)):
-        for name in (*Tree.ARRAYS, *Tree.SET_ARRAYS):
-            x, y = getattr(ta, name), getattr(tb, name)
-            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), (t, name)
 
 
 class FailingClient(ff.Client):
@@ -784,17 +775,7 @@ class Deployment:
         self.cli_home.mkdir()
 
     def env(self, home: Path) -> dict[str, str]:
-        home.mkdir(exist_ok=True)
-        env = dict(os.environ)
-        env.update(
-            FLWR_HOME=str(home),
-            FLWR_TELEMETRY_ENABLED="0",
-            FLWR_DISABLE_UPDATE_CHECK="1",
-            FLWR_SUPEREXEC_TASK_POLL_INTERVAL="0.1",
-            PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
-            PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        )
-        return env
+        return flower_env(home, REPO)
 
     def _spawn(self, key: str, args: list[str], home: Path) -> subprocess.Popen[bytes]:
         log = open(self.root / f"{key}.log", "wb")  # noqa: SIM115 - closed with the process

@@ -1,4 +1,4 @@
-"""The ports of a local Flower deployment (``fedforest/transport/flower/_deployment.py``).
+"""A local Flower deployment's ports (``fedforest/transport/flower/_deployment.py``).
 
 Shared by tests/test_flower.py's ``Deployment`` and examples/flower/measure.py: ports below
 the ephemeral range, a process up once its own log says it listens, started again on
@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,11 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from fedforest.transport.flower._deployment import free_ports, listening  # noqa: E402
+from fedforest.transport.flower._deployment import (  # noqa: E402
+    flower_env,
+    free_ports,
+    listening,
+)
 
 
 def _ephemeral_low() -> int:
@@ -36,13 +39,7 @@ def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> Non
 
 
 def test_a_superlink_whose_port_is_taken_starts_again_on_another(tmp_path: Path) -> None:
-    env = dict(
-        os.environ,
-        FLWR_HOME=str(tmp_path / "home"),
-        FLWR_TELEMETRY_ENABLED="0",
-        FLWR_DISABLE_UPDATE_CHECK="1",
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    )
+    env = flower_env(tmp_path / "home", Path(__file__).resolve().parents[1])
     log = tmp_path / "superlink.log"
     procs: list[subprocess.Popen[Any]] = []
 

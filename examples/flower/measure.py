@@ -37,7 +37,7 @@ import numpy as np
 
 import fedforest as ff
 from fedforest.transport.flower import client_from_node_config
-from fedforest.transport.flower._deployment import free_ports, listening
+from fedforest.transport.flower._deployment import flower_env, free_ports, listening
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_data import SITES, write_sites  # noqa: E402
@@ -46,27 +46,16 @@ APP = Path(__file__).resolve().parent
 REPO = APP.parents[1]
 
 
-def flower_env(home: Path) -> dict[str, str]:
-    """The environment of one Flower process: its own FLWR_HOME, nothing phoned home."""
-    home.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.update(
-        FLWR_HOME=str(home),
-        FLWR_TELEMETRY_ENABLED="0",
-        FLWR_DISABLE_UPDATE_CHECK="1",
-        FLWR_SUPEREXEC_TASK_POLL_INTERVAL="0.1",
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-    )
-    return env
-
-
 def spawn(args: list[str], home: Path, log: Path) -> subprocess.Popen[bytes]:
     """Start ``args`` in its own process group, output to ``log``."""
     print("$", " ".join(args), file=sys.stderr)
     with open(log, "wb") as out:
         return subprocess.Popen(
-            args, env=flower_env(home), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            args,
+            env=flower_env(home, REPO),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
 
@@ -159,7 +148,7 @@ def run_app(work: Path, port: int, config: dict[str, Any]) -> None:
     overrides = " ".join(f"{k}={json.dumps(v)}" for k, v in config.items())
     args = ["flwr", "run", str(APP), "local", "--stream", "--run-config", overrides]
     print("$", " ".join(args[:5]), repr(overrides), file=sys.stderr)
-    subprocess.run(args, env=flower_env(cli), check=True, timeout=3600)
+    subprocess.run(args, env=flower_env(cli, REPO), check=True, timeout=3600)
 
 
 def report(metrics: dict[str, Any], local_seconds: float, same: bool) -> None:

@@ -1,4 +1,6 @@
-"""Ports for a Flower deployment on 127.0.0.1 (tests/test_flower.py, examples/flower/measure.py).
+"""A Flower deployment on 127.0.0.1: its ports, its processes' environment.
+
+Shared by tests/test_flower.py and examples/flower/measure.py.
 
 A port the kernel hands out (``bind(("127.0.0.1", 0))``) goes back to its pool once
 closed, and any outgoing connection or ``bind(0)`` of another process (the deployment's own
@@ -14,15 +16,17 @@ here so the tests and the example share one way of starting them.
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["free_ports", "listening", "wait_listening"]
+__all__ = ["flower_env", "free_ports", "listening", "wait_listening"]
 
 #: Ports are drawn from the OS's randomness: the tests' conftest seeds Python's and NumPy's
 #: global generators before every test, so they would give every test and xdist worker the
@@ -113,3 +117,23 @@ def listening(
         if wait_listening(port, tls, proc, log, timeout):
             return port, proc
     raise RuntimeError(f"{log.stem} found {attempts} ports taken")
+
+
+def flower_env(home: Path, pythonpath: Path) -> dict[str, str]:
+    """The environment of one Flower process: its own ``FLWR_HOME``, nothing phoned home.
+
+    SuperExec polls for tasks every 0.1 s; ``pythonpath`` (the fedforest checkout under
+    test) comes first on ``PYTHONPATH`` and this interpreter's scripts (``flower-*``,
+    ``flwr``, ``fedforest``) first on ``PATH``. ``home`` is made if missing.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update(
+        FLWR_HOME=str(home),
+        FLWR_TELEMETRY_ENABLED="0",
+        FLWR_DISABLE_UPDATE_CHECK="1",
+        FLWR_SUPEREXEC_TASK_POLL_INTERVAL="0.1",
+        PYTHONPATH=os.pathsep.join(p for p in (str(pythonpath), env.get("PYTHONPATH")) if p),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
+    return env
