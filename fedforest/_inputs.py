@@ -25,8 +25,11 @@ from sklearn.utils.validation import column_or_1d, validate_data
 from .federated.categorical import (
     column_floats,
     encode,
+    given_entries,
+    is_mask,
     is_missing,
     is_numeric_column,
+    named_columns,
     sort_categories,
 )
 from .federated.domains import type_hint
@@ -450,18 +453,9 @@ def warn_numeric_declared(est: Any) -> None:
     """
     if est.categorical_features is None:
         return
-    given, d = list(est.categorical_features), est.n_features_in_
-    names = list(getattr(est, "feature_names_in_", []))
-    if given and all(isinstance(v, (bool, np.bool_)) for v in given):
-        given = [j for j, v in enumerate(given) if v]
-    numeric = []
-    for v in given:
-        if isinstance(v, str):
-            j = names.index(v) if v in names else None
-        else:
-            j = int(v) + d if isinstance(v, (int, np.integer)) and int(v) < 0 else v
-        if j not in est.categories_:
-            numeric.append(v)
+    names = [str(c) for c in getattr(est, "feature_names_in_", [])]
+    named = named_columns(est.categorical_features, est.n_features_in_, names)
+    numeric = [f for f, j in named if j is None or j not in est.categories_]
     if numeric:
         warn_caller(
             f"categorical_features names {numeric}, which the clients gave as numeric "
@@ -641,8 +635,8 @@ def declared_features(categorical_features: Any, categories: Any) -> Sequence[An
     """``categorical_features`` plus the columns ``categories`` declares (a dict's keys)."""
     if not isinstance(categories, dict):
         return categorical_features
-    given = [] if categorical_features is None else list(categorical_features)
-    if given and all(isinstance(f, (bool, np.bool_)) for f in given):  # a mask: its indices
+    given = given_entries(categorical_features)
+    if is_mask(given):  # its indices
         given = [j for j, f in enumerate(given) if f]
     return [*given, *(k for k in categories if k not in given)]
 

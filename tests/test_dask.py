@@ -34,7 +34,7 @@ from fedforest.federated.federation import ClientDataError, ClientFailure
 from fedforest.federated.protocol import PROTOCOL_VERSION, Message
 from fedforest.transport.dask import DaskFederation
 from fedforest.transport.dask._wire import from_bytes, to_bytes
-from fedforest.tree.arrays import Tree
+from tests._forests import assert_same_forest
 
 # Small forests with oob_score=True: some rows are in every bag (expected here).
 pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
@@ -94,15 +94,6 @@ def partitions(dX: Any, dy: Any) -> list[ff.Client]:
         ff.Client(dX.partitions[i].compute(), np.asarray(dy.partitions[i].compute()), name=str(i))
         for i in range(dX.npartitions)
     ]
-
-
-def assert_same_forest(a: Any, b: Any) -> None:
-    """Every array of every tree is identical (bit for bit)."""
-    assert len(a.trees_) == len(b.trees_)
-    for t, (ta, tb) in enumerate(zip(a.trees_, b.trees_, strict=True)):
-        for name in (*Tree.ARRAYS, *Tree.SET_ARRAYS):
-            x, y = getattr(ta, name), getattr(tb, name)
-            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), (t, name)
 
 
 def make_client(X: pd.DataFrame, y: np.ndarray, name: str) -> ff.Client:

@@ -16,9 +16,7 @@ import fcntl
 import ipaddress
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -57,9 +55,10 @@ from fedforest.transport.flower._codec import (
     to_records,
     unpack_arrays,
 )
+from fedforest.transport.flower._deployment import flower_env, free_ports, listening
 from fedforest.transport.flower._state import load_state, save_state
 from fedforest.transport.flower.serverapp import parse_classes, train
-from fedforest.tree.arrays import Tree
+from tests._forests import assert_same_forest
 
 # Small forests with oob_score=True: some rows are in every bag (expected here).
 pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
@@ -107,15 +106,6 @@ def local_clients(paths: dict[str, Path]) -> list[ff.Client]:
         client_from_node_config({"data-path": str(p), "target": "y", "name": name})
         for name, p in paths.items()
     ]
-
-
-def assert_same_forest(a: Any, b: Any) -> None:
-    """Every array of every tree is identical (bit for bit)."""
-    assert len(a.trees_) == len(b.trees_)
-    for t, (ta, tb) in enumerate(zip(a.trees_, b.trees_, strict=True)):
-        for name in (*Tree.ARRAYS, *Tree.SET_ARRAYS):
-            x, y = getattr(ta, name), getattr(tb, name)
-            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), (t, name)
 
 
 class FailingClient(ff.Client):
@@ -760,66 +750,6 @@ def test_dropped_clients_is_empty_without_failure(site_files: dict[str, Path]) -
 
 
 # ---------------------------------------------------------------------------- real deployment
-#: Ports are drawn from the OS's randomness: the conftest seeds Python's and NumPy's global
-#: generators before every test, so they would give every test and xdist worker the same.
-_PORT_DRAWS = random.SystemRandom()
-
-
-def _free_ports(n: int) -> list[int]:
-    """``n`` ports free on 127.0.0.1 now, below the kernel's ephemeral range.
-
-    A port the kernel hands out (``bind(("127.0.0.1", 0))``) goes back to its pool once
-    closed, and any outgoing connection or ``bind(0)`` (the deployment's own HTTP clients,
-    Dask's cluster in the other xdist worker) may take it before the SuperLink or SuperNode
-    binds it. Below the range only a process that names the port takes it; a start that
-    finds it taken anyway is retried on another (``Deployment.listening``).
-    """
-    try:
-        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
-        low = int(text.split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768  # Linux's default
-    ports: list[int] = []
-    while len(ports) < n:
-        port = _PORT_DRAWS.randrange(10000, low) if low > 11000 else 0
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            port = s.getsockname()[1]
-        if port not in ports:
-            ports.append(port)
-    return ports
-
-
-#: What a SuperLink's or SuperNode's log says once its HTTP API listens (uvicorn's line),
-#: and what it says when the port was taken.
-_LISTENING = "running on http{s}://127.0.0.1:{port}"
-_TAKEN = "address already in use"
-
-
-def _wait_listening(
-    port: int, tls: bool, proc: subprocess.Popen[bytes], log: Path, timeout: float
-) -> bool:
-    """True once ``proc`` says it listens on ``port``; False if it found the port taken.
-
-    The process's own log, not a connection: another process listening on the port
-    would answer a connection too."""
-    line = _LISTENING.format(s="s" if tls else "", port=port)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace") if log.exists() else ""
-        if line in text:
-            return True
-        if _TAKEN in text.lower():
-            return False
-        if proc.poll() is not None:
-            raise RuntimeError(f"{log.stem} exited early:\n{text[-3000:]}")
-        time.sleep(0.1)
-    raise TimeoutError(f"{log.stem} did not listen on {port}:\n{log.read_text()[-3000:]}")
-
-
 class Deployment:
     """A SuperLink and SuperNodes on 127.0.0.1, each process in its own process group.
 
@@ -836,7 +766,7 @@ class Deployment:
         self.tls = tls
         self.isolation = isolation
         self.paths = paths
-        self.port, *self.node_ports = _free_ports(1 + len(SITES))
+        self.port, *self.node_ports = free_ports(1 + len(SITES))
         self.procs: dict[str, subprocess.Popen[Any]] = {}
         #: Each listening process's arguments ("{port}" for its port), home and port.
         self.listeners: dict[str, tuple[list[str], Path, int]] = {}
@@ -845,17 +775,7 @@ class Deployment:
         self.cli_home.mkdir()
 
     def env(self, home: Path) -> dict[str, str]:
-        home.mkdir(exist_ok=True)
-        env = dict(os.environ)
-        env.update(
-            FLWR_HOME=str(home),
-            FLWR_TELEMETRY_ENABLED="0",
-            FLWR_DISABLE_UPDATE_CHECK="1",
-            FLWR_SUPEREXEC_TASK_POLL_INTERVAL="0.1",
-            PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
-            PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        )
-        return env
+        return flower_env(home, REPO)
 
     def _spawn(self, key: str, args: list[str], home: Path) -> subprocess.Popen[bytes]:
         log = open(self.root / f"{key}.log", "wb")  # noqa: SIM115 - closed with the process
@@ -879,16 +799,19 @@ class Deployment:
     def listening(self, key: str, tls: bool = False) -> int:
         """The port ``key`` listens on, once it does; started again on another port (four
         times at most) while its port was taken."""
-        for attempt in range(5):
-            args, home, port = self.listeners[key]
-            if attempt:
-                self.kill(key)
-                port = _free_ports(1)[0]
-                self._listen(key, args, home, port)
-            log = self.root / f"{key}.log"
-            if _wait_listening(port, tls, self.procs[key], log, timeout=scaled(60)):
-                return port
-        raise RuntimeError(f"{key} found five ports taken:\n{self.logs()}")
+        args, home, port = self.listeners[key]
+
+        def restart(new_port: int) -> subprocess.Popen[Any]:
+            self.kill(key)
+            self._listen(key, args, home, new_port)
+            return self.procs[key]
+
+        log = self.root / f"{key}.log"
+        try:
+            port, _ = listening(self.procs[key], port, log, restart, tls=tls, timeout=scaled(60))
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}:\n{self.logs()}") from exc
+        return port
 
     def start_superlink(self) -> None:
         args = [
@@ -1171,7 +1094,7 @@ def test_flower_deployment_with_tls_and_node_auth_equals_local(
     # A SuperNode whose key was not registered is turned away (and never joins the run).
     intruder = dep.root / "intruder.csv"
     intruder.write_text(dep.paths["site-a"].read_text())
-    dep.start_node("intruder", intruder, _free_ports(1)[0], register=False)
+    dep.start_node("intruder", intruder, free_ports(1)[0], register=False)
     assert dep.procs["intruder"].wait(timeout=scaled(120)) != 0
     assert "Failed to initialize the connection" in (dep.root / "intruder.log").read_text()
     output = _wait(run, dep, timeout=scaled(600))

@@ -9,6 +9,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 import fedforest as ff
 from fedforest.datasets import make_paper_synthetic
 from fedforest.federated.client import bootstrap_counts
+from tests._forests import assert_same_forest
 
 
 def _f32(a):
@@ -290,13 +291,6 @@ def _clients(X, y, h):
     return [ff.Client(X[h == k], y[h == k], name=str(k)) for k in np.unique(h)]
 
 
-def _same_forest(a, b):
-    assert len(a.trees_) == len(b.trees_)
-    for ta, tb in zip(a.trees_, b.trees_, strict=True):
-        for name in ta.ARRAYS:
-            np.testing.assert_array_equal(getattr(ta, name), getattr(tb, name), err_msg=name)
-
-
 def test_fit_and_fit_federated_and_client_order_give_the_same_forest():
     data = make_paper_synthetic("covariate-shift", random_state=0)
     X, y, h = data.X_train, data.y_train, data.h_train
@@ -307,8 +301,8 @@ def test_fit_and_fit_federated_and_client_order_give_the_same_forest():
     c = ff.FedForestRegressor(**params).fit_federated(ff.LocalFederation(clients[::-1], n_jobs=2))
     perm = np.random.default_rng(0).permutation(len(y))
     d = ff.FedForestRegressor(**params).fit(X[perm], y[perm], client_ids=h[perm])
-    _same_forest(a, b)
-    _same_forest(a, c)
+    assert_same_forest(a, b)
+    assert_same_forest(a, c)
     # Rows reordered inside clients change the bootstrap draws, not the method: close
     # held-out R². Measured over data seeds 0-2 x 8 permutations: |gap| <= 0.010, sd 0.004
     # (this one: 0.008).
@@ -432,7 +426,7 @@ def test_tree_batches_and_client_threads_give_the_same_forest():
     batched = ff.FedForestRegressor(privacy="none", tree_batch_size=3, **params).fit(
         X, y, client_ids=h
     )
-    _same_forest(ref, batched)
+    assert_same_forest(ref, batched)
     assert batched.oob_score_ == ref.oob_score_
     # Three batches: each costs its own levels, all after one handshake, then the OOB round.
     assert batched.communication_.rounds > ref.communication_.rounds
@@ -440,7 +434,7 @@ def test_tree_batches_and_client_threads_give_the_same_forest():
     # One client, two threads splitting its trees: same forest as one thread.
     one = ff.FedForestRegressor(privacy="none", n_jobs=1, **params).fit(X, y)
     two = ff.FedForestRegressor(privacy="none", n_jobs=2, **params).fit(X, y)
-    _same_forest(one, two)
+    assert_same_forest(one, two)
 
 
 def test_schema_mismatch_names_client_and_feature():

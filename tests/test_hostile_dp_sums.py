@@ -20,7 +20,7 @@ import pytest
 from fedforest import FedForestRegressor
 from fedforest.federated.client import Client
 from fedforest.federated.client_secure import target_grid
-from fedforest.federated.protocol import GRID, OOB, ROUND_A, ROUND_B, Message
+from fedforest.federated.protocol import GRID, OOB, ROUND_A, ROUND_B
 from fedforest.federated.server.dp_checks import (
     NOISE_SIGMAS,
     check_noisy_counts,
@@ -29,30 +29,9 @@ from fedforest.federated.server.dp_checks import (
 )
 from fedforest.transport.local import LocalFederation
 from fedforest.tree.arrays import Tree
+from tests._lying import Lying
 
 pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
-
-
-class LyingAt(Client):
-    """A real client whose first reply of ``kind`` holding a non-empty ``array`` is edited."""
-
-    def __init__(self, X: Any, y: Any, name: str, kind: str, array: str, edit: Any, **kw: Any):
-        super().__init__(X, y, name, **kw)
-        self.kind, self.array, self.edit, self.done = kind, array, edit, False
-
-    def handle(self, msg: Message) -> Any:
-        reply = super().handle(msg)
-        if (
-            msg.kind == self.kind
-            and not self.done
-            and isinstance(reply, Message)
-            and np.size(reply.arrays.get(self.array, ())) > 0
-        ):
-            self.done = True
-            arrays = {k: np.array(v) for k, v in reply.arrays.items()}
-            self.edit(arrays[self.array])
-            return Message(reply.kind, dict(reply.header), arrays)
-        return reply
 
 
 def _saturate(a: np.ndarray) -> None:
@@ -71,7 +50,7 @@ def _fit(kind: str, array: str, edit: Any, y_of: Any = None, **kw: Any) -> FedFo
     cat = {"categorical_features": [3]}
     clients = [
         Client(X[:1000], y[:1000], "c0", **cat),
-        LyingAt(X[1000:2000], y[1000:2000], "c1", kind, array, edit, **cat),
+        Lying(X[1000:2000], y[1000:2000], "c1", kind, lambda _, a: edit(a[array]), array, **cat),
         Client(X[2000:], y[2000:], "c2", **cat),
     ]
     params = {"n_estimators": 3, "max_depth": 3, "max_features": 1.0, "random_state": 0}

@@ -19,7 +19,7 @@ import pytest
 from fedforest import FedForestClassifier, FedForestRegressor
 from fedforest.federated.client import Client
 from fedforest.federated.privacy.secagg import MaskingKeys, valid_public_key
-from fedforest.federated.protocol import GRID, HANDSHAKE, OOB, ROUND_A, ROUND_B, Message
+from fedforest.federated.protocol import GRID, HANDSHAKE, OOB, ROUND_A, ROUND_B
 from fedforest.federated.server.checks import InvalidReply
 from fedforest.federated.server.oob import check_pooled_oob
 from fedforest.federated.server.secure_checks import (
@@ -31,26 +31,9 @@ from fedforest.federated.server.secure_checks import (
     check_rounds_agree,
 )
 from fedforest.transport.local import LocalFederation
+from tests._lying import Lying
 
 pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
-
-
-class Lying(Client):
-    """A real client whose first reply of ``kind`` is rewritten by ``edit``."""
-
-    def __init__(self, X: Any, y: Any, name: str, kind: str, edit: Any, **kw: Any) -> None:
-        super().__init__(X, y, name, **kw)
-        self.kind, self.edit, self.done = kind, edit, False
-
-    def handle(self, msg: Message) -> Any:
-        reply = super().handle(msg)
-        if msg.kind == self.kind and not self.done and isinstance(reply, Message):
-            self.done = True
-            arrays = {k: np.array(v) for k, v in reply.arrays.items()}
-            header = dict(reply.header)
-            self.edit(header, arrays)
-            return Message(reply.kind, header, arrays)
-        return reply
 
 
 def _saturate(name: str) -> Any:
@@ -226,29 +209,6 @@ def test_valid_public_key() -> None:
 # the grids and the minimum-rows rule, and the forest silently became single leaves (Round
 # A: every prediction 0.00215; the grid round: the same). Round B's groups passed when each
 # count stayed within the rows of all clients but beyond its node's.
-class LyingAt(Lying):
-    """As :class:`Lying`, at the first reply of ``kind`` whose array ``name`` is not empty."""
-
-    def __init__(self, X: Any, y: Any, name: str, kind: str, edit: Any, array: str, **kw: Any):
-        super().__init__(X, y, name, kind, edit, **kw)
-        self.array = array
-
-    def handle(self, msg: Message) -> Any:
-        reply = Client.handle(self, msg)
-        if (
-            msg.kind == self.kind
-            and not self.done
-            and isinstance(reply, Message)
-            and np.size(reply.arrays.get(self.array, ())) > 0
-        ):
-            self.done = True
-            arrays = {k: np.array(v) for k, v in reply.arrays.items()}
-            header = dict(reply.header)
-            self.edit(header, arrays)
-            return Message(reply.kind, header, arrays)
-        return reply
-
-
 def _add(name: str, index: int, value: int) -> Any:
     def edit(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         flat = arrays[name].reshape(-1)
@@ -277,7 +237,7 @@ def _fit_categorical(
         cat = [cat] * 3
     clients = [
         Client(X[parts[0]], y[parts[0]], "c0", **cat[0]),
-        LyingAt(X[parts[1]], y[parts[1]], "c1", kind, edit, array, **cat[1]),
+        Lying(X[parts[1]], y[parts[1]], "c1", kind, edit, array, **cat[1]),
         Client(X[parts[2]], y[parts[2]], "c2", **cat[2]),
     ]
     params = {"n_estimators": 2, "max_depth": 3, "max_features": 1.0, "random_state": 0, **kw}

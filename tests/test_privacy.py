@@ -491,52 +491,8 @@ def cross_level_exposure(fed, model, X, w, m) -> float:
     """
     values = X.to_numpy(dtype=np.float64)
     trees = model.trees_
-    member = []
-    for t, tree in enumerate(trees):
-        mem = {0: np.flatnonzero(w[t] > 0)}
-        for i in range(tree.node_count):
-            if tree.children_left[i] >= 0 and i in mem:
-                r = mem[i]
-                go = values[r, tree.feature[i]] <= tree.threshold[i]
-                mem[tree.children_left[i]], mem[tree.children_right[i]] = r[go], r[~go]
-        member.append(mem)
-    depth = []
-    for tree in trees:
-        dd = {0: 0}
-        for i in range(tree.node_count):
-            for c in (tree.children_left[i], tree.children_right[i]):
-                if c >= 0:
-                    dd[c] = dd[i] + 1
-        depth.append(dd)
-    rounds = [(next(iter(r.values())), r) for r, _ in fed.rounds]
-    released: dict = {}
-    level = -1
-    for req, _ in rounds:
-        if req.kind == ROUND_A:
-            level += 1
-            a = req
-        if req.kind != ROUND_B:
-            continue
-        slots = []
-        for t, tree in enumerate(trees):
-            frontier = [
-                nd
-                for nd, dd in sorted(depth[t].items())
-                if dd == level
-                and (
-                    tree.children_left[nd] >= 0
-                    or (tree.n_node_samples[nd] >= 2 * m and tree.impurity[nd] > 1e-12)
-                )
-            ]
-            want = a.arrays["slot_tree_off"][t + 1] - a.arrays["slot_tree_off"][t]
-            assert len(frontier) == want  # the reconstruction of the server's slots
-            slots += [(t, nd) for nd in frontier]
-        pair_off, pair_feat = a.arrays["pair_off"], a.arrays["pair_feat"]
-        cand_off, cand = req.arrays["cand_off"], sent_candidates(a, req)
-        for s, (t, nd) in enumerate(slots):
-            for p in range(pair_off[s], pair_off[s + 1]):
-                if cand_off[p + 1] > cand_off[p]:
-                    released[(t, nd, int(pair_feat[p]))] = cand[cand_off[p] : cand_off[p + 1]]
+    member = _members(model, values, w)
+    released = _releases(fed, model, m)
     exposed: set = set()
     for (t, nd, f), parent_cands in released.items():
         tree = trees[t]

@@ -7,14 +7,16 @@
                                       [--supernode-sleep-cap SECONDS]
 
 Writes three sites' CSV files (make_data.py), starts a SuperLink and three SuperNodes on
-127.0.0.1 (insecure, free ports, one FLWR_HOME each, telemetry and update checks off),
-runs this app with ``flwr run --stream``, prints the time of every round and of the whole
-forest, checks the forest equals the local simulation's, and stops every process it
-started (by process group), also on error or Ctrl-C. ``--isolation worker`` starts each
-SuperNode with ``--isolation process`` and a ``fedforest flower-worker`` next to it (one
-long-lived ClientApp process per site) instead of Flower's process per message.
-``--supernode-sleep-cap`` runs the SuperNodes through ``supernode_short_sleep.py`` (an
-experiment that patches Flower's idle sleeps; not for deployments).
+127.0.0.1 (insecure, one FLWR_HOME each, telemetry and update checks off; ports drawn
+below the ephemeral range, each process waited for until its log says it listens, and
+started again on another port if its port was taken), runs this app with ``flwr run
+--stream``, prints the time of every round and of the whole forest, checks the forest
+equals the local simulation's, and stops every process it started (by process group),
+also on error or Ctrl-C. ``--isolation worker`` starts each SuperNode with ``--isolation
+process`` and a ``fedforest flower-worker`` next to it (one long-lived ClientApp process
+per site) instead of Flower's process per message. ``--supernode-sleep-cap`` runs the
+SuperNodes through ``supernode_short_sleep.py`` (an experiment that patches Flower's idle
+sleeps; not for deployments).
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ import numpy as np
 
 import fedforest as ff
 from fedforest.transport.flower import client_from_node_config
+from fedforest.transport.flower._deployment import flower_env, free_ports, listening
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_data import SITES, write_sites  # noqa: E402
@@ -43,34 +46,16 @@ APP = Path(__file__).resolve().parent
 REPO = APP.parents[1]
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def flower_env(home: Path) -> dict[str, str]:
-    """The environment of one Flower process: its own FLWR_HOME, nothing phoned home."""
-    home.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.update(
-        FLWR_HOME=str(home),
-        FLWR_TELEMETRY_ENABLED="0",
-        FLWR_DISABLE_UPDATE_CHECK="1",
-        FLWR_SUPEREXEC_TASK_POLL_INTERVAL="0.1",
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-    )
-    return env
-
-
 def spawn(args: list[str], home: Path, log: Path) -> subprocess.Popen[bytes]:
     """Start ``args`` in its own process group, output to ``log``."""
     print("$", " ".join(args), file=sys.stderr)
     with open(log, "wb") as out:
         return subprocess.Popen(
-            args, env=flower_env(home), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            args,
+            env=flower_env(home, REPO),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
 
@@ -88,17 +73,9 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
             time.sleep(0.2)
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
-    """Return once something listens on 127.0.0.1:``port`` (the SuperLink is up)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the SuperLink exited early:\n{log.read_text()[-3000:]}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"the SuperLink did not listen on {port} within {timeout:g} s")
+def start(args: list[str], port: int, home: Path, log: Path) -> subprocess.Popen[bytes]:
+    """Start ``args`` with ``"{port}"`` made ``port``."""
+    return spawn([a.replace("{port}", str(port)) for a in args], home, log)
 
 
 def deploy(
@@ -106,44 +83,57 @@ def deploy(
 ) -> tuple[int, list[subprocess.Popen[bytes]]]:
     """A SuperLink and one SuperNode per data file; returns the SuperLink port.
 
-    Under ``isolation="worker"`` each SuperNode gets a ``fedforest flower-worker``.
+    Ports are drawn below the ephemeral range and a process is up once its log says it
+    listens; one that found its port taken starts again on another (the tests' way,
+    ``fedforest/transport/flower/_deployment.py``). Under ``isolation="worker"`` each
+    SuperNode gets a ``fedforest flower-worker`` once it listens.
     """
-    port = free_port()
-    procs = [
-        spawn(
-            ["flower-superlink", "--insecure", "--port", str(port),
-             "--disable-runtime-dependency-installation"],
-            work / "superlink", work / "superlink.log",
-        )
-    ]  # fmt: skip
+    port, *node_ports = free_ports(1 + len(data))
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def restarter(
+        i: int, args: list[str], home: Path, log: Path
+    ) -> Callable[[int], subprocess.Popen[bytes]]:
+        def restart(new_port: int) -> subprocess.Popen[bytes]:
+            stop([procs[i]])
+            procs[i] = start(args, new_port, home, log)
+            return procs[i]
+
+        return restart
+
     try:
-        wait_for_port(port, procs[0], work / "superlink.log", timeout=120)
-    except BaseException:
-        stop(procs)
-        raise
-    for site, path in zip(SITES, data, strict=True):
-        node_port = free_port()
+        superlink = ["flower-superlink", "--insecure", "--port", "{port}",
+                     "--disable-runtime-dependency-installation"]  # fmt: skip
+        home, log = work / "superlink", work / "superlink.log"
+        procs.append(start(superlink, port, home, log))
+        port, _ = listening(procs[0], port, log, restarter(0, superlink, home, log), timeout=120)
         mode = ["--isolation", "process"] if isolation == "worker" else []
         command = ["flower-supernode"]
         if sleep_cap is not None:
             script = str(APP / "supernode_short_sleep.py")
             command = [sys.executable, script, "--cap", str(sleep_cap), "--"]
-        procs.append(
-            spawn(
-                [*command, "--insecure", "--superlink", f"127.0.0.1:{port}",
-                 "--port", str(node_port), *mode,
-                 "--node-config", f'data-path="{path}" target="y" name="{site}"'],
-                work / site, work / f"{site}.log",
-            )
-        )  # fmt: skip
-        if isolation == "worker":
-            procs.append(
-                spawn(
-                    ["fedforest", "flower-worker", "--insecure",
-                     "--runtime-api-address", f"127.0.0.1:{node_port}"],
-                    work / site, work / f"{site}-worker.log",
-                )
-            )  # fmt: skip
+        nodes = []
+        for site, path, node_port in zip(SITES, data, node_ports, strict=True):
+            args = [*command, "--insecure", "--superlink", f"127.0.0.1:{port}",
+                    "--port", "{port}", *mode,
+                    "--node-config", f'data-path="{path}" target="y" name="{site}"']  # fmt: skip
+            home, log = work / site, work / f"{site}.log"
+            nodes.append((len(procs), args, home, log, site, node_port))
+            procs.append(start(args, node_port, home, log))
+        for i, args, home, log, site, node_port in nodes:  # all starting; each waited for
+            restart = restarter(i, args, home, log)
+            node_port, _ = listening(procs[i], node_port, log, restart, timeout=120)
+            if isolation == "worker":
+                procs.append(
+                    spawn(
+                        ["fedforest", "flower-worker", "--insecure",
+                         "--runtime-api-address", f"127.0.0.1:{node_port}"],
+                        work / site, work / f"{site}-worker.log",
+                    )
+                )  # fmt: skip
+    except BaseException:
+        stop(procs)
+        raise
     return port, procs
 
 
@@ -158,7 +148,7 @@ def run_app(work: Path, port: int, config: dict[str, Any]) -> None:
     overrides = " ".join(f"{k}={json.dumps(v)}" for k, v in config.items())
     args = ["flwr", "run", str(APP), "local", "--stream", "--run-config", overrides]
     print("$", " ".join(args[:5]), repr(overrides), file=sys.stderr)
-    subprocess.run(args, env=flower_env(cli), check=True, timeout=3600)
+    subprocess.run(args, env=flower_env(cli, REPO), check=True, timeout=3600)
 
 
 def report(metrics: dict[str, Any], local_seconds: float, same: bool) -> None:

@@ -26,8 +26,11 @@ __all__ = [
     "sort_categories",
     "categorical_columns",
     "encode",
+    "given_entries",
+    "is_mask",
     "is_missing",
     "is_numeric_column",
+    "named_columns",
     "read_features",
     "value_kinds",
 ]
@@ -121,6 +124,48 @@ def _is_text(column: pd.Series) -> bool:
     return column.dtype == object and pd.api.types.infer_dtype(column, skipna=True) == "string"
 
 
+def given_entries(features: Iterable[Any] | None) -> list[Any]:
+    """A column list (``categorical_features``) as plain Python entries ([] for None).
+
+    A NumPy array or pandas Index (``df.select_dtypes("object").columns``) has no truth
+    value; NumPy scalars become Python's (``np.bool_`` a ``bool``, ``np.str_`` a ``str``).
+    """
+    given = [] if features is None else list(features)
+    return [f.item() if isinstance(f, np.generic) else f for f in given]
+
+
+def is_mask(entries: Sequence[Any]) -> bool:
+    """Whether plain entries (:func:`given_entries`) are a boolean mask, as scikit-learn's."""
+    return bool(entries) and all(isinstance(f, bool) for f in entries)
+
+
+def named_columns(
+    features: Iterable[Any] | None, n_features: int, names: Sequence[str] | None
+) -> list[tuple[Any, int | None]]:
+    """Each entry of a column list and the index of the column it names (None: no column).
+
+    scikit-learn's conventions (``categorical_features`` of its histogram gradient
+    boosting): a boolean mask names the positions where it is True; an integer is a column
+    index in ``[0, n_features)`` (a negative one names no column: scikit-learn refuses
+    it); anything else names the column of that name (``str(entry)`` among ``names``, the
+    table's column names; None: the table has none). The entries keep their order and
+    their repeats (a mask's are its True positions); the callers say what an entry naming
+    no column means (``fit`` refuses it, ``fit_federated`` warns).
+    """
+    entries = given_entries(features)
+    if is_mask(entries):
+        entries = [j for j, f in enumerate(entries) if f]
+    out: list[tuple[Any, int | None]] = []
+    for f in entries:
+        if isinstance(f, int) and not isinstance(f, bool):
+            out.append((f, f if 0 <= f < n_features else None))
+        elif names is not None and str(f) in names:
+            out.append((f, list(names).index(str(f))))
+        else:
+            out.append((f, None))
+    return out
+
+
 def categorical_columns(
     X: ArrayLike, categorical_features: Sequence[Any] | None, n_features: int
 ) -> list[int]:
@@ -143,26 +188,19 @@ def categorical_columns(
             for j, t in enumerate(X.dtypes)
             if isinstance(t, pd.CategoricalDtype) or _is_text(X.iloc[:, j])
         }
-    # A NumPy array or pandas Index (``df.select_dtypes("object").columns``) has no truth
-    # value; NumPy scalars become Python's; a list of bools is a mask, as scikit-learn's.
-    given = [] if categorical_features is None else list(categorical_features)
-    features = [f.item() if isinstance(f, np.generic) else f for f in given]
-    if features and all(isinstance(f, bool) for f in features):
-        if len(features) != n_features:
+    features = given_entries(categorical_features)
+    if is_mask(features) and len(features) != n_features:
+        raise ValueError(
+            f"categorical_features is a boolean mask of {len(features)} entries, but X "
+            f"has {n_features} columns; give one entry per column."
+        )
+    for f, j in named_columns(features, n_features, names):
+        if j is not None:
+            cols.add(j)
+        elif isinstance(f, int) and not isinstance(f, bool):
             raise ValueError(
-                f"categorical_features is a boolean mask of {len(features)} entries, but X "
-                f"has {n_features} columns; give one entry per column."
+                f"categorical_features names column {f}, but X has {n_features} columns."
             )
-        features = [j for j, f in enumerate(features) if f]
-    for f in features:
-        if isinstance(f, int) and not isinstance(f, bool):
-            if not 0 <= int(f) < n_features:
-                raise ValueError(
-                    f"categorical_features names column {f}, but X has {n_features} columns."
-                )
-            cols.add(int(f))
-        elif names is not None and str(f) in names:
-            cols.add(names.index(str(f)))
         else:
             raise ValueError(
                 f"categorical_features names {f!r}, which is not a column of X "
