@@ -56,8 +56,8 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
                 )
     d = first.header["n_features"]
     categories = unify_categories(replies, names, cfg)
-    check_warm_schema(cfg.warm_schema, d, names, categories)
     n_outputs = _n_outputs(replies, cfg)
+    check_warm_schema(cfg.warm_schema, d, names, categories, n_outputs)
     classes: list[Any] | None = None
     class_counts: Any = None  # an array, or one per output
     if cfg.task == "classification":
@@ -108,18 +108,30 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
 
 
 def check_warm_schema(
-    warm: Any, d: int, names: list[str] | None, categories: dict[str, list[Any]] | None
+    warm: Any,
+    d: int,
+    names: list[str] | None,
+    categories: dict[str, list[Any]] | None,
+    n_outputs: int | None = None,
 ) -> None:
     """Under ``warm_start``, the clients' columns must be the earlier trees' columns.
 
     The trees hold column positions and category codes (positions in the sorted category
     lists): other columns, the same in another order, or a category level more or less
     gave the earlier trees other features or categories, silently (fewer columns under
-    "secure" crashed in the guides). ``categories`` None: the names only (``fit``).
+    "secure" crashed in the guides). ``categories`` None: the names only (``fit``). The
+    targets per row too (``n_outputs``, from the handshake): a y of another number of
+    columns grew a forest, then failed in NumPy's concatenation of the trees' values.
     """
     if warm is None:
         return
-    n_old, names_old, cats_old = warm
+    n_old, names_old, cats_old, outputs_old = warm
+    if n_outputs is not None and n_outputs != outputs_old:
+        raise ValueError(
+            f"warm_start adds trees to a forest fitted on y of {outputs_old} output(s), but "
+            f"the clients' y has {n_outputs}; give y the first fit's columns, or set "
+            "warm_start=False to fit a new forest."
+        )
     cats = cats_old if categories is None else tuple((j, tuple(v)) for j, v in categories.items())
     found = []
     if d != n_old or (names is not None and names_old is not None and tuple(names) != names_old):
