@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sklearn.ensemble import RandomForestClassifier
 
-from fedforest import Client, FedForestRegressor
+from fedforest import Client, FedForestClassifier, FedForestRegressor
 from fedforest.tree.arrays import Tree
 
 PRIVACY = ["secure", "none"]
@@ -75,3 +76,50 @@ def test_warm_start_with_y_of_other_outputs_is_refused_before_any_tree(
     # The same outputs still add trees.
     two.fit(X, Y2, client_ids=ids)
     assert len(two.estimators_) == 5
+
+
+# ------------------------------------------------------------------ label dtypes
+DATES = np.array(["2020-01-01", "2021-06-30"], dtype="datetime64[ns]")
+
+
+@pytest.mark.parametrize("privacy", PRIVACY)
+@pytest.mark.parametrize(
+    ("labels", "match"),
+    [
+        (DATES, r"Client 'a': y has dtype datetime64\[ns\]; a class label under fit_federated"),
+        (DATES - DATES[0], r"Client 'a': y has dtype timedelta64\[ns\]"),
+        (np.array([0j, 1 + 0j]), r"Client 'a': Complex data not supported in y"),
+        (np.array([b"no", b"yes"]), r"Client 'a': y has dtype \|S3"),
+    ],
+)
+def test_a_clients_labels_of_another_dtype_are_its_own_error(
+    privacy: str, labels: np.ndarray, match: str
+) -> None:
+    # Before: the labels reached the handshake, and the server refused the reply as
+    # invalid ("header field 'labels' holds datetime.datetime(...)"), as from a hostile client.
+    X, _ = _data()
+    y = labels[(X[:, 0] > 0).astype(int)]
+    with pytest.raises(ValueError, match=match):
+        FedForestClassifier(**_kw(privacy)).fit_federated(_clients(X, y))
+
+
+def test_fit_takes_datetime_labels_as_scikit_learn() -> None:
+    # fit codes the labels before any client sees them: scikit-learn's classes_, dtype too.
+    X, _ = _data()
+    y = DATES[(X[:, 0] > 0).astype(int)]
+    ids = np.repeat(["a", "b"], len(y) // 2)
+    model = FedForestClassifier(**_kw("secure")).fit(X, y, client_ids=ids)
+    reference = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    assert model.classes_.dtype == reference.classes_.dtype
+    np.testing.assert_array_equal(model.classes_, reference.classes_)
+    assert set(model.predict(X).tolist()) <= set(DATES.tolist())
+
+
+@pytest.mark.parametrize("privacy", PRIVACY)
+def test_complex_regression_targets_are_refused_as_scikit_learn(privacy: str) -> None:
+    # Before: a client cast them to floats, dropping the imaginary part (a ComplexWarning).
+    X, y = _data()
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        FedForestRegressor(**_kw(privacy)).fit(X, y + 1j, client_ids=np.repeat([0, 1], 60))
+    with pytest.raises(ValueError, match=r"Client 'a': Complex data not supported in y"):
+        FedForestRegressor(**_kw(privacy)).fit_federated(_clients(X, y + 1j))

@@ -37,7 +37,7 @@ from .client_sketch import distinct_values, fine_codes
 from .client_targets import (
     by_output,
     check_labels,
-    check_target_magnitude,
+    check_regression_targets,
     class_codes,
     class_row_weights,
     correct_rows,
@@ -317,17 +317,7 @@ class Client:
                 rule = int(msg.header.get("min_level_rows", 1)) if privacy == "secure" else 1
                 header.update(label_header(self.y_raw, privacy == "none", rule))
         else:
-            try:
-                y = self.y_raw.astype(np.float64)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"Client {self.name!r}: regression targets must be numeric, got y of "
-                    f"dtype {self.y_raw.dtype}; class labels need a classifier "
-                    "(FedForestClassifier, or task='classification')."
-                ) from exc
-            if not np.all(np.isfinite(y)):
-                raise ValueError(f"Client {self.name!r}: y contains NaN or infinity.")
-            check_target_magnitude(y, self.name)
+            check_regression_targets(self.y_raw, self.name)
         return Message(HANDSHAKE, header, arrays)
 
     # ------------------------------------------------------------------ set-up
