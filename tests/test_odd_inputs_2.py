@@ -9,9 +9,13 @@ its name (or, for a missing target, as "Mix of label input types").
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 
@@ -123,3 +127,49 @@ def test_complex_regression_targets_are_refused_as_scikit_learn(privacy: str) ->
         FedForestRegressor(**_kw(privacy)).fit(X, y + 1j, client_ids=np.repeat([0, 1], 60))
     with pytest.raises(ValueError, match=r"Client 'a': Complex data not supported in y"):
         FedForestRegressor(**_kw(privacy)).fit_federated(_clients(X, y + 1j))
+
+
+# ------------------------------------------------------------------ Dask
+@pytest.fixture(scope="module")
+def dask_client() -> Iterator[Any]:
+    """One worker process on 127.0.0.1 (the test's functions travel by value)."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    distributed = pytest.importorskip("distributed")
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    timeout = 60 * max(1.0, load) * float(os.environ.get("FEDFOREST_TEST_SLOWDOWN", "1"))
+    with (
+        distributed.LocalCluster(
+            n_workers=1,
+            processes=True,
+            threads_per_worker=1,
+            host="127.0.0.1",
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        ) as cluster,
+        distributed.Client(cluster, timeout=timeout) as client,
+    ):
+        client.wait_for_workers(1, timeout=timeout)
+        yield client
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.mark.parametrize("dtype", ["Int64", "boolean"])
+def test_nullable_labels_on_dask_give_the_classes_of_rows_in_memory(
+    dask_client: Any, dtype: str
+) -> None:
+    # Before: classes_ [0, 1] (or [False, True]) on Dask, [0.0, 1.0] in memory and in
+    # scikit-learn, which read pandas' nullable labels as floats.
+    dd = pytest.importorskip("dask.dataframe")
+    X, y = _data()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    labels = pd.Series(pd.array(y > 0, dtype=dtype), name="y")
+    site = pd.Series(np.repeat(["a", "b"], 60), name="site")
+    dX, dy, dsite = (dd.from_pandas(v, npartitions=2) for v in (frame, labels, site))
+    on_dask = FedForestClassifier(**_kw("secure")).fit(dX, dy, client_ids=dsite)
+    memory = FedForestClassifier(**_kw("secure")).fit(frame, labels, client_ids=site)
+    assert memory.classes_.dtype == np.float64
+    assert on_dask.classes_.dtype == memory.classes_.dtype
+    np.testing.assert_array_equal(on_dask.classes_, memory.classes_)
+    assert_same_forest(on_dask, memory)
+    np.testing.assert_array_equal(on_dask.predict(dX).compute(), memory.predict(frame))

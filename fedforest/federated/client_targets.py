@@ -20,6 +20,7 @@ from .label_dtypes import label_dtype
 
 __all__ = [
     "MAX_TARGET",
+    "as_scikit_learn_reads",
     "by_output",
     "check_label_kind",
     "check_labels",
@@ -45,7 +46,7 @@ def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
     A single column ``(n, 1)`` is one output, as a 1-D array, with scikit-learn's
     ``DataConversionWarning`` (its estimators warn so for a column-vector y).
     """
-    y = _as_scikit_learn_reads(y)
+    y = as_scikit_learn_reads(y)
     if y.ndim == 2 and y.shape[1] == 1:
         # scikit-learn only here: a ClientApp's client reads a 1-D target and never loads it.
         from sklearn.exceptions import DataConversionWarning
@@ -67,7 +68,7 @@ def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
     return y
 
 
-def _as_scikit_learn_reads(y: ArrayLike) -> NDArray[Any]:
+def as_scikit_learn_reads(y: ArrayLike) -> NDArray[Any]:
     """``y`` as an array, pandas' nullable columns read as scikit-learn reads them.
 
     A Series or DataFrame holding an ``Int*``, ``UInt*``, ``boolean`` or ``Float*`` column
