@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,8 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import Client, FedForestClassifier, FedForestRegressor
+from fedforest.datasets.files import read_client_data
+from fedforest.federated.client_errors import error_text
 from fedforest.tree.arrays import Tree
 
 PRIVACY = ["secure", "none"]
@@ -127,6 +130,51 @@ def test_complex_regression_targets_are_refused_as_scikit_learn(privacy: str) ->
         FedForestRegressor(**_kw(privacy)).fit(X, y + 1j, client_ids=np.repeat([0, 1], 60))
     with pytest.raises(ValueError, match=r"Client 'a': Complex data not supported in y"):
         FedForestRegressor(**_kw(privacy)).fit_federated(_clients(X, y + 1j))
+
+
+# ------------------------------------------------------------------ files (Flower, the CLI)
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+@pytest.mark.parametrize("kind", ["Float64", "Int64", "str"])
+def test_a_file_whose_target_has_missing_values_is_named(
+    tmp_path: Path, suffix: str, kind: str
+) -> None:
+    # Before: read, then refused at the handshake without the file ("Client 's1': y
+    # contains NaN", or for text labels "Mix of label input types (string and number)").
+    X, y = _data(40)
+    target = {"Float64": y, "Int64": (y > 0).astype(int), "str": np.where(y > 0, "up", "down")}
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame["y"] = pd.array(target[kind], dtype=kind if kind != "str" else object)
+    frame.loc[[3, 7], "y"] = None
+    path = tmp_path / f"site-a{suffix}"
+    frame.to_parquet(path) if suffix == ".parquet" else frame.to_csv(path, index=False)
+    with pytest.raises(ValueError) as info:
+        read_client_data(path, "y")
+    text = str(info.value)
+    assert text.startswith(repr(str(path))) and "target column 'y' is missing in some rows" in text
+    assert not any(ch.isdigit() for ch in text[len(repr(str(path))) :])  # no row, no count
+    assert error_text(info.value, "loading its data", log=False) == text  # what a node sends
+
+
+def test_a_supernodes_file_refused_by_its_client_names_the_file(tmp_path: Path) -> None:
+    pytest.importorskip("flwr")
+    from fedforest.transport.flower import client_from_node_config
+
+    X, y = _data(40)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(
+        visit=pd.date_range("2024-01-01", periods=40), y=y
+    )
+    path = tmp_path / "site-a.parquet"
+    frame.to_parquet(path)
+    config = {"data-path": str(path), "target": "y", "name": "site-a"}
+    with pytest.raises(ValueError) as info:
+        client_from_node_config(config)
+    text = str(info.value)
+    assert text.startswith(repr(str(path)))
+    assert "Client 'site-a': column 'visit' has dtype datetime64" in text
+    assert error_text(info.value, "loading its data", log=False) == text  # sent as it is
+    # Without the column, the same file makes the client.
+    frame.drop(columns="visit").to_parquet(path)
+    assert client_from_node_config(config).n_samples == 40
 
 
 # ------------------------------------------------------------------ Dask
