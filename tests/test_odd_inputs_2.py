@@ -9,6 +9,7 @@ its name (or, for a missing target, as "Mix of label input types").
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Iterator
@@ -130,6 +131,35 @@ def test_complex_regression_targets_are_refused_as_scikit_learn(privacy: str) ->
         FedForestRegressor(**_kw(privacy)).fit(X, y + 1j, client_ids=np.repeat([0, 1], 60))
     with pytest.raises(ValueError, match=r"Client 'a': Complex data not supported in y"):
         FedForestRegressor(**_kw(privacy)).fit_federated(_clients(X, y + 1j))
+
+
+# ------------------------------------------------------------------ numbers written as text
+MESSY_CSV = "a,dec,code,y\n" + "\n".join(
+    f'{i / 10},"{i % 7},5",{i % 3},{(i % 7) / 2}' for i in range(60)
+)
+
+
+def test_text_that_reads_as_numbers_warns_naming_the_column() -> None:
+    # Before: a decimal-comma column of pd.read_csv split as 7 categories without a word
+    # (scikit-learn refuses it: "could not convert string to float: '0,5'"), and " 3 " as
+    # text where scikit-learn reads 3.
+    frame = pd.read_csv(io.StringIO(MESSY_CSV), dtype={"code": str})
+    y = frame.pop("y")
+    frame["padded"] = [f" {v} " for v in frame["code"]]
+    kw = _kw("none")
+    with pytest.warns(UserWarning, match=r"^X: column\(s\) \['dec', 'padded'\] hold text") as w:
+        model = FedForestRegressor(**kw).fit(frame, y)
+    assert len(w) == 1 and "decimal=','" in str(w[0].message)
+    # A thousands separator too (the shipped heart-failure CSV's platelets, "265,000").
+    with pytest.warns(UserWarning, match=r"^X: column\(s\) \['platelets'\]"):
+        Xp = pd.DataFrame({"platelets": ["265,000", "263,358", "162,000"] * 20, "a": y})
+        FedForestRegressor(**kw).fit(Xp, y)
+    assert sorted(model.categories_) == [1, 2, 3]  # still categorical: the forest unchanged
+    # Declared categorical (or plain digits, "code"), nothing to say.
+    declared = FedForestRegressor(**kw, categorical_features=["dec", "padded"]).fit(frame, y)
+    assert_same_forest(declared, model)
+    with pytest.warns(UserWarning, match=r"^Client 'a': column\(s\) \['dec', 'padded'\]"):
+        Client(frame, y, "a")
 
 
 # ------------------------------------------------------------------ files (Flower, the CLI)
