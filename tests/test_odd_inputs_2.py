@@ -86,6 +86,54 @@ def test_warm_start_with_y_of_other_outputs_is_refused_before_any_tree(
     assert len(two.estimators_) == 5
 
 
+# ------------------------------------------------------------------ y's columns at each client
+class Recording(Client):
+    """A real client keeping its handshake replies (what the server receives)."""
+
+    def __init__(self, *args: Any, tamper: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tamper, self.sent = tamper, []
+
+    def handle(self, msg: Any) -> Any:
+        reply = super().handle(msg)
+        if msg.kind == "handshake":
+            if self.tamper is not None:
+                reply.header["target_names"] = self.tamper
+            self.sent.append(dict(reply.header))
+        return reply
+
+
+@pytest.mark.parametrize("privacy", PRIVACY)
+def test_clients_y_columns_in_another_order_are_refused(privacy: str) -> None:
+    # Before: the outputs were summed by position, so client b's "t2" was added to client
+    # a's "t1": a forest fitted, silently mixing the two targets.
+    X, y = _data()
+    Y = pd.DataFrame({"t1": y, "t2": X[:, 2]})
+    a = Recording(X[:60], Y[:60], "a")
+    b = Recording(X[60:], Y[60:][["t2", "t1"]], "b")
+    with pytest.raises(ValueError, match=r"Client 'b''s y has the columns \['t2', 't1'\] but"):
+        FedForestRegressor(**_kw(privacy)).fit_federated([a, b])
+    # What travels: the names (as a DataFrame's feature names do), no value of y.
+    assert a.sent[0]["target_names"] == ["t1", "t2"] and b.sent[0]["target_names"] == ["t2", "t1"]
+    # The same order: the forest of the same rows given as arrays.
+    named = FedForestRegressor(**_kw(privacy)).fit_federated(_clients(X, Y))
+    arrays = FedForestRegressor(**_kw(privacy)).fit_federated(_clients(X, Y.to_numpy()))
+    assert_same_forest(named, arrays)
+    # Columns without string names, or a name twice, are taken by position, as arrays.
+    for columns in ([0, 1], ["t", "t"]):
+        clients = _clients(X, Y.set_axis(columns, axis=1))
+        assert all(c.target_names is None for c in clients)
+
+
+@pytest.mark.parametrize("tamper", [["t1"], ["t1", "t1"], "t1,t2", [1, 2]])
+def test_a_bad_target_names_field_is_an_invalid_reply(tamper: Any) -> None:
+    X, y = _data()
+    Y = pd.DataFrame({"t1": y, "t2": X[:, 2]})
+    clients = [Client(X[:60], Y[:60], "a"), Recording(X[60:], Y[60:], "b", tamper=tamper)]
+    with pytest.raises(ValueError, match=r"Client 'b'.*'target_names'.*2 distinct strings"):
+        FedForestRegressor(**_kw("secure")).fit_federated(clients)
+
+
 # ------------------------------------------------------------------ label dtypes
 DATES = np.array(["2020-01-01", "2021-06-30"], dtype="datetime64[ns]")
 

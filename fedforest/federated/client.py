@@ -45,6 +45,7 @@ from .client_targets import (
     label_header,
     poisson_column,
     sample_weights,
+    target_names,
     targets,
 )
 from .criteria import weighted_gain
@@ -168,6 +169,7 @@ class Client:
         self.Xt[:-1] = self.X.T
         self.Xt[-1] = -1.0
         self.y_raw = targets(y, self.X.shape[0], self.name)
+        self.target_names = target_names(y, self.y_raw)  # multi-output y's columns, or None
         self.sample_weight = sample_weights(sample_weight, self.X.shape[0], self.name)
         self._codes: tuple[NDArray[np.uint8], NDArray[np.float64], NDArray[np.float64]] | None = (
             None
@@ -281,6 +283,8 @@ class Client:
             header["missing_features"] = np.flatnonzero(missing).tolist()
         if self.sample_weight is not None:  # its rows weigh other than 1 (values stay here)
             header["weighted"] = True
+        if self.target_names is not None:  # the server checks every client's outputs' order
+            header["target_names"] = self.target_names
         arrays: dict[str, NDArray[Any]] = {}
         self._secure = None
         if msg.header.get("privacy") in ("secure", "dp"):

@@ -35,6 +35,7 @@ __all__ = [
     "poisson_column",
     "proposal_target",
     "sample_weights",
+    "target_names",
     "targets",
     "unnamed_label",
 ]
@@ -66,6 +67,20 @@ def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
     if y.ndim == 2 and y.shape[1] == 0:
         raise ValueError(f"Client {name!r}: y has no columns.")
     return y
+
+
+def target_names(y: Any, y_raw: NDArray[Any]) -> list[str] | None:
+    """A multi-output ``y``'s column names when it is a DataFrame with string names.
+
+    The handshake carries them (names, as a DataFrame's feature names travel): every
+    client's outputs are summed by position, so a client whose y DataFrame had the same
+    columns in another order mixed the outputs, silently.
+    """
+    columns = getattr(y, "columns", None)
+    if y_raw.ndim != 2 or columns is None or not all(isinstance(c, str) for c in columns):
+        return None
+    names = [str(c) for c in columns]
+    return names if len(set(names)) == len(names) else None  # repeated: taken by position
 
 
 def as_scikit_learn_reads(y: ArrayLike) -> NDArray[Any]:

@@ -197,7 +197,11 @@ def _classes(
 
 
 def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig) -> int:
-    """The targets per row (multi-output y), the same at every client."""
+    """The targets per row (multi-output y), the same at every client, in the same order.
+
+    A client whose y is a DataFrame names its columns (``target_names``): the outputs are
+    summed by position, so two clients' y of the same columns in another order mixed them.
+    """
     first_name, first = replies[0]
     k = int(first.header.get("n_outputs", 1))
     for name, rep in replies[1:]:
@@ -205,6 +209,28 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig) -> int:
             raise ValueError(
                 f"Client {name!r} has {rep.header.get('n_outputs', 1)} target columns but "
                 f"client {first_name!r} has {k}; every client's y has the same outputs."
+            )
+    named = []  # a multi-output y DataFrame's column names (checked here, as received)
+    for name, rep in replies:
+        outputs = rep.header.get("target_names")
+        if outputs is None:
+            continue
+        if not (
+            isinstance(outputs, list)
+            and k > 1
+            and len(outputs) == k
+            and all(isinstance(c, str) for c in outputs)
+            and len(set(outputs)) == k
+        ):
+            field = "header field 'target_names'"
+            raise InvalidReply(name, HANDSHAKE, field, f"is not {k} distinct strings")
+        named.append((name, outputs))
+    for name, outputs in named[1:]:
+        if outputs != named[0][1]:
+            raise ValueError(
+                f"Client {name!r}'s y has the columns {outputs} but client {named[0][0]!r}'s "
+                f"{named[0][1]}; the trees' outputs are by position: give every client's y "
+                "the same columns in the same order."
             )
     return k
 
