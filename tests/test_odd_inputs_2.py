@@ -10,6 +10,7 @@ its name (or, for a missing target, as "Mix of label input types").
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -21,10 +22,12 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 
-from fedforest import Client, FedForestClassifier, FedForestRegressor
+from fedforest import Client, FedForestClassifier, FedForestRegressor, LocalFederation
 from fedforest.datasets.files import read_client_data
 from fedforest.federated.client_errors import error_text
 from fedforest.tree.arrays import Tree
+from tests.test_privacy import RecordingFederation
+from tests.test_privacy_errors import quoted_values
 
 PRIVACY = ["secure", "none"]
 
@@ -87,19 +90,17 @@ def test_warm_start_with_y_of_other_outputs_is_refused_before_any_tree(
 
 
 # ------------------------------------------------------------------ y's columns at each client
-class Recording(Client):
-    """A real client keeping its handshake replies (what the server receives)."""
+class Tampering(Client):
+    """A real client whose handshake reply's ``target_names`` is replaced (a hostile one)."""
 
-    def __init__(self, *args: Any, tamper: Any = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, tamper: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.tamper, self.sent = tamper, []
+        self.tamper = tamper
 
     def handle(self, msg: Any) -> Any:
         reply = super().handle(msg)
         if msg.kind == "handshake":
-            if self.tamper is not None:
-                reply.header["target_names"] = self.tamper
-            self.sent.append(dict(reply.header))
+            reply.header["target_names"] = self.tamper
         return reply
 
 
@@ -109,12 +110,15 @@ def test_clients_y_columns_in_another_order_are_refused(privacy: str) -> None:
     # a's "t1": a forest fitted, silently mixing the two targets.
     X, y = _data()
     Y = pd.DataFrame({"t1": y, "t2": X[:, 2]})
-    a = Recording(X[:60], Y[:60], "a")
-    b = Recording(X[60:], Y[60:][["t2", "t1"]], "b")
+    clients = [Client(X[:60], Y[:60], "a"), Client(X[60:], Y[60:][["t2", "t1"]], "b")]
+    server = RecordingFederation(LocalFederation(clients))
     with pytest.raises(ValueError, match=r"Client 'b''s y has the columns \['t2', 't1'\] but"):
-        FedForestRegressor(**_kw(privacy)).fit_federated([a, b])
-    # What travels: the names (as a DataFrame's feature names do), no value of y.
-    assert a.sent[0]["target_names"] == ["t1", "t2"] and b.sent[0]["target_names"] == ["t2", "t1"]
+        FedForestRegressor(**_kw(privacy)).fit_federated(server)
+    # What the recording server got: the names (as a DataFrame's feature names), no value.
+    headers = {name: reply.header for name, reply in server.rounds[0][1].items()}
+    assert headers["a"]["target_names"] == ["t1", "t2"]
+    assert headers["b"]["target_names"] == ["t2", "t1"]
+    assert quoted_values(json.dumps(headers), np.c_[X, Y]) == []
     # The same order: the forest of the same rows given as arrays.
     named = FedForestRegressor(**_kw(privacy)).fit_federated(_clients(X, Y))
     arrays = FedForestRegressor(**_kw(privacy)).fit_federated(_clients(X, Y.to_numpy()))
@@ -129,7 +133,7 @@ def test_clients_y_columns_in_another_order_are_refused(privacy: str) -> None:
 def test_a_bad_target_names_field_is_an_invalid_reply(tamper: Any) -> None:
     X, y = _data()
     Y = pd.DataFrame({"t1": y, "t2": X[:, 2]})
-    clients = [Client(X[:60], Y[:60], "a"), Recording(X[60:], Y[60:], "b", tamper=tamper)]
+    clients = [Client(X[:60], Y[:60], "a"), Tampering(X[60:], Y[60:], "b", tamper=tamper)]
     with pytest.raises(ValueError, match=r"Client 'b'.*'target_names'.*2 distinct strings"):
         FedForestRegressor(**_kw("secure")).fit_federated(clients)
 
