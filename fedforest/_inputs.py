@@ -535,17 +535,23 @@ def check_warm_classes(warm: dict[str, Any] | None, labels: Any) -> None:
 
 
 def warm_schema(warm: dict[str, Any], est: Any) -> tuple[Any, ...]:
-    """The earlier trees' columns, as the handshake checks them (``GrowerConfig.warm_schema``).
+    """The earlier trees' columns and outputs, as the handshake checks them (``warm_schema``).
 
     ``fit`` hands its clients arrays, so the names of the new X (``est.feature_names_in_``,
     just set by ``validate_data``; none under ``fit_federated``) are checked here.
     """
     names = warm.get("feature_names_in_")
     cats = warm.get("categories_", {})
+    if est._task == "classification":
+        n_classes = warm.get("n_classes_", 0)
+        n_outputs = len(n_classes) if isinstance(n_classes, list) else 1
+    else:
+        n_outputs = int(warm["trees_"][0].value.shape[1])
     schema = (
         int(warm["n_features_in_"]),
         None if names is None else tuple(str(n) for n in names),
         tuple((str(j), tuple(cats[j])) for j in sorted(cats)),
+        n_outputs,
     )
     now = getattr(est, "feature_names_in_", None)
     if now is not None:

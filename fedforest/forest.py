@@ -285,7 +285,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
             check_targets(X, y, self._task)
             features = declared_features(self.categorical_features, self.categories)
-            cat_cols = categorical_columns(X, features, n_columns(X))
+            cat_cols = categorical_columns(X, features, n_columns(X), "X")
             undeclared = self.privacy == "dp" and self.categories is None and cat_cols
             self._fit_categories = pooled_domains(X, cat_cols) if undeclared else None
             X_check = with_codes(X, cat_cols, None)

@@ -497,7 +497,7 @@ def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tm
     ("case", "message"),
     [
         ("text target", "target column 'ward' is not numeric (str); for class labels use --task"),
-        ("nan target", "Client 's1': y contains NaN"),
+        ("nan target", "w1.csv': target column 'y' is missing in some rows"),
         ("same name twice", "the client name 's0' is given twice"),
         ("dp without epsilon", 'privacy="dp" needs a privacy budget'),
         ("epsilon without dp", 'used only under privacy="dp"'),

@@ -129,7 +129,8 @@ def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Se
     Raises
     ------
     ValueError
-        If the file is missing, cannot be parsed, has no rows or has no column ``target``.
+        If the file is missing, cannot be parsed, has no rows or has no column ``target``,
+        or a row has no target (pandas reads an empty cell, NA or N/A as missing).
     """
     frame = read_table(path)
     if len(frame) == 0:
@@ -139,4 +140,11 @@ def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Se
             f"{str(path)!r} has no target column {target!r}; its columns are "
             f"{[str(c) for c in frame.columns]}.{separator_hint(frame)}"
         )
-    return frame.drop(columns=[target]), frame[target]
+    y = frame[target]
+    if y.isna().any():  # refused by both tasks; here the file is known (no row, no count:
+        # a SuperNode's text reaches the server)
+        raise ValueError(
+            f"{str(path)!r}: target column {target!r} is missing in some rows (an empty "
+            "cell, NaN, NA, N/A, ...); every row needs a target: drop those rows."
+        )
+    return frame.drop(columns=[target]), y

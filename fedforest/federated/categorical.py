@@ -14,6 +14,7 @@ column that had none in training has no code (-1) and follows the marginal rule.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -167,13 +168,18 @@ def named_columns(
 
 
 def categorical_columns(
-    X: ArrayLike, categorical_features: Sequence[Any] | None, n_features: int
+    X: ArrayLike,
+    categorical_features: Sequence[Any] | None,
+    n_features: int,
+    who: str | None = None,
 ) -> list[int]:
     """Indices of the categorical columns: pandas ``category`` and text columns, plus those named.
 
     Text columns (pandas' ``str`` dtype, as ``read_csv`` gives them under pandas 3, or
     object columns holding strings) are categorical: a CSV's text column needs no
-    declaration.
+    declaration. With ``who`` (``fit``'s X, a client), a text column not named in
+    ``categorical_features`` whose values read as numbers once spaces around them are
+    dropped and a comma made a point (``" 3 "``, ``"1,5"``, ``"265,000"``) warns, naming it.
 
     Raises
     ------
@@ -182,21 +188,24 @@ def categorical_columns(
     """
     cols: set[int] = set()
     names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else None
+    text: set[int] = set()
     if isinstance(X, pd.DataFrame):
-        cols |= {
+        text = {
             j
             for j, t in enumerate(X.dtypes)
-            if isinstance(t, pd.CategoricalDtype) or _is_text(X.iloc[:, j])
+            if not isinstance(t, pd.CategoricalDtype) and _is_text(X.iloc[:, j])
         }
+        cols |= text | {j for j, t in enumerate(X.dtypes) if isinstance(t, pd.CategoricalDtype)}
     features = given_entries(categorical_features)
     if is_mask(features) and len(features) != n_features:
         raise ValueError(
             f"categorical_features is a boolean mask of {len(features)} entries, but X "
             f"has {n_features} columns; give one entry per column."
         )
+    declared: set[int] = set()
     for f, j in named_columns(features, n_features, names):
         if j is not None:
-            cols.add(j)
+            declared.add(j)
         elif isinstance(f, int) and not isinstance(f, bool):
             raise ValueError(
                 f"categorical_features names column {f}, but X has {n_features} columns."
@@ -206,7 +215,44 @@ def categorical_columns(
                 f"categorical_features names {f!r}, which is not a column of X "
                 f"(columns: {names if names is not None else list(range(n_features))})."
             )
-    return sorted(cols)
+    if who is not None and names is not None:
+        _warn_number_text(X, sorted(text - declared), names, who)
+    return sorted(cols | declared)
+
+
+def _warn_number_text(X: Any, columns: list[int], names: list[str], who: str) -> None:
+    """Warn of text columns whose values are numbers written with spaces or a comma.
+
+    scikit-learn reads ``" 3 "`` as 3 and refuses ``"1,5"`` or ``"265,000"`` (the shipped
+    heart-failure CSV's platelets, which its loader reads with ``thousands=","``); fedforest
+    takes any text
+    column as categorical, one level per distinct text, so such a column of measurements
+    splits as categories, or under ``"secure"`` loses its rare levels to missing (the
+    warning then blamed the levels). Text of plain numbers (``"3"``, codes made text on
+    purpose) does not warn. The message names the columns, never a value.
+    """
+    found = []
+    for j in columns:
+        values = pd.Series(pd.unique(X.iloc[:, j].dropna())).astype(str)
+        if values.empty:
+            continue
+        stripped = values.str.strip()
+        if not (stripped.str.contains(",", regex=False) | (values != stripped)).any():
+            continue  # plain text or plain numbers
+        if pd.to_numeric(stripped.str.replace(",", ".", regex=False), "coerce").notna().all():
+            found.append(names[j])
+    if found:
+        warnings.warn(
+            f"{who}: column(s) {found} hold text whose values read as numbers once the spaces "
+            "around them are dropped and a comma read (a decimal comma, or a thousands "
+            "separator): fedforest takes a text column as categorical (a level per distinct "
+            "text), where scikit-learn reads numbers (and refuses a comma). To split them as "
+            "numbers, convert them (a CSV: pd.read_csv(path, decimal=',') or thousands=',', "
+            "skipinitialspace=True; a column: pd.to_numeric); to keep them categorical, name "
+            "them in categorical_features.",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def encode(raw: NDArray[Any], categories: list[Any]) -> NDArray[np.float64]:
@@ -259,7 +305,7 @@ def read_features(
         if X.ndim != 2:
             raise ValueError(f"{who}: X must be 2-D, got shape {X.shape}.")
         n_features = X.shape[1]
-    cat = categorical_columns(X, categorical_features, n_features)
+    cat = categorical_columns(X, categorical_features, n_features, who)
     raw: dict[int, NDArray[Any]] = {}
     columns = []
     for j in range(n_features):

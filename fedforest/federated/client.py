@@ -37,7 +37,7 @@ from .client_sketch import distinct_values, fine_codes
 from .client_targets import (
     by_output,
     check_labels,
-    check_target_magnitude,
+    check_regression_targets,
     class_codes,
     class_row_weights,
     correct_rows,
@@ -45,6 +45,7 @@ from .client_targets import (
     label_header,
     poisson_column,
     sample_weights,
+    target_names,
     targets,
 )
 from .criteria import weighted_gain
@@ -168,6 +169,7 @@ class Client:
         self.Xt[:-1] = self.X.T
         self.Xt[-1] = -1.0
         self.y_raw = targets(y, self.X.shape[0], self.name)
+        self.target_names = target_names(y, self.y_raw)  # multi-output y's columns, or None
         self.sample_weight = sample_weights(sample_weight, self.X.shape[0], self.name)
         self._codes: tuple[NDArray[np.uint8], NDArray[np.float64], NDArray[np.float64]] | None = (
             None
@@ -281,6 +283,8 @@ class Client:
             header["missing_features"] = np.flatnonzero(missing).tolist()
         if self.sample_weight is not None:  # its rows weigh other than 1 (values stay here)
             header["weighted"] = True
+        if self.target_names is not None:  # the server checks every client's outputs' order
+            header["target_names"] = self.target_names
         arrays: dict[str, NDArray[Any]] = {}
         self._secure = None
         if msg.header.get("privacy") in ("secure", "dp"):
@@ -317,17 +321,7 @@ class Client:
                 rule = int(msg.header.get("min_level_rows", 1)) if privacy == "secure" else 1
                 header.update(label_header(self.y_raw, privacy == "none", rule))
         else:
-            try:
-                y = self.y_raw.astype(np.float64)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"Client {self.name!r}: regression targets must be numeric, got y of "
-                    f"dtype {self.y_raw.dtype}; class labels need a classifier "
-                    "(FedForestClassifier, or task='classification')."
-                ) from exc
-            if not np.all(np.isfinite(y)):
-                raise ValueError(f"Client {self.name!r}: y contains NaN or infinity.")
-            check_target_magnitude(y, self.name)
+            check_regression_targets(self.y_raw, self.name)
         return Message(HANDSHAKE, header, arrays)
 
     # ------------------------------------------------------------------ set-up

@@ -20,8 +20,11 @@ from .label_dtypes import label_dtype
 
 __all__ = [
     "MAX_TARGET",
+    "as_scikit_learn_reads",
     "by_output",
+    "check_label_kind",
     "check_labels",
+    "check_regression_targets",
     "check_target_magnitude",
     "class_codes",
     "class_row_weights",
@@ -32,6 +35,7 @@ __all__ = [
     "poisson_column",
     "proposal_target",
     "sample_weights",
+    "target_names",
     "targets",
     "unnamed_label",
 ]
@@ -43,7 +47,7 @@ def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
     A single column ``(n, 1)`` is one output, as a 1-D array, with scikit-learn's
     ``DataConversionWarning`` (its estimators warn so for a column-vector y).
     """
-    y = _as_scikit_learn_reads(y)
+    y = as_scikit_learn_reads(y)
     if y.ndim == 2 and y.shape[1] == 1:
         # scikit-learn only here: a ClientApp's client reads a 1-D target and never loads it.
         from sklearn.exceptions import DataConversionWarning
@@ -65,7 +69,21 @@ def targets(y: ArrayLike, n: int, name: str) -> NDArray[Any]:
     return y
 
 
-def _as_scikit_learn_reads(y: ArrayLike) -> NDArray[Any]:
+def target_names(y: Any, y_raw: NDArray[Any]) -> list[str] | None:
+    """A multi-output ``y``'s column names when it is a DataFrame with string names.
+
+    The handshake carries them (names, as a DataFrame's feature names travel): every
+    client's outputs are summed by position, so a client whose y DataFrame had the same
+    columns in another order mixed the outputs, silently.
+    """
+    columns = getattr(y, "columns", None)
+    if y_raw.ndim != 2 or columns is None or not all(isinstance(c, str) for c in columns):
+        return None
+    names = [str(c) for c in columns]
+    return names if len(set(names)) == len(names) else None  # repeated: taken by position
+
+
+def as_scikit_learn_reads(y: ArrayLike) -> NDArray[Any]:
     """``y`` as an array, pandas' nullable columns read as scikit-learn reads them.
 
     A Series or DataFrame holding an ``Int*``, ``UInt*``, ``boolean`` or ``Float*`` column
@@ -90,6 +108,27 @@ def _as_scikit_learn_reads(y: ArrayLike) -> NDArray[Any]:
 #: The largest regression target (in absolute value): the splits come from sums of squared
 #: targets (times weights, over rows and clients), which overflow float64 near 1e154.
 MAX_TARGET = 1e100
+
+
+def check_regression_targets(y_raw: NDArray[Any], name: str) -> None:
+    """A regressor's targets at the client: numbers, finite, not too large (naming it).
+
+    Complex targets are refused as scikit-learn refuses them (NumPy's cast dropped the
+    imaginary part, with a warning only).
+    """
+    if y_raw.dtype.kind == "c":
+        raise ValueError(f"Client {name!r}: Complex data not supported in y.")
+    try:
+        y = y_raw.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"Client {name!r}: regression targets must be numeric, got y of "
+            f"dtype {y_raw.dtype}; class labels need a classifier "
+            "(FedForestClassifier, or task='classification')."
+        ) from exc
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"Client {name!r}: y contains NaN or infinity.")
+    check_target_magnitude(y, name)
 
 
 def check_target_magnitude(y: NDArray[np.float64], name: str) -> None:
@@ -129,8 +168,12 @@ def check_labels(y: NDArray[Any], name: str) -> None:
 
     As ``check_classification_targets`` in ``fit``, in NumPy alone (a Flower ClientApp
     imports no scikit-learn): NaN or infinity, non-integral floats ("continuous") and a mix
-    of text and other values (None included) are refused, naming the client.
+    of text and other values (None included) are refused, naming the client. So are
+    labels of other dtypes (datetimes, durations, bytes; complex numbers, as scikit-learn
+    refuses them): the handshake carries strings, numbers and bools (a datetime label
+    reached the server, which refused the client's reply as invalid, blaming the client).
     """
+    check_label_kind(y, name)
     columns = [y] if y.ndim == 1 else [y[:, o] for o in range(y.shape[1])]
     for column in columns:
         values = column
@@ -158,6 +201,17 @@ def check_labels(y: NDArray[Any], name: str) -> None:
                     "fit a classifier, which expects discrete classes on a regression target "
                     "with continuous values."
                 )
+
+
+def check_label_kind(y: NDArray[Any], name: str) -> None:
+    """Refuse a ``y`` whose dtype is not text, numbers or bools (``check_labels``)."""
+    if y.dtype.kind == "c":
+        raise ValueError(f"Client {name!r}: Complex data not supported in y.")
+    if y.dtype.kind not in "biufUO":
+        raise ValueError(
+            f"Client {name!r}: y has dtype {y.dtype}; a class label under fit_federated is a "
+            "string, a number or a bool (convert y, e.g. y.astype(str))."
+        )
 
 
 def label_header(y: NDArray[Any], counts: bool, min_rows: int = 1) -> dict[str, Any]:

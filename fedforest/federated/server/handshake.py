@@ -56,8 +56,8 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
                 )
     d = first.header["n_features"]
     categories = unify_categories(replies, names, cfg)
-    check_warm_schema(cfg.warm_schema, d, names, categories)
     n_outputs = _n_outputs(replies, cfg)
+    check_warm_schema(cfg.warm_schema, d, names, categories, n_outputs)
     classes: list[Any] | None = None
     class_counts: Any = None  # an array, or one per output
     if cfg.task == "classification":
@@ -108,18 +108,30 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
 
 
 def check_warm_schema(
-    warm: Any, d: int, names: list[str] | None, categories: dict[str, list[Any]] | None
+    warm: Any,
+    d: int,
+    names: list[str] | None,
+    categories: dict[str, list[Any]] | None,
+    n_outputs: int | None = None,
 ) -> None:
     """Under ``warm_start``, the clients' columns must be the earlier trees' columns.
 
     The trees hold column positions and category codes (positions in the sorted category
     lists): other columns, the same in another order, or a category level more or less
     gave the earlier trees other features or categories, silently (fewer columns under
-    "secure" crashed in the guides). ``categories`` None: the names only (``fit``).
+    "secure" crashed in the guides). ``categories`` None: the names only (``fit``). The
+    targets per row too (``n_outputs``, from the handshake): a y of another number of
+    columns grew a forest, then failed in NumPy's concatenation of the trees' values.
     """
     if warm is None:
         return
-    n_old, names_old, cats_old = warm
+    n_old, names_old, cats_old, outputs_old = warm
+    if n_outputs is not None and n_outputs != outputs_old:
+        raise ValueError(
+            f"warm_start adds trees to a forest fitted on y of {outputs_old} output(s), but "
+            f"the clients' y has {n_outputs}; give y the first fit's columns, or set "
+            "warm_start=False to fit a new forest."
+        )
     cats = cats_old if categories is None else tuple((j, tuple(v)) for j, v in categories.items())
     found = []
     if d != n_old or (names is not None and names_old is not None and tuple(names) != names_old):
@@ -185,7 +197,11 @@ def _classes(
 
 
 def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig) -> int:
-    """The targets per row (multi-output y), the same at every client."""
+    """The targets per row (multi-output y), the same at every client, in the same order.
+
+    A client whose y is a DataFrame names its columns (``target_names``): the outputs are
+    summed by position, so two clients' y of the same columns in another order mixed them.
+    """
     first_name, first = replies[0]
     k = int(first.header.get("n_outputs", 1))
     for name, rep in replies[1:]:
@@ -193,6 +209,28 @@ def _n_outputs(replies: list[tuple[str, Message]], cfg: GrowerConfig) -> int:
             raise ValueError(
                 f"Client {name!r} has {rep.header.get('n_outputs', 1)} target columns but "
                 f"client {first_name!r} has {k}; every client's y has the same outputs."
+            )
+    named = []  # a multi-output y DataFrame's column names (checked here, as received)
+    for name, rep in replies:
+        outputs = rep.header.get("target_names")
+        if outputs is None:
+            continue
+        if not (
+            isinstance(outputs, list)
+            and k > 1
+            and len(outputs) == k
+            and all(isinstance(c, str) for c in outputs)
+            and len(set(outputs)) == k
+        ):
+            field = "header field 'target_names'"
+            raise InvalidReply(name, HANDSHAKE, field, f"is not {k} distinct strings")
+        named.append((name, outputs))
+    for name, outputs in named[1:]:
+        if outputs != named[0][1]:
+            raise ValueError(
+                f"Client {name!r}'s y has the columns {outputs} but client {named[0][0]!r}'s "
+                f"{named[0][1]}; the trees' outputs are by position: give every client's y "
+                "the same columns in the same order."
             )
     return k
 

@@ -20,6 +20,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..._inputs import _declared_classes, codes_into
+from ...federated.client_targets import as_scikit_learn_reads
 from ._collections import PARTITIONS_AS, is_dask_collection, row_blocks
 from .federation import DaskFederation
 
@@ -117,13 +118,17 @@ def _label_codes(y: Any, declared: Any = None) -> tuple[Any, NDArray[Any]]:
 
 
 def _distinct(part: Any) -> NDArray[Any]:
-    """One partition's distinct labels (run where it lives)."""
-    return np.unique(np.asarray(part))
+    """One partition's distinct labels (run where it lives).
+
+    pandas' nullable labels (``Int64``, ``boolean``) are floats, as ``fit`` on the rows in
+    memory and scikit-learn read them (``classes_`` was ``[0, 1]`` or ``[False, True]``).
+    """
+    return np.unique(as_scikit_learn_reads(part))
 
 
 def _encode(part: Any, classes: NDArray[Any]) -> Any:
     """One partition's labels as codes (run where it lives)."""
-    codes = np.searchsorted(classes, np.asarray(part)).astype(np.int64)
+    codes = np.searchsorted(classes, as_scikit_learn_reads(part)).astype(np.int64)
     return pd.Series(codes, index=part.index, name=part.name) if hasattr(part, "index") else codes
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ...datasets.files import read_client_data
 from ...federated.client import Client
+from ...federated.client_errors import is_refusal
 
 __all__ = ["client_from_node_config", "read_client_data"]
 
@@ -35,4 +36,11 @@ def client_from_node_config(node_config: Mapping[str, Any]) -> Client:
         raise ValueError(f"data-path {str(path)!r} is not a file; give each SuperNode its own.")
     X, y = read_client_data(path, str(node_config["target"]))
     # The Series, read as fit reads it (Client): a nullable Int64 target gives floats.
-    return Client(X, y, name=str(node_config.get("name", path.stem)))
+    try:
+        return Client(X, y, name=str(node_config.get("name", path.stem)))
+    except (ValueError, TypeError) as exc:
+        if not is_refusal(exc):  # a library's text may quote a value: sent as its type only
+            raise
+        # fedforest's refusal names the client and the column; the file too, as the
+        # reader's own refusals do (a SuperNode's operator looks for the file).
+        raise type(exc)(f"{str(path)!r}: {exc}") from exc
