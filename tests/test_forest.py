@@ -46,7 +46,7 @@ def expected_failed_checks(estimator: Any) -> dict[str, str]:
     [
         FedForestRegressor(n_estimators=10, random_state=0),
         FedForestClassifier(n_estimators=10, random_state=0),
-        # privacy="none": their tags add the multi-output checks.
+        # privacy="none": the paper's protocol (poor_score off, no minimum-rows floor).
         FedForestRegressor(n_estimators=10, random_state=0, privacy="none"),
         FedForestClassifier(n_estimators=10, random_state=0, privacy="none"),
     ],
