@@ -8,9 +8,9 @@ import pytest
 from fedforest import FedForestClassifier, FedForestRegressor
 from fedforest.federated.privacy.intervals import interval_checks
 from fedforest.federated.server import secure_grids
+from fedforest.federated.server.secure_ancestors import _merge_segments
 from fedforest.federated.server.secure_grids import (
     PairSegments,
-    _merge_segments,
     ancestors_kept,
     ancestors_releases_numpy,
     gather_rows,

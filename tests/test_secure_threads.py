@@ -10,7 +10,7 @@ import pytest
 from fedforest import FedForestClassifier, FedForestRegressor
 from fedforest.federated import threads
 from fedforest.federated.privacy import intervals, secagg
-from fedforest.federated.server import guides, secure_grids
+from fedforest.federated.server import guides, secure_ancestors, secure_grids
 
 
 @pytest.mark.parametrize("n_parts", [1, 2, 3, 7])
@@ -59,7 +59,8 @@ def test_secure_fits_with_every_stage_in_threads_are_the_same_forests(
     want = _trees_and_predictions(Est(n_jobs=1, **kw).fit(X, y, client_ids=h), X)
     # Every stage split into ranges, whatever its size; count the ranges that ran.
     monkeypatch.setattr(intervals, "PARALLEL_CANDIDATES", 0)
-    monkeypatch.setattr(secure_grids, "PARALLEL_EDGES", 0)
+    monkeypatch.setattr(secure_grids, "PARALLEL_EDGES", 0)  # the grids
+    monkeypatch.setattr(secure_ancestors, "PARALLEL_EDGES", 0)  # the ancestors' releases
     monkeypatch.setattr(secagg, "PARALLEL_WORDS", 0)
     monkeypatch.setattr(guides, "PARALLEL_GUIDED", 0)
     seen = {"safe": 0, "grids": 0, "merge": 0, "guided": 0, "kept": 0}
@@ -68,7 +69,7 @@ def test_secure_fits_with_every_stage_in_threads_are_the_same_forests(
         secure_grids.quantile_grids_at,
         secure_grids.merge_thresholds,
         guides.guided_candidates,
-        secure_grids.ancestors_kept,
+        secure_ancestors.ancestors_kept,
     )
 
     def count(name: str, kernel: Any) -> Any:
@@ -82,7 +83,7 @@ def test_secure_fits_with_every_stage_in_threads_are_the_same_forests(
     monkeypatch.setattr(secure_grids, "quantile_grids_at", count("grids", grids))
     monkeypatch.setattr(secure_grids, "merge_thresholds", count("merge", merge))
     monkeypatch.setattr(guides, "guided_candidates", count("guided", guided))
-    monkeypatch.setattr(secure_grids, "ancestors_kept", count("kept", kept))
+    monkeypatch.setattr(secure_ancestors, "ancestors_kept", count("kept", kept))
     got = _trees_and_predictions(Est(n_jobs=2, **kw).fit(X, y, client_ids=h), X)
     assert len(got) == len(want)
     for a, b in zip(got, want, strict=True):

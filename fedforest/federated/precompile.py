@@ -36,7 +36,15 @@ from ..tree.apply import predict_forest
 from . import client_kernels, client_route, client_sketch, grid_wire
 from .kernel_cache import is_cached
 from .privacy import grids, intervals, partitions, rules, secagg
-from .server import check_kernels, draws, fallback, guides, secure_grids, splitter
+from .server import (
+    check_kernels,
+    draws,
+    fallback,
+    guides,
+    secure_ancestors,
+    secure_segments,
+    splitter,
+)
 
 __all__ = [
     "HERE",
@@ -65,8 +73,8 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (secagg._encode, (_F, _F, _I64)),
     (secagg._encode_packed, (_F2, _F, types.uint64[:, ::1])),
     (check_kernels.cumulative_problem, (_F2, _I64, _F, _F2, _F)),
-    (secure_grids.gather_rows, (_F2, _I64, _I64, _I64, _F2)),
-    (secure_grids.ancestors_kept, (_F2, _I64_2, _I64_2, _F, _I, _I64, _F2)),
+    (secure_segments.gather_rows, (_F2, _I64, _I64, _I64, _F2)),
+    (secure_ancestors.ancestors_kept, (_F2, _I64_2, _I64_2, _F, _I, _I64, _F2)),
     (draws.floyd_draws, (types.uint64[::1], _I, _I, _I, _I, _I64_2)),
     (grids.quantile_grids_at, (_F, _I64, _F, _I64, _I64, _F, _F, _I64, _F, _I64, _F)),
     (grids.merge_thresholds, (_F, _I64, _B, _F, _I64, _F, _I64)),

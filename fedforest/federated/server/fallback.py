@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..privacy.intervals import safe_from_ancestors
-from .secure_grids import offsets, ranges
+from .secure_segments import offsets, ranges
 
 __all__ = ["spaced_thresholds", "spaced_thresholds_numpy", "with_ancestor_candidates"]
 
