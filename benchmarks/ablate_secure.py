@@ -68,7 +68,9 @@ from sklearn.ensemble import RandomForestRegressor
 
 import fedforest as ff
 import fedforest.federated.server.guides as guides_module
-import fedforest.federated.server.secure as secure
+import fedforest.federated.server.secure_round_a as secure_round_a
+import fedforest.federated.server.secure_round_b as secure_round_b
+import fedforest.federated.server.secure_setup as secure_setup
 from fedforest.datasets import make_paper_synthetic
 from fedforest.federated.server.guides import Guides
 
@@ -91,11 +93,11 @@ JITTER = {"sd": 0.0}  # --jitter: the oracle's thresholds moved per tree by N(0,
 ORACLE_LEVELS = [0, 1]  # --oracle-levels: the depths where oracle-levels uses the oracle
 #: Where each patched function is looked up when the server calls it.
 _HOME: dict[str, Any] = {
-    "safe_from_ancestors": secure,
-    "partition_filter": secure,
-    "secure_candidates": secure,
+    "safe_from_ancestors": secure_round_b,
+    "partition_filter": secure_round_b,
+    "secure_candidates": secure_round_b,
     "guided_candidates": guides_module,  # called by guides.guided_in_threads
-    "node_grids": secure,
+    "node_grids": secure_round_a,
 }
 _ORIGINAL = {name: getattr(home, name) for name, home in _HOME.items()}
 _TREES = 1024  # own-tree: each tree's features apart (fewer trees than this)
@@ -149,7 +151,7 @@ class OracleLevels(Guides):
 
 
 def _one_row_apart(name: str, at: int, rows: int = 1):  # type: ignore[no-untyped-def]
-    """``secure.<name>`` with its ``min_rows`` argument (position ``at``) set to ``rows``."""
+    """The server's ``<name>`` with its ``min_rows`` argument (position ``at``) set to ``rows``."""
     original = _ORIGINAL[name]
 
     def patched(*a):  # type: ignore[no-untyped-def]
@@ -176,10 +178,10 @@ def _patch(mode: str) -> None:
     for name, fn in _ORIGINAL.items():
         setattr(_HOME[name], name, fn)
     guides = {"no-guides": lambda d: None, "own-tree": OwnTree, "all-trees": AllTrees}
-    secure.Guides = Guides  # type: ignore[attr-defined]
+    secure_setup.Guides = Guides  # type: ignore[attr-defined]
     for part, cls in {**guides, "oracle": Oracle, "oracle-levels": OracleLevels}.items():
         if part in parts:
-            secure.Guides = cls  # type: ignore[attr-defined]
+            secure_setup.Guides = cls  # type: ignore[attr-defined]
     rules_off = bool({"no-across-levels", "no-rules"} & parts)
 
     def counted(*a):  # type: ignore[no-untyped-def]
@@ -188,14 +190,14 @@ def _patch(mode: str) -> None:
         COUNTS["kept"] += int(safe.sum())
         return np.ones_like(safe) if rules_off else safe
 
-    secure.safe_from_ancestors = counted
+    secure_round_b.safe_from_ancestors = counted
     if "no-rules" in parts:
-        secure.partition_filter = lambda *a: None
+        secure_round_b.partition_filter = lambda *a: None
     for part, rows in (("dense", 1), ("spaced10", 10)):
         if part in parts:
-            secure.secure_candidates = _one_row_apart("secure_candidates", 8, rows)
+            secure_round_b.secure_candidates = _one_row_apart("secure_candidates", 8, rows)
             guides_module.guided_candidates = _one_row_apart("guided_candidates", 8, rows)
-            secure.node_grids = _spaced_grids(rows)
+            secure_round_a.node_grids = _spaced_grids(rows)
 
 
 def _row(name: str, mse: list[float], ref: list[float], counts: str = "| |") -> None:

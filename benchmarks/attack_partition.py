@@ -53,12 +53,12 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["regression", "classification"])
     parser.add_argument("--off", choices=["all", "partition"], help="rules switched off")
     args = parser.parse_args()
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_round_b
 
     if args.off is not None:
-        secure.partition_filter = lambda *a, **k: None  # type: ignore[assignment]
+        secure_round_b.partition_filter = lambda *a, **k: None  # type: ignore[assignment]
     if args.off == "all":
-        secure.safe_from_ancestors = lambda cands, *a, **k: np.ones(cands.size, dtype=bool)  # type: ignore[assignment]
+        secure_round_b.safe_from_ancestors = lambda cands, *a, **k: np.ones(cands.size, dtype=bool)  # type: ignore[assignment]
     total = {"parent": 0.0, "further": 0.0, "partition": 0.0, "rows": 0.0}
     cases = hit = 0
     start = time.process_time()

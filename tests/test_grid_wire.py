@@ -20,7 +20,7 @@ from fedforest.federated.grid_wire import (
     sent_candidates,
 )
 from fedforest.federated.protocol import ROUND_A, ROUND_B, Message
-from fedforest.federated.server import secure
+from fedforest.federated.server import secure_round_a, secure_round_b
 from fedforest.transport.local import LocalFederation
 
 
@@ -177,7 +177,7 @@ def test_client_grids_equal_the_servers(monkeypatch, classifier) -> None:
     server_grids: list = []
     server_cands: list = []
     client_grids: list = []
-    node_grids, cand_arrays = secure.node_grids, secure.candidate_arrays
+    node_grids, cand_arrays = secure_round_a.node_grids, secure_round_b.candidate_arrays
 
     def grids(*args, **kwargs):
         out = node_grids(*args, **kwargs)
@@ -200,8 +200,8 @@ def test_client_grids_equal_the_servers(monkeypatch, classifier) -> None:
                 client_grids.append(c._secure.kept_grid(c._fit).copy())
         return replies
 
-    monkeypatch.setattr(secure, "node_grids", grids)
-    monkeypatch.setattr(secure, "candidate_arrays", cands)
+    monkeypatch.setattr(secure_round_a, "node_grids", grids)
+    monkeypatch.setattr(secure_round_b, "candidate_arrays", cands)
     monkeypatch.setattr(LocalFederation, "send_and_receive", send_and_receive)
     Est = FedForestClassifier if classifier else FedForestRegressor
     target = (y > np.median(y)).astype(int) if classifier else y

@@ -206,7 +206,7 @@ def test_earlier_trees_guides_close_most_of_the_homogeneous_gap(
     from sklearn.ensemble import RandomForestRegressor
 
     import fedforest as ff
-    import fedforest.federated.server.secure as secure
+    import fedforest.federated.server.secure_setup as secure_setup
     from fedforest.datasets import make_paper_synthetic
 
     kw = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3, n_jobs=2)
@@ -218,7 +218,7 @@ def test_earlier_trees_guides_close_most_of_the_homogeneous_gap(
         for name in ("none", "secure", "own tree"):
             with monkeypatch.context() as patch:
                 if name == "own tree":
-                    patch.setattr(secure, "Guides", _OwnTreeGuides)
+                    patch.setattr(secure_setup, "Guides", _OwnTreeGuides)
                 privacy = "none" if name == "none" else "secure"
                 m = ff.FedForestRegressor(random_state=seed, privacy=privacy, **kw)
                 m.fit(d.X_train, d.y_train, client_ids=d.h_train)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fedforest as ff
-import fedforest.federated.server.secure as server_secure
+import fedforest.federated.server.secure_round_a as secure_round_a
 from fedforest.federated.privacy.secagg import (
     MaskingKeys,
     add_in_order,
@@ -143,7 +143,7 @@ def test_packed_counts_grow_the_forest_of_unpacked_ones(monkeypatch, weights: bo
     words = 0 if weights else 1
     assert fed.hist_shapes and {s[1] for s in fed.hist_shapes} == {2 - words}
     assert fed.left_shapes and {s[1] for s in fed.left_shapes} == {4 - words}
-    monkeypatch.setattr(server_secure, "HALF_BITS", 0)  # no pooled rows fit: never packed
+    monkeypatch.setattr(secure_round_a, "HALF_BITS", 0)  # no pooled rows fit: never packed
     plain, fed = _fit(weights)
     assert {s[1] for s in fed.hist_shapes} == {2}
     assert {s[1] for s in fed.left_shapes} == {4}

@@ -539,10 +539,12 @@ def test_differencing_across_levels_isolates_no_row(monkeypatch: pytest.MonkeyPa
 
     assert attack() == 0.0
     # The attack finds rows when the rule is off (so this test can fail).
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_round_b
 
     monkeypatch.setattr(
-        secure, "safe_from_ancestors", lambda cands, *a, **k: np.ones(cands.size, dtype=bool)
+        secure_round_b,
+        "safe_from_ancestors",
+        lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
     )
     assert attack() > 0.005
 
@@ -807,9 +809,9 @@ def test_differencing_category_groups_across_levels_isolates_no_row(
 
     assert attack() == {"pairs": 0, "rows": 0.0}
     # The attack finds rows when the rule is off (so this test can fail).
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_round_b
 
-    monkeypatch.setattr(secure, "safe_groups", lambda groups, *a, **k: groups)
+    monkeypatch.setattr(secure_round_b, "safe_groups", lambda groups, *a, **k: groups)
     found = attack()
     assert found["pairs"] > 0 and found["rows"] > 0.001, found
 
@@ -848,12 +850,14 @@ def test_differencing_with_any_ancestor_isolates_no_row(
     found = _ancestor_attack("regression", n_rows, d, n_trees, seed)
     assert found == {"parent": 0, "further": 0, "partition": 0, "rows": 0.0}, found
     # The attack finds rows when the rule is off (so this test can fail).
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_round_b
 
     monkeypatch.setattr(
-        secure, "safe_from_ancestors", lambda cands, *a, **k: np.ones(cands.size, dtype=bool)
+        secure_round_b,
+        "safe_from_ancestors",
+        lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
     )
-    monkeypatch.setattr(secure, "partition_filter", lambda *a, **k: None)
+    monkeypatch.setattr(secure_round_b, "partition_filter", lambda *a, **k: None)
     found = _ancestor_attack("regression", n_rows, d, n_trees, seed)
     assert found["parent"] > 0 and found["further"] > 0 and found["rows"] > 0.001, found
 
@@ -891,8 +895,8 @@ def test_the_partition_attack_finds_partitions_without_the_partition_rule(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The partition rule alone off (its thresholds still join the grids): found again."""
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_round_b
 
-    monkeypatch.setattr(secure, "partition_filter", lambda *a, **k: None)
+    monkeypatch.setattr(secure_round_b, "partition_filter", lambda *a, **k: None)
     found = [_ancestor_attack(*case)["partition"] for case in ANCESTOR_CASES[:4]]
     assert sum(found) > 0, found

@@ -108,14 +108,15 @@ def test_a_drop_below_the_roots_recovers_no_small_sum(
     assert got["summary"] == got["interval"] == got["one_row"] == 0, got
     assert got["leaf_rows"] >= 10, got
     # Recovering the round as before: sums below m readable (so the test can fail).
-    from fedforest.federated.server import secure, secure_sums
+    from fedforest.federated.server import secure_round_a, secure_round_b, secure_sums
 
     def always(fed, ledger, msg, *args, **kw):  # the recovery as before this change
         peers = set(fed.client_names)
         sums = secure_sums.sums_unless_dropped(fed, ledger, msg, *args, **{**kw, "recover": True})
         return None if msg.kind == ROUND_B and set(fed.client_names) != peers else sums
 
-    monkeypatch.setattr(secure, "sums_unless_dropped", always)
+    monkeypatch.setattr(secure_round_a, "sums_unless_dropped", always)  # Round A
+    monkeypatch.setattr(secure_round_b, "sums_unless_dropped", always)  # Round B
     before = _attack(at)
     assert before["summary"] + before["interval"] > 0, before
     assert before["one_row"] > 0 or at == 9, before  # Round B: single rows' targets
@@ -213,7 +214,7 @@ def test_a_refit_with_a_drop_in_the_set_up_isolates_no_row(
     got = [_refit_pairs(seed) for seed in (0, 1)]
     assert all(g["isolated"] == 0 for g in got), got
     # The set-up recovered at the roots as before (the fit's digest kept): rows isolated.
-    from fedforest.federated.server import digest, secure, secure_sums
+    from fedforest.federated.server import digest, secure_round_a, secure_round_b, secure_sums
 
     def recovered(fed, ledger, msg, *args, **kw):  # the roots' set-up Round A recovered
         recover = kw.pop("recover", False) or "setup" in msg.header
@@ -222,7 +223,8 @@ def test_a_refit_with_a_drop_in_the_set_up_isolates_no_row(
     def kept(cfg, schema, fed, d, first_sum):  # the first clients' digest, drops or not
         return digest.settings_digest(cfg, schema["n_samples"], schema["draws"], d)
 
-    monkeypatch.setattr(secure, "sums_unless_dropped", recovered)
+    monkeypatch.setattr(secure_round_a, "sums_unless_dropped", recovered)  # Round A
+    monkeypatch.setattr(secure_round_b, "sums_unless_dropped", recovered)  # Round B
     monkeypatch.setattr(grower, "batch_digest", kept)
     before = [_refit_pairs(seed) for seed in (0, 1)]
     assert sum(g["isolated"] for g in before) > 0, before

@@ -482,13 +482,13 @@ def test_fits_at_other_floors_release_the_same_coarse_grid(
     released 1,090 distinct edges and 42 one-row intervals narrower than 1 % of a standard
     deviation (of 1,000 rows); now their union is the default fit's 100 edges.
     """
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_setup
 
     one = coarse_grid_exposure([10])
     many = coarse_grid_exposure(list(range(10, 41, 3)))
     assert many == one
     assert many["narrow"] == 0
-    monkeypatch.setattr(secure, "_coarse_rows", lambda m, dp: m)  # n / m edges again
+    monkeypatch.setattr(secure_setup, "_coarse_rows", lambda m, dp: m)  # n / m edges again
     before = coarse_grid_exposure(list(range(10, 41)))
     assert before["edges"] > 5 * one["edges"]
     assert before["narrow"] >= 20
@@ -503,12 +503,12 @@ def test_fits_at_warned_floors_release_the_same_coarse_grid(
     With ``n / min(m, 10)`` edges (red3's fix, monkeypatched back) each floor below 10
     placed a finer grid of its own, whose counts the default fit's difference.
     """
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_setup
 
     one = coarse_grid_exposure([10])
     low = coarse_grid_exposure([10, *range(1, 10)])
     assert low == one
-    monkeypatch.setattr(secure, "_coarse_rows", lambda m, dp: min(m, 10))
+    monkeypatch.setattr(secure_setup, "_coarse_rows", lambda m, dp: min(m, 10))
     before = coarse_grid_exposure([10, *range(2, 10)])
     assert before["edges"] > 5 * one["edges"]
     assert before["narrow"] > one["narrow"]

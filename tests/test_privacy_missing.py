@@ -63,10 +63,12 @@ def test_missing_values_isolate_no_row_across_levels(task, n_rows, d, n_trees, s
 def test_the_attack_finds_rows_with_missing_values_when_the_rules_are_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_round_b
 
     monkeypatch.setattr(
-        secure, "safe_from_ancestors", lambda cands, *a, **k: np.ones(cands.size, dtype=bool)
+        secure_round_b,
+        "safe_from_ancestors",
+        lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
     )
     got = _attack("regression", 100, 8, 10, 1)
     assert got["parent"] > 0 and got["rows"] > 0, got

@@ -29,7 +29,7 @@ from fedforest.federated import client_secure
 from fedforest.federated.client_secure import MOMENT_FRAC_BITS, oob_frac_bits
 from fedforest.federated.privacy.secagg import LOW_BITS, add_in_order, from_fixed
 from fedforest.federated.protocol import GRID, HANDSHAKE, OOB
-from fedforest.federated.server import secure
+from fedforest.federated.server import secure, secure_setup
 from tests.test_privacy import _data, _fit
 
 
@@ -133,7 +133,7 @@ def test_a_tiny_bootstrap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         ValueError, match="draws 1 rows in all .*fewer than min_aggregate_rows = 10"
     ):
         _tiny_bootstrap_fit("secure")
-    monkeypatch.setattr(secure, "refuse_small_bootstraps", lambda *a: None)
+    monkeypatch.setattr(secure_setup, "refuse_small_bootstraps", lambda *a: None)
     model, y = _tiny_bootstrap_fit("secure")
     assert targets_in_leaves(model, y) > 0.1  # a row per tree, some drawn twice
     model, y = _tiny_bootstrap_fit("none")

@@ -72,10 +72,10 @@ def test_a_column_known_in_few_rows_releases_no_moments(
     kinds = [next(iter(q.values())).header.get("stage") for q, _ in fed.rounds]
     assert "known" in kinds  # the count came first, masked
     # Without the count round the moments give the values back (so the test can fail).
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_setup
 
     monkeypatch.setattr(
-        secure, "known_enough", lambda fed, ledger, cfg, schema, numeric, *a: numeric >= 0
+        secure_setup, "known_enough", lambda fed, ledger, cfg, schema, numeric, *a: numeric >= 0
     )
     fed, X, y = _sparse_fit("secure", known)
     assert rebuilt_from_moments(fed, X, "x5") == 1.0
@@ -115,10 +115,10 @@ def test_a_federation_of_too_few_rows_is_refused(monkeypatch: pytest.MonkeyPatch
     """
     with pytest.raises(ValueError, match="fewer than min_aggregate_rows = 10"):
         _one_row_fit("secure")
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_setup
 
-    monkeypatch.setattr(secure, "refuse_too_few_rows", lambda *a: None)
-    monkeypatch.setattr(secure, "refuse_small_bootstraps", lambda *a: None)
+    monkeypatch.setattr(secure_setup, "refuse_too_few_rows", lambda *a: None)
+    monkeypatch.setattr(secure_setup, "refuse_small_bootstraps", lambda *a: None)
     fed, X, y = _one_row_fit("secure")
     assert all(rebuilt_from_moments(fed, X, c) == 1.0 for c in X.columns)
     req, rep = next(

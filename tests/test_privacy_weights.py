@@ -140,9 +140,9 @@ def test_histogram_weights_give_no_row_its_labels(monkeypatch: pytest.MonkeyPatc
     got = _attack("balanced")
     assert got["levels"] > 0.7, got
     assert got["rows"] == 0.0, got
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_round_a
 
-    monkeypatch.setattr(secure, "rows_hist", lambda ctx: {})
+    monkeypatch.setattr(secure_round_a, "rows_hist", lambda ctx: {})
     before = _attack("balanced")
     assert before["rows"] > 0.3, before
 
@@ -255,7 +255,7 @@ def test_histogram_weights_give_no_sample_weight(monkeypatch: pytest.MonkeyPatch
         return sample_weight_exposure(fed, sw)
 
     assert attack() == 0.0
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_round_a
 
-    monkeypatch.setattr(secure, "rows_hist", lambda ctx: {})
+    monkeypatch.setattr(secure_round_a, "rows_hist", lambda ctx: {})
     assert attack() > 0.2

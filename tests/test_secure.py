@@ -824,7 +824,7 @@ def test_splits_are_the_best_released_candidates_at_scale(monkeypatch: pytest.Mo
     # docs/privacy-findings.md.)
     # Measured at random_state 0: 15 split nodes (8 at depth 3), all argmax; the server
     # taking the second best fails all 15.
-    from fedforest.federated.server import secure
+    from fedforest.federated.server import secure_round_b
     from tests.test_privacy import RecordingFederation
 
     rng = np.random.default_rng(0)
@@ -852,7 +852,7 @@ def test_splits_are_the_best_released_candidates_at_scale(monkeypatch: pytest.Mo
     assert len(honest[3]) >= 6 and sum(map(len, honest.values())) >= 12
     assert not any(any(v) for v in honest.values()), honest
     # A server that takes the second best candidate fails it (the test can fail).
-    first = secure.best_splits
+    first = secure_round_b.best_splits
 
     def second_best(parent, pair_off, pair_feat, cand_off, cand, left, **kw):  # type: ignore[no-untyped-def]
         best = first(parent, pair_off, pair_feat, cand_off, cand, left, **kw)
@@ -864,7 +864,7 @@ def test_splits_are_the_best_released_candidates_at_scale(monkeypatch: pytest.Mo
             left[(node == i) & (feat == best.feature[i]) & (cand == best.threshold[i])] = 0.0
         return first(parent, pair_off, pair_feat, cand_off, cand, left, **kw)
 
-    monkeypatch.setattr(secure, "best_splits", second_best)
+    monkeypatch.setattr(secure_round_b, "best_splits", second_best)
     cheat = failures()
     assert sum(map(len, cheat.values())) >= 12 and all(all(v) for v in cheat.values()), cheat
 

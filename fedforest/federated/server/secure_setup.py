@@ -1,0 +1,255 @@
+"""The secure server's set-up: the options it refuses, the minimum rows, the grid rounds.
+
+Under ``privacy="secure"`` (and ``"dp"``) the two grid rounds place every feature's root
+distribution and the targets' standardisation (:func:`setup_grids`). Moved out of
+``secure.py``, which re-exports its names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..._common import class_sizes
+from ..client_secure import MOMENT_FRAC_BITS, target_grid
+from ..federation import Federation
+from ..privacy.dp import ASINH_CLIP
+from ..privacy.grids import moment_grid, outer_bounds
+from ..privacy.secagg import (
+    LOW_BITS,
+)
+from ..protocol import GRID, CommunicationLedger, Message
+from .checks import check_pooled_class_counts
+from .config import GrowerConfig
+from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
+from .guides import Guides
+from .resolve import bootstrap_draws
+from .secure_checks import (
+    check_pooled_cumulative,
+    check_pooled_moments,
+    refuse_small_bootstraps,
+    refuse_too_few_rows,
+)
+from .secure_grids import (  # the state between levels (the grower calls it through here)
+    SecureState,
+)
+from .secure_sums import secure_exchange
+from .sparse_columns import known_enough
+from .target_scale import moment_scale as _moment_scale
+from .target_scale import robust_scale as _robust_scale
+
+#: Options that need per-client values on the server (or send data values): refused.
+UNSUPPORTED = {
+    "split_on_client": "splits on the client index need each client's node statistics",
+    "top_l": "Top-L shortlisting sends each client's own feature ranking",
+    "avgimp": 'split_rule="avgimp" averages each client\'s own gains',
+    "histogram": "the federated-histogram baseline sends each client's minimum and maximum",
+    "global": "its grid is made of each client's per-feature quantiles (data values)",
+    "verification": "n_bins=None sends every distinct value",
+    "local_candidates": "local candidates are values of a client's own rows",
+    "diagnostics": "the diagnostics read each client's counts per bin and sums per leaf",
+    "client_fraction": (
+        "a tree's sums would run over the clients the server sampled for it: one client's "
+        "own statistics when it samples one (what the masks hide)"
+    ),
+    "bootstrap": (
+        "without the bootstrap two trees can hold the same rows with different candidates, "
+        "and differencing their sums isolates rows (the bootstrap's secret weights prevent it)"
+    ),
+}
+#: Coarse grid of the second grid round: at most this many interior edges per feature.
+_COARSE_EDGES = 1024
+#: Under "secure", the coarse grid's rows per bin whatever ``min_aggregate_rows`` is: the
+#: default floor's. The grid's exact counts run over every row and are not bound to the
+#: settings digest, so edges that moved with ``m`` (above 10 or at the warned floors
+#: below it) let fits with other floors difference them into bins of one row
+#: (docs/privacy.md, "Count histograms").
+_COARSE_ROWS = 10
+
+
+def _coarse_rows(m: int, dp: bool) -> int:
+    """Rows per coarse bin: ``m`` under "dp" (noisy counts, charged per fit), else 10."""
+    return m if dp else _COARSE_ROWS
+
+
+def check_config(cfg: GrowerConfig) -> None:
+    """Refuse, with the reason, the options that cannot be run without a leak."""
+    problems = []
+    if cfg.split_on_client:
+        problems.append(("split_on_client=True", UNSUPPORTED["split_on_client"]))
+    if cfg.top_l:
+        problems.append((f"top_l={cfg.top_l}", UNSUPPORTED["top_l"]))
+    if cfg.split_rule != "exact":
+        problems.append((f"split_rule={cfg.split_rule!r}", UNSUPPORTED["avgimp"]))
+    if cfg.binning != "quantile":
+        problems.append((f"binning={cfg.binning!r}", UNSUPPORTED[cfg.binning]))
+    if cfg.n_bins is None:
+        problems.append(("n_bins=None", UNSUPPORTED["verification"]))
+    if cfg.local_candidates:
+        problems.append(("local_candidates=True", UNSUPPORTED["local_candidates"]))
+    if not cfg.bootstrap:
+        problems.append(("bootstrap=False", UNSUPPORTED["bootstrap"]))
+    if cfg.client_fraction < 1.0:
+        problems.append((f"client_fraction={cfg.client_fraction}", UNSUPPORTED["client_fraction"]))
+    if cfg.oob_leaf_sums:
+        problems.append(("per-leaf out-of-bag sums", UNSUPPORTED["diagnostics"]))
+    if cfg.privacy == "dp":
+        if cfg.max_depth is None:
+            problems.append(("max_depth=None", "the noise is calibrated for a bounded depth"))
+        if cfg.epsilon is None or not cfg.epsilon > 0:
+            raise ValueError(
+                f'privacy="dp" needs a privacy budget: epsilon > 0, got {cfg.epsilon!r} '
+                "(e.g. FedForestRegressor(privacy='dp', epsilon=5.0)); see docs/privacy.md."
+            )
+    if problems:
+        what, why = problems[0]
+        nor = ' (nor "secure")' if cfg.privacy == "dp" else ""
+        raise ValueError(
+            f'{what} is not available under privacy="{cfg.privacy}"{nor}: {why}. '
+            'Use privacy="none" for it (the server then sees per-client statistics and data '
+            "values; see docs/privacy.md)."
+        )
+
+
+def min_rows(cfg: GrowerConfig) -> int:
+    """The minimum rows of every released sum."""
+    assert cfg.min_aggregate_rows is not None
+    return int(cfg.min_aggregate_rows)
+
+
+# --------------------------------------------------------------------------- set-up
+def setup_grids(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    cfg: GrowerConfig,
+    schema: dict[str, Any],
+    public_keys: dict[str, str],
+    n_categories: NDArray[np.int64],
+    guides: dict[str, NDArray[Any]] | None = None,
+) -> SecureState:
+    """The two grid rounds: the features' root distributions and the targets' scale.
+
+    ``guides``: a warm start's earlier guides (:meth:`.guides.Guides.pool`).
+    """
+    d = schema["n_features"]
+    if cfg.privacy == "secure":  # before any masked round
+        rows = {c: schema["n_samples"].get(c, 0) for c in fed.client_names}
+        refuse_too_few_rows(sum(rows.values()), min_rows(cfg))
+        refuse_small_bootstraps(sum((bootstrap_draws(cfg, rows) or rows).values()), min_rows(cfg))
+    numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
+    numeric = numeric[known_enough(fed, ledger, cfg, schema, numeric, public_keys, min_rows(cfg))]
+    feats = numeric.astype(np.int32)
+    regression = cfg.task == "regression"
+    plan = schema.get("dp")
+    header: dict[str, Any] = {
+        "stage": "moments",
+        "public_keys": public_keys,
+        "target_moments": regression and plan is None,
+        "target_hist": regression and plan is not None,
+    }
+    if plan is not None:
+        header["dp"] = plan.header()
+    balanced = cfg.class_weight == "balanced"
+    if balanced:  # class_weight="balanced": the pooled class counts, masked
+        header["class_counts"] = schema["classes"]
+    first = Message(GRID, header, {"features": feats})
+    # Two words each (hi, lo): the variance is a small difference of large sums.
+    specs: dict[str, tuple[tuple[int, ...], Any]] = {
+        "moments": ((feats.size, 3), 0),
+        "moments_lo": ((feats.size, 3), 0),
+    }
+    k = int(schema.get("n_outputs", 1))  # one standardisation per output
+    if regression and plan is None:
+        specs["y_moments"] = ((k, 3), 0)
+        specs["y_moments_lo"] = ((k, 3), 0)
+    elif regression:
+        specs["y_hist"] = ((k, target_grid().size - 1), 0)
+    sizes = class_sizes(schema["classes"]) if schema["classes"] is not None else ()
+    if balanced:  # one block of counts per output
+        specs["class_counts"] = ((sum(sizes),), 0)
+    sums = secure_exchange(fed, ledger, first, specs)
+    moments = _two_words(sums, "moments")
+    n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
+    n_rows = float(sum(schema["n_samples"].get(c, 0) for c in fed.client_names))
+    if plan is None:  # exact sums: every column counts the declared rows (bar missing values)
+        check_pooled_moments(moments, n_rows, ~schema["missing"][numeric], "asinh(x)")
+    if plan is not None:
+        # Noisy sums: the row counts are public (the handshake's); the moments kept in range.
+        check_noisy_grid(sums, moments, n_rows, plan, sizes)
+        n = np.full(feats.size, max(n_rows, 1.0))
+        s1 = np.clip(s1, -ASINH_CLIP * n, ASINH_CLIP * n)
+        s2 = np.clip(s2, s1 * s1 / n, ASINH_CLIP**2 * n)
+    m = min_rows(cfg)
+    n_edges = int(np.clip(n_rows // _coarse_rows(m, plan is not None), 2, _COARSE_EDGES))
+    step = 2.0 ** -(MOMENT_FRAC_BITS + LOW_BITS)  # each row's term's rounding, at most
+    edges = moment_grid(n, s1, s2, n_edges, step) if feats.size else np.zeros((0, n_edges))
+    hist = secure_exchange(
+        fed,
+        ledger,
+        Message(GRID, {"stage": "histogram"}, {"features": feats, "edges": edges}),
+        {"hist": ((feats.size, n_edges), 0)},
+    )["hist"]
+    if plan is not None:  # noisy per-bin increments: cumulative, monotone, within [0, n]
+        what = "the second grid round's histograms"
+        check_noisy_counts(hist.ravel(), plan.grid_sigma, n_rows, what, *whole(hist, n_rows))
+        hist = np.maximum.accumulate(np.clip(np.cumsum(hist, axis=1), 0.0, n[:, None]), axis=1)
+    else:  # exact counts of each feature's known rows
+        grid_off = np.arange(feats.size + 1, dtype=np.int64) * n_edges
+        what = "the second grid round's histograms"
+        check_pooled_cumulative(hist.ravel(), grid_off, edges.ravel(), n, what)
+    lo_f, hi_f = outer_bounds(n, s1, s2, step) if feats.size else (np.zeros(0), np.zeros(0))
+    root_edges = [np.zeros(0)] * d
+    root_mass = [np.zeros(0)] * d
+    root_lo, root_hi = np.full(d, -np.inf), np.full(d, np.inf)
+    for i, j in enumerate(numeric):
+        # Where the pooled counts show the data starts and ends (to a coarse bin): the
+        # outer bins then span the data, not the moment-based guesses.
+        empty = np.flatnonzero(hist[i] <= 0)
+        full = np.flatnonzero(hist[i] >= n[i])
+        if empty.size:
+            lo_f[i] = max(lo_f[i], edges[i][empty[-1]])
+        if full.size:
+            hi_f[i] = min(hi_f[i], edges[i][full[0]])
+        e = np.concatenate([[lo_f[i]], np.clip(edges[i], lo_f[i], hi_f[i]), [hi_f[i]]])
+        cum = np.concatenate([[0.0], hist[i], [n[i]]])
+        root_edges[j], root_mass[j] = e, np.maximum(np.diff(cum), 0.0)
+        root_lo[j], root_hi[j] = lo_f[i], hi_f[i]
+    state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
+    if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
+        state.guides = Guides(d)
+        if guides is not None:
+            state.guides.add_pool(guides)
+    if balanced and plan is None:
+        check_pooled_class_counts(sums["class_counts"], sizes, n_rows)
+        state.class_counts = sums["class_counts"]
+    elif balanced:  # noisy counts (the accountant counts them): at least 1 per class
+        state.class_counts = np.maximum(sums["class_counts"], 1.0)
+    if regression:
+        state.poisson = cfg.criterion == "poisson"
+        if plan is not None:
+            pairs = [
+                _robust_scale(h, state.poisson, plan.clip, plan.target_sigma)
+                for h in sums["y_hist"]
+            ]
+            ranges = [target_range(h, target_grid(), plan.target_sigma) for h in sums["y_hist"]]
+            state.y_lo, state.y_hi = (np.array(v) for v in zip(*ranges, strict=True))
+        else:
+            moments = _two_words(sums, "y_moments")
+            check_pooled_moments(moments, n_rows, np.ones(k, dtype=bool), "asinh(y)")
+            pairs = [_moment_scale(n, s1, s2, state.poisson) for n, s1, s2 in moments]
+        centers, scales = (np.array(v) for v in zip(*pairs, strict=True))
+        if k == 1:  # one output: floats (as before multi-output)
+            state.y_center, state.y_scale = float(centers[0]), float(scales[0])
+        else:
+            state.y_center, state.y_scale = centers, scales
+    return state
+
+
+def _two_words(sums: dict[str, NDArray[np.float64]], name: str) -> NDArray[np.float64]:
+    """A two-word fixed-point sum (decoded with 0 fractional bits) back to real values."""
+    return np.asarray(
+        sums[name] / 2.0**MOMENT_FRAC_BITS
+        + sums[name + "_lo"] / 2.0 ** (MOMENT_FRAC_BITS + LOW_BITS)
+    )
