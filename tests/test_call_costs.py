@@ -55,7 +55,7 @@ def test_setup_in_bag_rows_are_each_trees_draws_in_turn(
 ) -> None:
     # A client's set-up builds every tree's in-bag rows and weights from one array of
     # draws per block of trees: the arrays one tree after another would give.
-    from fedforest.federated import client as client_module
+    from fedforest.federated import client_setup
     from fedforest.federated.client import Client
     from fedforest.federated.protocol import ROUND_A
 
@@ -69,7 +69,7 @@ def test_setup_in_bag_rows_are_each_trees_draws_in_turn(
         "bootstrap": True, "n_bins": 32, "weighted": weights != "none",
     }  # fmt: skip
     if block is not None:  # trees a block: SETUP_DRAWS // n, made small here
-        monkeypatch.setattr(client_module, "SETUP_DRAWS", block * n)
+        monkeypatch.setattr(client_setup, "SETUP_DRAWS", block * n)
     fit = client._setup(Message(ROUND_A, {"setup": setup}, {}))
     rows, w, tree_rows = [], [], [0]
     for t in range(n_trees):

@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 import fedforest as ff
-import fedforest.forest
+import fedforest.forest.base
 from fedforest.federated import client_secure
 from fedforest.federated.client_secure import MOMENT_FRAC_BITS, oob_frac_bits
 from fedforest.federated.privacy.secagg import LOW_BITS, add_in_order, from_fixed
@@ -158,7 +158,7 @@ def test_client_fraction_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     def unchecked(cfg):
         return check(dataclasses.replace(cfg, client_fraction=1.0))
 
-    monkeypatch.setattr(fedforest.forest, "check_config", unchecked)
+    monkeypatch.setattr(fedforest.forest.base, "check_config", unchecked)
     monkeypatch.setattr(secure, "check_config", unchecked)
     model, y = _sampled_clients_fit("secure")
     assert targets_in_leaves(model, y) > 0.5

@@ -18,44 +18,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, class_sizes, count_columns, n_stats
-from ..tree.apply import apply_forest_sets, predict_forest
+from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stats
 from . import client_kernels as K
 from .categorical import read_features
 from .client_bootstrap import answer_bootstrap, bootstrap_counts, weigh_trees
-from .client_grid import GridCodes, fixed_candidates, left_stats_coded, pack_coded
+from .client_grid import fixed_candidates, left_stats_coded, pack_coded
 from .client_increments import left_increment_answer, pair_sketches
+from .client_oob import answer_oob
 from .client_route import route_rows
-from .client_secure import SecureParty, fit_outputs, tree_secrets
+from .client_secure import SecureParty, fit_outputs
+from .client_setup import SETUP_DRAWS as SETUP_DRAWS  # moved; patch it in client_setup
+from .client_setup import _Fit, handshake, set_up
 from .client_sketch import distinct_values, fine_codes
-from .client_targets import (
-    by_output,
-    check_labels,
-    check_regression_targets,
-    class_codes,
-    class_row_weights,
-    correct_rows,
-    feature_sketches,
-    label_header,
-    poisson_column,
-    sample_weights,
-    target_names,
-    targets,
-)
+from .client_targets import by_output, sample_weights, target_names, targets
 from .criteria import weighted_gain
-from .domains import check_declared_labels, dtype_levels, encode_levels, handshake_levels
+from .domains import dtype_levels
 from .protocol import (
     BOOTSTRAP,
     GRID,
     HANDSHAKE,
     OOB,
-    PROTOCOL_VERSION,
     RECOVER,
     ROUND_A,
     ROUND_B,
@@ -64,18 +51,9 @@ from .protocol import (
     pack_gains,
     pack_increments,
     pack_sketch,
-    protocol_mismatch,
 )
 
 __all__ = ["Client", "bootstrap_counts"]
-SETUP_DRAWS = 1 << 20  # a set-up's block of trees holds about this many (tree, row) draws
-
-
-def _y_sums(v: NDArray[np.float64], w: NDArray[np.float64] | None) -> tuple[float, float]:
-    """The out-of-bag sums of ``y`` and ``y^2``, each row weighing ``w`` (None: 1)."""
-    if w is None:
-        return float(v.sum()), float(np.sum(v * v))
-    return float(np.sum(w * v)), float(np.sum(w * v * v))
 
 
 def _n_stats(fit: _Fit) -> int:
@@ -83,42 +61,6 @@ def _n_stats(fit: _Fit) -> int:
     if fit.n_classes:
         return n_stats("classification", fit.n_classes)
     return n_stats("regression", 0, 1 if fit.y.ndim == 1 else fit.y.shape[1])
-
-
-@dataclass
-class _Fit:
-    """Per-fit state: set by the first Round A, dropped after the out-of-bag round."""
-
-    n_trees: int
-    n_classes: int
-    y: NDArray[np.float64]
-    n_bins: int | None
-    rows: NDArray[np.int32]
-    w: NDArray[np.float64]
-    slot: NDArray[np.int32]
-    tree_rows: NDArray[np.int64]
-    pair_off: NDArray[np.int64] | None = None
-    pair_feat: NDArray[np.int32] | None = None
-    slot_tree: NDArray[np.int64] | None = None
-    pair_present: NDArray[np.bool_] | None = None
-    send_sketch: bool = True
-    summary: NDArray[np.float64] | None = None
-    split_rule: str = "exact"
-    top_l: int | None = None
-    criterion: str = "squared_error"
-    #: criterion="poisson": y log y of every row (its statistics' second task column).
-    y_log: NDArray[np.float64] | None = None
-    local_candidates: bool = False
-    min_rows: int = 1
-    secure: bool = False
-    #: Sample weights multiply the bootstrap counts (weight and class columns: real sums).
-    weighted: bool = False
-    #: binning="global": every row's bin among its column's candidates.
-    grid: GridCodes | None = None
-    #: privacy="secure": the level's grids' offsets and Round A's wire arrays of them
-    #: (``grid_wire.GRID_WIRE``; Round B's candidates index the grids, decoded again).
-    level_grid_off: NDArray[np.int64] | None = None
-    level_wire: tuple[NDArray[Any], ...] | None = None
 
 
 class Client:
@@ -263,139 +205,11 @@ class Client:
         return self._secure_party().recover(msg)
 
     def _handshake(self, msg: Message) -> Message:
-        if (why := protocol_mismatch(msg.header.get("protocol"))) is not None:
-            raise ValueError(f"Client {self.name!r}: the server {why}.")
-        if msg.header.get("feature_order") is not None:  # the federation's column order
-            self.align_columns(msg.header["feature_order"])
-        header: dict[str, Any] = {
-            "protocol": PROTOCOL_VERSION,
-            "name": self.name,
-            "n_samples": self.n_samples,
-            "n_features": int(self.X.shape[1]),
-            "feature_names": self.feature_names,
-        }
-        # The columns with missing values (NaN) in this client; under "dp" every numeric
-        # column (one row must not change what the handshake says).
-        missing = np.array(self.missing, dtype=bool)
-        if msg.header.get("privacy") == "dp":
-            missing[[j for j in range(missing.size) if j not in self._cat_raw]] = True
-        if missing.any():
-            header["missing_features"] = np.flatnonzero(missing).tolist()
-        if self.sample_weight is not None:  # its rows weigh other than 1 (values stay here)
-            header["weighted"] = True
-        if self.target_names is not None:  # the server checks every client's outputs' order
-            header["target_names"] = self.target_names
-        arrays: dict[str, NDArray[Any]] = {}
-        self._secure = None
-        if msg.header.get("privacy") in ("secure", "dp"):
-            self._secure = SecureParty(self, dp=msg.header.get("privacy") == "dp")
-            arrays["public_key"] = np.frombuffer(self._secure.keys.public_bytes, dtype=np.uint8)
-        elif msg.header.get("ranges"):
-            # Under "none": per-feature min and max (histogram baseline, constant features).
-            gone = np.isinf(self.X)  # missing values; an all-missing column gives 0 and 0
-            lo = np.where(gone, np.inf, self.X).min(axis=0)
-            hi = np.where(gone, -np.inf, self.X).max(axis=0)
-            arrays = {
-                "feature_min": np.where(np.isfinite(lo), lo, 0.0),
-                "feature_max": np.where(np.isfinite(hi), hi, 0.0),
-            }
-        if msg.header.get("feature_sketch") and "public_key" not in arrays:  # "none" only
-            arrays["feature_sketch"], arrays["feature_rows"] = feature_sketches(
-                self.X, int(msg.header["feature_sketch"])
-            )
-        # Each categorical column's levels as the privacy level and the declarations allow.
-        header["categories"], declared = handshake_levels(
-            self._cat_raw, self._dtype_levels, msg.header, self.feature_names,
-            int(self.X.shape[1]), f"Client {self.name!r}",
-        )  # fmt: skip
-        if declared:
-            header["declared"] = declared
-        if self.y_raw.ndim == 2:
-            header["n_outputs"] = int(self.y_raw.shape[1])
-        if msg.header.get("task") == "classification":  # the labels present (per output)
-            check_labels(self.y_raw, self.name)
-            privacy, classes = msg.header.get("privacy", "none"), msg.header.get("classes")
-            if classes is not None:  # declared: checked here, not answered (but under "none")
-                check_declared_labels(self.y_raw, classes, f"Client {self.name!r}")
-            if privacy == "none" or (classes is None and privacy != "dp"):
-                rule = int(msg.header.get("min_level_rows", 1)) if privacy == "secure" else 1
-                header.update(label_header(self.y_raw, privacy == "none", rule))
-        else:
-            check_regression_targets(self.y_raw, self.name)
-        return Message(HANDSHAKE, header, arrays)
+        return handshake(self, msg)
 
     # ------------------------------------------------------------------ set-up
     def _setup(self, msg: Message) -> _Fit:
-        setup, classes = msg.header["setup"], msg.header["setup"]["classes"]
-        if classes is None:
-            y = self.y_raw.astype(np.float64)
-            n_classes = 0
-        else:  # codes; with several outputs, each in its own block of class columns
-            y, n_classes = class_codes(self.y_raw, classes, self.name)
-        self._class_sizes = class_sizes(classes) if classes is not None else ()
-        if setup.get("privacy") in ("secure", "dp"):  # regression: standardised targets
-            y = self._secure_party().set_up(msg, y, n_classes)
-        self._encode_categories(setup.get("categories") or {})
-        clients = setup.get("clients") or []
-        first_tree = int(setup.get("first_tree", 0))
-        if first_tree == 0:
-            self._excluded = set()  # a new fit
-        if "tree_clients" in setup:
-            me = clients.index(self.name) if self.name in clients else -1
-            self._excluded |= {
-                first_tree + t for t, chosen in enumerate(setup["tree_clients"]) if me not in chosen
-            }
-        self.Xt[-1] = clients.index(self.name) if self.name in clients else -1.0
-        n_trees, first = int(setup["n_trees"]), int(setup.get("first_tree", 0))
-        draws = int(setup.get("draws", {}).get(self.name, self.n_samples))
-        self._oob_setup = (int(setup["seed"]), bool(setup["bootstrap"]), n_classes, y, draws)
-        rows, w, tree_rows = [], [], np.zeros(n_trees + 1, dtype=np.int64)
-        weighted, row_w = bool(setup.get("weighted", False)), self.sample_weight
-        if row_w is not None and setup.get("privacy") == "dp":  # the noise's bound: 1 a row
-            row_w = np.minimum(row_w, 1.0)
-        if setup.get("class_weights") is not None:  # multi-output class_weight: on the rows
-            row_w = class_row_weights(row_w, y, setup["class_weights"])
-        n = self.n_samples
-        step = max(1, SETUP_DRAWS // max(n, 1))  # trees a block: (trees, rows) draws at once
-        for lo in range(0, n_trees, step):
-            ts = range(lo, min(n_trees, lo + step))
-            counts = np.array([self._counts(first + t) for t in ts], np.int64).reshape(len(ts), n)
-            if weighted and row_w is not None:  # a row of weight 0 takes no part (as in sklearn)
-                counts = np.where(row_w > 0, counts, 0)
-            at = np.flatnonzero(counts)  # in-bag rows tree after tree
-            rows.append((at % max(n, 1)).astype(np.int32))
-            w.append(counts.ravel()[at].astype(np.float64))
-            if weighted and row_w is not None:
-                w[-1] *= row_w[rows[-1]]  # bootstrap count times sample (and class) weight
-            tree_rows[lo + 1 : ts.stop + 1] = tree_rows[lo] + np.cumsum((counts != 0).sum(axis=1))
-        n_bins, quantile = setup["n_bins"], setup.get("binning", "quantile") == "quantile"
-        if n_bins is not None and self._codes is None and quantile:
-            self._codes = fine_codes(self.X, N_FINE_BINS)
-        slot = np.repeat(np.arange(n_trees, dtype=np.int32), np.diff(tree_rows))
-        rows_all, w_all = np.concatenate([np.zeros(0, np.int32), *rows]), np.concatenate([[], *w])
-        fit = _Fit(n_trees, n_classes, y, n_bins, rows_all, w_all, slot, tree_rows)
-        fit.send_sketch = quantile
-        fit.split_rule = setup.get("split_rule", "exact")
-        fit.top_l = setup.get("top_l")
-        fit.criterion = setup.get("criterion", "squared_error")
-        if fit.criterion == "poisson":
-            fit.y_log = poisson_column(y, self.name)
-        fit.local_candidates = bool(setup.get("local_candidates", False)) and fit.send_sketch
-        fit.min_rows = int(setup.get("min_samples_leaf", 1))
-        fit.secure = setup.get("privacy") in ("secure", "dp")
-        fit.weighted = weighted
-        self._fit_secure = fit.secure
-        return fit
-
-    def _encode_categories(self, categories: dict[str, list[Any]]) -> None:
-        """Replace the raw categorical columns by the federation's codes."""
-        if not self._cat_raw:
-            return
-        for j, raw in self._cat_raw.items():
-            column = repr(self.feature_names[j]) if self.feature_names else str(j)
-            self.X[:, j] = encode_levels(raw, categories[str(j)], f"Client {self.name!r}", column)
-            self.Xt[j] = self.X[:, j]
-        self._codes = None  # the fine codes of those columns change
+        return set_up(self, msg)
 
     def _counts(self, tree: int, secret: int | None = None) -> NDArray[np.int64]:
         """Bootstrap counts of one tree (global index), recomputed from the seed.
@@ -664,128 +478,7 @@ class Client:
 
     # ------------------------------------------------------------------ out of bag
     def _oob(self, msg: Message) -> Message:
-        if self._oob_setup is None:
-            raise ValueError(f"Client {self.name!r}: out-of-bag round before the set-up.")
-        _, _, n_classes, y_all, _ = self._oob_setup
-        n_trees = int(msg.header["n_trees"])
-        tree_off = expect_array(msg, "tree_off", "i", (n_trees + 1,), "server").astype(np.int64)
-        n_nodes = int(tree_off[-1])
-        feature, threshold, left, right = (
-            expect_array(msg, k, kind, (n_nodes,), "server")
-            for k, kind in (("feature", "i"), ("threshold", "f"), ("left", "i"), ("right", "i"))
-        )
-        value = expect_array(msg, "value", "f", (n_nodes, None), "server")
-        set_off = expect_array(msg, "set_off", "i", (n_nodes + 1,), "server").astype(np.int64)
-        set_code = expect_array(msg, "set_code", "i", (int(set_off[-1]),), "server")
-        set_side = expect_array(msg, "set_side", "i", (int(set_off[-1]),), "server")
-        weight = expect_array(msg, "weight", "f", (n_nodes,), "server")
-        missing_left = expect_array(msg, "missing_left", "iu", (n_nodes,), "server")
-        missing_left = missing_left.astype(np.uint8)
-        X_aug = np.ascontiguousarray(self.Xt.T)  # features and this client's index H
-        pred = np.zeros((self.n_samples, value.shape[1]))
-        n_oob = np.zeros(self.n_samples)
-        bound = tree_secrets(self._secure if self._fit_secure else None, msg, n_trees, self.name)
-        for t in range(n_trees):
-            # One tree at a time, bootstrap recomputed from the seed: memory stays O(n_k).
-            oob = np.flatnonzero(self._counts(t, bound[t] if bound else None) == 0)
-            tree_pred = np.zeros((oob.size, value.shape[1]))
-            predict_forest(
-                X_aug[oob],
-                feature,
-                threshold,
-                left,
-                right,
-                set_off,
-                set_code,
-                set_side,
-                weight,
-                missing_left,
-                value,
-                tree_off[t : t + 2],
-                tree_pred,
-            )
-            pred[oob] += tree_pred
-            n_oob[oob] += 1
-        scored = n_oob > 0
-        pred[scored] /= n_oob[scored, None]
-        pred[~scored] = np.nan
-        self.oob_prediction_ = pred
-        y = y_all[scored]
-        party = self._secure if self._fit_secure else None
-        ys = y if party is None else y_all  # "secure": sums of y over all rows (privacy.md)
-        # "secure": those sums weigh each row's secret weight (client_weights.oob_weights)
-        w = None if party is None else party.oob_weights(len(ys))
-        if n_classes:
-            sums = [scored.sum(), correct_rows(pred[scored], y, self._class_sizes).sum()]
-        elif y.ndim == 2:  # multi-output: per output, its three sums
-            p = pred[scored]
-            if party is not None:  # standardised, as y is
-                p = party.standardise_prediction(p)
-            sums = [scored.sum()]
-            for o in range(y.shape[1]):
-                sums += [np.sum((y[:, o] - p[:, o]) ** 2), *_y_sums(ys[:, o], w)]
-        else:
-            p = pred[scored, 0]
-            if party is not None:  # targets are standardised under "secure": so are the errors
-                p = party.standardise_prediction(p)
-            sums = [scored.sum(), np.sum((y - p) ** 2), *_y_sums(ys, w)]
-        arrays = {"oob_sums": np.asarray(sums, dtype=np.float64)}
-        if party is not None:
-            self.finish()
-            return party.oob(msg, arrays["oob_sums"], n_classes)
-        if msg.header.get("leaf_sums"):  # diagnostics ("none" only): per-leaf sums, tree 0
-            packed = (
-                feature, threshold, left, right, set_off, set_code, set_side, weight, missing_left
-            )  # fmt: skip
-            arrays["leaf_sums"] = self._leaf_sums(X_aug, packed, tree_off, y_all, n_classes)
-        self.finish()
-        return Message(OOB, {"name": self.name}, arrays)
-
-    def _leaf_sums(
-        self,
-        X_aug: NDArray[np.float64],
-        packed: tuple[NDArray[Any], ...],
-        tree_off: NDArray[np.int64],
-        y: NDArray[np.float64],
-        n_classes: int,
-    ) -> NDArray[np.float64]:
-        """Per node of the first tree, sums over this client's rows out of its bag.
-
-        The count, then the sums of y and y^2 (regression) or the count of each class: the
-        diagnostics' honest cells (the tree never saw these rows).
-        """
-        oob = np.flatnonzero(self._counts(0) == 0)
-        leaf = np.zeros((oob.size, 1), dtype=np.int32)
-        feature, threshold, left, right, set_off, set_code, set_side, weight, missing = packed
-        apply_forest_sets(
-            X_aug[oob],
-            feature,
-            threshold,
-            left,
-            right,
-            set_off,
-            set_code,
-            set_side,
-            weight,
-            missing,
-            tree_off[:2],
-            leaf,
-        )
-        n_nodes = int(tree_off[1] - tree_off[0])
-        idx = leaf[:, 0] - int(tree_off[0])
-        yy = y[oob] if y.ndim == 2 else y[oob, None]
-        out = np.zeros((n_nodes, 1 + (n_classes or 2 * yy.shape[1])))
-        out[:, 0] = np.bincount(idx, minlength=n_nodes)
-        if n_classes:
-            for c in range(n_classes):
-                out[:, 1 + c] = np.bincount(
-                    idx, weights=(yy[:, 0] == c).astype(float), minlength=n_nodes
-                )
-        else:  # per output: sum y, sum y^2
-            for o in range(yy.shape[1]):
-                out[:, 1 + 2 * o] = np.bincount(idx, weights=yy[:, o], minlength=n_nodes)
-                out[:, 2 + 2 * o] = np.bincount(idx, weights=yy[:, o] ** 2, minlength=n_nodes)
-        return out
+        return answer_oob(self, msg)
 
     def finish(self) -> None:
         """Drop the per-fit state (called when no out-of-bag round follows)."""

@@ -1,4 +1,4 @@
-"""The scikit-learn estimators: a thin layer over the grower and the flat-array forest."""
+"""The estimators' shared base: parameters, fitting, prediction (:mod:`fedforest.forest`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import (
     _check_sample_weight,
@@ -22,8 +22,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._docs import estimator_doc
-from ._inputs import (
+from .._inputs import (
     NOTHING_TO_ADD,
     check_bootstrap,
     check_declarations,
@@ -31,12 +30,8 @@ from ._inputs import (
     check_numeric_columns,
     check_targets,
     check_warm_classes,
-    class_weight_codes,
     client_index,
     declared_features,
-    decode_classes,
-    encode_declared,
-    encode_labels,
     estimator_config,
     fit_weights,
     n_columns,
@@ -50,23 +45,20 @@ from ._inputs import (
     weights_back,
     with_codes,
 )
-from ._io import load_model, save_model
-from .diagnostics import diagnose
-from .federated.categorical import categorical_columns
-from .federated.client import Client
-from .federated.federation import Federation
-from .federated.privacy.dp import compose_reports
-from .federated.protocol import CommunicationLedger
-from .federated.server.config import ForestResult, GrowerConfig
-from .federated.server.grower import forest_importances, grow_forest
-from .federated.server.secure import check_config
-from .transport.local import LocalFederation
-from .tree.apply import apply_forest_sets, predict_forest
-from .tree.arrays import Tree, pack_forest, pack_sets
-from .tree.outputs import R2ScoreMixin, SubsetAccuracyMixin, most_probable, oob_proba, per_output
-from .tree.sklearn import EnsembleMixin
-
-__all__ = ["FedForestRegressor", "FedForestClassifier", "load"]
+from .._io import save_model
+from ..diagnostics import diagnose
+from ..federated.categorical import categorical_columns
+from ..federated.client import Client
+from ..federated.federation import Federation
+from ..federated.privacy.dp import compose_reports
+from ..federated.protocol import CommunicationLedger
+from ..federated.server.config import ForestResult, GrowerConfig
+from ..federated.server.grower import forest_importances, grow_forest
+from ..federated.server.secure import check_config
+from ..transport.local import LocalFederation
+from ..tree.apply import apply_forest_sets, predict_forest
+from ..tree.arrays import Tree, pack_forest, pack_sets
+from ..tree.sklearn import EnsembleMixin
 
 _ROW_CHUNK = 65536
 
@@ -85,7 +77,7 @@ def _dask_aware(method: _Method) -> _Method:
     @functools.wraps(method)
     def run(self: Any, X: Any, *, client_ids: Any = None) -> Any:
         if _is_dask(X, client_ids):
-            from .transport.dask import _estimators  # Dask is imported for Dask input only
+            from ..transport.dask import _estimators  # Dask is imported for Dask input only
 
             return _estimators.map_method(self, method.__name__, X, client_ids)
         return method(self, X, client_ids=client_ids)
@@ -270,7 +262,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                     "sample_weight with Dask collections: give each client its weights in a "
                     "Client(sample_weight=...) of its own and fit_federated instead."
                 )
-            from .transport.dask import _estimators  # Dask is imported for Dask input only
+            from ..transport.dask import _estimators  # Dask is imported for Dask input only
 
             return _estimators.fit(self, X, y, client_ids)
         warm = warm_prior(self)
@@ -610,186 +602,3 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         tags.input_tags.allow_nan = tags.input_tags.sparse = True  # NaN: missing; sparse: dense
         tags.target_tags.multi_output = True  # multi-output y, at every privacy level
         return tags
-
-
-class FedForestRegressor(R2ScoreMixin, RegressorMixin, _BaseFedForest):
-    """Federated random forest regressor (the text: ``fedforest._docs``)."""
-
-    __doc__ = estimator_doc("regression")
-
-    _task = "regression"
-    _parameter_constraints = {
-        **_BaseFedForest._parameter_constraints,
-        "criterion": [StrOptions({"squared_error", "friedman_mse", "poisson"})],
-    }
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True  # multi-output y, at every privacy level
-        if self.privacy != "none" and tags.regressor_tags is not None:
-            # Leaves of at least min_aggregate_rows rows and candidates that far apart: on
-            # scikit-learn's 200-row check data (check_regressors_train, standardised) the
-            # training R^2 is 0.63 at random_state=0 ("none": 0.80), near its 0.5 bar.
-            tags.regressor_tags.poor_score = True
-        return tags
-
-    @_dask_aware
-    def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
-        """Mean of the trees' leaf values, shape (n_samples,) or (n_samples, n_outputs).
-
-        ``client_ids`` only matters if the forest splits on the client index: a row of an
-        unknown client, or every row when None, goes down both branches of such a split,
-        weighted by the training weight of each side (the marginal-prediction rule).
-        """
-        out = self._mean_value(X, client_ids)
-        return out[:, 0] if out.shape[1] == 1 else out
-
-
-class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
-    """Federated random forest classifier (the text: ``fedforest._docs``)."""
-
-    __doc__ = estimator_doc("classification")
-
-    _task = "classification"
-    _parameter_constraints = {
-        **_BaseFedForest._parameter_constraints,
-        "criterion": [StrOptions({"gini", "entropy", "log_loss"})],
-        "class_weight": [dict, list, StrOptions({"balanced", "balanced_subsample"}), None],
-        "classes": ["array-like", None],
-    }
-
-    def __init__(
-        self,
-        n_estimators: int = 50,
-        *,
-        criterion: str = "gini",
-        max_depth: int | None = 8,
-        min_samples_split: int = 2,
-        min_samples_leaf: int = 5,
-        min_impurity_decrease: float = 0.0,
-        min_weight_fraction_leaf: float = 0.0,
-        ccp_alpha: float = 0.0,
-        monotonic_cst: Any = None,
-        max_features: Any = "sqrt",
-        n_bins: int | None = 32,
-        local_candidates: bool | None = None,
-        binning: str = "quantile",
-        bootstrap: bool = True,
-        oob_score: bool = False,
-        random_state: Any = None,
-        n_jobs: int | None = None,
-        verbose: int = 0,
-        tree_batch_size: int | None = None,
-        split_on_client: bool = False,
-        categorical_features: Any = None,
-        categories: Any = None,
-        split_rule: str = "exact",
-        top_l: int | None = None,
-        client_fraction: float = 1.0,
-        max_samples: float | None = None,
-        warm_start: bool = False,
-        max_leaf_nodes: int | None = None,
-        on_client_failure: str = "raise",
-        privacy: str = "secure",
-        min_aggregate_rows: int | None = None,
-        epsilon: float | None = None,
-        delta: float | None = None,
-        class_weight: Any = None,
-        classes: Any = None,
-    ) -> None:
-        self.class_weight = class_weight
-        self.classes = classes
-        super().__init__(
-            n_estimators,
-            criterion=criterion,
-            max_depth=max_depth,
-            min_samples_split=min_samples_split,
-            min_samples_leaf=min_samples_leaf,
-            min_impurity_decrease=min_impurity_decrease,
-            min_weight_fraction_leaf=min_weight_fraction_leaf,
-            ccp_alpha=ccp_alpha,
-            monotonic_cst=monotonic_cst,
-            max_features=max_features,
-            n_bins=n_bins,
-            local_candidates=local_candidates,
-            binning=binning,
-            bootstrap=bootstrap,
-            oob_score=oob_score,
-            random_state=random_state,
-            n_jobs=n_jobs,
-            verbose=verbose,
-            tree_batch_size=tree_batch_size,
-            split_on_client=split_on_client,
-            categorical_features=categorical_features,
-            categories=categories,
-            split_rule=split_rule,
-            top_l=top_l,
-            client_fraction=client_fraction,
-            max_samples=max_samples,
-            warm_start=warm_start,
-            max_leaf_nodes=max_leaf_nodes,
-            on_client_failure=on_client_failure,
-            privacy=privacy,
-            min_aggregate_rows=min_aggregate_rows,
-            epsilon=epsilon,
-            delta=delta,
-        )
-
-    def _class_weight(self) -> Any:
-        # Simulation mode sends codes to the clients: the labels follow them.
-        return class_weight_codes(self.class_weight, getattr(self, "_label_codes", None))
-
-    def _encode_y(self, y: NDArray[Any]) -> tuple[NDArray[Any], Any]:
-        if self.classes is not None:  # declared: codes into them, every label checked
-            return encode_declared(y, self.classes)
-        return encode_labels(y)  # several columns: multi-output, classes per output
-
-    def _set_classes(
-        self, classes: list[Any] | None, fit_classes: Any, dtype: str | None = None
-    ) -> None:
-        assert classes is not None  # simulation mode's codes mapped back to the labels
-        self.classes_, self.n_classes_ = decode_classes(classes, fit_classes, dtype)
-
-    def _set_oob_prediction(self, pred: NDArray[np.float64]) -> None:
-        self.oob_decision_function_ = oob_proba(pred, self.n_classes_)
-
-    @_dask_aware
-    def predict_proba(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> Any:
-        """Mean class proportions over trees, shape (n_samples, n_classes).
-
-        Multi-output: a list of one such array per output, as scikit-learn.
-        ``client_ids``: as in :meth:`FedForestRegressor.predict` (marginal rule).
-        """
-        return per_output(self._mean_value(X, client_ids), self.n_classes_)
-
-    @_dask_aware
-    def predict_log_proba(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> Any:
-        """Log of :meth:`predict_proba` (-inf where a class has probability 0), as scikit-learn."""
-        proba = self.predict_proba(X, client_ids=client_ids)
-        with np.errstate(divide="ignore"):
-            return [np.log(p) for p in proba] if isinstance(proba, list) else np.log(proba)
-
-    @_dask_aware
-    def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[Any]:
-        """Most probable class, shape (n_samples,) (multi-output: (n_samples, n_outputs))."""
-        check_is_fitted(self, "trees_")
-        return most_probable(self.predict_proba(X, client_ids=client_ids), self.classes_)
-
-
-def load(path: str | os.PathLike[str]) -> FedForestRegressor | FedForestClassifier:
-    """Load a model written by ``model.save(path)``.
-
-    Only arrays and a JSON header are read (``allow_pickle=False``); every field is
-    checked against the others before the estimator is built.
-
-    Raises
-    ------
-    ValueError
-        If the file is not a valid fedforest model (foreign, truncated, pickled, or with
-        arrays out of range or inconsistent with its header).
-    """
-    model: FedForestRegressor | FedForestClassifier = load_model(
-        path,
-        {"FedForestRegressor": FedForestRegressor, "FedForestClassifier": FedForestClassifier},
-    )
-    return model
