@@ -2,9 +2,10 @@
 
 The other attack tests run on Gaussian-like features and targets. Here the same attacks
 run on integer and binary features, ties, duplicated rows, rounded and heavy-tailed
-targets, very unequal clients (one of 5 rows; one of 8 rows all of one class), features at
-1e-9 and 1e9, a constant column, a feature equal to the target, a row id, two and seven
-classes, ``class_weight="balanced"`` and a few large sample weights. For each fit under
+targets, very unequal clients (one of 5 rows; one of 8 rows all of one class, also under
+``class_weight="balanced_subsample"``), features at 1e-9 and 3e9, a constant column, a
+feature equal to the target, a row id, two and seven classes, ``class_weight="balanced"``
+and a few large sample weights. For each fit under
 ``"secure"`` (the default), :func:`measure` takes:
 
 - ``raw``: the share of rows with a feature value or target among the floats of any reply,
@@ -139,6 +140,12 @@ def tiny_client_one_class(seed: int, n: int = 100) -> Shape:
     return _frame(X), y, h, {"task": "classification"}
 
 
+def tiny_client_subsample(seed: int, n: int = 100) -> Shape:
+    """The same under ``class_weight="balanced_subsample"`` (each tree's class weights)."""
+    X, y, h, kw = tiny_client_one_class(seed, n)
+    return X, y, h, {**kw, "class_weight": "balanced_subsample"}
+
+
 def scales(seed: int, n: int = 100) -> Shape:
     """Features at 1e-9 and about 3e9, a constant column, a feature equal to the target."""
     X, h = _base(seed, [n] * 10)
@@ -198,6 +205,7 @@ SHAPES: dict[str, Callable[..., Shape]] = {
         heavy_tail,
         tiny_client,
         tiny_client_one_class,
+        tiny_client_subsample,
         scales,
         row_id,
         binary_classes,
