@@ -245,7 +245,7 @@ def measure(
     with pytest.MonkeyPatch.context() as mp:
         captured = _capture_in_bag(mp, draws_as_rows=False)
         fed = _fit(model, X, y, h, weights)
-    m = max(10, 2 * model.min_samples_leaf)
+    m = model.min_aggregate_rows or max(10, 2 * model.min_samples_leaf)
     weighted = weights is not None or "class_weight" in kw
     arrays = [a for _, replies in fed.rounds for r in replies.values() for a in r.arrays.values()]
     out: dict[str, Any] = {"raw": raw_value_exposure(fed, X, y), "m": m}
@@ -329,6 +329,14 @@ def test_a_row_entered_m_times_keeps_its_target() -> None:
     got = measure("repeated", 0, 20, n=60, copies=25)
     assert got["small"] == 0 and min(got["fewest"].values()) >= got["m"]  # the floor holds
     assert got["individuals"] < 0.01, got
+
+
+def test_a_floor_above_the_copies_keeps_the_repeated_rows_target() -> None:
+    """The same fit with ``min_aggregate_rows=30``, more than the 25 copies: every node
+    holds 30 distinct rows, so no node holds one person alone; the attack claims none."""
+    got = measure("repeated", 0, 20, n=60, copies=25, min_aggregate_rows=30)
+    assert got["m"] == 30 and got["small"] == 0 and min(got["fewest"].values()) >= 30, got
+    assert got["individuals"] == 0.0, got
 
 
 @pytest.mark.xfail(
