@@ -561,32 +561,52 @@ def _round_b_pairs(fed, model, m):
                 if c >= 0:
                     dd[c] = dd[i] + 1
         depth.append(dd)
-    level, a = -1, None
-    for requests, _ in fed.rounds:
+    level, a, rows = -1, None, None
+    for requests, replies in fed.rounds:
         req = next(iter(requests.values()))
         if req.kind == ROUND_A:
             level += 1
             a = req
+            summaries = [r.arrays["summary"] for r in replies.values()]
+            rows = add_in_order(summaries, summaries[0].shape)[:, 0].astype(np.int64)
         if req.kind != ROUND_B:
             continue
-        assert a is not None
+        assert a is not None and rows is not None
         slots = []
         for t, tree in enumerate(trees):
-            frontier = [
+            nodes = [nd for nd, dd in sorted(depth[t].items()) if dd == level]
+            # A leaf of one target value (a rounded target) has impurity 0 in the model,
+            # but the server, whose pooled sums carry the fixed point's rounding, may have
+            # asked its Round A all the same: such leaves are matched by their rows.
+            sure = {
                 nd
-                for nd, dd in sorted(depth[t].items())
-                if dd == level
-                and (
-                    tree.children_left[nd] >= 0
-                    or (tree.n_node_samples[nd] >= 2 * m and tree.impurity[nd] > 1e-12)
-                )
-            ]
-            assert len(frontier) == np.diff(a.arrays["slot_tree_off"])[t]
+                for nd in nodes
+                if tree.children_left[nd] >= 0
+                or (tree.n_node_samples[nd] >= 2 * m and tree.impurity[nd] > 1e-12)
+            }
+            maybe = {nd for nd in nodes if tree.n_node_samples[nd] >= 2 * m}
+            lo, hi = a.arrays["slot_tree_off"][t : t + 2]
+            frontier = _match_rows(
+                [nd for nd in nodes if nd in maybe or nd in sure], sure, tree, rows[lo:hi]
+            )
+            assert frontier is not None
             slots += [(t, nd) for nd in frontier]
         pair_off, pair_feat = a.arrays["pair_off"], a.arrays["pair_feat"]
         for s, (t, nd) in enumerate(slots):
             for p in range(pair_off[s], pair_off[s + 1]):
                 yield t, nd, p, int(pair_feat[p]), req, a
+
+
+def _match_rows(nodes, sure, tree, rows) -> list[int] | None:
+    """The nodes, in order, whose rows are the slots' (``sure`` ones always among them)."""
+    if not nodes:
+        return [] if rows.size == 0 else None
+    nd, rest = nodes[0], nodes[1:]
+    if rows.size and tree.n_node_samples[nd] == rows[0]:
+        taken = _match_rows(rest, sure, tree, rows[1:])
+        if taken is not None:
+            return [nd, *taken]
+    return None if nd in sure else _match_rows(rest, sure, tree, rows)
 
 
 def _releases(fed, model, m) -> dict:

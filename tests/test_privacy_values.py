@@ -68,6 +68,11 @@ def node_values(model: ff.FedForestRegressor, poisson: bool = False) -> np.ndarr
 def claimed_targets(values: np.ndarray, y: np.ndarray, rel: float = 1e-7) -> float:
     """The share of training rows whose target (to 1e-6) the attacker claims: a value found
     (to ``rel``) in nodes of two trees or more."""
+    return float(claimed_rows(values, y, rel).mean())
+
+
+def claimed_rows(values: np.ndarray, y: np.ndarray, rel: float = 1e-7) -> np.ndarray:
+    """The training rows (a mask) whose target :func:`claimed_targets` counts."""
     order = np.argsort(values[:, 0])
     v, tree = values[order, 0], values[order, 1]
     starts = np.flatnonzero(np.concatenate([[True], np.diff(v) > rel * np.abs(v[1:])]))
@@ -77,20 +82,23 @@ def claimed_targets(values: np.ndarray, y: np.ndarray, rel: float = 1e-7) -> flo
         if np.unique(tree[a:b]).size >= 2
     ]
     if not claims:
-        return 0.0
+        return np.zeros(len(y), dtype=bool)
     c = np.asarray(claims)
     hit = np.abs(c[:, None] - y[None, :]) <= 1e-6 * np.abs(y[None, :])
-    return float(hit.any(axis=0).mean())
+    return np.asarray(hit.any(axis=0))
 
 
-def pooled_values(fed: RecordingFederation, mean_only: bool = False) -> np.ndarray:
+def pooled_values(
+    fed: RecordingFederation, mean_only: bool = False, whole: bool = True
+) -> np.ndarray:
     """What the server decodes under ``"secure"`` (squared error, one output): every node
     summary and every Round B interval between consecutive candidates (the difference of
     two cumulative left sums, each over ``m`` rows or more), turned back into ``y`` units
     with the set-up's center and scale. Rows (value, tree) as :func:`node_values`, kept
     where ``(sum w y)^2 / sum w y^2`` is a whole number, as a lone row's bootstrap count is
-    (a mix of rows seldom gives one). ``mean_only``: every sum's ``sum w y / c`` for ``c``
-    = 1, 2, 3 instead (a lone nonzero row drawn ``c`` times), no sum of squares needed."""
+    (a mix of rows seldom gives one; ``whole=False`` keeps every sum). ``mean_only``: every
+    sum's ``sum w y / c`` for ``c`` = 1, 2, 3 instead (a lone nonzero row drawn ``c``
+    times), no sum of squares needed."""
     bits = stat_frac_bits(0)
     out, center, scale, first_tree = [], 0.0, 1.0, 0
     summary = node_tree = pair_off = None
@@ -134,7 +142,8 @@ def pooled_values(fed: RecordingFederation, mean_only: bool = False) -> np.ndarr
     Sy2 = scale * scale * Sz2 + 2 * scale * center * Sz + center * center * W
     ok = (Sy > 1e-9 * abs(scale) * W) & (Sy2 > 0)
     count = Sy * Sy / np.where(ok, Sy2, 1.0)
-    ok &= (np.abs(count - np.round(count)) < 1e-6) & (np.round(count) >= 1)
+    if whole:
+        ok &= (np.abs(count - np.round(count)) < 1e-6) & (np.round(count) >= 1)
     return np.column_stack([Sy2[ok] / Sy[ok], S[ok, 4]])
 
 
