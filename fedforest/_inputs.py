@@ -32,6 +32,7 @@ from .federated.categorical import (
     named_columns,
     sort_categories,
 )
+from .federated.cells import refuse_nested
 from .federated.domains import type_hint
 from .federated.label_dtypes import labels_array
 from .federated.server.config import GrowerConfig
@@ -161,6 +162,7 @@ def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
     and an error blaming the categorical column. A text column is named when the rows
     fail: NumPy's own error ("could not convert string to float: 'True'") names none.
     """
+    refuse_nested(X)
     fitted = getattr(est, "feature_names_in_", None)
     if fitted is not None and isinstance(X, pd.DataFrame):
         names = list(X.columns)

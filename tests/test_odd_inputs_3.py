@@ -1,0 +1,143 @@
+"""Odd inputs, third round (docs/sklearn.md, "Inputs a user brings"; docs/cli.md).
+
+Each test failed on d13ea5a: a client given X with rows but no column was told it had no
+rows; a ``Client`` given an object array whose cells held lists read each such column as
+several columns, silently (a cell ``[v]`` as ``v``), where ``fit`` and scikit-learn refuse
+it; a nested column (a Parquet list or struct column, lists or dicts in an ``object``
+column) declared categorical failed with "unhashable type: 'list'" in ``fit`` and a
+``TypeError`` the server could not name under ``fit_federated``, and undeclared it was
+refused with advice to declare it categorical.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import RandomForestRegressor
+
+from fedforest import Client, FedForestClassifier, FedForestRegressor
+from fedforest.cli import main
+from fedforest.datasets.files import read_client_data
+from fedforest.federated.client_errors import error_text
+
+PRIVACY = ["secure", "none"]
+
+
+def _data(n: int = 80, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    X = np.random.default_rng(seed).normal(size=(n, 3))
+    return X, X[:, 0] + 0.5 * X[:, 1]
+
+
+def _kw(privacy: str, **extra: Any) -> dict[str, Any]:
+    return dict(n_estimators=3, max_depth=3, random_state=0, privacy=privacy, **extra)
+
+
+# ------------------------------------------------------------------ no columns
+@pytest.mark.parametrize("kind", ["array", "frame", "lists"])
+def test_a_client_with_rows_but_no_column_is_told_so(kind: str) -> None:
+    # Before: "Client 'a' has no rows; remove it from the federation."
+    X = {
+        "array": np.empty((40, 0)),
+        "frame": pd.DataFrame(index=range(40)),
+        "lists": [[] for _ in range(40)],
+    }[kind]
+    with pytest.raises(ValueError, match=r"Client 'a': X has 0 features \(shape \(40, 0\)\)"):
+        Client(X, np.zeros(40), "a")
+    # fit refuses the same rows with scikit-learn's message.
+    with pytest.raises(ValueError, match=r"Found array with 0 feature\(s\)"):
+        FedForestRegressor(**_kw("none")).fit(np.empty((40, 0)), np.zeros(40))
+    with pytest.raises(ValueError, match="has no rows"):  # no rows is still said first
+        Client(np.empty((0, 0)), np.zeros(0), "a")
+
+
+# ------------------------------------------------------------------ nested cells
+def _with_lists(X: np.ndarray, width: int) -> np.ndarray:
+    """X as objects, its column 1 replaced by lists of ``width`` numbers."""
+    out = X.astype(object)
+    out[:, 1] = [[float(v)] * width for v in X[:, 1]]
+    return out
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_a_clients_object_array_of_lists_is_refused_naming_the_column(width: int) -> None:
+    # Before: the client's X had 2 + width columns (a list of two numbers as two columns),
+    # and the fit ran on them; fit and scikit-learn's forest refuse the same array.
+    X, y = _data()
+    odd = _with_lists(X, width)
+    with pytest.raises(ValueError, match="setting an array element with a sequence"):
+        RandomForestRegressor(n_estimators=2).fit(odd, y)  # the oracle refuses it
+    with pytest.raises(ValueError, match="Client 'a': column 1 of X holds list values"):
+        Client(odd[:40], y[:40], "a")
+    with pytest.raises(ValueError, match="Column 1 of X holds list values"):
+        FedForestRegressor(**_kw("none")).fit(odd, y, client_ids=np.repeat([0, 1], 40))
+    assert Client(X[:40], y[:40], "a").X.shape == (40, 3)  # the numbers alone make it
+
+
+def _nested_frame(X: np.ndarray, kind: str) -> pd.DataFrame:
+    cell = {"list": lambda v: [v, v], "dict": lambda v: {"u": v}, "ndarray": np.atleast_1d}
+    return pd.DataFrame({"a": X[:, 0], "n": [cell[kind](v) for v in X[:, 1]], "c": X[:, 2]})
+
+
+@pytest.mark.parametrize("privacy", PRIVACY)
+@pytest.mark.parametrize("kind", ["list", "dict", "ndarray"])
+@pytest.mark.parametrize("declared", [False, True])
+def test_a_nested_column_is_refused_naming_it(privacy: str, kind: str, declared: bool) -> None:
+    # Before: declared categorical, TypeError "unhashable type: 'list'" in fit (an array
+    # column was taken as categories), and under fit_federated the client's handshake
+    # failed with a TypeError whose text stayed with the client; undeclared, the refusal
+    # advised declaring it categorical.
+    X, y = _data()
+    frame = _nested_frame(X, kind)
+    cat = ["n"] if declared else None
+    expected = f"olumn 'n' of X holds {kind} values"
+    with pytest.raises(ValueError, match=f"^C{expected}"):
+        FedForestRegressor(**_kw(privacy), categorical_features=cat).fit(
+            frame, y, client_ids=np.repeat(["a", "b"], 40)
+        )
+    with pytest.raises(ValueError, match=f"^Client 'a': c{expected}"):
+        Client(frame.iloc[:40], y[:40], "a", categorical_features=cat)
+
+
+def test_predicting_a_nested_column_names_it() -> None:
+    X, y = _data()
+    frame = pd.DataFrame(X, columns=["a", "n", "c"])
+    model = FedForestClassifier(**_kw("none")).fit(frame, y > 0, client_ids=np.repeat([0, 1], 40))
+    odd = _nested_frame(X, "list")
+    for method in (model.predict, model.predict_proba, model.apply, model.decision_path):
+        with pytest.raises(ValueError, match="Column 'n' of X holds list values"):
+            method(odd)
+    assert model.predict(frame).shape == (80,)
+
+
+def test_a_parquet_list_column_names_the_file_the_client_and_the_column(
+    tmp_path: Path, capsys: Any
+) -> None:
+    pytest.importorskip("pyarrow")
+    X, y = _data(40)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(visits=[[1, 2]] * 20 + [[3]] * 20, y=y)
+    path = tmp_path / "site-a.parquet"
+    frame.to_parquet(path)
+    X_file, y_file = read_client_data(path, "y")
+    with pytest.raises(ValueError, match="Client 'site-a': column 'visits' of X holds ndarray"):
+        Client(X_file, y_file, "site-a")
+    argv = ["train", "--target", "y", "--trees", "2", "--out", str(tmp_path / "m.ffm")]
+    with pytest.raises(SystemExit) as exc:  # the command: a usage error naming the file
+        main([*argv, f"--client=site-a={path}", f"--client=site-b={path}"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{str(path)!r}: Client 'site-a': column 'visits' of X holds ndarray values" in err
+    pytest.importorskip("flwr")
+    from fedforest.transport.flower import client_from_node_config
+
+    config = {"data-path": str(path), "target": "y", "name": "site-a"}
+    with pytest.raises(ValueError) as info:
+        client_from_node_config(config)
+    text = str(info.value)
+    assert text.startswith(repr(str(path))) and "column 'visits' of X holds" in text
+    assert error_text(info.value, "loading its data", log=False) == text  # sent as it is
+    frame.drop(columns="visits").to_parquet(path)  # without it, the file makes the client
+    assert client_from_node_config(config).n_samples == 40
