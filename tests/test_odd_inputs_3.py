@@ -6,7 +6,8 @@ several columns, silently (a cell ``[v]`` as ``v``), where ``fit`` and scikit-le
 it; a nested column (a Parquet list or struct column, lists or dicts in an ``object``
 column) declared categorical failed with "unhashable type: 'list'" in ``fit`` and a
 ``TypeError`` the server could not name under ``fit_federated``, and undeclared it was
-refused with advice to declare it categorical.
+refused with advice to declare it categorical; a ``Client`` given complex ``X`` dropped
+the imaginary parts with NumPy's warning only.
 """
 
 from __future__ import annotations
@@ -52,6 +53,23 @@ def test_a_client_with_rows_but_no_column_is_told_so(kind: str) -> None:
         FedForestRegressor(**_kw("none")).fit(np.empty((40, 0)), np.zeros(40))
     with pytest.raises(ValueError, match="has no rows"):  # no rows is still said first
         Client(np.empty((0, 0)), np.zeros(0), "a")
+
+
+# ------------------------------------------------------------------ complex X
+@pytest.mark.parametrize("frame", [False, True])
+def test_a_clients_complex_x_is_refused_as_fit_refuses_it(frame: bool) -> None:
+    # Before: the client dropped the imaginary parts, with NumPy's ComplexWarning only.
+    X, y = _data()
+    Z = X.astype(complex)
+    Z[:, 2] += 1j
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        RandomForestRegressor(n_estimators=2).fit(Z, y)  # the oracle
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        FedForestRegressor(**_kw("none")).fit(Z, y, client_ids=np.repeat([0, 1], 40))
+    given = pd.DataFrame(Z, columns=["a", "b", "c"]) if frame else Z
+    column = "'a'" if frame else "0"
+    with pytest.raises(ValueError, match=f"Client 's': column {column} of X is complex"):
+        Client(given[:40], y[:40], "s")
 
 
 # ------------------------------------------------------------------ nested cells

@@ -323,6 +323,10 @@ def read_features(
                 "features, or a pandas 'category' column / categorical_features=[...] for "
                 "categories."
             )
+        if col.dtype.kind == "c":  # NumPy's cast dropped the imaginary part, with a warning
+            raise ValueError(
+                f"{who}: column {_name(names, j)} of X is complex: Complex data not supported."
+            )
         try:
             columns.append(column_floats(col))
         except (TypeError, ValueError) as exc:
