@@ -159,3 +159,30 @@ def test_a_parquet_list_column_names_the_file_the_client_and_the_column(
     assert error_text(info.value, "loading its data", log=False) == text  # sent as it is
     frame.drop(columns="visits").to_parquet(path)  # without it, the file makes the client
     assert client_from_node_config(config).n_samples == 40
+
+
+# ------------------------------------------------------------------ files
+def test_a_csv_with_spaces_after_its_commas_says_so(tmp_path: Path, capsys: Any) -> None:
+    # Before: "has no target column 'y'; its columns are ['a', ' b', ' y']", the spaces
+    # easy to miss in the quotes (pandas keeps them in the names).
+    X, y = _data(40)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(y=y)
+    spaced = tmp_path / "spaced.csv"
+    spaced.write_text(frame.to_csv(index=False).replace(",", ", "))
+    with pytest.raises(ValueError, match=r"names \[' y'\] have spaces around them"):
+        read_client_data(spaced, "y")
+    out = str(tmp_path / "m.ffm")
+    argv = ["train", "--target", "y", "--trees", "20", "--max-depth", "2", "--privacy", "none"]
+    argv += ["--out", out]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, f"--client=a={spaced}", f"--client=b={spaced}"])
+    assert exc.value.code == 2
+    assert "have spaces around them" in capsys.readouterr().err
+    plain = tmp_path / "plain.csv"
+    frame.to_csv(plain, index=False)
+    assert main([*argv, f"--client=a={plain}", f"--client=b={plain}"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:  # predict: the model's columns, spaced in the file
+        main(["predict", out, str(spaced), "--out", str(tmp_path / "p.csv")])
+    assert exc.value.code == 2
+    assert "names [' b', ' c'] have spaces around them" in capsys.readouterr().err
