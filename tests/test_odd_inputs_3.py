@@ -186,3 +186,21 @@ def test_a_csv_with_spaces_after_its_commas_says_so(tmp_path: Path, capsys: Any)
         main(["predict", out, str(spaced), "--out", str(tmp_path / "p.csv")])
     assert exc.value.code == 2
     assert "names [' b', ' c'] have spaces around them" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ parameters
+@pytest.mark.parametrize("privacy", PRIVACY)
+@pytest.mark.parametrize("scalar", [np.float16, np.longdouble])
+def test_ccp_alpha_as_any_numpy_float_prunes_as_a_float(privacy: str, scalar: Any) -> None:
+    # Before: numba's NotImplementedError "float16" (a TypingError for a long double) from
+    # inside the pruning kernel; scikit-learn's forest takes both.
+    X, y = _data()
+    alpha = scalar(0.05)
+    RandomForestRegressor(n_estimators=2, ccp_alpha=alpha).fit(X, y)  # the oracle takes it
+    ids = np.repeat(["a", "b"], 40)
+    odd = FedForestRegressor(**_kw(privacy), ccp_alpha=alpha).fit(X, y, client_ids=ids)
+    plain = FedForestRegressor(**_kw(privacy), ccp_alpha=float(alpha)).fit(X, y, client_ids=ids)
+    assert np.array_equal(odd.predict(X), plain.predict(X))
+    unpruned = FedForestRegressor(**_kw(privacy)).fit(X, y, client_ids=ids)
+    leaves = [sum(t.children_left == -1) for t in (odd.trees_ + unpruned.trees_)]
+    assert sum(leaves[:3]) < sum(leaves[3:])  # it pruned
