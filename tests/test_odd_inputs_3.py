@@ -204,3 +204,29 @@ def test_ccp_alpha_as_any_numpy_float_prunes_as_a_float(privacy: str, scalar: An
     unpruned = FedForestRegressor(**_kw(privacy)).fit(X, y, client_ids=ids)
     leaves = [sum(t.children_left == -1) for t in (odd.trees_ + unpruned.trees_)]
     assert sum(leaves[:3]) < sum(leaves[3:])  # it pruned
+
+
+@pytest.mark.parametrize("privacy", PRIVACY)
+def test_numpy_numbers_as_parameters_fit_the_forest_of_python_numbers(privacy: str) -> None:
+    # Before: n_bins, tree_batch_size or min_aggregate_rows as NumPy integers (a grid's
+    # np.arange) failed with "Object of type int64 is not JSON serializable" from a
+    # message header, and a long double min_weight_fraction_leaf with numba's TypingError
+    # (under "secure" a RecursionError in the settings digest).
+    X, y = _data()
+    ids = np.repeat(["a", "b"], 40)
+    given = dict(n_bins=16, tree_batch_size=2, min_aggregate_rows=12, ccp_alpha=0.05)
+    given |= dict(min_weight_fraction_leaf=0.125, min_impurity_decrease=0.001)
+    numpy = {k: (np.int64(v) if isinstance(v, int) else np.longdouble(v)) for k, v in given.items()}
+    odd = FedForestRegressor(**_kw(privacy), **numpy).fit(X, y, client_ids=ids)
+    plain = FedForestRegressor(**_kw(privacy), **given).fit(X, y, client_ids=ids)
+    assert np.array_equal(odd.predict(X), plain.predict(X))
+
+
+def test_grid_search_over_numpy_n_bins() -> None:
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = _data()
+    model = FedForestRegressor(n_estimators=3, max_depth=3, random_state=0)
+    grid = GridSearchCV(model, {"n_bins": np.arange(16, 48, 16)}, cv=2, error_score="raise")
+    grid.fit(X, y, client_ids=np.tile(["a", "b"], 40))
+    assert grid.best_params_["n_bins"] in (16, 32)
