@@ -32,7 +32,10 @@ def _nested_kind(values: Any) -> str | None:
 
 
 def refuse_nested(X: Any, who: str | None = None) -> None:
-    """Raise ``ValueError`` if an ``object`` column of ``X`` holds collections.
+    """Raise if an ``object`` column of ``X`` holds collections.
+
+    A ``ValueError``, or in ``fit`` and ``predict`` (``who`` None) NumPy's ``TypeError``
+    for dicts and sets, as scikit-learn raises it.
 
     Parameters
     ----------
@@ -55,10 +58,21 @@ def refuse_nested(X: Any, who: str | None = None) -> None:
         return
     for label, column in columns:
         kind = _nested_kind(column)
-        if kind is not None:
-            where = f"{who}: column" if who is not None else "Column"
-            raise ValueError(
-                f"{where} {label} of X holds {kind} values (a nested column, such as a "
-                "Parquet list or struct column); fedforest needs one number or one category "
-                "per cell: expand it into columns of their own, or drop it."
-            )
+        if kind is None:
+            continue
+        sequence = kind not in ("dict", "set", "frozenset")
+        numpy = (  # NumPy's own text, which scikit-learn's checks match
+            "setting an array element with a sequence"
+            if sequence
+            else f"float() argument must be a string or a real number, not '{kind}'"
+        )
+        text = (
+            f"olumn {label} of X holds {kind} values ({numpy}): a nested column, such as a "
+            "Parquet list or struct column; fedforest needs one number or one category per "
+            "cell: expand it into columns of their own, or drop it."
+        )
+        if who is not None:  # a client's refusals are ValueErrors (the CLI, a ClientApp)
+            raise ValueError(f"{who}: c{text}")
+        # fit and predict raise NumPy's type, as scikit-learn does (its estimator checks
+        # expect the TypeError of a dict).
+        raise (ValueError if sequence else TypeError)(f"C{text}")
