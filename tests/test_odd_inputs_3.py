@@ -231,3 +231,21 @@ def test_grid_search_over_numpy_n_bins() -> None:
     grid = GridSearchCV(model, {"n_bins": np.arange(16, 48, 16)}, cv=2, error_score="raise")
     grid.fit(X, y, client_ids=np.tile(["a", "b"], 40))
     assert grid.best_params_["n_bins"] in (16, 32)
+
+
+# ------------------------------------------------------------------ labels
+@pytest.mark.parametrize("privacy", PRIVACY)
+def test_a_clients_long_double_labels_are_its_own_error(privacy: str) -> None:
+    # Before: the server refused the client's handshake as an invalid reply ("header field
+    # 'labels' holds np.longdouble('0.0')"), blaming the client as if it were hostile.
+    if np.dtype(np.longdouble).itemsize <= 8:
+        pytest.skip("a long double is a float64 on this platform")
+    X, y = _data()
+    labels = (y > 0).astype(np.longdouble)
+    name = np.dtype(np.longdouble).name
+    clients = [Client(X[:40], labels[:40], "a"), Client(X[40:], labels[40:], "b")]
+    with pytest.raises(ValueError, match=rf"Client 'a': y has dtype {name} \(long double\)"):
+        FedForestClassifier(**_kw(privacy)).fit_federated(clients)
+    clients = [Client(X[:40], labels[:40].astype(np.float64), "a"), clients[1]]
+    with pytest.raises(ValueError, match=f"Client 'b': y has dtype {name}"):  # only b now
+        FedForestClassifier(**_kw(privacy)).fit_federated(clients)
