@@ -249,3 +249,32 @@ def test_a_clients_long_double_labels_are_its_own_error(privacy: str) -> None:
     clients = [Client(X[:40], labels[:40].astype(np.float64), "a"), clients[1]]
     with pytest.raises(ValueError, match=f"Client 'b': y has dtype {name}"):  # only b now
         FedForestClassifier(**_kw(privacy)).fit_federated(clients)
+
+
+# ------------------------------------------------------------------ pandas indexes
+def test_series_indexes_are_ignored_rows_go_by_position_as_in_scikit_learn() -> None:
+    # A pin, not a fix (it held on d13ea5a): y, sample_weight and client_ids as Series whose
+    # index does not match X's are read by position, as scikit-learn's forest reads y.
+    X, y = _data()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    ids = np.repeat(["a", "b"], 40)
+    other = np.arange(80)[::-1] + 1000
+    kw = _kw("none")
+    plain = FedForestRegressor(**kw).fit(frame, y, client_ids=ids, sample_weight=np.ones(80))
+    series = FedForestRegressor(**kw).fit(
+        frame,
+        pd.Series(y, index=other),
+        client_ids=pd.Series(ids, index=other),
+        sample_weight=pd.Series(np.ones(80), index=other),
+    )
+    assert np.array_equal(plain.predict(frame), series.predict(frame))
+    clients = [
+        Client(frame.iloc[:40], pd.Series(y[:40], index=other[:40]), "a"),
+        Client(frame.iloc[40:], pd.Series(y[40:], index=other[40:]), "b"),
+    ]
+    federated = FedForestRegressor(**kw).fit_federated(clients)
+    assert np.array_equal(plain.predict(frame), federated.predict(frame))
+    oracle = RandomForestRegressor(n_estimators=2, random_state=0)
+    a = oracle.fit(frame, y).predict(frame)
+    b = oracle.fit(frame, pd.Series(y, index=other)).predict(frame)
+    assert np.array_equal(a, b)  # scikit-learn ignores the index too
