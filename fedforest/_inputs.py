@@ -32,6 +32,7 @@ from .federated.categorical import (
     named_columns,
     sort_categories,
 )
+from .federated.cells import refuse_nested
 from .federated.domains import type_hint
 from .federated.label_dtypes import labels_array
 from .federated.server.config import GrowerConfig
@@ -161,6 +162,7 @@ def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
     and an error blaming the categorical column. A text column is named when the rows
     fail: NumPy's own error ("could not convert string to float: 'True'") names none.
     """
+    refuse_nested(X)
     fitted = getattr(est, "feature_names_in_", None)
     if fitted is not None and isinstance(X, pd.DataFrame):
         names = list(X.columns)
@@ -740,6 +742,13 @@ def _client_classes(est: Any) -> Any:
     return list(range(len(declared)))
 
 
+def _python(value: Any) -> Any:
+    """A NumPy number as Python's (``np.arange`` in a parameter grid): messages carry JSON."""
+    if isinstance(value, np.integer):  # was "Object of type int64 is not JSON serializable"
+        return int(value)
+    return float(value) if isinstance(value, np.floating) else value  # float16, long double
+
+
 def estimator_config(est: Any) -> GrowerConfig:
     """The server's configuration from an estimator's parameters (a new seed each call)."""
     seed = int(check_random_state(est.random_state).randint(np.iinfo(np.int32).max))
@@ -747,15 +756,15 @@ def estimator_config(est: Any) -> GrowerConfig:
         task=est._task,
         criterion=criterion_name(est.criterion),  # "log_loss" is entropy, and so on
         n_estimators=int(est.n_estimators),  # True is 1, as in scikit-learn
-        max_depth=est.max_depth,
-        min_samples_split=est.min_samples_split,
-        min_samples_leaf=est.min_samples_leaf,
-        min_impurity_decrease=est.min_impurity_decrease,
-        min_weight_fraction_leaf=est.min_weight_fraction_leaf,
-        ccp_alpha=est.ccp_alpha,
+        max_depth=_python(est.max_depth),
+        min_samples_split=_python(est.min_samples_split),
+        min_samples_leaf=_python(est.min_samples_leaf),
+        min_impurity_decrease=_python(est.min_impurity_decrease),
+        min_weight_fraction_leaf=_python(est.min_weight_fraction_leaf),
+        ccp_alpha=_python(est.ccp_alpha),
         monotonic_cst=est.monotonic_cst,
-        max_features=est.max_features,
-        n_bins=est.n_bins,
+        max_features=_python(est.max_features),
+        n_bins=_python(est.n_bins),
         # Local candidates are values of a client's rows: only under privacy="none".
         local_candidates=(
             est.local_candidates if est.local_candidates is not None else est.privacy == "none"
@@ -764,19 +773,19 @@ def estimator_config(est: Any) -> GrowerConfig:
         bootstrap=est.bootstrap,
         oob_score=bool(est.oob_score),
         seed=seed,
-        verbose=est.verbose,
-        tree_batch_size=est.tree_batch_size,
-        n_jobs=est.n_jobs,
+        verbose=_python(est.verbose),
+        tree_batch_size=_python(est.tree_batch_size),
+        n_jobs=_python(est.n_jobs),
         split_on_client=est.split_on_client,
         split_rule=est.split_rule,
-        top_l=est.top_l,
-        client_fraction=est.client_fraction,
-        max_samples=est.max_samples,
+        top_l=_python(est.top_l),
+        client_fraction=_python(est.client_fraction),
+        max_samples=_python(est.max_samples),
         on_client_failure=est.on_client_failure,
         privacy=est.privacy,
-        min_aggregate_rows=est.min_aggregate_rows,
-        epsilon=est.epsilon,
-        delta=est.delta,
+        min_aggregate_rows=_python(est.min_aggregate_rows),
+        epsilon=_python(est.epsilon),
+        delta=_python(est.delta),
         class_weight=est._class_weight(),
         categories=getattr(est, "_fit_categories", None) or est.categories,
         classes=_client_classes(est),

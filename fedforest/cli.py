@@ -303,7 +303,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     import pandas as pd
 
     import fedforest as ff
-    from fedforest.datasets.files import read_client_data
+    from fedforest.datasets.files import read_client_data, spacing_hint
     from fedforest.federated.categorical import categorical_columns
     from fedforest.federated.domains import declaration_hint
 
@@ -332,7 +332,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             if args.weight not in X.columns:
                 parser.error(
                     f"{path!r} (client {name!r}) has no weight column {args.weight!r}; its "
-                    f"columns are {[str(c) for c in X.columns]}"
+                    f"columns are {[str(c) for c in X.columns]}.{spacing_hint(X, [args.weight])}"
                 )
             weight = X.pop(args.weight)
             if not pd.api.types.is_numeric_dtype(weight.dtype) or weight.isna().any():
@@ -453,7 +453,7 @@ def _load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
 
 def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
     """The rows of a data file in the model's columns (by name), or a usage error."""
-    from fedforest.datasets.files import read_table, separator_hint
+    from fedforest.datasets.files import read_table, separator_hint, spacing_hint
 
     try:
         frame = read_table(path)
@@ -465,6 +465,7 @@ def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
         if missing:
             parser.error(
                 f"{str(path)!r} lacks the model's columns {missing}.{separator_hint(frame)}"
+                f"{spacing_hint(frame, missing)}"
             )
         frame = frame[list(names)]
     else:  # fitted on an array (in Python): the columns by position, without their names

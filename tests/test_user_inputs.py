@@ -232,7 +232,8 @@ def test_client_with_pd_na_in_an_object_column() -> None:
 # ------------------------------------------------------------------ max_features
 @pytest.mark.parametrize("privacy", PRIVACY)
 def test_max_features_above_the_features_is_refused(privacy: str) -> None:
-    # Before: clipped to the 3 features silently; scikit-learn's forest refuses it.
+    # Before: clipped to the 3 features silently; scikit-learn's trees once refused it
+    # (1.9.1 takes it and considers every feature: docs/sklearn.md, max_features).
     X, y, _ = _data()
     model = FedForestRegressor(n_estimators=2, max_features=4, privacy=privacy)
     with pytest.raises(ValueError, match=r"max_features must be in \(0, n_features\]; .*=4 .*=3"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["read_client_data", "read_table"]
+__all__ = ["read_client_data", "read_table", "separator_hint", "spacing_hint"]
 
 _PARQUET = {".parquet", ".pq"}
 #: pyarrow's texts for a file that is not (whole) Parquet: structure, not values. Any other
@@ -110,6 +110,23 @@ def separator_hint(frame: pd.DataFrame) -> str:
     return ""
 
 
+def spacing_hint(frame: pd.DataFrame, wanted: list[str]) -> str:
+    """Why a file lacks columns it holds with spaces around their names.
+
+    pandas keeps the space after each comma of ``a, b, y`` in the names (``' y'``): the
+    error listed the columns, the spaces easy to miss in the quotes.
+    """
+    spaced = {str(c).strip(): str(c) for c in frame.columns if str(c) != str(c).strip()}
+    found = [spaced[w] for w in wanted if w in spaced]
+    if not found:
+        return ""
+    return (
+        f" Its column names {found} have spaces around them: read it with "
+        "pandas.read_csv(path, skipinitialspace=True) and write it again "
+        "(.to_csv(new_path, index=False)), or rename the columns."
+    )
+
+
 def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Series]:
     """Features and target of one client's file.
 
@@ -139,6 +156,7 @@ def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Se
         raise ValueError(
             f"{str(path)!r} has no target column {target!r}; its columns are "
             f"{[str(c) for c in frame.columns]}.{separator_hint(frame)}"
+            f"{spacing_hint(frame, [target])}"
         )
     y = frame[target]
     if y.isna().any():  # refused by both tasks; here the file is known (no row, no count:

@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from .cells import refuse_nested
+
 __all__ = [
     "MISSING_CATEGORY",
     "sort_categories",
@@ -305,6 +307,7 @@ def read_features(
         if X.ndim != 2:
             raise ValueError(f"{who}: X must be 2-D, got shape {X.shape}.")
         n_features = X.shape[1]
+    refuse_nested(X, who)
     cat = categorical_columns(X, categorical_features, n_features, who)
     raw: dict[int, NDArray[Any]] = {}
     columns = []
@@ -320,6 +323,10 @@ def read_features(
                 "features, or a pandas 'category' column / categorical_features=[...] for "
                 "categories."
             )
+        if col.dtype.kind == "c":  # NumPy's cast dropped the imaginary part, with a warning
+            raise ValueError(
+                f"{who}: column {_name(names, j)} of X is complex: Complex data not supported."
+            )
         try:
             columns.append(column_floats(col))
         except (TypeError, ValueError) as exc:
@@ -327,9 +334,13 @@ def read_features(
             raise ValueError(
                 f"{who}: column {_name(names, j)} is not numeric (it holds {value_kinds(col)})."
             ) from exc
-    arr = np.column_stack(columns) if columns else np.empty((0, 0))
+    arr = np.column_stack(columns) if columns else np.empty((int(np.shape(X)[0]), 0))
     if arr.shape[0] == 0:
         raise ValueError(f"{who} has no rows; remove it from the federation.")
+    if arr.shape[1] == 0:  # it was "has no rows" (scikit-learn: "0 feature(s)")
+        raise ValueError(
+            f"{who}: X has 0 features (shape {arr.shape}); a client needs at least one column."
+        )
     if np.isinf(arr).any():
         j = int(np.flatnonzero(np.isinf(arr).any(axis=0))[0])
         raise ValueError(

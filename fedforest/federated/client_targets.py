@@ -207,6 +207,11 @@ def check_label_kind(y: NDArray[Any], name: str) -> None:
     """Refuse a ``y`` whose dtype is not text, numbers or bools (``check_labels``)."""
     if y.dtype.kind == "c":
         raise ValueError(f"Client {name!r}: Complex data not supported in y.")
+    if y.dtype.kind == "f" and y.dtype.itemsize > 8:  # the handshake blamed its reply
+        raise ValueError(
+            f"Client {name!r}: y has dtype {y.dtype} (long double), which the handshake does "
+            "not carry; give its class labels as y.astype(np.float64) or integers."
+        )
     if y.dtype.kind not in "biufUO":
         raise ValueError(
             f"Client {name!r}: y has dtype {y.dtype}; a class label under fit_federated is a "

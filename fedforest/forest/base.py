@@ -48,6 +48,7 @@ from .._inputs import (
 from .._io import save_model
 from ..diagnostics import diagnose
 from ..federated.categorical import categorical_columns
+from ..federated.cells import refuse_nested
 from ..federated.client import Client
 from ..federated.federation import Federation
 from ..federated.privacy.dp import compose_reports
@@ -276,6 +277,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             warn_low_min_rows(self.privacy, self.min_aggregate_rows)
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
             check_targets(X, y, self._task)
+            refuse_nested(X)  # before a categorical column's levels are hashed
             features = declared_features(self.categorical_features, self.categories)
             cat_cols = categorical_columns(X, features, n_columns(X), "X")
             undeclared = self.privacy == "dp" and self.categories is None and cat_cols

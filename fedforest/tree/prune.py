@@ -104,9 +104,10 @@ def prune_tree(tree: Tree, ccp_alpha: float) -> Tree:
     w = tree.weighted_n_node_samples
     r_node = w / w[0] * tree.impurity if w[0] > 0 else np.zeros_like(w)
     keep = np.empty(r_node.size, dtype=np.bool_)
-    ccp_prune(
-        tree.children_left, tree.children_right, np.ascontiguousarray(r_node), ccp_alpha, keep
-    )
+    # A float: numba has no float16 and no long double (a NumPy scalar of either failed
+    # inside the kernel, where scikit-learn takes it).
+    alpha = float(ccp_alpha)
+    ccp_prune(tree.children_left, tree.children_right, np.ascontiguousarray(r_node), alpha, keep)
     internal = tree.children_left != TREE_LEAF
     kept_internal = keep.copy()
     kept_internal[keep] = internal[keep] & keep[np.maximum(tree.children_left[keep], 0)]
