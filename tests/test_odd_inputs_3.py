@@ -278,3 +278,13 @@ def test_series_indexes_are_ignored_rows_go_by_position_as_in_scikit_learn() -> 
     a = oracle.fit(frame, y).predict(frame)
     b = oracle.fit(frame, pd.Series(y, index=other)).predict(frame)
     assert np.array_equal(a, b)  # scikit-learn ignores the index too
+
+
+# ------------------------------------------------------------------ the derived floor
+def test_a_too_small_federation_is_told_where_its_floor_comes_from() -> None:
+    # min_samples_leaf=0.6 of 80 rows is 48 rows, so the floor is 96 (above the 80 rows), a
+    # number the user never wrote: the refusal says it is the default and how it is derived.
+    X, y = _data()
+    clients = [Client(X[:40], y[:40], "a"), Client(X[40:], y[40:], "b")]
+    with pytest.raises(ValueError, match=r"min_aggregate_rows = 96 \(unless set, max\(10, 2 \*"):
+        FedForestRegressor(n_estimators=2, min_samples_leaf=0.6).fit_federated(clients)

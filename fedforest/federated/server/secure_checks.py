@@ -196,6 +196,12 @@ def check_rounds_agree(b_rows: NDArray[np.float64], a_rows: NDArray[np.float64],
     )
 
 
+#: Said after the number: a user who never set ``min_aggregate_rows`` sees where it came from.
+_DEFAULT_NOTE = (
+    " (unless set, max(10, 2 * min_samples_leaf), a fractional min_samples_leaf counted in rows)"
+)
+
+
 def refuse_too_few_rows(n_rows: float, min_rows: int) -> None:
     """Under "secure": a federation of fewer than ``min_rows`` rows in all is refused.
 
@@ -208,9 +214,9 @@ def refuse_too_few_rows(n_rows: float, min_rows: int) -> None:
     if n_rows < min_rows:
         raise ValueError(
             f'privacy="secure": the clients hold n_samples = {n_rows:.0f} rows in all, fewer than '
-            f"min_aggregate_rows = {min_rows}; the sums released would cover fewer rows "
-            "than that. Pool more rows, lower min_aggregate_rows (and min_samples_leaf), or "
-            'use privacy="none" where the server may see the rows.'
+            f"min_aggregate_rows = {min_rows}{_DEFAULT_NOTE}; the sums released would cover "
+            "fewer rows than that. Pool more rows, lower min_aggregate_rows (and "
+            'min_samples_leaf), or use privacy="none" where the server may see the rows.'
         )
 
 
@@ -228,7 +234,7 @@ def refuse_small_bootstraps(draws: int, min_rows: int) -> None:
     if draws < min_rows:
         raise ValueError(
             f'privacy="secure": a tree\'s bootstrap draws {draws} rows in all (max_samples), '
-            f"fewer than min_aggregate_rows = {min_rows}: its root would be a sum over too "
-            "few rows. Raise max_samples (or pool more rows), lower min_aggregate_rows, or "
-            'use privacy="none" where the server may see the rows.'
+            f"fewer than min_aggregate_rows = {min_rows}{_DEFAULT_NOTE}: its root would be a "
+            "sum over too few rows. Raise max_samples (or pool more rows), lower "
+            'min_aggregate_rows, or use privacy="none" where the server may see the rows.'
         )
