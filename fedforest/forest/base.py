@@ -271,10 +271,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             return self
         self._clear_fitted()
         try:
-            check_federable(self.criterion, self.max_leaf_nodes)  # says why, before the check
-            self._validate_params()
-            check_declarations(getattr(self, "class_weight", None), self.categories)
-            warn_low_min_rows(self.privacy, self.min_aggregate_rows)
+            self._check_settings()
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
             check_targets(X, y, self._task)
             refuse_nested(X)  # before a categorical column's levels are hashed
@@ -347,10 +344,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             return self
         self._clear_fitted()
         try:
-            check_federable(self.criterion, self.max_leaf_nodes)  # says why, before the check
-            self._validate_params()
-            check_declarations(getattr(self, "class_weight", None), self.categories)
-            warn_low_min_rows(self.privacy, self.min_aggregate_rows)
+            self._check_settings()
             if callable(self.oob_score):
                 raise ValueError(
                     "A callable oob_score needs every row's out-of-bag prediction in one "
@@ -416,6 +410,13 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             self.diagnostics_ = report
         self.split_rule_ = cfg.split_rule
         return grow_forest(fed, cfg, *((warm["trees_"], warm.get("_guides_")) if warm else ()))
+
+    def _check_settings(self) -> None:
+        """The checks every fit starts with (``fit`` and ``fit_federated`` alike)."""
+        check_federable(self.criterion, self.max_leaf_nodes)  # says why, before the check
+        self._validate_params()
+        check_declarations(getattr(self, "class_weight", None), self.categories)
+        warn_low_min_rows(self.privacy, self.min_aggregate_rows)
 
     def _clear_fitted(self) -> None:
         """Drop every fitted attribute, so a failed fit leaves nothing half-trained."""
