@@ -26,6 +26,17 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def positive_float(text: str) -> float:
+    """A finite float > 0 (a privacy budget, say)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
 def n_jobs(text: str) -> int:
     """scikit-learn's n_jobs: an integer other than 0 (joblib refuses 0 with a traceback)."""
     try:

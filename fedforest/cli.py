@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ._argtypes import DefaultsHelpFormatter, int_at_least, n_jobs
+from ._argtypes import DefaultsHelpFormatter, int_at_least, n_jobs, positive_float
 
 __all__ = ["build_parser", "build_swarm_parser", "main"]
 
@@ -146,11 +146,38 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     add("--n-bins", type=int_at_least(2), default=32, help="fedforest quantile candidates B")
     add("--out", type=_png_path, default=Path("fedforest_simulate.png"), help="PNG to write")
     add("--n-jobs", type=n_jobs, default=None, help="parallel jobs (scikit-learn semantics)")
+    add(
+        "--privacy",
+        choices=("secure", "dp", "none"),
+        default="secure",
+        help="fedforest's privacy level (docs/privacy.md)",
+    )
+    add(
+        "--epsilon",
+        type=positive_float,
+        default=None,
+        help="fedforest's privacy budget under --privacy dp (needed there)",
+    )
+    add(
+        "--binning",
+        choices=("quantile", "global"),
+        default="quantile",
+        help="fedforest's candidates: per node, or fixed once per fit (--privacy none only)",
+    )
     sim.set_defaults(handler=_run_simulate, command_parser=sim)
 
 
 def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     out: Path = args.out
+    if args.epsilon is not None and args.privacy != "dp":
+        parser.error(f"--epsilon is the budget of --privacy dp, not of --privacy {args.privacy}")
+    if args.privacy == "dp" and args.epsilon is None:
+        parser.error("--privacy dp needs --epsilon, the whole fit's privacy budget (e.g. 5)")
+    if args.binning == "global" and args.privacy != "none":
+        parser.error(
+            f"--binning global needs --privacy none (not {args.privacy}): its grid is made "
+            "of each client's per-feature quantiles, data values the server sees"
+        )
     # On a first run (a cold numba cache), the second process compiling the client's
     # kernels starts now, before the heavy imports below (docs/benchmarks.md, "First run").
     from fedforest.federated.precompile import start_early
@@ -174,6 +201,9 @@ def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         seed=args.seed,
         n_bins=args.n_bins,
         n_jobs=args.n_jobs,
+        privacy=args.privacy,
+        epsilon=args.epsilon,
+        binning=args.binning,
     )
     try:
         result = run_simulation(config)

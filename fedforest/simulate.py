@@ -25,6 +25,7 @@ from fedforest._progress import ProgressBar
 from fedforest.datasets import FederatedSplit, make_paper_synthetic
 from fedforest.federated.precompile import Ahead
 from fedforest.federated.privacy.rules import default_min_rows
+from fedforest.federated.server.secure_setup import check_config
 from fedforest.forest import FedForestRegressor
 
 FEDFOREST = "fedforest"
@@ -49,6 +50,10 @@ class SimulateConfig:
     seed: int = 0
     n_bins: int = 32
     n_jobs: int | None = None
+    #: fedforest's privacy level, its budget under ``"dp"``, and its candidates' binning.
+    privacy: str = "secure"
+    epsilon: float | None = None
+    binning: str = "quantile"
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class MethodResult:
     fit_seconds: float
     rounds: int | None = None
     mb_sent: float | None = None
+    #: Under ``privacy="dp"``: the budget the fit spent, ``(epsilon, delta)``.
+    spent: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,6 +123,7 @@ def run_simulation(
     -------
     result : SimulateResult
     """
+    check_fedforest(config)  # before the warm-up and the baselines spend any time
     baselines: list[tuple[str, Callable[[FederatedSplit, SimulateConfig], _Fitted]]] = [
         (CENTRALIZED, _fit_centralized),
         (LOCAL, _fit_local),
@@ -239,7 +247,7 @@ class _WarmUp:
                 n_features=small.features,
                 random_state=small.seed,
             )
-            model = FedForestRegressor(n_bins=small.n_bins, **_forest_params(small))
+            model = FedForestRegressor(**_fedforest_params(small))
             model.fit(tiny.X_train, tiny.y_train, client_ids=tiny.h_train)
             model.predict(tiny.X_test)
         self.seconds += time.perf_counter() - start
@@ -287,20 +295,44 @@ def _forest_params(config: SimulateConfig) -> dict[str, Any]:
     }
 
 
+def _fedforest_params(config: SimulateConfig) -> dict[str, Any]:
+    """The settings of fedforest's estimator: :func:`_forest_params` and its own."""
+    return {
+        "n_bins": config.n_bins,
+        "privacy": config.privacy,
+        "epsilon": config.epsilon,
+        "binning": config.binning,
+        **_forest_params(config),
+    }
+
+
+def check_fedforest(config: SimulateConfig) -> None:
+    """Refuse fedforest's settings as its fit would (a ``ValueError``), before any work.
+
+    E.g. ``privacy="dp"`` without ``epsilon``, or ``binning="global"`` under ``"secure"``.
+    """
+    model = FedForestRegressor(**_fedforest_params(config))
+    model._check_settings()
+    if config.privacy != "none":  # as the fit does
+        check_config(model._config())
+
+
 def _mse(y_true: NDArray[np.float64], y_pred: NDArray[np.float64]) -> float:
     return float(np.mean((np.asarray(y_true) - np.asarray(y_pred)) ** 2))
 
 
 def _fit_fedforest(data: FederatedSplit, config: SimulateConfig) -> _Fitted:
-    model = FedForestRegressor(n_bins=config.n_bins, **_forest_params(config))
+    model = FedForestRegressor(**_fedforest_params(config))
     start = time.perf_counter()
     model.fit(data.X_train, data.y_train, client_ids=data.h_train)
     seconds = time.perf_counter() - start
     y_pred = np.asarray(model.predict(data.X_test), dtype=np.float64)
     ledger = model.communication_
     mb_sent = (ledger.upload_bytes + ledger.download_bytes) / 1e6
-    result = MethodResult(FEDFOREST, _mse(data.y_test, y_pred), seconds, ledger.rounds, mb_sent)
-    return result, y_pred
+    report = getattr(model, "privacy_report_", None)
+    spent = None if report is None else (report["epsilon_spent"], report["delta"])
+    mse = _mse(data.y_test, y_pred)
+    return MethodResult(FEDFOREST, mse, seconds, ledger.rounds, mb_sent, spent), y_pred
 
 
 def _fit_centralized(data: FederatedSplit, config: SimulateConfig) -> _Fitted:
@@ -335,7 +367,8 @@ def format_report(result: SimulateResult) -> str:
     lines = [
         f"scenario {c.scenario}: {c.clients} clients x {c.rows_per_client} rows "
         f"(30% held out per client), {c.features} features, {c.trees} trees, "
-        f"max depth {c.max_depth}, {c.n_bins} bins",
+        f"max depth {c.max_depth}, {c.n_bins} bins"
+        + ("" if c.binning == "quantile" else f" ({c.binning})"),
         "",
         f"{'method':<16}{'test MSE':>10}{'fit s':>9}{'rounds':>8}{'MB sent':>10}",
     ]
@@ -351,14 +384,35 @@ def format_report(result: SimulateResult) -> str:
     lines += [
         "",
         f"fedforest vs centralized RF: {result.relative_gap:+.1f} % test MSE",
-        '(fedforest: privacy="secure", the default: the server saw only masked sums over',
-        f" clients, none over fewer than {default_min_rows(MIN_SAMPLES_LEAF)} rows; "
-        "docs/privacy.md)",
+        *_privacy_lines(result),
         "(every method is scored on the same test rows, 30% held out per client; local",
         " learning predicts each row with its own client's forest; lower MSE is better;",
         " MB sent: uploaded + downloaded, 1 MB = 10^6 bytes)",
     ]
     return "\n".join(lines)
+
+
+def _privacy_lines(result: SimulateResult) -> list[str]:
+    """What the server saw under the run's privacy level (docs/privacy.md)."""
+    c = result.config
+    if c.privacy == "none":
+        return [
+            '(fedforest: privacy="none", the paper\'s protocol: the server saw per-client',
+            " sketches and statistics, from which it can rebuild training rows; docs/privacy.md)",
+        ]
+    rows = default_min_rows(MIN_SAMPLES_LEAF)
+    if c.privacy == "secure":
+        return [
+            '(fedforest: privacy="secure", the default: the server saw only masked sums over',
+            f" clients, none over fewer than {rows} rows; docs/privacy.md)",
+        ]
+    fed = next(m for m in result.methods if m.name == FEDFOREST)
+    epsilon, delta = fed.spent if fed.spent is not None else (float("nan"), float("nan"))
+    return [
+        f'(fedforest: privacy="dp": masked sums over clients, none over fewer than {rows}',
+        f" rows, with noise; the fit spent epsilon {epsilon:.3g}, delta {delta:.3g}"
+        f" of epsilon {c.epsilon:g}; docs/privacy.md)",
+    ]
 
 
 def save_figure(result: SimulateResult, path: str | Path) -> Path:
@@ -384,7 +438,10 @@ def figure(result: SimulateResult) -> Figure:
     title = f"fedforest simulate: {c.scenario}, {c.clients} clients"
     fed = next((m for m in result.methods if m.mb_sent is not None), None)
     if fed is not None:
-        title += f"; {fed.name} communication: {fed.mb_sent:.2f} MB in {fed.rounds} rounds"
+        title += (
+            f'; {fed.name} (privacy="{c.privacy}") communication: {fed.mb_sent:.2f} MB '
+            f"in {fed.rounds} rounds"
+        )
     fig.suptitle(title)
     return fig
 
@@ -421,6 +478,12 @@ def reproduce_command(config: SimulateConfig, out: str | Path) -> str:
         "--n-bins", str(config.n_bins),
         "--out", str(out),
     ]  # fmt: skip
+    if config.privacy != "secure":
+        argv += ["--privacy", config.privacy]
+    if config.epsilon is not None:
+        argv += ["--epsilon", repr(float(config.epsilon))]
+    if config.binning != "quantile":
+        argv += ["--binning", config.binning]
     if config.n_jobs is not None:
         argv += ["--n-jobs", str(config.n_jobs)]
     return shlex.join(argv)
