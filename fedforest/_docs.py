@@ -161,8 +161,8 @@ privacy : {"secure", "dp", "none"}, default="secure"
     client adds its share), calibrated so that the whole fit is
     ``(epsilon, delta)``-differentially private for the replacement of one row
     (docs/privacy.md); needs ``epsilon``, a ``max_depth``, declared ``categories`` for
-    categorical columns and a classifier's ``classes``; what was spent is in
-    ``privacy_report_``.
+    categorical columns and a classifier's ``classes``; the fit's guarantee
+    (``epsilon_guarantee``) and what its releases spent are in ``privacy_report_``.
 min_aggregate_rows : int or None, default=None
     Under ``"secure"`` and ``"dp"``: the fewest rows any released sum covers. None
     means ``max(10, 2 * min_samples_leaf)``; a value below 10 warns (``UserWarning``:

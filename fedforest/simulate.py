@@ -65,8 +65,8 @@ class MethodResult:
     fit_seconds: float
     rounds: int | None = None
     mb_sent: float | None = None
-    #: Under ``privacy="dp"``: the budget the fit spent, ``(epsilon, delta)``.
-    spent: tuple[float, float] | None = None
+    #: Under ``privacy="dp"``: the fit's guarantee, ``(epsilon, delta)``.
+    guarantee: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -330,9 +330,9 @@ def _fit_fedforest(data: FederatedSplit, config: SimulateConfig) -> _Fitted:
     ledger = model.communication_
     mb_sent = (ledger.upload_bytes + ledger.download_bytes) / 1e6
     report = getattr(model, "privacy_report_", None)
-    spent = None if report is None else (report["epsilon_spent"], report["delta"])
+    guarantee = None if report is None else (report["epsilon_guarantee"], report["delta"])
     mse = _mse(data.y_test, y_pred)
-    return MethodResult(FEDFOREST, mse, seconds, ledger.rounds, mb_sent, spent), y_pred
+    return MethodResult(FEDFOREST, mse, seconds, ledger.rounds, mb_sent, guarantee), y_pred
 
 
 def _fit_centralized(data: FederatedSplit, config: SimulateConfig) -> _Fitted:
@@ -407,11 +407,11 @@ def _privacy_lines(result: SimulateResult) -> list[str]:
             f" clients, none over fewer than {rows} rows; docs/privacy.md)",
         ]
     fed = next(m for m in result.methods if m.name == FEDFOREST)
-    epsilon, delta = fed.spent if fed.spent is not None else (float("nan"), float("nan"))
+    epsilon, delta = fed.guarantee if fed.guarantee is not None else (float("nan"), float("nan"))
     return [
         f'(fedforest: privacy="dp": masked sums over clients, none over fewer than {rows}',
-        f" rows, with noise; the fit spent epsilon {epsilon:.3g}, delta {delta:.3g}"
-        f" of epsilon {c.epsilon:g}; docs/privacy.md)",
+        f" rows, with noise; the fit is ({epsilon:.3g}, {delta:.3g})-differentially private"
+        " for one row replaced; docs/privacy.md)",
     ]
 
 

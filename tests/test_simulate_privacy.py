@@ -72,14 +72,14 @@ def test_none_is_reported_and_reproduced(tmp_path, capsys) -> None:
     assert first is not None and again is not None and first.group(1) == again.group(1)
 
 
-def test_dp_reports_the_budget_spent(tmp_path, capsys) -> None:
+def test_dp_reports_the_guarantee(tmp_path, capsys) -> None:
     out = tmp_path / "p.png"
     argv = ["simulate", *SMALL, "--privacy", "dp", "--epsilon", "8", "--out", str(out)]
     assert main(argv) == 0
     stdout = " ".join(capsys.readouterr().out.split())
-    match = re.search(r"the fit spent epsilon (\S+), delta (\S+) of epsilon 8;", stdout)
+    match = re.search(r"the fit is \((\S+), (\S+)\)-differentially private", stdout)
     assert match, stdout
-    assert 0.0 < float(match.group(1)) <= 8.0
+    assert float(match.group(1)) == 8.0  # the budget: no client dropped
     assert 0.0 < float(match.group(2)) < 1e-3
     assert "--privacy dp --epsilon 8.0" in stdout
 

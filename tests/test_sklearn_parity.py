@@ -286,13 +286,13 @@ def test_warm_start_under_dp_adds_up_the_budgets(tmp_path) -> None:
     kw = dict(privacy="dp", epsilon=5.0, max_depth=3, random_state=0, warm_start=True)
     model = ff.FedForestRegressor(n_estimators=3, **kw).fit(X, y, client_ids=h)
     first = dict(model.privacy_report_)
-    assert first["fits"] == 1 and first["epsilon_total"] == first["epsilon_spent"] <= 5.0
+    # The totals add up each call's guarantee (5.0), not its ex-post epsilon_spent, which
+    # is no bound by itself (the trees' stops depend on earlier noisy releases).
+    assert first["fits"] == 1 and first["epsilon_total"] == first["epsilon_guarantee"] == 5.0
     model.set_params(n_estimators=6).fit(X, y, client_ids=h)
     report = model.privacy_report_
     assert len(model) == 6 and report["fits"] == 2
-    assert report["epsilon_total"] == pytest.approx(
-        first["epsilon_spent"] + report["epsilon_spent"]
-    )
+    assert report["epsilon_total"] == pytest.approx(10.0)
     assert report["delta_total"] == pytest.approx(first["delta"] + report["delta"])
     model.save(tmp_path / "dp.ffm")
     assert ff.load(tmp_path / "dp.ffm").privacy_report_["epsilon_total"] == report["epsilon_total"]

@@ -23,9 +23,11 @@ touches by at most 1 in those units, and ``E``, the number of entries one row to
 the fit (grid rounds, every tree and level, the out-of-bag round), fixes the L2
 sensitivity of the whole fit as one Gaussian mechanism: ``2 sqrt(E)`` under replacement.
 The noise multiplier for ``(epsilon, delta)`` comes from the analytic Gaussian mechanism
-(Balle & Wang 2018) as computed by Google's ``dp-accounting``; the spent budget is
-recomputed the same way from the releases actually made (fewer when trees stop early),
-and reported in ``model.privacy_report_``.
+(Balle & Wang 2018) as computed by Google's ``dp-accounting``. ``model.privacy_report_``
+gives the fit's guarantee (``epsilon_guarantee``: the plan over every planned entry,
+which a fit whose trees stop early keeps, as a privacy filter does) and, recomputed the
+same way from the releases actually made, an ex-post ``epsilon_spent`` (less when trees
+stop early; not a guarantee, since the stops depend on earlier noisy releases).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ __all__ = [
     "oob_entries",
     "plan_noise",
     "spent_epsilon",
+    "guaranteed_epsilon",
 ]
 
 #: Clip of asinh(x) in the grid moments (|x| up to about 2.4e8 passes unclipped).
@@ -126,11 +129,12 @@ class DpPlan:
             "max_weight": self.max_weight,
         }
 
-    def report(self, spent: float) -> dict[str, Any]:
-        """``model.privacy_report_``: the plan and the budget the releases spent."""
+    def report(self, spent: float, guarantee: float) -> dict[str, Any]:
+        """``model.privacy_report_``: the plan, the fit's guarantee and the ex-post spend."""
         return {
             "privacy": "dp",
             **asdict(self),
+            "epsilon_guarantee": guarantee,
             "epsilon_spent": spent,
             "neighbouring": "replace one row of one client",
             "accountant": "dp_accounting analytic Gaussian (one composed Gaussian mechanism)",
@@ -268,6 +272,30 @@ def spent_epsilon(
 ) -> float:
     """The epsilon the releases actually made spend (fewer than planned when trees stop).
 
+    An ex-post account, not the fit's guarantee: which trees stop, and when, depends on
+    the noisy sums released before, and a privacy loss summed over releases chosen so
+    adaptively is no valid bound by itself (Rogers, Roth, Ullman & Vadhan 2016, "Privacy
+    odometers and filters"). The guarantee is the plan's (:func:`guaranteed_epsilon`): a
+    filter that stops before the planned releases keeps the planned bound.
+    """
+    return _epsilon_of(plan, entries_released, grid, target, noise_kept)
+
+
+def guaranteed_epsilon(plan: DpPlan, grid: int, target: int = 0, noise_kept: float = 1.0) -> float:
+    """The fit's ``epsilon`` at ``plan.delta``: every planned entry, at ``noise_kept``.
+
+    Fixed before the fit (but for drops, which do not depend on the data): ``plan.epsilon``
+    when no client dropped, more when a drop took noise shares out of released sums, less
+    where the noise floor lifts every noise (a huge budget).
+    """
+    return _epsilon_of(plan, plan.entries, grid, target, noise_kept)
+
+
+def _epsilon_of(
+    plan: DpPlan, entries_released: int, grid: int, target: int, noise_kept: float
+) -> float:
+    """The epsilon of ``entries_released`` entries, each at ``noise_kept`` of its noise.
+
     The releases compose to one Gaussian mechanism (Gaussian composition is exact: the
     squared sensitivities add up), whose epsilon at ``delta`` is the analytic Gaussian
     mechanism's (Balle & Wang 2018), as computed by ``dp-accounting``. ``noise_kept``: the
@@ -337,16 +365,19 @@ def compose_reports(prior: dict[str, Any] | None, new: dict[str, Any]) -> dict[s
     """``privacy_report_`` of a forest fitted in several calls (``warm_start``).
 
     Each call is its own mechanism (its grid rounds, its new trees, the out-of-bag round
-    over every tree) spending its own ``epsilon``; over the forest they compose, by basic
-    composition: ``epsilon_total`` and ``delta_total`` add up the calls' ``epsilon_spent``
-    and ``delta`` (``fits`` counts them). ``new`` alone gives its own totals.
+    over every tree) with its own guarantee; over the forest they compose, by basic
+    composition: ``epsilon_total`` and ``delta_total`` add up the calls'
+    ``epsilon_guarantee`` and ``delta`` (``fits`` counts them). ``new`` alone gives its own
+    totals. (A report stored before ``epsilon_guarantee`` existed counts its
+    ``epsilon_total``, else its ``epsilon_spent``.)
     """
     out = dict(new)
     before = prior or {"fits": 0, "epsilon_total": 0.0, "delta_total": 0.0}
     out["fits"] = int(before.get("fits", 1)) + 1
-    out["epsilon_total"] = float(
-        before.get("epsilon_total", before.get("epsilon_spent", 0.0))
-    ) + float(new["epsilon_spent"])
+    earlier = before.get("epsilon_guarantee", before.get("epsilon_spent", 0.0))
+    out["epsilon_total"] = float(before.get("epsilon_total", earlier)) + float(
+        new.get("epsilon_guarantee", new["epsilon_spent"])
+    )
     out["delta_total"] = float(before.get("delta_total", before.get("delta", 0.0))) + float(
         new["delta"]
     )

@@ -88,7 +88,7 @@ def report(
     fed: Any = None,
     ledger: CommunicationLedger | None = None,
 ) -> dict[str, Any]:
-    """``model.privacy_report_``: the plan and the epsilon the releases made spend.
+    """``model.privacy_report_``: the plan, the fit's guarantee and what its releases spent.
 
     :func:`noise_kept` of the drops (``fed.dropped``) charges every release (an upper
     bound on the spend); without ``ledger`` every drop counts as recovered.
@@ -97,7 +97,9 @@ def report(
     grid, target = ctx["dp_grid_target"]
     dropped = list(getattr(fed, "dropped", None) or [])
     kept = noise_kept(dropped, ledger, len(schema["n_samples"]))
-    return plan.report(dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target, kept))
+    spent = dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target, kept)
+    guarantee = max(dp.guaranteed_epsilon(plan, grid, target, kept), spent)
+    return plan.report(spent, guarantee)
 
 
 def noise_kept(
