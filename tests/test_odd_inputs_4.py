@@ -6,6 +6,10 @@ Each test failed on dbbb0e1:
   ``read_csv`` with ``dtype_backend="pyarrow"`` give) was refused as not numeric in
   ``fit``, ``predict`` and a ``Client``, where ``bool`` and ``boolean`` columns are read as
   0/1 and scikit-learn reads it so;
+- ``predict(X, client_ids=...)`` of a forest split on the client looked clients up by
+  their text, so client 1 given as ``1.0`` (a pandas column of ids turned float) was an
+  unknown client and its rows got the marginal rule, silently, where ``fit`` takes 1 and
+  1.0 as one client;
 """
 
 from __future__ import annotations
@@ -60,3 +64,25 @@ def test_a_pyarrow_boolean_column_is_read_as_the_nullable_boolean_column(privacy
         plain.predict_proba(X.assign(flag=X["flag"].astype("bool[pyarrow]"))),
         plain.predict_proba(X),
     )
+
+
+# ------------------------------------------------------------------ client labels at predict
+@pytest.mark.parametrize("fit_type, predict_type", [(int, float), (float, int)])
+def test_a_client_label_given_as_the_same_number_of_another_type_is_that_client(
+    fit_type: type, predict_type: type
+) -> None:
+    X, y = _frame(300)
+    h = np.arange(300) % 3
+    y = y + 3.0 * h  # an outcome shift by client: the forest splits on H
+    model = FedForestRegressor(**_kw("none", split_on_client=True)).fit(
+        X, y, client_ids=h.astype(fit_type)
+    )
+    assert model.client_importance_ > 0
+    expected = model.predict(X, client_ids=h.astype(fit_type))
+    as_other = pd.Series(h.astype(predict_type))  # e.g. a column of ids after a merge
+    np.testing.assert_array_equal(model.predict(X, client_ids=as_other), expected)
+    assert model.score(X, y, client_ids=as_other) == model.score(X, y, client_ids=h)
+    # A client the forest has not seen still gets the marginal rule, as no client at all.
+    unknown = np.full(300, 7, dtype=predict_type)
+    np.testing.assert_array_equal(model.predict(X, client_ids=unknown), model.predict(X))
+    assert not np.array_equal(model.predict(X), expected)  # the rule differs from routing
