@@ -10,6 +10,9 @@ Each test failed on dbbb0e1:
   their text, so client 1 given as ``1.0`` (a pandas column of ids turned float) was an
   unknown client and its rows got the marginal rule, silently, where ``fit`` takes 1 and
   1.0 as one client;
+- a ``Client`` whose DataFrame column held only missing values as objects (None or
+  ``pd.NA``: a site that never recorded a measurement) was refused, "column 'e' has dtype
+  object", where ``fit`` reads that frame's column as NaN, as scikit-learn does;
 """
 
 from __future__ import annotations
@@ -86,3 +89,32 @@ def test_a_client_label_given_as_the_same_number_of_another_type_is_that_client(
     unknown = np.full(300, 7, dtype=predict_type)
     np.testing.assert_array_equal(model.predict(X, client_ids=unknown), model.predict(X))
     assert not np.array_equal(model.predict(X), expected)  # the rule differs from routing
+
+
+# ------------------------------------------------------------------ a column of missing values
+@pytest.mark.parametrize("missing", [None, pd.NA])
+@pytest.mark.parametrize("privacy", PRIVACY)
+def test_a_clients_object_column_of_missing_values_is_read_as_nan(
+    missing: Any, privacy: str
+) -> None:
+    X, y = _frame(160)
+    X = X.assign(e=np.where(np.arange(160) % 2 == 0, 1.0, 3.0))
+    y = y + X["e"].to_numpy()
+    unrecorded = X.iloc[:80].assign(e=pd.Series([missing] * 80, dtype=object, index=X.index[:80]))
+    as_nan = X.iloc[:80].assign(e=np.nan)  # the oracle: the same column as float NaN
+    kw = _kw(privacy)
+    model = FedForestRegressor(**kw).fit_federated(
+        [Client(unrecorded, y[:80], "a"), Client(X.iloc[80:], y[80:], "b")]
+    )  # refused: "Client 'a': column 'e' has dtype object"
+    expected = FedForestRegressor(**kw).fit_federated(
+        [Client(as_nan, y[:80], "a"), Client(X.iloc[80:], y[80:], "b")]
+    )
+    np.testing.assert_array_equal(model.predict(X), expected.predict(X))
+    np.testing.assert_array_equal(model.predict(unrecorded), expected.predict(as_nan))
+    # fit reads the pooled frame's column so too (object: None among the numbers).
+    pooled = pd.concat([unrecorded, X.iloc[80:]])
+    fitted = FedForestRegressor(**kw).fit(pooled, y)
+    np.testing.assert_array_equal(
+        fitted.predict(pooled),
+        FedForestRegressor(**kw).fit(pd.concat([as_nan, X.iloc[80:]]), y).predict(pooled),
+    )
