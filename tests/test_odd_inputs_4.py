@@ -13,6 +13,10 @@ Each test failed on dbbb0e1:
 - a ``Client`` whose DataFrame column held only missing values as objects (None or
   ``pd.NA``: a site that never recorded a measurement) was refused, "column 'e' has dtype
   object", where ``fit`` reads that frame's column as NaN, as scikit-learn does;
+- the Flower ServerApp's run config took ``min-nodes = 2.5`` as 2 and ``true`` as 1,
+  a NaN ``round-timeout`` and a negative or NaN ``discovery-timeout`` without a word, and
+  answered ``discovery-timeout = "none"`` or ``min-nodes = "three"`` with Python's
+  ``TypeError`` / ``ValueError`` naming no key (docs/flower.md);
 """
 
 from __future__ import annotations
@@ -118,3 +122,46 @@ def test_a_clients_object_column_of_missing_values_is_read_as_nan(
         fitted.predict(pooled),
         FedForestRegressor(**kw).fit(pd.concat([as_nan, X.iloc[80:]]), y).predict(pooled),
     )
+
+
+# ------------------------------------------------------------------ Flower run config
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("min-nodes", 2.5),  # was 2
+        ("min-nodes", True),  # was 1
+        ("min-nodes", "three"),  # was "invalid literal for int() with base 10"
+        ("min-nodes", 0),  # refused later, as FlowerFederation's min_nodes
+        ("round-timeout", float("nan")),  # was taken
+        ("round-timeout", -5),  # refused later, as FlowerFederation's round_timeout
+        ("round-timeout", "soon"),  # was "could not convert string to float"
+        ("discovery-timeout", "none"),  # was a TypeError from float(None)
+        ("discovery-timeout", -1.0),  # was taken
+        ("discovery-timeout", float("inf")),  # was taken: a wait without end
+    ],
+)
+def test_the_run_configs_transport_keys_are_checked_naming_the_key(
+    key: str, value: Any, tmp_path: Any
+) -> None:
+    pytest.importorskip("flwr")
+    from fedforest.transport.flower.serverapp import RunSettings
+
+    config = {"model-path": str(tmp_path / "m.ffm"), key: value}
+    with pytest.raises(ValueError, match=f"run config {key}={value!r}: expected "):
+        RunSettings.from_run_config(config)
+
+
+def test_the_run_configs_good_transport_values_are_kept(tmp_path: Any) -> None:
+    pytest.importorskip("flwr")
+    from fedforest.transport.flower.serverapp import RunSettings
+
+    settings = RunSettings.from_run_config(
+        {
+            "model-path": str(tmp_path / "m.ffm"),
+            "min-nodes": 3,
+            "round-timeout": "none",
+            "discovery-timeout": 90,
+        }
+    )
+    assert (settings.min_nodes, settings.round_timeout, settings.discovery_timeout) == (3, None, 90)
+    assert isinstance(settings.discovery_timeout, float)
