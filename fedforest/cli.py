@@ -582,10 +582,13 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     import pandas as pd
 
     model = _load_model(args.model, parser)
-    if (args.to == "shap") != (args.data is not None):
+    if args.to == "shap" and args.data is None:
+        parser.error("--to shap needs --data, the CSV or Parquet rows to explain")
+    if args.to != "shap" and args.data is not None:
         parser.error("--data goes with --to shap (the rows to explain), and only with it")
     if args.dtype is not None and args.to != "onnx":
         parser.error("--dtype goes with --to onnx (the ONNX input's type), and only with it")
+    _check_out_directory(args.out, parser)  # not a traceback after the export is built
     try:
         if args.to == "onnx":
             onnx_model = model.to_onnx(dtype=args.dtype or "float32")

@@ -17,10 +17,15 @@ Each test failed on dbbb0e1:
   a NaN ``round-timeout`` and a negative or NaN ``discovery-timeout`` without a word, and
   answered ``discovery-timeout = "none"`` or ``min-nodes = "three"`` with Python's
   ``TypeError`` / ``ValueError`` naming no key (docs/flower.md);
+- ``fedforest export --out`` in a directory that does not exist, or naming a directory,
+  ended in a traceback (``FileNotFoundError``, ``IsADirectoryError``, Treelite's
+  ``TreeliteError``) where ``train`` and ``predict`` give a usage error naming the path;
+  ``--to shap`` without ``--data`` was told "--data goes with --to shap, and only with it";
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +33,7 @@ import pandas as pd
 import pytest
 
 from fedforest import Client, FedForestClassifier, FedForestRegressor
+from fedforest.cli import main
 
 PRIVACY = ["secure", "none"]
 
@@ -165,3 +171,45 @@ def test_the_run_configs_good_transport_values_are_kept(tmp_path: Any) -> None:
     )
     assert (settings.min_nodes, settings.round_timeout, settings.discovery_timeout) == (3, None, 90)
     assert isinstance(settings.discovery_timeout, float)
+
+
+# ------------------------------------------------------------------ fedforest export --out
+@pytest.mark.parametrize("to", ["onnx", "treelite", "shap"])
+@pytest.mark.parametrize("where", ["a missing directory", "a directory"])
+def test_export_out_where_no_file_can_be_written_is_a_usage_error(
+    to: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("treelite")
+    pytest.importorskip("skl2onnx")
+    pytest.importorskip("shap")
+    X, y = _frame(60)
+    model_path = tmp_path / "m.ffm"
+    FedForestRegressor(**_kw("none")).fit(X, y).save(model_path)
+    data = tmp_path / "rows.csv"
+    X.to_csv(data, index=False)
+    out = tmp_path / "nowhere" / "x.out" if where == "a missing directory" else tmp_path
+    argv = ["export", str(model_path), "--to", to, "--out", str(out)]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--data", str(data)] if to == "shap" else argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--out {str(out)!r}" in err and "Traceback" not in err
+    assert "does not exist" in err if where == "a missing directory" else "is a directory" in err
+    assert (
+        main(
+            [*argv[:-1], str(tmp_path / "x.out")] + (["--data", str(data)] if to == "shap" else [])
+        )
+        == 0
+    )
+
+
+def test_export_to_shap_without_data_says_it_needs_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    X, y = _frame(60)
+    model_path = tmp_path / "m.ffm"
+    FedForestRegressor(**_kw("none")).fit(X, y).save(model_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["export", str(model_path), "--to", "shap", "--out", str(tmp_path / "s.csv")])
+    assert exc.value.code == 2
+    assert "--to shap needs --data" in capsys.readouterr().err
