@@ -10,9 +10,10 @@ Each test failed on dbbb0e1:
   their text, so client 1 given as ``1.0`` (a pandas column of ids turned float) was an
   unknown client and its rows got the marginal rule, silently, where ``fit`` takes 1 and
   1.0 as one client;
-- a ``Client`` whose DataFrame column held only missing values as objects (None or
-  ``pd.NA``: a site that never recorded a measurement) was refused, "column 'e' has dtype
-  object", where ``fit`` reads that frame's column as NaN, as scikit-learn does;
+- a ``Client`` whose DataFrame column held only missing values as objects (None,
+  ``pd.NA``, ``pd.NaT``: a site that never recorded a measurement) or as pyarrow's null
+  type was refused, "column 'e' has dtype object", where ``fit`` reads that frame's
+  column as NaN (scikit-learn does too, for None);
 - the Flower ServerApp's run config took ``min-nodes = 2.5`` as 2 and ``true`` as 1,
   a NaN ``round-timeout`` and a negative or NaN ``discovery-timeout`` without a word, and
   answered ``discovery-timeout = "none"`` or ``min-nodes = "three"`` with Python's
@@ -102,15 +103,20 @@ def test_a_client_label_given_as_the_same_number_of_another_type_is_that_client(
 
 
 # ------------------------------------------------------------------ a column of missing values
-@pytest.mark.parametrize("missing", [None, pd.NA])
+@pytest.mark.parametrize("missing", [None, pd.NA, pd.NaT, "null[pyarrow]"])
 @pytest.mark.parametrize("privacy", PRIVACY)
 def test_a_clients_object_column_of_missing_values_is_read_as_nan(
     missing: Any, privacy: str
 ) -> None:
+    if isinstance(missing, str):
+        pytest.importorskip("pyarrow")
     X, y = _frame(160)
     X = X.assign(e=np.where(np.arange(160) % 2 == 0, 1.0, 3.0))
     y = y + X["e"].to_numpy()
-    unrecorded = X.iloc[:80].assign(e=pd.Series([missing] * 80, dtype=object, index=X.index[:80]))
+    # pyarrow's null type: an all-null Parquet column read with dtype_backend="pyarrow".
+    dtype = missing if isinstance(missing, str) else object
+    cells = [None if isinstance(missing, str) else missing] * 80
+    unrecorded = X.iloc[:80].assign(e=pd.Series(cells, dtype=dtype, index=X.index[:80]))
     as_nan = X.iloc[:80].assign(e=np.nan)  # the oracle: the same column as float NaN
     kw = _kw(privacy)
     model = FedForestRegressor(**kw).fit_federated(
@@ -121,7 +127,14 @@ def test_a_clients_object_column_of_missing_values_is_read_as_nan(
     )
     np.testing.assert_array_equal(model.predict(X), expected.predict(X))
     np.testing.assert_array_equal(model.predict(unrecorded), expected.predict(as_nan))
-    # fit reads the pooled frame's column so too (object: None among the numbers).
+    # fit reads the client's own frame so too, and the pooled frame's column (None or
+    # pd.NA among the numbers; NaT among numbers is "mixed" to pandas, refused by fit as
+    # by scikit-learn, and a pyarrow null column does not concatenate with floats).
+    alone = FedForestRegressor(**_kw("none")).fit(unrecorded, y[:80])
+    nan_alone = FedForestRegressor(**_kw("none")).fit(as_nan, y[:80])
+    np.testing.assert_array_equal(alone.predict(unrecorded), nan_alone.predict(as_nan))
+    if missing is not None and missing is not pd.NA:
+        return
     pooled = pd.concat([unrecorded, X.iloc[80:]])
     fitted = FedForestRegressor(**kw).fit(pooled, y)
     np.testing.assert_array_equal(
