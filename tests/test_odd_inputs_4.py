@@ -22,6 +22,10 @@ Each test failed on dbbb0e1:
   ended in a traceback (``FileNotFoundError``, ``IsADirectoryError``, Treelite's
   ``TreeliteError``) where ``train`` and ``predict`` give a usage error naming the path;
   ``--to shap`` without ``--data`` was told "--data goes with --to shap, and only with it";
+
+and one pin (a limit shared with scikit-learn, stated in docs/sklearn.md): targets whose
+variance is at most scikit-learn's EPSILON (2.2e-16: y of standard deviation near 1e-8)
+grow single-leaf trees, as scikit-learn's forest does (its issue #14838).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.ensemble import RandomForestRegressor
 
 from fedforest import Client, FedForestClassifier, FedForestRegressor
 from fedforest.cli import main
@@ -226,3 +231,17 @@ def test_export_to_shap_without_data_says_it_needs_data(
         main(["export", str(model_path), "--to", "shap", "--out", str(tmp_path / "s.csv")])
     assert exc.value.code == 2
     assert "--to shap needs --data" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ pin: tiny targets
+@pytest.mark.parametrize("privacy", PRIVACY)
+def test_targets_varying_less_than_epsilon_grow_leaves_as_scikit_learns(privacy: str) -> None:
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(400, 3))
+    y = X[:, 0] + 0.05 * rng.normal(size=400)  # variance about 0.34
+    for scale, splits in [(1e-7, True), (1e-8, False)]:  # variance 3.4e-15, 3.4e-17
+        kw = dict(n_estimators=5, max_depth=4, random_state=0)
+        ours = FedForestRegressor(privacy=privacy, **kw).fit(X, y * scale)
+        theirs = RandomForestRegressor(**kw).fit(X, y * scale)
+        assert all((t.node_count > 1) == splits for t in ours.trees_)
+        assert all((t.tree_.node_count > 1) == splits for t in theirs.estimators_)
