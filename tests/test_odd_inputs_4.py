@@ -22,6 +22,9 @@ Each test failed on dbbb0e1:
   ended in a traceback (``FileNotFoundError``, ``IsADirectoryError``, Treelite's
   ``TreeliteError``) where ``train`` and ``predict`` give a usage error naming the path;
   ``--to shap`` without ``--data`` was told "--data goes with --to shap, and only with it";
+- ``fedforest predict`` of a forest that splits on the client (``split_on_client``, from
+  Python or Flower) predicted every row by the marginal rule, without a word and with no
+  way to name the rows' client; ``--client NAME`` now routes them as that client's;
 
 and one pin (a limit shared with scikit-learn, stated in docs/sklearn.md): targets whose
 variance is at most scikit-learn's EPSILON (2.2e-16: y of standard deviation near 1e-8)
@@ -245,3 +248,38 @@ def test_targets_varying_less_than_epsilon_grow_leaves_as_scikit_learns(privacy:
         theirs = RandomForestRegressor(**kw).fit(X, y * scale)
         assert all((t.node_count > 1) == splits for t in ours.trees_)
         assert all((t.tree_.node_count > 1) == splits for t in theirs.estimators_)
+
+
+# ------------------------------------------------------------------ fedforest predict --client
+def test_predict_names_the_rows_client_for_a_forest_split_on_the_client(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    X, y = _frame(300)
+    h = np.array(["north", "south", "west"])[np.arange(300) % 3]
+    y = y + 3.0 * (np.arange(300) % 3)  # an outcome shift by client
+    model = FedForestRegressor(**_kw("none", split_on_client=True)).fit(X, y, client_ids=h)
+    assert model.client_importance_ > 0.5
+    path, data, out = tmp_path / "m.ffm", tmp_path / "rows.csv", tmp_path / "p.csv"
+    model.save(path)
+    X.to_csv(data, index=False)
+    argv = ["predict", str(path), str(data), "--out", str(out)]
+    assert main([*argv, "--client", "west"]) == 0
+    expected = model.predict(X, client_ids=["west"] * 300)
+    np.testing.assert_allclose(pd.read_csv(out)["prediction"], expected, rtol=1e-15)
+    assert "marginal" not in capsys.readouterr().err
+    assert main(argv) == 0  # no client: the marginal rule, as predict(X), and a note says so
+    np.testing.assert_allclose(pd.read_csv(out)["prediction"], model.predict(X), rtol=1e-15)
+    assert "predicted by the marginal rule. Give --client NAME" in capsys.readouterr().err
+    assert not np.allclose(expected, model.predict(X))
+    with pytest.raises(SystemExit) as exc:  # a typo would have been the marginal rule
+        main([*argv, "--client", "East"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--client 'East' is not one of the model's clients: ['north', 'south', 'west']" in err
+    # A classifier's probabilities follow the same rows.
+    labels = np.where(y > np.median(y), "high", "low")
+    clf = FedForestClassifier(**_kw("none", split_on_client=True)).fit(X, labels, client_ids=h)
+    clf.save(path)
+    assert main([*argv, "--client", "north"]) == 0
+    proba = clf.predict_proba(X, client_ids=["north"] * 300)
+    np.testing.assert_allclose(pd.read_csv(out)["proba_high"], proba[:, 0], rtol=1e-15)
