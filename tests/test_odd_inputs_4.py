@@ -25,6 +25,9 @@ Each test failed on dbbb0e1:
 - ``fedforest predict`` of a forest that splits on the client (``split_on_client``, from
   Python or Flower) predicted every row by the marginal rule, without a word and with no
   way to name the rows' client; ``--client NAME`` now routes them as that client's;
+- ``warm_start`` on a forest split on the client, refitted with other clients (one gone,
+  one renamed), kept the earlier trees' client splits, which hold clients by position, and
+  replaced ``clients_``: the earlier trees routed one client's rows as another's, silently;
 
 and one pin (a limit shared with scikit-learn, stated in docs/sklearn.md): targets whose
 variance is at most scikit-learn's EPSILON (2.2e-16: y of standard deviation near 1e-8)
@@ -283,3 +286,34 @@ def test_predict_names_the_rows_client_for_a_forest_split_on_the_client(
     assert main([*argv, "--client", "north"]) == 0
     proba = clf.predict_proba(X, client_ids=["north"] * 300)
     np.testing.assert_allclose(pd.read_csv(out)["proba_high"], proba[:, 0], rtol=1e-15)
+
+
+# ------------------------------------------------------------------ warm start and clients
+@pytest.mark.parametrize("federated", [False, True])
+def test_warm_start_on_a_forest_split_on_the_client_needs_the_same_clients(
+    federated: bool,
+) -> None:
+    X, y = _frame(450)
+    h = np.array(["a", "b", "c"])[np.arange(450) % 3]
+    y = y + 3.0 * (np.arange(450) % 3)
+    kw = _kw("none", split_on_client=True, warm_start=True)  # "none" only
+
+    def fit(model: FedForestRegressor, rows: Any, ids: Any) -> FedForestRegressor:
+        if not federated:
+            return model.fit(X[rows], y[rows], client_ids=ids[rows])
+        names = sorted(set(ids[rows]))
+        clients = [Client(X[rows & (ids == k)], y[rows & (ids == k)], k) for k in names]
+        return model.fit_federated(clients)
+
+    every = np.ones(450, dtype=bool)
+    model = fit(FedForestRegressor(**kw), every, h)
+    assert any((t.feature == 2).any() for t in model.trees_)  # the earlier trees split on H
+    before = model.predict(X, client_ids=h)
+    renamed = np.array(["b", "c", "d"])[np.arange(450) % 3]  # 'a' gone, 'd' new
+    for rows, ids in [(h != "a", h), (every, renamed)]:
+        with pytest.raises(ValueError, match=r"clients \['a', 'b', 'c'\] then \["):
+            fit(model.set_params(n_estimators=6), rows, ids)
+        assert len(model.trees_) == 3  # the estimator keeps its forest
+        np.testing.assert_array_equal(model.predict(X, client_ids=h), before)
+    # The same clients add trees as before.
+    assert len(fit(model.set_params(n_estimators=6), every, h).trees_) == 6
