@@ -28,6 +28,8 @@ Each test failed on dbbb0e1:
 - ``warm_start`` on a forest split on the client, refitted with other clients (one gone,
   one renamed), kept the earlier trees' client splits, which hold clients by position, and
   replaced ``clients_``: the earlier trees routed one client's rows as another's, silently;
+- a CSV saved as Latin-1 / Windows-1252 or UTF-16 (Excel's "Unicode text") was "cannot
+  be read as CSV: not utf-8 text", without saying what fedforest reads or how to convert;
 
 and one pin (a limit shared with scikit-learn, stated in docs/sklearn.md): targets whose
 variance is at most scikit-learn's EPSILON (2.2e-16: y of standard deviation near 1e-8)
@@ -317,3 +319,31 @@ def test_warm_start_on_a_forest_split_on_the_client_needs_the_same_clients(
         np.testing.assert_array_equal(model.predict(X, client_ids=h), before)
     # The same clients add trees as before.
     assert len(fit(model.set_params(n_estimators=6), every, h).trees_) == 6
+
+
+# ------------------------------------------------------------------ CSV encodings
+@pytest.mark.parametrize("encoding", ["latin-1", "utf-16"])
+def test_a_csv_not_in_utf8_says_how_to_convert_it(
+    encoding: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    X, y = _frame(60)
+    frame = X.assign(ward=np.where(X["flag"], "néuro", "cardio"), y=y)
+    path = tmp_path / "site.csv"
+    frame.to_csv(path, index=False, encoding=encoding)
+    out = tmp_path / "m.ffm"
+    argv = ["train", f"--client=a={path}", f"--client=b={path}", "--target", "y"]
+    argv += ["--trees", "20", "--max-depth", "2", "--privacy", "none", "--out", str(out)]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{str(path)!r} cannot be read as CSV: not utf-8 text" in err
+    assert "fedforest reads UTF-8" in err and "néuro" not in err  # the hint quotes no value
+    if encoding == "utf-16":
+        assert "UTF-16 byte-order mark" in err
+    # The conversion the hint gives reads the file as the frame it was.
+    hinted = "utf-16" if encoding == "utf-16" else "latin-1"
+    back = pd.read_csv(path, encoding=hinted)
+    pd.testing.assert_frame_equal(back, frame)
+    back.to_csv(path, index=False)
+    assert main(argv) == 0
