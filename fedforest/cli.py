@@ -688,6 +688,8 @@ def _png_path(text: str) -> Path:
         raise argparse.ArgumentTypeError(
             f"cannot write {text!r}: its directory {str(path.parent)!r} does not exist"
         )
+    if path.is_dir():  # it was an IsADirectoryError once the simulation had run
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file name")
     return path
 
 

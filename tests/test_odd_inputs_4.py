@@ -22,6 +22,8 @@ Each test failed on dbbb0e1:
   ended in a traceback (``FileNotFoundError``, ``IsADirectoryError``, Treelite's
   ``TreeliteError``) where ``train`` and ``predict`` give a usage error naming the path;
   ``--to shap`` without ``--data`` was told "--data goes with --to shap, and only with it";
+  ``fedforest simulate --out`` naming a directory ran the whole simulation, then failed
+  with ``IsADirectoryError``;
 - ``fedforest predict`` of a forest that splits on the client (``split_on_client``, from
   Python or Flower) predicted every row by the marginal rule, without a word and with no
   way to name the rows' client; ``--client NAME`` now routes them as that client's;
@@ -347,3 +349,12 @@ def test_a_csv_not_in_utf8_says_how_to_convert_it(
     pd.testing.assert_frame_equal(back, frame)
     back.to_csv(path, index=False)
     assert main(argv) == 0
+
+
+def test_simulate_out_naming_a_directory_is_refused_before_it_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert f"argument --out: {str(tmp_path)!r} is a directory" in capsys.readouterr().err
