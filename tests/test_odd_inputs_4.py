@@ -23,7 +23,8 @@ Each test failed on dbbb0e1:
   ``TreeliteError``) where ``train`` and ``predict`` give a usage error naming the path;
   ``--to shap`` without ``--data`` was told "--data goes with --to shap, and only with it";
   ``fedforest simulate --out`` naming a directory ran the whole simulation, then failed
-  with ``IsADirectoryError``;
+  with ``IsADirectoryError``; ``fedforest experiment NAME --out`` naming a file (or a path
+  below one) ran the experiment, then failed with ``FileExistsError``;
 - ``fedforest predict`` of a forest that splits on the client (``split_on_client``, from
   Python or Flower) predicted every row by the marginal rule, without a word and with no
   way to name the rows' client; ``--client NAME`` now routes them as that client's;
@@ -358,3 +359,18 @@ def test_simulate_out_naming_a_directory_is_refused_before_it_runs(
         main(["simulate", "--out", str(tmp_path)])
     assert exc.value.code == 2
     assert f"argument --out: {str(tmp_path)!r} is a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["fedheart", "swarm-overlap"])
+@pytest.mark.parametrize("below", [False, True])
+def test_experiment_out_naming_a_file_is_refused_before_it_runs(
+    name: str, below: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    afile = tmp_path / "results"
+    afile.write_text("not a directory")
+    out = afile / "sub" if below else afile
+    with pytest.raises(SystemExit) as exc:
+        main(["experiment", name, "--reps", "1", "--out", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --out: cannot write in {str(out)!r}" in err and "give a directory" in err
