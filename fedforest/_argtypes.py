@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -46,6 +47,24 @@ def n_jobs(text: str) -> int:
     if value == 0:
         raise argparse.ArgumentTypeError("must not be 0 (1 runs in this process, -1 on every core)")
     return value
+
+
+def out_directory(text: str) -> Path:
+    """A directory to write in (created): not a file, nor below one.
+
+    Checked while parsing: ``mkdir`` failed with ``FileExistsError`` (or
+    ``NotADirectoryError``) once the experiment had run.
+    """
+    path = Path(text)
+    for part in (path, *path.parents):
+        if part.exists():
+            if not part.is_dir():
+                where = "" if part == path else f": {str(part)!r} is a file"
+                raise argparse.ArgumentTypeError(
+                    f"cannot write in {text!r}{where or ', a file'}; give a directory"
+                )
+            break
+    return path
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

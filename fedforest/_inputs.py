@@ -549,11 +549,14 @@ def warm_schema(warm: dict[str, Any], est: Any) -> tuple[Any, ...]:
         n_outputs = len(n_classes) if isinstance(n_classes, list) else 1
     else:
         n_outputs = int(warm["trees_"][0].value.shape[1])
+    d = int(warm["n_features_in_"])
+    split_on_h = any(bool((t.feature == d).any()) for t in warm["trees_"])
     schema = (
-        int(warm["n_features_in_"]),
+        d,
         None if names is None else tuple(str(n) for n in names),
         tuple((str(j), tuple(cats[j])) for j in sorted(cats)),
         n_outputs,
+        tuple(str(c) for c in warm["clients_"]) if split_on_h else None,  # H by position
     )
     now = getattr(est, "feature_names_in_", None)
     if now is not None:

@@ -443,6 +443,15 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     pred.add_argument("model", type=Path, help="a model file written by fedforest")
     pred.add_argument("data", type=Path, help="CSV or Parquet file of rows to predict")
     pred.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    pred.add_argument(
+        "--client",
+        metavar="NAME",
+        help=(
+            "the client (one of the model's clients_) whose rows DATA holds, for a forest "
+            "that splits on the client (split_on_client); without it such rows are predicted "
+            "by the marginal rule (both branches of a client split, weighted)"
+        ),
+    )
     pred.set_defaults(handler=_run_predict, command_parser=pred)
 
 
@@ -517,8 +526,9 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     frame = _model_rows(model, args.data, parser)
     if len(frame) == 0:
         parser.error(f"{str(args.data)!r} has no rows to predict")
+    ids = _client_rows(model, args.client, len(frame), parser)
     try:
-        pred = model.predict(frame)
+        pred = model.predict(frame, client_ids=ids)
     except ValueError as exc:  # values the model cannot read (e.g. text in a numeric column)
         parser.error(f"{str(args.data)!r}: {exc}")
     if pred.ndim == 2:  # a multi-output model: one column per output
@@ -526,7 +536,7 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     else:
         out = pd.DataFrame({"prediction": pred})
     if hasattr(model, "predict_proba"):
-        proba = model.predict_proba(frame)
+        proba = model.predict_proba(frame, client_ids=ids)
         multi = isinstance(proba, list)  # multi-output: proba_<output>_<class>
         outputs = zip(proba, model.classes_, strict=True) if multi else [(proba, model.classes_)]
         for k, (p, labels) in enumerate(outputs):
@@ -535,6 +545,30 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     out.to_csv(args.out, index=False)
     print(f"wrote {len(out)} predictions to {args.out}")
     return 0
+
+
+def _client_rows(
+    model: Any, client: str | None, n: int, parser: argparse.ArgumentParser
+) -> list[str] | None:
+    """``client_ids`` of the rows: --client's, checked against ``clients_``, or None.
+
+    A forest that splits on the client predicted its rows by the marginal rule without a
+    word (the command had no way to name their client); it now says so on stderr.
+    """
+    clients = [str(c) for c in getattr(model, "clients_", [])]
+    splits = any(bool((t.feature == model.n_features_in_).any()) for t in model.trees_)
+    if client is None:
+        if splits:
+            print(
+                "note: the forest splits on the client (split_on_client); the rows are "
+                "predicted by the marginal rule. Give --client NAME to predict them as one "
+                f"client's rows (clients: {', '.join(clients)}).",
+                file=sys.stderr,
+            )
+        return None
+    if client not in clients:
+        parser.error(f"--client {client!r} is not one of the model's clients: {clients}")
+    return [client] * n
 
 
 def _add_inspect(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -612,10 +646,13 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     import pandas as pd
 
     model = _load_model(args.model, parser)
-    if (args.to == "shap") != (args.data is not None):
+    if args.to == "shap" and args.data is None:
+        parser.error("--to shap needs --data, the CSV or Parquet rows to explain")
+    if args.to != "shap" and args.data is not None:
         parser.error("--data goes with --to shap (the rows to explain), and only with it")
     if args.dtype is not None and args.to != "onnx":
         parser.error("--dtype goes with --to onnx (the ONNX input's type), and only with it")
+    _check_out_directory(args.out, parser)  # not a traceback after the export is built
     try:
         if args.to == "onnx":
             onnx_model = model.to_onnx(dtype=args.dtype or "float32")
@@ -681,6 +718,8 @@ def _png_path(text: str) -> Path:
         raise argparse.ArgumentTypeError(
             f"cannot write {text!r}: its directory {str(path.parent)!r} does not exist"
         )
+    if path.is_dir():  # it was an IsADirectoryError once the simulation had run
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file name")
     return path
 
 

@@ -366,10 +366,10 @@ def test_export_writes_onnx_treelite_and_shap_from_a_model_file(tmp_path, capsys
     shap_frame = pd.read_csv(shap_path)
     assert list(shap_frame.columns) == ["shap_age", "shap_dose", "base_value"]
     np.testing.assert_allclose(shap_frame.sum(axis=1), expected, rtol=1e-9, atol=1e-9)
-    # --data belongs to --to shap only.
+    # --to shap needs --data (and --data belongs to --to shap only).
     with pytest.raises(SystemExit) as exc:
         main(["export", str(path), "--to", "shap", "--out", str(shap_path)])
-    assert exc.value.code == 2 and "--data goes with --to shap" in capsys.readouterr().err
+    assert exc.value.code == 2 and "--to shap needs --data" in capsys.readouterr().err
 
 
 def test_predict_writes_a_column_per_output_of_a_multi_output_model(tmp_path) -> None:

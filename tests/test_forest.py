@@ -15,7 +15,11 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import (
+    check_sample_weight_equivalence_on_dense_data,
+    check_sample_weight_equivalence_on_sparse_data,
+    parametrize_with_checks,
+)
 from sklearn.utils.validation import check_is_fitted
 
 from fedforest import Client, FedForestClassifier, FedForestRegressor, LocalFederation
@@ -40,6 +44,23 @@ EXPECTED_FAILED_CHECKS: dict[str, dict[str, str]] = {
 
 def expected_failed_checks(estimator: Any) -> dict[str, str]:
     return EXPECTED_FAILED_CHECKS[type(estimator).__name__]
+
+
+@pytest.mark.parametrize("cls", [FedForestRegressor, FedForestClassifier])
+def test_sample_weight_equivalence_holds_without_the_bootstrap(cls: Any) -> None:
+    """The reason above, checked: without the bootstrap, on exact candidates, the two checks
+    pass (``min_samples_leaf=1``: the default 5 counts rows, as scikit-learn's does)."""
+    est = cls(
+        n_estimators=3,
+        bootstrap=False,
+        privacy="none",
+        n_bins=None,
+        max_features=None,
+        min_samples_leaf=1,
+        random_state=0,
+    )
+    check_sample_weight_equivalence_on_dense_data(cls.__name__, est)
+    check_sample_weight_equivalence_on_sparse_data(cls.__name__, est)
 
 
 @parametrize_with_checks(

@@ -83,7 +83,15 @@ def _reason(exc: BaseException) -> str:
     speaks of the file's structure; otherwise it is logged for the site's operator.
     """
     if isinstance(exc, UnicodeDecodeError):
-        return f"not {exc.encoding} text"
+        utf16 = bytes(exc.object[:2]) in (b"\xff\xfe", b"\xfe\xff")
+        found, encoding = (
+            (" (it starts with a UTF-16 byte-order mark)", "utf-16") if utf16 else ("", "latin-1")
+        )
+        return (
+            f"not {exc.encoding} text{found}; fedforest reads UTF-8 CSV: convert it, e.g. "
+            f"pandas.read_csv(path, encoding={encoding!r}).to_csv(new_path, index=False) "
+            "(with the file's own encoding: 'latin-1', 'cp1252', 'utf-16', ...), or write Parquet"
+        )
     name = type(exc).__name__
     if name.startswith("Arrow") and not any(s in str(exc).lower() for s in _ARROW_STRUCTURAL):
         logger.error("pyarrow refused a file: %s", exc)

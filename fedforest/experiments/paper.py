@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .._argtypes import int_at_least, n_jobs
+from .._argtypes import int_at_least, n_jobs, out_directory
 from ._catalog import CATALOG
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ def add_experiment_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=out_directory,
         default=Path("results"),
         help="output directory (created; default: results)",
     )

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from .._argtypes import DefaultsHelpFormatter
+from .._argtypes import DefaultsHelpFormatter, out_directory
 
 __all__ = [
     "PEERS",
@@ -313,7 +313,7 @@ def add_swarm_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=("sklearn", "fedforest"), default=d.engine,
                    help="forest implementation each peer trains")  # fmt: skip
     p.add_argument("--n-jobs", type=int, default=d.n_jobs, help="worker processes")
-    p.add_argument("--out", type=Path, default=d.out, help="output directory")
+    p.add_argument("--out", type=out_directory, default=d.out, help="output directory")
     p.set_defaults(handler=_handler)
     return p
 

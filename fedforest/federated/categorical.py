@@ -93,13 +93,23 @@ _NUMBERS = frozenset({"integer", "floating", "mixed-integer-float", "decimal", "
 
 
 def is_numeric_column(column: pd.Series) -> bool:
-    """A numeric dtype, or an object column of numbers, its missing values aside.
+    """A numeric or boolean dtype, or an object column of numbers, its missing values aside.
 
     scikit-learn reads such an object column as floats; it was refused as not numeric.
+    So is a column of missing values only, as objects (None, ``pd.NA``, ``pd.NaT``) or
+    pyarrow's null type (an all-null Parquet column read with ``dtype_backend="pyarrow"``):
+    NaN, as ``fit`` reads it; a ``Client`` refused it ("has dtype object"). pandas calls
+    pyarrow's booleans (``bool[pyarrow]``) not numeric, unlike ``bool`` and ``boolean``;
+    scikit-learn reads them as 0/1 (NaN where missing), as the other two.
     """
-    if pd.api.types.is_numeric_dtype(column.dtype):
+    dtype = column.dtype
+    if pd.api.types.is_numeric_dtype(dtype) or getattr(dtype, "kind", "") == "b":
         return True
-    return column.dtype == object and pd.api.types.infer_dtype(column, skipna=True) in _NUMBERS
+    objects = column.dtype == object
+    if objects and pd.api.types.infer_dtype(column, skipna=True) in _NUMBERS:
+        return True
+    untyped = objects or str(dtype) == "null[pyarrow]"
+    return untyped and bool(column.map(is_missing).all())
 
 
 def column_floats(column: Any) -> NDArray[np.float64]:

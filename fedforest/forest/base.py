@@ -86,6 +86,20 @@ def _dask_aware(method: _Method) -> _Method:
     return cast(_Method, run)
 
 
+def _client_code(index: dict[str, int], label: Any) -> int:
+    """A client label's position in ``clients_`` (-1: unknown), its names being text.
+
+    A number is found as the same number of the other type too (``1.0`` for client
+    ``1``, ``1`` for client ``1.0``): ``fit`` takes them as one client (``np.unique``),
+    and a column of ids turns float (a merge, a CSV with a gap) between fit and predict.
+    """
+    code = index.get(str(label))
+    if code is None and isinstance(label, (int, float)) and not isinstance(label, bool):
+        if float(label).is_integer():
+            code = index.get(str(int(label)), index.get(str(float(label))))
+    return -1 if code is None else code
+
+
 class _BaseFedForest(EnsembleMixin, BaseEstimator):
     """Parameters and fitting shared by the regressor and the classifier."""
 
@@ -554,7 +568,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                     "label per row of X."
                 )
             index = {str(name): k for k, name in enumerate(self.clients_)}
-            codes = np.array([index.get(str(h), -1) for h in ids.tolist()], dtype=np.float64)
+            codes = np.array([_client_code(index, h) for h in ids.tolist()], dtype=np.float64)
         return np.ascontiguousarray(np.column_stack([X_arr, codes]))
 
     def _in_chunks(self, n: int, run: Any) -> None:

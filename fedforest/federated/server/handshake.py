@@ -57,7 +57,8 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
     d = first.header["n_features"]
     categories = unify_categories(replies, names, cfg)
     n_outputs = _n_outputs(replies, cfg)
-    check_warm_schema(cfg.warm_schema, d, names, categories, n_outputs)
+    clients = [name for name, _ in replies]
+    check_warm_schema(cfg.warm_schema, d, names, categories, n_outputs, clients)
     classes: list[Any] | None = None
     class_counts: Any = None  # an array, or one per output
     if cfg.task == "classification":
@@ -91,7 +92,7 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         # Some client's rows carry sample weights (the weights themselves stay there).
         "weighted": any(rep.header.get("weighted", False) for _, rep in replies),
         "client_missing": {name: rep.header.get("missing_features", []) for name, rep in replies},
-        "clients": [name for name, _ in replies],
+        "clients": clients,
         "categories": categories,
         "edges": edges,
         "ranges": pooled,
@@ -113,6 +114,7 @@ def check_warm_schema(
     names: list[str] | None,
     categories: dict[str, list[Any]] | None,
     n_outputs: int | None = None,
+    clients: list[str] | None = None,
 ) -> None:
     """Under ``warm_start``, the clients' columns must be the earlier trees' columns.
 
@@ -122,10 +124,20 @@ def check_warm_schema(
     "secure" crashed in the guides). ``categories`` None: the names only (``fit``). The
     targets per row too (``n_outputs``, from the handshake): a y of another number of
     columns grew a forest, then failed in NumPy's concatenation of the trees' values.
+    And the clients (from the handshake), when the earlier trees split on the client index
+    H: its set splits hold clients by position in ``clients_``, which a warm fit on other
+    clients replaced, so that the earlier trees routed one client's rows as another's.
     """
     if warm is None:
         return
-    n_old, names_old, cats_old, outputs_old = warm
+    n_old, names_old, cats_old, outputs_old, clients_old = warm
+    if clients is not None and clients_old is not None and tuple(clients) != clients_old:
+        raise ValueError(
+            "warm_start adds trees to a forest whose trees split on the client index, which "
+            f"reads clients by position; the clients differ from the first fit's: clients "
+            f"{list(clients_old)} then {list(clients)}. Fit on the first fit's clients, or "
+            "set warm_start=False to fit a new forest."
+        )
     if n_outputs is not None and n_outputs != outputs_old:
         raise ValueError(
             f"warm_start adds trees to a forest fitted on y of {outputs_old} output(s), but "

@@ -127,9 +127,13 @@ class RunSettings:
             params=params,
             model_path=_output_path(config.get("model-path"), "model-path"),
             metrics_path=None if metrics is None else _output_path(metrics, "metrics-path"),
-            min_nodes=int(config.get("min-nodes", 1)),
-            round_timeout=_seconds(config.get("round-timeout", 600.0)),
-            discovery_timeout=float(config.get("discovery-timeout", 60.0)),
+            min_nodes=_count(config.get("min-nodes", 1), "min-nodes"),
+            round_timeout=_seconds(
+                config.get("round-timeout", 600.0), "round-timeout", none_ok=True
+            ),
+            discovery_timeout=_seconds(
+                config.get("discovery-timeout", 60.0), "discovery-timeout", none_ok=False
+            ),
         )
 
     def estimator(self) -> FedForestRegressor | FedForestClassifier:
@@ -342,8 +346,26 @@ def _param_name(key: str) -> str:
     return "random_state" if key == "seed" else key.replace("-", "_")
 
 
-def _seconds(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _count(value: Any, key: str) -> int:
+    """A whole number of at least 1 (``int()`` made 2.5 two and ``true`` one, silently)."""
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or value < 1:
+        raise ValueError(f"run config {key}={value!r}: expected a whole number, at least 1.")
+    return int(value)
+
+
+def _seconds(value: Any, key: str, *, none_ok: bool) -> Any:
+    """Seconds: a finite number above 0, or None ("none": no limit) where ``none_ok``."""
+    if value is None and none_ok:
+        return None
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not np.isfinite(value) or value <= 0:
+        shown = "'none'" if value is None else repr(value)  # the config's text for None
+        unless = ' or "none" (no limit)' if none_ok else ""
+        raise ValueError(
+            f"run config {key}={shown}: expected a finite number of seconds above 0{unless}."
+        )
+    return float(value)
 
 
 def _output_path(value: Any, key: str) -> Path:
