@@ -1,0 +1,44 @@
+"""A colluding client's rows subtracted from the model (issue 11, branch ``red6``).
+
+Runs ``tests/test_privacy_red6.py``'s :func:`collusion_attack`: nine sites of 100 rows and
+``site0`` of ``--big`` rows (the suite's data, 8 features), a default secure regressor
+(``--trees``), ``site0`` colluding with the server. Prints the nodes whose honest part is
+one row and the honest rows whose exact target (to 1e-6) those nodes give.
+
+Usage (from the repository root, which holds the test suite's recording server)::
+
+    python benchmarks/attack_collusion.py --big 100 500 1000 --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.test_privacy_red6 import COLLUDER, collusion_attack  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--big", type=int, nargs="+", default=[1000], help="site0's rows")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--trees", type=int, default=50)
+    args = parser.parse_args()
+    for big in args.big:
+        for seed in args.seeds:
+            t0 = time.perf_counter()
+            claims, rebuilt, _ = collusion_attack(seed, args.trees, COLLUDER, big)
+            print(
+                f"site0 {big} rows, seed {seed}, {args.trees} trees: {len(claims)} nodes of one "
+                f"honest row, {int(rebuilt.sum())} of 900 honest rows' targets "
+                f"({time.perf_counter() - t0:.1f} s)",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
