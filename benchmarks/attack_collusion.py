@@ -2,12 +2,15 @@
 
 Runs ``tests/test_privacy_red6.py``'s :func:`collusion_attack`: nine sites of 100 rows and
 ``site0`` of ``--big`` rows (the suite's data, 8 features), a default secure regressor
-(``--trees``), ``site0`` colluding with the server. Prints the nodes whose honest part is
-one row and the honest rows whose exact target (to 1e-6) those nodes give.
+(``--trees``; with ``--classes`` a classifier of that many declared classes, shares in
+proportion to 0.75^k), ``site0`` colluding with the server. Prints the nodes whose honest part is
+one row, the honest rows whose exact target (to 1e-6) or class those nodes give, and the
+claims that were wrong (the clients' own bootstraps as ground truth).
 
 Usage (from the repository root, which holds the test suite's recording server)::
 
     python benchmarks/attack_collusion.py --big 100 500 1000 --seeds 0 1 2
+    python benchmarks/attack_collusion.py --classes 12 --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -27,14 +30,16 @@ def main() -> None:
     parser.add_argument("--big", type=int, nargs="+", default=[1000], help="site0's rows")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--trees", type=int, default=50)
+    parser.add_argument("--classes", type=int, default=0, help="a classifier's (0: regression)")
     args = parser.parse_args()
     for big in args.big:
         for seed in args.seeds:
             t0 = time.perf_counter()
-            claims, rebuilt, _ = collusion_attack(seed, args.trees, COLLUDER, big)
+            claims, rebuilt, got = collusion_attack(seed, args.trees, COLLUDER, big, args.classes)
             print(
                 f"site0 {big} rows, seed {seed}, {args.trees} trees: {len(claims)} nodes of one "
-                f"honest row, {int(rebuilt.sum())} of 900 honest rows' targets "
+                f"honest row, {int(rebuilt.sum())} of 900 honest rows' targets, "
+                f"{got['wrong']} wrong claims "
                 f"({time.perf_counter() - t0:.1f} s)",
                 flush=True,
             )
