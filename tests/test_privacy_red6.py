@@ -17,6 +17,7 @@ knows) and the other clients' only to score the claims.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -77,12 +78,14 @@ def _draws(bootstrap: Any, tree: int, n: int, offset: int) -> np.ndarray:
     return draws
 
 
-def remainder_claims(model: Any, X: pd.DataFrame, y: np.ndarray, own: Any, offset: int) -> list:
-    """The server's attack: per node, the model less the colluder's in-bag rows.
+def remainder_claims(
+    model: Any, X: pd.DataFrame, y: np.ndarray, own: Callable[[int], np.ndarray] | None
+) -> list:
+    """The server's attack: per node, the model less the colluders' in-bag rows.
 
-    ``own`` is the colluder's (rows, draws, tree offsets) from its set-up (None: no
-    colluder, nothing subtracted), its rows at ``offset`` in ``X``; ``y`` its targets
-    (a classifier's: class codes) where it holds rows. Returns ``(tree, node, claim)`` for
+    ``own(t)`` gives the colluders' draws of each row of ``X`` in tree ``t``, from their
+    set-ups (None: no colluder, nothing subtracted); ``y`` their targets (a classifier's:
+    class codes) where they hold rows. Returns ``(tree, node, claim)`` for
     every node whose honest part is one row: a regressor's claim is that row's target,
     a classifier's its class code (the honest part's weighted class sums, all on one
     class).
@@ -90,7 +93,7 @@ def remainder_claims(model: Any, X: pd.DataFrame, y: np.ndarray, own: Any, offse
     values, claims = X.to_numpy(dtype=np.float64), []
     classify = model.trees_[0].value.ndim == 2 and hasattr(model, "classes_")
     for t, tree in enumerate(model.trees_):
-        draws = np.zeros(len(y)) if own is None else _draws(own, t, len(y), offset)
+        draws = np.zeros(len(y)) if own is None else own(t)
         mine = _members(tree, values, np.flatnonzero(draws))
         value = tree.value.reshape(tree.n_node_samples.size, -1)
         for i, rows in enumerate(mine):
@@ -110,10 +113,11 @@ def remainder_claims(model: Any, X: pd.DataFrame, y: np.ndarray, own: Any, offse
 
 
 def collusion_attack(
-    seed: int, n_trees: int, colluder: str | None, big: int = 1000, n_classes: int = 0
+    seed: int, n_trees: int, colluders: int = 1, big: int = 1000, n_classes: int = 0
 ) -> tuple[list, np.ndarray, Any]:
     """A default secure fit on :func:`_big_site_data`, then :func:`remainder_claims`.
 
+    ``colluders``: ``site0`` to ``site{colluders - 1}`` collude (0: the server alone).
     ``n_classes``: a classifier on ``y`` cut at quantiles into that many classes of
     shrinking size (declared: the rarest are held by fewer than ``m`` rows at every
     client), else a regressor. Returns
@@ -138,14 +142,18 @@ def collusion_attack(
         _fit(model, X, y, h)
     finally:
         mp.undo()
-    own = captured[colluder] if colluder is not None else None
-    claims = remainder_claims(model, X, y, own, 0)
-    values = X.to_numpy(dtype=np.float64)
     first = {f"site{k}": int(np.flatnonzero(h == k)[0]) for k in np.unique(h)}
+    coalition = {f"site{k}" for k in range(colluders)}
+
+    def draws_of(names: set[str], t: int) -> np.ndarray:
+        return sum((_draws(captured[n], t, len(y), first[n]) for n in names), np.zeros(len(y)))
+
+    own = (lambda t: draws_of(coalition, t)) if coalition else None
+    claims = remainder_claims(model, X, y, own)
+    values, others = X.to_numpy(dtype=np.float64), set(captured) - coalition
     rebuilt, wrong = np.zeros(len(y), dtype=bool), 0
     for t, node, claim in claims:
-        draws = sum(_draws(b, t, len(y), first[n]) for n, b in captured.items() if n != colluder)
-        inside = _members(model.trees_[t], values, np.flatnonzero(draws))[node]
+        inside = _members(model.trees_[t], values, np.flatnonzero(draws_of(others, t)))[node]
         assert inside.size == 1  # the node's one honest in-bag row
         right = y[inside[0]] == claim if n_classes else abs(y[inside[0]] - claim) < 1e-6
         rebuilt[inside[0]] |= bool(right)
@@ -156,7 +164,7 @@ def collusion_attack(
 def test_the_server_alone_claims_no_row_from_the_model() -> None:
     """Without the colluder's rows every node's honest part is the node: ``m`` rows or
     more, so the attack claims nothing (the floor holds for the server alone)."""
-    claims, rebuilt, got = collusion_attack(0, 10, None)
+    claims, rebuilt, got = collusion_attack(0, 10, colluders=0)
     assert min(int(t.n_node_samples.min()) for t in got["model"].trees_) >= M
     assert claims == [] and not rebuilt.any()
 
@@ -166,7 +174,7 @@ def test_the_colluders_claims_are_honest_rows_targets(n_classes: int) -> None:
     """With the colluder's rows, each claim is the target (or class) of the one honest
     in-bag row of its node (the clients' own bootstraps as ground truth, routed through
     the tree): the attack is sound, so the strict xfail below fails on a real leak."""
-    claims, rebuilt, got = collusion_attack(0, 10, COLLUDER, n_classes=n_classes)
+    claims, rebuilt, got = collusion_attack(0, 10, n_classes=n_classes)
     assert len(claims) > 5 and got["wrong"] == 0 and rebuilt.any()
 
 
@@ -180,7 +188,7 @@ def test_a_colluding_client_leaves_no_honest_row_alone() -> None:
     """``site0`` (1,000 of 1,900 rows) colludes; 10 default secure trees. Measured
     2026-12-04 at 50 trees, data seeds 0 to 2: 101, 58 and 75 of the 900 honest rows'
     targets to 1e-6 (3, 0 and 0 with ten sites of 100 rows, ``site0`` colluding)."""
-    _, rebuilt, _ = collusion_attack(0, 10, COLLUDER)
+    _, rebuilt, _ = collusion_attack(0, 10)
     assert rebuilt.sum() == 0, int(rebuilt.sum())
 
 
