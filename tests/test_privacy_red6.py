@@ -12,7 +12,15 @@ exact target, and the node's box singles the row out. The floor counts a node's 
 not the rows outside one client, so nothing stops it. It matters where a large client
 colludes (here one site of 1,000 rows beside nine of 100): such a site fills many nodes
 all but alone. The test takes the colluder's in-bag rows from its own set-up (what it
-knows) and the other clients' only to score the claims.
+knows) and the other clients' only to score the claims. A strict xfail (open).
+
+*A warm start after a change of settings* drew the bootstraps of a cold fit with the new
+settings but grew on the earlier trees' guides: other splits over the same rows, whose
+nested nodes the server differenced across the two models into rows' targets. Fixed
+(``server/digest.warm_history``); the test finds the rows with the fix off.
+
+*"dp" and a colluder*: each client adds a share of the noise; a colluder knows its own,
+so the coalition faces ``(K - 1) / K`` of the planned variance. A strict xfail (open).
 """
 
 from __future__ import annotations
@@ -190,6 +198,95 @@ def test_a_colluding_client_leaves_no_honest_row_alone() -> None:
     targets to 1e-6 (3, 0 and 0 with ten sites of 100 rows, ``site0`` colluding)."""
     _, rebuilt, _ = collusion_attack(0, 10)
     assert rebuilt.sum() == 0, int(rebuilt.sum())
+
+
+# --------------------------------------------------------------------------- warm starts
+def _boxes(tree: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's box: per feature, its path's lower and upper bounds (the server's)."""
+    n = tree.feature.size
+    lo, hi = np.full((n, d), -np.inf), np.full((n, d), np.inf)
+    for i in range(n):
+        left, right = tree.children_left[i], tree.children_right[i]
+        if left >= 0:
+            f, t = tree.feature[i], tree.threshold[i]
+            lo[left], hi[left], lo[right], hi[right] = lo[i], hi[i], lo[i], hi[i]
+            hi[left, f], lo[right, f] = min(hi[i, f], t), max(lo[i, f], t)
+    return lo, hi
+
+
+def nested_differences(tree_a: Any, tree_b: Any, d: int) -> list[tuple[int, float]]:
+    """The server's attack on one tree of two fits: every node of one inside a node of the
+    other (boxes, from the thresholds) whose row count is 1 to ``M - 1`` more.
+
+    If both trees drew the same bootstrap, the rows of the inner node are rows of the
+    outer, and the difference of their sums is over the rows between: with one row,
+    ``(W v)_outer - (W v)_inner`` over the draws between is that row's target. Returns
+    (rows between, the target so claimed) per pair.
+    """
+    out = []
+    for a, b in ((tree_a, tree_b), (tree_b, tree_a)):
+        (lo_a, hi_a), (lo_b, hi_b) = _boxes(a, d), _boxes(b, d)
+        inside = np.all((lo_b[None] <= lo_a[:, None]) & (hi_a[:, None] <= hi_b[None]), axis=2)
+        more = b.n_node_samples[None, :] - a.n_node_samples[:, None]
+        for i, j in zip(*np.nonzero(inside & (more > 0) & (more < M)), strict=True):
+            w_a, w_b = a.weighted_n_node_samples[i], b.weighted_n_node_samples[j]
+            if w_b > w_a:
+                target = (b.value[j, 0] * w_b - a.value[i, 0] * w_a) / (w_b - w_a)
+                out.append((int(more[i, j]), float(target)))
+    return out
+
+
+def warm_history_exposure(seed: int, n_trees: int = 10, first: int = 5) -> int:
+    """Rows whose exact target two fits give, one cold and one warm-started after a change.
+
+    Fit C: ``n_trees`` default secure trees of depth 8. Fit B: ``first`` trees of depth 4,
+    then ``warm_start`` to ``n_trees`` at depth 8, C's settings. B's new trees draw C's
+    bootstraps if their digest is C's, but grow on the depth-4 trees' guides: other
+    splits over the same rows. The server compares each new tree of B with C's tree of
+    the same index (:func:`nested_differences`) and claims a target where one row lies
+    between; a claim within 1e-6 of exactly one row's target rebuilds that row.
+    """
+    X, y, h = _data(n_clients=10, n_rows=100, d=8, seed=seed)
+    cold = ff.FedForestRegressor(n_estimators=n_trees, max_depth=8, random_state=seed)
+    _fit(cold, X, y, h)
+    warm = ff.FedForestRegressor(n_estimators=first, max_depth=4, random_state=seed)
+    _fit(warm, X, y, h)
+    warm.set_params(warm_start=True, n_estimators=n_trees, max_depth=8)
+    _fit(warm, X, y, h)
+    rebuilt: set[int] = set()
+    for t in range(first, n_trees):
+        for rows, target in nested_differences(warm.trees_[t], cold.trees_[t], X.shape[1]):
+            match = np.flatnonzero(np.abs(y - target) < 1e-6)
+            if rows == 1 and match.size == 1:
+                rebuilt.add(int(match[0]))
+    return len(rebuilt)
+
+
+def test_a_warm_start_after_other_settings_draws_other_bootstraps(monkeypatch) -> None:
+    """Found and fixed (2026-12-04): the new trees' digest left out the warm start, so a
+    warm start after a change of settings drew the bootstraps of a cold fit with the new
+    settings while its guides differed. Measured with the history left out of the digest
+    (monkeypatched back): 2, 6 and 6 of 1,000 rows' exact targets from the two models at
+    data seeds 0, 1 and 2 (5 shared trees); now none, at seeds 1 and 2."""
+    from fedforest.federated.server import grower
+
+    assert warm_history_exposure(1) == 0 and warm_history_exposure(2) == 0
+    monkeypatch.setattr(grower, "warm_history", lambda cfg, digest, guides: None)
+    assert warm_history_exposure(1) >= 3
+
+
+def test_a_warm_start_with_the_same_settings_is_still_one_fit() -> None:
+    """The history enters the digest only after a change of settings: 5 trees, then a warm
+    start to 10 with the same settings, is the cold fit of 10 trees, node for node."""
+    X, y, h = _data(n_clients=10, n_rows=100, d=8, seed=0)
+    cold = ff.FedForestRegressor(n_estimators=10, max_depth=6, random_state=0)
+    _fit(cold, X, y, h)
+    warm = ff.FedForestRegressor(n_estimators=5, max_depth=6, random_state=0)
+    _fit(warm, X, y, h)
+    warm.set_params(warm_start=True, n_estimators=10)
+    _fit(warm, X, y, h)
+    for a, b in zip(warm.trees_, cold.trees_, strict=True):
+        assert np.array_equal(a.threshold, b.threshold) and np.array_equal(a.value, b.value)
 
 
 # --------------------------------------------------------------------------- "dp" and a colluder
