@@ -289,6 +289,53 @@ def test_a_warm_start_with_the_same_settings_is_still_one_fit() -> None:
         assert np.array_equal(a.threshold, b.threshold) and np.array_equal(a.value, b.value)
 
 
+# --------------------------------------------------------------------------- sample weights
+def reweighted_root_claims(row: int, weight: float) -> tuple[float, float]:
+    """Two default secure fits, the second with ``row``'s sample weight at ``weight``.
+
+    The server differences each tree's roots across the two models: where the rows or the
+    draws differ, ``(W v)_a - (W v)_b`` over ``W_a - W_b`` is a target if the two trees
+    drew the same bootstrap (one row's draws times its change of weight). Returns the
+    claims' smallest distance to ``row``'s target and to any other row's (the baseline).
+    """
+    X, y, h = _data(n_clients=10, n_rows=100, d=8)
+    plain = ff.FedForestRegressor(n_estimators=10, random_state=0)
+    _fit(plain, X, y, h)
+    weights = np.where(np.arange(len(y)) == row, weight, 1.0)
+    reweighted = ff.FedForestRegressor(n_estimators=10, random_state=0)
+    _fit(reweighted, X, y, h, sample_weight=weights)
+    claims = []
+    for a, b in zip(plain.trees_, reweighted.trees_, strict=True):
+        w_a, w_b = a.weighted_n_node_samples[0], b.weighted_n_node_samples[0]
+        if abs(w_a - w_b) > 1e-9:
+            claims.append((a.value[0, 0] * w_a - b.value[0, 0] * w_b) / (w_a - w_b))
+    if not claims:
+        return np.inf, np.inf
+    gaps = np.abs(np.asarray(claims)[:, None] - y[None, :])
+    others = np.delete(gaps, row, axis=1)
+    return float(gaps[:, row].min()), float(others.min())
+
+
+@pytest.mark.parametrize("weight", [0.0, 2.0])
+def test_a_refit_with_one_weight_changed_gives_no_target(monkeypatch, weight: float) -> None:
+    """Found and fixed (2026-12-04): the data secret left the sample weights out, so a
+    refit with one row's weight at 0 (the row left out, say after a withdrawn consent) or
+    at 2 drew the same bootstraps, and the two models' roots gave that row's target to 7e-9
+    to 8e-8 in each tree that drew it (4 to 6 of 10; rows 7, 123 and 555). With the weights
+    in the secret the bootstraps are independent: no claim within 1e-6 of the row's
+    target. With the fix off (the weights left out again) the attack reads it."""
+    from fedforest.federated import client_secure
+
+    to_row, _ = reweighted_root_claims(7, weight)
+    assert to_row > 1e-6
+    secret = client_secure.data_secret
+    monkeypatch.setattr(
+        client_secure, "data_secret", lambda X, y, name, sample_weight=None: secret(X, y, name)
+    )
+    to_row, to_others = reweighted_root_claims(7, weight)
+    assert to_row < 1e-6 < to_others
+
+
 # --------------------------------------------------------------------------- "dp" and a colluder
 def _dp_noise_shares(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[np.ndarray]]:
     """Each client's noise shares, call by call, in units of the plan's noise of the entry.
