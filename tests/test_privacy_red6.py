@@ -329,11 +329,99 @@ def test_a_refit_with_one_weight_changed_gives_no_target(monkeypatch, weight: fl
     to_row, _ = reweighted_root_claims(7, weight)
     assert to_row > 1e-6
     secret = client_secure.data_secret
-    monkeypatch.setattr(
-        client_secure, "data_secret", lambda X, y, name, sample_weight=None: secret(X, y, name)
-    )
+
+    def without(X, y, name, sample_weight=None, categorical=None):  # noqa: ANN001, ANN202
+        return secret(X, y, name, None, categorical)
+
+    monkeypatch.setattr(client_secure, "data_secret", without)
     to_row, to_others = reweighted_root_claims(7, weight)
     assert to_row < 1e-6 < to_others
+
+
+# --------------------------------------------------------------------------- categories
+def _paths(tree: Any) -> dict[tuple, int]:
+    """Each node by its path from the root: every split (feature, threshold, set) and side."""
+    path: dict[int, tuple] = {0: ()}
+    for i in range(tree.children_left.size):
+        left, right = tree.children_left[i], tree.children_right[i]
+        if left >= 0:
+            codes, sides = tree.split_set(i)
+            split = (int(tree.feature[i]), float(tree.threshold[i]), *codes, *sides)
+            path[left], path[right] = (*path[i], split, 0), (*path[i], split, 1)
+    return {p: i for i, p in path.items()}
+
+
+def recoded_row_claims(row: int) -> float:
+    """Two default secure fits, the second with ``row``'s category changed (a corrected
+    record). The server matches the nodes of each tree's two versions by their paths and,
+    where the rows differ by one, reads ``(W v)_a - (W v)_b`` over ``W_a - W_b`` as a
+    target. Returns the claims' smallest distance to ``row``'s target."""
+    X, y, h = _data(n_clients=10, n_rows=100, d=4, categorical=True)
+    before = ff.FedForestRegressor(n_estimators=10, random_state=0)
+    _fit(before, X, y, h)
+    X = X.copy()
+    X.loc[row, "ward"] = "c" if X.loc[row, "ward"] != "c" else "a"
+    after = ff.FedForestRegressor(n_estimators=10, random_state=0)
+    _fit(after, X, y, h)
+    closest = np.inf
+    for a, b in zip(before.trees_, after.trees_, strict=True):
+        paths_b = _paths(b)
+        for path, i in _paths(a).items():
+            j = paths_b.get(path)
+            if j is None or abs(int(a.n_node_samples[i]) - int(b.n_node_samples[j])) != 1:
+                continue
+            w_a, w_b = a.weighted_n_node_samples[i], b.weighted_n_node_samples[j]
+            if abs(w_a - w_b) > 1e-9:
+                claim = (a.value[i, 0] * w_a - b.value[j, 0] * w_b) / (w_a - w_b)
+                closest = min(closest, abs(claim - y[row]))
+    return float(closest)
+
+
+def _categories_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data secret as before the fix: the categorical columns' values left out."""
+    from fedforest.federated import client_secure
+
+    secret = client_secure.data_secret
+
+    def without(X, y, name, sample_weight=None, categorical=None):  # noqa: ANN001, ANN202
+        return secret(X, y, name, sample_weight)
+
+    monkeypatch.setattr(client_secure, "data_secret", without)
+
+
+def test_a_refit_with_one_category_changed_gives_no_target(monkeypatch) -> None:
+    """Found and fixed (2026-12-04): the data secret hashed the feature matrix, which holds
+    0.0 in a categorical column until the federation's codes arrive, so a refit with one
+    row's category changed drew the same bootstraps; the nodes the two models share gave
+    the row's target to 7e-9 to 3e-8 (rows 7, 123 and 555; 17 to 26 one-row differences).
+    The secret now hashes the categorical values; with them left out the attack reads it."""
+    assert recoded_row_claims(123) > 1e-6
+    _categories_left_out(monkeypatch)
+    assert recoded_row_claims(123) < 1e-6
+
+
+def test_a_refit_on_the_same_clients_with_categories_is_the_same_forest(monkeypatch) -> None:
+    """A second fit on the same ``Client`` objects grows the first fit's forest: the secret
+    no longer reads the federation's codes the first fit wrote into the matrix (with them,
+    the refit drew other bootstraps: the same data and settings, another forest)."""
+    X, y, h = _data(n_clients=4, n_rows=100, d=3, categorical=True)
+
+    def two_fits() -> bool:
+        clients = [
+            ff.Client(X[h == k].reset_index(drop=True), y[h == k], f"site{k}") for k in range(4)
+        ]
+        fits = [
+            ff.FedForestRegressor(n_estimators=3, random_state=0).fit_federated(
+                ff.LocalFederation(clients)
+            )
+            for _ in range(2)
+        ]
+        pairs = zip(fits[0].trees_, fits[1].trees_, strict=True)
+        return all(np.array_equal(a.value, b.value) for a, b in pairs)
+
+    assert two_fits()
+    _categories_left_out(monkeypatch)
+    assert not two_fits()
 
 
 # --------------------------------------------------------------------------- "dp" and a colluder
