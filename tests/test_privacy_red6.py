@@ -35,7 +35,7 @@ import pytest
 import fedforest as ff
 from fedforest.federated.client import Client
 from fedforest.federated.client_secure import SecureParty
-from fedforest.federated.protocol import Message
+from fedforest.federated.protocol import OOB, Message
 from tests import test_privacy_shapes as shapes
 from tests.test_privacy import _data, _fit
 
@@ -199,6 +199,60 @@ def test_a_colluding_client_leaves_no_honest_row_alone() -> None:
     targets to 1e-6 (3, 0 and 0 with ten sites of 100 rows, ``site0`` colluding)."""
     _, rebuilt, _ = collusion_attack(0, 10)
     assert rebuilt.sum() == 0, int(rebuilt.sum())
+
+
+def oob_request_claims(seed: int, n_trees: int) -> tuple[int, float, dict[str, np.ndarray]]:
+    """``site0`` (1,000 rows) alone reads the out-of-bag request of a secure fit.
+
+    The request carries every tree's arrays to every client. ``site0`` routes its own
+    in-bag rows through each tree and subtracts their draws from each node's ``weight``;
+    where one draw is left, ``value * weight`` less its own draws times targets is that
+    draw's row's target. Returns the honest rows whose target a claim gives to 1e-6, the
+    fit's out-of-bag score and the request's arrays.
+    """
+    X, y, h = _big_site_data(seed, 1000)
+    mp = pytest.MonkeyPatch()
+    captured = _capture_bootstraps(mp)
+    try:
+        model = ff.FedForestRegressor(n_estimators=n_trees, random_state=seed, oob_score=True)
+        fed = _fit(model, X, y, h)
+    finally:
+        mp.undo()
+    request = next(q for q, _ in fed.rounds if next(iter(q.values())).kind == OOB)[COLLUDER]
+    a = request.arrays
+    values, rebuilt = X.to_numpy(dtype=np.float64), set()
+    for t in range(n_trees):
+        draws = _draws(captured[COLLUDER], t, len(y), 0)
+        lo, hi = int(a["tree_off"][t]), int(a["tree_off"][t + 1])
+        members = {lo: np.flatnonzero(draws)}
+        for i in range(lo, hi):  # parents before children, global indices
+            rows = members.get(i, np.zeros(0, dtype=np.int64))
+            if a["left"][i] >= 0:
+                go = values[rows, a["feature"][i]] <= a["threshold"][i]
+                members[a["left"][i]], members[a["right"][i]] = rows[go], rows[~go]
+            if round(float(a["weight"][i] - draws[rows].sum())) == 1:
+                target = a["value"][i, 0] * a["weight"][i] - draws[rows] @ y[rows]
+                match = np.flatnonzero((h != 0) & (np.abs(y - target) < 1e-6))
+                rebuilt.update(match.tolist() if match.size == 1 else [])
+    return len(rebuilt), float(model.oob_score_), a
+
+
+@pytest.mark.filterwarnings("ignore:.*drawn by every tree:UserWarning")
+def test_the_out_of_bag_request_carries_what_scoring_reads(monkeypatch) -> None:
+    """Found and fixed (2026-12-04): the out-of-bag request carried every node's mean and
+    draws to every client; ``site0`` alone (no server, no collusion) read 64, 35 and 39 of
+    the 900 other rows' targets from it (50 trees, data seeds 0 to 2). It now carries the
+    leaves' values and no weight outside set splits' children (numeric data: none), and
+    the score is the same to the bit. With the full arrays (monkeypatched back) the client
+    reads rows again."""
+    from fedforest.federated.server import oob
+
+    found, score, arrays = oob_request_claims(0, 10)
+    assert found == 0 and not arrays["weight"].any()
+    assert not arrays["value"][arrays["left"] >= 0].any() and arrays["value"].any()
+    monkeypatch.setattr(oob, "scoring_arrays", lambda left, right, set_off, v, w: (v, w))
+    found_before, score_before, _ = oob_request_claims(0, 10)
+    assert score == score_before and found_before > 5
 
 
 # --------------------------------------------------------------------------- warm starts

@@ -85,12 +85,7 @@ def _client_sample(cfg: GrowerConfig, n_clients: int, first: int, n_trees: int) 
 
 
 def batch_digest(
-    cfg: GrowerConfig,
-    schema: dict[str, Any],
-    fed: Federation,
-    d: int,
-    first_sum: int,
-    history: bytes | None = None,
+    cfg: GrowerConfig, schema: dict[str, Any], fed: Federation, d: int, first_sum: int
 ) -> NDArray[np.uint8]:
     """The settings digest of a batch set up now: over the clients present and the drops.
 
@@ -100,11 +95,10 @@ def batch_digest(
     holds sums over that client's rows, and it is the same in two fits with the same
     settings and the same drops, so the same digest goes with the same releases. A client
     dropped by then took part in no released sum: the fit is the survivors' (their digest).
-    ``history``: a warm start's earlier trees under other settings (``digest.warm_history``).
     """
     live = {n: k for n, k in schema["n_samples"].items() if n in fed.client_names}
     dropped = [(n, r) for n, r in getattr(fed, "dropped", []) if r > first_sum]
-    return settings_digest(cfg, live, schema["draws"], d, dropped, history)
+    return settings_digest(cfg, live, schema["draws"], d, dropped)
 
 
 def tree_digests(

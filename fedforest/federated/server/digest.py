@@ -29,7 +29,14 @@ from ..._common import resolve_max_features
 from ..protocol import SETTINGS_DIGEST
 from .config import GrowerConfig
 
-__all__ = ["UNBOUND", "check_warm_digest", "digest_arrays", "settings_digest", "warm_history"]
+__all__ = [
+    "UNBOUND",
+    "check_warm_digest",
+    "digest_arrays",
+    "settings_digest",
+    "warm_history",
+    "with_history",
+]
 
 #: Fields left out: pruning follows growth (``ccp_alpha``), the number of trees and the
 #: first one (``warm_start``: a tree's bootstrap is the one it has in one fit; the earlier
@@ -92,7 +99,6 @@ def settings_digest(
     draws: dict[str, int],
     n_features: int,
     dropped: list[tuple[str, int]] | None = None,
-    history: bytes | None = None,
 ) -> NDArray[np.uint8]:
     """SHA-256 of the resolved settings that shape a fit's releases (32 bytes).
 
@@ -100,8 +106,7 @@ def settings_digest(
     aggregate rows, the class sizes); ``draws`` each client's bootstrap size under
     ``max_samples`` (missing: its ``n_samples``); ``dropped`` the clients dropped so far
     and the rounds they failed in (``on_client_failure="drop"``; covered only when there
-    are some, so a fit without a drop keeps its digest); ``history`` a warm start's
-    :func:`warm_history` (covered only when there is one).
+    are some, so a fit without a drop keeps its digest).
     """
     fields = {
         f.name: _plain(getattr(cfg, f.name))
@@ -121,8 +126,6 @@ def settings_digest(
     fields["features_per_node"] = resolve_max_features(cfg.max_features, n_features)
     if dropped:
         fields["dropped"] = [[str(name), int(r)] for name, r in dropped]
-    if history is not None:
-        fields["warm_history"] = history.hex()
     text = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode("utf-8")
     return np.frombuffer(hashlib.sha256(_DOMAIN + text).digest(), dtype=np.uint8).copy()
 
@@ -150,6 +153,14 @@ def warm_history(
         h.update(name.encode("ascii"))
         h.update(np.ascontiguousarray(np.asarray(entries, dtype=np.float64)).tobytes())
     return h.digest()
+
+
+def with_history(digest: NDArray[np.uint8], history: bytes | None) -> NDArray[np.uint8]:
+    """``digest`` covering a warm start's :func:`warm_history` (unchanged without one)."""
+    if history is None:
+        return digest
+    folded = hashlib.sha256(_DOMAIN + b"with history\x00" + digest.tobytes() + history)
+    return np.frombuffer(folded.digest(), dtype=np.uint8).copy()
 
 
 def digest_arrays(msg_header: dict[str, Any], ctx: dict[str, Any]) -> dict[str, NDArray[Any]]:

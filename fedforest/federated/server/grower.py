@@ -34,7 +34,7 @@ from .batch_setup import batch_digest, fit_digest, setup_header, tree_digests
 from .bootstrap import bootstrap_round
 from .checks import ClientRecords
 from .config import ForestResult, GrowerConfig
-from .digest import check_warm_digest, warm_history
+from .digest import check_warm_digest, warm_history, with_history
 from .dp_checks import clip_leaf_values
 from .draws import sample_features as _sample_features  # noqa: F401 (tests import it here)
 from .grow_level import _level
@@ -181,9 +181,8 @@ def grow_forest(
             last = min(first + batch, cfg.n_estimators)
             while True:  # "secure"/"dp": a drop in the set-up sets the batch up again
                 if SETTINGS_DIGEST in ctx:  # over the clients present, the drops so far
-                    ctx[SETTINGS_DIGEST] = batch_digest(
-                        cfg, schema, fed, d, first_sum, ctx["warm_history"]
-                    )
+                    digest = batch_digest(cfg, schema, fed, d, first_sum)
+                    ctx[SETTINGS_DIGEST] = with_history(digest, ctx["warm_history"])
                 sub = {
                     **ctx,
                     "rngs": ctx["rngs"][first:last],
