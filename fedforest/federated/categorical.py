@@ -26,6 +26,7 @@ from .cells import refuse_nested
 
 __all__ = [
     "MISSING_CATEGORY",
+    "local_codes",
     "sort_categories",
     "categorical_columns",
     "encode",
@@ -86,6 +87,21 @@ def sort_categories(values: Iterable[Any]) -> list[Any]:
         for v in values
     }
     return sorted(plain, key=_key)
+
+
+def local_codes(raw: ArrayLike) -> NDArray[np.float64]:
+    """Each value's index among the column's own sorted levels (:func:`sort_categories`).
+
+    A client-side summary of a raw categorical column up to its levels' names (the
+    missing category, however written, last): the data secret hashes it.
+    """
+    values = np.asarray(raw, dtype=object).ravel().tolist()
+    index = {level: k for k, level in enumerate(sort_categories(values))}
+    plain = (
+        MISSING_CATEGORY if is_missing(v) else v.item() if isinstance(v, np.generic) else v
+        for v in values
+    )
+    return np.array([index[v] for v in plain], dtype=np.float64)
 
 
 #: What ``infer_dtype`` calls an object column of numbers (scikit-learn converts them).

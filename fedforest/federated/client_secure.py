@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_TASK, STAT_WEIGHT, n_stats
 from . import client_kernels as K
+from .categorical import local_codes
 from .client_packed import left_words
 from .client_sketch import fine_codes
 from .client_targets import label_counts
@@ -107,12 +108,39 @@ def fit_outputs(fit: _Fit) -> int:
     return int(fit.y.shape[1]) if fit.y.ndim == 2 else 1
 
 
-def data_secret(X: NDArray[np.float64], y: NDArray[Any], name: str) -> int:
-    """A 128-bit secret from the client's own data (seeds its bootstrap under "secure")."""
+def data_secret(
+    X: NDArray[np.float64],
+    y: NDArray[Any],
+    name: str,
+    sample_weight: Any = None,
+    categorical: dict[int, NDArray[Any]] | None = None,
+) -> int:
+    """A 128-bit secret from the client's own data (seeds its bootstrap under "secure").
+
+    It covers the sample weights when they are not all equal: they are data as the rows
+    are. Left out, a refit with one row's weight changed (0 to leave it out, or 2) drew the
+    same bootstraps and grids, and the two models' roots differenced into that row's target
+    (docs/privacy-findings.md, "Red team 6"). They enter as fractions of the largest, on a
+    grid of ``2^-30``, so that weights scaled by a constant draw the same forest (as
+    scikit-learn's, whose forest the scale does not change); equal weights, and none, give
+    the secret of the rows alone. ``categorical``: the raw values of the categorical columns
+    (by index), which ``X`` does not hold (0.0 there, or a former fit's codes): they enter
+    as codes of the column's own sorted levels. Left out, a refit with one row's category
+    changed drew the same bootstraps (its target from the two models' nodes), and a refit
+    on the same ``Client`` another forest than its first fit.
+    """
+    X = np.array(X, dtype=np.float64)
+    for j, raw in (categorical or {}).items():  # its own levels' codes, not the matrix's
+        X[:, j] = local_codes(raw)
     h = hashlib.sha256()
     h.update(name.encode("utf-8"))
-    h.update(np.ascontiguousarray(X, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(X).tobytes())
     h.update("\x00".join(map(str, np.asarray(y).tolist())).encode("utf-8"))
+    w = np.zeros(0) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    top = float(w.max()) if w.size else 0.0
+    if top > 0 and not np.all(w == top):
+        h.update(b"\x00sample_weight\x00")
+        h.update(np.rint(w / top * 2.0**30).astype(np.int64).tobytes())
     return int.from_bytes(h.digest()[:16], "little")
 
 
@@ -175,7 +203,11 @@ class SecureParty:
         # Under "dp" the bootstrap secret must not depend on the data (one row would change
         # every draw): a random one, kept for the fit.
         self.secret = (
-            secrets.randbits(128) if dp else data_secret(client.X, client.y_raw, client.name)
+            secrets.randbits(128)
+            if dp
+            else data_secret(
+                client.X, client.y_raw, client.name, client.sample_weight, client._cat_raw
+            )
         )
         #: The targets' standardisation (a float, or one per output for multi-output y).
         self.y_center: float | NDArray[np.float64] = 0.0

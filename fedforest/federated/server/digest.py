@@ -29,7 +29,14 @@ from ..._common import resolve_max_features
 from ..protocol import SETTINGS_DIGEST
 from .config import GrowerConfig
 
-__all__ = ["UNBOUND", "check_warm_digest", "digest_arrays", "settings_digest"]
+__all__ = [
+    "UNBOUND",
+    "check_warm_digest",
+    "digest_arrays",
+    "settings_digest",
+    "warm_history",
+    "with_history",
+]
 
 #: Fields left out: pruning follows growth (``ccp_alpha``), the number of trees and the
 #: first one (``warm_start``: a tree's bootstrap is the one it has in one fit; the earlier
@@ -121,6 +128,39 @@ def settings_digest(
         fields["dropped"] = [[str(name), int(r)] for name, r in dropped]
     text = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode("utf-8")
     return np.frombuffer(hashlib.sha256(_DOMAIN + text).digest(), dtype=np.uint8).copy()
+
+
+def warm_history(
+    cfg: GrowerConfig, digest: NDArray[np.uint8], guides: dict[str, NDArray[Any]] | None
+) -> bytes | None:
+    """A warm start's earlier trees, when they were grown under other settings (else None).
+
+    The new trees' digest leaves out ``first_tree`` and the earlier trees' digest, so that
+    a warm start with the same settings draws the bootstraps of one fit and grows its
+    forest. After a change of settings the new trees would still draw the bootstraps of a
+    fit with the new settings from scratch, but grow on other guides (the earlier trees'
+    best thresholds, ``guides.py``): other candidates over the same rows, whose sums the
+    server differences across the two fits into rows' targets (docs/privacy-findings.md,
+    "Red team 6"). So the digest then covers the earlier trees' digest and their guides:
+    fits with other histories draw independent bootstraps, the same history the same.
+    """
+    if cfg.first_tree == 0 or cfg.warm_digest is None:
+        return None
+    if cfg.warm_digest == digest.tobytes().hex():  # the same settings: one fit's forest
+        return None
+    h = hashlib.sha256(_DOMAIN + b"warm history\x00" + cfg.warm_digest.encode("ascii"))
+    for name, entries in sorted((guides or {}).items()):
+        h.update(name.encode("ascii"))
+        h.update(np.ascontiguousarray(np.asarray(entries, dtype=np.float64)).tobytes())
+    return h.digest()
+
+
+def with_history(digest: NDArray[np.uint8], history: bytes | None) -> NDArray[np.uint8]:
+    """``digest`` covering a warm start's :func:`warm_history` (unchanged without one)."""
+    if history is None:
+        return digest
+    folded = hashlib.sha256(_DOMAIN + b"with history\x00" + digest.tobytes() + history)
+    return np.frombuffer(folded.digest(), dtype=np.uint8).copy()
 
 
 def digest_arrays(msg_header: dict[str, Any], ctx: dict[str, Any]) -> dict[str, NDArray[Any]]:

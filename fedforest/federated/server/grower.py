@@ -34,7 +34,7 @@ from .batch_setup import batch_digest, fit_digest, setup_header, tree_digests
 from .bootstrap import bootstrap_round
 from .checks import ClientRecords
 from .config import ForestResult, GrowerConfig
-from .digest import check_warm_digest
+from .digest import check_warm_digest, warm_history, with_history
 from .dp_checks import clip_leaf_values
 from .draws import sample_features as _sample_features  # noqa: F401 (tests import it here)
 from .grow_level import _level
@@ -162,6 +162,7 @@ def grow_forest(
         # The settings digest each client binds its bootstrap to (digest.py), over the
         # clients still present (and the drops so far: batch_setup.py).
         ctx[SETTINGS_DIGEST] = batch_digest(cfg, schema, fed, d, first_sum)
+        ctx["warm_history"] = warm_history(cfg, ctx[SETTINGS_DIGEST], guides)
         check_warm_digest(cfg, ctx[SETTINGS_DIGEST])
         ctx["prior_digest"] = ctx[SETTINGS_DIGEST]  # a warm start's earlier trees' (checked)
     cfg = set_up_class_weights(cfg, schema, ctx)  # once the class counts are known
@@ -180,7 +181,8 @@ def grow_forest(
             last = min(first + batch, cfg.n_estimators)
             while True:  # "secure"/"dp": a drop in the set-up sets the batch up again
                 if SETTINGS_DIGEST in ctx:  # over the clients present, the drops so far
-                    ctx[SETTINGS_DIGEST] = batch_digest(cfg, schema, fed, d, first_sum)
+                    digest = batch_digest(cfg, schema, fed, d, first_sum)
+                    ctx[SETTINGS_DIGEST] = with_history(digest, ctx["warm_history"])
                 sub = {
                     **ctx,
                     "rngs": ctx["rngs"][first:last],

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..._common import TREE_LEAF
 from ...tree.arrays import Tree, pack_forest, pack_sets
 from ..federation import Federation
 from ..privacy.dp import DpPlan
@@ -26,7 +27,7 @@ from .config import ForestResult, GrowerConfig
 from .dp_checks import check_noisy_oob
 from .rounds import exchange as _exchange
 
-__all__ = ["oob_r2", "oob_round", "oob_width"]
+__all__ = ["oob_r2", "oob_round", "oob_width", "scoring_arrays"]
 
 
 def _sum_in_order(
@@ -84,6 +85,26 @@ def oob_r2(sums: NDArray[np.float64], n_rows: float | None = None) -> float:
     return float(np.mean(1.0 - se[defined] / sst[defined]))
 
 
+def scoring_arrays(
+    left: NDArray[np.int32],
+    right: NDArray[np.int32],
+    set_off: NDArray[np.int64],
+    value: NDArray[np.float64],
+    weight: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``value`` and ``weight`` as scoring reads them, zeros elsewhere.
+
+    Scoring reads the leaves' values and the weights of set splits' children (the marginal
+    rule of an unseen code). Every node's mean and draws let a client subtract its own
+    in-bag rows and read a node where one other row is left (docs/privacy-findings.md,
+    "Red team 6"); the scores are the same, since prediction reads nothing else.
+    """
+    sets = np.flatnonzero(np.diff(set_off) > 0)
+    marginal = np.zeros(weight.size, dtype=bool)
+    marginal[left[sets]] = marginal[right[sets]] = True
+    return np.where((left == TREE_LEAF)[:, None], value, 0.0), np.where(marginal, weight, 0.0)
+
+
 def oob_round(
     fed: Federation,
     ledger: CommunicationLedger,
@@ -102,6 +123,8 @@ def oob_round(
     """
     feature, threshold, left, right, value, offsets = pack_forest(trees)
     set_off, set_code, set_side, weight, missing_left = pack_sets(trees)
+    if cfg.privacy != "none":  # what scoring reads, nothing more
+        value, weight = scoring_arrays(left, right, set_off, value, weight)
     header: dict[str, Any] = {"n_trees": len(trees)}
     if cfg.oob_leaf_sums:
         header["leaf_sums"] = True
