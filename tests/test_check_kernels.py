@@ -238,7 +238,8 @@ def test_summary_problem_twins(seed: int, bootstrap: bool) -> None:
 
 def test_regression_reply_problems_is_the_three_checks() -> None:
     """Round B's fused regression check returns what the three one-check kernels (and so
-    their NumPy twins, tested above) return, on clean replies and faults of each kind."""
+    their NumPy twins, tested above) return, on clean replies and faults of each kind:
+    unweighted one-output rows (the unrolled path) and weighted or two-output ones."""
     found = set()
     for seed in range(80):
         rng = np.random.default_rng(seed)

@@ -129,6 +129,8 @@ def regression_reply_problems(counts, sums, cand_off, cand, cols, node_of_pair, 
     ns = sums.shape[1]
     n_pairs = cand_off.shape[0] - 1
     n_cols = cols.shape[0]
+    if nc == 2 and ns == 2 and n_cols == 1 and cols[0] == 3:  # the usual reply, unrolled
+        return _reply_problems_4(counts, sums, cand_off, cand, node_of_pair, node_stats)
     weighted = nc < STAT_TASK
     first = STAT_TASK - nc
     finite, frac, weights, moments = True, False, False, False
@@ -145,12 +147,12 @@ def regression_reply_problems(counts, sums, cand_off, cand, cols, node_of_pair, 
                 q += 1
         if q != p or r == m:
             if p >= 0:  # the pair's totals against its node's
-                node = node_stats[node_of_pair[p]]
+                nd = node_of_pair[p]
                 for j in range(nc):
-                    over_counts |= acc_c[j] > node[j]
-                slack = 1.0 + 8.0 * 2.0**-52 * max(node[STAT_ROWS], 1.0)
+                    over_counts |= acc_c[j] > node_stats[nd, j]
+                slack = 1.0 + 8.0 * 2.0**-52 * max(node_stats[nd, STAT_ROWS], 1.0)
                 for j in range(n_cols):
-                    over_sums |= acc_s[j] > node[cols[j]] * slack
+                    over_sums |= acc_s[j] > node_stats[nd, cols[j]] * slack
             for j in range(nc):
                 acc_c[j] = 0.0
             for j in range(n_cols):
@@ -176,6 +178,53 @@ def regression_reply_problems(counts, sums, cand_off, cand, cols, node_of_pair, 
         for j in range(first, ns - 1, 2):
             s1, s2 = sums[r, j], sums[r, j + 1]
             moments |= (s2 < 0) | (s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9)
+    problem = 0
+    if not finite:
+        problem = NONFINITE
+    elif frac:
+        problem = FRACTIONAL
+    elif weights:
+        problem = WEIGHTS
+    elif moments:
+        problem = MOMENTS
+    return problem, over_counts, over_sums
+
+
+@numba.njit(nogil=True, cache=True)
+def _reply_problems_4(counts, sums, cand_off, cand, node_of_pair, node_stats):  # type: ignore[no-untyped-def]
+    # regression_reply_problems of (rows, weight | sum w y, sum w y^2) rows, in locals.
+    m = counts.shape[0]
+    n_pairs = cand_off.shape[0] - 1
+    finite, frac, weights, moments = True, False, False, False
+    over_counts, over_sums = False, False
+    a0 = a1 = a3 = 0.0
+    p = -1
+    for r in range(m + 1):
+        q = p
+        if r < m:
+            c = cand[r]
+            q = max(p, 0)
+            while q + 1 < n_pairs and cand_off[q + 1] <= c:
+                q += 1
+        if q != p or r == m:
+            if p >= 0:
+                nd = node_of_pair[p]
+                over_counts |= (a0 > node_stats[nd, 0]) | (a1 > node_stats[nd, 1])
+                slack = 1.0 + 8.0 * 2.0**-52 * max(node_stats[nd, STAT_ROWS], 1.0)
+                over_sums |= a3 > node_stats[nd, 3] * slack
+            a0 = a1 = a3 = 0.0
+            p = q
+        if r == m:
+            break
+        rows, weight = np.float64(counts[r, 0]), np.float64(counts[r, 1])
+        s1, s2 = sums[r, 0], sums[r, 1]
+        a0 += rows
+        a1 += weight
+        a3 += s2
+        finite &= np.isfinite(rows) & np.isfinite(weight) & np.isfinite(s1) & np.isfinite(s2)
+        frac |= (rows < 0) | (rows != np.floor(rows)) | (weight < 0) | (weight != np.floor(weight))
+        weights |= (rows > weight) | ((rows == 0) != (weight == 0))
+        moments |= (s2 < 0) | (s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9)
     problem = 0
     if not finite:
         problem = NONFINITE
