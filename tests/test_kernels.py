@@ -233,8 +233,8 @@ def test_merge_sketches_threads_agree():
     np.testing.assert_array_equal(one[1], two[1])
 
 
-@pytest.mark.parametrize("n_sums", [0, 2])
-def test_add_rows_and_cumsum_segments_twins(n_sums):
+@pytest.mark.parametrize(("n_counts", "n_sums"), [(3, 0), (3, 2), (2, 2)])  # (2, 2): unrolled
+def test_add_rows_and_cumsum_segments_twins(n_counts, n_sums):
     from fedforest.federated.server.level import (
         add_rows,
         add_rows_numpy,
@@ -244,9 +244,9 @@ def test_add_rows_and_cumsum_segments_twins(n_sums):
 
     rng = np.random.default_rng(n_sums)
     pos = np.flatnonzero(rng.random(500) < 0.4)
-    counts = rng.integers(0, 50, size=(pos.size, 3)).astype(np.int32)
+    counts = rng.integers(0, 50, size=(pos.size, n_counts)).astype(np.int32)
     sums = rng.normal(size=(pos.size, n_sums))
-    a = rng.normal(size=(500, 3 + n_sums))
+    a = rng.normal(size=(500, n_counts + n_sums))
     b = a.copy()
     add_rows(a, pos, counts, sums)
     add_rows_numpy(b, pos, counts, sums)
