@@ -17,6 +17,9 @@ from ..criteria import impurity, leaf_value
 from .config import GrowerConfig
 from .splitter import EPSILON
 
+#: Nodes a tree's arrays hold at first (then doubled as the tree grows).
+FIRST_ROOM = 64
+
 
 class _TreeBuilder:
     """Nodes of one tree as growing arrays, in breadth-first order.
@@ -53,7 +56,7 @@ class _TreeBuilder:
         need = self.n + k
         if need <= self.feature.size:
             return
-        room = max(need, 2 * self.feature.size, 16)
+        room = max(need, 2 * self.feature.size, FIRST_ROOM)
 
         def grown(a: NDArray[Any], fill: float) -> NDArray[Any]:
             out = np.full((room, *a.shape[1:]), fill, dtype=a.dtype)
