@@ -113,12 +113,7 @@ def _level(
         # with their summaries: one round per level.
         # They are a column's whatever the node: sent once per column, expanded to the
         # pairs on both sides.
-        n_col = ctx["n_categories"].size
-        cols, every = np.arange(n_col, dtype=np.int32), np.ones(n_col, dtype=bool)
-        f_off, f_cand = candidates(
-            [], summaries_none(1, s), np.array([0, n_col]), cols, every, cfg, ctx["edges"],
-            ctx["n_categories"], missing,
-        )  # fmt: skip
+        f_off, f_cand = _column_lists(cfg, ctx, s, missing)
         cand_off, cand = expand_candidates(f_off, f_cand, pair_feat)
         arrays = {**arrays, "feat_cand_off": f_off, "feat_cand": f_cand}
         check_a = _with_left_check(check_a, records, pair_off, pair_feat, cand_off, s, ctx)
@@ -246,6 +241,27 @@ def _secure_level(
 def summaries_none(n_slots: int, s: int) -> NDArray[np.float64]:
     """No client summaries yet (fixed candidates need none)."""
     return np.zeros((0, n_slots, s))
+
+
+def _column_lists(
+    cfg: GrowerConfig, ctx: dict[str, Any], s: int, missing: NDArray[np.bool_] | None
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """A one-round level's candidates, one list per column: made once per fit and kept.
+
+    They depend on the fit's grid, categories and missing columns only (the key).
+    """
+    key = (id(ctx["edges"]), None if missing is None else missing.tobytes())
+    kept = ctx.get("column_lists")
+    if kept is not None and kept[0] == key:
+        return kept[1], kept[2]
+    n_col = ctx["n_categories"].size
+    cols, every = np.arange(n_col, dtype=np.int32), np.ones(n_col, dtype=bool)
+    f_off, f_cand = candidates(
+        [], summaries_none(1, s), np.array([0, n_col]), cols, every, cfg, ctx["edges"],
+        ctx["n_categories"], missing,
+    )  # fmt: skip
+    ctx["column_lists"] = (key, f_off, f_cand)
+    return f_off, f_cand
 
 
 def _with_left_check(
