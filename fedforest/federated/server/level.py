@@ -566,8 +566,6 @@ def answered_only(
     candidate of deep levels, where most bins of a node's few rows are empty. ``parts``'
     positions are renumbered in place. Numeric thresholds only (``round_b_splits``).
     """
-    if 2 * max([at.size for at, _, _ in parts], default=0) > cand.size:
-        return cand_off, cand  # one client alone answered more than half: dense enough
     hit = np.zeros(cand.size, dtype=bool)
     for at, _, _ in parts:
         hit[at] = True
