@@ -464,6 +464,9 @@ def round_b_splits(
     n_cand = np.diff(cand_off)
     categorical = np.repeat(ctx["n_categories"][pair_feat] > 0, n_cand)
     exact = cfg.split_rule != "avgimp"
+    # The pooled left statistics in this thread's scratch (read by the split search only).
+    left = scratch("pooled-left", cand.size * s, np.float64).reshape(cand.size, s)
+    left.fill(0.0)
     gain_sum = np.zeros(cand.size)  # AvgImp: the clients' summed local gains
     left_rows = np.zeros((cand.size, 1))  # and their left rows (increments, then sums)
     first = np.zeros(cand.size, dtype=bool)  # a pair's first candidate
@@ -509,12 +512,6 @@ def round_b_splits(
             at = at_all[sizes[i] : sizes[i + 1]]
             answer_candidates(pos, local, node_cand, at)
             parts[i] = (at, counts, sums)
-        if _numeric_only(pair_feat, ctx):
-            cand_off, cand = answered_only(parts, cand_off, cand)
-            n_cand = np.diff(cand_off)
-    # The pooled left statistics in this thread's scratch (read by the split search only).
-    left = scratch("pooled-left", cand.size * s, np.float64).reshape(cand.size, s)
-    left.fill(0.0)
     # Summed increments -> pooled left statistics.
     sum_increments(left, parts, cand_off, effective_n_jobs(cfg.n_jobs))
     if ctx.get("class_w_nodes") is not None:  # class_weight (weights.py)
@@ -542,40 +539,6 @@ def round_b_splits(
     return _with_categorical(
         best, pooled, pair_off, pair_feat, cand_off, left, splittable, root_w, cfg, ctx
     )
-
-
-def _numeric_only(pair_feat: NDArray[np.int32], ctx: dict[str, Any]) -> bool:
-    """No categorical pair and no missing value: every candidate a plain threshold."""
-    missing = ctx.get("missing")
-    no_missing = missing is None or not missing.any()
-    return no_missing and not (ctx["n_categories"][pair_feat] > 0).any()
-
-
-def answered_only(
-    parts: list[tuple[NDArray[np.int64], NDArray[Any], NDArray[np.float64]]],
-    cand_off: NDArray[np.int64],
-    cand: NDArray[np.float64],
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """The candidates some client answered for, when they are at most half of them.
-
-    A candidate no client sent an increment for has the left statistics of the one before
-    it in its pair (the running sum adds exact zeros), or none at all (its pair's first:
-    an empty left child, never admissible): its gain is its predecessor's, which comes
-    first and so wins any tie. Dropping it picks the same split, with the same statistics
-    (summed in the same order), and spares the server's sums and scan a pass over every
-    candidate of deep levels, where most bins of a node's few rows are empty. ``parts``'
-    positions are renumbered in place. Numeric thresholds only (``round_b_splits``).
-    """
-    hit = np.zeros(cand.size, dtype=bool)
-    for at, _, _ in parts:
-        hit[at] = True
-    before = np.zeros(cand.size + 1, dtype=np.int64)  # answered candidates before each
-    np.cumsum(hit, out=before[1:])
-    if 2 * before[-1] > cand.size:  # dense enough: the pass would not pay
-        return cand_off, cand
-    for i, (at, counts, sums) in enumerate(parts):
-        parts[i] = (before[at], counts, sums)
-    return before[cand_off], cand[hit]
 
 
 def _cand_node(pair_off: NDArray[np.int64], n_cand: NDArray[np.int64]) -> NDArray[np.int64]:
