@@ -234,3 +234,51 @@ def test_summary_problem_twins(seed: int, bootstrap: bool) -> None:
                     assert got == min(case) or (min(case) == ck.NOT_ADDING and not sib.size)
                 else:
                     assert got == (ck.ABOVE_PARENT if regression else 0)
+
+
+def test_regression_reply_problems_is_the_three_checks() -> None:
+    """Round B's fused regression check returns what the three one-check kernels (and so
+    their NumPy twins, tested above) return, on clean replies and faults of each kind:
+    unweighted one-output rows (the unrolled path) and weighted or two-output ones."""
+    found = set()
+    for seed in range(80):
+        rng = np.random.default_rng(seed)
+        weighted, n_out = seed % 2 == 1, 1 + seed % 3 // 2
+        n_pairs, n_nodes = 25, 8
+        n_cand = rng.integers(0, 6, n_pairs)
+        cand_off = np.concatenate([[0], np.cumsum(n_cand)]).astype(np.int64)
+        node_of_pair = np.sort(rng.integers(0, n_nodes, n_pairs)).astype(np.int64)
+        sent = np.flatnonzero(rng.random(int(cand_off[-1])) < 0.6).astype(np.int64)
+        counts, sums = _stats(rng, sent.size, n_out, weighted)
+        n_count = counts.shape[1]
+        pair = np.searchsorted(cand_off, sent, side="right") - 1
+        node_stats = np.zeros((n_nodes, n_count + sums.shape[1]))
+        np.add.at(node_stats, node_of_pair[pair], np.column_stack([counts, sums]))
+        # Nodes hold their pairs' totals or more; on some seeds one node a little less.
+        node_stats *= rng.choice([1.0, 1.5], n_nodes)[:, None]
+        if seed % 5 == 0:
+            node_stats[rng.integers(n_nodes)] *= 0.9
+        fault = seed % 4
+        if sent.size and fault == 1:
+            sums[rng.integers(sent.size), 0] = np.nan
+        if sent.size and fault == 2:
+            counts = counts.astype(np.float64)
+            counts[rng.integers(sent.size), 0] = 0.5
+        if sent.size and fault == 3:
+            sums[rng.integers(sent.size), -1] = -1.0  # a negative sum of y^2
+        cols = ck.sum_columns(n_count, "regression", node_stats.shape[1])
+        want = (
+            int(ck.regression_stats_problem(counts, sums)),
+            bool(ck.counts_above_nodes(cand_off, sent, counts, node_of_pair, node_stats)),
+            bool(
+                ck.sums_above_kernel(cand_off, sent, sums, cols, n_count, node_of_pair, node_stats)
+            ),
+        )
+        got = ck.regression_reply_problems(
+            counts, sums, cand_off, sent, cols, node_of_pair, node_stats
+        )
+        assert (int(got[0]), bool(got[1]), bool(got[2])) == want, seed
+        found.add(want)
+    problems = {w[0] for w in found}
+    assert len(problems - {0}) >= 3 and 0 in problems
+    assert {w[1] for w in found} == {w[2] for w in found} == {False, True}

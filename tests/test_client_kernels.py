@@ -16,6 +16,7 @@ from fedforest.federated import client_buckets as B
 from fedforest.federated import client_kernels as K
 from fedforest.federated.client_grid import (
     SHORT_GRID,
+    SPARSE_ROWS,
     GridCodes,
     answer_rows,
     answer_rows_numpy,
@@ -316,6 +317,10 @@ def test_pack_coded_sends_what_pack_increments_sends(n_classes, size, weighted, 
     node_rows = np.bincount(slot[slot >= 0], minlength=n_slots)
     present = np.repeat(node_rows > 0, np.diff(pair_off))
     present[1] = False  # a pair that does not travel, in a node that does
+    # Both ways of reading a node's bins run: at 700 candidates its few rows' filled bins
+    # listed (slots 1-4), at 6 and 31 every bin (and slot 0 at 700).
+    few = node_rows * SPARSE_ROWS <= np.diff(f_off).max()
+    assert few[1:5].all() == (size == 700) and not few[0]
     left = np.full((cand.size, s), np.nan)
     common = (rows, w, slot, y, n_classes, pair_off, pair_feat, cand_off)
     left_stats_coded(grid.codes, *common, 0, n_slots, left)

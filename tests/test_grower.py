@@ -651,3 +651,19 @@ def test_sketch_of_kept_rows_is_the_message_of_their_copy(n_bins: int) -> None:
             for name, arr in want.items():
                 np.testing.assert_array_equal(got[name], arr, strict=True)
                 assert got[name].flags.c_contiguous
+
+
+def test_bootstrap_counts_many_draws_what_each_tree_draws() -> None:
+    """Seeding many trees' generators at once (SeedSequence's hashing over the trees) gives
+    every tree the counts NumPy's own ``default_rng([seed, tree, crc32(name)])`` gives;
+    seeds of 2^32 and more take the plain path."""
+    from fedforest.federated.client_bootstrap import bootstrap_counts, bootstrap_counts_many
+
+    for seed in (0, 1, 12345, 2**32 - 1, 2**32 + 5):
+        for name in ("client_0", "hôpital", ""):
+            for n, draws in ((140, None), (7, 300), (1, None), (500, 5)):
+                trees = range(3, 40)
+                want = [bootstrap_counts(seed, t, name, n, None, draws) for t in trees]
+                got = bootstrap_counts_many(seed, trees, name, n, draws)
+                np.testing.assert_array_equal(got, np.array(want))
+    assert bootstrap_counts_many(0, range(0), "a", 5).shape == (0, 5)

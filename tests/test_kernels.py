@@ -233,8 +233,8 @@ def test_merge_sketches_threads_agree():
     np.testing.assert_array_equal(one[1], two[1])
 
 
-@pytest.mark.parametrize("n_sums", [0, 2])
-def test_add_rows_and_cumsum_segments_twins(n_sums):
+@pytest.mark.parametrize(("n_counts", "n_sums"), [(3, 0), (3, 2), (2, 2)])  # (2, 2): unrolled
+def test_add_rows_and_cumsum_segments_twins(n_counts, n_sums):
     from fedforest.federated.server.level import (
         add_rows,
         add_rows_numpy,
@@ -244,9 +244,9 @@ def test_add_rows_and_cumsum_segments_twins(n_sums):
 
     rng = np.random.default_rng(n_sums)
     pos = np.flatnonzero(rng.random(500) < 0.4)
-    counts = rng.integers(0, 50, size=(pos.size, 3)).astype(np.int32)
+    counts = rng.integers(0, 50, size=(pos.size, n_counts)).astype(np.int32)
     sums = rng.normal(size=(pos.size, n_sums))
-    a = rng.normal(size=(500, 3 + n_sums))
+    a = rng.normal(size=(500, n_counts + n_sums))
     b = a.copy()
     add_rows(a, pos, counts, sums)
     add_rows_numpy(b, pos, counts, sums)
@@ -549,3 +549,35 @@ def test_narrow_node_sketches_its_sorted_values_in_both_kernels():
     cum = np.cumsum(w[order])
     levels = cum[-1] * np.arange(1, 9) / 8 * (1 - 1e-12)
     np.testing.assert_array_equal(a[0], v[order][np.searchsorted(cum, levels)])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_increasing_positions_twins_and_oracle(dtype):
+    """A sparse answer's positions: converted to int64 and checked strictly increasing
+    within [0, n), by the kernel, its twin and a plain loop, on valid and broken lists."""
+    from fedforest.federated.protocol import increasing_positions, increasing_positions_numpy
+
+    rng = np.random.default_rng(7)
+    n = 60
+    valid = np.flatnonzero(rng.random(n) < 0.5).astype(dtype)
+    cases = [valid, valid[:0], valid[:1], np.arange(n, dtype=dtype)]
+    for edit in range(5):  # broken: a repeat, a step back, a negative, n, beyond n
+        bad = valid.copy()
+        if edit == 0:
+            bad[3] = bad[2]
+        elif edit == 1:
+            bad[[3, 4]] = bad[[4, 3]]
+        elif edit == 2:
+            bad[0] = -1
+        else:
+            bad[-1] = n + edit - 3
+        cases.append(bad)
+    verdicts = set()
+    for pos in cases:
+        want = all(0 <= p < n for p in pos.tolist()) and all(np.diff(pos.astype(np.int64)) > 0)
+        for kernel in (increasing_positions, increasing_positions_numpy):
+            out = np.full(pos.size, -7, dtype=np.int64)
+            assert kernel(pos, n, out) == want
+            np.testing.assert_array_equal(out, pos)
+        verdicts.add(want)
+    assert verdicts == {False, True}

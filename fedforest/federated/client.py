@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stats
 from . import client_kernels as K
 from .categorical import read_features
-from .client_bootstrap import answer_bootstrap, bootstrap_counts, weigh_trees
+from .client_bootstrap import answer_bootstrap, bootstrap_counts, bootstrap_counts_many, weigh_trees
 from .client_grid import fixed_candidates, left_stats_coded, pack_coded
 from .client_increments import left_increment_answer, pair_sketches
 from .client_oob import answer_oob
@@ -230,6 +230,19 @@ class Client:
             # Under "dp" a row weighs at most max_weight in any sum (its sensitivity).
             counts = np.minimum(counts, int(self._secure.dp["max_weight"]))
         return counts
+
+    def _counts_of(self, trees: range) -> NDArray[np.int64]:
+        """:meth:`_counts` of each tree of ``trees``, one row each.
+
+        A plain bootstrap (not secure, no tree left out) seeds the trees' generators at
+        once (``bootstrap_counts_many``: the same draws).
+        """
+        assert self._oob_setup is not None
+        seed, bootstrap, _, _, draws = self._oob_setup
+        if bootstrap and self._secure is None and not self._excluded.intersection(trees):
+            return bootstrap_counts_many(seed, trees, self.name, self.n_samples, draws)
+        rows = [self._counts(t) for t in trees]
+        return np.array(rows, np.int64).reshape(len(trees), self.n_samples)
 
     def _blocks(self, fit: _Fit) -> list[tuple[int, int]]:
         """Contiguous tree ranges of about equal row counts, one per thread."""

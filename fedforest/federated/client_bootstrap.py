@@ -30,7 +30,20 @@ from .protocol import BOOTSTRAP, Message
 if TYPE_CHECKING:
     from .client import Client, _Fit
 
-__all__ = ["answer_bootstrap", "bootstrap_counts", "tree_class_counts", "weigh_trees"]
+__all__ = [
+    "answer_bootstrap",
+    "bootstrap_counts",
+    "bootstrap_counts_many",
+    "tree_class_counts",
+    "weigh_trees",
+]
+
+# NumPy's SeedSequence (numpy/random/bit_generator.pyx) and PCG64 seeding (pcg64.c):
+# their constants, to seed many trees' generators at once (bootstrap_counts_many).
+_M32, _M128 = 0xFFFFFFFF, (1 << 128) - 1
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_L, _MIX_R, _POOL = 0xCA01F9DD, 0x4973F715, 4
+_PCG_MULT = (2549297995355413924 << 64) + 4865540595714422341
 
 
 def bootstrap_counts(
@@ -50,6 +63,78 @@ def bootstrap_counts(
     rng = np.random.default_rng(words)
     size = n if draws is None else draws
     return np.bincount(rng.integers(0, n, size=size), minlength=n).astype(np.int64)
+
+
+def bootstrap_counts_many(
+    seed: int, trees: range, name: str, n: int, draws: int | None = None
+) -> NDArray[np.int64]:
+    """:func:`bootstrap_counts` of each tree of ``trees`` (no secret), one row each.
+
+    The same counts: each tree's generator is seeded as ``default_rng([seed, tree,
+    crc32(name)])`` seeds it, its SeedSequence hashes computed for all trees at once
+    (:func:`_seed_states`) instead of one SeedSequence and one PCG64 made per tree (two
+    thirds of a client's set-up at 1,400 rows). Words of 2^32 and more take the plain path.
+    """
+    crc = zlib.crc32(name.encode("utf-8"))
+    if not trees or not 0 <= seed <= _M32 or not 0 <= trees.start <= trees[-1] <= _M32:
+        return np.array(
+            [bootstrap_counts(seed, t, name, n, None, draws) for t in trees], np.int64
+        ).reshape(len(trees), n)
+    k = len(trees)
+    entropy = np.empty((k, 3), dtype=np.uint32)
+    entropy[:, 0], entropy[:, 1], entropy[:, 2] = seed, np.asarray(trees), crc
+    words = _seed_states(entropy).tolist()
+    bits = np.random.PCG64(0)
+    rng = np.random.Generator(bits)
+    size = n if draws is None else draws
+    out = np.empty((k, n), dtype=np.int64)
+    for t, (s0, s1, i0, i1) in enumerate(words):
+        inc = (((i0 << 64) | i1) << 1 | 1) & _M128
+        state = ((inc + ((s0 << 64) | s1)) * _PCG_MULT + inc) & _M128
+        bits.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": state, "inc": inc},
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        out[t] = np.bincount(rng.integers(0, n, size=size), minlength=n)
+    return out
+
+
+def _seed_states(entropy: NDArray[np.uint32]) -> NDArray[np.uint64]:
+    """``SeedSequence(row).generate_state(4, np.uint64)`` of each row of ``entropy``.
+
+    ``entropy`` : ndarray of uint32, shape (k, m), m <= 4: each row a SeedSequence's words
+    (an int below 2^32 is one word). NumPy's mixing, in uint32 arithmetic over the rows.
+    """
+    shift = np.uint32(16)
+    hc = [_INIT_A]
+
+    def hashmix(value: NDArray[np.uint32]) -> NDArray[np.uint32]:
+        value = value ^ np.uint32(hc[0])
+        hc[0] = (hc[0] * _MULT_A) & _M32
+        value = value * np.uint32(hc[0])
+        return value ^ (value >> shift)
+
+    def mix(x: NDArray[np.uint32], y: NDArray[np.uint32]) -> NDArray[np.uint32]:
+        r = np.uint32(_MIX_L) * x - np.uint32(_MIX_R) * y
+        return r ^ (r >> shift)
+
+    k, m = entropy.shape
+    zero = np.zeros(k, dtype=np.uint32)
+    pool = [hashmix(entropy[:, i] if i < m else zero) for i in range(_POOL)]
+    for src in range(_POOL):
+        for dst in range(_POOL):
+            if src != dst:
+                pool[dst] = mix(pool[dst], hashmix(pool[src]))
+    state = np.empty((k, 8), dtype=np.uint32)
+    b = _INIT_B
+    for i in range(8):
+        value = pool[i % _POOL] ^ np.uint32(b)
+        b = (b * _MULT_B) & _M32
+        value = value * np.uint32(b)
+        state[:, i] = value ^ (value >> shift)
+    return state.astype("<u4").view("<u8").astype(np.uint64)
 
 
 def tree_class_counts(client: Client, fit: _Fit, first_tree: int) -> NDArray[np.float64]:

@@ -58,6 +58,9 @@ __all__ = [
 MAX_GRID = np.iinfo(np.uint16).max - 1
 #: :func:`grid_codes` counts the candidates below each value in lists up to this long.
 SHORT_GRID = 128
+#: :func:`grid_increments` lists a node's filled bins as it fills them (instead of reading
+#: every bin) when the node's rows times this are at most the longest candidate list.
+SPARSE_ROWS = 4
 
 
 class GridCodes:
@@ -308,8 +311,10 @@ def grid_increments(
     n_stat = n_counts + sums.shape[1]
     # Zeroed once: the emission zeroes the bins it reads, the others were not touched.
     hist = np.zeros((max_pairs, max_nc + 1, n_stat))
+    bins = np.empty((max_pairs, max_nc + 1), dtype=np.int64)  # each pair's non-empty bins
     acc = np.empty(n_stat)
     prev = np.empty(n_stat)
+    n_bins = np.zeros(max_pairs, dtype=np.int64)
     pairs = np.empty(max_pairs, dtype=np.int64)
     feats = np.empty(max_pairs, dtype=np.int64)
     m = 0  # rows written
@@ -327,31 +332,30 @@ def grid_increments(
         a = start[s - slot_lo]
         c = start[s - slot_lo + 1] - a
         gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls)
-        _node_histograms(hist, codes_t, feats, n_p, ii, st, cls, c, n_stat, n_classes)
+        # A node of few rows (deep levels) fills few of a pair's bins: it lists them as it
+        # fills them and sorts that list, instead of reading every bin of every pair.
+        few = c * SPARSE_ROWS <= max_nc
+        if few:
+            _node_histograms_listed(
+                hist, codes_t, feats, n_p, ii, st, cls, c, n_stat, n_classes, bins, n_bins
+            )
+        else:
+            _node_histograms(hist, codes_t, feats, n_p, ii, st, cls, c, n_stat, n_classes)
         for t in range(n_p):
             p = pairs[t]
             nc = cand_off[p + 1] - cand_off[p]
-            if n_stat == 4 and n_counts == 2:  # regression: the usual answer, unrolled
-                m, biggest = _emit4(hist, t, nc, k, counts, sums, index, m, biggest)
+            if few:
+                _sort_short(bins[t], n_bins[t])
             else:
-                for q in range(n_stat):
-                    acc[q] = 0.0
-                    prev[q] = 0.0
-                for j in range(nc):
-                    if hist[t, j, 0] == 0.0:  # no row in the bin: a zero increment
-                        continue
-                    for q in range(n_stat):
-                        acc[q] += hist[t, j, q]
-                        hist[t, j, q] = 0.0
-                        v = acc[q] - prev[q]
-                        prev[q] = acc[q]
-                        if q < n_counts:
-                            biggest = max(biggest, abs(v))
-                            counts[m, q] = np.rint(v)
-                        else:
-                            sums[m, q - n_counts] = v
-                    index[m] = k + j
-                    m += 1
+                n_bins[t] = _filled_bins(hist, t, nc, bins[t])
+            if n_stat == 4 and n_counts == 2:  # regression: the usual answer, unrolled
+                m, biggest = _emit4(
+                    hist, t, bins[t], n_bins[t], nc, k, counts, sums, index, m, biggest
+                )
+            else:
+                m, biggest = _emit(
+                    hist, t, bins[t], n_bins[t], nc, k, counts, sums, index, m, biggest, acc, prev
+                )
             for q in range(n_stat):  # the bin above the last candidate: never sent
                 hist[t, nc, q] = 0.0
             k += nc
@@ -359,42 +363,110 @@ def grid_increments(
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
+def _add_row(hist, t, bk, st, r, cls, n_stat, n_classes):
+    # Row r's statistics into bin bk of pair t (st[r, 0] is 1.0).
+    if n_stat == 4 and n_classes == 0:
+        hist[t, bk, 0] += st[r, 0]
+        hist[t, bk, 1] += st[r, 1]
+        hist[t, bk, 2] += st[r, 2]
+        hist[t, bk, 3] += st[r, 3]
+        return
+    hist[t, bk, 0] += 1.0
+    hist[t, bk, 1] += st[r, 1]
+    if n_stat > 2:
+        if n_classes == 0:
+            hist[t, bk, 2] += st[r, 2]
+            hist[t, bk, 3] += st[r, 3]
+        else:
+            hist[t, bk, cls[r]] += st[r, 1]
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
 def _node_histograms(hist, codes_t, feats, n_p, ii, st, cls, c, n_stat, n_classes):
     # Every pair of the node in one pass over its rows; a bin's additions in row order.
-    if n_stat == 4 and n_classes == 0:
-        for r in range(c):
-            i = ii[r]
-            for t in range(n_p):  # st[r, 0] is 1.0: four like adds (one vector add)
-                bk = codes_t[feats[t], i]
-                hist[t, bk, 0] += st[r, 0]
-                hist[t, bk, 1] += st[r, 1]
-                hist[t, bk, 2] += st[r, 2]
-                hist[t, bk, 3] += st[r, 3]
-        return
+    for r in range(c):
+        i = ii[r]
+        for t in range(n_p):
+            _add_row(hist, t, codes_t[feats[t], i], st, r, cls, n_stat, n_classes)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _node_histograms_listed(
+    hist, codes_t, feats, n_p, ii, st, cls, c, n_stat, n_classes, bins, n_bins
+):
+    # As _node_histograms (the same additions), listing each pair's bins as they fill.
+    for t in range(n_p):
+        n_bins[t] = 0
     for r in range(c):
         i = ii[r]
         for t in range(n_p):
             bk = codes_t[feats[t], i]
-            hist[t, bk, 0] += 1.0
-            hist[t, bk, 1] += st[r, 1]
-            if n_stat > 2:
-                if n_classes == 0:
-                    hist[t, bk, 2] += st[r, 2]
-                    hist[t, bk, 3] += st[r, 3]
-                else:
-                    hist[t, bk, cls[r]] += st[r, 1]
+            if hist[t, bk, 0] == 0.0:  # a bin's first row (its count is >= 1 after)
+                bins[t, n_bins[t]] = bk
+                n_bins[t] += 1
+            _add_row(hist, t, bk, st, r, cls, n_stat, n_classes)
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
-def _emit4(hist, t, nc, k, counts, sums, index, m, biggest):
-    # grid_increments' emission for (rows, weight | sum w y, sum w y^2), unrolled.
+def _sort_short(a, n):
+    # Insertion sort of a[:n], n small (a node's few rows).
+    for i in range(1, n):
+        v = a[i]
+        j = i - 1
+        while j >= 0 and a[j] > v:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = v
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _filled_bins(hist, t, nc, out):
+    # The bins below nc that hold a row, ascending.
+    n = 0
+    for j in range(nc):
+        out[n] = j
+        n += hist[t, j, 0] != 0.0
+    return n
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _emit(hist, t, bins, nb, nc, k, counts, sums, index, m, biggest, acc, prev):
+    # grid_increments' emission: each listed bin below nc in order, its running sum's
+    # increment over the previous one (bins with no row are not listed: zero increments).
+    n_counts = counts.shape[1]
+    n_stat = hist.shape[2]
+    for q in range(n_stat):
+        acc[q] = 0.0
+        prev[q] = 0.0
+    for b in range(nb):
+        j = bins[b]
+        if j >= nc:  # the bin above the last candidate (listed last)
+            break
+        for q in range(n_stat):
+            acc[q] += hist[t, j, q]
+            hist[t, j, q] = 0.0
+            v = acc[q] - prev[q]
+            prev[q] = acc[q]
+            if q < n_counts:
+                biggest = max(biggest, abs(v))
+                counts[m, q] = np.rint(v)
+            else:
+                sums[m, q - n_counts] = v
+        index[m] = k + j
+        m += 1
+    return m, biggest
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _emit4(hist, t, bins, nb, nc, k, counts, sums, index, m, biggest):
+    # _emit for (rows, weight | sum w y, sum w y^2), unrolled.
     a0 = a1 = a2 = a3 = 0.0
     p0 = p1 = p2 = p3 = 0.0
-    for j in range(nc):
-        h0 = hist[t, j, 0]
-        if h0 == 0.0:
-            continue
-        a0 += h0
+    for b in range(nb):
+        j = bins[b]
+        if j >= nc:
+            break
+        a0 += hist[t, j, 0]
         a1 += hist[t, j, 1]
         a2 += hist[t, j, 2]
         a3 += hist[t, j, 3]

@@ -171,7 +171,7 @@ def set_up(client: Client, msg: Message) -> _Fit:
     step = max(1, SETUP_DRAWS // max(n, 1))  # trees a block: (trees, rows) draws at once
     for lo in range(0, n_trees, step):
         ts = range(lo, min(n_trees, lo + step))
-        counts = np.array([client._counts(first + t) for t in ts], np.int64).reshape(len(ts), n)
+        counts = client._counts_of(range(first + ts.start, first + ts.stop))
         if weighted and row_w is not None:  # a row of weight 0 takes no part (as in sklearn)
             counts = np.where(row_w > 0, counts, 0)
         at = np.flatnonzero(counts)  # in-bag rows tree after tree

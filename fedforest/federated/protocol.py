@@ -23,6 +23,8 @@ __all__ = [
     "TREE_DIGEST",
     "DIGEST_BYTES",
     "protocol_mismatch",
+    "increasing_positions",
+    "increasing_positions_numpy",
     "REPLY_ARRAYS",
     "BOOTSTRAP",
     "Message",
@@ -286,6 +288,37 @@ def pack_increments_numpy(
     return out
 
 
+@numba.njit(nogil=True, cache=True)
+def increasing_positions(pos, n, out):  # type: ignore[no-untyped-def]
+    """``pos`` as int64 into ``out``, and whether it increases strictly within ``[0, n)``.
+
+    One pass instead of a conversion, a difference and three tests (:func:`_positions`
+    reads every sparse answer's positions; twin :func:`increasing_positions_numpy`).
+
+    Parameters
+    ----------
+    pos : ndarray of int, shape (m,)  # IN
+    n : int  # IN
+    out : ndarray of int64, shape (m,)  # OUT
+    """
+    prev = np.int64(-1)
+    ok = True
+    for i in range(pos.shape[0]):
+        v = np.int64(pos[i])
+        ok &= (v > prev) & (v < n)
+        out[i] = v
+        prev = v
+    return ok
+
+
+def increasing_positions_numpy(
+    pos: NDArray[np.integer[Any]], n: int, out: NDArray[np.int64]
+) -> bool:
+    """NumPy twin of :func:`increasing_positions`."""
+    out[:] = pos
+    return bool(not pos.size or (out[0] >= 0 and out[-1] < n and np.all(np.diff(out) > 0)))
+
+
 def _positions(msg: Message, name: str, n: int, sender: str) -> NDArray[np.int64]:
     """Where a sparse answer's rows stand (increasing, in ``0..n-1``).
 
@@ -293,8 +326,9 @@ def _positions(msg: Message, name: str, n: int, sender: str) -> NDArray[np.int64
     """
     if name not in msg.arrays:
         return np.arange(n, dtype=np.int64)
-    pos = expect_array(msg, name, "i", (None,), sender).astype(np.int64)
-    if pos.size and (pos[0] < 0 or pos[-1] >= n or np.any(np.diff(pos) <= 0)):
+    sent = expect_array(msg, name, "i", (None,), sender)
+    pos = np.empty(sent.size, dtype=np.int64)
+    if not increasing_positions(sent, n, pos):
         raise ValueError(
             f"Array {name!r} of message {msg.kind!r} from {sender!r} must hold increasing "
             f"positions in [0, {n})."

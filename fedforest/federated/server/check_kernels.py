@@ -27,6 +27,7 @@ __all__ = [
     "UNSORTED",
     "counts_above_nodes",
     "counts_above_nodes_numpy",
+    "sum_columns",
     "sums_above_kernel",
     "sums_above_nodes",
     "sums_above_nodes_numpy",
@@ -37,6 +38,7 @@ __all__ = [
     "cumulative_problem_numpy",
     "regression_stats_problem",
     "regression_stats_problem_numpy",
+    "regression_reply_problems",
     "dense_sketch_problem",
     "summary_problem",
     "summary_problem_numpy",
@@ -103,6 +105,136 @@ def regression_stats_problem(counts, sums):  # type: ignore[no-untyped-def]
     if weights:
         return WEIGHTS
     return MOMENTS if moments else 0
+
+
+@numba.njit(nogil=True, cache=True)
+def regression_reply_problems(counts, sums, cand_off, cand, cols, node_of_pair, node_stats):  # type: ignore[no-untyped-def]
+    """Round B's three regression checks in one pass over a client's increments.
+
+    Returns (:func:`regression_stats_problem`, :func:`counts_above_nodes`,
+    :func:`sums_above_kernel`) of the same arguments: the same tests in the same
+    expressions, each row read once (the twin is those three calls).
+
+    Parameters
+    ----------
+    counts : ndarray of int or float64, shape (m, n_count)  # IN
+    sums : ndarray of float64, shape (m, n_stats - n_count)  # IN
+    cand_off : ndarray of int64, shape (n_pairs + 1,)  # IN
+    cand : ndarray of int64, shape (m,)  # IN: increasing candidate of each increment
+    cols : ndarray of int64, shape (n_cols,)  # IN: :func:`sums_above_nodes`' columns
+    node_of_pair : ndarray of int64, shape (n_pairs,)  # IN
+    node_stats : ndarray of float64, shape (n_nodes, n_stats)  # IN
+    """
+    m, nc = counts.shape
+    ns = sums.shape[1]
+    n_pairs = cand_off.shape[0] - 1
+    n_cols = cols.shape[0]
+    if nc == 2 and ns == 2 and n_cols == 1 and cols[0] == 3:  # the usual reply, unrolled
+        return _reply_problems_4(counts, sums, cand_off, cand, node_of_pair, node_stats)
+    weighted = nc < STAT_TASK
+    first = STAT_TASK - nc
+    finite, frac, weights, moments = True, False, False, False
+    over_counts, over_sums = False, False
+    acc_c = np.zeros(nc)
+    acc_s = np.zeros(n_cols)
+    p = -1
+    for r in range(m + 1):
+        q = p
+        if r < m:
+            c = cand[r]
+            q = max(p, 0)
+            while q + 1 < n_pairs and cand_off[q + 1] <= c:
+                q += 1
+        if q != p or r == m:
+            if p >= 0:  # the pair's totals against its node's
+                nd = node_of_pair[p]
+                for j in range(nc):
+                    over_counts |= acc_c[j] > node_stats[nd, j]
+                slack = 1.0 + 8.0 * 2.0**-52 * max(node_stats[nd, STAT_ROWS], 1.0)
+                for j in range(n_cols):
+                    over_sums |= acc_s[j] > node_stats[nd, cols[j]] * slack
+            for j in range(nc):
+                acc_c[j] = 0.0
+            for j in range(n_cols):
+                acc_s[j] = 0.0
+            p = q
+        if r == m:
+            break
+        for j in range(nc):
+            v = np.float64(counts[r, j])
+            acc_c[j] += v
+            finite &= np.isfinite(v)
+            frac |= (v < 0) | (v != np.floor(v))
+        for j in range(n_cols):
+            acc_s[j] += sums[r, cols[j] - nc]
+        for j in range(ns):
+            finite &= np.isfinite(sums[r, j])
+        rows = np.float64(counts[r, STAT_ROWS])
+        weight = _col(counts, sums, r, STAT_WEIGHT)
+        if weighted:
+            weights |= (weight < 0) | ((rows == 0) & (weight != 0))
+        else:
+            weights |= (rows > weight) | ((rows == 0) != (weight == 0))
+        for j in range(first, ns - 1, 2):
+            s1, s2 = sums[r, j], sums[r, j + 1]
+            moments |= (s2 < 0) | (s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9)
+    problem = 0
+    if not finite:
+        problem = NONFINITE
+    elif frac:
+        problem = FRACTIONAL
+    elif weights:
+        problem = WEIGHTS
+    elif moments:
+        problem = MOMENTS
+    return problem, over_counts, over_sums
+
+
+@numba.njit(nogil=True, cache=True)
+def _reply_problems_4(counts, sums, cand_off, cand, node_of_pair, node_stats):  # type: ignore[no-untyped-def]
+    # regression_reply_problems of (rows, weight | sum w y, sum w y^2) rows, in locals.
+    m = counts.shape[0]
+    n_pairs = cand_off.shape[0] - 1
+    finite, frac, weights, moments = True, False, False, False
+    over_counts, over_sums = False, False
+    a0 = a1 = a3 = 0.0
+    p = -1
+    for r in range(m + 1):
+        q = p
+        if r < m:
+            c = cand[r]
+            q = max(p, 0)
+            while q + 1 < n_pairs and cand_off[q + 1] <= c:
+                q += 1
+        if q != p or r == m:
+            if p >= 0:
+                nd = node_of_pair[p]
+                over_counts |= (a0 > node_stats[nd, 0]) | (a1 > node_stats[nd, 1])
+                slack = 1.0 + 8.0 * 2.0**-52 * max(node_stats[nd, STAT_ROWS], 1.0)
+                over_sums |= a3 > node_stats[nd, 3] * slack
+            a0 = a1 = a3 = 0.0
+            p = q
+        if r == m:
+            break
+        rows, weight = np.float64(counts[r, 0]), np.float64(counts[r, 1])
+        s1, s2 = sums[r, 0], sums[r, 1]
+        a0 += rows
+        a1 += weight
+        a3 += s2
+        finite &= np.isfinite(rows) & np.isfinite(weight) & np.isfinite(s1) & np.isfinite(s2)
+        frac |= (rows < 0) | (rows != np.floor(rows)) | (weight < 0) | (weight != np.floor(weight))
+        weights |= (rows > weight) | ((rows == 0) != (weight == 0))
+        moments |= (s2 < 0) | (s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9)
+    problem = 0
+    if not finite:
+        problem = NONFINITE
+    elif frac:
+        problem = FRACTIONAL
+    elif weights:
+        problem = WEIGHTS
+    elif moments:
+        problem = MOMENTS
+    return problem, over_counts, over_sums
 
 
 def regression_stats_problem_numpy(counts: NDArray[Any], sums: NDArray[np.float64]) -> int:
@@ -181,7 +313,7 @@ def sums_above_nodes(
     columns from ``n_count`` on; ``cand`` is increasing. One pass
     (:func:`sums_above_kernel`); NumPy twin :func:`sums_above_nodes_numpy`.
     """
-    cols = _sum_columns(n_count, task, node_stats.shape[1])
+    cols = sum_columns(n_count, task, node_stats.shape[1])
     if cand.size == 0 or cols.size == 0:
         return False
     return bool(
@@ -197,7 +329,7 @@ def sums_above_nodes(
     )
 
 
-def _sum_columns(n_count: int, task: str, n_columns: int) -> NDArray[np.int64]:
+def sum_columns(n_count: int, task: str, n_columns: int) -> NDArray[np.int64]:
     """The full-layout columns :func:`sums_above_nodes` checks."""
     every = {"regression": slice(STAT_TASK + 1, None, 2), "poisson": slice(STAT_TASK, None, 2)}
     task_cols = np.arange(n_columns)[every.get(task, slice(STAT_TASK, None))]
@@ -255,7 +387,7 @@ def sums_above_nodes_numpy(
     node_stats: NDArray[np.float64],
 ) -> bool:
     """NumPy twin of :func:`sums_above_nodes` (a segmented sum)."""
-    cols = _sum_columns(n_count, task, node_stats.shape[1])
+    cols = sum_columns(n_count, task, node_stats.shape[1])
     if cand.size == 0 or cols.size == 0:
         return False
     # Each pair's first increment and its pair (arrays of pairs, none of increments).

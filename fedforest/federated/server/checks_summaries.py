@@ -105,8 +105,13 @@ def _check_stats_parts(
         return
     # One pass, the same tests (in the kernel's types: a client picks its dtypes).
     problem = ck.regression_stats_problem(_kernel_counts(counts), np.asarray(sums, np.float64))
+    _raise_regression_problem(name, kind, field, problem, counts.shape[1])
+
+
+def _raise_regression_problem(name: str, kind: str, field: str, problem: int, n_count: int) -> None:
+    """The error of :func:`~.check_kernels.regression_stats_problem`'s verdict, if any."""
     if problem == ck.WEIGHTS:
-        weighted = counts.shape[1] < STAT_TASK
+        weighted = n_count < STAT_TASK
         raise InvalidReply(
             name,
             kind,
@@ -238,8 +243,23 @@ def check_round_b(
     n = answered if isinstance(answered, int) else answered.size
     pos, counts, sums = unpack_increments(reply, "left", n, n_stats, n_count, name)
     cand = pos if isinstance(answered, int) else answered[pos]
+    field = "the left statistics"
+    verdicts = None
+    if task == "regression":  # the three tests below in one pass over the increments
+        verdicts = ck.regression_reply_problems(
+            _kernel_counts(counts),
+            np.ascontiguousarray(sums, dtype=np.float64),
+            cand_off,
+            np.asarray(cand, dtype=np.int64),
+            ck.sum_columns(counts.shape[1], task, node_stats.shape[1]),
+            node_of_pair,
+            np.ascontiguousarray(node_stats, dtype=np.float64),
+        )
     try:
-        _check_stats_parts(name, kind, "the left statistics", counts, sums, task, class_sizes)
+        if verdicts is None:
+            _check_stats_parts(name, kind, field, counts, sums, task, class_sizes)
+        else:
+            _raise_regression_problem(name, kind, field, verdicts[0], counts.shape[1])
     except InvalidReply as err:
         moments = err.problem == _STATS_PROBLEMS[ck.MOMENTS] and task == "regression"
         jensen = err.problem == _JENSEN and task == "poisson"
@@ -249,18 +269,27 @@ def check_round_b(
         ):
             raise
     # A pair's increments add up to its rows left of the last candidate: at most the node's.
-    if ck.counts_above_nodes(
-        cand_off,
-        cand,
-        _kernel_counts(counts),
-        node_of_pair,
-        node_stats.astype(np.float64, copy=False),
+    if (
+        verdicts[1]
+        if verdicts
+        else ck.counts_above_nodes(
+            cand_off,
+            cand,
+            _kernel_counts(counts),
+            node_of_pair,
+            node_stats.astype(np.float64, copy=False),
+        )
     ):
-        raise InvalidReply(name, kind, "the left statistics", "count more than the node holds")
-    if sums.size and ck.sums_above_nodes(
-        cand_off, cand, sums, counts.shape[1], task, node_of_pair, node_stats
+        raise InvalidReply(name, kind, field, "count more than the node holds")
+    if (
+        verdicts[2]
+        if verdicts
+        else sums.size
+        and ck.sums_above_nodes(
+            cand_off, cand, sums, counts.shape[1], task, node_of_pair, node_stats
+        )
     ):
-        raise InvalidReply(name, kind, "the left statistics", "sum more than the node holds")
+        raise InvalidReply(name, kind, field, "sum more than the node holds")
     return pos, counts, sums
 
 

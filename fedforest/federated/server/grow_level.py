@@ -34,7 +34,7 @@ from .grow_splits import _apply_splits, _by_client_code, _only_splittable, _root
 from .level import candidates, round_b_splits, shortlist
 from .rounds import exchange as _exchange
 from .splitter import BestSplits, best_set_splits, with_set_splits
-from .tree_builder import _Frontier, _is_leaf_by_rule, _TreeBuilder
+from .tree_builder import _Frontier, _is_leaf_by_rule, _TreeBuilder, frontier_stats
 from .weights import check_some_weight, weigh, weigh_level
 
 
@@ -113,12 +113,7 @@ def _level(
         # with their summaries: one round per level.
         # They are a column's whatever the node: sent once per column, expanded to the
         # pairs on both sides.
-        n_col = ctx["n_categories"].size
-        cols, every = np.arange(n_col, dtype=np.int32), np.ones(n_col, dtype=bool)
-        f_off, f_cand = candidates(
-            [], summaries_none(1, s), np.array([0, n_col]), cols, every, cfg, ctx["edges"],
-            ctx["n_categories"], missing,
-        )  # fmt: skip
+        f_off, f_cand = _column_lists(cfg, ctx, s, missing)
         cand_off, cand = expand_candidates(f_off, f_cand, pair_feat)
         arrays = {**arrays, "feat_cand_off": f_off, "feat_cand": f_cand}
         check_a = _with_left_check(check_a, records, pair_off, pair_feat, cand_off, s, ctx)
@@ -220,12 +215,9 @@ def _secure_level(
     """One level under "secure": masked rounds, pooled statistics only (see secure.py)."""
     state: secure.SecureState = ctx["secure"]
     expected = state.n_rows * (0.632 if cfg.bootstrap else 1.0)  # a root's distinct rows
-    node_stats = np.array(  # rows and weight (a root's: estimated rows, weight unknown)
-        [
-            builders[t].stats[node][:2] if builders[t].stats[node].size else (expected, np.inf)
-            for t, node in zip(frontier.tree, frontier.node, strict=True)
-        ]
-    ).reshape(-1, 2)
+    # Rows and weight (a root's: estimated rows, weight unknown).
+    node_stats, known = frontier_stats(builders, frontier.tree, frontier.node, 2)
+    node_stats[~known] = (expected, np.inf)
     n_slots = frontier.tree.size
     ctx["secure_slots"] = (frontier.tree + ctx["first_tree"], frontier.node, frontier.depth)
     level = secure.round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_stats)
@@ -249,6 +241,27 @@ def _secure_level(
 def summaries_none(n_slots: int, s: int) -> NDArray[np.float64]:
     """No client summaries yet (fixed candidates need none)."""
     return np.zeros((0, n_slots, s))
+
+
+def _column_lists(
+    cfg: GrowerConfig, ctx: dict[str, Any], s: int, missing: NDArray[np.bool_] | None
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """A one-round level's candidates, one list per column: made once per fit and kept.
+
+    They depend on the fit's grid, categories and missing columns only (the key).
+    """
+    key = (id(ctx["edges"]), None if missing is None else missing.tobytes())
+    kept = ctx.get("column_lists")
+    if kept is not None and kept[0] == key:
+        return kept[1], kept[2]
+    n_col = ctx["n_categories"].size
+    cols, every = np.arange(n_col, dtype=np.int32), np.ones(n_col, dtype=bool)
+    f_off, f_cand = candidates(
+        [], summaries_none(1, s), np.array([0, n_col]), cols, every, cfg, ctx["edges"],
+        ctx["n_categories"], missing,
+    )  # fmt: skip
+    ctx["column_lists"] = (key, f_off, f_cand)
+    return f_off, f_cand
 
 
 def _with_left_check(
@@ -326,7 +339,11 @@ def _pool_node_stats(
     check_some_weight(pooled, frontier.depth, ctx)
     if ctx.get("class_weight") is not None:
         pooled = weigh_level(pooled, builders, frontier.tree, frontier.depth, ctx)
-    for t, node, st in zip(frontier.tree, frontier.node, pooled, strict=True):
-        if st[STAT_WEIGHT] > 0 or builders[t].stats[node].size == 0:
-            builders[t].stats[node] = st
+    _, known = frontier_stats(builders, frontier.tree, frontier.node, 0)
+    keep = (pooled[:, STAT_WEIGHT] > 0) | ~known
+    cuts = (np.flatnonzero(np.diff(frontier.tree)) + 1).tolist()  # slots run tree by tree
+    for a, z in zip([0, *cuts], [*cuts, frontier.tree.size], strict=True):
+        mine = np.flatnonzero(keep[a:z]) + a
+        if mine.size:
+            builders[int(frontier.tree[a])].set_stats(frontier.node[mine], pooled[mine])
     return pooled

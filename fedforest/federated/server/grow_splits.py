@@ -72,9 +72,8 @@ def _apply_splits(
     # Gains added split after split, as one loop over them would.
     np.add.at(ctx["importances"], (trees, best.feature[split]), best.gain[split])
     children = np.empty((split.size, 2), dtype=np.int64)  # each split's left, right
-    feature, threshold = best.feature[split].tolist(), best.threshold[split].tolist()
-    miss = missing_left[split].tolist()
-    node_list = nodes.tolist()
+    feature, threshold = best.feature[split], best.threshold[split]
+    miss = missing_left[split]
     cuts = (np.flatnonzero(np.diff(trees)) + 1).tolist()  # splits run tree by tree
     for a, z in zip([0, *cuts], [*cuts, split.size], strict=True):
         if a == z:
@@ -82,11 +81,7 @@ def _apply_splits(
         b = builders[int(trees[a])]
         base = b.add_children(best.left[split[a:z]], best.right[split[a:z]])
         children[a:z] = base + np.arange(2 * (z - a)).reshape(-1, 2)
-        for r in range(a, z):
-            node = node_list[r]
-            b.feature[node], b.threshold[node] = feature[r], threshold[r]
-            b.missing_left[node] = miss[r]
-            b.left[node], b.right[node] = int(children[r, 0]), int(children[r, 1])
+        b.set_splits(nodes[a:z], feature[a:z], threshold[a:z], miss[a:z], children[a:z])
     if ctx.get("bounds") is not None:  # monotonic_cst: the children's value intervals
         monotonic.record_children(
             builders, trees, children, best.feature[split], best.left[split],

@@ -66,6 +66,14 @@ def add_rows(out, pos, counts, sums):  # type: ignore[no-untyped-def]
     sums : ndarray of float64, shape (m, n_stats - n_counts)  # IN: the others
     """
     n_counts = counts.shape[1]
+    if n_counts == 2 and sums.shape[1] == 2 and out.shape[1] == 4:  # the usual, unrolled
+        for j in range(pos.shape[0]):
+            i = pos[j]
+            out[i, 0] += counts[j, 0]
+            out[i, 1] += counts[j, 1]
+            out[i, 2] += sums[j, 0]
+            out[i, 3] += sums[j, 1]
+        return
     for j in range(pos.shape[0]):
         i = pos[j]
         for q in range(n_counts):
@@ -93,6 +101,14 @@ def cumsum_segments(a, off):  # type: ignore[no-untyped-def]
     a : ndarray of float64, shape (n, n_cols)  # IN/OUT: increments in, running sums out
     off : ndarray of int64, shape (n_segments + 1,)  # IN: segment ``s`` is ``off[s]:off[s+1]``
     """
+    if a.shape[1] == 4:  # the usual, unrolled
+        for seg in range(off.shape[0] - 1):
+            for i in range(off[seg] + 1, off[seg + 1]):
+                a[i, 0] += a[i - 1, 0]
+                a[i, 1] += a[i - 1, 1]
+                a[i, 2] += a[i - 1, 2]
+                a[i, 3] += a[i - 1, 3]
+        return
     for seg in range(off.shape[0] - 1):
         for i in range(off[seg] + 1, off[seg + 1]):
             for q in range(a.shape[1]):
