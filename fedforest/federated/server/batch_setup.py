@@ -98,7 +98,9 @@ def batch_digest(
     """
     live = {n: k for n, k in schema["n_samples"].items() if n in fed.client_names}
     dropped = [(n, r) for n, r in getattr(fed, "dropped", []) if r > first_sum]
-    return settings_digest(cfg, live, schema["draws"], d, dropped)
+    # Columns of one level never split: such a column and a constant numeric one grow alike.
+    split_as_sets = [int(j) for j, levels in schema["categories"].items() if len(levels) > 1]
+    return settings_digest(cfg, live, schema["draws"], d, dropped, split_as_sets)
 
 
 def tree_digests(

@@ -99,6 +99,7 @@ def settings_digest(
     draws: dict[str, int],
     n_features: int,
     dropped: list[tuple[str, int]] | None = None,
+    categorical: list[int] | None = None,
 ) -> NDArray[np.uint8]:
     """SHA-256 of the resolved settings that shape a fit's releases (32 bytes).
 
@@ -106,7 +107,12 @@ def settings_digest(
     aggregate rows, the class sizes); ``draws`` each client's bootstrap size under
     ``max_samples`` (missing: its ``n_samples``); ``dropped`` the clients dropped so far
     and the rounds they failed in (``on_client_failure="drop"``; covered only when there
-    are some, so a fit without a drop keeps its digest).
+    are some, so a fit without a drop keeps its digest); ``categorical`` the columns split
+    as categories (set splits) that have two levels or more (covered when there are some:
+    the data secret of a column of codes 0..k-1 is its numeric one, so without them a refit
+    that only made such a column categorical drew the same bootstraps and other splits,
+    and nested nodes of the two models gave rows' targets; docs/privacy-findings.md, "Red
+    team 7").
     """
     fields = {
         f.name: _plain(getattr(cfg, f.name))
@@ -124,6 +130,8 @@ def settings_digest(
         for name, n in sorted(n_samples.items())
     }
     fields["features_per_node"] = resolve_max_features(cfg.max_features, n_features)
+    if categorical:
+        fields["categorical_columns"] = sorted(int(j) for j in categorical)
     if dropped:
         fields["dropped"] = [[str(name), int(r)] for name, r in dropped]
     text = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode("utf-8")
