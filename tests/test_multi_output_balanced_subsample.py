@@ -10,8 +10,6 @@ replies is in tests/test_privacy.py.
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestClassifier
@@ -19,7 +17,6 @@ from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.class_weight import compute_sample_weight
 
 import fedforest as ff
-from fedforest.federated import client_secure
 from fedforest.federated.client import bootstrap_counts
 from fedforest.federated.protocol import BOOTSTRAP, Message
 from fedforest.federated.server.bootstrap import subsample_weights
@@ -187,23 +184,10 @@ def _rare_recall(model, X, Y) -> float:
     return float(np.mean([np.mean(pred[r, o] == Y[r, o]) for o, r in enumerate(rare)]))
 
 
-class _SeededSecrets:
-    """``secrets`` for one test: ``randbits`` from a seeded generator.
-
-    Under ``"dp"`` a client draws its bootstrap secret and its noise from the operating
-    system (``secrets``), so two runs of a test differ; seeded, the test's fits are the
-    same on every run and its assertion cannot flake.
-    """
-
-    def __init__(self, seed: int) -> None:
-        self._random = random.Random(seed)
-
-    def randbits(self, k: int) -> int:
-        return self._random.getrandbits(k)
-
-
 @pytest.mark.parametrize("privacy", ["none", "secure", "dp"])
-def test_the_weights_steer_the_forest_at_every_privacy_level(privacy: str, monkeypatch) -> None:
+def test_the_weights_steer_the_forest_at_every_privacy_level(
+    privacy: str, request: pytest.FixtureRequest
+) -> None:
     # The rare classes' recall rises well above the unweighted forest's. Measured: about
     # 0.6 unweighted, 0.9 weighted. Under "dp" at a budget large enough to see it: a row's
     # weight is bounded by max_weight times the product of each output's largest class
@@ -219,7 +203,7 @@ def test_the_weights_steer_the_forest_at_every_privacy_level(privacy: str, monke
     pairs = 1
     if privacy == "dp":
         kw["epsilon"] = 50000.0
-        monkeypatch.setattr(client_secure, "secrets", _SeededSecrets(0))
+        request.getfixturevalue("seeded_secrets")
         pairs = 3
     gains, score, entries = [], {}, {}
     for _ in range(pairs):

@@ -97,10 +97,12 @@ def test_min_weight_fraction_leaf_equals_scikit_learn(weighted: bool) -> None:
     assert ours.trees_[0].node_count == ref.tree_.node_count
 
 
-def test_dp_takes_weights_up_to_one_a_row() -> None:
+def test_dp_takes_weights_up_to_one_a_row(seeded_secrets) -> None:
     # Under "dp" a row's weight is clipped to 1 on its client: the noise's bound holds
     # and the budget is spent as without weights. Weights still steer the forest: rows of
-    # weight 0 (half of them, with the opposite target) take no part.
+    # weight 0 (half of them, with the opposite target) take no part. One fit's slope is
+    # 1.06 to 1.87 (290 fits, 2026-12-04, one at 1.0 or less: the test failed about one
+    # run in 300), so the clients' secrets are seeded and the mean of three fits is taken.
     rng = np.random.default_rng(7)
     n = 4000
     X = rng.normal(size=(n, 3))
@@ -109,11 +111,14 @@ def test_dp_takes_weights_up_to_one_a_row() -> None:
     w = half.astype(float)
     h = rng.integers(0, 4, n)
     kw = dict(privacy="dp", epsilon=50.0, n_estimators=10, max_depth=4, random_state=0)
-    model = ff.FedForestRegressor(oob_score=True, **kw).fit(X, y, client_ids=h, sample_weight=w)
-    report = model.privacy_report_
-    assert 0 < report["epsilon_spent"] <= report["epsilon"] == 50.0
-    slope = np.polyfit(X[:, 0], model.predict(X), 1)[0]
-    assert slope > 1.0  # the weighted half's +3, not the pooled 0
+    slopes = []
+    for _ in range(3):
+        model = ff.FedForestRegressor(oob_score=True, **kw)
+        model.fit(X, y, client_ids=h, sample_weight=w)
+        report = model.privacy_report_
+        assert 0 < report["epsilon_spent"] <= report["epsilon"] == 50.0
+        slopes.append(np.polyfit(X[:, 0], model.predict(X), 1)[0])
+    assert np.mean(slopes) > 1.0, slopes  # the weighted half's +3, not the pooled 0
     with pytest.warns(UserWarning, match="sample weights above 1 count as 1"):
         ff.FedForestRegressor(**kw).fit(X, y, client_ids=h, sample_weight=2 * w)
 

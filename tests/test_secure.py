@@ -899,7 +899,7 @@ def test_entries_per_row_by_hand() -> None:
     assert got == 13 + 5 * 3 * 16 + 4
 
 
-def test_dp_forest_reports_its_budget_and_is_noisy(tmp_path) -> None:
+def test_dp_forest_reports_its_budget_and_is_noisy(tmp_path, request) -> None:
     X, y, h = _data(n=400)
     kw = dict(n_estimators=4, max_depth=3, random_state=0, privacy="dp", epsilon=5.0)
     a = ff.FedForestRegressor(**kw).fit(X, y, client_ids=h)
@@ -916,16 +916,22 @@ def test_dp_forest_reports_its_budget_and_is_noisy(tmp_path) -> None:
     )  # fresh noise every fit
     # With a huge budget the noise is at its floor, every client's share of a count one
     # row (dp.MIN_SHARE; it vanished before 2026-12-04, releasing exact counts): the fit
-    # spends what that noise gives, not the budget, and stays close to "secure" (12 fits:
-    # training MSE 0.79 to 1.38 times secure's; 1.3 was the bound when the noise vanished).
-    big = ff.FedForestRegressor(**{**kw, "epsilon": 1e6}).fit(X, y, client_ids=h)
-    report = big.privacy_report_
-    assert report["sigma"] == report["min_sigma"] == 2.0  # sqrt(4 clients) rows a count
-    assert 100.0 < report["epsilon_spent"] < 1e3
+    # spends what that noise gives, not the budget, and stays close to "secure". One fit's
+    # training MSE is 0.63 to 1.72 times secure's (100 fits, 2026-12-04; 1 at 1.6 or
+    # more, so the test failed about one run in 100): the clients' secrets are seeded from
+    # here and the mean of three fits is compared (1.3 was the bound when the noise
+    # vanished).
+    request.getfixturevalue("seeded_secrets")
     sec = ff.FedForestRegressor(n_estimators=4, max_depth=3, random_state=0)
     sec.fit(X, y, client_ids=h)
-    mse = [np.mean((m.predict(X) - y) ** 2) for m in (big, sec)]
-    assert mse[0] < 1.6 * mse[1]
+    ratios = []
+    for _ in range(3):
+        big = ff.FedForestRegressor(**{**kw, "epsilon": 1e6}).fit(X, y, client_ids=h)
+        report = big.privacy_report_
+        assert report["sigma"] == report["min_sigma"] == 2.0  # sqrt(4 clients) rows a count
+        assert 100.0 < report["epsilon_spent"] < 1e3
+        ratios.append(np.mean((big.predict(X) - y) ** 2) / np.mean((sec.predict(X) - y) ** 2))
+    assert np.mean(ratios) < 1.6, ratios
 
 
 def test_dp_needs_a_budget_and_a_depth() -> None:
