@@ -38,7 +38,6 @@ from fedforest.federated.client import Client
 from fedforest.federated.client_secure import SecureParty
 from fedforest.federated.protocol import OOB, Message
 from tests import test_privacy_shapes as shapes
-from tests.test_multi_output_balanced_subsample import _SeededSecrets
 from tests.test_privacy import _data, _fit
 
 M = 10  # min_aggregate_rows at the defaults
@@ -381,7 +380,6 @@ def test_a_refit_with_one_weight_changed_gives_no_target(monkeypatch, weight: fl
     to 8e-8 in each tree that drew it (4 to 6 of 10; rows 7, 123 and 555). With the weights
     in the secret the bootstraps are independent: no claim within 1e-6 of the row's
     target. With the fix off (the weights left out again) the attack reads it."""
-    from fedforest.federated import client_secure
 
     to_row, _ = reweighted_root_claims(7, weight)
     assert to_row > 1e-6
@@ -436,7 +434,6 @@ def recoded_row_claims(row: int) -> float:
 
 def _categories_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """The data secret as before the fix: the categorical columns' values left out."""
-    from fedforest.federated import client_secure
 
     secret = client_secure.data_secret
 
@@ -621,13 +618,12 @@ def _dp_fit_shares(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], np.
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_under_dp_the_server_alone_faces_the_planned_noise(monkeypatch) -> None:
+def test_under_dp_the_server_alone_faces_the_planned_noise(monkeypatch, seeded_secrets) -> None:
     """The clients' shares add up to the planned noise of every released entry: the
     report's epsilon holds against the server (variance 1 in units of the plan).
 
     The clients' secrets are seeded: from the operating system the sample variance of
     about 1,700 entries leaves the band one run in a few hundred."""
-    monkeypatch.setattr(client_secure, "secrets", _SeededSecrets(0))
     report, noise, _ = _dp_fit_shares(monkeypatch)
     assert noise.shape[1] > 1000
     assert 0.9 < noise[0].var() < 1.1, noise[0].var()
