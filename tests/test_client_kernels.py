@@ -427,3 +427,44 @@ def test_fine_codes_edges_are_numpys_lower_quantiles(n: int) -> None:
         want = np.searchsorted(edges, xk, side="left")
         np.testing.assert_array_equal(codes[j][known], want)
         assert (codes[j][~known] == n_fine - 1).all()
+
+
+@pytest.mark.parametrize("size", [6, 700])  # 6: a dense answer (copied), 700: sparse (views)
+def test_pack_coded_reuses_its_buffers_only_when_no_reply_holds_them(size):
+    """Answers written into the client's kept buffers (``held``) are the answers made in
+    new arrays; a reply still held (by the server, a recording federation) is never
+    written over by the next level's; once no reply holds them the buffers are reused."""
+    rng, X, rows, w, slot, pair_off, pair_feat = _problem(size, False, True)
+    y = rng.normal(size=X.shape[0])
+    f_off, f_cand = _column_lists(rng, X, X.shape[1], size)
+    cand_off, _ = expand_candidates(f_off, f_cand, pair_feat)
+    grid = GridCodes(np.vstack([X.T, np.zeros((1, X.shape[0]))]))
+    grid.update(f_off, f_cand, "site")
+    n_slots = pair_off.size - 1
+    blocks = [(0, n_slots, slice(0, rows.size))]
+    common = (grid.codes, rows, w, slot, y, 0, pair_off, pair_feat, cand_off)
+    present = np.ones(pair_feat.size, dtype=bool)
+    other = present.copy()
+    other[::2] = False  # another level's answer: other pairs, other rows of the buffers
+    want = pack_coded(*common, present, 4, 2, blocks)
+    want_other = pack_coded(*common, other, 4, 2, blocks)
+    held: dict = {}
+    first = pack_coded(*common, present, 4, 2, blocks, held)
+    kept = {key: value.copy() for key, value in first.items()}
+    second = pack_coded(*common, other, 4, 2, blocks, held)  # while ``first`` is held
+    for got, expected in ((first, want), (second, want_other), (kept, want)):
+        assert got.keys() == expected.keys()
+        for key in expected:
+            np.testing.assert_array_equal(got[key], expected[key])
+    sparse = "left_index" in want
+    assert sparse == (size == 700)
+    buffers = {name: id(buf) for name, buf in held.items()}
+    del first, second
+    third = pack_coded(*common, present, 4, 2, blocks, held)
+    for key in want:
+        np.testing.assert_array_equal(third[key], want[key])
+    # Sparse answers are views of the kept buffers (no new pages a level); dense ones
+    # are copied out of them, so the buffers are free again at once.
+    assert {name: id(buf) for name, buf in held.items()} == buffers
+    assert np.shares_memory(third["left_counts"], held["counts0"]) == sparse
+    assert np.shares_memory(third["left_sums"], held["sums0"]) == sparse
