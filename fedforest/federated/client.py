@@ -410,7 +410,7 @@ class Client:
         return pack_coded(
             fit.grid.codes, fit.rows, fit.w, fit.slot, fit.y, fit.n_classes, fit.pair_off,
             fit.pair_feat, cand_off, fit.pair_present, _n_stats(fit),
-            count_columns(fit.n_classes, fit.weighted), blocks, fit.answers,
+            count_columns(fit.n_classes, fit.weighted), blocks,
         )  # fmt: skip
 
     def _left_stats(

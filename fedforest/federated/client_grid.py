@@ -39,7 +39,6 @@ from .client_kernels import (
 )
 from .kernel_cache import cache_depends_on
 from .protocol import Message, expand_candidates, expect_array, pack_increments_numpy
-from .scratch import reusable
 
 __all__ = [
     "GridCodes",
@@ -542,7 +541,6 @@ def pack_coded(
     n_stats: int,
     n_counts: int,
     blocks: list[tuple[int, int, slice]],
-    held: dict[str, NDArray[Any]] | None = None,
 ) -> dict[str, NDArray[Any]]:
     """The left statistics' increments, packed, without every candidate's statistics first.
 
@@ -552,34 +550,20 @@ def pack_coded(
     slot, the block's in-bag positions), each run in a thread of its own (the kernel drops
     the GIL). The result is the same arrays ``pack_increments(left, first, n_counts,
     "left", present)`` makes from :func:`left_stats_coded`'s ``left``, bit for bit
-    (:func:`pack_coded_numpy` is that composition). ``held``: the client's buffers the
-    answers are written into, reused from level to level when no earlier answer is still
-    read (:func:`~fedforest.federated.scratch.reusable`; their pages are faulted in once,
-    not every level: that was a fifth of a fit's CPU at 100,000 rows); None: new arrays.
+    (:func:`pack_coded_numpy` is that composition).
     """
     int32_max = float(np.iinfo(np.int32).max)
     parts: list[Any] = [None] * len(blocks)
-
-    most_pairs = int(np.diff(pair_off).max(initial=0))
-
-    def room(i: int, name: str, m: int, width: int, dtype: Any) -> NDArray[Any]:
-        # Sized for the worst case; the rows past ``m`` are never written, so never
-        # touched: a new array holds no memory for them. A kept buffer has room for the
-        # fit's every level: an in-bag row fills at most one bin of each of its node's pairs.
-        if held is None or dtype is np.int64:
-            return np.empty(m * width, dtype=dtype)
-        r = blocks[i][2]
-        least = (r.stop - r.start) * most_pairs * width
-        return reusable(held, f"{name}{i}", m * width, dtype, least)
 
     def job(i: int) -> None:
         lo, hi, r = blocks[i]
         m_max = answer_rows(slot[r], pair_off, cand_off, present, lo, hi)
         for dtype in (np.int32, np.int64):  # int64 only if a count does not fit int32
-            counts = room(i, "counts", m_max, n_counts, dtype).reshape(m_max, n_counts)
-            sums = room(i, "sums", m_max, n_stats - n_counts, np.float64)
-            sums = sums.reshape(m_max, n_stats - n_counts)
-            index = room(i, "index", m_max, 1, np.int32)
+            # Sized for the worst case; the rows past ``m`` are never written, so never
+            # touched: the views below hold no memory for them.
+            counts = np.empty((m_max, n_counts), dtype=dtype)
+            sums = np.empty((m_max, n_stats - n_counts))
+            index = np.empty(m_max, dtype=np.int32)
             m, k, big = grid_increments(
                 codes_t, rows[r], w[r], slot[r], y, n_classes, pair_off, pair_feat, cand_off,
                 present, lo, hi, counts, sums, index,

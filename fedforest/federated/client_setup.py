@@ -7,7 +7,7 @@ calls these from its ``_handshake`` and ``_setup`` and re-exports ``_Fit`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,8 +66,6 @@ class _Fit:
     weighted: bool = False
     #: binning="global": every row's bin among its column's candidates.
     grid: GridCodes | None = None
-    #: binning="global": the buffers its answers are written into (``pack_coded``'s ``held``).
-    answers: dict[str, NDArray[Any]] = field(default_factory=dict)
     #: privacy="secure": the level's grids' offsets and Round A's wire arrays of them
     #: (``grid_wire.GRID_WIRE``; Round B's candidates index the grids, decoded again).
     level_grid_off: NDArray[np.int64] | None = None

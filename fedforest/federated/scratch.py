@@ -11,21 +11,17 @@ A scratch view is valid until the same thread asks for the same name again. It m
 never leave the call that asked for it: never in a reply (a recording federation keeps
 every reply; the server's sums must not change under it), never in state kept across
 rounds. The caller copies what it hands over (into a fresh array).
-
-:func:`reusable` is for arrays that do leave in a reply: a buffer kept by its owner (a
-client's fit), reused only when no view of it is alive any more.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 from typing import Any
 
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
-__all__ = ["ROOM", "release", "reusable", "scratch"]
+__all__ = ["ROOM", "release", "scratch"]
 
 #: A buffer made anew holds this many times the items asked for (levels grow about 1.5 to
 #: 2 times; room never written costs no memory).
@@ -60,24 +56,3 @@ def release() -> None:
     """
     with _LOCK:
         _BUFFERS.clear()
-
-
-def reusable(
-    held: dict[str, NDArray[Any]], name: str, n: int, dtype: DTypeLike, least: int = 0
-) -> NDArray[Any]:
-    """``n`` items of ``dtype`` (1-D, uninitialised) from ``held[name]``, if nothing uses it.
-
-    For arrays that do leave in a reply (a client's answers): the buffer is reused only
-    when no view of it is alive (its reference count: a reply kept by the server or a
-    recording federation holds a view, and then a new buffer is made), so a reply never
-    changes under its reader. Made anew ``ROOM`` times as long, as :func:`scratch`, or
-    ``least`` items if more (room for every later request: pages never written cost no
-    memory, and a buffer kept from the first request has its pages faulted in once).
-    """
-    dtype = np.dtype(dtype)
-    buf = held.get(name)
-    # Unused: referenced by ``held``, ``buf`` and getrefcount's argument only.
-    if buf is None or buf.dtype != dtype or buf.size < n or sys.getrefcount(buf) > 3:
-        buf = np.empty(max(ROOM * n, least, 1), dtype=dtype)
-        held[name] = buf
-    return buf[:n]
