@@ -98,6 +98,12 @@ def regression_stats_problem(counts, sums):  # type: ignore[no-untyped-def]
         for c in range(first, ns - 1, 2):
             s1, s2 = sums[i, c], sums[i, c + 1]
             moments |= (s2 < 0) | (s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9)
+    return _verdict(finite, frac, weights, moments)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _verdict(finite, frac, weights, moments):  # type: ignore[no-untyped-def]
+    """The code of the first test failed, in the tests' order (0: none)."""
     if not finite:
         return NONFINITE
     if frac:
@@ -178,16 +184,7 @@ def regression_reply_problems(counts, sums, cand_off, cand, cols, node_of_pair, 
         for j in range(first, ns - 1, 2):
             s1, s2 = sums[r, j], sums[r, j + 1]
             moments |= (s2 < 0) | (s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9)
-    problem = 0
-    if not finite:
-        problem = NONFINITE
-    elif frac:
-        problem = FRACTIONAL
-    elif weights:
-        problem = WEIGHTS
-    elif moments:
-        problem = MOMENTS
-    return problem, over_counts, over_sums
+    return _verdict(finite, frac, weights, moments), over_counts, over_sums
 
 
 @numba.njit(nogil=True, cache=True)
@@ -225,16 +222,7 @@ def _reply_problems_4(counts, sums, cand_off, cand, node_of_pair, node_stats):  
         frac |= (rows < 0) | (rows != np.floor(rows)) | (weight < 0) | (weight != np.floor(weight))
         weights |= (rows > weight) | ((rows == 0) != (weight == 0))
         moments |= (s2 < 0) | (s1 * s1 > weight * s2 * (1 + 1e-7) + 1e-9)
-    problem = 0
-    if not finite:
-        problem = NONFINITE
-    elif frac:
-        problem = FRACTIONAL
-    elif weights:
-        problem = WEIGHTS
-    elif moments:
-        problem = MOMENTS
-    return problem, over_counts, over_sums
+    return _verdict(finite, frac, weights, moments), over_counts, over_sums
 
 
 def regression_stats_problem_numpy(counts: NDArray[Any], sums: NDArray[np.float64]) -> int:
