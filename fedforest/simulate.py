@@ -138,13 +138,7 @@ def run_simulation(
         warming = _WarmUp(config, announce)
         warming.compile_here()
         bar.set_postfix_str("data")
-        data = make_paper_synthetic(
-            config.scenario,
-            n_clients=config.clients,
-            n_per_client=config.rows_per_client,
-            n_features=config.features,
-            random_state=config.seed,
-        )
+        data = scenario_data(config)
         bar.update()
         fitted: dict[str, _Fitted] = {}
         for name, fit in baselines:
@@ -164,6 +158,17 @@ def run_simulation(
         if y_pred is not None:
             predictions[name] = y_pred
     return SimulateResult(config, tuple(methods), data.y_test, predictions, compile_seconds)
+
+
+def scenario_data(config: SimulateConfig) -> FederatedSplit:
+    """The run's federation: the paper's synthetic scenario with ``config``'s sizes and seed."""
+    return make_paper_synthetic(
+        config.scenario,
+        n_clients=config.clients,
+        n_per_client=config.rows_per_client,
+        n_features=config.features,
+        random_state=config.seed,
+    )
 
 
 #: Announced when the warm-up compiles (a fresh numba cache: the first run after install).

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedforest.datasets import make_paper_synthetic
 from fedforest.simulate import (
     CENTRALIZED,
     FEDFOREST,
@@ -19,19 +18,14 @@ from fedforest.simulate import (
     _fit_fedforest,
     _fit_local,
     run_simulation,
+    scenario_data,
 )
 
 
 def test_each_method_gives_what_it_gives_fitted_alone() -> None:
     config = SimulateConfig(clients=3, rows_per_client=60, features=6, trees=4, max_depth=4)
     result = run_simulation(config, progress=False)
-    data = make_paper_synthetic(
-        config.scenario,
-        n_clients=config.clients,
-        n_per_client=config.rows_per_client,
-        n_features=config.features,
-        random_state=config.seed,
-    )
+    data = scenario_data(config)
     np.testing.assert_array_equal(result.y_test, data.y_test)
     assert [m.name for m in result.methods] == [FEDFOREST, CENTRALIZED, LOCAL]
     for name, fit in (

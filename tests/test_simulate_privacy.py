@@ -17,20 +17,19 @@ import pytest
 
 from fedforest import FedForestRegressor
 from fedforest.cli import main
-from fedforest.datasets import make_paper_synthetic
-from fedforest.simulate import FEDFOREST, SimulateConfig, _forest_params, run_simulation
+from fedforest.simulate import (
+    FEDFOREST,
+    SimulateConfig,
+    _forest_params,
+    run_simulation,
+    scenario_data,
+)
 
 SMALL = ["--clients", "3", "--rows-per-client", "80", "--trees", "3", "--max-depth", "4"]
 
 
 def _direct_predictions(config: SimulateConfig) -> np.ndarray:
-    data = make_paper_synthetic(
-        config.scenario,
-        n_clients=config.clients,
-        n_per_client=config.rows_per_client,
-        n_features=config.features,
-        random_state=config.seed,
-    )
+    data = scenario_data(config)
     model = FedForestRegressor(
         n_bins=config.n_bins,
         privacy=config.privacy,
