@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client
 
 import fedforest as ff
 from fedforest.federated.federation import ClientDataError, ClientFailure
@@ -35,6 +35,7 @@ from fedforest.federated.protocol import PROTOCOL_VERSION, Message
 from fedforest.transport.dask import DaskFederation
 from fedforest.transport.dask._wire import from_bytes, to_bytes
 from tests._forests import assert_same_forest
+from tests._loopback import loopback_cluster, scaled
 
 # Small forests with oob_score=True: some rows are in every bag (expected here).
 pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
@@ -43,28 +44,13 @@ PARAMS: dict[str, Any] = {"n_estimators": 4, "max_depth": 3, "min_samples_leaf":
 N_ROWS = 360
 
 
-def scaled(seconds: float) -> float:
-    """A timeout that grows with the machine's load (and ``FEDFOREST_TEST_SLOWDOWN``)."""
-    load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    return seconds * max(1.0, load) * float(os.environ.get("FEDFOREST_TEST_SLOWDOWN", "1"))
-
-
 @pytest.fixture(scope="module")
 def dask_client() -> Iterator[Client]:
     """Two single-threaded worker processes on 127.0.0.1, closed (and checked gone) after."""
     # Classes and functions of this module reach the workers by value, not by import.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     with (
-        LocalCluster(
-            n_workers=2,
-            processes=True,
-            threads_per_worker=1,
-            host="127.0.0.1",
-            dashboard_address=None,
-            # Without a dashboard the scheduler still serves HTTP (health, metrics), on 8787
-            # by default: a free port instead, so that another cluster there is no warning.
-            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-        ) as cluster,
+        loopback_cluster(2) as cluster,
         Client(cluster, timeout=scaled(60)) as client,
     ):
         client.wait_for_workers(2, timeout=scaled(60))
@@ -627,13 +613,7 @@ def test_a_cluster_without_workers_or_an_unknown_worker_fails_at_once(
     with pytest.raises(ValueError, match=r"pinned to worker 'tcp://127.0.0.1:1'.*not in"):
         DaskFederation(factories, workers={"a": "tcp://127.0.0.1:1"}, start_timeout=scaled(60))
     with (
-        LocalCluster(
-            n_workers=0,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-        ) as empty,
+        loopback_cluster(0) as empty,
         Client(empty, timeout=scaled(60), set_as_default=False) as idle,
     ):
         start = time.monotonic()

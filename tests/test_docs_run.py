@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._loopback import scaled
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 RUN = {"python": "python", "bash": "shell", "sh": "shell", "shell": "shell"}
@@ -49,12 +51,9 @@ PAGE_TIMEOUT = 900  # seconds for one page's blocks of one kind, on a machine no
 
 
 def page_timeout() -> float:
-    """``PAGE_TIMEOUT`` grown with the load (as the Flower tests' ``scaled``): a page that
-    waits for CPU on a busy 2-core box is not a page that hangs. ``FEDFOREST_TEST_SLOWDOWN``
-    (default 1) multiplies it further."""
-    load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    slowdown = float(os.environ.get("FEDFOREST_TEST_SLOWDOWN", "1"))
-    return PAGE_TIMEOUT * max(1.0, load) * slowdown
+    """``PAGE_TIMEOUT`` grown with the load: a page that waits for CPU on a busy 2-core box
+    is not a page that hangs (``tests._loopback.scaled``)."""
+    return scaled(PAGE_TIMEOUT)
 
 
 #: Marked blocks to run all the same (block ids or pages), from the environment.

@@ -59,6 +59,7 @@ from fedforest.transport.flower._deployment import flower_env, free_ports, liste
 from fedforest.transport.flower._state import load_state, save_state
 from fedforest.transport.flower.serverapp import parse_classes, train
 from tests._forests import assert_same_forest
+from tests._loopback import scaled
 
 # Small forests with oob_score=True: some rows are in every bag (expected here).
 pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
@@ -68,16 +69,6 @@ APP = REPO / "examples" / "flower"
 SITES = ("site-a", "site-b", "site-c")
 PARAMS: dict[str, Any] = {"n_estimators": 6, "max_depth": 2, "min_samples_leaf": 3}
 SEED = 7
-
-
-def scaled(seconds: float) -> float:
-    """A timeout that grows with the machine's load: a busy 2-core box must not flake.
-
-    A round that waits for CPU is not a dead node. ``FEDFOREST_TEST_SLOWDOWN`` (default 1)
-    multiplies it further for slower machines.
-    """
-    load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    return seconds * max(1.0, load) * float(os.environ.get("FEDFOREST_TEST_SLOWDOWN", "1"))
 
 
 # ---------------------------------------------------------------------------- data

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from fedforest import Client, FedForestClassifier, FedForestRegressor, LocalFede
 from fedforest.datasets.files import read_client_data
 from fedforest.federated.client_errors import error_text
 from fedforest.tree.arrays import Tree
+from tests._loopback import loopback_cluster, scaled
 from tests.test_privacy import RecordingFederation
 from tests.test_privacy_errors import quoted_values
 
@@ -266,17 +266,9 @@ def dask_client() -> Iterator[Any]:
     cloudpickle = pytest.importorskip("cloudpickle")
     distributed = pytest.importorskip("distributed")
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    timeout = 60 * max(1.0, load) * float(os.environ.get("FEDFOREST_TEST_SLOWDOWN", "1"))
+    timeout = scaled(60)
     with (
-        distributed.LocalCluster(
-            n_workers=1,
-            processes=True,
-            threads_per_worker=1,
-            host="127.0.0.1",
-            dashboard_address=None,
-            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-        ) as cluster,
+        loopback_cluster(1) as cluster,
         distributed.Client(cluster, timeout=timeout) as client,
     ):
         client.wait_for_workers(1, timeout=timeout)

@@ -48,6 +48,7 @@ import pytest
 
 import fedforest as ff
 from tests import test_privacy_shapes as shapes
+from tests._loopback import loopback_cluster
 from tests.test_privacy import RecordingFederation, _data, _fit, pooled_view, raw_value_exposure
 from tests.test_privacy_errors import quoted_values
 
@@ -281,14 +282,7 @@ def test_dask_replies_are_local_replies() -> None:
     local = RecordingFederation(ff.LocalFederation([ff.Client(*v, n) for n, v in shards.items()]))
     a = ff.FedForestRegressor(**params).fit_federated(local)
     with (
-        distributed.LocalCluster(
-            n_workers=1,
-            processes=True,
-            threads_per_worker=1,
-            host="127.0.0.1",
-            dashboard_address=None,
-            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-        ) as cluster,
+        loopback_cluster(1) as cluster,
         distributed.Client(cluster) as dask_client,
     ):
         factories = {n: functools.partial(ff.Client, *v, n) for n, v in shards.items()}

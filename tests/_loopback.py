@@ -1,0 +1,36 @@
+"""Servers the tests start on 127.0.0.1, and timeouts a busy machine does not trip."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def scaled(seconds: float) -> float:
+    """A timeout that grows with the machine's load: a busy 2-core box must not flake.
+
+    A round that waits for CPU is not a dead node. ``FEDFOREST_TEST_SLOWDOWN`` (default 1)
+    multiplies it further for slower machines.
+    """
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return seconds * max(1.0, load) * float(os.environ.get("FEDFOREST_TEST_SLOWDOWN", "1"))
+
+
+def loopback_cluster(n_workers: int, **kwargs: Any) -> Any:
+    """A Dask ``LocalCluster`` of single-threaded worker processes on 127.0.0.1 only.
+
+    Without a dashboard the scheduler still serves HTTP (health, metrics), on 8787 by
+    default: a free loopback port instead, so that another cluster there is no warning
+    and nothing listens beyond 127.0.0.1. ``kwargs`` override any of these.
+    """
+    from distributed import LocalCluster
+
+    settings: dict[str, Any] = {
+        "n_workers": n_workers,
+        "processes": True,
+        "threads_per_worker": 1,
+        "host": "127.0.0.1",
+        "dashboard_address": None,
+        "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
+    }
+    return LocalCluster(**{**settings, **kwargs})
