@@ -52,9 +52,11 @@ if TYPE_CHECKING:
     from .client import Client, _Fit
 
 __all__ = [
+    "DATA_TAG_WORDS",
     "MOMENT_FRAC_BITS",
     "SecureParty",
     "bind_secret",
+    "data_tag",
     "moment_weights",
     "oob_weights",
     "settings_digest_of",
@@ -158,6 +160,25 @@ def bind_secret(secret: int, digest: bytes) -> int:
     material = secret.to_bytes(16, "little") + bytes(digest)
     key = HKDF(algorithm=hashes.SHA256(), length=16, salt=None, info=_BIND_INFO).derive(material)
     return int.from_bytes(key, "little")
+
+
+#: HKDF info of the data tag (the pooled change detector the settings digest covers).
+_TAG_INFO = b"fedforest data tag v1"
+#: Its 64-bit words (256 bits).
+DATA_TAG_WORDS = 4
+
+
+def data_tag(secret: int) -> NDArray[np.uint64]:
+    """Four words of HKDF-SHA256 of the data secret, summed (masked) in the first grid round.
+
+    The server adds every client's tag and the settings digest covers the sum, so one value
+    changed at any client redraws every client's bootstrap: before, a refit after a value
+    corrected in place redrew only that client's, and nested nodes of the two models
+    isolated other clients' rows (docs/privacy-findings.md, "Red team 6"). The masked sum
+    tells the server only whether some client's data differ between two fits.
+    """
+    hkdf = HKDF(algorithm=hashes.SHA256(), length=8 * DATA_TAG_WORDS, salt=None, info=_TAG_INFO)
+    return np.frombuffer(hkdf.derive(secret.to_bytes(16, "little")), dtype="<u8").astype(np.uint64)
 
 
 def settings_digest_of(msg: Message, name: str) -> bytes:
@@ -377,6 +398,8 @@ class SecureParty:
                 mine = label_counts(c.y_raw, msg.header["class_counts"], c.name)  # per output
                 mine = self.noisy(msg, mine, 1.0, "target_sigma", 0)  # under "dp": a row, 1
                 arrays["class_counts"] = to_fixed(mine, 0)
+            if msg.header.get("data_tag"):  # "secure": the digest covers the pooled tag
+                arrays["data_tag"] = data_tag(self.secret)
             return self._masked(msg, GRID, arrays)
         edges = expect_array(msg, "edges", "f", (feats.size, None), "server")
         cum = np.empty(edges.shape)

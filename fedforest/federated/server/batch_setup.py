@@ -100,7 +100,9 @@ def batch_digest(
     dropped = [(n, r) for n, r in getattr(fed, "dropped", []) if r > first_sum]
     # Columns of one level never split: such a column and a constant numeric one grow alike.
     split_as_sets = [int(j) for j, levels in schema["categories"].items() if len(levels) > 1]
-    return settings_digest(cfg, live, schema["draws"], d, dropped, split_as_sets)
+    state = schema.get("secure")
+    tag = None if state is None else state.data_tag
+    return settings_digest(cfg, live, schema["draws"], d, dropped, split_as_sets, tag)
 
 
 def tree_digests(

@@ -100,6 +100,7 @@ def settings_digest(
     n_features: int,
     dropped: list[tuple[str, int]] | None = None,
     categorical: list[int] | None = None,
+    data_tag: NDArray[np.uint64] | None = None,
 ) -> NDArray[np.uint8]:
     """SHA-256 of the resolved settings that shape a fit's releases (32 bytes).
 
@@ -112,7 +113,10 @@ def settings_digest(
     the data secret of a column of codes 0..k-1 is its numeric one, so without them a refit
     that only made such a column categorical drew the same bootstraps and other splits,
     and nested nodes of the two models gave rows' targets; docs/privacy-findings.md, "Red
-    team 7").
+    team 7"); ``data_tag`` the pooled sum of the clients' data tags (``"secure"``: one value
+    changed at any client changes it, so every client redraws; without it a refit after a
+    value corrected in place redrew that client's bootstrap only, and nested nodes of the
+    two models isolated other clients' rows: docs/privacy-findings.md, "Red team 6").
     """
     fields = {
         f.name: _plain(getattr(cfg, f.name))
@@ -132,6 +136,8 @@ def settings_digest(
     fields["features_per_node"] = resolve_max_features(cfg.max_features, n_features)
     if categorical:
         fields["categorical_columns"] = sorted(int(j) for j in categorical)
+    if data_tag is not None:
+        fields["data_tag"] = np.asarray(data_tag, dtype="<u8").tobytes().hex()
     if dropped:
         fields["dropped"] = [[str(name), int(r)] for name, r in dropped]
     text = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode("utf-8")

@@ -89,6 +89,8 @@ class SecureState:
     n_rows: float = 0.0
     #: class_weight="balanced": the pooled class counts (a masked sum), else None.
     class_counts: NDArray[np.float64] | None = None
+    #: Under "secure": the sum mod 2^64 of the clients' data tags (the settings digest's).
+    data_tag: NDArray[np.uint64] | None = None
     #: Per frontier slot: path bounds of every feature, shape (n_slots, d).
     lo: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
     hi: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))

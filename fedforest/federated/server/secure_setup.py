@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import class_sizes
-from ..client_secure import MOMENT_FRAC_BITS, target_grid
+from ..client_secure import DATA_TAG_WORDS, MOMENT_FRAC_BITS, target_grid
 from ..federation import Federation
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds
@@ -154,6 +154,9 @@ def setup_grids(
     balanced = cfg.class_weight == "balanced"
     if balanced:  # class_weight="balanced": the pooled class counts, masked
         header["class_counts"] = schema["classes"]
+    secure_tag = cfg.privacy == "secure"  # the digest covers the clients' pooled data tags
+    if secure_tag:
+        header["data_tag"] = True
     first = Message(GRID, header, {"features": feats})
     # Two words each (hi, lo): the variance is a small difference of large sums.
     specs: dict[str, tuple[tuple[int, ...], Any]] = {
@@ -169,6 +172,8 @@ def setup_grids(
     sizes = class_sizes(schema["classes"]) if schema["classes"] is not None else ()
     if balanced:  # one block of counts per output
         specs["class_counts"] = ((sum(sizes),), 0)
+    if secure_tag:  # four words of HKDF per client (client_secure.data_tag), summed mod 2^64
+        specs["data_tag"] = ((DATA_TAG_WORDS,), None)
     sums = secure_exchange(fed, ledger, first, specs)
     moments = _two_words(sums, "moments")
     n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
@@ -218,6 +223,7 @@ def setup_grids(
         root_lo[j], root_hi[j] = lo_f[i], hi_f[i]
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
     if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
+        state.data_tag = np.asarray(sums["data_tag"], dtype=np.uint64)
         state.guides = Guides(d)
         if guides is not None:
             state.guides.add_pool(guides)
