@@ -189,6 +189,24 @@ def test_the_bound_secret_survives_the_client_state() -> None:
 
 
 @pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+def test_a_warm_start_with_the_score_on_corrected_data_is_refused() -> None:
+    """One value corrected at one client between a fit and its warm start: that client's
+    earlier draws can no longer be recomputed (its secret changed). Before the clients'
+    data tags the digest did not change, and the out-of-bag score read that client's rows
+    as drawn by the new secret, silently; now the digest differs and the score refuses."""
+    X, y, h = _data()
+    kw = dict(max_depth=3, random_state=0, oob_score=True, warm_start=True)
+    warm = ff.FedForestRegressor(n_estimators=3, **kw).fit(X, y, client_ids=h)
+    warm.set_params(n_estimators=4).fit(X, y, client_ids=h)  # the same data: it grows
+    assert len(warm.trees_) == 4
+    X = X.copy()
+    X[450, 2] += 0.01  # the third client's
+    with pytest.raises(ValueError, match="warm_start with oob_score.*or their data"):
+        warm.set_params(n_estimators=5).fit(X, y, client_ids=h)
+    assert len(warm.trees_) == 4
+
+
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
 def test_warm_start_keeps_the_out_of_bag_rows_or_refuses() -> None:
     """Out of bag after a warm start: the earlier trees' bootstraps must be recomputable.
 

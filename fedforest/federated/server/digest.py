@@ -206,8 +206,9 @@ def check_warm_digest(cfg: GrowerConfig, digest: NDArray[np.uint8]) -> None:
             f"warm_start with oob_score under privacy={cfg.privacy!r}: the settings that "
             "bind the bootstraps (every parameter but n_estimators, random_state, n_jobs, "
             "verbose, tree_batch_size, oob_score, on_client_failure, and ccp_alpha unless "
-            "oob_score is set), or the "
-            f"clients present, differ from those the first {cfg.first_tree} trees were "
-            "grown with, so their out-of-bag rows cannot be recomputed. Keep the settings, "
-            "set oob_score=False, or fit anew with warm_start=False."
+            "oob_score is set), the clients present, or their data (under 'secure' "
+            f"the digest covers the clients' data tags), differ from those the first "
+            f"{cfg.first_tree} trees were grown with, so their out-of-bag rows cannot be "
+            "recomputed. Keep the settings and data, set oob_score=False, or fit anew with "
+            "warm_start=False."
         )
