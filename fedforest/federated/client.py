@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stats
+from .._numba_cache import serialize_cache_writes
 from . import client_kernels as K
 from .categorical import read_features
 from .client_bootstrap import answer_bootstrap, bootstrap_counts, bootstrap_counts_many, weigh_trees
@@ -54,6 +55,8 @@ from .protocol import (
 )
 
 __all__ = ["Client", "bootstrap_counts"]
+
+serialize_cache_writes()  # before any kernel compiles: _numba_cache.py
 
 
 def _n_stats(fit: _Fit) -> int:

@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import TREE_LEAF
+from .._numba_cache import serialize_cache_writes
 
 __all__ = [
     "DISCARDED",
@@ -62,6 +63,8 @@ __all__ = [
     "marginal_proba",
     "marginal_proba_numpy",
 ]
+
+serialize_cache_writes()  # before any kernel compiles: _numba_cache.py
 
 #: ``out[i, t]`` of :func:`route_single` when tree ``t`` is discarded for row ``i``.
 DISCARDED = -1

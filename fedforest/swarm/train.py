@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import TREE_LEAF, TREE_UNDEFINED
+from .._numba_cache import serialize_cache_writes
 from ..tree.arrays import Tree
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "forest_surrogates",
     "fit_imputer",
 ]
+
+serialize_cache_writes()  # before any kernel compiles: _numba_cache.py
 
 
 # ----------------------------------------------------------------------- scikit-learn import

@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import TREE_LEAF
+from .._numba_cache import serialize_cache_writes
 
 __all__ = [
     "apply_forest",
@@ -21,6 +22,8 @@ __all__ = [
     "predict_forest",
     "predict_forest_numpy",
 ]
+
+serialize_cache_writes()  # before any kernel compiles: _numba_cache.py
 
 
 @numba.njit(inline="always")

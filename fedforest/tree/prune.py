@@ -23,9 +23,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import TREE_LEAF, TREE_UNDEFINED
+from .._numba_cache import serialize_cache_writes
 from .arrays import Tree
 
 __all__ = ["ccp_prune", "node_importances", "prune_forest", "prune_tree"]
+
+serialize_cache_writes()  # before any kernel compiles: _numba_cache.py
 
 
 @numba.njit(nogil=True, cache=True)

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import class_sizes, count_columns, n_stats
+from ..._numba_cache import serialize_cache_writes
 from ..._progress import progress_bar
 from ...tree.arrays import Tree
 from ...tree.prune import prune_forest
@@ -55,6 +56,8 @@ from .tree_builder import _Frontier, _TreeBuilder
 from .weights import set_up_class_weights
 
 __all__ = ["GrowerConfig", "ForestResult", "forest_importances", "grow_forest"]
+
+serialize_cache_writes()  # before any kernel compiles: _numba_cache.py
 
 
 def _grow_batch(
