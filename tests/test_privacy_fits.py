@@ -262,11 +262,13 @@ def test_fits_one_pruning_apart_isolate_no_out_of_bag_rows(
     out-of-bag round scores the pruned trees, and two fits one pruning apart released
     squared errors that differed by a few rows' (3 differences over 6 to 9 rows among 34
     fits at seed 0). ``ccp_alpha`` now enters the digest when the score is asked for
-    (``digest._WITH_OOB``); with that switched off the attack finds them again.
+    (``digest._WITH_OOB``); with that switched off the attack finds them again. Which
+    bootstraps show it depends on the draws: since the clients' data tags (2026-12-04)
+    seed 2 does (one difference; none at seeds 0, 1 and 3).
     """
-    assert pruning_exposure()["pairs"] == 0
+    assert pruning_exposure(0)["pairs"] == 0 and pruning_exposure(2)["pairs"] == 0
     monkeypatch.setattr(digest, "_WITH_OOB", {})
-    found = pruning_exposure()
+    found = pruning_exposure(2)
     assert found["pairs"] > 0, found
 
 
