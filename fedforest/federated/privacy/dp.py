@@ -144,7 +144,7 @@ class DpPlan:
         }
 
     def report(
-        self, spent: float, guarantee: float, more: dict[str, float] | None = None
+        self, spent: float, guarantee: float, more: dict[str, float | None] | None = None
     ) -> dict[str, Any]:
         """``model.privacy_report_``: the plan, the fit's guarantee and the ex-post spend.
 

@@ -11,6 +11,7 @@ Moved out of ``grower.py``, which drives the rounds, to keep it within the layou
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..privacy import dp
@@ -107,13 +108,14 @@ def report(
     kept = noise_kept(dropped, ledger, k, t)
     spent = dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target, kept)
     guarantee = max(dp.guaranteed_epsilon(plan, grid, target, kept), spent)
-    # Against the server alone, and against one colluder more than tolerated.
-    alone = dp.guaranteed_epsilon(plan, grid, target, noise_kept(dropped, ledger, k, t, 0))
-    more = dp.guaranteed_epsilon(plan, grid, target, noise_kept(dropped, ledger, k, t, t + 1))
+    # Against the server alone, and against one colluder more than tolerated (None: no
+    # honest share left, no guarantee; a model file's JSON holds no infinity).
+    more = {
+        name: dp.guaranteed_epsilon(plan, grid, target, noise_kept(dropped, ledger, k, t, c))
+        for name, c in (("epsilon_server_alone", 0), ("epsilon_one_more_colluder", t + 1))
+    }
     return plan.report(
-        spent,
-        guarantee,
-        {"epsilon_server_alone": alone, "epsilon_one_more_colluder": more},
+        spent, guarantee, {n: e if math.isfinite(e) else None for n, e in more.items()}
     )
 
 
