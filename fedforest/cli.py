@@ -263,6 +263,13 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add("--privacy", choices=("secure", "dp", "none"), default="secure", help="privacy level")
     add("--epsilon", type=float, default=None, help="privacy budget under --privacy dp")
     add(
+        "--dp-colluders",
+        type=int_at_least(0),
+        default=0,
+        metavar="T",
+        help="under --privacy dp: the colluding clients the noise holds against (default 0)",
+    )
+    add(
         "--min-aggregate-rows",
         type=int_at_least(1),
         default=None,
@@ -410,6 +417,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         min_samples_leaf=args.min_samples_leaf,
         privacy=args.privacy,
         epsilon=args.epsilon,
+        dp_colluders=args.dp_colluders,
         min_aggregate_rows=args.min_aggregate_rows,
         oob_score=True,
         random_state=args.seed,
@@ -422,6 +430,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             "classes=": "--classes LABEL,...",
             "categories=": "--categories COLUMN=LEVEL,...",
             "epsilon=": "--epsilon",
+            "dp_colluders=": "--dp-colluders",
         }
         parser.error(declaration_hint(_usage(exc), options, "on the command line"))
     ledger = model.communication_
