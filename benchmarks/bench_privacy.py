@@ -20,6 +20,7 @@ Usage::
     python benchmarks/bench_privacy.py --sizes 1400 200000 --repeats 3
     python benchmarks/bench_privacy.py --dp-curve docs/img/privacy-dp-utility.png
     python benchmarks/bench_privacy.py --accuracy           # the paper's settings, FedHeart
+    python benchmarks/bench_privacy.py --dp-colluders 0 1 3  # what dp_colluders costs
 
 ``--accuracy`` prints, on the paper's three synthetic settings (1,400 rows, the paper's
 forest, ``--seeds``, default 0 to 2), test MSE relative to scikit-learn's forest for
@@ -141,6 +142,35 @@ def dp_curve(out: str, n_seeds: int = 5) -> None:
     print(f"wrote {out}")
 
 
+def dp_colluders(colluders: list[int], n_seeds: int, epsilons: tuple[float, ...]) -> None:
+    """What ``dp_colluders`` costs: the dp curve's 14,000-row setting at each ``t``.
+
+    10 clients of 1,400 rows (the paper's homogeneous data), 10 trees of depth 5; per
+    epsilon and ``t``, test MSE over ``n_seeds`` data draws (mean, lowest, highest), the
+    seeds alternated over ``t`` so that load changes fall on every ``t`` alike.
+    """
+    from fedforest.datasets import make_paper_synthetic
+
+    small = {"n_estimators": 10, "max_depth": 5, "min_samples_leaf": 5, "max_features": 1 / 3}
+    mse: dict[tuple[float, int], list[float]] = {}
+    for seed in range(n_seeds):
+        d = make_paper_synthetic("homogeneous", n_per_client=1400, random_state=seed)
+        for eps in epsilons:
+            for t in colluders:
+                m = ff.FedForestRegressor(
+                    random_state=seed, privacy="dp", epsilon=eps, dp_colluders=t, **small
+                )
+                m.fit(d.X_train, d.y_train, client_ids=d.h_train)
+                err = float(np.mean((m.predict(d.X_test) - d.y_test) ** 2))
+                mse.setdefault((eps, t), []).append(err)
+                print(f"seed {seed} epsilon {eps:g} t {t}: test MSE {err:.4f}", flush=True)
+    print("| epsilon | dp_colluders | noise sd x | test MSE mean | lowest | highest |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for (eps, t), v in mse.items():
+        noise = np.sqrt(10 / (10 - t))
+        print(f"| {eps:g} | {t} | {noise:.3f} | {np.mean(v):.4f} | {min(v):.4f} | {max(v):.4f} |")
+
+
 def accuracy(seeds: list[int], heart_seeds: list[int], quick: bool = False) -> None:
     """The accuracy table of docs/privacy.md (``quick``: "none" and "secure" only).
 
@@ -250,6 +280,14 @@ def main() -> None:
     parser.add_argument("--dp-curve", metavar="PNG", help="plot the dp utility curve instead")
     parser.add_argument("--accuracy", action="store_true", help="print the accuracy table")
     parser.add_argument(
+        "--dp-colluders",
+        type=int,
+        nargs="+",
+        metavar="T",
+        help="test MSE of the dp curve's 14,000-row setting at each dp_colluders T "
+        "(epsilon 10 and 50; --seeds one number, the data draws, default 3)",
+    )
+    parser.add_argument(
         "--seeds",
         type=int,
         nargs="+",
@@ -269,6 +307,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.decompose:
         decompose()
+        return
+    if args.dp_colluders:
+        if args.seeds is not None and len(args.seeds) != 1:
+            parser.error("--dp-colluders takes one --seeds number: the data draws")
+        print(f"# python benchmarks/bench_privacy.py {shlex.join(sys.argv[1:])}")
+        dp_colluders(args.dp_colluders, args.seeds[0] if args.seeds else 3, (10.0, 50.0))
         return
     if args.accuracy:
         accuracy(args.seeds or [0, 1, 2], args.heart_seeds, args.quick)

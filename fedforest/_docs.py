@@ -170,6 +170,12 @@ min_aggregate_rows : int or None, default=None
 epsilon, delta : float or None, default=None
     Under ``"dp"``: the privacy budget of the whole fit (every tree, level and round).
     ``delta`` None means ``min(1e-5, 0.1 / n_rows)``.
+dp_colluders : int, default=0
+    Under ``"dp"``: the colluding clients ``t`` the noise holds against. Each of the
+    ``K`` clients adds a noise share of variance ``sigma^2 / (K - t)``, so that the
+    ``K - t`` honest clients' shares alone carry the planned noise against the server
+    and ``t`` clients who know their own shares (``K / (K - t)`` times the noise in all;
+    ``t = 0``: the server alone). At most ``K - 1``; refused outside ``"dp"``.
 verbose : int, default=0
     > 0 shows a progress bar over tree levels.
 on_client_failure : {"raise", "drop"}, default="raise"

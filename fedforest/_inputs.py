@@ -789,6 +789,7 @@ def estimator_config(est: Any) -> GrowerConfig:
         min_aggregate_rows=_python(est.min_aggregate_rows),
         epsilon=_python(est.epsilon),
         delta=_python(est.delta),
+        dp_colluders=int(est.dp_colluders),
         class_weight=est._class_weight(),
         categories=getattr(est, "_fit_categories", None) or est.categories,
         classes=_client_classes(est),

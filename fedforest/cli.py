@@ -159,6 +159,13 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="fedforest's privacy budget under --privacy dp (needed there)",
     )
     add(
+        "--dp-colluders",
+        type=int_at_least(0),
+        default=0,
+        metavar="T",
+        help="under --privacy dp: the colluding clients the noise holds against (default 0)",
+    )
+    add(
         "--binning",
         choices=("quantile", "global"),
         default="quantile",
@@ -173,6 +180,10 @@ def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error(f"--epsilon is the budget of --privacy dp, not of --privacy {args.privacy}")
     if args.privacy == "dp" and args.epsilon is None:
         parser.error("--privacy dp needs --epsilon, the whole fit's privacy budget (e.g. 5)")
+    if args.dp_colluders and args.privacy != "dp":
+        parser.error(f"--dp-colluders scales --privacy dp's noise, not --privacy {args.privacy}'s")
+    if args.dp_colluders >= args.clients:
+        parser.error(f"--dp-colluders {args.dp_colluders} needs more --clients ({args.clients})")
     if args.binning == "global" and args.privacy != "none":
         parser.error(
             f"--binning global needs --privacy none (not {args.privacy}): its grid is made "
@@ -203,6 +214,7 @@ def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         n_jobs=args.n_jobs,
         privacy=args.privacy,
         epsilon=args.epsilon,
+        dp_colluders=args.dp_colluders,
         binning=args.binning,
     )
     try:
@@ -250,6 +262,13 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add("--min-samples-leaf", type=int_at_least(1), default=5, help="rows per leaf")
     add("--privacy", choices=("secure", "dp", "none"), default="secure", help="privacy level")
     add("--epsilon", type=float, default=None, help="privacy budget under --privacy dp")
+    add(
+        "--dp-colluders",
+        type=int_at_least(0),
+        default=0,
+        metavar="T",
+        help="under --privacy dp: the colluding clients the noise holds against (default 0)",
+    )
     add(
         "--min-aggregate-rows",
         type=int_at_least(1),
@@ -398,6 +417,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         min_samples_leaf=args.min_samples_leaf,
         privacy=args.privacy,
         epsilon=args.epsilon,
+        dp_colluders=args.dp_colluders,
         min_aggregate_rows=args.min_aggregate_rows,
         oob_score=True,
         random_state=args.seed,
@@ -410,6 +430,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             "classes=": "--classes LABEL,...",
             "categories=": "--categories COLUMN=LEVEL,...",
             "epsilon=": "--epsilon",
+            "dp_colluders=": "--dp-colluders",
         }
         parser.error(declaration_hint(_usage(exc), options, "on the command line"))
     ledger = model.communication_

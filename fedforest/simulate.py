@@ -54,6 +54,8 @@ class SimulateConfig:
     privacy: str = "secure"
     epsilon: float | None = None
     binning: str = "quantile"
+    #: Under ``"dp"``: the colluding clients the noise holds against.
+    dp_colluders: int = 0
 
 
 @dataclass(frozen=True)
@@ -306,6 +308,7 @@ def _fedforest_params(config: SimulateConfig) -> dict[str, Any]:
         "n_bins": config.n_bins,
         "privacy": config.privacy,
         "epsilon": config.epsilon,
+        "dp_colluders": config.dp_colluders,
         "binning": config.binning,
         **_forest_params(config),
     }
@@ -416,7 +419,8 @@ def _privacy_lines(result: SimulateResult) -> list[str]:
     return [
         f'(fedforest: privacy="dp": masked sums over clients, none over fewer than {rows}',
         f" rows, with noise; the fit is ({epsilon:.3g}, {delta:.3g})-differentially private"
-        " for one row replaced; docs/privacy.md)",
+        f" for one row replaced, against the server and {c.dp_colluders} colluding clients;"
+        " docs/privacy.md)",
     ]
 
 
@@ -487,6 +491,8 @@ def reproduce_command(config: SimulateConfig, out: str | Path) -> str:
         argv += ["--privacy", config.privacy]
     if config.epsilon is not None:
         argv += ["--epsilon", repr(float(config.epsilon))]
+    if config.dp_colluders:
+        argv += ["--dp-colluders", str(config.dp_colluders)]
     if config.binning != "quantile":
         argv += ["--binning", config.binning]
     if config.n_jobs is not None:

@@ -501,6 +501,7 @@ def test_predict_writes_per_output_probabilities_of_a_multi_output_classifier(tm
         ("same name twice", "the client name 's0' is given twice"),
         ("dp without epsilon", 'privacy="dp" needs a privacy budget'),
         ("epsilon without dp", 'used only under privacy="dp"'),
+        ("colluders without dp", 'dp_colluders=1 scales the noise shares of privacy="dp"'),
         ("out in a missing directory", "the directory"),
         # Were "target column 'y' is not numeric (object)" and pandas' / pyarrow's messages
         # without the file's name.
@@ -541,6 +542,7 @@ def test_train_usage_errors_say_what_to_change(tmp_path, capsys, case, message) 
     argv += ["--out", str(out), "--client", f"s0={paths[0]}"]
     argv += ["--client", f"s{0 if case == 'same name twice' else 1}={paths[1]}"]
     extra = {"dp without epsilon": ["--privacy", "dp"], "epsilon without dp": ["--epsilon", "1"]}
+    extra["colluders without dp"] = ["--dp-colluders", "1"]
     argv += extra.get(case, [])
     with pytest.raises(SystemExit) as info:
         main(argv)
@@ -550,6 +552,8 @@ def test_train_usage_errors_say_what_to_change(tmp_path, capsys, case, message) 
     assert not out.exists()
     if "epsilon" in case:  # the estimator's parameter named: here it is an option
         assert "(on the command line: --epsilon)" in err
+    if "colluders" in case:
+        assert "(on the command line: --dp-colluders)" in err
 
 
 @pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")  # 2 trees

@@ -63,6 +63,15 @@ def test_dp_trains_from_files_once_labels_and_levels_are_declared(tmp_path, caps
     assert model.classes_.tolist() == [0, 1]
     assert model.categories_[1][:3] == ["Lyon", "Nice", "Pau"]
     assert model.privacy_report_["epsilon_spent"] <= 20 + 1e-9
+    assert model.privacy_report_["colluders"] == 0
+    # --dp-colluders reaches the fit (saved in the model's report); 2 of 2 clients is refused.
+    assert main([*argv, "--dp-colluders", "1"]) == 0
+    assert ff.load(tmp_path / "m.ffm").privacy_report_["colluders"] == 1
+    with pytest.raises(SystemExit):
+        main([*argv, "--dp-colluders", "2"])
+    err = capsys.readouterr().err
+    assert "dp_colluders=2 colluding clients cannot be tolerated among the 2 clients" in err
+    assert "(on the command line: --dp-colluders)" in err
 
 
 @pytest.mark.parametrize(

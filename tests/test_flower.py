@@ -618,6 +618,32 @@ def test_run_config_declarations_under_dp(tmp_path: Path) -> None:
     assert model.privacy_report_["epsilon"] == pytest.approx(8.0)
 
 
+def test_run_config_dp_colluders_and_a_sites_floor(tmp_path: Path) -> None:
+    """The run config's ``dp-colluders`` reaches every client's noise (the report states
+    it); a SuperNode whose node config asks ``min-dp-colluders = 2`` refuses a run at 1,
+    naming itself and both numbers, and takes part at 2. A floor that is no whole number
+    is refused, naming the key."""
+    paths = write_site_files(tmp_path)
+    config = {"model-path": str(tmp_path / "m.ffm"), "seed": SEED, "privacy": "dp"}
+    config.update({k.replace("_", "-"): v for k, v in PARAMS.items()})
+    config["epsilon"] = 8.0
+    grid = MemoryGrid(paths)
+    floored = SITES[2]
+    grid.contexts[1002].node_config["min-dp-colluders"] = 2
+
+    def fit(t: int) -> Any:
+        model = RunSettings.from_run_config({**config, "dp-colluders": t}).estimator()
+        train(model, FlowerFederation(grid, min_nodes=3, poll_interval=0.001))
+        return model
+
+    with pytest.raises(ValueError, match=rf"'{floored}'.* against 1 colluding .* at least 2"):
+        fit(1)
+    assert fit(2).privacy_report_["colluders"] == 2
+    node = {**grid.contexts[1002].node_config, "min-dp-colluders": 1.5}
+    with pytest.raises(ValueError, match=r"min-dp-colluders=1\.5: a whole number >= 0"):
+        client_from_node_config(node)
+
+
 def test_flower_federation_silent_node_is_a_client_failure(site_files: dict[str, Path]) -> None:
     grid = MemoryGrid(site_files)
     fed = FlowerFederation(grid, min_nodes=3, round_timeout=0.2, poll_interval=0.01)

@@ -20,7 +20,9 @@ nested nodes the server differenced across the two models into rows' targets. Fi
 (``server/digest.warm_history``); the test finds the rows with the fix off.
 
 *"dp" and a colluder*: each client adds a share of the noise; a colluder knows its own,
-so the coalition faces ``(K - 1) / K`` of the planned variance. A strict xfail (open).
+so the coalition faces ``(K - 1) / K`` of the planned variance. A strict xfail at the
+default ``dp_colluders=0`` (still true there); ``dp_colluders=1`` is the remedy
+(``tests/test_dp_colluders.py``: the honest shares alone carry the planned variance).
 """
 
 from __future__ import annotations
@@ -646,8 +648,9 @@ def test_under_dp_the_server_alone_faces_the_planned_noise(monkeypatch, seeded_s
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="limit: a colluding client's noise share is its own, so the server and it face "
-    "(K - 1) / K of the planned variance (docs/privacy.md, 'privacy=\"dp\"', Limits)",
+    reason="limit at dp_colluders=0 (the default): a colluding client's noise share is its "
+    "own, so the server and it face (K - 1) / K of the planned variance; dp_colluders=1 "
+    "is the remedy (docs/privacy.md, 'privacy=\"dp\"', Limits; tests/test_dp_colluders.py)",
 )
 def test_under_dp_a_colluding_client_leaves_the_planned_noise(monkeypatch) -> None:
     """``site0`` of 3 clients colludes and subtracts its own noise shares. Measured

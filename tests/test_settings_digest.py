@@ -91,6 +91,13 @@ def test_the_digest_follows_the_settings_that_shape_the_releases() -> None:
     # default; other sizes are other releases.
     assert _digest(_cfg(max_samples=1.0), {"a": 100, "b": 60}) == base
     assert _digest(_cfg(max_samples=0.5), {"a": 50, "b": 30}) != base
+    # dp_colluders (added later) at its default 0 is left out: the digest, so every
+    # forest, of before; any other value is bound (other noise shares).
+    dp = _digest(_cfg(privacy="dp", epsilon=5.0))
+    assert _digest(_cfg(privacy="dp", epsilon=5.0, dp_colluders=0)) == dp
+    assert (
+        len({dp, *(_digest(_cfg(privacy="dp", epsilon=5.0, dp_colluders=t)) for t in (1, 2))}) == 3
+    )
 
 
 def test_binding_is_hkdf_of_the_secret_and_the_digest() -> None:

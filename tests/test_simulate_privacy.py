@@ -80,7 +80,19 @@ def test_dp_reports_the_guarantee(tmp_path, capsys) -> None:
     assert match, stdout
     assert float(match.group(1)) == 8.0  # the budget: no client dropped
     assert 0.0 < float(match.group(2)) < 1e-3
-    assert "--privacy dp --epsilon 8.0" in stdout
+    assert "--privacy dp --epsilon 8.0" in stdout and "against the server and 0 colluding" in stdout
+    assert "--dp-colluders" not in stdout
+
+
+def test_dp_colluders_reach_the_fit(tmp_path, capsys) -> None:
+    """``--dp-colluders 2`` of 3 clients: the report says so and the reproduce line keeps it;
+    the guarantee is still the budget (it holds against the 2)."""
+    out = tmp_path / "p.png"
+    argv = ["simulate", *SMALL, "--privacy", "dp", "--epsilon", "8", "--dp-colluders", "2"]
+    assert main([*argv, "--out", str(out)]) == 0
+    stdout = " ".join(capsys.readouterr().out.split())
+    assert re.search(r"the fit is \(8, \S+\)-differentially private .* and 2 colluding", stdout)
+    assert "--privacy dp --epsilon 8.0 --dp-colluders 2" in stdout
 
 
 @pytest.mark.parametrize(
@@ -95,6 +107,9 @@ def test_dp_reports_the_guarantee(tmp_path, capsys) -> None:
         (["--privacy", "dp", "--epsilon", "inf"], "argument --epsilon: must be a finite number"),
         (["--privacy", "dp", "--epsilon", "x"], "argument --epsilon: expected a number"),
         (["--privacy", "open"], "argument --privacy: invalid choice"),
+        (["--dp-colluders", "1"], "--dp-colluders scales --privacy dp's noise, not"),
+        (["--privacy", "dp", "--epsilon", "3", "--dp-colluders", "3"], "needs more --clients"),
+        (["--privacy", "dp", "--epsilon", "3", "--dp-colluders", "-1"], "argument --dp-colluders"),
     ],
 )
 def test_refused_combinations_are_usage_errors_before_any_work(

@@ -88,6 +88,10 @@ class Client:
     sample_weight : array-like of shape (n_samples,), optional
         Non-negative, finite weight of each row (scikit-learn's ``sample_weight``): it
         multiplies the row's bootstrap count in every sum. The weights stay here too.
+    min_dp_colluders : int, default=0
+        Under ``privacy="dp"``: the fewest colluding clients this client wants the noise
+        to hold against; it refuses a fit whose server set ``dp_colluders`` below (the
+        server chooses the noise, every client its own floor: docs/privacy.md).
     """
 
     def __init__(
@@ -97,8 +101,19 @@ class Client:
         name: str,
         categorical_features: Sequence[Any] | None = None,
         sample_weight: ArrayLike | None = None,
+        min_dp_colluders: int = 0,
     ) -> None:
         self.name = str(name)
+        if (
+            isinstance(min_dp_colluders, bool)
+            or not isinstance(min_dp_colluders, (int, np.integer))
+            or min_dp_colluders < 0
+        ):
+            raise ValueError(
+                f"Client {self.name!r}: min_dp_colluders must be an int >= 0, "
+                f"got {min_dp_colluders!r}."
+            )
+        self.min_dp_colluders = int(min_dp_colluders)
         self.X, self.feature_names, self._cat_raw = read_features(
             X, f"Client {self.name!r}", categorical_features
         )

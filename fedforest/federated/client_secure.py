@@ -302,7 +302,14 @@ class SecureParty:
         """
         if self.dp is None:
             return values
-        share = float(self.dp[key]) / np.sqrt(max(len(self._peers(msg)), 1))
+        # Any P - t honest shares of the P clients asked carry the plan's noise.
+        peers, t = max(len(self._peers(msg)), 1), int(self.dp.get("colluders", 0))
+        if peers <= t:
+            raise ValueError(
+                f"Client {self.client.name!r}: the server asks for noise that holds against "
+                f"{t} colluding clients among the {peers} of this round; at most {peers - 1}."
+            )
+        share = float(self.dp[key]) / np.sqrt(peers - t)
         scale = share * np.broadcast_to(np.asarray(bounds, dtype=np.float64), values.shape)
         if frac_bits is None:
             return np.asarray(values + self._rng.normal(size=values.shape) * scale)
@@ -355,7 +362,7 @@ class SecureParty:
             publics = {str(k): bytes.fromhex(str(v)) for k, v in msg.header["public_keys"].items()}
             self.keys.agree(publics)
         if "dp" in msg.header:
-            self.dp = _check_dp(msg.header["dp"], c.name)
+            self.dp = _check_dp(msg.header["dp"], c.name, c.min_dp_colluders)
         feats = expect_array(msg, "features", "i", (None,), "server").astype(np.int64)
         if feats.size and (feats.min() < 0 or feats.max() >= c.X.shape[1]):
             raise ValueError(f"Client {c.name!r}: grid features out of range.")
@@ -780,7 +787,7 @@ def _standard(value: Any) -> float | NDArray[np.float64]:
     return np.asarray(value, dtype=np.float64)
 
 
-def _check_dp(dp: Any, client: str) -> dict[str, float]:
+def _check_dp(dp: Any, client: str, minimum: int = 0) -> dict[str, float]:
     """The noise parameters from the server, validated."""
     try:
         keys = ("sigma", "grid_sigma", "target_sigma", "clip", "max_weight")
@@ -791,6 +798,18 @@ def _check_dp(dp: Any, client: str) -> dict[str, float]:
         ) from exc
     if not all(np.isfinite(v) and v > 0 for v in out.values()):
         raise ValueError(f"Client {client!r}: dp parameters must be positive, got {out}.")
+    t = dp.get("colluders", 0)
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+        raise ValueError(
+            f"Client {client!r}: invalid dp colluders from the server: {t!r} (an int >= 0)."
+        )
+    out["colluders"] = int(t)
+    if int(t) < minimum:
+        raise ValueError(
+            f"Client {client!r}: the server asks for noise that holds against {int(t)} "
+            f"colluding clients; this client asks for at least {minimum} "
+            "(its min_dp_colluders)."
+        )
     return out
 
 

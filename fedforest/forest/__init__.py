@@ -106,6 +106,7 @@ class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
         min_aggregate_rows: int | None = None,
         epsilon: float | None = None,
         delta: float | None = None,
+        dp_colluders: int = 0,
         class_weight: Any = None,
         classes: Any = None,
     ) -> None:
@@ -145,6 +146,7 @@ class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
             min_aggregate_rows=min_aggregate_rows,
             epsilon=epsilon,
             delta=delta,
+            dp_colluders=dp_colluders,
         )
 
     def _class_weight(self) -> Any:

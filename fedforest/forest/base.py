@@ -156,6 +156,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         "min_aggregate_rows": [Interval(Integral, 1, None, closed="left"), None],
         "epsilon": [Interval(Real, 0.0, None, closed="neither"), None],
         "delta": [Interval(Real, 0.0, 1.0, closed="neither"), None],
+        "dp_colluders": [Interval(Integral, 0, None, closed="left")],
     }
 
     def __init__(
@@ -194,6 +195,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         min_aggregate_rows: int | None = None,
         epsilon: float | None = None,
         delta: float | None = None,
+        dp_colluders: int = 0,
     ) -> None:
         self.n_estimators = n_estimators
         self.criterion = criterion
@@ -228,6 +230,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self.min_aggregate_rows = min_aggregate_rows
         self.epsilon = epsilon
         self.delta = delta
+        self.dp_colluders = dp_colluders
 
     # ------------------------------------------------------------------ fitting
     def fit(

@@ -1,10 +1,11 @@
 """``privacy="dp"``: Gaussian noise added inside the secure sum, calibrated and accounted.
 
 On top of ``"secure"``, every released aggregate gets Gaussian noise: each of the ``K``
-participants adds its share (standard deviation ``sigma / sqrt(K)``, rounded to the
+participants adds its share (standard deviation ``sigma / sqrt(K - t)``, rounded to the
 fixed-point grid; at least ``MIN_SHARE`` rows for a whole count) before masking, so the
-server only ever sees the noisy sum. The noise is
-calibrated once per fit, before training, for the whole fit.
+server only ever sees the noisy sum, and any ``K - t`` honest shares carry the plan's
+noise: the server with ``t`` colluding clients (``dp_colluders``, default 0) faces it.
+The noise is calibrated once per fit, before training, for the whole fit.
 
 Unit of privacy: one row of one client replaced by another (the clients' row counts are
 public: the handshake shows them). What one row can change is bounded by construction:
@@ -96,13 +97,25 @@ class DpPlan:
     clip: float = TARGET_CLIP
     max_weight: int = MAX_WEIGHT
     grid_ratio: float = GRID_NOISE_RATIO
-    #: The least noise of any entry: ``MIN_SHARE * sqrt(K)`` for ``K`` clients, so that
+    #: The least noise of any entry: ``MIN_SHARE * sqrt(K - t)`` for ``K`` clients, so that
     #: every client's share of a whole count is a discrete Gaussian of scale >= MIN_SHARE.
     #: Where it lifts a noise (the targets' histogram's first, at ``sigma / 20``), the
     #: trees' ``sigma`` is the least with which the fit, every noise floored, is still the
     #: one Gaussian mechanism of ``noise_multiplier`` (``plan_noise``): ``epsilon`` spent,
     #: the trees' noise below ``noise_multiplier * sensitivity``.
     min_sigma: float = 0.0
+    #: Colluding clients tolerated (``dp_colluders``, ``t``): each of the ``n_clients``
+    #: adds a share of variance ``sigma^2 / (K - t)``, so that any ``K - t`` honest shares
+    #: alone carry the plan's noise; the released sums carry ``K / (K - t)`` times it.
+    colluders: int = 0
+    n_clients: int = 1
+
+    @property
+    def released(self) -> float:
+        """A released sum's noise over the plan's: ``sqrt(K / (K - t))`` (1 when ``t = 0``)."""
+        if not self.colluders:
+            return 1.0
+        return math.sqrt(self.n_clients / (self.n_clients - self.colluders))
 
     @property
     def tree_sigma(self) -> float:
@@ -127,15 +140,22 @@ class DpPlan:
             "target_sigma": self.target_sigma,
             "clip": self.clip,
             "max_weight": self.max_weight,
+            "colluders": self.colluders,
         }
 
-    def report(self, spent: float, guarantee: float) -> dict[str, Any]:
-        """``model.privacy_report_``: the plan, the fit's guarantee and the ex-post spend."""
+    def report(
+        self, spent: float, guarantee: float, more: dict[str, float | None] | None = None
+    ) -> dict[str, Any]:
+        """``model.privacy_report_``: the plan, the fit's guarantee and the ex-post spend.
+
+        ``more``: the guarantee against other coalitions (``budget.report``).
+        """
         return {
             "privacy": "dp",
             **asdict(self),
             "epsilon_guarantee": guarantee,
             "epsilon_spent": spent,
+            **(more or {}),
             "neighbouring": "replace one row of one client",
             "accountant": "dp_accounting analytic Gaussian (one composed Gaussian mechanism)",
         }
@@ -215,23 +235,42 @@ def oob_entries(classification: bool, n_outputs: int = 1) -> int:
 
 
 def plan_noise(
-    epsilon: float, delta: float, entries: int, grid: int, target: int = 0, n_clients: int = 1
+    epsilon: float,
+    delta: float,
+    entries: int,
+    grid: int,
+    target: int = 0,
+    n_clients: int = 1,
+    colluders: int = 0,
 ) -> DpPlan:
     """Calibrate the noise for ``(epsilon, delta)`` over ``entries`` touched entries.
 
     ``grid`` of them are the grid rounds', which get ``GRID_NOISE_RATIO`` times less noise.
-    ``n_clients`` share every entry's noise: no entry gets less than ``MIN_SHARE`` rows
-    from each (``DpPlan.min_sigma``).
+    ``n_clients`` share every entry's noise, each ``1 / (n_clients - colluders)`` of its
+    variance (``DpPlan.colluders``): no entry gets less than ``MIN_SHARE`` rows from each
+    (``DpPlan.min_sigma``).
     """
     import dp_accounting  # heavy (about 1 s to import): only when "dp" is asked for
 
+    if not 0 <= colluders < max(n_clients, 1):
+        raise ValueError(f"{colluders} colluders among {n_clients} clients: at most K - 1.")
     sensitivity = 2.0 * math.sqrt(effective_entries(entries, grid, target))
     multiplier = float(dp_accounting.get_sigma_gaussian(epsilon, delta))
-    floor = MIN_SHARE * math.sqrt(max(n_clients, 1))
+    floor = MIN_SHARE * math.sqrt(max(n_clients - colluders, 1))
     sigma = multiplier * sensitivity
     if floor > sigma / TARGET_NOISE_RATIO:  # some noise lifted: the trees' may be less
         sigma = _sigma_under_floor(multiplier, entries - grid - target, grid, target, floor, sigma)
-    return DpPlan(epsilon, delta, sigma, sensitivity, multiplier, entries, min_sigma=floor)
+    return DpPlan(
+        epsilon,
+        delta,
+        sigma,
+        sensitivity,
+        multiplier,
+        entries,
+        min_sigma=floor,
+        colluders=colluders,
+        n_clients=max(n_clients, 1),
+    )
 
 
 def _composed(sigma: float, trees: float, grid: float, target: float, floor: float) -> float:
@@ -309,7 +348,7 @@ def _epsilon_of(
     if entries_released <= 0:
         return 0.0
     floored = plan.min_sigma > min(plan.sigma / plan.grid_ratio, plan.sigma / TARGET_NOISE_RATIO)
-    if entries_released == plan.entries and noise_kept >= 1.0 and not floored:
+    if entries_released == plan.entries and noise_kept == 1.0 and not floored:
         return plan.epsilon  # the plan, as calibrated
     if noise_kept <= 0.0:  # no noise share left in some sum
         return math.inf

@@ -11,6 +11,7 @@ Moved out of ``grower.py``, which drives the rounds, to keep it within the layou
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..privacy import dp
@@ -60,7 +61,14 @@ def plan_fit(cfg: GrowerConfig, schema: dict[str, Any], ctx: dict[str, Any]) -> 
     )
     grid, target = _grid_and_target(cfg, schema, ctx)
     n_clients = len(schema["n_samples"])  # they share every entry's noise
-    plan = dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, target, n_clients)
+    t = int(cfg.dp_colluders)
+    if t >= n_clients:
+        raise ValueError(
+            f"dp_colluders={t} colluding clients cannot be tolerated among the {n_clients} "
+            f"clients of this fit: each client's noise share is sigma / sqrt(K - dp_colluders) "
+            f"(K = {n_clients} clients), so dp_colluders must be at most {n_clients - 1}."
+        )
+    plan = dp.plan_noise(float(cfg.epsilon), float(delta), entries, grid, target, n_clients, t)
     ctx["dp"] = schema["dp"] = plan
     ctx["dp_released"] = [grid + target]
     # Kept: the report is made after set-up, whose configuration has no class_weight left
@@ -96,32 +104,53 @@ def report(
     plan: dp.DpPlan = ctx["dp"]
     grid, target = ctx["dp_grid_target"]
     dropped = list(getattr(fed, "dropped", None) or [])
-    kept = noise_kept(dropped, ledger, len(schema["n_samples"]))
+    k, t = len(schema["n_samples"]), plan.colluders
+    kept = noise_kept(dropped, ledger, k, t)
     spent = dp.spent_epsilon(plan, ctx["dp_released"][0], grid, target, kept)
     guarantee = max(dp.guaranteed_epsilon(plan, grid, target, kept), spent)
-    return plan.report(spent, guarantee)
+    # Against the server alone, and against one colluder more than tolerated (None: no
+    # honest share left, no guarantee; a model file's JSON holds no infinity).
+    more = {
+        name: dp.guaranteed_epsilon(plan, grid, target, noise_kept(dropped, ledger, k, t, c))
+        for name, c in (("epsilon_server_alone", 0), ("epsilon_one_more_colluder", t + 1))
+    }
+    return plan.report(
+        spent, guarantee, {n: e if math.isfinite(e) else None for n, e in more.items()}
+    )
 
 
 def noise_kept(
-    dropped: list[tuple[str, int]], ledger: CommunicationLedger | None, n_clients: int
+    dropped: list[tuple[str, int]],
+    ledger: CommunicationLedger | None,
+    n_clients: int,
+    colluders: int = 0,
+    against: int | None = None,
 ) -> float:
     """The least fraction of the planned noise variance a released sum carried.
 
-    Each client adds ``sigma / sqrt(P)`` of noise, ``P`` the clients asked in the round.
-    A client dropped in a round that was recovered (the next round removes its masks)
-    took its share out of that round's released sums: ``(P - d) / P`` of the variance,
-    ``d`` the clients dropped in it. A round not recovered released nothing (a batch's
-    set-up, sent again to the survivors, whose shares then add up to the plan's; a
+    Each client adds ``sigma / sqrt(P - t)`` of noise, ``P`` the clients asked in the
+    round, ``t`` the ``colluders`` tolerated; ``against`` colluders (default ``t``) know
+    theirs, so a round's sums carry ``(P - c) / (P - t)`` of the planned variance against
+    them (1 at ``c = t``). A client dropped in a round that was recovered (the next round
+    removes its masks) took its share out of that round's released sums: ``(P - d - c) /
+    (P - t)``, ``d`` the clients dropped in it. A round not recovered released nothing (a
+    batch's set-up, sent again to the survivors, whose shares then add up to the plan's; a
     Round B), nor did a drop in the handshake. Which entries a recovered round held is
     not tracked: the least fraction charges every release.
     """
+    t = colluders
+    c = t if against is None else against
     if ledger is None:  # every drop taken as one round's of the clients at the handshake
         d = len(dropped)
-        return (n_clients - d) / n_clients if n_clients else 1.0
-    kept = 1.0
+        return max(n_clients - d - c, 0) / (n_clients - t) if n_clients > t else 1.0
     records = ledger.records
+    # Every round's own share count (fewer clients after a drop: the survivors' shares).
+    kept = min(
+        (max(p - c, 0) / (p - t) for p in {r.n_clients for r in records} if p > t), default=1.0
+    )
     for r in sorted({r for _, r in dropped}):
-        if r + 1 < len(records) and records[r + 1].kind == RECOVER:
+        if r + 1 < len(records) and records[r + 1].kind == RECOVER and records[r].n_clients > t:
             d = sum(1 for _, at in dropped if at == r)
-            kept = min(kept, (records[r].n_clients - d) / records[r].n_clients)
+            p = records[r].n_clients
+            kept = min(kept, max(p - d - c, 0) / (p - t))
     return kept

@@ -76,6 +76,8 @@ class GrowerConfig:
     #: Under "dp": the privacy budget of the whole fit (delta None: min(1e-5, 0.1 / n)).
     epsilon: float | None = None
     delta: float | None = None
+    #: Under "dp": colluding clients the noise holds against (each share sigma^2 / (K - t)).
+    dp_colluders: int = 0
     #: Declared category levels (server/domains.py): None (found from the data), a dict
     #: {column name or index: levels} or "from_dtype" (the clients' pandas categories).
     categories: Any = None

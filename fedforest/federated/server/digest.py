@@ -75,6 +75,9 @@ _WITH_OOB = {"ccp_alpha": 0.0}
 #: declared from its rows (``classes_from_rows``: the codes 0..K-1, which the class sizes
 #: cover) are left out too, so declaring them changed no fit's digest.
 _WHEN_SET = frozenset(("categories", "classes"))
+#: Fields covered only when they differ from their default (added later: a fit at the
+#: default keeps the digest, so the bootstraps, it had before the field existed).
+_UNLESS_DEFAULT = {"dp_colluders": 0}
 
 
 def _plain(value: Any) -> Any:
@@ -121,7 +124,9 @@ def settings_digest(
     fields = {
         f.name: _plain(getattr(cfg, f.name))
         for f in dataclasses.fields(cfg)
-        if f.name not in UNBOUND and not (f.name in _WHEN_SET and getattr(cfg, f.name) is None)
+        if f.name not in UNBOUND
+        and not (f.name in _WHEN_SET and getattr(cfg, f.name) is None)
+        and not (f.name in _UNLESS_DEFAULT and getattr(cfg, f.name) == _UNLESS_DEFAULT[f.name])
     }
     if cfg.classes_from_rows:
         fields.pop("classes", None)

@@ -107,7 +107,7 @@ def check_noisy_oob(
     if not classification:
         low[2::3] = -n_rows  # the sums of z
     what = "the out-of-bag sums (in units of their bounds)"
-    check_noisy_counts(sums / bounds, plan.tree_sigma, n_rows, what, low=low)
+    check_noisy_counts(sums / bounds, plan.tree_sigma * plan.released, n_rows, what, low=low)
 
 
 def whole(
@@ -131,17 +131,21 @@ def check_noisy_grid(
     of ``asinh(y)`` and block of class counts counts them all (``target_sigma``).
     """
     what = "the grid round's moments of asinh(x)"
-    check_noisy_counts(moments[:, 0], plan.grid_sigma, n_rows, what)
+    check_noisy_counts(moments[:, 0], plan.grid_sigma * plan.released, n_rows, what)
     if "y_hist" in sums:
         hist = sums["y_hist"]
         off, (_, top) = whole(hist, n_rows)
         what = "the grid round's histogram of asinh(y)"
-        check_noisy_counts(hist.ravel(), plan.target_sigma, n_rows, what, off, (top, top))
+        check_noisy_counts(
+            hist.ravel(), plan.target_sigma * plan.released, n_rows, what, off, (top, top)
+        )
     if "class_counts" in sums:  # class_weight="balanced": one block per output
         off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         top = np.full(len(sizes), n_rows)
         what = "the grid round's classes"
-        check_noisy_counts(sums["class_counts"], plan.target_sigma, n_rows, what, off, (top, top))
+        check_noisy_counts(
+            sums["class_counts"], plan.target_sigma * plan.released, n_rows, what, off, (top, top)
+        )
 
 
 def _refuse(what: str, where: str, sigma: float) -> None:

@@ -140,3 +140,9 @@ def check_combinations(cfg: GrowerConfig) -> None:
             f'privacy="dp"; privacy="{cfg.privacy}" adds no noise. Set privacy="dp" for '
             "differential privacy, or leave epsilon and delta at None."
         )
+    if cfg.privacy != "dp" and cfg.dp_colluders:
+        raise ValueError(
+            f'dp_colluders={cfg.dp_colluders!r} scales the noise shares of privacy="dp"; '
+            f'privacy="{cfg.privacy}" adds no noise. Set privacy="dp", or leave dp_colluders '
+            "at 0."
+        )

@@ -176,7 +176,7 @@ def round_a(
         tol = _weight_tol(bits, len(fed.client_names))
         check_pooled_cumulative(cum, grid_off, grid, per_pair, "Round A's histograms", tol)
     if cfg.privacy == "dp":
-        sigma, pairs = ctx["dp"].tree_sigma, np.diff(pair_off)
+        sigma, pairs = ctx["dp"].tree_sigma * ctx["dp"].released, np.diff(pair_off)
         check_noisy_counts(summary[:, STAT_ROWS], sigma, state.n_rows, "Round A's node summaries")
         rows = (np.zeros(int(pair_off[-1])), np.repeat(summary[:, STAT_ROWS], pairs))
         check_noisy_counts(cum[:, 0], sigma, state.n_rows, "Round A's histograms", grid_off, rows)

@@ -216,7 +216,7 @@ def round_b(
         check_rounds_agree(left_z[:, STAT_ROWS], sub_rows[at], "Round B's left statistics")
         check_pooled_groups(groups_z, pair_node[group_of], group_of, pooled, what, tol)
     if cfg.privacy == "dp":
-        sigma, rows = ctx["dp"].tree_sigma, pooled[pair_node, STAT_ROWS]
+        sigma, rows = ctx["dp"].tree_sigma * ctx["dp"].released, pooled[pair_node, STAT_ROWS]
         within = (np.zeros(n_pairs), rows)
         what = "Round B's left statistics"
         check_noisy_counts(left_z[:, STAT_ROWS], sigma, state.n_rows, what, cand_off, within)

@@ -198,7 +198,9 @@ def setup_grids(
     )["hist"]
     if plan is not None:  # noisy per-bin increments: cumulative, monotone, within [0, n]
         what = "the second grid round's histograms"
-        check_noisy_counts(hist.ravel(), plan.grid_sigma, n_rows, what, *whole(hist, n_rows))
+        check_noisy_counts(
+            hist.ravel(), plan.grid_sigma * plan.released, n_rows, what, *whole(hist, n_rows)
+        )
         hist = np.maximum.accumulate(np.clip(np.cumsum(hist, axis=1), 0.0, n[:, None]), axis=1)
     else:  # exact counts of each feature's known rows
         grid_off = np.arange(feats.size + 1, dtype=np.int64) * n_edges
@@ -236,10 +238,13 @@ def setup_grids(
         state.poisson = cfg.criterion == "poisson"
         if plan is not None:
             pairs = [
-                _robust_scale(h, state.poisson, plan.clip, plan.target_sigma)
+                _robust_scale(h, state.poisson, plan.clip, plan.target_sigma * plan.released)
                 for h in sums["y_hist"]
             ]
-            ranges = [target_range(h, target_grid(), plan.target_sigma) for h in sums["y_hist"]]
+            ranges = [
+                target_range(h, target_grid(), plan.target_sigma * plan.released)
+                for h in sums["y_hist"]
+            ]
             state.y_lo, state.y_hi = (np.array(v) for v in zip(*ranges, strict=True))
         else:
             moments = _two_words(sums, "y_moments")

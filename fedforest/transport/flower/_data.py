@@ -18,7 +18,9 @@ def client_from_node_config(node_config: Mapping[str, Any]) -> Client:
 
     Keys: ``data-path`` (CSV or Parquet), ``target`` (column name) and ``name`` (the
     client name, which seeds the client's bootstrap exactly as a local ``Client`` of that
-    name does; defaults to the file's stem).
+    name does; defaults to the file's stem), and ``min-dp-colluders`` (the client's
+    ``min_dp_colluders``: under ``privacy="dp"`` it refuses a run config whose
+    ``dp-colluders`` is below; default 0).
 
     Raises
     ------
@@ -35,9 +37,12 @@ def client_from_node_config(node_config: Mapping[str, Any]) -> Client:
     if not path.expanduser().is_file():
         raise ValueError(f"data-path {str(path)!r} is not a file; give each SuperNode its own.")
     X, y = read_client_data(path, str(node_config["target"]))
+    floor = node_config.get("min-dp-colluders", 0)
+    if isinstance(floor, bool) or not isinstance(floor, int) or floor < 0:
+        raise ValueError(f"node config min-dp-colluders={floor!r}: a whole number >= 0.")
     # The Series, read as fit reads it (Client): a nullable Int64 target gives floats.
     try:
-        return Client(X, y, name=str(node_config.get("name", path.stem)))
+        return Client(X, y, name=str(node_config.get("name", path.stem)), min_dp_colluders=floor)
     except (ValueError, TypeError) as exc:
         if not is_refusal(exc):  # a library's text may quote a value: sent as its type only
             raise
