@@ -66,7 +66,9 @@ def _box(tree: Any, node: int) -> tuple[dict[int, float], dict[int, float]]:
     return lo, hi
 
 
-def _tracer_fit(monkeypatch, seed: int, n_trees: int, tracer: str | None = "missing"):  # noqa: ANN001, ANN201
+def _tracer_fit(
+    monkeypatch, seed: int, n_trees: int, tracer: str | None = "missing", **settings: Any
+):  # noqa: ANN001, ANN201
     """A default secure fit of the suite's data (10 clients x 100 rows, 8 features, and its
     categorical ``ward`` of 8 levels) with one row of ``site3`` marked by ``tracer``:
     ``"missing"`` (its ``x2`` missing), ``"declared"`` (its ``ward`` a level no other row
@@ -79,7 +81,6 @@ def _tracer_fit(monkeypatch, seed: int, n_trees: int, tracer: str | None = "miss
     """
     X, y, h = _data(n_clients=10, n_rows=100, d=8, seed=seed, categorical=True)
     row = int(np.random.default_rng(seed + 100).choice(np.flatnonzero(h == 3)))
-    settings: dict[str, Any] = {}
     j, count = 2, missing_count
     if tracer == "missing":
         X.iloc[row, 2] = np.nan
@@ -176,6 +177,22 @@ def rows_in_the_boxes(X: pd.DataFrame, model: Any, held: dict, j: int) -> np.nda
     return np.flatnonzero(inside)
 
 
+def tracer_exposure(monkeypatch, seed: int, n_trees: int, tracer: str, **settings: Any):  # noqa: ANN001, ANN201
+    """The attack on one fit: (trees followed, training rows in every box, whether the
+    marked row is one of them, its numeric features bounded on both sides by the boxes)."""
+    X, row, model, levels, _, j, count = _tracer_fit(monkeypatch, seed, n_trees, tracer, **settings)
+    held = followed_nodes(model, levels, j, count)
+    inside = rows_in_the_boxes(X, model, held, j)
+    bounded = 0
+    for f in range(X.shape[1]):
+        if f != j and pd.api.types.is_float_dtype(X.dtypes.iloc[f]):
+            boxes = [_box(model.trees_[t], max(nodes)[1]) for t, nodes in held.items()]
+            lo = max((b[0].get(f, -np.inf) for b in boxes), default=-np.inf)
+            hi = min((b[1].get(f, np.inf) for b in boxes), default=np.inf)
+            bounded += bool(np.isfinite(lo) and np.isfinite(hi))
+    return len(held), inside.size, bool(row in inside), bounded
+
+
 TRACERS = ["missing", "rare", "declared"]
 
 
@@ -214,10 +231,9 @@ def test_round_a_follows_a_row_that_one_count_marks(monkeypatch, tracer: str) ->
 @pytest.mark.parametrize("tracer", TRACERS)
 def test_a_row_that_one_count_marks_is_not_singled_out(monkeypatch, tracer: str) -> None:
     for seed in (0, 1):
-        X, row, model, levels, _, j, count = _tracer_fit(monkeypatch, seed, 50, tracer)
-        inside = rows_in_the_boxes(X, model, followed_nodes(model, levels, j, count), j)
-        assert row in inside  # the attack is right where it claims
-        assert inside.size > 1, f"seed {seed}: the row alone among {len(X)}"
+        _, inside, right, _ = tracer_exposure(monkeypatch, seed, 50, tracer)
+        assert right  # the attack is right where it claims
+        assert inside > 1, f"seed {seed}: the row alone among the training rows"
 
 
 # --------------------------------------------------------------------------- thresholds
