@@ -2,17 +2,18 @@
 
 Runs ``tests/test_privacy_red8.py``'s :func:`tracer_exposure`: the suite's data (10
 clients x 100 rows, 8 features and the categorical ``ward``), one row of ``site3`` marked
-by ``--tracers`` (``missing``: its ``x2`` missing; ``rare``: its ``ward`` a level no other
-row holds, undeclared, so sent as the missing category; ``declared``: the same level among
-the declared ``categories``), a default secure regressor of ``--trees`` trees. The server
-follows the nodes whose Round A count of the marker is 1 and intersects their boxes.
-Prints the trees followed, the training rows inside every box (1: the row singled out),
-whether the marked row is among them, and how many of its numeric features the boxes
-bound on both sides.
+by ``--tracers`` (``missing``: its ``x2`` missing; ``sparse``: ``x2`` 0 in every other
+row; ``rare``: its ``ward`` a level no other row holds, undeclared, so sent as the missing
+category; ``declared``: the same level among the declared ``categories``), a default
+secure regressor of ``--trees`` trees. The server follows the nodes whose Round A count
+of the marker is 1 and intersects their boxes. Prints the trees followed, the training
+rows inside every box (1: the row singled out), whether the marked row is among them, and
+how many of its other numeric features the boxes bound on both sides.
 
 Usage (from the repository root, which holds the test suite's recording server)::
 
-    python benchmarks/attack_tracer.py --tracers missing rare declared --seeds 0 1 2 3 4
+    python benchmarks/attack_tracer.py --seeds 0 1 2 3 4 5 6 7 8 9
+    python benchmarks/attack_tracer.py --seeds 0 1 2 3 4 --trees 10
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ See docs/privacy-findings.md, "Red team 8".
 per node and sampled feature, pooled counts at every edge of the node's grid: a categorical
 feature's grid is its codes (each code's rows in the node), and a numeric feature with
 missing values ends with the edge "value known | missing" (the node's known rows: its rows
-less it are its missing ones). Where a code (a declared level, or the missing category that
-a rare undeclared level is sent as) or a missing value belongs to one row, the server follows
+less it are its missing ones); a feature 0 in every row but one has edges between 0 and that
+value (the node's rows less the count at the last of them: the row holding it). Where a code
+(a declared level, or the missing category that a rare undeclared level is sent as), a
+missing value or such a value belongs to one row, the server follows
 that row down every tree that drew it (each node whose count says 1), and the boxes of those
 nodes (their path bounds), intersected over the trees, hold that row alone among the
 training rows. The category groups and the rules across levels need those counts, so it is
@@ -71,9 +73,10 @@ def _tracer_fit(
 ):  # noqa: ANN001, ANN201
     """A default secure fit of the suite's data (10 clients x 100 rows, 8 features, and its
     categorical ``ward`` of 8 levels) with one row of ``site3`` marked by ``tracer``:
-    ``"missing"`` (its ``x2`` missing), ``"declared"`` (its ``ward`` a level no other row
-    holds, among the declared ``categories``), ``"rare"`` (the same level undeclared: its
-    client sends it as the missing category), or None; and each level's Round A as the
+    ``"missing"`` (its ``x2`` missing), ``"sparse"`` (``x2`` 0 in every other row),
+    ``"declared"`` (its ``ward`` a level no other row holds, among the declared
+    ``categories``), ``"rare"`` (the same level undeclared: its client sends it as the
+    missing category), or None; and each level's Round A as the
     server decoded it (its own view: every node's pooled rows, the counts at every edge).
 
     Returns (X, the marked row, the model, the levels, the federation, the traced
@@ -84,6 +87,10 @@ def _tracer_fit(
     j, count = 2, missing_count
     if tracer == "missing":
         X.iloc[row, 2] = np.nan
+    elif tracer == "sparse":
+        X["x2"] = 0.0
+        X.loc[row, "x2"] = SPARSE
+        count = count_above(SPARSE)
     elif tracer is not None:
         j, count = 8, code_count(8)  # "z": the declared list's ninth; else the missing one
         X["ward"] = X["ward"].astype(object)
@@ -120,6 +127,22 @@ def missing_count(grid: np.ndarray, cum: np.ndarray, rows: float) -> float | Non
     """A pair's rows missing its feature: the node's rows less the count at its grid's last
     edge, :data:`MISSING_SPLIT` (the node's known rows); None where there is no such edge."""
     return rows - cum[-1, 0] if grid.size and grid[-1] == MISSING_SPLIT else None
+
+
+#: The one nonzero value of the sparse marker: the grid round's moments give it to 1e-15
+#: (``tests/test_privacy_values.py::test_a_sparse_feature_keeps_its_one_value``).
+SPARSE = 3.7
+
+
+def count_above(value: float):  # noqa: ANN201
+    """A pair's rows above its largest edge in ``[0, value)``: the rows holding ``value``
+    where every other row holds 0; None where no edge lies there."""
+
+    def count(grid: np.ndarray, cum: np.ndarray, rows: float) -> float | None:
+        at = np.flatnonzero((grid >= 0.0) & (grid < value))
+        return rows - cum[at[-1], 0] if at.size else None
+
+    return count
 
 
 def code_count(code: int):  # noqa: ANN201
@@ -193,7 +216,7 @@ def tracer_exposure(monkeypatch, seed: int, n_trees: int, tracer: str, **setting
     return len(held), inside.size, bool(row in inside), bounded
 
 
-TRACERS = ["missing", "rare", "declared"]
+TRACERS = ["missing", "sparse", "rare", "declared"]
 
 
 @pytest.mark.parametrize("tracer", TRACERS)
@@ -224,9 +247,10 @@ def test_round_a_follows_a_row_that_one_count_marks(monkeypatch, tracer: str) ->
     reason="Round A releases each node's count of missing values and of every category code "
     "(the rules across levels and the category groups need them), so a value that one row of "
     "the federation holds (a missing value, a rare level sent as the missing category, a "
-    "declared level) follows that row down every tree that drew it: the boxes, intersected "
-    "over the default 50 trees, hold that row alone at data seeds 0 and 1, for each of the "
-    "three (docs/privacy-findings.md, 'Red team 8')",
+    "declared level, a feature's one nonzero value above every edge) follows that row down "
+    "every tree that drew it: the boxes, intersected over the default 50 trees, hold that "
+    "row alone at data seeds 0 and 1, for each of the four (docs/privacy-findings.md, 'Red "
+    "team 8')",
 )
 @pytest.mark.parametrize("tracer", TRACERS)
 def test_a_row_that_one_count_marks_is_not_singled_out(monkeypatch, tracer: str) -> None:
