@@ -15,11 +15,16 @@ are then either row's; two such boxes that hold no training row in common are tw
 (a graph coloured in two, each part's boxes intersected). Prints each part's training
 rows and the marked rows among them.
 
+``--weights W ...``: no marker; row 317 weighs ``W`` times the others instead, and the
+model alone gives its leaves (:func:`heavy_leaves`): prints the trees whose leaf was
+found, the training rows inside every such leaf's box and whether row 317 is.
+
 Usage (from the repository root, which holds the test suite's recording server)::
 
     python benchmarks/attack_tracer.py --seeds 0 1 2 3 4 5 6 7 8 9
     python benchmarks/attack_tracer.py --seeds 0 1 2 3 4 --trees 10
     python benchmarks/attack_tracer.py --tracers missing --second --seeds 0 1 2 3 4
+    python benchmarks/attack_tracer.py --weights 5 10 20 50 --seeds 0 1 2 3 4
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tests.test_privacy_red8 as red8  # noqa: E402
-from tests.test_privacy_red8 import TRACERS, tracer_exposure  # noqa: E402
+from tests.test_privacy_red8 import TRACERS, tracer_exposure, weight_trace_exposure  # noqa: E402
 
 
 def deepest(model, nodes: dict[int, list[tuple[int, int]]]) -> list[tuple[int, int]]:  # noqa: ANN001
@@ -110,7 +115,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--trees", type=int, default=50)
     parser.add_argument("--second", action="store_true", help="x2 missing in two rows")
+    parser.add_argument("--weights", type=float, nargs="+", help="row 317's weight instead")
     args = parser.parse_args()
+    if args.weights:
+        for weight, seed in itertools.product(args.weights, args.seeds):
+            found, inside, right = weight_trace_exposure(seed, weight, args.trees)
+            print(
+                f"row 317 weighing {weight:g}, seed {seed}, {args.trees} trees: {found} leaves "
+                f"found, {inside} training rows in every box, row 317 among them: {right}",
+                flush=True,
+            )
+        return
     if args.second:
         for seed in args.seeds:
             parts = two_rows(seed, args.trees)
