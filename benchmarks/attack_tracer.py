@@ -1,0 +1,149 @@
+"""A value one row holds follows that row down the trees (issue 11, branch ``red8``).
+
+Runs ``tests/test_privacy_red8.py``'s :func:`tracer_exposure`: the suite's data (10
+clients x 100 rows, 8 features and the categorical ``ward``), one row of ``site3`` marked
+by ``--tracers`` (``missing``: its ``x2`` missing; ``sparse``: ``x2`` 0 in every other
+row; ``rare``: its ``ward`` a level no other row holds, undeclared, so sent as the missing
+category; ``declared``: the same level among the declared ``categories``), a default
+secure regressor of ``--trees`` trees. The server follows the nodes whose Round A count
+of the marker is 1 and intersects their boxes. Prints the trees followed, the training
+rows inside every box (1: the row singled out), whether the marked row is among them, and
+how many of its other numeric features the boxes bound on both sides.
+
+``--second``: ``x2`` missing in a row of ``site6`` too. The deepest nodes whose count says 1
+are then either row's; two such boxes that hold no training row in common are two rows'
+(a graph coloured in two, each part's boxes intersected). Prints each part's training
+rows and the marked rows among them.
+
+``--weights W ...``: no marker; row 317 weighs ``W`` times the others instead, and the
+model alone gives its leaves (:func:`heavy_leaves`): prints the trees whose leaf was
+found, the training rows inside every such leaf's box and whether row 317 is.
+
+Usage (from the repository root, which holds the test suite's recording server)::
+
+    python benchmarks/attack_tracer.py --seeds 0 1 2 3 4 5 6 7 8 9
+    python benchmarks/attack_tracer.py --seeds 0 1 2 3 4 --trees 10
+    python benchmarks/attack_tracer.py --tracers missing --second --seeds 0 1 2 3 4
+    python benchmarks/attack_tracer.py --weights 5 10 20 50 --seeds 0 1 2 3 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import tests.test_privacy_red8 as red8  # noqa: E402
+from tests.test_privacy_red8 import TRACERS, tracer_exposure, weight_trace_exposure  # noqa: E402
+
+
+def deepest(model, nodes: dict[int, list[tuple[int, int]]]) -> list[tuple[int, int]]:  # noqa: ANN001
+    """The followed nodes none of whose descendants is followed: (tree, node)."""
+    out = []
+    for t, held in nodes.items():
+        tree, parent = model.trees_[t], {}
+        for i in range(tree.node_count):
+            for c in (tree.children_left[i], tree.children_right[i]):
+                if c >= 0:
+                    parent[c] = i
+        ancestors = set()
+        for _, nd in held:
+            while nd in parent:
+                nd = parent[nd]
+                ancestors.add(nd)
+        out += [(t, nd) for _, nd in held if nd not in ancestors]
+    return out
+
+
+def two_rows(seed: int, trees: int) -> list[tuple[int, list[int]]]:
+    """``x2`` missing in one row of ``site3`` and one of ``site6``: per part of the boxes,
+    its training rows and the marked rows among them."""
+    plain = red8._data
+
+    def data(**kwargs):  # noqa: ANN003, ANN202
+        X, y, h = plain(**kwargs)
+        X.iloc[int(np.random.default_rng(seed + 200).choice(np.flatnonzero(h == 6))), 2] = np.nan
+        return X, y, h
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(red8, "_data", data)
+        X, row, model, levels, _, j, count = red8._tracer_fit(monkeypatch, seed, trees)
+    marked = set(np.flatnonzero(X["x2"].isna().to_numpy()).tolist())
+    numeric = [
+        f for f in range(X.shape[1]) if f != j and pd.api.types.is_float_dtype(X.dtypes.iloc[f])
+    ]
+    boxes = []
+    for t, nd in deepest(model, red8.followed_nodes(model, levels, j, count)):
+        lo, hi = red8._box(model.trees_[t], nd)
+        inside = np.ones(len(X), dtype=bool)
+        for f in numeric:
+            x = X.iloc[:, f].to_numpy(dtype=np.float64)
+            inside &= (x > lo.get(f, -np.inf)) & (x <= hi.get(f, np.inf))
+        boxes.append(inside)
+    apart = [[not (a & b).any() for b in boxes] for a in boxes]
+    part = [-1] * len(boxes)
+    for start in range(len(boxes)):
+        if part[start] >= 0:
+            continue
+        part[start], stack = 0, [start]
+        while stack:
+            a = stack.pop()
+            for b in range(len(boxes)):
+                if apart[a][b] and part[b] < 0:
+                    part[b] = 1 - part[a]
+                    stack.append(b)
+    out = []
+    for side in (0, 1):
+        inside = np.ones(len(X), dtype=bool)
+        for a in range(len(boxes)):
+            inside &= boxes[a] if part[a] == side else True
+        out.append((int(inside.sum()), sorted(marked & set(np.flatnonzero(inside).tolist()))))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tracers", nargs="+", default=TRACERS, choices=TRACERS)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--trees", type=int, default=50)
+    parser.add_argument("--second", action="store_true", help="x2 missing in two rows")
+    parser.add_argument("--weights", type=float, nargs="+", help="row 317's weight instead")
+    args = parser.parse_args()
+    if args.weights:
+        for weight, seed in itertools.product(args.weights, args.seeds):
+            found, inside, right = weight_trace_exposure(seed, weight, args.trees)
+            print(
+                f"row 317 weighing {weight:g}, seed {seed}, {args.trees} trees: {found} leaves "
+                f"found, {inside} training rows in every box, row 317 among them: {right}",
+                flush=True,
+            )
+        return
+    if args.second:
+        for seed in args.seeds:
+            parts = two_rows(seed, args.trees)
+            print(f"two rows missing x2, seed {seed}, {args.trees} trees: {parts}", flush=True)
+        return
+    for tracer, seed in itertools.product(args.tracers, args.seeds):
+        t0 = time.perf_counter()
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            followed, inside, right, bounded = tracer_exposure(
+                monkeypatch, seed, args.trees, tracer
+            )
+        print(
+            f"{tracer}, seed {seed}, {args.trees} trees: {followed} trees followed, {inside} "
+            f"training rows in every box, the row among them: {right}, {bounded} of its "
+            f"other numeric features bounded both sides ({time.perf_counter() - t0:.1f} s)",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
