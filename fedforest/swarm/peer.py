@@ -17,6 +17,7 @@ from ..federated.categorical import encode, sort_categories
 from ..forest import FedForestClassifier
 from ..tree.arrays import Tree
 from .bundle import ShareBundle
+from .columns import floats, is_numeric, is_text, labels
 from .train import Imputer, fit_imputer, forest_surrogates, trees_from_sklearn
 
 __all__ = ["Peer", "fit_intersection", "shared_columns"]
@@ -56,7 +57,7 @@ def _site_frame(
     lists: dict[str, tuple[Any, ...]] = {}
     for name, col in zip(names, X.columns, strict=True):
         series = X[col]
-        text = _is_text(series)
+        text = is_text(series)
         if name in given or text:
             values = np.asarray(series, dtype=object)
             if pd.isna(values).any():
@@ -83,13 +84,13 @@ def _site_frame(
         if isinstance(series.dtype, pd.CategoricalDtype):
             declared.add(name)
             series = series.astype(series.cat.categories.dtype)
-        elif not pd.api.types.is_numeric_dtype(series.dtype):
+        elif not is_numeric(series):
             raise ValueError(
                 f"column {name!r} has dtype {series.dtype}; swarm peers need numeric columns, "
                 "text (categorical) columns or pandas 'category' ones"
             )
         kinds.append("categorical" if name in declared else "numeric")
-        cols.append(series.to_numpy(dtype=np.float64))
+        cols.append(floats(series))
     arr = np.column_stack(cols) if cols else np.zeros((len(X), 0))
     if not np.isfinite(arr).all():
         bad = names[int(np.flatnonzero(~np.isfinite(arr).all(axis=0))[0])]
@@ -97,13 +98,6 @@ def _site_frame(
             f"column {bad!r} holds NaN or infinite values; a peer trains on complete rows"
         )
     return arr, names, tuple(kinds), lists
-
-
-def _is_text(series: pd.Series) -> bool:
-    """A text column: pandas ``str`` / object strings, or ``category`` of non-numbers."""
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        return not pd.api.types.is_numeric_dtype(series.cat.categories.dtype)
-    return bool(pd.api.types.is_string_dtype(series.dtype)) or series.dtype == object
 
 
 class Peer:
@@ -219,6 +213,7 @@ class Peer:
             raise ValueError(
                 f"y has shape {y_arr.shape}; expected ({arr.shape[0]},), one label per row"
             )
+        y_arr = labels(y, "y")
         if self.engine == "sklearn":
             from sklearn.ensemble import RandomForestClassifier
 
@@ -263,7 +258,7 @@ class Peer:
             name, n_estimators=len(trees), random_state=random_state, n_surrogates=n_surrogates
         )
         peer.engine = "imported"
-        peer._store(arr, np.asarray(y), names, kinds, trees, classes)
+        peer._store(arr, labels(y, "y"), names, kinds, trees, labels(classes, "classes_"))
         peer.categories_ = lists
         return peer
 

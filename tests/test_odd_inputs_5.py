@@ -1,0 +1,141 @@
+"""Odd inputs, fifth round: the swarm's peers and sites (docs/swarm.md).
+
+Each test failed on ec90c47:
+
+- a peer's text labels as ``read_csv`` gives them (an ``object`` column), or as a pandas
+  ``category`` or ``string[pyarrow]`` column, fitted, then ``share()`` refused them: "class
+  labels must be numbers or strings, got object"; ``object`` numbers gave scikit-learn's
+  "Unknown label type: unknown", text mixed with numbers NumPy's ``DTypePromotionError``,
+  and datetime labels fitted and were refused at ``share()``;
+- a peer's ``object`` column of numbers (pandas' dtype after a merge, ``astype(object)``
+  or a column built from Python values) was a text column: every distinct value a category,
+  all of them written in the bundle's category lists, where the estimators and
+  scikit-learn read it as numbers; ``bool[pyarrow]`` columns were refused as not numeric;
+- a site's ``object`` column of numbers with ``None`` for an unmeasured value, or a
+  ``bool[pyarrow]`` column, was refused by ``SwarmForest.predict_proba`` ("has dtype
+  object; expected numbers"); a site frame with a duplicated column name failed with
+  pandas' ``AttributeError``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedforest.swarm import Peer, ShareBundle, SwarmForest, shared_columns
+
+
+def _sites(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    age, bmi, smoker = rng.normal(50, 10, n), rng.normal(27, 4, n), rng.integers(0, 2, n)
+    y = (0.1 * (age - 50) + 0.3 * (bmi - 27) + 2 * smoker + rng.normal(0, 1, n) > 1).astype(int)
+    a = pd.DataFrame({"age": age, "bmi": bmi})
+    b = pd.DataFrame({"age": age, "smoker": smoker})
+    return a, b, y
+
+
+def _peer(name: str = "A", **kwargs: object) -> Peer:
+    return Peer(name, n_estimators=10, random_state=0, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dtype", [object, "category", "string[pyarrow]"])
+@pytest.mark.parametrize("engine", ["sklearn", "fedforest"])
+def test_a_peers_text_labels_from_pandas_are_shared_as_strings(dtype: object, engine: str) -> None:
+    a, b, y = _sites()
+    text = np.where(y == 1, "sick", "well")
+    peers = [
+        _peer("A", engine=engine).fit(a[:150], pd.Series(text[:150], dtype=dtype)),
+        _peer("B", engine=engine).fit(b[150:], text[150:], categorical_features=["smoker"]),
+    ]
+    common = shared_columns(peers)
+    swarm = SwarmForest([p.share(common) for p in peers])
+    assert swarm.classes_.tolist() == ["sick", "well"]
+    assert set(swarm.predict(a[:20], strategy="mp")) <= {"sick", "well"}
+
+
+def test_a_peers_labels_as_object_numbers_are_numbers() -> None:
+    a, _, y = _sites()
+    bundle = _peer().fit(a, pd.Series(y, dtype=object)).share()
+    assert bundle.classes.dtype.kind in "iu" and bundle.classes.tolist() == [0, 1]
+
+
+def test_a_peers_labels_no_bundle_can_hold_are_refused_at_fit() -> None:
+    a, _, y = _sites()
+    with pytest.raises(ValueError, match=r"y has dtype datetime64.*numbers or strings"):
+        _peer().fit(a, pd.Series(pd.to_datetime(y, unit="D")))
+    mixed = pd.Series(np.where(y == 1, "sick", "well"), dtype=object)
+    mixed[y == 0] = 0
+    with pytest.raises(ValueError, match=r"y mixes labels of types int, str"):
+        _peer().fit(a, mixed)
+    missing = pd.Series(np.where(y == 1, "sick", "well"), dtype=object)
+    missing[3] = None
+    with pytest.raises(ValueError, match=r"y holds a missing label \(row 3\)"):
+        _peer().fit(a, missing)
+
+
+def test_a_peers_object_column_of_numbers_is_numeric() -> None:
+    a, _, y = _sites()
+    as_objects = a.astype({"age": object})
+    peer = _peer().fit(as_objects, y)
+    assert peer.feature_kinds_ == ("numeric", "numeric") and peer.categories_ == {}
+    assert "age" not in peer.share().categories  # no level list of every age
+    same = _peer().fit(a, y)
+    assert np.array_equal(peer.X_, same.X_)
+    for mine, theirs in zip(peer.trees_, same.trees_, strict=True):
+        assert np.array_equal(mine.threshold, theirs.threshold)
+
+
+def test_a_peers_pyarrow_boolean_column_is_numeric_as_bool() -> None:
+    _, b, y = _sites()
+    flags = b.assign(smoker=b["smoker"].astype(bool))
+    arrow = flags.astype({"smoker": "bool[pyarrow]"})
+    peer, same = _peer().fit(arrow, y), _peer().fit(flags, y)
+    assert peer.feature_kinds_ == same.feature_kinds_ == ("numeric", "numeric")
+    assert np.array_equal(peer.X_, same.X_)
+
+
+def _swarm() -> tuple[SwarmForest, pd.DataFrame]:
+    a, b, y = _sites()
+    peers = [
+        _peer("A").fit(a[:150], y[:150]),
+        _peer("B").fit(b[150:], y[150:], categorical_features=["smoker"]),
+    ]
+    common = shared_columns(peers)
+    return SwarmForest([p.share(common) for p in peers]), b[:40]
+
+
+@pytest.mark.parametrize("strategy", ["mp", "ss", "ipr"])
+def test_a_sites_object_numbers_with_none_are_unavailable_values(strategy: str) -> None:
+    swarm, site = _swarm()
+    as_nan = site.assign(age=site["age"].where(site.index % 3 != 0))
+    as_objects = as_nan.astype({"age": object})
+    as_objects.loc[as_nan["age"].isna(), "age"] = None
+    assert as_objects["age"].isna().sum() == 14
+    expected = swarm.predict_proba(as_nan, strategy=strategy, random_state=0)
+    got = swarm.predict_proba(as_objects, strategy=strategy, random_state=0)
+    assert np.array_equal(got, expected)
+
+
+def test_a_sites_pyarrow_boolean_column_is_read_as_bool() -> None:
+    swarm, site = _swarm()
+    flags = site.assign(smoker=site["smoker"].astype(bool))
+    arrow = flags.astype({"smoker": "bool[pyarrow]"})
+    assert np.array_equal(
+        swarm.predict_proba(arrow, strategy="mp"), swarm.predict_proba(flags, strategy="mp")
+    )
+
+
+def test_a_site_frame_with_a_duplicated_column_is_refused_naming_it() -> None:
+    swarm, site = _swarm()
+    twice = pd.concat([site, site[["age"]]], axis=1)
+    with pytest.raises(ValueError, match=r"X_site has the column 'age' twice"):
+        swarm.predict_proba(twice, strategy="mp")
+
+
+def test_a_bundle_of_text_labels_survives_its_file(tmp_path: object) -> None:
+    a, _, y = _sites()
+    bundle = _peer().fit(a, pd.Series(np.where(y == 1, "sick", "well"), dtype=object)).share()
+    path = f"{tmp_path}/a.ffb"
+    bundle.save(path)
+    assert ShareBundle.load(path).classes.tolist() == ["sick", "well"]
