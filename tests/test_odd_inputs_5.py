@@ -14,15 +14,22 @@ Each test failed on ec90c47:
 - a site's ``object`` column of numbers with ``None`` for an unmeasured value, or a
   ``bool[pyarrow]`` column, was refused by ``SwarmForest.predict_proba`` ("has dtype
   object; expected numbers"); a site frame with a duplicated column name failed with
-  pandas' ``AttributeError``.
+  pandas' ``AttributeError``;
+- ``fedforest predict --out PRED.parquet`` wrote CSV text into the ``.parquet`` file (the
+  command reads Parquet, ``pd.read_parquet`` of its output failed), and so did ``export
+  --to shap``; ``fedforest simulate --out fig.pdf`` (or ``.svg``, ``.jpg``) wrote PNG bytes
+  under that name, silently.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from fedforest.cli import main
 from fedforest.swarm import Peer, ShareBundle, SwarmForest, shared_columns
 
 
@@ -139,3 +146,53 @@ def test_a_bundle_of_text_labels_survives_its_file(tmp_path: object) -> None:
     path = f"{tmp_path}/a.ffb"
     bundle.save(path)
     assert ShareBundle.load(path).classes.tolist() == ["sick", "well"]
+
+
+def _model(tmp_path: Path) -> tuple[Path, Path]:
+    rng = np.random.default_rng(0)
+    paths = []
+    for k in range(2):
+        site = pd.DataFrame({"a": rng.normal(size=80), "b": rng.normal(size=80)})
+        site["y"] = (site["a"] + rng.normal(0, 0.3, 80) > 0).map({True: "p", False: "n"})
+        paths.append(tmp_path / f"site_{k}.csv")
+        site.to_csv(paths[-1], index=False)
+    model = tmp_path / "m.ffm"
+    argv = ["train", "--client", f"a={paths[0]}", "--client", f"b={paths[1]}", "--target", "y"]
+    argv += ["--task", "classification", "--trees", "20", "--privacy", "none", "--out", str(model)]
+    assert main(argv) == 0
+    return model, paths[1]
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".PQ"])
+def test_predict_out_parquet_writes_parquet(tmp_path: Path, suffix: str) -> None:
+    model, data = _model(tmp_path)
+    assert main(["predict", str(model), str(data), "--out", str(tmp_path / "p.csv")]) == 0
+    assert main(["predict", str(model), str(data), "--out", str(tmp_path / f"p{suffix}")]) == 0
+    expected = pd.read_csv(tmp_path / "p.csv")
+    got = pd.read_parquet(tmp_path / f"p{suffix}")
+    assert list(got.columns) == ["prediction", "proba_n", "proba_p"]
+    pd.testing.assert_frame_equal(got, expected)
+
+
+@pytest.mark.parametrize("name", ["fig.pdf", "fig.svg", "fig.JPG", "fig"])
+def test_simulate_out_of_another_format_is_refused_before_it_runs(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / name
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--out", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --out: {str(out)!r} does not end in .png" in err
+    assert not out.exists()
+
+
+def test_export_shap_out_parquet_writes_parquet(tmp_path: Path) -> None:
+    pytest.importorskip("shap")
+    model, data = _model(tmp_path)
+    for name in ["s.csv", "s.parquet"]:
+        argv = ["export", str(model), "--to", "shap", "--data", str(data)]
+        assert main([*argv, "--out", str(tmp_path / name)]) == 0
+    expected = pd.read_csv(tmp_path / "s.csv")
+    assert "base_value_p" in expected.columns
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "s.parquet"), expected)
