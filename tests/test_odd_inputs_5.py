@@ -18,7 +18,9 @@ Each test failed on ec90c47:
 - ``fedforest predict --out PRED.parquet`` wrote CSV text into the ``.parquet`` file (the
   command reads Parquet, ``pd.read_parquet`` of its output failed), and so did ``export
   --to shap``; ``fedforest simulate --out fig.pdf`` (or ``.svg``, ``.jpg``) wrote PNG bytes
-  under that name, silently.
+  under that name, silently; ``fedforest experiment swarm-overlap`` without a Friedman test
+  (fewer than 3 strategies or 2 blocks) printed the ranks an earlier run had left in
+  ``--out`` as its own, strategies it did not run among them.
 """
 
 from __future__ import annotations
@@ -196,3 +198,15 @@ def test_export_shap_out_parquet_writes_parquet(tmp_path: Path) -> None:
     expected = pd.read_csv(tmp_path / "s.csv")
     assert "base_value_p" in expected.columns
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "s.parquet"), expected)
+
+
+def test_swarm_experiment_prints_no_ranks_an_earlier_run_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["experiment", "swarm-overlap", "--datasets", "wine", "--peers", "2", "--reps", "1"]
+    base += ["--trees", "3", "--n-jobs", "1", "--out", str(tmp_path)]
+    assert main([*base, "--jaccards", "0.5", "0.7", "--strategies", "local", "fpv", "mp"]) == 0
+    assert "average AUPRC rank" in capsys.readouterr().out
+    assert main([*base, "--jaccards", "0.5", "--strategies", "local", "fpv"]) == 0
+    out = capsys.readouterr().out
+    assert "auprc: no Friedman test" in out and "average AUPRC rank" not in out

@@ -363,7 +363,7 @@ def run_swarm_experiment(args: argparse.Namespace) -> int:
         print(f"\n{dataset}: mean AUPRC over peers and {config.reps} repetition(s)")
         print(table(summary, dataset, "auprc", shown))
     ranks = config.out / "ranks_auprc.csv"
-    if ranks.exists():
+    if ranks in written:  # not an earlier run's file: this run may have had no Friedman test
         print("\naverage AUPRC rank over all datasets and scenarios (1 = best):")
         print(pd.read_csv(ranks, index_col=0).round(3).to_string())
     print(f"\nwrote {len(written)} files to {config.out} in {time.perf_counter() - start:.0f} s")
