@@ -20,7 +20,12 @@ Each test failed on ec90c47:
   --to shap``; ``fedforest simulate --out fig.pdf`` (or ``.svg``, ``.jpg``) wrote PNG bytes
   under that name, silently; ``fedforest experiment swarm-overlap`` without a Friedman test
   (fewer than 3 strategies or 2 blocks) printed the ranks an earlier run had left in
-  ``--out`` as its own, strategies it did not run among them.
+  ``--out`` as its own, strategies it did not run among them;
+- ``Client(X, y, None)`` (a name looked up and not found), ``float("nan")`` or ``""`` was
+  a client named "None", "nan" or "", where ``fit`` refuses a missing client label; two
+  such clients were told "'None' appears twice";
+
+and one pin: a client named by a number is named by its text, as before.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedforest import Client, FedForestRegressor
 from fedforest.cli import main
 from fedforest.swarm import Peer, ShareBundle, SwarmForest, shared_columns
 
@@ -210,3 +216,17 @@ def test_swarm_experiment_prints_no_ranks_an_earlier_run_left(
     assert main([*base, "--jaccards", "0.5", "--strategies", "local", "fpv"]) == 0
     out = capsys.readouterr().out
     assert "auprc: no Friedman test" in out and "average AUPRC rank" not in out
+
+
+@pytest.mark.parametrize("name", [None, float("nan"), pd.NA, "", "  "])
+def test_a_client_without_a_name_is_refused(name: object) -> None:
+    a, _, y = _sites(40)
+    with pytest.raises(ValueError, match=r"Client name must be a non-empty label.*got"):
+        Client(a, y.astype(float), name)  # type: ignore[arg-type]
+
+
+def test_a_client_named_by_a_number_is_its_text() -> None:
+    a, _, y = _sites(200)
+    clients = [Client(a[:100], y[:100] + 0.5, 7), Client(a[100:], y[100:] + 0.5, "8")]  # type: ignore[arg-type]
+    model = FedForestRegressor(n_estimators=2, privacy="none", random_state=0)
+    assert model.fit_federated(clients).clients_.tolist() == ["7", "8"]
