@@ -21,6 +21,10 @@ Each test failed on ec90c47:
   under that name, silently; ``fedforest experiment swarm-overlap`` without a Friedman test
   (fewer than 3 strategies or 2 blocks) printed the ranks an earlier run had left in
   ``--out`` as its own, strategies it did not run among them;
+- ``fedforest experiment swarm-overlap`` with a value repeated in ``--strategies`` ended
+  in a ``TypeError`` traceback after the runs, and one repeated in ``--datasets``,
+  ``--peers`` or ``--jaccards`` ran those scenarios twice, counting them twice in the
+  Friedman test; ``--seed -1`` was NumPy's traceback;
 - ``Client(X, y, None)`` (a name looked up and not found), ``float("nan")`` or ``""`` was
   a client named "None", "nan" or "", where ``fit`` refuses a missing client label; two
   such clients were told "'None' appears twice";
@@ -230,3 +234,30 @@ def test_a_client_named_by_a_number_is_its_text() -> None:
     clients = [Client(a[:100], y[:100] + 0.5, 7), Client(a[100:], y[100:] + 0.5, "8")]  # type: ignore[arg-type]
     model = FedForestRegressor(n_estimators=2, privacy="none", random_state=0)
     assert model.fit_federated(clients).clients_.tolist() == ["7", "8"]
+
+
+@pytest.mark.parametrize(
+    ("option", "values", "named"),
+    [
+        ("--strategies", ["mp", "mp", "fpv"], "mp"),
+        ("--datasets", ["wine", "wine"], "wine"),
+        ("--peers", ["2", "2"], "2"),
+        ("--jaccards", ["0.5", "0.5"], "0.5"),
+        ("--seed", ["-1"], None),
+    ],
+)
+def test_swarm_experiment_options_repeated_or_negative_are_usage_errors(
+    option: str, values: list[str], named: str | None, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    argv = ["experiment", "swarm-overlap", "--datasets", "wine", "--peers", "2", "--reps", "1"]
+    argv += ["--trees", "3", "--n-jobs", "1", "--out", str(tmp_path / "out"), option, *values]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    if named is None:
+        assert "--seed must be >= 0, got -1" in err
+    else:
+        assert f"{option} gives {named} more than once" in err
+    assert not (tmp_path / "out").exists()
