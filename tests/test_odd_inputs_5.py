@@ -24,7 +24,9 @@ Each test failed on ec90c47:
 - ``fedforest experiment swarm-overlap`` with a value repeated in ``--strategies`` ended
   in a ``TypeError`` traceback after the runs, and one repeated in ``--datasets``,
   ``--peers`` or ``--jaccards`` ran those scenarios twice, counting them twice in the
-  Friedman test; ``--seed -1`` was NumPy's traceback;
+  Friedman test; ``--seed -1`` was NumPy's traceback; ``fedforest experiment NAME
+  --seed S`` with ``1000 * S + reps - 1`` above 2**32 - 1 (a repetition's seed) was
+  NumPy's "Seed must be between 0 and 2**32 - 1" traceback after the set-up;
 - ``Client(X, y, None)`` (a name looked up and not found), ``float("nan")`` or ``""`` was
   a client named "None", "nan" or "", where ``fit`` refuses a missing client label; two
   such clients were told "'None' appears twice";
@@ -42,6 +44,7 @@ import pytest
 
 from fedforest import Client, FedForestRegressor
 from fedforest.cli import main
+from fedforest.experiments._runner import SEED_OFFSETS, check_seed
 from fedforest.swarm import Peer, ShareBundle, SwarmForest, shared_columns
 
 
@@ -261,3 +264,28 @@ def test_swarm_experiment_options_repeated_or_negative_are_usage_errors(
     else:
         assert f"{option} gives {named} more than once" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("seed", "reps"), [("4294967295", "1"), ("4294968", "1"), ("4294967", "300")]
+)
+def test_experiment_seed_no_repetition_can_use_is_a_usage_error(
+    seed: str, reps: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        main(["experiment", "fedheart", "--reps", reps, "--seed", seed, "--out", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"fedforest experiment: error: argument --seed: seed {seed}: repetition r" in err
+    top = (2**32 - 1 - SEED_OFFSETS - (int(reps) - 1)) // 1000
+    assert f"give a seed in [0, {top}]" in err and not out.exists()
+
+
+def test_the_largest_seed_allowed_seeds_every_split() -> None:
+    from fedforest.experiments import real
+
+    assert real._FLAMBY_SEED <= SEED_OFFSETS
+    top = (2**32 - 1 - SEED_OFFSETS) // 1000
+    check_seed(top, 1)
+    real.fed_heart_disease_split(real.load_fed_heart_disease(), random_state=top * 1000 + 43)
