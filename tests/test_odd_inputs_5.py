@@ -11,6 +11,9 @@ Each test failed on ec90c47:
   or a column built from Python values) was a text column: every distinct value a category,
   all of them written in the bundle's category lists, where the estimators and
   scikit-learn read it as numbers; ``bool[pyarrow]`` columns were refused as not numeric;
+- a peer's ``categorical_features`` given as a pandas Index (``df.select_dtypes(...).columns``)
+  was pandas' "truth value of an Index is ambiguous", as a boolean mask or as the index of a
+  column named by a number "not columns of X", and a string's letters were read as names;
 - a site's ``object`` column of numbers with ``None`` for an unmeasured value, or a
   ``bool[pyarrow]`` column, was refused by ``SwarmForest.predict_proba`` ("has dtype
   object; expected numbers"); a site frame with a duplicated column name failed with
@@ -289,3 +292,29 @@ def test_the_largest_seed_allowed_seeds_every_split() -> None:
     top = (2**32 - 1 - SEED_OFFSETS) // 1000
     check_seed(top, 1)
     real.fed_heart_disease_split(real.load_fed_heart_disease(), random_state=top * 1000 + 43)
+
+
+@pytest.mark.parametrize(
+    "declared", [["smoker"], pd.Index(["smoker"]), np.array(["smoker"]), [False, True], [1]]
+)
+def test_a_peers_categorical_features_are_resolved_as_the_estimators_resolve_them(
+    declared: object,
+) -> None:
+    _, b, y = _sites()
+    peer = _peer().fit(b, y, categorical_features=declared)  # type: ignore[arg-type]
+    assert peer.feature_kinds_ == ("numeric", "categorical")
+
+
+def test_a_peers_columns_named_by_numbers_are_named_by_index() -> None:
+    _, b, y = _sites()
+    numbered = b.set_axis([0, 1], axis=1)
+    peer = _peer().fit(numbered, y, categorical_features=[1])
+    assert peer.feature_names_ == ("0", "1") and peer.feature_kinds_ == ("numeric", "categorical")
+
+
+def test_a_peers_categorical_features_as_one_string_is_refused() -> None:
+    _, b, y = _sites()
+    with pytest.raises(ValueError, match=r"a list of columns, got the string 'smoker'"):
+        _peer().fit(b, y, categorical_features="smoker")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"categorical_features \['ward'\] are not columns"):
+        _peer().fit(b, y, categorical_features=["ward"])

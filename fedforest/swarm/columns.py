@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from ..federated.categorical import column_floats, is_missing, is_numeric_column
+from ..federated.categorical import column_floats, is_missing, is_numeric_column, named_columns
 
-__all__ = ["check_distinct", "floats", "is_numeric", "is_text", "labels"]
+__all__ = ["check_distinct", "declared_columns", "floats", "is_numeric", "is_text", "labels"]
 
 
 def is_text(series: pd.Series) -> bool:
@@ -43,6 +43,25 @@ def floats(series: pd.Series) -> NDArray[np.float64]:
     if series.dtype == object:
         return column_floats(series)
     return series.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def declared_columns(features: Any, names: tuple[str, ...]) -> set[str]:
+    """The names of the columns ``categorical_features`` names, as the estimators resolve it.
+
+    Names (a list, a NumPy array, a pandas Index), column indices or a boolean mask
+    (``federated/categorical.py::named_columns``). An Index was pandas' "truth value of an
+    Index is ambiguous", a mask or the index of a column named by a number "not columns of X".
+    """
+    if isinstance(features, str):  # its letters were read as column names
+        raise ValueError(
+            f"categorical_features must be a list of columns, got the string {features!r}; "
+            f"give [{features!r}]"
+        )
+    resolved = named_columns(features, len(names), names)
+    unknown = [f for f, j in resolved if j is None]
+    if unknown:
+        raise ValueError(f"categorical_features {unknown} are not columns of X ({list(names)})")
+    return {names[j] for _, j in resolved if j is not None}
 
 
 def check_distinct(columns: Any, what: str) -> None:

@@ -17,7 +17,7 @@ from ..federated.categorical import encode, sort_categories
 from ..forest import FedForestClassifier
 from ..tree.arrays import Tree
 from .bundle import ShareBundle
-from .columns import floats, is_numeric, is_text, labels
+from .columns import declared_columns, floats, is_numeric, is_text, labels
 from .train import Imputer, fit_imputer, forest_surrogates, trees_from_sklearn
 
 __all__ = ["Peer", "fit_intersection", "shared_columns"]
@@ -45,10 +45,7 @@ def _site_frame(
     names = tuple(str(c) for c in X.columns)
     if len(set(names)) != len(names) or not names:
         raise ValueError(f"X needs distinct, non-empty column names, got {list(X.columns)}")
-    declared = set(categorical_features or ())
-    unknown = declared - set(names)
-    if unknown:
-        raise ValueError(f"categorical_features {sorted(unknown)} are not columns of X")
+    declared = declared_columns(categorical_features, names)
     given = {str(k): v for k, v in (categories or {}).items()}
     unknown = set(given) - set(names)
     if unknown:
@@ -193,8 +190,9 @@ class Peer:
             so are the numeric codes named in ``categorical_features``.
         y : array-like, shape (n_samples,)
             Class labels.
-        categorical_features : sequence of str, optional
-            Numeric columns holding category codes that every peer agrees on.
+        categorical_features : sequence of column names or indices, or boolean mask, optional
+            Numeric columns holding category codes that every peer agrees on (resolved as
+            the estimators' ``categorical_features``: an integer is a column index).
         categories : mapping of column name to its categories, optional
             The category list of a text column, agreed by the peers. A text column is
             coded by each value's index in its sorted category list: by default the
