@@ -14,6 +14,8 @@ Each test failed on ec90c47:
 - a peer's ``categorical_features`` given as a pandas Index (``df.select_dtypes(...).columns``)
   was pandas' "truth value of an Index is ambiguous", as a boolean mask or as the index of a
   column named by a number "not columns of X", and a string's letters were read as names;
+- ``load_bundles("A.ffb")`` (one path, not a list) read each character as a path: "Is a
+  directory: '/'" for an absolute path;
 - a site's ``object`` column of numbers with ``None`` for an unmeasured value, or a
   ``bool[pyarrow]`` column, was refused by ``SwarmForest.predict_proba`` ("has dtype
   object; expected numbers"); a site frame with a duplicated column name failed with
@@ -48,7 +50,7 @@ import pytest
 from fedforest import Client, FedForestRegressor
 from fedforest.cli import main
 from fedforest.experiments._runner import SEED_OFFSETS, check_seed
-from fedforest.swarm import Peer, ShareBundle, SwarmForest, shared_columns
+from fedforest.swarm import Peer, ShareBundle, SwarmForest, load_bundles, shared_columns
 
 
 def _sites(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
@@ -318,3 +320,13 @@ def test_a_peers_categorical_features_as_one_string_is_refused() -> None:
         _peer().fit(b, y, categorical_features="smoker")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"categorical_features \['ward'\] are not columns"):
         _peer().fit(b, y, categorical_features=["ward"])
+
+
+def test_load_bundles_of_one_path_says_to_give_a_list(tmp_path: Path) -> None:
+    a, _, y = _sites()
+    path = tmp_path / "a.ffb"
+    _peer().fit(a, y).share().save(path)
+    for one in [str(path), path]:
+        with pytest.raises(TypeError, match=r"a list of bundle files, got one path"):
+            load_bundles(one)  # type: ignore[arg-type]
+    assert [b.name for b in load_bundles([path])] == ["A"]
