@@ -463,7 +463,9 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     pred.add_argument("model", type=Path, help="a model file written by fedforest")
     pred.add_argument("data", type=Path, help="CSV or Parquet file of rows to predict")
-    pred.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    pred.add_argument(
+        "--out", type=Path, required=True, help="CSV file to write (Parquet: .parquet, .pq)"
+    )
     pred.add_argument(
         "--client",
         metavar="NAME",
@@ -563,7 +565,7 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         for k, (p, labels) in enumerate(outputs):
             for j, label in enumerate(labels):
                 out[f"proba_{k}_{label}" if multi else f"proba_{label}"] = p[:, j]
-    out.to_csv(args.out, index=False)
+    _write_table(out, args.out)
     print(f"wrote {len(out)} predictions to {args.out}")
     return 0
 
@@ -641,7 +643,8 @@ def _add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         description=(
             "Export a model file (extra fedforest[export]): --to onnx writes an ONNX model "
             "(numeric splits), --to treelite a Treelite checkpoint (set splits too), --to "
-            "shap the SHAP values of every row of --data as CSV (numeric splits; from the "
+            "shap the SHAP values of every row of --data as CSV, or Parquet for an --out "
+            "ending in .parquet or .pq (numeric splits; from the "
             "trees' node statistics, no training data). docs/export.md."
         ),
     )
@@ -700,7 +703,7 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
                 part = values if values.ndim == 2 else values[:, :, k]
                 out.update({f"shap_{c}{tag}": part[:, j] for j, c in enumerate(cols)})
                 out[f"base_value{tag}"] = np.full(len(frame), float(base[k]))
-            pd.DataFrame(out).to_csv(args.out, index=False)
+            _write_table(pd.DataFrame(out), args.out)
     except (ImportError, ValueError) as exc:
         parser.error(str(exc))
     print(f"wrote {args.to} export of {args.model} to {args.out}")
@@ -732,8 +735,22 @@ def _export_columns(model: Any) -> str | None:
     return ", ".join(cols)
 
 
+def _write_table(frame: Any, path: Path) -> None:
+    """A CSV, or Parquet where the name says so (``.parquet``, ``.pq``: as the readers).
+
+    It wrote CSV text into a file named ``.parquet``, which ``pd.read_parquet`` refused.
+    """
+    if path.suffix.lower() in {".parquet", ".pq"}:
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, index=False)
+
+
 def _png_path(text: str) -> Path:
-    """``--out``: checked while parsing, so the error is the subcommand's, before training."""
+    """``--out``: checked while parsing, so the error is the subcommand's, before training.
+
+    The figure is a PNG: ``fig.pdf`` or ``fig.svg`` got PNG bytes under that name, silently.
+    """
     path = Path(text)
     if not path.parent.is_dir():
         raise argparse.ArgumentTypeError(
@@ -741,6 +758,10 @@ def _png_path(text: str) -> Path:
         )
     if path.is_dir():  # it was an IsADirectoryError once the simulation had run
         raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file name")
+    if path.suffix.lower() != ".png":
+        raise argparse.ArgumentTypeError(
+            f"{text!r} does not end in .png; the figure is written as a PNG"
+        )
     return path
 
 

@@ -93,6 +93,27 @@ def _seed(seed: int, rep: int) -> int:
     return int(seed) * 1_000 + rep
 
 
+#: scikit-learn's and NumPy's legacy seeds stop here (``random_state`` in [0, 2**32 - 1]).
+MAX_SEED = 2**32 - 1
+#: The most an experiment adds to a repetition's seed (real.py: FLamby's split, seed + 43).
+SEED_OFFSETS = 43
+
+
+def check_seed(seed: int, reps: int) -> None:
+    """Refuse a base seed whose repetitions' seeds (``1000 * seed + r``) NumPy refuses.
+
+    ``--seed 4294967295`` ran the set-up, then stopped in NumPy's "Seed must be between 0
+    and 2**32 - 1" traceback.
+    """
+    if not 0 <= _seed(seed, reps - 1) + SEED_OFFSETS <= MAX_SEED:
+        top = (MAX_SEED - SEED_OFFSETS - (reps - 1)) // 1_000
+        raise ValueError(
+            f"seed {seed}: repetition r is seeded 1000 * seed + r (and up to {SEED_OFFSETS} "
+            f"more), which must lie in [0, 2**32 - 1]; with {reps} repetitions give a seed "
+            f"in [0, {top}]"
+        )
+
+
 def _run_task(exp: Experiment, setting: Any, rep: int, seed: int) -> list[dict[str, Any]]:
     records = exp.run(setting, rep, _seed(seed, rep), 1)
     for r in records:
@@ -256,6 +277,7 @@ def run_experiment(
     reps = exp.default_reps if reps is None else int(reps)
     if reps < 1:
         raise ValueError(f"The 'reps' parameter must be >= 1. Got {reps!r} instead.")
+    check_seed(seed, reps)
     out = Path(out)
     frame = pd.DataFrame(_collect(exp, reps, seed, n_jobs, progress))
     frame.insert(0, "experiment", exp.name)

@@ -177,8 +177,20 @@ def add_experiment_subcommand(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="worker processes over repetitions (default: 1)",
     )
-    parser.set_defaults(handler=lambda args, _parser: run(args))
+    parser.set_defaults(handler=_handler, command_parser=parser)
     return parser
+
+
+def _handler(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Options checked against each other (the seed against the repetitions) before the run."""
+    from ._runner import check_seed
+
+    reps = CATALOG[args.name].default_reps if args.reps is None else args.reps
+    try:
+        check_seed(args.seed, reps)
+    except ValueError as exc:
+        parser.error(f"argument --seed: {exc}")
+    return run(args)
 
 
 def run(args: argparse.Namespace) -> int:

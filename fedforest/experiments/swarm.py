@@ -337,6 +337,15 @@ def config_from_args(args: argparse.Namespace) -> SwarmConfig:
         raise ValueError(f"--jaccards must be in (0, 1], got {args.jaccards}")
     if args.reps < 1 or args.trees < 1 or args.d_thresh < 0 or args.n_jobs == 0:
         raise ValueError("--reps and --trees must be >= 1, --d-thresh >= 0, --n-jobs != 0")
+    if args.seed < 0:  # NumPy's seeds are non-negative: it was a traceback
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    for option in ("datasets", "peers", "jaccards", "strategies"):
+        # A repeated value ran its scenarios twice (and counted them twice in the Friedman
+        # test), or, for a strategy, ended in a TypeError.
+        values = getattr(args, option)
+        twice = sorted({str(v) for v in values if values.count(v) > 1})
+        if twice:
+            raise ValueError(f"--{option} gives {', '.join(twice)} more than once; give each once")
     for name in args.datasets:  # each peer needs rows to train on and to score
         n_rows = len(_dataset(name).y)
         if n_rows // max(args.peers) < MIN_ROWS_PER_PEER:
@@ -363,7 +372,7 @@ def run_swarm_experiment(args: argparse.Namespace) -> int:
         print(f"\n{dataset}: mean AUPRC over peers and {config.reps} repetition(s)")
         print(table(summary, dataset, "auprc", shown))
     ranks = config.out / "ranks_auprc.csv"
-    if ranks.exists():
+    if ranks in written:  # not an earlier run's file: this run may have had no Friedman test
         print("\naverage AUPRC rank over all datasets and scenarios (1 = best):")
         print(pd.read_csv(ranks, index_col=0).round(3).to_string())
     print(f"\nwrote {len(written)} files to {config.out} in {time.perf_counter() - start:.0f} s")

@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stats
 from .._numba_cache import serialize_cache_writes
 from . import client_kernels as K
-from .categorical import read_features
+from .categorical import is_missing, read_features
 from .client_bootstrap import answer_bootstrap, bootstrap_counts, bootstrap_counts_many, weigh_trees
 from .client_grid import fixed_candidates, left_stats_coded, pack_coded
 from .client_increments import left_increment_answer, pair_sketches
@@ -79,7 +79,8 @@ class Client:
         Targets (numbers for regression, labels for classification). Several targets per
         row as columns are multi-output y (at every privacy level).
     name : str
-        Unique client name; seeds the client's bootstrap.
+        Unique client name; seeds the client's bootstrap. A number is taken as its text;
+        None, NaN or an empty string is refused.
     categorical_features : array-like of column names or indices, or boolean mask, optional
         Categorical columns besides the pandas ``category`` ones (a mask: one bool per
         column). Their values never leave
@@ -103,7 +104,7 @@ class Client:
         sample_weight: ArrayLike | None = None,
         min_dp_colluders: int = 0,
     ) -> None:
-        self.name = str(name)
+        self.name = _client_name(name)
         if (
             isinstance(min_dp_colluders, bool)
             or not isinstance(min_dp_colluders, (int, np.integer))
@@ -516,3 +517,17 @@ class Client:
         self._fit = None
         self._oob_setup = None
         self._excluded = set()
+
+
+def _client_name(name: Any) -> str:
+    """The client's name as text; a missing or empty one refused (it was "None", "nan", "").
+
+    ``fit`` refuses a missing client label, naming the row; a ``Client(X, y, None)`` (a
+    lookup that found nothing) was client "None", and a second one "appears twice".
+    """
+    if is_missing(name) or not str(name).strip():
+        raise ValueError(
+            f"Client name must be a non-empty label (it names the client in errors and seeds "
+            f"its bootstrap), got {name!r}"
+        )
+    return str(name)

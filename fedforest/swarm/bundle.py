@@ -491,6 +491,10 @@ def load_bundles(
     """
     if on_error not in ("warn", "raise", "ignore"):
         raise ValueError(f"on_error must be 'warn', 'raise' or 'ignore', got {on_error!r}")
+    if isinstance(paths, str | bytes | os.PathLike):  # a string's characters were the paths
+        raise TypeError(
+            f"paths must be a list of bundle files, got one path {paths!r}; give [path]"
+        )
     out = []
     for path in paths:
         try:

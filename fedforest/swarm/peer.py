@@ -17,6 +17,7 @@ from ..federated.categorical import encode, sort_categories
 from ..forest import FedForestClassifier
 from ..tree.arrays import Tree
 from .bundle import ShareBundle
+from .columns import declared_columns, floats, is_numeric, is_text, labels
 from .train import Imputer, fit_imputer, forest_surrogates, trees_from_sklearn
 
 __all__ = ["Peer", "fit_intersection", "shared_columns"]
@@ -44,10 +45,7 @@ def _site_frame(
     names = tuple(str(c) for c in X.columns)
     if len(set(names)) != len(names) or not names:
         raise ValueError(f"X needs distinct, non-empty column names, got {list(X.columns)}")
-    declared = set(categorical_features or ())
-    unknown = declared - set(names)
-    if unknown:
-        raise ValueError(f"categorical_features {sorted(unknown)} are not columns of X")
+    declared = declared_columns(categorical_features, names)
     given = {str(k): v for k, v in (categories or {}).items()}
     unknown = set(given) - set(names)
     if unknown:
@@ -56,7 +54,7 @@ def _site_frame(
     lists: dict[str, tuple[Any, ...]] = {}
     for name, col in zip(names, X.columns, strict=True):
         series = X[col]
-        text = _is_text(series)
+        text = is_text(series)
         if name in given or text:
             values = np.asarray(series, dtype=object)
             if pd.isna(values).any():
@@ -83,13 +81,13 @@ def _site_frame(
         if isinstance(series.dtype, pd.CategoricalDtype):
             declared.add(name)
             series = series.astype(series.cat.categories.dtype)
-        elif not pd.api.types.is_numeric_dtype(series.dtype):
+        elif not is_numeric(series):
             raise ValueError(
                 f"column {name!r} has dtype {series.dtype}; swarm peers need numeric columns, "
                 "text (categorical) columns or pandas 'category' ones"
             )
         kinds.append("categorical" if name in declared else "numeric")
-        cols.append(series.to_numpy(dtype=np.float64))
+        cols.append(floats(series))
     arr = np.column_stack(cols) if cols else np.zeros((len(X), 0))
     if not np.isfinite(arr).all():
         bad = names[int(np.flatnonzero(~np.isfinite(arr).all(axis=0))[0])]
@@ -97,13 +95,6 @@ def _site_frame(
             f"column {bad!r} holds NaN or infinite values; a peer trains on complete rows"
         )
     return arr, names, tuple(kinds), lists
-
-
-def _is_text(series: pd.Series) -> bool:
-    """A text column: pandas ``str`` / object strings, or ``category`` of non-numbers."""
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        return not pd.api.types.is_numeric_dtype(series.cat.categories.dtype)
-    return bool(pd.api.types.is_string_dtype(series.dtype)) or series.dtype == object
 
 
 class Peer:
@@ -199,8 +190,9 @@ class Peer:
             so are the numeric codes named in ``categorical_features``.
         y : array-like, shape (n_samples,)
             Class labels.
-        categorical_features : sequence of str, optional
-            Numeric columns holding category codes that every peer agrees on.
+        categorical_features : sequence of column names or indices, or boolean mask, optional
+            Numeric columns holding category codes that every peer agrees on (resolved as
+            the estimators' ``categorical_features``: an integer is a column index).
         categories : mapping of column name to its categories, optional
             The category list of a text column, agreed by the peers. A text column is
             coded by each value's index in its sorted category list: by default the
@@ -219,6 +211,7 @@ class Peer:
             raise ValueError(
                 f"y has shape {y_arr.shape}; expected ({arr.shape[0]},), one label per row"
             )
+        y_arr = labels(y, "y")
         if self.engine == "sklearn":
             from sklearn.ensemble import RandomForestClassifier
 
@@ -263,7 +256,7 @@ class Peer:
             name, n_estimators=len(trees), random_state=random_state, n_surrogates=n_surrogates
         )
         peer.engine = "imported"
-        peer._store(arr, np.asarray(y), names, kinds, trees, classes)
+        peer._store(arr, labels(y, "y"), names, kinds, trees, labels(classes, "classes_"))
         peer.categories_ = lists
         return peer
 

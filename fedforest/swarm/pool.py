@@ -17,6 +17,7 @@ from ..federated.categorical import encode
 from ..tree.arrays import pack_forest
 from . import routing as R
 from .bundle import ShareBundle
+from .columns import check_distinct, floats, is_numeric
 from .train import Imputer
 
 __all__ = ["STRATEGIES", "SwarmForest"]
@@ -220,6 +221,7 @@ class SwarmForest:
         """(n, n_features) matrix, NaN where the site lacks a column; the columns it has."""
         n_feat = len(self.feature_names_)
         if isinstance(X_site, pd.DataFrame):
+            check_distinct(X_site.columns, "X_site")
             X = np.full((len(X_site), n_feat), np.nan)
             present = np.zeros(n_feat, dtype=bool)
             for col in X_site.columns:
@@ -239,11 +241,11 @@ class SwarmForest:
                     continue
                 if isinstance(series.dtype, pd.CategoricalDtype):
                     series = series.astype(series.cat.categories.dtype)
-                if not pd.api.types.is_numeric_dtype(series.dtype):
+                if not is_numeric(series):
                     raise ValueError(
                         f"column {col!r} of X_site has dtype {series.dtype}; expected numbers"
                     )
-                X[:, j] = series.to_numpy(dtype=np.float64)
+                X[:, j] = floats(series)
                 present[j] = True
             return _finite(X, self.feature_names_), present
         X = np.asarray(X_site, dtype=np.float64)
