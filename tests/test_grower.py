@@ -655,8 +655,8 @@ def test_sketch_of_kept_rows_is_the_message_of_their_copy(n_bins: int) -> None:
 
 def test_bootstrap_counts_many_draws_what_each_tree_draws() -> None:
     """Seeding many trees' generators at once (SeedSequence's hashing over the trees) gives
-    every tree the counts NumPy's own ``default_rng([seed, tree, crc32(name)])`` gives;
-    seeds of 2^32 and more take the plain path."""
+    every tree the counts NumPy's own ``default_rng([seed, tree, crc32(name)])`` gives,
+    seeds of 2^32 and more (two words) and secure's secrets included."""
     from fedforest.federated.client_bootstrap import bootstrap_counts, bootstrap_counts_many
 
     for seed in (0, 1, 12345, 2**32 - 1, 2**32 + 5):
@@ -667,3 +667,13 @@ def test_bootstrap_counts_many_draws_what_each_tree_draws() -> None:
                 got = bootstrap_counts_many(seed, trees, name, n, draws)
                 np.testing.assert_array_equal(got, np.array(want))
     assert bootstrap_counts_many(0, range(0), "a", 5).shape == (0, 5)
+    # Under "secure" the bound secret (up to 128 bits: one to four more words) joins them.
+    rng = np.random.default_rng(7)
+    secrets = [0, 1, 2**32 - 1, 2**32, 2**64 - 1, 2**64, 2**128 - 1]
+    secrets += [int.from_bytes(rng.bytes(16), "little") for _ in range(5)]
+    for seed in (0, 2**32 + 5):
+        for secret in secrets:
+            trees = range(0, 30)
+            want = [bootstrap_counts(seed, t, "c", 60, secret) for t in trees]
+            got = bootstrap_counts_many(seed, trees, "c", 60, None, secret)
+            np.testing.assert_array_equal(got, np.array(want))

@@ -8,6 +8,7 @@ import pytest
 from fedforest.federated.server.guides import (
     GUIDES_PER_PAIR,
     Guides,
+    entry_order,
     guided_candidates,
     guided_candidates_numpy,
     pair_best,
@@ -122,6 +123,21 @@ def _guide_entries(rng: np.random.Generator, guides: Guides, d: int, n: int = 60
         guides.add(tree, np.full(n, level), f, thr, gain)
         entries += list(zip(tree, [level] * n, f, thr, gain, strict=True))
     return entries
+
+
+def test_entry_order_is_numpys_lexsort_of_the_five_keys() -> None:
+    """The guides' index: by feature, gain (largest first), tree, depth, threshold, then
+    entry order, as NumPy's lexsort of the five keys puts them; ties in every key, NaN and
+    infinite gains, signed zeros."""
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 7, 500, 5000):
+        feature = rng.integers(0, 4, n)
+        special = rng.choice([np.nan, -np.inf, np.inf, -0.0, 0.0, 0.25, 0.5, 1.0], n)
+        gain = np.where(rng.random(n) < 0.5, special, rng.random(n))  # runs of ties and none
+        tree, depth = rng.integers(0, 3, n), rng.integers(0, 3, n)
+        threshold = rng.choice([np.nan, -1.0, 0.0, 2.5], n)
+        want = np.lexsort((threshold, depth, tree, -gain, feature))
+        np.testing.assert_array_equal(entry_order(feature, gain, tree, depth, threshold), want)
 
 
 @pytest.mark.parametrize("level", [0, 1, 2, 3])

@@ -117,8 +117,14 @@ def test_intervals_against_intervals_isolate_no_row_at_another_seed() -> None:
     assert found == {"combinations": 0, "rows": 0.0}, found
 
 
-def _random_pairs(rng: np.random.Generator, n_pairs: int) -> tuple[list, np.ndarray]:
-    """Random pairs for the kernel and its twin: grids, candidates, ancestors' releases."""
+def _random_pairs(
+    rng: np.random.Generator, n_pairs: int, ordered: bool = False
+) -> tuple[list, np.ndarray]:
+    """Random pairs for the kernel and its twin: grids, candidates, ancestors' releases.
+
+    ``ordered``: each ancestor's rows below its thresholds are the node's there plus rows
+    outside it that never decrease, as real releases are (the kernel's shortcut then).
+    """
     grid, rows, cands, thr, thr_rows, thr_total = [], [], [], [], [], []
     g_off, c_off, a_off, lo, hi, total = [0], [0], [0], [], [], []
     for _ in range(n_pairs):
@@ -137,7 +143,11 @@ def _random_pairs(rng: np.random.Generator, n_pairs: int) -> tuple[list, np.ndar
         for n_anc in range(int(rng.integers(0, 3))):  # each ancestor: its own total
             t = np.sort(rng.choice(e, size=int(rng.integers(0, min(g, 6) + 1)), replace=False))
             thr += list(t)
-            thr_rows += list(np.sort(rng.integers(0, 150, size=t.size)).astype(float))
+            if ordered:
+                node_rows = r[np.searchsorted(e, t, side="right") - 1]
+                thr_rows += list(node_rows + np.sort(rng.integers(0, 60, size=t.size)))
+            else:
+                thr_rows += list(np.sort(rng.integers(0, 150, size=t.size)).astype(float))
             thr_total += [total[-1] + 150.0 + 50 * n_anc] * t.size
         a_off.append(len(thr))
     args = [np.array(cands), np.array(c_off), np.array(grid), np.array(g_off), np.array(rows)]
@@ -146,8 +156,9 @@ def _random_pairs(rng: np.random.Generator, n_pairs: int) -> tuple[list, np.ndar
     return args, rng.random(len(cands)) < 0.8  # some dropped already
 
 
-def test_interval_rule_kernel_matches_its_twin() -> None:
-    args, start = _random_pairs(np.random.default_rng(9), 80)
+@pytest.mark.parametrize("ordered", [False, True])
+def test_interval_rule_kernel_matches_its_twin(ordered: bool) -> None:
+    args, start = _random_pairs(np.random.default_rng(9), 300 if ordered else 80, ordered)
     a, b = start.copy(), start.copy()
     interval_safe(*args, a)
     interval_safe_numpy(*args, b)

@@ -267,6 +267,15 @@ def test_agreeing_with_a_malformed_public_key_is_an_error() -> None:
         keys.agree({"a": keys.public_bytes, "b": b"short"})
 
 
+@pytest.mark.parametrize("raw", [bytes(32), b"\x01" + bytes(31)])
+def test_agreeing_with_a_low_order_public_key_is_an_error(raw: bytes) -> None:
+    # Such a point gives the all-zero shared secret whatever the private key: refused,
+    # naming the peer (the exchange itself refuses it; no throwaway key is made).
+    keys = MaskingKeys("a")
+    with pytest.raises(ValueError, match="public key of 'b' is not a valid X25519"):
+        keys.agree({"a": keys.public_bytes, "b": raw, "c": MaskingKeys("c").public_bytes})
+
+
 # --------------------------------------------------------------------------- kernels
 def test_quantile_grid_kernel_matches_its_twin_and_a_hand_worked_case() -> None:
     rng = np.random.default_rng(2)

@@ -253,13 +253,18 @@ class Client:
     def _counts_of(self, trees: range) -> NDArray[np.int64]:
         """:meth:`_counts` of each tree of ``trees``, one row each.
 
-        A plain bootstrap (not secure, no tree left out) seeds the trees' generators at
-        once (``bootstrap_counts_many``: the same draws).
+        A bootstrap without a tree left out seeds the trees' generators at once
+        (``bootstrap_counts_many``, with the set-up's bound secret under "secure": the
+        same draws).
         """
         assert self._oob_setup is not None
         seed, bootstrap, _, _, draws = self._oob_setup
-        if bootstrap and self._secure is None and not self._excluded.intersection(trees):
-            return bootstrap_counts_many(seed, trees, self.name, self.n_samples, draws)
+        if bootstrap and not self._excluded.intersection(trees):
+            secret = None if self._secure is None else self._secure.bootstrap_secret()
+            counts = bootstrap_counts_many(seed, trees, self.name, self.n_samples, draws, secret)
+            if self._secure is not None and self._secure.dp is not None:
+                counts = np.minimum(counts, int(self._secure.dp["max_weight"]))  # as _counts
+            return counts
         rows = [self._counts(t) for t in trees]
         return np.array(rows, np.int64).reshape(len(trees), self.n_samples)
 

@@ -66,29 +66,40 @@ def bootstrap_counts(
 
 
 def bootstrap_counts_many(
-    seed: int, trees: range, name: str, n: int, draws: int | None = None
+    seed: int,
+    trees: range,
+    name: str,
+    n: int,
+    draws: int | None = None,
+    secret: int | None = None,
 ) -> NDArray[np.int64]:
-    """:func:`bootstrap_counts` of each tree of ``trees`` (no secret), one row each.
+    """:func:`bootstrap_counts` of each tree of ``trees`` (with ``secret``, if given), one row each.
 
-    The same counts: each tree's generator is seeded as ``default_rng([seed, tree,
-    crc32(name)])`` seeds it, its SeedSequence hashes computed for all trees at once
-    (:func:`_seed_states`) instead of one SeedSequence and one PCG64 made per tree (two
-    thirds of a client's set-up at 1,400 rows). Words of 2^32 and more take the plain path.
+    The same counts: each tree's generator is seeded as ``default_rng`` seeds it from
+    :func:`bootstrap_counts`'s words, its SeedSequence hashes computed for all trees at
+    once (:func:`_seed_states`) instead of one SeedSequence and one PCG64 made per tree
+    (two thirds of a client's set-up at 1,400 rows). Negative words, or a tree index of
+    2^32 and more, take the plain path.
     """
-    crc = zlib.crc32(name.encode("utf-8"))
-    if not trees or not 0 <= seed <= _M32 or not 0 <= trees.start <= trees[-1] <= _M32:
+    words = [seed, zlib.crc32(name.encode("utf-8"))]
+    if secret is not None:
+        words += [secret & 0xFFFFFFFFFFFFFFFF, secret >> 64]
+    if not trees or min(words) < 0 or not 0 <= trees.start <= trees[-1] <= _M32:
         return np.array(
-            [bootstrap_counts(seed, t, name, n, None, draws) for t in trees], np.int64
+            [bootstrap_counts(seed, t, name, n, secret, draws) for t in trees], np.int64
         ).reshape(len(trees), n)
+    head, tail = _words32(seed), [w for v in words[1:] for w in _words32(v)]
     k = len(trees)
-    entropy = np.empty((k, 3), dtype=np.uint32)
-    entropy[:, 0], entropy[:, 1], entropy[:, 2] = seed, np.asarray(trees), crc
-    words = _seed_states(entropy).tolist()
+    entropy = np.empty((k, len(head) + 1 + len(tail)), dtype=np.uint32)
+    entropy[:, : len(head)] = head
+    entropy[:, len(head)] = np.asarray(trees)
+    entropy[:, len(head) + 1 :] = tail
+    states = _seed_states(entropy).tolist()
     bits = np.random.PCG64(0)
     rng = np.random.Generator(bits)
     size = n if draws is None else draws
     out = np.empty((k, n), dtype=np.int64)
-    for t, (s0, s1, i0, i1) in enumerate(words):
+    for t, (s0, s1, i0, i1) in enumerate(states):
         inc = (((i0 << 64) | i1) << 1 | 1) & _M128
         state = ((inc + ((s0 << 64) | s1)) * _PCG_MULT + inc) & _M128
         bits.state = {
@@ -101,11 +112,20 @@ def bootstrap_counts_many(
     return out
 
 
+def _words32(value: int) -> list[int]:
+    """A non-negative int as SeedSequence takes it: 32-bit words, lowest first (0: one word)."""
+    out = [value & _M32]
+    while value > _M32:
+        value >>= 32
+        out.append(value & _M32)
+    return out
+
+
 def _seed_states(entropy: NDArray[np.uint32]) -> NDArray[np.uint64]:
     """``SeedSequence(row).generate_state(4, np.uint64)`` of each row of ``entropy``.
 
-    ``entropy`` : ndarray of uint32, shape (k, m), m <= 4: each row a SeedSequence's words
-    (an int below 2^32 is one word). NumPy's mixing, in uint32 arithmetic over the rows.
+    ``entropy`` : ndarray of uint32, shape (k, m): each row a SeedSequence's words (an int
+    below 2^32 is one word). NumPy's mixing, in uint32 arithmetic over the rows.
     """
     shift = np.uint32(16)
     hc = [_INIT_A]
@@ -127,6 +147,9 @@ def _seed_states(entropy: NDArray[np.uint32]) -> NDArray[np.uint64]:
         for dst in range(_POOL):
             if src != dst:
                 pool[dst] = mix(pool[dst], hashmix(pool[src]))
+    for src in range(_POOL, m):  # words beyond the pool, each mixed into every pool word
+        for dst in range(_POOL):
+            pool[dst] = mix(pool[dst], hashmix(entropy[:, src]))
     state = np.empty((k, 8), dtype=np.uint32)
     b = _INIT_B
     for i in range(8):

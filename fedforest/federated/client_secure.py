@@ -34,7 +34,7 @@ from .client_secrets import (
 from .client_sketch import fine_codes
 from .client_targets import label_counts
 from .client_weights import moment_weights, oob_weights
-from .grid_wire import GRID_WIRE, decode_candidates, decode_grid, half_of, half_words
+from .grid_wire import decode_candidates, grid_inputs, half_of, half_words, lattice_grid
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh, warn_unresolved
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2, to_fixed_packed
@@ -385,9 +385,11 @@ class SecureParty:
         grid_off = expect_array(msg, "grid_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         _check_offsets(grid_off, "grid_off", self.client.name)
         # The grids as the server counts on them, in this thread's scratch; Round B's
-        # candidates index them: it decodes them again from this request, kept.
-        grid = self._level_grid(msg, grid_off, fit.pair_feat)
-        fit.level_grid_off, fit.level_wire = grid_off, tuple(msg.arrays[k] for k in GRID_WIRE)
+        # candidates index them: it decodes them again from this request's arrays, kept
+        # as checked here.
+        wire = grid_inputs(msg, grid_off, self.client.name)
+        grid = self._level_grid(wire, grid_off, fit.pair_feat)
+        fit.level_grid_off, fit.level_wire = grid_off, wire
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         hist = self._words_at(msg, fit, grid_off, grid, bits[:2], borrow=True)  # scratch
         borrowed = hist is not None
@@ -409,18 +411,20 @@ class SecureParty:
         return self._masked(msg, ROUND_A, arrays)
 
     def _level_grid(
-        self, msg: Message, grid_off: NDArray[np.int64], pair_feat: NDArray[np.int32]
+        self,
+        wire: tuple[NDArray[Any], ...],
+        grid_off: NDArray[np.int64],
+        pair_feat: NDArray[np.int32],
     ) -> NDArray[np.float64]:
         """A Round A request's grids, decoded into this thread's scratch (:mod:`.scratch`)."""
         room = scratch("grid", int(grid_off[-1]), np.float64)
-        return decode_grid(msg, grid_off, pair_feat, self.client.name, room)
+        return lattice_grid(wire, grid_off, pair_feat, self.client.name, room)
 
     def kept_grid(self, fit: _Fit) -> NDArray[np.float64]:
-        """The level's grids again, from Round A's wire arrays kept (empty before any)."""
+        """The level's grids again, from Round A's checked wire arrays kept (empty before any)."""
         if fit.level_wire is None or fit.level_grid_off is None or fit.pair_feat is None:
             return np.zeros(0)
-        msg = Message(ROUND_A, {}, dict(zip(GRID_WIRE, fit.level_wire, strict=True)))
-        return self._level_grid(msg, fit.level_grid_off, fit.pair_feat)
+        return self._level_grid(fit.level_wire, fit.level_grid_off, fit.pair_feat)
 
     def _packed(
         self, msg: Message, values: NDArray[np.float64], bits: NDArray[np.int64]

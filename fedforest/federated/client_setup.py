@@ -66,8 +66,8 @@ class _Fit:
     weighted: bool = False
     #: binning="global": every row's bin among its column's candidates.
     grid: GridCodes | None = None
-    #: privacy="secure": the level's grids' offsets and Round A's wire arrays of them
-    #: (``grid_wire.GRID_WIRE``; Round B's candidates index the grids, decoded again).
+    #: privacy="secure": the level's grids' offsets and Round A's wire arrays of them as
+    #: checked (``grid_wire.grid_inputs``; Round B's candidates index the grids, decoded again).
     level_grid_off: NDArray[np.int64] | None = None
     level_wire: tuple[NDArray[Any], ...] | None = None
 

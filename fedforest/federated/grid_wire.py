@@ -53,6 +53,8 @@ __all__ = [
     "candidate_arrays",
     "decode_candidates",
     "decode_grid",
+    "grid_inputs",
+    "lattice_grid",
     "decode_lattice",
     "decode_lattice_numpy",
     "grid_space",
@@ -291,10 +293,6 @@ def encode_lattice_numpy(
     return n_codes
 
 
-#: The arrays of a Round A request that :func:`decode_grid` reads (a client keeps them).
-GRID_WIRE = ("grid_exact", "grid_value", "grid_code", "grid_span")
-
-
 def decode_grid(
     msg: Message,
     grid_off: NDArray[np.int64],
@@ -306,6 +304,14 @@ def decode_grid(
 
     ``previous``: the client's grid of the level before, no longer read; the grid is
     decoded into its memory (:func:`grid_space`).
+    """
+    return lattice_grid(grid_inputs(msg, grid_off, client), grid_off, pair_feat, client, previous)
+
+
+def grid_inputs(msg: Message, grid_off: NDArray[np.int64], client: str) -> tuple[NDArray[Any], ...]:
+    """:func:`decode_grid`'s arrays of ``msg``, checked: bits, values, codes and lattices.
+
+    A client keeps them to decode the same grid again (Round B) without checking them again.
     """
     n = int(grid_off[-1])
     bits = expect_array(msg, "grid_exact", "u", ((n + 7) // 8,), "server")
@@ -322,8 +328,24 @@ def decode_grid(
         raise ValueError(
             f"Client {client!r}: grid_code from the server holds a code above {LATTICE_STEPS}."
         )
-    a, b, valid = _lattice(expect_array(msg, "grid_span", "f", (None, 2), "server"))
-    out = grid_space(previous, n)
+    return (
+        bits,
+        values,
+        codes,
+        *_lattice(expect_array(msg, "grid_span", "f", (None, 2), "server")),
+    )
+
+
+def lattice_grid(
+    inputs: tuple[NDArray[Any], ...],
+    grid_off: NDArray[np.int64],
+    pair_feat: NDArray[Any],
+    client: str,
+    previous: NDArray[np.float64] | None = None,
+) -> NDArray[np.float64]:
+    """The grid of :func:`grid_inputs`' arrays, in ``previous``'s memory (:func:`grid_space`)."""
+    bits, values, codes, a, b, valid = inputs
+    out = grid_space(previous, int(grid_off[-1]))
     if not decode_lattice(
         bits, values.astype(np.float64, copy=False), codes.astype(np.uint32, copy=False),
         a, b, valid, np.asarray(pair_feat, dtype=np.int64), grid_off.astype(np.int64), out,

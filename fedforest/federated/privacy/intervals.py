@@ -55,16 +55,22 @@ def _isolates(out_j, r_lo, r_hi, k_lo, k_hi, min_rows):
 
 
 @numba.njit(nogil=True, cache=True)
-def _interval_unsafe(er, ob, n_e, k_lo, k_hi, min_rows):
+def _interval_unsafe(er, ob, n_e, k_lo, k_hi, min_rows, ordered):
     # Whether C's interval (k_lo, k_hi] isolates rows with some interval of one ancestor's
     # (``er``: C's rows below -inf, each threshold, +inf; ``ob``: A's rows outside C below
     # them). Ends of K more than min_rows - 1 rows of C from J's differ by min_rows or more.
+    # ``ordered``: er and ob never decrease, so once an end is min_rows past K's (or J
+    # holds min_rows outside C) every later one is too: the loops stop there.
     for i in range(n_e + 1):
         if abs(k_lo - er[i]) >= min_rows:
+            if ordered and er[i] > k_lo:
+                break
             continue
         for j in range(i + 1, n_e + 2):
             out_j = ob[j] - ob[i]
             if out_j >= min_rows or abs(k_hi - er[j]) >= min_rows:
+                if ordered and (out_j >= min_rows or er[j] > k_hi):
+                    break
                 continue
             if _isolates(out_j, er[i], er[j], k_lo, k_hi, min_rows):
                 return True
@@ -110,6 +116,7 @@ def interval_safe(
         er = np.empty(a1 - a0 + 2 * (a1 - a0))
         ob = np.empty(er.size)
         start = np.empty(a1 - a0 + 1, dtype=np.int64)
+        ordered = np.empty(a1 - a0, dtype=np.bool_)  # the ancestor's er and ob never decrease
         n_anc = 0
         a, at = a0, 0
         while a < a1:
@@ -125,6 +132,10 @@ def interval_safe(
                 )
                 ob[at + 1 + i] = anc_rows[a + i] - er[at + 1 + i]
             er[at + b - a + 1], ob[at + b - a + 1] = total[p], anc_total[a] - total[p]
+            up = True
+            for i in range(at, at + b - a + 1):
+                up = up and er[i + 1] >= er[i] and ob[i + 1] >= ob[i]
+            ordered[n_anc - 1] = up
             at += b - a + 2
             a = b
         start[n_anc] = at
@@ -139,12 +150,13 @@ def interval_safe(
             for q in range(n_anc):
                 s, n_e = start[q], start[q + 1] - start[q] - 2
                 e, o = er[s : start[q + 1]], ob[s : start[q + 1]]
-                if _interval_unsafe(e, o, n_e, kc, total[p], min_rows):
+                up = ordered[q]
+                if _interval_unsafe(e, o, n_e, kc, total[p], min_rows, up):
                     bad = True
                 for u in range(n_kept):
                     if bad:
                         break
-                    bad = _interval_unsafe(e, o, n_e, kept[u], kc, min_rows)
+                    bad = _interval_unsafe(e, o, n_e, kept[u], kc, min_rows, up)
                 if bad:
                     break
             if bad:

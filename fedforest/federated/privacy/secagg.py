@@ -400,12 +400,13 @@ class MaskingKeys:
                 raise ValueError(
                     f"Client {self.name!r}: the public key of {other!r} is not 32 bytes."
                 )
-            if not valid_public_key(raw):
+            try:  # a low-order point: the exchange refuses it (see valid_public_key)
+                shared = self._private.exchange(X25519PublicKey.from_public_bytes(raw))
+            except ValueError:
                 raise ValueError(
                     f"Client {self.name!r}: the public key of {other!r} is not a valid X25519 "
                     "key (a low-order point: the pair key would be known to all)."
-                )
-            shared = self._private.exchange(X25519PublicKey.from_public_bytes(raw))
+                ) from None
             names = "\x00".join(sorted((self.name, other))).encode("utf-8")
             pair[other] = HKDF(
                 algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO + b"\x00" + names

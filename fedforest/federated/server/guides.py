@@ -48,6 +48,7 @@ from .missing import MISSING_SPLIT
 __all__ = [
     "GUIDES_PER_PAIR",
     "Guides",
+    "entry_order",
     "guided_candidates",
     "guided_candidates_numpy",
     "guided_in_threads",
@@ -180,6 +181,30 @@ def refine_args(
     return left, pooled[pair_node], np.arange(STAT_TASK, s, 2, dtype=np.int64), True
 
 
+def entry_order(
+    feature: NDArray[np.int64], gain: NDArray[np.float64], tree: NDArray[np.int64],
+    depth: NDArray[np.int64], threshold: NDArray[np.float64],
+) -> NDArray[np.int64]:  # fmt: skip
+    """``np.lexsort((threshold, depth, tree, -gain, feature))``, its five passes cut to two.
+
+    Sorted by feature and ``-gain``; only the runs of equal (feature, gain) (NaN equal to
+    NaN, as the sort places them) are then sorted by tree, depth and threshold: the same
+    order, full ties left in entry order as there.
+    """
+    order = np.lexsort((-gain, feature))
+    f, g = feature[order], -gain[order]
+    same = (f[1:] == f[:-1]) & ((g[1:] == g[:-1]) | (np.isnan(g[1:]) & np.isnan(g[:-1])))
+    if same.any():
+        tied = np.zeros(order.size, dtype=bool)
+        tied[1:] |= same
+        tied[:-1] |= same
+        at = np.flatnonzero(tied)
+        run = np.concatenate([[0], np.cumsum(~same)])[at]
+        idx = order[at]
+        order[at] = idx[np.lexsort((threshold[idx], depth[idx], tree[idx], run))]
+    return order
+
+
 @dataclass
 class Guides:
     """The forest's best thresholds so far: per (tree, depth, feature), each pair's best.
@@ -256,12 +281,11 @@ class Guides:
         By gain: largest first, ties by tree, depth, threshold.
         """
         if self._index is None:
-            order = np.lexsort((self.threshold, self.depth, self.tree, -self.gain, self.feature))
             off = np.zeros(self.d + 1, dtype=np.int64)
             np.cumsum(np.bincount(self.feature, minlength=self.d), out=off[1:])
+            order = entry_order(self.feature, self.gain, self.tree, self.depth, self.threshold)
             thr = np.ascontiguousarray(self.threshold[order])
-            rank = np.arange(order.size, dtype=np.int64)
-            by_thr = np.lexsort((rank, thr, self.feature[order]))
+            by_thr = np.lexsort((thr, self.feature[order]))  # ties by rank: the sort is stable
             self._index = (off, self.tree[order], self.depth[order], thr, thr[by_thr], by_thr)
         return self._index
 
