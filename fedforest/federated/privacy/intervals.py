@@ -25,7 +25,9 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from ..kernel_cache import cache_depends_on
 from ..threads import thread_map, work_ranges
+from . import rules
 from .rules import _rows_below, ancestor_safe, known_rows
 
 __all__ = [
@@ -366,3 +368,10 @@ def safe_from_ancestors(
     work = (np.diff(cand_off) + 1) * (np.diff(anc_off) + 1)
     thread_map(run, work_ranges(work, 2 * n if n > 1 else 1), n)
     return out
+
+
+# Their machine code holds rules.py's _rows_below and known_rows (numba stamps a
+# cached kernel with its own file only): stale when rules.py changes too.
+cache_depends_on(_interval_unsafe, rules)
+cache_depends_on(interval_safe, rules)
+cache_depends_on(interval_checks, rules)

@@ -26,6 +26,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from ..kernel_cache import cache_depends_on
+from . import rules
 from .rules import _rows_below, known_rows
 
 __all__ = ["partition_filter", "partition_safe", "partition_safe_numpy"]
@@ -268,3 +270,8 @@ def partition_filter(
         np.ascontiguousarray(pair, dtype=np.int64), t_off, np.ascontiguousarray(t), int(min_rows),
         out,
     )  # fmt: skip
+
+
+# Their machine code holds rules.py's _rows_below and known_rows (numba stamps a
+# cached kernel with its own file only): stale when rules.py changes too.
+cache_depends_on(partition_safe, rules)
