@@ -26,7 +26,9 @@ took secret row weights (``client_secure.moment_weights``; another target scale)
 nodes and thresholds, values within 1.1e-8 and impurities within 1.3e-6 relative (the
 fixed point's rounding of the differently scaled targets). And once more when the
 features' moments took the same secret weights (another coarse grid, so other candidates
-and trees: 800 nodes, was 794).
+and trees: 800 nodes, was 794). And once more when the roots got up to ``4 B - 1`` quantile
+candidates and a node's first guide became the median of the roots' best thresholds near
+it (issue 11; other candidates, so other trees: 798 nodes).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

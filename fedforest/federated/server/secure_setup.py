@@ -24,7 +24,7 @@ from ..protocol import GRID, CommunicationLedger, Message
 from .checks import check_pooled_class_counts
 from .config import GrowerConfig
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
-from .guides import Guides
+from .guides import MEDIAN_WINDOW, Guides
 from .resolve import bootstrap_draws
 from .secure_checks import (
     check_pooled_cumulative,
@@ -219,6 +219,7 @@ def setup_grids(
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
     if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
         state.guides = Guides(d)
+        state.guides.set_root(root_edges, root_mass, MEDIAN_WINDOW * m)
         if guides is not None:
             state.guides.add_pool(guides)
     if balanced and plan is None:
