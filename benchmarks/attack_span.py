@@ -57,7 +57,11 @@ def span_exposure(fed, model, X, w, m: int) -> dict[str, float]:
             atom = atom.ravel()
             compact = np.zeros((A.shape[0], size.size))
             compact[:, atom] = A
-            _, s, vt = np.linalg.svd(compact, full_matrices=False)
+            try:
+                _, s, vt = np.linalg.svd(compact, full_matrices=False)
+            except np.linalg.LinAlgError:
+                import scipy.linalg
+                _, s, vt = scipy.linalg.svd(compact, full_matrices=False, lapack_driver="gesvd")
             rank = int((s > s[0] * 1e-10).sum())
             leverage = (vt[:rank] ** 2).sum(axis=0)
             found = (size < m) & (leverage > 1 - 1e-8)
