@@ -116,6 +116,9 @@ class OwnTree(Guides):
     def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
         return super().find(tree, np.asarray(tree) * self.d0 + feature, lo, hi)
 
+    def set_root(self, *a):  # type: ignore[no-untyped-def]
+        pass  # own-tree: the guides before root medians
+
 
 class AllTrees(Guides):
     """Guides from every tree of the batch (any tree index)."""

@@ -13,6 +13,8 @@ from fedforest.federated.server.guides import (
     guided_candidates_numpy,
     pair_best,
     refined_best,
+    root_medians,
+    root_medians_numpy,
     top_guides_numpy,
 )
 
@@ -209,6 +211,9 @@ class _OwnTreeGuides(Guides):
     def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
         return super().find(tree, np.asarray(tree) * self.d0 + feature, lo, hi)
 
+    def set_root(self, *a):  # type: ignore[no-untyped-def]
+        pass  # the guides before root medians
+
 
 def test_earlier_trees_guides_close_most_of_the_homogeneous_gap(
     monkeypatch: pytest.MonkeyPatch,
@@ -292,3 +297,67 @@ def test_record_keeps_the_best_entries_per_tree_feature_and_level() -> None:
             np.testing.assert_array_equal(np.sort(guides.gain[got])[::-1], want)
             assert mine.sum() > KEPT_PER_LEVEL  # the cap binds
     assert np.all(guides.depth == 5)
+
+
+def test_first_guide_is_the_median_of_the_roots_best_thresholds_near_it() -> None:
+    # Worked by hand: one feature, uniform on [0, 100] with 100 root rows (a row per unit),
+    # a window of 10 rows either side of the first guide.
+    guides = Guides(1)
+    guides.set_root([np.array([0.0, 100.0])], [np.array([100.0])], 10.0)
+    # The roots' bests (depth 0) of trees 0-4; tree 6's comes later than the query's tree;
+    # 30.0 is outside the window. Deeper entries of larger gains are the guides.
+    roots = [(0, 47.0), (1, 49.0), (2, 52.0), (3, 55.0), (4, 30.0), (6, 50.5)]
+    for t, x in roots:
+        guides.add(np.array([t]), np.array([0]), np.array([0]), np.array([x]), np.array([1.0]))
+    for x, g in ((44.0, 9.0), (20.0, 5.0), (80.0, 4.0), (90.0, 3.0)):
+        guides.add(np.array([2]), np.array([1]), np.array([0]), np.array([x]), np.array([g]))
+    guides.level = 2
+    off, got = guides.find(np.array([5, 5, 1]), np.array([0, 0, 0]), np.array([0.0, 50.0, 0.0]),
+                           np.array([100.0, 100.0, 100.0]))  # fmt: skip
+    # Query 0: entries 47, 49, 52 in the window [34, 54] (55 and 30 out, 50.5 of a later
+    # tree) -> the first guide 44 becomes their median 49; the rest by gain.
+    assert got[off[0] : off[1]].tolist() == [49.0, 20.0, 80.0, 90.0]
+    # Query 1 (bounds (50, 100)): first guide 80, no root's best in [70, 90]: unmoved.
+    assert got[off[1] : off[2]].tolist() == [80.0, 90.0, 52.0, 55.0]
+    # Query 2 (tree 1): the entries of trees <= 1 only, 47 and 49: fewer than three, unmoved.
+    assert got[off[2] : off[3]].tolist() == [47.0, 49.0]
+
+
+@pytest.mark.parametrize("n", [60, 2000])
+def test_root_medians_matches_its_twin(n: int) -> None:
+    rng = np.random.default_rng(11)
+    d = 4
+    guides = Guides(d)
+    _guide_entries(rng, guides, d, n)
+    guides.level = 2
+    q_tree, q_f = rng.integers(0, 6, 80), rng.integers(0, d, 80)
+    lo, hi = rng.normal(size=80) - 1.0, rng.normal(size=80) + 1.0
+    off, got = guides.find(q_tree, q_f, lo, hi)  # no root distributions: unmoved
+    w = rng.random(80)
+    first = got[np.minimum(off[:-1], got.size - 1)]
+    w_lo, w_hi = first - w, first + w
+    e_off, e_tree, e_depth, _, s_thr, s_at = guides._sorted()
+    outs = []
+    for kernel in (root_medians, root_medians_numpy):
+        out = got.copy()
+        kernel(e_off, e_tree, e_depth, s_thr, s_at, q_tree.astype(np.int64), q_f.astype(np.int64),
+               lo, hi, w_lo, w_hi, off, out)  # fmt: skip
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert (outs[0] != got).any()  # the case moves some first guides
+
+
+def test_root_floor_keeps_candidates_with_n_over_b_rows_on_either_side() -> None:
+    from fedforest.federated.server.missing import MISSING_SPLIT
+    from fedforest.federated.server.secure_round_b import root_floor
+
+    # Two roots of 320 rows, B = 32: at least 10 rows on either side of a candidate.
+    grid = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 1.0, 2.0, MISSING_SPLIT])
+    grid_off = np.array([0, 5, 8])
+    cum_rows = np.array([5.0, 10.0, 200.0, 311.0, 315.0, 9.0, 100.0, 300.0])
+    cand_off = np.array([0, 5, 8])
+    cand = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 1.0, 2.0, MISSING_SPLIT])
+    off, kept = root_floor(grid, grid_off, cum_rows, np.array([320.0, 320.0]), 32, cand_off, cand)
+    # 5 rows below 1.0, 9 above 4.0, 5 above 5.0: dropped; the missing edge keeps its rule.
+    assert off.tolist() == [0, 2, 4]
+    assert kept.tolist() == [2.0, 3.0, 2.0, MISSING_SPLIT]

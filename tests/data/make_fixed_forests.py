@@ -28,7 +28,9 @@ fixed point's rounding of the differently scaled targets). And once more when th
 features' moments took the same secret weights (another coarse grid, so other candidates
 and trees: 800 nodes, was 794). And once more when the settings digest began to cover
 the clients' pooled data tags (``client_secrets.data_tag``: other bootstraps, so other
-trees: 778 nodes, was 800).
+trees: 778 nodes, was 800), and again the same day when the roots got up to ``4 B - 1``
+quantile candidates and a node's first guide became the median of the roots' best
+thresholds near it (issue 11; other candidates, so other trees: 784 nodes).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

@@ -55,6 +55,8 @@ __all__ = [
     "pair_best",
     "refine_args",
     "refined_best",
+    "root_medians",
+    "root_medians_numpy",
     "top_guides",
     "top_guides_numpy",
 ]
@@ -63,6 +65,10 @@ __all__ = [
 GUIDES_PER_PAIR = 4
 #: Entries kept per (tree, feature) and level, the best by gain.
 KEPT_PER_LEVEL = 8
+#: A node's first guide is the median of at least this many roots' best thresholds near
+#: it (:func:`root_medians`), within this many ``m`` of the root's rows either side.
+MEDIAN_OF = 3
+MEDIAN_WINDOW = 3
 #: A pair's best threshold moves to the step its pooled sums locate when the share of the
 #: weight below the step is known to this standard error (:func:`refined_best`).
 REFINE_SE = 0.05
@@ -224,6 +230,8 @@ class Guides:
     threshold: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     #: The depth of the nodes growing now (set before each level's Round A).
     level: int = 0
+    #: The roots' cumulative distributions (:meth:`set_root`): edges, rows, window rows.
+    root_cdf: tuple[list[NDArray[np.float64]], list[NDArray[np.float64]], float] | None = None
     _index: tuple[NDArray[Any], ...] | None = None
 
     def add(
@@ -300,12 +308,47 @@ class Guides:
         e_off, e_tree, e_depth, e_thr, s_thr, s_at = self._sorted()
         out_off = np.zeros(tree.size + 1, dtype=np.int64)
         out = np.empty(tree.size * GUIDES_PER_PAIR)
+        tree, feature = np.asarray(tree, dtype=np.int64), np.asarray(feature, dtype=np.int64)
+        lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
         top_guides(
-            e_off, e_tree, e_depth, e_thr, s_thr, s_at, np.asarray(tree, dtype=np.int64),
-            np.asarray(feature, dtype=np.int64), np.asarray(lo, dtype=np.float64),
-            np.asarray(hi, dtype=np.float64), self.level, GUIDES_PER_PAIR, out_off, out,
+            e_off, e_tree, e_depth, e_thr, s_thr, s_at, tree, feature, lo, hi, self.level,
+            GUIDES_PER_PAIR, out_off, out,
         )  # fmt: skip
+        if self.root_cdf is not None and out_off[-1]:
+            w_lo, w_hi = self._window(feature, out[out_off[:-1]], out_off)
+            root_medians(
+                e_off, e_tree, e_depth, s_thr, s_at, tree, feature, lo, hi, w_lo, w_hi,
+                out_off, out,
+            )  # fmt: skip
         return out_off, out[: out_off[-1]]
+
+    def set_root(
+        self, edges: list[NDArray[np.float64]], mass: list[NDArray[np.float64]], rows: float
+    ) -> None:
+        """The roots' pooled distributions (grid rounds): the window of :func:`root_medians`.
+
+        ``edges[f]``, ``mass[f]``: feature ``f``'s root bins and their rows (empty for a
+        categorical feature); ``rows``: the window's half-width in the root's rows.
+        """
+        cum = [np.concatenate([[0.0], np.cumsum(w)]) for w in mass]
+        self.root_cdf = (list(edges), cum, float(rows))
+
+    def _window(
+        self, feature: NDArray[np.int64], x: NDArray[np.float64], off: NDArray[np.int64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Per query, the values ``rows`` of the root's rows below and above its first guide."""
+        assert self.root_cdf is not None
+        edges, cum, rows = self.root_cdf
+        w_lo, w_hi = np.full(x.size, np.inf), np.full(x.size, -np.inf)  # empty: no median
+        has = np.diff(off) > 0
+        for f in np.unique(feature[has]):
+            at = np.flatnonzero(has & (feature == f))
+            e, c = edges[f], cum[f]
+            if e.size < 2:
+                continue
+            r = np.interp(x[at], e, c)
+            w_lo[at], w_hi[at] = np.interp(r - rows, c, e), np.interp(r + rows, c, e)
+        return w_lo, w_hi
 
 
 #: A query whose bounds hold at most this many entries of its feature scans them (by
@@ -477,6 +520,77 @@ def guided_candidates(  # type: ignore[no-untyped-def]
                 j -= 1
             out[j] = v
         out_off[p + 1] = k
+
+
+@numba.njit(nogil=True, cache=True)
+def root_medians(  # type: ignore[no-untyped-def]
+    e_off, e_tree, e_depth, s_thr, s_at, tree, feature, lo, hi, w_lo, w_hi, out_off, out
+):
+    """Each query's first guide moved to the median of the roots' best thresholds near it.
+
+    Parameters
+    ----------
+    e_off, e_tree, e_depth, s_thr, s_at : as for :func:`top_guides`  # IN
+    tree, feature, lo, hi : ndarray, shape (n,)  # IN
+        Each query's tree, feature and path bounds.
+    w_lo, w_hi : ndarray of float64, shape (n,)  # IN
+        Each query's window around its first guide.
+    out_off : ndarray of int64, shape (n + 1,)  # IN
+    out : ndarray of float64  # IN/OUT
+        :func:`top_guides`' guides. A query's first becomes the median of the entries of
+        depth 0 (roots) of trees ``<= tree`` on the feature with ``w_lo <= x <= w_hi``,
+        where at least :data:`MEDIAN_OF` are, the median is inside the bounds and no other
+        guide of the query equals it.
+    """
+    vals = np.empty(s_thr.size)
+    for i in range(tree.size):
+        k0, k1 = out_off[i], out_off[i + 1]
+        if k1 == k0:
+            continue
+        f = feature[i]
+        a, b = e_off[f], e_off[f + 1]
+        j = a + np.searchsorted(s_thr[a:b], w_lo[i], side="left")
+        j1 = a + np.searchsorted(s_thr[a:b], w_hi[i], side="right")
+        c = 0
+        while j < j1:
+            e = s_at[j]
+            if e_depth[e] == 0 and e_tree[e] <= tree[i]:
+                vals[c] = s_thr[j]  # increasing: the entries by threshold
+                c += 1
+            j += 1
+        if c < MEDIAN_OF:
+            continue
+        v = 0.5 * (vals[(c - 1) // 2] + vals[c // 2])
+        if not (lo[i] < v < hi[i]):
+            continue
+        clash = False
+        for k in range(k0 + 1, k1):
+            if out[k] == v:
+                clash = True
+        if not clash:
+            out[k0] = v
+
+
+def root_medians_numpy(
+    e_off: NDArray[np.int64], e_tree: NDArray[np.int64], e_depth: NDArray[np.int64],
+    s_thr: NDArray[np.float64], s_at: NDArray[np.int64], tree: NDArray[np.int64],
+    feature: NDArray[np.int64], lo: NDArray[np.float64], hi: NDArray[np.float64],
+    w_lo: NDArray[np.float64], w_hi: NDArray[np.float64], out_off: NDArray[np.int64],
+    out: NDArray[np.float64],
+) -> None:  # fmt: skip
+    """NumPy twin of :func:`root_medians` (same arguments, same outputs)."""
+    for i in range(tree.size):
+        k0, k1 = int(out_off[i]), int(out_off[i + 1])
+        if k1 == k0:
+            continue
+        a, b = int(e_off[feature[i]]), int(e_off[feature[i] + 1])
+        thr, at = s_thr[a:b], s_at[a:b]
+        ok = (thr >= w_lo[i]) & (thr <= w_hi[i]) & (e_depth[at] == 0) & (e_tree[at] <= tree[i])
+        if ok.sum() < MEDIAN_OF:
+            continue
+        v = float(np.median(thr[ok]))
+        if lo[i] < v < hi[i] and v not in out[k0 + 1 : k1]:
+            out[k0] = v
 
 
 #: :func:`guided_in_threads` runs on ranges of pairs in threads from this many candidates.

@@ -36,7 +36,7 @@ from .denoise import (
 from .dp_checks import check_noisy_counts
 from .fallback import with_ancestor_candidates
 from .guides import guided_in_threads, refine_args
-from .missing import with_missing_sides
+from .missing import MISSING_SPLIT, with_missing_sides
 from .secure_checks import (
     check_pooled_groups,
     check_pooled_rows,
@@ -87,8 +87,11 @@ def round_b(
     sub_rows = np.ascontiguousarray(level.cum[take, 0])
     node, f = pair_node[num], pair_feat[num].astype(np.int64)
     node_rows = np.ascontiguousarray(pooled[node, STAT_ROWS])
+    # The roots (guided levels below them): up to ROOT_FACTOR * B - 1 quantile candidates.
+    root = state.guides is not None and state.guides.level == 0
+    n_levels = cfg.n_bins * (ROOT_FACTOR if root else 1)
     out_off = np.zeros(num.size + 1, dtype=np.int64)
-    out = np.empty(num.size * max(cfg.n_bins, 1))  # B - 1 quantiles and the missing edge
+    out = np.empty(num.size * max(n_levels, 1))  # the quantiles and the missing edge
     secure_candidates(
         sub_grid,
         sub_off,
@@ -97,11 +100,13 @@ def round_b(
         node_rows,
         level.node_weight(node),
         _shifts(cfg, ctx, pair_off, pair_feat, 1)[num],
-        cfg.n_bins,
+        n_levels,
         m,
         out_off,
         out,
     )
+    if root:
+        out_off, out = root_floor(sub_grid, sub_off, sub_rows, node_rows, cfg.n_bins, out_off, out)
     tree = np.asarray(ctx["secure_slots"][0], dtype=np.int64)[node]
     if state.guides is not None:  # guides first, the same m-row spacing (guides.py)
         g_off, g_thr = state.guides.find(tree, f, state.lo[node, f], state.hi[node, f])
@@ -339,3 +344,32 @@ def _group_splits(
         left_stats[node], total[node] = pairs.left_stats[i], pairs.total[i]
         feature[node] = int(pair_feat[p])
     return BestSetSplits(gain, left, present, left_stats, total), feature
+
+
+#: A root's quantile candidates: up to this many per quantile level ``b / B`` (every root
+#: grid edge ``m`` rows apart), at least ``n / B`` rows from either end (:func:`root_floor`).
+ROOT_FACTOR = 4
+
+
+def root_floor(
+    grid: NDArray[np.float64], grid_off: NDArray[np.int64], cum_rows: NDArray[np.float64],
+    node_rows: NDArray[np.float64], n_bins: int, cand_off: NDArray[np.int64],
+    cand: NDArray[np.float64],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:  # fmt: skip
+    """The roots' candidates with at least ``n_node / B`` of the node's rows on either side.
+
+    A root gets up to ``ROOT_FACTOR * B - 1`` quantile candidates (its guides are the only
+    precise ones the forest gets: docs/privacy-findings.md, "What it costs"); none leaves
+    a child smaller than ``B - 1`` quantiles would, so that a narrow band is not left in a
+    small child whose grid misses it. Dropping candidates keeps the others ``m`` apart; the
+    missing edge keeps its own rule.
+    """
+    cand = cand[: cand_off[-1]]
+    at = np.zeros(cand.size, dtype=np.int64)
+    searchsorted_segments(grid, grid_off, cand, cand_off, at)
+    owner = np.repeat(np.arange(cand_off.size - 1), np.diff(cand_off))
+    floor = node_rows[owner] / n_bins
+    below = cum_rows[at]
+    keep = (below >= floor) & (node_rows[owner] - below >= floor)
+    keep |= cand == MISSING_SPLIT  # its own rule (the known rows, the missing rows)
+    return offsets(np.bincount(owner[keep], minlength=cand_off.size - 1)), cand[keep]

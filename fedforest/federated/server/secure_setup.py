@@ -24,7 +24,7 @@ from ..protocol import GRID, CommunicationLedger, Message
 from .checks import check_pooled_class_counts
 from .config import GrowerConfig
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
-from .guides import Guides
+from .guides import MEDIAN_WINDOW, Guides
 from .resolve import bootstrap_draws
 from .secure_checks import (
     check_pooled_cumulative,
@@ -227,6 +227,7 @@ def setup_grids(
     if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
         state.data_tag = np.asarray(sums["data_tag"], dtype=np.uint64)
         state.guides = Guides(d)
+        state.guides.set_root(root_edges, root_mass, MEDIAN_WINDOW * m)
         if guides is not None:
             state.guides.add_pool(guides)
     if balanced and plan is None:
