@@ -158,13 +158,7 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         default=None,
         help="fedforest's privacy budget under --privacy dp (needed there)",
     )
-    add(
-        "--dp-colluders",
-        type=int_at_least(0),
-        default=0,
-        metavar="T",
-        help="under --privacy dp: the colluding clients the noise holds against (default 0)",
-    )
+    _add_dp_colluders(add)
     add(
         "--binning",
         choices=("quantile", "global"),
@@ -172,6 +166,17 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="fedforest's candidates: per node, or fixed once per fit (--privacy none only)",
     )
     sim.set_defaults(handler=_run_simulate, command_parser=sim)
+
+
+def _add_dp_colluders(add: Callable[..., Any]) -> None:
+    """``--dp-colluders T`` (simulate and train): the estimators' ``dp_colluders``."""
+    add(
+        "--dp-colluders",
+        type=int_at_least(0),
+        default=0,
+        metavar="T",
+        help="under --privacy dp: the colluding clients the noise holds against",
+    )
 
 
 def _run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -262,13 +267,7 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add("--min-samples-leaf", type=int_at_least(1), default=5, help="rows per leaf")
     add("--privacy", choices=("secure", "dp", "none"), default="secure", help="privacy level")
     add("--epsilon", type=float, default=None, help="privacy budget under --privacy dp")
-    add(
-        "--dp-colluders",
-        type=int_at_least(0),
-        default=0,
-        metavar="T",
-        help="under --privacy dp: the colluding clients the noise holds against (default 0)",
-    )
+    _add_dp_colluders(add)
     add(
         "--min-aggregate-rows",
         type=int_at_least(1),

@@ -45,18 +45,10 @@ from fedforest.federated.server import secure as secure_server
 from fedforest.federated.server.missing import MISSING_SPLIT
 from fedforest.tree.export import float32_floor
 from tests.test_privacy import _data, _fit, _match_rows
+from tests.test_privacy_weights import _depths
 
 
 # --------------------------------------------------------------------------- missing tracer
-def _depths(tree: Any) -> dict[int, int]:
-    depth = {0: 0}
-    for i in range(tree.node_count):
-        for c in (tree.children_left[i], tree.children_right[i]):
-            if c >= 0:
-                depth[c] = depth[i] + 1
-    return depth
-
-
 def _box(tree: Any, node: int) -> tuple[dict[int, float], dict[int, float]]:
     """The node's path bounds, per feature: ``lo < x <= hi`` (the server's, from the model)."""
     parent = {}
