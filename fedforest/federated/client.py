@@ -32,7 +32,7 @@ from .client_grid import fixed_candidates, left_stats_coded, pack_coded
 from .client_increments import left_increment_answer, pair_sketches
 from .client_oob import answer_oob
 from .client_route import route_rows
-from .client_secure import SecureParty, fit_outputs
+from .client_secure import SecureParty, colluder_count, fit_outputs
 from .client_setup import SETUP_DRAWS as SETUP_DRAWS  # moved; patch it in client_setup
 from .client_setup import _Fit, handshake, set_up
 from .client_sketch import distinct_values, fine_codes
@@ -105,16 +105,9 @@ class Client:
         min_dp_colluders: int = 0,
     ) -> None:
         self.name = _client_name(name)
-        if (
-            isinstance(min_dp_colluders, bool)
-            or not isinstance(min_dp_colluders, (int, np.integer))
-            or min_dp_colluders < 0
-        ):
-            raise ValueError(
-                f"Client {self.name!r}: min_dp_colluders must be an int >= 0, "
-                f"got {min_dp_colluders!r}."
-            )
-        self.min_dp_colluders = int(min_dp_colluders)
+        self.min_dp_colluders = colluder_count(
+            min_dp_colluders, f"Client {self.name!r}: min_dp_colluders"
+        )
         self.X, self.feature_names, self._cat_raw = read_features(
             X, f"Client {self.name!r}", categorical_features
         )

@@ -57,6 +57,7 @@ __all__ = [
     "MOMENT_FRAC_BITS",
     "SecureParty",
     "bind_secret",
+    "colluder_count",
     "data_secret",
     "data_tag",
     "moment_weights",
@@ -699,19 +700,22 @@ def _check_dp(dp: Any, client: str, minimum: int = 0) -> dict[str, float]:
         ) from exc
     if not all(np.isfinite(v) and v > 0 for v in out.values()):
         raise ValueError(f"Client {client!r}: dp parameters must be positive, got {out}.")
-    t = dp.get("colluders", 0)
-    if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+    t = colluder_count(dp.get("colluders", 0), f"Client {client!r}: the server's dp colluders")
+    out["colluders"] = t
+    if t < minimum:
         raise ValueError(
-            f"Client {client!r}: invalid dp colluders from the server: {t!r} (an int >= 0)."
-        )
-    out["colluders"] = int(t)
-    if int(t) < minimum:
-        raise ValueError(
-            f"Client {client!r}: the server asks for noise that holds against {int(t)} "
+            f"Client {client!r}: the server asks for noise that holds against {t} "
             f"colluding clients; this client asks for at least {minimum} "
             "(its min_dp_colluders)."
         )
     return out
+
+
+def colluder_count(value: Any, what: str) -> int:
+    """A count of colluding clients (``dp_colluders``): an int >= 0, else refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{what} must be an int >= 0, got {value!r}.")
+    return int(value)
 
 
 def _check_offsets(off: NDArray[np.int64], name: str, client: str) -> None:
