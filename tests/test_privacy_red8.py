@@ -18,11 +18,14 @@ class one row holds is (``tests/test_privacy_values.py``).
 
 A sample weight is a tracer too, in the model alone: a tree draws as many times as there
 are rows, so a node's ``weighted_n_node_samples`` less its rows' draws shows where a row
-weighing 10 times the others is; its leaves' boxes hold it alone (a strict xfail).
+weighing 10 times the others is; its leaves' boxes hold it alone (a strict xfail: the
+weights' band below leaves a 10-times weight as it is).
 
-*Measured, open* (a limit the docs listed without a test): one row weighing 1e6 times the
-others gives its target from the model's node means alone (the floor counts rows, not
-their weight): a strict xfail.
+*Measured, fixed* (a limit the docs listed without a test): one row weighing 1e6 times the
+others gave its target from the model's node means alone (the floor counts rows, not
+their weight). Under ``"secure"`` the clients now trim their weights to within 10 times
+the pooled geometric mean (``privacy/weight_band.py``): no claim, and with the band off
+every heavy row's target again.
 
 *Nothing found*: thresholds of the model, its file and its exports (``to_sklearn()``'s
 and the ONNX exports' float32 thresholds, each the largest float32 at or below the
@@ -321,7 +324,7 @@ def test_a_row_weighing_1e6_times_the_others_keeps_its_target(monkeypatch) -> No
     """
     rebuilt, heavy = heavy_weight_exposure(seed=0, weight=1e6)
     assert (rebuilt, heavy) == (0, 0)
-    monkeypatch.setattr(weight_band, "WEIGHT_RATIO", np.inf)  # the band off
+    monkeypatch.setattr(weight_band, "WEIGHT_RATIO", 1e100)  # the band off (as wide as can be)
     rebuilt, heavy = heavy_weight_exposure(seed=0, weight=1e6)
     assert rebuilt == heavy == 10  # every claim a heavy row's, all 10 of them
 
@@ -381,8 +384,9 @@ def test_the_model_follows_a_row_weighing_10_times_the_others() -> None:
     strict=True,
     reason="a node's weighted_n_node_samples less its rows' draws shows where one row "
     "weighing 10 times the others is: the leaves it is in, from the model alone, hold that "
-    "row alone at data seeds 0 and 1 (and 2 to 4), 50 trees (docs/privacy-findings.md, "
-    "'Red team 8')",
+    "row alone at data seeds 0 and 1 (and 2 to 4), 50 trees; the server needs each node's "
+    "exact weight and the weights' band keeps 10 times (docs/privacy-findings.md, "
+    "'Red team 8', 'Sample weights under secure')",
 )
 def test_a_row_weighing_10_times_the_others_is_not_singled_out() -> None:
     for seed in (0, 1):
