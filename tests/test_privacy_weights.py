@@ -273,7 +273,9 @@ def test_histogram_weights_give_no_sample_weight(monkeypatch: pytest.MonkeyPatch
 def _pooled_band(weights: list[np.ndarray]) -> tuple[float, float]:
     """The band the server derives from the clients' masked ``weight_logs``, summed."""
     count, log_sum = np.sum([weight_logs(w, w.size) for w in weights], axis=0)
-    return band_from_logs(float(count), float(log_sum), float(sum(w.size for w in weights)))
+    band = band_from_logs(float(count), float(log_sum), float(sum(w.size for w in weights)))
+    assert band is not None
+    return band
 
 
 def test_the_band_bounds_any_two_weights_whatever_their_client() -> None:
@@ -300,7 +302,8 @@ def test_the_band_bounds_any_two_weights_whatever_their_client() -> None:
 
 
 def test_pooled_weight_logs_no_weights_have_are_refused() -> None:
-    for count, log_sum in ((0.0, 0.0), (101.0, 0.0), (2.5, 0.0), (10.0, 1e5), (np.nan, 0.0)):
+    assert band_from_logs(0.0, 0.0, 100.0) is None  # every weight 0: refused at the roots
+    for count, log_sum in ((0.0, 1.0), (101.0, 0.0), (2.5, 0.0), (10.0, 1e5), (np.nan, 0.0)):
         with pytest.raises(ValueError, match="weight_logs.*hides which"):
             band_from_logs(count, log_sum, 100.0)
 

@@ -73,8 +73,11 @@ def weight_logs(weight: NDArray[np.float64] | None, n_rows: int) -> NDArray[np.f
     return np.array([float(positive.size), float(np.log2(positive).sum())])
 
 
-def band_from_logs(count: float, log_sum: float, n_rows: float) -> tuple[float, float]:
+def band_from_logs(count: float, log_sum: float, n_rows: float) -> tuple[float, float] | None:
     """The band ``(g / WEIGHT_RATIO, g * WEIGHT_RATIO)`` from the pooled ``weight_logs``.
+
+    None when no row weighs more than 0 (nothing to trim; the roots' check refuses such a
+    federation with scikit-learn's message).
 
     Raises
     ------
@@ -83,6 +86,8 @@ def band_from_logs(count: float, log_sum: float, n_rows: float) -> tuple[float, 
         client sent a count other than its rows' or logs no weight has (secure aggregation
         hides which).
     """
+    if count == 0 and log_sum == 0:
+        return None
     tol = 1e-6 + 2.0**-LOG_FRAC_BITS * n_rows  # each client's rounding of its sum
     if not (
         np.isfinite(count)
@@ -142,9 +147,10 @@ def trim_weights(
 def trims(weight: NDArray[np.float64]) -> bool:
     """Whether the band of these weights (all of a federation's) trims one of them."""
     logs = weight_logs(weight, weight.size)
-    if logs[0] < 1:
+    band = band_from_logs(logs[0], logs[1], float(weight.size))
+    if band is None:
         return False
-    lo, hi = band_from_logs(logs[0], logs[1], float(weight.size))
+    lo, hi = band
     positive = weight[weight > 0]
     return bool((positive < lo).any() or (positive > hi).any())
 
