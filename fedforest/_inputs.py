@@ -35,6 +35,7 @@ from .federated.categorical import (
 from .federated.cells import refuse_nested
 from .federated.domains import type_hint
 from .federated.label_dtypes import labels_array
+from .federated.privacy.weight_band import bounded_weights
 from .federated.server.config import GrowerConfig
 from .federated.server.handshake import check_warm_schema
 
@@ -341,14 +342,6 @@ def warn_low_min_rows(privacy: str, min_aggregate_rows: int | None) -> None:
     )
 
 
-#: Under privacy="dp" each client clips its rows' sample weights to 1 (the noise's bound).
-DP_WEIGHTS_CLIPPED = (
-    'Under privacy="dp" a row weighs at most 1: sample weights above 1 count as 1 (the noise '
-    "is calibrated for rows that weigh at most their bootstrap count). Scale the weights so "
-    "that the largest is 1 to keep their ratios."
-)
-
-
 def fit_weights(
     weights: NDArray[np.float64] | None, privacy: str
 ) -> tuple[NDArray[np.float64] | None, int]:
@@ -360,11 +353,12 @@ def fit_weights(
     below the secure fixed point's resolution (a forest of single leaves), 1e12 overflowed
     it, and 1e300 overflowed the squared sums under "none". So the largest weight is put in
     [0.5, 1) (:func:`weights_back` undoes it on the fitted trees). Under "dp" a row weighs
-    at most 1 (the noise's bound): the weights stay as given, with a warning when larger.
+    at most 1 (the noise's bound), under "secure" within a band (``weight_band``): the
+    weights stay as given, with a warning when the clients will bound some.
     """
+    if weights is not None and (why := bounded_weights(weights, privacy)) is not None:
+        warn_caller(why, UserWarning)
     if weights is None or privacy == "dp":
-        if weights is not None and weights.max() > 1.0:
-            warn_caller(DP_WEIGHTS_CLIPPED, UserWarning)
         return weights, 0
     top = float(weights.max()) if weights.size else 0.0
     if top <= 0.0:

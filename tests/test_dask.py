@@ -482,8 +482,7 @@ def test_an_actor_s_error_frames_quote_no_value(dask_client: Client) -> None:
     with pytest.raises(ValueError, match=r"'a'.*column 1 is not numeric \(it holds str") as info:
         DaskFederation(built, timeout=scaled(60))
     assert quoted_values(str(info.value), values, (SECRET_TEXT,)) == [], str(info.value)
-    w = np.ones(len(y))
-    w[:5] = HEAVY_WEIGHT  # drawn by some tree's bootstrap whatever the secret
+    w = np.full(len(y), HEAVY_WEIGHT)  # every row: one heavy row is trimmed (weight_band.py)
     heavy = {
         name: functools.partial(ff.Client, X[part], y.to_numpy()[part], name, sample_weight=w[part])
         for name, part in (("a", slice(0, 180)), ("b", slice(180, None)))

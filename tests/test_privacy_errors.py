@@ -69,15 +69,16 @@ def quoted_values(text: str, values: Any, strings: tuple[str, ...] = ()) -> list
 
 
 def _clients(case: str) -> tuple[list[ff.Client], np.ndarray]:
-    """Three clients of 100 rows; client 0 holds the planted value. Also every data value."""
+    """Three clients of 100 rows; client 0 holds the planted target (every row the planted
+    weight). Also every data value."""
     rng = np.random.default_rng(11)
     clients, values = [], []
     for k in range(3):
         X, y, w = rng.normal(size=(100, 3)), rng.normal(size=100), np.ones(100)
         if k == 0 and case == "huge target":
             y[5] = HUGE_TARGET
-        if k == 0 and case == "heavy weight":
-            w[5] = HEAVY_WEIGHT
+        if case == "heavy weight":  # every row: one heavy row is trimmed (weight_band.py)
+            w[:] = HEAVY_WEIGHT
         values += [X.ravel(), y, w]
         sample_weight = w if case == "heavy weight" else None
         clients.append(ff.Client(X, y, f"site{k}", sample_weight=sample_weight))

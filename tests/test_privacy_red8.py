@@ -18,11 +18,14 @@ class one row holds is (``tests/test_privacy_values.py``).
 
 A sample weight is a tracer too, in the model alone: a tree draws as many times as there
 are rows, so a node's ``weighted_n_node_samples`` less its rows' draws shows where a row
-weighing 10 times the others is; its leaves' boxes hold it alone (a strict xfail).
+weighing 10 times the others is; its leaves' boxes hold it alone (a strict xfail: the
+weights' band below leaves a 10-times weight as it is).
 
-*Measured, open* (a limit the docs listed without a test): one row weighing 1e6 times the
-others gives its target from the model's node means alone (the floor counts rows, not
-their weight): a strict xfail.
+*Measured, fixed* (a limit the docs listed without a test): one row weighing 1e6 times the
+others gave its target from the model's node means alone (the floor counts rows, not
+their weight). Under ``"secure"`` the clients now trim their weights to within 10 times
+the pooled geometric mean (``privacy/weight_band.py``): no claim, and with the band off
+every heavy row's target again.
 
 *Nothing found*: thresholds of the model, its file and its exports (``to_sklearn()``'s
 and the ONNX exports' float32 thresholds, each the largest float32 at or below the
@@ -41,6 +44,7 @@ import pytest
 
 import fedforest as ff
 from fedforest._common import STAT_ROWS
+from fedforest.federated.privacy import weight_band
 from fedforest.federated.server import secure as secure_server
 from fedforest.federated.server.missing import MISSING_SPLIT
 from fedforest.tree.export import float32_floor
@@ -312,17 +316,17 @@ def test_the_heavy_weight_attack_claims_nothing_without_heavy_weights() -> None:
     assert heavy_weight_exposure(seed=0, weight=1e3) == (0, 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the floor counts rows, not their weight: one row per client weighing 1e6 times "
-    "the others gives its target to 1e-4 from the model's node means alone (the only training "
-    "target that close), each of the 10 heavy rows at data seeds 0, 1 and 2, 10 trees "
-    "(docs/privacy-findings.md, 'Sums whose other rows are known' and 'Red team 8')",
-)
-def test_a_row_weighing_1e6_times_the_others_keeps_its_target() -> None:
+def test_a_row_weighing_1e6_times_the_others_keeps_its_target(monkeypatch) -> None:  # noqa: ANN001
+    """Under "secure" the clients trim their weights to within ``WEIGHT_RATIO`` of the
+    pooled geometric mean (``privacy/weight_band.py``): one row per client weighing 1e6
+    then weighs about 10 times the others, and no claim gives a target. With the band made
+    unbounded (the weights as given) every heavy row's target comes back: the test can fail.
+    """
     rebuilt, heavy = heavy_weight_exposure(seed=0, weight=1e6)
-    assert rebuilt == heavy  # every claim a heavy row's: the attack is right where it claims
-    assert heavy == 0
+    assert (rebuilt, heavy) == (0, 0)
+    monkeypatch.setattr(weight_band, "WEIGHT_RATIO", 1e100)  # the band off (as wide as can be)
+    rebuilt, heavy = heavy_weight_exposure(seed=0, weight=1e6)
+    assert rebuilt == heavy == 10  # every claim a heavy row's, all 10 of them
 
 
 def heavy_leaves(model: Any, n_rows: int, weight: float) -> list[tuple[int, int]]:
@@ -380,8 +384,9 @@ def test_the_model_follows_a_row_weighing_10_times_the_others() -> None:
     strict=True,
     reason="a node's weighted_n_node_samples less its rows' draws shows where one row "
     "weighing 10 times the others is: the leaves it is in, from the model alone, hold that "
-    "row alone at data seeds 0 and 1 (and 2 to 4), 50 trees (docs/privacy-findings.md, "
-    "'Red team 8')",
+    "row alone at data seeds 0 and 1 (and 2 to 4), 50 trees; the server needs each node's "
+    "exact weight and the weights' band keeps 10 times (docs/privacy-findings.md, "
+    "'Red team 8', 'Sample weights under secure')",
 )
 def test_a_row_weighing_10_times_the_others_is_not_singled_out() -> None:
     for seed in (0, 1):

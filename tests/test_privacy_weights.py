@@ -21,10 +21,18 @@ import fedforest as ff
 from fedforest.federated.client_secure import stat_frac_bits
 from fedforest.federated.grid_wire import decode_grid
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed, unpack_counts
+from fedforest.federated.privacy.weight_band import (
+    WEIGHT_RATIO,
+    band_from_logs,
+    check_band,
+    trim_weights,
+    weight_logs,
+)
 from fedforest.federated.protocol import ROUND_A, ROUND_B
 from tests.test_privacy import (
     RecordingFederation,
     _data,
+    _fit,
     _in_bag_weights,
     _members,
     _multi_output_labels,
@@ -259,3 +267,73 @@ def test_histogram_weights_give_no_sample_weight(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(secure_round_a, "rows_hist", lambda ctx: {})
     assert attack() > 0.2
+
+
+# --------------------------------------------------------------------------- the weights' band
+def _pooled_band(weights: list[np.ndarray]) -> tuple[float, float]:
+    """The band the server derives from the clients' masked ``weight_logs``, summed."""
+    count, log_sum = np.sum([weight_logs(w, w.size) for w in weights], axis=0)
+    band = band_from_logs(float(count), float(log_sum), float(sum(w.size for w in weights)))
+    assert band is not None
+    return band
+
+
+def test_the_band_bounds_any_two_weights_whatever_their_client() -> None:
+    """One heavy row, rows 1e-6 beside one of 1, and a client 1e6 times another: after the
+    clients trim, no positive weight is more than ``WEIGHT_RATIO ** 2`` times another,
+    and the band is the geometric mean's (NumPy's) times and over ``WEIGHT_RATIO``."""
+    rng = np.random.default_rng(0)
+    shapes = [
+        [np.r_[np.ones(99), 1e6], np.ones(100)],
+        [np.r_[np.full(99, 1e-6), 1.0], rng.lognormal(0.0, 1.0, 100)],
+        [np.full(50, 1e6), np.ones(200), np.r_[np.zeros(10), np.ones(40)]],
+    ]
+    for weights in shapes:
+        band = _pooled_band(weights)
+        positive = np.concatenate([w[w > 0] for w in weights])
+        g = np.exp(np.log(positive).mean())
+        assert np.allclose(band, (g / WEIGHT_RATIO, g * WEIGHT_RATIO), rtol=1e-9)
+        trimmed = [trim_weights(w, band, "site") for w in weights]
+        kept = np.concatenate([t[t > 0] for t in trimmed])
+        assert kept.size == positive.size  # a weight of 0 stays 0, no other becomes 0
+        assert kept.max() / kept.min() <= WEIGHT_RATIO**2 * (1 + 1e-12)
+    inside = rng.uniform(0.5, 2.0, 100)  # within the band: untouched, no warning
+    assert np.array_equal(trim_weights(inside, _pooled_band([inside]), "site"), inside)
+
+
+def test_pooled_weight_logs_no_weights_have_are_refused() -> None:
+    assert band_from_logs(0.0, 0.0, 100.0) is None  # every weight 0: refused at the roots
+    for count, log_sum in ((0.0, 1.0), (101.0, 0.0), (2.5, 0.0), (10.0, 1e5), (np.nan, 0.0)):
+        with pytest.raises(ValueError, match="weight_logs.*hides which"):
+            band_from_logs(count, log_sum, 100.0)
+
+
+@pytest.mark.parametrize(
+    "band", [None, "x", [1.0], ["a", 1.0], [0.0, 1.0], [2.0, 1.0], [np.nan, 1.0], [1.0, np.inf]]
+)
+def test_a_bad_weight_band_from_the_server_is_refused_by_name(band: object) -> None:
+    with pytest.raises(ValueError, match="Client 'site0': the set-up's weight_band"):
+        check_band(band, "site0")
+
+
+def test_a_secure_fit_trims_a_client_weighing_its_rows_1e6_times_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Across clients: site0's 100 rows weigh 1e6, the 900 others 1. The clients trim to
+    the band of the pooled geometric mean ``g = 10^0.6``: site0's rows to ``10 g``, so each
+    root weighs about ``100 * 10 g + 900`` draws' worth (a secret bootstrap's spread
+    around it), not 1e8; site0 logs it, naming itself and the field; ``fit`` warns."""
+    X, y, h = _data(n_clients=10, n_rows=100, d=4)
+    w = np.where(h == 0, 1e6, 1.0)
+    model = ff.FedForestRegressor(n_estimators=4, max_depth=3, random_state=0)
+    with caplog.at_level("WARNING", logger="fedforest.client"):
+        _fit(model, X, y, h, sample_weight=w)
+    trimmed = [r.getMessage() for r in caplog.records if "trimmed" in r.getMessage()]
+    assert trimmed and all(t.startswith("Client 'site0': 100 sample_weight") for t in trimmed)
+    expected = 100 * 10 * 10**0.6 + 900
+    roots = np.array([t.weighted_n_node_samples[0] for t in model.trees_])
+    assert np.all(np.abs(roots / expected - 1) < 0.25), roots
+    with pytest.warns(UserWarning, match='Under privacy="secure" the clients trim'):
+        ff.FedForestRegressor(n_estimators=1, max_depth=1).fit(X, y, client_ids=h, sample_weight=w)
+    within = np.where(h == 0, 5.0, 1.0)  # within the band: no warning (an error here)
+    ff.FedForestRegressor(n_estimators=1, max_depth=1).fit(X, y, client_ids=h, sample_weight=within)

@@ -38,6 +38,7 @@ from .grid_wire import decode_candidates, grid_inputs, half_of, half_words, latt
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh, warn_unresolved
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2, to_fixed_packed
+from .privacy.weight_band import LOG_FRAC_BITS, weight_logs
 from .protocol import (
     GRID,
     OOB,
@@ -305,6 +306,9 @@ class SecureParty:
                 arrays["class_counts"] = to_fixed(mine, 0)
             if msg.header.get("data_tag"):  # "secure": the digest covers the pooled tag
                 arrays["data_tag"] = data_tag(self.secret)
+            if msg.header.get("weight_logs"):  # "secure", weighted: the weights' band
+                logs = weight_logs(c.sample_weight, c.n_samples)
+                arrays["weight_logs"] = to_fixed(logs, np.array([0, LOG_FRAC_BITS]))
             return self._masked(msg, GRID, arrays)
         edges = expect_array(msg, "edges", "f", (feats.size, None), "server")
         cum = np.empty(edges.shape)

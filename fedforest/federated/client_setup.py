@@ -27,6 +27,7 @@ from .client_targets import (
     poisson_column,
 )
 from .domains import check_declared_labels, encode_levels, handshake_levels
+from .privacy.weight_band import check_band, trim_weights
 from .protocol import HANDSHAKE, PROTOCOL_VERSION, Message, protocol_mismatch
 
 if TYPE_CHECKING:
@@ -165,6 +166,8 @@ def set_up(client: Client, msg: Message) -> _Fit:
     weighted, row_w = bool(setup.get("weighted", False)), client.sample_weight
     if row_w is not None and setup.get("privacy") == "dp":  # the noise's bound: 1 a row
         row_w = np.minimum(row_w, 1.0)
+    if row_w is not None and setup.get("weight_band") is not None:  # "secure": trimmed
+        row_w = trim_weights(row_w, check_band(setup["weight_band"], client.name), client.name)
     if setup.get("class_weights") is not None:  # multi-output class_weight: on the rows
         row_w = class_row_weights(row_w, y, setup["class_weights"])
     n = client.n_samples

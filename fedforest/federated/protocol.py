@@ -57,8 +57,10 @@ __all__ = [
 #: client of version 4 would score every tree on the last batch's bootstraps, silently);
 #: 6 since under "secure" a client names only the class labels it holds in
 #: ``min_level_rows`` rows (a client of version 5 would name a label one row holds; it
-#: refuses the server's version before answering).
-PROTOCOL_VERSION = 6
+#: refuses the server's version before answering); 7 since under "secure" a client with
+#: sample weights sends ``weight_logs`` and trims its weights to the set-up's
+#: ``weight_band`` (a client of version 6 would keep a heavy row's weight as given).
+PROTOCOL_VERSION = 7
 
 HANDSHAKE = "handshake"
 ROUND_A = "round_a"
@@ -92,7 +94,7 @@ REPLY_ARRAYS: dict[str, frozenset[str]] = {
     ),
     GRID: frozenset(
         ("moments", "moments_lo", "y_moments", "y_moments_lo", "y_hist", "class_counts", "hist")
-        + ("known", "data_tag")
+        + ("known", "data_tag", "weight_logs")
     ),
     ROUND_A: frozenset(
         ("summary", "hist", "sketch", "sketch_runs", "sketch_off", "local_best")

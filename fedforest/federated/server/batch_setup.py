@@ -60,12 +60,15 @@ def setup_header(
 
 
 def _secure_setup(schema: dict[str, Any]) -> dict[str, Any]:
-    """Under "secure": the pooled standardisation of the targets the clients apply."""
+    """Under "secure": the targets' pooled standardisation and the sample weights' band."""
     state = schema.get("secure")
     if state is None:
         return {}
     center, scale = state.y_center, state.y_scale  # floats, or per output (as lists)
-    return {"y_center": np.asarray(center).tolist(), "y_scale": np.asarray(scale).tolist()}
+    out = {"y_center": np.asarray(center).tolist(), "y_scale": np.asarray(scale).tolist()}
+    if state.weight_band is not None:  # the clients trim their sample weights to it
+        out["weight_band"] = list(state.weight_band)
+    return out
 
 
 def _client_sample(cfg: GrowerConfig, n_clients: int, first: int, n_trees: int) -> dict[str, Any]:

@@ -91,6 +91,7 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         "missing": missing,
         # Some client's rows carry sample weights (the weights themselves stay there).
         "weighted": any(rep.header.get("weighted", False) for _, rep in replies),
+        "sample_weighted": any(rep.header.get("weighted", False) for _, rep in replies),
         "client_missing": {name: rep.header.get("missing_features", []) for name, rep in replies},
         "clients": clients,
         "categories": categories,

@@ -91,6 +91,8 @@ class SecureState:
     class_counts: NDArray[np.float64] | None = None
     #: Under "secure": the sum mod 2^64 of the clients' data tags (the settings digest's).
     data_tag: NDArray[np.uint64] | None = None
+    #: Under "secure" with sample weights: the band the clients trim them to (weight_band.py).
+    weight_band: tuple[float, float] | None = None
     #: Per frontier slot: path bounds of every feature, shape (n_slots, d).
     lo: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
     hi: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))

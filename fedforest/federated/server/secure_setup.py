@@ -20,6 +20,7 @@ from ..privacy.grids import moment_grid, outer_bounds
 from ..privacy.secagg import (
     LOW_BITS,
 )
+from ..privacy.weight_band import LOG_FRAC_BITS, band_from_logs
 from ..protocol import GRID, CommunicationLedger, Message
 from .checks import check_pooled_class_counts
 from .config import GrowerConfig
@@ -157,6 +158,10 @@ def setup_grids(
     secure_tag = cfg.privacy == "secure"  # the digest covers the clients' pooled data tags
     if secure_tag:
         header["data_tag"] = True
+    # "secure" with sample weights: the pooled geometric mean of the weights (their band).
+    trim = secure_tag and bool(schema.get("sample_weighted"))
+    if trim:
+        header["weight_logs"] = True
     first = Message(GRID, header, {"features": feats})
     # Two words each (hi, lo): the variance is a small difference of large sums.
     specs: dict[str, tuple[tuple[int, ...], Any]] = {
@@ -174,6 +179,8 @@ def setup_grids(
         specs["class_counts"] = ((sum(sizes),), 0)
     if secure_tag:  # four words of HKDF per client (client_secure.data_tag), summed mod 2^64
         specs["data_tag"] = ((DATA_TAG_WORDS,), None)
+    if trim:  # (positive weights, sum of their log2) over every client
+        specs["weight_logs"] = ((2,), np.array([0, LOG_FRAC_BITS], dtype=np.int64))
     sums = secure_exchange(fed, ledger, first, specs)
     moments = _two_words(sums, "moments")
     n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
@@ -226,6 +233,9 @@ def setup_grids(
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
     if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
         state.data_tag = np.asarray(sums["data_tag"], dtype=np.uint64)
+        if trim:
+            count, log_sum = sums["weight_logs"].tolist()
+            state.weight_band = band_from_logs(count, log_sum, n_rows)
         state.guides = Guides(d)
         state.guides.set_root(root_edges, root_mass, MEDIAN_WINDOW * m)
         if guides is not None:
