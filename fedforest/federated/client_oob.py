@@ -81,7 +81,7 @@ def answer_oob(client: Client, msg: Message) -> Message:
     party = client._secure if client._fit_secure else None
     ys = y if party is None else y_all  # "secure": sums of y over all rows (privacy.md)
     # "secure": those sums weigh each row's secret weight (client_weights.oob_weights)
-    w = None if party is None else party.oob_weights(len(ys))
+    w = None if party is None else party.oob_weights(len(ys), msg)
     if n_classes:
         sums = [scored.sum(), correct_rows(pred[scored], y, client._class_sizes).sum()]
     elif y.ndim == 2:  # multi-output: per output, its three sums

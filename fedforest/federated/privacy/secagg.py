@@ -384,11 +384,6 @@ class MaskingKeys:
         return keys
 
     @property
-    def peers(self) -> list[str]:
-        """The other clients it shares a pair key with (the relayed public keys' names)."""
-        return sorted(self._pair)
-
-    @property
     def public_bytes(self) -> bytes:
         """The raw 32-byte X25519 public key (sent in the handshake)."""
         return self._private.public_key().public_bytes(
