@@ -2,15 +2,17 @@
 
 See docs/privacy-findings.md, "Red team 9".
 
-*Found and fixed*: a client joining (or leaving) the federation between two fits. The
-first grid round's moments of ``asinh(x)`` and ``asinh(y)`` and the out-of-bag sums of
-``y`` run over every row, each row's terms weighed by a secret weight of mean 1 drawn from
-its client's data secret (``client_weights``). The other clients' data did not change, so
-they drew the same weights in both fits, and the difference of the two fits' pooled sums
-was the joining client's own weighted sums; its weights add up to its rows, so a client of
-one row gave every feature value and its target exactly. The weights are now drawn from
-the data secret bound to the federation's clients (``client_secrets.federation_secret``):
-a client more or less redraws every client's weights.
+*Found and fixed*: a client joining, leaving or dropped in the grid round between two
+fits. The first grid round's moments of ``asinh(x)`` and ``asinh(y)`` and the out-of-bag
+sums of ``y`` run over every row, each row's terms weighed by a secret weight of mean 1
+drawn from its client's data secret (``client_weights``). The other clients' data did not
+change, so they drew the same weights in both fits, and the difference of the two fits'
+pooled sums was that client's own weighted sums; its weights add up to its rows, so a
+client of one row gave every feature value and its target exactly. The weights are now
+drawn from the data secret bound to the round's clients
+(``client_secrets.federation_secret``), and a drop in such a round sends it again to the
+survivors (``server/secure_sums.sums_sent_again``): a client more or less redraws every
+client's weights.
 
 *Nothing found*: a classifier of twelve declared classes in shares of ``0.75^k`` (the
 rarest held by three rows of one client) under ``class_weight="balanced"``, with one
@@ -28,9 +30,10 @@ import pytest
 
 import fedforest as ff
 from fedforest.federated import client_secure
-from fedforest.federated.client_secure import SecureParty, oob_frac_bits
+from fedforest.federated.client_secure import oob_frac_bits
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed
 from fedforest.federated.protocol import OOB
+from fedforest.federated.server import secure_setup
 from fedforest.tree.export import float32_floor
 from tests.test_privacy import (
     RecordingFederation,
@@ -40,6 +43,7 @@ from tests.test_privacy import (
     raw_value_exposure,
 )
 from tests.test_privacy_model import _pooled_moments
+from tests.test_secure import _Dying
 
 
 # --------------------------------------------------------------------------- a client joins
@@ -115,25 +119,59 @@ def test_the_same_clients_draw_the_same_weights() -> None:
     np.testing.assert_array_equal(preds[0], preds[1])
 
 
-def test_the_weights_secret_survives_the_client_state() -> None:
-    """Flower rebuilds a client's party for every message (``to_state`` / ``from_state``):
-    the out-of-bag round must weigh rows by the secret the grid round used, so the clients
-    present travel with the pair keys; a federation of other clients gives another."""
-    X, y, h = _data(n_clients=4, n_rows=60, d=4)
-    secrets = []
-    for k_max in (3, 4):
+def _server_moments(monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
+    """The grid round's moments as the server decodes them (its ``_two_words``), per fit."""
+    seen: list[np.ndarray] = []
+    decode = secure_setup._two_words
+
+    def recorded(sums, name):  # noqa: ANN001, ANN202
+        out = decode(sums, name)
+        if name in ("moments", "y_moments"):
+            seen.append(out.copy())
+        return out
+
+    monkeypatch.setattr(secure_setup, "_two_words", recorded)
+    return seen
+
+
+def dropped_client_exposure(monkeypatch: pytest.MonkeyPatch) -> tuple[float, float]:
+    """Two secure fits of the suite's data with ``site10`` of one row: in the second its
+    node is lost in the grid round (``on_client_failure="drop"``). The server differences
+    the moments it decoded in each. Returns the share of the row's features given back (to
+    1e-9) and how far the target read lies from the row's."""
+    X, y, h = _data(n_clients=11, n_rows=100, d=6, seed=0)
+    seen = _server_moments(monkeypatch)
+    one = (X[h == 10].iloc[:1].reset_index(drop=True), y[h == 10][:1], "site10")
+    for lost in (False, True):  # its second message is the grid round (no missing values)
         clients = [
-            ff.Client(X[h == k].reset_index(drop=True), y[h == k], f"site{k}") for k in range(k_max)
+            ff.Client(X[h == k].reset_index(drop=True), y[h == k], f"site{k}") for k in range(10)
         ]
-        ff.FedForestRegressor(n_estimators=2, max_depth=2).fit_federated(
-            ff.LocalFederation(clients)
+        clients.append(_Dying(*one, at=1) if lost else ff.Client(*one))
+        model = ff.FedForestRegressor(
+            n_estimators=2, max_depth=3, random_state=0, on_client_failure="drop"
         )
-        party = clients[0]._secure
-        assert party is not None
-        back = SecureParty.from_state(clients[0], party.to_state())
-        assert back.weights_secret() == party.weights_secret() != party.secret
-        secrets.append(party.weights_secret())
-    assert secrets[0] != secrets[1]
+        model.fit_federated(ff.LocalFederation(clients))
+        assert model.dropped_clients_ == ([("site10", 1)] if lost else [])
+    (x_all, y_all, x_drop, y_drop) = seen
+    row = int(np.flatnonzero(h == 10)[0])
+    values = np.isclose(np.sinh(x_all[:, 1] - x_drop[:, 1]), X.iloc[row].to_numpy(), rtol=1e-9)
+    return float(values.mean()), float(abs(np.sinh(y_all[0, 1] - y_drop[0, 1]) - y[row]))
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped:UserWarning")
+def test_a_client_of_one_row_dropped_in_the_grid_round_gives_no_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same client lost in the grid round of one fit: recovered, the survivors' sums
+    were the others' under the weights of the full federation, the other fit's less that
+    client's. The round is now sent again to the survivors, whose weights are then bound
+    to them (a fit without that client's). With the weights of the data secret alone the
+    attack gives the row back, so the test can fail."""
+    features, target = dropped_client_exposure(monkeypatch)
+    assert features == 0.0 and target > 0.01, (features, target)
+    monkeypatch.setattr(client_secure, "federation_secret", lambda secret, names: secret)
+    features, target = dropped_client_exposure(monkeypatch)
+    assert features == 1.0 and target < 1e-9, (features, target)
 
 
 # --------------------------------------------------------------------------- nothing found
