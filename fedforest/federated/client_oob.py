@@ -98,7 +98,9 @@ def answer_oob(client: Client, msg: Message) -> Message:
         sums = [scored.sum(), np.sum((y - p) ** 2), *_y_sums(ys, w)]
     arrays = {"oob_sums": np.asarray(sums, dtype=np.float64)}
     if party is not None:
-        client.finish()
+        # The growth state goes; what scoring reads stays, for the round sent again after
+        # a drop (``server/secure_sums.sums_sent_again``); the fit's end drops it.
+        client._fit = None
         return party.oob(msg, arrays["oob_sums"], n_classes)
     if msg.header.get("leaf_sums"):  # diagnostics ("none" only): per-leaf sums, tree 0
         packed = (
