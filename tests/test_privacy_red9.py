@@ -174,6 +174,54 @@ def test_a_client_of_one_row_dropped_in_the_grid_round_gives_no_value(
     assert features == 1.0 and target < 1e-9, (features, target)
 
 
+class _LostInTheOutOfBagRound(ff.Client):
+    """A client whose node is lost when the out-of-bag round reaches it."""
+
+    def handle(self, msg):  # noqa: ANN001, ANN201
+        if msg.kind == OOB:
+            raise RuntimeError("node lost")
+        return super().handle(msg)
+
+
+def dropped_oob_error() -> tuple[float, list[str]]:
+    """Two secure fits with ``oob_score`` and ``site10`` of one row, lost in the second
+    fit's out-of-bag round: how far the difference of the server's pooled sums of ``y``
+    lies from the row's target, and the second fit's rounds."""
+    X, y, h = _data(n_clients=11, n_rows=100, d=4, seed=0)
+    one = (X[h == 10].iloc[:1].reset_index(drop=True), y[h == 10][:1], "site10")
+    sums = []
+    for lost in (False, True):
+        clients = [
+            ff.Client(X[h == k].reset_index(drop=True), y[h == k], f"site{k}") for k in range(10)
+        ]
+        clients.append(_LostInTheOutOfBagRound(*one) if lost else ff.Client(*one))
+        fed = RecordingFederation(ff.LocalFederation(clients))
+        model = ff.FedForestRegressor(
+            n_estimators=3, max_depth=3, random_state=0, oob_score=True, on_client_failure="drop"
+        )
+        model.fit_federated(fed)
+        sums.append(_oob_sum_of_y(fed, 1001 if not lost else 1000))
+    kinds = model.communication_.per_round["kind"].tolist()
+    return abs(sums[0] - sums[1] - y[np.flatnonzero(h == 10)[0]]), kinds
+
+
+@pytest.mark.filterwarnings("ignore:.*drawn by every tree:UserWarning")
+def test_a_client_of_one_row_lost_in_the_out_of_bag_round_gives_no_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The out-of-bag round, recovered after a drop, left the survivors' sums of ``y``
+    under the weights of the full federation: the other fit's less that client's. It is
+    now sent again to the survivors (two out-of-bag rounds, no recovery), whose weights
+    are bound to them. With the weights of the data secret alone the difference gives the
+    target back (so the test can fail)."""
+    error, kinds = dropped_oob_error()
+    assert kinds.count("oob") == 2 and "recover" not in kinds, kinds
+    assert error > 0.01, error
+    monkeypatch.setattr(client_secure, "federation_secret", lambda secret, names: secret)
+    error, _ = dropped_oob_error()
+    assert error < 1e-4, error
+
+
 # --------------------------------------------------------------------------- nothing found
 def _twelve_classes() -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """The suite's data re-cut: ``site0`` holds 600 rows, ``site1`` 11 (``m + 1``), eight
