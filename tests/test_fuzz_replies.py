@@ -104,13 +104,14 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # Declared domains: a pandas CategoricalDtype column (categories="from_dtype": its
     # reply's 'declared') and declared classes (no 'labels' in the reply).
     "secure-declared": {"task": "classification", "privacy": "secure", "declared": True},
-    # c2 drops out in the first grid round: the survivors' masks are recovered (not in
-    # Round A: the roots' is a batch's set-up, sent again; below them none is recovered).
+    # c2 drops out in the second grid round: the survivors' masks are recovered (not in
+    # the first, whose moments' row weights are bound to its clients, nor in Round A: the
+    # roots' is a batch's set-up; both are sent again; below them none is recovered).
     "secure-drop-out": {
         "task": "regression",
         "privacy": "secure",
         "on_client_failure": "drop",
-        "c2_fails_in": "grid",
+        "c2_fails_in": ("grid", 1),
     },
 }
 
@@ -125,7 +126,7 @@ def _fit(
     """A small fit of configuration ``name`` (3 clients x 60 rows, 2 trees of depth 3)."""
     cfg = {**CONFIGS[name], **kw}
     task, cats, weights = cfg.pop("task"), cfg.pop("categories", False), cfg.pop("weights", False)
-    fails = cfg.pop("c2_fails_in", None)  # a round kind: client c2 raises there
+    fails = cfg.pop("c2_fails_in", None)  # (round kind, occurrence): client c2 raises there
     missing = cfg.pop("missing", False)
     declared = cfg.pop("declared", False)
     rng = np.random.default_rng(0)
@@ -169,15 +170,17 @@ def _fit(
 
 
 class _Failing(Client):
-    """A client that raises in its first round of ``kind`` (dropped under "drop")."""
+    """A client that raises in its round ``at`` (from 0) of ``kind`` (dropped under "drop")."""
 
-    def __init__(self, X: Any, y: Any, name: str, kind: str, **kw: Any) -> None:
+    def __init__(self, X: Any, y: Any, name: str, kind: tuple[str, int], **kw: Any) -> None:
         super().__init__(X, y, name, **kw)
-        self.fail_kind = kind
+        self.fail_kind, self.left = kind
 
     def handle(self, msg: Message) -> Any:
         if msg.kind == self.fail_kind:
-            raise RuntimeError(f"{self.name} fails")
+            self.left -= 1
+            if self.left < 0:
+                raise RuntimeError(f"{self.name} fails")
         return super().handle(msg)
 
 
@@ -589,7 +592,7 @@ def test_poisson_increments_below_jensens_bound_are_still_refused() -> None:
 
 
 def _short_mask(msg: Message) -> Message:
-    msg.arrays["moments"] = msg.arrays["moments"][:-1]
+    msg.arrays["hist"] = msg.arrays["hist"][:-1]
     return msg
 
 
@@ -598,11 +601,11 @@ def test_a_malformed_recovery_reply_is_refused_in_its_round(
 ) -> None:
     """A survivor's masks after c2 dropped out: before, their dtype and shape were checked
     after the round (a plain ValueError, no round named)."""
-    kw = {"on_client_failure": "drop", "c2_fails_in": "grid"}
+    kw = {"on_client_failure": "drop", "c2_fails_in": ("grid", 1)}  # the coarse counts
     with pytest.raises(ValueError, match=r"Client 'c1' failed while the masks of \['c2'\]"):
         _fit("secure-categories", "recover", 0, _short_mask, **kw)
     assert re.search(
-        r"Client 'c1' sent an invalid reply in round \d+ \(recover\): array 'moments'", caplog.text
+        r"Client 'c1' sent an invalid reply in round \d+ \(recover\): array 'hist'", caplog.text
     )
 
 
@@ -610,10 +613,10 @@ def test_a_survivor_dropped_while_recovering_stops_the_fit_by_name() -> None:
     """Before: a survivor dropped in the recovery round was no longer expected to answer it,
     so its pair masks stayed in the sums; the fit decoded garbage and stopped on "some
     client lied" (secure aggregation hiding which), or went on with wrong sums."""
-    kw = {"on_client_failure": "drop", "c2_fails_in": "grid"}
+    kw = {"on_client_failure": "drop", "c2_fails_in": ("grid", 1)}  # the coarse counts
 
     def bad_dtype(msg: Message) -> Message:  # refused by the envelope, before too
-        msg.arrays["moments"] = msg.arrays["moments"].astype(object)
+        msg.arrays["hist"] = msg.arrays["hist"].astype(object)
         return msg
 
     with pytest.raises(

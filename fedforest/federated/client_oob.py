@@ -81,7 +81,7 @@ def answer_oob(client: Client, msg: Message) -> Message:
     party = client._secure if client._fit_secure else None
     ys = y if party is None else y_all  # "secure": sums of y over all rows (privacy.md)
     # "secure": those sums weigh each row's secret weight (client_weights.oob_weights)
-    w = None if party is None else party.oob_weights(len(ys))
+    w = None if party is None else party.oob_weights(len(ys), msg)
     if n_classes:
         sums = [scored.sum(), correct_rows(pred[scored], y, client._class_sizes).sum()]
     elif y.ndim == 2:  # multi-output: per output, its three sums
@@ -98,7 +98,9 @@ def answer_oob(client: Client, msg: Message) -> Message:
         sums = [scored.sum(), np.sum((y - p) ** 2), *_y_sums(ys, w)]
     arrays = {"oob_sums": np.asarray(sums, dtype=np.float64)}
     if party is not None:
-        client.finish()
+        # The growth state goes; what scoring reads stays, for the round sent again after
+        # a drop (``server/secure_sums.sums_sent_again``); the fit's end drops it.
+        client._fit = None
         return party.oob(msg, arrays["oob_sums"], n_classes)
     if msg.header.get("leaf_sums"):  # diagnostics ("none" only): per-leaf sums, tree 0
         packed = (

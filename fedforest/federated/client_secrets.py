@@ -30,6 +30,7 @@ __all__ = [
     "bind_secret",
     "data_secret",
     "data_tag",
+    "federation_secret",
     "settings_digest_of",
     "tree_secrets",
 ]
@@ -85,6 +86,28 @@ def bind_secret(secret: int, digest: bytes) -> int:
     material = secret.to_bytes(16, "little") + bytes(digest)
     key = HKDF(algorithm=hashes.SHA256(), length=16, salt=None, info=_BIND_INFO).derive(material)
     return int.from_bytes(key, "little")
+
+
+#: HKDF info of the row weights' secret (bound to the federation's clients).
+_WEIGHTS_INFO = b"fedforest row weights v1"
+
+
+def federation_secret(secret: int, names: list[str]) -> int:
+    """The secret of a client's row weights in a fit: HKDF-SHA256 of ``secret`` and ``names``.
+
+    ``names``: the clients of the round (its ``secagg`` header's peers, the client's own
+    name among them). The row weights of the sums over every row
+    (``client_weights``) were drawn from the data secret alone, so the other clients drew
+    the same weights in a fit with one client more or less, and the difference of the two
+    fits' pooled moments was that client's own weighted sums: a client of one row gave its
+    every value and its target (docs/privacy-findings.md, "Red team 9"). Bound to the
+    clients present, every client draws other weights when one joins or leaves (or drops
+    in the round, which the server then sends again to the others); the same data and
+    clients give the same weights (the same forest).
+    """
+    material = secret.to_bytes(16, "little") + "\x00".join(sorted(names)).encode("utf-8")
+    key = HKDF(algorithm=hashes.SHA256(), length=16, salt=None, info=_WEIGHTS_INFO)
+    return int.from_bytes(key.derive(material), "little")
 
 
 #: HKDF info of the data tag (the pooled change detector the settings digest covers).

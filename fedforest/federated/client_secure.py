@@ -28,6 +28,7 @@ from .client_secrets import (
     bind_secret,
     data_secret,
     data_tag,
+    federation_secret,
     settings_digest_of,
     tree_secrets,
 )
@@ -143,6 +144,16 @@ class SecureParty:
         if self.bound is None:
             raise ValueError(f"Client {self.client.name!r}: bootstrap draws before the set-up.")
         return self.bound
+
+    def weights_secret(self, msg: Message) -> int:
+        """The secret of the rows' weights in a sum over every row (``client_weights``).
+
+        The data secret bound to the clients the round is sent to (``federation_secret``;
+        its header's ``secagg`` peers), so that every client draws other weights when one
+        joins or leaves; the server sends such a round again, to the survivors, when one
+        drops in it (``server/secure_sums.sums_sent_again``).
+        """
+        return federation_secret(self.secret, self._peers(msg))
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> tuple[Any, ...]:
@@ -275,7 +286,7 @@ class SecureParty:
             known = np.isfinite(x)  # a missing value (+inf) is in no moment
             a = np.where(known, np.clip(libm_arcsinh(np.where(known, x, 0.0)), -clip, clip), 0.0)
             # Under "secure" each row's terms weigh its secret weight (moment_weights).
-            w = known if self.dp is not None else moment_weights(self.secret, known)
+            w = known if self.dp is not None else moment_weights(self.weights_secret(msg), known)
             moments = np.column_stack(
                 [known.sum(axis=0).astype(np.float64), (w * a).sum(axis=0), (w * a * a).sum(axis=0)]
             )
@@ -296,7 +307,8 @@ class SecureParty:
                 n = float(c.n_samples)
                 cols = ay[:, None].T if ay.ndim == 1 else np.ascontiguousarray(ay.T)
                 every = np.ones((cols.shape[1], 1), dtype=bool)
-                w = moment_weights(self.secret, every)[:, 0] if self.dp is None else every[:, 0]
+                secret = self.weights_secret(msg)
+                w = moment_weights(secret, every)[:, 0] if self.dp is None else every[:, 0]
                 y_mom = np.array([[n, (w * a).sum(), (w * a * a).sum()] for a in cols])
                 y_mom = self.noisy(msg, y_mom, m_bounds, "target_sigma")
                 arrays["y_moments"], arrays["y_moments_lo"] = to_fixed2(y_mom, MOMENT_FRAC_BITS)
@@ -638,9 +650,9 @@ class SecureParty:
         return out
 
     # ------------------------------------------------------------------ out of bag
-    def oob_weights(self, n: int) -> NDArray[np.float64] | None:
+    def oob_weights(self, n: int, msg: Message) -> NDArray[np.float64] | None:
         """The rows' weights in the out-of-bag sums of ``y``: secret under "secure"."""
-        return None if self.dp is not None else oob_weights(self.secret, n)
+        return None if self.dp is not None else oob_weights(self.weights_secret(msg), n)
 
     def oob(self, msg: Message, sums: NDArray[np.float64], n_classes: int) -> Message:
         """Masked out-of-bag sums (regression in standardised units: R^2 is unchanged)."""

@@ -30,7 +30,10 @@ and trees: 800 nodes, was 794). And once more when the settings digest began to 
 the clients' pooled data tags (``client_secrets.data_tag``: other bootstraps, so other
 trees: 778 nodes, was 800), and again the same day when the roots got up to ``4 B - 1``
 quantile candidates and a node's first guide became the median of the roots' best
-thresholds near it (issue 11; other candidates, so other trees: 784 nodes).
+thresholds near it (issue 11; other candidates, so other trees: 784 nodes). And once
+more when the secret row weights of the grid round's moments were bound to the
+federation's clients (``client_secrets.federation_secret``: another coarse grid, so other
+candidates and trees: 778 nodes).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

@@ -237,8 +237,7 @@ def grow_forest(
         oob_round(fed, ledger, scored, cfg, result, ctx["records"], ctx.get("dp"), digests)
         if "dp" in ctx:
             budget.release_oob(cfg, schema, ctx)
-    else:
-        _finish_clients(fed)
+    _finish_clients(fed)
     if "dp" in ctx:
         result.privacy_report = budget.report(cfg, schema, ctx, fed, ledger)
     scratch.release()  # in-process clients' scratch memory (scratch.py) back to the system

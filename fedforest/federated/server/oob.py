@@ -148,7 +148,8 @@ def oob_round(
     )
     width = oob_width(cfg.task, int(value.shape[1]))
     if cfg.privacy != "none":
-        sums = secure.oob_sums(fed, ledger, msg, width, cfg.task == "classification")
+        classification, weighted = cfg.task == "classification", cfg.privacy == "secure"
+        sums = secure.oob_sums(fed, ledger, msg, width, classification, weighted)
     else:
         leaves = int(offsets[1]) if cfg.oob_leaf_sums else 0
         leaf_width = 3 if cfg.task == "regression" else 1 + int(value.shape[1])

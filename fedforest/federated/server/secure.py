@@ -56,7 +56,7 @@ from .secure_setup import (
 )
 from .secure_setup import _coarse_rows as _coarse_rows
 from .secure_setup import _robust_scale as _robust_scale
-from .secure_sums import secure_exchange, sums_unless_dropped
+from .secure_sums import secure_exchange, sums_sent_again, sums_unless_dropped
 from .splitter import best_splits
 from .weights import rows_hist
 
@@ -99,8 +99,18 @@ def guides_pool(state: SecureState | None) -> dict[str, NDArray[Any]] | None:
 
 # --------------------------------------------------------------------------- out of bag
 def oob_sums(
-    fed: Federation, ledger: CommunicationLedger, msg: Message, width: int, classification: bool
+    fed: Federation,
+    ledger: CommunicationLedger,
+    msg: Message,
+    width: int,
+    classification: bool,
+    weighted: bool = False,
 ) -> NDArray[np.float64]:
-    """The masked out-of-bag round's pooled sums."""
+    """The masked out-of-bag round's pooled sums.
+
+    ``weighted`` (``"secure"``): the rows' weights are bound to the round's clients, so a
+    drop sends the round again (``sums_sent_again``) instead of recovering it.
+    """
     bits = oob_frac_bits(width, classification)
-    return secure_exchange(fed, ledger, msg, {"oob_sums": ((width,), bits)})["oob_sums"]
+    send = sums_sent_again if weighted else secure_exchange
+    return send(fed, ledger, msg, {"oob_sums": ((width,), bits)})["oob_sums"]

@@ -36,7 +36,7 @@ from .secure_checks import (
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     SecureState,
 )
-from .secure_sums import secure_exchange
+from .secure_sums import secure_exchange, sums_sent_again
 from .sparse_columns import known_enough
 from .target_scale import moment_scale as _moment_scale
 from .target_scale import robust_scale as _robust_scale
@@ -181,7 +181,9 @@ def setup_grids(
         specs["data_tag"] = ((DATA_TAG_WORDS,), None)
     if trim:  # (positive weights, sum of their log2) over every client
         specs["weight_logs"] = ((2,), np.array([0, LOG_FRAC_BITS], dtype=np.int64))
-    sums = secure_exchange(fed, ledger, first, specs)
+    # Under "secure" the rows' weights are bound to the round's clients: a drop sends it
+    # again (under "dp", unweighted, the drop is recovered).
+    sums = (sums_sent_again if plan is None else secure_exchange)(fed, ledger, first, specs)
     moments = _two_words(sums, "moments")
     n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
     n_rows = float(sum(schema["n_samples"].get(c, 0) for c in fed.client_names))

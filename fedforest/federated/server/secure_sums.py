@@ -22,7 +22,7 @@ from ..protocol import RECOVER, CommunicationLedger, Message
 from .envelope import masked_arrays
 from .rounds import exchange
 
-__all__ = ["SetUpDropped", "secure_exchange", "sums_unless_dropped"]
+__all__ = ["SetUpDropped", "secure_exchange", "sums_sent_again", "sums_unless_dropped"]
 
 
 class SetUpDropped(Exception):
@@ -45,6 +45,27 @@ def secure_exchange(
     sums = sums_unless_dropped(fed, ledger, msg, specs, n_threads, recover=True)
     assert sums is not None
     return sums
+
+
+def sums_sent_again(
+    fed: Federation,
+    ledger: CommunicationLedger,
+    msg: Message,
+    specs: dict[str, tuple[tuple[int, ...], NDArray[np.int64] | int | None]],
+) -> dict[str, NDArray[Any]]:
+    """A masked round over every row (``"secure"``: the grid moments, the out-of-bag sums).
+
+    Its rows weigh secret weights bound to the round's clients
+    (``client_secrets.federation_secret``): a drop sends it again to the survivors instead
+    of a recovery round, which would leave them with the weights of the clients before
+    the drop, so that two fits, one with the dropped client's answer and one without, gave
+    the difference of their sums: that client's own (docs/privacy-findings.md, "Red team
+    9"). The survivors' sums are then a fit's without that client.
+    """
+    while True:  # each pass drops a client; with none left the exchange raises
+        sums = sums_unless_dropped(fed, ledger, msg, specs)
+        if sums is not None:
+            return sums
 
 
 def sums_unless_dropped(
