@@ -341,6 +341,7 @@ def read_features(
         col = frame.iloc[:, j] if frame is not None else np.asarray(X)[:, j]
         if j in cat:
             raw[j] = np.asarray(col, dtype=object)
+            _refuse_mixed_levels(raw[j], who, _name(names, j))
             columns.append(np.zeros(len(raw[j])))
             continue
         if frame is not None and not is_numeric_column(col):
@@ -377,3 +378,20 @@ def read_features(
 
 def _name(names: list[str] | None, j: int) -> str:
     return repr(names[j]) if names is not None else str(j)
+
+
+def _refuse_mixed_levels(values: NDArray[Any], who: str, column: str) -> None:
+    """A categorical column's levels are all text or all numbers, as the handshake wants.
+
+    Said here, naming the client and the column: the server's check of the handshake
+    refused such a client's levels as an invalid reply (under ``"none"``), and under
+    ``"secure"`` the numbers' levels were lost to missing values.
+    """
+    levels = [v for v in pd.unique(values).tolist() if not is_missing(v)]
+    if len({isinstance(v, str) for v in levels}) > 1:
+        kinds = ", ".join(sorted({type(v).__name__ for v in levels}))
+        raise ValueError(
+            f"{who}: categorical column {column} mixes text and numbers ({kinds} values); "
+            "its levels must be all text or all numbers, as scikit-learn's encoders want "
+            "them: convert the column (X[column].astype(str), or pd.to_numeric)."
+        )

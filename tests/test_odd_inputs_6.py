@@ -1,0 +1,42 @@
+"""Odd inputs, sixth round: scikit-learn parity and the swarm's peers.
+
+Each test failed on 9d844cc:
+
+- a categorical column (declared, of an ``object`` array or DataFrame column) holding text
+  and numbers was refused by the server under ``privacy="none"`` as the client's invalid
+  reply ("header field 'categories'['0'] mixes strings and numbers", as if the client
+  were hostile), and under ``"secure"`` fitted with every number's level lost to missing;
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedforest import Client, FedForestClassifier
+
+
+def _mixed(n: int = 60) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.choice(["Lyon", "Nice"], n), rng.normal(size=n)]).astype(object)
+    X[:, 1] = X[:, 1].astype(float)
+    X[::7, 0] = 3.5  # a number among the text
+    return X, (rng.random(n) > 0.5).astype(int)
+
+
+@pytest.mark.parametrize("privacy", ["secure", "none"])
+@pytest.mark.parametrize("frame", [False, True])
+def test_a_categorical_column_of_text_and_numbers_is_refused_naming_it(
+    privacy: str, frame: bool
+) -> None:
+    X, y = _mixed()
+    data, column = (pd.DataFrame(X, columns=["city", "dose"]), "city") if frame else (X, 0)
+    est = FedForestClassifier(n_estimators=2, privacy=privacy, categorical_features=[column])
+    with pytest.raises(ValueError, match=f"categorical column {column!r} mixes text and numbers"):
+        est.fit(data, y)
+    with pytest.raises(ValueError, match=r"Client 'a': .* mixes text and numbers \(float, str"):
+        Client(data, y, "a", categorical_features=[column])
+    # Missing values beside text are the missing category, not a number.
+    X[::7, 0] = None
+    FedForestClassifier(n_estimators=2, privacy=privacy, categorical_features=[0]).fit(X, y)
