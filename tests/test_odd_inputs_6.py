@@ -6,15 +6,21 @@ Each test failed on 9d844cc:
   and numbers was refused by the server under ``privacy="none"`` as the client's invalid
   reply ("header field 'categories'['0'] mixes strings and numbers", as if the client
   were hostile), and under ``"secure"`` fitted with every number's level lost to missing;
+- the estimators' tags said ``input_tags.string=False`` (scikit-learn's "the input can be
+  an array-like of strings"), where text columns are categorical;
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.utils import get_tags
+from sklearn.utils.estimator_checks import check_dtype_object
 
-from fedforest import Client, FedForestClassifier
+from fedforest import Client, FedForestClassifier, FedForestRegressor
 
 
 def _mixed(n: int = 60) -> tuple[np.ndarray, np.ndarray]:
@@ -40,3 +46,29 @@ def test_a_categorical_column_of_text_and_numbers_is_refused_naming_it(
     # Missing values beside text are the missing category, not a number.
     X[::7, 0] = None
     FedForestClassifier(n_estimators=2, privacy=privacy, categorical_features=[0]).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [FedForestRegressor, FedForestClassifier])
+def test_the_tags_say_text_is_taken(cls: Any) -> None:
+    tags = get_tags(cls())
+    assert tags.input_tags.string and not tags.input_tags.categorical
+    assert tags.input_tags.allow_nan and tags.input_tags.sparse
+    X, y = _mixed()
+    X[::7, 0] = "Pau"
+    est = cls(n_estimators=2, privacy="none", random_state=0)
+    assert est.fit(pd.DataFrame(X, columns=["city", "dose"]), y).n_features_in_ == 2
+    assert est.set_params(categorical_features=[0]).fit(X, y).predict(X).shape == (60,)
+
+
+@pytest.mark.parametrize("cls", [FedForestRegressor, FedForestClassifier])
+def test_check_dtype_object_passes_as_it_does_without_the_string_tag(cls: Any) -> None:
+    """With the string tag the check skips its dict cell (a vectorizer's input); without
+    it, fit must refuse one with NumPy's TypeError: it still does."""
+
+    class Untagged(cls):  # type: ignore[misc, valid-type]
+        def __sklearn_tags__(self) -> Any:
+            tags = super().__sklearn_tags__()
+            tags.input_tags.string = False
+            return tags
+
+    check_dtype_object(cls.__name__, Untagged(n_estimators=3, random_state=0))
