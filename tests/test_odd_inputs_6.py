@@ -8,6 +8,9 @@ Each test failed on 9d844cc:
   were hostile), and under ``"secure"`` fitted with every number's level lost to missing;
 - the estimators' tags said ``input_tags.string=False`` (scikit-learn's "the input can be
   an array-like of strings"), where text columns are categorical;
+- ``Peer(engine="fedforest")`` on fewer rows than its floor was refused with the
+  estimator's advice, "lower min_aggregate_rows ... or use privacy="none"", neither of
+  which ``Peer`` took;
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from sklearn.utils import get_tags
 from sklearn.utils.estimator_checks import check_dtype_object
 
 from fedforest import Client, FedForestClassifier, FedForestRegressor
+from fedforest.swarm import Peer, fit_intersection
 
 
 def _mixed(n: int = 60) -> tuple[np.ndarray, np.ndarray]:
@@ -72,3 +76,31 @@ def test_check_dtype_object_passes_as_it_does_without_the_string_tag(cls: Any) -
             return tags
 
     check_dtype_object(cls.__name__, Untagged(n_estimators=3, random_state=0))
+
+
+def _site(n: int) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"age": rng.normal(50, 10, n), "bmi": rng.normal(27, 4, n)})
+    return X, (X["age"] + rng.normal(0, 5, n) > 50).to_numpy(dtype=int)
+
+
+def test_a_fedforest_peer_takes_min_aggregate_rows_and_says_so_when_too_few_rows() -> None:
+    X, y = _site(8)
+    with pytest.raises(
+        ValueError, match=r"peer 'A' has 8 rows, fewer than min_aggregate_rows = 10 \(unless set"
+    ) as err:
+        Peer("A", 3, random_state=0, engine="fedforest").fit(X, y)
+    assert "engine='sklearn'" in str(err.value) and 'privacy="none"' not in str(err.value)
+    with pytest.raises(ValueError, match="min_aggregate_rows = 12"):  # 2 * ceil(0.7 * 8)
+        Peer("A", 3, engine="fedforest", min_samples_leaf=0.7).fit(X, y)
+    with pytest.raises(ValueError, match="applies to engine='fedforest'"):
+        Peer("A", 3, min_aggregate_rows=4)
+    with pytest.warns(UserWarning, match="min_aggregate_rows=4 is below 10"):
+        peer = Peer("A", 3, random_state=0, engine="fedforest", min_aggregate_rows=4).fit(X, y)
+    X, y = _site(40)
+    peer = Peer("A", 5, random_state=0, engine="fedforest", min_aggregate_rows=15).fit(X, y)
+    leaves = [t.n_node_samples[t.children_left == -1] for t in peer.trees_]
+    assert min(leaf.min() for leaf in leaves) >= 15
+    default = Peer("A", 5, random_state=0, engine="fedforest").fit(X, y).trees_  # floor 10
+    assert min(t.n_node_samples[t.children_left == -1].min() for t in default) < 15
+    assert fit_intersection([peer])[0].min_aggregate_rows == 15  # its retrained peers keep it
