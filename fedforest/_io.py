@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._common import is_int_in
 from .federated.label_dtypes import label_dtype, label_dtype_problem, labels_array
 from .federated.protocol import KINDS, CommunicationLedger
 from .tree.arrays import Tree
@@ -170,7 +171,7 @@ def _build(
     model = cls(**{k: _param_from_json(k, v) for k, v in params.items() if k in known})
     model._validate_params()
     d = header["n_features_in"]
-    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+    if not is_int_in(d, 1):
         raise ValueError(f"n_features_in {d!r} is not a positive integer")
     names = header["feature_names_in"]
     if names is not None and (
@@ -190,7 +191,7 @@ def _build(
     _check_client_codes(trees, d, len(clients))
     categories = _categories(header.get("categories", {}), d, trees)
     n_outputs = header.get("n_outputs", 1)  # files from before multi-output: one
-    if isinstance(n_outputs, bool) or not isinstance(n_outputs, int) or n_outputs < 1:
+    if not is_int_in(n_outputs, 1):
         raise ValueError(f"n_outputs {n_outputs!r} is not an integer >= 1")
     is_classifier = kind == "FedForestClassifier"
     classes: list[NDArray[Any]] | NDArray[Any] | None
@@ -208,7 +209,7 @@ def _build(
         raise ValueError("communication is not a dict of round records")
     ledger = CommunicationLedger.from_dict(header["communication"])
     n_clients = header.get("n_clients", 0)
-    if isinstance(n_clients, bool) or not isinstance(n_clients, int) or n_clients < 0:
+    if not is_int_in(n_clients):
         raise ValueError(f"n_clients {n_clients!r} is not a non-negative integer")
 
     model.trees_ = trees

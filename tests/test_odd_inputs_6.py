@@ -11,6 +11,9 @@ Each test failed on 9d844cc:
 - ``Peer(engine="fedforest")`` on fewer rows than its floor was refused with the
   estimator's advice, "lower min_aggregate_rows ... or use privacy="none"", neither of
   which ``Peer`` took;
+
+and a tidy: ``is_int_in`` (``fedforest/_common.py``), the one test of a count that files,
+messages and arguments wrote out a dozen times, checked against the expression it replaced.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from sklearn.utils import get_tags
 from sklearn.utils.estimator_checks import check_dtype_object
 
 from fedforest import Client, FedForestClassifier, FedForestRegressor
+from fedforest._common import is_int_in
 from fedforest.swarm import Peer, fit_intersection
 
 
@@ -104,3 +108,18 @@ def test_a_fedforest_peer_takes_min_aggregate_rows_and_says_so_when_too_few_rows
     default = Peer("A", 5, random_state=0, engine="fedforest").fit(X, y).trees_  # floor 10
     assert min(t.n_node_samples[t.children_left == -1].min() for t in default) < 15
     assert fit_intersection([peer])[0].min_aggregate_rows == 15  # its retrained peers keep it
+
+
+_ODD_COUNTS = [0, 1, 5, -1, 2**53, True, False, 1.0, 2.5, "3", None, [1], np.int64(4), np.int8(-2)]
+_ODD_COUNTS += [np.uint64(7), np.float64(3.0), np.bool_(True), float("nan")]
+
+
+@pytest.mark.parametrize("value", _ODD_COUNTS, ids=repr)
+@pytest.mark.parametrize(("low", "high"), [(0, None), (1, None), (1, 10_001), (0, 5)])
+@pytest.mark.parametrize("numpy", [False, True])
+def test_is_int_in_is_the_test_it_replaced(value: Any, low: int, high: Any, numpy: bool) -> None:
+    kinds = (int, np.integer) if numpy else int
+    old = isinstance(value, bool) or not isinstance(value, kinds) or value < low
+    if high is not None:
+        old = old or not value < high
+    assert is_int_in(value, low, high, numpy=numpy) is (not old)

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from .._common import is_int_in
 from ..federated.categorical import encode, sort_categories
 from ..federated.privacy.rules import default_min_rows
 from ..forest import FedForestClassifier
@@ -152,7 +153,7 @@ class Peer:
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-        if isinstance(n_surrogates, bool) or not isinstance(n_surrogates, int) or n_surrogates < 0:
+        if not is_int_in(n_surrogates):
             raise ValueError(f"n_surrogates must be an int >= 0, got {n_surrogates!r}")
         if min_aggregate_rows is not None and engine != "fedforest":
             raise ValueError(
@@ -263,7 +264,7 @@ class Peer:
                 return  # the estimator's InvalidParameterError names it
             leaf = max(1, int(np.ceil(leaf * n_rows)))
         numbers = [v for v in (m, leaf) if v is not None]
-        if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in numbers):
+        if not all(is_int_in(v, 1, numpy=True) for v in numbers):
             return  # the estimator's InvalidParameterError names it
         floor = default_min_rows(int(leaf)) if m is None else int(m)
         if n_rows < floor:
