@@ -355,7 +355,8 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     from fedforest.federated.categorical import categorical_columns
     from fedforest.federated.domains import declaration_hint
 
-    _check_out_directory(args.out, parser)  # before training, not after it
+    files = [(f"the file of --client {c}", c.partition("=")[2]) for c in args.client]
+    _check_out_directory(args.out, parser, files)  # before training, not after it
     sites: list[tuple[str, str, Any, Any, Any]] = []  # name, path, X, y, weight
     columns = None
     for spec in args.client:
@@ -477,13 +478,22 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     pred.set_defaults(handler=_run_predict, command_parser=pred)
 
 
-def _check_out_directory(path: Path, parser: argparse.ArgumentParser) -> None:
-    """--out's directory must exist (said before the work, naming the path)."""
+def _check_out_directory(
+    path: Path, parser: argparse.ArgumentParser, inputs: Sequence[tuple[str, Any]] = ()
+) -> None:
+    """--out's directory must exist (said before the work, naming the path).
+
+    Nor is --out one of the command's ``inputs`` (what, path): it replaced it, silently.
+    """
     directory = path.resolve().parent
     if not directory.is_dir():
         parser.error(f"--out {str(path)!r}: the directory {str(directory)!r} does not exist")
     if path.is_dir():
         parser.error(f"--out {str(path)!r} is a directory; give a file name")
+    for what, given in inputs:
+        if given is not None and path.is_file() and Path(given).is_file():
+            if path.samefile(given):
+                parser.error(f"--out {str(path)!r} is {what}; writing there would replace it")
 
 
 def _usage(exc: BaseException) -> str:
@@ -543,7 +553,7 @@ def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
 def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import pandas as pd
 
-    _check_out_directory(args.out, parser)
+    _check_out_directory(args.out, parser, [("DATA", args.data), ("MODEL", args.model)])
     model = _load_model(args.model, parser)
     frame = _model_rows(model, args.data, parser)
     if len(frame) == 0:
@@ -675,7 +685,8 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         parser.error("--data goes with --to shap (the rows to explain), and only with it")
     if args.dtype is not None and args.to != "onnx":
         parser.error("--dtype goes with --to onnx (the ONNX input's type), and only with it")
-    _check_out_directory(args.out, parser)  # not a traceback after the export is built
+    # Not a traceback after the export is built; nor the model or --data replaced by it.
+    _check_out_directory(args.out, parser, [("MODEL", args.model), ("--data", args.data)])
     try:
         if args.to == "onnx":
             onnx_model = model.to_onnx(dtype=args.dtype or "float32")

@@ -11,6 +11,8 @@ Each test failed on 9d844cc:
 - ``Peer(engine="fedforest")`` on fewer rows than its floor was refused with the
   estimator's advice, "lower min_aggregate_rows ... or use privacy="none"", neither of
   which ``Peer`` took;
+- ``fedforest predict MODEL DATA --out DATA`` wrote the predictions over the rows, ``export
+  --out`` over the model or ``--data``, ``train --out`` over a client's file, silently;
 
 and a tidy: ``is_int_in`` (``fedforest/_common.py``), the one test of a count that files,
 messages and arguments wrote out a dozen times, checked against the expression it replaced.
@@ -18,6 +20,8 @@ messages and arguments wrote out a dozen times, checked against the expression i
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +32,7 @@ from sklearn.utils.estimator_checks import check_dtype_object
 
 from fedforest import Client, FedForestClassifier, FedForestRegressor
 from fedforest._common import is_int_in
+from fedforest.cli import main
 from fedforest.swarm import Peer, fit_intersection
 
 
@@ -123,3 +128,38 @@ def test_is_int_in_is_the_test_it_replaced(value: Any, low: int, high: Any, nump
     if high is not None:
         old = old or not value < high
     assert is_int_in(value, low, high, numpy=numpy) is (not old)
+
+
+@pytest.mark.filterwarnings("ignore:.*no out-of-bag prediction:UserWarning")  # 2 trees
+def test_out_naming_an_input_file_is_refused_before_it_is_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "dé jà"  # spaces and accents in every path
+    folder.mkdir()
+    X, y = _site(60)
+    paths = [folder / "site 0.csv", folder / "site=1.csv"]
+    for k, path in enumerate(paths):
+        X.assign(y=y)[k * 30 : (k + 1) * 30].to_csv(path, index=False)
+    model = folder / "mödel.ffm"
+    clients = ["--client", f"a={paths[0]}", "--client", f"b={paths[1]}", "--target", "y"]
+    train = ["train", *clients, "--trees", "2", "--privacy", "none", "--out"]
+    assert main([*train, str(model)]) == 0
+    rows = os.path.join(folder, ".", "site 0.csv")  # the same file, spelt otherwise
+    kept = {path: path.read_bytes() for path in [*paths, model]}
+    refused = [
+        ([*train, str(paths[1])], "the file of --client b="),
+        (["predict", str(model), rows, "--out", str(paths[0])], "DATA"),
+        (["predict", str(model), str(paths[0]), "--out", str(model)], "MODEL"),
+        (["export", str(model), "--to", "onnx", "--out", str(model)], "MODEL"),
+        (["export", str(model), "--to", "shap", "--data", rows, "--out", str(paths[0])], "--data"),
+    ]
+    for argv, what in refused:
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert f"is {what}" in capsys.readouterr().err
+        assert all(path.read_bytes() == data for path, data in kept.items())
+    out = folder / "prédictions.csv"
+    assert main(["predict", str(model), str(paths[0]), "--out", str(out)]) == 0
+    assert main(["predict", str(model), str(paths[0]), "--out", str(out)]) == 0  # rewritten
+    assert len(pd.read_csv(out)) == 30
