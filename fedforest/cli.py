@@ -365,6 +365,9 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             parser.error(f"--client expects NAME=PATH, got {spec!r}")
         if name in {site[0] for site in sites}:
             parser.error(f"--client {spec!r}: the client name {name!r} is given twice")
+        for other, seen, *_ in sites:  # its rows would count twice, silently
+            if Path(path).is_file() and Path(path).samefile(seen):
+                parser.error(f"--client {spec!r}: client {other!r} reads that file already")
         try:
             X, y = read_client_data(path, args.target)
         except ValueError as exc:

@@ -13,6 +13,7 @@ Each test failed on 9d844cc:
   which ``Peer`` took;
 - ``fedforest predict MODEL DATA --out DATA`` wrote the predictions over the rows, ``export
   --out`` over the model or ``--data``, ``train --out`` over a client's file, silently;
+  and ``train`` given one file for two clients trained on its rows twice, silently;
 
 and a tidy: ``is_int_in`` (``fedforest/_common.py``), the one test of a count that files,
 messages and arguments wrote out a dozen times, checked against the expression it replaced.
@@ -130,21 +131,26 @@ def test_is_int_in_is_the_test_it_replaced(value: Any, low: int, high: Any, nump
     assert is_int_in(value, low, high, numpy=numpy) is (not old)
 
 
-@pytest.mark.filterwarnings("ignore:.*no out-of-bag prediction:UserWarning")  # 2 trees
-def test_out_naming_an_input_file_is_refused_before_it_is_replaced(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    folder = tmp_path / "dé jà"  # spaces and accents in every path
+def _files(tmp_path: Path) -> tuple[list[Path], list[str]]:
+    """Two clients' CSV files in a folder whose name has a space and accents."""
+    folder = tmp_path / "dé jà"
     folder.mkdir()
     X, y = _site(60)
     paths = [folder / "site 0.csv", folder / "site=1.csv"]
     for k, path in enumerate(paths):
         X.assign(y=y)[k * 30 : (k + 1) * 30].to_csv(path, index=False)
-    model = folder / "mödel.ffm"
-    clients = ["--client", f"a={paths[0]}", "--client", f"b={paths[1]}", "--target", "y"]
+    return paths, ["--client", f"a={paths[0]}", "--client", f"b={paths[1]}", "--target", "y"]
+
+
+@pytest.mark.filterwarnings("ignore:.*no out-of-bag prediction:UserWarning")  # 2 trees
+def test_out_naming_an_input_file_is_refused_before_it_is_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths, clients = _files(tmp_path)
+    model = paths[0].parent / "mödel.ffm"
     train = ["train", *clients, "--trees", "2", "--privacy", "none", "--out"]
     assert main([*train, str(model)]) == 0
-    rows = os.path.join(folder, ".", "site 0.csv")  # the same file, spelt otherwise
+    rows = os.path.join(paths[0].parent, ".", "site 0.csv")  # the same file, spelt otherwise
     kept = {path: path.read_bytes() for path in [*paths, model]}
     refused = [
         ([*train, str(paths[1])], "the file of --client b="),
@@ -159,7 +165,19 @@ def test_out_naming_an_input_file_is_refused_before_it_is_replaced(
         assert exc.value.code == 2
         assert f"is {what}" in capsys.readouterr().err
         assert all(path.read_bytes() == data for path, data in kept.items())
-    out = folder / "prédictions.csv"
+    out = paths[0].parent / "prédictions.csv"
     assert main(["predict", str(model), str(paths[0]), "--out", str(out)]) == 0
     assert main(["predict", str(model), str(paths[0]), "--out", str(out)]) == 0  # rewritten
     assert len(pd.read_csv(out)) == 30
+
+
+def test_one_file_for_two_clients_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths, clients = _files(tmp_path)
+    again = os.path.join(paths[0].parent, ".", "site 0.csv")
+    with pytest.raises(SystemExit) as exc:  # its rows would count twice
+        main(["train", *clients, "--client", f"c={again}", "--out", str(tmp_path / "m.ffm")])
+    assert exc.value.code == 2
+    assert f"--client 'c={again}': client 'a' reads that file already" in capsys.readouterr().err
+    assert not (tmp_path / "m.ffm").exists()
