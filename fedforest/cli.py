@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ._argtypes import DefaultsHelpFormatter, int_at_least, n_jobs, positive_float
+from ._argtypes import MAX_SEED, DefaultsHelpFormatter, int_at_least, n_jobs, positive_float
 
 __all__ = ["build_parser", "build_swarm_parser", "main"]
 
@@ -142,7 +142,7 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     add("--features", type=int_at_least(4), default=20, help="number of features d")
     add("--trees", type=int_at_least(1), default=50, help="trees per forest")
     add("--max-depth", type=int_at_least(1), default=8, help="maximum tree depth")
-    add("--seed", type=int_at_least(0), default=0, help="seed for data and forests")
+    add("--seed", type=int_at_least(0, MAX_SEED), default=0, help="seed for data and forests")
     add("--n-bins", type=int_at_least(2), default=32, help="fedforest quantile candidates B")
     add("--out", type=_png_path, default=Path("fedforest_simulate.png"), help="PNG to write")
     add("--n-jobs", type=n_jobs, default=None, help="parallel jobs (scikit-learn semantics)")
@@ -290,7 +290,7 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="COLUMN=LEVEL,LEVEL,...",
         help="a text column's levels, declared (public; needed under --privacy dp)",
     )
-    add("--seed", type=int_at_least(0), default=0, help="random_state of the forest")
+    add("--seed", type=int_at_least(0, MAX_SEED), default=0, help="random_state of the forest")
     add("--out", type=Path, required=True, help="model file to write (.ffm)")
     train.set_defaults(handler=_run_train, command_parser=train)
 

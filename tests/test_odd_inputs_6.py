@@ -14,6 +14,9 @@ Each test failed on 9d844cc:
 - ``fedforest predict MODEL DATA --out DATA`` wrote the predictions over the rows, ``export
   --out`` over the model or ``--data``, ``train --out`` over a client's file, silently;
   and ``train`` given one file for two clients trained on its rows twice, silently;
+- ``fedforest train`` and ``simulate`` with ``--seed`` above 2**32 - 1 stopped with the
+  estimator's error naming ``random_state`` (``simulate`` after making its data), not the
+  option;
 
 and a tidy: ``is_int_in`` (``fedforest/_common.py``), the one test of a count that files,
 messages and arguments wrote out a dozen times, checked against the expression it replaced.
@@ -181,3 +184,16 @@ def test_one_file_for_two_clients_is_a_usage_error(
     assert exc.value.code == 2
     assert f"--client 'c={again}': client 'a' reads that file already" in capsys.readouterr().err
     assert not (tmp_path / "m.ffm").exists()
+
+
+@pytest.mark.parametrize("command", ["train", "simulate"])
+def test_a_seed_above_what_scikit_learn_takes_names_the_option(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [command, "--seed", str(2**32), "--out", str(tmp_path / "x.png")]
+    if command == "train":
+        argv += ["--client", "a=a.csv", "--target", "y"]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "argument --seed: must be <= 4294967295, got 4294967296" in capsys.readouterr().err
