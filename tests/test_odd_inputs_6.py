@@ -6,6 +6,10 @@ Each test failed on 9d844cc:
   and numbers was refused by the server under ``privacy="none"`` as the client's invalid
   reply ("header field 'categories'['0'] mixes strings and numbers", as if the client
   were hostile), and under ``"secure"`` fitted with every number's level lost to missing;
+- declared ``classes=[0, 1, "a"]`` on int labels made every class text: ``predict`` gave
+  ``'0'`` and ``'1'``, and ``score`` on the labels failed ("Mix of label input types");
+  ``classes=[0, 1, nan]`` declared a class None; ``categories`` mixing text and numbers
+  were taken;
 - the estimators' tags said ``input_tags.string=False`` (scikit-learn's "the input can be
   an array-like of strings"), where text columns are categorical;
 - ``Peer(engine="fedforest")`` on fewer rows than its floor was refused with the
@@ -31,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.base import clone
 from sklearn.utils import get_tags
 from sklearn.utils.estimator_checks import check_dtype_object
 
@@ -63,6 +68,30 @@ def test_a_categorical_column_of_text_and_numbers_is_refused_naming_it(
     # Missing values beside text are the missing category, not a number.
     X[::7, 0] = None
     FedForestClassifier(n_estimators=2, privacy=privacy, categorical_features=[0]).fit(X, y)
+
+
+@pytest.mark.parametrize("privacy", ["secure", "none"])
+def test_declared_classes_and_levels_of_text_and_numbers_are_refused(privacy: str) -> None:
+    X, y = _mixed()
+    X[::7, 0] = "Pau"
+    est = FedForestClassifier(n_estimators=2, privacy=privacy, categorical_features=[0])
+    for classes in ([0, 1, "a"], [[0, 1], [0, "a"]]):
+        with pytest.raises(ValueError, match=r"classes mixes text and numbers \(int, str values"):
+            clone_of(est, classes=classes).fit(X, y)
+    with pytest.raises(ValueError, match="classes holds a missing value"):
+        clone_of(est, classes=[0, 1, np.nan]).fit(X, y)
+    with pytest.raises(ValueError, match=r"categories\[0\] mixes text and numbers"):
+        clone_of(est, categories={0: ["Lyon", "Nice", "Pau", 3]}).fit(X, y)
+    with pytest.raises(ValueError, match="classes mixes"):  # fit_federated's too
+        clients = [Client(X, y, "a", categorical_features=[0])]
+        clone_of(est, classes=[0, 1, "a"]).fit_federated(clients)
+    # One kind each: the classes keep the labels' type, predictions score.
+    model = clone_of(est, classes=[0, 1, 2], categories={0: ["Lyon", "Nice", "Pau", "Sète"]})
+    assert model.fit(X, y).classes_.dtype.kind == "i" and 0 <= model.score(X, y) <= 1
+
+
+def clone_of(est: Any, **params: Any) -> Any:
+    return clone(est).set_params(**params)
 
 
 @pytest.mark.parametrize("cls", [FedForestRegressor, FedForestClassifier])
