@@ -136,6 +136,12 @@ def load_model(path: str | os.PathLike[str], estimators: dict[str, type]) -> Any
         arrays out of range or inconsistent with its header).
     """
     header, trees, extra = load_forest(path)
+    if header.get("kind") == "SwarmShareBundle":  # swarm/bundle.py's BUNDLE_KIND (a layer up)
+        raise ValueError(  # a good file of another kind: no advice to re-save it
+            f"cannot load model file {os.fspath(path)!r}: it is a swarm share bundle "
+            "(Peer.share().save()), not a model; read it with fedforest.swarm.ShareBundle.load "
+            "or load_bundles."
+        )
     try:
         return _build(header, trees, extra, estimators)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -153,11 +159,6 @@ def _build(
 ) -> Any:
     """The estimator described by a loaded file; raises on any inconsistency."""
     kind = header.get("kind")
-    if kind == "SwarmShareBundle":  # swarm/bundle.py's BUNDLE_KIND (a layer above this one)
-        raise ValueError(
-            "it is a swarm share bundle (Peer.share().save()), not a model; read it with "
-            "fedforest.swarm.ShareBundle.load or load_bundles"
-        )
     if kind not in kinds:
         raise ValueError(f"unknown model kind {kind!r}, expected one of {sorted(kinds)}")
     cls = kinds[kind]

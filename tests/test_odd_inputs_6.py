@@ -18,6 +18,9 @@ Each test failed on 9d844cc:
 - ``fedforest predict MODEL DATA --out DATA`` wrote the predictions over the rows, ``export
   --out`` over the model or ``--data``, ``train --out`` over a client's file, silently;
   and ``train`` given one file for two clients trained on its rows twice, silently;
+- ``fedforest.load`` (``inspect``, ``predict``, ``export``) of a swarm bundle said what it
+  is, then "Was it written by fedforest's save()? Re-create it by saving the fitted model
+  again", which it was not to be;
 - ``fedforest train`` and ``simulate`` with ``--seed`` above 2**32 - 1 stopped with the
   estimator's error naming ``random_state`` (``simulate`` after making its data), not the
   option;
@@ -39,6 +42,7 @@ from sklearn.base import clone
 from sklearn.utils import get_tags
 from sklearn.utils.estimator_checks import check_dtype_object
 
+import fedforest
 from fedforest import Client, FedForestClassifier, FedForestRegressor
 from fedforest._common import is_int_in
 from fedforest.cli import main
@@ -124,6 +128,21 @@ def _site(n: int) -> tuple[pd.DataFrame, np.ndarray]:
     rng = np.random.default_rng(1)
     X = pd.DataFrame({"age": rng.normal(50, 10, n), "bmi": rng.normal(27, 4, n)})
     return X, (X["age"] + rng.normal(0, 5, n) > 50).to_numpy(dtype=int)
+
+
+def test_a_bundle_given_as_a_model_is_not_told_to_re_save_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    X, y = _site(40)
+    path = tmp_path / "pëer A.ffb"
+    Peer("A", 3, random_state=0).fit(X, y).share().save(path)
+    with pytest.raises(ValueError, match="it is a swarm share bundle") as err:
+        fedforest.load(path)
+    assert "written by fedforest's save()" not in str(err.value)
+    assert "Re-create" not in str(err.value)
+    with pytest.raises(SystemExit):
+        main(["inspect", str(path)])
+    assert "ShareBundle.load or load_bundles.\n" in capsys.readouterr().err
 
 
 def test_a_fedforest_peer_takes_min_aggregate_rows_and_says_so_when_too_few_rows() -> None:
