@@ -10,9 +10,12 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+#: The largest seed: scikit-learn's ``random_state`` (and NumPy's legacy seeds) stop there.
+MAX_SEED = 2**32 - 1
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An integer ``>= minimum``."""
+
+def int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An integer ``>= minimum`` (and ``<= maximum``)."""
 
     def parse(text: str) -> int:
         try:
@@ -21,6 +24,8 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {value}")
         return value
 
     parse.__name__ = f"int >= {minimum}"

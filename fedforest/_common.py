@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -78,3 +78,18 @@ def resolve_max_features(max_features: Any, n_features: int) -> int:
     if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool):
         return int(min(max_features, n_features))
     return max(1, int(float(max_features) * n_features))
+
+
+def is_int_in(
+    value: Any, low: int = 0, high: int | None = None, *, numpy: bool = False
+) -> TypeGuard[int]:
+    """Whether ``value`` is an int, never a bool, with ``low <= value`` (and ``< high``).
+
+    The one test of a count read from a file, a message or an argument; each caller keeps
+    its own error, naming its file or field. JSON gives Python ints: ``numpy=True`` takes
+    NumPy's integers too (a caller's argument), which such a caller turns into an int.
+    """
+    kinds = (int, np.integer) if numpy else (int,)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        return False
+    return bool(low <= value and (high is None or value < high))

@@ -31,6 +31,7 @@ from .federated.categorical import (
     is_numeric_column,
     named_columns,
     sort_categories,
+    sorted_levels,
 )
 from .federated.cells import refuse_nested
 from .federated.domains import type_hint
@@ -649,12 +650,12 @@ def declared_features(categorical_features: Any, categories: Any) -> Sequence[An
 def _declared_classes(classes: Any) -> list[Any]:
     """The declared labels, one sorted list (a list of them per output), plain Python."""
     if len(classes) and all(np.ndim(c) == 1 for c in classes):  # one list per output
-        return [sort_categories(list(c)) for c in classes]
+        return [sorted_levels(list(c), "classes", missing=False) for c in classes]
     if np.ndim(classes) != 1 or not len(classes):
         raise ValueError(
             "classes must be a non-empty list of labels (a list per output for multi-output y)."
         )
-    return sort_categories(list(classes))
+    return sorted_levels(list(classes), "classes", missing=False)
 
 
 def encode_declared(y: NDArray[Any], classes: Any) -> tuple[NDArray[np.int64], Any]:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._common import is_int_in
 from .federated.label_dtypes import label_dtype, label_dtype_problem, labels_array
 from .federated.protocol import KINDS, CommunicationLedger
 from .tree.arrays import Tree
@@ -135,6 +136,12 @@ def load_model(path: str | os.PathLike[str], estimators: dict[str, type]) -> Any
         arrays out of range or inconsistent with its header).
     """
     header, trees, extra = load_forest(path)
+    if header.get("kind") == "SwarmShareBundle":  # swarm/bundle.py's BUNDLE_KIND (a layer up)
+        raise ValueError(  # a good file of another kind: no advice to re-save it
+            f"cannot load model file {os.fspath(path)!r}: it is a swarm share bundle "
+            "(Peer.share().save()), not a model; read it with fedforest.swarm.ShareBundle.load "
+            "or load_bundles."
+        )
     try:
         return _build(header, trees, extra, estimators)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -152,11 +159,6 @@ def _build(
 ) -> Any:
     """The estimator described by a loaded file; raises on any inconsistency."""
     kind = header.get("kind")
-    if kind == "SwarmShareBundle":  # swarm/bundle.py's BUNDLE_KIND (a layer above this one)
-        raise ValueError(
-            "it is a swarm share bundle (Peer.share().save()), not a model; read it with "
-            "fedforest.swarm.ShareBundle.load or load_bundles"
-        )
     if kind not in kinds:
         raise ValueError(f"unknown model kind {kind!r}, expected one of {sorted(kinds)}")
     cls = kinds[kind]
@@ -170,7 +172,7 @@ def _build(
     model = cls(**{k: _param_from_json(k, v) for k, v in params.items() if k in known})
     model._validate_params()
     d = header["n_features_in"]
-    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+    if not is_int_in(d, 1):
         raise ValueError(f"n_features_in {d!r} is not a positive integer")
     names = header["feature_names_in"]
     if names is not None and (
@@ -190,7 +192,7 @@ def _build(
     _check_client_codes(trees, d, len(clients))
     categories = _categories(header.get("categories", {}), d, trees)
     n_outputs = header.get("n_outputs", 1)  # files from before multi-output: one
-    if isinstance(n_outputs, bool) or not isinstance(n_outputs, int) or n_outputs < 1:
+    if not is_int_in(n_outputs, 1):
         raise ValueError(f"n_outputs {n_outputs!r} is not an integer >= 1")
     is_classifier = kind == "FedForestClassifier"
     classes: list[NDArray[Any]] | NDArray[Any] | None
@@ -208,7 +210,7 @@ def _build(
         raise ValueError("communication is not a dict of round records")
     ledger = CommunicationLedger.from_dict(header["communication"])
     n_clients = header.get("n_clients", 0)
-    if isinstance(n_clients, bool) or not isinstance(n_clients, int) or n_clients < 0:
+    if not is_int_in(n_clients):
         raise ValueError(f"n_clients {n_clients!r} is not a non-negative integer")
 
     model.trees_ = trees

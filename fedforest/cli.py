@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ._argtypes import DefaultsHelpFormatter, int_at_least, n_jobs, positive_float
+from ._argtypes import MAX_SEED, DefaultsHelpFormatter, int_at_least, n_jobs, positive_float
 
 __all__ = ["build_parser", "build_swarm_parser", "main"]
 
@@ -142,7 +142,7 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     add("--features", type=int_at_least(4), default=20, help="number of features d")
     add("--trees", type=int_at_least(1), default=50, help="trees per forest")
     add("--max-depth", type=int_at_least(1), default=8, help="maximum tree depth")
-    add("--seed", type=int_at_least(0), default=0, help="seed for data and forests")
+    add("--seed", type=int_at_least(0, MAX_SEED), default=0, help="seed for data and forests")
     add("--n-bins", type=int_at_least(2), default=32, help="fedforest quantile candidates B")
     add("--out", type=_png_path, default=Path("fedforest_simulate.png"), help="PNG to write")
     add("--n-jobs", type=n_jobs, default=None, help="parallel jobs (scikit-learn semantics)")
@@ -290,7 +290,7 @@ def _add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="COLUMN=LEVEL,LEVEL,...",
         help="a text column's levels, declared (public; needed under --privacy dp)",
     )
-    add("--seed", type=int_at_least(0), default=0, help="random_state of the forest")
+    add("--seed", type=int_at_least(0, MAX_SEED), default=0, help="random_state of the forest")
     add("--out", type=Path, required=True, help="model file to write (.ffm)")
     train.set_defaults(handler=_run_train, command_parser=train)
 
@@ -355,7 +355,8 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     from fedforest.federated.categorical import categorical_columns
     from fedforest.federated.domains import declaration_hint
 
-    _check_out_directory(args.out, parser)  # before training, not after it
+    files = [(f"the file of --client {c}", c.partition("=")[2]) for c in args.client]
+    _check_out_directory(args.out, parser, files)  # before training, not after it
     sites: list[tuple[str, str, Any, Any, Any]] = []  # name, path, X, y, weight
     columns = None
     for spec in args.client:
@@ -364,6 +365,9 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             parser.error(f"--client expects NAME=PATH, got {spec!r}")
         if name in {site[0] for site in sites}:
             parser.error(f"--client {spec!r}: the client name {name!r} is given twice")
+        for other, seen, *_ in sites:  # its rows would count twice, silently
+            if Path(path).is_file() and Path(path).samefile(seen):
+                parser.error(f"--client {spec!r}: client {other!r} reads that file already")
         try:
             X, y = read_client_data(path, args.target)
         except ValueError as exc:
@@ -477,13 +481,22 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     pred.set_defaults(handler=_run_predict, command_parser=pred)
 
 
-def _check_out_directory(path: Path, parser: argparse.ArgumentParser) -> None:
-    """--out's directory must exist (said before the work, naming the path)."""
+def _check_out_directory(
+    path: Path, parser: argparse.ArgumentParser, inputs: Sequence[tuple[str, Any]] = ()
+) -> None:
+    """--out's directory must exist (said before the work, naming the path).
+
+    Nor is --out one of the command's ``inputs`` (what, path): it replaced it, silently.
+    """
     directory = path.resolve().parent
     if not directory.is_dir():
         parser.error(f"--out {str(path)!r}: the directory {str(directory)!r} does not exist")
     if path.is_dir():
         parser.error(f"--out {str(path)!r} is a directory; give a file name")
+    for what, given in inputs:
+        if given is not None and path.is_file() and Path(given).is_file():
+            if path.samefile(given):
+                parser.error(f"--out {str(path)!r} is {what}; writing there would replace it")
 
 
 def _usage(exc: BaseException) -> str:
@@ -543,7 +556,7 @@ def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
 def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import pandas as pd
 
-    _check_out_directory(args.out, parser)
+    _check_out_directory(args.out, parser, [("DATA", args.data), ("MODEL", args.model)])
     model = _load_model(args.model, parser)
     frame = _model_rows(model, args.data, parser)
     if len(frame) == 0:
@@ -675,7 +688,8 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         parser.error("--data goes with --to shap (the rows to explain), and only with it")
     if args.dtype is not None and args.to != "onnx":
         parser.error("--dtype goes with --to onnx (the ONNX input's type), and only with it")
-    _check_out_directory(args.out, parser)  # not a traceback after the export is built
+    # Not a traceback after the export is built; nor the model or --data replaced by it.
+    _check_out_directory(args.out, parser, [("MODEL", args.model), ("--data", args.data)])
     try:
         if args.to == "onnx":
             onnx_model = model.to_onnx(dtype=args.dtype or "float32")

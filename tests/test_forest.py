@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 from typing import Any
 
@@ -25,6 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 from fedforest import Client, FedForestClassifier, FedForestRegressor, LocalFederation
 
 Estimator = FedForestRegressor | FedForestClassifier
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Checks that cannot apply to these estimators, with the reason (never weaken a test).
 # A bootstrap of weighted rows is not the bootstrap of repeated rows: scikit-learn lists
@@ -75,6 +79,28 @@ def test_sample_weight_equivalence_holds_without_the_bootstrap(cls: Any) -> None
 )
 def test_sklearn_compatible_estimator(estimator: Any, check: Any) -> None:
     check(estimator)
+
+
+_ARRAY_API_CHECK = """
+from sklearn.utils.estimator_checks import check_array_api_input
+from fedforest import FedForestClassifier, FedForestRegressor
+for cls in (FedForestRegressor, FedForestClassifier):
+    for privacy in ("secure", "none"):
+        est = cls(n_estimators=10, random_state=0, privacy=privacy)
+        check_array_api_input(cls.__name__, est, "numpy", expect_only_array_outputs=False)
+"""
+
+
+def test_array_api_dispatch_changes_nothing() -> None:
+    """The suite's one skip, run: ``check_array_api_input`` needs ``SCIPY_ARRAY_API=1``
+    before SciPy is imported, so in a process of its own (set for every test, it would
+    switch SciPy's array handling for all of them)."""
+    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
+    run = subprocess.run(
+        [sys.executable, "-c", _ARRAY_API_CHECK], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
 
 
 # --------------------------------------------------------------------------- helpers

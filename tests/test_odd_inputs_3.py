@@ -138,14 +138,15 @@ def test_a_parquet_list_column_names_the_file_the_client_and_the_column(
     pytest.importorskip("pyarrow")
     X, y = _data(40)
     frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(visits=[[1, 2]] * 20 + [[3]] * 20, y=y)
-    path = tmp_path / "site-a.parquet"
+    path, other = tmp_path / "site-a.parquet", tmp_path / "site-b.parquet"
     frame.to_parquet(path)
+    frame.to_parquet(other)  # one file for two clients is refused (its rows twice)
     X_file, y_file = read_client_data(path, "y")
     with pytest.raises(ValueError, match="Client 'site-a': column 'visits' of X holds ndarray"):
         Client(X_file, y_file, "site-a")
     argv = ["train", "--target", "y", "--trees", "2", "--out", str(tmp_path / "m.ffm")]
     with pytest.raises(SystemExit) as exc:  # the command: a usage error naming the file
-        main([*argv, f"--client=site-a={path}", f"--client=site-b={path}"])
+        main([*argv, f"--client=site-a={path}", f"--client=site-b={other}"])
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert f"{str(path)!r}: Client 'site-a': column 'visits' of X holds ndarray values" in err
@@ -170,18 +171,21 @@ def test_a_csv_with_spaces_after_its_commas_says_so(tmp_path: Path, capsys: Any)
     frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(y=y)
     spaced = tmp_path / "spaced.csv"
     spaced.write_text(frame.to_csv(index=False).replace(",", ", "))
+    spaced_b = tmp_path / "spaced_b.csv"  # one file for two clients is refused
+    spaced_b.write_text(spaced.read_text())
     with pytest.raises(ValueError, match=r"names \[' y'\] have spaces around them"):
         read_client_data(spaced, "y")
     out = str(tmp_path / "m.ffm")
     argv = ["train", "--target", "y", "--trees", "20", "--max-depth", "2", "--privacy", "none"]
     argv += ["--out", out]
     with pytest.raises(SystemExit) as exc:
-        main([*argv, f"--client=a={spaced}", f"--client=b={spaced}"])
+        main([*argv, f"--client=a={spaced}", f"--client=b={spaced_b}"])
     assert exc.value.code == 2
     assert "have spaces around them" in capsys.readouterr().err
-    plain = tmp_path / "plain.csv"
+    plain, plain_b = tmp_path / "plain.csv", tmp_path / "plain_b.csv"
     frame.to_csv(plain, index=False)
-    assert main([*argv, f"--client=a={plain}", f"--client=b={plain}"]) == 0
+    frame.to_csv(plain_b, index=False)
+    assert main([*argv, f"--client=a={plain}", f"--client=b={plain_b}"]) == 0
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:  # predict: the model's columns, spaced in the file
         main(["predict", out, str(spaced), "--out", str(tmp_path / "p.csv")])

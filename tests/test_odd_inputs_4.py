@@ -331,10 +331,11 @@ def test_a_csv_not_in_utf8_says_how_to_convert_it(
 ) -> None:
     X, y = _frame(60)
     frame = X.assign(ward=np.where(X["flag"], "néuro", "cardio"), y=y)
-    path = tmp_path / "site.csv"
+    path, other = tmp_path / "site.csv", tmp_path / "site_b.csv"  # a file per client
     frame.to_csv(path, index=False, encoding=encoding)
+    frame.to_csv(other, index=False)
     out = tmp_path / "m.ffm"
-    argv = ["train", f"--client=a={path}", f"--client=b={path}", "--target", "y"]
+    argv = ["train", f"--client=a={path}", f"--client=b={other}", "--target", "y"]
     argv += ["--trees", "20", "--max-depth", "2", "--privacy", "none", "--out", str(out)]
     with pytest.raises(SystemExit) as exc:
         main(argv)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 
+from .._argtypes import MAX_SEED
 from .._progress import progress_bar
 from ._methods import METHOD_ORDER
 
@@ -93,8 +94,6 @@ def _seed(seed: int, rep: int) -> int:
     return int(seed) * 1_000 + rep
 
 
-#: scikit-learn's and NumPy's legacy seeds stop here (``random_state`` in [0, 2**32 - 1]).
-MAX_SEED = 2**32 - 1
 #: The most an experiment adds to a repetition's seed (real.py: FLamby's split, seed + 43).
 SEED_OFFSETS = 43
 

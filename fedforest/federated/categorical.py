@@ -28,6 +28,8 @@ __all__ = [
     "MISSING_CATEGORY",
     "local_codes",
     "sort_categories",
+    "sorted_levels",
+    "mixed_kinds",
     "categorical_columns",
     "encode",
     "given_entries",
@@ -87,6 +89,35 @@ def sort_categories(values: Iterable[Any]) -> list[Any]:
         for v in values
     }
     return sorted(plain, key=_key)
+
+
+def mixed_kinds(values: Iterable[Any]) -> str | None:
+    """The types of ``values`` (``"float, str"``) where they mix text and numbers, else None.
+
+    Missing values are left out. scikit-learn's encoders and ``unique_labels`` refuse such
+    a mix, and so does the server's check of a client's levels and labels.
+    """
+    present = [v for v in values if not is_missing(v)]
+    if len({isinstance(v, str) for v in present}) < 2:
+        return None
+    return ", ".join(sorted({type(v).__name__ for v in present}))
+
+
+def sorted_levels(values: Iterable[Any], what: str, missing: bool = True) -> list[Any]:
+    """Declared levels or labels, sorted (:func:`sort_categories`), checked.
+
+    A mix of text and numbers is refused, naming ``what`` (it made ``classes=[0, 1, "a"]``
+    text, silently), and so is a missing value unless ``missing`` (a class, None).
+    """
+    levels = sort_categories(values)
+    if not missing and MISSING_CATEGORY in levels:
+        raise ValueError(f"{what} holds a missing value; a class label is never missing.")
+    if (kinds := mixed_kinds(levels)) is not None:
+        raise ValueError(
+            f"{what} mixes text and numbers ({kinds} values); give all its levels as text or "
+            "all as numbers, as scikit-learn's encoders and unique_labels want them."
+        )
+    return levels
 
 
 def local_codes(raw: ArrayLike) -> NDArray[np.float64]:
@@ -341,6 +372,7 @@ def read_features(
         col = frame.iloc[:, j] if frame is not None else np.asarray(X)[:, j]
         if j in cat:
             raw[j] = np.asarray(col, dtype=object)
+            _refuse_mixed_levels(raw[j], who, _name(names, j))
             columns.append(np.zeros(len(raw[j])))
             continue
         if frame is not None and not is_numeric_column(col):
@@ -377,3 +409,18 @@ def read_features(
 
 def _name(names: list[str] | None, j: int) -> str:
     return repr(names[j]) if names is not None else str(j)
+
+
+def _refuse_mixed_levels(values: NDArray[Any], who: str, column: str) -> None:
+    """A categorical column's levels are all text or all numbers, as the handshake wants.
+
+    Said here, naming the client and the column: the server's check of the handshake
+    refused such a client's levels as an invalid reply (under ``"none"``), and under
+    ``"secure"`` the numbers' levels were lost to missing values.
+    """
+    if (kinds := mixed_kinds(pd.unique(values).tolist())) is not None:
+        raise ValueError(
+            f"{who}: categorical column {column} mixes text and numbers ({kinds} values); "
+            "its levels must be all text or all numbers, as scikit-learn's encoders want "
+            "them: convert the column (X[column].astype(str), or pd.to_numeric)."
+        )

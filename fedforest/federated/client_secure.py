@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._common import N_FINE_BINS, STAT_ROWS, STAT_TASK, STAT_WEIGHT, n_stats
+from .._common import N_FINE_BINS, STAT_ROWS, STAT_TASK, STAT_WEIGHT, is_int_in, n_stats
 from . import client_kernels as K
 from .client_packed import left_words
 from .client_secrets import (
@@ -729,7 +729,7 @@ def _check_dp(dp: Any, client: str, minimum: int = 0) -> dict[str, float]:
 
 def colluder_count(value: Any, what: str) -> int:
     """A count of colluding clients (``dp_colluders``): an int >= 0, else refused."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+    if not is_int_in(value, numpy=True):
         raise ValueError(f"{what} must be an int >= 0, got {value!r}.")
     return int(value)
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .._common import is_int_in
 from .client_errors import with_client_type
 
 __all__ = [
@@ -135,9 +136,7 @@ def _check_entry(entry: Any, sender: str) -> tuple[str, np.dtype[Any], tuple[int
             f"Message from {sender!r}: malformed array layout entry {entry!r}."
         ) from exc
     ints = [offset, *shape]
-    if dtype.kind not in _KINDS or not all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints
-    ):
+    if dtype.kind not in _KINDS or not all(is_int_in(v) for v in ints):
         raise ValueError(
             f"Message from {sender!r}: array {name!r} has dtype {dtype} and shape {shape} at "
             f"offset {offset}; expected a numeric dtype and non-negative integers."

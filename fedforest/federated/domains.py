@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .._common import is_int_in
 from .categorical import MISSING_CATEGORY, encode, is_missing, sort_categories
 
 __all__ = [
@@ -102,7 +103,7 @@ def column_index(key: Any, names: list[str] | None, n_features: int) -> int | No
     A key is an index, or a name where the columns are named.
     """
     k = key.item() if hasattr(key, "item") else key
-    if isinstance(k, int) and not isinstance(k, bool) and 0 <= k < n_features:
+    if is_int_in(k, 0, n_features):
         return k
     if isinstance(k, str) and names is not None and k in names:
         return names.index(k)

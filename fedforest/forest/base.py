@@ -620,5 +620,10 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = tags.input_tags.sparse = True  # NaN: missing; sparse: dense
+        # Text columns are categorical (a DataFrame's; an array's when declared). Not
+        # ``categorical``: scikit-learn's checks read it as "X must be category codes" and
+        # round their X, where fedforest reads numbers as numbers (so does
+        # HistGradientBoosting, which takes categorical columns and leaves it False).
+        tags.input_tags.string = True
         tags.target_tags.multi_output = True  # multi-output y, at every privacy level
         return tags

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._common import TREE_LEAF
+from .._common import TREE_LEAF, is_int_in
 from ..federated.categorical import sort_categories
 from ..tree.arrays import Tree
 from ..tree.io import load_forest, save_forest
@@ -275,7 +275,7 @@ def _int_array(arr: NDArray[Any], name: str) -> NDArray[np.int32]:
 
 
 def _int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+    if not is_int_in(value, 1, numpy=True):
         raise ValueError(f"{name} = {value!r} is not a positive integer")
     return int(value)
 

@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from .._common import is_int_in
 from ..federated.categorical import encode, sort_categories
+from ..federated.privacy.rules import default_min_rows
 from ..forest import FedForestClassifier
 from ..tree.arrays import Tree
 from .bundle import ShareBundle
@@ -117,6 +119,11 @@ class Peer:
         Surrogate splits kept per node (ranked); the first one available is used.
     n_jobs : int or None, default=None
         Threads of the forest fit.
+    min_aggregate_rows : int or None, default=None
+        ``engine="fedforest"`` only (its ``privacy="secure"``): the fewest rows behind any
+        sum the forest is grown from, so behind every leaf of the bundle. None means
+        ``max(10, 2 * min_samples_leaf)``; below 10 warns, as the estimators do. A peer
+        with fewer rows is refused, saying so.
 
     Attributes
     ----------
@@ -140,13 +147,20 @@ class Peer:
         max_features: Any = "sqrt",
         n_surrogates: int = 3,
         n_jobs: int | None = None,
+        min_aggregate_rows: int | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-        if isinstance(n_surrogates, bool) or not isinstance(n_surrogates, int) or n_surrogates < 0:
+        if not is_int_in(n_surrogates):
             raise ValueError(f"n_surrogates must be an int >= 0, got {n_surrogates!r}")
+        if min_aggregate_rows is not None and engine != "fedforest":
+            raise ValueError(
+                f"min_aggregate_rows={min_aggregate_rows!r} applies to engine='fedforest' (the "
+                f"floor of its privacy='secure'); engine={engine!r} has none: use "
+                "min_samples_leaf"
+            )
         self.name = name
         self.n_estimators = n_estimators
         self.random_state = random_state
@@ -156,6 +170,7 @@ class Peer:
         self.max_features = max_features
         self.n_surrogates = n_surrogates
         self.n_jobs = n_jobs
+        self.min_aggregate_rows = min_aggregate_rows
 
     def __repr__(self) -> str:
         return f"Peer(name={self.name!r}, n_estimators={self.n_estimators}, engine={self.engine!r})"
@@ -170,6 +185,7 @@ class Peer:
             "max_features": self.max_features,
             "n_surrogates": self.n_surrogates,
             "n_jobs": self.n_jobs,
+            "min_aggregate_rows": self.min_aggregate_rows,
         }
 
     def fit(
@@ -223,16 +239,44 @@ class Peer:
             model.fit(arr, y_arr)
             trees, classes = trees_from_sklearn(model)
         else:
+            self._check_floor(arr.shape[0])
             model = FedForestClassifier(
                 n_estimators=self.n_estimators, max_depth=self.max_depth,
                 min_samples_leaf=self.min_samples_leaf, max_features=self.max_features,
                 random_state=self.random_state, n_jobs=self.n_jobs,
+                min_aggregate_rows=self.min_aggregate_rows,
             )  # fmt: skip
             model.fit(arr, y_arr)  # a NumPy matrix: every split is a threshold split
             trees, classes = list(model.trees_), np.asarray(model.classes_)
         self._store(arr, y_arr, names, kinds, trees, classes)
         self.categories_ = lists
         return self
+
+    def _check_floor(self, n_rows: int) -> None:
+        """``engine="fedforest"``: refuse a peer of fewer rows than its ``min_aggregate_rows``.
+
+        Said here, naming the peer and its own options: the estimator's refusal speaks of
+        a federation's clients and advises ``privacy="none"``, which a peer does not take.
+        """
+        m, leaf = self.min_aggregate_rows, self.min_samples_leaf
+        if isinstance(leaf, float):  # a fraction of the rows, as the estimators count it
+            if not 0.0 < leaf < 1.0:
+                return  # the estimator's InvalidParameterError names it
+            leaf = max(1, int(np.ceil(leaf * n_rows)))
+        numbers = [v for v in (m, leaf) if v is not None]
+        if not all(is_int_in(v, 1, numpy=True) for v in numbers):
+            return  # the estimator's InvalidParameterError names it
+        floor = default_min_rows(int(leaf)) if m is None else int(m)
+        if n_rows < floor:
+            how = "" if m is not None else " (unless set, max(10, 2 * min_samples_leaf))"
+            raise ValueError(
+                f"peer {self.name!r} has {n_rows} rows, fewer than min_aggregate_rows = "
+                f"{floor}{how}: engine='fedforest' grows its forest under privacy='secure', "
+                "whose sums and leaves cover at least that many rows. Give the peer more "
+                "rows, lower min_aggregate_rows (below 10 warns) and min_samples_leaf, or "
+                "use engine='sklearn' (no such floor; docs/swarm.md says what its bundle "
+                "then tells)."
+            )
 
     @classmethod
     def from_fitted(

@@ -12,7 +12,7 @@ import pandas as pd
 from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
-from .._common import TREE_LEAF
+from .._common import TREE_LEAF, is_int_in
 from ..federated.categorical import encode
 from ..tree.arrays import pack_forest
 from . import routing as R
@@ -347,7 +347,7 @@ class SwarmForest:
         """
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-        if isinstance(d_thresh, bool) or not isinstance(d_thresh, int | np.integer) or d_thresh < 0:
+        if not is_int_in(d_thresh, numpy=True):
             raise ValueError(f"d_thresh must be an int >= 0, got {d_thresh!r}")
         if voting not in ("soft", "hard"):
             raise ValueError(f"voting must be 'soft' or 'hard', got {voting!r}")

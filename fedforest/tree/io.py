@@ -16,7 +16,7 @@ from typing import IO, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._common import TREE_LEAF, TREE_UNDEFINED
+from .._common import TREE_LEAF, TREE_UNDEFINED, is_int_in
 from .arrays import Tree
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "MAX_TOTAL_BYTES", "save_forest", "load_forest"]
@@ -447,7 +447,7 @@ def _n_features_in(header: dict[str, Any]) -> int | None:
     value = header.get("n_features_in")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not is_int_in(value):
         raise _FormatError(f"header['n_features_in'] = {value!r} is not a non-negative int")
     return value
 
@@ -686,7 +686,7 @@ def _decode_header(arrays: dict[str, NDArray[Any]], expected_kind: str | None) -
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise _FormatError(f"its format is {found!r}, expected {FORMAT_NAME!r}")
     version = meta.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+    if not is_int_in(version, 1):
         raise _FormatError(f"its format version {version!r} is not a positive integer")
     if version > FORMAT_VERSION:
         raise _FormatError(
@@ -694,7 +694,7 @@ def _decode_header(arrays: dict[str, NDArray[Any]], expected_kind: str | None) -
             hint="Upgrade fedforest to load it.",
         )
     n_trees = meta.get("n_trees")
-    if isinstance(n_trees, bool) or not isinstance(n_trees, int) or n_trees < 1:
+    if not is_int_in(n_trees, 1):
         raise _FormatError(f"its n_trees {n_trees!r} is not a positive integer")
     header = meta.get("header")
     if not isinstance(header, dict) or meta.get("kind") != header.get("kind"):

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._common import is_int_in
 from ..label_dtypes import label_dtype_problem
 from ..privacy.secagg import valid_public_key
 from ..protocol import Message, expect_array, protocol_mismatch
@@ -38,7 +39,7 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
         d, n = h["n_features"], h["n_samples"]
         # Split features are int32 in the trees; rows are counted exactly in float64.
         for key, value, low, high in (("n_features", d, 1, 2**31 - 1), ("n_samples", n, 0, 2**53)):
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
+            if not is_int_in(value, low, high):
                 raise InvalidReply(
                     name,
                     kind,
@@ -46,7 +47,7 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
                     f"is {value!r}, not an integer in [{low}, {high})",
                 )
         n_out = h.get("n_outputs", 1)
-        if isinstance(n_out, bool) or not isinstance(n_out, int) or not 1 <= n_out <= 10_000:
+        if not is_int_in(n_out, 1, 10_001):
             raise InvalidReply(
                 name, kind, "header field 'n_outputs'", f"is {n_out!r}, not an integer >= 1"
             )
@@ -78,7 +79,7 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
         missing = h.get("missing_features", [])
         if (
             not isinstance(missing, list)
-            or not all(isinstance(j, int) and not isinstance(j, bool) for j in missing)
+            or not all(is_int_in(j, 0, d) for j in missing)
             or sorted(set(missing)) != missing
             or any(j < 0 or j >= d or str(j) in cats for j in missing)
         ):
@@ -166,7 +167,7 @@ def _check_label_counts(name: str, kind: str, counts: Any, n_labels: int, n: int
     field = "header field 'label_counts'"
     if not isinstance(counts, list) or len(counts) != n_labels:
         raise InvalidReply(name, kind, field, f"is not a list of {n_labels} counts")
-    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in counts):
+    if not all(is_int_in(c, 1) for c in counts):
         raise InvalidReply(name, kind, field, "holds a count < 1 (a label without rows)")
     if sum(counts) != n:
         raise InvalidReply(name, kind, field, f"adds up to {sum(counts)}, not n_samples = {n}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...federated.categorical import MISSING_CATEGORY, sort_categories
+from ...federated.categorical import MISSING_CATEGORY, sort_categories, sorted_levels
 from ..domains import column_index
 from ..privacy.rules import default_min_rows
 from ..protocol import Message
@@ -48,7 +48,7 @@ def domain_request(cfg: GrowerConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if isinstance(cfg.categories, dict):
         out["domains"] = [
-            [k.item() if hasattr(k, "item") else k, sort_categories(list(v))]
+            [k.item() if hasattr(k, "item") else k, sorted_levels(list(v), f"categories[{k!r}]")]
             for k, v in cfg.categories.items()
         ]
     elif cfg.categories == "from_dtype":

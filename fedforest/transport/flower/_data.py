@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..._common import is_int_in
 from ...datasets.files import read_client_data
 from ...federated.client import Client
 from ...federated.client_errors import is_refusal
@@ -38,7 +39,7 @@ def client_from_node_config(node_config: Mapping[str, Any]) -> Client:
         raise ValueError(f"data-path {str(path)!r} is not a file; give each SuperNode its own.")
     X, y = read_client_data(path, str(node_config["target"]))
     floor = node_config.get("min-dp-colluders", 0)
-    if isinstance(floor, bool) or not isinstance(floor, int) or floor < 0:
+    if not is_int_in(floor):
         raise ValueError(f"node config min-dp-colluders={floor!r}: a whole number >= 0.")
     # The Series, read as fit reads it (Client): a nullable Int64 target gives floats.
     try:
