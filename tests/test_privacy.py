@@ -812,7 +812,9 @@ def test_differencing_category_groups_across_levels_isolates_no_row(
     """A node's category groups against every ancestor's on the same feature, all unions.
 
     Measured without the rule (10 clients x 200 rows, 8 features and a categorical one
-    with 8 categories, 10 trees): 896 isolating differences, 0.55 % of the rows alone.
+    with 8 categories, 10 trees): 896 isolating differences, 0.55 % of the rows alone;
+    after the secure weights were bound to the federation's clients (red team 9), 217 and
+    2 rows of 2,000 (the bootstraps and grids drawn again).
     """
     X, y, h = _data(n_clients=10, n_rows=200, d=8, categorical=True)
     clients = [
@@ -833,7 +835,7 @@ def test_differencing_category_groups_across_levels_isolates_no_row(
 
     monkeypatch.setattr(secure_round_b, "safe_groups", lambda groups, *a, **k: groups)
     found = attack()
-    assert found["pairs"] > 0 and found["rows"] > 0.001, found
+    assert found["pairs"] > 0 and found["rows"] > 0, found
 
 
 def _ancestor_attack(task: str, n_rows: int, d: int, n_trees: int, seed: int) -> dict[str, float]:
