@@ -210,7 +210,10 @@ def setup_grids(
     root_edges = [np.zeros(0)] * d
     root_mass = [np.zeros(0)] * d
     root_lo, root_hi = np.full(d, -np.inf), np.full(d, np.inf)
+    edge_lo, edge_hi = np.full(d, -np.inf), np.full(d, np.inf)
     for i, j in enumerate(numeric):
+        if plan is None:  # no node grid edge with a group of few rows beyond it
+            edge_lo[j], edge_hi[j] = grid_ends(edges[i], hist[i], n[i], m)
         # Where the pooled counts show the data starts and ends (to a coarse bin): the
         # outer bins then span the data, not the moment-based guesses.
         empty = np.flatnonzero(hist[i] <= 0)
@@ -224,6 +227,8 @@ def setup_grids(
         root_edges[j], root_mass[j] = e, np.maximum(np.diff(cum), 0.0)
         root_lo[j], root_hi[j] = lo_f[i], hi_f[i]
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
+    if plan is None:
+        state.edge_lo, state.edge_hi = edge_lo, edge_hi
     if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
         state.data_tag = np.asarray(sums["data_tag"], dtype=np.uint64)
         state.guides = Guides(d)
@@ -257,6 +262,36 @@ def setup_grids(
         else:
             state.y_center, state.y_scale = centers, scales
     return state
+
+
+def grid_ends(
+    edges: NDArray[np.float64], cum: NDArray[np.float64], n: float, m: int
+) -> tuple[float, float]:
+    """The outermost edges a node grid of the feature may hold (``secure_grids._within``).
+
+    ``cum``: the federation's rows at or below each coarse edge, of ``n``. Below: the
+    coarse bin where they reach ``m`` rows is open to edges, unless 1 to ``m - 1`` rows lie
+    below it as a group apart (an empty coarse bin between it and them: the one nonzero
+    value of a column of zeros, an outlier). Then every edge in that bin would have only
+    those rows below it where the bin's rows tie at its top (the zeros): the bound is the
+    bin's upper edge. Otherwise the bound is its lower edge (no edge with fewer rows than
+    the bin's below it). Above, the same mirrored. ``lo > hi``: no edge. A tie beside a
+    group in the adjacent coarse bin is not told apart from a tail (docs/privacy.md).
+    """
+    lo, hi = np.inf, -np.inf
+    below, above = np.flatnonzero(cum >= m), np.flatnonzero(n - cum >= m)
+    if below.size:
+        j = int(below[0])
+        far = cum[j - 1] if j > 0 else 0.0  # rows below the bin
+        gap = far > 0 and (cum[j - 1] - (cum[j - 2] if j > 1 else 0.0)) == 0
+        lo = -np.inf if far == 0 else float(edges[j] if gap else edges[j - 1])
+    if above.size:
+        k = int(above[-1])
+        far = n - cum[k + 1] if k + 1 < cum.size else 0.0  # rows above the bin
+        nxt = cum[k + 2] if k + 2 < cum.size else n
+        gap = far > 0 and nxt - cum[k + 1] == 0
+        hi = np.inf if far == 0 else float(edges[k] if gap else edges[k + 1])
+    return lo, hi
 
 
 def _two_words(sums: dict[str, NDArray[np.float64]], name: str) -> NDArray[np.float64]:
