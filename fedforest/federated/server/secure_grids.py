@@ -127,6 +127,9 @@ class SecureState:
     #: This level's histograms, kept for the next one.
     current: PairSegments = field(default_factory=lambda: PairSegments.empty())
     current_mass: PairSegments = field(default_factory=lambda: PairSegments.empty())
+    #: Under "secure": per feature, whether 1 to ``m - 1`` rows of the federation miss its
+    #: value (its grids get no "value known | missing" edge: ``sparse_columns.py``).
+    rare_missing: NDArray[np.bool_] | None = None
     #: Under "secure": per feature, the outermost edges a node grid may hold (none between
     #: a group of fewer than ``m`` rows apart at its end and the rest: ``grid_ends``).
     edge_lo: NDArray[np.float64] | None = None

@@ -139,7 +139,10 @@ def setup_grids(
         refuse_too_few_rows(sum(rows.values()), min_rows(cfg))
         refuse_small_bootstraps(sum((bootstrap_draws(cfg, rows) or rows).values()), min_rows(cfg))
     numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
-    numeric = numeric[known_enough(fed, ledger, cfg, schema, numeric, public_keys, min_rows(cfg))]
+    keep, few_missing = known_enough(fed, ledger, cfg, schema, numeric, public_keys, min_rows(cfg))
+    rare_missing = np.zeros(d, dtype=bool)
+    rare_missing[numeric[few_missing]] = True  # no "known | missing" edge in their grids
+    numeric = numeric[keep]
     feats = numeric.astype(np.int32)
     regression = cfg.task == "regression"
     plan = schema.get("dp")
@@ -227,6 +230,7 @@ def setup_grids(
         root_edges[j], root_mass[j] = e, np.maximum(np.diff(cum), 0.0)
         root_lo[j], root_hi[j] = lo_f[i], hi_f[i]
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
+    state.rare_missing = rare_missing
     if plan is None:
         state.edge_lo, state.edge_hi = edge_lo, edge_hi
     if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
