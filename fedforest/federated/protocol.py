@@ -57,8 +57,11 @@ __all__ = [
 #: client of version 4 would score every tree on the last batch's bootstraps, silently);
 #: 6 since under "secure" a client names only the class labels it holds in
 #: ``min_level_rows`` rows (a client of version 5 would name a label one row holds; it
-#: refuses the server's version before answering).
-PROTOCOL_VERSION = 6
+#: refuses the server's version before answering); 7 since under "secure" the first grid
+#: round asks for each categorical column's rows per code (``code_counts``) and the set-up
+#: may carry ``code_map``, the codes few rows hold merged (a client of version 6 would
+#: ignore it and keep its one-row code, which Round A's counts follow down the trees).
+PROTOCOL_VERSION = 7
 
 HANDSHAKE = "handshake"
 ROUND_A = "round_a"
@@ -92,7 +95,7 @@ REPLY_ARRAYS: dict[str, frozenset[str]] = {
     ),
     GRID: frozenset(
         ("moments", "moments_lo", "y_moments", "y_moments_lo", "y_hist", "class_counts", "hist")
-        + ("known", "data_tag")
+        + ("known", "data_tag", "code_counts")
     ),
     ROUND_A: frozenset(
         ("summary", "hist", "sketch", "sketch_runs", "sketch_off", "local_best")

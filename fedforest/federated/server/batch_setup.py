@@ -65,7 +65,10 @@ def _secure_setup(schema: dict[str, Any]) -> dict[str, Any]:
     if state is None:
         return {}
     center, scale = state.y_center, state.y_scale  # floats, or per output (as lists)
-    return {"y_center": np.asarray(center).tolist(), "y_scale": np.asarray(scale).tolist()}
+    out = {"y_center": np.asarray(center).tolist(), "y_scale": np.asarray(scale).tolist()}
+    if state.code_map:  # codes few rows hold, merged (rare_codes.py)
+        out["code_map"] = {str(j): code.tolist() for j, code in state.code_map.items()}
+    return out
 
 
 def _client_sample(cfg: GrowerConfig, n_clients: int, first: int, n_trees: int) -> dict[str, Any]:

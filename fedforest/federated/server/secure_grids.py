@@ -130,6 +130,9 @@ class SecureState:
     #: Under "secure": per feature, whether 1 to ``m - 1`` rows of the federation miss its
     #: value (its grids get no "value known | missing" edge: ``sparse_columns.py``).
     rare_missing: NDArray[np.bool_] | None = None
+    #: Under "secure": per categorical column with codes few rows hold, each code's merged
+    #: code (``rare_codes.py``; sent in the set-up, applied to the set splits).
+    code_map: dict[int, NDArray[np.int64]] = field(default_factory=dict)
     #: Under "secure": per feature, the outermost edges a node grid may hold (none between
     #: a group of fewer than ``m`` rows apart at its end and the rest: ``grid_ends``).
     edge_lo: NDArray[np.float64] | None = None

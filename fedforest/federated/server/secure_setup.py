@@ -25,6 +25,7 @@ from .checks import check_pooled_class_counts
 from .config import GrowerConfig
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
 from .guides import MEDIAN_WINDOW, Guides
+from .rare_codes import check_code_counts, code_maps
 from .resolve import bootstrap_draws
 from .secure_checks import (
     check_pooled_cumulative,
@@ -160,6 +161,9 @@ def setup_grids(
     secure_tag = cfg.privacy == "secure"  # the digest covers the clients' pooled data tags
     if secure_tag:
         header["data_tag"] = True
+    coded = [j for j in range(d) if n_categories[j] >= 2] if secure_tag else []
+    if coded:  # rows per category code (rare_codes.py): the lists, column after column
+        header["code_counts"] = {str(j): schema["categories"][str(j)] for j in coded}
     first = Message(GRID, header, {"features": feats})
     # Two words each (hi, lo): the variance is a small difference of large sums.
     specs: dict[str, tuple[tuple[int, ...], Any]] = {
@@ -177,6 +181,8 @@ def setup_grids(
         specs["class_counts"] = ((sum(sizes),), 0)
     if secure_tag:  # four words of HKDF per client (client_secure.data_tag), summed mod 2^64
         specs["data_tag"] = ((DATA_TAG_WORDS,), None)
+    if coded:
+        specs["code_counts"] = ((int(n_categories[coded].sum()),), 0)
     sums = secure_exchange(fed, ledger, first, specs)
     moments = _two_words(sums, "moments")
     n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
@@ -233,6 +239,9 @@ def setup_grids(
     state.rare_missing = rare_missing
     if plan is None:
         state.edge_lo, state.edge_hi = edge_lo, edge_hi
+    if coded:  # codes few rows hold, merged before any node's count (rare_codes.py)
+        check_code_counts(sums["code_counts"], n_categories[coded].tolist(), n_rows)
+        state.code_map = code_maps(sums["code_counts"], coded, schema["categories"], m)
     if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
         state.data_tag = np.asarray(sums["data_tag"], dtype=np.uint64)
         state.guides = Guides(d)
