@@ -17,8 +17,10 @@ import pandas as pd
 import pytest
 
 import fedforest as ff
+import tests.test_privacy_red8 as red8
 from fedforest.federated.client_setup import merge_codes
 from fedforest.federated.domains import code_counts
+from fedforest.federated.server import secure_setup
 from fedforest.federated.server.missing import MISSING_SPLIT
 from fedforest.federated.server.rare_codes import check_code_counts, code_maps
 from fedforest.federated.server.secure_grids import _within
@@ -117,6 +119,44 @@ def test_grid_ends_on_hand_worked_counts(cum: list[int], bounds: tuple[float, fl
     """Coarse edges 0 to 5 (of 1,000 rows), m = 10."""
     edges = np.arange(6, dtype=float)
     assert grid_ends(edges, np.array(cum, dtype=float), 1000.0, 10) == bounds
+
+
+def test_grid_ends_keep_missing_rows_apart() -> None:
+    """A column's 1 to m - 1 missing rows lie above every value: the top bound is the
+    lower edge of the bin where the known rows above fall below m, as for a group apart
+    (without them: no bound above)."""
+    edges, cum = np.arange(6, dtype=float), np.array([0, 0, 500, 1000, 1000, 1000.0])
+    assert grid_ends(edges, cum, 1000.0, 10, missing=1.0) == (-np.inf, 2.0)
+
+
+def _capped(**kw):  # noqa: ANN003, ANN202
+    """The suite's data with ``x2`` capped at 0.3 (a tie at its top: about 38 % of rows)."""
+    X, y, h = _data(**kw)
+    X["x2"] = np.minimum(X["x2"], 0.3)
+    return X, y, h
+
+
+def _above_the_cap(grid: np.ndarray, cum: np.ndarray, rows: float) -> float | None:
+    """A pair's rows above its last finite edge at or above the cap: the missing ones."""
+    at = np.flatnonzero((grid >= 0.3) & (grid < MISSING_SPLIT))
+    return rows - cum[at[-1], 0] if at.size else None
+
+
+def test_a_missing_row_above_a_capped_column_is_not_followed(monkeypatch) -> None:  # noqa: ANN001
+    """``x2`` capped at 0.3 and missing in one row: without a missing edge the row sits
+    above every value, and node grid edges above the cap's tie had it alone above them
+    (the server sees the tie in the coarse counts). With its missing rows counted as a
+    group apart (``grid_ends``'s ``missing``) nothing is followed; without, the row is
+    followed down the trees and singled out (data seeds 0 and 2, 50 trees, measured)."""
+    monkeypatch.setattr(red8, "_data", _capped)
+    X, row, model, levels, *_ = red8._tracer_fit(monkeypatch, 0, 50, "missing")
+    assert red8.followed_nodes(model, levels, 2, _above_the_cap) == {}
+    ends = secure_setup.grid_ends
+    monkeypatch.setattr(secure_setup, "grid_ends", lambda e, c, n, m, missing=0.0: ends(e, c, n, m))
+    X, row, model, levels, *_ = red8._tracer_fit(monkeypatch, 0, 50, "missing")
+    held = red8.followed_nodes(model, levels, 2, _above_the_cap)
+    assert len(held) >= 10
+    assert red8.rows_in_the_boxes(X, model, held, 2).tolist() == [row]
 
 
 def test_a_merged_level_is_predicted_as_the_rows_it_joined() -> None:

@@ -222,7 +222,8 @@ def setup_grids(
     edge_lo, edge_hi = np.full(d, -np.inf), np.full(d, np.inf)
     for i, j in enumerate(numeric):
         if plan is None:  # no node grid edge with a group of few rows beyond it
-            edge_lo[j], edge_hi[j] = grid_ends(edges[i], hist[i], n[i], m)
+            missing = n_rows - n[i] if rare_missing[j] else 0.0  # above every value
+            edge_lo[j], edge_hi[j] = grid_ends(edges[i], hist[i], n[i], m, missing)
         # Where the pooled counts show the data starts and ends (to a coarse bin): the
         # outer bins then span the data, not the moment-based guesses.
         empty = np.flatnonzero(hist[i] <= 0)
@@ -278,7 +279,7 @@ def setup_grids(
 
 
 def grid_ends(
-    edges: NDArray[np.float64], cum: NDArray[np.float64], n: float, m: int
+    edges: NDArray[np.float64], cum: NDArray[np.float64], n: float, m: int, missing: float = 0.0
 ) -> tuple[float, float]:
     """The outermost edges a node grid of the feature may hold (``secure_grids._within``).
 
@@ -288,8 +289,11 @@ def grid_ends(
     value of a column of zeros, an outlier). Then every edge in that bin would have only
     those rows below it where the bin's rows tie at its top (the zeros): the bound is the
     bin's upper edge. Otherwise the bound is its lower edge (no edge with fewer rows than
-    the bin's below it). Above, the same mirrored. ``lo > hi``: no edge. A tie beside a
-    group in the adjacent coarse bin is not told apart from a tail (docs/privacy.md).
+    the bin's below it). Above, the same mirrored, and ``missing`` (a column's 1 to
+    ``m - 1`` missing rows, above every value: no edge of theirs) is always a group apart
+    (a tie at the column's top, a capped value, would leave them alone above the edges
+    beside it). ``lo > hi``: no edge. A tie beside a group in the adjacent coarse bin is
+    not told apart from a tail (docs/privacy.md).
     """
     lo, hi = np.inf, -np.inf
     below, above = np.flatnonzero(cum >= m), np.flatnonzero(n - cum >= m)
@@ -302,7 +306,8 @@ def grid_ends(
         k = int(above[-1])
         far = n - cum[k + 1] if k + 1 < cum.size else 0.0  # rows above the bin
         nxt = cum[k + 2] if k + 2 < cum.size else n
-        gap = far > 0 and nxt - cum[k + 1] == 0
+        gap = (far > 0 and nxt - cum[k + 1] == 0) or missing > 0
+        far += missing
         hi = np.inf if far == 0 else float(edges[k] if gap else edges[k + 1])
     return lo, hi
 
