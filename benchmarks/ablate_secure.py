@@ -23,7 +23,9 @@ secure protocol costs; several patches weaken the rules and exist for measuremen
   as usual, so deeper levels inherit what the oracle's levels found;
 - ``spaced10``: candidates and node grids spaced 10 rows apart whatever ``--m`` (with
   ``--m 5``: the leaf floor and the rules at 5 rows, the spacing at the default's 10;
-  UNSAFE with ``no-rules``).
+  UNSAFE with ``no-rules``);
+- ``no-grid-ends``: node grids keep their edges with fewer than ``m`` rows of the
+  federation on one side (UNSAFE: main before the tracer fix, ``secure_grids._within``).
 
 Modes joined by "+" combine (``no-rules+dense``). ``--m`` sets ``min_aggregate_rows``
 (also the leaf floor). ``--none`` first prints the ``"none"`` variants of the
@@ -85,6 +87,7 @@ MODES = (
     "dense",
     "spaced10",
     "oracle-levels",
+    "no-grid-ends",
 )
 KW: dict[str, Any] = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
 TRUE = {0: [0.0], 1: [0.0], 2: [-3.0, 3.0], 3: [0.0]}  # paper_f's thresholds per feature
@@ -175,6 +178,15 @@ def _spaced_grids(rows: int):  # type: ignore[no-untyped-def]
     return grids
 
 
+def _no_grid_ends(state, *a, **k):  # type: ignore[no-untyped-def]
+    edge_lo = state.edge_lo
+    state.edge_lo = None  # node grids with every quantile edge (before the tracer fix)
+    try:
+        return _ORIGINAL["node_grids"](state, *a, **k)
+    finally:
+        state.edge_lo = edge_lo
+
+
 def _patch(mode: str) -> None:
     """Set the server's functions for ``mode`` (modes joined by "+" combine)."""
     parts = set(mode.split("+"))
@@ -201,6 +213,8 @@ def _patch(mode: str) -> None:
             secure_round_b.secure_candidates = _one_row_apart("secure_candidates", 8, rows)
             guides_module.guided_candidates = _one_row_apart("guided_candidates", 8, rows)
             secure_round_a.node_grids = _spaced_grids(rows)
+    if "no-grid-ends" in parts:
+        secure_round_a.node_grids = _no_grid_ends
 
 
 def _row(name: str, mse: list[float], ref: list[float], counts: str = "| |") -> None:

@@ -10,6 +10,11 @@ of the marker is 1 and intersects their boxes. Prints the trees followed, the tr
 rows inside every box (1: the row singled out), whether the marked row is among them, and
 how many of its other numeric features the boxes bound on both sides.
 
+The fix (branch ``tracer``: rare codes merged, no missing edge for a column missing in
+fewer than ``m`` rows, node grid edges keep ``m`` rows either side) leaves nothing to
+follow; ``--fix-off`` switches its three parts off (``tracer_fix_off``, the tests'
+control), as main was before it.
+
 ``--second``: ``x2`` missing in a row of ``site6`` too. The deepest nodes whose count says 1
 are then either row's; two such boxes that hold no training row in common are two rows'
 (a graph coloured in two, each part's boxes intersected). Prints each part's training
@@ -22,6 +27,7 @@ found, the training rows inside every such leaf's box and whether row 317 is.
 Usage (from the repository root, which holds the test suite's recording server)::
 
     python benchmarks/attack_tracer.py --seeds 0 1 2 3 4 5 6 7 8 9
+    python benchmarks/attack_tracer.py --seeds 0 1 2 3 4 --fix-off
     python benchmarks/attack_tracer.py --seeds 0 1 2 3 4 --trees 10
     python benchmarks/attack_tracer.py --tracers missing --second --seeds 0 1 2 3 4
     python benchmarks/attack_tracer.py --weights 5 10 20 50 --seeds 0 1 2 3 4
@@ -42,7 +48,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tests.test_privacy_red8 as red8  # noqa: E402
-from tests.test_privacy_red8 import TRACERS, tracer_exposure, weight_trace_exposure  # noqa: E402
+from tests.test_privacy_red8 import (  # noqa: E402
+    TRACERS,
+    tracer_exposure,
+    tracer_fix_off,
+    weight_trace_exposure,
+)
 
 
 def deepest(model, nodes: dict[int, list[tuple[int, int]]]) -> list[tuple[int, int]]:  # noqa: ANN001
@@ -115,6 +126,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--trees", type=int, default=50)
     parser.add_argument("--second", action="store_true", help="x2 missing in two rows")
+    parser.add_argument("--fix-off", action="store_true", help="the tracer fix switched off")
     parser.add_argument("--weights", type=float, nargs="+", help="row 317's weight instead")
     args = parser.parse_args()
     if args.weights:
@@ -134,11 +146,14 @@ def main() -> None:
     for tracer, seed in itertools.product(args.tracers, args.seeds):
         t0 = time.perf_counter()
         with pytest.MonkeyPatch.context() as monkeypatch:
+            if args.fix_off:
+                tracer_fix_off(monkeypatch)
             followed, inside, right, bounded = tracer_exposure(
                 monkeypatch, seed, args.trees, tracer
             )
         print(
-            f"{tracer}, seed {seed}, {args.trees} trees: {followed} trees followed, {inside} "
+            f"{tracer}{' (fix off)' if args.fix_off else ''}, seed {seed}, {args.trees} trees: "
+            f"{followed} trees followed, {inside} "
             f"training rows in every box, the row among them: {right}, {bounded} of its "
             f"other numeric features bounded both sides ({time.perf_counter() - t0:.1f} s)",
             flush=True,

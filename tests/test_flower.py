@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -550,6 +551,29 @@ def test_flower_federation_text_column_in_fresh_processes(
     assert remote.categories_ == local.categories_
     ward = list(remote.feature_names_in_).index("ward")
     assert any((t.feature == ward).any() for t in remote.trees_)  # the text column splits
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_flower_federation_rare_level_in_fresh_processes(tmp_path: Path, declared: bool) -> None:
+    """A level one row holds (declared, or undeclared and so the missing category's) is
+    merged by the set-up's ``code_map`` (``server/rare_codes.py``): a ClientApp process
+    per message counts it from its file and keeps the merged codes in its state, so the
+    forest is the local one."""
+    paths = write_site_files(tmp_path, task="classification", text=True)
+    frame = pd.read_csv(paths[SITES[0]])
+    frame.loc[0, "ward"] = "zz"
+    frame.to_csv(paths[SITES[0]], index=False)
+    levels = {"ward": ["cardio", "neuro", "onco", "zz"]} if declared else None
+    kw: dict[str, Any] = {**PARAMS, "random_state": SEED, "categories": levels}
+    grid = MemoryGrid(paths, fresh_process=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the client's own warning of its rare level
+        remote = ff.FedForestClassifier(**kw)
+        remote.fit_federated(FlowerFederation(grid, min_nodes=3, poll_interval=0.001))
+        local = ff.FedForestClassifier(**kw)
+        local.fit_federated(ff.LocalFederation(local_clients(paths)))
+    assert_same_forest(remote, local)
+    assert any("code_map" in str(m.content) for m in grid.pushed)
 
 
 def test_flower_federation_split_on_client_in_fresh_processes(site_files: dict[str, Path]) -> None:

@@ -2,19 +2,23 @@
 
 See docs/privacy-findings.md, "Red team 8".
 
-*Found, open*: a value that one row of the federation holds is a tracer. Round A releases,
-per node and sampled feature, pooled counts at every edge of the node's grid: a categorical
-feature's grid is its codes (each code's rows in the node), and a numeric feature with
-missing values ends with the edge "value known | missing" (the node's known rows: its rows
-less it are its missing ones); a feature 0 in every row but one has edges between 0 and that
-value (the node's rows less the count at the last of them: the row holding it). Where a code
-(a declared level, or the missing category that a rare undeclared level is sent as), a
-missing value or such a value belongs to one row, the server follows
-that row down every tree that drew it (each node whose count says 1), and the boxes of those
-nodes (their path bounds), intersected over the trees, hold that row alone among the
-training rows. The category groups and the rules across levels need those counts, so it is
-not a local fix: strict xfails. No value is rebuilt exactly: the row is singled out, as a
-class one row holds is (``tests/test_privacy_values.py``).
+*Found, fixed (branch ``tracer``)*: a value that one row of the federation holds was a
+tracer. Round A releases, per node and sampled feature, pooled counts at every edge of the
+node's grid: a categorical feature's grid is its codes (each code's rows in the node), and
+a numeric feature with missing values ends with the edge "value known | missing" (the
+node's known rows: its rows less it are its missing ones); a feature 0 in every row but
+one had edges between 0 and that value (the node's rows less the count at the last of
+them: the row holding it). Where a code (a declared level, or the missing category that a
+rare undeclared level is sent as), a missing value or such a value belonged to one row,
+the server followed that row down every tree that drew it (each node whose count says 1),
+and the boxes of those nodes (their path bounds), intersected over the trees, held that
+row alone among the training rows. Now codes held by 1 to ``m - 1`` rows are merged
+before any Round A (``server/rare_codes.py``), a column missing in 1 to ``m - 1`` rows gets
+no missing edge (``server/sparse_columns.py``), and node grids keep no edge with fewer than
+``m`` rows of the federation on one side (``secure_grids._within``): the attack follows
+nothing; with the three switched off it follows the row as before (the control). No value
+was rebuilt exactly: the row was singled out, as a class one row holds is
+(``tests/test_privacy_values.py``).
 
 A sample weight is a tracer too, in the model alone: a tree draws as many times as there
 are rows, so a node's ``weighted_n_node_samples`` less its rows' draws shows where a row
@@ -46,6 +50,7 @@ import fedforest as ff
 from fedforest._common import STAT_ROWS
 from fedforest.federated.privacy import weight_band
 from fedforest.federated.server import secure as secure_server
+from fedforest.federated.server import secure_grids, secure_setup
 from fedforest.federated.server.missing import MISSING_SPLIT
 from fedforest.tree.export import float32_floor
 from tests.test_privacy import _data, _fit, _match_rows
@@ -223,12 +228,30 @@ def tracer_exposure(monkeypatch, seed: int, n_trees: int, tracer: str, **setting
 TRACERS = ["missing", "sparse", "rare", "declared"]
 
 
+def tracer_fix_off(monkeypatch) -> None:  # noqa: ANN001
+    """The three parts of the fix switched off (the control): no code merged, a missing
+    edge for any column with missing values, every quantile edge kept in the node grids."""
+    known_enough = secure_setup.known_enough
+
+    def every_missing_edge(*a):  # noqa: ANN002, ANN202
+        keep, few = known_enough(*a)
+        return keep, np.zeros_like(few)
+
+    monkeypatch.setattr(secure_setup, "known_enough", every_missing_edge)
+    monkeypatch.setattr(secure_setup, "code_maps", lambda *a: {})
+    monkeypatch.setattr(secure_grids, "_within", lambda grid, off, *a: (grid, off))
+
+
 @pytest.mark.parametrize("tracer", TRACERS)
-def test_round_a_follows_a_row_that_one_count_marks(monkeypatch, tracer: str) -> None:
-    """The server's view: Round A's counts follow the marked row down the trees that drew
-    it, and every box followed holds it (the claims are right). The handshake names the
-    missing column at ``site3`` alone, and names no rare level (the level rule holds: the
-    row is followed all the same). Without a marked row no node is followed."""
+def test_round_a_follows_a_row_that_one_count_marks_without_the_fix(
+    monkeypatch, tracer: str
+) -> None:
+    """The control, with the fix switched off: Round A's counts follow the marked row down
+    the trees that drew it, and every box followed holds it (the claims are right). The
+    handshake names the missing column at ``site3`` alone, and names no rare level (the
+    level rule holds: the row is followed all the same). Without a marked row no node is
+    followed."""
+    tracer_fix_off(monkeypatch)
     X, row, model, levels, fed, j, count = _tracer_fit(
         monkeypatch, seed=2, n_trees=30, tracer=tracer
     )
@@ -246,22 +269,16 @@ def test_round_a_follows_a_row_that_one_count_marks(monkeypatch, tracer: str) ->
     assert followed_nodes(model, levels, 8, code_count(8)) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Round A releases each node's count of missing values and of every category code "
-    "(the rules across levels and the category groups need them), so a value that one row of "
-    "the federation holds (a missing value, a rare level sent as the missing category, a "
-    "declared level, a feature's one nonzero value above every edge) follows that row down "
-    "every tree that drew it: the boxes, intersected over the default 50 trees, hold that "
-    "row alone at data seeds 0 and 1, for each of the four (docs/privacy-findings.md, 'Red "
-    "team 8')",
-)
 @pytest.mark.parametrize("tracer", TRACERS)
-def test_a_row_that_one_count_marks_is_not_singled_out(monkeypatch, tracer: str) -> None:
+def test_a_row_that_one_count_marks_is_not_followed(monkeypatch, tracer: str) -> None:
+    """With the fix (as shipped) no node's count says 1 for the marked value, at data
+    seeds 0 and 1 with the default 50 trees (before it: the row alone in the boxes at
+    both seeds, for each of the four), so the boxes hold every training row. The merged
+    code holds no row in any node; the set splits send it where its rows went."""
     for seed in (0, 1):
-        _, inside, right, _ = tracer_exposure(monkeypatch, seed, 50, tracer)
-        assert right  # the attack is right where it claims
-        assert inside > 1, f"seed {seed}: the row alone among the training rows"
+        followed, inside, _, _ = tracer_exposure(monkeypatch, seed, 50, tracer)
+        assert followed == 0, f"seed {seed}: {followed} trees followed"
+        assert inside == 1000
 
 
 # --------------------------------------------------------------------------- heavy weights

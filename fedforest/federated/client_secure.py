@@ -35,6 +35,7 @@ from .client_secrets import (
 from .client_sketch import fine_codes
 from .client_targets import label_counts
 from .client_weights import moment_weights, oob_weights
+from .domains import code_counts
 from .grid_wire import decode_candidates, grid_inputs, half_of, half_words, lattice_grid
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh, warn_unresolved
@@ -321,6 +322,10 @@ class SecureParty:
             if msg.header.get("weight_logs"):  # "secure", weighted: the weights' band
                 logs = weight_logs(c.sample_weight, c.n_samples)
                 arrays["weight_logs"] = to_fixed(logs, np.array([0, LOG_FRAC_BITS]))
+            if "code_counts" in msg.header:  # "secure": rows per category code (rare_codes.py)
+                arrays["code_counts"] = to_fixed(
+                    code_counts(c._cat_raw, msg.header["code_counts"], f"Client {c.name!r}"), 0
+                )
             return self._masked(msg, GRID, arrays)
         edges = expect_array(msg, "edges", "f", (feats.size, None), "server")
         cum = np.empty(edges.shape)

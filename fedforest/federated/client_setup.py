@@ -33,7 +33,7 @@ from .protocol import HANDSHAKE, PROTOCOL_VERSION, Message, protocol_mismatch
 if TYPE_CHECKING:
     from .client import Client
 
-__all__ = ["SETUP_DRAWS", "encode_categories", "handshake", "set_up"]
+__all__ = ["SETUP_DRAWS", "encode_categories", "handshake", "merge_codes", "set_up"]
 SETUP_DRAWS = 1 << 20  # a set-up's block of trees holds about this many (tree, row) draws
 
 
@@ -149,6 +149,8 @@ def set_up(client: Client, msg: Message) -> _Fit:
     if setup.get("privacy") in ("secure", "dp"):  # regression: standardised targets
         y = client._secure_party().set_up(msg, y, n_classes)
     encode_categories(client, setup.get("categories") or {})
+    if setup.get("code_map"):  # "secure": codes few rows hold, merged (server/rare_codes.py)
+        merge_codes(client, setup["code_map"], setup.get("categories") or {})
     clients = setup.get("clients") or []
     first_tree = int(setup.get("first_tree", 0))
     if first_tree == 0:
@@ -201,6 +203,28 @@ def set_up(client: Client, msg: Message) -> _Fit:
     fit.weighted = weighted
     client._fit_secure = fit.secure
     return fit
+
+
+def merge_codes(client: Client, code_map: Any, categories: dict[str, list[Any]]) -> None:
+    """Each listed column's codes replaced by their merged codes.
+
+    Checked first: per column of the client's, one whole code in range per level of the
+    column's list.
+    """
+    entries: list[tuple[Any, Any]] = list(code_map.items()) if isinstance(code_map, dict) else []
+    for key, code in entries or [("", None)]:
+        j = int(key) if isinstance(key, str) and key.isdigit() else -1
+        size = len(categories.get(key, [])) if j >= 0 else 0
+        ok = isinstance(code, list) and size > 0 and len(code) == size
+        ok = ok and all(type(v) is int and 0 <= v < size for v in code)
+        if not ok or j not in client._cat_raw:
+            raise ValueError(
+                f"Client {client.name!r}: the server's code_map is not, per categorical column "
+                "of this client, one code in range per level of the column's categories."
+            )
+        column = client.X[:, j].astype(np.int64)
+        client.X[:, j] = np.asarray(code, dtype=np.float64)[column]
+        client.Xt[j] = client.X[:, j]
 
 
 def encode_categories(client: Client, categories: dict[str, list[Any]]) -> None:

@@ -40,7 +40,9 @@ __all__ = [
     "declared_by_request",
     "dtype_levels",
     "encode_levels",
+    "code_counts",
     "handshake_levels",
+    "level_counts",
 ]
 
 
@@ -213,6 +215,37 @@ def encode_levels(
             stacklevel=3,
         )
     return codes
+
+
+def level_counts(raw: NDArray[Any], categories: list[Any]) -> NDArray[np.float64]:
+    """Rows per code of a column in the federation's list.
+
+    Values outside it count as the missing category's, as :func:`encode_levels` codes
+    them (its warning comes at the set-up).
+    """
+    codes = encode(raw, categories)
+    if MISSING_CATEGORY in categories:
+        codes[codes < 0] = categories.index(MISSING_CATEGORY)
+    codes = codes[codes >= 0].astype(np.int64)
+    return np.bincount(codes, minlength=len(categories)).astype(np.float64)
+
+
+def code_counts(cat_raw: dict[int, NDArray[Any]], categories: Any, who: str) -> NDArray[np.float64]:
+    """A client's rows per code of each categorical column the server lists.
+
+    Column after column, in the order listed (the federation's lists); the request is
+    checked first.
+    """
+    if not isinstance(categories, dict) or not all(
+        isinstance(k, str) and k.isdigit() and int(k) in cat_raw and isinstance(v, list)
+        for k, v in categories.items()
+    ):
+        raise ValueError(
+            f"{who}: the server's code_counts is not a list of levels per categorical column "
+            "of this client (by column index)."
+        )
+    counts = [level_counts(cat_raw[int(j)], levels) for j, levels in categories.items()]
+    return np.concatenate([np.zeros(0), *counts])
 
 
 def check_declared_labels(y: NDArray[Any], classes: Any, who: str) -> None:

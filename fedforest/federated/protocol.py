@@ -59,7 +59,11 @@ __all__ = [
 #: ``min_level_rows`` rows (a client of version 5 would name a label one row holds; it
 #: refuses the server's version before answering); 7 since under "secure" a client with
 #: sample weights sends ``weight_logs`` and trims its weights to the set-up's
-#: ``weight_band`` (a client of version 6 would keep a heavy row's weight as given).
+#: ``weight_band`` (a client of version 6 would keep a heavy row's weight as given),
+#: and the first grid round asks for each categorical column's rows per code
+#: (``code_counts``) and the set-up may carry ``code_map``, the codes few rows hold
+#: merged (a client of version 6 would ignore it and keep its one-row code, which
+#: Round A's counts follow down the trees).
 PROTOCOL_VERSION = 7
 
 HANDSHAKE = "handshake"
@@ -94,7 +98,7 @@ REPLY_ARRAYS: dict[str, frozenset[str]] = {
     ),
     GRID: frozenset(
         ("moments", "moments_lo", "y_moments", "y_moments_lo", "y_hist", "class_counts", "hist")
-        + ("known", "data_tag", "weight_logs")
+        + ("known", "data_tag", "weight_logs", "code_counts")
     ),
     ROUND_A: frozenset(
         ("summary", "hist", "sketch", "sketch_runs", "sketch_off", "local_best")

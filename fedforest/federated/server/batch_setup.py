@@ -68,6 +68,8 @@ def _secure_setup(schema: dict[str, Any]) -> dict[str, Any]:
     out = {"y_center": np.asarray(center).tolist(), "y_scale": np.asarray(scale).tolist()}
     if state.weight_band is not None:  # the clients trim their sample weights to it
         out["weight_band"] = list(state.weight_band)
+    if state.code_map:  # codes few rows hold, merged (rare_codes.py)
+        out["code_map"] = {str(j): code.tolist() for j, code in state.code_map.items()}
     return out
 
 

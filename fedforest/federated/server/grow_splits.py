@@ -17,6 +17,7 @@ from ..protocol import (
 )
 from . import monotonic
 from .config import GrowerConfig
+from .rare_codes import with_merged_codes
 from .splitter import BestSplits
 from .tree_builder import _Frontier, _is_leaf_by_rule, _TreeBuilder
 
@@ -87,7 +88,10 @@ def _apply_splits(
             builders, trees, children, best.feature[split], best.left[split],
             best.right[split], monotonic.splits_only(ctx["bounds"], split),
         )  # fmt: skip
+    code_map = ctx["secure"].code_map if "secure" in ctx else {}
     for i, node_set in best.sets.items():
+        if code_map and int(best.feature[i]) in code_map:  # merged codes (rare_codes.py)
+            node_set = best.sets[i] = with_merged_codes(node_set, code_map[int(best.feature[i])])
         if best.feature[i] >= 0:
             builders[int(frontier.tree[i])].sets[int(frontier.node[i])] = node_set
     # Children that are not leaves by rule are the next frontier, split by split.

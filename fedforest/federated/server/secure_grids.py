@@ -129,6 +129,16 @@ class SecureState:
     #: This level's histograms, kept for the next one.
     current: PairSegments = field(default_factory=lambda: PairSegments.empty())
     current_mass: PairSegments = field(default_factory=lambda: PairSegments.empty())
+    #: Under "secure": per feature, whether 1 to ``m - 1`` rows of the federation miss its
+    #: value (its grids get no "value known | missing" edge: ``sparse_columns.py``).
+    rare_missing: NDArray[np.bool_] | None = None
+    #: Under "secure": per categorical column with codes few rows hold, each code's merged
+    #: code (``rare_codes.py``; sent in the set-up, applied to the set splits).
+    code_map: dict[int, NDArray[np.int64]] = field(default_factory=dict)
+    #: Under "secure": per feature, the outermost edges a node grid may hold (none between
+    #: a group of fewer than ``m`` rows apart at its end and the rest: ``grid_ends``).
+    edge_lo: NDArray[np.float64] | None = None
+    edge_hi: NDArray[np.float64] | None = None
     #: Guided candidates (``server/guides.py``; "secure" only): per (tree, feature), the
     #: thresholds the tree's earlier levels found best, which join the grids.
     guides: Guides | None = None
@@ -240,6 +250,8 @@ def node_grids(
         )  # fmt: skip
 
     thread_map(grids, parts, n_threads)
+    if state.edge_lo is not None and state.edge_hi is not None:  # grid ends (_within)
+        out, out_off = _within(out, out_off, state.edge_lo[f], state.edge_hi[f], lo, hi)
     # The ancestors' thresholds inside the node's path bounds join its grid, so that Round A
     # counts the node's rows below each of them (for the rules in Round B: every count is
     # exact).
@@ -281,6 +293,35 @@ def node_grids(
     lattice = np.column_stack([state.root_lo, state.root_hi])  # per feature (grid_wire)
     wire, grid = encode_grid(out, out_off, pair_feat, exact, lattice, threads)
     return out_off, grid, wire
+
+
+def _within(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    node_lo: NDArray[np.float64],
+    node_hi: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Each pair's grid with its edges outside ``[lo, hi]`` moved onto those bounds.
+
+    ``lo`` and ``hi`` (per pair): the feature's bounds from the coarse grid's counts
+    (``secure_setup.grid_ends``). The root distribution spreads a coarse bin's rows
+    evenly, so a bin holding many rows at one value (ties: a column 0 in every row but
+    one) got quantile edges beside that value with every row but one beyond them; each
+    node's count there followed that row (docs/privacy-findings.md, "Red team 8"). An
+    edge outside the bounds moves onto the nearer one, and goes where that is not inside
+    the node's path bounds (``node_lo``, ``node_hi``), is a repeat, or ``lo > hi`` (a
+    column of fewer than ``m`` rows off its tie never splits).
+    """
+    owner = np.repeat(np.arange(grid_off.size - 1), np.diff(grid_off))
+    a, b = lo[owner], hi[owner]
+    if np.all((grid >= a) & (grid <= b)):
+        return grid, grid_off
+    moved = np.minimum(np.maximum(grid, a), b)
+    keep = (a <= b) & (moved > node_lo[owner]) & (moved < node_hi[owner])
+    keep[1:] &= (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
+    return moved[keep], offsets(np.bincount(owner[keep], minlength=grid_off.size - 1))
 
 
 def _exact_edges(

@@ -132,9 +132,12 @@ def round_a(
         state.guides.level = ctx["secure_slots"][2]
     pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
     shift = _shifts(cfg, ctx, pair_off, pair_feat, 0)
+    missing = ctx["missing"]  # a missing edge only where m rows or more miss the value
+    if state.rare_missing is not None:
+        missing = missing & ~state.rare_missing
     grid_off, grid, wire = node_grids(
         state, cfg, pair_off, pair_feat, ctx["n_categories"], node_stats[:, 0], shift,
-        ctx["missing"], ctx["secure_slots"][0],
+        missing, ctx["secure_slots"][0],
     )  # fmt: skip
     bits = _frac_bits(ctx)
     packed = _packs(cfg, state, bits)

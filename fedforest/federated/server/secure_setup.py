@@ -26,6 +26,7 @@ from .checks import check_pooled_class_counts
 from .config import GrowerConfig
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
 from .guides import MEDIAN_WINDOW, Guides
+from .rare_codes import check_code_counts, code_maps
 from .resolve import bootstrap_draws
 from .secure_checks import (
     check_pooled_cumulative,
@@ -140,7 +141,10 @@ def setup_grids(
         refuse_too_few_rows(sum(rows.values()), min_rows(cfg))
         refuse_small_bootstraps(sum((bootstrap_draws(cfg, rows) or rows).values()), min_rows(cfg))
     numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
-    numeric = numeric[known_enough(fed, ledger, cfg, schema, numeric, public_keys, min_rows(cfg))]
+    keep, few_missing = known_enough(fed, ledger, cfg, schema, numeric, public_keys, min_rows(cfg))
+    rare_missing = np.zeros(d, dtype=bool)
+    rare_missing[numeric[few_missing]] = True  # no "known | missing" edge in their grids
+    numeric = numeric[keep]
     feats = numeric.astype(np.int32)
     regression = cfg.task == "regression"
     plan = schema.get("dp")
@@ -162,6 +166,9 @@ def setup_grids(
     trim = secure_tag and bool(schema.get("sample_weighted"))
     if trim:
         header["weight_logs"] = True
+    coded = [j for j in range(d) if n_categories[j] >= 2] if secure_tag else []
+    if coded:  # rows per category code (rare_codes.py): the lists, column after column
+        header["code_counts"] = {str(j): schema["categories"][str(j)] for j in coded}
     first = Message(GRID, header, {"features": feats})
     # Two words each (hi, lo): the variance is a small difference of large sums.
     specs: dict[str, tuple[tuple[int, ...], Any]] = {
@@ -181,6 +188,8 @@ def setup_grids(
         specs["data_tag"] = ((DATA_TAG_WORDS,), None)
     if trim:  # (positive weights, sum of their log2) over every client
         specs["weight_logs"] = ((2,), np.array([0, LOG_FRAC_BITS], dtype=np.int64))
+    if coded:
+        specs["code_counts"] = ((int(n_categories[coded].sum()),), 0)
     # Under "secure" the rows' weights are bound to the round's clients: a drop sends it
     # again (under "dp", unweighted, the drop is recovered).
     sums = (sums_sent_again if plan is None else secure_exchange)(fed, ledger, first, specs)
@@ -219,7 +228,11 @@ def setup_grids(
     root_edges = [np.zeros(0)] * d
     root_mass = [np.zeros(0)] * d
     root_lo, root_hi = np.full(d, -np.inf), np.full(d, np.inf)
+    edge_lo, edge_hi = np.full(d, -np.inf), np.full(d, np.inf)
     for i, j in enumerate(numeric):
+        if plan is None:  # no node grid edge with a group of few rows beyond it
+            missing = n_rows - n[i] if rare_missing[j] else 0.0  # above every value
+            edge_lo[j], edge_hi[j] = grid_ends(edges[i], hist[i], n[i], m, missing)
         # Where the pooled counts show the data starts and ends (to a coarse bin): the
         # outer bins then span the data, not the moment-based guesses.
         empty = np.flatnonzero(hist[i] <= 0)
@@ -233,6 +246,12 @@ def setup_grids(
         root_edges[j], root_mass[j] = e, np.maximum(np.diff(cum), 0.0)
         root_lo[j], root_hi[j] = lo_f[i], hi_f[i]
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
+    state.rare_missing = rare_missing
+    if plan is None:
+        state.edge_lo, state.edge_hi = edge_lo, edge_hi
+    if coded:  # codes few rows hold, merged before any node's count (rare_codes.py)
+        check_code_counts(sums["code_counts"], n_categories[coded].tolist(), n_rows)
+        state.code_map = code_maps(sums["code_counts"], coded, schema["categories"], m)
     if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
         state.data_tag = np.asarray(sums["data_tag"], dtype=np.uint64)
         if trim:
@@ -269,6 +288,40 @@ def setup_grids(
         else:
             state.y_center, state.y_scale = centers, scales
     return state
+
+
+def grid_ends(
+    edges: NDArray[np.float64], cum: NDArray[np.float64], n: float, m: int, missing: float = 0.0
+) -> tuple[float, float]:
+    """The outermost edges a node grid of the feature may hold (``secure_grids._within``).
+
+    ``cum``: the federation's rows at or below each coarse edge, of ``n``. Below: the
+    coarse bin where they reach ``m`` rows is open to edges, unless 1 to ``m - 1`` rows lie
+    below it as a group apart (an empty coarse bin between it and them: the one nonzero
+    value of a column of zeros, an outlier). Then every edge in that bin would have only
+    those rows below it where the bin's rows tie at its top (the zeros): the bound is the
+    bin's upper edge. Otherwise the bound is its lower edge (no edge with fewer rows than
+    the bin's below it). Above, the same mirrored, and ``missing`` (a column's 1 to
+    ``m - 1`` missing rows, above every value: no edge of theirs) is always a group apart
+    (a tie at the column's top, a capped value, would leave them alone above the edges
+    beside it). ``lo > hi``: no edge. A tie beside a group in the adjacent coarse bin is
+    not told apart from a tail (docs/privacy.md).
+    """
+    lo, hi = np.inf, -np.inf
+    below, above = np.flatnonzero(cum >= m), np.flatnonzero(n - cum >= m)
+    if below.size:
+        j = int(below[0])
+        far = cum[j - 1] if j > 0 else 0.0  # rows below the bin
+        gap = far > 0 and (cum[j - 1] - (cum[j - 2] if j > 1 else 0.0)) == 0
+        lo = -np.inf if far == 0 else float(edges[j] if gap else edges[j - 1])
+    if above.size:
+        k = int(above[-1])
+        far = n - cum[k + 1] if k + 1 < cum.size else 0.0  # rows above the bin
+        nxt = cum[k + 2] if k + 2 < cum.size else n
+        gap = (far > 0 and nxt - cum[k + 1] == 0) or missing > 0
+        far += missing
+        hi = np.inf if far == 0 else float(edges[k] if gap else edges[k + 1])
+    return lo, hi
 
 
 def _two_words(sums: dict[str, NDArray[np.float64]], name: str) -> NDArray[np.float64]:

@@ -11,6 +11,12 @@ it could not split anyway (every candidate needs ``m`` known rows on its left, t
 "missing" candidate ``m`` known rows too). Under ``"dp"`` the moments carry noise and
 this round is not run. The round carries the clients' public keys (the first masked
 round relays them).
+
+The same count gives each column's missing rows: where they number 1 to ``m - 1`` the
+column's grids get no "value known | missing" edge (whose count in a node is the node's
+missing rows: a missing value that few rows hold would follow them down the trees,
+docs/privacy.md, "Values few rows hold"); the missing rows then stay right of every
+candidate, as a value above every other.
 """
 
 from __future__ import annotations
@@ -37,16 +43,22 @@ def known_enough(
     numeric: NDArray[np.int64],
     public_keys: dict[str, str],
     m: int,
-) -> NDArray[np.bool_]:
-    """Per numeric feature, whether its moments may be asked for (known in ``m`` rows+)."""
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """Per numeric feature, whether its moments may be asked for (known in ``m`` rows+).
+
+    And per numeric feature, whether 1 to ``m - 1`` rows of the federation miss its value
+    (its grids get no missing edge).
+    """
     sparse = numeric[schema["missing"][numeric]]
     keep = np.ones(numeric.size, dtype=bool)
+    few = np.zeros(numeric.size, dtype=bool)
     if cfg.privacy != "secure" or sparse.size == 0:
-        return keep
+        return keep, few
     header = {"stage": "known", "public_keys": public_keys}
     msg = Message(GRID, header, {"features": sparse.astype(np.int32)})
     known = secure_exchange(fed, ledger, msg, {"known": ((sparse.size,), 0)})["known"]
     n_rows = float(sum(schema["n_samples"].get(c, 0) for c in fed.client_names))
     check_pooled_rows(np.column_stack([known, known]), n_rows, "the known values' counts")
     keep[np.isin(numeric, sparse[known < m])] = False
-    return keep
+    few[np.isin(numeric, sparse[(n_rows - known > 0) & (n_rows - known < m)])] = True
+    return keep, few
