@@ -6,7 +6,8 @@ secure protocol costs; several patches weaken the rules and exist for measuremen
 - ``default``: privacy="secure" as shipped (guides: the best thresholds of the trees
   ``<= t`` at depths ``< L`` for a node of tree ``t`` at depth ``L``, server/guides.py);
 - ``own-tree``: guides of the node's own tree only (main before shared guides);
-- ``no-guides``: without guided candidates (the quantile candidates alone);
+- ``no-guides``: without guided candidates (the quantile candidates alone; the roots keep
+  their ``4 B - 1``, which the guides' state switches on);
 - ``all-trees``: guides from every tree of the batch at depths ``< L`` (the forest would
   then depend on ``tree_batch_size``);
 - ``oracle``: the true thresholds of ``paper_f`` (0 on x1, x2, x4; -3 and 3 on x3) as the
@@ -123,6 +124,16 @@ class OwnTree(Guides):
         pass  # own-tree: the guides before root medians
 
 
+class NoGuides(Guides):
+    """No guided candidates: nothing found, nothing recorded."""
+
+    def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
+        return np.zeros(len(tree) + 1, dtype=np.int64), np.zeros(0)
+
+    def record(self, *a, **k):  # type: ignore[no-untyped-def]
+        pass
+
+
 class AllTrees(Guides):
     """Guides from every tree of the batch (any tree index)."""
 
@@ -192,7 +203,7 @@ def _patch(mode: str) -> None:
     parts = set(mode.split("+"))
     for name, fn in _ORIGINAL.items():
         setattr(_HOME[name], name, fn)
-    guides = {"no-guides": lambda d: None, "own-tree": OwnTree, "all-trees": AllTrees}
+    guides = {"no-guides": NoGuides, "own-tree": OwnTree, "all-trees": AllTrees}
     secure_setup.Guides = Guides  # type: ignore[attr-defined]
     for part, cls in {**guides, "oracle": Oracle, "oracle-levels": OracleLevels}.items():
         if part in parts:

@@ -24,11 +24,21 @@ per feature (no grid, no privacy rule; offsets ``u`` of 0.25, 0.5, 0.75 and 1), 
 of 100 to 1,000 and every midpoint, against CART's: the share of (node, offset) cases
 below 98.5 %.
 
+``--why`` records each fit's messages (``"secure"`` only) and, for every depth-3 node
+below 98.5 % whose split is on CART's feature, counts the candidates released on that
+feature that would have agreed on 98.5 % of the rows ("in band") and the gain of the best
+of them as a share of the split's: below 1, a candidate near CART's threshold was there
+and lost to one farther away by that much; none in band, the candidates missed CART's
+threshold. ``--ablate MODE`` patches the server as ``ablate_secure.py``'s mode ``MODE``
+does (``no-rules``, ``no-guides``; UNSAFE ones for measurement only).
+
 Usage::
 
     python benchmarks/bench_fidelity.py                          # seeds 0-4, secure and none
     python benchmarks/bench_fidelity.py --seeds 0 1 --privacy secure
     python benchmarks/bench_fidelity.py --oracle
+    python benchmarks/bench_fidelity.py --privacy secure --why --seeds $(seq 0 29)
+    python benchmarks/bench_fidelity.py --privacy secure --why --ablate no-rules
 """
 
 from __future__ import annotations
@@ -55,6 +65,31 @@ from sklearn.tree import DecisionTreeRegressor
 
 import fedforest as ff
 from fedforest.federated.client import bootstrap_counts
+from fedforest.federated.federation import Federation
+from fedforest.federated.grid_wire import sent_candidates
+from fedforest.federated.protocol import ROUND_A, ROUND_B, Message
+
+
+class Recorder(Federation):
+    """Delivers every message and keeps the requests of the depth-3 level (``--why``)."""
+
+    def __init__(self, inner: Federation, record: bool) -> None:
+        self.inner, self.record, self.level, self.round_a = inner, record, -1, None
+        self.depth3: tuple[np.ndarray, ...] | None = None
+
+    @property
+    def client_names(self) -> list[str]:
+        return self.inner.client_names
+
+    def send_and_receive(self, requests: dict[str, Message], round_index: int):  # type: ignore[no-untyped-def]
+        req = next(iter(requests.values()))
+        if req.kind == ROUND_A:
+            self.level, self.round_a = self.level + 1, req
+        elif req.kind == ROUND_B and self.record and self.level == 3 and self.round_a is not None:
+            a = self.round_a.arrays
+            cand = sent_candidates(self.round_a, req)
+            self.depth3 = (a["pair_off"], a["pair_feat"], req.arrays["cand_off"], cand)
+        return self.inner.send_and_receive(requests, round_index)
 
 
 def data() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,15 +143,44 @@ def quantile_split(
     return out
 
 
+def in_band(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, cands: np.ndarray, cart_left: np.ndarray, t: float
+) -> tuple[int, float]:
+    """Candidates on CART's feature agreeing with CART on 98.5 % of the rows; their best gain.
+
+    The gain is a share of the split's (``t`` on the same feature); NaN when none is in band.
+    """
+    band = [
+        c
+        for c in cands
+        if max(np.mean((x <= c) == cart_left), np.mean((x <= c) != cart_left)) >= 0.985
+    ]
+    if not band:
+        return 0, float("nan")
+    sides = [x[x <= c].size for c in band]  # the leaf rule: 10 rows a side
+    best = max(
+        (gain(x, y, w, c) for c, k in zip(band, sides, strict=True) if 10 <= k <= x.size - 10),
+        default=float("nan"),
+    )
+    return len(band), best / gain(x, y, w, t)
+
+
 def run(
-    seed: int, privacy: str, X: np.ndarray, y: np.ndarray, h: np.ndarray, with_oracle: bool
+    seed: int,
+    privacy: str,
+    X: np.ndarray,
+    y: np.ndarray,
+    h: np.ndarray,
+    with_oracle: bool,
+    why: bool = False,
 ) -> dict:
     parts = [np.flatnonzero(h == c) for c in range(int(h.max()) + 1)]
     clients = [ff.Client(X[i], y[i], str(c)) for c, i in enumerate(parts)]
     model = ff.FedForestRegressor(
         n_estimators=1, max_depth=4, max_features=None, n_bins=100, random_state=seed, n_jobs=2
     )
-    model.set_params(privacy=privacy).fit_federated(ff.LocalFederation(clients))
+    fed = Recorder(ff.LocalFederation(clients), why and privacy != "none")
+    model.set_params(privacy=privacy).fit_federated(fed)
     tree = model.trees_[0]
     tree_seed = int(np.random.RandomState(seed).randint(np.iinfo(np.int32).max))
     w = np.zeros(len(y))
@@ -150,6 +214,12 @@ def run(
                 mine = X[rows, of] <= ot
                 oracle[(n_bins, u)] = max(np.mean(mine == theirs), np.mean(mine != theirs))
         x, ww = X[rows, f], w[rows]
+        band = (-1, float("nan"))  # (candidates in band, their best gain / the split's)
+        if why and fed.depth3 is not None and agree < 0.985 and f == cf:
+            pair_off, pair_feat, cand_off, cand = fed.depth3
+            slot = sorted(k for k, v in depth.items() if v == 3).index(i)  # level-wise ids
+            p = next(q for q in range(pair_off[slot], pair_off[slot + 1]) if pair_feat[q] == cf)
+            band = in_band(x, y[rows], ww, cand[cand_off[p] : cand_off[p + 1]], theirs, t)
         order = np.argsort(x)
         cum = np.cumsum(ww[order]) / ww.sum()
         nodes.append(
@@ -163,6 +233,7 @@ def run(
                 gain=gain(x, y[rows], ww, t) / gain(X[rows, cf], y[rows], ww, ct),
                 cart_noise=min(noise),
                 oracle=oracle,
+                band=band,
             )
         )
     return dict(nodes=nodes, worst=min(nodes, key=lambda r: r["agree"]))
@@ -173,7 +244,16 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--privacy", nargs="+", default=["secure", "none"])
     ap.add_argument("--oracle", action="store_true", help="exact quantile candidates, no protocol")
+    ap.add_argument("--why", action="store_true", help="candidates near CART's threshold (secure)")
+    ap.add_argument(
+        "--ablate", default=None, help="a mode of ablate_secure.py (patches the server)"
+    )
     args = ap.parse_args()
+    if args.ablate:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from ablate_secure import _patch
+
+        _patch(args.ablate)
     if args.oracle:
         args.privacy = ["secure"]
     commit = subprocess.run(
@@ -190,14 +270,20 @@ def main() -> None:
     X, y, h = data()
     noise: list[float] = []
     oracle: dict[tuple[int | None, float], list[float]] = {}
+    fails: dict[str, list[dict]] = {}
+    passed: dict[str, int] = {}  # fits whose depth-3 nodes all agree on 98.5 %
     print(
         "privacy seed  worst  nodes<98.5%  feature(ours,CART)  rank(ours,CART)  gain  CART-vs-CART"
     )
     for privacy in args.privacy:
         for seed in args.seeds:
             start = time.perf_counter()
-            out = run(seed, privacy, X, y, h, args.oracle)
+            out = run(seed, privacy, X, y, h, args.oracle, args.why)
             r = out["worst"]
+            fails.setdefault(privacy, []).extend(n for n in out["nodes"] if n["agree"] < 0.985)
+            passed[privacy] = passed.get(privacy, 0) + all(
+                n["agree"] >= 0.985 for n in out["nodes"]
+            )
             noise += [n["cart_noise"] for n in out["nodes"]]
             for n in out["nodes"]:
                 for key, agree in n["oracle"].items():
@@ -208,6 +294,21 @@ def main() -> None:
                 f"        {r['feature']!s:9s}         ({r['rank'][0]:.3f}, {r['rank'][1]:.3f})"
                 f"   {r['gain']:.4f}  {r['cart_noise']:.4f}"
                 f"  ({time.perf_counter() - start:.0f} s)"
+            )
+    for privacy, below in fails.items():
+        same = [n for n in below if n["feature"][0] == n["feature"][1]]
+        print(
+            f"# {privacy}: {passed[privacy]} of {len(args.seeds)} fits pass; {len(below)} depth-3 "
+            f"nodes below 98.5 %, {len(below) - len(same)} of them on another feature than CART's"
+        )
+        if args.why and privacy != "none":
+            banded = [n for n in same if n["band"][0] > 0]
+            short = 100 * (1 - np.array([n["band"][1] for n in banded] or [np.nan]))
+            print(
+                f"#   of the {len(same)} on CART's feature, {len(banded)} had candidates in band "
+                f"(median {np.median([n['band'][0] for n in banded] or [0]):.0f}); their best "
+                f"gained less than the split by {np.nanmin(short):.3f} % to {np.nanmax(short):.3f} "
+                f"% (median {np.nanmedian(short):.3f} %)"
             )
     print("# CART-vs-CART: CART on the worst node's rows reweighted by Poisson(1), least of 3")
     print(
