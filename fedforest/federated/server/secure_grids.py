@@ -254,12 +254,21 @@ def node_grids(
     thr = np.concatenate([thr[inside], cut_thr])[by]
     thr_off = offsets(np.bincount(owner, minlength=sel.size))
     has |= np.diff(thr_off) > 0
-    out, out_off = _merged(out, out_off, has, thr, thr_off, parts, n_threads)
     extra = [(thr, thr_off)]
     if state.guides is not None and tree is not None:  # guided candidates (guides.py)
         g_off, g_thr = state.guides.find(np.asarray(tree)[node], f, lo, hi)
-        out, out_off = _merged(out, out_off, np.diff(g_off) > 0, g_thr, g_off, parts, n_threads)
         extra.append((g_thr, g_off))
+    if cfg.privacy == "secure":  # a quantile edge half a step from a threshold: the threshold
+        keep = np.ones(out.size, dtype=bool)
+        for values, off in extra:
+            keep &= ~displaced(out, out_off, values, off)
+        if not keep.all():
+            out_off = np.concatenate([[0], np.cumsum(keep)])[out_off]
+            out = out[keep]
+    out, out_off = _merged(out, out_off, has, thr, thr_off, parts, n_threads)
+    if len(extra) > 1:
+        g_thr, g_off = extra[1]
+        out, out_off = _merged(out, out_off, np.diff(g_off) > 0, g_thr, g_off, parts, n_threads)
     if missing is not None and missing.any():
         out_off, out = add_missing_candidates(out_off, out, missing[f])
     exact = _exact_edges(out, out_off, extra) | (out == MISSING_SPLIT)
@@ -279,6 +288,55 @@ def node_grids(
     lattice = np.column_stack([state.root_lo, state.root_hi])  # per feature (grid_wire)
     wire, grid = encode_grid(out, out_off, pair_feat, exact, lattice, threads)
     return out_off, grid, wire
+
+
+def displaced(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    thr: NDArray[np.float64],
+    thr_off: NDArray[np.int64],
+) -> NDArray[np.bool_]:
+    """The edges of each pair's quantile grid within half a step of one of its thresholds.
+
+    A step is the gap to the edge's neighbour on the threshold's side (the other side's at
+    a grid's ends; a grid of one edge has none): the threshold replaces the edge, so the
+    grid keeps its spacing (about ``m`` rows in small nodes) and is no denser for the
+    ancestors' thresholds and guides that join it. Each threshold displaces at most one edge.
+
+    Parameters
+    ----------
+    grid : ndarray of float64
+        Each pair's quantile edges, increasing, pair after pair (``grid_off``).
+    thr : ndarray of float64
+        Each pair's thresholds, pair after pair (``thr_off``, the same pairs).
+
+    Returns
+    -------
+    ndarray of bool, shape (grid.size,)
+    """
+    n = np.diff(grid_off)
+    # Half gaps (halved first: no overflow between edges near float64's largest value).
+    half = grid / 2
+    gap = np.zeros(grid.size + 1)
+    gap[1:-1] = (half[1:] - half[:-1]) / 2
+    gap[grid_off] = 0.0  # no gap across pairs (nor before the first or after the last)
+    right, left = gap[1:].copy(), gap[:-1].copy()
+    last, first = grid_off[1:] - 1, grid_off[:-1]
+    two = n >= 2
+    right[last[two]], left[first[two]] = left[last[two]], right[first[two]]
+    at = np.zeros(thr.size, dtype=np.int64)
+    searchsorted_segments(grid, grid_off, thr, thr_off, at)  # grid[at - 1] < t <= grid[at]
+    count = np.diff(thr_off)
+    start, end = np.repeat(grid_off[:-1], count), np.repeat(grid_off[1:], count)
+    t = thr / 2
+    out = np.zeros(grid.size, dtype=bool)
+    below = at > start
+    i = at[below] - 1
+    out[i[t[below] - half[i] < right[i]]] = True
+    above = at < end
+    j = at[above]
+    out[j[half[j] - t[above] < left[j]]] = True
+    return out
 
 
 def _exact_edges(
