@@ -30,7 +30,10 @@ and trees: 800 nodes, was 794). And once more when the settings digest began to 
 the clients' pooled data tags (``client_secrets.data_tag``: other bootstraps, so other
 trees: 778 nodes, was 800), and again the same day when the roots got up to ``4 B - 1``
 quantile candidates and a node's first guide became the median of the roots' best
-thresholds near it (issue 11; other candidates, so other trees: 784 nodes).
+thresholds near it (issue 11; other candidates, so other trees: 784 nodes). And once more
+when a quantile edge of a secure node grid began to give way to an ancestor's threshold
+within half a step of it (``secure_grids.displaced``; other grids, so other
+candidates and trees: 804 nodes).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

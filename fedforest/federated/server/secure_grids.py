@@ -254,21 +254,15 @@ def node_grids(
     thr = np.concatenate([thr[inside], cut_thr])[by]
     thr_off = offsets(np.bincount(owner, minlength=sel.size))
     has |= np.diff(thr_off) > 0
+    if cfg.privacy == "secure":  # a quantile edge half a step from a threshold: the threshold
+        keep = ~displaced(out, out_off, thr, thr_off)
+        out_off, out = np.concatenate([[0], np.cumsum(keep)])[out_off], out[keep]
+    out, out_off = _merged(out, out_off, has, thr, thr_off, parts, n_threads)
     extra = [(thr, thr_off)]
     if state.guides is not None and tree is not None:  # guided candidates (guides.py)
         g_off, g_thr = state.guides.find(np.asarray(tree)[node], f, lo, hi)
-        extra.append((g_thr, g_off))
-    if cfg.privacy == "secure":  # a quantile edge half a step from a threshold: the threshold
-        keep = np.ones(out.size, dtype=bool)
-        for values, off in extra:
-            keep &= ~displaced(out, out_off, values, off)
-        if not keep.all():
-            out_off = np.concatenate([[0], np.cumsum(keep)])[out_off]
-            out = out[keep]
-    out, out_off = _merged(out, out_off, has, thr, thr_off, parts, n_threads)
-    if len(extra) > 1:
-        g_thr, g_off = extra[1]
         out, out_off = _merged(out, out_off, np.diff(g_off) > 0, g_thr, g_off, parts, n_threads)
+        extra.append((g_thr, g_off))
     if missing is not None and missing.any():
         out_off, out = add_missing_candidates(out_off, out, missing[f])
     exact = _exact_edges(out, out_off, extra) | (out == MISSING_SPLIT)
@@ -301,7 +295,9 @@ def displaced(
     A step is the gap to the edge's neighbour on the threshold's side (the other side's at
     a grid's ends; a grid of one edge has none): the threshold replaces the edge, so the
     grid keeps its spacing (about ``m`` rows in small nodes) and is no denser for the
-    ancestors' thresholds and guides that join it. Each threshold displaces at most one edge.
+    ancestors' thresholds that join it (no gap wider than two of its steps). Each
+    threshold displaces at most one edge. Guides displace none: measured, that cost
+    accuracy (docs/privacy-findings.md, "Grids no denser than the rules need").
 
     Parameters
     ----------
