@@ -193,6 +193,14 @@ def test_displaced_edges_by_hand() -> None:
         secure_grids.displaced(grid, grid_off, np.array([34.0]), np.array([0, 1, 1, 1, 1])),
         [False, False, False, True, False, False, False, False, False, False],
     )
+    # An infinite edge (an unresolved column's grid): no gap to it, nothing displaced
+    # beside it, and no warning (inf - inf).
+    inf = np.array([-np.inf, 0.0, 1.0, np.inf])
+    with np.errstate(invalid="raise"):
+        got = secure_grids.displaced(
+            inf, np.array([0, 4]), np.array([-5.0, 0.2, 9.0]), np.array([0, 3])
+        )
+    np.testing.assert_array_equal(got, [False, True, False, False])
 
 
 def test_displaced_edges_are_those_a_threshold_lies_half_a_step_from() -> None:

@@ -311,10 +311,13 @@ def displaced(
     ndarray of bool, shape (grid.size,)
     """
     n = np.diff(grid_off)
-    # Half gaps (halved first: no overflow between edges near float64's largest value).
+    # Half gaps (halved first: no overflow between edges near float64's largest value); a
+    # gap to an infinite edge counts as none: nothing beside it is displaced.
     half = grid / 2
     gap = np.zeros(grid.size + 1)
-    gap[1:-1] = (half[1:] - half[:-1]) / 2
+    with np.errstate(invalid="ignore"):
+        gap[1:-1] = (half[1:] - half[:-1]) / 2
+    gap[~np.isfinite(gap)] = 0.0
     gap[grid_off] = 0.0  # no gap across pairs (nor before the first or after the last)
     right, left = gap[1:].copy(), gap[:-1].copy()
     last, first = grid_off[1:] - 1, grid_off[:-1]
@@ -326,12 +329,11 @@ def displaced(
     start, end = np.repeat(grid_off[:-1], count), np.repeat(grid_off[1:], count)
     t = thr / 2
     out = np.zeros(grid.size, dtype=bool)
-    below = at > start
-    i = at[below] - 1
-    out[i[t[below] - half[i] < right[i]]] = True
-    above = at < end
-    j = at[above]
-    out[j[half[j] - t[above] < left[j]]] = True
+    below, above = at > start, at < end
+    i, j = at[below] - 1, at[above]
+    with np.errstate(invalid="ignore"):
+        out[i[t[below] - half[i] < right[i]]] = True
+        out[j[half[j] - t[above] < left[j]]] = True
     return out
 
 
