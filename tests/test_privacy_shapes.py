@@ -325,8 +325,10 @@ def huge_target_error(seed: int, trees: int, factor: float = 1000.0) -> tuple[fl
 def test_a_row_entered_m_times_keeps_its_target() -> None:
     """Five of 600 rows entered 25 times each (the same patient at every visit), 20
     default secure trees: measured 2026-12-04 (d13ea5a), 6.9 % of all rows' exact target
-    claimed for one individual (two of the five; 3.5 % at data seed 2, none at seed 1)."""
-    got = measure("repeated", 0, 20, n=60, copies=25)
+    claimed for one individual (two of the five; 3.5 % at data seed 2, none at seed 1).
+    Data seed 2 since the node grids no denser than the rules need (2026-12-05): 3.5 % at
+    seed 2, none at seeds 0, 1 and 3 (main 9d844cc before them: 3.5 % at 0, 2 and 3)."""
+    got = measure("repeated", 2, 20, n=60, copies=25)
     assert got["small"] == 0 and min(got["fewest"].values()) >= got["m"]  # the floor holds
     assert got["individuals"] < 0.01, got
 

@@ -174,3 +174,59 @@ def test_ancestors_kept_is_near_tails_and_interval_checks_level_by_level(ordered
     np.testing.assert_array_equal(out[:total], np.vstack(want))
     dropped = int((end - start)[1:].sum()) - int((out[:total, 3] == 0).sum())
     assert dropped > 0 and (out[:total, 3] == 0).any()
+
+
+def test_displaced_edges_by_hand() -> None:
+    # Pair 0: edges 10 apart; 4 displaces 0 (4 < 5), 16 displaces 20, 25 (half way) none,
+    # 34 displaces the last edge (its step: the gap before it), 36 is too far. Pair 1: a
+    # lone edge has no step, never displaced. Pair 2: edges near float64's largest value
+    # (the gaps overflow unless halved first). Pair 3: no thresholds.
+    big = np.finfo(np.float64).max
+    grid = np.array([0.0, 10, 20, 30, 5.0, -big, 0.0, big, 1.0, 2.0])
+    grid_off = np.array([0, 4, 5, 8, 10])
+    thr = np.array([4.0, 16, 25, 36, 5.0, 5.5, 1e308, -big / 2])
+    thr_off = np.array([0, 4, 6, 8, 8])
+    got = secure_grids.displaced(grid, grid_off, thr, thr_off)
+    want = [True, False, True, False, False, False, False, True, False, False]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(
+        secure_grids.displaced(grid, grid_off, np.array([34.0]), np.array([0, 1, 1, 1, 1])),
+        [False, False, False, True, False, False, False, False, False, False],
+    )
+    # An infinite edge (an unresolved column's grid): no gap to it, nothing displaced
+    # beside it, and no warning (inf - inf).
+    inf = np.array([-np.inf, 0.0, 1.0, np.inf])
+    with np.errstate(invalid="raise"):
+        got = secure_grids.displaced(
+            inf, np.array([0, 4]), np.array([-5.0, 0.2, 9.0]), np.array([0, 3])
+        )
+    np.testing.assert_array_equal(got, [False, True, False, False])
+
+
+def test_displaced_edges_are_those_a_threshold_lies_half_a_step_from() -> None:
+    # Brute force on random sorted grids: an edge is displaced when a threshold of its pair
+    # lies less than half the gap to its neighbour on the threshold's side away (at the
+    # ends, the gap on the other side); after the merge every threshold is an edge and no
+    # gap within the grid's span is wider than two of its own widest (half a gap each side).
+    rng = np.random.default_rng(0)
+    sizes, n_thr = rng.integers(0, 12, 300), rng.integers(0, 6, 300)
+    grid = np.concatenate([np.sort(rng.choice(200, s, replace=False)) * 1.0 for s in sizes])
+    thr = np.concatenate([rng.uniform(-20, 220, k) for k in n_thr])
+    grid_off, thr_off = offsets(sizes), offsets(n_thr)
+    got = secure_grids.displaced(grid, grid_off, thr, thr_off)
+    for p in range(sizes.size):
+        q, t = grid[grid_off[p] : grid_off[p + 1]], thr[thr_off[p] : thr_off[p + 1]]
+        gaps = np.diff(q)
+        want = np.zeros(q.size, dtype=bool)
+        for k in range(q.size if q.size >= 2 else 0):
+            below = gaps[k - 1] if k > 0 else gaps[0]
+            above = gaps[k] if k < q.size - 1 else gaps[-1]
+            want[k] = bool(np.any((t <= q[k]) & (q[k] - t < below / 2)))
+            want[k] |= bool(np.any((t > q[k]) & (t - q[k] < above / 2)))
+        np.testing.assert_array_equal(got[grid_off[p] : grid_off[p + 1]], want)
+        kept = np.unique(np.concatenate([q[~want], t]))
+        assert np.isin(t, kept).all() and want.sum() <= t.size
+        if q.size >= 2:
+            inner = kept[(kept >= q[0]) & (kept <= q[-1])]
+            assert np.diff(inner).max(initial=0) <= 2 * gaps.max()
+    assert got.sum() > 100 and (~got).sum() > 100

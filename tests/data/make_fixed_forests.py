@@ -33,7 +33,9 @@ quantile candidates and a node's first guide became the median of the roots' bes
 thresholds near it (issue 11; other candidates, so other trees: 784 nodes). And once
 more when the secret row weights of the grid round's moments were bound to the
 federation's clients (``client_secrets.federation_secret``: another coarse grid, so other
-candidates and trees: 778 nodes).
+candidates and trees: 778 nodes). And once more when a quantile edge of a secure node
+grid began to give way to an ancestor's threshold within half a step of it
+(``secure_grids.displaced``; other grids, so other candidates and trees: 784 nodes, was 778).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

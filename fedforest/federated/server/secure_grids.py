@@ -268,6 +268,9 @@ def node_grids(
     thr = np.concatenate([thr[inside], cut_thr])[by]
     thr_off = offsets(np.bincount(owner, minlength=sel.size))
     has |= np.diff(thr_off) > 0
+    if cfg.privacy == "secure":  # a quantile edge half a step from a threshold: the threshold
+        keep = ~displaced(out, out_off, thr, thr_off)
+        out_off, out = np.concatenate([[0], np.cumsum(keep)])[out_off], out[keep]
     out, out_off = _merged(out, out_off, has, thr, thr_off, parts, n_threads)
     extra = [(thr, thr_off)]
     if state.guides is not None and tree is not None:  # guided candidates (guides.py)
@@ -322,6 +325,59 @@ def _within(
     keep = (a <= b) & (moved > node_lo[owner]) & (moved < node_hi[owner])
     keep[1:] &= (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
     return moved[keep], offsets(np.bincount(owner[keep], minlength=grid_off.size - 1))
+
+
+def displaced(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    thr: NDArray[np.float64],
+    thr_off: NDArray[np.int64],
+) -> NDArray[np.bool_]:
+    """The edges of each pair's quantile grid within half a step of one of its thresholds.
+
+    A step is the gap to the edge's neighbour on the threshold's side (the other side's at
+    a grid's ends; a grid of one edge has none): the threshold replaces the edge, so the
+    grid keeps its spacing (about ``m`` rows in small nodes) and is no denser for the
+    ancestors' thresholds that join it (no gap wider than two of its steps). Each
+    threshold displaces at most one edge. Guides displace none: measured, that cost
+    accuracy (docs/privacy-findings.md, "Grids no denser than the rules need").
+
+    Parameters
+    ----------
+    grid : ndarray of float64
+        Each pair's quantile edges, increasing, pair after pair (``grid_off``).
+    thr : ndarray of float64
+        Each pair's thresholds, pair after pair (``thr_off``, the same pairs).
+
+    Returns
+    -------
+    ndarray of bool, shape (grid.size,)
+    """
+    n = np.diff(grid_off)
+    # Half gaps (halved first: no overflow between edges near float64's largest value); a
+    # gap to an infinite edge counts as none: nothing beside it is displaced.
+    half = grid / 2
+    gap = np.zeros(grid.size + 1)
+    with np.errstate(invalid="ignore"):
+        gap[1:-1] = (half[1:] - half[:-1]) / 2
+    gap[~np.isfinite(gap)] = 0.0
+    gap[grid_off] = 0.0  # no gap across pairs (nor before the first or after the last)
+    right, left = gap[1:].copy(), gap[:-1].copy()
+    last, first = grid_off[1:] - 1, grid_off[:-1]
+    two = n >= 2
+    right[last[two]], left[first[two]] = left[last[two]], right[first[two]]
+    at = np.zeros(thr.size, dtype=np.int64)
+    searchsorted_segments(grid, grid_off, thr, thr_off, at)  # grid[at - 1] < t <= grid[at]
+    count = np.diff(thr_off)
+    start, end = np.repeat(grid_off[:-1], count), np.repeat(grid_off[1:], count)
+    t = thr / 2
+    out = np.zeros(grid.size, dtype=bool)
+    below, above = at > start, at < end
+    i, j = at[below] - 1, at[above]
+    with np.errstate(invalid="ignore"):
+        out[i[t[below] - half[i] < right[i]]] = True
+        out[j[half[j] - t[above] < left[j]]] = True
+    return out
 
 
 def _exact_edges(
