@@ -128,19 +128,22 @@ def test_a_refit_with_a_column_made_categorical_gives_no_target(monkeypatch) -> 
     nested-node attack gave 1, 0 and 2 rows' exact targets at data seeds 0 to 2 (10
     trees); now the roots differ and it gives none. (A root of two independent draws can
     match by chance in its distinct rows and draws: 1 of the 10 at seed 2 since the
-    clients' data tags, 2026-12-04.)"""
+    clients' data tags, 2026-12-04.) Since the secure row weights were bound to the
+    federation's clients and the node grids thinned (2026-12-05), the attack without the
+    fix gives 0, 3, 0, 1 and 2 rows at seeds 0 to 4: the test reads seeds 1 and 3."""
     from fedforest.federated.server import batch_setup
 
-    same, rebuilt = categorical_refit_exposure(2)
-    assert rebuilt == 0 and same <= 2, (same, rebuilt)
+    for seed in (1, 3):
+        same, rebuilt = categorical_refit_exposure(seed)
+        assert rebuilt == 0 and same <= 2, (seed, same, rebuilt)
     digest = batch_setup.settings_digest
 
     def without_columns(cfg, n, draws, d, dropped=None, categorical=None, tag=None):  # noqa: ANN001, ANN202
         return digest(cfg, n, draws, d, dropped, None, tag)
 
     monkeypatch.setattr(batch_setup, "settings_digest", without_columns)
-    same, rebuilt = categorical_refit_exposure(2)
-    assert same == 10 and rebuilt >= 1
+    found = [categorical_refit_exposure(seed) for seed in (1, 3)]
+    assert all(same == 10 for same, _ in found) and sum(r for _, r in found) >= 1, found
 
 
 def test_one_level_columns_leave_the_digest_alone() -> None:
