@@ -16,7 +16,7 @@ bound on what the server could do, which must group the boxes itself.
 - ``two``: two columns (``ward`` and a second, ``unit``) each with a level one row holds,
   undeclared, in the same row or in two rows.
 - ``warm``: a warm start (more trees) after a client's data changed so the code map
-  differs: ``ward``'s level ``z`` held by 10 rows of ``site3`` in the first fit, by one of
+  differs: ``ward``'s declared level ``z`` held by 10 rows of ``site3`` in the first fit, by one of
   them in the second (the other nine back to ``a``), so merged in the second fit only.
 - ``bucket``: a merged code of ``m`` rows: ``ward`` declared with ``z``, one row holding
   ``z`` and nine missing ``ward`` (the missing category, 9 rows): merged together (10 rows);
@@ -243,7 +243,8 @@ def test_a_row_just_above_a_tie_in_the_adjacent_coarse_bin_is_not_singled_out(
     for seed in (2, 4):
         with monkeypatch.context() as patch:
             out = residual_exposure(patch, "adjacent", seed, 50)
-        assert out["followed"] >= 10 and out["wrong"] == 0  # the attack is right
+        assert out["wrong"] == 0  # every box followed holds the row (a fix that follows
+        # nothing passes: no row alone, 1000 in the boxes)
         assert min(out["alone"].values()) > 1, f"seed {seed}: the row alone"
 
 
@@ -288,5 +289,5 @@ def test_a_warm_start_after_the_code_map_changed_follows_nothing(monkeypatch) ->
 )
 def test_the_rows_of_a_merged_code_of_m_rows_are_not_singled_out(monkeypatch) -> None:  # noqa: ANN001
     out = residual_exposure(monkeypatch, "bucket", 2, 50)
-    assert out["followed"] >= 40 and len(out["alone"]) == 10
+    assert out["wrong"] == 0 and len(out["alone"]) == 10
     assert min(out["alone"].values()) > 1, "a row of the ten alone, given the grouping"
