@@ -27,10 +27,11 @@ found, the training rows inside every such leaf's box and whether row 317 is.
 ``--residual CASE`` (red team 10, ``tests/test_privacy_red10.py``): the tracer fix's four
 unmeasured cases (``adjacent``: ``x2`` capped at 0 and ``--k`` rows just above the tie;
 ``two``: one-row levels in two columns, one row or ``--k 2`` rows; ``warm``: a warm start
-after the code map changed; ``bucket``: a merged code of ``m`` rows). Prints the trees
-followed, per marked row the training rows in every box holding it alone (given the
-grouping), the server's own greedy grouping's right and wrong single rows, and ``x2``'s
-grid ends; ``--fix-off`` as above.
+after the code map changed; ``bucket``: a merged code of ``m`` rows; ``tail``: ``x2`` as
+drawn, its largest value's row followed by the edges between the two largest values).
+Prints the trees followed, per marked row the training rows in every box holding it
+alone (given the grouping), the server's own greedy grouping's right and wrong single
+rows, and ``x2``'s grid ends; ``--fix-off`` as above.
 
 Usage (from the repository root, which holds the test suite's recording server)::
 

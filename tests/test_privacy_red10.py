@@ -21,6 +21,8 @@ bound on what the server could do, which must group the boxes itself.
 - ``bucket``: a merged code of ``m`` rows: ``ward`` declared with ``z``, one row holding
   ``z`` and nine missing ``ward`` (the missing category, 9 rows): merged together (10 rows);
   a deep node's count of 1 is one of those ten.
+- ``tail`` (beside the four, for ``adjacent``): ``x2`` as drawn, the row of its largest
+  value followed by the nodes' edges between the two largest values.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from fedforest.federated.server import secure as secure_server
 from fedforest.federated.server import secure_setup
 from tests.test_privacy import _data, _fit
 
-CASES = ["adjacent", "two", "warm", "bucket"]
+CASES = ["adjacent", "two", "warm", "bucket", "tail"]
 
 
 def deepest(model: Any, nodes: dict[int, list[tuple[int, int]]]) -> list[tuple[int, int]]:
@@ -100,6 +102,16 @@ def _case_data(case: str, seed: int, k: int = 1):  # noqa: ANN202
         values = 0.05 * (1 + np.arange(k))
         X.loc[rows, "x2"] = values
         counts = [(2, red8.count_above(float(values.min())))]
+    elif case == "tail":  # no tie: the federation's largest x2, an ordinary tail
+        x = X["x2"].to_numpy()
+        top, second_top = np.sort(x)[-1], np.sort(x)[-2]
+        rows = np.flatnonzero(x == top)
+
+        def above(grid: np.ndarray, cum: np.ndarray, n: float) -> float | None:
+            at = np.flatnonzero((grid >= second_top) & (grid < top))
+            return n - cum[at[-1], 0] if at.size else None
+
+        counts = [(2, above)]
     elif case == "two":  # k = 1: one row holds both levels; k = 2: one row each
         rows = rng.choice(site3, size=k, replace=False)
         X["unit"] = pd.Categorical(np.random.default_rng(seed + 7).choice(list("pqrs"), len(X)))
