@@ -24,6 +24,15 @@ rows and the marked rows among them.
 model alone gives its leaves (:func:`heavy_leaves`): prints the trees whose leaf was
 found, the training rows inside every such leaf's box and whether row 317 is.
 
+``--residual CASE`` (red team 10, ``tests/test_privacy_red10.py``): the tracer fix's four
+unmeasured cases (``adjacent``: ``x2`` capped at 0 and ``--k`` rows just above the tie;
+``two``: one-row levels in two columns, one row or ``--k 2`` rows; ``warm``: a warm start
+after the code map changed; ``bucket``: a merged code of ``m`` rows; ``tail``: ``x2`` as
+drawn, its largest value's row followed by the edges between the two largest values).
+Prints the trees followed, per marked row the training rows in every box holding it
+alone (given the grouping), the server's own greedy grouping's right and wrong single
+rows, and ``x2``'s grid ends; ``--fix-off`` as above.
+
 Usage (from the repository root, which holds the test suite's recording server)::
 
     python benchmarks/attack_tracer.py --seeds 0 1 2 3 4 5 6 7 8 9
@@ -31,6 +40,7 @@ Usage (from the repository root, which holds the test suite's recording server):
     python benchmarks/attack_tracer.py --seeds 0 1 2 3 4 --trees 10
     python benchmarks/attack_tracer.py --tracers missing --second --seeds 0 1 2 3 4
     python benchmarks/attack_tracer.py --weights 5 10 20 50 --seeds 0 1 2 3 4
+    python benchmarks/attack_tracer.py --residual adjacent --k 2 --seeds 0 1 2 3 4
 """
 
 from __future__ import annotations
@@ -54,24 +64,7 @@ from tests.test_privacy_red8 import (  # noqa: E402
     tracer_fix_off,
     weight_trace_exposure,
 )
-
-
-def deepest(model, nodes: dict[int, list[tuple[int, int]]]) -> list[tuple[int, int]]:  # noqa: ANN001
-    """The followed nodes none of whose descendants is followed: (tree, node)."""
-    out = []
-    for t, held in nodes.items():
-        tree, parent = model.trees_[t], {}
-        for i in range(tree.node_count):
-            for c in (tree.children_left[i], tree.children_right[i]):
-                if c >= 0:
-                    parent[c] = i
-        ancestors = set()
-        for _, nd in held:
-            while nd in parent:
-                nd = parent[nd]
-                ancestors.add(nd)
-        out += [(t, nd) for _, nd in held if nd not in ancestors]
-    return out
+from tests.test_privacy_red10 import CASES, deepest, residual_exposure  # noqa: E402
 
 
 def two_rows(seed: int, trees: int) -> list[tuple[int, list[int]]]:
@@ -128,7 +121,26 @@ def main() -> None:
     parser.add_argument("--second", action="store_true", help="x2 missing in two rows")
     parser.add_argument("--fix-off", action="store_true", help="the tracer fix switched off")
     parser.add_argument("--weights", type=float, nargs="+", help="row 317's weight instead")
+    parser.add_argument("--residual", choices=CASES, help="red team 10's case instead")
+    parser.add_argument("--k", type=int, default=1, help="--residual: marked rows (adjacent, two)")
     args = parser.parse_args()
+    if args.residual:
+        for seed in args.seeds:
+            t0 = time.perf_counter()
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                out = residual_exposure(
+                    monkeypatch, args.residual, seed, args.trees, args.k, args.fix_off
+                )
+            print(
+                f"{args.residual} k={args.k}{' (fix off)' if args.fix_off else ''}, "
+                f"seed {seed}, {args.trees} trees: {out['followed']} trees followed "
+                f"({out['wrong']} boxes without a marked row); per marked row, the training "
+                f"rows in every box holding it alone: {out['alone']}; the server's own "
+                f"grouping (groups of one marked row, of one other row): {out['claims']}; "
+                f"x2's grid ends {out['ends']} ({time.perf_counter() - t0:.1f} s)",
+                flush=True,
+            )
+        return
     if args.weights:
         for weight, seed in itertools.product(args.weights, args.seeds):
             found, inside, right = weight_trace_exposure(seed, weight, args.trees)

@@ -305,7 +305,8 @@ def grid_ends(
     ``m - 1`` missing rows, above every value: no edge of theirs) is always a group apart
     (a tie at the column's top, a capped value, would leave them alone above the edges
     beside it). ``lo > hi``: no edge. A tie beside a group in the adjacent coarse bin is
-    not told apart from a tail (docs/privacy.md).
+    not told apart from a tail: such a group's row is followed (docs/privacy-findings.md,
+    "Red team 10").
     """
     lo, hi = np.inf, -np.inf
     below, above = np.flatnonzero(cum >= m), np.flatnonzero(n - cum >= m)
