@@ -36,10 +36,11 @@ from scipy import stats
 from sklearn.utils import check_random_state
 
 from ._common import STAT_ROWS
-from ._inputs import client_index, take_rows
+from ._inputs import take_rows
 from .federated.client import Client
 from .federated.federation import Federation
 from .federated.protocol import ROUND_A, ROUND_B, Message, unpack_increments
+from .federated.row_clients import client_index
 from .federated.server.config import GrowerConfig
 from .federated.server.grower import grow_forest
 from .transport.local import LocalFederation
