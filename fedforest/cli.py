@@ -519,6 +519,8 @@ def _load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
     """A model file, or the command's usage error naming why it cannot be read."""
     import fedforest as ff
 
+    if not path.is_file():  # as a data file's (it was Python's "[Errno 2] No such file ...")
+        parser.error(f"{str(path)!r} is not a file.")
     try:
         return ff.load(path)
     except (OSError, ValueError) as exc:
