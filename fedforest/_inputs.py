@@ -30,6 +30,7 @@ from .federated.categorical import (
     is_missing,
     is_numeric_column,
     named_columns,
+    other_kind_rows,
     sort_categories,
     sorted_levels,
 )
@@ -209,7 +210,9 @@ def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | N
     shapes and names). A SciPy sparse matrix (CSR, CSC, ...) becomes a dense array: its
     implicit entries are zeros (a missing value is NaN, as in scikit-learn); so do the
     sparse columns of a DataFrame (``pd.SparseDtype``: scikit-learn's forests take them,
-    its ``validate_data`` with dense-only ``X`` refuses them).
+    its ``validate_data`` with dense-only ``X`` refuses them). With ``categories`` (rows to
+    predict), a column's numbers where its levels are text (or text where they are numbers)
+    warn, naming the column and the rows: they match no level.
     """
     if sparse.issparse(X):
         X = X.toarray()
@@ -220,10 +223,22 @@ def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | N
     if not cat_cols:
         return X
     frame = X.copy() if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X, dtype=object))
+    other = []
     for j in cat_cols:
         raw = np.asarray(frame.iloc[:, j], dtype=object)
         cats = categories[j] if categories is not None else sort_categories(set(raw.tolist()))
         frame[frame.columns[j]] = encode(raw, cats)
+        if categories is not None and (n := other_kind_rows(raw, cats)):
+            kind = "numbers" if isinstance(cats[0], str) else "text"
+            other.append(f"{frame.columns[j]!r} ({kind} in {n} of {len(raw)} rows)")
+    if other:  # as scikit-learn's encoders with handle_unknown="warn"
+        warn_caller(
+            f"categorical column(s) {', '.join(other)} of X hold numbers where the model's "
+            "levels are text, or text where they are numbers: such a value matches no level, "
+            "so those rows take the rule of an unseen category (the marginal rule). Give the "
+            "column's values as in training (model.categories_), e.g. X[col].astype(str).",
+            UserWarning,
+        )
     if isinstance(X, pd.DataFrame):
         return frame
     return frame.to_numpy(dtype=np.float64)
