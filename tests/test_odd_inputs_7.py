@@ -12,7 +12,8 @@ Each test failed on m24 (8d107f9) but the pins at the end:
   gets "'x' is not a file.";
 - at predict, numbers in a text categorical column (a CSV of codes once given as text)
   or text in a column of numeric codes matched no level: every such row took the
-  unseen-category rule, silently; a warning now names the column and the rows;
+  unseen-category rule, silently; a warning now names the column and the rows (once in
+  ``fedforest predict`` of a classifier, whose probabilities would say it again);
 - ``Peer(n_surrogates=np.int64(3))`` was refused ("must be an int >= 0"), where its other
   parameters, the estimators' and scikit-learn's take NumPy's integers;
 - a file whose header repeats a name: a CSV's second ``a`` read as ``a.1`` (``train``
@@ -125,6 +126,21 @@ def test_text_in_a_column_of_numeric_codes_at_predict_warns_naming_it() -> None:
     rows[:10, 1] = [str(int(v)) for v in rows[:10, 1]]
     with pytest.warns(UserWarning, match=r"column\(s\) 1 \(text in 10 of 120 rows\)"):
         model.predict_proba(rows)
+
+
+def test_predict_on_the_command_line_warns_once_of_codes_read_as_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    X, y = _text_codes()  # fitted in Python on text codes; read_csv gives them as numbers
+    model = tmp_path / "model.ffm"
+    FedForestClassifier(n_estimators=3, privacy="none", random_state=0).fit(X, y > 1).save(model)
+    data = tmp_path / "rows.csv"
+    X.to_csv(data, index=False)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert main(["predict", str(model), str(data), "--out", str(tmp_path / "p.csv")]) == 0
+    texts = [str(w.message) for w in seen if "'code' (numbers in 120 of 120" in str(w.message)]
+    assert len(texts) == 1  # predict's, not predict_proba's again
 
 
 def test_peer_takes_numpy_integers_and_refuses_bools() -> None:
