@@ -19,6 +19,9 @@ Each test failed on m24 (8d107f9) but the pins at the end:
 - a file whose header repeats a name: a CSV's second ``a`` read as ``a.1`` (``train``
   blamed the other client's file for its columns, ``predict`` missed a column), a Parquet
   file's was pyarrow's text, left out as possibly quoting a value;
+- a CSV whose rows have more fields than its header (a trailing comma on each row) was
+  read with the first field as pandas' row index and the others under the header's names,
+  shifted, silently;
 - a target column empty in every row was "missing in some rows ... drop those rows";
 
 and pins: a CSV with a UTF-8 byte-order mark reads its first column's name without it; a
@@ -184,6 +187,20 @@ def test_a_header_that_repeats_a_name_is_refused_naming_it(
               "--out", str(tmp_path / "m.ffm")])  # fmt: skip
     assert exc.value.code == 2
     assert f"{str(twice)!r} has duplicate column names ['a']" in capsys.readouterr().err
+
+
+def test_csv_rows_longer_than_the_header_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "trailing.csv"
+    path.write_text("a,b,y\n" + "\n".join(r + "," for r in _rows()) + "\n")
+    with pytest.raises(ValueError, match=r"rows have more fields than its header has names \(3\)"):
+        read_table(path)  # was a, b, y = the 2nd, 3rd field and NaN: shifted, silently
+    two = tmp_path / "two_more.csv"
+    two.write_text("a,y\n" + "\n".join(_rows()) + "\n")
+    with pytest.raises(ValueError, match=r"two_more.csv': its rows have more fields"):
+        read_client_data(two, "y")
+    index = tmp_path / "index.csv"  # no name for to_csv's index: its 0 .. n-1 dropped
+    index.write_text("a,b,y\n" + "\n".join(f"{k},{r}" for k, r in enumerate(_rows())) + "\n")
+    assert read_table(index).shape == (30, 3)
 
 
 def test_a_target_empty_in_every_row_says_so(tmp_path: Path) -> None:

@@ -34,7 +34,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     after 9999) is raised as it is (a note names the file), its text quoting the value: a
     remote client sends its type only (``federated/client_errors.py``). pyarrow's text is
     in the refusal only where it speaks of the file's structure (else logged). Duplicated
-    column names are refused, naming them (pandas renamed a CSV's). A first column
+    column names are refused, naming them (pandas renamed a CSV's), and so are CSV rows
+    longer than the header (pandas made the extra fields an index). A first column
     without a name holding 0 to n - 1 (the index ``to_csv`` writes) is dropped, with a
     warning.
     """
@@ -55,6 +56,16 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise ValueError(f"{str(path)!r} cannot be read as {kind}: {_reason(exc)}") from exc
     if not parquet and (twice := _repeated(_csv_names(path, frame))):
         raise ValueError(_twice_text(path, twice))
+    if not parquet and not frame.index.equals(pd.RangeIndex(len(frame))):
+        # Rows longer than the header: pandas takes their first field(s) as the row index
+        # and reads the rest under the header's names, shifted ("1,2," under "a,b" was
+        # a=2, b=NaN), silently.
+        raise ValueError(
+            f"{str(path)!r}: its rows have more fields than its header has names "
+            f"({len(frame.columns)}): pandas would read the first as the row index and the "
+            "others shifted. A trailing comma on each row, or a header missing a name? Give "
+            "each row one field per name."
+        )
     # pandas' to_csv writes the index unless index=False: a first column without a name
     # holding 0, 1, ..., n-1 is that index, not a feature (it was the top "feature").
     first = frame.columns[0] if len(frame.columns) else None
