@@ -15,7 +15,8 @@ Each test failed on m24 (8d107f9) but the pins at the end:
   unseen-category rule, silently; a warning now names the column and the rows (once in
   ``fedforest predict`` of a classifier, whose probabilities would say it again);
 - ``Peer(n_surrogates=np.int64(3))`` was refused ("must be an int >= 0"), where its other
-  parameters, the estimators' and scikit-learn's take NumPy's integers;
+  parameters, the estimators' and scikit-learn's take NumPy's integers; ``diagnose`` took
+  ``max_depth=2.5`` (a tree of depth 3), ``min_samples_leaf=0`` and ``alpha=5`` silently;
 - a file whose header repeats a name: a CSV's second ``a`` read as ``a.1`` (``train``
   blamed the other client's file for its columns, ``predict`` missed a column), a Parquet
   file's was pyarrow's text, left out as possibly quoting a value;
@@ -25,7 +26,8 @@ Each test failed on m24 (8d107f9) but the pins at the end:
 - a target column empty in every row was "missing in some rows ... drop those rows";
 
 and pins: a CSV with a UTF-8 byte-order mark reads its first column's name without it; a
-header with ``a.1`` beside ``a`` (no repeat) is two columns.
+header with ``a.1`` beside ``a`` (no repeat) is two columns; ``diagnose`` given NumPy's
+numbers reports as given Python's (kept through its new checks).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest import FedForestClassifier, FedForestRegressor, diagnose
 from fedforest.cli import main
 from fedforest.datasets.files import read_client_data, read_table
 from fedforest.swarm import Peer, load_bundles
@@ -158,6 +160,33 @@ def test_peer_takes_numpy_integers_and_refuses_bools() -> None:
     for bad in [True, np.True_, -1, 2.0]:
         with pytest.raises(ValueError, match="n_surrogates must be an int >= 0"):
             Peer("A", n_surrogates=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"max_depth": 2.5}, "max_depth"),  # grew a tree of depth 3 (8 cells, as 3)
+        ({"max_depth": True}, "max_depth"),
+        ({"min_samples_leaf": 0}, "min_samples_leaf"),  # ran as 1
+        ({"alpha": 5}, "alpha"),
+        ({"alpha": None}, "alpha"),
+    ],
+)
+def test_diagnose_refuses_odd_sizes_naming_them(kwargs: dict[str, object], name: str) -> None:
+    X, y = _text_codes()
+    with pytest.raises(ValueError, match=f"The '{name}' parameter of diagnose must be"):
+        diagnose(X[["a"]], y, np.arange(len(y)) % 2, privacy="none", **kwargs)  # type: ignore[arg-type]
+
+
+def test_diagnose_takes_numpy_integers_as_ints() -> None:
+    X, y = _text_codes()
+    ids = np.arange(len(y)) % 2
+    given = {"max_depth": 2, "min_samples_leaf": 3, "alpha": 0.1}
+    ref = diagnose(X[["a"]], y, ids, privacy="none", **given)  # type: ignore[arg-type]
+    numpy = {"max_depth": np.int64(2), "min_samples_leaf": np.int32(3), "alpha": np.float32(0.1)}
+    report = diagnose(X[["a"]], y, ids, privacy="none", **numpy)  # type: ignore[arg-type]
+    assert report.n_cells == ref.n_cells and report.feature_pvalues == ref.feature_pvalues
+    assert report.outcome_heterogeneity_pvalue == ref.outcome_heterogeneity_pvalue
 
 
 def _rows(n: int = 30) -> list[str]:
