@@ -13,7 +13,8 @@ Each test failed on m24 (8d107f9) but the pins at the end:
 - at predict, numbers in a text categorical column (a CSV of codes once given as text)
   or text in a column of numeric codes matched no level: every such row took the
   unseen-category rule, silently; a warning now names the column and the rows (once in
-  ``fedforest predict`` of a classifier, whose probabilities would say it again);
+  ``fedforest predict`` of a classifier, whose probabilities would say it again), and so
+  does ``SwarmForest.predict_proba`` for a site's numbers in a text column (unavailable);
 - ``Peer(n_surrogates=np.int64(3))`` was refused ("must be an int >= 0"), where its other
   parameters, the estimators' and scikit-learn's take NumPy's integers; ``diagnose`` took
   ``max_depth=2.5`` (a tree of depth 3), ``min_samples_leaf=0`` and ``alpha=5`` silently;
@@ -44,7 +45,7 @@ import pytest
 from fedforest import FedForestClassifier, FedForestRegressor, diagnose
 from fedforest.cli import main
 from fedforest.datasets.files import read_client_data, read_table
-from fedforest.swarm import Peer, load_bundles
+from fedforest.swarm import Peer, SwarmForest, load_bundles
 
 
 def _site(n: int = 60, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
@@ -146,6 +147,19 @@ def test_predict_on_the_command_line_warns_once_of_codes_read_as_numbers(
         assert main(["predict", str(model), str(data), "--out", str(tmp_path / "p.csv")]) == 0
     texts = [str(w.message) for w in seen if "'code' (numbers in 120 of 120" in str(w.message)]
     assert len(texts) == 1  # predict's, not predict_proba's again
+
+
+def test_a_site_s_numbers_in_a_text_column_warn_naming_it() -> None:
+    X, _ = _text_codes()
+    y = ((X["code"] == "2") ^ (X["a"] > 1)).to_numpy(dtype=int)
+    swarm = SwarmForest([Peer(p, 5, random_state=k).fit(X, y).share() for k, p in enumerate("AB")])
+    with pytest.warns(UserWarning, match=r"'code' \(120 of 120 rows\) of X_site hold numbers"):
+        got = swarm.predict_proba(X.assign(code=X["code"].astype(int)), "ipr", random_state=0)
+    # Unavailable, as a site without the column: the same probabilities.
+    np.testing.assert_array_equal(got, swarm.predict_proba(X[["a"]], "ipr", random_state=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        swarm.predict_proba(X, "ipr", random_state=0)
 
 
 def test_peer_takes_numpy_integers_and_refuses_bools() -> None:
