@@ -1,4 +1,4 @@
-"""Input handling of the estimators: lengths, columns, categorical codes, client ids.
+"""Input handling of the estimators: lengths, columns, categorical codes, declarations.
 
 Validation happens here, once, at the boundary; every error names the argument.
 """
@@ -30,6 +30,7 @@ from .federated.categorical import (
     is_missing,
     is_numeric_column,
     named_columns,
+    other_kind_rows,
     sort_categories,
     sorted_levels,
 )
@@ -53,7 +54,6 @@ __all__ = [
     "check_targets",
     "check_warm_classes",
     "class_weight_codes",
-    "client_index",
     "decode_classes",
     "encode_labels",
     "n_columns",
@@ -210,7 +210,9 @@ def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | N
     shapes and names). A SciPy sparse matrix (CSR, CSC, ...) becomes a dense array: its
     implicit entries are zeros (a missing value is NaN, as in scikit-learn); so do the
     sparse columns of a DataFrame (``pd.SparseDtype``: scikit-learn's forests take them,
-    its ``validate_data`` with dense-only ``X`` refuses them).
+    its ``validate_data`` with dense-only ``X`` refuses them). With ``categories`` (rows to
+    predict), a column's numbers where its levels are text (or text where they are numbers)
+    warn, naming the column and the rows: they match no level.
     """
     if sparse.issparse(X):
         X = X.toarray()
@@ -221,10 +223,22 @@ def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | N
     if not cat_cols:
         return X
     frame = X.copy() if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X, dtype=object))
+    other = []
     for j in cat_cols:
         raw = np.asarray(frame.iloc[:, j], dtype=object)
         cats = categories[j] if categories is not None else sort_categories(set(raw.tolist()))
         frame[frame.columns[j]] = encode(raw, cats)
+        if categories is not None and (n := other_kind_rows(raw, cats)):
+            kind = "numbers" if isinstance(cats[0], str) else "text"
+            other.append(f"{frame.columns[j]!r} ({kind} in {n} of {len(raw)} rows)")
+    if other:  # as scikit-learn's encoders with handle_unknown="warn"
+        warn_caller(
+            f"categorical column(s) {', '.join(other)} of X hold numbers where the model's "
+            "levels are text, or text where they are numbers: such a value matches no level, "
+            "so those rows take the rule of an unseen category (the marginal rule). Give the "
+            "column's values as in training (model.categories_), e.g. X[col].astype(str).",
+            UserWarning,
+        )
     if isinstance(X, pd.DataFrame):
         return frame
     return frame.to_numpy(dtype=np.float64)
@@ -250,50 +264,6 @@ def _object_numbers(X: pd.DataFrame, cat_cols: list[int]) -> pd.DataFrame:
     for j in found:
         X.isetitem(j, column_floats(X.iloc[:, j]))
     return X
-
-
-def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]:
-    """Client number of every row and the client names, from one label per row.
-
-    Returns
-    -------
-    inverse : ndarray of int64, shape (n,)
-        Index into ``names`` of each row's client.
-    names : list of str
-        ``str(label)`` of each distinct label, in sorted label order.
-    """
-    if client_ids is None:
-        return np.zeros(n, dtype=np.int64), ["0"]
-    if isinstance(client_ids, str):  # a column's name, or Dask's "partition" / "worker"
-        raise ValueError(
-            f"client_ids={client_ids!r} is one string; give one client label per row of X, "
-            f"e.g. client_ids=X[{client_ids!r}] (and X.drop(columns={client_ids!r}) unless "
-            "it is a feature too). 'partition' and 'worker' are for Dask collections only."
-        )
-    ids = np.asarray(client_ids)
-    if ids.ndim != 1 or ids.shape[0] != n:
-        raise ValueError(
-            f"client_ids has shape {ids.shape}; expected ({n},), one client label per row of X."
-        )
-    if ids.dtype.kind == "f" and np.isnan(ids).any():
-        raise ValueError("client_ids contains NaN; every row needs a client label.")
-    if ids.dtype == object:  # None, NaN or pd.NA among labels: np.unique's TypeError
-        missing = [i for i, v in enumerate(ids.tolist()) if is_missing(v)]
-        if missing:
-            raise ValueError(
-                f"client_ids contains a missing value ({ids[missing[0]]!r}, row "
-                f"{missing[0]}, {len(missing)} row(s) in all); every row needs a client label."
-            )
-    try:
-        labels, inverse = np.unique(ids, return_inverse=True)
-    except TypeError as exc:
-        raise ValueError(
-            f"client_ids must be labels of one sortable type (all int or all str): {exc}"
-        ) from exc
-    names = [str(label) for label in labels.tolist()]
-    if len(set(names)) != len(names):
-        raise ValueError(f"client_ids has distinct labels with the same name: {names}.")
-    return inverse.astype(np.int64), names
 
 
 #: scikit-learn options that a federation cannot compute exactly from pooled sums, and why.

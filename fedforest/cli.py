@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -519,6 +520,8 @@ def _load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
     """A model file, or the command's usage error naming why it cannot be read."""
     import fedforest as ff
 
+    if not path.is_file():  # as a data file's (it was Python's "[Errno 2] No such file ...")
+        parser.error(f"{str(path)!r} is not a file.")
     try:
         return ff.load(path)
     except (OSError, ValueError) as exc:
@@ -571,7 +574,9 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     else:
         out = pd.DataFrame({"prediction": pred})
     if hasattr(model, "predict_proba"):
-        proba = model.predict_proba(frame, client_ids=ids)
+        with warnings.catch_warnings():  # the rows' warnings, said once by predict above
+            warnings.simplefilter("ignore", UserWarning)
+            proba = model.predict_proba(frame, client_ids=ids)
         multi = isinstance(proba, list)  # multi-output: proba_<output>_<class>
         outputs = zip(proba, model.classes_, strict=True) if multi else [(proba, model.classes_)]
         for k, (p, labels) in enumerate(outputs):

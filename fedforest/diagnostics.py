@@ -35,11 +35,12 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 from sklearn.utils import check_random_state
 
-from ._common import STAT_ROWS
-from ._inputs import client_index, take_rows
+from ._common import STAT_ROWS, is_int_in
+from ._inputs import take_rows
 from .federated.client import Client
 from .federated.federation import Federation
 from .federated.protocol import ROUND_A, ROUND_B, Message, unpack_increments
+from .federated.row_clients import client_index
 from .federated.server.config import GrowerConfig
 from .federated.server.grower import grow_forest
 from .transport.local import LocalFederation
@@ -244,13 +245,15 @@ def diagnose(
         )
     if task not in ("regression", "classification"):
         raise ValueError(f"task must be 'regression' or 'classification', got {task!r}.")
+    _check_sizes(max_depth, min_samples_leaf, alpha)
+    max_depth = None if max_depth is None else int(max_depth)
     seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
     fed = _RootRecorder(_federation(X, y, client_ids, federation, n_jobs))
     with warnings.catch_warnings():
         # One tree: about a third of the rows is in its bag, as intended (the OOB round's
         # "drawn by every tree" warning is for forests).
         warnings.filterwarnings("ignore", ".* have no out-of-bag prediction", UserWarning)
-        result = grow_forest(fed, _config(task, max_depth, min_samples_leaf, seed))
+        result = grow_forest(fed, _config(task, max_depth, int(min_samples_leaf), seed))
     feature_p = _root_chi_square(fed.seen, task)
     p_shift = _simes([p for p in feature_p if np.isfinite(p)])
     p_outcome, f, df, cells, scored = _leaf_f_test(result.leaf_sums, task, seed)
@@ -266,6 +269,27 @@ def diagnose(
         rounds=result.ledger.rounds,
         megabytes=result.ledger.total_megabytes,
     )
+
+
+def _check_sizes(max_depth: Any, min_samples_leaf: Any, alpha: Any) -> None:
+    """The tree's sizes and the test level, named as the estimators' parameters are.
+
+    ``max_depth=2.5`` grew a tree of depth 3, ``min_samples_leaf=0`` and ``alpha=5`` ran,
+    without a word. NumPy's integers are ints (scikit-learn's ``Integral``); bools are not.
+    """
+    if max_depth is not None and not is_int_in(max_depth, 1, numpy=True):
+        raise ValueError(
+            f"The 'max_depth' parameter of diagnose must be None or an int >= 1. Got "
+            f"{max_depth!r} instead."
+        )
+    if not is_int_in(min_samples_leaf, 1, numpy=True):
+        raise ValueError(
+            f"The 'min_samples_leaf' parameter of diagnose must be an int >= 1. Got "
+            f"{min_samples_leaf!r} instead."
+        )
+    number = isinstance(alpha, (int, float, np.number)) and not isinstance(alpha, bool)
+    if not (number and 0.0 < float(alpha) < 1.0):
+        raise ValueError(f"The 'alpha' parameter of diagnose must be in (0, 1). Got {alpha!r}.")
 
 
 # --------------------------------------------------------------------------- covariate shift

@@ -33,7 +33,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
     reader (a value it cannot convert: pyarrow's "year 10184 is out of range" for a date
     after 9999) is raised as it is (a note names the file), its text quoting the value: a
     remote client sends its type only (``federated/client_errors.py``). pyarrow's text is
-    in the refusal only where it speaks of the file's structure (else logged). A first column
+    in the refusal only where it speaks of the file's structure (else logged). Duplicated
+    column names are refused, naming them (pandas renamed a CSV's), and so are CSV rows
+    longer than the header (pandas made the extra fields an index). A first column
     without a name holding 0 to n - 1 (the index ``to_csv`` writes) is dropped, with a
     warning.
     """
@@ -45,10 +47,25 @@ def read_table(path: str | Path) -> pd.DataFrame:
         frame = pd.read_parquet(path) if parquet else pd.read_csv(path)
     except (ValueError, OSError) as exc:
         kind = "Parquet" if parquet else "CSV"
+        if parquet and (twice := _repeated(_parquet_names(path))):  # pyarrow's "Multiple
+            # matches for FieldRef", which _reason left out as possibly quoting a value
+            raise ValueError(_twice_text(path, twice)) from exc
         if not _unreadable(exc):
             exc.add_note(f"(reading {str(path)!r} as {kind})")
             raise
         raise ValueError(f"{str(path)!r} cannot be read as {kind}: {_reason(exc)}") from exc
+    if not parquet and (twice := _repeated(_csv_names(path, frame))):
+        raise ValueError(_twice_text(path, twice))
+    if not parquet and not frame.index.equals(pd.RangeIndex(len(frame))):
+        # Rows longer than the header: pandas takes their first field(s) as the row index
+        # and reads the rest under the header's names, shifted ("1,2," under "a,b" was
+        # a=2, b=NaN), silently.
+        raise ValueError(
+            f"{str(path)!r}: its rows have more fields than its header has names "
+            f"({len(frame.columns)}): pandas would read the first as the row index and the "
+            "others shifted. A trailing comma on each row, or a header missing a name? Give "
+            "each row one field per name."
+        )
     # pandas' to_csv writes the index unless index=False: a first column without a name
     # holding 0, 1, ..., n-1 is that index, not a feature (it was the top "feature").
     first = frame.columns[0] if len(frame.columns) else None
@@ -62,6 +79,37 @@ def read_table(path: str | Path) -> pd.DataFrame:
         )
         frame = frame.drop(columns=first)
     return frame
+
+
+def _csv_names(path: Path, frame: pd.DataFrame) -> list[str]:
+    """The header's names as written: pandas renames a repeated ``a`` to ``a.1``, ``a.2``.
+
+    Read again (one line) only when a name looks renamed so: ``a.1`` beside an ``a``.
+    """
+    names = [str(c) for c in frame.columns]
+    bases = {n.rpartition(".")[0] for n in names if n.rpartition(".")[2].isdigit()}
+    if not bases & set(names):
+        return names
+    return [str(c) for c in pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0]]
+
+
+def _parquet_names(path: Path) -> list[str]:
+    """A Parquet file's column names from its schema ([] if it has none to read)."""
+    try:
+        import pyarrow.parquet as pq
+
+        return [str(n) for n in pq.read_schema(path).names]
+    except Exception:  # noqa: BLE001 - the reader's own error is the one to raise then
+        return []
+
+
+def _repeated(names: list[str]) -> list[str]:
+    return sorted({n for n in names if names.count(n) > 1})
+
+
+def _twice_text(path: Path, twice: list[str]) -> str:
+    """The refusal of a header that repeats names (which one is the feature, the target?)."""
+    return f"{str(path)!r} has duplicate column names {twice}; name each column once."
 
 
 def _unreadable(exc: BaseException) -> bool:
@@ -167,6 +215,11 @@ def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Se
             f"{spacing_hint(frame, [target])}"
         )
     y = frame[target]
+    if y.isna().all():  # "drop those rows" would leave none: the file has no target
+        raise ValueError(
+            f"{str(path)!r}: target column {target!r} is empty (missing in every row: empty "
+            "cells, NaN, NA, N/A, ...); every row needs a target: is it this file's target?"
+        )
     if y.isna().any():  # refused by both tasks; here the file is known (no row, no count:
         # a SuperNode's text reaches the server)
         raise ValueError(

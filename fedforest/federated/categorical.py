@@ -37,6 +37,7 @@ __all__ = [
     "is_missing",
     "is_numeric_column",
     "named_columns",
+    "other_kind_rows",
     "read_features",
     "value_kinds",
 ]
@@ -319,6 +320,20 @@ def encode(raw: NDArray[Any], categories: list[Any]) -> NDArray[np.float64]:
     index = {_key(c): k for k, c in enumerate(categories)}
     keys = [_key(v.item() if isinstance(v, np.generic) else v) for v in raw.tolist()]
     return np.array([index.get(k, -1) for k in keys], dtype=np.float64)
+
+
+def other_kind_rows(raw: NDArray[Any], categories: list[Any]) -> int:
+    """Rows holding a number where the levels are text, or text where they are numbers.
+
+    Such a value matches no level (``"3"`` is not ``3``), so the row takes the rule of an
+    unseen category at every split on the column: a column read back as numbers (a CSV of
+    codes once given as text) did so in every row, silently.
+    """
+    present = [c for c in categories if not is_missing(c)]
+    if not present:
+        return 0
+    text = isinstance(present[0], str)  # the levels never mix them (sorted_levels)
+    return sum(1 for v in raw.tolist() if not is_missing(v) and isinstance(v, str) != text)
 
 
 def _is_sparse(X: Any) -> bool:

@@ -30,7 +30,6 @@ from .._inputs import (
     check_numeric_columns,
     check_targets,
     check_warm_classes,
-    client_index,
     declared_features,
     estimator_config,
     fit_weights,
@@ -53,6 +52,7 @@ from ..federated.client import Client
 from ..federated.federation import Federation
 from ..federated.privacy.dp import compose_reports
 from ..federated.protocol import CommunicationLedger
+from ..federated.row_clients import client_index
 from ..federated.server.config import ForestResult, GrowerConfig
 from ..federated.server.grower import forest_importances, grow_forest
 from ..federated.server.secure import check_config

@@ -482,7 +482,8 @@ def load_bundles(
     on_error : {"warn", "raise", "ignore"}, default="warn"
         What to do with a file that fails validation: warn (``UserWarning`` naming the
         file and the problem) and go on with the others, raise the ``ValueError``, or
-        skip it silently.
+        skip it silently. A path that is missing (``FileNotFoundError``) or a directory
+        (``IsADirectoryError``) is raised whatever ``on_error``, before any file is read.
 
     Returns
     -------
@@ -495,6 +496,19 @@ def load_bundles(
         raise TypeError(
             f"paths must be a list of bundle files, got one path {paths!r}; give [path]"
         )
+    paths = list(paths)
+    for path in paths:  # the caller's list, not a peer's file: raised before any is read
+        if os.path.isdir(path):
+            raise IsADirectoryError(
+                f"share bundle {os.fspath(path)!r} is a directory, not a bundle file (on_error "
+                "covers files that fail validation); list the files in it, e.g. "
+                "sorted(Path(directory).glob('*.ffb'))"
+            )
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"share bundle {os.fspath(path)!r} does not exist (on_error covers files that "
+                "fail validation)"
+            )
     out = []
     for path in paths:
         try:

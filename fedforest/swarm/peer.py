@@ -153,7 +153,7 @@ class Peer:
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-        if not is_int_in(n_surrogates):
+        if not is_int_in(n_surrogates, numpy=True):  # NumPy's ints as scikit-learn's Integral
             raise ValueError(f"n_surrogates must be an int >= 0, got {n_surrogates!r}")
         if min_aggregate_rows is not None and engine != "fedforest":
             raise ValueError(
@@ -168,7 +168,7 @@ class Peer:
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
         self.max_features = max_features
-        self.n_surrogates = n_surrogates
+        self.n_surrogates = int(n_surrogates)
         self.n_jobs = n_jobs
         self.min_aggregate_rows = min_aggregate_rows
 

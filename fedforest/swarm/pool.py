@@ -13,7 +13,8 @@ from joblib import effective_n_jobs
 from numpy.typing import NDArray
 
 from .._common import TREE_LEAF, is_int_in
-from ..federated.categorical import encode
+from .._inputs import warn_caller
+from ..federated.categorical import encode, other_kind_rows
 from ..tree.arrays import pack_forest
 from . import routing as R
 from .bundle import ShareBundle
@@ -224,6 +225,7 @@ class SwarmForest:
             check_distinct(X_site.columns, "X_site")
             X = np.full((len(X_site), n_feat), np.nan)
             present = np.zeros(n_feat, dtype=bool)
+            other = []
             for col in X_site.columns:
                 j = self._index.get(str(col))
                 if j is None:
@@ -236,6 +238,8 @@ class SwarmForest:
                     codes = np.full(len(values), np.nan)
                     codes[known] = encode(values[known], list(cats))
                     codes[codes < 0] = np.nan
+                    if n_other := other_kind_rows(values, list(cats)):
+                        other.append(f"{col!r} ({n_other} of {len(values)} rows)")
                     X[:, j] = codes
                     present[j] = True
                     continue
@@ -247,6 +251,14 @@ class SwarmForest:
                     )
                 X[:, j] = floats(series)
                 present[j] = True
+            if other:  # as the estimators' predict (_inputs.with_codes)
+                warn_caller(
+                    f"categorical column(s) {', '.join(other)} of X_site hold numbers where "
+                    "the peers' levels are text (or text where they are numbers): such a value "
+                    "is in no level list, so it is unavailable, as a missing one. Give the "
+                    "column as the peers had it (e.g. X_site[col].astype(str)).",
+                    UserWarning,
+                )
             return _finite(X, self.feature_names_), present
         X = np.asarray(X_site, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != n_feat:

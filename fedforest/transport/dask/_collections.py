@@ -19,7 +19,7 @@ from distributed import Client as DaskClient
 from distributed import Future, wait
 from numpy.typing import NDArray
 
-from ..._inputs import client_index
+from ...federated.row_clients import client_index
 from ._actor import Spec, client_from_pieces, select_rows
 
 __all__ = ["PARTITIONS_AS", "client_specs", "is_dask_collection", "row_blocks"]
@@ -148,8 +148,8 @@ def _homes(client: DaskClient, futures: list[Future]) -> list[str]:
 def _label_counts(ids: Any) -> tuple[NDArray[Any], NDArray[np.int64]]:
     """Distinct labels of one partition, in order, and their row counts (run where it lives).
 
-    :func:`~fedforest._inputs.client_index` turns them into clients, as ``fit`` does in
-    memory: the same checks (NaN, one sortable type), the same messages.
+    :func:`~fedforest.federated.row_clients.client_index` turns them into clients, as ``fit``
+    does in memory: the same checks (NaN, one sortable type), the same messages.
     """
     values = np.asarray(ids)
     inverse, names = client_index(values, values.shape[0] if values.ndim else 0)
