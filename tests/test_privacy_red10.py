@@ -37,8 +37,6 @@ import pytest
 
 import fedforest as ff
 import tests.test_privacy_red8 as red8
-from fedforest._common import STAT_ROWS
-from fedforest.federated.server import secure as secure_server
 from fedforest.federated.server import secure_setup
 from tests.test_privacy import _data, _fit
 
@@ -61,30 +59,6 @@ def deepest(model: Any, nodes: dict[int, list[tuple[int, int]]]) -> list[tuple[i
                 ancestors.add(nd)
         out += [(t, nd) for _, nd in held if nd not in ancestors]
     return out
-
-
-def _record(monkeypatch) -> list[dict[str, np.ndarray]]:  # noqa: ANN001
-    """Each level's Round A as the server decoded it (red8._tracer_fit's recording)."""
-    levels: list[dict[str, np.ndarray]] = []
-    round_a = secure_server.round_a
-
-    def recorded(fed, ledger, cfg, ctx, header, arrays, n_slots, node_stats):  # noqa: ANN001, ANN202
-        out = round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_stats)
-        levels.append(
-            {
-                "pair_off": arrays["pair_off"].copy(),
-                "pair_feat": arrays["pair_feat"].copy(),
-                "slot_tree_off": arrays["slot_tree_off"].copy(),
-                "grid_off": out.grid_off.copy(),
-                "grid": out.grid.copy(),
-                "cum": out.cum.copy(),
-                "rows": out.pooled[:, STAT_ROWS].copy(),
-            }
-        )
-        return out
-
-    monkeypatch.setattr(secure_server, "round_a", recorded)
-    return levels
 
 
 def _case_data(case: str, seed: int, k: int = 1):  # noqa: ANN202
@@ -167,7 +141,7 @@ def residual_exposure(
         return out
 
     monkeypatch.setattr(secure_setup, "grid_ends", seen)
-    levels = _record(monkeypatch)
+    levels = red8.record_round_a(monkeypatch)
     model = ff.FedForestRegressor(n_estimators=n_trees, random_state=0, **settings)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the clients' own warnings of their rare levels

@@ -77,6 +77,31 @@ def _box(tree: Any, node: int) -> tuple[dict[int, float], dict[int, float]]:
     return lo, hi
 
 
+def record_round_a(monkeypatch) -> list[dict[str, np.ndarray]]:  # noqa: ANN001
+    """Each level's Round A as the server decoded it, appended to the list returned: every
+    node's pooled rows and the counts at every edge of its grid (the server's own view)."""
+    levels: list[dict[str, np.ndarray]] = []
+    round_a = secure_server.round_a
+
+    def recorded(fed, ledger, cfg, ctx, header, arrays, n_slots, node_stats):  # noqa: ANN001, ANN202
+        out = round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_stats)
+        levels.append(
+            {
+                "pair_off": arrays["pair_off"].copy(),
+                "pair_feat": arrays["pair_feat"].copy(),
+                "slot_tree_off": arrays["slot_tree_off"].copy(),
+                "grid_off": out.grid_off.copy(),
+                "grid": out.grid.copy(),
+                "cum": out.cum.copy(),  # a scratch buffer reused at the next level
+                "rows": out.pooled[:, STAT_ROWS].copy(),
+            }
+        )
+        return out
+
+    monkeypatch.setattr(secure_server, "round_a", recorded)
+    return levels
+
+
 def _tracer_fit(
     monkeypatch, seed: int, n_trees: int, tracer: str | None = "missing", **settings: Any
 ):  # noqa: ANN001, ANN201
@@ -106,25 +131,7 @@ def _tracer_fit(
         X.loc[row, "ward"] = "z"
         if tracer == "declared":
             settings["categories"] = {"ward": list("abcdefghz")}
-    levels: list[dict[str, np.ndarray]] = []
-    round_a = secure_server.round_a
-
-    def recorded(fed, ledger, cfg, ctx, header, arrays, n_slots, node_stats):  # noqa: ANN001, ANN202
-        out = round_a(fed, ledger, cfg, ctx, header, arrays, n_slots, node_stats)
-        levels.append(
-            {
-                "pair_off": arrays["pair_off"].copy(),
-                "pair_feat": arrays["pair_feat"].copy(),
-                "slot_tree_off": arrays["slot_tree_off"].copy(),
-                "grid_off": out.grid_off.copy(),
-                "grid": out.grid.copy(),
-                "cum": out.cum.copy(),  # a scratch buffer reused at the next level
-                "rows": out.pooled[:, STAT_ROWS].copy(),
-            }
-        )
-        return out
-
-    monkeypatch.setattr(secure_server, "round_a", recorded)
+    levels = record_round_a(monkeypatch)
     model = ff.FedForestRegressor(n_estimators=n_trees, random_state=0, **settings)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the client's own warning of its rare level
