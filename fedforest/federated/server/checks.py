@@ -25,6 +25,8 @@ checks of pooled sums under ``"secure"``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -40,6 +42,7 @@ from .checks_summaries import _check_stats_parts as _check_stats_parts
 from .checks_summaries import check_oob, check_round_b, check_summaries
 
 __all__ = [
+    "bad_count_blocks",
     "Check",
     "ClientRecords",
     "InvalidReply",
@@ -55,6 +58,23 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- pooled sums
+def bad_count_blocks(counts: NDArray[np.float64], sizes: Sequence[int], n_rows: float) -> list[int]:
+    """The blocks of ``counts`` that are not whole non-negative counts adding to ``n_rows``.
+
+    ``sizes``: each block's entries, in order. Such a block is pooled counts that no rows
+    have (some client lied; secure aggregation hides which).
+    """
+    blocks = np.split(counts, np.cumsum(sizes)[:-1]) if sizes else []
+    return [
+        i
+        for i, block in enumerate(blocks)
+        if not np.all(np.isfinite(block))
+        or np.any(block < 0)
+        or np.any(block != np.round(block))
+        or block.sum() != n_rows
+    ]
+
+
 def check_pooled_class_counts(
     counts: NDArray[np.float64], sizes: tuple[int, ...], n_rows: float
 ) -> None:
@@ -64,15 +84,7 @@ def check_pooled_class_counts(
     answered (public from the handshake). A violation means some client sent counts that
     no labels have (secure aggregation hides which).
     """
-    blocks = np.split(counts, np.cumsum(sizes)[:-1])
-    bad = [
-        o
-        for o, block in enumerate(blocks)
-        if not np.all(np.isfinite(block))
-        or np.any(block < 0)
-        or np.any(block != np.round(block))
-        or block.sum() != n_rows
-    ]
+    bad = bad_count_blocks(counts, sizes, n_rows)
     if bad:
         where = f" of output {bad[0]}" if len(sizes) > 1 else ""
         raise ValueError(

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..domains import MISSING_CATEGORY
+from .checks import bad_count_blocks
 
 __all__ = ["check_code_counts", "code_maps", "with_merged_codes"]
 
@@ -34,15 +35,7 @@ def check_code_counts(counts: NDArray[np.float64], sizes: list[int], n_rows: flo
     Whole, non-negative, each column's adding up to the rows the clients declared. A
     violation means some client lied (secure aggregation hides which).
     """
-    blocks = np.split(counts, np.cumsum(sizes)[:-1]) if sizes else []
-    bad = [
-        i
-        for i, block in enumerate(blocks)
-        if not np.all(np.isfinite(block))
-        or np.any(block < 0)
-        or np.any(block != np.round(block))
-        or block.sum() != n_rows
-    ]
+    bad = bad_count_blocks(counts, sizes, n_rows)
     if bad:
         raise ValueError(
             f"The pooled rows per category code of the grid round (categorical column {bad[0]} "
