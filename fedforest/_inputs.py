@@ -25,12 +25,12 @@ from sklearn.utils.validation import column_or_1d, validate_data
 from .federated.categorical import (
     column_floats,
     encode,
+    encode_counted,
     given_entries,
     is_mask,
     is_missing,
     is_numeric_column,
     named_columns,
-    other_kind_rows,
     sort_categories,
     sorted_levels,
 )
@@ -226,9 +226,12 @@ def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | N
     other = []
     for j in cat_cols:
         raw = np.asarray(frame.iloc[:, j], dtype=object)
-        cats = categories[j] if categories is not None else sort_categories(set(raw.tolist()))
-        frame[frame.columns[j]] = encode(raw, cats)
-        if categories is not None and (n := other_kind_rows(raw, cats)):
+        if categories is None:  # the values seen here: no other kind
+            frame[frame.columns[j]] = encode(raw, sort_categories(set(raw.tolist())))
+            continue
+        cats = categories[j]
+        frame[frame.columns[j]], n = encode_counted(raw, cats)
+        if n:
             kind = "numbers" if isinstance(cats[0], str) else "text"
             other.append(f"{frame.columns[j]!r} ({kind} in {n} of {len(raw)} rows)")
     if other:  # as scikit-learn's encoders with handle_unknown="warn"

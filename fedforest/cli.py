@@ -36,7 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv : sequence of str or None, default=None
         Arguments without the program name; ``None`` reads ``sys.argv``: the program,
         whose process ends after this returns, so every object is then frozen out of
-        garbage collection (``gc.freeze``) and the interpreter's exit is shorter.
+        garbage collection (``gc.freeze``; a shorter exit), and its warnings print as
+        ``fedforest: warning: <message>`` (not at the caller's ``<frozen runpy>:88:``).
 
     Returns
     -------
@@ -45,15 +46,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         does.
     """
     if argv is None:  # the program: the process ends when this returns
+        warnings.formatwarning = _warning_line
         try:
             return _main(sys.argv[1:])
         finally:
-            # Every object stays out of the garbage collector's passes at interpreter exit,
-            # which otherwise walk all of scikit-learn's, SciPy's, pandas's and numba's
-            # objects: 0.7 to 1.1 s CPU of every `fedforest simulate` (docs/benchmarks.md,
-            # "First run"). Not for a caller whose process goes on (argv given).
+            # Every object out of the collector's passes at exit, which otherwise walk all of
+            # scikit-learn's, SciPy's, pandas's and numba's objects: 0.7 to 1.1 s CPU of every
+            # `fedforest simulate` (docs/benchmarks.md, "First run"); not when argv is given.
             gc.freeze()
     return _main(list(argv))
+
+
+def _warning_line(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> str:
+    kind = "" if category is UserWarning else f"{category.__name__}: "  # others: say which
+    return f"fedforest: warning: {kind}{message}\n"
 
 
 def _main(argv: list[str]) -> int:

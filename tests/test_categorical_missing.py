@@ -7,12 +7,20 @@ values written as an explicit category that sorts last.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pandas as pd
 import pytest
 
 import fedforest as ff
-from fedforest.federated.categorical import MISSING_CATEGORY, encode, sort_categories
+from fedforest.federated.categorical import (
+    MISSING_CATEGORY,
+    encode,
+    encode_counted,
+    other_kind_rows,
+    sort_categories,
+)
 from fedforest.federated.protocol import HANDSHAKE, PROTOCOL_VERSION, Message
 from fedforest.federated.server.checks import InvalidReply, check_handshake
 
@@ -112,6 +120,45 @@ def test_every_kind_of_missing_value_is_one_category_sorted_last() -> None:
     assert cats == ["a", "b", None]
     raw = np.array(["a", np.nan, None, "b", pd.NA, "c"], dtype=object)
     np.testing.assert_array_equal(encode(raw, cats), [0, 2, 2, 1, 2, -1])
+
+
+#: Values of every kind a column to predict can hold: plain and NumPy text and numbers,
+#: bools, each missing value, huge (2**53 + 1 is 2.0**53 as a float) and negative-zero
+#: numbers, and types of neither kind.
+ODD_VALUES = [
+    "a", "b", "zz", np.str_("a"), "1", "", 1, 2, 0, -0.0, 1.0, 2.5, np.int64(2),
+    np.float32(1.0), np.float64(2.5), True, False, 10**20, 2**53 + 1, None, np.nan,
+    float("nan"), pd.NA, pd.NaT, np.datetime64("NaT"), np.float64("nan"), Decimal("1"), b"a",
+    pd.Timestamp(0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "cats",
+    [
+        ["a", "b", None],
+        ["", "1", "a", "zz"],
+        [0, 1, 2, None],
+        [-1.5, 1, 2.5, 1e20, 2.0**53],
+        [None],
+        [],
+    ],
+    ids=["text", "text-numbers", "numbers", "floats", "missing-only", "none"],
+)
+def test_one_pass_codes_and_count_are_the_two_passes(cats: list[object]) -> None:
+    """``encode_counted`` (predict's one pass) against ``encode`` and ``other_kind_rows``."""
+    rng = np.random.default_rng(0)
+    for size in (0, 1, 50, 400):
+        raw = np.empty(size, dtype=object)
+        raw[:] = [ODD_VALUES[k] for k in rng.integers(0, len(ODD_VALUES), size)]
+        codes, n = encode_counted(raw, cats)
+        np.testing.assert_array_equal(codes, encode(raw, cats))
+        assert codes.dtype == np.float64 and n == other_kind_rows(raw, cats), (cats, size)
+    every = np.empty(len(ODD_VALUES), dtype=object)
+    every[:] = ODD_VALUES
+    codes, n = encode_counted(every, cats)
+    np.testing.assert_array_equal(codes, encode(every, cats))
+    assert n == other_kind_rows(every, cats)
 
 
 def test_a_client_cannot_claim_the_missing_category_twice() -> None:

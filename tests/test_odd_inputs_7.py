@@ -33,6 +33,9 @@ numbers reports as given Python's (kept through its new checks).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -42,6 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import fedforest
 from fedforest import FedForestClassifier, FedForestRegressor, diagnose
 from fedforest.cli import main
 from fedforest.datasets.files import read_client_data, read_table
@@ -147,6 +151,33 @@ def test_predict_on_the_command_line_warns_once_of_codes_read_as_numbers(
         assert main(["predict", str(model), str(data), "--out", str(tmp_path / "p.csv")]) == 0
     texts = [str(w.message) for w in seen if "'code' (numbers in 120 of 120" in str(w.message)]
     assert len(texts) == 1  # predict's, not predict_proba's again
+
+
+def test_the_command_prints_that_warning_as_its_own_line(tmp_path: Path) -> None:
+    """Through the real entry point (``python -m fedforest``): the warning reads
+    ``fedforest: warning: <message>``; it printed as ``<frozen runpy>:88: UserWarning:
+    <message>`` (the first frame outside fedforest, where ``warn_caller`` points)."""
+    X, y = _text_codes()
+    model = tmp_path / "model.ffm"
+    FedForestClassifier(n_estimators=3, privacy="none", random_state=0).fit(X, y > 1).save(model)
+    data = tmp_path / "rows.csv"
+    X.to_csv(data, index=False)
+    root = str(Path(fedforest.__file__).resolve().parents[1])  # this checkout's package
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "fedforest", "predict", str(model), str(data)]
+        + ["--out", str(tmp_path / "p.csv")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "numbers in 120 of 120" in line]
+    assert len(said) == 1, done.stderr
+    assert said[0].startswith("fedforest: warning: categorical column(s) 'code' (numbers in")
+    assert "runpy" not in done.stderr and "UserWarning" not in done.stderr, done.stderr
 
 
 def test_a_site_s_numbers_in_a_text_column_warn_naming_it() -> None:

@@ -30,6 +30,7 @@ from fedforest.federated.federation import Federation
 from fedforest.federated.grid_wire import sent_candidates
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed, unpack_counts
 from fedforest.federated.protocol import ROUND_A, ROUND_B, Message, unpack_sketch
+from tests._attack_controls import assert_found_at_some_seed
 
 
 class RecordingFederation(Federation):
@@ -532,13 +533,15 @@ def test_differencing_across_levels_isolates_no_row(monkeypatch: pytest.MonkeyPa
         for k in np.unique(h)
     ]
 
-    def attack() -> float:
+    def attack(seed: int) -> float:
         fed = RecordingFederation(ff.LocalFederation(clients))
-        model = ff.FedForestRegressor(n_estimators=n_trees, random_state=0).fit_federated(fed)
-        return cross_level_exposure(fed, model, X, _in_bag_weights(model, clients, h, n_trees), 10)
+        model = ff.FedForestRegressor(n_estimators=n_trees, random_state=seed).fit_federated(fed)
+        w = _in_bag_weights(model, clients, h, n_trees, seed)
+        return cross_level_exposure(fed, model, X, w, 10)
 
-    assert attack() == 0.0
-    # The attack finds rows when the rule is off (so this test can fail).
+    assert attack(0) == 0.0
+    # The attack finds rows when the rule is off (so this test can fail): 1.1 %, 0.5 % and
+    # 0.7 % of them at random_state 0 to 2 (measured 2026-12-05).
     from fedforest.federated.server import secure_round_b
 
     monkeypatch.setattr(
@@ -546,7 +549,7 @@ def test_differencing_across_levels_isolates_no_row(monkeypatch: pytest.MonkeyPa
         "safe_from_ancestors",
         lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
     )
-    assert attack() > 0.005
+    assert_found_at_some_seed(attack, lambda rows: rows > 0.005, (0, 1, 2))
 
 
 # --------------------------------------------------------------------------- any ancestor
@@ -822,20 +825,19 @@ def test_differencing_category_groups_across_levels_isolates_no_row(
         for k in np.unique(h)
     ]
 
-    def attack() -> dict[str, float]:
+    def attack(seed: int) -> dict[str, float]:
         fed = RecordingFederation(ff.LocalFederation(clients))
-        model = ff.FedForestRegressor(n_estimators=10, random_state=0).fit_federated(fed)
+        model = ff.FedForestRegressor(n_estimators=10, random_state=seed).fit_federated(fed)
         assert any((t.feature == X.columns.get_loc("ward")).any() for t in model.trees_)
-        w = _in_bag_weights(model, clients, h, 10)
+        w = _in_bag_weights(model, clients, h, 10, seed)
         return category_exposure(fed, model, X, w, 10, "ward")
 
-    assert attack() == {"pairs": 0, "rows": 0.0}
+    assert attack(0) == {"pairs": 0, "rows": 0.0}
     # The attack finds rows when the rule is off (so this test can fail).
     from fedforest.federated.server import secure_round_b
 
     monkeypatch.setattr(secure_round_b, "safe_groups", lambda groups, *a, **k: groups)
-    found = attack()
-    assert found["pairs"] > 0 and found["rows"] > 0, found
+    assert_found_at_some_seed(attack, lambda got: got["pairs"] > 0 and got["rows"] > 0, (0, 1, 2))
 
 
 def _ancestor_attack(task: str, n_rows: int, d: int, n_trees: int, seed: int) -> dict[str, float]:
@@ -880,8 +882,11 @@ def test_differencing_with_any_ancestor_isolates_no_row(
         lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
     )
     monkeypatch.setattr(secure_round_b, "partition_filter", lambda *a, **k: None)
-    found = _ancestor_attack("regression", n_rows, d, n_trees, seed)
-    assert found["parent"] > 0 and found["further"] > 0 and found["rows"] > 0.001, found
+    assert_found_at_some_seed(
+        lambda s: _ancestor_attack("regression", n_rows, d, n_trees, s),
+        lambda got: got["parent"] > 0 and got["further"] > 0 and got["rows"] > 0.001,
+        (seed, seed + 1, seed + 2),
+    )
 
 
 #: Bootstraps and shapes of the ancestor attack: forests in which it found partitions
@@ -920,5 +925,6 @@ def test_the_partition_attack_finds_partitions_without_the_partition_rule(
     from fedforest.federated.server import secure_round_b
 
     monkeypatch.setattr(secure_round_b, "partition_filter", lambda *a, **k: None)
-    found = [_ancestor_attack(*case)["partition"] for case in ANCESTOR_CASES[:4]]
-    assert sum(found) > 0, found
+    assert_found_at_some_seed(
+        lambda case: _ancestor_attack(*case)["partition"], lambda n: n > 0, ANCESTOR_CASES[:4]
+    )

@@ -38,6 +38,7 @@ import pytest
 import fedforest as ff
 import tests.test_privacy_red8 as red8
 from fedforest.federated.server import secure_setup
+from tests._attack_controls import assert_found_at_some_seed
 from tests.test_privacy import _data, _fit
 
 CASES = ["adjacent", "two", "warm", "bucket", "tail"]
@@ -239,28 +240,42 @@ def test_levels_one_row_holds_in_two_columns_are_not_followed(monkeypatch, k: in
     """``ward`` and ``unit`` each with a level one row holds (the same row, or one row
     each): both merged, so no node's count of either says 1. The control, the fix
     switched off: the boxes hold one of the rows alone (seed 0 with one row, seed 1 with
-    two), so the test can fail."""
+    two; seeds 2 and 3 as well, 2026-12-05: the control reads them in turn), so the test
+    can fail."""
     seed = k - 1
     out = residual_exposure(monkeypatch, "two", seed, 50, k)
     assert out["followed"] == 0 and set(out["alone"].values()) == {1000}
-    with monkeypatch.context() as patch:
-        off = residual_exposure(patch, "two", seed, 50, k, fix_off=True)
-    assert off["followed"] >= 20 and off["wrong"] == 0
-    assert min(off["alone"].values()) == 1
+
+    def fix_off(s: int) -> dict[str, Any]:
+        with monkeypatch.context() as patch:
+            return residual_exposure(patch, "two", s, 50, k, fix_off=True)
+
+    assert_found_at_some_seed(
+        fix_off,
+        lambda off: off["followed"] >= 20 and off["wrong"] == 0 and min(off["alone"].values()) == 1,
+        (seed, 2, 3),
+    )
 
 
 def test_a_warm_start_after_the_code_map_changed_follows_nothing(monkeypatch) -> None:  # noqa: ANN001
     """``z`` held by 10 rows in the first fit (a code of its own), by one of them in the
     warm start's (merged there): the warm start's trees follow nothing. With the fix off
-    they follow the row, alone in their boxes."""
+    they follow the row, alone in their boxes (seeds 0 to 2 alike, read in turn)."""
     out = residual_exposure(monkeypatch, "warm", 0, 50)
     assert out["followed"] == 0
-    with monkeypatch.context() as patch:
-        off = residual_exposure(patch, "warm", 0, 50, fix_off=True)
-    assert (
-        off["followed"] >= 20
-        and off["wrong"] == 0
-        and off["alone"] == {int(next(iter(off["alone"]))): 1}
+
+    def fix_off(seed: int) -> dict[str, Any]:
+        with monkeypatch.context() as patch:
+            return residual_exposure(patch, "warm", seed, 50, fix_off=True)
+
+    assert_found_at_some_seed(
+        fix_off,
+        lambda off: (
+            off["followed"] >= 20
+            and off["wrong"] == 0
+            and off["alone"] == {int(next(iter(off["alone"]))): 1}
+        ),
+        (0, 1, 2),
     )
 
 

@@ -40,6 +40,7 @@ from fedforest.federated.client import Client
 from fedforest.federated.client_secure import SecureParty
 from fedforest.federated.protocol import OOB, Message
 from tests import test_privacy_shapes as shapes
+from tests._attack_controls import assert_found_at_some_seed
 from tests.test_privacy import _data, _fit
 
 M = 10  # min_aggregate_rows at the defaults
@@ -327,12 +328,12 @@ def test_a_warm_start_after_other_settings_draws_other_bootstraps(monkeypatch) -
     (monkeypatched back): 2, 6 and 6 of 1,000 rows' exact targets from the two models at
     data seeds 0, 1 and 2 (5 shared trees); now none, at seeds 1 and 2. (With the clients'
     data tags in the digest, 2026-12-04, other draws: 4, 2 and 4 with the history left
-    out.)"""
+    out; 10, 2 and 5 on 2026-12-05: the control reads seeds 2, 0 and 1 in turn.)"""
     from fedforest.federated.server import grower
 
     assert warm_history_exposure(1) == 0 and warm_history_exposure(2) == 0
     monkeypatch.setattr(grower, "warm_history", lambda cfg, digest, guides: None)
-    assert warm_history_exposure(2) >= 3
+    assert_found_at_some_seed(warm_history_exposure, lambda rows: rows >= 3, (2, 0, 1))
 
 
 def test_a_warm_start_with_the_same_settings_is_still_one_fit() -> None:
@@ -529,8 +530,11 @@ def test_a_refit_after_one_value_changed_isolates_no_row(monkeypatch) -> None:
     left out of the digest the attack finds the rows again."""
     assert changed_value_exposure(305, n_trees=50) == (0, 0)
     _data_tag_left_out(monkeypatch)
-    exact, elsewhere = changed_value_exposure(305, n_trees=50)
-    assert exact > 0 and elsewhere > 0, (exact, elsewhere)
+    assert_found_at_some_seed(
+        lambda seed: changed_value_exposure(305, n_trees=50, seed=seed),
+        lambda got: got[0] > 0 and got[1] > 0,  # exact targets, some at other clients
+        (0, 1, 2),
+    )
 
 
 # --------------------------------------------------------------------------- more shapes

@@ -32,6 +32,7 @@ __all__ = [
     "mixed_kinds",
     "categorical_columns",
     "encode",
+    "encode_counted",
     "given_entries",
     "is_mask",
     "is_missing",
@@ -334,6 +335,42 @@ def other_kind_rows(raw: NDArray[Any], categories: list[Any]) -> int:
         return 0
     text = isinstance(present[0], str)  # the levels never mix them (sorted_levels)
     return sum(1 for v in raw.tolist() if not is_missing(v) and isinstance(v, str) != text)
+
+
+def encode_counted(raw: NDArray[Any], categories: list[Any]) -> tuple[NDArray[np.float64], int]:
+    """:func:`encode`'s codes and :func:`other_kind_rows`' count in one pass over the rows.
+
+    The rows to predict are read once (the two read them twice). A plain ``str``,
+    ``float``, ``int`` or None (nearly every row) takes its code from the level's own
+    value; any other value takes :func:`encode`'s key. The same codes and count as the
+    two (``tests/test_categorical_missing.py`` compares them on values of every kind).
+    """
+    index = {_key(c): k for k, c in enumerate(categories)}
+    by_text = {key[1]: k for key, k in index.items() if key[0] == 1}
+    by_number = {key[1]: k for key, k in index.items() if key[0] == 0}
+    missing = index.get(_key(None), -1)
+    present = [c for c in categories if not is_missing(c)]
+    text = bool(present) and isinstance(present[0], str)
+    number_rows = text  # a number where the levels are text is the other kind
+    text_rows = bool(present) and not text
+    codes, other = [], 0
+    for v in raw.tolist():
+        kind = type(v)
+        if kind is str:
+            codes.append(by_text.get(v, -1))
+            other += text_rows
+        elif kind is float or kind is int:
+            if v != v:  # NaN
+                codes.append(missing)
+            else:
+                codes.append(by_number.get(float(v), -1))
+                other += number_rows
+        elif v is None:
+            codes.append(missing)
+        else:
+            codes.append(index.get(_key(v.item() if isinstance(v, np.generic) else v), -1))
+            other += bool(present) and not is_missing(v) and isinstance(v, str) != text
+    return np.array(codes, dtype=np.float64), other
 
 
 def _is_sparse(X: Any) -> bool:

@@ -1,0 +1,48 @@
+"""An attack's control over a few seeds: with a fix switched off, the attack finds rows.
+
+A control shows that a privacy test can fail. Many read rows that one draw of the secure
+bootstraps, weights and grids happens to expose; a change that redraws them (any change
+to what the set-up hashes) can leave that draw without the leak while the next seed shows
+it. :func:`assert_found_at_some_seed` tries the seeds in order and stops as soon as
+``needed`` of them found rows (so the first seed costs what the single-seed control did);
+otherwise it fails listing what every seed gave. The protected side of a test (the fix on)
+keeps its own seeds and assertions: this is for the control only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+S = TypeVar("S")
+R = TypeVar("R")
+
+
+def assert_found_at_some_seed(
+    attack: Callable[[S], R],
+    found: Callable[[R], bool],
+    seeds: Sequence[S],
+    needed: int = 1,
+) -> dict[S, R]:
+    """Run ``attack(seed)`` for ``seeds`` in order until ``needed`` results satisfy ``found``.
+
+    Returns the results by seed (those run). Raises ``AssertionError`` naming every seed's
+    result when fewer than ``needed`` of all ``seeds`` found rows.
+    """
+    if not 1 <= needed <= len(seeds):
+        raise ValueError(f"needed must be 1 to {len(seeds)} (the seeds given); got {needed}")
+    results: dict[S, R] = {}
+    hits = 0
+    for seed in seeds:
+        results[seed] = attack(seed)
+        hits += bool(found(results[seed]))
+        if hits >= needed:
+            return results
+    lines = "\n".join(
+        f"  seed {seed!r}: {'found' if found(got) else 'nothing'}: {got!r}"
+        for seed, got in results.items()
+    )
+    raise AssertionError(
+        f"the control (the fix off) found rows at {hits} of {len(seeds)} seeds, "
+        f"{needed} needed: the test could not fail on these draws\n{lines}"
+    )
