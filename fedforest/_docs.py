@@ -74,8 +74,8 @@ bootstrap : bool, default=True
 oob_score : bool or callable, default=False
     $oob A callable ``metric(y_true, y_pred)`` scores the out-of-bag predictions as in
     scikit-learn (``fit`` only: under ``fit_federated`` they stay on the clients).
-random_state : int, RandomState or None
-n_jobs : int or None
+random_state : int, RandomState or None, default=None
+n_jobs : int or None, default=None
     Threads for the in-process clients and for prediction.
 split_on_client : bool, default=False
     Also split on the client index H (the paper's Section 3.2): at every node the server
@@ -130,7 +130,7 @@ warm_start : bool, default=False
     trees get the seeds they would have had in one fit (so the forest equals one grown
     at once with the same ``random_state``, an int), from the same clients. Not under
     ``privacy="dp"`` (each fit has its own budget).
-max_leaf_nodes : None
+max_leaf_nodes : None, default=None
     Accepted for scikit-learn's signature; any number is refused with the reason
     (best-first growth needs a federated round per split).
 max_samples : int, float or None, default=None

@@ -80,22 +80,79 @@ def test_every_option_of_every_subcommand_has_help():
     assert not missing, missing
 
 
-@pytest.mark.parametrize("name", ["FedForestRegressor", "FedForestClassifier"])
-def test_every_parameter_is_in_the_docstring(name):
+def _documented_defaults(doc: str) -> dict[str, str | None]:
+    """``name -> the text after default=`` (None where no default is stated, "None" for
+    ``optional``) of a numpydoc Parameters section; ``a, b : int, default=2, 5`` gives
+    one to each."""
     import re
 
+    section = doc.split("Parameters\n", 1)[1]
+    section = re.split(r"\n\s*(?:Attributes|Returns|Raises)\n", section)[0]
+    documented: dict[str, str | None] = {}
+    for line in section.splitlines():
+        match = re.match(r"\s*([A-Za-z_][A-Za-z0-9_, ]*) : (.*)$", line)
+        if match:
+            names = [p.strip() for p in match.group(1).split(",")]
+            stated = re.search(r"default=(.*)$|, (optional)$", match.group(2))
+            if stated and stated.group(2):
+                documented.update(dict.fromkeys(names, "None"))
+                continue
+            values = stated.group(1).split(", ") if stated else []
+            if len(values) != len(names):
+                values = [stated.group(1)] * len(names) if stated else [None] * len(names)
+            documented.update(zip(names, values, strict=True))
+    return documented
+
+
+@pytest.mark.parametrize("name", ["FedForestRegressor", "FedForestClassifier"])
+def test_every_parameter_is_in_the_docstring(name):
     import fedforest
 
     cls = getattr(fedforest, name)
     doc = cls.__doc__
-    section = doc.split("Parameters\n", 1)[1].split("Attributes\n", 1)[0]
-    documented = set()
-    for line in section.splitlines():
-        match = re.match(r"\s*([a-z_][a-z0-9_, ]*) : ", line)
-        if match:
-            documented.update(p.strip() for p in match.group(1).split(","))
-    assert set(cls().get_params()) <= documented, set(cls().get_params()) - documented
+    documented = _documented_defaults(doc)
+    assert set(cls().get_params()) <= set(documented), set(cls().get_params()) - set(documented)
     assert "Same parameters as" not in doc
+
+
+def _public_callables():
+    import fedforest as ff
+    from fedforest import swarm
+
+    return [
+        ff.FedForestRegressor,
+        ff.FedForestClassifier,
+        ff.Client,
+        ff.LocalFederation,
+        ff.diagnose,
+        swarm.Peer,
+        swarm.Peer.fit,
+        swarm.Peer.share,
+        swarm.SwarmForest,
+        swarm.SwarmForest.predict_proba,
+        swarm.load_bundles,
+    ]
+
+
+@pytest.mark.parametrize("func", _public_callables(), ids=lambda f: f.__qualname__)
+def test_docstrings_state_the_real_defaults(func):
+    """Every parameter with a default states it (``default=...``, or ``optional`` for
+    None) and the stated one is the signature's."""
+    import inspect
+
+    documented = _documented_defaults(func.__doc__)
+    wrong = []
+    for name, param in inspect.signature(func).parameters.items():
+        if param.default is inspect.Parameter.empty:
+            continue
+        stated = documented.get(name)
+        if stated is None:
+            wrong.append(f"{name}: no default stated (real {param.default!r})")
+            continue
+        value = 1 / 3 if stated == "1/3" else eval(stated)  # noqa: S307 (our docstrings)
+        if value != param.default:
+            wrong.append(f"{name}: default={stated} stated, {param.default!r} real")
+    assert not wrong, wrong
 
 
 def test_classifier_docstring_states_its_own_defaults():
