@@ -34,6 +34,23 @@ def test_unknown_experiment_lists_every_experiment(capsys):
         assert repr(name) in err, name
 
 
+def test_swarm_module_usage_names_the_command_it_takes(capsys):
+    """``python -m fedforest.experiments.swarm`` implies its subcommand: its usage line and
+    errors give the command as typed (they added ``swarm-overlap``, which it refuses)."""
+    from fedforest.experiments import swarm
+
+    with pytest.raises(SystemExit) as exc:
+        swarm.main(["--help"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python -m fedforest.experiments.swarm [-h]")
+    with pytest.raises(SystemExit) as exc:
+        swarm.main(["--reps", "x"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m fedforest.experiments.swarm [-h]"), err
+    assert "python -m fedforest.experiments.swarm: error: argument --reps" in err
+
+
 def test_simulate_out_in_missing_directory_names_the_path(monkeypatch, capsys):
     import fedforest.simulate
 
