@@ -144,6 +144,7 @@ def _public_callables():
         ff.diagnose,
         swarm.Peer,
         swarm.Peer.fit,
+        swarm.Peer.from_fitted,
         swarm.Peer.share,
         swarm.SwarmForest,
         swarm.SwarmForest.predict_proba,
