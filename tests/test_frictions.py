@@ -132,6 +132,18 @@ def test_every_parameter_is_in_the_docstring(name):
     assert "Same parameters as" not in doc
 
 
+@pytest.mark.parametrize("name", ["FedForestRegressor", "FedForestClassifier"])
+def test_every_parameter_is_on_the_sklearn_page(name):
+    """docs/sklearn.md names every parameter (scikit-learn's and fedforest's own)."""
+    from pathlib import Path
+
+    import fedforest
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "sklearn.md").read_text()
+    missing = [p for p in getattr(fedforest, name)().get_params() if f"`{p}`" not in page]
+    assert not missing, missing
+
+
 def _public_callables():
     import fedforest as ff
     from fedforest import swarm
