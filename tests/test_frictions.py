@@ -144,6 +144,35 @@ def test_every_parameter_is_on_the_sklearn_page(name):
     assert not missing, missing
 
 
+@pytest.mark.parametrize(("command", "page"), [("train", "cli.md"), ("simulate", "simulate.md")])
+def test_option_tables_give_the_parsers_defaults(command, page):
+    """Each option of the command has a row in its page's table, whose default is the
+    parser's (``none`` or ``(required ...)`` where the parser's is None)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / page).read_text()
+    rows = {
+        m.group(1): m.group(2).strip().strip("`")
+        for m in re.finditer(r"^\| `(--[\w-]+)[^`]*` \| ([^|]*) \|", text, re.M)
+    }
+    (parser,) = [p for p in _parsers() if p.prog == f"fedforest {command}"]
+    wrong = []
+    for action in parser._actions:
+        option = next((o for o in action.option_strings if o.startswith("--")), None)
+        if option in (None, "--help"):
+            continue
+        stated = rows.get(option)
+        if stated is None:
+            wrong.append(f"{option}: no row")
+        elif action.default is None:
+            if not stated.startswith(("none", "(required")):
+                wrong.append(f"{option}: {stated!r} stated, no default")
+        elif stated != str(action.default):
+            wrong.append(f"{option}: {stated!r} stated, {action.default!r} in the parser")
+    assert not wrong, wrong
+
+
 def _public_callables():
     import fedforest as ff
     from fedforest import swarm
