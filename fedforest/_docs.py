@@ -24,7 +24,8 @@ Parameters
 n_estimators : int, default=50
 $criterion
 max_depth : int or None, default=8
-    Each level costs two rounds; None grows until the leaves are pure or too small.
+    Each level costs two rounds (one under ``binning="global"``); None grows until the
+    leaves are pure or too small.
 min_samples_split, min_samples_leaf : int or float, default=2, 5
     A float is a fraction of the pooled training rows, as in scikit-learn:
     ``ceil(f * n)`` (at least 2 for ``min_samples_split``).
