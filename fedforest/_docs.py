@@ -145,8 +145,9 @@ tree_batch_size : int or None, default=None
     Grow the trees in batches of this many, one batch after another: each client then
     holds per-row state for one batch only (16 bytes per in-bag row and tree, about
     ``10 * n_k * tree_batch_size`` bytes) at the price of ``2 * max_depth`` rounds per
-    batch (one more under ``class_weight="balanced_subsample"`` with multi-output y or
-    sample weights). None grows all trees at once (fewest rounds). The forest is the same.
+    batch (``max_depth`` under ``binning="global"``; one more under
+    ``class_weight="balanced_subsample"`` with multi-output y or sample weights). None
+    grows all trees at once (fewest rounds). The forest is the same.
 privacy : {"secure", "dp", "none"}, default="secure"
     What the server may learn (docs/privacy.md). ``"secure"``: every client answer the
     server adds up is masked (pairwise X25519 keys, AES-256-CTR masks that cancel in the
