@@ -24,7 +24,8 @@ Parameters
 n_estimators : int, default=50
 $criterion
 max_depth : int or None, default=8
-    Each level costs two rounds; None grows until the leaves are pure or too small.
+    Each level costs two rounds (one under ``binning="global"``); None grows until the
+    leaves are pure or too small.
 min_samples_split, min_samples_leaf : int or float, default=2, 5
     A float is a fraction of the pooled training rows, as in scikit-learn:
     ``ceil(f * n)`` (at least 2 for ``min_samples_split``).
@@ -74,8 +75,8 @@ bootstrap : bool, default=True
 oob_score : bool or callable, default=False
     $oob A callable ``metric(y_true, y_pred)`` scores the out-of-bag predictions as in
     scikit-learn (``fit`` only: under ``fit_federated`` they stay on the clients).
-random_state : int, RandomState or None
-n_jobs : int or None
+random_state : int, RandomState or None, default=None
+n_jobs : int or None, default=None
     Threads for the in-process clients and for prediction.
 split_on_client : bool, default=False
     Also split on the client index H (the paper's Section 3.2): at every node the server
@@ -130,7 +131,7 @@ warm_start : bool, default=False
     trees get the seeds they would have had in one fit (so the forest equals one grown
     at once with the same ``random_state``, an int), from the same clients. Not under
     ``privacy="dp"`` (each fit has its own budget).
-max_leaf_nodes : None
+max_leaf_nodes : None, default=None
     Accepted for scikit-learn's signature; any number is refused with the reason
     (best-first growth needs a federated round per split).
 max_samples : int, float or None, default=None
@@ -144,8 +145,9 @@ tree_batch_size : int or None, default=None
     Grow the trees in batches of this many, one batch after another: each client then
     holds per-row state for one batch only (16 bytes per in-bag row and tree, about
     ``10 * n_k * tree_batch_size`` bytes) at the price of ``2 * max_depth`` rounds per
-    batch (one more under ``class_weight="balanced_subsample"`` with multi-output y or
-    sample weights). None grows all trees at once (fewest rounds). The forest is the same.
+    batch (``max_depth`` under ``binning="global"``; one more under
+    ``class_weight="balanced_subsample"`` with multi-output y or sample weights). None
+    grows all trees at once (fewest rounds). The forest is the same.
 privacy : {"secure", "dp", "none"}, default="secure"
     What the server may learn (docs/privacy.md). ``"secure"``: every client answer the
     server adds up is masked (pairwise X25519 keys, AES-256-CTR masks that cancel in the

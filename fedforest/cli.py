@@ -665,9 +665,9 @@ def _add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="write a model file as ONNX, Treelite, or the SHAP values of a data file",
         description=(
             "Export a model file (extra fedforest[export]): --to onnx writes an ONNX model "
-            "(numeric splits), --to treelite a Treelite checkpoint (set splits too), --to "
+            "and --to treelite a Treelite checkpoint (numeric and set splits), --to "
             "shap the SHAP values of every row of --data as CSV, or Parquet for an --out "
-            "ending in .parquet or .pq (numeric splits; from the "
+            "ending in .parquet or .pq (numeric splits only; from the "
             "trees' node statistics, no training data). docs/export.md."
         ),
     )

@@ -226,13 +226,15 @@ def diagnose(
         Simulation mode: rows partitioned by client (as in ``fit``).
     federation : Federation, optional
         Real clients instead (their rows stay where they are).
-    task : {"regression", "classification"}
-    max_depth, min_samples_leaf : int
+    task : {"regression", "classification"}, default="regression"
+    max_depth, min_samples_leaf : int, default=8, 5
         Size of the diagnostic tree (its leaves are the outcome test's cells).
-    alpha : float
+    alpha : float, default=0.05
         Test level for the report's verdicts.
-    random_state : int, RandomState or None
+    random_state : int, RandomState or None, default=0
         Seeds the diagnostic tree's bootstrap.
+    n_jobs : int or None, default=None
+        Threads for the in-process clients of simulation mode.
     privacy : {"none"}, default="secure"
         The diagnostics read per-client statistics (``privacy="none"``): pass ``"none"`` to
         run them knowing the server sees them; the default refuses.

@@ -130,6 +130,15 @@ def test_set_splits_export_to_treelite_and_onnx_and_are_refused_by_shap(tmp_path
         _export(tmp_path, "shap", "--data", str(tmp_path / "rows.csv"))
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "handles numeric splits only" in err
+    # export --help says so: ONNX and Treelite take set splits, SHAP numeric ones only.
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "--to onnx writes an ONNX model and --to treelite a Treelite checkpoint "
+        "(numeric and set splits)" in help_text
+    )
+    assert "(numeric splits only;" in help_text
     with pytest.raises(SystemExit) as exc:
         _export(tmp_path, "pmml")
     err = capsys.readouterr().err

@@ -34,6 +34,23 @@ def test_unknown_experiment_lists_every_experiment(capsys):
         assert repr(name) in err, name
 
 
+def test_swarm_module_usage_names_the_command_it_takes(capsys):
+    """``python -m fedforest.experiments.swarm`` implies its subcommand: its usage line and
+    errors give the command as typed (they added ``swarm-overlap``, which it refuses)."""
+    from fedforest.experiments import swarm
+
+    with pytest.raises(SystemExit) as exc:
+        swarm.main(["--help"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python -m fedforest.experiments.swarm [-h]")
+    with pytest.raises(SystemExit) as exc:
+        swarm.main(["--reps", "x"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m fedforest.experiments.swarm [-h]"), err
+    assert "python -m fedforest.experiments.swarm: error: argument --reps" in err
+
+
 def test_simulate_out_in_missing_directory_names_the_path(monkeypatch, capsys):
     import fedforest.simulate
 
@@ -80,22 +97,121 @@ def test_every_option_of_every_subcommand_has_help():
     assert not missing, missing
 
 
-@pytest.mark.parametrize("name", ["FedForestRegressor", "FedForestClassifier"])
-def test_every_parameter_is_in_the_docstring(name):
+def _documented_defaults(doc: str) -> dict[str, str | None]:
+    """``name -> the text after default=`` (None where no default is stated, "None" for
+    ``optional``) of a numpydoc Parameters section; ``a, b : int, default=2, 5`` gives
+    one to each."""
     import re
 
+    section = doc.split("Parameters\n", 1)[1]
+    section = re.split(r"\n\s*(?:Attributes|Returns|Raises)\n", section)[0]
+    documented: dict[str, str | None] = {}
+    for line in section.splitlines():
+        match = re.match(r"\s*([A-Za-z_][A-Za-z0-9_, ]*) : (.*)$", line)
+        if match:
+            names = [p.strip() for p in match.group(1).split(",")]
+            stated = re.search(r"default=(.*)$|, (optional)$", match.group(2))
+            if stated and stated.group(2):
+                documented.update(dict.fromkeys(names, "None"))
+                continue
+            values = stated.group(1).split(", ") if stated else []
+            if len(values) != len(names):
+                values = [stated.group(1)] * len(names) if stated else [None] * len(names)
+            documented.update(zip(names, values, strict=True))
+    return documented
+
+
+@pytest.mark.parametrize("name", ["FedForestRegressor", "FedForestClassifier"])
+def test_every_parameter_is_in_the_docstring(name):
     import fedforest
 
     cls = getattr(fedforest, name)
     doc = cls.__doc__
-    section = doc.split("Parameters\n", 1)[1].split("Attributes\n", 1)[0]
-    documented = set()
-    for line in section.splitlines():
-        match = re.match(r"\s*([a-z_][a-z0-9_, ]*) : ", line)
-        if match:
-            documented.update(p.strip() for p in match.group(1).split(","))
-    assert set(cls().get_params()) <= documented, set(cls().get_params()) - documented
+    documented = _documented_defaults(doc)
+    assert set(cls().get_params()) <= set(documented), set(cls().get_params()) - set(documented)
     assert "Same parameters as" not in doc
+
+
+@pytest.mark.parametrize("name", ["FedForestRegressor", "FedForestClassifier"])
+def test_every_parameter_is_on_the_sklearn_page(name):
+    """docs/sklearn.md names every parameter (scikit-learn's and fedforest's own)."""
+    from pathlib import Path
+
+    import fedforest
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "sklearn.md").read_text()
+    missing = [p for p in getattr(fedforest, name)().get_params() if f"`{p}`" not in page]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize(("command", "page"), [("train", "cli.md"), ("simulate", "simulate.md")])
+def test_option_tables_give_the_parsers_defaults(command, page):
+    """Each option of the command has a row in its page's table, whose default is the
+    parser's (``none`` or ``(required ...)`` where the parser's is None)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / page).read_text()
+    rows = {
+        m.group(1): m.group(2).strip().strip("`")
+        for m in re.finditer(r"^\| `(--[\w-]+)[^`]*` \| ([^|]*) \|", text, re.M)
+    }
+    (parser,) = [p for p in _parsers() if p.prog == f"fedforest {command}"]
+    wrong = []
+    for action in parser._actions:
+        option = next((o for o in action.option_strings if o.startswith("--")), None)
+        if option in (None, "--help"):
+            continue
+        stated = rows.get(option)
+        if stated is None:
+            wrong.append(f"{option}: no row")
+        elif action.default is None:
+            if not stated.startswith(("none", "(required")):
+                wrong.append(f"{option}: {stated!r} stated, no default")
+        elif stated != str(action.default):
+            wrong.append(f"{option}: {stated!r} stated, {action.default!r} in the parser")
+    assert not wrong, wrong
+
+
+def _public_callables():
+    import fedforest as ff
+    from fedforest import swarm
+
+    return [
+        ff.FedForestRegressor,
+        ff.FedForestClassifier,
+        ff.Client,
+        ff.LocalFederation,
+        ff.diagnose,
+        swarm.Peer,
+        swarm.Peer.fit,
+        swarm.Peer.from_fitted,
+        swarm.Peer.share,
+        swarm.SwarmForest,
+        swarm.SwarmForest.predict_proba,
+        swarm.load_bundles,
+    ]
+
+
+@pytest.mark.parametrize("func", _public_callables(), ids=lambda f: f.__qualname__)
+def test_docstrings_state_the_real_defaults(func):
+    """Every parameter with a default states it (``default=...``, or ``optional`` for
+    None) and the stated one is the signature's."""
+    import inspect
+
+    documented = _documented_defaults(func.__doc__)
+    wrong = []
+    for name, param in inspect.signature(func).parameters.items():
+        if param.default is inspect.Parameter.empty:
+            continue
+        stated = documented.get(name)
+        if stated is None:
+            wrong.append(f"{name}: no default stated (real {param.default!r})")
+            continue
+        value = 1 / 3 if stated == "1/3" else eval(stated)  # noqa: S307 (our docstrings)
+        if value != param.default:
+            wrong.append(f"{name}: default={stated} stated, {param.default!r} real")
+    assert not wrong, wrong
 
 
 def test_classifier_docstring_states_its_own_defaults():

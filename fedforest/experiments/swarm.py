@@ -387,6 +387,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fedforest.experiments.swarm")
     sub = parser.add_subparsers(dest="command")
     add_swarm_subcommand(sub)
+    # The subcommand is implied here: usage and errors name the module alone (they said
+    # "python -m fedforest.experiments.swarm swarm-overlap", which the module refuses).
+    sub.choices[SUBCOMMAND].prog = parser.prog
     args = parser.parse_args([SUBCOMMAND, *(sys.argv[1:] if argv is None else argv)])
     return _handler(args, parser)
 

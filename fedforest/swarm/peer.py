@@ -288,6 +288,27 @@ class Peer:
 
         ``X`` and ``y`` are the rows the estimator was trained on: the surrogates and
         imputers are computed from them when the peer shares.
+
+        Parameters
+        ----------
+        name : str
+            The peer's name, as :class:`Peer`'s.
+        estimator : RandomForestClassifier, ExtraTreesClassifier or DecisionTreeClassifier
+            Fitted on ``X``, single output (:func:`trees_from_sklearn`).
+        X : DataFrame, shape (n_samples, n_features)
+            Its training rows, with its columns in its order.
+        y : array-like, shape (n_samples,)
+            Their labels.
+        categorical_features : sequence of column names or indices, or boolean mask, optional
+            As :meth:`fit`'s.
+        n_surrogates : int, default=3
+            Surrogate splits kept per node, as :class:`Peer`'s.
+        random_state : int or None, default=None
+            Seeds the imputers' cross-validation folds, as :class:`Peer`'s.
+
+        Returns
+        -------
+        Peer
         """
         arr, names, kinds, lists = _site_frame(X, categorical_features)
         trees, classes = trees_from_sklearn(estimator)

@@ -341,7 +341,7 @@ class SwarmForest:
             ``"mp"`` or ``"ss"``.
         site : str, optional
             The predicting peer's name; required by ``"local"``.
-        random_state : int, Generator or None
+        random_state : int, Generator or None, default=None
             Seed of the probabilistic strategies (``pr``, ``ipr``, ``ss``'s fallback).
         d_thresh : int, default=2
             PR depth threshold: a missing split shallower than this discards the tree

@@ -25,9 +25,9 @@ class LocalFederation(Federation):
     ----------
     clients : iterable of Client
         Names must be unique.
-    n_jobs : int or None
+    n_jobs : int or None, default=None
         Threads; None means 1, -1 means all cores (joblib's convention).
-    timeout : float or None
+    timeout : float or None, default=None
         Seconds a round waits for the clients; a client that has not answered by then
         fails the round (a ``TimeoutError`` in the :class:`ClientFailure` that names it).
         Its thread cannot be stopped: it runs on in the background and its late answer
