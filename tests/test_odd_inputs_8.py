@@ -1,7 +1,12 @@
-"""Odd inputs, eighth round: scikit-learn's checks at every setting.
+"""Odd inputs, eighth round: scikit-learn's checks at every setting, the model file's params.
 
 Each test failed on main at a25aa9f:
 
+- a multi-output classifier's ``class_weight`` (a dict per output) and ``classes`` (a list
+  per output) were written to the model file as ``null``: ``fedforest.load`` gave them
+  ``None``, silently, so ``clone(loaded).fit`` grew another forest than the saved model's
+  estimator; and a file whose parameter is a mapping ``save`` never writes (not its
+  ``{"pairs": [...]}``) loaded, then its model could not be saved and loaded again;
 - ``FedForestRegressor(criterion="poisson")`` failed ten of scikit-learn's estimator checks
   ("Some value(s) of y are negative"): its tags did not say ``target_tags.positive_only``,
   with which the checks give y above 0;
@@ -13,12 +18,20 @@ Each test failed on main at a25aa9f:
 
 from __future__ import annotations
 
+import io
+import json
 import warnings
+import zipfile
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
+from sklearn.base import clone
 from sklearn.utils.estimator_checks import check_estimator
 
+import fedforest
 from fedforest import FedForestClassifier, FedForestRegressor
 
 # The checks that compare two fits (or a fit on weighted rows with one on repeated rows):
@@ -73,3 +86,55 @@ def test_dp_is_tagged_non_deterministic_and_fails_only_the_checks_comparing_fits
     assert (tags.classifier_tags or tags.regressor_tags).poor_score
     failed = _failed_checks(est)
     assert set(failed) <= set(_DP_EXPECTED), failed
+
+
+def _multi_output_data(n: int = 240) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(n, 4)), columns=["a", "b", "c", "d"])
+    Y = np.c_[(X["a"] > 0.8).astype(int), np.where(X["b"] + X["c"] > 0, "hi", "lo")]
+    return X, Y.astype(object)
+
+
+def test_a_multi_output_classifiers_per_output_parameters_survive_its_file(
+    tmp_path: Path,
+) -> None:
+    X, Y = _multi_output_data()
+    weights = [{"0": 1.0, "1": 4.0}, {"hi": 1.0, "lo": 2.5}]
+    classes = [["0", "1", "2"], ["hi", "lo"]]
+    model = FedForestClassifier(
+        n_estimators=4, random_state=0, privacy="none", class_weight=weights, classes=classes
+    ).fit(X, Y.astype(str))
+    path = tmp_path / "m.ffm"
+    model.save(path)
+    loaded = fedforest.load(path)
+    assert loaded.get_params()["class_weight"] == weights
+    assert loaded.get_params()["classes"] == classes
+    # The parameters are what a refit reads: the same forest as the saved model's estimator.
+    again, first = clone(loaded).fit(X, Y.astype(str)), clone(model).fit(X, Y.astype(str))
+    np.testing.assert_array_equal(again.predict_proba(X)[0], first.predict_proba(X)[0])
+    # Without the weights (what the file gave before) the forest is another one.
+    plain = clone(model).set_params(class_weight=None).fit(X, Y.astype(str))
+    assert not np.array_equal(plain.predict_proba(X)[0], first.predict_proba(X)[0])
+
+
+def test_a_parameter_as_a_mapping_save_never_writes_is_refused_naming_it(tmp_path: Path) -> None:
+    X, Y = _multi_output_data()
+    path = tmp_path / "m.ffm"
+    FedForestRegressor(n_estimators=2, random_state=0, privacy="none").fit(X, X["a"]).save(path)
+    bad = tmp_path / "bad.ffm"
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(bad, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "__header__.npy":
+                with zin.open(item.filename) as f:
+                    text = np.lib.format.read_array(f, allow_pickle=False).tobytes()
+                meta = json.loads(text)
+                meta["header"]["params"]["categories"] = {"a": 1}
+                buf = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+                out = io.BytesIO()
+                np.save(out, buf, allow_pickle=False)
+                data = out.getvalue()
+            zout.writestr(item.filename, data)
+    with pytest.raises(ValueError, match="categories") as info:
+        fedforest.load(bad)
+    assert str(bad) in str(info.value)
