@@ -7,6 +7,13 @@ Each test failed on main at a25aa9f:
   ``None``, silently, so ``clone(loaded).fit`` grew another forest than the saved model's
   estimator; and a file whose parameter is a mapping ``save`` never writes (not its
   ``{"pairs": [...]}``) loaded, then its model could not be saved and loaded again;
+- a categorical column whose levels are neither text nor numbers (``pd.cut``'s intervals,
+  a ``category`` of timestamps, bytes) was refused by the server as the client's invalid
+  reply ("Client '0' sent an invalid reply in round 0 (handshake): header field
+  'categories'['1'] holds Interval(...), not a string or number", as if the client were
+  hostile), in ``fit`` and ``fit_federated``; at predict, such values on a model trained on
+  their text (what the refusal advises) matched their levels, yet warned that all those
+  rows held numbers and took the unseen-category rule;
 - ``FedForestRegressor(criterion="poisson")`` failed ten of scikit-learn's estimator checks
   ("Some value(s) of y are negative"): its tags did not say ``target_tags.positive_only``,
   with which the checks give y above 0;
@@ -138,3 +145,48 @@ def test_a_parameter_as_a_mapping_save_never_writes_is_refused_naming_it(tmp_pat
     with pytest.raises(ValueError, match="categories") as info:
         fedforest.load(bad)
     assert str(bad) in str(info.value)
+
+
+def _binned(n: int = 240) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=n), "age": pd.cut(rng.uniform(20, 80, n), 3)})
+    return X, (X["age"].cat.codes.to_numpy() == 1).astype(int)
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        lambda n: pd.cut(np.arange(n, dtype=float), 3),
+        lambda n: pd.Categorical(pd.to_datetime(["2020-01-01", "2021-06-30"] * (n // 2))),
+        lambda n: pd.Categorical([np.nan] * n, categories=pd.interval_range(0, 3)),
+    ],
+    ids=["intervals", "timestamps", "unused-intervals"],
+)
+def test_category_levels_neither_text_nor_numbers_are_refused_naming_the_column(
+    column: Any,
+) -> None:
+    n = 120
+    X = pd.DataFrame({"a": np.arange(n, dtype=float), "age": column(n)})
+    y = np.arange(n) % 2
+    for privacy in ("secure", "none"):
+        with pytest.raises(ValueError, match="categorical column 'age' holds .* values"):
+            FedForestClassifier(n_estimators=2, privacy=privacy).fit(X, y)
+    with pytest.raises(ValueError, match="Client 'site A': categorical column 'age' holds"):
+        fedforest.Client(X, y, "site A")
+    raw = X.assign(age=np.array([b"x", b"y"] * (n // 2), dtype=object))
+    with pytest.raises(ValueError, match="column 'age' holds bytes values"):
+        fedforest.Client(raw, y, "site A", categorical_features=["age"])
+
+
+def test_intervals_at_predict_match_the_text_the_model_was_trained_on() -> None:
+    X, y = _binned()
+    model = FedForestClassifier(n_estimators=4, random_state=0, privacy="none")
+    model.fit(X.assign(age=X["age"].astype(str)), y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning that the rows match no level
+        proba = model.predict_proba(X)
+    np.testing.assert_array_equal(proba, model.predict_proba(X.assign(age=X["age"].astype(str))))
+    assert (model.predict(X) == y).mean() == 1.0  # the level decides y: matched, not marginal
+    # Numbers where the levels are text still warn (tests/test_odd_inputs_7.py).
+    with pytest.warns(UserWarning, match="'age' \\(numbers in 240 of 240 rows\\)"):
+        model.predict(X.assign(age=X["age"].cat.codes))
