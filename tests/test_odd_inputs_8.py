@@ -14,6 +14,9 @@ Each test failed on main at a25aa9f:
   hostile), in ``fit`` and ``fit_federated``; at predict, such values on a model trained on
   their text (what the refusal advises) matched their levels, yet warned that all those
   rows held numbers and took the unseen-category rule;
+- a regressor's ``Client`` whose ``y`` held dates or durations fitted on their counts of
+  the dtype's unit (``datetime64[us]`` under pandas 3, ``[D]`` from NumPy), pooled with the
+  other clients' numbers, silently;
 - ``FedForestRegressor(criterion="poisson")`` failed ten of scikit-learn's estimator checks
   ("Some value(s) of y are negative"): its tags did not say ``target_tags.positive_only``,
   with which the checks give y above 0;
@@ -40,6 +43,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 import fedforest
 from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest.federated.federation import ClientDataError
 
 # The checks that compare two fits (or a fit on weighted rows with one on repeated rows):
 # under "dp" each fit draws its own noise, so they cannot agree.
@@ -190,3 +194,26 @@ def test_intervals_at_predict_match_the_text_the_model_was_trained_on() -> None:
     # Numbers where the levels are text still warn (tests/test_odd_inputs_7.py).
     with pytest.warns(UserWarning, match="'age' \\(numbers in 240 of 240 rows\\)"):
         model.predict(X.assign(age=X["age"].cat.codes))
+
+
+@pytest.mark.parametrize(
+    "dates",
+    [
+        pd.Series(pd.to_datetime("2020-01-01") + pd.to_timedelta(np.arange(120), unit="D")),
+        pd.Series(pd.to_timedelta(np.arange(120), unit="h")),
+        np.arange(120).astype("datetime64[D]"),
+    ],
+    ids=["pandas-dates", "pandas-durations", "numpy-days"],
+)
+def test_a_regression_clients_dates_are_refused_naming_it(dates: Any) -> None:
+    X, _ = _multi_output_data(240)
+    clients = [
+        fedforest.Client(X[:120], dates, "site A"),
+        fedforest.Client(X[120:], X["a"][120:], "site B"),
+    ]
+    for privacy in ("secure", "none"):
+        with pytest.raises(ClientDataError, match="Client 'site A': regression targets") as info:
+            FedForestRegressor(n_estimators=2, privacy=privacy).fit_federated(clients)
+        assert str(np.asarray(dates).dtype) in str(info.value)
+    # fit reads them as scikit-learn does (its own y: one unit).
+    FedForestRegressor(n_estimators=2, privacy="none").fit(X[:120], dates)

@@ -118,6 +118,14 @@ def check_regression_targets(y_raw: NDArray[Any], name: str) -> None:
     """
     if y_raw.dtype.kind == "c":
         raise ValueError(f"Client {name!r}: Complex data not supported in y.")
+    if y_raw.dtype.kind in "mM":
+        # As a float, a date is a count of its dtype's units (ns, us, days: pandas' and
+        # NumPy's defaults differ), which another client may count in others, silently.
+        raise ValueError(
+            f"Client {name!r}: regression targets must be numeric, got y of dtype "
+            f"{y_raw.dtype}; give dates and durations as numbers in one unit on every client "
+            "(e.g. (y - pd.Timestamp('2020-01-01')).dt.days)."
+        )
     try:
         y = y_raw.astype(np.float64)
     except (TypeError, ValueError) as exc:
