@@ -17,6 +17,8 @@ Each test failed on main at a25aa9f:
 - a regressor's ``Client`` whose ``y`` held dates or durations fitted on their counts of
   the dtype's unit (``datetime64[us]`` under pandas 3, ``[D]`` from NumPy), pooled with the
   other clients' numbers, silently;
+- ``fedforest export --to shap --data`` of a file with a header but no rows ended with
+  scikit-learn's "Found array with 0 sample(s)", naming no file, where ``predict`` names it;
 - ``FedForestRegressor(criterion="poisson")`` failed ten of scikit-learn's estimator checks
   ("Some value(s) of y are negative"): its tags did not say ``target_tags.positive_only``,
   with which the checks give y above 0;
@@ -43,6 +45,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 import fedforest
 from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest.cli import main
 from fedforest.federated.federation import ClientDataError
 
 # The checks that compare two fits (or a fit on weighted rows with one on repeated rows):
@@ -217,3 +220,26 @@ def test_a_regression_clients_dates_are_refused_naming_it(dates: Any) -> None:
         assert str(np.asarray(dates).dtype) in str(info.value)
     # fit reads them as scikit-learn does (its own y: one unit).
     FedForestRegressor(n_estimators=2, privacy="none").fit(X[:120], dates)
+
+
+def test_export_shap_of_a_file_without_rows_names_it(tmp_path: Path, capsys: Any) -> None:
+    X, _ = _multi_output_data(120)
+    model = tmp_path / "m.ffm"
+    FedForestRegressor(n_estimators=2, privacy="none").fit(X, X["a"]).save(model)
+    empty = tmp_path / "empty.csv"
+    X.iloc[:0].to_csv(empty, index=False)
+    with pytest.raises(SystemExit) as info:
+        main(
+            [
+                "export",
+                str(model),
+                "--to",
+                "shap",
+                "--data",
+                str(empty),
+                "--out",
+                str(tmp_path / "s.csv"),
+            ]
+        )
+    assert info.value.code == 2
+    assert "empty.csv' has no rows to predict or explain" in capsys.readouterr().err
