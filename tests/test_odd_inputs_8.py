@@ -19,6 +19,10 @@ Each test failed on main at a25aa9f:
   other clients' numbers, silently;
 - ``fedforest export --to shap --data`` of a file with a header but no rows ended with
   scikit-learn's "Found array with 0 sample(s)", naming no file, where ``predict`` names it;
+- ``predict`` on a Dask collection checked feature names on the workers, partition by
+  partition: scikit-learn's "X does not have valid feature names" came once per partition
+  (in a worker process's log, where no one sees it, on a cluster), and a frame whose
+  columns were reordered failed only at ``compute()``;
 - ``FedForestRegressor(criterion="poisson")`` failed ten of scikit-learn's estimator checks
   ("Some value(s) of y are negative"): its tags did not say ``target_tags.positive_only``,
   with which the checks give y above 0;
@@ -243,3 +247,28 @@ def test_export_shap_of_a_file_without_rows_names_it(tmp_path: Path, capsys: Any
         )
     assert info.value.code == 2
     assert "empty.csv' has no rows to predict or explain" in capsys.readouterr().err
+
+
+def test_dask_predict_checks_feature_names_once_at_the_call() -> None:
+    da = pytest.importorskip("dask.array")
+    dd = pytest.importorskip("dask.dataframe")
+    X, _ = _multi_output_data(120)
+    y = (X["a"] > 0).to_numpy(dtype=int)
+    named = FedForestClassifier(n_estimators=2, privacy="none", random_state=0).fit(X, y)
+    unnamed = FedForestClassifier(n_estimators=2, privacy="none", random_state=0).fit(X.values, y)
+    rows, frame = da.from_array(X.to_numpy(), chunks=30), dd.from_pandas(X, npartitions=4)
+    for model, dask_X, text in [
+        (named, rows, "X does not have valid feature names"),
+        (unnamed, frame, "X has feature names, but"),
+    ]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            proba = np.asarray(model.predict_proba(dask_X))
+        assert sum(text in str(w.message) for w in caught) == 1, [str(w.message) for w in caught]
+        in_memory = X if model is named else X.to_numpy()
+        np.testing.assert_array_equal(proba, model.predict_proba(in_memory))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same names: no warning
+        named.predict(frame).compute()
+    with pytest.raises(ValueError, match="The feature names should match"):
+        named.predict(frame[["b", "a", "c", "d"]])  # at the call, before any compute
