@@ -23,6 +23,8 @@ Each test failed on main at a25aa9f:
   partition: scikit-learn's "X does not have valid feature names" came once per partition
   (in a worker process's log, where no one sees it, on a cluster), and a frame whose
   columns were reordered failed only at ``compute()``;
+- a ``Client``'s complex ``sample_weight`` lost its imaginary parts with NumPy's
+  ``ComplexWarning`` only, where ``fit`` and scikit-learn refuse it;
 - ``FedForestRegressor(criterion="poisson")`` failed ten of scikit-learn's estimator checks
   ("Some value(s) of y are negative"): its tags did not say ``target_tags.positive_only``,
   with which the checks give y above 0;
@@ -272,3 +274,13 @@ def test_dask_predict_checks_feature_names_once_at_the_call() -> None:
         named.predict(frame).compute()
     with pytest.raises(ValueError, match="The feature names should match"):
         named.predict(frame[["b", "a", "c", "d"]])  # at the call, before any compute
+
+
+def test_a_clients_complex_sample_weight_is_refused_as_fit_refuses_it() -> None:
+    X, _ = _multi_output_data(60)
+    y = (X["a"] > 0).to_numpy(dtype=int)
+    weights = np.full(60, 2.0 + 1.0j)
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        FedForestClassifier(n_estimators=2, privacy="none").fit(X, y, sample_weight=weights)
+    with pytest.raises(ValueError, match="Client 'site A': sample_weight is complex"):
+        fedforest.Client(X, y, "site A", sample_weight=weights)

@@ -155,6 +155,8 @@ def sample_weights(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.fl
     """The client's validated sample weights, or None (all ones)."""
     if weight is None:
         return None
+    if np.asarray(weight).dtype.kind == "c":  # NumPy's cast drops the imaginary part, warning
+        raise ValueError(f"Client {name!r}: sample_weight is complex: Complex data not supported.")
     try:
         w = np.asarray(weight, dtype=np.float64)
     except (TypeError, ValueError) as exc:
