@@ -25,6 +25,10 @@ Each test failed on main at a25aa9f:
   columns were reordered failed only at ``compute()``;
 - a ``Client``'s complex ``sample_weight`` lost its imaginary parts with NumPy's
   ``ComplexWarning`` only, where ``fit`` and scikit-learn refuse it;
+- under ``fit_federated`` a categorical column of numbers at one client and of their text
+  at another (a ``category`` of ints beside one of strings) fitted with each value twice
+  among the levels (``[1, 2, 3, '1', '2', '3']``: one client's ``1`` not the other's
+  ``"1"``), silently, and the model's file then refused to load;
 - ``FedForestRegressor(criterion="poisson")`` failed ten of scikit-learn's estimator checks
   ("Some value(s) of y are negative"): its tags did not say ``target_tags.positive_only``,
   with which the checks give y above 0;
@@ -284,3 +288,26 @@ def test_a_clients_complex_sample_weight_is_refused_as_fit_refuses_it() -> None:
         FedForestClassifier(n_estimators=2, privacy="none").fit(X, y, sample_weight=weights)
     with pytest.raises(ValueError, match="Client 'site A': sample_weight is complex"):
         fedforest.Client(X, y, "site A", sample_weight=weights)
+
+
+def test_clients_giving_a_column_as_numbers_and_as_text_are_refused_naming_both() -> None:
+    rng = np.random.default_rng(0)
+    codes = rng.choice([1, 2, 3], 240)
+    X = pd.DataFrame({"a": rng.normal(size=240), "c": pd.Categorical(codes)})
+    y = (X["a"] > 0).to_numpy(dtype=int)
+    as_text = X.assign(c=pd.Categorical(codes.astype(str)))
+    for privacy in ("secure", "none"):
+        clients = [
+            fedforest.Client(X[:120], y[:120], "site A"),
+            fedforest.Client(as_text[120:], y[120:], "site B"),
+        ]
+        with pytest.raises(
+            ValueError,
+            match="Client 'site B' has text levels in categorical column 'c' but client "
+            "'site A' has number ones",
+        ):
+            FedForestClassifier(n_estimators=2, privacy=privacy).fit_federated(clients)
+    # The same kind at every client: one level per value, whatever each client's dtype.
+    both = [fedforest.Client(X[:120], y[:120], "A"), fedforest.Client(X[120:], y[120:], "B")]
+    model = FedForestClassifier(n_estimators=2, privacy="none").fit_federated(both)
+    assert model.categories_ == {1: [1, 2, 3]}
