@@ -1,4 +1,4 @@
-"""Odd inputs, eighth round: scikit-learn's checks at every setting, the model file's params.
+"""Odd inputs, eighth round: scikit-learn's checks, model files, category levels, Dask, clients.
 
 Each test failed on main at a25aa9f:
 
