@@ -42,16 +42,33 @@ def _json_param(value: Any) -> Any:
         pairs = [[_json_param(k), _json_param(v)] for k, v in value.items()]
         return {"pairs": pairs} if all(None not in pair for pair in pairs) else None
     if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim == 1):
-        # monotonic_cst, categorical_features: a list of scalars (not class_weight's dicts)
+        # monotonic_cst, categorical_features, classes: a list of scalars; a multi-output
+        # classifier's classes and class_weight: one list or one dict of pairs per output
         items = [_json_param(v) for v in value]
-        return items if all(isinstance(v, (bool, int, float, str)) for v in items) else None
+        if all(isinstance(v, (bool, int, float, str)) for v in items):
+            return items
+        if items and all(_one_output_param(v) for v in items):
+            return items
+        return None
     return None  # e.g. a RandomState instance: the fitted trees do not depend on it any more
+
+
+def _one_output_param(item: Any) -> bool:
+    """An output's entry of a multi-output parameter as written: scalars, or pairs."""
+    if isinstance(item, list):
+        return all(isinstance(v, (bool, int, float, str)) for v in item)
+    return isinstance(item, dict) and set(item) == {"pairs"}
 
 
 def _param_from_json(name: str, value: Any) -> Any:
     """Inverse of :func:`_json_param` for the values it turns into another shape."""
-    if isinstance(value, dict) and set(value) == {"pairs"} and isinstance(value["pairs"], list):
-        pairs = value["pairs"]
+    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        return [_param_from_json(name, v) for v in value]  # class_weight: a dict per output
+    if isinstance(value, dict):
+        pairs = value.get("pairs")
+        if set(value) != {"pairs"} or not isinstance(pairs, list):
+            # save writes every dict as its pairs: a mapping of another shape is not its own
+            raise ValueError(f"parameter {name!r} is a mapping that is not {{'pairs': [...]}}")
         if name == "categories":  # declared levels: [column, [levels...]] pairs
             if not all(
                 isinstance(p, list)

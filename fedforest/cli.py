@@ -559,6 +559,8 @@ def _model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
                 "exactly those columns, in their order"
             )
         frame = frame.set_axis(range(frame.shape[1]), axis=1)  # no names: no warning
+    if len(frame) == 0:  # predict's and export --to shap's (scikit-learn's text named no file)
+        parser.error(f"{str(path)!r} has no rows to predict or explain")
     return frame
 
 
@@ -568,8 +570,6 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     _check_out_directory(args.out, parser, [("DATA", args.data), ("MODEL", args.model)])
     model = _load_model(args.model, parser)
     frame = _model_rows(model, args.data, parser)
-    if len(frame) == 0:
-        parser.error(f"{str(args.data)!r} has no rows to predict")
     ids = _client_rows(model, args.client, len(frame), parser)
     try:
         pred = model.predict(frame, client_ids=ids)

@@ -565,7 +565,11 @@ def test_predict_usage_errors_say_what_to_change(tmp_path, capsys) -> None:
     empty = tmp_path / "empty.csv"
     pd.read_csv(paths[0]).iloc[:0].to_csv(empty, index=False)  # the header, no rows
     for data, out, message in [
-        (empty, tmp_path / "p.csv", "empty.csv' has no rows to predict"),  # was sklearn's
+        (
+            empty,
+            tmp_path / "p.csv",
+            "empty.csv' has no rows to predict or explain",
+        ),  # was sklearn's
         (paths[0], tmp_path / "nowhere" / "p.csv", "the directory"),  # was pandas' OSError
     ]:
         capsys.readouterr()

@@ -319,7 +319,7 @@ def _warn_number_text(X: Any, columns: list[int], names: list[str], who: str) ->
 def encode(raw: NDArray[Any], categories: list[Any]) -> NDArray[np.float64]:
     """Codes of ``raw`` values in ``categories`` (-1.0 for values not in the list)."""
     index = {_key(c): k for k, c in enumerate(categories)}
-    keys = [_key(v.item() if isinstance(v, np.generic) else v) for v in raw.tolist()]
+    keys = [_key(_plain(v)) for v in raw.tolist()]
     return np.array([index.get(k, -1) for k in keys], dtype=np.float64)
 
 
@@ -333,8 +333,13 @@ def other_kind_rows(raw: NDArray[Any], categories: list[Any]) -> int:
     present = [c for c in categories if not is_missing(c)]
     if not present:
         return 0
-    text = isinstance(present[0], str)  # the levels never mix them (sorted_levels)
-    return sum(1 for v in raw.tolist() if not is_missing(v) and isinstance(v, str) != text)
+    kind = _key(present[0])[0]  # the levels never mix them (sorted_levels)
+    # As encode reads a value: an interval or a timestamp by its text, which may match
+    return sum(1 for v in raw.tolist() if not is_missing(v) and _key(_plain(v))[0] != kind)
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def encode_counted(raw: NDArray[Any], categories: list[Any]) -> tuple[NDArray[np.float64], int]:
@@ -424,7 +429,7 @@ def read_features(
         col = frame.iloc[:, j] if frame is not None else np.asarray(X)[:, j]
         if j in cat:
             raw[j] = np.asarray(col, dtype=object)
-            _refuse_mixed_levels(raw[j], who, _name(names, j))
+            _check_levels(raw[j], getattr(col, "cat", None), who, _name(names, j))
             columns.append(np.zeros(len(raw[j])))
             continue
         if frame is not None and not is_numeric_column(col):
@@ -463,14 +468,30 @@ def _name(names: list[str] | None, j: int) -> str:
     return repr(names[j]) if names is not None else str(j)
 
 
-def _refuse_mixed_levels(values: NDArray[Any], who: str, column: str) -> None:
+#: What a category level may be: what the handshake and a model file carry (JSON's scalars).
+_LEVEL_TYPES = (str, bool, int, float, np.bool_, np.integer, np.floating)
+
+
+def _check_levels(values: NDArray[Any], cat: Any, who: str, column: str) -> None:
     """A categorical column's levels are all text or all numbers, as the handshake wants.
 
     Said here, naming the client and the column: the server's check of the handshake
-    refused such a client's levels as an invalid reply (under ``"none"``), and under
-    ``"secure"`` the numbers' levels were lost to missing values.
+    refused such a client's levels as an invalid reply (under ``"none"``; intervals from
+    ``pd.cut``, timestamps, bytes under any privacy), and under ``"secure"`` a mix's
+    numbers were lost to missing values. ``cat``: a pandas column's ``.cat`` (its declared
+    categories, unused ones too, travel in the handshake).
     """
-    if (kinds := mixed_kinds(pd.unique(values).tolist())) is not None:
+    levels = pd.unique(values).tolist() + ([] if cat is None else list(cat.categories))
+    odd = sorted(
+        {type(v).__name__ for v in levels if not (is_missing(v) or isinstance(v, _LEVEL_TYPES))}
+    )
+    if odd:
+        raise ValueError(
+            f"{who}: categorical column {column} holds {', '.join(odd)} values; its levels "
+            "must be text or numbers: convert the column (X[column].astype(str), or its "
+            ".cat.codes for a pandas category)."
+        )
+    if (kinds := mixed_kinds(levels)) is not None:
         raise ValueError(
             f"{who}: categorical column {column} mixes text and numbers ({kinds} values); "
             "its levels must be all text or all numbers, as scikit-learn's encoders want "

@@ -118,6 +118,14 @@ def check_regression_targets(y_raw: NDArray[Any], name: str) -> None:
     """
     if y_raw.dtype.kind == "c":
         raise ValueError(f"Client {name!r}: Complex data not supported in y.")
+    if y_raw.dtype.kind in "mM":
+        # As a float, a date is a count of its dtype's units (ns, us, days: pandas' and
+        # NumPy's defaults differ), which another client may count in others, silently.
+        raise ValueError(
+            f"Client {name!r}: regression targets must be numeric, got y of dtype "
+            f"{y_raw.dtype}; give dates and durations as numbers in one unit on every client "
+            "(e.g. (y - pd.Timestamp('2020-01-01')).dt.days)."
+        )
     try:
         y = y_raw.astype(np.float64)
     except (TypeError, ValueError) as exc:
@@ -147,6 +155,8 @@ def sample_weights(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.fl
     """The client's validated sample weights, or None (all ones)."""
     if weight is None:
         return None
+    if np.asarray(weight).dtype.kind == "c":  # NumPy's cast drops the imaginary part, warning
+        raise ValueError(f"Client {name!r}: sample_weight is complex: Complex data not supported.")
     try:
         w = np.asarray(weight, dtype=np.float64)
     except (TypeError, ValueError) as exc:

@@ -626,4 +626,6 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         # HistGradientBoosting, which takes categorical columns and leaves it False).
         tags.input_tags.string = True
         tags.target_tags.multi_output = True  # multi-output y, at every privacy level
+        # "dp" noise is drawn from the operating system's generator, not from random_state
+        tags.non_deterministic = self.privacy == "dp"
         return tags

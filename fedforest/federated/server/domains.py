@@ -22,6 +22,7 @@ from ...federated.categorical import MISSING_CATEGORY, sort_categories, sorted_l
 from ..domains import column_index
 from ..privacy.rules import default_min_rows
 from ..protocol import Message
+from .checks_handshake import label_type
 from .config import GrowerConfig
 
 __all__ = ["check_declared_classes", "domain_request", "unify_categories"]
@@ -83,6 +84,7 @@ def unify_categories(
             )
         for j, values in mine.items():
             union[j].update(MISSING_CATEGORY if v is None else v for v in values)
+    _check_level_kinds(replies, names)
     by_server = _server_domains(cfg, names, d)
     out = {}
     for j in sorted(cols, key=int):
@@ -106,6 +108,30 @@ def unify_categories(
                 "(categorical_features=[...])."
             )
     return out
+
+
+def _check_level_kinds(replies: list[tuple[str, Message]], names: list[str] | None) -> None:
+    """A column's levels are text at every client or numbers at every client.
+
+    Each client's own levels are of one kind (its check); across clients, a column of
+    numbers at one and of their text at another made two levels of each value (``1`` and
+    ``"1"``), silently, and a model file that refuses to load.
+    """
+    first: dict[str, tuple[str, str]] = {}  # column -> (client, kind) of the first levels
+    for name, rep in replies:
+        for j, values in rep.header.get("categories", {}).items():
+            present = [v for v in values if v is not None]
+            if not present:
+                continue
+            kind = label_type(present[0])
+            where, seen = first.setdefault(j, (name, kind))
+            if seen != kind:
+                raise ValueError(
+                    f"Client {name!r} has {kind} levels in categorical column "
+                    f"{_col(names, int(j))} but client {where!r} has {seen} ones; give the "
+                    "column the same way on every client (X[column].astype(str), or "
+                    "pd.to_numeric)."
+                )
 
 
 def _server_domains(cfg: GrowerConfig, names: list[str] | None, d: int) -> dict[int, list[Any]]:

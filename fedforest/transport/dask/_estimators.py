@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..._inputs import _declared_classes, codes_into
 from ...federated.client_targets import as_scikit_learn_reads
@@ -162,6 +162,10 @@ def map_method(model: Any, method: str, X: Any, client_ids: Any) -> Any:
                 "collection of labels partitioned as X (or None)."
             )
         row_blocks(client_ids, "client_ids", ndim=1)
+    # Feature names checked here, once (scikit-learn's warning or error at the call): on
+    # the workers each partition warned again, or in a worker's log where no one sees it.
+    sample = X._meta if isinstance(X, dd.DataFrame) else np.empty((0, X.shape[1]))
+    validate_data(model, sample, skip_check_array=True, reset=False)
     dtype, width = _output(model, method)
     ref = _shipped(model)
     meta = np.empty((0, width) if width else (0,), dtype)
@@ -223,4 +227,9 @@ def _run(part: Any, model: Any, method: str, ids: Any = None) -> NDArray[Any]:
     if len(part) == 0:
         return np.empty((0, width) if width else (0,), dtype)
     labels = None if ids is None else np.asarray(ids)
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None and not isinstance(part, pd.DataFrame):
+        part = pd.DataFrame(part, columns=names)  # checked by map_method: no warning here
+    elif names is None and isinstance(part, pd.DataFrame):
+        part = part.set_axis(range(part.shape[1]), axis=1)  # by position, as on the driver
     return np.asarray(getattr(model, method)(part, client_ids=labels))
