@@ -335,7 +335,8 @@ def other_kind_rows(raw: NDArray[Any], categories: list[Any]) -> int:
         return 0
     kind = _key(present[0])[0]  # the levels never mix them (sorted_levels)
     # As encode reads a value: an interval or a timestamp by its text, which may match
-    return sum(1 for v in raw.tolist() if not is_missing(v) and _key(_plain(v))[0] != kind)
+    # (and as missing what it reads as missing: numpy's NaT)
+    return sum(1 for v in raw.tolist() if _key(_plain(v))[0] not in (2, kind))
 
 
 def _plain(value: Any) -> Any:
@@ -355,9 +356,9 @@ def encode_counted(raw: NDArray[Any], categories: list[Any]) -> tuple[NDArray[np
     by_number = {key[1]: k for key, k in index.items() if key[0] == 0}
     missing = index.get(_key(None), -1)
     present = [c for c in categories if not is_missing(c)]
-    text = bool(present) and isinstance(present[0], str)
-    number_rows = text  # a number where the levels are text is the other kind
-    text_rows = bool(present) and not text
+    level_kind = _key(present[0])[0] if present else -1  # the levels never mix them
+    number_rows = bool(present) and level_kind != 0  # a number among text levels
+    text_rows = bool(present) and level_kind != 1
     codes, other = [], 0
     for v in raw.tolist():
         kind = type(v)
@@ -372,9 +373,10 @@ def encode_counted(raw: NDArray[Any], categories: list[Any]) -> tuple[NDArray[np
                 other += number_rows
         elif v is None:
             codes.append(missing)
-        else:
-            codes.append(index.get(_key(v.item() if isinstance(v, np.generic) else v), -1))
-            other += bool(present) and not is_missing(v) and isinstance(v, str) != text
+        else:  # as other_kind_rows reads it: an interval or a timestamp by its text
+            key = _key(_plain(v))
+            codes.append(index.get(key, -1))
+            other += bool(present) and key[0] not in (2, level_kind)
     return np.array(codes, dtype=np.float64), other
 
 
