@@ -215,23 +215,23 @@ def grouped_claims(
 
 
 # --------------------------------------------------------------------------- the four cases
+@pytest.mark.xfail(
+    strict=True,
+    reason="a tie at a column's top (x2 capped at 0) with one row just above it, in the "
+    "adjacent coarse bin: grid_ends cannot tell the tie from a tail and keeps node grid "
+    "edges up to that bin's top, above the tie with the one row alone above them; Round A's "
+    "count above them follows the row: alone in the boxes at data seeds 2 and 4 (and 2 "
+    "rows at 0, 1, 3), 50 trees (docs/privacy-findings.md, 'Red team 10')",
+)
 def test_a_row_just_above_a_tie_in_the_adjacent_coarse_bin_is_not_singled_out(
     monkeypatch,  # noqa: ANN001
 ) -> None:
-    """``x2`` capped at 0 (a tie at its top) and one row just above it, in the coarse bin
-    beside the tie's (seed 2) or in the tie's own (seed 4): node grid edges stop at the
-    last coarse edge with ``m`` rows above it, below the tie, so no node's count above an
-    edge is that row's and nothing is followed. The control, the fix switched off: the
-    row is followed and alone in the boxes at both seeds (measured: 20 and 25 trees)."""
     for seed in (2, 4):
         with monkeypatch.context() as patch:
             out = residual_exposure(patch, "adjacent", seed, 50)
-        assert out["followed"] == 0 and set(out["alone"].values()) == {1000}, seed
-        assert out["ends"] is not None and out["ends"][1] < 0.0  # below the tie
-        with monkeypatch.context() as patch:
-            off = residual_exposure(patch, "adjacent", seed, 50, fix_off=True)
-        assert off["followed"] >= 10 and off["wrong"] == 0
-        assert list(off["alone"].values()) == [1], f"seed {seed}: the control"
+        assert out["wrong"] == 0  # every box followed holds the row (a fix that follows
+        # nothing passes: no row alone, 1000 in the boxes)
+        assert min(out["alone"].values()) > 1, f"seed {seed}: the row alone"
 
 
 @pytest.mark.parametrize("k", [1, 2], ids=["same-row", "two-rows"])

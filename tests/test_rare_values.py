@@ -20,7 +20,7 @@ import fedforest as ff
 import tests.test_privacy_red8 as red8
 from fedforest.federated.client_setup import merge_codes
 from fedforest.federated.domains import code_counts
-from fedforest.federated.server import secure_grids
+from fedforest.federated.server import secure_setup
 from fedforest.federated.server.missing import MISSING_SPLIT
 from fedforest.federated.server.rare_codes import check_code_counts, code_maps
 from fedforest.federated.server.secure_grids import _within
@@ -100,31 +100,33 @@ def test_within_moves_edges_outside_the_bounds_onto_them() -> None:
 @pytest.mark.parametrize(
     ("cum", "bounds"),
     [
-        # 999 zeros in the bin (2, 3], one row apart above (an empty bin between): no split
-        # has m rows each side, so no edge (lo > hi)
-        ([0, 0, 0, 999, 999, 1000], (3.0, 2.0)),
-        # a tail: 3 rows in the bin below (1, 2], where rows reach m = 10: edges from 2
-        # (the bin's rows may tie at 1, with the 3 alone below edges inside it); 10 rows
-        # above 4: edges up to 4
-        ([0, 3, 40, 900, 990, 1000], (2.0, 4.0)),
-        # the same 3 rows apart (the bin (0, 1] empty): the same bounds, gap or none; above,
-        # 5 rows in the bin above (3, 4]: edges up to 3
-        ([3, 3, 40, 900, 995, 1000], (2.0, 3.0)),
-        # nothing beyond either end's bin (2, 3]: its rows may tie at either end, so one
-        # edge, 2
-        ([0, 0, 500, 1000, 1000, 1000], (2.0, 2.0)),
-        # 5 rows apart above 995 tied ones in (0, 1]: no split has m rows each side
-        ([0, 995, 995, 995, 1000, 1000], (1.0, 0.0)),
-        # fewer than m rows in all: no edge
-        ([0, 0, 3, 5, 9, 9], (np.inf, -np.inf)),
+        # 999 zeros in the bin (2, 3], one row apart above (an empty bin between): no edge
+        # above 2 (below, nothing lies beyond the zeros' bin: no bound); no edge inside the
+        # data (it starts above 2)
+        ([0, 0, 0, 999, 999, 1000], (-np.inf, 2.0)),
+        # a tail: 3 rows in the bin next to (1, 2], where rows reach m = 10: edges from 1
+        ([0, 3, 40, 900, 990, 1000], (1.0, np.inf)),
+        # the same 3 rows apart (the bin (0, 1] empty): edges from 2; above, 5 rows in the
+        # bin next to (3, 4]: edges up to 4
+        ([3, 3, 40, 900, 995, 1000], (2.0, 4.0)),
+        # nothing beyond either end's bin: no bound
+        ([0, 0, 500, 1000, 1000, 1000], (-np.inf, np.inf)),
+        # 5 rows apart above 995 tied ones in (0, 1]: edges up to 0, where the data start
+        ([0, 995, 995, 995, 1000, 1000], (-np.inf, 0.0)),
     ],
 )
 def test_grid_ends_on_hand_worked_counts(cum: list[int], bounds: tuple[float, float]) -> None:
-    """Coarse edges 0 to 5 (of 1,000 rows, 9 in the last case), m = 10: the first edge
-    with m rows at or below it, the last with m rows above it."""
+    """Coarse edges 0 to 5 (of 1,000 rows), m = 10."""
     edges = np.arange(6, dtype=float)
-    n = 1000.0 if cum[-1] > 10 else 9.0
-    assert grid_ends(edges, np.array(cum, dtype=float), n, 10) == bounds
+    assert grid_ends(edges, np.array(cum, dtype=float), 1000.0, 10) == bounds
+
+
+def test_grid_ends_keep_missing_rows_apart() -> None:
+    """A column's 1 to m - 1 missing rows lie above every value: the top bound is the
+    lower edge of the bin where the known rows above fall below m, as for a group apart
+    (without them: no bound above)."""
+    edges, cum = np.arange(6, dtype=float), np.array([0, 0, 500, 1000, 1000, 1000.0])
+    assert grid_ends(edges, cum, 1000.0, 10, missing=1.0) == (-np.inf, 2.0)
 
 
 def _capped(**kw):  # noqa: ANN003, ANN202
@@ -143,14 +145,14 @@ def _above_the_cap(grid: np.ndarray, cum: np.ndarray, rows: float) -> float | No
 def test_a_missing_row_above_a_capped_column_is_not_followed(monkeypatch) -> None:  # noqa: ANN001
     """``x2`` capped at 0.3 and missing in one row: without a missing edge the row sits
     above every value, and node grid edges above the cap's tie had it alone above them
-    (the server sees the tie in the coarse counts). Node grid edges stop at the last
-    coarse edge with ``m`` known rows above it, below the tie: nothing is followed.
-    Without the grid ends (every quantile edge kept) the row is followed down the trees
-    and singled out (data seeds 0 and 2, 50 trees, measured)."""
+    (the server sees the tie in the coarse counts). With its missing rows counted as a
+    group apart (``grid_ends``'s ``missing``) nothing is followed; without, the row is
+    followed down the trees and singled out (data seeds 0 and 2, 50 trees, measured)."""
     monkeypatch.setattr(red8, "_data", _capped)
     X, row, model, levels, *_ = red8._tracer_fit(monkeypatch, 0, 50, "missing")
     assert red8.followed_nodes(model, levels, 2, _above_the_cap) == {}
-    monkeypatch.setattr(secure_grids, "_within", lambda grid, off, *a: (grid, off))
+    ends = secure_setup.grid_ends
+    monkeypatch.setattr(secure_setup, "grid_ends", lambda e, c, n, m, missing=0.0: ends(e, c, n, m))
     X, row, model, levels, *_ = red8._tracer_fit(monkeypatch, 0, 50, "missing")
     held = red8.followed_nodes(model, levels, 2, _above_the_cap)
     assert len(held) >= 10

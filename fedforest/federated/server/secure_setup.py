@@ -230,8 +230,9 @@ def setup_grids(
     root_lo, root_hi = np.full(d, -np.inf), np.full(d, np.inf)
     edge_lo, edge_hi = np.full(d, -np.inf), np.full(d, np.inf)
     for i, j in enumerate(numeric):
-        if plan is None:  # no node grid edge with fewer than m rows beyond it
-            edge_lo[j], edge_hi[j] = grid_ends(edges[i], hist[i], n[i], m)
+        if plan is None:  # no node grid edge with a group of few rows beyond it
+            missing = n_rows - n[i] if rare_missing[j] else 0.0  # above every value
+            edge_lo[j], edge_hi[j] = grid_ends(edges[i], hist[i], n[i], m, missing)
         # Where the pooled counts show the data starts and ends (to a coarse bin): the
         # outer bins then span the data, not the moment-based guesses.
         empty = np.flatnonzero(hist[i] <= 0)
@@ -290,23 +291,37 @@ def setup_grids(
 
 
 def grid_ends(
-    edges: NDArray[np.float64], cum: NDArray[np.float64], n: float, m: int
+    edges: NDArray[np.float64], cum: NDArray[np.float64], n: float, m: int, missing: float = 0.0
 ) -> tuple[float, float]:
     """The outermost edges a node grid of the feature may hold (``secure_grids._within``).
 
-    ``cum``: the federation's known rows at or below each coarse edge, of ``n``. An edge
-    with fewer than ``m`` of them below it (or above it) is never a kept candidate, since
-    every node holds fewer than ``m`` rows there, but Round A's count there follows those
-    rows down the trees (a row just above a tie: docs/privacy-findings.md, "Red team 10").
-    The coarse counts say where the rows from each end reach ``m``: at a bin's far side,
-    not inside it, whose rows may tie at its near side (the root distribution spreads
-    them evenly). So the bounds are the first coarse edge with ``m`` rows at or below it
-    and the last with ``m`` above it, gap or none; a column's missing rows, above every
-    value, only add to that. ``lo > hi``: no edge (no split has ``m`` rows each side).
+    ``cum``: the federation's rows at or below each coarse edge, of ``n``. Below: the
+    coarse bin where they reach ``m`` rows is open to edges, unless 1 to ``m - 1`` rows lie
+    below it as a group apart (an empty coarse bin between it and them: the one nonzero
+    value of a column of zeros, an outlier). Then every edge in that bin would have only
+    those rows below it where the bin's rows tie at its top (the zeros): the bound is the
+    bin's upper edge. Otherwise the bound is its lower edge (no edge with fewer rows than
+    the bin's below it). Above, the same mirrored, and ``missing`` (a column's 1 to
+    ``m - 1`` missing rows, above every value: no edge of theirs) is always a group apart
+    (a tie at the column's top, a capped value, would leave them alone above the edges
+    beside it). ``lo > hi``: no edge. A tie beside a group in the adjacent coarse bin is
+    not told apart from a tail: such a group's row is followed (docs/privacy-findings.md,
+    "Red team 10").
     """
+    lo, hi = np.inf, -np.inf
     below, above = np.flatnonzero(cum >= m), np.flatnonzero(n - cum >= m)
-    lo = float(edges[below[0]]) if below.size else np.inf
-    hi = float(edges[above[-1]]) if above.size else -np.inf
+    if below.size:
+        j = int(below[0])
+        far = cum[j - 1] if j > 0 else 0.0  # rows below the bin
+        gap = far > 0 and (cum[j - 1] - (cum[j - 2] if j > 1 else 0.0)) == 0
+        lo = -np.inf if far == 0 else float(edges[j] if gap else edges[j - 1])
+    if above.size:
+        k = int(above[-1])
+        far = n - cum[k + 1] if k + 1 < cum.size else 0.0  # rows above the bin
+        nxt = cum[k + 2] if k + 2 < cum.size else n
+        gap = (far > 0 and nxt - cum[k + 1] == 0) or missing > 0
+        far += missing
+        hi = np.inf if far == 0 else float(edges[k] if gap else edges[k + 1])
     return lo, hi
 
 
