@@ -139,14 +139,6 @@ class SecureState:
     #: a group of fewer than ``m`` rows apart at its end and the rest: ``grid_ends``).
     edge_lo: NDArray[np.float64] | None = None
     edge_hi: NDArray[np.float64] | None = None
-    #: Under "secure", below the roots: per feature, the first coarse edge with ``m`` rows
-    #: of the federation at or below it and the last with ``m`` above it
-    #: (``secure_setup.tight_ends``); per slot, those widened to the tree's root edges
-    #: whose counts show ``m`` rows each side (:func:`keep_histograms`), inherited.
-    tight_lo: NDArray[np.float64] | None = None
-    tight_hi: NDArray[np.float64] | None = None
-    end_lo: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
-    end_hi: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
     #: Guided candidates (``server/guides.py``; "secure" only): per (tree, feature), the
     #: thresholds the tree's earlier levels found best, which join the grids.
     guides: Guides | None = None
@@ -163,9 +155,6 @@ class SecureState:
         self.lo = np.tile(self.root_lo, (n_trees, 1))
         self.hi = np.tile(self.root_hi, (n_trees, 1))
         self.parent = np.full(n_trees, -1, dtype=np.int64)
-        if self.tight_lo is not None and self.tight_hi is not None:
-            self.end_lo = np.tile(self.tight_lo, (n_trees, 1))
-            self.end_hi = np.tile(self.tight_hi, (n_trees, 1))
         self.measured = self.current = PairSegments.empty()
         self.measured_mass = self.current_mass = PairSegments.empty()
         self.history, self.checks = [], PairSegments.empty(4)
@@ -262,11 +251,7 @@ def node_grids(
 
     thread_map(grids, parts, n_threads)
     if state.edge_lo is not None and state.edge_hi is not None:  # grid ends (_within)
-        if state.history and state.end_lo.size:  # below the roots: ends shown by counts
-            end_lo, end_hi = state.end_lo[node, f], state.end_hi[node, f]
-        else:
-            end_lo, end_hi = state.edge_lo[f], state.edge_hi[f]
-        out, out_off = _within(out, out_off, end_lo, end_hi, lo, hi)
+        out, out_off = _within(out, out_off, state.edge_lo[f], state.edge_hi[f], lo, hi)
     # The ancestors' thresholds inside the node's path bounds join its grid, so that Round A
     # counts the node's rows below each of them (for the rules in Round B: every count is
     # exact).
@@ -478,43 +463,9 @@ def keep_histograms(
         edges, cum = edges[keep], cum[keep]
         off = offsets(np.diff(off) - gone)
     mass = np.delete(cum[1:] - cum[:-1], off[1:-1] - 1)
-    if not state.history and state.end_lo.size:  # the roots: their counts widen the ends
-        _widen_ends(state, level, p, node, f)
     key = node * state.lo.shape[1] + f
     state.current = PairSegments(key, off, edges)
     state.current_mass = PairSegments(key, off - np.arange(off.size), np.maximum(mass, 0.0))
-
-
-def _widen_ends(
-    state: SecureState,
-    level: LevelA,
-    p: NDArray[np.int64],
-    node: NDArray[np.int64],
-    f: NDArray[np.int64],
-) -> None:
-    """Each root's ends below it: its root edges whose counts show ``m`` rows each side.
-
-    A root's rows are rows of the federation, so an edge with ``m`` of them below it (and
-    ``m`` above) has ``m`` rows of the federation on each side whatever the coarse counts
-    could say: the tree's nodes may hold edges from there on, inside the coarse bin where
-    the rows reach ``m`` (``secure_setup.tight_ends``). An edge with fewer is never a kept
-    candidate, and below the roots its count would follow those rows (a row just above a
-    tie: docs/privacy-findings.md, "Red team 10").
-    """
-    m = state.min_rows
-    rows = level.pooled[node, STAT_ROWS]
-    owner = np.repeat(np.arange(p.size), np.diff(level.grid_off)[p])
-    take = ranges(level.grid_off[p], level.grid_off[p + 1])
-    e, below = level.grid[take], level.cum[take, 0]
-    finite = e != MISSING_SPLIT
-    ok_lo = finite & (below >= m)
-    ok_hi = finite & (rows[owner] - below >= m)
-    lo = np.full(p.size, np.inf)
-    hi = np.full(p.size, -np.inf)
-    np.minimum.at(lo, owner[ok_lo], e[ok_lo])
-    np.maximum.at(hi, owner[ok_hi], e[ok_hi])
-    state.end_lo[node, f] = np.minimum(state.end_lo[node, f], lo)
-    state.end_hi[node, f] = np.maximum(state.end_hi[node, f], hi)
 
 
 def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]]) -> None:
@@ -525,7 +476,6 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     lo = np.zeros((n_new, d))
     hi = np.zeros((n_new, d))
     parent = np.full(n_new, -1, dtype=np.int64)
-    end_lo, end_hi = np.zeros((n_new, d)), np.zeros((n_new, d))
     split = np.flatnonzero(best.feature >= 0)
     f = best.feature[split].astype(np.int64)
     # Numeric splits narrow the child's bounds on their feature (set splits do not).
@@ -538,8 +488,6 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
         there = child >= 0
         c, i = child[there], split[there]
         lo[c], hi[c], parent[c] = state.lo[i], state.hi[i], i
-        if state.end_lo.size:
-            end_lo[c], end_hi[c] = state.end_lo[i], state.end_hi[i]
         n = there & numeric
         c, g, t = child[n], f[n], best.threshold[split[n]]
         if side == 0:  # min(hi, t) and max(lo, t), as Python's
@@ -549,8 +497,6 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     # This level's parents and releases join the history the children's rule reads.
     state.history.append((state.parent, state.released, state.groups))
     state.lo, state.hi, state.parent = lo, hi, parent
-    if state.end_lo.size:
-        state.end_lo, state.end_hi = end_lo, end_hi
     state.measured, state.measured_mass = state.current, state.current_mass
     state.current, state.current_mass = PairSegments.empty(), PairSegments.empty()
     state.checks, state.released, state.groups = PairSegments.empty(4), PairSegments.empty(3), {}

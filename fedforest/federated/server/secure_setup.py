@@ -229,12 +229,10 @@ def setup_grids(
     root_mass = [np.zeros(0)] * d
     root_lo, root_hi = np.full(d, -np.inf), np.full(d, np.inf)
     edge_lo, edge_hi = np.full(d, -np.inf), np.full(d, np.inf)
-    tight_lo, tight_hi = np.full(d, -np.inf), np.full(d, np.inf)
     for i, j in enumerate(numeric):
         if plan is None:  # no node grid edge with a group of few rows beyond it
             missing = n_rows - n[i] if rare_missing[j] else 0.0  # above every value
             edge_lo[j], edge_hi[j] = grid_ends(edges[i], hist[i], n[i], m, missing)
-            tight_lo[j], tight_hi[j] = tight_ends(edges[i], hist[i], n[i], m)
         # Where the pooled counts show the data starts and ends (to a coarse bin): the
         # outer bins then span the data, not the moment-based guesses.
         empty = np.flatnonzero(hist[i] <= 0)
@@ -251,7 +249,6 @@ def setup_grids(
     state.rare_missing = rare_missing
     if plan is None:
         state.edge_lo, state.edge_hi = edge_lo, edge_hi
-        state.tight_lo, state.tight_hi = tight_lo, tight_hi
     if coded:  # codes few rows hold, merged before any node's count (rare_codes.py)
         check_code_counts(sums["code_counts"], n_categories[coded].tolist(), n_rows)
         state.code_map = code_maps(sums["code_counts"], coded, schema["categories"], m)
@@ -307,10 +304,9 @@ def grid_ends(
     the bin's below it). Above, the same mirrored, and ``missing`` (a column's 1 to
     ``m - 1`` missing rows, above every value: no edge of theirs) is always a group apart
     (a tie at the column's top, a capped value, would leave them alone above the edges
-    beside it). ``lo > hi``: no edge. These bound the roots' grids; a tie beside a group in
-    the adjacent coarse bin is not told apart from a tail, so below the roots the grids
-    keep to :func:`tight_ends`, widened by each root's counts
-    (``secure_grids._widen_ends``).
+    beside it). ``lo > hi``: no edge. A tie beside a group in the adjacent coarse bin is
+    not told apart from a tail: such a group's row is followed (docs/privacy-findings.md,
+    "Red team 10").
     """
     lo, hi = np.inf, -np.inf
     below, above = np.flatnonzero(cum >= m), np.flatnonzero(n - cum >= m)
@@ -326,22 +322,6 @@ def grid_ends(
         gap = (far > 0 and nxt - cum[k + 1] == 0) or missing > 0
         far += missing
         hi = np.inf if far == 0 else float(edges[k] if gap else edges[k + 1])
-    return lo, hi
-
-
-def tight_ends(
-    edges: NDArray[np.float64], cum: NDArray[np.float64], n: float, m: int
-) -> tuple[float, float]:
-    """The first coarse edge with ``m`` rows at or below it, the last with ``m`` above it.
-
-    The coarse counts place the ``m``-th row from each end only to a bin, whose rows may
-    tie at its side toward that end (a capped column with a row just above the tie:
-    docs/privacy-findings.md, "Red team 10"), so only these edges are known to have ``m``
-    rows of the federation each side. ``lo > hi``: none.
-    """
-    below, above = np.flatnonzero(cum >= m), np.flatnonzero(n - cum >= m)
-    lo = float(edges[below[0]]) if below.size else np.inf
-    hi = float(edges[above[-1]]) if above.size else -np.inf
     return lo, hi
 
 
