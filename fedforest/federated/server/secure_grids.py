@@ -256,7 +256,7 @@ def node_grids(
     if state.edge_lo is not None and state.edge_hi is not None:  # grid ends (_within)
         out, out_off = _within(out, out_off, state.edge_lo[f], state.edge_hi[f], lo, hi)
     if state.gaps is not None:
-        out, out_off = _outside(out, out_off, f, state.gaps)
+        out, out_off = _outside(out, out_off, f, state.gaps, lo, hi)
     # The ancestors' thresholds inside the node's path bounds join its grid, so that Round A
     # counts the node's rows below each of them (for the rules in Round B: every count is
     # exact).
@@ -281,7 +281,7 @@ def node_grids(
     if state.guides is not None and tree is not None:  # guided candidates (guides.py)
         g_off, g_thr = state.guides.find(np.asarray(tree)[node], f, lo, hi)
         if state.gaps is not None:  # a median of thresholds can fall in a gap
-            g_thr, g_off = _outside(g_thr, g_off, f, state.gaps)
+            g_thr, g_off = _outside(g_thr, g_off, f, state.gaps, lo, hi)
         out, out_off = _merged(out, out_off, np.diff(g_off) > 0, g_thr, g_off, parts, n_threads)
         extra.append((g_thr, g_off))
     if missing is not None and missing.any():
@@ -339,6 +339,8 @@ def _outside(
     grid_off: NDArray[np.int64],
     feat: NDArray[np.int64],
     gaps: list[NDArray[np.float64]],
+    node_lo: NDArray[np.float64],
+    node_hi: NDArray[np.float64],
 ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """Each pair's grid with its edges inside its feature's ``gaps`` moved out of them.
 
@@ -346,7 +348,8 @@ def _outside(
     feature's ends: the ends keep what the edges inside told apart from the rows beyond
     them (the zeros of a sparse column from the rest). ``gaps``: per feature, open
     intervals, sorted and disjoint (``secure_setup.grid_gaps``); ``feat``: each pair's
-    feature.
+    feature. A moved edge goes where it is not inside the node's path bounds (``node_lo``,
+    ``node_hi``).
     """
     owner = np.repeat(np.arange(grid_off.size - 1), np.diff(grid_off))
     moved = grid.copy()
@@ -362,8 +365,8 @@ def _outside(
         moved[mine] = np.where(inside, np.where(x - a <= b - x, a, b), x)
     if np.array_equal(moved, grid):
         return grid, grid_off
-    keep = np.ones(grid.size, dtype=bool)
-    keep[1:] = (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
+    keep = (moved > node_lo[owner]) & (moved < node_hi[owner])
+    keep[1:] &= (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
     return moved[keep], offsets(np.bincount(owner[keep], minlength=grid_off.size - 1))
 
 
