@@ -1,4 +1,4 @@
-"""Ablations of privacy="secure" in the paper's homogeneous setting (docs/privacy.md).
+"""Ablations of privacy="secure" in the paper's synthetic settings (docs/privacy.md).
 
 Each mode patches the server in this process only, to measure what one part of the
 secure protocol costs; several patches weaken the rules and exist for measurement only:
@@ -26,7 +26,10 @@ secure protocol costs; several patches weaken the rules and exist for measuremen
   ``--m 5``: the leaf floor and the rules at 5 rows, the spacing at the default's 10;
   UNSAFE with ``no-rules``);
 - ``no-grid-ends``: node grids keep their edges with fewer than ``m`` rows of the
-  federation on one side (UNSAFE: main before the tracer fix, ``secure_grids._within``).
+  federation on one side (UNSAFE: main before the tracer fix, ``secure_grids._within``);
+- ``no-grid-gaps``: node grids keep their edges around a group of fewer than ``m`` rows
+  beside an empty coarse bin inside a column (UNSAFE: main before red team 11,
+  ``secure_setup.grid_gaps``).
 
 Modes joined by "+" combine (``no-rules+dense``). ``--m`` sets ``min_aggregate_rows``
 (also the leaf floor). ``--none`` first prints the ``"none"`` variants of the
@@ -49,6 +52,7 @@ Usage::
         oracle --seeds 0 1 2 3 4                            # the decomposition table
     python benchmarks/ablate_secure.py oracle --jitter 0.05
     python benchmarks/ablate_secure.py default --seeds 0 1 2 3 4 5 6 7 8 9 --forest-seeds 3
+    python benchmarks/ablate_secure.py default no-grid-gaps --setting covariate-shift
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ MODES = (
     "spaced10",
     "oracle-levels",
     "no-grid-ends",
+    "no-grid-gaps",
 )
 KW: dict[str, Any] = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
 TRUE = {0: [0.0], 1: [0.0], 2: [-3.0, 3.0], 3: [0.0]}  # paper_f's thresholds per feature
@@ -198,6 +203,15 @@ def _no_grid_ends(state, *a, **k):  # type: ignore[no-untyped-def]
         state.edge_lo = edge_lo
 
 
+def _no_grid_gaps(state, *a, **k):  # type: ignore[no-untyped-def]
+    gaps = state.gaps
+    state.gaps = None  # node grids with edges around a group apart (before red team 11)
+    try:
+        return _ORIGINAL["node_grids"](state, *a, **k)
+    finally:
+        state.gaps = gaps
+
+
 def _patch(mode: str) -> None:
     """Set the server's functions for ``mode`` (modes joined by "+" combine)."""
     parts = set(mode.split("+"))
@@ -226,6 +240,8 @@ def _patch(mode: str) -> None:
             secure_round_a.node_grids = _spaced_grids(rows)
     if "no-grid-ends" in parts:
         secure_round_a.node_grids = _no_grid_ends
+    if "no-grid-gaps" in parts:
+        secure_round_a.node_grids = _no_grid_gaps
 
 
 def _row(name: str, mse: list[float], ref: list[float], counts: str = "| |") -> None:
@@ -244,6 +260,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modes", nargs="*", help=f"any of {', '.join(MODES)} (default: all)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument(
+        "--setting",
+        default="homogeneous",
+        choices=["homogeneous", "covariate-shift", "outcome-shift"],
+        help="the paper's synthetic setting (default homogeneous)",
+    )
     parser.add_argument("--n-bins", type=int, default=32, help="B of the secure forests")
     parser.add_argument("--m", type=int, default=None, help="min_aggregate_rows (default 10)")
     parser.add_argument("--none", action="store_true", help='first the "none" variants')
@@ -273,7 +295,7 @@ def main() -> None:
     for mode in args.modes:
         if not set(mode.split("+")) <= set(MODES):
             parser.error(f"unknown mode {mode!r}: choose from {', '.join(MODES)}")
-    data = [make_paper_synthetic("homogeneous", random_state=s) for s in args.seeds]
+    data = [make_paper_synthetic(args.setting, random_state=s) for s in args.seeds]
     ref = []
     for s, d in zip(args.seeds, data, strict=True):
         per = []

@@ -139,6 +139,9 @@ class SecureState:
     #: a group of fewer than ``m`` rows apart at its end and the rest: ``grid_ends``).
     edge_lo: NDArray[np.float64] | None = None
     edge_hi: NDArray[np.float64] | None = None
+    #: Under "secure": per feature, the open intervals a node grid holds no edge in (none
+    #: around a group of fewer than ``m`` rows apart inside the column: ``grid_gaps``).
+    gaps: list[NDArray[np.float64]] | None = None
     #: Guided candidates (``server/guides.py``; "secure" only): per (tree, feature), the
     #: thresholds the tree's earlier levels found best, which join the grids.
     guides: Guides | None = None
@@ -252,6 +255,8 @@ def node_grids(
     thread_map(grids, parts, n_threads)
     if state.edge_lo is not None and state.edge_hi is not None:  # grid ends (_within)
         out, out_off = _within(out, out_off, state.edge_lo[f], state.edge_hi[f], lo, hi)
+    if state.gaps is not None:
+        out, out_off = _outside(out, out_off, f, state.gaps, lo, hi)
     # The ancestors' thresholds inside the node's path bounds join its grid, so that Round A
     # counts the node's rows below each of them (for the rules in Round B: every count is
     # exact).
@@ -275,6 +280,8 @@ def node_grids(
     extra = [(thr, thr_off)]
     if state.guides is not None and tree is not None:  # guided candidates (guides.py)
         g_off, g_thr = state.guides.find(np.asarray(tree)[node], f, lo, hi)
+        if state.gaps is not None:  # a median of thresholds can fall in a gap
+            g_thr, g_off = _outside(g_thr, g_off, f, state.gaps, lo, hi)
         out, out_off = _merged(out, out_off, np.diff(g_off) > 0, g_thr, g_off, parts, n_threads)
         extra.append((g_thr, g_off))
     if missing is not None and missing.any():
@@ -323,6 +330,42 @@ def _within(
         return grid, grid_off
     moved = np.minimum(np.maximum(grid, a), b)
     keep = (a <= b) & (moved > node_lo[owner]) & (moved < node_hi[owner])
+    keep[1:] &= (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
+    return moved[keep], offsets(np.bincount(owner[keep], minlength=grid_off.size - 1))
+
+
+def _outside(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    feat: NDArray[np.int64],
+    gaps: list[NDArray[np.float64]],
+    node_lo: NDArray[np.float64],
+    node_hi: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Each pair's grid with its edges inside its feature's ``gaps`` moved out of them.
+
+    An edge goes onto the gap's nearer end (a repeat goes), as :func:`_within` does at a
+    feature's ends: the ends keep what the edges inside told apart from the rows beyond
+    them (the zeros of a sparse column from the rest). ``gaps``: per feature, open
+    intervals, sorted and disjoint (``secure_setup.grid_gaps``); ``feat``: each pair's
+    feature. A moved edge goes where it is not inside the node's path bounds (``node_lo``,
+    ``node_hi``).
+    """
+    owner = np.repeat(np.arange(grid_off.size - 1), np.diff(grid_off))
+    moved = grid.copy()
+    at = feat[owner]
+    for j in np.unique(at):
+        if not gaps[j].size:
+            continue
+        mine = np.flatnonzero(at == j)
+        x = grid[mine]
+        k = np.maximum(np.searchsorted(gaps[j][:, 0], x, side="right") - 1, 0)
+        a, b = gaps[j][k, 0], gaps[j][k, 1]
+        inside = (x > a) & (x < b)
+        moved[mine] = np.where(inside, np.where(x - a <= b - x, a, b), x)
+    if np.array_equal(moved, grid):
+        return grid, grid_off
+    keep = (moved > node_lo[owner]) & (moved < node_hi[owner])
     keep[1:] &= (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
     return moved[keep], offsets(np.bincount(owner[keep], minlength=grid_off.size - 1))
 

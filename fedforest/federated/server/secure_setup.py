@@ -229,10 +229,12 @@ def setup_grids(
     root_mass = [np.zeros(0)] * d
     root_lo, root_hi = np.full(d, -np.inf), np.full(d, np.inf)
     edge_lo, edge_hi = np.full(d, -np.inf), np.full(d, np.inf)
+    gaps: list[NDArray[np.float64]] = [np.zeros((0, 2))] * d
     for i, j in enumerate(numeric):
         if plan is None:  # no node grid edge with a group of few rows beyond it
             missing = n_rows - n[i] if rare_missing[j] else 0.0  # above every value
             edge_lo[j], edge_hi[j] = grid_ends(edges[i], hist[i], n[i], m, missing)
+            gaps[j] = grid_gaps(edges[i], hist[i], n[i], m)  # nor around one inside
         # Where the pooled counts show the data starts and ends (to a coarse bin): the
         # outer bins then span the data, not the moment-based guesses.
         empty = np.flatnonzero(hist[i] <= 0)
@@ -249,6 +251,7 @@ def setup_grids(
     state.rare_missing = rare_missing
     if plan is None:
         state.edge_lo, state.edge_hi = edge_lo, edge_hi
+        state.gaps = gaps
     if coded:  # codes few rows hold, merged before any node's count (rare_codes.py)
         check_code_counts(sums["code_counts"], n_categories[coded].tolist(), n_rows)
         state.code_map = code_maps(sums["code_counts"], coded, schema["categories"], m)
@@ -323,6 +326,49 @@ def grid_ends(
         far += missing
         hi = np.inf if far == 0 else float(edges[k] if gap else edges[k + 1])
     return lo, hi
+
+
+def grid_gaps(
+    edges: NDArray[np.float64], cum: NDArray[np.float64], n: float, m: int
+) -> NDArray[np.float64]:
+    """The open intervals ``(a, b)`` a node grid of the feature may hold no edge in.
+
+    ``cum``: the federation's rows at or below each coarse edge, of ``n``. A coarse bin of
+    1 to ``m - 1`` rows beside an empty one, inside the column (rows below and above it;
+    the ends are :func:`grid_ends`'), holds a group apart as a rare value at an end does:
+    a level of an integer column that one row holds, beside levels many rows tie at. The
+    root distribution spreads a tie's rows evenly over its coarse bin, so node grids put
+    edges between the tie and the group, and each node's count between two such edges
+    followed the group's rows (docs/privacy-findings.md, "Red team 11"). The group joins
+    the rows above or below it, whichever reaches ``m`` rows with fewer (a tie of many
+    rows stays apart): from ``a``, the bin's lower edge, no edge up to ``b``, the first
+    coarse edge with ``m`` rows in ``(a, b]``, or the same downwards from its upper edge.
+    Every grid interval holding the group then holds ``m`` rows. Returns the intervals,
+    shape (k, 2), sorted and disjoint (``secure_grids._outside`` moves edges out of them).
+    """
+    c = np.concatenate([[0.0], cum, [n]])  # rows at or below each bound
+    bounds = np.concatenate([[-np.inf], edges, [np.inf]])
+    rows = np.diff(c)  # per coarse bin (bounds[k], bounds[k + 1]]
+    small = (rows > 0) & (rows < m)
+    empty_below = np.r_[False, rows[:-1] == 0]
+    empty_above = np.r_[rows[1:] == 0, False]
+    found: list[tuple[float, float]] = []
+    for s in np.flatnonzero(small & (empty_below | empty_above) & (c[:-1] > 0) & (c[1:] < n)):
+        up = np.flatnonzero(c >= c[s] + m)  # joined with the rows above it, up to m,
+        down = np.flatnonzero(c <= c[s + 1] - m)  # or with those below it: the fewer
+        ups = c[up[0]] - c[s] if up.size else np.inf
+        downs = c[s + 1] - c[down[-1]] if down.size else np.inf
+        if ups < downs or (ups == downs < np.inf and empty_below[s]):
+            found.append((float(bounds[s]), float(bounds[up[0]])))
+        elif downs < np.inf:
+            found.append((float(bounds[down[-1]]), float(bounds[s + 1])))
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(found):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return np.array(out, dtype=np.float64).reshape(-1, 2)
 
 
 def _two_words(sums: dict[str, NDArray[np.float64]], name: str) -> NDArray[np.float64]:
