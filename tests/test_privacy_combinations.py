@@ -118,19 +118,20 @@ def test_intervals_against_intervals_isolate_no_row_at_another_seed() -> None:
 
 
 def _random_pairs(
-    rng: np.random.Generator, n_pairs: int, ordered: bool = False
+    rng: np.random.Generator, n_pairs: int, ordered: bool = False, most_rows: int = 80
 ) -> tuple[list, np.ndarray]:
     """Random pairs for the kernel and its twin: grids, candidates, ancestors' releases.
 
     ``ordered``: each ancestor's rows below its thresholds are the node's there plus rows
     outside it that never decrease, as real releases are (the kernel's shortcut then).
+    ``most_rows``: the node's rows at its grid edges are below it (a few: many ties).
     """
     grid, rows, cands, thr, thr_rows, thr_total = [], [], [], [], [], []
     g_off, c_off, a_off, lo, hi, total = [0], [0], [0], [], [], []
     for _ in range(n_pairs):
         g = int(rng.integers(0, 25))
         e = np.sort(rng.choice(np.arange(-100, 100) / 10, size=g, replace=False))
-        r = np.sort(rng.integers(0, 80, size=g)).astype(float)
+        r = np.sort(rng.integers(0, most_rows, size=g)).astype(float)
         grid += list(e)
         rows += list(r)
         g_off.append(len(grid))
@@ -162,6 +163,51 @@ def test_interval_rule_kernel_matches_its_twin(ordered: bool) -> None:
     a, b = start.copy(), start.copy()
     interval_safe(*args, a)
     interval_safe_numpy(*args, b)
+    np.testing.assert_array_equal(a, b)
+    assert (a != start).any() and a.any()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("m", "most_rows"), [(10, 80), (3, 80), (4, 12), (10, 6)])
+def test_interval_rule_kernel_matches_its_twin_on_real_releases(
+    seed: int, m: int, most_rows: int
+) -> None:
+    """The kernel's search from the ends (ancestors' releases that never decrease) against
+    the twin's test of every pair of intervals: other minimum rows, many ties (few rows),
+    empty nodes and pairs of one candidate among the random ones."""
+    args, start = _random_pairs(np.random.default_rng(seed), 400, True, most_rows)
+    args[12] = m
+    c_off, g_off = np.diff(args[1]), np.diff(args[3])
+    assert (g_off == 0).any() and (c_off == 1).any() and (np.diff(args[8]) > 0).any()
+    a, b = start.copy(), start.copy()
+    interval_safe(*args, a)
+    interval_safe_numpy(*args, b)
+    np.testing.assert_array_equal(a, b)
+    assert (a != start).any() and a.any()
+
+
+def test_interval_rule_kernel_mixes_real_and_other_releases() -> None:
+    """One pair's ancestors: one whose releases never decrease (the search from the ends),
+    one whose do (every pair of intervals): the same answers as the twin, where the kept
+    candidates of one ancestor's test are those the other kept."""
+    rng = np.random.default_rng(4)
+    real, start = _random_pairs(rng, 300, True, 30)
+    other, _ = _random_pairs(rng, 300, False, 30)
+    # Every pair's ancestors from ``real`` (never decreasing), then from ``other`` (random
+    # rows; totals apart from the first's).
+    thr, rows, tot, off = [], [], [], [0]
+    for p in range(300):
+        for args, shift in ((real, 0.0), (other, 1000.0)):
+            a = slice(int(args[8][p]), int(args[8][p + 1]))
+            thr += list(args[5][a])
+            rows += list(args[6][a])
+            tot += list(args[7][a] + shift)
+        off.append(len(thr))
+    mixed = list(real)
+    mixed[5:9] = [np.array(thr), np.array(rows), np.array(tot), np.array(off)]
+    a, b = start.copy(), start.copy()
+    interval_safe(*mixed, a)
+    interval_safe_numpy(*mixed, b)
     np.testing.assert_array_equal(a, b)
     assert (a != start).any() and a.any()
 

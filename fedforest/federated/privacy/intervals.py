@@ -80,6 +80,43 @@ def _interval_unsafe(er, ob, n_e, k_lo, k_hi, min_rows, ordered):
 
 
 @numba.njit(nogil=True, cache=True)
+def _near_unsafe(er, ob, n_e, ks, u0, u1, k_hi, min_rows):
+    # _interval_unsafe(er, ob, n_e, ks[u], k_hi, min_rows, True) for any u in [u0, u1),
+    # with er, ob finite and never decreasing and ks finite and never decreasing: the same
+    # (u, i, j) tested, found from the ends instead of from every K. J's upper end j lies
+    # within min_rows - 1 of k_hi (a run of er), its lower end i below j with fewer than
+    # min_rows rows outside C between them (a run down from j), K's lower end within
+    # min_rows - 1 of er[i] (a run of ks).
+    a, b = 1, n_e + 2
+    while a < b:  # the first j with k_hi - er[j] < min_rows (er never decreases)
+        mid = a + ((b - a) >> 1)
+        if k_hi - er[mid] >= min_rows:
+            a = mid + 1
+        else:
+            b = mid
+    for j in range(a, n_e + 2):
+        if abs(k_hi - er[j]) >= min_rows:
+            break
+        for i in range(j - 1, -1, -1):
+            out_j = ob[j] - ob[i]
+            if out_j >= min_rows:
+                break
+            lo_u, hi_u = u0, u1
+            while lo_u < hi_u:  # the first u with er[i] - ks[u] < min_rows
+                mid = lo_u + ((hi_u - lo_u) >> 1)
+                if er[i] - ks[mid] >= min_rows:
+                    lo_u = mid + 1
+                else:
+                    hi_u = mid
+            for u in range(lo_u, u1):
+                if abs(ks[u] - er[i]) >= min_rows:
+                    break
+                if _isolates(out_j, er[i], er[j], ks[u], k_hi, min_rows):
+                    return True
+    return False
+
+
+@numba.njit(nogil=True, cache=True)
 def interval_safe(
     cands, cand_off, grid, grid_off, rows, anc_thr, anc_rows, anc_total, anc_off,
     lo, hi, total, min_rows, out,
@@ -107,18 +144,24 @@ def interval_safe(
         False for candidates dropped already (by the rule between two sums): they are not
         released and constrain nothing; set to False for those this rule drops.
     """
-    for p in range(cand_off.size - 1):
+    n_pairs = cand_off.size - 1
+    most_anc, most_cands = 0, 0
+    for p in range(n_pairs):
+        most_anc = max(most_anc, anc_off[p + 1] - anc_off[p])
+        most_cands = max(most_cands, cand_off[p + 1] - cand_off[p])
+    # Per ancestor (a run of equal totals): C's rows below -inf, its thresholds, +inf
+    # (``er``) and its rows outside C below them (``ob``), at ``a + k`` for entry ``a``.
+    er = np.empty(3 * most_anc)
+    ob = np.empty(er.size)
+    start = np.empty(most_anc + 1, dtype=np.int64)
+    ordered = np.empty(most_anc, dtype=np.bool_)  # er, ob finite and never decreasing
+    kept = np.empty(most_cands + 2)  # C's rows below -inf and each kept candidate
+    for p in range(n_pairs):
         c0, c1 = cand_off[p], cand_off[p + 1]
         g0, g1 = grid_off[p], grid_off[p + 1]
         a0, a1 = anc_off[p], anc_off[p + 1]
         if c1 == c0 or g1 == g0 or a1 == a0:
             continue
-        # Per ancestor (a run of equal totals): C's rows below -inf, its thresholds, +inf
-        # (``er``) and its rows outside C below them (``ob``), at ``a + k`` for entry ``a``.
-        er = np.empty(a1 - a0 + 2 * (a1 - a0))
-        ob = np.empty(er.size)
-        start = np.empty(a1 - a0 + 1, dtype=np.int64)
-        ordered = np.empty(a1 - a0, dtype=np.bool_)  # the ancestor's er and ob never decrease
         n_anc = 0
         a, at = a0, 0
         while a < a1:
@@ -134,37 +177,42 @@ def interval_safe(
                 )
                 ob[at + 1 + i] = anc_rows[a + i] - er[at + 1 + i]
             er[at + b - a + 1], ob[at + b - a + 1] = total[p], anc_total[a] - total[p]
-            up = True
+            up = np.isfinite(er[at + b - a + 1]) and np.isfinite(ob[at + b - a + 1])
             for i in range(at, at + b - a + 1):
                 up = up and er[i + 1] >= er[i] and ob[i + 1] >= ob[i]
             ordered[n_anc - 1] = up
             at += b - a + 2
             a = b
         start[n_anc] = at
-        kept = np.empty(c1 - c0 + 1)  # C's rows below -inf and each kept candidate
         kept[0] = 0.0
         n_kept = 1
+        sorted_kept = True  # kept finite and never decreasing
         for c in range(c0, c1):
             if not out[c]:
                 continue
             kc = _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
+            quick = sorted_kept and np.isfinite(kc)
+            kept[n_kept] = kc  # (kc, total) as the run [n_kept, n_kept + 1) of kept
             bad = False
             for q in range(n_anc):
                 s, n_e = start[q], start[q + 1] - start[q] - 2
                 e, o = er[s : start[q + 1]], ob[s : start[q + 1]]
                 up = ordered[q]
-                if _interval_unsafe(e, o, n_e, kc, total[p], min_rows, up):
-                    bad = True
-                for u in range(n_kept):
-                    if bad:
-                        break
-                    bad = _interval_unsafe(e, o, n_e, kept[u], kc, min_rows, up)
+                if up and quick:
+                    bad = _near_unsafe(e, o, n_e, kept, n_kept, n_kept + 1, total[p], min_rows)
+                    bad = bad or _near_unsafe(e, o, n_e, kept, 0, n_kept, kc, min_rows)
+                else:
+                    bad = _interval_unsafe(e, o, n_e, kc, total[p], min_rows, up)
+                    for u in range(n_kept):
+                        if bad:
+                            break
+                        bad = _interval_unsafe(e, o, n_e, kept[u], kc, min_rows, up)
                 if bad:
                     break
             if bad:
                 out[c] = False
             else:
-                kept[n_kept] = kc
+                sorted_kept = quick and kc >= kept[n_kept - 1]
                 n_kept += 1
 
 
