@@ -433,9 +433,12 @@ def test_threshold_merge_kernel_matches_its_twin() -> None:
     np.testing.assert_array_equal(a[: o1[-1]], b[: o2[-1]])
 
 
-def test_ancestor_rule_kernel_matches_its_twin() -> None:
-    rng = np.random.default_rng(8)
-    n, m = 80, 10
+@pytest.mark.parametrize(("seed", "m"), [(8, 10), (9, 10), (10, 3), (11, 25)])
+def test_ancestor_rule_kernel_matches_its_twin(seed: int, m: int) -> None:
+    # Rows outside the node of every sign (the kernel searches the candidates near a
+    # threshold only where both are >= 0, as real releases have them), ties, empty pairs.
+    rng = np.random.default_rng(seed)
+    n = 80
     g_off = _segments(rng, n, 0, 30)
     grid, rows, cands, c_off = [], [], [], [0]
     thr, thr_rows, thr_total, near, a_off = [], [], [], [], [0]

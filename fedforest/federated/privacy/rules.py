@@ -257,14 +257,31 @@ def ancestor_safe(
         if anc_off[p + 1] == anc_off[p]:
             continue
         cc = np.empty(c1 - c0)
+        ordered = True  # cc finite and never decreasing
         for c in range(c0, c1):
             cc[c - c0] = _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
+            ordered = ordered and np.isfinite(cc[c - c0])
+            ordered = ordered and (c == c0 or cc[c - c0] >= cc[c - c0 - 1])
         for a in range(anc_off[p], anc_off[p + 1]):
             ce = _rows_below(grid, rows, g0, g1, anc_thr[a], lo[p], hi[p], total[p])
             below = anc_rows[a] - ce
             above = (anc_total[a] - anc_rows[a]) - (total[p] - ce)
-            for c in range(c0, c1):
-                if _isolates(cc[c - c0], ce, below, above, anc_near[a] > 0, min_rows):
+            near, first = anc_near[a] > 0, c0
+            quick = ordered and np.isfinite(ce) and below >= 0.0 and above >= 0.0
+            if quick:
+                # Rows outside C none or more: only |cc - ce| < min_rows can isolate, a run
+                # of the candidates (cc never decreases) found from its first.
+                b = c1
+                while first < b:
+                    mid = first + ((b - first) >> 1)
+                    if ce - cc[mid - c0] >= min_rows:
+                        first = mid + 1
+                    else:
+                        b = mid
+            for c in range(first, c1):
+                if quick and cc[c - c0] - ce >= min_rows:
+                    break
+                if _isolates(cc[c - c0], ce, below, above, near, min_rows):
                     out[c] = False
 
 
