@@ -78,6 +78,7 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (draws.floyd_draws, (types.uint64[::1], _I, _I, _I, _I, _I64_2)),
     (grids.quantile_grids_at, (_F, _I64, _F, _I64, _I64, _F, _F, _I64, _F, _I64, _F)),
     (grids.merge_thresholds, (_F, _I64, _B, _F, _I64, _F, _I64)),
+    (grids.displaced_edges, (_F, _I64, _F, _I64, _I64, _B)),
     (rules.secure_candidates, (_F, _I64, _F, _F, _F, _F, _F, _I, _I, _I64, _F)),
     (guides.guided_candidates, (_F, _I64, _F, _F, _F, _I64, _F, _I64, _I, _I64, _F)),
     (guides.top_guides, (_I64, _I64, _I64, _F, _F, _I64, _I64, _I64, _F, _F, _I, _I, _I64, _F)),

@@ -30,6 +30,7 @@ __all__ = [
     "outer_bounds",
     "unresolved",
     "warn_unresolved",
+    "displaced_edges",
     "merge_thresholds",
     "merge_thresholds_numpy",
     "quantile_grids",
@@ -544,6 +545,54 @@ def searchsorted_segments_numpy(
     for p in range(x_off.size - 1):
         g = grid[grid_off[p] : grid_off[p + 1]]
         out[x_off[p] : x_off[p + 1]] = grid_off[p] + np.searchsorted(g, x[x_off[p] : x_off[p + 1]])
+
+
+@numba.njit(nogil=True, cache=True)
+def displaced_edges(grid, grid_off, thr, thr_off, at, out):
+    """Each pair's edges within half a step of one of its thresholds (``secure_grids.displaced``).
+
+    A step is the gap to the edge's neighbour on the threshold's side (the other side's at
+    a grid's ends; a grid of one edge has none), halved before subtracting; a gap that is
+    not finite counts as none.
+
+    Parameters
+    ----------
+    grid : ndarray of float64  # IN
+        Each pair's quantile edges, increasing, pair after pair (``grid_off``).
+    thr : ndarray of float64  # IN
+        Each pair's thresholds, pair after pair (``thr_off``, the same pairs).
+    at : ndarray of int64, shape (thr.size,)  # OUT
+        Each threshold's place in its pair's grid (:func:`searchsorted_segments`).
+    out : ndarray of bool, shape (grid.size,)  # OUT
+    """
+    searchsorted_segments(grid, grid_off, thr, thr_off, at)
+    for i in range(grid.size):
+        out[i] = False
+    for p in range(grid_off.size - 1):
+        g0, g1 = grid_off[p], grid_off[p + 1]
+        for k in range(thr_off[p], thr_off[p + 1]):
+            a, t = at[k], thr[k] / 2
+            if a > g0:  # the edge below: its step up (down at the grid's end)
+                i = a - 1
+                step = _half_gap(grid, i) if i + 1 < g1 else 0.0
+                if i + 1 == g1 and g1 - g0 >= 2:
+                    step = _half_gap(grid, i - 1)
+                if t - grid[i] / 2 < step:
+                    out[i] = True
+            if a < g1:  # the edge above: its step down (up at the grid's start)
+                step = _half_gap(grid, a - 1) if a > g0 else 0.0
+                if a == g0 and g1 - g0 >= 2:
+                    step = _half_gap(grid, a)
+                if grid[a] / 2 - t < step:
+                    out[a] = True
+
+
+@numba.njit(inline="always")
+def _half_gap(grid, i):
+    # Half the gap between edges i and i + 1 (each halved first: no overflow); 0 if it is
+    # not finite (an infinite edge: no gap to it).
+    g = (grid[i + 1] / 2 - grid[i] / 2) / 2
+    return g if np.isfinite(g) else 0.0
 
 
 @numba.njit(nogil=True, cache=True)
