@@ -23,6 +23,7 @@ import pytest
 import fedforest as ff
 from fedforest.federated.privacy import intervals, rules
 from fedforest.federated.privacy.intervals import (
+    both_rules,
     interval_checks,
     interval_checks_numpy,
     interval_safe,
@@ -106,7 +107,7 @@ def test_intervals_against_intervals_isolate_no_row(monkeypatch: pytest.MonkeyPa
     found = _attack(n_rows=100, d=8, n_trees=10, seed=0)
     assert found == {"combinations": 0, "rows": 0.0}, found
     # Without the interval rule (the rule between two sums alone) the attack finds rows.
-    monkeypatch.setattr(intervals, "interval_safe", lambda *a: None)
+    monkeypatch.setattr(intervals, "both_rules", rules.ancestor_safe)
     found = _attack(n_rows=100, d=8, n_trees=10, seed=0)
     assert found["combinations"] > 0 and found["rows"] > 0, found
 
@@ -184,6 +185,25 @@ def test_interval_rule_kernel_matches_its_twin_on_real_releases(
     interval_safe_numpy(*args, b)
     np.testing.assert_array_equal(a, b)
     assert (a != start).any() and a.any()
+
+
+@pytest.mark.parametrize(("ordered", "m"), [(True, 10), (True, 4), (False, 10)])
+def test_both_rules_kernel_is_the_two_rules_in_turn(ordered: bool, m: int) -> None:
+    """:func:`both_rules` (the rows below found once a pair) against ``ancestor_safe`` then
+    ``interval_safe``, the parent's releases among them."""
+    rng = np.random.default_rng(12)
+    args, _ = _random_pairs(rng, 400, ordered, 40)
+    args[12] = m
+    near = (rng.random(args[5].size) < 0.3).astype(float)
+    two_sums = [*args[:8], near, *args[8:]]
+    a = np.empty(args[0].size, dtype=bool)
+    rules.ancestor_safe(*two_sums, a)
+    after_ancestors = a.copy()
+    interval_safe(*args, a)
+    b = np.zeros(args[0].size, dtype=bool)  # every entry written
+    both_rules(*two_sums, b)
+    np.testing.assert_array_equal(a, b)
+    assert (a != after_ancestors).any() and (~after_ancestors).any() and a.any()
 
 
 def test_interval_rule_kernel_mixes_real_and_other_releases() -> None:

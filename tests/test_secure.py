@@ -13,6 +13,7 @@ from fedforest.datasets import make_paper_synthetic
 from fedforest.federated.client import bootstrap_counts
 from fedforest.federated.federation import ClientFailure
 from fedforest.federated.grid_wire import sent_candidates
+from fedforest.federated.privacy import rules
 from fedforest.federated.privacy.grids import (
     merge_thresholds,
     merge_thresholds_numpy,
@@ -473,6 +474,36 @@ def test_ancestor_rule_kernel_matches_its_twin(seed: int, m: int) -> None:
     ancestor_safe_numpy(*args, b)
     np.testing.assert_array_equal(a, b)
     assert a.any() and not a.all()  # the rule drops some candidates, keeps others
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rows_below_all_is_rows_below_of_each(seed: int) -> None:
+    # The walk along a grid (values not below the one before) against the bisection of
+    # each value: ties with edges, repeats, values out of order, outside the path bounds,
+    # NaN, +-inf, a grid ending with MISSING_SPLIT, empty grids and grids out of order
+    # (every value then bisected).
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        g = int(rng.integers(0, 12))
+        grid = np.sort(rng.choice(30, g, replace=False)) * 1.0
+        if g and rng.random() < 0.2:
+            grid[-1] = MISSING_SPLIT
+        if g > 2 and rng.random() < 0.1:
+            rng.shuffle(grid)
+        pooled = np.sort(rng.integers(0, 50, g)) * 1.0
+        x = np.round(rng.uniform(-3, 33, int(rng.integers(0, 10))))
+        if rng.random() < 0.6:
+            x = np.sort(x)
+        special = rng.random(x.size)
+        x[special < 0.05] = np.nan
+        x[(special > 0.95) & (special < 0.97)] = np.inf
+        x[special > 0.97] = -np.inf
+        lo, hi, total = rng.uniform(-2, 8), rng.uniform(20, 32), 60.0
+        got = np.full(x.size + 2, -1.0)
+        rules.rows_below_all(grid, pooled, 0, g, x, 0, x.size, lo, hi, total, got[1:])
+        want = [rules._rows_below(grid, pooled, 0, g, v, lo, hi, total) for v in x]
+        np.testing.assert_array_equal(got[1:-1], want)
+        assert got[0] == got[-1] == -1.0
 
 
 def test_ancestor_rule_keeps_exactly_the_candidates_no_difference_isolates_with() -> None:
