@@ -346,10 +346,15 @@ def quantile_grids(edges, edge_off, mass, mass_off, lo, hi, n_out, shift, out_of
     out : ndarray of float64  # OUT
         The edges; a grid whose truncated mass is zero repeats ``lo``.
     """
+    most = 0
+    for q in range(n_out.size):
+        most = max(most, mass_off[q + 1] - mass_off[q])
+    parts = np.empty(most)
     for q in range(n_out.size):
         _quantile_grid(
             edges, edge_off[q], mass, mass_off[q], mass_off[q + 1] - mass_off[q],
             lo[q], hi[q], n_out[q], shift[q], out, out_off[q], out_off[q + 1] - out_off[q],
+            parts,
         )  # fmt: skip
 
 
@@ -361,27 +366,36 @@ def quantile_grids_at(edges, edge_at, mass, mass_at, n_mass, lo, hi, n_out, shif
     masses ``mass[mass_at[q]:]`` (shared sources are not repeated in the pool). The other
     arguments and the output are :func:`quantile_grids`'s.
     """
+    most = 0
+    for q in range(n_out.size):
+        most = max(most, n_mass[q])
+    parts = np.empty(most)
     for q in range(n_out.size):
         _quantile_grid(
             edges, edge_at[q], mass, mass_at[q], n_mass[q],
             lo[q], hi[q], n_out[q], shift[q], out, out_off[q], out_off[q + 1] - out_off[q],
+            parts,
         )  # fmt: skip
 
 
 @numba.njit(nogil=True, cache=True)
-def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int):
+def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int, parts):
     """One grid of :func:`quantile_grids`.
 
     Its source's edges start at ``edges[e0]``, its ``g`` masses at ``mass[m0]``; its
-    ``n_int`` interior edges are written from ``out[k]``.
+    ``n_int`` interior edges are written from ``out[k]``; ``parts`` (at least ``g``):
+    scratch, each bin's mass inside ``[a, b]``, found once for both passes.
     """
     total = 0.0
     for i in range(g):
         left, right = edges[e0 + i], edges[e0 + i + 1]
+        parts[i] = 0.0
         if right - left > 0:
-            total += _bin_part(mass[m0 + i], left, right, a, b)
+            parts[i] = _bin_part(mass[m0 + i], left, right, a, b)
+            total += parts[i]
         elif left >= a and left <= b:
-            total += mass[m0 + i]
+            parts[i] = mass[m0 + i]
+            total += parts[i]
     if n_int <= 0:
         return
     if total <= 0:
@@ -396,10 +410,7 @@ def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int):
         while i < g:
             left, right = edges[e0 + i], edges[e0 + i + 1]
             lo_i, hi_i = max(left, a), min(right, b)
-            if right - left > 0:
-                part = _bin_part(mass[m0 + i], left, right, a, b)
-            else:
-                part = mass[m0 + i] if left >= a and left <= b else 0.0
+            part = parts[i]
             if cum + part >= level and part > 0:
                 frac = (level - cum) / part
                 value = _bin_point(left, right, lo_i, hi_i, frac)
