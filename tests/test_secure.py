@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -419,12 +420,19 @@ def test_segment_search_kernel_matches_its_twin_sorted_or_not() -> None:
         np.testing.assert_array_equal(a, b)
 
 
-def test_threshold_merge_kernel_matches_its_twin() -> None:
-    rng = np.random.default_rng(7)
-    n = 60
+@pytest.mark.parametrize("seed", [7, 8, 9])
+@pytest.mark.parametrize("ordered", [False, True])
+def test_threshold_merge_kernel_matches_its_twin(seed: int, ordered: bool) -> None:
+    # Grids out of order (every pair sorted whole) or increasing (the thresholds merged
+    # in): repeats, as grids of empty nodes have, ties with the thresholds, NaN ones.
+    rng = np.random.default_rng(seed)
+    n = 200
     g_off, t_off = _segments(rng, n, 0, 15), _segments(rng, n, 0, 6)
-    grid = np.round(rng.normal(size=g_off[-1]), 1)  # repeats, as grids of empty nodes have
+    grid = np.round(rng.normal(size=g_off[-1]), 1)
+    if ordered:
+        grid = np.concatenate([np.sort(grid[a:b]) for a, b in itertools.pairwise(g_off)])
     thr = np.round(rng.normal(size=t_off[-1]), 1)
+    thr[rng.random(thr.size) < 0.02] = np.nan
     merge = rng.random(n) < 0.5
     a, b = np.empty(grid.size + thr.size), np.empty(grid.size + thr.size)
     o1, o2 = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)

@@ -622,6 +622,13 @@ def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
         The grids, pair after pair (``out_off``); the tail is not written.
     out_off : ndarray of int64, shape (n_pairs + 1,)  # OUT
     """
+    most, most_t = 0, 0
+    for p in range(merge.size):
+        if merge[p]:
+            n_t = thr_off[p + 1] - thr_off[p]
+            most = max(most, grid_off[p + 1] - grid_off[p] + n_t)
+            most_t = max(most_t, n_t)
+    both, ts = np.empty(most), np.empty(most_t)  # scratch
     k = 0
     out_off[0] = 0
     for p in range(merge.size):
@@ -630,17 +637,43 @@ def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
             for i in range(g0, g1):
                 out[k] = grid[i]
                 k += 1
+            out_off[p + 1] = k
+            continue
+        t0, t1 = thr_off[p], thr_off[p + 1]
+        ordered = True  # the grid increases (no NaN) and no threshold is NaN
+        for i in range(g0, g1):
+            ordered = ordered and grid[i] == grid[i] and (i == g0 or grid[i] >= grid[i - 1])
+        for i in range(t0, t1):
+            ordered = ordered and thr[i] == thr[i]
+        if ordered:
+            # The thresholds sorted alone, then merged into the grid, the grid's first on
+            # ties: the stable sort of both (as the insertion sort below), repeats dropped.
+            n_t = t1 - t0
+            for i in range(n_t):
+                ts[i] = thr[t0 + i]
+            _insertion_sort(ts[:n_t])
+            i, j, n = g0, 0, 0
+            while i < g1 or j < n_t:
+                if j == n_t or (i < g1 and not ts[j] < grid[i]):
+                    v = grid[i]
+                    i += 1
+                else:
+                    v = ts[j]
+                    j += 1
+                if n == 0 or v != out[k - 1]:
+                    out[k] = v
+                    k += 1
+                n += 1
         else:
-            t0, t1 = thr_off[p], thr_off[p + 1]
-            both = np.empty(g1 - g0 + t1 - t0)
+            m = g1 - g0 + t1 - t0
             # Loops, not slice assignments: numba compiles their shape-mismatch message's
             # formatting, about 2.7 s of a first run (docs/benchmarks-history.md, first run).
             for i in range(g1 - g0):
                 both[i] = grid[g0 + i]
             for i in range(t1 - t0):
                 both[g1 - g0 + i] = thr[t0 + i]
-            _insertion_sort(both)
-            for i in range(both.size):
+            _insertion_sort(both[:m])
+            for i in range(m):
                 if i == 0 or both[i] != both[i - 1]:
                     out[k] = both[i]
                     k += 1
