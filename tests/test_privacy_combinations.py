@@ -23,6 +23,7 @@ import pytest
 import fedforest as ff
 from fedforest.federated.privacy import intervals, rules
 from fedforest.federated.privacy.intervals import (
+    both_rules,
     interval_checks,
     interval_checks_numpy,
     interval_safe,
@@ -107,7 +108,7 @@ def test_intervals_against_intervals_isolate_no_row(monkeypatch: pytest.MonkeyPa
     found = _attack(n_rows=100, d=8, n_trees=10, seed=0)
     assert found == {"combinations": 0, "rows": 0.0}, found
     # Without the interval rule (the rule between two sums alone) the attack finds rows.
-    monkeypatch.setattr(intervals, "interval_safe", lambda *a: None)
+    monkeypatch.setattr(intervals, "both_rules", rules.ancestor_safe)
     assert_found_at_some_seed(
         lambda seed: _attack(n_rows=100, d=8, n_trees=10, seed=seed),
         lambda got: got["combinations"] > 0 and got["rows"] > 0,
@@ -122,19 +123,20 @@ def test_intervals_against_intervals_isolate_no_row_at_another_seed() -> None:
 
 
 def _random_pairs(
-    rng: np.random.Generator, n_pairs: int, ordered: bool = False
+    rng: np.random.Generator, n_pairs: int, ordered: bool = False, most_rows: int = 80
 ) -> tuple[list, np.ndarray]:
     """Random pairs for the kernel and its twin: grids, candidates, ancestors' releases.
 
     ``ordered``: each ancestor's rows below its thresholds are the node's there plus rows
     outside it that never decrease, as real releases are (the kernel's shortcut then).
+    ``most_rows``: the node's rows at its grid edges are below it (a few: many ties).
     """
     grid, rows, cands, thr, thr_rows, thr_total = [], [], [], [], [], []
     g_off, c_off, a_off, lo, hi, total = [0], [0], [0], [], [], []
     for _ in range(n_pairs):
         g = int(rng.integers(0, 25))
         e = np.sort(rng.choice(np.arange(-100, 100) / 10, size=g, replace=False))
-        r = np.sort(rng.integers(0, 80, size=g)).astype(float)
+        r = np.sort(rng.integers(0, most_rows, size=g)).astype(float)
         grid += list(e)
         rows += list(r)
         g_off.append(len(grid))
@@ -166,6 +168,70 @@ def test_interval_rule_kernel_matches_its_twin(ordered: bool) -> None:
     a, b = start.copy(), start.copy()
     interval_safe(*args, a)
     interval_safe_numpy(*args, b)
+    np.testing.assert_array_equal(a, b)
+    assert (a != start).any() and a.any()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("m", "most_rows"), [(10, 80), (3, 80), (4, 12), (10, 6)])
+def test_interval_rule_kernel_matches_its_twin_on_real_releases(
+    seed: int, m: int, most_rows: int
+) -> None:
+    """The kernel's search from the ends (ancestors' releases that never decrease) against
+    the twin's test of every pair of intervals: other minimum rows, many ties (few rows),
+    empty nodes and pairs of one candidate among the random ones."""
+    args, start = _random_pairs(np.random.default_rng(seed), 400, True, most_rows)
+    args[12] = m
+    c_off, g_off = np.diff(args[1]), np.diff(args[3])
+    assert (g_off == 0).any() and (c_off == 1).any() and (np.diff(args[8]) > 0).any()
+    a, b = start.copy(), start.copy()
+    interval_safe(*args, a)
+    interval_safe_numpy(*args, b)
+    np.testing.assert_array_equal(a, b)
+    assert (a != start).any() and a.any()
+
+
+@pytest.mark.parametrize(("ordered", "m"), [(True, 10), (True, 4), (False, 10)])
+def test_both_rules_kernel_is_the_two_rules_in_turn(ordered: bool, m: int) -> None:
+    """:func:`both_rules` (the rows below found once a pair) against ``ancestor_safe`` then
+    ``interval_safe``, the parent's releases among them."""
+    rng = np.random.default_rng(12)
+    args, _ = _random_pairs(rng, 400, ordered, 40)
+    args[12] = m
+    near = (rng.random(args[5].size) < 0.3).astype(float)
+    two_sums = [*args[:8], near, *args[8:]]
+    a = np.empty(args[0].size, dtype=bool)
+    rules.ancestor_safe(*two_sums, a)
+    after_ancestors = a.copy()
+    interval_safe(*args, a)
+    b = np.zeros(args[0].size, dtype=bool)  # every entry written
+    both_rules(*two_sums, b)
+    np.testing.assert_array_equal(a, b)
+    assert (a != after_ancestors).any() and (~after_ancestors).any() and a.any()
+
+
+def test_interval_rule_kernel_mixes_real_and_other_releases() -> None:
+    """One pair's ancestors: one whose releases never decrease (the search from the ends),
+    one whose do (every pair of intervals): the same answers as the twin, where the kept
+    candidates of one ancestor's test are those the other kept."""
+    rng = np.random.default_rng(4)
+    real, start = _random_pairs(rng, 300, True, 30)
+    other, _ = _random_pairs(rng, 300, False, 30)
+    # Every pair's ancestors from ``real`` (never decreasing), then from ``other`` (random
+    # rows; totals apart from the first's).
+    thr, rows, tot, off = [], [], [], [0]
+    for p in range(300):
+        for args, shift in ((real, 0.0), (other, 1000.0)):
+            a = slice(int(args[8][p]), int(args[8][p + 1]))
+            thr += list(args[5][a])
+            rows += list(args[6][a])
+            tot += list(args[7][a] + shift)
+        off.append(len(thr))
+    mixed = list(real)
+    mixed[5:9] = [np.array(thr), np.array(rows), np.array(tot), np.array(off)]
+    a, b = start.copy(), start.copy()
+    interval_safe(*mixed, a)
+    interval_safe_numpy(*mixed, b)
     np.testing.assert_array_equal(a, b)
     assert (a != start).any() and a.any()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ from fedforest.datasets import make_paper_synthetic
 from fedforest.federated.client import bootstrap_counts
 from fedforest.federated.federation import ClientFailure
 from fedforest.federated.grid_wire import sent_candidates
+from fedforest.federated.privacy import rules
 from fedforest.federated.privacy.grids import (
     merge_thresholds,
     merge_thresholds_numpy,
@@ -418,12 +420,19 @@ def test_segment_search_kernel_matches_its_twin_sorted_or_not() -> None:
         np.testing.assert_array_equal(a, b)
 
 
-def test_threshold_merge_kernel_matches_its_twin() -> None:
-    rng = np.random.default_rng(7)
-    n = 60
+@pytest.mark.parametrize("seed", [7, 8, 9])
+@pytest.mark.parametrize("ordered", [False, True])
+def test_threshold_merge_kernel_matches_its_twin(seed: int, ordered: bool) -> None:
+    # Grids out of order (every pair sorted whole) or increasing (the thresholds merged
+    # in): repeats, as grids of empty nodes have, ties with the thresholds, NaN ones.
+    rng = np.random.default_rng(seed)
+    n = 200
     g_off, t_off = _segments(rng, n, 0, 15), _segments(rng, n, 0, 6)
-    grid = np.round(rng.normal(size=g_off[-1]), 1)  # repeats, as grids of empty nodes have
+    grid = np.round(rng.normal(size=g_off[-1]), 1)
+    if ordered:
+        grid = np.concatenate([np.sort(grid[a:b]) for a, b in itertools.pairwise(g_off)])
     thr = np.round(rng.normal(size=t_off[-1]), 1)
+    thr[rng.random(thr.size) < 0.02] = np.nan
     merge = rng.random(n) < 0.5
     a, b = np.empty(grid.size + thr.size), np.empty(grid.size + thr.size)
     o1, o2 = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
@@ -433,9 +442,12 @@ def test_threshold_merge_kernel_matches_its_twin() -> None:
     np.testing.assert_array_equal(a[: o1[-1]], b[: o2[-1]])
 
 
-def test_ancestor_rule_kernel_matches_its_twin() -> None:
-    rng = np.random.default_rng(8)
-    n, m = 80, 10
+@pytest.mark.parametrize(("seed", "m"), [(8, 10), (9, 10), (10, 3), (11, 25)])
+def test_ancestor_rule_kernel_matches_its_twin(seed: int, m: int) -> None:
+    # Rows outside the node of every sign (the kernel searches the candidates near a
+    # threshold only where both are >= 0, as real releases have them), ties, empty pairs.
+    rng = np.random.default_rng(seed)
+    n = 80
     g_off = _segments(rng, n, 0, 30)
     grid, rows, cands, c_off = [], [], [], [0]
     thr, thr_rows, thr_total, near, a_off = [], [], [], [], [0]
@@ -470,6 +482,36 @@ def test_ancestor_rule_kernel_matches_its_twin() -> None:
     ancestor_safe_numpy(*args, b)
     np.testing.assert_array_equal(a, b)
     assert a.any() and not a.all()  # the rule drops some candidates, keeps others
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rows_below_all_is_rows_below_of_each(seed: int) -> None:
+    # The walk along a grid (values not below the one before) against the bisection of
+    # each value: ties with edges, repeats, values out of order, outside the path bounds,
+    # NaN, +-inf, a grid ending with MISSING_SPLIT, empty grids and grids out of order
+    # (every value then bisected).
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        g = int(rng.integers(0, 12))
+        grid = np.sort(rng.choice(30, g, replace=False)) * 1.0
+        if g and rng.random() < 0.2:
+            grid[-1] = MISSING_SPLIT
+        if g > 2 and rng.random() < 0.1:
+            rng.shuffle(grid)
+        pooled = np.sort(rng.integers(0, 50, g)) * 1.0
+        x = np.round(rng.uniform(-3, 33, int(rng.integers(0, 10))))
+        if rng.random() < 0.6:
+            x = np.sort(x)
+        special = rng.random(x.size)
+        x[special < 0.05] = np.nan
+        x[(special > 0.95) & (special < 0.97)] = np.inf
+        x[special > 0.97] = -np.inf
+        lo, hi, total = rng.uniform(-2, 8), rng.uniform(20, 32), 60.0
+        got = np.full(x.size + 2, -1.0)
+        rules.rows_below_all(grid, pooled, 0, g, x, 0, x.size, lo, hi, total, got[1:])
+        want = [rules._rows_below(grid, pooled, 0, g, v, lo, hi, total) for v in x]
+        np.testing.assert_array_equal(got[1:-1], want)
+        assert got[0] == got[-1] == -1.0
 
 
 def test_ancestor_rule_keeps_exactly_the_candidates_no_difference_isolates_with() -> None:

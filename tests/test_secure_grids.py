@@ -230,3 +230,29 @@ def test_displaced_edges_are_those_a_threshold_lies_half_a_step_from() -> None:
             inner = kept[(kept >= q[0]) & (kept <= q[-1])]
             assert np.diff(inner).max(initial=0) <= 2 * gaps.max()
     assert got.sum() > 100 and (~got).sum() > 100
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_displaced_kernel_matches_its_twin(seed: int) -> None:
+    # Random grids with empty pairs, lone edges, ties between thresholds and edges (values
+    # on a coarse lattice), thresholds outside the grid and unsorted, edges at +-inf and
+    # near float64's largest value, and NaN thresholds.
+    rng = np.random.default_rng(seed)
+    big = np.finfo(np.float64).max
+    sizes, n_thr = rng.integers(0, 8, 400), rng.integers(0, 5, 400)
+    grids = []
+    for s in sizes:
+        q = np.sort(rng.choice(40, s, replace=False)) * 0.5
+        if s >= 2 and rng.random() < 0.1:
+            q[0], q[-1] = (-np.inf, np.inf) if rng.random() < 0.5 else (-big, big)
+        grids.append(q)
+    grid = np.concatenate(grids)
+    thr = np.round(rng.uniform(-3, 23, int(n_thr.sum())) * 2) / 2
+    thr[rng.random(thr.size) < 0.03] = np.nan
+    grid_off, thr_off = offsets(sizes), offsets(n_thr)
+    with np.errstate(invalid="ignore"):
+        want = secure_grids.displaced_numpy(grid, grid_off, thr, thr_off)
+    got = secure_grids.displaced(grid, grid_off, thr, thr_off)
+    np.testing.assert_array_equal(got, want)
+    assert want.sum() > 50 and (~want).sum() > 50
+    assert np.isin(thr, grid).any()  # ties

@@ -65,7 +65,7 @@ def test_secure_fits_with_every_stage_in_threads_are_the_same_forests(
     monkeypatch.setattr(guides, "PARALLEL_GUIDED", 0)
     seen = {"safe": 0, "grids": 0, "merge": 0, "guided": 0, "kept": 0}
     safe, grids, merge, guided, kept = (
-        intervals.interval_safe,
+        intervals.both_rules,
         secure_grids.quantile_grids_at,
         secure_grids.merge_thresholds,
         guides.guided_candidates,
@@ -79,7 +79,7 @@ def test_secure_fits_with_every_stage_in_threads_are_the_same_forests(
 
         return run
 
-    monkeypatch.setattr(intervals, "interval_safe", count("safe", safe))
+    monkeypatch.setattr(intervals, "both_rules", count("safe", safe))
     monkeypatch.setattr(secure_grids, "quantile_grids_at", count("grids", grids))
     monkeypatch.setattr(secure_grids, "merge_thresholds", count("merge", merge))
     monkeypatch.setattr(guides, "guided_candidates", count("guided", guided))

@@ -30,6 +30,7 @@ __all__ = [
     "outer_bounds",
     "unresolved",
     "warn_unresolved",
+    "displaced_edges",
     "merge_thresholds",
     "merge_thresholds_numpy",
     "quantile_grids",
@@ -345,10 +346,15 @@ def quantile_grids(edges, edge_off, mass, mass_off, lo, hi, n_out, shift, out_of
     out : ndarray of float64  # OUT
         The edges; a grid whose truncated mass is zero repeats ``lo``.
     """
+    most = 0
+    for q in range(n_out.size):
+        most = max(most, mass_off[q + 1] - mass_off[q])
+    parts = np.empty(most)
     for q in range(n_out.size):
         _quantile_grid(
             edges, edge_off[q], mass, mass_off[q], mass_off[q + 1] - mass_off[q],
             lo[q], hi[q], n_out[q], shift[q], out, out_off[q], out_off[q + 1] - out_off[q],
+            parts,
         )  # fmt: skip
 
 
@@ -360,27 +366,36 @@ def quantile_grids_at(edges, edge_at, mass, mass_at, n_mass, lo, hi, n_out, shif
     masses ``mass[mass_at[q]:]`` (shared sources are not repeated in the pool). The other
     arguments and the output are :func:`quantile_grids`'s.
     """
+    most = 0
+    for q in range(n_out.size):
+        most = max(most, n_mass[q])
+    parts = np.empty(most)
     for q in range(n_out.size):
         _quantile_grid(
             edges, edge_at[q], mass, mass_at[q], n_mass[q],
             lo[q], hi[q], n_out[q], shift[q], out, out_off[q], out_off[q + 1] - out_off[q],
+            parts,
         )  # fmt: skip
 
 
 @numba.njit(nogil=True, cache=True)
-def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int):
+def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int, parts):
     """One grid of :func:`quantile_grids`.
 
     Its source's edges start at ``edges[e0]``, its ``g`` masses at ``mass[m0]``; its
-    ``n_int`` interior edges are written from ``out[k]``.
+    ``n_int`` interior edges are written from ``out[k]``; ``parts`` (at least ``g``):
+    scratch, each bin's mass inside ``[a, b]``, found once for both passes.
     """
     total = 0.0
     for i in range(g):
         left, right = edges[e0 + i], edges[e0 + i + 1]
+        parts[i] = 0.0
         if right - left > 0:
-            total += _bin_part(mass[m0 + i], left, right, a, b)
+            parts[i] = _bin_part(mass[m0 + i], left, right, a, b)
+            total += parts[i]
         elif left >= a and left <= b:
-            total += mass[m0 + i]
+            parts[i] = mass[m0 + i]
+            total += parts[i]
     if n_int <= 0:
         return
     if total <= 0:
@@ -395,10 +410,7 @@ def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int):
         while i < g:
             left, right = edges[e0 + i], edges[e0 + i + 1]
             lo_i, hi_i = max(left, a), min(right, b)
-            if right - left > 0:
-                part = _bin_part(mass[m0 + i], left, right, a, b)
-            else:
-                part = mass[m0 + i] if left >= a and left <= b else 0.0
+            part = parts[i]
             if cum + part >= level and part > 0:
                 frac = (level - cum) / part
                 value = _bin_point(left, right, lo_i, hi_i, frac)
@@ -547,6 +559,54 @@ def searchsorted_segments_numpy(
 
 
 @numba.njit(nogil=True, cache=True)
+def displaced_edges(grid, grid_off, thr, thr_off, at, out):
+    """Each pair's edges within half a step of one of its thresholds (``secure_grids.displaced``).
+
+    A step is the gap to the edge's neighbour on the threshold's side (the other side's at
+    a grid's ends; a grid of one edge has none), halved before subtracting; a gap that is
+    not finite counts as none.
+
+    Parameters
+    ----------
+    grid : ndarray of float64  # IN
+        Each pair's quantile edges, increasing, pair after pair (``grid_off``).
+    thr : ndarray of float64  # IN
+        Each pair's thresholds, pair after pair (``thr_off``, the same pairs).
+    at : ndarray of int64, shape (thr.size,)  # OUT
+        Each threshold's place in its pair's grid (:func:`searchsorted_segments`).
+    out : ndarray of bool, shape (grid.size,)  # OUT
+    """
+    searchsorted_segments(grid, grid_off, thr, thr_off, at)
+    for i in range(grid.size):
+        out[i] = False
+    for p in range(grid_off.size - 1):
+        g0, g1 = grid_off[p], grid_off[p + 1]
+        for k in range(thr_off[p], thr_off[p + 1]):
+            a, t = at[k], thr[k] / 2
+            if a > g0:  # the edge below: its step up (down at the grid's end)
+                i = a - 1
+                step = _half_gap(grid, i) if i + 1 < g1 else 0.0
+                if i + 1 == g1 and g1 - g0 >= 2:
+                    step = _half_gap(grid, i - 1)
+                if t - grid[i] / 2 < step:
+                    out[i] = True
+            if a < g1:  # the edge above: its step down (up at the grid's start)
+                step = _half_gap(grid, a - 1) if a > g0 else 0.0
+                if a == g0 and g1 - g0 >= 2:
+                    step = _half_gap(grid, a)
+                if grid[a] / 2 - t < step:
+                    out[a] = True
+
+
+@numba.njit(inline="always")
+def _half_gap(grid, i):
+    # Half the gap between edges i and i + 1 (each halved first: no overflow); 0 if it is
+    # not finite (an infinite edge: no gap to it).
+    g = (grid[i + 1] / 2 - grid[i] / 2) / 2
+    return g if np.isfinite(g) else 0.0
+
+
+@numba.njit(nogil=True, cache=True)
 def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
     """Each pair's grid, joined where ``merge`` by its thresholds (``np.unique`` of both).
 
@@ -562,6 +622,13 @@ def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
         The grids, pair after pair (``out_off``); the tail is not written.
     out_off : ndarray of int64, shape (n_pairs + 1,)  # OUT
     """
+    most, most_t = 0, 0
+    for p in range(merge.size):
+        if merge[p]:
+            n_t = thr_off[p + 1] - thr_off[p]
+            most = max(most, grid_off[p + 1] - grid_off[p] + n_t)
+            most_t = max(most_t, n_t)
+    both, ts = np.empty(most), np.empty(most_t)  # scratch
     k = 0
     out_off[0] = 0
     for p in range(merge.size):
@@ -570,17 +637,43 @@ def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
             for i in range(g0, g1):
                 out[k] = grid[i]
                 k += 1
+            out_off[p + 1] = k
+            continue
+        t0, t1 = thr_off[p], thr_off[p + 1]
+        ordered = True  # the grid increases (no NaN) and no threshold is NaN
+        for i in range(g0, g1):
+            ordered = ordered and grid[i] == grid[i] and (i == g0 or grid[i] >= grid[i - 1])
+        for i in range(t0, t1):
+            ordered = ordered and thr[i] == thr[i]
+        if ordered:
+            # The thresholds sorted alone, then merged into the grid, the grid's first on
+            # ties: the stable sort of both (as the insertion sort below), repeats dropped.
+            n_t = t1 - t0
+            for i in range(n_t):
+                ts[i] = thr[t0 + i]
+            _insertion_sort(ts[:n_t])
+            i, j, n = g0, 0, 0
+            while i < g1 or j < n_t:
+                if j == n_t or (i < g1 and not ts[j] < grid[i]):
+                    v = grid[i]
+                    i += 1
+                else:
+                    v = ts[j]
+                    j += 1
+                if n == 0 or v != out[k - 1]:
+                    out[k] = v
+                    k += 1
+                n += 1
         else:
-            t0, t1 = thr_off[p], thr_off[p + 1]
-            both = np.empty(g1 - g0 + t1 - t0)
+            m = g1 - g0 + t1 - t0
             # Loops, not slice assignments: numba compiles their shape-mismatch message's
             # formatting, about 2.7 s of a first run (docs/benchmarks-history.md, first run).
             for i in range(g1 - g0):
                 both[i] = grid[g0 + i]
             for i in range(t1 - t0):
                 both[g1 - g0 + i] = thr[t0 + i]
-            _insertion_sort(both)
-            for i in range(both.size):
+            _insertion_sort(both[:m])
+            for i in range(m):
                 if i == 0 or both[i] != both[i - 1]:
                     out[k] = both[i]
                     k += 1

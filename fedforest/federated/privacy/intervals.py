@@ -28,9 +28,10 @@ from numpy.typing import NDArray
 from ..kernel_cache import cache_depends_on
 from ..threads import thread_map, work_ranges
 from . import rules
-from .rules import _rows_below, ancestor_safe, known_rows
+from .rules import ancestor_pair, known_rows, rows_below_all
 
 __all__ = [
+    "both_rules",
     "interval_checks",
     "interval_checks_numpy",
     "interval_safe",
@@ -80,6 +81,43 @@ def _interval_unsafe(er, ob, n_e, k_lo, k_hi, min_rows, ordered):
 
 
 @numba.njit(nogil=True, cache=True)
+def _near_unsafe(er, ob, n_e, ks, u0, u1, k_hi, min_rows):
+    # _interval_unsafe(er, ob, n_e, ks[u], k_hi, min_rows, True) for any u in [u0, u1),
+    # with er, ob finite and never decreasing and ks finite and never decreasing: the same
+    # (u, i, j) tested, found from the ends instead of from every K. J's upper end j lies
+    # within min_rows - 1 of k_hi (a run of er), its lower end i below j with fewer than
+    # min_rows rows outside C between them (a run down from j), K's lower end within
+    # min_rows - 1 of er[i] (a run of ks).
+    a, b = 1, n_e + 2
+    while a < b:  # the first j with k_hi - er[j] < min_rows (er never decreases)
+        mid = a + ((b - a) >> 1)
+        if k_hi - er[mid] >= min_rows:
+            a = mid + 1
+        else:
+            b = mid
+    for j in range(a, n_e + 2):
+        if abs(k_hi - er[j]) >= min_rows:
+            break
+        for i in range(j - 1, -1, -1):
+            out_j = ob[j] - ob[i]
+            if out_j >= min_rows:
+                break
+            lo_u, hi_u = u0, u1
+            while lo_u < hi_u:  # the first u with er[i] - ks[u] < min_rows
+                mid = lo_u + ((hi_u - lo_u) >> 1)
+                if er[i] - ks[mid] >= min_rows:
+                    lo_u = mid + 1
+                else:
+                    hi_u = mid
+            for u in range(lo_u, u1):
+                if abs(ks[u] - er[i]) >= min_rows:
+                    break
+                if _isolates(out_j, er[i], er[j], ks[u], k_hi, min_rows):
+                    return True
+    return False
+
+
+@numba.njit(nogil=True, cache=True)
 def interval_safe(
     cands, cand_off, grid, grid_off, rows, anc_thr, anc_rows, anc_total, anc_off,
     lo, hi, total, min_rows, out,
@@ -107,65 +145,130 @@ def interval_safe(
         False for candidates dropped already (by the rule between two sums): they are not
         released and constrain nothing; set to False for those this rule drops.
     """
-    for p in range(cand_off.size - 1):
+    n_pairs = cand_off.size - 1
+    most_c, most_a = 0, 0
+    for p in range(n_pairs):
+        most_c = max(most_c, cand_off[p + 1] - cand_off[p])
+        most_a = max(most_a, anc_off[p + 1] - anc_off[p])
+    cc, ce = np.empty(most_c), np.empty(most_a)
+    buffers = _buffers(most_c, most_a)
+    for p in range(n_pairs):
         c0, c1 = cand_off[p], cand_off[p + 1]
         g0, g1 = grid_off[p], grid_off[p + 1]
         a0, a1 = anc_off[p], anc_off[p + 1]
         if c1 == c0 or g1 == g0 or a1 == a0:
             continue
-        # Per ancestor (a run of equal totals): C's rows below -inf, its thresholds, +inf
-        # (``er``) and its rows outside C below them (``ob``), at ``a + k`` for entry ``a``.
-        er = np.empty(a1 - a0 + 2 * (a1 - a0))
-        ob = np.empty(er.size)
-        start = np.empty(a1 - a0 + 1, dtype=np.int64)
-        ordered = np.empty(a1 - a0, dtype=np.bool_)  # the ancestor's er and ob never decrease
-        n_anc = 0
-        a, at = a0, 0
-        while a < a1:
-            b = a
-            while b < a1 and anc_total[b] == anc_total[a]:
-                b += 1
-            start[n_anc] = at
-            n_anc += 1
-            er[at], ob[at] = 0.0, 0.0
-            for i in range(b - a):
-                er[at + 1 + i] = _rows_below(
-                    grid, rows, g0, g1, anc_thr[a + i], lo[p], hi[p], total[p]
-                )
-                ob[at + 1 + i] = anc_rows[a + i] - er[at + 1 + i]
-            er[at + b - a + 1], ob[at + b - a + 1] = total[p], anc_total[a] - total[p]
-            up = True
-            for i in range(at, at + b - a + 1):
-                up = up and er[i + 1] >= er[i] and ob[i + 1] >= ob[i]
-            ordered[n_anc - 1] = up
-            at += b - a + 2
-            a = b
+        rows_below_all(grid, rows, g0, g1, cands, c0, c1, lo[p], hi[p], total[p], cc)
+        rows_below_all(grid, rows, g0, g1, anc_thr, a0, a1, lo[p], hi[p], total[p], ce)
+        t, m = total[p], min_rows
+        interval_pair(cc, c0, c1, ce, anc_rows, anc_total, a0, a1, t, m, out, *buffers)
+
+
+@numba.njit(nogil=True, cache=True)
+def _buffers(most_c, most_a):
+    # interval_pair's scratch for pairs of at most most_c candidates and most_a releases.
+    er = np.empty(3 * most_a)
+    return (
+        er, np.empty(er.size), np.empty(most_a + 1, dtype=np.int64),
+        np.empty(most_a, dtype=np.bool_), np.empty(most_c + 2),
+    )  # fmt: skip
+
+
+@numba.njit(nogil=True, cache=True)
+def interval_pair(
+    cc, c0, c1, ce, anc_rows, anc_total, a0, a1, total, min_rows, out,
+    er, ob, start, ordered, kept,
+):  # fmt: skip
+    """:func:`interval_safe` on one pair, the rows below found.
+
+    ``cc``: its rows below each candidate (from ``c0``); ``ce``: below each ancestor's
+    threshold (from ``a0``); ``er`` to ``kept``: scratch (:func:`_buffers`).
+    """
+    # Per ancestor (a run of equal totals): C's rows below -inf, its thresholds, +inf
+    # (``er``) and its rows outside C below them (``ob``), at ``a + k`` for entry ``a``;
+    # ``ordered``: er, ob finite and never decreasing.
+    n_anc = 0
+    a, at = a0, 0
+    while a < a1:
+        b = a
+        while b < a1 and anc_total[b] == anc_total[a]:
+            b += 1
         start[n_anc] = at
-        kept = np.empty(c1 - c0 + 1)  # C's rows below -inf and each kept candidate
-        kept[0] = 0.0
-        n_kept = 1
-        for c in range(c0, c1):
-            if not out[c]:
-                continue
-            kc = _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
-            bad = False
-            for q in range(n_anc):
-                s, n_e = start[q], start[q + 1] - start[q] - 2
-                e, o = er[s : start[q + 1]], ob[s : start[q + 1]]
-                up = ordered[q]
-                if _interval_unsafe(e, o, n_e, kc, total[p], min_rows, up):
-                    bad = True
+        n_anc += 1
+        er[at], ob[at] = 0.0, 0.0
+        for i in range(b - a):
+            er[at + 1 + i] = ce[a - a0 + i]
+            ob[at + 1 + i] = anc_rows[a + i] - er[at + 1 + i]
+        er[at + b - a + 1], ob[at + b - a + 1] = total, anc_total[a] - total
+        up = np.isfinite(er[at + b - a + 1]) and np.isfinite(ob[at + b - a + 1])
+        for i in range(at, at + b - a + 1):
+            up = up and er[i + 1] >= er[i] and ob[i + 1] >= ob[i]
+        ordered[n_anc - 1] = up
+        at += b - a + 2
+        a = b
+    start[n_anc] = at
+    kept[0] = 0.0  # C's rows below -inf and each kept candidate
+    n_kept = 1
+    sorted_kept = True  # kept finite and never decreasing
+    for c in range(c0, c1):
+        if not out[c]:
+            continue
+        kc = cc[c - c0]
+        quick = sorted_kept and np.isfinite(kc)
+        kept[n_kept] = kc  # (kc, total) as the run [n_kept, n_kept + 1) of kept
+        bad = False
+        for q in range(n_anc):
+            s, n_e = start[q], start[q + 1] - start[q] - 2
+            e, o = er[s : start[q + 1]], ob[s : start[q + 1]]
+            up = ordered[q]
+            if up and quick:
+                bad = _near_unsafe(e, o, n_e, kept, n_kept, n_kept + 1, total, min_rows)
+                bad = bad or _near_unsafe(e, o, n_e, kept, 0, n_kept, kc, min_rows)
+            else:
+                bad = _interval_unsafe(e, o, n_e, kc, total, min_rows, up)
                 for u in range(n_kept):
                     if bad:
                         break
                     bad = _interval_unsafe(e, o, n_e, kept[u], kc, min_rows, up)
-                if bad:
-                    break
             if bad:
-                out[c] = False
-            else:
-                kept[n_kept] = kc
-                n_kept += 1
+                break
+        if bad:
+            out[c] = False
+        else:
+            sorted_kept = quick and kc >= kept[n_kept - 1]
+            n_kept += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def both_rules(
+    cands, cand_off, grid, grid_off, rows, anc_thr, anc_rows, anc_total, anc_near, anc_off,
+    lo, hi, total, min_rows, out,
+):  # fmt: skip
+    """:func:`~fedforest.federated.privacy.rules.ancestor_safe` then :func:`interval_safe`.
+
+    The same arguments as the first and the same ``out`` as both in turn, pair after pair,
+    each pair's rows below its candidates and thresholds found once for both.
+    """
+    n_pairs = cand_off.size - 1
+    most_c, most_a = 0, 0
+    for p in range(n_pairs):
+        most_c = max(most_c, cand_off[p + 1] - cand_off[p])
+        most_a = max(most_a, anc_off[p + 1] - anc_off[p])
+    cc, ce = np.empty(most_c), np.empty(most_a)
+    buffers = _buffers(most_c, most_a)
+    for p in range(n_pairs):
+        c0, c1 = cand_off[p], cand_off[p + 1]
+        for c in range(c0, c1):
+            out[c] = True
+        g0, g1 = grid_off[p], grid_off[p + 1]
+        a0, a1 = anc_off[p], anc_off[p + 1]
+        if c1 == c0 or g1 == g0 or a1 == a0:
+            continue
+        rows_below_all(grid, rows, g0, g1, cands, c0, c1, lo[p], hi[p], total[p], cc)
+        rows_below_all(grid, rows, g0, g1, anc_thr, a0, a1, lo[p], hi[p], total[p], ce)
+        t, m = total[p], min_rows
+        ancestor_pair(cc, c0, c1, ce, anc_rows, anc_total, anc_near, a0, a1, t, m, out)
+        interval_pair(cc, c0, c1, ce, anc_rows, anc_total, a0, a1, t, m, out, *buffers)
 
 
 def interval_safe_numpy(
@@ -343,12 +446,13 @@ def safe_from_ancestors(
 
     :func:`~fedforest.federated.privacy.rules.ancestor_safe` (differences of two sums),
     then on the candidates it kept :func:`interval_safe` (an interval of an ancestor's
-    thresholds less one of the node's candidates: three or four sums), on one output array;
-    ``anc`` holds their ``anc_thr``, ``anc_rows``, ``anc_total`` and ``anc_near`` as
-    columns. See there for the rest. Each pair's answer depends on that pair's arrays only:
-    with ``n_threads`` > 1 (and :data:`PARALLEL_CANDIDATES` candidates), contiguous ranges
-    of pairs run in threads (the kernels drop the GIL), each kernel given its slices of the
-    per-pair arrays (the offsets stay absolute): the same answers.
+    thresholds less one of the node's candidates: three or four sums), on one output array
+    (:func:`both_rules`: one kernel, each pair's rows below its candidates and thresholds
+    found once for both); ``anc`` holds their ``anc_thr``, ``anc_rows``, ``anc_total`` and
+    ``anc_near`` as columns. See there for the rest. Each pair's answer depends on that
+    pair's arrays only: with ``n_threads`` > 1 (and :data:`PARALLEL_CANDIDATES` candidates),
+    contiguous ranges of pairs run in threads (the kernel drops the GIL), each given its
+    slices of the per-pair arrays (the offsets stay absolute): the same answers.
     """
     out = np.ones(cands.size, dtype=np.bool_)
     thr, below, rows_a, near = (np.ascontiguousarray(anc[:, j]) for j in range(4))
@@ -358,10 +462,9 @@ def safe_from_ancestors(
         a, b = pairs
         c_off, g_off, a_off = cand_off[a : b + 1], grid_off[a : b + 1], anc_off[a : b + 1]
         bounds = (lo[a:b], hi[a:b], total[a:b])
-        ancestor_safe(
+        both_rules(
             cands, c_off, grid, g_off, rows, thr, below, rows_a, near, a_off, *bounds, m, out
         )
-        interval_safe(cands, c_off, grid, g_off, rows, thr, below, rows_a, a_off, *bounds, m, out)
 
     n = n_threads if cands.size >= PARALLEL_CANDIDATES else 1
     # A pair's work grows with its candidates times its ancestors' releases.
@@ -370,8 +473,10 @@ def safe_from_ancestors(
     return out
 
 
-# Their machine code holds rules.py's _rows_below and known_rows (numba stamps a
-# cached kernel with its own file only): stale when rules.py changes too.
+# Their machine code holds rules.py's kernels they call (rows_below_all, ancestor_pair; numba
+# stamps a cached kernel with its own file only): stale when rules.py changes too.
 cache_depends_on(_interval_unsafe, rules)
 cache_depends_on(interval_safe, rules)
+cache_depends_on(interval_pair, rules)
+cache_depends_on(both_rules, rules)
 cache_depends_on(interval_checks, rules)

@@ -247,25 +247,93 @@ def ancestor_safe(
         True where the candidate is safe (every candidate of a pair without an ancestor's
         release or without a grid).
     """
+    most_c, most_a = 0, 0
+    for p in range(cand_off.size - 1):
+        most_c = max(most_c, cand_off[p + 1] - cand_off[p])
+        most_a = max(most_a, anc_off[p + 1] - anc_off[p])
+    cc, ce = np.empty(most_c), np.empty(most_a)
     for p in range(cand_off.size - 1):
         c0, c1 = cand_off[p], cand_off[p + 1]
         for c in range(c0, c1):
             out[c] = True
         g0, g1 = grid_off[p], grid_off[p + 1]
-        if g1 == g0:
+        a0, a1 = anc_off[p], anc_off[p + 1]
+        if g1 == g0 or a1 == a0:
             continue
-        if anc_off[p + 1] == anc_off[p]:
-            continue
-        cc = np.empty(c1 - c0)
-        for c in range(c0, c1):
-            cc[c - c0] = _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
-        for a in range(anc_off[p], anc_off[p + 1]):
-            ce = _rows_below(grid, rows, g0, g1, anc_thr[a], lo[p], hi[p], total[p])
-            below = anc_rows[a] - ce
-            above = (anc_total[a] - anc_rows[a]) - (total[p] - ce)
-            for c in range(c0, c1):
-                if _isolates(cc[c - c0], ce, below, above, anc_near[a] > 0, min_rows):
-                    out[c] = False
+        rows_below_all(grid, rows, g0, g1, cands, c0, c1, lo[p], hi[p], total[p], cc)
+        rows_below_all(grid, rows, g0, g1, anc_thr, a0, a1, lo[p], hi[p], total[p], ce)
+        t, m = total[p], min_rows
+        ancestor_pair(cc, c0, c1, ce, anc_rows, anc_total, anc_near, a0, a1, t, m, out)
+
+
+@numba.njit(nogil=True, cache=True)
+def rows_below_all(grid, rows, g0, g1, x, x0, x1, lo, hi, total, out):
+    """``out[k - x0]``: one pair's rows with value <= ``x[k]``, ``k`` in ``[x0, x1)``.
+
+    :func:`_rows_below` of each; on a grid that never decreases, a value not below the one
+    before it is looked for from that one's place on (a walk: the same first edge > x).
+    """
+    walk = True
+    for i in range(g0 + 1, g1):
+        walk = walk and grid[i] >= grid[i - 1]
+    if not walk:
+        for k in range(x0, x1):
+            out[k - x0] = _rows_below(grid, rows, g0, g1, x[k], lo, hi, total)
+        return
+    a = g0
+    known = rows[g1 - 1] if g1 > g0 and grid[g1 - 1] == MISSING_SPLIT else total
+    for k in range(x0, x1):
+        v = x[k]
+        if k > x0 and v >= x[k - 1]:
+            while a < g1 and not v < grid[a]:
+                a += 1
+        else:
+            a, b = g0, g1
+            while a < b:  # as _rows_below
+                mid = a + ((b - a) >> 1)
+                if not v < grid[mid]:
+                    a = mid + 1
+                else:
+                    b = mid
+        got = rows[a - 1] if a > g0 else 0.0
+        if v <= lo:
+            got = 0.0
+        if v >= hi:
+            got = known
+        out[k - x0] = got
+
+
+@numba.njit(nogil=True, cache=True)
+def ancestor_pair(cc, c0, c1, ce, anc_rows, anc_total, anc_near, a0, a1, total, min_rows, out):
+    """:func:`ancestor_safe` on one pair, the rows below found.
+
+    ``cc``: its rows below each candidate (from ``c0``); ``ce``: below each ancestor's
+    threshold (from ``a0``).
+    """
+    ordered = True  # cc finite and never decreasing
+    for c in range(c1 - c0):
+        ordered = ordered and np.isfinite(cc[c]) and (c == 0 or cc[c] >= cc[c - 1])
+    for a in range(a0, a1):
+        e = ce[a - a0]
+        below = anc_rows[a] - e
+        above = (anc_total[a] - anc_rows[a]) - (total - e)
+        near, first = anc_near[a] > 0, c0
+        quick = ordered and np.isfinite(e) and below >= 0.0 and above >= 0.0
+        if quick:
+            # Rows outside C none or more: only |cc - ce| < min_rows can isolate, a run
+            # of the candidates (cc never decreases) found from its first.
+            b = c1
+            while first < b:
+                mid = first + ((b - first) >> 1)
+                if e - cc[mid - c0] >= min_rows:
+                    first = mid + 1
+                else:
+                    b = mid
+        for c in range(first, c1):
+            if quick and cc[c - c0] - e >= min_rows:
+                break
+            if _isolates(cc[c - c0], e, below, above, near, min_rows):
+                out[c] = False
 
 
 def _rows_below_numpy(

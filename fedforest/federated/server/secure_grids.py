@@ -21,7 +21,12 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT
 from ..grid_wire import encode_grid
-from ..privacy.grids import merge_thresholds, quantile_grids_at, searchsorted_segments
+from ..privacy.grids import (
+    displaced_edges,
+    merge_thresholds,
+    quantile_grids_at,
+    searchsorted_segments,
+)
 from ..threads import join_ranges, thread_map, work_ranges
 from .config import GrowerConfig
 from .guides import Guides
@@ -49,6 +54,8 @@ __all__ = [
     "advance",
     "ancestors_kept",
     "ancestors_releases_numpy",
+    "displaced",
+    "displaced_numpy",
     "gather_rows",
     "gather_rows_numpy",
     "keep_histograms",
@@ -396,6 +403,18 @@ def displaced(
     -------
     ndarray of bool, shape (grid.size,)
     """
+    out = np.empty(grid.size, dtype=np.bool_)
+    displaced_edges(grid, grid_off, thr, thr_off, np.empty(thr.size, dtype=np.int64), out)
+    return out
+
+
+def displaced_numpy(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    thr: NDArray[np.float64],
+    thr_off: NDArray[np.int64],
+) -> NDArray[np.bool_]:
+    """NumPy twin of :func:`displaced` (its kernel, ``grids.displaced_edges``)."""
     n = np.diff(grid_off)
     # Half gaps (halved first: no overflow between edges near float64's largest value); a
     # gap to an infinite edge counts as none: nothing beside it is displaced.
