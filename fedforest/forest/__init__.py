@@ -49,11 +49,24 @@ class FedForestRegressor(R2ScoreMixin, RegressorMixin, _BaseFedForest):
 
     @_dask_aware
     def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[np.float64]:
-        """Mean of the trees' leaf values, shape (n_samples,) or (n_samples, n_outputs).
+        """Mean of the trees' leaf values.
 
-        ``client_ids`` only matters if the forest splits on the client index: a row of an
-        unknown client, or every row when None, goes down both branches of such a split,
-        weighted by the training weight of each side (the marginal-prediction rule).
+        Parameters
+        ----------
+        X : array-like, sparse matrix, DataFrame or Dask collection, shape (n_samples, n_features)
+            Rows to predict: the fitted columns (a DataFrame's in the fitted order), NaN
+            for a missing value; sparse input is made dense. A Dask DataFrame or Array is
+            predicted partition by partition.
+        client_ids : array-like of shape (n_samples,), default=None
+            The client label of each row. Only matters if the forest splits on the client
+            index: a row of an unknown client, or every row when None, goes down both
+            branches of such a split, weighted by the training weight of each side (the
+            marginal-prediction rule).
+
+        Returns
+        -------
+        ndarray of float64, shape (n_samples,) or (n_samples, n_outputs)
+            The predicted values; a Dask Array for Dask input.
         """
         out = self._mean_value(X, client_ids)
         return out[:, 0] if out.shape[1] == 1 else out
@@ -179,23 +192,60 @@ class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
 
     @_dask_aware
     def predict_proba(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> Any:
-        """Mean class proportions over trees, shape (n_samples, n_classes).
+        """Mean class proportions over the trees.
 
-        Multi-output: a list of one such array per output, as scikit-learn.
-        ``client_ids``: as in :meth:`FedForestRegressor.predict` (marginal rule).
+        Parameters
+        ----------
+        X : array-like, sparse matrix, DataFrame or Dask collection, shape (n_samples, n_features)
+            Rows to predict, as in :meth:`FedForestRegressor.predict`.
+        client_ids : array-like of shape (n_samples,), default=None
+            The client label of each row, as in :meth:`FedForestRegressor.predict`
+            (None: the marginal rule at every client split).
+
+        Returns
+        -------
+        ndarray of float64, shape (n_samples, n_classes), or list of such arrays
+            Columns in ``classes_`` order. Multi-output: one array per output, as
+            scikit-learn. A Dask Array for Dask input.
         """
         return per_output(self._mean_value(X, client_ids), self.n_classes_)
 
     @_dask_aware
     def predict_log_proba(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> Any:
-        """Log of :meth:`predict_proba` (-inf where a class has probability 0), as scikit-learn."""
+        """Log of :meth:`predict_proba` (-inf where a class has probability 0), as scikit-learn.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix, DataFrame or Dask collection, shape (n_samples, n_features)
+            Rows to predict, as in :meth:`FedForestRegressor.predict`.
+        client_ids : array-like of shape (n_samples,), default=None
+            The client label of each row, as in :meth:`FedForestRegressor.predict`.
+
+        Returns
+        -------
+        ndarray of float64, shape (n_samples, n_classes), or list of such arrays
+            As :meth:`predict_proba`'s, logged.
+        """
         proba = self.predict_proba(X, client_ids=client_ids)
         with np.errstate(divide="ignore"):
             return [np.log(p) for p in proba] if isinstance(proba, list) else np.log(proba)
 
     @_dask_aware
     def predict(self, X: ArrayLike, *, client_ids: ArrayLike | None = None) -> NDArray[Any]:
-        """Most probable class, shape (n_samples,) (multi-output: (n_samples, n_outputs))."""
+        """Most probable class of each row.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix, DataFrame or Dask collection, shape (n_samples, n_features)
+            Rows to predict, as in :meth:`FedForestRegressor.predict`.
+        client_ids : array-like of shape (n_samples,), default=None
+            The client label of each row, as in :meth:`FedForestRegressor.predict`.
+
+        Returns
+        -------
+        ndarray, shape (n_samples,) or (n_samples, n_outputs)
+            Labels from ``classes_``. A Dask Array for Dask input.
+        """
         check_is_fitted(self, "trees_")
         return most_probable(self.predict_proba(X, client_ids=client_ids), self.classes_)
 
@@ -206,11 +256,23 @@ def load(path: str | os.PathLike[str]) -> FedForestRegressor | FedForestClassifi
     Only arrays and a JSON header are read (``allow_pickle=False``); every field is
     checked against the others before the estimator is built.
 
+    Parameters
+    ----------
+    path : str or path-like
+        The model file, as given to ``save`` (no extension is added).
+
+    Returns
+    -------
+    FedForestRegressor or FedForestClassifier
+        The fitted estimator the file holds (its kind is read from the file).
+
     Raises
     ------
     ValueError
         If the file is not a valid fedforest model (foreign, truncated, pickled, or with
         arrays out of range or inconsistent with its header).
+    OSError
+        If the file is missing or unreadable (e.g. ``FileNotFoundError``).
     """
     model: FedForestRegressor | FedForestClassifier = load_model(
         path,

@@ -144,7 +144,14 @@ class ShareBundle:
         return self._offsets
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the bundle to ``path`` in the safe format (no pickle)."""
+        """Write the bundle to ``path`` in the safe format (no pickle).
+
+        Parameters
+        ----------
+        path : str or path-like
+            Destination file, written whole or not at all (a temporary file renamed); its
+            name is kept as given (no extension is added).
+        """
         header: dict[str, Any] = {
             "kind": BUNDLE_KIND,
             "bundle_version": BUNDLE_VERSION,
@@ -186,11 +193,23 @@ class ShareBundle:
     def load(cls, path: str | os.PathLike[str]) -> ShareBundle:
         """Read a bundle written by :meth:`save`; never unpickles.
 
+        Parameters
+        ----------
+        path : str or path-like
+            The bundle file.
+
+        Returns
+        -------
+        ShareBundle
+            The bundle, checked as on construction.
+
         Raises
         ------
         ValueError
             If the file is not a valid share bundle (pickled, truncated, another kind of
             model, or content that breaks a rule); the message names the file.
+        OSError
+            If the file is missing or unreadable (e.g. ``FileNotFoundError``).
         """
         header, trees, extra = load_forest(path, expected_kind=BUNDLE_KIND)
         try:

@@ -371,7 +371,24 @@ class SwarmForest:
         return self._vote(leaves, voting)
 
     def predict(self, X_site: Any, strategy: str = "mp", **kwargs: Any) -> NDArray[Any]:
-        """Most probable class per row (arguments as :meth:`predict_proba`)."""
+        """Most probable class per row.
+
+        Parameters
+        ----------
+        X_site : DataFrame or ndarray
+            The site's rows, as in :meth:`predict_proba`.
+        strategy : str, default="mp"
+            How missing splits are resolved, as in :meth:`predict_proba`.
+        **kwargs
+            ``site``, ``random_state``, ``d_thresh`` and ``voting``, as in
+            :meth:`predict_proba`.
+
+        Returns
+        -------
+        ndarray, shape (n_samples,)
+            Labels from ``classes_``: each row's column of highest probability (the first
+            on a tie).
+        """
         proba = self.predict_proba(X_site, strategy, **kwargs)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
