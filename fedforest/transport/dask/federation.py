@@ -117,8 +117,20 @@ class DaskFederation(Federation):
             is the scheduler's choice, so that forest depends on the placement).
         categorical_features : list of column names or indices, optional
             As :class:`~fedforest.Client`'s.
-        client, timeout, start_timeout
-            As in the constructor.
+        client : distributed.Client, optional
+            The Dask client whose workers hold the partitions; default: the current one
+            (``distributed.get_client()``).
+        timeout : float or None, default=600.0
+            Seconds a round waits for the actors; an actor that has not answered by then
+            fails the round (a ``TimeoutError`` in the failure). None waits for ever.
+        start_timeout : float, default=600.0
+            Seconds to wait for the actors to be built (each client from its rows).
+
+        Returns
+        -------
+        DaskFederation
+            One client per label, partition or worker (as above), each an actor on the
+            worker that holds its rows.
         """
         from ._collections import client_specs  # the collections half needs dask's collections
 
