@@ -190,7 +190,73 @@ def _public_callables():
         swarm.SwarmForest,
         swarm.SwarmForest.predict_proba,
         swarm.load_bundles,
+        *_predict_entry_points(),
     ]
+
+
+def _predict_entry_points():
+    """Prediction and file entry points: Parameters (and Returns where they return)."""
+    import fedforest as ff
+    from fedforest import swarm
+
+    return [
+        ff.FedForestRegressor.predict,
+        ff.FedForestClassifier.predict,
+        ff.FedForestClassifier.predict_proba,
+        ff.FedForestClassifier.predict_log_proba,
+        ff.load,
+        swarm.SwarmForest.predict,
+        swarm.ShareBundle.save,
+        swarm.ShareBundle.load,
+    ]
+
+
+def _documented_names(doc: str) -> set[str]:
+    """Every name a numpydoc Parameters section documents (``**kwargs`` as ``kwargs``)."""
+    import re
+
+    section = doc.split("Parameters\n", 1)[1]
+    section = re.split(r"\n\s*(?:Attributes|Returns|Raises)\n", section)[0]
+    lines = [line for line in section.splitlines()[1:] if line.strip()]  # past the dashes
+    indent = min(len(line) - len(line.lstrip()) for line in lines)
+    names: set[str] = set()
+    for line in lines:  # a name's line, not its description's (indented further)
+        match = re.match(r"\**([A-Za-z_][A-Za-z0-9_, ]*?)(?: : .*)?$", line[indent:])
+        if match and len(line) - len(line.lstrip()) == indent:
+            names.update(n.strip() for n in match.group(1).split(","))
+    return names
+
+
+def _check_sections(func) -> list[str]:
+    import inspect
+
+    doc = inspect.getdoc(func) or ""
+    if "Parameters\n" not in doc:
+        return ["no Parameters section"]
+    skip = {"self", "cls"}
+    params = [n for n in inspect.signature(func).parameters if n not in skip]
+    wrong = [f"{n}: not in Parameters" for n in params if n not in _documented_names(doc)]
+    returns = inspect.signature(func).return_annotation
+    if returns not in (None, "None") and "\nReturns\n-------\n" not in doc:
+        wrong.append("no Returns section")
+    return wrong
+
+
+@pytest.mark.parametrize("func", _predict_entry_points(), ids=lambda f: f.__qualname__)
+def test_entry_points_document_every_parameter_and_the_return(func):
+    wrong = _check_sections(func)
+    assert not wrong, wrong
+
+
+def test_dask_from_collections_documents_its_own_parameters():
+    """Its ``client``, ``timeout``, ``start_timeout`` were "As in the constructor"."""
+    pytest.importorskip("distributed")
+    from fedforest.transport.dask import DaskFederation
+
+    func = DaskFederation.from_collections
+    assert not _check_sections(func), _check_sections(func)
+    assert "As in the constructor" not in func.__doc__
+    test_docstrings_state_the_real_defaults(func)
 
 
 @pytest.mark.parametrize("func", _public_callables(), ids=lambda f: f.__qualname__)
