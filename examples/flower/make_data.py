@@ -44,10 +44,12 @@ def write_sites(folder: Path, rows: int = 1000, features: int = 10, seed: int = 
 
 def main() -> None:
     """Write the files named on the command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("folder", type=Path, help="where the sites' CSV files are written")
     parser.add_argument("--rows", type=int, default=1000, help="rows per site")
-    parser.add_argument("--features", type=int, default=10)
+    parser.add_argument("--features", type=int, default=10, help="features of every site")
     args = parser.parse_args()
     for path in write_sites(args.folder.resolve(), args.rows, args.features):
         print(path)

@@ -184,18 +184,26 @@ def warm_up(clients: list[ff.Client], args: argparse.Namespace) -> None:
 
 def main() -> None:
     """Deploy, train, time, compare, stop."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=5000, help="rows per site")
-    parser.add_argument("--features", type=int, default=10)
-    parser.add_argument("--n-estimators", type=int, default=50)
-    parser.add_argument("--max-depth", type=int, default=6)
-    parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--privacy", default="secure", choices=["secure", "none"])
+    parser.add_argument("--features", type=int, default=10, help="features of every site")
+    parser.add_argument("--n-estimators", type=int, default=50, help="trees of the forest")
+    parser.add_argument("--max-depth", type=int, default=6, help="max_depth of every tree")
+    parser.add_argument(
+        "--workdir", type=Path, default=None,
+        help="folder of the data, the Flower homes and logs, the model and metrics "
+        "(None: a new temporary folder)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--privacy", default="secure", choices=["secure", "none"], help="fedforest's privacy"
+    )  # fmt: skip
     parser.add_argument(
         "--binning", default="quantile", choices=["quantile", "global"],
         help='"global": one round a level (privacy "none" only)',
     )  # fmt: skip
-    parser.add_argument("--n-bins", type=int, default=32)
+    parser.add_argument("--n-bins", type=int, default=32, help="fedforest's n_bins")
     parser.add_argument(
         "--isolation", default="subprocess", choices=["subprocess", "worker"],
         help='"worker": SuperNodes with --isolation process and a fedforest flower-worker each',

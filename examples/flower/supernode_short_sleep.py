@@ -24,9 +24,14 @@ from importlib.metadata import version
 
 def main() -> None:
     """Patch the SuperNode module's sleeps, then hand the rest of the line to Flower."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--cap", type=float, default=0.2, help="longest sleep, seconds")
-    parser.add_argument("supernode_args", nargs=argparse.REMAINDER)
+    parser.add_argument(
+        "supernode_args", nargs=argparse.REMAINDER,
+        help="flower-supernode's options, after --",
+    )  # fmt: skip
     args = parser.parse_args()
     if version("flwr") != "1.42.0":
         sys.exit(f"this patch is written for Flower 1.42.0, not {version('flwr')}")
