@@ -257,17 +257,19 @@ def _forest_seeds(seed: int, n: int) -> list[int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("modes", nargs="*", help=f"any of {', '.join(MODES)} (default: all)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("modes", nargs="*", help=f"any of {', '.join(MODES)} (none given: all)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="data seeds")
     parser.add_argument(
         "--setting",
         default="homogeneous",
         choices=["homogeneous", "covariate-shift", "outcome-shift"],
-        help="the paper's synthetic setting (default homogeneous)",
+        help="the paper's synthetic setting",
     )
     parser.add_argument("--n-bins", type=int, default=32, help="B of the secure forests")
-    parser.add_argument("--m", type=int, default=None, help="min_aggregate_rows (default 10)")
+    parser.add_argument("--m", type=int, default=None, help="min_aggregate_rows (None: default)")
     parser.add_argument("--none", action="store_true", help='first the "none" variants')
     parser.add_argument(
         "--forest-seeds",

@@ -29,10 +29,12 @@ from tests.test_privacy_red6 import collusion_attack  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--big", type=int, nargs="+", default=[1000], help="site0's rows")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--trees", type=int, default=50)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="data seeds")
+    parser.add_argument("--trees", type=int, default=50, help="trees of the forest")
     parser.add_argument("--colluders", type=int, nargs="+", default=[1], help="site0 on")
     parser.add_argument("--classes", type=int, default=0, help="a classifier's (0: regression)")
     args = parser.parse_args()

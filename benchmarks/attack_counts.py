@@ -98,18 +98,32 @@ def dp(epsilon: float, trees: int, depth: int, n_clients: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="attack")
-    p = sub.add_parser("draws", help="node counts against the clients' in-bag rows")
-    p.add_argument("--task", nargs="+", default=["regression"])
-    p.add_argument("--trees", type=int, default=50)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--draws-as-rows", action="store_true")
-    q = sub.add_parser("dp", help='the noise "dp"\'s count releases carry')
-    q.add_argument("--epsilon", type=float, default=50.0)
-    q.add_argument("--trees", type=int, default=3)
-    q.add_argument("--depth", type=int, default=3)
-    q.add_argument("--clients", type=int, default=10)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="attack", help="the attack (draws without one)")
+    p = sub.add_parser(
+        "draws",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="node counts against the clients' in-bag rows",
+    )
+    p.add_argument("--task", nargs="+", default=["regression"], help="regression, classification")
+    p.add_argument("--trees", type=int, default=50, help="trees of the forest")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="random_state of the fits")
+    p.add_argument(
+        "--draws-as-rows",
+        action="store_true",
+        help="clients count every draw as a row (protection off)",
+    )
+    q = sub.add_parser(
+        "dp",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help='the noise "dp"\'s count releases carry',
+    )
+    q.add_argument("--epsilon", type=float, default=50.0, help="the fit's epsilon")
+    q.add_argument("--trees", type=int, default=3, help="trees of the forest")
+    q.add_argument("--depth", type=int, default=3, help="max_depth")
+    q.add_argument("--clients", type=int, default=10, help="clients of 140 rows each")
     args = parser.parse_args()
     if args.attack == "dp":
         dp(args.epsilon, args.trees, args.depth, args.clients)

@@ -47,10 +47,19 @@ def run(task: str, n_rows: int, d: int, n_trees: int, seed: int) -> dict[str, fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", nargs="+", default=["100x8x10", "140x12x20", "200x20x5"])
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--tasks", nargs="+", default=["regression", "classification"])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--shapes",
+        nargs="+",
+        default=["100x8x10", "140x12x20", "200x20x5"],
+        help="rows per client x features x trees (10 clients)",
+    )
+    parser.add_argument("--seeds", type=int, default=10, help="random_state 0 to SEEDS - 1")
+    parser.add_argument(
+        "--tasks", nargs="+", default=["regression", "classification"], help="tasks to run"
+    )
     parser.add_argument("--off", choices=["all", "partition"], help="rules switched off")
     args = parser.parse_args()
     from fedforest.federated.server import secure_round_b

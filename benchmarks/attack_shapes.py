@@ -28,10 +28,14 @@ from tests.test_privacy_shapes import SHAPES, huge_target_error, measure  # noqa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--trees", type=int, default=50)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES), help="data shapes"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="data seeds")
+    parser.add_argument("--trees", type=int, default=50, help="trees of the forest")
     parser.add_argument("--copies", type=int, nargs="+", default=[15], help="repeated's")
     parser.add_argument("--factors", type=float, nargs="+", default=[1000.0], help="heavy_tail's")
     args = parser.parse_args()

@@ -73,10 +73,14 @@ def span_exposure(fed, model, X, w, m: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("task", choices=["regression", "classification"])
-    parser.add_argument("settings", choices=["default", "paper"])
-    parser.add_argument("trees", type=int)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("task", choices=["regression", "classification"], help="the forest's task")
+    parser.add_argument(
+        "settings", choices=["default", "paper"], help="fedforest's defaults or the paper's"
+    )
+    parser.add_argument("trees", type=int, help="trees of the forest")
     args = parser.parse_args()
     X, y, h = _data()  # 10 clients x 200 rows x 20 features, the privacy tests' data
     kw: dict = {"n_estimators": args.trees, "random_state": 0}

@@ -114,10 +114,14 @@ def two_rows(seed: int, trees: int) -> list[tuple[int, list[int]]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tracers", nargs="+", default=TRACERS, choices=TRACERS)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--trees", type=int, default=50)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--tracers", nargs="+", default=TRACERS, choices=TRACERS, help="markers of site3's row"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of the fits")
+    parser.add_argument("--trees", type=int, default=50, help="trees of the forest")
     parser.add_argument("--second", action="store_true", help="x2 missing in two rows")
     parser.add_argument("--fix-off", action="store_true", help="the tracer fix switched off")
     parser.add_argument("--weights", type=float, nargs="+", help="row 317's weight instead")

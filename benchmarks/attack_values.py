@@ -53,12 +53,22 @@ def mean_only_values(model: ff.FedForestRegressor) -> np.ndarray:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--shares", type=float, nargs="+", default=[0.05, 0.1, 0.2])
-    parser.add_argument("--privacy", nargs="+", default=["secure", "none"])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="data seeds")
+    parser.add_argument(
+        "--shares",
+        type=float,
+        nargs="+",
+        default=[0.05, 0.1, 0.2],
+        help="shares p of nonzero targets",
+    )
+    parser.add_argument(
+        "--privacy", nargs="+", default=["secure", "none"], help="privacy levels (secure, none, dp)"
+    )
     parser.add_argument("--epsilon", type=float, default=10.0, help="under dp")
-    parser.add_argument("--mean-only", action="store_true")
+    parser.add_argument("--mean-only", action="store_true", help="node means and weights only")
     parser.add_argument("--pooled", action="store_true", help="secure's decoded sums")
     args = parser.parse_args()
     if args.pooled:

@@ -37,10 +37,14 @@ def _data(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--binary", type=int, nargs="+", default=[0, 1, 3])
-    parser.add_argument("--rows", type=int, default=300)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--binary", type=int, nargs="+", default=[0, 1, 3], help="random 0/1 columns"
+    )
+    parser.add_argument("--rows", type=int, default=300, help="training rows")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0 to SEEDS - 1")
     parser.add_argument(
         "--onehot", type=int, default=0, help="levels of a one-hot encoded category (0: none)"
     )

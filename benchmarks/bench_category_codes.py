@@ -39,9 +39,11 @@ def _best(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=200_000, help="rows of every case")
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs; the best is reported")
     args = parser.parse_args()
     n, rng = args.rows, np.random.default_rng(0)
     print(f"python benchmarks/bench_category_codes.py --rows {n} --repeats {args.repeats}")

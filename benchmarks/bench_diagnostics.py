@@ -90,12 +90,14 @@ def wilson(k: int, n: int) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--draws", type=int, default=200)
-    ap.add_argument("--alpha", type=float, default=0.05)
-    ap.add_argument("--n-jobs", type=int, default=2)
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    ap.add_argument("--draws", type=int, default=200, help="data draws per scenario")
+    ap.add_argument("--alpha", type=float, default=0.05, help="test level")
+    ap.add_argument("--n-jobs", type=int, default=2, help="parallel draws")
     ap.add_argument("--scenarios", nargs="*", default=None, help="subset (names as above)")
-    ap.add_argument("--out", default="results/diagnostics.json")
+    ap.add_argument("--out", default="results/diagnostics.json", help="JSON file to write")
     args = ap.parse_args(argv)
     chosen = [s for s in SCENARIOS if not args.scenarios or s in args.scenarios]
     t0 = time.time()

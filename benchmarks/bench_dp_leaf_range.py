@@ -47,10 +47,12 @@ def _data(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.n
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=3000)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--epsilon", type=float, default=50.0)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=3000, help="training (and test) rows")
+    parser.add_argument("--repeats", type=int, default=5, help="fits per case (random_state 0 on)")
+    parser.add_argument("--epsilon", type=float, default=50.0, help="epsilon of the dp fits")
     args = parser.parse_args()
     print("command: python benchmarks/bench_dp_leaf_range.py " + " ".join(sys.argv[1:]))
     commit = subprocess.run(

@@ -240,9 +240,13 @@ def run(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    ap.add_argument("--privacy", nargs="+", default=["secure", "none"])
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    ap.add_argument(
+        "--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds of the fits"
+    )
+    ap.add_argument("--privacy", nargs="+", default=["secure", "none"], help="privacy levels")
     ap.add_argument("--oracle", action="store_true", help="exact quantile candidates, no protocol")
     ap.add_argument("--why", action="store_true", help="candidates near CART's threshold (secure)")
     ap.add_argument(

@@ -168,7 +168,9 @@ print(json.dumps([(n, s, watch.count[n]) for n, s in watch.total.most_common()])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=2, help="fresh-cache runs")
     parser.add_argument("--kernels", action="store_true", help="compile time per kernel")
     parser.add_argument("--path", action="store_true", help="CPU critical path (see above)")

@@ -33,13 +33,19 @@ import fedforest  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--privacy", choices=["none", "secure"], default="none")
-    parser.add_argument("--binning", choices=["quantile", "global"], default="quantile")
-    parser.add_argument("--rows", type=int, default=2000)
-    parser.add_argument("--fits", type=int, default=7)
-    parser.add_argument("--n-jobs", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--privacy", choices=["none", "secure"], default="none", help="fedforest's privacy"
+    )
+    parser.add_argument(
+        "--binning", choices=["quantile", "global"], default="quantile", help="fedforest's binning"
+    )
+    parser.add_argument("--rows", type=int, default=2000, help="training rows")
+    parser.add_argument("--fits", type=int, default=7, help="timed fits")
+    parser.add_argument("--n-jobs", type=int, default=1, help="threads")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the data and models")
     parser.add_argument("--sklearn", action="store_true", help="interleave scikit-learn's fits")
     args = parser.parse_args()
     data = bf.make_data(args.rows, args.seed)

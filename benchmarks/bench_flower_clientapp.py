@@ -128,7 +128,9 @@ def record(work: Path, rows: int) -> list[tuple[str, bytes, bytes]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=1000, help="rows per site")
     parser.add_argument("--repeats", type=int, default=3, help="processes per message")
     args = parser.parse_args()

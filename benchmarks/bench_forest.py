@@ -527,19 +527,22 @@ def add_prediction_distance(results: list[dict[str, Any]]) -> None:
 
 # --------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n", 1)[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     p.add_argument(
         "--sizes",
         type=int,
         nargs="+",
         default=[2000, 100_000, 1_000_000],
-        help="training rows per run (default: 2000 100000 1000000)",
+        help="training rows per run",
     )
     p.add_argument(
         "--repeats",
         type=int,
         default=3,
-        help="timed fits per size and method; the best is reported (default 3)",
+        help="timed fits per size and method; the best is reported",
     )
     p.add_argument(
         "--wait-idle",
@@ -547,28 +550,28 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         metavar="SECONDS",
         help="before each method, wait up to this long for other processes to use "
-        "< 0.25 cores (shared machines; default 0: do not wait)",
+        "< 0.25 cores (shared machines; 0: do not wait)",
     )
-    p.add_argument("--n-jobs", type=int, default=2, help="threads of every method (default 2)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the data and models (default 0)")
+    p.add_argument("--n-jobs", type=int, default=2, help="threads of every method")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data and models")
     p.add_argument(
         "--out",
         type=Path,
         default=Path("results.json"),
-        help="JSON file to write (default results.json)",
+        help="JSON file to write",
     )
     p.add_argument(
         "--privacy",
         choices=["none", "secure"],
         default="none",
-        help="fedforest's privacy level (default none, the paper's protocol; secure is the "
+        help="fedforest's privacy level (none: the paper's protocol; secure is the "
         "estimator's default)",
     )
     p.add_argument(
         "--binning",
         choices=["quantile", "global"],
         default="quantile",
-        help="fedforest's binning (default quantile, per-node quantiles in two rounds a "
+        help="fedforest's binning (quantile: per-node quantiles in two rounds a "
         "level; global: pooled per-feature quantiles fixed at the handshake, one round a "
         "level, privacy none only)",
     )
@@ -576,7 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--fedforest-bins",
         type=int,
         default=N_BINS,
-        help=f"fedforest's n_bins (default {N_BINS}, the other methods' bins)",
+        help="fedforest's n_bins (the default is the other methods' bins)",
     )
     p.add_argument(
         "--markdown",

@@ -157,10 +157,12 @@ def one_draw(spec, seed, n_jobs):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--draws", type=int, default=20)
-    ap.add_argument("--n-jobs", type=int, default=2)
-    ap.add_argument("--out", default="results/heterogeneity.json")
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    ap.add_argument("--draws", type=int, default=20, help="data draws per setting")
+    ap.add_argument("--n-jobs", type=int, default=2, help="threads of every fit")
+    ap.add_argument("--out", default="results/heterogeneity.json", help="JSON file to write")
     ap.add_argument("--settings", nargs="*", default=None, help="subset of the settings")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")

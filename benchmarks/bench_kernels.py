@@ -89,18 +89,23 @@ def instrument(seconds: dict[str, float], calls: dict[str, int], work: dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--rows", type=int, default=200_000, help="training rows (default 200000)")
-    p.add_argument("--trees", type=int, default=30, help="trees (default 30)")
-    p.add_argument("--n-jobs", type=int, default=1, help="threads (default 1)")
-    p.add_argument("--privacy", choices=["none", "secure"], default="none")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n", 1)[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--rows", type=int, default=200_000, help="training rows")
+    p.add_argument("--trees", type=int, default=30, help="trees")
+    p.add_argument("--n-jobs", type=int, default=1, help="threads")
+    p.add_argument(
+        "--privacy", choices=["none", "secure"], default="none", help="fedforest's privacy"
+    )
     p.add_argument(
         "--binning",
         choices=["quantile", "global"],
         default="quantile",
         help='fedforest\'s binning (global: one round a level, privacy "none" only)',
     )
-    p.add_argument("--bins", type=int, default=32, help="n_bins (default 32)")
+    p.add_argument("--bins", type=int, default=32, help="n_bins")
     p.add_argument("--repeats", type=int, default=2, help="timed fits; the best is reported")
     args = p.parse_args(argv)
 

@@ -33,11 +33,15 @@ def make(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 100_000])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--n-jobs", type=int, default=2)
-    ap.add_argument("--out", default="results/local_candidates.json")
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    ap.add_argument(
+        "--sizes", type=int, nargs="+", default=[2000, 100_000], help="training rows per run"
+    )
+    ap.add_argument("--repeats", type=int, default=3, help="timed fits per size and setting")
+    ap.add_argument("--n-jobs", type=int, default=2, help="threads of every fit")
+    ap.add_argument("--out", default="results/local_candidates.json", help="JSON file to write")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     X_test, y_test = make(20_000, rng)

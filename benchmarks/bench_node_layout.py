@@ -140,10 +140,12 @@ def best_of(repeats: int, call: Callable[..., Any], *args: Any) -> tuple[float, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=100_000, help="training rows, all clients")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs; the best is reported")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the data and draws")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     n_rows = args.rows // N_CLIENTS

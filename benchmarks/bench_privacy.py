@@ -274,9 +274,13 @@ def decompose() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1400, 20000])
-    parser.add_argument("--repeats", type=int, default=2)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[1400, 20000], help="training rows per run"
+    )
+    parser.add_argument("--repeats", type=int, default=2, help="timed fits; the best is reported")
     parser.add_argument("--dp-curve", metavar="PNG", help="plot the dp utility curve instead")
     parser.add_argument("--accuracy", action="store_true", help="print the accuracy table")
     parser.add_argument(
@@ -285,15 +289,15 @@ def main() -> None:
         nargs="+",
         metavar="T",
         help="test MSE of the dp curve's 14,000-row setting at each dp_colluders T "
-        "(epsilon 10 and 50; --seeds one number, the data draws, default 3)",
+        "(epsilon 10 and 50; --seeds one number, the data draws, 3 without it)",
     )
     parser.add_argument(
         "--seeds",
         type=int,
         nargs="+",
         default=None,
-        help="--accuracy's synthetic seeds (default 0 1 2); with --dp-curve one number, the "
-        "data draws per point (default 5)",
+        help="--accuracy's synthetic seeds (0 1 2 without it); with --dp-curve one number, the "
+        "data draws per point (5 without it)",
     )
     parser.add_argument(
         "--heart-seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4], help="FedHeart's seeds"

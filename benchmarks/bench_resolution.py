@@ -49,10 +49,14 @@ def run(n: int, privacy: str, seeds: range) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[240, 1000])
-    parser.add_argument("--privacy", default="secure")
-    parser.add_argument("--seeds", type=int, default=6)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[240, 1000], help="training rows per run"
+    )
+    parser.add_argument("--privacy", default="secure", help="fedforest's privacy")
+    parser.add_argument("--seeds", type=int, default=6, help="data seeds 0 to SEEDS - 1")
     args = parser.parse_args()
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False

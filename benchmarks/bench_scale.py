@@ -446,7 +446,10 @@ def reproduce_command(args: argparse.Namespace) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n", 1)[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     p.add_argument("--rows", type=int, nargs="+", default=[1_000_000], help="training rows")
     p.add_argument("--partitions", type=int, nargs="+", default=[4], help="Dask partitions")
     p.add_argument("--workers", type=int, default=2, help="worker processes (1 thread each)")
@@ -457,10 +460,17 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["none", "secure"],
         help="fedforest's privacy levels to run",
     )
-    p.add_argument("--skip", nargs="*", default=[], choices=METHODS, metavar="METHOD")
+    p.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=METHODS,
+        metavar="METHOD",
+        help="methods to leave out",
+    )
     p.add_argument("--trees", type=int, default=bf.N_TREES, help="trees of every forest")
     p.add_argument("--depth", type=int, default=bf.MAX_DEPTH, help="max_depth of every tree")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the data and models")
     p.add_argument(
         "--wait-idle",
         type=float,
@@ -475,7 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="GB",
         help="memory_limit of every worker (killed past 95 %%); runs wait for the memory",
     )
-    p.add_argument("--out", type=Path, default=Path("results_scale.json"))
+    p.add_argument(
+        "--out", type=Path, default=Path("results_scale.json"), help="JSON file to write"
+    )
     p.add_argument("--plot", type=Path, default=None, help="PNG of fit time against rows")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     return p

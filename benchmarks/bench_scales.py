@@ -90,9 +90,13 @@ def scores(transform: Transform, seeds: list[int]) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--cases", nargs="+", default=list(CASES), choices=list(CASES), help="feature scales"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="data seeds")
     args = parser.parse_args()
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False

@@ -120,7 +120,9 @@ def score(target: str, rows: int, seed: int, trees: int, privacy: str, rules: di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=3000, help="training rows (5 clients)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds (data and forests)")
     parser.add_argument("--trees", type=int, default=40, help="trees of every forest")
@@ -129,6 +131,7 @@ def main() -> None:
         nargs="+",
         default=["multi-output", "poisson", "multi-output-classification"],
         choices=["multi-output", "poisson", "multi-output-classification"],
+        help="targets to run",
     )
     args = parser.parse_args()
     print(f"# {platform.machine()}, {platform.python_version()}, fedforest {ff.__version__}")

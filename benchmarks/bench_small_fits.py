@@ -36,11 +36,15 @@ def _model(system: str, n_jobs: int, seed: int) -> tuple[object, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1400, 2000])
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--n-jobs", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[1400, 2000], help="training rows per run"
+    )
+    parser.add_argument("--repeats", type=int, default=7, help="timed fits per size and system")
+    parser.add_argument("--n-jobs", type=int, default=2, help="threads of every fit")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the data and models")
     args = parser.parse_args()
     warm = bf.make_data(bf.WARMUP_ROWS, args.seed + 1)
     for system in SYSTEMS:

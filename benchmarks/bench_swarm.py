@@ -68,15 +68,26 @@ def build(args: argparse.Namespace) -> tuple[SwarmForest, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=10_000, help="rows to predict")
     parser.add_argument("--trees", type=int, default=100, help="trees per peer")
-    parser.add_argument("--peers", type=int, default=4)
+    parser.add_argument("--peers", type=int, default=4, help="peers (sites)")
     parser.add_argument("--train-rows", type=int, default=2_500, help="training rows per peer")
-    parser.add_argument("--jaccard", type=float, default=0.3)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--n-jobs", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--jaccard", type=float, default=0.3, help="Jaccard index of the peers' features"
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="timed predictions per strategy and n_jobs; the best is reported",
+    )
+    parser.add_argument(
+        "--n-jobs", type=int, nargs="+", default=[1, 2], help="thread counts to time"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the data")
     args = parser.parse_args()
     print(f"machine: {machine()}")
     print(f"command: python benchmarks/bench_swarm.py {shlex.join(sys.argv[1:])}".rstrip())

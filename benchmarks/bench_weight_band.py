@@ -64,9 +64,13 @@ def run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--spreads", type=float, nargs="+", default=[0.5, 1.0, 1.5])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="data seeds")
+    parser.add_argument(
+        "--spreads", type=float, nargs="+", default=[0.5, 1.0, 1.5], help="spreads of the weights"
+    )
     parser.add_argument(
         "--ratio", type=float, default=weight_band.WEIGHT_RATIO, help="the band's WEIGHT_RATIO"
     )

@@ -299,7 +299,9 @@ CHECKS: dict[str, Callable[[], list[Comparison]]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--only", nargs="+", choices=list(CHECKS), help="checks to run")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.add_argument("--verbose", action="store_true", help="print every comparison")

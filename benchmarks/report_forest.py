@@ -162,7 +162,10 @@ def write(payload: dict[str, Any], markdown_path: Path | None, plot_path: Path |
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n", 1)[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     p.add_argument("results", type=Path, help="the JSON file bench_forest.py wrote")
     p.add_argument("--markdown", type=Path, help="write the Markdown section here")
     p.add_argument("--plot", type=Path, help="write the plot (PNG) here")
