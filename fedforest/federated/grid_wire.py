@@ -51,6 +51,7 @@ __all__ = [
     "MOVE_SHARE",
     "PARALLEL_EDGES",
     "candidate_arrays",
+    "decode_at",
     "decode_candidates",
     "decode_grid",
     "grid_inputs",
@@ -471,11 +472,16 @@ def candidate_arrays(
 def decode_candidates(
     msg: Message,
     cand_off: NDArray[np.int64],
-    grid: NDArray[np.float64],
+    grid: NDArray[np.float64] | tuple[NDArray[Any], ...],
     grid_off: NDArray[np.int64],
     client: str,
+    pair_feat: NDArray[Any] | None = None,
 ) -> NDArray[np.float64]:
-    """Round B's candidates: ``cand`` (float64) as sent, or ``cand_at`` in the level's grids."""
+    """Round B's candidates: ``cand`` (float64) as sent, or ``cand_at`` in the level's grids.
+
+    ``grid``: the grids, or Round A's checked arrays (:func:`grid_inputs`) and
+    ``pair_feat``, of which only the candidates' edges are decoded (:func:`decode_at`).
+    """
     n = int(cand_off[-1])
     if "cand_at" not in msg.arrays:
         return expect_array(msg, "cand", "f", (n,), "server")
@@ -484,10 +490,56 @@ def decode_candidates(
         raise ValueError(
             f"Client {client!r}: cand_at from the server without the level's grids (Round A)."
         )
+    past = f"Client {client!r}: cand_at from the server points past its node's grid."
+    if isinstance(grid, tuple):
+        bits, values, codes, a, b, valid = grid
+        out = np.empty(n)
+        status = decode_at(
+            bits, values.astype(np.float64, copy=False), codes.astype(np.uint32, copy=False),
+            a, b, valid, np.asarray(pair_feat, dtype=np.int64), grid_off, cand_off, at, out,
+        )  # fmt: skip
+        if status:  # 2 (a code of no lattice) cannot follow Round A's decoding of every edge
+            raise ValueError(past if status == 1 else f"Client {client!r}: bad grid_code.")
+        return out
     owner = _owner(cand_off)
     if n and np.any(at >= np.diff(grid_off)[owner]):
-        raise ValueError(f"Client {client!r}: cand_at from the server points past its node's grid.")
+        raise ValueError(past)
     return grid[grid_off[owner] + at]
+
+
+#: Each byte's set bits (``grid_exact``'s exact edges among eight).
+_POP = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+
+
+@numba.njit(nogil=True, cache=True)
+def decode_at(bits, values, codes, a, b, valid, pair_feat, grid_off, cand_off, at, out):  # type: ignore[no-untyped-def]
+    """:func:`decode_lattice`'s edge ``at[j]`` of pair ``p``'s grid into ``out[j]``.
+
+    For ``j`` in ``cand_off[p]:cand_off[p + 1]``; 1 if past the grid, 2 where
+    decode_lattice returns False, else 0. An edge's index in ``values``: the set bits
+    before it (counted per byte once a call). Twin: :func:`decode_candidates` of a grid.
+    """
+    before = np.empty(bits.size + 1, np.int64)
+    before[0] = 0
+    for q in range(bits.size):
+        before[q + 1] = before[q] + _POP[bits[q]]
+    steps = float(LATTICE_STEPS)
+    for p in range(cand_off.size - 1):
+        f = pair_feat[p]
+        for j in range(cand_off[p], cand_off[p + 1]):
+            if at[j] < 0 or at[j] >= grid_off[p + 1] - grid_off[p]:
+                return 1
+            i = grid_off[p] + at[j]
+            byte = i >> 3
+            r = i & 7
+            vi = before[byte] + (_POP[bits[byte] >> (8 - r)] if r else 0)
+            if (bits[byte] >> (7 - r)) & 1:
+                out[j] = values[vi]
+            elif f < 0 or f >= valid.size or not valid[f]:
+                return 2
+            else:
+                out[j] = a[f] + (b[f] - a[f]) * (codes[i - vi] / steps)
+    return 0
 
 
 def sent_candidates(round_a: Message, round_b: Message) -> NDArray[np.float64]:
