@@ -77,7 +77,7 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (secure_ancestors.ancestors_kept, (_F2, _I64_2, _I64_2, _F, _I, _I64, _F2)),
     (draws.floyd_draws, (types.uint64[::1], _I, _I, _I, _I, _I64_2)),
     (grids.quantile_grids_at, (_F, _I64, _F, _I64, _I64, _F, _F, _I64, _F, _I64, _F)),
-    (grids.merge_thresholds, (_F, _I64, _B, _F, _I64, _F, _I64)),
+    (grids.merge_thresholds, (_F, _I64, _B, _F, _I64, _F, _I64, _B, _B)),
     (grids.displaced_edges, (_F, _I64, _F, _I64, _I64, _B)),
     (rules.secure_candidates, (_F, _I64, _F, _F, _F, _F, _F, _I, _I, _I64, _F)),
     (guides.guided_candidates, (_F, _I64, _F, _F, _F, _I64, _F, _I64, _I, _I64, _F)),
