@@ -362,10 +362,17 @@ def test_encode_kernel_matches_its_numpy_twin() -> None:
     out = []
     for kernel in (grid_wire.encode_lattice, grid_wire.encode_lattice_numpy):
         sent, codes = np.empty(grid.size, bool), np.zeros(grid.size, np.uint32)
-        n = kernel(grid, off, feat.astype(np.int64), exact, a, b, valid, sent, codes)
-        out.append((sent, codes[:n]))
+        decoded = np.empty(grid.size)
+        n = kernel(grid, off, feat.astype(np.int64), exact, a, b, valid, sent, codes, decoded)
+        out.append((sent, codes[:n], decoded))
     np.testing.assert_array_equal(out[0][0], out[1][0])
     np.testing.assert_array_equal(out[0][1], out[1][1])
+    np.testing.assert_array_equal(_bits(out[0][2]), _bits(out[1][2]))
+    # The grid the server counts on is the client's decoding of what it sends.
+    client = np.empty(grid.size)
+    args = (np.packbits(out[0][0]), grid[out[0][0]], out[0][1], a, b, valid)
+    assert grid_wire.decode_lattice(*args, feat.astype(np.int64), off, client)
+    np.testing.assert_array_equal(_bits(client), _bits(out[0][2]))
     sent = out[0][0]
     owner = np.repeat(np.arange(off.size - 1), np.diff(off))
     assert sent[exact].all() or (~sent[exact]).any()  # exact edges: coded only if lossless

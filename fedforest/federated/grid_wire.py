@@ -151,14 +151,9 @@ def encode_grid(
         g0, g1 = int(off[p0]), int(off[p1])
         sub, here = off[p0 : p1 + 1] - g0, slice(g0, g1)
         n_codes = encode_lattice(
-            grid[here], sub, feat[p0:p1], exact[here], a, b, valid, sent[here], codes[here]
-        )
-        # The server counts on the client's decoding (the same kernel; the same values).
-        ok = decode_lattice(
-            np.packbits(sent[here]), grid[here][sent[here]], codes[g0 : g0 + n_codes], a, b,
-            valid, feat[p0:p1], sub, decoded[here],
+            grid[here], sub, feat[p0:p1], exact[here], a, b, valid, sent[here], codes[here],
+            decoded[here],
         )  # fmt: skip
-        assert ok
         return int(n_codes)
 
     counts = thread_map(run, parts, n)
@@ -177,7 +172,7 @@ def encode_grid(
 
 
 @numba.njit(nogil=True, cache=True)
-def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes):  # type: ignore[no-untyped-def]
+def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes, decoded):  # type: ignore[no-untyped-def]
     """Each pair's edges as codes on its feature's lattice where that is safe (the server).
 
     Parameters
@@ -192,6 +187,8 @@ def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes): 
         The edges that travel as float64; the others' codes go to ``codes`` in order.
     codes : ndarray of uint32, shape (grid.size,)  # OUT
         The first (returned) many are the codes; the rest is scratch.
+    decoded : ndarray of float64, shape (grid.size,)  # OUT
+        The grid the client decodes (:func:`decode_lattice`'s operations: the same bits).
 
     Returns the number of codes. A pair's free edges snap to the nearest lattice point
     unless that changes the order or the ties of its edges or moves one by more than
@@ -208,6 +205,7 @@ def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes): 
         if not (f >= 0 and f < valid.size and valid[f]):
             for i in range(lo, hi):
                 sent[i] = True
+                decoded[i] = grid[i]
             continue
         fa, span = a[f], b[f] - a[f]
         smallest = np.inf  # the smallest positive gap between the pair's edges
@@ -236,6 +234,7 @@ def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes): 
         for i in range(lo, hi):
             out = sent[i] or not (safe or exact[i])
             sent[i] = out
+            decoded[i] = grid[i] if out else fa + span * (codes[i] / steps)
             codes[n_codes] = codes[i]  # n_codes <= i: a code not yet moved is never overwritten
             n_codes += not out
     return n_codes
@@ -251,6 +250,7 @@ def encode_lattice_numpy(
     valid: NDArray[np.bool_],
     sent: NDArray[np.bool_],
     codes: NDArray[np.uint32],
+    decoded: NDArray[np.float64],
 ) -> int:
     """NumPy twin of :func:`encode_lattice` (same arguments, same outputs)."""
     owner = _owner(grid_off)
@@ -291,6 +291,7 @@ def encode_lattice_numpy(
     all_keys[on] = keys
     n_codes = int(coded.sum())
     codes[:n_codes] = all_keys[coded]
+    decoded[:] = np.where(coded, here, grid)
     return n_codes
 
 
@@ -389,7 +390,7 @@ def grid_space(previous: NDArray[np.float64] | None, n: int) -> NDArray[np.float
 
 @numba.njit(nogil=True, cache=True)
 def decode_lattice(bits, values, codes, a, b, valid, pair_feat, grid_off, out):  # type: ignore[no-untyped-def]
-    """Every pair's grid from its wire arrays (:func:`decode_grid`; the server's too).
+    """Every pair's grid from its wire arrays (:func:`decode_grid`).
 
     Parameters
     ----------

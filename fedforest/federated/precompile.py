@@ -90,7 +90,7 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
         client_sketch.fine_codes_kernel,
         (_F2, _I64_2, _I, _F, _F, types.uint8[:, ::1], _F2, _F2, _I32_2, _I64_2, _F, _I64),
     ),
-    (grid_wire.encode_lattice, (_F, _I64, _I64, _B, _F, _F, _B, _B, types.uint32[::1])),
+    (grid_wire.encode_lattice, (_F, _I64, _I64, _B, _F, _F, _B, _B, types.uint32[::1], _F)),
     (grid_wire.decode_lattice, (_U8, _F, types.uint32[::1], _F, _F, _B, _I64, _I64, _F)),
     (grid_wire.decode_at, (_U8, _F, types.uint32[::1], _F, _F, _B, _I64, _I64, _I64, _I64, _F)),
     (grid_wire.half_pack, (types.uint64[::1], _I64, _B, types.uint64[::1])),
