@@ -17,6 +17,7 @@ from fedforest.federated.grid_wire import (
     decode_candidates,
     decode_grid,
     encode_grid,
+    grid_inputs,
     sent_candidates,
 )
 from fedforest.federated.protocol import ROUND_A, ROUND_B, Message
@@ -145,8 +146,11 @@ def test_client_refuses_padding_bits_and_bad_indices() -> None:
     ok = (sizes[sizes > 0] - 1).astype(np.uint8)
     hostile = ok.copy()
     hostile[0] += 1  # one past the end of its node's grid
-    with pytest.raises(ValueError, match="cand_at from the server"):
-        decode_candidates(Message(ROUND_B, {}, {"cand_at": hostile}), cand_off, decoded, off, "c")
+    wire = grid_inputs(_request(arrays, off, feat), off, "c")
+    for grid_or_wire in (decoded, wire):  # Round B reads Round A's arrays kept (decode_at)
+        with pytest.raises(ValueError, match="cand_at from the server points past"):
+            msg = Message(ROUND_B, {}, {"cand_at": hostile})
+            decode_candidates(msg, cand_off, grid_or_wire, off, "c", feat)
     with pytest.raises(ValueError, match="cand_at"):
         bad = {"cand_at": ok.astype(np.int64)}  # signed: refused by kind
         decode_candidates(Message(ROUND_B, {}, bad), cand_off, decoded, off, "c")
@@ -311,6 +315,39 @@ def test_kernels_match_their_numpy_twins() -> None:
     assert not grid_wire.half_pack_numpy(words, off, half, packed[1])
 
 
+def test_candidates_from_the_wire_match_the_decoded_grids() -> None:
+    """decode_at (the candidates' edges alone) against indexing decode_lattice_numpy's grid."""
+    rng = np.random.default_rng(11)
+    for trial in range(30):
+        grid, off, feat, exact, lat = _grids(rng, n_pairs=int(rng.integers(1, 80)))
+        if trial % 3 == 0:
+            exact[:] = trial % 2 == 0  # every edge exact, or none
+        if trial % 5 == 0:
+            lat[0] = [np.inf, 1.0]  # a feature without a lattice: its edges travel exact
+        arrays, decoded = encode_grid(grid, off, feat, exact, lat)
+        a, b, valid = grid_wire._lattice(lat)
+        twin = np.empty(grid.size)
+        args = (arrays["grid_exact"], arrays["grid_value"], arrays["grid_code"], a, b, valid)
+        assert grid_wire.decode_lattice_numpy(*args, feat.astype(np.int64), off, twin)
+        np.testing.assert_array_equal(_bits(twin), _bits(decoded))
+        # Any indices: repeated, out of order, first and last edges, pairs without any.
+        sizes = np.diff(off)
+        n_cand = np.where(sizes > 0, rng.integers(0, 12, sizes.size), 0)
+        at = np.concatenate(
+            [rng.integers(0, max(s, 1), k) for s, k in zip(sizes, n_cand, strict=True)]
+        )
+        ends = np.flatnonzero(n_cand > 1)
+        at[np.cumsum(n_cand)[ends] - 1] = sizes[ends] - 1
+        at[(np.cumsum(n_cand) - n_cand)[ends]] = 0
+        cand_off = np.concatenate([[0], np.cumsum(n_cand)])
+        msg = Message(ROUND_B, {}, {"cand_at": at.astype(np.uint16)})
+        want = decode_candidates(msg, cand_off, twin, off, "c")
+        wire = grid_inputs(_request(arrays, off, feat), off, "c")
+        got = decode_candidates(msg, cand_off, wire, off, "c", feat)
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+        np.testing.assert_array_equal(_bits(got), _bits(decoded[off[:-1].repeat(n_cand) + at]))
+
+
 def test_encode_kernel_matches_its_numpy_twin() -> None:
     rng = np.random.default_rng(7)
     grid, off, feat, exact, lat = _grids(rng, n_pairs=80)
@@ -325,10 +362,17 @@ def test_encode_kernel_matches_its_numpy_twin() -> None:
     out = []
     for kernel in (grid_wire.encode_lattice, grid_wire.encode_lattice_numpy):
         sent, codes = np.empty(grid.size, bool), np.zeros(grid.size, np.uint32)
-        n = kernel(grid, off, feat.astype(np.int64), exact, a, b, valid, sent, codes)
-        out.append((sent, codes[:n]))
+        decoded = np.empty(grid.size)
+        n = kernel(grid, off, feat.astype(np.int64), exact, a, b, valid, sent, codes, decoded)
+        out.append((sent, codes[:n], decoded))
     np.testing.assert_array_equal(out[0][0], out[1][0])
     np.testing.assert_array_equal(out[0][1], out[1][1])
+    np.testing.assert_array_equal(_bits(out[0][2]), _bits(out[1][2]))
+    # The grid the server counts on is the client's decoding of what it sends.
+    client = np.empty(grid.size)
+    args = (np.packbits(out[0][0]), grid[out[0][0]], out[0][1], a, b, valid)
+    assert grid_wire.decode_lattice(*args, feat.astype(np.int64), off, client)
+    np.testing.assert_array_equal(_bits(client), _bits(out[0][2]))
     sent = out[0][0]
     owner = np.repeat(np.arange(off.size - 1), np.diff(off))
     assert sent[exact].all() or (~sent[exact]).any()  # exact edges: coded only if lossless

@@ -434,12 +434,54 @@ def test_threshold_merge_kernel_matches_its_twin(seed: int, ordered: bool) -> No
     thr = np.round(rng.normal(size=t_off[-1]), 1)
     thr[rng.random(thr.size) < 0.02] = np.nan
     merge = rng.random(n) < 0.5
+    exact = rng.random(grid.size) < 0.3  # an earlier merge's thresholds
     a, b = np.empty(grid.size + thr.size), np.empty(grid.size + thr.size)
     o1, o2 = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
-    merge_thresholds(grid, g_off, merge, thr, t_off, a, o1)
-    merge_thresholds_numpy(grid, g_off, merge, thr, t_off, b, o2)
+    e1, e2 = np.empty(a.size, bool), np.empty(a.size, bool)
+    merge_thresholds(grid, g_off, merge, thr, t_off, a, o1, exact, e1)
+    merge_thresholds_numpy(grid, g_off, merge, thr, t_off, b, o2, exact, e2)
     np.testing.assert_array_equal(o1, o2)
     np.testing.assert_array_equal(a[: o1[-1]], b[: o2[-1]])
+    np.testing.assert_array_equal(e1[: o1[-1]], e2[: o2[-1]])
+    assert e1[: o1[-1]].any() and not e1[: o1[-1]].all()
+
+
+def _exact_edges_by_search(grid, grid_off, extra):
+    """The search the merge's flags replaced: each threshold found in the final grids."""
+    exact = np.zeros(grid.size, dtype=bool)
+    for values, off in extra:
+        at = np.zeros(values.size, dtype=np.int64)
+        searchsorted_segments(grid, grid_off, values, off, at)
+        hit = at < np.repeat(grid_off[1:], np.diff(off))
+        hit[hit] = grid[at[hit]] == values[hit]
+        exact[at[hit]] = True
+    return exact
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_two_merges_flag_the_edges_a_search_finds(seed: int) -> None:
+    # The ancestors' thresholds then the guides merged into increasing grids (as
+    # secure_grids.node_grids does): the flags are the edges equal to one of either,
+    # as searching each in the final grids finds them; ties with the grid, repeats, NaN
+    # edges last (the merge's other path). Not NaN thresholds (a fit's are inside the
+    # path bounds): the search can miss an edge equal to the key after a NaN key.
+    rng = np.random.default_rng(seed)
+    n = 300
+    g_off = _segments(rng, n, 0, 15)
+    grid = np.round(rng.normal(size=g_off[-1]), 1)
+    grid[rng.random(grid.size) < 0.02] = np.nan
+    grid = np.concatenate([np.sort(grid[a:b]) for a, b in itertools.pairwise(g_off)])
+    extra, exact = [], np.zeros(grid.size, bool)
+    for _ in range(2):
+        t_off = _segments(rng, n, 0, 6)
+        thr = np.round(rng.normal(size=t_off[-1]), 1)
+        out, off = np.empty(grid.size + thr.size), np.empty(n + 1, np.int64)
+        out_exact = np.empty(out.size, bool)
+        merge_thresholds(grid, g_off, np.diff(t_off) > 0, thr, t_off, out, off, exact, out_exact)
+        grid, g_off, exact = out[: off[-1]], off, out_exact[: off[-1]]
+        extra.append((thr, t_off))
+    np.testing.assert_array_equal(exact, _exact_edges_by_search(grid, g_off, extra))
+    assert exact.any() and not exact.all()
 
 
 @pytest.mark.parametrize(("seed", "m"), [(8, 10), (9, 10), (10, 3), (11, 25)])

@@ -407,8 +407,8 @@ class SecureParty:
         grid_off = expect_array(msg, "grid_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         _check_offsets(grid_off, "grid_off", self.client.name)
         # The grids as the server counts on them, in this thread's scratch; Round B's
-        # candidates index them: it decodes them again from this request's arrays, kept
-        # as checked here.
+        # candidates index them: it decodes its candidates' edges from this request's
+        # arrays, kept as checked here.
         wire = grid_inputs(msg, grid_off, self.client.name)
         grid = self._level_grid(wire, grid_off, fit.pair_feat)
         fit.level_grid_off, fit.level_wire = grid_off, wire
@@ -571,8 +571,8 @@ class SecureParty:
         cand_off = expect_array(msg, "cand_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         _check_offsets(cand_off, "cand_off", c.name)
         grid_off = fit.level_grid_off if fit.level_grid_off is not None else np.zeros(1, np.int64)
-        grid = self.kept_grid(fit) if "cand_at" in msg.arrays else np.zeros(0)  # else unread
-        cand = decode_candidates(msg, cand_off, grid, grid_off, c.name)
+        wire = fit.level_wire if fit.level_wire is not None else np.zeros(0)
+        cand = decode_candidates(msg, cand_off, wire, grid_off, c.name, fit.pair_feat)
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
         words = self._words_at(msg, fit, cand_off, cand, bits)  # the words directly
         left = c._left_stats(fit, cand_off, cand) if words is None else None

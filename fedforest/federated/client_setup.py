@@ -68,7 +68,7 @@ class _Fit:
     #: binning="global": every row's bin among its column's candidates.
     grid: GridCodes | None = None
     #: privacy="secure": the level's grids' offsets and Round A's wire arrays of them as
-    #: checked (``grid_wire.grid_inputs``; Round B's candidates index the grids, decoded again).
+    #: checked (``grid_wire.grid_inputs``; Round B decodes its candidates' edges from them).
     level_grid_off: NDArray[np.int64] | None = None
     level_wire: tuple[NDArray[Any], ...] | None = None
 

@@ -51,6 +51,7 @@ __all__ = [
     "MOVE_SHARE",
     "PARALLEL_EDGES",
     "candidate_arrays",
+    "decode_at",
     "decode_candidates",
     "decode_grid",
     "grid_inputs",
@@ -150,14 +151,9 @@ def encode_grid(
         g0, g1 = int(off[p0]), int(off[p1])
         sub, here = off[p0 : p1 + 1] - g0, slice(g0, g1)
         n_codes = encode_lattice(
-            grid[here], sub, feat[p0:p1], exact[here], a, b, valid, sent[here], codes[here]
-        )
-        # The server counts on the client's decoding (the same kernel; the same values).
-        ok = decode_lattice(
-            np.packbits(sent[here]), grid[here][sent[here]], codes[g0 : g0 + n_codes], a, b,
-            valid, feat[p0:p1], sub, decoded[here],
+            grid[here], sub, feat[p0:p1], exact[here], a, b, valid, sent[here], codes[here],
+            decoded[here],
         )  # fmt: skip
-        assert ok
         return int(n_codes)
 
     counts = thread_map(run, parts, n)
@@ -176,7 +172,7 @@ def encode_grid(
 
 
 @numba.njit(nogil=True, cache=True)
-def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes):  # type: ignore[no-untyped-def]
+def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes, decoded):  # type: ignore[no-untyped-def]
     """Each pair's edges as codes on its feature's lattice where that is safe (the server).
 
     Parameters
@@ -191,6 +187,8 @@ def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes): 
         The edges that travel as float64; the others' codes go to ``codes`` in order.
     codes : ndarray of uint32, shape (grid.size,)  # OUT
         The first (returned) many are the codes; the rest is scratch.
+    decoded : ndarray of float64, shape (grid.size,)  # OUT
+        The grid the client decodes (:func:`decode_lattice`'s operations: the same bits).
 
     Returns the number of codes. A pair's free edges snap to the nearest lattice point
     unless that changes the order or the ties of its edges or moves one by more than
@@ -207,6 +205,7 @@ def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes): 
         if not (f >= 0 and f < valid.size and valid[f]):
             for i in range(lo, hi):
                 sent[i] = True
+                decoded[i] = grid[i]
             continue
         fa, span = a[f], b[f] - a[f]
         smallest = np.inf  # the smallest positive gap between the pair's edges
@@ -235,6 +234,7 @@ def encode_lattice(grid, grid_off, pair_feat, exact, a, b, valid, sent, codes): 
         for i in range(lo, hi):
             out = sent[i] or not (safe or exact[i])
             sent[i] = out
+            decoded[i] = grid[i] if out else fa + span * (codes[i] / steps)
             codes[n_codes] = codes[i]  # n_codes <= i: a code not yet moved is never overwritten
             n_codes += not out
     return n_codes
@@ -250,6 +250,7 @@ def encode_lattice_numpy(
     valid: NDArray[np.bool_],
     sent: NDArray[np.bool_],
     codes: NDArray[np.uint32],
+    decoded: NDArray[np.float64],
 ) -> int:
     """NumPy twin of :func:`encode_lattice` (same arguments, same outputs)."""
     owner = _owner(grid_off)
@@ -290,6 +291,7 @@ def encode_lattice_numpy(
     all_keys[on] = keys
     n_codes = int(coded.sum())
     codes[:n_codes] = all_keys[coded]
+    decoded[:] = np.where(coded, here, grid)
     return n_codes
 
 
@@ -388,7 +390,7 @@ def grid_space(previous: NDArray[np.float64] | None, n: int) -> NDArray[np.float
 
 @numba.njit(nogil=True, cache=True)
 def decode_lattice(bits, values, codes, a, b, valid, pair_feat, grid_off, out):  # type: ignore[no-untyped-def]
-    """Every pair's grid from its wire arrays (:func:`decode_grid`; the server's too).
+    """Every pair's grid from its wire arrays (:func:`decode_grid`).
 
     Parameters
     ----------
@@ -471,11 +473,16 @@ def candidate_arrays(
 def decode_candidates(
     msg: Message,
     cand_off: NDArray[np.int64],
-    grid: NDArray[np.float64],
+    grid: NDArray[np.float64] | tuple[NDArray[Any], ...],
     grid_off: NDArray[np.int64],
     client: str,
+    pair_feat: NDArray[Any] | None = None,
 ) -> NDArray[np.float64]:
-    """Round B's candidates: ``cand`` (float64) as sent, or ``cand_at`` in the level's grids."""
+    """Round B's candidates: ``cand`` (float64) as sent, or ``cand_at`` in the level's grids.
+
+    ``grid``: the grids, or Round A's checked arrays (:func:`grid_inputs`) and
+    ``pair_feat``, of which only the candidates' edges are decoded (:func:`decode_at`).
+    """
     n = int(cand_off[-1])
     if "cand_at" not in msg.arrays:
         return expect_array(msg, "cand", "f", (n,), "server")
@@ -484,10 +491,56 @@ def decode_candidates(
         raise ValueError(
             f"Client {client!r}: cand_at from the server without the level's grids (Round A)."
         )
+    past = f"Client {client!r}: cand_at from the server points past its node's grid."
+    if isinstance(grid, tuple):
+        bits, values, codes, a, b, valid = grid
+        out = np.empty(n)
+        status = decode_at(
+            bits, values.astype(np.float64, copy=False), codes.astype(np.uint32, copy=False),
+            a, b, valid, np.asarray(pair_feat, dtype=np.int64), grid_off, cand_off, at, out,
+        )  # fmt: skip
+        if status:  # 2 (a code of no lattice) cannot follow Round A's decoding of every edge
+            raise ValueError(past if status == 1 else f"Client {client!r}: bad grid_code.")
+        return out
     owner = _owner(cand_off)
     if n and np.any(at >= np.diff(grid_off)[owner]):
-        raise ValueError(f"Client {client!r}: cand_at from the server points past its node's grid.")
+        raise ValueError(past)
     return grid[grid_off[owner] + at]
+
+
+#: Each byte's set bits (``grid_exact``'s exact edges among eight).
+_POP = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+
+
+@numba.njit(nogil=True, cache=True)
+def decode_at(bits, values, codes, a, b, valid, pair_feat, grid_off, cand_off, at, out):  # type: ignore[no-untyped-def]
+    """:func:`decode_lattice`'s edge ``at[j]`` of pair ``p``'s grid into ``out[j]``.
+
+    For ``j`` in ``cand_off[p]:cand_off[p + 1]``; 1 if past the grid, 2 where
+    decode_lattice returns False, else 0. An edge's index in ``values``: the set bits
+    before it (counted per byte once a call). Twin: :func:`decode_candidates` of a grid.
+    """
+    before = np.empty(bits.size + 1, np.int64)
+    before[0] = 0
+    for q in range(bits.size):
+        before[q + 1] = before[q] + _POP[bits[q]]
+    steps = float(LATTICE_STEPS)
+    for p in range(cand_off.size - 1):
+        f = pair_feat[p]
+        for j in range(cand_off[p], cand_off[p + 1]):
+            if at[j] < 0 or at[j] >= grid_off[p + 1] - grid_off[p]:
+                return 1
+            i = grid_off[p] + at[j]
+            byte = i >> 3
+            r = i & 7
+            vi = before[byte] + (_POP[bits[byte] >> (8 - r)] if r else 0)
+            if (bits[byte] >> (7 - r)) & 1:
+                out[j] = values[vi]
+            elif f < 0 or f >= valid.size or not valid[f]:
+                return 2
+            else:
+                out[j] = a[f] + (b[f] - a[f]) * (codes[i - vi] / steps)
+    return 0
 
 
 def sent_candidates(round_a: Message, round_b: Message) -> NDArray[np.float64]:

@@ -607,7 +607,7 @@ def _half_gap(grid, i):
 
 
 @numba.njit(nogil=True, cache=True)
-def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
+def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off, exact, out_exact):
     """Each pair's grid, joined where ``merge`` by its thresholds (``np.unique`` of both).
 
     Parameters
@@ -621,6 +621,11 @@ def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
     out : ndarray of float64, shape (grid.size + thr.size,)  # OUT
         The grids, pair after pair (``out_off``); the tail is not written.
     out_off : ndarray of int64, shape (n_pairs + 1,)  # OUT
+    exact : ndarray of bool, shape (grid.size,)  # IN
+        Edges that equal an earlier merge's threshold of their pair.
+    out_exact : ndarray of bool, shape (out.size,)  # OUT
+        ``out``'s edges that equal one of ``exact``'s or of the pair's thresholds (the
+        edges ``grid_wire`` sends with their value).
     """
     most, most_t = 0, 0
     for p in range(merge.size):
@@ -636,6 +641,7 @@ def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
         if not merge[p]:
             for i in range(g0, g1):
                 out[k] = grid[i]
+                out_exact[k] = exact[i]
                 k += 1
             out_off[p + 1] = k
             continue
@@ -655,16 +661,20 @@ def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
             i, j, n = g0, 0, 0
             while i < g1 or j < n_t:
                 if j == n_t or (i < g1 and not ts[j] < grid[i]):
-                    v = grid[i]
+                    v, e = grid[i], exact[i]
                     i += 1
                 else:
-                    v = ts[j]
+                    v, e = ts[j], True
                     j += 1
                 if n == 0 or v != out[k - 1]:
                     out[k] = v
+                    out_exact[k] = e
                     k += 1
+                elif e:  # a repeat of the last edge
+                    out_exact[k - 1] = True
                 n += 1
         else:
+            k0 = k
             m = g1 - g0 + t1 - t0
             # Loops, not slice assignments: numba compiles their shape-mismatch message's
             # formatting, about 2.7 s of a first run (docs/benchmarks-history.md, first run).
@@ -677,6 +687,13 @@ def merge_thresholds(grid, grid_off, merge, thr, thr_off, out, out_off):
                 if i == 0 or both[i] != both[i - 1]:
                     out[k] = both[i]
                     k += 1
+            for q in range(k0, k):  # rare (NaN, a grid out of order): by comparison
+                e = False
+                for i in range(t0, t1):
+                    e = e or thr[i] == out[q]
+                for i in range(g0, g1):
+                    e = e or (exact[i] and grid[i] == out[q])
+                out_exact[q] = e
         out_off[p + 1] = k
 
 
@@ -702,14 +719,20 @@ def merge_thresholds_numpy(
     thr_off: NDArray[np.int64],
     out: NDArray[np.float64],
     out_off: NDArray[np.int64],
+    exact: NDArray[np.bool_],
+    out_exact: NDArray[np.bool_],
 ) -> None:
     """NumPy twin of :func:`merge_thresholds` (same arguments, same outputs)."""
     k = 0
     out_off[0] = 0
     for p in range(merge.size):
         g = grid[grid_off[p] : grid_off[p + 1]]
+        e = exact[grid_off[p] : grid_off[p + 1]]
         if merge[p]:
-            g = np.unique(np.concatenate([g, thr[thr_off[p] : thr_off[p + 1]]]))
+            t = thr[thr_off[p] : thr_off[p + 1]]
+            g = np.unique(np.concatenate([g, t]))
+            e = np.isin(g, np.concatenate([t, grid[grid_off[p] : grid_off[p + 1]][e]]))
         out[k : k + g.size] = g
+        out_exact[k : k + g.size] = e
         k += g.size
         out_off[p + 1] = k

@@ -283,17 +283,21 @@ def node_grids(
     if cfg.privacy == "secure":  # a quantile edge half a step from a threshold: the threshold
         keep = ~displaced(out, out_off, thr, thr_off)
         out_off, out = np.concatenate([[0], np.cumsum(keep)])[out_off], out[keep]
-    out, out_off = _merged(out, out_off, has, thr, thr_off, parts, n_threads)
-    extra = [(thr, thr_off)]
+    # The edges equal to a threshold or guide keep their value on the wire (grid_wire).
+    exact = np.zeros(out.size, dtype=bool)
+    out, out_off, exact = _merged(out, out_off, exact, has, thr, thr_off, parts, n_threads)
     if state.guides is not None and tree is not None:  # guided candidates (guides.py)
         g_off, g_thr = state.guides.find(np.asarray(tree)[node], f, lo, hi)
         if state.gaps is not None:  # a median of thresholds can fall in a gap
             g_thr, g_off = _outside(g_thr, g_off, f, state.gaps, lo, hi)
-        out, out_off = _merged(out, out_off, np.diff(g_off) > 0, g_thr, g_off, parts, n_threads)
-        extra.append((g_thr, g_off))
+        guided = np.diff(g_off) > 0
+        out, out_off, exact = _merged(out, out_off, exact, guided, g_thr, g_off, parts, n_threads)
     if missing is not None and missing.any():
         out_off, out = add_missing_candidates(out_off, out, missing[f])
-    exact = _exact_edges(out, out_off, extra) | (out == MISSING_SPLIT)
+        kept = np.ones(out.size, dtype=bool)
+        kept[out_off[1:][missing[f]] - 1] = False  # each extended pair's last slot
+        exact = _spread(exact, kept)
+    exact |= out == MISSING_SPLIT
     if sel.size < n_pairs:  # categorical pairs: their codes, exact
         counts = np.zeros(n_pairs, dtype=np.int64)
         counts[sel] = np.diff(out_off)
@@ -442,52 +446,44 @@ def displaced_numpy(
     return out
 
 
-def _exact_edges(
-    grid: NDArray[np.float64],
-    grid_off: NDArray[np.int64],
-    extra: list[tuple[NDArray[np.float64], NDArray[np.int64]]],
-) -> NDArray[np.bool_]:
-    """The edges of each pair's grid that equal one of its thresholds in ``extra``.
-
-    ``extra`` holds ``(values, off)`` segments per pair (the ancestors' thresholds, the
-    guides), which joined the grids: those edges keep their value on the wire
-    (``grid_wire``), the rest may snap to the lattice.
-    """
-    exact = np.zeros(grid.size, dtype=bool)
-    for values, off in extra:
-        at = np.zeros(values.size, dtype=np.int64)
-        searchsorted_segments(grid, grid_off, values, off, at)  # each one's place in its grid
-        ends = np.repeat(grid_off[1:], np.diff(off))
-        hit = at < ends
-        hit[hit] = grid[at[hit]] == values[hit]
-        exact[at[hit]] = True
-    return exact
+def _spread(values: NDArray[np.bool_], where: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """``values`` placed where ``where`` holds, False elsewhere."""
+    out = np.zeros(where.size, dtype=bool)
+    out[where] = values
+    return out
 
 
 def _merged(
     grid: NDArray[np.float64],
     grid_off: NDArray[np.int64],
+    exact: NDArray[np.bool_],
     merge: NDArray[np.bool_],
     thr: NDArray[np.float64],
     thr_off: NDArray[np.int64],
     parts: list[tuple[int, int]],
     n_threads: int,
-) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.bool_]]:
     """``merge_thresholds`` of the pairs' grids, each range of pairs in ``parts`` in a thread.
 
     Each range's grids are merged into a buffer of its own; the buffers are joined in
-    order (the same grids as one call over every pair).
+    order (the same grids as one call over every pair). Returns the grids, their offsets
+    and their edges equal to one of ``exact``'s or of the pair's thresholds.
     """
 
-    def run(r: tuple[int, int]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    def run(r: tuple[int, int]) -> tuple[NDArray[Any], NDArray[Any], NDArray[np.int64]]:
         a, b = r
-        out = np.empty(int(grid_off[b] - grid_off[a] + thr_off[b] - thr_off[a]))
+        n = int(grid_off[b] - grid_off[a] + thr_off[b] - thr_off[a])
+        out, out_exact = np.empty(n), np.empty(n, dtype=bool)
         off = np.empty(b - a + 1, dtype=np.int64)
-        merge_thresholds(grid, grid_off[a : b + 1], merge[a:b], thr, thr_off[a : b + 1], out, off)
-        return out[: off[-1]], off
+        merge_thresholds(
+            grid, grid_off[a : b + 1], merge[a:b], thr, thr_off[a : b + 1], out, off, exact,
+            out_exact,
+        )  # fmt: skip
+        return out[: off[-1]], out_exact[: off[-1]], off
 
-    out_off, out = join_ranges(thread_map(run, parts, n_threads))
-    return out, out_off
+    done = thread_map(run, parts, n_threads)
+    out_off, out = join_ranges([(g, off) for g, _, off in done])
+    return out, out_off, join_ranges([(e, off) for _, e, off in done])[1]
 
 
 def keep_histograms(
