@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from ..kernel_cache import cache_depends_on
 from ..threads import thread_map, work_ranges
 from . import rules
-from .rules import ancestor_pair, known_rows, rows_below_all
+from .rules import ancestor_pair, known_rows, largest_runs, rows_below_all
 
 __all__ = [
     "both_rules",
@@ -146,10 +146,7 @@ def interval_safe(
         released and constrain nothing; set to False for those this rule drops.
     """
     n_pairs = cand_off.size - 1
-    most_c, most_a = 0, 0
-    for p in range(n_pairs):
-        most_c = max(most_c, cand_off[p + 1] - cand_off[p])
-        most_a = max(most_a, anc_off[p + 1] - anc_off[p])
+    most_c, most_a = largest_runs(cand_off, anc_off)
     cc, ce = np.empty(most_c), np.empty(most_a)
     buffers = _buffers(most_c, most_a)
     for p in range(n_pairs):
@@ -250,10 +247,7 @@ def both_rules(
     each pair's rows below its candidates and thresholds found once for both.
     """
     n_pairs = cand_off.size - 1
-    most_c, most_a = 0, 0
-    for p in range(n_pairs):
-        most_c = max(most_c, cand_off[p + 1] - cand_off[p])
-        most_a = max(most_a, anc_off[p + 1] - anc_off[p])
+    most_c, most_a = largest_runs(cand_off, anc_off)
     cc, ce = np.empty(most_c), np.empty(most_a)
     buffers = _buffers(most_c, most_a)
     for p in range(n_pairs):

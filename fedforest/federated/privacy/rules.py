@@ -213,6 +213,16 @@ def _isolates(cc, ce, outside_below, outside_above, near, min_rows):
 
 
 @numba.njit(nogil=True, cache=True)
+def largest_runs(cand_off, anc_off):
+    """The most candidates and the most ancestors' releases of any one pair (scratch sizes)."""
+    most_c, most_a = 0, 0
+    for p in range(cand_off.size - 1):
+        most_c = max(most_c, cand_off[p + 1] - cand_off[p])
+        most_a = max(most_a, anc_off[p + 1] - anc_off[p])
+    return most_c, most_a
+
+
+@numba.njit(nogil=True, cache=True)
 def ancestor_safe(
     cands, cand_off, grid, grid_off, rows, anc_thr, anc_rows, anc_total, anc_near, anc_off,
     lo, hi, total, min_rows, out,
@@ -247,10 +257,7 @@ def ancestor_safe(
         True where the candidate is safe (every candidate of a pair without an ancestor's
         release or without a grid).
     """
-    most_c, most_a = 0, 0
-    for p in range(cand_off.size - 1):
-        most_c = max(most_c, cand_off[p + 1] - cand_off[p])
-        most_a = max(most_a, anc_off[p + 1] - anc_off[p])
+    most_c, most_a = largest_runs(cand_off, anc_off)
     cc, ce = np.empty(most_c), np.empty(most_a)
     for p in range(cand_off.size - 1):
         c0, c1 = cand_off[p], cand_off[p + 1]
