@@ -61,6 +61,7 @@ def span_exposure(fed, model, X, w, m: int) -> dict[str, float]:
                 _, s, vt = np.linalg.svd(compact, full_matrices=False)
             except np.linalg.LinAlgError:
                 import scipy.linalg
+
                 _, s, vt = scipy.linalg.svd(compact, full_matrices=False, lapack_driver="gesvd")
             rank = int((s > s[0] * 1e-10).sum())
             leverage = (vt[:rank] ** 2).sum(axis=0)
