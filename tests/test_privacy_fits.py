@@ -136,25 +136,27 @@ def root_releases(fed: RecordingFederation) -> tuple[dict, float, float]:
     raise AssertionError("no Round B recorded")
 
 
-def refit_exposure(n_bins: tuple[int, int], seed: int = 0) -> dict[str, float]:
-    """Differences of two secure fits' root sums (same clients and random_state, other n_bins).
+def root_differences(
+    X: Any, y: np.ndarray, h: np.ndarray, seed: int, settings: tuple[dict, dict], m: int = 10
+) -> tuple[int, set[int]]:
+    """The attack on two secure fits' roots, the same clients and random_state ``seed``.
 
-    The server differences every cumulative sum of fit A's root (tree t, feature f) with
-    every one of fit B's on the same tree and feature. The test knows each fit's in-bag
-    weights and finds the differences that are sums over 1 to m - 1 rows (the rows whose
-    weight below the thresholds differs between the fits) and whose decoded row count and
-    sum of targets are those rows': ``"pairs"``. ``"rows"``: the share of rows whose exact
-    target a one-row difference gives. ``seed``: both fits' ``random_state``.
+    Fits A and B of the rows ``X``, ``y`` held by clients ``h`` (10 trees, depth 2, each
+    with its ``settings``) are recorded; the server differences every cumulative sum of
+    A's root (tree t, feature f) with every one of B's on the same tree and feature. The
+    test knows each fit's in-bag weights and finds the differences that are sums over 1 to
+    m - 1 rows (the rows whose weight below the thresholds differs between the fits) and
+    whose decoded row count and sum of targets are those rows'. Returns their number and
+    the rows whose exact target a one-row difference gives.
     """
-    X, y, h = _data(n_clients=10, n_rows=100, d=8)
     clients = [
         ff.Client(X[h == k].reset_index(drop=True), y[h == k], f"site{k}") for k in np.unique(h)
     ]
-    values, m = X.to_numpy(), 10
+    values = X.to_numpy()
     fits = []
-    for b in n_bins:
+    for kw in settings:
         fed = RecordingFederation(ff.LocalFederation(clients))
-        model = ff.FedForestRegressor(n_estimators=10, max_depth=2, n_bins=b, random_state=seed)
+        model = ff.FedForestRegressor(n_estimators=10, max_depth=2, random_state=seed, **kw)
         model.fit_federated(fed)
         fits.append((*root_releases(fed), _in_bag_weights(model, clients, h, 10, seed)))
     (rel_a, center, scale, w_a), (rel_b, _, _, w_b) = fits
@@ -176,6 +178,18 @@ def refit_exposure(n_bins: tuple[int, int], seed: int = 0) -> dict[str, float]:
                         pairs += 1
                         if n_rows[j] == 1 and abs(net[j]).sum() == 1:
                             exact.add(int(np.flatnonzero(net[j])[0]))
+    return pairs, exact
+
+
+def refit_exposure(n_bins: tuple[int, int], seed: int = 0) -> dict[str, float]:
+    """Differences of two secure fits' root sums (same clients and random_state, other n_bins).
+
+    :func:`root_differences`' ``"pairs"``; ``"rows"``: the share of rows whose exact
+    target a one-row difference gives. ``seed``: both fits' ``random_state``.
+    """
+    X, y, h = _data(n_clients=10, n_rows=100, d=8)
+    settings = ({"n_bins": n_bins[0]}, {"n_bins": n_bins[1]})
+    pairs, exact = root_differences(X, y, h, seed, settings)
     return {"pairs": pairs, "rows": len(exact) / len(y)}
 
 

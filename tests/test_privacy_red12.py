@@ -29,8 +29,8 @@ import fedforest as ff
 from fedforest.federated import client_secure
 from fedforest.federated.privacy.secagg import add_in_order
 from tests._attack_controls import assert_found_at_some_seed
-from tests.test_privacy import RecordingFederation, _data, _in_bag_weights
-from tests.test_privacy_fits import oob_release, released_sums, root_releases
+from tests.test_privacy import RecordingFederation, _data
+from tests.test_privacy_fits import oob_release, released_sums, root_differences
 
 M = 10  # min_aggregate_rows at the defaults
 
@@ -125,42 +125,15 @@ def leaf_refit_exposure(seed: int, leaf: tuple[int, int] = (1, 25)) -> dict[str,
     """Two fits on the same clients and ``random_state``, ``min_samples_leaf`` ``leaf[0]``
     then ``leaf[1]`` (10 trees, depth 2; the suite's 10 clients x 100 rows, 8 features).
 
-    ``test_privacy_fits.refit_exposure``'s attack on the roots: every cumulative left sum
+    ``test_privacy_fits.root_differences``' attack on the roots: every cumulative left sum
     of one fit's root (tree, feature) less every one of the other's; the test, which knows
     both fits' in-bag weights, counts the differences that are sums over 1 to ``m - 1``
     rows with those rows' count and target sum (``"pairs"``) and the rows a one-row
     difference gives exactly (``"rows"``).
     """
     X, y, h = _data(n_clients=10, n_rows=100, d=8, seed=seed)
-    clients = _clients(X, y, h)
-    values = X.to_numpy()
-    fits = []
-    for msl in leaf:
-        fed = RecordingFederation(ff.LocalFederation(clients))
-        model = ff.FedForestRegressor(
-            n_estimators=10, max_depth=2, min_samples_leaf=msl, random_state=seed
-        )
-        model.fit_federated(fed)
-        fits.append((*root_releases(fed), _in_bag_weights(model, clients, h, 10, seed)))
-    (rel_a, center, scale, w_a), (rel_b, _, _, w_b) = fits
-    z = (y - center) / scale
-    pairs, exact = 0, set()
-    for (t, f), (cand_a, left_a) in rel_a.items():
-        if (t, f) not in rel_b:
-            continue
-        cand_b, left_b = rel_b[(t, f)]
-        below_a = w_a[t] * (values[:, f] <= cand_a[:, None])
-        below_b = w_b[t] * (values[:, f] <= cand_b[:, None])
-        for i in range(cand_a.size):
-            net = below_a[i] - below_b
-            n_rows = np.count_nonzero(net, axis=1)
-            for j in np.flatnonzero((n_rows > 0) & (n_rows < M)):
-                got = left_a[i] - left_b[j]
-                count = np.count_nonzero(net[j] > 0) - np.count_nonzero(net[j] < 0)
-                if np.isclose(got[0], count) and np.isclose(got[2], net[j] @ z, atol=1e-4):
-                    pairs += 1
-                    if n_rows[j] == 1 and abs(net[j]).sum() == 1:
-                        exact.add(int(np.flatnonzero(net[j])[0]))
+    settings = ({"min_samples_leaf": leaf[0]}, {"min_samples_leaf": leaf[1]})
+    pairs, exact = root_differences(X, y, h, seed, settings, M)
     return {"pairs": pairs, "rows": len(exact)}
 
 
