@@ -147,3 +147,31 @@ def test_fit_intersection_keeps_text_columns() -> None:
     bundles = [p.share(surrogates=False, imputers=False) for p in peers]
     proba = SwarmForest(bundles).predict_proba(b, "intersection")
     assert proba.shape == (200, 2)
+
+
+def test_site_codes_are_the_two_pass_codes_on_values_of_every_kind() -> None:
+    """``_site_matrix`` codes a text column in one pass (``encode_counted``): the codes and
+    the count of rows of the other kind are those of ``encode`` on the known rows and
+    ``other_kind_rows`` on all (its two passes before), and a hand-worked list."""
+    from fedforest.federated.categorical import encode, other_kind_rows
+
+    a, b, y = _tables()
+    swarm = _swarm(a, b, y, [])
+    ward = [
+        "west", None, np.nan, pd.NA, "north", 3, 2.0, np.float64(1.0), True, "south",
+        pd.NaT, np.str_("east"), float("nan"), pd.Timestamp("2020-01-01"),
+    ]  # fmt: skip
+    site = pd.DataFrame({"age": np.arange(len(ward), dtype=float), "ward": ward})
+    with pytest.warns(UserWarning, match=r"'ward' \(4 of 14 rows\)"):
+        X, present = swarm._site_matrix(site)
+    values = np.asarray(site["ward"], dtype=object)
+    known = ~pd.isna(values)
+    two_pass = np.full(len(values), np.nan)
+    two_pass[known] = encode(values[known], list(WARDS))
+    two_pass[two_pass < 0] = np.nan
+    assert other_kind_rows(values, list(WARDS)) == 4  # 3, 2.0, 1.0 and True
+    j = swarm.feature_names_.index("ward")
+    hand = [np.nan] * 4 + [1.0] + [np.nan] * 4 + [2.0, np.nan, 0.0, np.nan, np.nan]
+    np.testing.assert_array_equal(X[:, j], two_pass)
+    np.testing.assert_array_equal(X[:, j], hand)
+    assert present[j] and np.array_equal(X[:, swarm.feature_names_.index("age")], site["age"])

@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from .._common import TREE_LEAF, is_int_in
 from .._inputs import warn_caller
-from ..federated.categorical import encode, other_kind_rows
+from ..federated.categorical import encode_counted
 from ..tree.arrays import pack_forest
 from . import routing as R
 from .bundle import ShareBundle
@@ -234,11 +234,9 @@ class SwarmForest:
                 cats = self.categories_.get(str(col))
                 if cats is not None:  # a text column: codes in its list; unknown: unavailable
                     values = np.asarray(series, dtype=object)
-                    known = ~pd.isna(values)
-                    codes = np.full(len(values), np.nan)
-                    codes[known] = encode(values[known], list(cats))
-                    codes[codes < 0] = np.nan
-                    if n_other := other_kind_rows(values, list(cats)):
+                    codes, n_other = encode_counted(values, list(cats))  # one pass
+                    codes[pd.isna(values) | (codes < 0)] = np.nan
+                    if n_other:
                         other.append(f"{col!r} ({n_other} of {len(values)} rows)")
                     X[:, j] = codes
                     present[j] = True
