@@ -531,14 +531,15 @@ def test_rows_below_all_is_rows_below_of_each(seed: int) -> None:
     # The walk along a grid (values not below the one before) against the bisection of
     # each value: ties with edges, repeats, values out of order, outside the path bounds,
     # NaN, +-inf, a grid ending with MISSING_SPLIT, empty grids and grids out of order
-    # (every value then bisected).
+    # (every value then bisected); on a sorted grid, against the NumPy twin too.
     rng = np.random.default_rng(seed)
     for _ in range(300):
         g = int(rng.integers(0, 12))
         grid = np.sort(rng.choice(30, g, replace=False)) * 1.0
         if g and rng.random() < 0.2:
             grid[-1] = MISSING_SPLIT
-        if g > 2 and rng.random() < 0.1:
+        shuffled = g > 2 and rng.random() < 0.1
+        if shuffled:
             rng.shuffle(grid)
         pooled = np.sort(rng.integers(0, 50, g)) * 1.0
         x = np.round(rng.uniform(-3, 33, int(rng.integers(0, 10))))
@@ -553,6 +554,9 @@ def test_rows_below_all_is_rows_below_of_each(seed: int) -> None:
         rules.rows_below_all(grid, pooled, 0, g, x, 0, x.size, lo, hi, total, got[1:])
         want = [rules._rows_below(grid, pooled, 0, g, v, lo, hi, total) for v in x]
         np.testing.assert_array_equal(got[1:-1], want)
+        if g and not shuffled:  # the twin (np.searchsorted), not the kernels' bisection
+            twin = rules._rows_below_numpy(grid, pooled, x, (lo, hi, total))
+            np.testing.assert_array_equal(got[1:-1], twin)
         assert got[0] == got[-1] == -1.0
 
 

@@ -168,18 +168,30 @@ def _rows_below(grid, rows, g0, g1, x, lo, hi, total):
     ``MISSING_SPLIT``, whose count leaves the missing rows out (``total`` counted them:
     the ancestors' thresholds above the node then hid sums of a few rows, 2026-12-03).
     """
-    a, b = g0, g1
-    while a < b:  # the first edge > x (np.searchsorted's side="right")
+    known = rows[g1 - 1] if g1 > g0 and grid[g1 - 1] == MISSING_SPLIT else total
+    return _rows_at(rows, g0, _first_above(grid, g0, g1, x), x, lo, hi, known)
+
+
+@numba.njit(nogil=True, cache=True)
+def _first_above(grid, a, b, x):
+    """The first edge of ``grid[a:b]`` > x, by bisection (np.searchsorted's side="right")."""
+    while a < b:
         mid = a + ((b - a) >> 1)
         if not x < grid[mid]:
             a = mid + 1
         else:
             b = mid
+    return a
+
+
+@numba.njit(nogil=True, cache=True)
+def _rows_at(rows, g0, a, x, lo, hi, known):
+    """The rows up to the edge before ``a``: none at or below ``lo``, ``known`` at ``hi`` up."""
     got = rows[a - 1] if a > g0 else 0.0
     if x <= lo:
         got = 0.0
     if x >= hi:
-        got = rows[g1 - 1] if g1 > g0 and grid[g1 - 1] == MISSING_SPLIT else total
+        got = known
     return got
 
 
@@ -283,31 +295,16 @@ def rows_below_all(grid, rows, g0, g1, x, x0, x1, lo, hi, total, out):
     walk = True
     for i in range(g0 + 1, g1):
         walk = walk and grid[i] >= grid[i - 1]
-    if not walk:
-        for k in range(x0, x1):
-            out[k - x0] = _rows_below(grid, rows, g0, g1, x[k], lo, hi, total)
-        return
     a = g0
     known = rows[g1 - 1] if g1 > g0 and grid[g1 - 1] == MISSING_SPLIT else total
     for k in range(x0, x1):
         v = x[k]
-        if k > x0 and v >= x[k - 1]:
+        if walk and k > x0 and v >= x[k - 1]:
             while a < g1 and not v < grid[a]:
                 a += 1
-        else:
-            a, b = g0, g1
-            while a < b:  # as _rows_below
-                mid = a + ((b - a) >> 1)
-                if not v < grid[mid]:
-                    a = mid + 1
-                else:
-                    b = mid
-        got = rows[a - 1] if a > g0 else 0.0
-        if v <= lo:
-            got = 0.0
-        if v >= hi:
-            got = known
-        out[k - x0] = got
+        else:  # the first value, one below the one before, or a grid out of order
+            a = _first_above(grid, g0, g1, v)
+        out[k - x0] = _rows_at(rows, g0, a, v, lo, hi, known)
 
 
 @numba.njit(nogil=True, cache=True)
