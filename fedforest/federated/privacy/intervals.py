@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from ..kernel_cache import cache_depends_on
 from ..threads import thread_map, work_ranges
 from . import rules
-from .rules import ancestor_pair, known_rows, largest_runs, rows_below_all
+from .rules import _rows_below_numpy, ancestor_pair, largest_runs, rows_below_all
 
 __all__ = [
     "both_rules",
@@ -294,10 +294,10 @@ def interval_safe_numpy(
         runs = np.split(a_all, np.flatnonzero(np.diff(anc_total[a_all]) != 0) + 1)
         ancestors = []
         for a in runs:
-            er = _below_numpy(grid[g], rows[g], anc_thr[a], bounds)
+            er = _rows_below_numpy(grid[g], rows[g], anc_thr[a], bounds)
             ob = np.concatenate([[0.0], anc_rows[a] - er, [anc_total[a[0]] - t]])
             ancestors.append((np.concatenate([[0.0], er, [t]]), ob))
-        kc_all = _below_numpy(grid[g], rows[g], cands[c0:c1], bounds)
+        kc_all = _rows_below_numpy(grid[g], rows[g], cands[c0:c1], bounds)
         kept = [0.0]
         for c in np.flatnonzero(out[c0:c1]):
             kc = float(kc_all[c])
@@ -306,18 +306,6 @@ def interval_safe_numpy(
                 out[c0 + c] = False
             else:
                 kept.append(kc)
-
-
-def _below_numpy(
-    grid: NDArray[np.float64],
-    rows: NDArray[np.float64],
-    x: NDArray[np.float64],
-    bounds: tuple[float, float, float],
-) -> NDArray[np.float64]:
-    lo, hi, total = bounds
-    j = np.searchsorted(grid, x, side="right") - 1
-    got = np.where(j >= 0, rows[np.maximum(j, 0)], 0.0)
-    return np.asarray(np.where(x >= hi, known_rows(grid, rows, total), np.where(x <= lo, 0.0, got)))
 
 
 def _unsafe_numpy(

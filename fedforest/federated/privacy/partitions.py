@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from ..kernel_cache import cache_depends_on
 from . import rules
-from .rules import _rows_below, known_rows
+from .rules import _rows_below, _rows_below_numpy
 
 __all__ = ["partition_filter", "partition_safe", "partition_safe_numpy"]
 
@@ -174,10 +174,7 @@ def partition_safe_numpy(
 
     def below(p: int, x: NDArray[np.float64]) -> NDArray[np.float64]:
         g = slice(int(grid_off[p]), int(grid_off[p + 1]))
-        j = np.searchsorted(grid[g], x, side="right") - 1
-        got = np.where(j >= 0, rows[g][np.maximum(j, 0)] if g.stop > g.start else 0.0, 0.0)
-        top = known_rows(grid[g], rows[g], total[p])
-        return np.where(x >= hi[p], top, np.where(x <= lo[p], 0.0, got))
+        return _rows_below_numpy(grid[g], rows[g], x, (lo[p], hi[p], total[p]))
 
     def add(reach: tuple[set[int], set[int]], terms: list[float]) -> tuple[set[int], set[int]]:
         plus = {r + int(v) for r in reach[0] for v in terms if v >= 0 and r + v < m}
@@ -272,6 +269,6 @@ def partition_filter(
     )  # fmt: skip
 
 
-# Their machine code holds rules.py's _rows_below and known_rows (numba stamps a
+# Their machine code holds rules.py's _rows_below and its helpers (numba stamps a
 # cached kernel with its own file only): stale when rules.py changes too.
 cache_depends_on(partition_safe, rules)

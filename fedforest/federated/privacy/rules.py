@@ -346,9 +346,10 @@ def _rows_below_numpy(
     x: NDArray[np.float64],
     bounds: tuple[float, float, float],
 ) -> NDArray[np.float64]:
+    """NumPy twin of :func:`_rows_below` on each of ``x`` (the twins' one; an empty grid too)."""
     lo, hi, total = bounds
     j = np.searchsorted(grid, x, side="right") - 1
-    got = np.where(j >= 0, rows[np.clip(j, 0, max(grid.size - 1, 0))], 0.0)
+    got = np.where(j >= 0, rows[np.maximum(j, 0)] if grid.size else 0.0, 0.0)
     got = np.where(x <= lo, 0.0, got)
     return np.asarray(np.where(x >= hi, known_rows(grid, rows, total), got))
 
