@@ -122,3 +122,24 @@ def test_masks_are_each_pairs_aes_ctr_stream_from_the_rounds_digest() -> None:
             flat = np.concatenate([got["counts"].ravel(), got["stats"].ravel()])
             np.testing.assert_array_equal(flat, want)
 
+
+def test_ledger_sizes_a_broadcast_as_its_copies() -> None:
+    # A round's one request sent to every client is sized once; the record must equal
+    # the sums over separate copies of it.
+    from fedforest.federated.protocol import CommunicationLedger
+
+    header = {"level": 3, "secagg": {"tag": 4, "peers": ["a", "b", "c"]}}
+    arrays = {"pair_off": np.arange(6), "grid": np.linspace(0.0, 1.0, 40)}
+    shared = Message("round_a", header, arrays)
+    copies = {n: Message("round_a", dict(header), dict(arrays)) for n in "abc"}
+    replies = {
+        n: Message("round_a", {}, {"counts": np.ones(i + 2, np.uint64)})
+        for i, n in enumerate("abc")
+    }
+    one, many = CommunicationLedger(), CommunicationLedger()
+    one.record("round_a", dict.fromkeys("abc", shared), replies)
+    many.record("round_a", copies, replies)
+    assert one.records == many.records
+    assert one.records[0].download_bytes == 3 * shared.nbytes
+    assert one.records[0].upload_scalars == 2 + 3 + 4
+
