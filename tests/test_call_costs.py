@@ -143,3 +143,31 @@ def test_ledger_sizes_a_broadcast_as_its_copies() -> None:
     assert one.records[0].download_bytes == 3 * shared.nbytes
     assert one.records[0].upload_scalars == 2 + 3 + 4
 
+
+def test_guide_windows_are_each_querys_interpolation() -> None:
+    # Guides._window groups the queries by feature; each query's window must be the
+    # root's distribution interpolated at its own first guide, as one query alone gives.
+    from fedforest.federated.server.guides import Guides
+
+    rng = np.random.default_rng(3)
+    d = 5
+    edges = [np.sort(rng.normal(size=9)) for _ in range(d)]
+    edges[2] = np.zeros(1)  # a categorical feature: no bins, no window
+    mass = [rng.integers(1, 20, e.size - 1).astype(float) for e in edges]
+    guides = Guides(d)
+    guides.set_root(edges, mass, 6.0)
+    n = 60
+    feature = rng.integers(0, d, n)
+    off = np.concatenate([[0], np.cumsum(rng.integers(0, 3, n))])
+    x = rng.normal(size=int(off[-1]) + 1)
+    first = x[np.minimum(off[:-1], x.size - 1)]
+    w_lo, w_hi = guides._window(feature, first, off)
+    for i in range(n):
+        f = feature[i]
+        if off[i + 1] == off[i] or edges[f].size < 2:
+            assert (w_lo[i], w_hi[i]) == (np.inf, -np.inf)
+            continue
+        c = np.concatenate([[0.0], np.cumsum(mass[f])])
+        r = np.interp(first[i : i + 1], edges[f], c)
+        assert w_lo[i] == np.interp(r - 6.0, c, edges[f])[0]
+        assert w_hi[i] == np.interp(r + 6.0, c, edges[f])[0]
