@@ -535,6 +535,18 @@ class RoundRecord:
     upload_scalars: int
 
 
+def _sizes(messages: dict[str, Message]) -> tuple[int, int]:
+    """Bytes and scalars of ``messages`` together; a broadcast's one message sized once."""
+    sizes: dict[int, tuple[int, int]] = {}
+    n_bytes = n_scalars = 0
+    for m in messages.values():
+        if id(m) not in sizes:
+            sizes[id(m)] = (m.nbytes, m.n_scalars)
+        b, k = sizes[id(m)]
+        n_bytes, n_scalars = n_bytes + b, n_scalars + k
+    return n_bytes, n_scalars
+
+
 class CommunicationLedger:
     """Rounds, bytes and scalars in each direction, per round (``model.communication_``)."""
 
@@ -543,15 +555,17 @@ class CommunicationLedger:
 
     def record(self, kind: str, requests: dict[str, Message], replies: dict[str, Message]) -> None:
         """Count one round: the server's requests and the clients' replies."""
+        down_bytes, down_scalars = _sizes(requests)
+        up_bytes, up_scalars = _sizes(replies)
         self.records.append(
             RoundRecord(
                 round=len(self.records),
                 kind=kind,
                 n_clients=len(requests),
-                download_bytes=sum(m.nbytes for m in requests.values()),
-                upload_bytes=sum(m.nbytes for m in replies.values()),
-                download_scalars=sum(m.n_scalars for m in requests.values()),
-                upload_scalars=sum(m.n_scalars for m in replies.values()),
+                download_bytes=down_bytes,
+                upload_bytes=up_bytes,
+                download_scalars=down_scalars,
+                upload_scalars=up_scalars,
             )
         )
 

@@ -282,16 +282,25 @@ def _maskable(a: object) -> bool:
     )
 
 
-def _encryptor(key: bytes, tag: int, name: str) -> Any:
+def _initial_block(tag: int, name: str) -> bytes:
+    """The initial counter block of the keystreams masking (round ``tag``, arrays ``name``).
+
+    A 12-byte digest of the round and the label of the arrays' names (:func:`stream_layout`;
+    unique per stream), then a 4-byte block counter from 0 (room for 64 GB a stream before
+    the counter would carry into the digest). The same for every pair of the round.
+    """
+    return hashlib.sha256(f"{tag}:{name}".encode()).digest()[:12] + b"\x00" * 4
+
+
+def _encryptor(key: bytes | algorithms.AES, tag: int, name: str, iv: bytes = b"") -> Any:
     """The AES-256-CTR encryptor whose keystream masks (round ``tag``, arrays ``name``).
 
-    The initial counter block: a 12-byte digest of the round and the label of the arrays'
-    names (:func:`stream_layout`; unique per stream), then a 4-byte block counter from 0
-    (room for 64 GB a stream before the counter would carry into the digest). Encrypting
-    zero bytes with it, in one call or chunk by chunk, gives the stream's words in order.
+    ``key``: the pair key, or its ``algorithms.AES`` made once; ``iv``: the round's
+    :func:`_initial_block` when the caller made it already. Encrypting zero bytes with it,
+    in one call or chunk by chunk, gives the stream's words in order.
     """
-    iv = hashlib.sha256(f"{tag}:{name}".encode()).digest()[:12] + b"\x00" * 4
-    return Cipher(algorithms.AES(key), modes.CTR(iv)).encryptor()
+    aes = key if isinstance(key, algorithms.AES) else algorithms.AES(key)
+    return Cipher(aes, modes.CTR(iv or _initial_block(tag, name))).encryptor()
 
 
 #: Words of keystream made per step (128 KiB): each neighbour's chunk is added into the
@@ -363,6 +372,15 @@ class MaskingKeys:
             else X25519PrivateKey.from_private_bytes(private)
         )
         self._pair: dict[str, bytes] = {}
+        #: Each peer's pair key as the cipher's key object, made once (with its key's bytes).
+        self._aes: dict[str, tuple[bytes, algorithms.AES]] = {}
+
+    def _cipher_key(self, other: str) -> algorithms.AES:
+        key = self._pair[other]
+        made = self._aes.get(other)
+        if made is None or made[0] is not key:  # first use, or the pair keys replaced
+            made = self._aes[other] = (key, algorithms.AES(key))
+        return made[1]
 
     def export(self) -> tuple[bytes, dict[str, bytes]]:
         """The private key and the pair keys, for a client that keeps state between rounds.
@@ -421,13 +439,14 @@ class MaskingKeys:
         ``parts`` are 1-d arrays laid end to end (:func:`stream_layout`'s order): each
         stream runs on over them, as over one array of their total length.
         """
-        encryptors = []
+        encryptors, iv = [], _initial_block(tag, name)
         for other in peers:
             if other == self.name:
                 continue
             if other not in self._pair:
                 raise ValueError(f"Client {self.name!r} has no pair key with {other!r}.")
-            encryptors.append((_encryptor(self._pair[other], tag, name), self.name < other))
+            aes = self._cipher_key(other)
+            encryptors.append((_encryptor(aes, tag, name, iv), self.name < other))
         for part in parts:
             _add_streams(encryptors, part)
 

@@ -340,12 +340,17 @@ class Guides:
         assert self.root_cdf is not None
         edges, cum, rows = self.root_cdf
         w_lo, w_hi = np.full(x.size, np.inf), np.full(x.size, -np.inf)  # empty: no median
-        has = np.diff(off) > 0
-        for f in np.unique(feature[has]):
-            at = np.flatnonzero(has & (feature == f))
-            e, c = edges[f], cum[f]
+        has = np.flatnonzero(np.diff(off) > 0)
+        if not has.size:
+            return w_lo, w_hi
+        has = has[np.argsort(feature[has], kind="stable")]  # by feature, queries in order
+        f_has = feature[has]
+        cuts = (np.flatnonzero(np.diff(f_has)) + 1).tolist()
+        for a, z in zip([0, *cuts], [*cuts, has.size], strict=True):
+            e, c = edges[int(f_has[a])], cum[int(f_has[a])]
             if e.size < 2:
                 continue
+            at = has[a:z]
             r = np.interp(x[at], e, c)
             w_lo[at], w_hi[at] = np.interp(r - rows, c, e), np.interp(r + rows, c, e)
         return w_lo, w_hi
