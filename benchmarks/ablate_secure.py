@@ -30,8 +30,6 @@ secure protocol costs; several patches weaken the rules and exist for measuremen
 - ``no-grid-gaps``: node grids keep their edges around a group of fewer than ``m`` rows
   beside an empty coarse bin inside a column (UNSAFE: main before red team 11,
   ``secure_setup.grid_gaps``).
-- ``no-fences``: node grid edges not fenced by their ancestors' counts, guides in every
-  grid (UNSAFE: main before the fences, ``privacy/fences.py``).
 
 Modes joined by "+" combine (``no-rules+dense``). ``--m`` sets ``min_aggregate_rows``
 (also the leaf floor). ``--none`` first prints the ``"none"`` variants of the
@@ -96,7 +94,6 @@ MODES = (
     "oracle-levels",
     "no-grid-ends",
     "no-grid-gaps",
-    "no-fences",
 )
 KW: dict[str, Any] = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
 TRUE = {0: [0.0], 1: [0.0], 2: [-3.0, 3.0], 3: [0.0]}  # paper_f's thresholds per feature
@@ -245,7 +242,6 @@ def _patch(mode: str) -> None:
         secure_round_a.node_grids = _no_grid_ends
     if "no-grid-gaps" in parts:
         secure_round_a.node_grids = _no_grid_gaps
-    secure_setup.FENCES = "no-fences" not in parts
 
 
 def _row(name: str, mse: list[float], ref: list[float], counts: str = "| |") -> None:

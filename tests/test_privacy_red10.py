@@ -216,35 +216,23 @@ def grouped_claims(
 
 
 # --------------------------------------------------------------------------- the four cases
-def fences_off(monkeypatch) -> None:  # noqa: ANN001
-    """The fences switched off (the control): node grid edges placed as before them."""
-    monkeypatch.setattr(secure_setup, "FENCES", False)
-
-
+@pytest.mark.xfail(
+    strict=True,
+    reason="a tie at a column's top (x2 capped at 0) with one row just above it, in the "
+    "adjacent coarse bin: grid_ends cannot tell the tie from a tail and keeps node grid "
+    "edges up to that bin's top, above the tie with the one row alone above them; Round A's "
+    "count above them follows the row: alone in the boxes at data seeds 2 and 4 (and 2 "
+    "rows at 0, 1, 3), 50 trees (docs/privacy-findings.md, 'Red team 10')",
+)
 def test_a_row_just_above_a_tie_in_the_adjacent_coarse_bin_is_not_singled_out(
     monkeypatch,  # noqa: ANN001
 ) -> None:
-    """``x2`` capped at 0 (half the rows tie there), one row at 0.05 in the coarse bin
-    beside the tie: the coarse counts cannot tell the tie from a tail, so node grids held
-    edges above the tie with that row alone above them. The fences (``privacy/fences.py``:
-    no edge with fewer than ``m`` rows of the nearest ancestor that measured ``x2`` beyond
-    it, or of the federation where none did) leave no deepest box holding it alone at data
-    seeds 2 and 4. The control, fences off: the row alone in the boxes (seeds 2, 4)."""
     for seed in (2, 4):
         with monkeypatch.context() as patch:
             out = residual_exposure(patch, "adjacent", seed, 50)
         assert out["wrong"] == 0  # every box followed holds the row (a fix that follows
         # nothing passes: no row alone, 1000 in the boxes)
         assert min(out["alone"].values()) > 1, f"seed {seed}: the row alone"
-
-    def fix_off(seed: int) -> dict[str, Any]:
-        with monkeypatch.context() as patch:
-            fences_off(patch)
-            return residual_exposure(patch, "adjacent", seed, 50)
-
-    assert_found_at_some_seed(
-        fix_off, lambda off: off["wrong"] == 0 and min(off["alone"].values()) == 1, (2, 4)
-    )
 
 
 @pytest.mark.parametrize("k", [1, 2], ids=["same-row", "two-rows"])

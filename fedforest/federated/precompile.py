@@ -35,7 +35,7 @@ from numba.core import event
 from ..tree.apply import predict_forest
 from . import client_kernels, client_route, client_sketch, grid_wire
 from .kernel_cache import is_cached
-from .privacy import fences, grids, intervals, partitions, rules, secagg
+from .privacy import grids, intervals, partitions, rules, secagg
 from .server import (
     check_kernels,
     draws,
@@ -79,7 +79,6 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (grids.quantile_grids_at, (_F, _I64, _F, _I64, _I64, _F, _F, _I64, _F, _I64, _F)),
     (grids.merge_thresholds, (_F, _I64, _B, _F, _I64, _F, _I64, _B, _B)),
     (grids.displaced_edges, (_F, _I64, _F, _I64, _I64, _B)),
-    (fences.fenced_edges, (_F, _I64, _I64, _F, _I64, _F, _I64, _F, _F, _R, types.boolean, _F)),
     (rules.secure_candidates, (_F, _I64, _F, _F, _F, _F, _F, _I, _I, _I64, _F)),
     (guides.guided_candidates, (_F, _I64, _F, _F, _F, _I64, _F, _I64, _I, _I64, _F)),
     (guides.top_guides, (_I64, _I64, _I64, _F, _F, _I64, _I64, _I64, _F, _F, _I, _I, _I64, _F)),

@@ -21,7 +21,6 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS, STAT_WEIGHT
 from ..grid_wire import encode_grid
-from ..privacy.fences import fenced_edges
 from ..privacy.grids import (
     displaced_edges,
     merge_thresholds,
@@ -137,25 +136,6 @@ class SecureState:
     #: This level's histograms, kept for the next one.
     current: PairSegments = field(default_factory=lambda: PairSegments.empty())
     current_mass: PairSegments = field(default_factory=lambda: PairSegments.empty())
-    #: Under "secure": a node's edges fenced by the counts of its nearest ancestor that
-    #: measured the feature (``privacy/fences.py``): those histograms (edges; rows per bin),
-    #: keyed by their index, and per frontier slot and feature the one it uses (-1: none).
-    fence: bool = False
-    fence_edges: PairSegments = field(default_factory=lambda: PairSegments.empty())
-    fence_rows: PairSegments = field(default_factory=lambda: PairSegments.empty())
-    fence_ref: NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 0), np.int64))
-    #: Where no ancestor measured the feature (its range is then the whole column): per
-    #: feature the outermost edges with ``m`` rows of the federation beyond them, from the
-    #: coarse counts (``lo``, ``hi``) and per tree (global index) from its earlier levels'
-    #: counts (``tree_ends``: two arrays of d); the frontier slots' trees (``slot_tree``).
-    fence_lo: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
-    fence_hi: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
-    tree_ends: dict[int, tuple[NDArray[np.float64], NDArray[np.float64]]] = field(
-        default_factory=dict
-    )
-    slot_tree: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    #: The fences join a bin of few rows to its neighbours too (else the ends alone).
-    fence_join: bool = True
     #: Under "secure": per feature, whether 1 to ``m - 1`` rows of the federation miss its
     #: value (its grids get no "value known | missing" edge: ``sparse_columns.py``).
     rare_missing: NDArray[np.bool_] | None = None
@@ -187,8 +167,6 @@ class SecureState:
         self.parent = np.full(n_trees, -1, dtype=np.int64)
         self.measured = self.current = PairSegments.empty()
         self.measured_mass = self.current_mass = PairSegments.empty()
-        self.fence_edges, self.fence_rows = PairSegments.empty(), PairSegments.empty()
-        self.fence_ref = np.full((n_trees, d), -1, dtype=np.int64)
         self.history, self.checks = [], PairSegments.empty(4)
         self.released, self.groups, self.cuts = PairSegments.empty(3), {}, _no_cuts()
 
@@ -286,12 +264,6 @@ def node_grids(
         out, out_off = _within(out, out_off, state.edge_lo[f], state.edge_hi[f], lo, hi)
     if state.gaps is not None:
         out, out_off = _outside(out, out_off, f, state.gaps, lo, hi)
-    fences = None
-    if state.fence:  # edges an ancestor's counts show m rows around (fences.py)
-        if tree is not None:
-            state.slot_tree = np.asarray(tree, dtype=np.int64)
-        fences = _fences(state, node, f)
-        out, out_off = _fenced(out, out_off, fences, state, lo, hi)
     # The ancestors' thresholds inside the node's path bounds join its grid, so that Round A
     # counts the node's rows below each of them (for the rules in Round B: every count is
     # exact).
@@ -318,8 +290,6 @@ def node_grids(
         g_off, g_thr = state.guides.find(np.asarray(tree)[node], f, lo, hi)
         if state.gaps is not None:  # a median of thresholds can fall in a gap
             g_thr, g_off = _outside(g_thr, g_off, f, state.gaps, lo, hi)
-        if fences is not None:
-            g_thr, g_off = _fenced(g_thr, g_off, fences, state, lo, hi)
         guided = np.diff(g_off) > 0
         out, out_off, exact = _merged(out, out_off, exact, guided, g_thr, g_off, parts, n_threads)
     if missing is not None and missing.any():
@@ -407,73 +377,6 @@ def _outside(
     if np.array_equal(moved, grid):
         return grid, grid_off
     keep = (moved > node_lo[owner]) & (moved < node_hi[owner])
-    keep[1:] &= (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
-    return moved[keep], offsets(np.bincount(owner[keep], minlength=grid_off.size - 1))
-
-
-def _tree_ends(
-    state: SecureState, node: NDArray[np.int64], f: NDArray[np.int64]
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Per pair, the outermost edges with ``m`` rows of the federation below (above) them.
-
-    The coarse counts' (``secure_setup.coarse_ends``) or its tree's earlier levels', the
-    wider.
-    """
-    lo, hi = state.fence_lo[f].copy(), state.fence_hi[f].copy()
-    trees = state.slot_tree[node] if state.slot_tree.size else np.full(node.size, -1)
-    for t in np.unique(trees):
-        if int(t) in state.tree_ends:
-            at = trees == t
-            t_lo, t_hi = state.tree_ends[int(t)]
-            lo[at] = np.minimum(lo[at], t_lo[f[at]])
-            hi[at] = np.maximum(hi[at], t_hi[f[at]])
-    return lo, hi
-
-
-def _fences(
-    state: SecureState, node: NDArray[np.int64], f: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
-    """Per pair, its fences.
-
-    The histogram of its nearest ancestor that measured the feature (-1: none), and where
-    none did below the roots (no ancestor split on it: its range is the column) the
-    column's certified ends (:func:`_tree_ends`; else infinite).
-    """
-    src = state.fence_ref[node, f]
-    bare = (src < 0) & (state.parent[node] >= 0)
-    end_lo, end_hi = np.full(node.size, -np.inf), np.full(node.size, np.inf)
-    if bare.any():
-        end_lo[bare], end_hi[bare] = _tree_ends(state, node[bare], f[bare])
-    return src, end_lo, end_hi
-
-
-def _fenced(
-    grid: NDArray[np.float64],
-    grid_off: NDArray[np.int64],
-    fences: tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]],
-    state: SecureState,
-    node_lo: NDArray[np.float64],
-    node_hi: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """Each pair's grid with its edges moved out of its fences (``privacy/fences.py``).
-
-    A moved edge goes where it is not inside the node's path bounds, or is a repeat.
-    """
-    src, end_lo, end_hi = fences
-    if np.any(np.isfinite(end_lo) | np.isfinite(end_hi)):
-        grid, grid_off = _within(grid, grid_off, end_lo, end_hi, node_lo, node_hi)
-    if not np.any(src >= 0):
-        return grid, grid_off
-    moved = np.empty_like(grid)
-    edges, rows = state.fence_edges, state.fence_rows
-    fenced_edges(
-        grid, grid_off, src, edges.values, edges.off, rows.values, rows.off,
-        node_lo, node_hi, float(state.min_rows), state.fence_join, moved,
-    )  # fmt: skip
-    if np.array_equal(moved, grid):
-        return grid, grid_off
-    owner = np.repeat(np.arange(grid_off.size - 1), np.diff(grid_off))
-    keep = (moved > node_lo[owner]) & (moved < node_hi[owner])  # NaN: False
     keep[1:] &= (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
     return moved[keep], offsets(np.bincount(owner[keep], minlength=grid_off.size - 1))
 
@@ -603,12 +506,9 @@ def keep_histograms(
     edges = np.empty(inner.size)
     edges[inner] = level.grid[take]
     edges[off[:-1]], edges[off[1:] - 1] = state.lo[node, f], state.hi[node, f]
-    # Two columns: the weights (the children's distribution), the rows (their fences).
-    cum = np.empty((inner.size, 2))
-    cum[inner] = level.cum[take][:, ::-1]
-    cum[off[:-1]] = 0.0
-    cum[off[1:] - 1, 0] = level.node_weight(node)
-    cum[off[1:] - 1, 1] = level.pooled[node, STAT_ROWS]
+    cum = np.empty(inner.size)
+    cum[inner] = level.cum[take, 1]
+    cum[off[:-1]], cum[off[1:] - 1] = 0.0, level.node_weight(node)
     # A grid's MISSING_SPLIT edge: the known values end there (the missing rows are in no
     # distribution); the histogram then ends at the last finite edge, at the known weight.
     last = off[1:] - 2
@@ -620,75 +520,10 @@ def keep_histograms(
         keep[last[gone]] = False
         edges, cum = edges[keep], cum[keep]
         off = offsets(np.diff(off) - gone)
-    mass = np.maximum(np.delete(cum[1:] - cum[:-1], off[1:-1] - 1, axis=0), 0.0)
+    mass = np.delete(cum[1:] - cum[:-1], off[1:-1] - 1)
     key = node * state.lo.shape[1] + f
     state.current = PairSegments(key, off, edges)
-    state.current_mass = PairSegments(key, off - np.arange(off.size), mass[:, 0].copy())
-    if state.fence:  # the same bins' rows (the weight column may weigh draws) fence below
-        n = state.fence_edges.key.size
-        state.fence_ref[node, f] = n + np.arange(key.size)
-        state.fence_edges = _appended(state.fence_edges, off, edges)
-        state.fence_rows = _appended(state.fence_rows, off - np.arange(off.size), mass[:, 1])
-        _record_ends(state, node, f, off, edges, cum[:, 1])
-
-
-def _record_ends(
-    state: SecureState,
-    node: NDArray[np.int64],
-    f: NDArray[np.int64],
-    off: NDArray[np.int64],
-    edges: NDArray[np.float64],
-    cum: NDArray[np.float64],
-) -> None:
-    """Each tree's outermost edges with ``m`` of a node's rows below (above) them.
-
-    As many of the federation's (``tree_ends``, for the nodes no ancestor's counts fence).
-    """
-    if not state.slot_tree.size or not node.size:
-        return
-    owner = np.repeat(np.arange(node.size), np.diff(off))
-    total = cum[off[1:] - 1][owner]
-    m = state.min_rows
-    d = state.lo.shape[1]
-    key = state.slot_tree[node][owner] * d + f[owner]
-    for t in np.unique(state.slot_tree[node]):
-        if int(t) not in state.tree_ends:
-            state.tree_ends[int(t)] = (np.full(d, np.inf), np.full(d, -np.inf))
-    trees = np.unique(state.slot_tree[node])
-    lo_all = np.full(trees.size * d, np.inf)
-    hi_all = np.full(trees.size * d, -np.inf)
-    at = np.searchsorted(trees, key // d) * d + key % d
-    below, above = cum >= m, total - cum >= m
-    np.minimum.at(lo_all, at[below], edges[below])
-    np.maximum.at(hi_all, at[above], edges[above])
-    for i, t in enumerate(trees):
-        t_lo, t_hi = state.tree_ends[int(t)]
-        np.minimum(t_lo, lo_all[i * d : (i + 1) * d], out=t_lo)
-        np.maximum(t_hi, hi_all[i * d : (i + 1) * d], out=t_hi)
-
-
-def _appended(
-    pool: PairSegments, off: NDArray[np.int64], values: NDArray[np.float64]
-) -> PairSegments:
-    """``pool`` with the segments ``values[off[i]:off[i + 1]]`` after its own, keyed by index."""
-    n = pool.key.size + off.size - 1
-    return PairSegments(
-        np.arange(n, dtype=np.int64),
-        np.concatenate([pool.off, pool.off[-1] + off[1:]]),
-        np.concatenate([pool.values, values]),
-    )
-
-
-def _inherited(state: SecureState, parent: NDArray[np.int64]) -> None:
-    """The new slots' fence histograms, their parents' (-1: none); the pool kept to those."""
-    ref = np.where(parent[:, None] >= 0, state.fence_ref[np.maximum(parent, 0)], -1)
-    used = np.unique(ref[ref >= 0])
-    at = np.full(state.fence_edges.key.size + 1, -1, dtype=np.int64)
-    at[used] = np.arange(used.size)
-    state.fence_ref = at[ref]  # -1 stays -1 (the last entry)
-    for name in ("fence_edges", "fence_rows"):
-        off, values = getattr(state, name).take(used)
-        setattr(state, name, PairSegments(np.arange(used.size, dtype=np.int64), off, values))
+    state.current_mass = PairSegments(key, off - np.arange(off.size), np.maximum(mass, 0.0))
 
 
 def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]]) -> None:
@@ -721,8 +556,6 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     state.history.append((state.parent, state.released, state.groups))
     state.lo, state.hi, state.parent = lo, hi, parent
     state.measured, state.measured_mass = state.current, state.current_mass
-    if state.fence:
-        _inherited(state, parent)
     state.current, state.current_mass = PairSegments.empty(), PairSegments.empty()
     state.checks, state.released, state.groups = PairSegments.empty(4), PairSegments.empty(3), {}
     state.cuts = _no_cuts()

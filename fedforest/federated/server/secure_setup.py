@@ -70,10 +70,6 @@ _COARSE_EDGES = 1024
 #: (docs/privacy.md, "Count histograms").
 _COARSE_ROWS = 10
 
-#: Node grid edges fenced by the counts of an ancestor that measured the feature
-#: (``privacy/fences.py``); False only in the ablation and the attack tests' controls.
-FENCES = True
-
 
 def _coarse_rows(m: int, dp: bool) -> int:
     """Rows per coarse bin: ``m`` under "dp" (noisy counts, charged per fit), else 10."""
@@ -234,10 +230,7 @@ def setup_grids(
     root_lo, root_hi = np.full(d, -np.inf), np.full(d, np.inf)
     edge_lo, edge_hi = np.full(d, -np.inf), np.full(d, np.inf)
     gaps: list[NDArray[np.float64]] = [np.zeros((0, 2))] * d
-    fence_lo, fence_hi = np.full(d, np.inf), np.full(d, -np.inf)
     for i, j in enumerate(numeric):
-        if plan is None:  # the column's ends by the coarse counts (fences.py)
-            fence_lo[j], fence_hi[j] = coarse_ends(edges[i], hist[i], n[i], m)
         if plan is None:  # no node grid edge with a group of few rows beyond it
             missing = n_rows - n[i] if rare_missing[j] else 0.0  # above every value
             edge_lo[j], edge_hi[j] = grid_ends(edges[i], hist[i], n[i], m, missing)
@@ -259,8 +252,6 @@ def setup_grids(
     if plan is None:
         state.edge_lo, state.edge_hi = edge_lo, edge_hi
         state.gaps = gaps
-        state.fence = FENCES  # node edges fenced by their ancestors' counts (fences.py)
-        state.fence_lo, state.fence_hi = fence_lo, fence_hi
     if coded:  # codes few rows hold, merged before any node's count (rare_codes.py)
         check_code_counts(sums["code_counts"], n_categories[coded].tolist(), n_rows)
         state.code_map = code_maps(sums["code_counts"], coded, schema["categories"], m)
@@ -334,20 +325,6 @@ def grid_ends(
         gap = (far > 0 and nxt - cum[k + 1] == 0) or missing > 0
         far += missing
         hi = np.inf if far == 0 else float(edges[k] if gap else edges[k + 1])
-    return lo, hi
-
-
-def coarse_ends(
-    edges: NDArray[np.float64], cum: NDArray[np.float64], n: float, m: int
-) -> tuple[float, float]:
-    """The outermost edges a node no ancestor's counts fence may hold (``privacy/fences.py``).
-
-    ``cum``: the federation's rows at or below each coarse edge, of ``n``: the first coarse
-    edge with ``m`` rows at or below it and the last with ``m`` above it.
-    """
-    at_lo, at_hi = np.flatnonzero(cum >= m), np.flatnonzero(n - cum >= m)
-    lo = float(edges[at_lo[0]]) if at_lo.size else np.inf
-    hi = float(edges[at_hi[-1]]) if at_hi.size else -np.inf
     return lo, hi
 
 
