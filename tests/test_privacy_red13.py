@@ -37,8 +37,12 @@ import numpy as np
 import pytest
 
 import fedforest as ff
+from fedforest.federated import client_bootstrap
+from fedforest.federated.client_bootstrap import bootstrap_counts, bootstrap_counts_many
+from tests._attack_controls import assert_found_at_some_seed
 from tests.test_privacy import _data, _fit
 from tests.test_privacy_model import _pooled_moments
+from tests.test_privacy_red6 import nested_differences
 from tests.test_privacy_red9 import _oob_sum_of_y
 
 
@@ -186,3 +190,58 @@ def test_a_client_of_one_row_joining_clients_of_two_rows_gives_no_value() -> Non
     clients' (a client's weights add up to its rows), not the attack's."""
     got = one_row_join_exposure(0, rows=2)
     assert got["features"] == 0.0 and got["target"] > 0.01 and got["oob"] > 0.01, got
+
+
+# --------------------------------------------------------------- one fit, one-row clients
+def across_trees_exposure(seed: int, n_clients: int = 100) -> dict[str, int]:
+    """One default secure regressor (50 trees) on ``n_clients`` clients of one row each (the
+    suite's data, 8 features). The bootstrap is drawn per client; a client of one row drew
+    it once in every tree, so every tree held the same rows (as under ``bootstrap=False``,
+    which is refused for this). The server takes every node of one tree inside a node of
+    another tree of the same fit (boxes from the thresholds) with one row more (red team
+    6's ``nested_differences``) and claims ``(W v)_outer - (W v)_inner`` as that row's
+    target. Returns the claims and the rows whose exact target (to 1e-6, one row) was
+    among them."""
+    X, y, h = _data(n_clients=n_clients, n_rows=1, d=8, seed=seed)
+    model = ff.FedForestRegressor(random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _fit(model, X, y, h)
+    rebuilt: set[int] = set()
+    claims = 0
+    trees = model.trees_
+    for a in range(len(trees)):
+        for b in range(a + 1, len(trees)):
+            for between, target in nested_differences(trees[a], trees[b], X.shape[1]):
+                if between == 1:
+                    claims += 1
+                    match = np.flatnonzero(np.abs(y - target) < 1e-6)
+                    rebuilt.update(match.tolist() if match.size == 1 else [])
+    return {"claims": claims, "rebuilt": len(rebuilt)}
+
+
+def test_clients_of_one_row_draw_their_row_a_secret_number_of_times() -> None:
+    """Under a secret a client of one row draws its row a Poisson number of times, the
+    same in both paths that compute the draws (one tree at a time, many at once); without
+    one (``"none"``) it draws it once in every tree, as before."""
+    secret = 2**100 + 12345
+    one = [int(bootstrap_counts(0, t, "site0", 1, secret)[0]) for t in range(200)]
+    assert bootstrap_counts_many(0, range(200), "site0", 1, None, secret)[:, 0].tolist() == one
+    assert 0.25 < one.count(0) / 200 < 0.5 and max(one) >= 2  # Poisson(1): 0.37 at 0
+    assert bootstrap_counts_many(0, range(200), "site0", 1)[:, 0].tolist() == [1] * 200
+    two = bootstrap_counts_many(0, range(50), "site0", 2, None, secret)
+    assert np.all(two.sum(axis=1) == 2)  # clients of two rows and more: as before
+
+
+def test_one_fit_on_clients_of_one_row_gives_no_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found and fixed (2026-12-05): 22, 21 and 20 of 100 rows' exact targets at data seeds
+    0, 1, 2 (22 of 300 at seed 0) from one fit's model; none since a client of one row
+    draws its row a secret Poisson number of times. With the former draws (the control)
+    the attack rebuilds rows again."""
+    got = across_trees_exposure(0)
+    assert got["claims"] > 0 and got["rebuilt"] == 0, got
+    draws = client_bootstrap._draws
+    monkeypatch.setattr(
+        client_bootstrap, "_draws", lambda rng, n, size, secret: draws(rng, n, size, False)
+    )
+    assert_found_at_some_seed(across_trees_exposure, lambda r: r["rebuilt"] > 5, [0, 1, 2])
