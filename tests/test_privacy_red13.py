@@ -3,6 +3,13 @@
 See docs/privacy-findings.md, "Red team 13". The server holds the model it built (and
 every reply, the suite's ``RecordingFederation`` around ``LocalFederation``).
 
+*Found and fixed*: one fit on clients of one row each. The bootstrap is drawn per client,
+so a client of one row drew its row once in every tree: every tree held the same rows
+(``bootstrap=False``, refused for this), and nested nodes of two trees of the one fit
+(red team 6's ``nested_differences``) gave 20 to 22 of 100 rows' exact targets. Under a
+secret such a client now draws its row a Poisson(1) number of times
+(``client_bootstrap._draws``).
+
 *Found, open* (a strict xfail): a class that 2 to 5 rows of the federation hold. Each
 leaf's block of class weights is nonzero for that class exactly where one of its rows
 went (Round A's node summaries carry the same block). A tree whose leaves hold the class
