@@ -53,12 +53,18 @@ Usage::
     python benchmarks/ablate_secure.py oracle --jitter 0.05
     python benchmarks/ablate_secure.py default --seeds 0 1 2 3 4 5 6 7 8 9 --forest-seeds 3
     python benchmarks/ablate_secure.py default no-grid-gaps --setting covariate-shift
+    python benchmarks/ablate_secure.py default one-row-draws --one-row-clients 300
+
+``--one-row-clients N``: the first ``N`` training rows of each data seed, each row a client
+of its own (a device per person); ``one-row-draws`` draws a client of one row once in every
+tree, as before red team 13 (its fix changes no forest whose clients hold two rows or more).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +80,7 @@ except ModuleNotFoundError as exc:
 from sklearn.ensemble import RandomForestRegressor
 
 import fedforest as ff
+import fedforest.federated.client_bootstrap as client_bootstrap
 import fedforest.federated.server.guides as guides_module
 import fedforest.federated.server.secure_round_a as secure_round_a
 import fedforest.federated.server.secure_round_b as secure_round_b
@@ -94,6 +101,7 @@ MODES = (
     "oracle-levels",
     "no-grid-ends",
     "no-grid-gaps",
+    "one-row-draws",
 )
 KW: dict[str, Any] = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
 TRUE = {0: [0.0], 1: [0.0], 2: [-3.0, 3.0], 3: [0.0]}  # paper_f's thresholds per feature
@@ -109,6 +117,7 @@ _HOME: dict[str, Any] = {
     "node_grids": secure_round_a,
 }
 _ORIGINAL = {name: getattr(home, name) for name, home in _HOME.items()}
+_DRAWS = client_bootstrap._draws  # one-row-draws: a client of one row, once a tree
 _TREES = 1024  # own-tree: each tree's features apart (fewer trees than this)
 
 
@@ -242,6 +251,11 @@ def _patch(mode: str) -> None:
         secure_round_a.node_grids = _no_grid_ends
     if "no-grid-gaps" in parts:
         secure_round_a.node_grids = _no_grid_gaps
+    client_bootstrap._draws = (  # type: ignore[assignment]
+        (lambda rng, n, size, secret: _DRAWS(rng, n, size, False))
+        if "one-row-draws" in parts
+        else _DRAWS
+    )
 
 
 def _row(name: str, mse: list[float], ref: list[float], counts: str = "| |") -> None:
@@ -291,6 +305,13 @@ def main() -> None:
         metavar=("A", "B"),
         help="oracle-levels: the oracle's guides at depths A <= L < B",
     )
+    parser.add_argument(
+        "--one-row-clients",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the first N training rows, each a client of one row",
+    )
     args = parser.parse_args()
     JITTER["sd"] = args.jitter
     ORACLE_LEVELS[:] = args.oracle_levels
@@ -298,6 +319,12 @@ def main() -> None:
         if not set(mode.split("+")) <= set(MODES):
             parser.error(f"unknown mode {mode!r}: choose from {', '.join(MODES)}")
     data = [make_paper_synthetic(args.setting, random_state=s) for s in args.seeds]
+    if args.one_row_clients:
+        n = args.one_row_clients
+        data = [
+            replace(d, X_train=d.X_train[:n], y_train=d.y_train[:n], h_train=np.arange(n))
+            for d in data
+        ]
     ref = []
     for s, d in zip(args.seeds, data, strict=True):
         per = []

@@ -55,13 +55,28 @@ def bootstrap_counts(
     whatever the transport or client order. Row ``i`` is drawn ``counts[i]`` times. Under
     ``privacy="secure"`` the client adds a ``secret`` of its own (derived from its data), so
     that the server, which knows the seed, cannot recompute the draws. ``draws`` (default
-    ``n``) is the bootstrap's size (``max_samples``).
+    ``n``) is the bootstrap's size (``max_samples``). With a ``secret``, a client of one
+    row draws it a Poisson number of times of mean ``draws`` (:func:`_draws`).
     """
     words = [seed, tree, zlib.crc32(name.encode("utf-8"))]
     if secret is not None:
         words += [secret & 0xFFFFFFFFFFFFFFFF, secret >> 64]
     rng = np.random.default_rng(words)
-    size = n if draws is None else draws
+    return _draws(rng, n, n if draws is None else draws, secret is not None)
+
+
+def _draws(rng: np.random.Generator, n: int, size: int, secret: bool) -> NDArray[np.int64]:
+    """One tree's counts of the client's ``n`` rows, ``size`` draws, from ``rng``.
+
+    ``size`` draws with replacement; but a client of one row under a ``secret`` (secure,
+    dp) draws it ``Poisson(size)`` times (the limit of one row's count in a large
+    bootstrap): drawn ``size`` times in every tree, its row was in every tree alike, and
+    where every client holds one row the trees held the same rows, which differencing
+    nested nodes of two trees isolated (``bootstrap=False``'s reason for its refusal;
+    red team 13, docs/privacy-findings.md).
+    """
+    if n == 1 and secret:
+        return np.array([rng.poisson(size)], dtype=np.int64)
     return np.bincount(rng.integers(0, n, size=size), minlength=n).astype(np.int64)
 
 
@@ -108,7 +123,7 @@ def bootstrap_counts_many(
             "has_uint32": 0,
             "uinteger": 0,
         }
-        out[t] = np.bincount(rng.integers(0, n, size=size), minlength=n)
+        out[t] = _draws(rng, n, size, secret is not None)
     return out
 
 
