@@ -1,4 +1,4 @@
-"""Odd inputs, ninth round: warm refits.
+"""Odd inputs, ninth round: warm refits, the command's Parquet decimals.
 
 Each test failed on main at c5c7be9:
 
@@ -6,19 +6,27 @@ Each test failed on main at c5c7be9:
   y of NaN, X of infinity, y of another length, sample weights of the wrong shape (or
   negative) and X of other columns were taken silently, where scikit-learn's forest
   refuses all but the last (its ``check_sample_weights_shape`` failed with
-  ``warm_start=True``).
+  ``warm_start=True``);
+- ``fedforest train`` refused a Parquet file's DECIMAL target ("is not numeric (object);
+  for class labels use --task classification") and weight column, which ``fit`` and a
+  ``Client`` take as numbers, as scikit-learn does.
 """
 
 from __future__ import annotations
 
+import decimal
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestRegressor
 
+import fedforest
 from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest.cli import main
 
 _N = 120
 
@@ -83,3 +91,38 @@ def test_a_warm_refit_without_new_trees_on_good_inputs_changes_nothing() -> None
     with pytest.warns(UserWarning, match="does not fit new trees"):
         assert est.fit(X, y, sample_weight=np.ones(_N), client_ids=np.arange(_N) % 2) is est
     assert all(np.array_equal(a, t.threshold) for a, t in zip(trees, est.trees_, strict=True))
+
+
+def _decimals(values: Any) -> list[decimal.Decimal]:
+    return [decimal.Decimal(f"{v:.4f}") for v in values]
+
+
+def test_a_parquet_decimal_target_and_weight_train_as_their_floats(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    X, y = _data()
+    weight = np.random.default_rng(1).uniform(0.5, 2.0, _N)
+    paths = {}
+    for kind in ("decimal", "float"):
+        for k, rows in enumerate((slice(0, 60), slice(60, None))):
+            columns: dict[str, Any] = {f"x{j}": X[rows, j] for j in range(3)}
+            target, w = _decimals(y[rows]), _decimals(weight[rows])
+            if kind == "decimal":  # a database's DECIMAL(10, 4), as pandas reads it: objects
+                target = pa.array(target, pa.decimal128(10, 4))
+                w = pa.array(w, pa.decimal128(10, 4))
+            else:
+                target, w = np.array(target, dtype=float), np.array(w, dtype=float)
+            columns.update(y=target, w=w)
+            paths[kind, k] = tmp_path / f"{kind}_{k}.parquet"
+            pq.write_table(pa.table(columns), paths[kind, k])
+    assert pd.read_parquet(paths["decimal", 0])["y"].dtype == object
+    models = {}
+    for kind in ("decimal", "float"):
+        models[kind] = tmp_path / f"{kind}.ffm"
+        argv = ["train", f"--client=a={paths[kind, 0]}", f"--client=b={paths[kind, 1]}"]
+        argv += ["--target", "y", "--weight", "w", "--trees", "20", "--max-depth", "3"]
+        argv += ["--privacy", "none", "--out", str(models[kind])]
+        assert main(argv) == 0
+    frame = pd.DataFrame(X, columns=["x0", "x1", "x2"])
+    got = fedforest.load(models["decimal"]).predict(frame)
+    np.testing.assert_array_equal(got, fedforest.load(models["float"]).predict(frame))
