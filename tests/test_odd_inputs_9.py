@@ -1,4 +1,4 @@
-"""Odd inputs, ninth round: warm refits, the command's Parquet decimals.
+"""Odd inputs, ninth round: warm refits, the command's Parquet decimals and binary files.
 
 Each test failed on main at c5c7be9:
 
@@ -9,12 +9,15 @@ Each test failed on main at c5c7be9:
   ``warm_start=True``);
 - ``fedforest train`` refused a Parquet file's DECIMAL target ("is not numeric (object);
   for class labels use --task classification") and weight column, which ``fit`` and a
-  ``Client`` take as numbers, as scikit-learn does.
+  ``Client`` take as numbers, as scikit-learn does;
+- a Parquet file, a gzip-compressed CSV or an Excel workbook given as ``.csv`` was "not
+  utf-8 text", with the advice to read it as Latin-1.
 """
 
 from __future__ import annotations
 
 import decimal
+import gzip
 import warnings
 from pathlib import Path
 from typing import Any
@@ -126,3 +129,62 @@ def test_a_parquet_decimal_target_and_weight_train_as_their_floats(tmp_path: Pat
     frame = pd.DataFrame(X, columns=["x0", "x1", "x2"])
     got = fedforest.load(models["decimal"]).predict(frame)
     np.testing.assert_array_equal(got, fedforest.load(models["float"]).predict(frame))
+
+
+def _parquet(path: Path) -> None:
+    pd.DataFrame({"a": [1.0, 2.0], "y": [0.5, 1.5]}).to_parquet(path)
+
+
+def _gzip(path: Path) -> None:
+    path.write_bytes(gzip.compress(b"a,y\n1.0,0.5\n2.0,1.5\n"))
+
+
+_BINARY = {
+    "Parquet": (_parquet, "it is a Parquet file; name it .parquet (or .pq)"),
+    "gzip": (_gzip, "it is gzip-compressed; decompress it first (gunzip)"),
+    # The first bytes of an .xlsx (a ZIP archive) and of an .xls (an OLE2 file).
+    "xlsx": (
+        lambda path: path.write_bytes(b"PK\x03\x04\x14\x00\x06\x00" + bytes(range(256))),
+        "it is a ZIP archive (an Excel .xlsx workbook?); save the sheet as CSV or Parquet",
+    ),
+    "xls": (
+        lambda path: path.write_bytes(bytes.fromhex("d0cf11e0a1b11ae1") + bytes(range(256))),
+        "it is an Excel 97-2003 workbook (.xls); save the sheet as CSV or Parquet",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_BINARY))
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_a_binary_file_given_as_csv_says_what_it_is(
+    kind: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write, text = _BINARY[kind]
+    path = tmp_path / "site.csv"
+    write(path)
+    model = tmp_path / "m.ffm"
+    FedForestRegressor(n_estimators=2, privacy="none").fit(*_data(60)).save(model)
+    if command == "train":
+        argv = ["train", f"--client=a={path}", "--target", "y", "--out", str(tmp_path / "o.ffm")]
+    else:
+        argv = ["predict", str(model), str(path), "--out", str(tmp_path / "p.csv")]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{str(path)!r} cannot be read as CSV: {text}" in err
+    assert "latin-1" not in err
+
+
+@pytest.mark.parametrize("kind", ["Parquet", "gzip"])
+def test_the_advice_for_a_binary_file_reads_it(kind: str, tmp_path: Path) -> None:
+    write, _ = _BINARY[kind]
+    path = tmp_path / "site.csv"
+    write(path)
+    if kind == "Parquet":
+        fixed = path.rename(tmp_path / "site.parquet")
+    else:
+        fixed = tmp_path / "plain.csv"
+        fixed.write_bytes(gzip.decompress(path.read_bytes()))
+    frame = fedforest.datasets.files.read_table(fixed)
+    pd.testing.assert_frame_equal(frame, pd.DataFrame({"a": [1.0, 2.0], "y": [0.5, 1.5]}))

@@ -29,7 +29,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """A CSV (pandas' defaults) or Parquet (``.parquet`` / ``.pq``, needs pyarrow) file.
 
     A file the reader refuses (truncated, not CSV or Parquet, ragged rows, no columns) is
-    a ``ValueError`` naming the file and the reader's reason. Any other exception of the
+    a ``ValueError`` naming the file and the reader's reason (a Parquet, gzip or Excel
+    file given as CSV: what it is). Any other exception of the
     reader (a value it cannot convert: pyarrow's "year 10184 is out of range" for a date
     after 9999) is raised as it is (a note names the file), its text quoting the value: a
     remote client sends its type only (``federated/client_errors.py``). pyarrow's text is
@@ -50,6 +51,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if parquet and (twice := _repeated(_parquet_names(path))):  # pyarrow's "Multiple
             # matches for FieldRef", which _reason left out as possibly quoting a value
             raise ValueError(_twice_text(path, twice)) from exc
+        if not parquet and (what := _binary_format(path)):  # the latin-1 advice was wrong
+            raise ValueError(f"{str(path)!r} cannot be read as CSV: {what}") from exc
         if not _unreadable(exc):
             exc.add_note(f"(reading {str(path)!r} as {kind})")
             raise
@@ -79,6 +82,31 @@ def read_table(path: str | Path) -> pd.DataFrame:
         )
         frame = frame.drop(columns=first)
     return frame
+
+
+#: A file's first bytes -> what it is, for a file given as CSV that is none.
+_MAGIC = (
+    (b"PAR1", "it is a Parquet file; name it .parquet (or .pq)"),
+    (b"\x1f\x8b", "it is gzip-compressed; decompress it first (gunzip)"),
+    (
+        b"PK\x03\x04",
+        "it is a ZIP archive (an Excel .xlsx workbook?); save the sheet as CSV or Parquet",
+    ),
+    (
+        b"\xd0\xcf\x11\xe0",
+        "it is an Excel 97-2003 workbook (.xls); save the sheet as CSV or Parquet",
+    ),
+)
+
+
+def _binary_format(path: Path) -> str:
+    """What a file given as CSV is, from its first bytes ("" if none of :data:`_MAGIC`).
+
+    Such a file failed as text not in UTF-8, with the advice to read it as Latin-1.
+    """
+    with path.open("rb") as file:
+        head = file.read(4)
+    return next((what for magic, what in _MAGIC if head.startswith(magic)), "")
 
 
 def _csv_names(path: Path, frame: pd.DataFrame) -> list[str]:
