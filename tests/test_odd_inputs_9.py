@@ -11,7 +11,10 @@ Each test failed on main at c5c7be9:
   for class labels use --task classification") and weight column, which ``fit`` and a
   ``Client`` take as numbers, as scikit-learn does;
 - a Parquet file, a gzip-compressed CSV or an Excel workbook given as ``.csv`` was "not
-  utf-8 text", with the advice to read it as Latin-1.
+  utf-8 text", with the advice to read it as Latin-1;
+- under ``privacy="secure"``, ``fit_federated`` on clients holding int, bool or Decimal
+  regression targets grew another forest than ``fit`` on the same rows (the bootstrap
+  secret read the targets' text: ``1`` where ``fit``'s clients hold ``1.0``).
 """
 
 from __future__ import annotations
@@ -100,7 +103,10 @@ def _decimals(values: Any) -> list[decimal.Decimal]:
     return [decimal.Decimal(f"{v:.4f}") for v in values]
 
 
-def test_a_parquet_decimal_target_and_weight_train_as_their_floats(tmp_path: Path) -> None:
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+def test_a_parquet_decimal_target_and_weight_train_as_their_floats(
+    privacy: str, tmp_path: Path
+) -> None:
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     X, y = _data()
@@ -124,7 +130,7 @@ def test_a_parquet_decimal_target_and_weight_train_as_their_floats(tmp_path: Pat
         models[kind] = tmp_path / f"{kind}.ffm"
         argv = ["train", f"--client=a={paths[kind, 0]}", f"--client=b={paths[kind, 1]}"]
         argv += ["--target", "y", "--weight", "w", "--trees", "20", "--max-depth", "3"]
-        argv += ["--privacy", "none", "--out", str(models[kind])]
+        argv += ["--privacy", privacy, "--out", str(models[kind])]
         assert main(argv) == 0
     frame = pd.DataFrame(X, columns=["x0", "x1", "x2"])
     got = fedforest.load(models["decimal"]).predict(frame)
@@ -188,3 +194,26 @@ def test_the_advice_for_a_binary_file_reads_it(kind: str, tmp_path: Path) -> Non
         fixed.write_bytes(gzip.decompress(path.read_bytes()))
     frame = fedforest.datasets.files.read_table(fixed)
     pd.testing.assert_frame_equal(frame, pd.DataFrame({"a": [1.0, 2.0], "y": [0.5, 1.5]}))
+
+
+_TARGETS = {
+    "int": lambda y: np.rint(3 * y).astype(np.int64),
+    "bool": lambda y: y > 0,
+    "Decimal": lambda y: np.array(_decimals(y), dtype=object),
+    "object floats": lambda y: y.astype(object),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_TARGETS))
+@pytest.mark.parametrize("privacy", ["secure", "none"])
+def test_fit_federated_on_regression_targets_of_any_number_type_is_fit(
+    kind: str, privacy: str
+) -> None:
+    X, y = _data(200)
+    target = _TARGETS[kind](y)
+    ids = np.arange(200) % 2
+    est = FedForestRegressor(n_estimators=5, privacy=privacy, random_state=0)
+    fitted = est.fit(X, target, client_ids=ids).predict(X)
+    clients = [fedforest.Client(X[ids == k], target[ids == k], name=str(k)) for k in (0, 1)]
+    federated = est.fit_federated(clients).predict(X)
+    np.testing.assert_array_equal(federated, fitted)
