@@ -14,7 +14,10 @@ Each test failed on main at c5c7be9:
   utf-8 text", with the advice to read it as Latin-1;
 - under ``privacy="secure"``, ``fit_federated`` on clients holding int, bool or Decimal
   regression targets grew another forest than ``fit`` on the same rows (the bootstrap
-  secret read the targets' text: ``1`` where ``fit``'s clients hold ``1.0``).
+  secret read the targets' text: ``1`` where ``fit``'s clients hold ``1.0``);
+- a ``;``-separated CSV with decimal commas (Excel's in much of Europe), a CSV under
+  Excel's ``sep=,`` line and one under a title or comment line were each told of "a
+  trailing comma on each row".
 """
 
 from __future__ import annotations
@@ -217,3 +220,54 @@ def test_fit_federated_on_regression_targets_of_any_number_type_is_fit(
     clients = [fedforest.Client(X[ids == k], target[ids == k], name=str(k)) for k in (0, 1)]
     federated = est.fit_federated(clients).predict(X)
     np.testing.assert_array_equal(federated, fitted)
+
+
+def _site() -> pd.DataFrame:
+    X, y = _data(60)
+    return pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": y})
+
+
+# A first line that is no header, and what the refusal says of it (the rows are longer
+# than that line: they were told of a trailing comma on each row).
+_LONGER = {
+    "decimal commas": (
+        lambda f: f.to_csv(index=False, sep=";", decimal=","),
+        "the file looks ';'-separated",
+        "Its numbers have decimal commas ('0,5'): add decimal=','.",
+    ),
+    "Excel's sep line": (
+        lambda f: "sep=,\n" + f.to_csv(index=False),
+        "Its first line is Excel's separator line ('sep=...'): drop it",
+        "pandas.read_csv(path, skiprows=1)",
+    ),
+    "a comment line": (
+        lambda f: "# site A, exported 2026-12-01\n" + f.to_csv(index=False),
+        "Is its first line a title or a comment? Drop it",
+        "pandas.read_csv(path, skiprows=1)",
+    ),
+    "a title line": (
+        lambda f: "Site A export\n" + f.to_csv(index=False),
+        "Is its first line a title or a comment? Drop it",
+        "pandas.read_csv(path, skiprows=1)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_LONGER))
+def test_rows_longer_than_a_header_that_is_none_say_why(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write, why, fix = _LONGER[case]
+    frame = _site()
+    path = tmp_path / "site.csv"
+    path.write_text(write(frame))
+    argv = ["train", f"--client=a={path}", "--target", "y", "--out", str(tmp_path / "m.ffm")]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "its rows have more fields than its header" in err
+    assert why in err and fix in err and "trailing comma" not in err
+    # The advice read it as the frame it was.
+    advised = {"sep": ";", "decimal": ","} if case == "decimal commas" else {"skiprows": 1}
+    pd.testing.assert_frame_equal(pd.read_csv(path, **advised), frame)

@@ -66,8 +66,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise ValueError(
             f"{str(path)!r}: its rows have more fields than its header has names "
             f"({len(frame.columns)}): pandas would read the first as the row index and the "
-            "others shifted. A trailing comma on each row, or a header missing a name? Give "
-            "each row one field per name."
+            f"others shifted.{_longer_rows_hint(frame)}"
         )
     # pandas' to_csv writes the index unless index=False: a first column without a name
     # holding 0, 1, ..., n-1 is that index, not a feature (it was the top "feature").
@@ -107,6 +106,31 @@ def _binary_format(path: Path) -> str:
     with path.open("rb") as file:
         head = file.read(4)
     return next((what for magic, what in _MAGIC if head.startswith(magic)), "")
+
+
+def _longer_rows_hint(frame: pd.DataFrame) -> str:
+    """Why a CSV's rows are longer than its header, from the header's names.
+
+    A ``;``-separated file with decimal commas (``a;b`` over ``0,5;1,2``: Excel in much of
+    Europe) and a first line that is no header (Excel's ``sep=;``, a title) were told of a
+    trailing comma on each row.
+    """
+    if str(frame.columns[0]).lower().startswith("sep="):
+        return (
+            " Its first line is Excel's separator line ('sep=...'): drop it, e.g. "
+            "pandas.read_csv(path, skiprows=1).to_csv(new_path, index=False)."
+        )
+    if hint := separator_hint(frame):
+        return f"{hint} Its numbers have decimal commas ('0,5'): add decimal=','."
+    if len(frame.columns) == 1 or str(frame.columns[0]).startswith("#"):
+        return (
+            " Is its first line a title or a comment? Drop it, e.g. "
+            "pandas.read_csv(path, skiprows=1).to_csv(new_path, index=False)."
+        )
+    return (
+        " A trailing comma on each row, or a header missing a name? Give each row one field "
+        "per name."
+    )
 
 
 def _csv_names(path: Path, frame: pd.DataFrame) -> list[str]:
