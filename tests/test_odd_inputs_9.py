@@ -17,14 +17,19 @@ Each test failed on main at c5c7be9:
   secret read the targets' text: ``1`` where ``fit``'s clients hold ``1.0``);
 - a ``;``-separated CSV with decimal commas (Excel's in much of Europe), a CSV under
   Excel's ``sep=,`` line and one under a title or comment line were each told of "a
-  trailing comma on each row".
+  trailing comma on each row";
+- a model file whose parameters include one this fedforest lacks (a newer version wrote
+  it) loaded with that parameter dropped, silently: ``get_params`` and ``clone`` lost it.
 """
 
 from __future__ import annotations
 
 import decimal
 import gzip
+import io
+import json
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -271,3 +276,36 @@ def test_rows_longer_than_a_header_that_is_none_say_why(
     # The advice read it as the frame it was.
     advised = {"sep": ";", "decimal": ","} if case == "decimal commas" else {"skiprows": 1}
     pd.testing.assert_frame_equal(pd.read_csv(path, **advised), frame)
+
+
+def _with_params(path: Path, out: Path, **params: Any) -> None:
+    """``path``'s model file with ``params`` added to its header's parameters."""
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(out, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "__header__.npy":
+                with zin.open(item.filename) as f:
+                    meta = json.loads(np.lib.format.read_array(f, allow_pickle=False).tobytes())
+                meta["header"]["params"].update(params)
+                buf = io.BytesIO()
+                np.save(buf, np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+                data = buf.getvalue()
+            zout.writestr(item.filename, data)
+
+
+@pytest.mark.parametrize("cls", [FedForestRegressor, FedForestClassifier])
+def test_a_model_file_with_a_parameter_this_version_lacks_is_refused(
+    cls: Any, tmp_path: Path
+) -> None:
+    X, y = _data()
+    path = tmp_path / "m.ffm"
+    cls(n_estimators=2, random_state=0).fit(X, y > 0).save(path)
+    same, newer = tmp_path / "same.ffm", tmp_path / "newer.ffm"
+    _with_params(path, same, n_estimators=2)  # the control: rewritten, nothing new
+    assert fedforest.load(same).get_params() == fedforest.load(path).get_params()
+    _with_params(path, newer, max_bins_per_node=64)
+    with pytest.raises(ValueError) as info:
+        fedforest.load(newer)
+    text = str(info.value)
+    assert str(newer) in text and "['max_bins_per_node']" in text
+    assert "Upgrade fedforest to load it." in text
