@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestRegressor
+from sklearn.utils.estimator_checks import check_estimator
 
 import fedforest
 from fedforest import FedForestClassifier, FedForestRegressor
@@ -309,3 +310,31 @@ def test_a_model_file_with_a_parameter_this_version_lacks_is_refused(
     text = str(info.value)
     assert str(newer) in text and "['max_bins_per_node']" in text
     assert "Upgrade fedforest to load it." in text
+
+
+_WEIGHTS = "sample_weight is not equivalent to removing/repeating samples (the bootstrap)."
+_EXPECTED = {  # as tests/test_forest.py's, with the reason
+    "check_sample_weight_equivalence_on_dense_data": _WEIGHTS,
+    "check_sample_weight_equivalence_on_sparse_data": _WEIGHTS,
+}
+# Settings scikit-learn's checks had not run on (tests/test_forest.py runs the defaults under
+# "secure" and "none"). warm_start=True failed check_sample_weights_shape: a refit without
+# more trees took sample weights of the wrong shape.
+_SETTINGS = {
+    "warm_start": lambda: FedForestRegressor(warm_start=True),
+    "warm_start, none": lambda: FedForestClassifier(warm_start=True, privacy="none"),
+    "balanced_subsample": lambda: FedForestClassifier(class_weight="balanced_subsample"),
+    "global binning": lambda: FedForestRegressor(privacy="none", binning="global"),
+    "ccp_alpha, oob_score": lambda: FedForestClassifier(ccp_alpha=0.01, oob_score=True),
+    "avgimp, top_l": lambda: FedForestRegressor(privacy="none", split_rule="avgimp", top_l=1),
+}
+
+
+@pytest.mark.parametrize("setting", sorted(_SETTINGS))
+def test_scikit_learns_checks_pass_on_more_settings(setting: str) -> None:
+    est = _SETTINGS[setting]().set_params(n_estimators=10, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(est, on_fail=None)
+    failed = {r["check_name"] for r in results if r["status"] == "failed"}
+    assert failed <= set(_EXPECTED), failed
