@@ -159,6 +159,17 @@ def load_model(path: str | os.PathLike[str], estimators: dict[str, type]) -> Any
             "(Peer.share().save()), not a model; read it with fedforest.swarm.ShareBundle.load "
             "or load_bundles."
         )
+    params = header.get("params")
+    if isinstance(params, dict):
+        # A parameter no estimator of this version has (dropped silently: get_params and
+        # clone lost it); another kind's (a forged kind) is left to the checks below.
+        known = {name for cls in estimators.values() for name in cls().get_params()}
+        if unknown := sorted(set(params) - known):
+            raise ValueError(
+                f"cannot load model file {os.fspath(path)!r}: its parameters {unknown} are "
+                "not parameters of this fedforest's estimators: a newer fedforest wrote it? "
+                "Upgrade fedforest to load it."
+            )
     try:
         return _build(header, trees, extra, estimators)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:

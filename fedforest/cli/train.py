@@ -124,11 +124,10 @@ def _declared(
 
 def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import numpy as np
-    import pandas as pd
 
     import fedforest as ff
     from fedforest.datasets.files import read_client_data, spacing_hint
-    from fedforest.federated.categorical import categorical_columns
+    from fedforest.federated.categorical import categorical_columns, is_numeric_column
     from fedforest.federated.domains import declaration_hint
 
     files = [(f"the file of --client {c}", c.partition("=")[2]) for c in args.client]
@@ -148,7 +147,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             X, y = read_client_data(path, args.target)
         except ValueError as exc:
             parser.error(usage(exc))
-        if args.task == "regression" and not pd.api.types.is_numeric_dtype(y.dtype):
+        if args.task == "regression" and not is_numeric_column(y):  # Parquet decimals too
             parser.error(
                 f"{path!r} (client {name!r}): target column {args.target!r} is not numeric "
                 f"({y.dtype}); for class labels use --task classification"
@@ -163,7 +162,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
                     f"columns are {[str(c) for c in X.columns]}.{spacing_hint(X, [args.weight])}"
                 )
             weight = X.pop(args.weight)
-            if not pd.api.types.is_numeric_dtype(weight.dtype) or weight.isna().any():
+            if not is_numeric_column(weight) or weight.isna().any():
                 parser.error(
                     f"{path!r} (client {name!r}): weight column {args.weight!r} must hold "
                     "numbers in every row"

@@ -29,7 +29,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """A CSV (pandas' defaults) or Parquet (``.parquet`` / ``.pq``, needs pyarrow) file.
 
     A file the reader refuses (truncated, not CSV or Parquet, ragged rows, no columns) is
-    a ``ValueError`` naming the file and the reader's reason. Any other exception of the
+    a ``ValueError`` naming the file and the reader's reason (a Parquet, gzip or Excel
+    file given as CSV: what it is). Any other exception of the
     reader (a value it cannot convert: pyarrow's "year 10184 is out of range" for a date
     after 9999) is raised as it is (a note names the file), its text quoting the value: a
     remote client sends its type only (``federated/client_errors.py``). pyarrow's text is
@@ -50,6 +51,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if parquet and (twice := _repeated(_parquet_names(path))):  # pyarrow's "Multiple
             # matches for FieldRef", which _reason left out as possibly quoting a value
             raise ValueError(_twice_text(path, twice)) from exc
+        if not parquet and (what := _binary_format(path)):  # the latin-1 advice was wrong
+            raise ValueError(f"{str(path)!r} cannot be read as CSV: {what}") from exc
         if not _unreadable(exc):
             exc.add_note(f"(reading {str(path)!r} as {kind})")
             raise
@@ -63,8 +66,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise ValueError(
             f"{str(path)!r}: its rows have more fields than its header has names "
             f"({len(frame.columns)}): pandas would read the first as the row index and the "
-            "others shifted. A trailing comma on each row, or a header missing a name? Give "
-            "each row one field per name."
+            f"others shifted.{_longer_rows_hint(frame)}"
         )
     # pandas' to_csv writes the index unless index=False: a first column without a name
     # holding 0, 1, ..., n-1 is that index, not a feature (it was the top "feature").
@@ -79,6 +81,56 @@ def read_table(path: str | Path) -> pd.DataFrame:
         )
         frame = frame.drop(columns=first)
     return frame
+
+
+#: A file's first bytes -> what it is, for a file given as CSV that is none.
+_MAGIC = (
+    (b"PAR1", "it is a Parquet file; name it .parquet (or .pq)"),
+    (b"\x1f\x8b", "it is gzip-compressed; decompress it first (gunzip)"),
+    (
+        b"PK\x03\x04",
+        "it is a ZIP archive (an Excel .xlsx workbook?); save the sheet as CSV or Parquet",
+    ),
+    (
+        b"\xd0\xcf\x11\xe0",
+        "it is an Excel 97-2003 workbook (.xls); save the sheet as CSV or Parquet",
+    ),
+)
+
+
+def _binary_format(path: Path) -> str:
+    """What a file given as CSV is, from its first bytes ("" if none of :data:`_MAGIC`).
+
+    Such a file failed as text not in UTF-8, with the advice to read it as Latin-1.
+    """
+    with path.open("rb") as file:
+        head = file.read(4)
+    return next((what for magic, what in _MAGIC if head.startswith(magic)), "")
+
+
+def _longer_rows_hint(frame: pd.DataFrame) -> str:
+    """Why a CSV's rows are longer than its header, from the header's names.
+
+    A ``;``-separated file with decimal commas (``a;b`` over ``0,5;1,2``: Excel in much of
+    Europe) and a first line that is no header (Excel's ``sep=;``, a title) were told of a
+    trailing comma on each row.
+    """
+    if str(frame.columns[0]).lower().startswith("sep="):
+        return (
+            " Its first line is Excel's separator line ('sep=...'): drop it, e.g. "
+            "pandas.read_csv(path, skiprows=1).to_csv(new_path, index=False)."
+        )
+    if hint := separator_hint(frame):
+        return f"{hint} Its numbers have decimal commas ('0,5'): add decimal=','."
+    if len(frame.columns) == 1 or str(frame.columns[0]).startswith("#"):
+        return (
+            " Is its first line a title or a comment? Drop it, e.g. "
+            "pandas.read_csv(path, skiprows=1).to_csv(new_path, index=False)."
+        )
+    return (
+        " A trailing comma on each row, or a header missing a name? Give each row one field "
+        "per name."
+    )
 
 
 def _csv_names(path: Path, frame: pd.DataFrame) -> list[str]:

@@ -119,17 +119,19 @@ def fit_outputs(fit: _Fit) -> int:
 class SecureParty:
     """A client's keys and masked answers for one fit under ``privacy="secure"``."""
 
-    def __init__(self, client: Client, dp: bool = False) -> None:
+    def __init__(self, client: Client, dp: bool = False, regression: bool = False) -> None:
         self.client = client
         self.keys = MaskingKeys(client.name)
+        # A regressor's targets enter the secret as floats, as fit's clients hold them: the
+        # text of int, bool or Decimal targets drew other bootstraps than fit on the same
+        # rows (the same random_state gives the same forest through fit and fit_federated).
+        y = client.y_raw.astype(np.float64) if regression else client.y_raw
         # Under "dp" the bootstrap secret must not depend on the data (one row would change
         # every draw): a random one, kept for the fit.
         self.secret = (
             secrets.randbits(128)
             if dp
-            else data_secret(
-                client.X, client.y_raw, client.name, client.sample_weight, client._cat_raw
-            )
+            else data_secret(client.X, y, client.name, client.sample_weight, client._cat_raw)
         )
         #: The targets' standardisation (a float, or one per output for multi-output y).
         self.y_center: float | NDArray[np.float64] = 0.0

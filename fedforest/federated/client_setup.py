@@ -99,8 +99,12 @@ def handshake(client: Client, msg: Message) -> Message:
         header["target_names"] = client.target_names
     arrays: dict[str, NDArray[Any]] = {}
     client._secure = None
+    regression = msg.header.get("task") != "classification"
+    if regression:  # checked before the secure party's secret reads them as floats
+        check_regression_targets(client.y_raw, client.name)
     if msg.header.get("privacy") in ("secure", "dp"):
-        client._secure = SecureParty(client, dp=msg.header.get("privacy") == "dp")
+        dp = msg.header.get("privacy") == "dp"
+        client._secure = SecureParty(client, dp=dp, regression=regression)
         arrays["public_key"] = np.frombuffer(client._secure.keys.public_bytes, dtype=np.uint8)
     elif msg.header.get("ranges"):
         # Under "none": per-feature min and max (histogram baseline, constant features).
@@ -132,8 +136,6 @@ def handshake(client: Client, msg: Message) -> Message:
         if privacy == "none" or (classes is None and privacy != "dp"):
             rule = int(msg.header.get("min_level_rows", 1)) if privacy == "secure" else 1
             header.update(label_header(client.y_raw, privacy == "none", rule))
-    else:
-        check_regression_targets(client.y_raw, client.name)
     return Message(HANDSHAKE, header, arrays)
 
 

@@ -284,38 +284,23 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
 
             return _estimators.fit(self, X, y, client_ids)
         warm = warm_prior(self)
-        if warm is NOTHING_TO_ADD:
+        if warm is NOTHING_TO_ADD:  # no tree to add; the inputs are checked all the same,
+            # as scikit-learn's forest checks them (they were taken unread: y of NaN, say)
+            self._check_settings()
+            check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
+            self._fit_inputs(X, y, client_ids, sample_weight, reset=False)
             return self
         self._clear_fitted()
         try:
             self._check_settings()
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
-            check_targets(X, y, self._task)
-            refuse_nested(X)  # before a categorical column's levels are hashed
-            features = declared_features(self.categorical_features, self.categories)
-            cat_cols = categorical_columns(X, features, n_columns(X), "X")
+            cat_cols, X_arr, y_arr, fit_classes, inverse, labels, weights = self._fit_inputs(
+                X, y, client_ids, sample_weight
+            )
             undeclared = self.privacy == "dp" and self.categories is None and cat_cols
             self._fit_categories = pooled_domains(X, cat_cols) if undeclared else None
-            X_check = with_codes(X, cat_cols, None)
-            check_numeric_columns(X_check)
-            X_arr, y_arr = validate_data(
-                self,
-                X_check,
-                y,
-                dtype=np.float64,
-                ensure_all_finite="allow-nan",
-                y_numeric=self._task == "regression",
-                multi_output=True,
-            )
-            y_arr, fit_classes = self._encode_y(y_arr)
             check_warm_classes(warm, fit_classes)
             self._label_codes = fit_classes  # class_weight's labels become these codes
-            inverse, labels = client_index(client_ids, X_arr.shape[0])
-            weights = (
-                None
-                if sample_weight is None
-                else _check_sample_weight(sample_weight, X_arr, ensure_non_negative=True)
-            )
             weights, w_exp = fit_weights(weights, self.privacy)
             # Categorical columns reach the clients raw: the handshake fixes their codes,
             # exactly as it does for clients built by the user.
@@ -337,6 +322,46 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             self._restore(warm)
             raise
         return self
+
+    def _fit_inputs(
+        self,
+        X: ArrayLike,
+        y: ArrayLike,
+        client_ids: ArrayLike | None,
+        sample_weight: ArrayLike | None,
+        reset: bool = True,
+    ) -> tuple[list[int], NDArray[np.float64], NDArray[Any], Any, Any, list[Any], Any]:
+        """``fit``'s arguments checked and converted.
+
+        ``reset=False`` checks X against the fitted columns and leaves the estimator as it
+        was. Returns the categorical columns, X as floats (categories as codes), the encoded
+        targets and the class labels they encode (or None), each row's client number, the
+        client labels and the sample weights (or None).
+        """
+        check_targets(X, y, self._task)
+        refuse_nested(X)  # before a categorical column's levels are hashed
+        features = declared_features(self.categorical_features, self.categories)
+        cat_cols = categorical_columns(X, features, n_columns(X), "X")
+        X_check = with_codes(X, cat_cols, None)
+        check_numeric_columns(X_check)
+        X_arr, y_arr = validate_data(
+            self,
+            X_check,
+            y,
+            reset=reset,
+            dtype=np.float64,
+            ensure_all_finite="allow-nan",
+            y_numeric=self._task == "regression",
+            multi_output=True,
+        )
+        y_arr, fit_classes = self._encode_y(y_arr)
+        inverse, labels = client_index(client_ids, X_arr.shape[0])
+        weights = (
+            None
+            if sample_weight is None
+            else _check_sample_weight(sample_weight, X_arr, ensure_non_negative=True)
+        )
+        return cat_cols, X_arr, y_arr, fit_classes, inverse, labels, weights
 
     def fit_federated(self, federation: Federation | Sequence[Client]) -> Any:
         """Train through a federation of clients that keep their own rows.
