@@ -12,7 +12,11 @@ secure protocol costs; several patches weaken the rules and exist for measuremen
   then depend on ``tree_batch_size``);
 - ``oracle``: the true thresholds of ``paper_f`` (0 on x1, x2, x4; -3 and 3 on x3) as the
   only guides, under the same rules (``--jitter SD``: each tree's moved by a normal draw
-  of standard deviation ``SD``, the same for a tree and feature at every node);
+  of standard deviation ``SD``, the same for a tree and feature at every node;
+  ``--data-steps``: each data seed's own best splits instead, found by CART on all its
+  training rows, x2's where ``x1 <= 0`` and x4's where ``x1 > 0``, x3's -3 and 3 kept;
+  ``--oracle-features F ...``: the oracle's guides on those features, the shipped guides
+  on the others);
 - ``no-across-levels``: the rules across levels switched off (UNSAFE); the counts say
   how many candidates they would have dropped;
 - ``no-rules``: ``no-across-levels`` and the partition rule off too (UNSAFE);
@@ -51,6 +55,7 @@ Usage::
     python benchmarks/ablate_secure.py --none default own-tree no-rules no-rules+dense \
         oracle --seeds 0 1 2 3 4                            # the decomposition table
     python benchmarks/ablate_secure.py oracle --jitter 0.05
+    python benchmarks/ablate_secure.py oracle --data-steps --oracle-features 0
     python benchmarks/ablate_secure.py default --seeds 0 1 2 3 4 5 6 7 8 9 --forest-seeds 3
     python benchmarks/ablate_secure.py default no-grid-gaps --setting covariate-shift
     python benchmarks/ablate_secure.py default one-row-draws --one-row-clients 300
@@ -86,7 +91,7 @@ import fedforest.federated.server.secure_round_a as secure_round_a
 import fedforest.federated.server.secure_round_b as secure_round_b
 import fedforest.federated.server.secure_setup as secure_setup
 from fedforest.datasets import make_paper_synthetic
-from fedforest.federated.server.guides import Guides
+from fedforest.federated.server.guides import Guides, entry_order
 
 MODES = (
     "default",
@@ -102,14 +107,27 @@ MODES = (
     "no-grid-ends",
     "no-grid-gaps",
     "one-row-draws",
+    "root-refined",
+    "root-refined-se",
+    "top-median",
+    "depth-median",
+    "region-median",
+    "ladder",
 )
 KW: dict[str, Any] = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
 TRUE = {0: [0.0], 1: [0.0], 2: [-3.0, 3.0], 3: [0.0]}  # paper_f's thresholds per feature
 COUNTS = {"placed": 0, "kept": 0}
 JITTER = {"sd": 0.0}  # --jitter: the oracle's thresholds moved per tree by N(0, sd^2)
 ORACLE_LEVELS = [0, 1]  # --oracle-levels: the depths where oracle-levels uses the oracle
+ORACLE_FEATURES: list[int] = []  # --oracle-features: the oracle only on these
+TOP_K = [5]  # top-median: --top-k
+MEDIAN_DEPTH = ["parent"]  # depth-median: --median-depth
+REGION_SHARE = [0.8]  # region-median: --region-share
+LADDER = [2]  # ladder: --ladder
+ROOT_SE = [np.inf]  # root-refined: no bound; root-refined-se: --root-se
 #: Where each patched function is looked up when the server calls it.
 _HOME: dict[str, Any] = {
+    "guided_in_threads": secure_round_b,
     "safe_from_ancestors": secure_round_b,
     "partition_filter": secure_round_b,
     "secure_candidates": secure_round_b,
@@ -172,6 +190,40 @@ class Oracle(Guides):
         return off, np.asarray([t for p in per for t in p], dtype=float)
 
 
+class OracleFeatures(Guides):
+    """The oracle's guides on the features ORACLE_FEATURES, the shipped guides elsewhere."""
+
+    def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
+        o1, g1 = super().find(tree, feature, lo, hi)
+        o2, g2 = Oracle.find(self, tree, feature, lo, hi)  # type: ignore[arg-type]
+        use = np.isin(feature, ORACLE_FEATURES)
+        per = [g2[o2[i] : o2[i + 1]] if u else g1[o1[i] : o1[i + 1]] for i, u in enumerate(use)]
+        off = np.zeros(len(per) + 1, dtype=np.int64)
+        np.cumsum([p.size for p in per], out=off[1:])
+        return off, np.concatenate([np.zeros(0), *per])
+
+
+def _data_steps(X: np.ndarray, y: np.ndarray) -> dict[int, list[float]]:
+    """The training rows' own best splits at paper_f's steps (exhaustive CART, squared error)."""
+
+    def best(x: np.ndarray, t: np.ndarray) -> float:
+        o = np.argsort(x, kind="stable")
+        x, c = x[o], np.cumsum(t[o])
+        k = np.arange(1, x.size)
+        score = c[:-1] ** 2 / k + (c[-1] - c[:-1]) ** 2 / (x.size - k)
+        score[x[1:] == x[:-1]] = -np.inf
+        i = int(np.argmax(score))
+        return float(0.5 * (x[i] + x[i + 1]))
+
+    left = X[:, 0] <= 0
+    return {
+        0: [best(X[:, 0], y)],
+        1: [best(X[left, 1], y[left])],
+        2: [-3.0, 3.0],
+        3: [best(X[~left, 3], y[~left])],
+    }
+
+
 class OracleLevels(Guides):
     """The oracle's guides at depths in ``ORACLE_LEVELS``, the shipped guides elsewhere."""
 
@@ -179,6 +231,161 @@ class OracleLevels(Guides):
         if ORACLE_LEVELS[0] <= self.level < ORACLE_LEVELS[1]:
             return Oracle.find(self, tree, feature, lo, hi)  # type: ignore[arg-type]
         return super().find(tree, feature, lo, hi)
+
+
+class RootRefined(Guides):
+    """The roots' bests recorded at their step estimates (standard error below ROOT_SE)."""
+
+    def record(self, *a, **k):  # type: ignore[no-untyped-def]
+        se = guides_module.REFINE_SE
+        if self.level == 0:
+            guides_module.REFINE_SE = ROOT_SE[0]
+        try:
+            super().record(*a, **k)
+        finally:
+            guides_module.REFINE_SE = se
+
+
+class TopMedian(Guides):
+    """The first guide the median of the TOP_K entries of largest gain in its window."""
+
+    def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
+        e_off, e_tree, e_depth, e_thr, s_thr, s_at = self._sorted()
+        tree, feature = np.asarray(tree, dtype=np.int64), np.asarray(feature, dtype=np.int64)
+        lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+        k = guides_module.GUIDES_PER_PAIR
+        out_off = np.zeros(tree.size + 1, dtype=np.int64)
+        out = np.empty(tree.size * k)
+        args = (e_off, e_tree, e_depth, e_thr, s_thr, s_at, tree, feature)
+        guides_module.top_guides(*args, lo, hi, self.level, k, out_off, out)
+        if self.root_cdf is None or not out_off[-1]:
+            return out_off, out[: out_off[-1]]
+        w_lo, w_hi = self._window(feature, out[out_off[:-1]], out_off)
+        top_off = np.zeros(tree.size + 1, dtype=np.int64)
+        top = np.empty(tree.size * TOP_K[0])
+        a, b = np.maximum(lo, w_lo - 1e-300), np.minimum(hi, w_hi + 1e-300)
+        guides_module.top_guides(*args, a, b, self.level, TOP_K[0], top_off, top)
+        for i in np.flatnonzero(np.diff(top_off) >= guides_module.MEDIAN_OF):
+            v = float(np.median(top[top_off[i] : top_off[i + 1]]))
+            k0, k1 = out_off[i], out_off[i + 1]
+            if k1 > k0 and lo[i] < v < hi[i] and v not in out[k0 + 1 : k1]:
+                out[k0] = v
+        return out_off, out[: out_off[-1]]
+
+
+class DepthMedian(Guides):
+    """The first guide the median of one depth's entries in its window (MEDIAN_DEPTH)."""
+
+    def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
+        e_off, e_tree, e_depth, e_thr, s_thr, s_at = self._sorted()
+        tree, feature = np.asarray(tree, dtype=np.int64), np.asarray(feature, dtype=np.int64)
+        lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+        k = guides_module.GUIDES_PER_PAIR
+        out_off = np.zeros(tree.size + 1, dtype=np.int64)
+        out = np.empty(tree.size * k)
+        args = (e_off, e_tree, e_depth, e_thr, s_thr, s_at, tree, feature)
+        guides_module.top_guides(*args, lo, hi, self.level, k, out_off, out)
+        if self.root_cdf is None or not out_off[-1]:
+            return out_off, out[: out_off[-1]]
+        w_lo, w_hi = self._window(feature, out[out_off[:-1]], out_off)
+        rest = (tree, feature, lo, hi, w_lo, w_hi, out_off, out)
+        guides_module.root_medians(e_off, e_tree, e_depth, s_thr, s_at, *rest)
+        depth = self.level - 1 if MEDIAN_DEPTH[0] == "parent" else 1
+        if self.level >= 2:  # that depth's entries as the kernel's depth 0
+            shifted = e_depth - depth
+            guides_module.root_medians(e_off, e_tree, shifted, s_thr, s_at, *rest)
+        return out_off, out[: out_off[-1]]
+
+
+class RegionMedian(Guides):
+    """The first guide the median of the entries recorded by nodes most like this one."""
+
+    def _u(self, lo, hi):  # type: ignore[no-untyped-def]
+        """Boxes (k, d) in the roots' marginal distributions' units [0, 1]."""
+        assert self.root_cdf is not None
+        edges, cum, _ = self.root_cdf
+        ul, uh = np.zeros(lo.shape), np.ones(lo.shape)
+        for j in range(lo.shape[1]):
+            if edges[j].size >= 2:
+                c = cum[j] / cum[j][-1]
+                ul[:, j] = np.interp(lo[:, j], edges[j], c)
+                uh[:, j] = np.interp(hi[:, j], edges[j], c)
+        return ul, uh
+
+    def record(self, tree, feature, cand_off, cand, gain, refine=()):  # type: ignore[no-untyped-def]
+        """Guides.record's entries (the same code), each with its node's box."""
+        caller = sys._getframe(1).f_locals
+        state, pair_node = caller["state"], caller["pair_node"]
+        if refine:
+            pairs, thr, g = guides_module.refined_best(cand_off, cand, gain, *refine)
+        else:
+            pairs, thr, g = guides_module.pair_best(cand_off, cand, gain)
+        known = thr != guides_module.MISSING_SPLIT
+        pairs, thr, g = pairs[known], thr[known], g[known]
+        key = tree[pairs].astype(np.int64) * self.d + feature[pairs]
+        order = np.lexsort((thr, -g, key))
+        key = key[order]
+        first = np.searchsorted(key, key, side="left")
+        keep = order[np.arange(key.size) - first < guides_module.KEPT_PER_LEVEL]
+        pairs, thr, g = pairs[keep], thr[keep], g[keep]
+        depth = np.full(pairs.size, self.level, dtype=np.int64)
+        self.add(tree[pairs], depth, feature[pairs], thr, g)
+        ul, uh = self._u(state.lo[pair_node[pairs]], state.hi[pair_node[pairs]])
+        old = getattr(self, "box", (np.zeros((0, ul.shape[1])),) * 2)
+        self.box = (np.vstack([old[0], ul]), np.vstack([old[1], uh]))
+
+    def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
+        out_off, out = super().find(tree, feature, lo, hi)
+        if self.root_cdf is None or not out_off[-1] or self.level == 0:
+            return out_off, out
+        caller = sys._getframe(1).f_locals
+        state, node = caller["state"], caller["node"]
+        ql, qh = self._u(state.lo[node], state.hi[node])
+        e_off, e_tree, e_depth, e_thr, s_thr, s_at = self._sorted()
+        order = entry_order(self.feature, self.gain, self.tree, self.depth, self.threshold)
+        bl, bh = self.box[0][order], self.box[1][order]  # as the entries by gain
+        w_lo, w_hi = self._window(np.asarray(feature), out[out_off[:-1]], out_off)
+        for i in np.flatnonzero(np.diff(out_off) > 0):
+            f = int(feature[i])
+            a, b = e_off[f], e_off[f + 1]
+            j0 = a + np.searchsorted(s_thr[a:b], w_lo[i], side="left")
+            j1 = a + np.searchsorted(s_thr[a:b], w_hi[i], side="right")
+            e = s_at[j0:j1]
+            e = e[(e_tree[e] <= tree[i]) & (e_depth[e] < self.level)]
+            if e.size < guides_module.MEDIAN_OF:
+                continue
+            inter = np.minimum(bh[e], qh[i]) - np.maximum(bl[e], ql[i])
+            width = bh[e] - bl[e]
+            share = np.where(width > 0, np.clip(inter, 0, None) / np.where(width > 0, width, 1), 1)
+            share[:, f] = 1.0
+            share = share.prod(axis=1)
+            keep = e[share >= REGION_SHARE[0] * share.max()]
+            if keep.size < guides_module.MEDIAN_OF:
+                continue
+            v = float(np.median(e_thr[keep]))
+            k0, k1 = out_off[i], out_off[i + 1]
+            if lo[i] < v < hi[i] and v not in out[k0 + 1 : k1]:
+                out[k0] = v
+        return out_off, out
+
+
+def _laddered(grid, grid_off, cum_rows, node_rows, quant, quant_off, guide, guide_off, *a):  # type: ignore[no-untyped-def]
+    """guided_in_threads with LADDER[0] grid edges each side of every first guide added."""
+    out: list[float] = []
+    off = [0]
+    for p in range(guide_off.size - 1):
+        g = guide[guide_off[p] : guide_off[p + 1]]
+        out.extend(g)
+        if g.size:
+            lo, hi = grid_off[p], grid_off[p + 1]
+            j = lo + int(np.searchsorted(grid[lo:hi], g[0]))
+            if j < hi and grid[j] == g[0]:
+                for k in range(1, LADDER[0] + 1):
+                    out.extend(grid[i] for i in (j - k, j + k) if lo <= i < hi)
+        off.append(len(out))
+    guide, guide_off = np.asarray(out, dtype=np.float64), np.asarray(off, dtype=np.int64)
+    args = (grid, grid_off, cum_rows, node_rows, quant, quant_off, guide, guide_off, *a)
+    return _ORIGINAL["guided_in_threads"](*args)
 
 
 def _one_row_apart(name: str, at: int, rows: int = 1):  # type: ignore[no-untyped-def]
@@ -228,9 +435,15 @@ def _patch(mode: str) -> None:
         setattr(_HOME[name], name, fn)
     guides = {"no-guides": NoGuides, "own-tree": OwnTree, "all-trees": AllTrees}
     secure_setup.Guides = Guides  # type: ignore[attr-defined]
+    guides["root-refined"] = guides["root-refined-se"] = RootRefined
+    guides["top-median"] = TopMedian
+    guides["depth-median"] = DepthMedian
+    guides["region-median"] = RegionMedian
     for part, cls in {**guides, "oracle": Oracle, "oracle-levels": OracleLevels}.items():
         if part in parts:
             secure_setup.Guides = cls  # type: ignore[attr-defined]
+    if "oracle" in parts and ORACLE_FEATURES:
+        secure_setup.Guides = OracleFeatures  # type: ignore[attr-defined]
     rules_off = bool({"no-across-levels", "no-rules"} & parts)
 
     def counted(*a):  # type: ignore[no-untyped-def]
@@ -247,6 +460,8 @@ def _patch(mode: str) -> None:
             secure_round_b.secure_candidates = _one_row_apart("secure_candidates", 8, rows)
             guides_module.guided_candidates = _one_row_apart("guided_candidates", 8, rows)
             secure_round_a.node_grids = _spaced_grids(rows)
+    if "ladder" in parts:
+        secure_round_b.guided_in_threads = _laddered
     if "no-grid-ends" in parts:
         secure_round_a.node_grids = _no_grid_ends
     if "no-grid-gaps" in parts:
@@ -312,7 +527,38 @@ def main() -> None:
         metavar="N",
         help="the first N training rows, each a client of one row",
     )
+    parser.add_argument(
+        "--root-se",
+        type=float,
+        default=0.3,
+        help="root-refined-se: the roots' step estimates of standard error below this",
+    )
+    parser.add_argument("--top-k", type=int, default=5, help="top-median: entries")
+    parser.add_argument("--ladder", type=int, default=2, help="ladder: edges each side")
+    parser.add_argument(
+        "--region-share", type=float, default=0.8, help="region-median: of the largest share"
+    )
+    parser.add_argument(
+        "--median-depth", default="parent", choices=["parent", "1"], help="depth-median: whose"
+    )
+    parser.add_argument(
+        "--data-steps",
+        action="store_true",
+        help="oracle: each data seed's own best splits at the steps, not the true ones",
+    )
+    parser.add_argument(
+        "--oracle-features",
+        type=int,
+        nargs="+",
+        default=[],
+        help="oracle: its guides on these features only (0-based), shipped ones elsewhere",
+    )
     args = parser.parse_args()
+    ORACLE_FEATURES[:] = args.oracle_features
+    TOP_K[0] = args.top_k
+    MEDIAN_DEPTH[0] = args.median_depth
+    REGION_SHARE[0] = args.region_share
+    LADDER[0] = args.ladder
     JITTER["sd"] = args.jitter
     ORACLE_LEVELS[:] = args.oracle_levels
     for mode in args.modes:
@@ -358,9 +604,13 @@ def main() -> None:
             _row(name, mse, ref)
     for mode in args.modes or MODES:
         _patch(mode)
+        ROOT_SE[0] = args.root_se if "root-refined-se" in mode.split("+") else np.inf
         COUNTS.update(placed=0, kept=0)
         mse = []
         for s, d in zip(args.seeds, data, strict=True):
+            if args.data_steps:
+                TRUE.clear()
+                TRUE.update(_data_steps(d.X_train, d.y_train))
             per = []
             for r in _forest_seeds(s, args.forest_seeds):
                 m = ff.FedForestRegressor(
