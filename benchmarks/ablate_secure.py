@@ -91,7 +91,7 @@ import fedforest.federated.server.secure_round_a as secure_round_a
 import fedforest.federated.server.secure_round_b as secure_round_b
 import fedforest.federated.server.secure_setup as secure_setup
 from fedforest.datasets import make_paper_synthetic
-from fedforest.federated.server.guides import Guides, entry_order
+from fedforest.federated.server.guides import Guides
 
 MODES = (
     "default",
@@ -111,7 +111,6 @@ MODES = (
     "root-refined-se",
     "top-median",
     "depth-median",
-    "region-median",
     "ladder",
 )
 KW: dict[str, Any] = dict(n_estimators=50, max_depth=8, min_samples_leaf=5, max_features=1 / 3)
@@ -122,7 +121,6 @@ ORACLE_LEVELS = [0, 1]  # --oracle-levels: the depths where oracle-levels uses t
 ORACLE_FEATURES: list[int] = []  # --oracle-features: the oracle only on these
 TOP_K = [5]  # top-median: --top-k
 MEDIAN_DEPTH = ["parent"]  # depth-median: --median-depth
-REGION_SHARE = [0.8]  # region-median: --region-share
 LADDER = [2]  # ladder: --ladder
 ROOT_SE = [np.inf]  # root-refined: no bound; root-refined-se: --root-se
 #: Where each patched function is looked up when the server calls it.
@@ -297,78 +295,6 @@ class DepthMedian(Guides):
         return out_off, out[: out_off[-1]]
 
 
-class RegionMedian(Guides):
-    """The first guide the median of the entries recorded by nodes most like this one."""
-
-    def _u(self, lo, hi):  # type: ignore[no-untyped-def]
-        """Boxes (k, d) in the roots' marginal distributions' units [0, 1]."""
-        assert self.root_cdf is not None
-        edges, cum, _ = self.root_cdf
-        ul, uh = np.zeros(lo.shape), np.ones(lo.shape)
-        for j in range(lo.shape[1]):
-            if edges[j].size >= 2:
-                c = cum[j] / cum[j][-1]
-                ul[:, j] = np.interp(lo[:, j], edges[j], c)
-                uh[:, j] = np.interp(hi[:, j], edges[j], c)
-        return ul, uh
-
-    def record(self, tree, feature, cand_off, cand, gain, refine=()):  # type: ignore[no-untyped-def]
-        """Guides.record's entries (the same code), each with its node's box."""
-        caller = sys._getframe(1).f_locals
-        state, pair_node = caller["state"], caller["pair_node"]
-        if refine:
-            pairs, thr, g = guides_module.refined_best(cand_off, cand, gain, *refine)
-        else:
-            pairs, thr, g = guides_module.pair_best(cand_off, cand, gain)
-        known = thr != guides_module.MISSING_SPLIT
-        pairs, thr, g = pairs[known], thr[known], g[known]
-        key = tree[pairs].astype(np.int64) * self.d + feature[pairs]
-        order = np.lexsort((thr, -g, key))
-        key = key[order]
-        first = np.searchsorted(key, key, side="left")
-        keep = order[np.arange(key.size) - first < guides_module.KEPT_PER_LEVEL]
-        pairs, thr, g = pairs[keep], thr[keep], g[keep]
-        depth = np.full(pairs.size, self.level, dtype=np.int64)
-        self.add(tree[pairs], depth, feature[pairs], thr, g)
-        ul, uh = self._u(state.lo[pair_node[pairs]], state.hi[pair_node[pairs]])
-        old = getattr(self, "box", (np.zeros((0, ul.shape[1])),) * 2)
-        self.box = (np.vstack([old[0], ul]), np.vstack([old[1], uh]))
-
-    def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
-        out_off, out = super().find(tree, feature, lo, hi)
-        if self.root_cdf is None or not out_off[-1] or self.level == 0:
-            return out_off, out
-        caller = sys._getframe(1).f_locals
-        state, node = caller["state"], caller["node"]
-        ql, qh = self._u(state.lo[node], state.hi[node])
-        e_off, e_tree, e_depth, e_thr, s_thr, s_at = self._sorted()
-        order = entry_order(self.feature, self.gain, self.tree, self.depth, self.threshold)
-        bl, bh = self.box[0][order], self.box[1][order]  # as the entries by gain
-        w_lo, w_hi = self._window(np.asarray(feature), out[out_off[:-1]], out_off)
-        for i in np.flatnonzero(np.diff(out_off) > 0):
-            f = int(feature[i])
-            a, b = e_off[f], e_off[f + 1]
-            j0 = a + np.searchsorted(s_thr[a:b], w_lo[i], side="left")
-            j1 = a + np.searchsorted(s_thr[a:b], w_hi[i], side="right")
-            e = s_at[j0:j1]
-            e = e[(e_tree[e] <= tree[i]) & (e_depth[e] < self.level)]
-            if e.size < guides_module.MEDIAN_OF:
-                continue
-            inter = np.minimum(bh[e], qh[i]) - np.maximum(bl[e], ql[i])
-            width = bh[e] - bl[e]
-            share = np.where(width > 0, np.clip(inter, 0, None) / np.where(width > 0, width, 1), 1)
-            share[:, f] = 1.0
-            share = share.prod(axis=1)
-            keep = e[share >= REGION_SHARE[0] * share.max()]
-            if keep.size < guides_module.MEDIAN_OF:
-                continue
-            v = float(np.median(e_thr[keep]))
-            k0, k1 = out_off[i], out_off[i + 1]
-            if lo[i] < v < hi[i] and v not in out[k0 + 1 : k1]:
-                out[k0] = v
-        return out_off, out
-
-
 def _laddered(grid, grid_off, cum_rows, node_rows, quant, quant_off, guide, guide_off, *a):  # type: ignore[no-untyped-def]
     """guided_in_threads with LADDER[0] grid edges each side of every first guide added."""
     out: list[float] = []
@@ -438,7 +364,6 @@ def _patch(mode: str) -> None:
     guides["root-refined"] = guides["root-refined-se"] = RootRefined
     guides["top-median"] = TopMedian
     guides["depth-median"] = DepthMedian
-    guides["region-median"] = RegionMedian
     for part, cls in {**guides, "oracle": Oracle, "oracle-levels": OracleLevels}.items():
         if part in parts:
             secure_setup.Guides = cls  # type: ignore[attr-defined]
@@ -536,9 +461,6 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=5, help="top-median: entries")
     parser.add_argument("--ladder", type=int, default=2, help="ladder: edges each side")
     parser.add_argument(
-        "--region-share", type=float, default=0.8, help="region-median: of the largest share"
-    )
-    parser.add_argument(
         "--median-depth", default="parent", choices=["parent", "1"], help="depth-median: whose"
     )
     parser.add_argument(
@@ -557,7 +479,6 @@ def main() -> None:
     ORACLE_FEATURES[:] = args.oracle_features
     TOP_K[0] = args.top_k
     MEDIAN_DEPTH[0] = args.median_depth
-    REGION_SHARE[0] = args.region_share
     LADDER[0] = args.ladder
     JITTER["sd"] = args.jitter
     ORACLE_LEVELS[:] = args.oracle_levels
