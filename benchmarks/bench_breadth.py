@@ -94,38 +94,38 @@ def _linnerud() -> Data:
     return Data("linnerud (3 outputs)", X, np.asarray(y, dtype=np.float64), "regression")
 
 
-def _sk(name: str, loader: Callable[..., Any], task: str) -> Callable[[], Data]:
-    def load() -> Data:
+def _sk(name: str, loader: Callable[..., Any], task: str) -> Callable[[int], Data]:
+    def load(_rows: int) -> Data:
         X, y = loader(return_X_y=True)
         return Data(name, X, y, task)
 
     return load
 
 
-def _friedman(rng: np.random.Generator, n: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+def _friedman(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     X, y = skdata.make_friedman1(
         n, n_features=10, noise=1.0, random_state=int(rng.integers(1 << 31))
     )
     return X, y
 
 
-def _generated(kind: str) -> Callable[[], Data]:
-    def load() -> Data:
+def _generated(kind: str) -> Callable[[int], Data]:
+    def load(n: int) -> Data:
         rng = np.random.default_rng(12345)
         if kind == "friedman1":
-            X, y = _friedman(rng)
+            X, y = _friedman(rng, n)
             return Data(kind, X, y, "regression")
         if kind == "6-classes":
             X, y = skdata.make_classification(
-                1000, 12, n_informative=6, n_classes=6, n_clusters_per_class=1, random_state=1
+                n, 12, n_informative=6, n_classes=6, n_clusters_per_class=1, random_state=1
             )
             return Data(kind, X, y, "classification")
         if kind == "imbalanced-95-5":
             X, y = skdata.make_classification(
-                1500, 10, n_informative=4, weights=[0.95], flip_y=0.0, random_state=2
+                n * 3 // 2, 10, n_informative=4, weights=[0.95], flip_y=0.0, random_state=2
             )
             return Data(kind, X, y, "classification")
-        X, y = _friedman(rng)
+        X, y = _friedman(rng, n)
         if kind == "heavy-tailed":  # a Cauchy column (scale 1e3), y on its arctan
             tail = rng.standard_cauchy(X.shape[0]) * 1e3
             X = np.column_stack([X, tail])
@@ -142,20 +142,21 @@ def _generated(kind: str) -> Callable[[], Data]:
     return load
 
 
-LOADERS: dict[str, Callable[[], Data]] = {
+#: name -> loader of the rows (the argument: rows of a generated set, ignored by the others)
+LOADERS: dict[str, Callable[[int], Data]] = {
     "diabetes": _sk("diabetes", skdata.load_diabetes, "regression"),
     "breast-cancer": _sk("breast-cancer", skdata.load_breast_cancer, "classification"),
     "wine": _sk("wine", skdata.load_wine, "classification"),
     "iris": _sk("iris", skdata.load_iris, "classification"),
     "digits": _sk("digits", skdata.load_digits, "classification"),
-    "linnerud": _linnerud,
-    "penguins-species": _penguins_species,
-    "penguins-mass": lambda: _panel("penguins-mass"),
-    "heart-disease": lambda: _panel("heart-disease"),
-    "heart-failure": lambda: _panel("heart-failure"),
-    "heart-attack": lambda: _panel("heart-attack"),
-    "cardiovascular": lambda: _panel("cardiovascular"),
-    "cvd-risk-score": lambda: _panel("cvd-risk-score"),
+    "linnerud": lambda _rows: _linnerud(),
+    "penguins-species": lambda _rows: _penguins_species(),
+    "penguins-mass": lambda _rows: _panel("penguins-mass"),
+    "heart-disease": lambda _rows: _panel("heart-disease"),
+    "heart-failure": lambda _rows: _panel("heart-failure"),
+    "heart-attack": lambda _rows: _panel("heart-attack"),
+    "cardiovascular": lambda _rows: _panel("cardiovascular"),
+    "cvd-risk-score": lambda _rows: _panel("cvd-risk-score"),
     **{
         kind: _generated(kind)
         for kind in (
@@ -189,7 +190,7 @@ def sklearn_X(X: Any, categorical: list[str]) -> Any:
     return pd.get_dummies(X, columns=categorical, dummy_na=True, dtype=np.float64)
 
 
-def make(system: str, task: str, forest: str, seed: int) -> Any:
+def make(system: str, task: str, forest: str, seed: int, m: int | None = None) -> Any:
     settings: dict[str, Any] = {"random_state": seed, "n_jobs": 2}
     if forest == "paper":
         settings["max_features"] = 1 / 3
@@ -202,6 +203,8 @@ def make(system: str, task: str, forest: str, seed: int) -> Any:
         cls = RandomForestRegressor if task == "regression" else RandomForestClassifier
         return cls(**same)
     cls_f = FedForestRegressor if task == "regression" else FedForestClassifier
+    if system == "secure" and m is not None:
+        settings["min_aggregate_rows"] = m
     return cls_f(privacy=system, **settings)
 
 
@@ -211,7 +214,9 @@ def score(task: str, y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
     return {"acc": float(accuracy_score(y, pred))}
 
 
-def run_case(data: Data, split: str, forest: str, seed: int) -> dict[str, dict[str, Any]]:
+def run_case(
+    data: Data, split: str, forest: str, seed: int, m: int | None
+) -> dict[str, dict[str, Any]]:
     """One seed of one (dataset, split, forest): every system's score, time and messages."""
     strat = data.y if data.task == "classification" else None
     X_tr, X_te, y_tr, y_te = train_test_split(
@@ -220,7 +225,7 @@ def run_case(data: Data, split: str, forest: str, seed: int) -> dict[str, dict[s
     h = clients(data, X_tr, y_tr, split, seed)
     out: dict[str, dict[str, Any]] = {}
     for system in SYSTEMS:
-        model = make(system, data.task, forest, seed)
+        model = make(system, data.task, forest, seed, m)
         rec: dict[str, Any] = {"warnings": [], "error": None}
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -368,6 +373,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="client splits",
     )
     parser.add_argument(
+        "--rows", type=int, default=1000, help="rows of the generated sets (95/5: 1.5 times)"
+    )
+    parser.add_argument(
+        "--min-aggregate-rows",
+        type=int,
+        default=None,
+        help="secure's min_aggregate_rows (default: the estimators' own, max(10, 2 * leaf))",
+    )
+    parser.add_argument(
         "--paper",
         action="store_true",
         help="also the paper's forest (max_features=1/3) for the classifiers of a subset",
@@ -385,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.argv[1:] if argv is None else argv
     )
     start = dt.datetime.now(dt.UTC)
-    warm = _generated("friedman1")()  # compile or load the kernels outside the timings
+    warm = _generated("friedman1")(1000)  # compile or load the kernels outside the timings
     for task, y in (("regression", warm.y), ("classification", (warm.y > 14).astype(int))):
         for system in ("none", "secure"):
             make(system, task, "default", 0).fit(
@@ -393,13 +407,15 @@ def main(argv: list[str] | None = None) -> int:
             )
     rows = []
     for name in args.datasets:
-        data = LOADERS[name]()
+        data = LOADERS[name](args.rows)
         forests = ["default"]
         if args.paper and name in PAPER_SUBSET and data.task == "classification":
             forests.append("paper")
         for forest in forests:
             for split in args.splits:
-                runs = [run_case(data, split, forest, seed) for seed in seeds]
+                runs = [
+                    run_case(data, split, forest, seed, args.min_aggregate_rows) for seed in seeds
+                ]
                 row = summarise(data.name, data.task, split, forest, runs)
                 rows.append(row)
                 print(table([row])[-1], flush=True)
