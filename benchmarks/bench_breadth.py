@@ -361,9 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--datasets",
         nargs="+",
-        default=list(LOADERS),
+        default=None,
         choices=list(LOADERS),
-        help="datasets to run",
+        help="datasets to run (None: all of them)",
     )
     parser.add_argument(
         "--splits",
@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
                 warm.X[:300], y[:300], client_ids=np.arange(300) % 5
             )
     rows = []
-    for name in args.datasets:
+    for name in args.datasets or list(LOADERS):
         data = LOADERS[name](args.rows)
         forests = ["default"]
         if args.paper and name in PAPER_SUBSET and data.task == "classification":
