@@ -125,10 +125,13 @@ def test_bucket_bins_count_the_candidates_below_or_decline(seed):
             np.append(rng.normal(size=nc), 0.5 + np.arange(B.BUCKET_AMB + 1) * 1e-9)
         ),
         "equal": np.full(nc, 0.25),
+        # two and three candidates in one bucket (ties): the unrolled compares of each
+        "pair": np.sort(np.append(np.linspace(-2, 2, nc), [0.1, 0.1])),
+        "triple": np.sort(np.append(np.linspace(-2, 2, nc), [0.1, 0.1, 0.1])),
         "huge": np.append(np.sort(rng.normal(size=nc)), np.finfo(np.float64).max),
         "infinite": np.append(np.sort(rng.normal(size=nc)), np.inf),
     }
-    ran = set()
+    ran, shared = set(), set()
     for name, cs in cs_all.items():
         n = cs.size
         lut = np.zeros(B.BUCKETS_PER_CAND * n + B.BUCKETS_MIN, dtype=np.int32)
@@ -139,11 +142,16 @@ def test_bucket_bins_count_the_candidates_below_or_decline(seed):
         if ok:
             ran.add(name)
             np.testing.assert_array_equal(bins, np.searchsorted(cs, xx, side="left"))
+            # the most candidates sharing a bucket, as the kernel finds them
+            n_b = max(B.BUCKETS_PER_CAND * n, B.BUCKETS_MIN)
+            g = np.minimum((cs - cs[0]) * (n_b / (cs[-1] - cs[0])), n_b - 1).astype(np.int64)
+            shared.add(int(np.bincount(g).max()))
         else:
             assert (bins == -1).all()
         if name in ("cluster", "equal", "infinite") or (name == "huge" and n > B.BUCKET_AMB + 2):
             assert not ok, name
     assert {"spread", "grid"} <= ran
+    assert shared == set(range(1, B.BUCKET_AMB + 1))  # every unrolled case ran
 
 
 def test_rank_codes_follow_the_fine_codes_they_were_made_with():

@@ -93,7 +93,17 @@ def bucket_bins(cs, c, xx, lut, gc, padded, bins):  # type: ignore[no-untyped-de
             x = xx[k]
             q = lut[bucket_of(x, a, m, top)]
             bins[k] = q + (padded[q] < x)
-    else:
+    elif k_amb == 2:  # unrolled: a loop of k_amb compares a row cost more
+        for k in range(c):
+            x = xx[k]
+            q = lut[bucket_of(x, a, m, top)]
+            bins[k] = q + (padded[q] < x) + (padded[q + 1] < x)
+    elif k_amb == 3:
+        for k in range(c):
+            x = xx[k]
+            q = lut[bucket_of(x, a, m, top)]
+            bins[k] = q + (padded[q] < x) + (padded[q + 1] < x) + (padded[q + 2] < x)
+    else:  # only if BUCKET_AMB is raised above 3
         for k in range(c):
             x = xx[k]
             q = lut[bucket_of(x, a, m, top)]

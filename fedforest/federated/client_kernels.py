@@ -389,6 +389,16 @@ def gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls):
 
 
 @numba.njit(inline="always")
+def gather_counts(order, a, c, rows, w, ii, st):
+    """:func:`gather_node` of the rows and weight alone (the grids' counts): no target read."""
+    for k in range(c):
+        r = order[a + k]
+        ii[k] = rows[r]
+        st[k, 0] = 1.0
+        st[k, 1] = w[r]
+
+
+@numba.njit(inline="always")
 def pair_bins(
     cs, c, f, Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, ii, rank_c, lut,
     padded, rr, xx, bins,
@@ -560,7 +570,10 @@ def left_stats_ranked(
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
-        gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls)
+        if n_stat == 2:  # the counts alone: no target gathered
+            gather_counts(order, a, c, rows, w, ii, st)
+        else:
+            gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls)
         whole = False
         if scale is not None:  # the rows and weight as one integer word (row_words)
             whole = row_words(st, c, scale, row_word)

@@ -89,16 +89,20 @@ def add_words(words, hist, row_word, bins, st, cls, c, n_stat, n_classes):  # ty
 
     The other columns are added as floats in row order, as there.
     """
-    for k in range(c):
-        words[bins[k]] += row_word[k]
     if n_stat == 2:
-        return
-    for k in range(c):
-        if n_classes == 0:
-            for q in range(2, 4):
-                hist[bins[k], q] += st[k, q]
-        else:
-            hist[bins[k], cls[k]] += st[k, 1]
+        for k in range(c):
+            words[bins[k]] += row_word[k]
+    elif n_classes == 0:  # one pass: each column's additions still in row order
+        for k in range(c):
+            b = bins[k]
+            words[b] += row_word[k]
+            hist[b, 2] += st[k, 2]
+            hist[b, 3] += st[k, 3]
+    else:
+        for k in range(c):
+            b = bins[k]
+            words[b] += row_word[k]
+            hist[b, cls[k]] += st[k, 1]
 
 
 @numba.njit(inline="always")
