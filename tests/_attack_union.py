@@ -39,6 +39,7 @@ from tests.test_privacy import (
     _data,
     _fit,
     _in_bag_weights,
+    _members,
     ancestor_exposure,
     category_exposure,
     linked_row_mask,
@@ -149,6 +150,9 @@ def all_claims(
         clients = list(fed.clients.values())
         w = _in_bag_weights(model, clients, h, len(model.trees_), model.random_state)
         m = max(10, 2 * model.min_samples_leaf)
+        member = _members(model, coded.to_numpy(dtype=np.float64), w)  # the test's routing
+        for t, tree in enumerate(model.trees_):
+            assert all(r.size == tree.n_node_samples[nd] for nd, r in member[t].items()), t
         for name, attack in (("ancestor", ancestor_exposure), ("interval", interval_exposure)):
             alone: set[int] = set()
             attack(fed, model, coded, w, m, alone)

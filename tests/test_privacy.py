@@ -652,16 +652,23 @@ def _group_releases(fed, model, m) -> dict:
 def _members(model, values, w) -> list[dict]:
     """Each tree's in-bag rows of every node (the test knows them; the server does not).
 
-    Missing values (held as +inf, as the clients hold them) go where the tree sends them.
+    Missing values (held as +inf, as the clients hold them) go where the tree sends them;
+    at a category set split, a category column's codes (in ``values``) go to their side.
     """
     out = []
     for t, tree in enumerate(model.trees_):
         mem = {0: np.flatnonzero(w[t] > 0)}
+        set_off = np.concatenate([[0], np.cumsum(tree.set_size)])
         for i in range(tree.node_count):
             if tree.children_left[i] >= 0 and i in mem:
                 r = mem[i]
                 x = values[r, tree.feature[i]]
                 go = np.where(np.isinf(x), tree.missing_go_to_left[i] == 1, x <= tree.threshold[i])
+                if tree.set_size[i]:  # every training row's code is in the set
+                    codes, sides = (
+                        a[set_off[i] : set_off[i + 1]] for a in (tree.set_code, tree.set_side)
+                    )
+                    go = np.isin(x, codes[sides == 0])
                 mem[tree.children_left[i]], mem[tree.children_right[i]] = r[go], r[~go]
         out.append(mem)
     return out
