@@ -85,8 +85,10 @@ def _fit(model, X, y, h, sample_weight=None):
     return fed
 
 
-def raw_value_exposure(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray) -> float:
-    """Fraction of training rows with an exact feature value or target in some reply."""
+def raw_value_rows(
+    fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per training row: its target, and some feature value, exactly in some reply (masks)."""
     seen = set()
     for _, replies in fed.rounds:
         for msg in replies.values():
@@ -95,12 +97,25 @@ def raw_value_exposure(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray)
                     seen.update(np.asarray(arr, dtype=np.float64).ravel().tolist())
     values = X.select_dtypes("number").to_numpy(dtype=np.float64)
     targets = np.isin(np.asarray(y, float), list(seen)).reshape(len(y), -1)  # any output
-    hit = np.isin(values, list(seen)).any(axis=1) | targets.any(axis=1)
-    return float(hit.mean())
+    return targets.any(axis=1), np.isin(values, list(seen)).any(axis=1)
+
+
+def raw_value_exposure(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray) -> float:
+    """Fraction of training rows with an exact feature value or target in some reply."""
+    target, feature = raw_value_rows(fed, X, y)
+    return float((target | feature).mean())
 
 
 def linked_rows(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray, h, n_bins=32) -> float:
     """Rows rebuilt by linking a one-row node's summary (target) to its sketches (values)."""
+    return float(linked_row_mask(fed, X, y, h, n_bins).mean())
+
+
+def linked_row_mask(
+    fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray, h, n_bins=32, classes=None
+) -> np.ndarray:
+    """The rows (a mask) :func:`linked_rows` rebuilds. ``classes``: a classifier's, whose
+    summary holds per class the node's weight; a one-row node's label is its class."""
     numeric = [j for j, c in enumerate(X.columns) if X[c].dtype.kind == "f"]
     values = np.full(X.shape, np.nan)
     for j in numeric:
@@ -125,12 +140,14 @@ def linked_rows(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray, h, n_b
             rows = names[name]
             for node in np.flatnonzero(summary[:, 0] == 1):
                 target = summary[node, 2] / summary[node, 1]
+                if classes is not None:
+                    target = classes[int(np.argmax(summary[node, 2 : 2 + len(classes)]))]
                 cand = rows[np.isclose(y[rows], target, rtol=1e-12, atol=0)]
                 pos = np.flatnonzero(present & (pair_node == node))
                 for q, p in zip(pos, np.searchsorted(np.flatnonzero(present), pos), strict=True):
                     j = pair_feat[q]
                     rebuilt[cand[values[cand, j] == sketch[p, 0]]] = True
-    return float(rebuilt.mean())
+    return rebuilt
 
 
 def pooled_view(
@@ -635,16 +652,23 @@ def _group_releases(fed, model, m) -> dict:
 def _members(model, values, w) -> list[dict]:
     """Each tree's in-bag rows of every node (the test knows them; the server does not).
 
-    Missing values (held as +inf, as the clients hold them) go where the tree sends them.
+    Missing values (held as +inf, as the clients hold them) go where the tree sends them;
+    at a category set split, a category column's codes (in ``values``) go to their side.
     """
     out = []
     for t, tree in enumerate(model.trees_):
         mem = {0: np.flatnonzero(w[t] > 0)}
+        set_off = np.concatenate([[0], np.cumsum(tree.set_size)])
         for i in range(tree.node_count):
             if tree.children_left[i] >= 0 and i in mem:
                 r = mem[i]
                 x = values[r, tree.feature[i]]
                 go = np.where(np.isinf(x), tree.missing_go_to_left[i] == 1, x <= tree.threshold[i])
+                if tree.set_size[i]:  # every training row's code is in the set
+                    codes, sides = (
+                        a[set_off[i] : set_off[i + 1]] for a in (tree.set_code, tree.set_side)
+                    )
+                    go = np.isin(x, codes[sides == 0])
                 mem[tree.children_left[i]], mem[tree.children_right[i]] = r[go], r[~go]
         out.append(mem)
     return out
@@ -664,7 +688,7 @@ def _sums_below_m(sizes: list[set[tuple[int, bool]]], m: int) -> bool:
     return any(r > 0 and u for r, u in reach)
 
 
-def ancestor_exposure(fed, model, X, w, m) -> dict[str, float]:
+def ancestor_exposure(fed, model, X, w, m, alone_out: set | None = None) -> dict[str, float]:
     """Released sums that differencing with any ancestor's, on the same feature, isolates.
 
     A node ``C`` released ``S_C(e')`` (the sum over its rows with ``x_f <= e'``) and some
@@ -743,6 +767,8 @@ def ancestor_exposure(fed, model, X, w, m) -> dict[str, float]:
                     plus.append({(int(-x), bool(k)) for x, k in opts if x <= 0})
                     minus.append({(int(x), bool(k)) for x, k in opts if x >= 0})
                 found["partition"] += _sums_below_m(plus, m) or _sums_below_m(minus, m)
+    if alone_out is not None:  # the rows themselves, for a caller that unites attacks
+        alone_out |= alone
     return {**found, "rows": len(alone) / len(values)}
 
 
@@ -755,7 +781,9 @@ def _unions(groups) -> np.ndarray:
     return out
 
 
-def category_exposure(fed, model, X, w, m, column) -> dict[str, float]:
+def category_exposure(
+    fed, model, X, w, m, column, alone_out: set | None = None
+) -> dict[str, float]:
     """Differences of an ancestor's category-group sums and a node's that isolate rows.
 
     Both released a sum per group of categories (unions of groups by adding them): for
@@ -806,6 +834,8 @@ def category_exposure(fed, model, X, w, m, column) -> dict[str, float]:
                     in_a = set(A[u_a[i, codes[A]] > 0])
                     alone |= in_a ^ set(C[u_c[j, codes[C]] > 0])
             a = up.get(a, -1)
+    if alone_out is not None:
+        alone_out |= alone
     return {"pairs": found, "rows": len(alone) / len(X)}
 
 

@@ -44,7 +44,7 @@ def _isolating(plus: np.ndarray, minus: np.ndarray, m: int) -> np.ndarray:
     return ((minus == 0) & (plus > 0) & (plus < m)) | ((plus == 0) & (minus > 0) & (minus < m))
 
 
-def interval_exposure(fed, model, X, w, m) -> dict[str, float]:
+def interval_exposure(fed, model, X, w, m, alone_out: set | None = None) -> dict[str, float]:
     """``S_A(J) - S_C(K)`` over every ancestor ``A`` and node ``C`` that released a feature.
 
     ``J`` runs over the intervals of ``A``'s thresholds and -inf, +inf, ``K`` over those
@@ -89,6 +89,8 @@ def interval_exposure(fed, model, X, w, m) -> dict[str, float]:
                     in_k = (values[C, f] > k_ends[ku[k]]) & (values[C, f] <= k_ends[kv[k]])
                     alone |= in_j ^ set(C[in_k])
             a = up.get(a, -1)
+    if alone_out is not None:  # the rows themselves, for a caller that unites attacks
+        alone_out |= alone
     return {"combinations": found, "rows": len(alone) / len(values)}
 
 

@@ -1,0 +1,70 @@
+"""Issue 11's grid, every single-fit attack of the suite on one recording, united.
+
+Per configuration (regression and classification x {plain, ``split_on_client=True``, a
+categorical column}) one recording fit of the suite's 10 clients x 200 rows x 20 features
+per seed, under ``"secure"`` and ``"none"`` (the control); every attack that applies runs
+on the same recording and the same fitted model (``tests/_attack_union.py`` lists them).
+A row counts as rebuilt when ANY attack gives its exact target and ANY attack gives one
+exact feature value of that same row. Printed per case: the shares of the training rows
+with an exact target, with an exact feature value, with both (rebuilt), rebuilt within a
+single attack, and rebuilt only by linking claims of different attacks; then each
+attack's (target, feature) row counts. The defaults are the paper's settings (50 trees,
+depth 8, leaf 5, B = 32), so the issue's two settings are one fit here.
+
+Usage (from the repository root, which holds the test suite's recording server)::
+
+    python benchmarks/attack_union.py --seeds 0 1 2
+    python benchmarks/attack_union.py --seeds 0 --tasks regression --variants plain --fast
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import fedforest as ff  # noqa: E402
+from tests._attack_union import PAPER, union_fit  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--tasks", nargs="+", default=["regression", "classification"])
+    parser.add_argument(
+        "--variants", nargs="+", default=["plain", "split_on_client", "categorical"]
+    )
+    parser.add_argument("--privacy", nargs="+", default=["secure", "none"])
+    parser.add_argument("--fast", action="store_true", help="leave out the slow attacks")
+    args = parser.parse_args()
+    model = ff.FedForestRegressor()
+    assert {k: getattr(model, k) for k in PAPER} == PAPER, "the defaults are no longer the paper's"
+    worst: dict[str, float] = {}
+    for task in args.tasks:
+        for variant in args.variants:
+            for privacy in args.privacy:
+                for seed in args.seeds:
+                    start = time.perf_counter()
+                    got = union_fit(task, variant, privacy, seed, slow=not args.fast)
+                    took = time.perf_counter() - start
+                    case = f"{task:14s} {variant:15s} {privacy:6s} seed {seed}"
+                    if "refused" in got:
+                        print(f"{case}: refused ({got['refused']})", flush=True)
+                        continue
+                    shares = " ".join(
+                        f"{k} {100 * got[k]:.2f}%"
+                        for k in ("target", "feature", "rebuilt", "one_attack", "linked_only")
+                    )
+                    print(f"{case}: {shares} ({took:.0f} s)\n    {got['attacks']}", flush=True)
+                    worst[privacy] = max(worst.get(privacy, 0.0), got["rebuilt"])
+    for privacy, share in worst.items():
+        print(f"most rows rebuilt under {privacy!r} in any case: {100 * share:.2f}%")
+
+
+if __name__ == "__main__":
+    main()
