@@ -206,8 +206,10 @@ def test_the_noise_is_not_drawn_from_the_fits_random_state(monkeypatch) -> None:
     assert np.count_nonzero(first - second) > 100
     init = SecureParty.__init__
 
-    def seeded(party: SecureParty, client: ff.Client, dp: bool = False) -> None:
-        init(party, client, dp)
+    def seeded(
+        party: SecureParty, client: ff.Client, dp: bool = False, regression: bool = False
+    ) -> None:
+        init(party, client, dp, regression)
         party._rng = np.random.default_rng([0x5EED, zlib.crc32(client.name.encode())])
 
     monkeypatch.setattr(SecureParty, "__init__", seeded)
