@@ -34,12 +34,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--tasks", nargs="+", default=["regression", "classification"])
     parser.add_argument(
-        "--variants", nargs="+", default=["plain", "split_on_client", "categorical"]
+        "--seeds", type=int, nargs="+", default=[0, 1, 2], help="data and forest seeds"
     )
-    parser.add_argument("--privacy", nargs="+", default=["secure", "none"])
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=["regression", "classification"],
+        choices=["regression", "classification"],
+        help="the estimators attacked",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=["plain", "split_on_client", "categorical"],
+        choices=["plain", "split_on_client", "categorical"],
+        help="configurations of issue 11's grid (split_on_client is refused under secure)",
+    )
+    parser.add_argument(
+        "--privacy",
+        nargs="+",
+        default=["secure", "none"],
+        choices=["secure", "none"],
+        help="privacy levels fitted (none: the control, where the attacks find rows)",
+    )
     parser.add_argument("--fast", action="store_true", help="leave out the slow attacks")
     args = parser.parse_args()
     model = ff.FedForestRegressor()
