@@ -244,18 +244,32 @@ class RootRefined(Guides):
             guides_module.REFINE_SE = se
 
 
+def _shipped_top(guides, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
+    """Guides.find's first step, as shipped: each pair's top guides in its path bounds.
+
+    Returns the sorted entries, the arrays as float and int, the kernel's leading arguments,
+    and ``out_off``, ``out``: the top guides of every pair.
+    """
+    e_off, e_tree, e_depth, e_thr, s_thr, s_at = guides._sorted()
+    tree, feature = np.asarray(tree, dtype=np.int64), np.asarray(feature, dtype=np.int64)
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    k = guides_module.GUIDES_PER_PAIR
+    out_off = np.zeros(tree.size + 1, dtype=np.int64)
+    out = np.empty(tree.size * k)
+    args = (e_off, e_tree, e_depth, e_thr, s_thr, s_at, tree, feature)
+    guides_module.top_guides(*args, lo, hi, guides.level, k, out_off, out)
+    sorted_ = (e_off, e_tree, e_depth, e_thr, s_thr, s_at)
+    return sorted_, tree, feature, lo, hi, args, out_off, out
+
+
 class TopMedian(Guides):
     """The first guide the median of the TOP_K entries of largest gain in its window."""
 
     def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
-        e_off, e_tree, e_depth, e_thr, s_thr, s_at = self._sorted()
-        tree, feature = np.asarray(tree, dtype=np.int64), np.asarray(feature, dtype=np.int64)
-        lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
-        k = guides_module.GUIDES_PER_PAIR
-        out_off = np.zeros(tree.size + 1, dtype=np.int64)
-        out = np.empty(tree.size * k)
-        args = (e_off, e_tree, e_depth, e_thr, s_thr, s_at, tree, feature)
-        guides_module.top_guides(*args, lo, hi, self.level, k, out_off, out)
+        sorted_, tree, feature, lo, hi, args, out_off, out = _shipped_top(
+            self, tree, feature, lo, hi
+        )
+        e_off, e_tree, e_depth, e_thr, s_thr, s_at = sorted_
         if self.root_cdf is None or not out_off[-1]:
             return out_off, out[: out_off[-1]]
         w_lo, w_hi = self._window(feature, out[out_off[:-1]], out_off)
@@ -275,14 +289,10 @@ class DepthMedian(Guides):
     """The first guide the median of one depth's entries in its window (MEDIAN_DEPTH)."""
 
     def find(self, tree, feature, lo, hi):  # type: ignore[no-untyped-def]
-        e_off, e_tree, e_depth, e_thr, s_thr, s_at = self._sorted()
-        tree, feature = np.asarray(tree, dtype=np.int64), np.asarray(feature, dtype=np.int64)
-        lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
-        k = guides_module.GUIDES_PER_PAIR
-        out_off = np.zeros(tree.size + 1, dtype=np.int64)
-        out = np.empty(tree.size * k)
-        args = (e_off, e_tree, e_depth, e_thr, s_thr, s_at, tree, feature)
-        guides_module.top_guides(*args, lo, hi, self.level, k, out_off, out)
+        sorted_, tree, feature, lo, hi, args, out_off, out = _shipped_top(
+            self, tree, feature, lo, hi
+        )
+        e_off, e_tree, e_depth, e_thr, s_thr, s_at = sorted_
         if self.root_cdf is None or not out_off[-1]:
             return out_off, out[: out_off[-1]]
         w_lo, w_hi = self._window(feature, out[out_off[:-1]], out_off)
