@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from sklearn.utils.validation import column_or_1d
 
 from .._common import is_int_in
 from ..federated.categorical import encode, sort_categories
@@ -205,7 +206,8 @@ class Peer:
             as ``read_csv`` gives them) and pandas ``category`` columns are categorical, and
             so are the numeric codes named in ``categorical_features``.
         y : array-like, shape (n_samples,)
-            Class labels.
+            Class labels (a column vector, shape (n_samples, 1), is taken with
+            scikit-learn's ``DataConversionWarning``).
         categorical_features : sequence of column names or indices, or boolean mask, optional
             Numeric columns holding category codes that every peer agrees on (resolved as
             the estimators' ``categorical_features``: an integer is a column index).
@@ -222,12 +224,7 @@ class Peer:
         self : Peer
         """
         arr, names, kinds, lists = _site_frame(X, categorical_features, categories)
-        y_arr = np.asarray(y)
-        if y_arr.ndim != 1 or y_arr.shape[0] != arr.shape[0]:
-            raise ValueError(
-                f"y has shape {y_arr.shape}; expected ({arr.shape[0]},), one label per row"
-            )
-        y_arr = labels(y, "y")
+        y_arr = _row_labels(y, arr.shape[0])
         if self.engine == "sklearn":
             from sklearn.ensemble import RandomForestClassifier
 
@@ -321,7 +318,9 @@ class Peer:
             name, n_estimators=len(trees), random_state=random_state, n_surrogates=n_surrogates
         )
         peer.engine = "imported"
-        peer._store(arr, labels(y, "y"), names, kinds, trees, labels(classes, "classes_"))
+        peer._store(
+            arr, _row_labels(y, arr.shape[0]), names, kinds, trees, labels(classes, "classes_")
+        )
         peer.categories_ = lists
         return peer
 
@@ -429,6 +428,20 @@ def shared_columns(items: Sequence[Peer | ShareBundle | Sequence[str]]) -> list[
         return []
     common = set(lists[0]).intersection(*lists[1:])
     return [n for n in lists[0] if n in common]
+
+
+def _row_labels(y: ArrayLike, n: int) -> NDArray[Any]:
+    """``y`` as one label per row of ``n`` (a column vector too, as the estimators take it).
+
+    A column vector warns as scikit-learn does (``DataConversionWarning``); another shape
+    is refused.
+    """
+    y_arr = labels(y, "y")
+    if y_arr.ndim == 2 and y_arr.shape[1] == 1:
+        y_arr = column_or_1d(y_arr, warn=True)
+    if y_arr.ndim != 1 or y_arr.shape[0] != n:
+        raise ValueError(f"y has shape {y_arr.shape}; expected ({n},), one label per row")
+    return y_arr
 
 
 def fit_intersection(peers: Sequence[Peer]) -> list[Peer]:
