@@ -25,6 +25,13 @@ __all__ = ["MODEL_KINDS", "load_model", "save_model"]
 
 #: The estimator kinds a model file may hold (the class names, as written in the header).
 MODEL_KINDS = ("FedForestRegressor", "FedForestClassifier")
+#: The fields of a model's header (``save_model``'s, and ``oob_score`` of files written
+#: before its extra array): any other is refused, naming it (a newer fedforest's, or damage).
+_HEADER_FIELDS = (
+    "kind", "params", "n_features_in", "feature_names_in", "classes", "classes_dtype",
+    "n_outputs", "n_clients", "clients", "categories", "dropped_clients", "dropped_reasons",
+    "communication", "privacy_report", "oob_score",
+)  # fmt: skip
 #: The extra arrays a model file may hold (``extra/<name>``).
 _EXTRA_ARRAYS = ("feature_importances", "oob_score")
 #: A dropped client's reason (``federation.drop_reason``): a type name, a protocol step.
@@ -158,6 +165,12 @@ def load_model(path: str | os.PathLike[str], estimators: dict[str, type]) -> Any
             f"cannot load model file {os.fspath(path)!r}: it is a swarm share bundle "
             "(Peer.share().save()), not a model; read it with fedforest.swarm.ShareBundle.load "
             "or load_bundles."
+        )
+    if unknown := sorted(set(header) - set(_HEADER_FIELDS)):  # skipped, it loaded silently
+        raise ValueError(
+            f"cannot load model file {os.fspath(path)!r}: its header has fields {unknown} "
+            "that this fedforest does not know: a newer fedforest wrote it? Upgrade fedforest "
+            "to load it (or, if not, the file is damaged)."
         )
     params = header.get("params")
     if isinstance(params, dict):

@@ -19,7 +19,11 @@ Each test failed on main at 442e755:
 
 from __future__ import annotations
 
+import io
+import json
+import zipfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +31,9 @@ import pandas as pd
 import pytest
 from sklearn.exceptions import DataConversionWarning
 
-from fedforest.swarm import Peer
+import fedforest
+from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest.swarm import Peer, ShareBundle
 
 
 def _frame(n: int = 120, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
@@ -68,3 +74,59 @@ def test_from_fitted_checks_y_as_fit_does() -> None:
     np.testing.assert_array_equal(peer.y_, y)
     with pytest.raises(ValueError, match=r"y has shape \(60,\); expected \(120,\)"):
         Peer.from_fitted("p", forest, X, y[:60])
+
+
+def _rewritten(path: Path, out: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """``path``'s file with ``change`` applied to its ``__header__`` record."""
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(out, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "__header__.npy":
+                with zin.open(item.filename) as f:
+                    meta = json.loads(np.lib.format.read_array(f, allow_pickle=False).tobytes())
+                change(meta)
+                buf = io.BytesIO()
+                np.save(buf, np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+                data = buf.getvalue()
+            zout.writestr(item.filename, data)
+    return out
+
+
+_FIELDS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "record": (lambda m: m.update(compression="zstd"), "'__header__' has fields ['compression']"),
+    "model header": (
+        lambda m: m["header"].update(target_scale=[1.0, 2.0]),
+        "header has fields ['target_scale']",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", sorted(_FIELDS))
+@pytest.mark.parametrize("cls", [FedForestRegressor, FedForestClassifier])
+def test_a_model_file_with_a_field_this_version_lacks_is_refused(
+    cls: Any, where: str, tmp_path: Path
+) -> None:
+    X, y = _frame()
+    path = tmp_path / "m.ffm"
+    cls(n_estimators=2, random_state=0).fit(X, X["a"] > 0).save(path)
+    same = _rewritten(path, tmp_path / "same.ffm", lambda m: None)  # the control
+    np.testing.assert_array_equal(fedforest.load(same).predict(X), fedforest.load(path).predict(X))
+    change, field = _FIELDS[where]
+    newer = _rewritten(path, tmp_path / "newer.ffm", change)
+    with pytest.raises(ValueError) as info:
+        fedforest.load(newer)
+    text = str(info.value)
+    assert str(newer) in text and field in text and "upgrade fedforest" in text.lower()
+
+
+@pytest.mark.parametrize("where", sorted(_FIELDS))
+def test_a_bundle_with_a_field_this_version_lacks_is_refused(where: str, tmp_path: Path) -> None:
+    X, y = _frame()
+    path = tmp_path / "p.ffb"
+    Peer("p", n_estimators=2, random_state=0).fit(X, y).share().save(path)
+    ShareBundle.load(_rewritten(path, tmp_path / "same.ffb", lambda m: None))  # the control
+    change, field = _FIELDS[where]
+    newer = _rewritten(path, tmp_path / "newer.ffb", change)
+    with pytest.raises(ValueError) as info:
+        ShareBundle.load(newer)
+    assert str(newer) in str(info.value) and field in str(info.value)

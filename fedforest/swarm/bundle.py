@@ -49,6 +49,11 @@ KINDS = ("numeric", "categorical")
 _IMP_PREFIX = "imp/"
 #: Relative slack when a child's weight is compared with its parent's (float sums).
 _WEIGHT_RTOL = 1e-6
+#: A bundle header's fields (``save``'s): any other is refused, naming it (as a model's).
+_HEADER_FIELDS = (
+    "kind", "bundle_version", "n_features_in", "name", "feature_names", "feature_kinds",
+    "classes", "n_train", "shared_features", "engine", "categories", "imputers",
+)  # fmt: skip
 _FIXED_EXTRA = (
     "class_counts",
     "surr_feature",
@@ -228,6 +233,8 @@ def _from_file(
     version = header.get("bundle_version")
     if version != BUNDLE_VERSION:
         raise ValueError(f"bundle_version {version!r} is not {BUNDLE_VERSION}")
+    if unknown := sorted(set(header) - set(_HEADER_FIELDS)):  # a newer fedforest's, or damage
+        raise ValueError(f"its header has fields {unknown} that this fedforest does not know")
     metas = header["imputers"]
     if not isinstance(metas, list):
         raise TypeError("header 'imputers' is not a list")

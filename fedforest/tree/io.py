@@ -26,7 +26,7 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "MAX_TOTAL_BYTES", "save_forest", "l
 #
 # * ``__header__``: a 1-D uint8 array, the UTF-8 JSON object
 #   ``{"format": FORMAT_NAME, "version": FORMAT_VERSION, "kind": ..., "n_trees": ...,
-#   "header": {...caller's header...}}``;
+#   "header": {...caller's header...}}``, no other field (the caller checks its header's);
 # * one array per ``Tree`` field, the trees concatenated node-wise (child indices stay
 #   LOCAL to their tree), and ``tree_offsets`` (int64, shape (n_trees + 1,)): tree ``t``
 #   owns rows ``tree_offsets[t]:tree_offsets[t + 1]``;
@@ -48,6 +48,10 @@ FORMAT_NAME = "fedforest-model"
 FORMAT_VERSION = 1
 
 _HEADER_KEY = "__header__"
+#: The fields of ``__header__``: any other is refused, never skipped (a field skipped could
+#: change what the file means), naming it: a newer fedforest's file, or a damaged one.
+_META_FIELDS = ("format", "version", "kind", "n_trees", "header")
+_NEWER_HINT = "Was it written by a newer fedforest (upgrade fedforest to load it), or damaged?"
 _OFFSETS_KEY = "tree_offsets"
 _EXTRA_PREFIX = "extra/"
 #: Canonical dtype of every stored field; the dtype *kind* a file must use for it.
@@ -692,6 +696,11 @@ def _decode_header(arrays: dict[str, NDArray[Any]], expected_kind: str | None) -
         raise _FormatError(
             f"it uses format version {version}, newer than this fedforest's {FORMAT_VERSION}",
             hint="Upgrade fedforest to load it.",
+        )
+    if unknown := sorted(set(meta) - set(_META_FIELDS)):  # a newer writer's, or damage
+        raise _FormatError(
+            f"its {_HEADER_KEY!r} has fields {unknown} that format version {version} lacks",
+            hint=_NEWER_HINT,
         )
     n_trees = meta.get("n_trees")
     if not is_int_in(n_trees, 1):
