@@ -192,7 +192,8 @@ def test_an_unnamed_label_is_declared_or_its_client_dropped(
     with caplog.at_level(logging.WARNING, logger="fedforest.federated.failure"):
         model.fit_federated(ff.LocalFederation(clients()))
     assert [name for name, _ in model.dropped_clients_] == ["c1"]
-    assert model.dropped_reasons_ == {"c1": "ValueError in round_a"}  # the set-up's round
+    # the first grid round's: it carries the class list (the bootstrap secret reads indices)
+    assert model.dropped_reasons_ == {"c1": "ValueError in grid"}
     assert list(model.classes_) == ["hi", "lo", "mid"]
     # The warning says who, when, why and how to keep the client (declare the labels),
     # in sentences (it read "...multi-output y).. on_client_failure=..." before); the model

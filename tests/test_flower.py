@@ -507,6 +507,13 @@ def test_flower_federation_classifier_with_string_labels(tmp_path: Path) -> None
     local.fit_federated(ff.LocalFederation(local_clients(paths)))
     assert_same_forest(remote, local)
     assert list(remote.classes_) == ["sick", "well"]
+    # fit's forest on the same rows: its clients hold the class indices, which the ClientApp's
+    # bootstrap secret reads too (it read the labels' text: another forest until 2026-12-05)
+    frames = [pd.read_csv(p) for p in paths.values()]
+    rows = pd.concat(frames, ignore_index=True)
+    ids = np.repeat(list(paths), [len(f) for f in frames])
+    fit = ff.FedForestClassifier(**PARAMS, random_state=SEED)
+    assert_same_forest(remote, fit.fit(rows.drop(columns="y"), rows["y"], client_ids=ids))
 
 
 def test_flower_clientapp_reads_labels_as_fit_reads_the_frame(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -130,3 +131,85 @@ def test_a_bundle_with_a_field_this_version_lacks_is_refused(where: str, tmp_pat
     with pytest.raises(ValueError) as info:
         ShareBundle.load(newer)
     assert str(newer) in str(info.value) and field in str(info.value)
+
+
+_LABELS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "text": lambda x: np.where(x > 0.5, "high", np.where(x > -0.5, "mid", "low")),
+    "ints 3, 7": lambda x: np.where(x > 0, 3, 7),
+    "bools": lambda x: x > 0,
+    "object text": lambda x: np.where(x > 0, "a", "b").astype(object),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_LABELS))
+@pytest.mark.parametrize("privacy", ["secure", "none"])
+def test_fit_federated_on_class_labels_of_any_kind_is_fit(kind: str, privacy: str) -> None:
+    X, _ = _frame(240)
+    x = X.to_numpy()
+    y = _LABELS[kind](x[:, 0] + 0.3 * x[:, 1])
+    ids = np.arange(240) % 3
+    est = FedForestClassifier(n_estimators=5, privacy=privacy, random_state=0)
+    fitted = est.fit(x, y, client_ids=ids).predict_proba(x)
+    clients = [fedforest.Client(x[ids == k], y[ids == k], name=str(k)) for k in range(3)]
+    federated = est.fit_federated(clients).predict_proba(x)
+    np.testing.assert_array_equal(federated, fitted)
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"classes": ["low", "mid", "high", "none of them"]},
+        {"class_weight": "balanced"},
+        {"class_weight": {"low": 2.0, "high": 0.5}},
+        {"max_samples": 0.5},
+    ],
+    ids=["declared classes", "balanced", "class_weight dict", "max_samples"],
+)
+def test_fit_federated_on_text_labels_is_fit_under_other_settings(setting: dict[str, Any]) -> None:
+    X, _ = _frame(240)
+    x = X.to_numpy()
+    y = _LABELS["text"](x[:, 0])
+    ids = np.arange(240) % 2
+    est = FedForestClassifier(n_estimators=5, random_state=1, **setting)
+    fitted = est.fit(x, y, client_ids=ids).predict_proba(x)
+    clients = [fedforest.Client(x[ids == k], y[ids == k], name=str(k)) for k in range(2)]
+    np.testing.assert_array_equal(est.fit_federated(clients).predict_proba(x), fitted)
+
+
+def test_fit_federated_on_multi_output_text_labels_is_fit() -> None:
+    X, _ = _frame(240)
+    x = X.to_numpy()
+    Y = np.column_stack([_LABELS["text"](x[:, 0]), np.where(x[:, 1] > 0, "u", "v")])
+    ids = np.arange(240) % 2
+    est = FedForestClassifier(n_estimators=4, random_state=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # few rows per class and client: the floor's warning
+        fitted = est.fit(x, Y, client_ids=ids).predict_proba(x)
+        clients = [fedforest.Client(x[ids == k], Y[ids == k], name=str(k)) for k in range(2)]
+        federated = est.fit_federated(clients).predict_proba(x)
+    for mine, theirs in zip(federated, fitted, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_the_digest_reads_declared_classes_and_class_weights_by_position() -> None:
+    from dataclasses import replace
+
+    from fedforest.federated.server.config import GrowerConfig
+    from fedforest.federated.server.digest import settings_digest
+
+    base = GrowerConfig(
+        task="classification", criterion="gini", n_estimators=10, max_depth=4,
+        min_samples_split=2, min_samples_leaf=10, min_impurity_decrease=0.0,
+        max_features=1.0, n_bins=32, bootstrap=True, oob_score=False, seed=7,
+        privacy="secure",
+    )  # fmt: skip
+
+    def digest(classes: Any, class_weight: Any, class_list: Any) -> bytes:
+        cfg = replace(base, classes=classes, class_weight=class_weight)
+        return settings_digest(cfg, {"a": 50}, {}, 3, class_list=class_list).tobytes()
+
+    codes = digest([0, 1, 2], {0: 2.0}, [0, 1, 2])  # fit's: its codes
+    assert digest(["a", "b", "z"], {"a": 2.0}, ["a", "b", "z"]) == codes  # fit_federated's
+    assert digest(["a", "b", "z"], {"b": 2.0}, ["a", "b", "z"]) != codes  # another class
+    assert digest(["a", "b"], {"a": 2.0}, ["a", "b"]) != codes  # fewer classes
+    assert digest(["a", "b", "z"], {"a": 3.0}, ["a", "b", "z"]) != codes  # another weight

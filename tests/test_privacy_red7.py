@@ -140,8 +140,8 @@ def test_a_refit_with_a_column_made_categorical_gives_no_target(monkeypatch) -> 
         assert rebuilt == 0 and same <= 2, (seed, same, rebuilt)
     digest = batch_setup.settings_digest
 
-    def without_columns(cfg, n, draws, d, dropped=None, categorical=None, tag=None):  # noqa: ANN001, ANN202
-        return digest(cfg, n, draws, d, dropped, None, tag)
+    def without_columns(cfg, n, draws, d, dropped=None, categorical=None, tag=None, **kw):  # noqa: ANN001, ANN003, ANN202
+        return digest(cfg, n, draws, d, dropped, None, tag, **kw)
 
     monkeypatch.setattr(batch_setup, "settings_digest", without_columns)
     assert_found_at_some_seed(  # every root the same rows, a row's exact target

@@ -33,7 +33,7 @@ from .client_secrets import (
     tree_secrets,
 )
 from .client_sketch import fine_codes
-from .client_targets import label_counts
+from .client_targets import class_indices, label_counts
 from .client_weights import moment_weights, oob_weights
 from .domains import code_counts
 from .grid_wire import decode_candidates, grid_inputs, half_of, half_words, lattice_grid
@@ -125,6 +125,7 @@ class SecureParty:
         # A regressor's targets enter the secret as floats, as fit's clients hold them: the
         # text of int, bool or Decimal targets drew other bootstraps than fit on the same
         # rows (the same random_state gives the same forest through fit and fit_federated).
+        # A classifier's labels: as class indices, once the moments round names the classes.
         y = client.y_raw.astype(np.float64) if regression else client.y_raw
         # Under "dp" the bootstrap secret must not depend on the data (one row would change
         # every draw): a random one, kept for the fit.
@@ -285,6 +286,11 @@ class SecureParty:
             return self._masked(msg, GRID, {"known": to_fixed(known, 0)})
         if msg.header.get("stage") == "moments":
             warn_unresolved(x, feats, c.name, c.feature_names)
+            if self.dp is None and "classes" in msg.header:  # "secure" classification: the
+                # secret reads each label as its class's index, as fit's clients hold them
+                # (the labels' text drew other bootstraps: text labels, say), before any use
+                labels = class_indices(c.y_raw, msg.header["classes"], c.name)
+                self.secret = data_secret(c.X, labels, c.name, c.sample_weight, c._cat_raw)
             clip = ASINH_CLIP if self.dp is not None else np.inf
             known = np.isfinite(x)  # a missing value (+inf) is in no moment
             a = np.where(known, np.clip(libm_arcsinh(np.where(known, x, 0.0)), -clip, clip), 0.0)

@@ -27,6 +27,7 @@ __all__ = [
     "check_regression_targets",
     "check_target_magnitude",
     "class_codes",
+    "class_indices",
     "class_row_weights",
     "correct_rows",
     "feature_sketches",
@@ -317,6 +318,21 @@ def class_codes(y: NDArray[Any], classes: list[Any], name: str) -> tuple[NDArray
         codes[:, o] = np.array([index[u] for u in uniq.tolist()], dtype=np.float64)[inv]
         offset += len(labels)
     return (codes[:, 0] if y.ndim == 1 else codes), offset
+
+
+def class_indices(y: NDArray[Any], classes: Any, name: str) -> NDArray[np.int64]:
+    """Each row's label as its index in its output's class list (int64, no block offsets).
+
+    What ``fit`` hands its clients as labels (``classes`` then ``[0, ..., k - 1]`` per
+    output): a client's bootstrap secret reads these under ``"secure"``, so that clients
+    holding the labels themselves (text, say) draw ``fit``'s bootstraps.
+    """
+    if not isinstance(classes, list) or not classes:
+        raise ValueError(f"Client {name!r}: the server's classes must be a non-empty list.")
+    codes, _ = class_codes(y, classes, name)
+    sizes = class_sizes(classes)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if codes.ndim == 2 else 0
+    return np.asarray(codes - offsets).astype(np.int64)
 
 
 def class_row_weights(

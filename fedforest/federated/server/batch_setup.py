@@ -107,7 +107,10 @@ def batch_digest(
     split_as_sets = [int(j) for j, levels in schema["categories"].items() if len(levels) > 1]
     state = schema.get("secure")
     tag = None if state is None else state.data_tag
-    return settings_digest(cfg, live, schema["draws"], d, dropped, split_as_sets, tag)
+    classes = schema.get("classes")
+    return settings_digest(
+        cfg, live, schema["draws"], d, dropped, split_as_sets, tag, class_list=classes
+    )
 
 
 def tree_digests(

@@ -96,6 +96,13 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"settings digest: cannot read a {type(value).__name__} setting")
 
 
+def _positions(classes: Any) -> list[Any]:
+    """Declared classes as their positions (one list per output for multi-output y)."""
+    if classes and isinstance(classes[0], list | tuple | np.ndarray):
+        return [list(range(len(c))) for c in classes]
+    return list(range(len(classes)))
+
+
 def settings_digest(
     cfg: GrowerConfig,
     n_samples: dict[str, int],
@@ -104,6 +111,7 @@ def settings_digest(
     dropped: list[tuple[str, int]] | None = None,
     categorical: list[int] | None = None,
     data_tag: NDArray[np.uint64] | None = None,
+    class_list: Any = None,
 ) -> NDArray[np.uint8]:
     """SHA-256 of the resolved settings that shape a fit's releases (32 bytes).
 
@@ -120,6 +128,10 @@ def settings_digest(
     changed at any client changes it, so every client redraws; without it a refit after a
     value corrected in place redrew that client's bootstrap only, and nested nodes of the
     two models isolated other clients' rows: docs/privacy-findings.md, "Red team 6").
+    ``class_list``: the fit's classes (the handshake's); declared classes, and a
+    ``class_weight`` dict's labels, enter as their positions in it, as ``fit``'s clients
+    hold them (its codes 0..K-1): ``fit_federated`` on clients holding the labels (text,
+    say) drew other bootstraps than ``fit`` on their rows.
     """
     fields = {
         f.name: _plain(getattr(cfg, f.name))
@@ -130,6 +142,12 @@ def settings_digest(
     }
     if cfg.classes_from_rows:
         fields.pop("classes", None)
+    elif cfg.classes is not None:
+        fields["classes"] = _positions(cfg.classes)
+    if isinstance(cfg.class_weight, dict) and class_list is not None:
+        index = {label: i for i, label in enumerate(class_list)}
+        weights = {index.get(k, k): v for k, v in cfg.class_weight.items()}
+        fields["class_weight"] = _plain(weights)
     if cfg.oob_score:
         fields.update(
             {k: _plain(getattr(cfg, k)) for k, v in _WITH_OOB.items() if getattr(cfg, k) != v}

@@ -162,6 +162,8 @@ def setup_grids(
     secure_tag = cfg.privacy == "secure"  # the digest covers the clients' pooled data tags
     if secure_tag:
         header["data_tag"] = True
+    if secure_tag and not regression:  # the bootstrap secret reads labels as class indices
+        header["classes"] = schema["classes"]
     # "secure" with sample weights: the pooled geometric mean of the weights (their band).
     trim = secure_tag and bool(schema.get("sample_weighted"))
     if trim:
