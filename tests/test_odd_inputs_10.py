@@ -14,7 +14,8 @@ Each test failed on main at 442e755:
   clients hold the class indices; and so did declared ``classes`` or a ``class_weight``
   dict, which the settings digest read as labels, where ``fit`` declares codes.
 
-(The ``privacy="none"`` cases are controls: they passed.)
+(The ``privacy="none"`` cases are controls: they passed.) And a pin: a model file written
+big-endian loads and predicts as its little-endian twin.
 """
 
 from __future__ import annotations
@@ -213,3 +214,32 @@ def test_the_digest_reads_declared_classes_and_class_weights_by_position() -> No
     assert digest(["a", "b", "z"], {"b": 2.0}, ["a", "b", "z"]) != codes  # another class
     assert digest(["a", "b"], {"a": 2.0}, ["a", "b"]) != codes  # fewer classes
     assert digest(["a", "b", "z"], {"a": 3.0}, ["a", "b", "z"]) != codes  # another weight
+
+
+def _big_endian(path: Path, out: Path) -> Path:
+    """``path``'s file with every multi-byte numeric array written big-endian."""
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(out, "w") as zout:
+        for item in zin.infolist():
+            with zin.open(item.filename) as f:
+                arr = np.lib.format.read_array(f, allow_pickle=False)
+            if arr.dtype.itemsize > 1 and arr.dtype.kind in "iuf":
+                arr = arr.astype(arr.dtype.newbyteorder(">"))
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, arr, allow_pickle=False)
+            zout.writestr(item.filename, buf.getvalue())
+    return out
+
+
+def test_pin_a_big_endian_model_file_predicts_as_its_little_endian_twin(tmp_path: Path) -> None:
+    """A pin (it passed on main): a file written on a big-endian machine loads, predicts
+    the same, and saves again in the canonical (little-endian) dtypes."""
+    X, y = _frame()
+    model = FedForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    model.save(tmp_path / "m.ffm")
+    big = fedforest.load(_big_endian(tmp_path / "m.ffm", tmp_path / "big.ffm"))
+    np.testing.assert_array_equal(big.predict_proba(X), model.predict_proba(X))
+    assert {t.value.dtype.str for t in big.trees_} == {"<f8"}
+    big.save(tmp_path / "again.ffm")
+    again = fedforest.load(tmp_path / "again.ffm")
+    np.testing.assert_array_equal(again.predict(X), model.predict(X))
+
