@@ -243,3 +243,27 @@ def test_pin_a_big_endian_model_file_predicts_as_its_little_endian_twin(tmp_path
     again = fedforest.load(tmp_path / "again.ffm")
     np.testing.assert_array_equal(again.predict(X), model.predict(X))
 
+
+def test_pin_fit_federated_grows_fits_forest_for_weights_fit_leaves_alone() -> None:
+    """A pin of what docs/sklearn.md says (it held on main): under "secure" ``fit`` scales the
+    weights by the power of two that puts the largest in [0.5, 1); clients given weights so
+    scaled grow its forest, clients given them as they were another (fixed-point rounding)."""
+    X, _ = _frame(300)
+    x = X.to_numpy()
+    y = x[:, 0] + 0.1 * np.random.default_rng(1).normal(size=300)
+    w = np.random.default_rng(2).uniform(0.5, 2.0, size=300)
+    ids = np.arange(300) % 3
+    est = FedForestRegressor(n_estimators=4, random_state=0)
+    fitted = est.fit(x, y, client_ids=ids, sample_weight=w).predict(x)
+
+    def federated(weights: np.ndarray) -> np.ndarray:
+        clients = [
+            fedforest.Client(x[ids == k], y[ids == k], name=str(k), sample_weight=weights[ids == k])
+            for k in range(3)
+        ]
+        return est.fit_federated(clients).predict(x)
+
+    scaled = np.ldexp(w, -np.frexp(w.max())[1])  # the largest weight in [0.5, 1)
+    assert 0.5 <= scaled.max() < 1.0
+    np.testing.assert_array_equal(federated(scaled), fitted)
+    assert not np.array_equal(federated(w), fitted)
