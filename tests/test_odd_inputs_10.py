@@ -14,8 +14,11 @@ Each test failed on main at 442e755:
   clients hold the class indices; and so did declared ``classes`` or a ``class_weight``
   dict, which the settings digest read as labels, where ``fit`` declares codes.
 
-(The ``privacy="none"`` cases are controls: they passed.) And a pin: a model file written
-big-endian loads and predicts as its little-endian twin.
+- a model file whose header names a field twice in one JSON object loaded with the last
+  value, silently.
+
+(The ``privacy="none"`` cases are controls: they passed.) And pins: a model file written
+big-endian loads and predicts as its little-endian twin; sample weights under ``"secure"``.
 """
 
 from __future__ import annotations
@@ -132,6 +135,30 @@ def test_a_bundle_with_a_field_this_version_lacks_is_refused(where: str, tmp_pat
     with pytest.raises(ValueError) as info:
         ShareBundle.load(newer)
     assert str(newer) in str(info.value) and field in str(info.value)
+
+
+@pytest.mark.parametrize("where", ["record", "model header", "nested"])
+def test_a_model_file_naming_a_field_twice_is_refused(where: str, tmp_path: Path) -> None:
+    X, _ = _frame()
+    path = tmp_path / "m.ffm"
+    FedForestRegressor(n_estimators=2, random_state=0).fit(X, X["a"]).save(path)
+    field = {"record": "n_trees", "model header": "n_clients", "nested": "max_depth"}[where]
+    twice = tmp_path / "twice.ffm"
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(twice, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "__header__.npy":
+                with zin.open(item.filename) as f:
+                    text = np.lib.format.read_array(f, allow_pickle=False).tobytes().decode()
+                assert f'"{field}": ' in text
+                text = text.replace(f'"{field}": ', f'"{field}": 7, "{field}": ', 1)
+                buf = io.BytesIO()
+                np.save(buf, np.frombuffer(text.encode(), dtype=np.uint8))
+                data = buf.getvalue()
+            zout.writestr(item.filename, data)
+    with pytest.raises(ValueError) as info:
+        fedforest.load(twice)
+    assert str(twice) in str(info.value) and f"names the field {field!r} twice" in str(info.value)
 
 
 _LABELS: dict[str, Callable[[np.ndarray], np.ndarray]] = {

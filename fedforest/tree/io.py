@@ -675,6 +675,20 @@ def _read_npz(path: str) -> dict[str, NDArray[Any]]:
             ) from exc
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object of the header, refused when it names a key twice.
+
+    ``json`` kept the last value silently (which one a reader takes is not for a file to
+    leave open, as for an archive member listed twice).
+    """
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _FormatError(f"{_HEADER_KEY!r} names the field {key!r} twice")
+        seen.add(key)
+    return dict(pairs)
+
+
 def _decode_header(arrays: dict[str, NDArray[Any]], expected_kind: str | None) -> dict[str, Any]:
     """Decode and check the ``__header__`` record; return it (``n_trees`` checked)."""
     raw = arrays.get(_HEADER_KEY)
@@ -683,7 +697,7 @@ def _decode_header(arrays: dict[str, NDArray[Any]], expected_kind: str | None) -
     if raw.dtype != np.uint8 or raw.ndim != 1:
         raise _FormatError(f"{_HEADER_KEY!r} is {raw.dtype} {raw.shape}, expected 1-D uint8")
     try:
-        meta = json.loads(raw.tobytes().decode("utf-8"))
+        meta = json.loads(raw.tobytes().decode("utf-8"), object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise _FormatError(f"{_HEADER_KEY!r} is not UTF-8 JSON ({exc})") from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
