@@ -4,7 +4,8 @@ Per budget and data seed, ``--fits`` fits of each of two neighbouring federation
 clients of 20 rows; row 0 of ``c0`` replaced by a row whose target is 1e6), the server
 recording every reply; the Neyman-Pearson test for the canary on the first grid round's
 targets' histogram (``tests/_attack_dp.py``). Printed: the report's epsilon and its
-Gaussian ``mu``, the canary's ``mu`` under the plan's noise, the measured ``mu`` with its
+Gaussian ``mu``, the canary's ``mu`` under the plan's noise, the released noise over the
+plan's (the statistic's deviation without the canary), the measured ``mu`` with its
 95 % lower bound and that bound as an epsilon, and the Clopper-Pearson lower bound on
 epsilon (threshold chosen on half the fits, rates counted on the other half). No bound
 may exceed the report's epsilon. ``--noise-factor`` below 1 is the control: every noise
@@ -56,8 +57,8 @@ def main() -> None:
     print("command: python", " ".join(sys.argv))
     print("load average at start:", " ".join(f"{x:.1f}" for x in os.getloadavg()))
     print(
-        f"{'eps':>6} {'seed':>4} {'mu_fit':>7} {'mu_canary':>9} {'mu_hat':>7} {'mu_low':>7} "
-        f"{'eps_gauss':>9} {'eps_cp':>7} {'fp/tp/n':>12} {'s':>6}"
+        f"{'eps':>6} {'seed':>4} {'mu_fit':>7} {'mu_canary':>9} {'noise':>6} {'mu_hat':>7} "
+        f"{'mu_low':>7} {'eps_gauss':>9} {'eps_cp':>7} {'fp/tp/n':>12} {'s':>6}"
     )
     for epsilon in args.epsilons:
         for seed in args.seeds:
@@ -71,7 +72,8 @@ def main() -> None:
                 took = time.perf_counter() - start
             fp, tp, n = a.rates
             print(
-                f"{a.epsilon:6.2f} {seed:4d} {a.mu_fit:7.3f} {a.mu_canary:9.3f} {a.mu_hat:7.3f} "
+                f"{a.epsilon:6.2f} {seed:4d} {a.mu_fit:7.3f} {a.mu_canary:9.3f} {a.noise_sd:6.3f} "
+                f"{a.mu_hat:7.3f} "
                 f"{a.mu_low:7.3f} {a.epsilon_gauss:9.3f} {a.epsilon_cp:7.3f} "
                 f"{f'{fp}/{tp}/{n}':>12} {took:6.0f}",
                 flush=True,

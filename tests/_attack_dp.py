@@ -105,6 +105,7 @@ class Audit:
     delta: float
     mu_fit: float  # the Gaussian mu of the reported epsilon_guarantee (the whole fit's)
     mu_canary: float  # what the plan's noise gives the canary's release
+    noise_sd: float  # the statistic's deviation under D: the released noise over the plan's
     mu_hat: float
     mu_low: float  # 95 % lower bound
     epsilon_gauss: float  # epsilon of mu_low at delta
@@ -189,6 +190,7 @@ def audit(n_fits: int, epsilon: float, seed: int = 0) -> Audit:
         delta=delta,
         mu_fit=mu_of(float(report["epsilon_guarantee"]), delta),
         mu_canary=math.sqrt(2) / target_sigma(report),
+        noise_sd=float(a.std(ddof=1)),
         mu_hat=mu_hat,
         mu_low=mu_low,
         epsilon_gauss=e_gauss,
