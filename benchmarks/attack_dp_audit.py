@@ -73,8 +73,8 @@ def main() -> None:
             fp, tp, n = a.rates
             print(
                 f"{a.epsilon:6.2f} {seed:4d} {a.mu_fit:7.3f} {a.mu_canary:9.3f} {a.noise_sd:6.3f} "
-                f"{a.mu_hat:7.3f} "
-                f"{a.mu_low:7.3f} {a.epsilon_gauss:9.3f} {a.epsilon_cp:7.3f} "
+                f"{a.mu_hat:7.3g} "
+                f"{a.mu_low:7.3g} {a.epsilon_gauss:9.3f} {a.epsilon_cp:7.3f} "
                 f"{f'{fp}/{tp}/{n}':>12} {took:6.0f}",
                 flush=True,
             )

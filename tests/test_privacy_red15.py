@@ -15,8 +15,10 @@ figures unchanged) and must be caught.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import struct
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from fedforest.transport.flower import FlowerFederation
 from fedforest.transport.flower._codec import from_records
 from tests._attack_dp import audit, scaled_noise, seeded_secrets
 from tests._attack_union import all_claims, union
+from tests._loopback import loopback_cluster, scaled
 from tests.test_flower import MemoryGrid, task_identity  # noqa: F401 - the ServerApp's identity
 from tests.test_privacy import RecordingFederation, _data
 
@@ -163,5 +166,64 @@ def test_flower_replies_carry_the_rows_under_none(tmp_path: Path) -> None:
     grid, fed, model, X, y, h = _flower_fit(tmp_path, "none")
     got = flower_exposure(grid, X, y)
     assert got["extra"] == [] and got["in_arrays"] > 0, got
+    rebuilt = union(all_claims(fed, model, X, y, h, slow=False))["rebuilt"]
+    assert rebuilt > 0.01, rebuilt
+
+
+# ------------------------------------------------------------------ the Dask transport
+def _dask_fits(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[Any, ...]]:
+    """A recorded fit under each of ``"secure"`` and ``"none"`` over one real LocalCluster;
+    every frame the server decodes, kept."""
+    distributed = pytest.importorskip("distributed")
+    from fedforest.transport.dask import DaskFederation
+    from fedforest.transport.dask import federation as dask_federation
+
+    frames: list[bytes] = []
+    decode = dask_federation.from_bytes
+
+    def keep(frame: Any, sender: str) -> Any:
+        frames.append(bytes(frame))
+        return decode(frame, sender)
+
+    monkeypatch.setattr(dask_federation, "from_bytes", keep)
+    X, y, h = _data(n_clients=4, n_rows=60, d=6, seed=0)
+    shards = {f"site{k}": (X[h == k].reset_index(drop=True), y[h == k]) for k in range(4)}
+    factories = {n: functools.partial(ff.Client, *v, n) for n, v in shards.items()}
+    out = {}
+    with loopback_cluster(1) as cluster, distributed.Client(cluster) as dask_client:
+        for privacy in ("secure", "none"):
+            frames.clear()
+            model = ff.FedForestRegressor(
+                n_estimators=3, max_depth=4, privacy=privacy, random_state=0
+            )
+            with DaskFederation(factories, client=dask_client, timeout=scaled(300)) as inner:
+                fed = RecordingFederation(inner)
+                model.fit_federated(fed)
+            out[privacy] = (list(frames), fed, model, X, y, h)
+    return out
+
+
+def frame_exposure(frames: list[bytes], X: pd.DataFrame, y: np.ndarray) -> dict[str, Any]:
+    """Per frame: JSON keys beyond kind, header and layout, and header numbers at data values."""
+    values = set(X.to_numpy(dtype=np.float64).ravel().tolist()) | set(y.tolist())
+    extra, in_header = [], 0
+    for frame in frames:
+        (n_meta,) = struct.unpack_from("<I", frame, 8)
+        meta = json.loads(frame[12 : 12 + n_meta])
+        extra += [k for k in meta if k not in ("kind", "header", "layout")]
+        in_header += sum(x in values for x in _numbers(meta["header"]))
+    return {"frames": len(frames), "extra": extra, "in_header": in_header}
+
+
+def test_dask_frames_carry_nothing_beyond_the_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``"secure"`` nothing; the control, ``"none"`` on the same cluster, rebuilds rows."""
+    fits = _dask_fits(monkeypatch)
+    frames, fed, model, X, y, h = fits["secure"]
+    got = frame_exposure(frames, X, y)
+    assert got["frames"] > 0 and got["extra"] == [] and got["in_header"] == 0, got
+    claims = all_claims(fed, model, X, y, h, slow=False)
+    assert all(t.sum() == 0 and f.sum() == 0 for t, f in claims.values()), claims
+    frames, fed, model, X, y, h = fits["none"]
+    assert frame_exposure(frames, X, y)["extra"] == []
     rebuilt = union(all_claims(fed, model, X, y, h, slow=False))["rebuilt"]
     assert rebuilt > 0.01, rebuilt
