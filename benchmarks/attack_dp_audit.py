@@ -5,7 +5,8 @@ clients of 20 rows; row 0 of ``c0`` replaced by a row whose target is 1e6), the 
 recording every reply; the Neyman-Pearson test for the canary on the first grid round's
 targets' histogram (``tests/_attack_dp.py``). Printed: the report's epsilon and its
 Gaussian ``mu``, the canary's ``mu`` under the plan's noise, the released noise over the
-plan's (the statistic's deviation without the canary), the measured ``mu`` with its
+plan's (the statistic's deviation without the canary) and what the report charges (below
+1 after a drop), the measured ``mu`` with its
 95 % lower bound and that bound as an epsilon, and the Clopper-Pearson lower bound on
 epsilon (threshold chosen on half the fits, rates counted on the other half). No bound
 may exceed the report's epsilon. ``--noise-factor`` below 1 is the control: every noise
@@ -15,6 +16,7 @@ Usage (from the repository root, which holds the test suite's recording server):
 
     python benchmarks/attack_dp_audit.py --fits 1000 --epsilons 1 4 16
     python benchmarks/attack_dp_audit.py --fits 200 --epsilons 4 --noise-factor 0.4
+    python benchmarks/attack_dp_audit.py --fits 1000 --epsilons 4 --drop
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ def main() -> None:
         help="every noise share scaled by this (below 1: the control, which must be caught)",
     )
     parser.add_argument(
+        "--drop",
+        action="store_true",
+        help="client c2 is lost in the first grid round (recovered without its noise share)",
+    )
+    parser.add_argument(
         "--secret-seed",
         type=int,
         default=None,
@@ -57,8 +64,8 @@ def main() -> None:
     print("command: python", " ".join(sys.argv))
     print("load average at start:", " ".join(f"{x:.1f}" for x in os.getloadavg()))
     print(
-        f"{'eps':>6} {'seed':>4} {'mu_fit':>7} {'mu_canary':>9} {'noise':>6} {'mu_hat':>7} "
-        f"{'mu_low':>7} {'eps_gauss':>9} {'eps_cp':>7} {'fp/tp/n':>12} {'s':>6}"
+        f"{'eps':>6} {'seed':>4} {'mu_fit':>7} {'mu_canary':>9} {'noise':>6} {'charged':>7} "
+        f"{'mu_hat':>7} {'mu_low':>7} {'eps_gauss':>9} {'eps_cp':>7} {'fp/tp/n':>12} {'s':>6}"
     )
     for epsilon in args.epsilons:
         for seed in args.seeds:
@@ -68,14 +75,13 @@ def main() -> None:
                 if args.noise_factor != 1.0:
                     scaled_noise(mp, args.noise_factor)
                 start = time.perf_counter()
-                a = audit(args.fits, epsilon, seed)
+                a = audit(args.fits, epsilon, seed, args.drop)
                 took = time.perf_counter() - start
             fp, tp, n = a.rates
             print(
                 f"{a.epsilon:6.2f} {seed:4d} {a.mu_fit:7.3f} {a.mu_canary:9.3f} {a.noise_sd:6.3f} "
-                f"{a.mu_hat:7.3g} "
-                f"{a.mu_low:7.3g} {a.epsilon_gauss:9.3f} {a.epsilon_cp:7.3f} "
-                f"{f'{fp}/{tp}/{n}':>12} {took:6.0f}",
+                f"{a.noise_charged:7.3f} {a.mu_hat:7.3g} {a.mu_low:7.3g} {a.epsilon_gauss:9.3f} "
+                f"{a.epsilon_cp:7.3f} {f'{fp}/{tp}/{n}':>12} {took:6.0f}",
                 flush=True,
             )
     print("load average at end:", " ".join(f"{x:.1f}" for x in os.getloadavg()))

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ from fedforest.federated.client_secure import target_grid
 from fedforest.federated.privacy import dp
 from fedforest.federated.privacy.secagg import from_fixed
 from fedforest.federated.protocol import GRID, Message
+from fedforest.federated.server import secure_setup
 from tests.test_privacy import RecordingFederation
 
 #: The canary's target: ``asinh(1e6) = 14.5``, a bin of the targets' grid nobody else is in.
@@ -53,15 +55,28 @@ CANARY = 1e6
 MU_CAP = 40.0
 
 
-def canary_clients(canary: bool, seed: int = 0) -> list[ff.Client]:
-    """Three clients of 20 rows, one feature; with ``canary`` row 0 of ``c0`` is the canary."""
+class _Lost(ff.Client):
+    """A client whose node is lost when the first grid round reaches it."""
+
+    def handle(self, msg: Message) -> Message:
+        if msg.kind == GRID and msg.header.get("stage") == "moments":
+            raise RuntimeError("node lost")
+        return super().handle(msg)
+
+
+def canary_clients(canary: bool, seed: int = 0, drop: bool = False) -> list[ff.Client]:
+    """Three clients of 20 rows, one feature; with ``canary`` row 0 of ``c0`` is the canary.
+
+    ``drop``: ``c2`` is lost in the first grid round (recovered: its noise share is gone).
+    """
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(60, 1))
     y = X[:, 0] + 0.3 * rng.normal(size=60)
     if canary:
         y = y.copy()
         y[0] = CANARY
-    return [ff.Client(X[i::3], y[i::3], name=f"c{i}") for i in range(3)]
+    kinds = [ff.Client, ff.Client, _Lost if drop else ff.Client]
+    return [kind(X[i::3], y[i::3], name=f"c{i}") for i, kind in enumerate(kinds)]
 
 
 def exact_hist(clients: list[ff.Client]) -> np.ndarray:
@@ -106,6 +121,7 @@ class Audit:
     mu_fit: float  # the Gaussian mu of the reported epsilon_guarantee (the whole fit's)
     mu_canary: float  # what the plan's noise gives the canary's release
     noise_sd: float  # the statistic's deviation under D: the released noise over the plan's
+    noise_charged: float  # the noise the report charges over the plan's (1 without drops)
     mu_hat: float
     mu_low: float  # 95 % lower bound
     epsilon_gauss: float  # epsilon of mu_low at delta
@@ -116,26 +132,50 @@ class Audit:
 
 
 def run_fits(
-    canary: bool, n_fits: int, epsilon: float, seed: int = 0
+    canary: bool, n_fits: int, epsilon: float, seed: int = 0, drop: bool = False
 ) -> tuple[list[float], dict[str, Any]]:
-    """``n_fits`` fits of ``D`` (or ``D'``); the statistic of each, and the last report."""
-    clients = canary_clients(canary, seed)
-    base = exact_hist(canary_clients(False, seed))
-    shift = exact_hist(canary_clients(True, seed)) - base
+    """``n_fits`` fits of ``D`` (or ``D'``); the statistic of each, and the last report.
+
+    With ``drop`` the release is the server's own decoding (``secure_exchange``'s sums,
+    the dropped client's masks removed by the recovery round).
+    """
+    clients = canary_clients(canary, seed, drop)
+    kept = slice(0, 2 if drop else 3)  # the clients in the release
+    base = exact_hist(canary_clients(False, seed)[kept])
+    shift = exact_hist(canary_clients(True, seed)[kept]) - base
     out, report = [], {}
-    for r in range(n_fits):
-        # The first fit runs to its end (its report); the others stop after the release.
-        fed = (RecordingFederation if r == 0 else _UpToTheRelease)(ff.LocalFederation(clients))
-        model = ff.FedForestRegressor(
-            n_estimators=1, max_depth=1, privacy="dp", epsilon=epsilon, random_state=r
-        )
-        try:
-            model.fit_federated(fed)
-            report = model.privacy_report_
-        except _Released:
-            pass
-        sigma = target_sigma(report)
-        out.append(float((recorded_hist(fed) - base) @ shift / (sigma * np.linalg.norm(shift))))
+    decoded: list[np.ndarray] = []
+    exchange = secure_setup.secure_exchange
+
+    def keep(fed: Any, ledger: Any, msg: Message, specs: Any) -> Any:
+        sums = exchange(fed, ledger, msg, specs)
+        if "y_hist" in sums:
+            decoded.append(np.asarray(sums["y_hist"])[0])
+        return sums
+
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Client 'c2' failed")  # the drop, as planned
+        mp.setattr(secure_setup, "secure_exchange", keep)
+        for r in range(n_fits):
+            # The first fit runs to its end (its report); the others stop after the release.
+            kind = RecordingFederation if r == 0 else _UpToTheRelease
+            fed = kind(ff.LocalFederation(clients))
+            model = ff.FedForestRegressor(
+                n_estimators=1,
+                max_depth=1,
+                privacy="dp",
+                epsilon=epsilon,
+                random_state=r,
+                on_client_failure="drop" if drop else "raise",
+            )
+            try:
+                model.fit_federated(fed)
+                report = model.privacy_report_
+            except _Released:
+                pass
+            hist = decoded[-1] if drop else recorded_hist(fed)
+            sigma = target_sigma(report)
+            out.append(float((hist - base) @ shift / (sigma * np.linalg.norm(shift))))
     return out, report
 
 
@@ -144,14 +184,13 @@ class _Released(Exception):
 
 
 class _UpToTheRelease(RecordingFederation):
-    """Records every round up to the first grid round's replies, then stops the fit."""
+    """Records every round before the second grid round, then stops the fit."""
 
     def send_and_receive(self, requests: dict[str, Message], round_index: int) -> Any:
-        replies = super().send_and_receive(requests, round_index)
         first = next(iter(requests.values()))
-        if first.kind == GRID and first.header.get("stage") == "moments":
-            raise _Released
-        return replies
+        if first.kind == GRID and first.header.get("stage") == "histogram":
+            raise _Released  # the first grid round's sums are decoded (a drop recovered)
+        return super().send_and_receive(requests, round_index)
 
 
 def target_sigma(report: dict[str, Any]) -> float:
@@ -190,10 +229,10 @@ def _threshold(a: np.ndarray, b: np.ndarray, delta: float) -> float:
     return best_t
 
 
-def audit(n_fits: int, epsilon: float, seed: int = 0) -> Audit:
+def audit(n_fits: int, epsilon: float, seed: int = 0, drop: bool = False) -> Audit:
     """Fit ``D`` and ``D'`` ``n_fits`` times each; the bounds (see the module's text)."""
-    a_all, report = run_fits(False, n_fits, epsilon, seed)
-    b_all, _ = run_fits(True, n_fits, epsilon, seed)
+    a_all, report = run_fits(False, n_fits, epsilon, seed, drop)
+    b_all, _ = run_fits(True, n_fits, epsilon, seed, drop)
     a, b = np.asarray(a_all), np.asarray(b_all)
     half = n_fits // 2
     t = _threshold(a[:half], b[:half], report["delta"])
@@ -211,6 +250,8 @@ def audit(n_fits: int, epsilon: float, seed: int = 0) -> Audit:
         mu_fit=mu_of(float(report["epsilon_guarantee"]), delta),
         mu_canary=math.sqrt(2) / target_sigma(report),
         noise_sd=float(a.std(ddof=1)),
+        noise_charged=mu_of(float(report["epsilon"]), delta)
+        / mu_of(float(report["epsilon_guarantee"]), delta),
         mu_hat=mu_hat,
         mu_low=mu_low,
         epsilon_gauss=e_gauss,
