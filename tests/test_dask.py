@@ -10,6 +10,7 @@ waits for a busy CPU is not a dead worker.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import signal
@@ -164,6 +165,20 @@ def test_the_dask_transport_needs_no_flower() -> None:
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
 
 
+def _with_meta_key(frame: bytes, key: str) -> bytes:
+    """``frame`` rebuilt with one more key in its JSON part (what to_bytes never writes)."""
+    from fedforest.transport.dask import _wire
+
+    _, _, n_meta = _wire._PREAMBLE.unpack_from(frame)
+    end = _wire._PREAMBLE.size + n_meta
+    meta = json.loads(frame[_wire._PREAMBLE.size : end])
+    meta[key] = 1
+    body = json.dumps(meta, separators=(",", ":")).encode()
+    head = _wire._PREAMBLE.pack(_wire._MAGIC, _wire._VERSION, len(body)) + body
+    head += b"\0" * (-len(head) % _wire._ALIGN)
+    return head + frame[end + (-end % _wire._ALIGN) :]
+
+
 def test_frames_round_trip_and_refuse_what_is_not_a_frame() -> None:
     msg = Message("round_b", {"n": 3, "nested": {"a": [1, 2]}}, {"x": np.arange(5.0)})
     back = from_bytes(to_bytes(msg), "site-a")
@@ -177,6 +192,7 @@ def test_frames_round_trip_and_refuse_what_is_not_a_frame() -> None:
         (to_bytes(msg)[:20], "runs past its end|malformed"),
         ("text", "not bytes"),
         (to_bytes(msg)[:-8], "does not fit"),
+        (_with_meta_key(to_bytes(msg), "extra"), "JSON key 'extra'"),
     ]:
         with pytest.raises(ValueError, match=match) as info:
             from_bytes(junk, "site-a")

@@ -46,7 +46,8 @@ def from_bytes(frame: Any, sender: str) -> Message:
     ------
     ValueError
         If ``frame`` is not a fedforest frame (not bytes, another magic or version, a
-        malformed JSON part, arrays outside the buffer); the message names ``sender``.
+        malformed JSON part or one with a key it does not write, arrays outside the buffer);
+        the message names ``sender``.
     """
     if not isinstance(frame, bytes | bytearray | memoryview):
         raise ValueError(f"Message from {sender!r} is a {type(frame).__name__}, not bytes.")
@@ -67,6 +68,14 @@ def from_bytes(frame: Any, sender: str) -> Message:
         kind, header, layout = meta["kind"], meta["header"], meta["layout"]
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, RecursionError) as exc:
         raise ValueError(f"Message from {sender!r} has a malformed JSON part: {exc}.") from exc
+    # Only what to_bytes writes: a key it would not read is refused, not ignored (as the
+    # Flower codec refuses a record or entry it would not read).
+    extra = sorted(set(meta) - {"kind", "header", "layout"})
+    if extra:
+        raise ValueError(
+            f"Message from {sender!r} carries the JSON key {extra[0]!r}, which is not part of "
+            "a fedforest frame (its JSON part holds kind, header and layout only)."
+        )
     if not isinstance(kind, str) or not isinstance(header, dict):
         raise ValueError(f"Message from {sender!r}: the kind or the header has the wrong type.")
     start = end + (-end % _ALIGN)
