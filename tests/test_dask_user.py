@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import cloudpickle
+import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import psutil
 import pytest
 from distributed import Client
+from sklearn.metrics import accuracy_score, r2_score
 
 import fedforest as ff
 from tests._forests import assert_same_forest
@@ -71,6 +73,32 @@ def fedforest_tasks(client: Client) -> list[str]:
     return list(client.run_on_scheduler(keys))
 
 
+# ---------------------------------------------------------------------------- score
+def test_score_on_dask_is_scikit_learn_s_metric_on_the_rows(dask_client: Client) -> None:
+    """Before: the regressor's score failed ("Cannot call len() on object with unknown
+    chunk size") and the classifier's gathered every prediction into this process."""
+    X, y, labels, w = frame(1)
+    dX, dy, dl, dw = (dd.from_pandas(v, npartitions=3) for v in (X, y, labels, w))
+    reg = ff.FedForestRegressor(**PARAMS, random_state=0).fit(X, y)
+    pred = reg.predict(X)
+    # Sums pooled per partition: scikit-learn's value up to the order of the additions.
+    assert reg.score(dX, dy) == pytest.approx(r2_score(y, pred), rel=1e-12, abs=0)
+    weighted = r2_score(y, pred, sample_weight=w)
+    assert reg.score(dX, dy, sample_weight=dw) == pytest.approx(weighted, rel=1e-12, abs=0)
+    aX = da.from_array(X.to_numpy(), chunks=(100, 4))
+    ay = da.from_array(y.to_numpy(), chunks=100)
+    with pytest.warns(UserWarning, match="valid feature names"):  # once, at the call
+        on_array = reg.score(aX, ay)
+    assert on_array == pytest.approx(r2_score(y, pred), rel=1e-12, abs=0)
+    clf = ff.FedForestClassifier(**PARAMS, random_state=0).fit(X, labels)
+    right = clf.predict(X)
+    assert clf.score(dX, dl) == accuracy_score(labels, right)  # counts: exact
+    with_w = accuracy_score(labels, right, sample_weight=w)
+    assert clf.score(dX, dl, sample_weight=dw) == pytest.approx(with_w, rel=1e-12, abs=0)
+    with pytest.raises(ValueError, match="y has 2 partitions but X has 3"):
+        reg.score(dX, dd.from_pandas(y, npartitions=2))
+
+
 # ---------------------------------------------------------------------------- futures
 def test_futures_are_refused_with_the_collection_that_keeps_them_on_the_workers(
     dask_client: Client,
@@ -92,6 +120,6 @@ def test_futures_are_refused_with_the_collection_that_keeps_them_on_the_workers(
     model.fit(dX, dy)
     memory = ff.FedForestRegressor(**PARAMS, random_state=0).fit(X, y, client_ids=["0"] * N_ROWS)
     assert_same_forest(model, memory)
-    for call in (lambda: model.predict(fx),):
+    for call in (lambda: model.predict(fx), lambda: model.score(fx, fy)):
         with pytest.raises(ValueError, match="X is a distributed Future"):
             call()

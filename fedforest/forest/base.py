@@ -106,6 +106,29 @@ def _dask_aware(method: _Method) -> _Method:
     return cast(_Method, run)
 
 
+class _DaskScore:
+    """``score`` on Dask collections: computed on the workers, only sums come back.
+
+    Placed first among the estimators' bases: scikit-learn's metrics read ``y`` and the
+    predictions as arrays in memory, which on Dask failed ("Cannot call len() on object
+    with unknown chunk size") or gathered every prediction here.
+    """
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None, *, client_ids: Any = None) -> float:
+        """R^2 (regressor) or accuracy (classifier) of ``predict(X)`` against ``y``.
+
+        On Dask collections (``X``, ``y`` and ``sample_weight`` partitioned alike) each
+        partition's sums are computed where it lives (docs/scale.md); otherwise the
+        metric of the estimator's mixin, on the rows in memory.
+        """
+        _refuse_futures(X=X, y=y, sample_weight=sample_weight, client_ids=client_ids)
+        if _is_dask(X, y, sample_weight, client_ids):
+            from ..transport.dask import _estimators  # Dask is imported for Dask input only
+
+            return _estimators.score(self, X, y, sample_weight, client_ids)
+        return cast(float, super().score(X, y, sample_weight, client_ids=client_ids))  # type: ignore[misc]
+
+
 def _client_code(index: dict[str, int], label: Any) -> int:
     """A client label's position in ``clients_`` (-1: unknown), its names being text.
 
