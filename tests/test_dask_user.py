@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from distributed import Client
 from sklearn.metrics import accuracy_score, r2_score
 
 import fedforest as ff
+from fedforest.transport.dask import _estimators
 from tests._forests import assert_same_forest
 from tests._loopback import loopback_cluster, scaled
 
@@ -123,3 +125,25 @@ def test_futures_are_refused_with_the_collection_that_keeps_them_on_the_workers(
     for call in (lambda: model.predict(fx), lambda: model.score(fx, fy)):
         with pytest.raises(ValueError, match="X is a distributed Future"):
             call()
+
+
+# ---------------------------------------------------------------------------- n_jobs
+def predict_recording(part: pd.DataFrame, model: Any) -> tuple[list[str], Any]:
+    """Run on a worker: the partition's prediction as ``predict`` on Dask runs it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _estimators._run(part, model, "predict")
+    return [str(c.message) for c in caught], model.n_jobs
+
+
+def test_prediction_on_the_workers_runs_one_thread_per_partition(dask_client: Client) -> None:
+    """Before: a model of n_jobs=-1 made joblib warn on every partition, on the worker's
+    stderr, that inside a Dask worker it sets n_jobs=1."""
+    X, y, _, _ = frame(3)
+    model = ff.FedForestRegressor(**PARAMS, random_state=0, n_jobs=-1).fit(X, y)
+    shipped = _estimators._shipped(model)
+    caught, n_jobs = dask_client.submit(predict_recording, X, shipped, pure=False).result()
+    assert caught == [] and n_jobs == 1
+    assert model.n_jobs == -1  # the user's estimator is left as it was
+    pred = model.predict(dd.from_pandas(X, npartitions=2)).compute()
+    assert np.array_equal(pred, model.predict(X))

@@ -8,6 +8,7 @@ through its public methods only, so this module does not import ``fedforest.fore
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import dask
@@ -196,7 +197,14 @@ def _output(model: Any, method: str) -> tuple[np.dtype[Any], int]:
 
 
 def _shipped(model: Any) -> Any:
-    """The model as one piece of data every task reads: scattered to every worker once."""
+    """The model as one piece of data every task reads: scattered to every worker once.
+
+    A shallow copy with ``n_jobs=1``: a worker runs one partition per thread, and
+    joblib inside a worker process warned (to the worker's stderr, once per partition)
+    that it set ``n_jobs=1`` anyway.
+    """
+    model = copy.copy(model)
+    model.n_jobs = 1
     try:
         from distributed import get_client
 
