@@ -8,7 +8,9 @@ memory, the mask graph's documented rule (docs/privacy.md), the scheduler's task
 
 from __future__ import annotations
 
+import functools
 import os
+import signal
 import sys
 import time
 import warnings
@@ -26,7 +28,9 @@ from distributed import Client
 from sklearn.metrics import accuracy_score, r2_score
 
 import fedforest as ff
-from fedforest.transport.dask import _estimators
+from fedforest.federated.federation import ClientFailure
+from fedforest.federated.protocol import Message
+from fedforest.transport.dask import DaskFederation, _estimators
 from tests._forests import assert_same_forest
 from tests._loopback import loopback_cluster, scaled
 
@@ -147,3 +151,74 @@ def test_prediction_on_the_workers_runs_one_thread_per_partition(dask_client: Cl
     assert model.n_jobs == -1  # the user's estimator is left as it was
     pred = model.predict(dd.from_pandas(X, npartitions=2)).compute()
     assert np.array_equal(pred, model.predict(X))
+
+
+# ---------------------------------------------------------------------------- lost worker
+def kill_at_round(victim: int, at: int) -> type[DaskFederation]:
+    """A DaskFederation that SIGKILLs the worker process ``victim`` before round ``at``."""
+
+    class Killing(DaskFederation):
+        def send_and_receive(
+            self, requests: dict[str, Message], round_index: int
+        ) -> dict[str, Message]:
+            if round_index == at and psutil.pid_exists(victim):
+                os.kill(victim, signal.SIGKILL)
+                psutil.Process(victim).wait(timeout=scaled(30))
+            return super().send_and_receive(requests, round_index)
+
+    return Killing
+
+
+def wait_for_restart(client: Client, dead: str) -> None:
+    """Until the scheduler let the dead worker go and the nanny's new one runs."""
+    deadline = time.monotonic() + scaled(60)
+    while time.monotonic() < deadline:
+        now = client.scheduler_info()["workers"]
+        if dead not in now and len(now) == 2:
+            break
+        time.sleep(0.2)
+    client.wait_for_workers(2, timeout=scaled(60))
+
+
+def alternating(client: Client, privacy: str, on_failure: str, at: int) -> tuple[Any, str]:
+    """Clients a, c on the first worker, b, d on the second, as Dask places 4 partitions
+    on 2 workers; the second worker is killed at round ``at``. The fit's error or None."""
+    X, y, _, _ = frame(4)
+    workers = sorted(client.scheduler_info()["workers"])
+    names = ["a", "b", "c", "d"]
+    shards = {n: (X.iloc[k::4], y.iloc[k::4].to_numpy()) for k, n in enumerate(names)}
+    factories = {n: functools.partial(make_client, *shards[n], n) for n in names}
+    where = {n: workers[k % 2] for k, n in enumerate(names)}
+    victim = client.run(os.getpid, workers=[workers[1]])[workers[1]]
+    params = {**PARAMS, "random_state": 0, "privacy": privacy, "on_client_failure": on_failure}
+    error = None
+    with kill_at_round(victim, at)(factories, workers=where, timeout=scaled(120)) as fed:
+        try:
+            ff.FedForestRegressor(**params).fit_federated(fed)
+        except ClientFailure as exc:
+            error = exc
+    wait_for_restart(client, workers[1])
+    return error, str(error)
+
+
+def test_a_lost_worker_under_raise_names_its_clients_and_leaves_no_actor(
+    dask_client: Client,
+) -> None:
+    error, text = alternating(dask_client, "none", "raise", 3)
+    assert isinstance(error, ClientFailure)
+    assert "Client 'b' failed in round 3" in text and "(also failed: 'd')" in text
+    assert "Dask worker holding client 'b' was lost" in text
+    assert fedforest_tasks(dask_client) == []
+
+
+def test_a_lost_worker_that_cuts_the_secure_mask_ring_fails_the_fit(dask_client: Client) -> None:
+    """Under "secure" the survivors a, c share no mask (the ring a-b-c-d-a of 4 clients,
+    docs/privacy.md): recovering b's and d's masks of the grid round (round 2) would
+    expose a's and c's sums, so the survivors refuse and the fit fails under
+    on_client_failure="drop" too (a drop in a round that is not recovered, a Round A
+    below the roots, say, trains on: docs/privacy.md, "Drops")."""
+    error, text = alternating(dask_client, "secure", "drop", 2)
+    assert isinstance(error, ClientFailure)
+    assert "failed in round 3 (recover)" in text and "refusing to recover" in text
+    assert "removing the masks of ['b', 'd']" in text
+    assert fedforest_tasks(dask_client) == []
