@@ -12,9 +12,11 @@ import functools
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -221,4 +223,41 @@ def test_a_lost_worker_that_cuts_the_secure_mask_ring_fails_the_fit(dask_client:
     assert isinstance(error, ClientFailure)
     assert "failed in round 3 (recover)" in text and "refusing to recover" in text
     assert "removing the masks of ['b', 'd']" in text
+    assert fedforest_tasks(dask_client) == []
+
+
+def built_slowly(X: pd.DataFrame, y: np.ndarray, name: str, flag: str) -> ff.Client:
+    """A factory that says it started (the file ``flag``), then takes a minute."""
+    Path(flag).touch()
+    time.sleep(60.0)
+    return make_client(X, y, name)
+
+
+def test_a_worker_lost_while_building_its_client_fails_at_once(
+    dask_client: Client, tmp_path: Path
+) -> None:
+    """Before: the actor, pinned to an address that no worker has any more, waited out
+    start_timeout (600 s by default) and the error was a TimeoutError."""
+    X, y, _, _ = frame(5)
+    workers = sorted(dask_client.scheduler_info()["workers"])
+    victim = dask_client.run(os.getpid, workers=[workers[1]])[workers[1]]
+    flag = str(tmp_path / "started")
+    factories = {
+        "a": functools.partial(make_client, X.iloc[::2], y.iloc[::2].to_numpy(), "a"),
+        "b": functools.partial(built_slowly, X.iloc[1::2], y.iloc[1::2].to_numpy(), "b", flag),
+    }
+
+    def kill_when_started() -> None:
+        deadline = time.monotonic() + scaled(120)
+        while not os.path.exists(flag) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(victim, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_when_started, daemon=True)
+    killer.start()
+    where = {"a": workers[0], "b": workers[1]}
+    with pytest.raises(ConnectionError, match=rf"worker {workers[1]} that must build client 'b'"):
+        DaskFederation(factories, workers=where, start_timeout=scaled(300))
+    killer.join()
+    wait_for_restart(dask_client, workers[1])
     assert fedforest_tasks(dask_client) == []
