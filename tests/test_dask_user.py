@@ -81,6 +81,30 @@ def fedforest_tasks(client: Client) -> list[str]:
     return list(client.run_on_scheduler(keys))
 
 
+# ---------------------------------------------------------------------------- fit
+@pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+def test_text_labels_a_category_and_oob_grow_the_forest_in_memory(
+    dask_client: Client, privacy: str
+) -> None:
+    """A classifier of text labels with a categorical column and oob_score=True, one
+    client per partition: the forest, probabilities and OOB score of the rows in memory
+    with the partition number as client id."""
+    X, _, labels, _ = frame(6)
+    X["region"] = pd.Categorical(np.random.default_rng(6).choice(["n", "s", "e"], N_ROWS))
+    dX, dl = dd.from_pandas(X, npartitions=3), dd.from_pandas(labels, npartitions=3)
+    ids = np.repeat(np.arange(3), [len(part) for part in dX.partitions])
+    params = {**PARAMS, "random_state": 5, "privacy": privacy, "oob_score": True}
+    remote = ff.FedForestClassifier(**params).fit(dX, dl)
+    memory = ff.FedForestClassifier(**params).fit(X, labels, client_ids=ids)
+    assert_same_forest(remote, memory)
+    assert list(remote.classes_) == ["high", "low", "mid"]
+    assert np.array_equal(remote.predict_proba(dX).compute(), memory.predict_proba(X))
+    assert remote.oob_score_ == memory.oob_score_
+    # Per-row OOB predictions stay on the workers (docs/scale.md), as with fit_federated.
+    assert not hasattr(remote, "oob_decision_function_")
+
+
 # ---------------------------------------------------------------------------- score
 def test_score_on_dask_is_scikit_learn_s_metric_on_the_rows(dask_client: Client) -> None:
     """Before: the regressor's score failed ("Cannot call len() on object with unknown
