@@ -19,12 +19,12 @@ from .._docs import estimator_doc
 from .._inputs import class_weight_codes, decode_classes, encode_declared, encode_labels
 from .._io import load_model
 from ..tree.outputs import R2ScoreMixin, SubsetAccuracyMixin, most_probable, oob_proba, per_output
-from .base import _BaseFedForest, _dask_aware
+from .base import _BaseFedForest, _dask_aware, _DaskScore
 
 __all__ = ["FedForestRegressor", "FedForestClassifier", "load"]
 
 
-class FedForestRegressor(R2ScoreMixin, RegressorMixin, _BaseFedForest):
+class FedForestRegressor(_DaskScore, R2ScoreMixin, RegressorMixin, _BaseFedForest):
     """Federated random forest regressor (the text: ``fedforest._docs``)."""
 
     __doc__ = estimator_doc("regression")
@@ -72,7 +72,7 @@ class FedForestRegressor(R2ScoreMixin, RegressorMixin, _BaseFedForest):
         return out[:, 0] if out.shape[1] == 1 else out
 
 
-class FedForestClassifier(SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
+class FedForestClassifier(_DaskScore, SubsetAccuracyMixin, ClassifierMixin, _BaseFedForest):
     """Federated random forest classifier (the text: ``fedforest._docs``)."""
 
     __doc__ = estimator_doc("classification")

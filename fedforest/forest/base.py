@@ -72,11 +72,31 @@ def _is_dask(*objs: Any) -> bool:
     return any(hasattr(type(obj), "__dask_graph__") for obj in objs)
 
 
+def _refuse_futures(**named: Any) -> None:
+    """A ValueError for a ``distributed.Future`` (or a list of them) given as rows.
+
+    Futures are not collections: read as rows in memory they failed deep in NumPy
+    ("float() argument must be ... not 'Future'"). The rows they hold stay on the workers
+    once wrapped as a Dask collection, which ``fit`` and ``predict`` take.
+    """
+    for name, obj in named.items():
+        first = obj[0] if isinstance(obj, list | tuple) and obj else obj
+        kind = type(first)
+        if kind.__name__ == "Future" and kind.__module__.startswith("distributed"):
+            raise ValueError(
+                f"{name} is a distributed Future (or a list of them); give a Dask collection "
+                "of the rows, which then stay on the workers: dask.dataframe.from_delayed("
+                "futures, meta=...) or dask.array.from_delayed(future, shape, dtype) "
+                "(docs/scale.md)."
+            )
+
+
 def _dask_aware(method: _Method) -> _Method:
     """On a Dask collection, ``method`` runs partition by partition, returning a Dask Array."""
 
     @functools.wraps(method)
     def run(self: Any, X: Any, *, client_ids: Any = None) -> Any:
+        _refuse_futures(X=X, client_ids=client_ids)
         if _is_dask(X, client_ids):
             from ..transport.dask import _estimators  # Dask is imported for Dask input only
 
@@ -84,6 +104,29 @@ def _dask_aware(method: _Method) -> _Method:
         return method(self, X, client_ids=client_ids)
 
     return cast(_Method, run)
+
+
+class _DaskScore:
+    """``score`` on Dask collections: computed on the workers, only sums come back.
+
+    Placed first among the estimators' bases: scikit-learn's metrics read ``y`` and the
+    predictions as arrays in memory, which on Dask failed ("Cannot call len() on object
+    with unknown chunk size") or gathered every prediction here.
+    """
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None, *, client_ids: Any = None) -> float:
+        """R^2 (regressor) or accuracy (classifier) of ``predict(X)`` against ``y``.
+
+        On Dask collections (``X``, ``y`` and ``sample_weight`` partitioned alike) each
+        partition's sums are computed where it lives (docs/scale.md); otherwise the
+        metric of the estimator's mixin, on the rows in memory.
+        """
+        _refuse_futures(X=X, y=y, sample_weight=sample_weight, client_ids=client_ids)
+        if _is_dask(X, y, sample_weight, client_ids):
+            from ..transport.dask import _estimators  # Dask is imported for Dask input only
+
+            return _estimators.score(self, X, y, sample_weight, client_ids)
+        return cast(float, super().score(X, y, sample_weight, client_ids=client_ids))  # type: ignore[misc]
 
 
 def _client_code(index: dict[str, int], label: Any) -> int:
@@ -274,6 +317,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
+        _refuse_futures(X=X, y=y, client_ids=client_ids, sample_weight=sample_weight)
         if _is_dask(X, y, client_ids):
             if sample_weight is not None:
                 raise ValueError(

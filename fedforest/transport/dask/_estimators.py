@@ -8,6 +8,7 @@ through its public methods only, so this module does not import ``fedforest.fore
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import dask
@@ -24,7 +25,7 @@ from ...federated.client_targets import as_scikit_learn_reads
 from ._collections import PARTITIONS_AS, is_dask_collection, row_blocks
 from .federation import DaskFederation
 
-__all__ = ["fit", "map_method"]
+__all__ = ["fit", "map_method", "score"]
 
 
 def fit(model: Any, X: Any, y: Any, client_ids: Any) -> Any:
@@ -196,7 +197,14 @@ def _output(model: Any, method: str) -> tuple[np.dtype[Any], int]:
 
 
 def _shipped(model: Any) -> Any:
-    """The model as one piece of data every task reads: scattered to every worker once."""
+    """The model as one piece of data every task reads: scattered to every worker once.
+
+    A shallow copy with ``n_jobs=1``: a worker runs one partition per thread, and
+    joblib inside a worker process warned (to the worker's stderr, once per partition)
+    that it set ``n_jobs=1`` anyway.
+    """
+    model = copy.copy(model)
+    model.n_jobs = 1
     try:
         from distributed import get_client
 
@@ -233,3 +241,79 @@ def _run(part: Any, model: Any, method: str, ids: Any = None) -> NDArray[Any]:
     elif names is None and isinstance(part, pd.DataFrame):
         part = part.set_axis(range(part.shape[1]), axis=1)  # by position, as on the driver
     return np.asarray(getattr(model, method)(part, client_ids=labels))
+
+
+def score(model: Any, X: Any, y: Any, sample_weight: Any, client_ids: Any) -> float:
+    """R^2 or accuracy of ``model.predict(X)`` against ``y``, partition by partition.
+
+    Each partition sends back its weight, mean, squared deviations and squared residuals
+    (regressor) or its weight of right predictions (classifier), pooled here: no row and
+    no prediction reaches this process. The R^2 is scikit-learn's ``r2_score`` (1 for a
+    perfect fit of a constant ``y``, else 0 there) up to the order of the sums.
+    """
+    classification = getattr(model, "_task", None) == "classification"
+    pred = map_method(model, "predict", X, client_ids)
+    if pred.ndim != 1:
+        raise ValueError("score on Dask collections takes one output (y of one column).")
+    preds = list(pred.to_delayed())
+    named = {"y": y} if sample_weight is None else {"y": y, "sample_weight": sample_weight}
+    blocks = {name: row_blocks(obj, name, ndim=1) for name, obj in named.items()}
+    for name, parts in blocks.items():
+        if len(parts) != len(preds):
+            raise ValueError(
+                f"{name} has {len(parts)} partitions but X has {len(preds)}; partition "
+                f"{name} as X so each row meets its own."
+            )
+    weights = blocks.get("sample_weight", [None] * len(preds))
+    sums = dask.compute(
+        *[
+            dask.delayed(_score_sums)(p, t, w, i, classification)
+            for i, (p, t, w) in enumerate(zip(preds, blocks["y"], weights, strict=True))
+        ]
+    )
+    if classification:
+        total, right = np.sum(sums, axis=0)
+        if not total > 0:
+            raise ValueError("score: y has no rows (or sample_weight sums to 0).")
+        return float(right / total)
+    total, mean, squares, residual = 0.0, 0.0, 0.0, 0.0
+    for w, m, sq, res in sums:  # Chan et al.'s pooling of means and squared deviations
+        if w > 0:
+            delta, pooled = m - mean, total + w
+            squares += sq + delta * delta * total * w / pooled
+            mean += delta * w / pooled
+            total, residual = pooled, residual + res
+    if not total > 0:
+        raise ValueError("score: y has no rows (or sample_weight sums to 0).")
+    if squares == 0:
+        return 1.0 if residual == 0 else 0.0
+    return float(1.0 - residual / squares)
+
+
+def _score_sums(
+    pred: NDArray[Any], truth: Any, weight: Any, index: int, classification: bool
+) -> tuple[float, ...]:
+    """One partition's sums for :func:`score` (run where it lives)."""
+    values = as_scikit_learn_reads(truth) if classification else np.asarray(truth, np.float64)
+    values = np.asarray(values).reshape(-1)
+    if len(values) != len(pred):
+        raise ValueError(
+            f"Partition {index}: y has {len(values)} rows but X has {len(pred)}; partition y as X."
+        )
+    w = np.ones(len(values)) if weight is None else np.asarray(weight, np.float64).reshape(-1)
+    if len(w) != len(values):
+        raise ValueError(
+            f"Partition {index}: sample_weight has {len(w)} rows but X has {len(values)}."
+        )
+    total = float(w.sum())
+    if classification:
+        return total, float(w[np.asarray(pred) == values].sum())
+    if not total > 0:
+        return 0.0, 0.0, 0.0, 0.0
+    mean = float(np.dot(w, values) / total)
+    return (
+        total,
+        mean,
+        float(np.dot(w, (values - mean) ** 2)),
+        float(np.dot(w, (values - pred) ** 2)),
+    )

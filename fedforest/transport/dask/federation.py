@@ -175,15 +175,7 @@ class DaskFederation(Federation):
                     workers=None if worker is None else [worker],
                     allow_other_workers=False,
                 )
-            try:
-                wait(list(self._futures.values()), timeout=start_timeout)
-            except TimeoutError:  # distributed's is empty: say which clients and why
-                late = sorted(n for n, f in self._futures.items() if f.status == "pending")
-                raise TimeoutError(
-                    f"The actors of clients {late} were not built within start_timeout="
-                    f"{start_timeout} s: their factories are slow or their workers busy or "
-                    "gone; raise start_timeout or check the workers."
-                ) from None
+            self._wait_built(specs, start_timeout)
             self.placement = _placement(self.dask_client, self._futures)
             # The handles are made here, not fetched: fetching one makes its worker open a
             # client of its own, which then holds up the worker's shutdown.
@@ -196,6 +188,41 @@ class DaskFederation(Federation):
         except BaseException:
             self.close()
             raise
+
+    def _wait_built(self, specs: Mapping[str, Spec], start_timeout: float) -> None:
+        """Until every actor is built; a client pinned to a worker address that left fails.
+
+        Its actor can then never be built (Dask keeps it for that address, which a
+        restarted worker does not take): before, the wait ran out ``start_timeout`` (600 s
+        by default). A worker pinned by name may come back under it: that one is waited for.
+        """
+        deadline = time.monotonic() + start_timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                wait(list(self._futures.values()), timeout=max(min(1.0, left), 0.001))
+                return
+            except TimeoutError:  # distributed's is empty: say which clients and why
+                pass
+            pending = sorted(n for n, f in self._futures.items() if f.status == "pending")
+            pinned = {n: specs[n][0] for n in pending if "://" in str(specs[n][0] or "")}
+            if pinned:
+                alive = set(self.dask_client.scheduler_info(n_workers=-1).get("workers", {}))
+                gone = {n: w for n, w in pinned.items() if w not in alive}
+                if gone:
+                    name, worker = next(iter(gone.items()))
+                    raise ConnectionError(
+                        f"The Dask worker {worker} that must build client {name!r} left the "
+                        f"cluster before its actor was built (clients waiting on a worker that "
+                        f"left: {sorted(gone)}); it was pinned there (its partitions, or "
+                        "workers=): build the federation again."
+                    )
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"The actors of clients {pending} were not built within start_timeout="
+                    f"{start_timeout} s: their factories are slow or their workers busy or "
+                    "gone; raise start_timeout or check the workers."
+                )
 
     def _hello(self, timeout: float) -> None:
         """Every actor's client was built; else one ValueError naming each that was not."""
