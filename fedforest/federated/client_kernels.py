@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from . import client_buckets, client_words
 from .client_buckets import BUCKET_AMB, BUCKET_WORK, BUCKETS_MIN, BUCKETS_PER_CAND, bucket_bins
-from .client_words import add_words, packed_words, row_words, whole_words
+from .client_words import add_words, bins_store, packed_words, row_words, whole_words
 from .kernel_cache import cache_depends_on
 
 __all__ = [
@@ -529,7 +529,8 @@ def running_sums(hist, nc, k, out):
 @numba.njit(nogil=True, cache=True)
 def left_stats_ranked(
     Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, rows, w, slot, y, n_classes,
-    pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, out, scale=None,
+    pair_off, pair_feat, cand_off, cand, slot_lo, slot_hi, out, scale=None, kept=None,
+    kept_off=None, kept_ok=None,
 ):  # fmt: skip
     """:func:`left_stats` in one branch-free pass per pair over its node's rows.
 
@@ -557,6 +558,12 @@ def left_stats_ranked(
         n_stat - 1)
     scale : ndarray of float64, shape (n_stat,), or None  # IN: ``2^frac_bits`` per column
         of the statistics (the first two whole counts: 1)
+    kept : ndarray of int32, shape (n_visits,), or None  # OUT: pair ``p``'s rows' bins
+        (in node order) at ``kept[kept_off[p]:kept_off[p + 1]]`` (Round A's, for Round B:
+        :mod:`~fedforest.federated.client_kept`); ``kept_off`` int64 (n_pairs + 1,)
+    kept_ok : ndarray of uint8, shape (n_pairs,), or None  # OUT: 1 where pair ``p``'s
+        bins were written and its candidates do not descend (a row's bin then says which
+        of them lie below it), else left as it was
     """
     n_stat = out.shape[1]
     if scale is not None:  # the rows and the weight share the first word
@@ -583,22 +590,29 @@ def left_stats_ranked(
                 continue
             lo = cand_off[p]
             cs = cand[lo : lo + nc]
+            base = 0 if kept is None else kept_off[p]  # kept: the pair's own bins
+            pb = bins_store(kept, bins)[base : base + c]
             pair_bins(
                 cs, c, pair_feat[p], Xt, fine_min, fine_max, ranks_t, uniq, uniq_off,
-                bin_start, ii, rank_c, lut, padded, rr, xx, bins,
+                bin_start, ii, rank_c, lut, padded, rr, xx, pb,
             )  # fmt: skip
+            if kept is not None:
+                up = kept_off[p + 1] - kept_off[p] == c
+                for j in range(1, nc):
+                    up &= cs[j] >= cs[j - 1]  # NaN: False
+                kept_ok[p] = up
             # Explicit loops: numba's slice assignments cost about a microsecond a pair.
             if whole:  # the counts' word, the other columns as floats
                 for j in range(nc + 1):
                     words[j] = 0
                     for q in range(2, n_stat):
                         hist[j, q] = 0.0
-                add_words(words, hist, row_word, bins, st, cls, c, n_stat, n_classes)
+                add_words(words, hist, row_word, pb, st, cls, c, n_stat, n_classes)
             else:
                 for j in range(nc + 1):
                     for q in range(n_stat):
                         hist[j, q] = 0.0
-                add_to_bins(hist, bins, st, cls, c, n_stat, n_classes)
+                add_to_bins(hist, pb, st, cls, c, n_stat, n_classes)
             if scale is None:  # pruned at compile time (scale's type): one sink a kernel
                 running_sums(hist, nc, lo - c0, out)
             elif whole:

@@ -46,6 +46,7 @@ def left_words(
     slot_hi: int,
     scale: NDArray[np.float64],
     out: NDArray[np.uint64],
+    kept: tuple[NDArray[np.int32], NDArray[np.int64], NDArray[np.uint8]] | None = None,
 ) -> bool:
     """The packed words of the left statistics at every candidate of a block of slots.
 
@@ -53,7 +54,8 @@ def left_words(
     ``2^frac_bits`` per column of the statistics (``n_stat`` of them, the first two whole
     counts: 1) and ``out`` uint64 of shape (n_block_candidates, n_stat - 1):
     ``to_fixed_packed`` of the statistics. Returns ``False`` (``out`` then partly written)
-    where that encoding would refuse a sum.
+    where that encoding would refuse a sum. ``kept``: ``left_stats_ranked``'s ``kept``,
+    ``kept_off``, ``kept_ok``, written (Round A's bins kept for Round B).
     """
     ranks = K.ranks_for(Xt, codes_t, fine_min.shape[1])
     return bool(
@@ -75,6 +77,7 @@ def left_words(
             slot_hi,
             out,
             scale,
+            *(() if kept is None else kept),
         )  # fmt: skip
     )
 

@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_TASK, STAT_WEIGHT, is_int_in, n_stats
 from . import client_kernels as K
+from .client_kept import KEPT_DONE, KeptBins, keep_bins, kept_words
 from .client_packed import left_words
 from .client_secrets import (
     DATA_TAG_WORDS,
@@ -142,6 +143,8 @@ class SecureParty:
         #: Under "dp": the noise (sigma per bound unit), target clip and weight cap.
         self.dp: dict[str, float] | None = None
         self._rng = np.random.default_rng(secrets.randbits(128))
+        #: Round A's bins of the level, for its Round B (:mod:`.client_kept`; not in to_state).
+        self.kept: KeptBins | None = None
 
     def bootstrap_secret(self) -> int:
         """The secret the bootstrap draws are seeded with (bound at the set-up)."""
@@ -192,6 +195,7 @@ class SecureParty:
         party.y_center, party.y_scale = _standard(center), _standard(scale)
         party.dp = json.loads(str(dp))
         party._rng = np.random.default_rng(secrets.randbits(128))
+        party.kept = None  # Round B bins anew
         return party
 
     # ------------------------------------------------------------------ masking
@@ -421,7 +425,9 @@ class SecureParty:
         grid = self._level_grid(wire, grid_off, fit.pair_feat)
         fit.level_grid_off, fit.level_wire = grid_off, wire
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
-        hist = self._words_at(msg, fit, grid_off, grid, bits[:2], borrow=True)  # scratch
+        self.kept = None  # the last level's; this level's bins kept where Round B can use them
+        keep = fit.y.ndim == 1 and fit.y_log is None
+        hist = self._words_at(msg, fit, grid_off, grid, bits[:2], borrow=True, keep=keep)
         borrowed = hist is not None
         if hist is None:
             # Rows, not class-weighted rows, where the server asks (``weights.rows_hist``).
@@ -503,9 +509,11 @@ class SecureParty:
         msg: Message,
         fit: _Fit,
         off: NDArray[np.int64],
-        edges: NDArray[np.float64],
+        edges: NDArray[np.float64] | None,
         bits: NDArray[np.int64],
         borrow: bool = False,
+        keep: bool = False,
+        kept: tuple[KeptBins, NDArray[np.int64]] | None = None,
     ) -> NDArray[np.uint64] | None:
         """``_packed`` of the left statistics (``bits``' columns) at every pair's ``edges``.
 
@@ -515,7 +523,9 @@ class SecureParty:
         the answer packs its counts (whole weights, no noise) and the statistics are
         those of one target (the first two columns alone, or one output's and no
         criterion="poisson" second pass); None otherwise, or where a sum would not pack
-        (the caller then takes the two steps, which raise their own errors).
+        (the caller then takes the two steps, which raise their own errors). ``keep``:
+        Round A's bins kept in ``self.kept`` if it succeeds; ``kept``: Round B from them
+        and ``cand_at`` (:mod:`.client_kept`; ``edges`` None), None where they cannot serve.
         """
         if (
             self.dp is not None
@@ -526,16 +536,22 @@ class SecureParty:
             return None
         y = fit.y if fit.y.ndim == 1 else np.ascontiguousarray(fit.y[:, 0])
         scale = np.exp2(bits.astype(np.float64))
-        shape = (edges.size, bits.size - 1)
+        shape = (int(off[-1]), bits.size - 1)
         out = scratch("words", shape[0] * shape[1], np.uint64).reshape(shape) if borrow else None
         out = np.empty(shape, dtype=np.uint64) if out is None else out
+        if kept is not None:
+            done = kept_words(self.client, fit, kept[0], kept[1], off, scale, out) == KEPT_DONE
+            return out if done else None
+        assert edges is not None
         ok = []
         kernel: Any = left_words
+        binned = keep_bins(fit) if keep else None
 
         def run(args: tuple[Any, ...], lo: int, hi: int) -> None:
-            ok.append(kernel(*args, scale, out[lo:hi]))
+            ok.append(kernel(*args, scale, out[lo:hi], None if binned is None else binned.arrays()))
 
         self._blocks_of(fit, off, edges, y, run)
+        self.kept = binned if all(ok) else None
         return out if all(ok) else None
 
     def _blocks_of(
@@ -578,12 +594,21 @@ class SecureParty:
         n_pairs = int(fit.pair_off[-1])
         cand_off = expect_array(msg, "cand_off", "i", (n_pairs + 1,), "server").astype(np.int64)
         _check_offsets(cand_off, "cand_off", c.name)
-        grid_off = fit.level_grid_off if fit.level_grid_off is not None else np.zeros(1, np.int64)
-        wire = fit.level_wire if fit.level_wire is not None else np.zeros(0)
-        cand = decode_candidates(msg, cand_off, wire, grid_off, c.name, fit.pair_feat)
         bits = stat_frac_bits(fit.n_classes, fit.weighted, fit_outputs(fit))
-        words = self._words_at(msg, fit, cand_off, cand, bits)  # the words directly
-        left = c._left_stats(fit, cand_off, cand) if words is None else None
+        kept, self.kept, words = self.kept, None, None  # Round A's bins serve one Round B
+        if kept is not None and "cand_at" in msg.arrays and kept.serves(fit):
+            at = expect_array(msg, "cand_at", "u", (int(cand_off[-1]),), "server")
+            words = self._words_at(msg, fit, cand_off, None, bits, kept=(kept, at.astype(np.int64)))
+        del kept
+        left = None
+        if words is None:  # as sent: decoded and binned (the same words)
+            grid_off = (
+                fit.level_grid_off if fit.level_grid_off is not None else np.zeros(1, np.int64)
+            )
+            wire = fit.level_wire if fit.level_wire is not None else np.zeros(0)
+            cand = decode_candidates(msg, cand_off, wire, grid_off, c.name, fit.pair_feat)
+            words = self._words_at(msg, fit, cand_off, cand, bits)  # the words directly
+            left = c._left_stats(fit, cand_off, cand) if words is None else None
         group_pair = expect_array(msg, "group_pair", "i", (None,), "server").astype(np.int64)
         group_off = expect_array(msg, "group_off", "i", (group_pair.size + 1,), "server")
         group_map = expect_array(msg, "group_map", "i", (int(group_off[-1]),), "server")

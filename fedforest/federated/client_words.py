@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from .privacy.secagg import HALF_BITS
 
-__all__ = ["add_words", "packed_words", "row_words", "whole_words"]
+__all__ = ["add_words", "bins_store", "packed_words", "row_words", "whole_words"]
 
 #: ``secagg._LIMIT``: a value whose magnitude reaches it is refused (2^62).
 _LIMIT = float(2**62)
@@ -120,3 +122,19 @@ def whole_words(words, hist, nc, k, out, acc, scale):  # type: ignore[no-untyped
             return False
         out[k + j, 0] = run
     return True
+
+
+def bins_store(kept, bins):  # type: ignore[no-untyped-def]
+    """``bins`` where ``kept`` is None, else ``kept``: the array a pair's bins go to.
+
+    Resolved by type when numba compiles a call (``left_stats_ranked`` writes Round A's
+    bins straight into the kept int32 ones, or into its int64 scratch): one type for both.
+    """
+    return bins if kept is None else kept
+
+
+@overload(bins_store, inline="always")
+def _bins_store(kept, bins):  # type: ignore[no-untyped-def]
+    if isinstance(kept, (types.NoneType, types.Omitted)):
+        return lambda kept, bins: bins
+    return lambda kept, bins: kept

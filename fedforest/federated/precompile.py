@@ -33,7 +33,7 @@ from numba import types
 from numba.core import event
 
 from ..tree.apply import predict_forest
-from . import client_kernels, client_route, client_sketch, grid_wire
+from . import client_kept, client_kernels, client_route, client_sketch, grid_wire
 from .kernel_cache import is_cached
 from .privacy import grids, intervals, partitions, rules, secagg
 from .server import (
@@ -92,13 +92,13 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     ),
     (grid_wire.encode_lattice, (_F, _I64, _I64, _B, _F, _F, _B, _B, types.uint32[::1], _F)),
     (grid_wire.decode_lattice, (_U8, _F, types.uint32[::1], _F, _F, _B, _I64, _I64, _F)),
-    (grid_wire.decode_at, (_U8, _F, types.uint32[::1], _F, _F, _B, _I64, _I64, _I64, _I64, _F)),
     (grid_wire.half_pack, (types.uint64[::1], _I64, _B, types.uint64[::1])),
     (grid_wire.half_unpack, (types.uint64[::1], _I64, _B, _F2)),
 ]  # fmt: skip
 
 #: Compiled by the second process: a client's left statistics (as the secure answers'
-#: packed words: ``left_stats_ranked`` given a scale) and routing, the prediction, and the
+#: packed words: ``left_stats_ranked`` given a scale, keeping Round A's bins, and Round B
+#: from them, ``client_kept.left_stats_kept``) and routing, the prediction, and the
 #: server's split scan, partition rule and fallback thresholds (about
 #: half the compile CPU, balanced against this process's share plus its imports and
 #: baselines, docs/benchmarks.md: ``fedforest simulate`` starts this process before its
@@ -107,7 +107,12 @@ ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
     (
         client_kernels.left_stats_ranked,
         (_F2, _F2, _F2, _I32_2, _F, _I64, _I64_2, _I32, _F, _I32, _F, _I,
-         _I64, _I32, _I64, _F, _I, _I, types.uint64[:, ::1], _F),
+         _I64, _I32, _I64, _F, _I, _I, types.uint64[:, ::1], _F, _I32, _I64, _U8),
+    ),
+    (
+        client_kept.left_stats_kept,
+        (_I32, _F, _I32, _F, _I, _I64, _I64, _I64, _I64, _I32, _I64, _U8, _I, _I,
+         types.uint64[:, ::1], _F),
     ),
     (
         client_route.route_rows,
