@@ -73,10 +73,27 @@ def _main(argv: list[str]) -> int:
 
         return worker_main(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace, argparse.ArgumentParser], int] = args.handler
+    args, unknown = parser.parse_known_args(argv)
     # A subcommand's errors show its own usage (its parser), not the top-level one.
-    return handler(args, getattr(args, "command_parser", parser))
+    command_parser = getattr(args, "command_parser", parser)
+    if unknown:  # was the top-level usage and "unrecognized arguments", no hint
+        command_parser.error(_unknown_text(unknown, command_parser))
+    handler: Callable[[argparse.Namespace, argparse.ArgumentParser], int] = args.handler
+    return handler(args, command_parser)
+
+
+def _unknown_text(unknown: list[str], parser: argparse.ArgumentParser) -> str:
+    """The "unrecognized arguments" error, with the options a misspelt one was meant as."""
+    import difflib
+
+    options = [o for action in parser._actions for o in action.option_strings]
+    meant = []
+    for arg in unknown:
+        if arg.startswith("--"):
+            close = difflib.get_close_matches(arg.partition("=")[0], options, n=1, cutoff=0.6)
+            meant += [f"{close[0]} for {arg.partition('=')[0]}"] if close else []
+    hint = f" (did you mean {', '.join(meant)}? see {parser.prog} --help)" if meant else ""
+    return f"unrecognized arguments: {' '.join(unknown)}{hint}"
 
 
 def _run_swarm_experiment(argv: list[str]) -> int:
