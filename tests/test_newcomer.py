@@ -5,6 +5,8 @@ column listed among the others, a header line missing, an option misspelt under 
 top-level usage, a data file given as the model, one stray word in a column of numbers).
 """
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -47,6 +49,38 @@ def _usage_error(argv, capsys) -> str:
     return capsys.readouterr().err
 
 
+def test_a_misspelt_target_or_weight_column_names_the_close_one(tmp_path, capsys) -> None:
+    paths = _sites(tmp_path)
+    err = _usage_error(_train_argv(tmp_path, paths, "--target", "Y"), capsys)
+    assert "has no target column 'Y'" in err and "Did you mean 'y'?" in err
+    err = _usage_error(_train_argv(tmp_path, paths, "--target", "y", "--weight", "doses"), capsys)
+    assert "has no weight column 'doses'" in err and "Did you mean 'dose'?" in err
+    # No column near the name: no guess.
+    err = _usage_error(_train_argv(tmp_path, paths, "--target", "outcome"), capsys)
+    assert "has no target column 'outcome'" in err and "Did you mean" not in err
+
+
+def test_a_csv_without_its_header_line_is_said_so(tmp_path, capsys) -> None:
+    paths = _sites(tmp_path)
+    frame = pd.read_csv(paths[1])
+    frame.to_csv(paths[1], index=False, header=False)  # the first row's values as names
+    err = _usage_error(_train_argv(tmp_path, paths, "--target", "y"), capsys)
+    assert "site_1.csv' has no target column 'y'" in err
+    assert "the file seems to lack its header line" in err
+    # predict likewise, on a model trained on the files with their headers
+    frame.to_csv(paths[1], index=False)
+    assert main(_train_argv(tmp_path, paths, "--target", "y")) == 0
+    frame.to_csv(tmp_path / "rows.csv", index=False, header=False)
+    argv = ["predict", str(tmp_path / "m.ffm"), str(tmp_path / "rows.csv")]
+    err = _usage_error([*argv, "--out", str(tmp_path / "p.csv")], capsys)
+    assert "lacks the model's columns" in err and "seems to lack its header line" in err
+    # A header whose names are words, none of them numbers: no such hint.
+    frame.rename(columns={"age": "AGE"}).to_csv(tmp_path / "rows.csv", index=False)
+    err = _usage_error([*argv, "--out", str(tmp_path / "p.csv")], capsys)
+    assert "lacks the model's columns ['age']" in err and "header line" not in err
+    assert "The file has 'AGE' where the model has 'age'" in err
+
+
 def test_a_misspelt_option_shows_the_command_s_usage_and_the_option_meant(tmp_path, capsys) -> None:
     paths = _sites(tmp_path)
     err = _usage_error(_train_argv(tmp_path, paths, "--target", "y", "--tress", "5"), capsys)
@@ -57,3 +91,62 @@ def test_a_misspelt_option_shows_the_command_s_usage_and_the_option_meant(tmp_pa
     assert "did you mean --scenario for --senario?" in err
     err = _usage_error(["inspect", str(tmp_path / "m.ffm"), "extra"], capsys)
     assert "fedforest inspect: error: unrecognized arguments: extra\n" in err
+
+
+def test_a_data_file_given_as_the_model_says_which_comes_first(tmp_path, capsys) -> None:
+    paths = _sites(tmp_path)
+    assert main(_train_argv(tmp_path, paths, "--target", "y")) == 0
+    argv = ["predict", str(paths[0]), str(tmp_path / "m.ffm"), "--out", str(tmp_path / "p.csv")]
+    err = _usage_error(argv, capsys)
+    assert "site_0.csv' is a data file (.csv), not a model file" in err
+    assert "corrupt or truncated" not in err  # was the advice to re-create the model
+    err = _usage_error(["inspect", str(paths[0])], capsys)
+    assert "site_0.csv' is a data file (.csv), not a model file" in err
+
+
+def test_one_stray_word_in_a_column_of_numbers_is_named(tmp_path, capsys) -> None:
+    paths = _sites(tmp_path)
+    frame = pd.read_csv(paths[1])
+    target = frame.astype({"y": object})
+    target.loc[7, "y"] = "unknown"
+    target.to_csv(paths[1], index=False)
+    err = _usage_error(_train_argv(tmp_path, paths, "--target", "y"), capsys)
+    assert "target column 'y' is not numeric" in err
+    assert "its other values are numbers, but 'unknown' (in 1 row) is not" in err
+    # A feature: numbers in one file, text in the other for one '?' (was the clients'
+    # disagreement "on whether feature 'age' is categorical", naming no file).
+    feature = frame.astype({"age": object})
+    feature.loc[[3, 9], "age"] = "?"
+    feature.to_csv(paths[1], index=False)
+    err = _usage_error(_train_argv(tmp_path, paths, "--target", "y"), capsys)
+    assert "column 'age' holds numbers in " in err and "site_0.csv' and text in " in err
+    assert "but '?' (in 2 rows) is not: correct those cells" in err
+    # Text in every file: trains, a categorical column, and a warning names the value.
+    for path in paths:
+        feature.to_csv(path, index=False)
+    with warnings.catch_warnings(record=True) as caught:  # the levels' warnings too
+        warnings.simplefilter("always")
+        assert main(_train_argv(tmp_path, paths, "--target", "y")) == 0
+    texts = [str(w.message) for w in caught]
+    for path in paths:
+        said = f"{str(path)!r}: column 'age' is read as text, a categorical column; its other "
+        said += "values are numbers, but '?' (in 2 rows) is not"
+        assert any(t.startswith(said) for t in texts), texts
+
+
+def test_one_client_only_warns_and_the_importances_have_a_heading(tmp_path, capsys) -> None:
+    paths = _sites(tmp_path, n_sites=1)
+    with pytest.warns(UserWarning, match="one client only .'s0'.: .* one --client NAME=PATH"):
+        assert main(_train_argv(tmp_path, paths, "--target", "y")) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 client, 60 rows, 2 trees\n"), out  # was "1 clients"
+    lines = out.splitlines()
+    heading = lines.index("feature importances (mean decrease in impurity):")
+    assert lines[heading - 1].startswith("communication:")  # the list was under it, unlabelled
+    assert {line.split()[0] for line in lines[heading + 1 : heading + 4]} == {
+        "age",
+        "ward",
+        "dose",
+    }
+    assert main(["inspect", str(tmp_path / "m.ffm")]) == 0
+    assert "  feature importances (mean decrease in impurity):\n" in capsys.readouterr().out

@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .shared import check_out_directory, load_model, model_rows, write_table
+from .shared import check_out_directory, importance_heading, load_model, model_rows, write_table
 
 
 def add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -124,6 +124,7 @@ def _run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         print(f"  communication: {ledger.rounds} rounds, {ledger.total_megabytes:.2f} MB")
     names = getattr(model, "feature_names_in_", None)
     imp = model.feature_importances_
+    print(f"  {importance_heading(len(imp))}")  # the list was unlabelled, under the MB
     for j in np.argsort(-imp)[:10]:
         print(f"    {names[j] if names is not None else f'x{j}':<24} {imp[j]:.4f}")
     params = model.get_params()
