@@ -150,3 +150,20 @@ def test_one_client_only_warns_and_the_importances_have_a_heading(tmp_path, caps
     }
     assert main(["inspect", str(tmp_path / "m.ffm")]) == 0
     assert "  feature importances (mean decrease in impurity):\n" in capsys.readouterr().out
+
+
+def test_predict_names_a_level_the_model_has_no_category_for(tmp_path, capsys) -> None:
+    paths = _sites(tmp_path)
+    assert main(_train_argv(tmp_path, paths, "--target", "y")) == 0
+    rows = pd.read_csv(paths[0])
+    argv = ["predict", str(tmp_path / "m.ffm"), str(tmp_path / "rows.csv")]
+    argv += ["--out", str(tmp_path / "p.csv")]
+    rows.to_csv(tmp_path / "rows.csv", index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the training levels: no warning
+        assert main(argv) == 0
+    rows.loc[[2, 5], "ward"] = "psych"  # a new ward: was the marginal rule, silently
+    rows.to_csv(tmp_path / "rows.csv", index=False)
+    said = r"rows.csv': column 'ward': 2 rows hold a level the model has no category for \('psych'"
+    with pytest.warns(UserWarning, match=said):
+        assert main(argv) == 0

@@ -42,6 +42,7 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     model = load_model(args.model, parser)
     frame = model_rows(model, args.data, parser)
     ids = _client_rows(model, args.client, len(frame), parser)
+    _warn_unseen_levels(model, frame, args.data)
     try:
         pred = model.predict(frame, client_ids=ids)
     except ValueError as exc:  # values the model cannot read (e.g. text in a numeric column)
@@ -62,6 +63,34 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     write_table(out, args.out)
     print(f"wrote {len(out)} predictions to {args.out}")
     return 0
+
+
+def _warn_unseen_levels(model: Any, frame: Any, path: Path) -> None:
+    """Warn of text levels the model has no category for, naming column, values and rows.
+
+    Such rows take the marginal rule at every split on the column (both children,
+    weighted), silently: a new ward, a typo (``"Cardio"``), or under ``"secure"`` a level
+    no client held in ``min_aggregate_rows`` rows. Values of another kind (numbers where
+    the levels are text) are the model's own warning.
+    """
+    names = list(getattr(model, "feature_names_in_", []))
+    for j, levels in sorted(getattr(model, "categories_", {}).items()):
+        if j >= len(names):  # no names: read by position (no text there to compare)
+            continue
+        known = {str(v) for v in levels if isinstance(v, str)}
+        column = frame[names[j]]
+        text = column[column.map(lambda v: isinstance(v, str))]
+        unseen = text[~text.isin(known)]
+        if known and len(unseen):
+            shown = ", ".join(repr(v) for v in list(dict.fromkeys(unseen))[:3])
+            rows = "1 row holds" if len(unseen) == 1 else f"{len(unseen)} rows hold"
+            warnings.warn(
+                f"{str(path)!r}: column {names[j]!r}: {rows} a level the model has no "
+                f"category for ({shown}; its levels: {sorted(known)}); they are predicted by "
+                "the marginal rule (both branches of each split on the column, weighted).",
+                UserWarning,
+                stacklevel=2,
+            )
 
 
 def _client_rows(
