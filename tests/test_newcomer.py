@@ -167,3 +167,37 @@ def test_predict_names_a_level_the_model_has_no_category_for(tmp_path, capsys) -
     said = r"rows.csv': column 'ward': 2 rows hold a level the model has no category for \('psych'"
     with pytest.warns(UserWarning, match=said):
         assert main(argv) == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "y_label", "x_label"),
+    [
+        ("fig2-homogeneous", "test MSE (lower is better)", ""),
+        ("table3-fragmentation", "test accuracy (higher is better)", "number of clients K"),
+        ("table7-outliers", "test MSE (lower is better)", "fraction of training rows with"),
+    ],
+)
+def test_experiment_plots_say_which_way_is_better_and_name_the_x_axis(
+    monkeypatch, tmp_path, name, y_label, x_label
+) -> None:
+    """The axes read "test MSE" and "outlier_fraction" (a column name); the printed table
+    said which way was better, the PNG did not."""
+    from matplotlib.figure import Figure
+
+    from fedforest.experiments.paper import EXPERIMENTS
+
+    exp = EXPERIMENTS[name]
+    methods = ["Centralized RF", "FedForest Quantiles"]
+    rows = [
+        {"method": m, "score": 0.5 + 0.1 * k + 0.01 * r, "rep": r, "group": "all"}
+        | ({exp.x: s} if exp.x else {})
+        for k, m in enumerate(methods)
+        for r in range(2)
+        for s in (exp.settings if exp.x else [None])
+    ]
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: drawn.append(fig))
+    exp.plot(exp, pd.DataFrame(rows), tmp_path / "plot.png")
+    (ax,) = drawn[0].axes
+    assert ax.get_ylabel() == y_label
+    assert ax.get_xlabel().startswith(x_label)
