@@ -201,3 +201,20 @@ def test_experiment_plots_say_which_way_is_better_and_name_the_x_axis(
     (ax,) = drawn[0].axes
     assert ax.get_ylabel() == y_label
     assert ax.get_xlabel().startswith(x_label)
+
+
+def test_output_piped_to_a_reader_that_stops_early_is_no_traceback(tmp_path) -> None:
+    """``fedforest inspect m.ffm | head -2`` ended with a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    paths = _sites(tmp_path)
+    assert main(_train_argv(tmp_path, paths, "--target", "y")) == 0
+    command = [sys.executable, "-m", "fedforest", "inspect", str(tmp_path / "m.ffm")]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None
+    child.stdout.close()  # the reader is gone before the first line
+    _, err_bytes = child.communicate(timeout=120)
+    err = err_bytes.decode()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert child.returncode == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -41,6 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         whose process ends after this returns, so every object is then frozen out of
         garbage collection (``gc.freeze``; a shorter exit), and its warnings print as
         ``fedforest: warning: <message>`` (not at the caller's ``<frozen runpy>:88:``).
+        Output piped to a reader that stops early (``fedforest inspect m.ffm | head``)
+        ends the program quietly (it was a ``BrokenPipeError`` traceback).
 
     Returns
     -------
@@ -51,7 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the program: the process ends when this returns
         warnings.formatwarning = _warning_line
         try:
-            return _main(sys.argv[1:])
+            status = _main(sys.argv[1:])
+            sys.stdout.flush()  # here, so that a closed pipe is caught below
+            return status
+        except BrokenPipeError:  # the reader has what it wanted: no traceback
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush
+            return 1
         finally:
             # Every object out of the collector's passes at exit, which otherwise walk all of
             # scikit-learn's, SciPy's, pandas's and numba's objects: 0.7 to 1.1 s CPU of every
