@@ -218,3 +218,18 @@ def test_output_piped_to_a_reader_that_stops_early_is_no_traceback(tmp_path) -> 
     err = err_bytes.decode()
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert child.returncode == 1
+
+
+def test_a_continuous_target_under_task_classification_points_to_regression(
+    tmp_path, capsys
+) -> None:
+    paths = _sites(tmp_path)
+    argv = _train_argv(tmp_path, paths, "--target", "y", "--task", "classification")
+    err = _usage_error(argv, capsys)  # was scikit-learn's "Unknown label type: continuous"
+    assert "target column 'y' holds numbers with fractions (" in err
+    assert "for a numeric target use --task regression" in err
+    # Whole numbers as floats (a Parquet Int64 target with missing values reads so) are labels.
+    frames = [pd.read_csv(p).assign(y=lambda f: (f["y"] > 3.5).astype(float)) for p in paths]
+    for frame, path in zip(frames, paths, strict=True):
+        frame.to_csv(path, index=False, float_format="%.1f")
+    assert main(argv) == 0

@@ -153,6 +153,14 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
                 f"({y.dtype}); for class labels use --task classification"
                 f"{_stray_text_hint(y, 'correct those rows or drop them')}"
             )
+        fraction = _fraction(y) if args.task == "classification" else None
+        if fraction is not None:  # the clients said it in scikit-learn's words after the
+            # handshake: "Unknown label type: continuous. Maybe you are trying to fit ..."
+            parser.error(
+                f"{path!r} (client {name!r}): target column {args.target!r} holds numbers "
+                f"with fractions ({fraction:g}, ...), not class labels: for a numeric "
+                "target use --task regression (the default)"
+            )
         weight = None
         if args.weight is not None:
             if args.weight == args.target:
@@ -310,3 +318,15 @@ def _check_number_columns(
                     UserWarning,
                     stacklevel=2,
                 )
+
+
+def _fraction(y: Any) -> float | None:
+    """A value of a float target with a fraction (scikit-learn: "continuous"), or None."""
+    import numpy as np
+    import pandas as pd
+
+    if not pd.api.types.is_float_dtype(y.dtype):
+        return None
+    values = y.dropna().to_numpy(dtype=np.float64)
+    fractional = values[values != np.round(values)]
+    return float(fractional[0]) if fractional.size else None
