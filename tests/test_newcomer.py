@@ -233,3 +233,18 @@ def test_a_continuous_target_under_task_classification_points_to_regression(
     for frame, path in zip(frames, paths, strict=True):
         frame.to_csv(path, index=False, float_format="%.1f")
     assert main(argv) == 0
+
+
+@pytest.mark.filterwarnings("ignore:X does not have valid feature names:UserWarning")
+def test_an_array_of_other_columns_is_refused_by_its_count_first(tmp_path) -> None:
+    """An array of the file's 5 columns, given to a model of 3, was "Column 3 of X is not
+    numeric ..., but the model was trained on it as a numeric feature": no such column."""
+    import fedforest as ff
+
+    frame = pd.read_csv(_sites(tmp_path)[0])
+    model = ff.FedForestRegressor(n_estimators=2, privacy="none", random_state=0)
+    model.fit(frame[["age", "ward", "dose"]], frame["y"])
+    rows = frame.assign(unit="mg")  # a text column at index 4
+    with pytest.raises(ValueError, match="X has 5 features, but FedForestRegressor is expecting 3"):
+        model.predict(rows.to_numpy())
+    assert model.predict(rows[["age", "ward", "dose"]].to_numpy()).shape == (len(rows),)
