@@ -248,3 +248,15 @@ def test_an_array_of_other_columns_is_refused_by_its_count_first(tmp_path) -> No
     with pytest.raises(ValueError, match="X has 5 features, but FedForestRegressor is expecting 3"):
         model.predict(rows.to_numpy())
     assert model.predict(rows[["age", "ward", "dose"]].to_numpy()).shape == (len(rows),)
+
+
+def test_inspect_lists_the_columns_predict_reads_and_the_clients(tmp_path, capsys) -> None:
+    """inspect gave the count of features only; the ten most important were named, so a
+    model of more columns did not say which a file to predict needs."""
+    paths = _sites(tmp_path, n_sites=3)
+    assert main(_train_argv(tmp_path, paths, "--target", "y")) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path / "m.ffm")]) == 0
+    out = capsys.readouterr().out
+    assert "  columns: age, ward (categorical, 2 levels), dose\n" in out
+    assert "  client names: s0, s1, s2\n" in out

@@ -138,6 +138,16 @@ def _run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     print(f"  trees: {len(model.trees_)}, depth {min(depths)}-{max(depths)}, "
           f"{int(np.mean(leaves))} leaves on average")  # fmt: skip
     print(f"  features: {model.n_features_in_}; clients: {getattr(model, 'n_clients_', '?')}")
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:  # the columns predict reads (only the ten top ones were named)
+        kinds = getattr(model, "categories_", {})
+        levels = {j: sum(v is not None for v in kinds[j]) for j in kinds}  # None: missing
+        columns = [f"{c} (categorical, {levels[j]} levels)" if j in kinds else str(c)
+                   for j, c in enumerate(names)]  # fmt: skip
+        print(f"  columns: {', '.join(columns)}")
+    clients = getattr(model, "clients_", None)
+    if clients is not None:
+        print(f"  client names: {', '.join(str(c) for c in clients)}")
     classes = getattr(model, "classes_", None)
     if classes is not None:  # one list per output of a multi-output classifier
         listed = [c.tolist() for c in classes] if isinstance(classes, list) else classes.tolist()
@@ -151,7 +161,6 @@ def _run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     ledger = getattr(model, "communication_", None)
     if ledger is not None:
         print(f"  communication: {ledger.rounds} rounds, {ledger.total_megabytes:.2f} MB")
-    names = getattr(model, "feature_names_in_", None)
     imp = model.feature_importances_
     print(f"  {importance_heading(len(imp))}")  # the list was unlabelled, under the MB
     for j in np.argsort(-imp)[:10]:
