@@ -172,6 +172,11 @@ def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
             validate_data(est, X, skip_check_array=True, reset=False)  # raises: names differ
     categories = getattr(est, "categories_", {})
     if not isinstance(X, pd.DataFrame):
+        shape = X.shape if hasattr(X, "shape") else np.asarray(X, dtype=object).shape
+        if len(shape) == 2 and shape[1] != est.n_features_in_:  # scikit-learn's error first:
+            # "Column 3 of X is not numeric ... trained on it as a numeric feature", of a
+            # model with 3 columns
+            validate_data(est, X, skip_check_array=True, reset=False)
         _check_numeric_array(X, sorted(categories), fitted=True)
     X = with_codes(X, sorted(categories), categories)
     try:

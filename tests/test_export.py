@@ -239,10 +239,18 @@ def test_shap_matches_treeexplainer_on_the_sklearn_export(numeric):
     np.testing.assert_allclose(via_sklearn, model.shap_values(X), rtol=1e-6, atol=1e-9)
 
 
-def test_shap_refuses_set_splits_saying_why(with_sets):
+def test_shap_values_of_set_splits_add_up_and_shap_s_explainer_refuses_them(with_sets):
+    """shap_values refused set splits; it explains them now (tests/test_shap_sets.py), and
+    shap's own explainer, which cannot take them, still refuses, saying why."""
     model, X, _ = with_sets
-    with pytest.raises(ValueError, match=r"shap_values\(\) handles numeric splits only"):
-        model.shap_values(X)
+    with pytest.raises(ValueError, match=r"shap_explainer\(\) handles numeric splits only"):
+        model.shap_explainer()
+    values = model.shap_values(X)
+    base = model._shap_expected_value()
+    if hasattr(model, "classes_"):
+        np.testing.assert_allclose(values.sum(axis=1) + base, model.predict_proba(X), atol=1e-12)
+    else:
+        np.testing.assert_allclose(values.sum(axis=1) + base[0], model.predict(X), atol=1e-12)
 
 
 def test_one_class_forest_exports_with_its_class_axis():

@@ -106,7 +106,7 @@ def test_shap_file_adds_up_to_the_model(model_file) -> None:
     np.testing.assert_allclose(np.column_stack(totals), _expected(model), rtol=1e-9, atol=1e-9)
 
 
-def test_set_splits_export_to_treelite_and_onnx_and_are_refused_by_shap(tmp_path, capsys):
+def test_set_splits_export_to_treelite_onnx_and_shap(tmp_path, capsys):
     rng = np.random.default_rng(2)
     frame = TRAIN.assign(ward=pd.Categorical(rng.choice(["icu", "er", "ward"], size=N)))
     y = SIGNAL + 3.0 * (frame["ward"] == "icu")
@@ -126,11 +126,11 @@ def test_set_splits_export_to_treelite_and_onnx_and_are_refused_by_shap(tmp_path
     )
     (got,) = session.run(None, {"X": model.export_matrix(frame)})
     np.testing.assert_allclose(got[:, 0], model.predict(frame), rtol=1e-9, atol=1e-12)
-    with pytest.raises(SystemExit) as exc:
-        _export(tmp_path, "shap", "--data", str(tmp_path / "rows.csv"))
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and "handles numeric splits only" in err
-    # export --help says so: ONNX and Treelite take set splits, SHAP numeric ones only.
+    # SHAP values too (refused before: "handles numeric splits only"), adding up to predict.
+    assert _export(tmp_path, "shap", "--data", str(tmp_path / "rows.csv")) == 0
+    shap_values = pd.read_csv(tmp_path / "shap")
+    np.testing.assert_allclose(shap_values.sum(axis=1), model.predict(frame), atol=1e-9)
+    # export --help says so: every format takes set splits.
     with pytest.raises(SystemExit):
         main(["export", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
@@ -138,7 +138,7 @@ def test_set_splits_export_to_treelite_and_onnx_and_are_refused_by_shap(tmp_path
         "--to onnx writes an ONNX model and --to treelite a Treelite checkpoint "
         "(numeric and set splits)" in help_text
     )
-    assert "(numeric splits only;" in help_text
+    assert "(numeric and set splits; from the trees' node statistics" in help_text
     with pytest.raises(SystemExit) as exc:
         _export(tmp_path, "pmml")
     err = capsys.readouterr().err

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -41,6 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         whose process ends after this returns, so every object is then frozen out of
         garbage collection (``gc.freeze``; a shorter exit), and its warnings print as
         ``fedforest: warning: <message>`` (not at the caller's ``<frozen runpy>:88:``).
+        Output piped to a reader that stops early (``fedforest inspect m.ffm | head``)
+        ends the program quietly (it was a ``BrokenPipeError`` traceback).
 
     Returns
     -------
@@ -51,7 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the program: the process ends when this returns
         warnings.formatwarning = _warning_line
         try:
-            return _main(sys.argv[1:])
+            status = _main(sys.argv[1:])
+            sys.stdout.flush()  # here, so that a closed pipe is caught below
+            return status
+        except BrokenPipeError:  # the reader has what it wanted: no traceback
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush
+            return 1
         finally:
             # Every object out of the collector's passes at exit, which otherwise walk all of
             # scikit-learn's, SciPy's, pandas's and numba's objects: 0.7 to 1.1 s CPU of every
@@ -73,10 +81,27 @@ def _main(argv: list[str]) -> int:
 
         return worker_main(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace, argparse.ArgumentParser], int] = args.handler
+    args, unknown = parser.parse_known_args(argv)
     # A subcommand's errors show its own usage (its parser), not the top-level one.
-    return handler(args, getattr(args, "command_parser", parser))
+    command_parser = getattr(args, "command_parser", parser)
+    if unknown:  # was the top-level usage and "unrecognized arguments", no hint
+        command_parser.error(_unknown_text(unknown, command_parser))
+    handler: Callable[[argparse.Namespace, argparse.ArgumentParser], int] = args.handler
+    return handler(args, command_parser)
+
+
+def _unknown_text(unknown: list[str], parser: argparse.ArgumentParser) -> str:
+    """The "unrecognized arguments" error, with the options a misspelt one was meant as."""
+    import difflib
+
+    options = [o for action in parser._actions for o in action.option_strings]
+    meant = []
+    for arg in unknown:
+        if arg.startswith("--"):
+            close = difflib.get_close_matches(arg.partition("=")[0], options, n=1, cutoff=0.6)
+            meant += [f"{close[0]} for {arg.partition('=')[0]}"] if close else []
+    hint = f" (did you mean {', '.join(meant)}? see {parser.prog} --help)" if meant else ""
+    return f"unrecognized arguments: {' '.join(unknown)}{hint}"
 
 
 def _run_swarm_experiment(argv: list[str]) -> int:

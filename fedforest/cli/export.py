@@ -18,7 +18,7 @@ def add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Export a model file (extra fedforest[export]): --to onnx writes an ONNX model "
             "and --to treelite a Treelite checkpoint (numeric and set splits), --to "
             "shap the SHAP values of every row of --data as CSV, or Parquet for an --out "
-            "ending in .parquet or .pq (numeric splits only; from the "
+            "ending in .parquet or .pq (numeric and set splits; from the "
             "trees' node statistics, no training data). docs/export.md."
         ),
     )
@@ -68,7 +68,7 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
                 classes = [f"{k}_{label}" for k, c in enumerate(classes) for label in c]
             values = np.asarray(values)
             cols = list(names) if names is not None else [f"x{j}" for j in range(values.shape[1])]
-            base = np.atleast_1d(model.shap_explainer().expected_value)
+            base = np.atleast_1d(model._shap_expected_value())
             out = {}
             # Regression: one column per feature; classification (and multi-output): per
             # feature and class (or output), suffixed with its label.

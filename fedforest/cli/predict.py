@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .shared import check_out_directory, load_model, model_rows, write_table
+from .shared import check_out_directory, importance_heading, load_model, model_rows, write_table
 
 
 def add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,6 +42,7 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     model = load_model(args.model, parser)
     frame = model_rows(model, args.data, parser)
     ids = _client_rows(model, args.client, len(frame), parser)
+    _warn_unseen_levels(model, frame, args.data)
     try:
         pred = model.predict(frame, client_ids=ids)
     except ValueError as exc:  # values the model cannot read (e.g. text in a numeric column)
@@ -62,6 +63,34 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     write_table(out, args.out)
     print(f"wrote {len(out)} predictions to {args.out}")
     return 0
+
+
+def _warn_unseen_levels(model: Any, frame: Any, path: Path) -> None:
+    """Warn of text levels the model has no category for, naming column, values and rows.
+
+    Such rows take the marginal rule at every split on the column (both children,
+    weighted), silently: a new ward, a typo (``"Cardio"``), or under ``"secure"`` a level
+    no client held in ``min_aggregate_rows`` rows. Values of another kind (numbers where
+    the levels are text) are the model's own warning.
+    """
+    names = list(getattr(model, "feature_names_in_", []))
+    for j, levels in sorted(getattr(model, "categories_", {}).items()):
+        if j >= len(names):  # no names: read by position (no text there to compare)
+            continue
+        known = {str(v) for v in levels if isinstance(v, str)}
+        column = frame[names[j]]
+        text = column[column.map(lambda v: isinstance(v, str))]
+        unseen = text[~text.isin(known)]
+        if known and len(unseen):
+            shown = ", ".join(repr(v) for v in list(dict.fromkeys(unseen))[:3])
+            rows = "1 row holds" if len(unseen) == 1 else f"{len(unseen)} rows hold"
+            warnings.warn(
+                f"{str(path)!r}: column {names[j]!r}: {rows} a level the model has no "
+                f"category for ({shown}; its levels: {sorted(known)}); they are predicted by "
+                "the marginal rule (both branches of each split on the column, weighted).",
+                UserWarning,
+                stacklevel=2,
+            )
 
 
 def _client_rows(
@@ -109,6 +138,16 @@ def _run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     print(f"  trees: {len(model.trees_)}, depth {min(depths)}-{max(depths)}, "
           f"{int(np.mean(leaves))} leaves on average")  # fmt: skip
     print(f"  features: {model.n_features_in_}; clients: {getattr(model, 'n_clients_', '?')}")
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:  # the columns predict reads (only the ten top ones were named)
+        kinds = getattr(model, "categories_", {})
+        levels = {j: sum(v is not None for v in kinds[j]) for j in kinds}  # None: missing
+        columns = [f"{c} (categorical, {levels[j]} levels)" if j in kinds else str(c)
+                   for j, c in enumerate(names)]  # fmt: skip
+        print(f"  columns: {', '.join(columns)}")
+    clients = getattr(model, "clients_", None)
+    if clients is not None:
+        print(f"  client names: {', '.join(str(c) for c in clients)}")
     classes = getattr(model, "classes_", None)
     if classes is not None:  # one list per output of a multi-output classifier
         listed = [c.tolist() for c in classes] if isinstance(classes, list) else classes.tolist()
@@ -122,8 +161,8 @@ def _run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     ledger = getattr(model, "communication_", None)
     if ledger is not None:
         print(f"  communication: {ledger.rounds} rounds, {ledger.total_megabytes:.2f} MB")
-    names = getattr(model, "feature_names_in_", None)
     imp = model.feature_importances_
+    print(f"  {importance_heading(len(imp))}")  # the list was unlabelled, under the MB
     for j in np.argsort(-imp)[:10]:
         print(f"    {names[j] if names is not None else f'x{j}':<24} {imp[j]:.4f}")
     params = model.get_params()

@@ -68,12 +68,25 @@ def load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
     try:
         return ff.load(path)
     except (OSError, ValueError) as exc:
+        if path.suffix.lower() in {".csv", ".parquet", ".pq"}:  # the data, or the arguments
+            # swapped: the text advised re-creating a "corrupt or truncated" model file
+            parser.error(
+                f"{str(path)!r} is a data file ({path.suffix}), not a model file: MODEL is "
+                "the .ffm file that `fedforest train --out` or save() wrote, given before "
+                "any data file."
+            )
         parser.error(str(exc))
 
 
 def model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
     """The rows of a data file in the model's columns (by name), or a usage error."""
-    from fedforest.datasets.files import read_table, separator_hint, spacing_hint
+    from fedforest.datasets.files import (
+        close_names,
+        header_hint,
+        read_table,
+        separator_hint,
+        spacing_hint,
+    )
 
     try:
         frame = read_table(path)
@@ -86,6 +99,7 @@ def model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
             parser.error(
                 f"{str(path)!r} lacks the model's columns {missing}.{separator_hint(frame)}"
                 f"{spacing_hint(frame, missing)}"
+                f"{header_hint(frame) or _renamed_hint(close_names(missing, list(frame.columns)))}"
             )
         frame = frame[list(names)]
     else:  # fitted on an array (in Python): the columns by position, without their names
@@ -99,6 +113,20 @@ def model_rows(model: Any, path: Path, parser: argparse.ArgumentParser) -> Any:
     if len(frame) == 0:  # predict's and export --to shap's (scikit-learn's text named no file)
         parser.error(f"{str(path)!r} has no rows to predict or explain")
     return frame
+
+
+def _renamed_hint(close: dict[str, str]) -> str:
+    """`` The file has 'AGE' where the model has 'age'`` (columns are matched by name)."""
+    if not close:
+        return ""
+    pairs = ", ".join(f"{got!r} where the model has {name!r}" for name, got in close.items())
+    return f" The file has {pairs}: rename them as the model's (columns match by name)."
+
+
+def importance_heading(n_features: int) -> str:
+    """The line above the importances ``train`` and ``inspect`` list (the ten largest)."""
+    which = "" if n_features <= 10 else f", the 10 largest of {n_features}"
+    return f"feature importances (mean decrease in impurity{which}):"
 
 
 def write_table(frame: Any, path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .._argtypes import MAX_SEED, DefaultsHelpFormatter, int_at_least
-from .shared import add_dp_colluders, check_out_directory, usage
+from .shared import add_dp_colluders, check_out_directory, importance_heading, usage
 
 
 def add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -126,7 +126,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     import numpy as np
 
     import fedforest as ff
-    from fedforest.datasets.files import read_client_data, spacing_hint
+    from fedforest.datasets.files import meant_hint, read_client_data, spacing_hint
     from fedforest.federated.categorical import categorical_columns, is_numeric_column
     from fedforest.federated.domains import declaration_hint
 
@@ -151,6 +151,15 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             parser.error(
                 f"{path!r} (client {name!r}): target column {args.target!r} is not numeric "
                 f"({y.dtype}); for class labels use --task classification"
+                f"{_stray_text_hint(y, 'correct those rows or drop them')}"
+            )
+        fraction = _fraction(y) if args.task == "classification" else None
+        if fraction is not None:  # the clients said it in scikit-learn's words after the
+            # handshake: "Unknown label type: continuous. Maybe you are trying to fit ..."
+            parser.error(
+                f"{path!r} (client {name!r}): target column {args.target!r} holds numbers "
+                f"with fractions ({fraction:g}, ...), not class labels: for a numeric "
+                "target use --task regression (the default)"
             )
         weight = None
         if args.weight is not None:
@@ -160,6 +169,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
                 parser.error(
                     f"{path!r} (client {name!r}) has no weight column {args.weight!r}; its "
                     f"columns are {[str(c) for c in X.columns]}.{spacing_hint(X, [args.weight])}"
+                    f"{meant_hint(X, args.weight)}"
                 )
             weight = X.pop(args.weight)
             if not is_numeric_column(weight) or weight.isna().any():
@@ -176,6 +186,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     # A text column left empty in a file reads as float NaN there: it is that file's
     # column of missing categories, not a numeric one (the handshake refused the mismatch).
     text = {X.columns[j] for _, _, X, _, _ in sites for j in categorical_columns(X, None, 0)}
+    _check_number_columns(sites, text, parser)
     clients: list[ff.Client] = []
     for name, path, X, y, weight in sites:
         empty = [c for c in X.columns if c in text and X[c].isna().all()]
@@ -184,6 +195,15 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             clients.append(ff.Client(X, y, name=name, sample_weight=w, categorical_features=empty))
         except ValueError as exc:
             parser.error(f"{path!r}: {exc}")
+    if len(clients) == 1:  # trained silently, "1 clients": one --client per site is meant
+        import warnings
+
+        warnings.warn(
+            f"one client only ({clients[0].name!r}): the forest is that file's alone, nothing "
+            "is federated; give one --client NAME=PATH per site (repeat the option).",
+            UserWarning,
+            stacklevel=2,
+        )
     cls = ff.FedForestClassifier if args.task == "classification" else ff.FedForestRegressor
     # Labels as the first client reads them (a Series as fit reads it: nullable Int64 as
     # floats), so that --classes take the type the clients' labels have.
@@ -220,10 +240,11 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             for c in clients
         )
         rows += f", total weight {total:g} (column {args.weight!r})"
-    print(f"{len(clients)} clients, {rows}, {len(model)} trees")
+    print(f"{len(clients)} client{'s' if len(clients) > 1 else ''}, {rows}, {len(model)} trees")
     print(f"out-of-bag {score}: {model.oob_score_:.4f}")
     print(f"communication: {ledger.rounds} rounds, {ledger.total_megabytes:.2f} MB")
     order = np.argsort(-model.feature_importances_)[:10]
+    print(importance_heading(len(model.feature_importances_)))  # unlabelled, under the MB
     names = model.feature_names_in_ if hasattr(model, "feature_names_in_") else None
     for j in order:
         label = names[j] if names is not None else f"x{j}"
@@ -231,3 +252,81 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     model.save(args.out)
     print(f"wrote {args.out}")
     return 0
+
+
+def _stray_text(column: Any) -> tuple[list[str], int]:
+    """The values of a text column of mostly numbers that are not numbers, and their rows.
+
+    Empty unless at least half of its values (missing ones aside) read as numbers: a
+    ``?``, ``unknown`` or ``<5`` in a column of measurements makes ``read_csv`` read the
+    whole column as text. Up to three distinct values; the rows are all of them.
+    """
+    import pandas as pd
+
+    values = column.dropna().astype(str)
+    numbers = pd.to_numeric(values.str.strip(), errors="coerce").notna()
+    if values.empty or numbers.all() or 2 * int(numbers.sum()) < len(values):
+        return [], 0
+    stray = values[~numbers]
+    return [str(v) for v in pd.unique(stray)[:3]], len(stray)
+
+
+def _stray_text_hint(column: Any, fix: str) -> str:
+    """``; its other values are numbers, but '?' (in 1 row) is not: <fix>``, or nothing."""
+    stray, rows = _stray_text(column)
+    if not stray:
+        return ""
+    named = ", ".join(repr(v) for v in stray)
+    where = "in 1 row" if rows == 1 else f"in {rows} rows"
+    verb = "is" if len(stray) == 1 else "are"
+    return f"; its other values are numbers, but {named} ({where}) {verb} not: {fix}"
+
+
+def _check_number_columns(
+    sites: list[tuple[str, str, Any, Any, Any]], text: set[Any], parser: argparse.ArgumentParser
+) -> None:
+    """A column of numbers read as text for a few values that are not numbers, said so.
+
+    Numbers in one file and text in another was the clients' disagreement on whether the
+    column is categorical (at the handshake, naming neither file nor value). Text in every
+    file trained a categorical column of one level per number (under ``"secure"`` most of
+    them missing: a warning blamed the levels). The user's own files: values are named.
+    """
+    import warnings
+
+    from fedforest.federated.categorical import is_numeric_column
+
+    fix = "correct those cells, or leave them empty (a missing value)"
+    for column in sorted(text, key=str):
+        numeric = [
+            path
+            for _, path, X, _, _ in sites
+            if not X[column].isna().all() and is_numeric_column(X[column])
+        ]
+        for _, path, X, _, _ in sites:
+            if is_numeric_column(X[column]):
+                continue
+            hint = _stray_text_hint(X[column], fix)
+            if hint and numeric:
+                parser.error(
+                    f"column {column!r} holds numbers in {numeric[0]!r} and text in {path!r}{hint}"
+                )
+            if hint:
+                warnings.warn(
+                    f"{path!r}: column {column!r} is read as text, a categorical column{hint}, "
+                    "to split it as numbers",
+                    UserWarning,
+                    stacklevel=2,
+                )
+
+
+def _fraction(y: Any) -> float | None:
+    """A value of a float target with a fraction (scikit-learn: "continuous"), or None."""
+    import numpy as np
+    import pandas as pd
+
+    if not pd.api.types.is_float_dtype(y.dtype):
+        return None
+    values = y.dropna().to_numpy(dtype=np.float64)
+    fractional = values[values != np.round(values)]
+    return float(fractional[0]) if fractional.size else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import warnings
 from pathlib import Path
@@ -9,7 +10,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["read_client_data", "read_table", "separator_hint", "spacing_hint"]
+__all__ = [
+    "close_names",
+    "header_hint",
+    "meant_hint",
+    "read_client_data",
+    "read_table",
+    "separator_hint",
+    "spacing_hint",
+]
 
 _PARQUET = {".parquet", ".pq"}
 #: pyarrow's texts for a file that is not (whole) Parquet: structure, not values. Any other
@@ -235,6 +244,41 @@ def spacing_hint(frame: pd.DataFrame, wanted: list[str]) -> str:
     )
 
 
+def close_names(wanted: list[str], columns: list[str]) -> dict[str, str]:
+    """The column of ``columns`` each name of ``wanted`` was likely meant as (misspelt).
+
+    A name differing only in case comes first, then :func:`difflib.get_close_matches`'
+    closest; names differing only by spaces around them are :func:`spacing_hint`'s.
+    """
+    names = [str(c) for c in columns]
+    found: dict[str, str] = {}
+    for name in wanted:
+        candidates = [c for c in names if c.strip() != name]
+        same_case = [c for c in candidates if c.lower() == name.lower()]
+        close = same_case or difflib.get_close_matches(name, candidates, n=1, cutoff=0.7)
+        if close:
+            found[name] = close[0]
+    return found
+
+
+def header_hint(frame: pd.DataFrame) -> str:
+    """Why a file lacks every named column when its first line is a row of data.
+
+    A CSV written without its header line (``to_csv(header=False)``, an export) has its
+    first row's values as column names: the error listed them (``['2.0', '1.19', ...]``).
+    Said when at least half of the names read as numbers (a data row's text values, a
+    category, are names too).
+    """
+    names = [str(c) for c in frame.columns]
+    numbers = pd.to_numeric(pd.Series(names, dtype=object), errors="coerce").notna()
+    if not names or 2 * int(numbers.sum()) < len(names):
+        return ""
+    return (
+        " Its first line reads as data, not as a header (its column names are numbers): "
+        "the file seems to lack its header line; add the column names as its first line."
+    )
+
+
 def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Series]:
     """Features and target of one client's file.
 
@@ -264,7 +308,7 @@ def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Se
         raise ValueError(
             f"{str(path)!r} has no target column {target!r}; its columns are "
             f"{[str(c) for c in frame.columns]}.{separator_hint(frame)}"
-            f"{spacing_hint(frame, [target])}"
+            f"{spacing_hint(frame, [target])}{header_hint(frame) or meant_hint(frame, target)}"
         )
     y = frame[target]
     if y.isna().all():  # "drop those rows" would leave none: the file has no target
@@ -279,3 +323,9 @@ def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Se
             "cell, NaN, NA, N/A, ...); every row needs a target: drop those rows."
         )
     return frame.drop(columns=[target]), y
+
+
+def meant_hint(frame: pd.DataFrame, name: str) -> str:
+    """`` Did you mean 'y'?`` for a column ``name`` the file holds spelt otherwise."""
+    close = close_names([name], list(frame.columns)).get(name)
+    return "" if close is None else f" Did you mean {close!r}?"

@@ -24,7 +24,20 @@ _OMIT_FACTOR = 10.0
 
 
 def _label(metric: str) -> str:
-    return {"mse": "test MSE", "accuracy": "test accuracy", "r2": "test R²"}.get(metric, metric)
+    """The score axis's label, saying which way is better (as the printed table does)."""
+    return {
+        "mse": "test MSE (lower is better)",
+        "accuracy": "test accuracy (higher is better)",
+        "r2": "test R² (higher is better)",
+    }.get(metric, metric)
+
+
+#: The line plots' x axes, named as the titles name them (the axis read "outlier_fraction").
+_X_LABELS = {
+    "K": "number of clients K",
+    "shift": "shift scale gamma of x_1",
+    "outlier_fraction": "fraction of training rows with features x 1000",
+}
 
 
 def _methods(frame: pd.DataFrame) -> list[str]:
@@ -140,7 +153,7 @@ def line_plot(exp: Experiment, frame: pd.DataFrame, path: Path) -> Path:
         ax.set_xscale("log")
     if exp.metric == "mse" and (stats["mean"].max() > 20 * stats["mean"].min() > 0):
         ax.set_yscale("log")
-    ax.set_xlabel(exp.x)
+    ax.set_xlabel(_X_LABELS.get(exp.x, exp.x))
     ax.set_ylabel(_label(exp.metric))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

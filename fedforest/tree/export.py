@@ -637,8 +637,9 @@ def shap_explainer(trees: list[Tree], n_features: int) -> Any:
     check_numeric(
         trees,
         n_features,
-        "shap_values()",
-        "shap's TreeExplainer takes trees as arrays with numeric thresholds.",
+        "shap_explainer()",
+        "shap's TreeExplainer takes trees as arrays with numeric thresholds (shap_values() "
+        "explains set splits itself: fedforest.tree.shap_sets).",
     )
     shap = import_extra("shap", "shap_values()")
     scale = 1.0 / len(trees)

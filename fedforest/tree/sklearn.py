@@ -287,7 +287,8 @@ class EnsembleMixin:
 
         No data is needed: the trees' node weights (the federated row weights) stand for
         the training data. Numeric splits only (a forest with set splits raises
-        ``ValueError``); see :func:`fedforest.tree.export.shap_explainer`. A multi-output
+        ``ValueError``: :meth:`shap_values` computes theirs itself); see
+        :func:`fedforest.tree.export.shap_explainer`. A multi-output
         classifier's explainer has one output per class of every output, in order (its
         ``expected_value`` too); :meth:`shap_values` splits them per output.
         """
@@ -302,10 +303,23 @@ class EnsembleMixin:
         ``shap_values(X).sum(axis=1) + shap_explainer().expected_value`` is ``predict(X)``
         (``predict_proba(X)``), to rounding. Multi-output classification: a list of one
         (n_samples, n_features, n_classes) array per output, as ``predict_proba``.
+
+        A forest with set splits (categorical features, ``split_on_client``) is explained
+        by :func:`fedforest.tree.shap_sets.shap_values_sets` (shap's explainer takes
+        numeric thresholds only): the same path-dependent TreeSHAP, with the marginal rule
+        of ``predict`` where a split has not seen a row's code (an unseen category; the
+        client, which ``X`` does not give), so they add up to ``predict(X)`` too, with
+        ``fedforest.tree.shap_sets.shap_base_value(trees_)`` as the expected value.
         """
-        explainer = self.shap_explainer()
-        rows = self.export_matrix(X)[:, : self.n_features_in_]
-        values = np.asarray(explainer.shap_values(rows))
+        if self._has_set_splits():
+            from .shap_sets import shap_values_sets
+
+            rows = self.export_matrix(X)
+            values = shap_values_sets(self.trees_, rows.shape[1], rows)[:, : self.n_features_in_]
+            values = values[..., 0] if values.shape[2] == 1 else values
+        else:
+            rows = self.export_matrix(X)[:, : self.n_features_in_]
+            values = np.asarray(self.shap_explainer().shap_values(rows))
         classes = getattr(self, "classes_", None)
         if isinstance(classes, list):  # multi-output: one block of classes per output
             values = values.reshape(rows.shape[0], self.n_features_in_, -1)
@@ -314,6 +328,21 @@ class EnsembleMixin:
         if classes is not None:  # shap drops the class axis of a one-class forest
             values = values.reshape(rows.shape[0], self.n_features_in_, len(classes))
         return values
+
+    def _has_set_splits(self) -> bool:
+        """Whether a tree splits on a category set or on the client index."""
+        n = self.n_features_in_
+        return export.n_model_features(self.trees_, n) > n or any(
+            bool(np.any(t.set_size > 0)) for t in self.trees_
+        )
+
+    def _shap_expected_value(self) -> Any:
+        """The expected value :meth:`shap_values` add up from (per output or class)."""
+        if self._has_set_splits():
+            from .shap_sets import shap_base_value
+
+            return shap_base_value(self.trees_)
+        return self.shap_explainer().expected_value
 
     @property
     def estimators_(self) -> list[Any]:
