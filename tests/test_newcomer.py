@@ -67,6 +67,14 @@ def test_a_csv_without_its_header_line_is_said_so(tmp_path, capsys) -> None:
     err = _usage_error(_train_argv(tmp_path, paths, "--target", "y"), capsys)
     assert "site_1.csv' has no target column 'y'" in err
     assert "the file seems to lack its header line" in err
+    # Its "column names" are its first row: the text (which a SuperNode sends to the
+    # server) lists none of them; nor for a ';'-separated file without its header.
+    first = [str(v) for v in pd.read_csv(paths[1], header=None).iloc[0]]
+    assert not [v for v in first if v in err], err
+    frame.to_csv(paths[1], index=False, header=False, sep=";")
+    err = _usage_error(_train_argv(tmp_path, paths, "--target", "y"), capsys)
+    assert "';'-separated" in err and "seems to lack its header line" in err
+    assert not [v for v in first if v in err], err
     # predict likewise, on a model trained on the files with their headers
     frame.to_csv(paths[1], index=False)
     assert main(_train_argv(tmp_path, paths, "--target", "y")) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import re
 import warnings
 from pathlib import Path
 
@@ -269,7 +270,9 @@ def header_hint(frame: pd.DataFrame) -> str:
     Said when at least half of the names read as numbers (a data row's text values, a
     category, are names too).
     """
-    names = [str(c) for c in frame.columns]
+    # A ';'-, tab- or '|'-separated file without its header reads as one column whose
+    # name is the first row: its fields count.
+    names = [f for c in frame.columns for f in re.split(r"[;\t|]", str(c))]
     numbers = pd.to_numeric(pd.Series(names, dtype=object), errors="coerce").notna()
     if not names or 2 * int(numbers.sum()) < len(names):
         return ""
@@ -305,10 +308,16 @@ def read_client_data(path: str | Path, target: str) -> tuple[pd.DataFrame, pd.Se
     if len(frame) == 0:
         raise ValueError(f"{str(path)!r} has no rows (a client needs at least one).")
     if target not in frame.columns:
+        headless = header_hint(frame)
+        if headless:  # its "column names" are a row of data: not listed (on Flower this
+            # text reaches the server's error)
+            raise ValueError(
+                f"{str(path)!r} has no target column {target!r}.{separator_hint(frame)}{headless}"
+            )
         raise ValueError(
             f"{str(path)!r} has no target column {target!r}; its columns are "
             f"{[str(c) for c in frame.columns]}.{separator_hint(frame)}"
-            f"{spacing_hint(frame, [target])}{header_hint(frame) or meant_hint(frame, target)}"
+            f"{spacing_hint(frame, [target])}{meant_hint(frame, target)}"
         )
     y = frame[target]
     if y.isna().all():  # "drop those rows" would leave none: the file has no target
