@@ -72,6 +72,26 @@ def test_take_is_the_segments_one_after_the_other(width: int) -> None:
     assert none.shape == (0,) + segs.values.shape[1:] and not none_off.any()
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_take_of_every_segment_in_order_is_the_values_uncopied(order: str) -> None:
+    # Round B asks for every pair's releases in order (empty and missing segments
+    # anywhere): the values themselves, not a copy. Any other request gathers them, from
+    # rows (C order) or columns kept apart (F: the ancestors' releases, secure_ancestors).
+    rng = np.random.default_rng(9)
+    segs = _segments(rng, 40, 4)
+    segs.values = np.asarray(segs.values, order=order)
+    every = np.arange(40)
+    every = np.insert(every, [0, 7, 7, 40], -1)  # unknown keys take no rows
+    for seg, whole in [(every, True), (every[::-1], False), (every[every != 5], False)]:
+        off, values = segs.take(seg)
+        parts = [segs.values[segs.off[s] : segs.off[s + 1]] for s in seg if s >= 0]
+        sizes = [segs.off[s + 1] - segs.off[s] if s >= 0 else 0 for s in seg]
+        np.testing.assert_array_equal(off, offsets(sizes))
+        np.testing.assert_array_equal(values, np.concatenate(parts))
+        assert (values is segs.values) == whole, seg
+    assert np.diff(segs.off)[5] > 0  # dropping segment 5 drops rows: a gather
+
+
 def test_merge_segments_takes_each_pair_from_its_source() -> None:
     rng = np.random.default_rng(7)
     old, new = _segments(rng, 30, 3), _segments(rng, 30, 3)
