@@ -29,6 +29,8 @@ from ..privacy.grids import (
 )
 from ..threads import join_ranges, thread_map, work_ranges
 from .config import GrowerConfig
+from .grid_bounds import outside as _outside
+from .grid_bounds import within as _within
 from .guides import Guides
 from .missing import MISSING_SPLIT, add_missing_candidates
 from .secure_ancestors import (  # the ancestors' releases (re-exported: tests import them here)
@@ -314,71 +316,6 @@ def node_grids(
     lattice = np.column_stack([state.root_lo, state.root_hi])  # per feature (grid_wire)
     wire, grid = encode_grid(out, out_off, pair_feat, exact, lattice, threads)
     return out_off, grid, wire
-
-
-def _within(
-    grid: NDArray[np.float64],
-    grid_off: NDArray[np.int64],
-    lo: NDArray[np.float64],
-    hi: NDArray[np.float64],
-    node_lo: NDArray[np.float64],
-    node_hi: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """Each pair's grid with its edges outside ``[lo, hi]`` moved onto those bounds.
-
-    ``lo`` and ``hi`` (per pair): the feature's bounds from the coarse grid's counts
-    (``secure_setup.grid_ends``). The root distribution spreads a coarse bin's rows
-    evenly, so a bin holding many rows at one value (ties: a column 0 in every row but
-    one) got quantile edges beside that value with every row but one beyond them; each
-    node's count there followed that row (docs/privacy-findings.md, "Red team 8"). An
-    edge outside the bounds moves onto the nearer one, and goes where that is not inside
-    the node's path bounds (``node_lo``, ``node_hi``), is a repeat, or ``lo > hi`` (a
-    column of fewer than ``m`` rows off its tie never splits).
-    """
-    owner = np.repeat(np.arange(grid_off.size - 1), np.diff(grid_off))
-    a, b = lo[owner], hi[owner]
-    if np.all((grid >= a) & (grid <= b)):
-        return grid, grid_off
-    moved = np.minimum(np.maximum(grid, a), b)
-    keep = (a <= b) & (moved > node_lo[owner]) & (moved < node_hi[owner])
-    keep[1:] &= (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
-    return moved[keep], offsets(np.bincount(owner[keep], minlength=grid_off.size - 1))
-
-
-def _outside(
-    grid: NDArray[np.float64],
-    grid_off: NDArray[np.int64],
-    feat: NDArray[np.int64],
-    gaps: list[NDArray[np.float64]],
-    node_lo: NDArray[np.float64],
-    node_hi: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """Each pair's grid with its edges inside its feature's ``gaps`` moved out of them.
-
-    An edge goes onto the gap's nearer end (a repeat goes), as :func:`_within` does at a
-    feature's ends: the ends keep what the edges inside told apart from the rows beyond
-    them (the zeros of a sparse column from the rest). ``gaps``: per feature, open
-    intervals, sorted and disjoint (``secure_setup.grid_gaps``); ``feat``: each pair's
-    feature. A moved edge goes where it is not inside the node's path bounds (``node_lo``,
-    ``node_hi``).
-    """
-    owner = np.repeat(np.arange(grid_off.size - 1), np.diff(grid_off))
-    moved = grid.copy()
-    at = feat[owner]
-    for j in np.unique(at):
-        if not gaps[j].size:
-            continue
-        mine = np.flatnonzero(at == j)
-        x = grid[mine]
-        k = np.maximum(np.searchsorted(gaps[j][:, 0], x, side="right") - 1, 0)
-        a, b = gaps[j][k, 0], gaps[j][k, 1]
-        inside = (x > a) & (x < b)
-        moved[mine] = np.where(inside, np.where(x - a <= b - x, a, b), x)
-    if np.array_equal(moved, grid):
-        return grid, grid_off
-    keep = (moved > node_lo[owner]) & (moved < node_hi[owner])
-    keep[1:] &= (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
-    return moved[keep], offsets(np.bincount(owner[keep], minlength=grid_off.size - 1))
 
 
 def displaced(
