@@ -274,5 +274,9 @@ def test_displaced_kernel_matches_its_twin(seed: int) -> None:
         want = secure_grids.displaced_numpy(grid, grid_off, thr, thr_off)
     got = secure_grids.displaced(grid, grid_off, thr, thr_off)
     np.testing.assert_array_equal(got, want)
+    parts = [(0, 90), (90, 91), (91, 91), (91, 400)]  # ranges of pairs (one empty) in threads
+    np.testing.assert_array_equal(
+        secure_grids.displaced(grid, grid_off, thr, thr_off, parts, 3), want
+    )
     assert want.sum() > 50 and (~want).sum() > 50
     assert np.isin(thr, grid).any()  # ties

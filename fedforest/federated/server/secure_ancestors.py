@@ -96,7 +96,17 @@ def ancestors_releases(
         return out[:total]
 
     done = thread_map(run, work_ranges(work, n), n)
-    kept = done[0] if len(done) == 1 else np.concatenate([k.T for k in done], axis=1).T
+    if len(done) == 1:
+        return np.repeat(np.arange(node.size, dtype=np.int64), n_kept), done[0]
+    # Joined in the threads too: each copies its range's rows into its place (its pages
+    # first written there, not in this thread).
+    at = offsets([k.shape[0] for k in done])
+    kept = np.empty((4, int(at[-1]))).T
+
+    def place(i: int) -> None:
+        kept[at[i] : at[i + 1]] = done[i]
+
+    thread_map(place, range(len(done)), n)
     return np.repeat(np.arange(node.size, dtype=np.int64), n_kept), kept
 
 

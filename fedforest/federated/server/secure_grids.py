@@ -283,7 +283,7 @@ def node_grids(
     thr_off = offsets(np.bincount(owner, minlength=sel.size))
     has |= np.diff(thr_off) > 0
     if cfg.privacy == "secure":  # a quantile edge half a step from a threshold: the threshold
-        keep = ~displaced(out, out_off, thr, thr_off)
+        keep = ~displaced(out, out_off, thr, thr_off, parts, n_threads)
         out_off, out = np.concatenate([[0], np.cumsum(keep)])[out_off], out[keep]
     # The edges equal to a threshold or guide keep their value on the wire (grid_wire).
     exact = np.zeros(out.size, dtype=bool)
@@ -323,6 +323,8 @@ def displaced(
     grid_off: NDArray[np.int64],
     thr: NDArray[np.float64],
     thr_off: NDArray[np.int64],
+    parts: list[tuple[int, int]] | None = None,
+    n_threads: int = 1,
 ) -> NDArray[np.bool_]:
     """The edges of each pair's quantile grid within half a step of one of its thresholds.
 
@@ -339,13 +341,22 @@ def displaced(
         Each pair's quantile edges, increasing, pair after pair (``grid_off``).
     thr : ndarray of float64
         Each pair's thresholds, pair after pair (``thr_off``, the same pairs).
+    parts : list of (int, int), optional
+        Ranges of pairs, each run in one of ``n_threads`` threads (each pair's answer is
+        its own: the same edges).
 
     Returns
     -------
     ndarray of bool, shape (grid.size,)
     """
     out = np.empty(grid.size, dtype=np.bool_)
-    displaced_edges(grid, grid_off, thr, thr_off, np.empty(thr.size, dtype=np.int64), out)
+    at = np.empty(thr.size, dtype=np.int64)
+
+    def run(r: tuple[int, int]) -> None:
+        a, b = r
+        displaced_edges(grid, grid_off[a : b + 1], thr, thr_off[a : b + 1], at, out)
+
+    thread_map(run, parts or [(0, grid_off.size - 1)], n_threads)
     return out
 
 
