@@ -280,3 +280,46 @@ def test_displaced_kernel_matches_its_twin(seed: int) -> None:
     )
     assert want.sum() > 50 and (~want).sum() > 50
     assert np.isin(thr, grid).any()  # ties
+
+
+def test_round_b_takes_the_levels_guides_as_node_grids_found_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every Round B of a secure fit: the guides of its pairs equal a fresh search, and
+    # come from node_grids' search of the level (no second one); a query that differs
+    # (other path bounds) is searched again.
+    from fedforest.federated.server import guides as guides_module
+    from fedforest.federated.server import secure_round_b
+
+    seen = {"find": 0, "calls": 0, "taken": 0, "other": 0}
+    find = guides_module.Guides.find
+
+    def counted(self, *query):  # type: ignore[no-untyped-def]
+        seen["find"] += 1
+        return find(self, *query)
+
+    def checked(state, pairs, query):  # type: ignore[no-untyped-def]
+        before = seen["find"]
+        got = level(state, pairs, query)
+        seen["taken"] += seen["find"] == before
+        seen["calls"] += 1
+        for a, b in zip(got, find(state.guides, *query), strict=True):
+            np.testing.assert_array_equal(a, b)
+        if pairs.size:  # bounds moved: not what node_grids asked, searched again
+            other = (query[0], query[1], query[2] - 1.0, query[3])
+            before = seen["find"]
+            for a, b in zip(level(state, pairs, other), find(state.guides, *other), strict=True):
+                np.testing.assert_array_equal(a, b)
+            seen["other"] += seen["find"] == before + 1
+        return got
+
+    level = secure_round_b.level_guides
+    monkeypatch.setattr(guides_module.Guides, "find", counted)
+    monkeypatch.setattr(secure_round_b, "level_guides", checked)
+    rng = np.random.default_rng(12)
+    X = rng.random((2000, 5))
+    y = X[:, 0] + 2 * X[:, 1] ** 2 + rng.normal(scale=0.1, size=2000)
+    kw = dict(n_estimators=4, max_depth=6, min_samples_leaf=3, random_state=3, n_jobs=1)
+    FedForestRegressor(**kw).fit(X, y, client_ids=rng.integers(0, 4, 2000))
+    assert seen["calls"] >= 4 and seen["taken"] == seen["calls"]
+    assert seen["other"] >= 4

@@ -61,6 +61,7 @@ __all__ = [
     "gather_rows",
     "gather_rows_numpy",
     "keep_histograms",
+    "level_guides",
     "near_tails",
     "node_grids",
     "offsets",
@@ -154,6 +155,9 @@ class SecureState:
     #: Guided candidates (``server/guides.py``; "secure" only): per (tree, feature), the
     #: thresholds the tree's earlier levels found best, which join the grids.
     guides: Guides | None = None
+    #: The level's guides as :func:`node_grids` found them, per numeric pair: its index,
+    #: the query (tree, feature, path bounds), offsets and thresholds (:func:`level_guides`).
+    found_guides: tuple[NDArray[Any], ...] | None = None
     #: The root distributions as segments (key: the feature), for :func:`node_grids`.
     root_pool: PairSegments = field(init=False)
     root_pool_mass: PairSegments = field(init=False)
@@ -171,6 +175,7 @@ class SecureState:
         self.measured_mass = self.current_mass = PairSegments.empty()
         self.history, self.checks = [], PairSegments.empty(4)
         self.released, self.groups, self.cuts = PairSegments.empty(3), {}, _no_cuts()
+        self.found_guides = None
 
     def ancestors_groups(self, node: int, f: int) -> list[Groups]:
         """The category groups the ancestors of ``node`` (a slot) released on feature ``f``."""
@@ -289,7 +294,9 @@ def node_grids(
     exact = np.zeros(out.size, dtype=bool)
     out, out_off, exact = _merged(out, out_off, exact, has, thr, thr_off, parts, n_threads)
     if state.guides is not None and tree is not None:  # guided candidates (guides.py)
-        g_off, g_thr = state.guides.find(np.asarray(tree)[node], f, lo, hi)
+        query = (np.asarray(tree, dtype=np.int64)[node], f, lo, hi)
+        g_off, g_thr = state.guides.find(*query)
+        state.found_guides = (sel, *query, g_off, g_thr)  # Round B's pairs' (level_guides)
         if state.gaps is not None:  # a median of thresholds can fall in a gap
             g_thr, g_off = _outside(g_thr, g_off, f, state.gaps, lo, hi)
         guided = np.diff(g_off) > 0
@@ -316,6 +323,28 @@ def node_grids(
     lattice = np.column_stack([state.root_lo, state.root_hi])  # per feature (grid_wire)
     wire, grid = encode_grid(out, out_off, pair_feat, exact, lattice, threads)
     return out_off, grid, wire
+
+
+def level_guides(
+    state: SecureState,
+    pairs: NDArray[np.int64],
+    query: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """``state.guides.find(*query)`` for Round B's ``pairs`` (indices into the level's pairs).
+
+    Taken from what :func:`node_grids` found for the level where it asked the same query
+    of those pairs (the guides change only after Round B), else found again.
+    """
+    assert state.guides is not None
+    if state.found_guides is not None:
+        sel, *asked, g_off, g_thr = state.found_guides
+        pos = np.minimum(np.searchsorted(sel, pairs), max(sel.size - 1, 0))
+        if sel.size and np.array_equal(sel[pos], pairs):
+            if all(np.array_equal(a[pos], q) for a, q in zip(asked, query, strict=True)):
+                return offsets(g_off[pos + 1] - g_off[pos]), g_thr[
+                    ranges(g_off[pos], g_off[pos + 1])
+                ]
+    return state.guides.find(*query)
 
 
 def displaced(
@@ -506,6 +535,7 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     state.measured, state.measured_mass = state.current, state.current_mass
     state.current, state.current_mass = PairSegments.empty(), PairSegments.empty()
     state.checks, state.released, state.groups = PairSegments.empty(4), PairSegments.empty(3), {}
+    state.found_guides = None
     state.cuts = _no_cuts()
 
 
