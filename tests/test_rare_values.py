@@ -21,6 +21,7 @@ import tests.test_privacy_red8 as red8
 from fedforest.federated.client_setup import merge_codes
 from fedforest.federated.domains import code_counts
 from fedforest.federated.server import secure_setup
+from fedforest.federated.server.grid_bounds import outside, within_numpy
 from fedforest.federated.server.missing import MISSING_SPLIT
 from fedforest.federated.server.rare_codes import check_code_counts, code_maps
 from fedforest.federated.server.secure_grids import _within
@@ -95,6 +96,42 @@ def test_within_moves_edges_outside_the_bounds_onto_them() -> None:
     node_lo, node_hi = np.array([-np.inf, 1.0, -np.inf, 0.0]), np.array([np.inf, 5.0, np.inf, 1.0])
     out, out_off = _within(grid, off, lo, hi, node_lo, node_hi)
     assert out.tolist() == [1.5, 3.0, 1.5, 3.0] and out_off.tolist() == [0, 2, 4, 4, 4]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_within_kernel_matches_its_twin(seed: int) -> None:
+    # Sorted grids with repeats and signed zeros, bounds on edges (0.0 against -0.0), in
+    # and around them, lo > hi, NaN and infinite bounds, empty pairs; and grids with every
+    # edge inside (the grid itself, uncopied, as the twin gives it).
+    rng = np.random.default_rng(seed)
+    values = np.array([-2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0])
+    n = 300
+    sizes = rng.integers(0, 9, n)
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    grid = np.concatenate([np.sort(rng.choice(values, k)) for k in sizes])
+    pick = np.append(values, [np.nan, -np.inf, np.inf])
+    lo, hi = rng.choice(pick, n), rng.choice(pick, n)
+    node_lo, node_hi = rng.choice(pick, n), rng.choice(pick, n)
+    got, got_off = _within(grid, off, lo, hi, node_lo, node_hi)
+    want, want_off = within_numpy(grid, off, lo, hi, node_lo, node_hi)
+    np.testing.assert_array_equal(got_off, want_off)
+    assert got.tobytes() == want.tobytes()  # bit for bit: the signs of zeros too
+    assert np.signbit(got[got == 0]).any() and not np.signbit(got[got == 0]).all()
+    assert 0 < got.size < grid.size
+    inside = (np.full(n, -np.inf), np.full(n, np.inf), node_lo, node_hi)
+    assert _within(grid, off, *inside)[0] is grid and within_numpy(grid, off, *inside)[0] is grid
+
+
+def test_outside_moves_edges_out_of_gaps_only_of_the_pairs_features() -> None:
+    # Feature 0 has the gap (1, 3): 1.5 moves onto 1 (a repeat of 1: gone), 2.5 onto 3;
+    # feature 1's gap is never a pair's feature here; feature 2 has none: the grid itself.
+    gaps = [np.array([[1.0, 3.0]]), np.array([[0.0, 9.0]]), np.zeros((0, 2))]
+    grid, off = np.array([1.0, 1.5, 2.5, 4.0, 5.0]), np.array([0, 4, 5])
+    inf = np.full(2, np.inf)
+    out, out_off = outside(grid, off, np.array([0, 2]), gaps, -inf, inf)
+    assert out.tolist() == [1.0, 3.0, 4.0, 5.0] and out_off.tolist() == [0, 3, 4]
+    out, out_off = outside(grid, off, np.array([2, 2]), gaps, -inf, inf)
+    assert out is grid and out_off is off
 
 
 @pytest.mark.parametrize(

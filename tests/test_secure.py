@@ -1121,12 +1121,23 @@ def test_a_pair_without_candidates_tries_its_ancestors_thresholds() -> None:
     anc = np.array(parent + parent)
     anc_off = np.array([0, 3, 6])
     lo, hi, total = np.full(2, -np.inf), np.full(2, 0.00305), np.full(2, 43.0)
+    for releases in (anc, np.asfortranarray(anc)):  # a fit's: columns apart (F order)
+        out, off, ok = with_ancestor_candidates(
+            cands, cand_off, safe, grid, grid_off, rows, releases, anc_off, lo, hi, total, 10
+        )
+        np.testing.assert_array_equal(off, [0, 2, 3])
+        np.testing.assert_array_equal(out, [0.00093, 0.00163, 0.00093])
+        np.testing.assert_array_equal(ok, [False, True, True])
+    # The pairs in the other order (the one without candidates second), an extra release.
+    anc2 = np.array(parent + [[0.0001, 1.0, 345.0, 0.0]] + parent)
     out, off, ok = with_ancestor_candidates(
-        cands, cand_off, safe, grid, grid_off, rows, anc, anc_off, lo, hi, total, 10
-    )
-    np.testing.assert_array_equal(off, [0, 2, 3])
-    np.testing.assert_array_equal(out, [0.00093, 0.00163, 0.00093])
-    np.testing.assert_array_equal(ok, [False, True, True])
+        cands, cand_off, safe[::-1].copy(), np.concatenate([grid[4:], grid[:4]]),
+        np.array([0, 3, 7]), np.concatenate([rows[4:], rows[:4]]), np.asfortranarray(anc2),
+        np.array([0, 4, 7]), lo, hi, total, 10,
+    )  # fmt: skip
+    np.testing.assert_array_equal(off, [0, 1, 3])
+    np.testing.assert_array_equal(out, [0.00093, 0.00093, 0.00163])
+    np.testing.assert_array_equal(ok, [True, False, True])
     # Too few rows on one side (m = 20): nothing to add.
     out, off, ok = with_ancestor_candidates(
         cands, cand_off, safe, grid, grid_off, rows, anc, anc_off, lo, hi, total, 20

@@ -72,6 +72,26 @@ def test_take_is_the_segments_one_after_the_other(width: int) -> None:
     assert none.shape == (0,) + segs.values.shape[1:] and not none_off.any()
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_take_of_every_segment_in_order_is_the_values_uncopied(order: str) -> None:
+    # Round B asks for every pair's releases in order (empty and missing segments
+    # anywhere): the values themselves, not a copy. Any other request gathers them, from
+    # rows (C order) or columns kept apart (F: the ancestors' releases, secure_ancestors).
+    rng = np.random.default_rng(9)
+    segs = _segments(rng, 40, 4)
+    segs.values = np.asarray(segs.values, order=order)
+    every = np.arange(40)
+    every = np.insert(every, [0, 7, 7, 40], -1)  # unknown keys take no rows
+    for seg, whole in [(every, True), (every[::-1], False), (every[every != 5], False)]:
+        off, values = segs.take(seg)
+        parts = [segs.values[segs.off[s] : segs.off[s + 1]] for s in seg if s >= 0]
+        sizes = [segs.off[s + 1] - segs.off[s] if s >= 0 else 0 for s in seg]
+        np.testing.assert_array_equal(off, offsets(sizes))
+        np.testing.assert_array_equal(values, np.concatenate(parts))
+        assert (values is segs.values) == whole, seg
+    assert np.diff(segs.off)[5] > 0  # dropping segment 5 drops rows: a gather
+
+
 def test_merge_segments_takes_each_pair_from_its_source() -> None:
     rng = np.random.default_rng(7)
     old, new = _segments(rng, 30, 3), _segments(rng, 30, 3)
@@ -254,5 +274,52 @@ def test_displaced_kernel_matches_its_twin(seed: int) -> None:
         want = secure_grids.displaced_numpy(grid, grid_off, thr, thr_off)
     got = secure_grids.displaced(grid, grid_off, thr, thr_off)
     np.testing.assert_array_equal(got, want)
+    parts = [(0, 90), (90, 91), (91, 91), (91, 400)]  # ranges of pairs (one empty) in threads
+    np.testing.assert_array_equal(
+        secure_grids.displaced(grid, grid_off, thr, thr_off, parts, 3), want
+    )
     assert want.sum() > 50 and (~want).sum() > 50
     assert np.isin(thr, grid).any()  # ties
+
+
+def test_round_b_takes_the_levels_guides_as_node_grids_found_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every Round B of a secure fit: the guides of its pairs equal a fresh search, and
+    # come from node_grids' search of the level (no second one); a query that differs
+    # (other path bounds) is searched again.
+    from fedforest.federated.server import guides as guides_module
+    from fedforest.federated.server import secure_round_b
+
+    seen = {"find": 0, "calls": 0, "taken": 0, "other": 0}
+    find = guides_module.Guides.find
+
+    def counted(self, *query):  # type: ignore[no-untyped-def]
+        seen["find"] += 1
+        return find(self, *query)
+
+    def checked(state, pairs, query):  # type: ignore[no-untyped-def]
+        before = seen["find"]
+        got = level(state, pairs, query)
+        seen["taken"] += seen["find"] == before
+        seen["calls"] += 1
+        for a, b in zip(got, find(state.guides, *query), strict=True):
+            np.testing.assert_array_equal(a, b)
+        if pairs.size:  # bounds moved: not what node_grids asked, searched again
+            other = (query[0], query[1], query[2] - 1.0, query[3])
+            before = seen["find"]
+            for a, b in zip(level(state, pairs, other), find(state.guides, *other), strict=True):
+                np.testing.assert_array_equal(a, b)
+            seen["other"] += seen["find"] == before + 1
+        return got
+
+    level = secure_round_b.level_guides
+    monkeypatch.setattr(guides_module.Guides, "find", counted)
+    monkeypatch.setattr(secure_round_b, "level_guides", checked)
+    rng = np.random.default_rng(12)
+    X = rng.random((2000, 5))
+    y = X[:, 0] + 2 * X[:, 1] ** 2 + rng.normal(scale=0.1, size=2000)
+    kw = dict(n_estimators=4, max_depth=6, min_samples_leaf=3, random_state=3, n_jobs=1)
+    FedForestRegressor(**kw).fit(X, y, client_ids=rng.integers(0, 4, 2000))
+    assert seen["calls"] >= 4 and seen["taken"] == seen["calls"]
+    assert seen["other"] >= 4

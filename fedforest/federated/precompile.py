@@ -40,9 +40,9 @@ from .server import (
     check_kernels,
     draws,
     fallback,
+    grid_bounds,
     guides,
     secure_ancestors,
-    secure_segments,
     splitter,
 )
 
@@ -58,6 +58,7 @@ __all__ = [
 
 _F = types.float64[::1]
 _F2 = types.float64[:, ::1]
+_F2_COLUMNS = types.float64[::1, :]  # Fortran order
 _I32 = types.int32[::1]
 _I32_2 = types.int32[:, ::1]
 _I64 = types.int64[::1]
@@ -73,8 +74,8 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (secagg._encode, (_F, _F, _I64)),
     (secagg._encode_packed, (_F2, _F, types.uint64[:, ::1])),
     (check_kernels.cumulative_problem, (_F2, _I64, _F, _F2, _F)),
-    (secure_segments.gather_rows, (_F2, _I64, _I64, _I64, _F2)),
-    (secure_ancestors.ancestors_kept, (_F2, _I64_2, _I64_2, _F, _I, _I64, _F2)),
+    (grid_bounds.within_edges, (_F, _I64, _F, _F, _F, _F, _F, _I64)),
+    (secure_ancestors.ancestors_kept, (_F2, _I64_2, _I64_2, _F, _I, _I64, _F2_COLUMNS)),
     (draws.floyd_draws, (types.uint64[::1], _I, _I, _I, _I, _I64_2)),
     (grids.quantile_grids_at, (_F, _I64, _F, _I64, _I64, _F, _F, _I64, _F, _I64, _F)),
     (grids.merge_thresholds, (_F, _I64, _B, _F, _I64, _F, _I64, _B, _B)),

@@ -575,9 +575,10 @@ def displaced_edges(grid, grid_off, thr, thr_off, at, out):
     at : ndarray of int64, shape (thr.size,)  # OUT
         Each threshold's place in its pair's grid (:func:`searchsorted_segments`).
     out : ndarray of bool, shape (grid.size,)  # OUT
+        Written at the pairs' edges only (offsets absolute: ranges of pairs in threads).
     """
     searchsorted_segments(grid, grid_off, thr, thr_off, at)
-    for i in range(grid.size):
+    for i in range(grid_off[0], grid_off[-1]):
         out[i] = False
     for p in range(grid_off.size - 1):
         g0, g1 = grid_off[p], grid_off[p + 1]

@@ -119,14 +119,20 @@ def with_ancestor_candidates(
     owner = np.repeat(np.arange(n_pairs), np.diff(cand_off))
     kept = np.bincount(owner[safe], minlength=n_pairs)
     pairs = np.flatnonzero((kept == 0) & (np.diff(anc_off) > 0))
-    out = np.empty(int((anc_off[pairs + 1] - anc_off[pairs]).sum()))
+    if not pairs.size:
+        return cands, cand_off, safe
+    # These pairs' releases only, one row after another for the kernel (``anc`` may hold
+    # its columns apart, uncopied: secure_ancestors.py).
+    n_anc = np.zeros(n_pairs, dtype=np.int64)
+    n_anc[pairs] = anc_off[pairs + 1] - anc_off[pairs]
+    anc = np.ascontiguousarray(anc[ranges(anc_off[pairs], anc_off[pairs + 1])], dtype=np.float64)
+    anc_off = offsets(n_anc)
+    out = np.empty(anc.shape[0])
     n_extra = np.zeros(pairs.size, dtype=np.int64)
-    if pairs.size:
-        anc = np.ascontiguousarray(anc, dtype=np.float64)
-        n_new = spaced_thresholds(
-            pairs, grid, grid_off, rows, anc, anc_off, lo, hi, total, float(m), out, n_extra
-        )
-    if not pairs.size or not n_new:
+    n_new = spaced_thresholds(
+        pairs, grid, grid_off, rows, anc, anc_off, lo, hi, total, float(m), out, n_extra
+    )
+    if not n_new:
         return cands, cand_off, safe
     pairs, n_extra, new = pairs[n_extra > 0], n_extra[n_extra > 0], out[:n_new]
     g_take = ranges(grid_off[pairs], grid_off[pairs + 1])

@@ -63,9 +63,9 @@ def ancestors_releases(
     segment of every earlier level's releases; then :func:`ancestors_kept` keeps, per
     pair, the parent's all and of the others' those the rules need (see
     :func:`ancestors_releases_numpy`, its twin). Returns each row's pair (sorted) and the
-    rows (threshold, the ancestor's rows below it, its rows, 1 for the parent's). With
-    ``n_threads`` > 1 (and :data:`PARALLEL_EDGES` releases) ranges of pairs run in threads,
-    each into a buffer of its own, joined in order: the same rows.
+    rows (threshold, the ancestor's rows below it, its rows, 1 for the parent's), each
+    column contiguous. With ``n_threads`` > 1 (and :data:`PARALLEL_EDGES` releases) ranges
+    of pairs run in threads, each into a buffer of its own, joined in order: the same rows.
     """
     d, n_lev = state.lo.shape[1], len(state.history)
     up = state.parent[node] if node.size else np.zeros(0, np.int64)
@@ -90,12 +90,23 @@ def ancestors_releases(
     def run(r: tuple[int, int]) -> NDArray[np.float64]:
         a, b = r
         s, e = np.ascontiguousarray(start[:, a:b]), np.ascontiguousarray(end[:, a:b])
-        out = np.empty((int(work[a:b].sum()), 4))
+        # Each column contiguous (Fortran order): the rules read them as columns, uncopied.
+        out = np.empty((4, int(work[a:b].sum()))).T
         total = ancestors_kept(all_rel, s, e, rows[a:b], int(state.min_rows), n_kept[a:b], out)
         return out[:total]
 
     done = thread_map(run, work_ranges(work, n), n)
-    kept = done[0] if len(done) == 1 else np.concatenate(done)
+    if len(done) == 1:
+        return np.repeat(np.arange(node.size, dtype=np.int64), n_kept), done[0]
+    # Joined in the threads too: each copies its range's rows into its place (its pages
+    # first written there, not in this thread).
+    at = offsets([k.shape[0] for k in done])
+    kept = np.empty((4, int(at[-1]))).T
+
+    def place(i: int) -> None:
+        kept[at[i] : at[i + 1]] = done[i]
+
+    thread_map(place, range(len(done)), n)
     return np.repeat(np.arange(node.size, dtype=np.int64), n_kept), kept
 
 

@@ -29,6 +29,8 @@ from ..privacy.grids import (
 )
 from ..threads import join_ranges, thread_map, work_ranges
 from .config import GrowerConfig
+from .grid_bounds import outside as _outside
+from .grid_bounds import within as _within
 from .guides import Guides
 from .missing import MISSING_SPLIT, add_missing_candidates
 from .secure_ancestors import (  # the ancestors' releases (re-exported: tests import them here)
@@ -59,6 +61,7 @@ __all__ = [
     "gather_rows",
     "gather_rows_numpy",
     "keep_histograms",
+    "level_guides",
     "near_tails",
     "node_grids",
     "offsets",
@@ -152,6 +155,9 @@ class SecureState:
     #: Guided candidates (``server/guides.py``; "secure" only): per (tree, feature), the
     #: thresholds the tree's earlier levels found best, which join the grids.
     guides: Guides | None = None
+    #: The level's guides as :func:`node_grids` found them, per numeric pair: its index,
+    #: the query (tree, feature, path bounds), offsets and thresholds (:func:`level_guides`).
+    found_guides: tuple[NDArray[Any], ...] | None = None
     #: The root distributions as segments (key: the feature), for :func:`node_grids`.
     root_pool: PairSegments = field(init=False)
     root_pool_mass: PairSegments = field(init=False)
@@ -169,6 +175,7 @@ class SecureState:
         self.measured_mass = self.current_mass = PairSegments.empty()
         self.history, self.checks = [], PairSegments.empty(4)
         self.released, self.groups, self.cuts = PairSegments.empty(3), {}, _no_cuts()
+        self.found_guides = None
 
     def ancestors_groups(self, node: int, f: int) -> list[Groups]:
         """The category groups the ancestors of ``node`` (a slot) released on feature ``f``."""
@@ -281,13 +288,15 @@ def node_grids(
     thr_off = offsets(np.bincount(owner, minlength=sel.size))
     has |= np.diff(thr_off) > 0
     if cfg.privacy == "secure":  # a quantile edge half a step from a threshold: the threshold
-        keep = ~displaced(out, out_off, thr, thr_off)
+        keep = ~displaced(out, out_off, thr, thr_off, parts, n_threads)
         out_off, out = np.concatenate([[0], np.cumsum(keep)])[out_off], out[keep]
     # The edges equal to a threshold or guide keep their value on the wire (grid_wire).
     exact = np.zeros(out.size, dtype=bool)
     out, out_off, exact = _merged(out, out_off, exact, has, thr, thr_off, parts, n_threads)
     if state.guides is not None and tree is not None:  # guided candidates (guides.py)
-        g_off, g_thr = state.guides.find(np.asarray(tree)[node], f, lo, hi)
+        query = (np.asarray(tree, dtype=np.int64)[node], f, lo, hi)
+        g_off, g_thr = state.guides.find(*query)
+        state.found_guides = (sel, *query, g_off, g_thr)  # Round B's pairs' (level_guides)
         if state.gaps is not None:  # a median of thresholds can fall in a gap
             g_thr, g_off = _outside(g_thr, g_off, f, state.gaps, lo, hi)
         guided = np.diff(g_off) > 0
@@ -316,69 +325,26 @@ def node_grids(
     return out_off, grid, wire
 
 
-def _within(
-    grid: NDArray[np.float64],
-    grid_off: NDArray[np.int64],
-    lo: NDArray[np.float64],
-    hi: NDArray[np.float64],
-    node_lo: NDArray[np.float64],
-    node_hi: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """Each pair's grid with its edges outside ``[lo, hi]`` moved onto those bounds.
+def level_guides(
+    state: SecureState,
+    pairs: NDArray[np.int64],
+    query: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """``state.guides.find(*query)`` for Round B's ``pairs`` (indices into the level's pairs).
 
-    ``lo`` and ``hi`` (per pair): the feature's bounds from the coarse grid's counts
-    (``secure_setup.grid_ends``). The root distribution spreads a coarse bin's rows
-    evenly, so a bin holding many rows at one value (ties: a column 0 in every row but
-    one) got quantile edges beside that value with every row but one beyond them; each
-    node's count there followed that row (docs/privacy-findings.md, "Red team 8"). An
-    edge outside the bounds moves onto the nearer one, and goes where that is not inside
-    the node's path bounds (``node_lo``, ``node_hi``), is a repeat, or ``lo > hi`` (a
-    column of fewer than ``m`` rows off its tie never splits).
+    Taken from what :func:`node_grids` found for the level where it asked the same query
+    of those pairs (the guides change only after Round B), else found again.
     """
-    owner = np.repeat(np.arange(grid_off.size - 1), np.diff(grid_off))
-    a, b = lo[owner], hi[owner]
-    if np.all((grid >= a) & (grid <= b)):
-        return grid, grid_off
-    moved = np.minimum(np.maximum(grid, a), b)
-    keep = (a <= b) & (moved > node_lo[owner]) & (moved < node_hi[owner])
-    keep[1:] &= (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
-    return moved[keep], offsets(np.bincount(owner[keep], minlength=grid_off.size - 1))
-
-
-def _outside(
-    grid: NDArray[np.float64],
-    grid_off: NDArray[np.int64],
-    feat: NDArray[np.int64],
-    gaps: list[NDArray[np.float64]],
-    node_lo: NDArray[np.float64],
-    node_hi: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """Each pair's grid with its edges inside its feature's ``gaps`` moved out of them.
-
-    An edge goes onto the gap's nearer end (a repeat goes), as :func:`_within` does at a
-    feature's ends: the ends keep what the edges inside told apart from the rows beyond
-    them (the zeros of a sparse column from the rest). ``gaps``: per feature, open
-    intervals, sorted and disjoint (``secure_setup.grid_gaps``); ``feat``: each pair's
-    feature. A moved edge goes where it is not inside the node's path bounds (``node_lo``,
-    ``node_hi``).
-    """
-    owner = np.repeat(np.arange(grid_off.size - 1), np.diff(grid_off))
-    moved = grid.copy()
-    at = feat[owner]
-    for j in np.unique(at):
-        if not gaps[j].size:
-            continue
-        mine = np.flatnonzero(at == j)
-        x = grid[mine]
-        k = np.maximum(np.searchsorted(gaps[j][:, 0], x, side="right") - 1, 0)
-        a, b = gaps[j][k, 0], gaps[j][k, 1]
-        inside = (x > a) & (x < b)
-        moved[mine] = np.where(inside, np.where(x - a <= b - x, a, b), x)
-    if np.array_equal(moved, grid):
-        return grid, grid_off
-    keep = (moved > node_lo[owner]) & (moved < node_hi[owner])
-    keep[1:] &= (moved[1:] != moved[:-1]) | (owner[1:] != owner[:-1])  # sorted: repeats
-    return moved[keep], offsets(np.bincount(owner[keep], minlength=grid_off.size - 1))
+    assert state.guides is not None
+    if state.found_guides is not None:
+        sel, *asked, g_off, g_thr = state.found_guides
+        pos = np.minimum(np.searchsorted(sel, pairs), max(sel.size - 1, 0))
+        if sel.size and np.array_equal(sel[pos], pairs):
+            if all(np.array_equal(a[pos], q) for a, q in zip(asked, query, strict=True)):
+                return offsets(g_off[pos + 1] - g_off[pos]), g_thr[
+                    ranges(g_off[pos], g_off[pos + 1])
+                ]
+    return state.guides.find(*query)
 
 
 def displaced(
@@ -386,6 +352,8 @@ def displaced(
     grid_off: NDArray[np.int64],
     thr: NDArray[np.float64],
     thr_off: NDArray[np.int64],
+    parts: list[tuple[int, int]] | None = None,
+    n_threads: int = 1,
 ) -> NDArray[np.bool_]:
     """The edges of each pair's quantile grid within half a step of one of its thresholds.
 
@@ -402,13 +370,22 @@ def displaced(
         Each pair's quantile edges, increasing, pair after pair (``grid_off``).
     thr : ndarray of float64
         Each pair's thresholds, pair after pair (``thr_off``, the same pairs).
+    parts : list of (int, int), optional
+        Ranges of pairs, each run in one of ``n_threads`` threads (each pair's answer is
+        its own: the same edges).
 
     Returns
     -------
     ndarray of bool, shape (grid.size,)
     """
     out = np.empty(grid.size, dtype=np.bool_)
-    displaced_edges(grid, grid_off, thr, thr_off, np.empty(thr.size, dtype=np.int64), out)
+    at = np.empty(thr.size, dtype=np.int64)
+
+    def run(r: tuple[int, int]) -> None:
+        a, b = r
+        displaced_edges(grid, grid_off[a : b + 1], thr, thr_off[a : b + 1], at, out)
+
+    thread_map(run, parts or [(0, grid_off.size - 1)], n_threads)
     return out
 
 
@@ -558,6 +535,7 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     state.measured, state.measured_mass = state.current, state.current_mass
     state.current, state.current_mass = PairSegments.empty(), PairSegments.empty()
     state.checks, state.released, state.groups = PairSegments.empty(4), PairSegments.empty(3), {}
+    state.found_guides = None
     state.cuts = _no_cuts()
 
 

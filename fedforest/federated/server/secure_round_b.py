@@ -46,6 +46,7 @@ from .secure_grids import (  # the state between levels (the grower calls it thr
     LevelA,
     PairSegments,
     SecureState,
+    level_guides,
     offsets,
     ranges,
 )
@@ -109,7 +110,7 @@ def round_b(
         out_off, out = root_floor(sub_grid, sub_off, sub_rows, node_rows, cfg.n_bins, out_off, out)
     tree = np.asarray(ctx["secure_slots"][0], dtype=np.int64)[node]
     if state.guides is not None:  # guides first, the same m-row spacing (guides.py)
-        g_off, g_thr = state.guides.find(tree, f, state.lo[node, f], state.hi[node, f])
+        g_off, g_thr = level_guides(state, num, (tree, f, state.lo[node, f], state.hi[node, f]))
         out_off, out = guided_in_threads(
             sub_grid, sub_off, sub_rows, node_rows, out[: out_off[-1]], out_off, g_thr, g_off, m,
             effective_n_jobs(cfg.n_jobs),
