@@ -6,8 +6,9 @@ say) does not import the estimators and scikit-learn.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_names as _lazy_names
 
 __all__ = [
     "Client",
@@ -43,13 +44,4 @@ if TYPE_CHECKING:
     from .transport import Federation, LocalFederation
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'fedforest' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = _lazy_names(globals(), _WHERE)

@@ -7,12 +7,18 @@ it. :func:`assert_found_at_some_seed` tries the seeds in order and stops as soon
 ``needed`` of them found rows (so the first seed costs what the single-seed control did);
 otherwise it fails listing what every seed gave. The protected side of a test (the fix on)
 keeps its own seeds and assertions: this is for the control only.
+:func:`rules_across_levels_off` switches off the fix most controls test.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import TypeVar
+
+import numpy as np
+import pytest
+
+from fedforest.federated.server import secure_round_b
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -46,3 +52,19 @@ def assert_found_at_some_seed(
         f"the control (the fix off) found rows at {hits} of {len(seeds)} seeds, "
         f"{needed} needed: the test could not fail on these draws\n{lines}"
     )
+
+
+def rules_across_levels_off(monkeypatch: pytest.MonkeyPatch, partitions: bool = False) -> None:
+    """A control's fix off: Round B keeps every candidate the rule across levels refuses.
+
+    ``secure_round_b.safe_from_ancestors`` (a node's sums against every ancestor's
+    releases) keeps every candidate; with ``partitions``, ``partition_filter`` (the
+    partition rule) does nothing either.
+    """
+    monkeypatch.setattr(
+        secure_round_b,
+        "safe_from_ancestors",
+        lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
+    )
+    if partitions:
+        monkeypatch.setattr(secure_round_b, "partition_filter", lambda *a, **k: None)

@@ -1,7 +1,8 @@
 """Every Python and shell block of README.md and docs/*.md runs as written (issue 16).
 
 Each page runs in a fresh temporary copy of the repository's tracked files (the commands
-name ``examples/`` and ``benchmarks/`` paths), as a reader would run it top to bottom:
+name ``examples/`` and ``benchmarks/`` paths; numba's cache of the kernels is copied too),
+as a reader would run it top to bottom:
 
 - its ```python blocks in sequence in one interpreter and one namespace;
 - its ```bash / ```sh / ```shell blocks in sequence in one shell (``set -eo pipefail``:
@@ -212,6 +213,21 @@ def _copy_repository(dest: Path) -> None:
         if src.is_file():
             (dest / name.decode()).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name.decode())
+    _copy_kernel_cache(dest)
+
+
+def _copy_kernel_cache(dest: Path) -> None:
+    """numba's disk cache of fedforest's kernels as the working tree holds it, copied too.
+
+    The copy's sources are the tree's, byte for byte and with their times (``copy2``): the
+    cache's stamps match, so a page loads the kernels the session compiled instead of
+    compiling each again in its copy (most of a page's time: docs/scale.md took 193 s, its
+    blocks 10 s with a warm cache). A kernel not cached yet compiles as in a fresh clone.
+    """
+    for src in (ROOT / "fedforest").rglob("__pycache__/*.nb[ci]"):
+        to = dest / src.relative_to(ROOT)
+        to.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, to)
 
 
 def _run_group(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fedforest import FedForestClassifier, FedForestRegressor
-from fedforest.federated import grid_wire
+from fedforest.federated import grid_counts, grid_lattice, grid_wire
 from fedforest.federated.grid_wire import (
     LATTICE_STEPS,
     candidate_arrays,
@@ -283,7 +283,7 @@ def test_kernels_match_their_numpy_twins() -> None:
     grid, off, feat, exact, lat = _grids(rng, n_pairs=60)
     lat[1] = [np.inf, 1.0]  # a feature without a lattice: its edges travel exact
     arrays, decoded = encode_grid(grid, off, feat, exact, lat)
-    a, b, valid = grid_wire._lattice(lat)
+    a, b, valid = grid_lattice._lattice(lat)
     args = (arrays["grid_exact"], arrays["grid_value"], arrays["grid_code"], a, b, valid)
     outs = []
     for kernel in (grid_wire.decode_lattice, grid_wire.decode_lattice_numpy):
@@ -325,7 +325,7 @@ def test_candidates_from_the_wire_match_the_decoded_grids() -> None:
         if trial % 5 == 0:
             lat[0] = [np.inf, 1.0]  # a feature without a lattice: its edges travel exact
         arrays, decoded = encode_grid(grid, off, feat, exact, lat)
-        a, b, valid = grid_wire._lattice(lat)
+        a, b, valid = grid_lattice._lattice(lat)
         twin = np.empty(grid.size)
         args = (arrays["grid_exact"], arrays["grid_value"], arrays["grid_code"], a, b, valid)
         assert grid_wire.decode_lattice_numpy(*args, feat.astype(np.int64), off, twin)
@@ -358,7 +358,7 @@ def test_encode_kernel_matches_its_numpy_twin() -> None:
     lat[2] = [0.0, 0.0]  # an empty lattice: none
     for p in range(off.size - 1):
         grid[off[p] : off[p + 1]].sort()
-    a, b, valid = grid_wire._lattice(lat)
+    a, b, valid = grid_lattice._lattice(lat)
     out = []
     for kernel in (grid_wire.encode_lattice, grid_wire.encode_lattice_numpy):
         sent, codes = np.empty(grid.size, bool), np.zeros(grid.size, np.uint32)
@@ -411,7 +411,8 @@ def test_threads_code_and_unpack_the_same(monkeypatch) -> None:
     grid, off, feat, exact, lat = _grids(rng, n_pairs=300)
     grid[off[20]] = np.nan  # a pair sent exact, inside some range
     lat[1] = [np.inf, 1.0]  # a feature without a lattice
-    monkeypatch.setattr(grid_wire, "PARALLEL_EDGES", 10)
+    for module in (grid_lattice, grid_counts):  # encode_grid, unpack_hist
+        monkeypatch.setattr(module, "PARALLEL_EDGES", 10)
     one, decoded = encode_grid(grid, off, feat, exact, lat, 1)
     for n in (2, 3, 7):
         arrays, got = encode_grid(grid, off, feat, exact, lat, n)

@@ -30,7 +30,7 @@ from fedforest.federated.federation import Federation
 from fedforest.federated.grid_wire import sent_candidates
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed, unpack_counts
 from fedforest.federated.protocol import ROUND_A, ROUND_B, Message, unpack_sketch
-from tests._attack_controls import assert_found_at_some_seed
+from tests._attack_controls import assert_found_at_some_seed, rules_across_levels_off
 
 
 class RecordingFederation(Federation):
@@ -559,13 +559,7 @@ def test_differencing_across_levels_isolates_no_row(monkeypatch: pytest.MonkeyPa
     assert attack(0) == 0.0
     # The attack finds rows when the rule is off (so this test can fail): 1.1 %, 0.5 % and
     # 0.7 % of them at random_state 0 to 2 (measured 2026-12-05).
-    from fedforest.federated.server import secure_round_b
-
-    monkeypatch.setattr(
-        secure_round_b,
-        "safe_from_ancestors",
-        lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
-    )
+    rules_across_levels_off(monkeypatch)
     assert_found_at_some_seed(attack, lambda rows: rows > 0.005, (0, 1, 2))
 
 
@@ -904,14 +898,7 @@ def test_differencing_with_any_ancestor_isolates_no_row(
     found = _ancestor_attack("regression", n_rows, d, n_trees, seed)
     assert found == {"parent": 0, "further": 0, "partition": 0, "rows": 0.0}, found
     # The attack finds rows when the rule is off (so this test can fail).
-    from fedforest.federated.server import secure_round_b
-
-    monkeypatch.setattr(
-        secure_round_b,
-        "safe_from_ancestors",
-        lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
-    )
-    monkeypatch.setattr(secure_round_b, "partition_filter", lambda *a, **k: None)
+    rules_across_levels_off(monkeypatch, partitions=True)
     assert_found_at_some_seed(
         lambda s: _ancestor_attack("regression", n_rows, d, n_trees, s),
         lambda got: got["parent"] > 0 and got["further"] > 0 and got["rows"] > 0.001,

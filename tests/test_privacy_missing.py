@@ -23,7 +23,7 @@ from fedforest.federated.privacy.rules import (
     ancestor_safe,
     ancestor_safe_numpy,
 )
-from tests._attack_controls import assert_found_at_some_seed
+from tests._attack_controls import assert_found_at_some_seed, rules_across_levels_off
 from tests.test_privacy import (
     RecordingFederation,
     _data,
@@ -64,13 +64,7 @@ def test_missing_values_isolate_no_row_across_levels(task, n_rows, d, n_trees, s
 def test_the_attack_finds_rows_with_missing_values_when_the_rules_are_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from fedforest.federated.server import secure_round_b
-
-    monkeypatch.setattr(
-        secure_round_b,
-        "safe_from_ancestors",
-        lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
-    )
+    rules_across_levels_off(monkeypatch)
     assert_found_at_some_seed(
         lambda seed: _attack("regression", 100, 8, 10, seed),
         lambda got: got["parent"] > 0 and got["rows"] > 0,

@@ -39,7 +39,7 @@ import pandas as pd
 import pytest
 
 import fedforest as ff
-from tests._attack_controls import assert_found_at_some_seed
+from tests._attack_controls import assert_found_at_some_seed, rules_across_levels_off
 from tests.test_privacy import (
     _fit,
     _in_bag_weights,
@@ -292,14 +292,7 @@ def test_the_differencing_attack_finds_rows_on_integer_features_without_the_rule
 ) -> None:
     """With the rules across levels off, the differencing attack isolates rows of the
     ordinal shape (ties at every level of an integer feature do not hide them)."""
-    from fedforest.federated.server import secure_round_b
-
-    monkeypatch.setattr(
-        secure_round_b,
-        "safe_from_ancestors",
-        lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
-    )
-    monkeypatch.setattr(secure_round_b, "partition_filter", lambda *a, **k: None)
+    rules_across_levels_off(monkeypatch, partitions=True)
     assert_found_at_some_seed(
         lambda seed: measure("ordinal", seed, trees=3, n=60),
         lambda got: got["differencing"]["parent"] + got["differencing"]["further"] > 0,
