@@ -87,6 +87,24 @@ def test_survivors_remove_the_masks_of_a_dropped_client() -> None:
     assert not np.any(masked["a"] - fixes[0] == plain["a"])
 
 
+def test_four_clients_recover_from_two_opposite_drops() -> None:
+    """Before: 4 clients formed a ring a-b-c-d-a, and with b and d gone a and c shared no
+    mask, so they refused to recover (a Dask worker of 4 partitions on 2 lost, say)."""
+    names = ["a", "b", "c", "d"]
+    keys = _parties(names)
+    rng = np.random.default_rng(7)
+    plain = {n: to_fixed(rng.normal(size=5), 24) for n in names}
+    masked = {n: keys[n].mask({"s": plain[n]}, names, tag=5)["s"] for n in names}
+    fixes = [
+        keys[n].correction({"s": (5,)}, ["b", "d"], tag=5, peers=names)["s"] for n in ("a", "c")
+    ]
+    recovered = correction(add_in_order([masked["a"], masked["c"]], (5,)), fixes)
+    np.testing.assert_array_equal(recovered, add_in_order([plain["a"], plain["c"]], (5,)))
+    # Each survivor's answer, less its correction, is still masked by the other.
+    assert not np.any(masked["a"] - fixes[0] == plain["a"])
+    assert not np.any(masked["c"] - fixes[1] == plain["c"])
+
+
 def test_sparse_mask_graph_cancels_hides_and_recovers() -> None:
     from fedforest.federated.privacy.secagg import mask_neighbours
 
@@ -95,6 +113,11 @@ def test_sparse_mask_graph_cancels_hides_and_recovers() -> None:
     assert all(len(v) == 2 * 3 for v in graph.values())  # d = ceil(log2(20) / 2) = 3
     assert all(a in graph[b] for a in names for b in graph[a])  # symmetric
     assert mask_neighbours("c00", names[:5]) == names[1:5]  # small: everyone
+    # 4 and 6 clients too: a circulant of d = 1 (2) would leave each one non-neighbour
+    # (4 clients formed a ring, cut by a drop of two opposite clients).
+    assert mask_neighbours("c00", names[:4]) == names[1:4]
+    assert mask_neighbours("c00", names[:6]) == names[1:6]
+    assert len(mask_neighbours("c00", names[:7])) == 4  # d = 2 from 7 on
     rng = np.random.default_rng(4)
     keys = _parties(names)
     plain = {n: to_fixed(rng.normal(size=7), 24) for n in names}

@@ -531,19 +531,22 @@ def mask_neighbours(name: str, peers: list[str]) -> list[str]:
     """Whom ``name`` shares masks with in a round of ``peers``: a circulant graph.
 
     With ``K`` participants (sorted by name) each is joined to the ``d = ceil(log2(K) / 2)``
-    next and previous ones, or to all when ``K <= 2 d + 1``: every answer carries ``2 d``
-    masks, any proper group of clients has edges to the rest (the graph is connected, so
-    the server learns no partial sum), and a client computes ``2 d`` keystreams per array
-    instead of ``K - 1`` (the idea of Bell et al. 2020, SecAgg+, which Flower's SecAgg+
-    also uses). The price: a client's answer is exposed if all of its ``2 d`` neighbours
-    collude with the server, and drops that cut the graph stop the recovery.
+    next and previous ones, or to all when ``K <= 2 d + 2`` (where the circulant would
+    leave each one non-neighbour: 4 clients formed a ring, which a drop of two opposite
+    clients cut, so the survivors could not recover). Every answer carries ``2 d`` masks
+    (``K - 1`` in the complete graph), any proper group of clients has edges to the rest
+    (the graph is connected, so the server learns no partial sum), and a client computes
+    ``2 d`` keystreams per array instead of ``K - 1`` (the idea of Bell et al. 2020,
+    SecAgg+, which Flower's SecAgg+ also uses). The price: a client's answer is exposed if
+    all of its ``2 d`` neighbours collude with the server, and drops that cut the graph
+    stop the recovery.
     """
     order = sorted(set(peers))
     k = len(order)
     if name not in order:
         return []
     d = max(1, math.ceil(math.log2(max(k, 2)) / 2))
-    if k <= 2 * d + 1:
+    if k <= 2 * d + 2:
         return [p for p in order if p != name]
     i = order.index(name)
     return sorted({order[(i + j) % k] for j in range(-d, d + 1) if j != 0})
