@@ -16,6 +16,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from ..federated.categorical import column_floats, is_missing, is_numeric_column, named_columns
+from ..federated.client_targets import as_scikit_learn_reads
 
 __all__ = ["check_distinct", "declared_columns", "floats", "is_numeric", "is_text", "labels"]
 
@@ -77,9 +78,13 @@ def labels(y: Any, what: str = "y") -> NDArray[Any]:
     """Class labels as a bundle holds them: numbers, booleans or NumPy strings.
 
     ``object`` labels (``read_csv``'s text, a ``category`` or ``string[pyarrow]`` column)
-    were fitted, then refused by ``share()``; datetime labels likewise.
+    were fitted, then refused by ``share()``; datetime labels likewise. pandas' nullable
+    labels (``Int64``, ``boolean``) are floats, as scikit-learn and the estimators read them.
     """
-    arr = np.asarray(y)
+    arr = as_scikit_learn_reads(y)
+    if arr.dtype.kind == "f" and np.isnan(arr).any():  # pd.NA of a nullable column too
+        row = int(np.flatnonzero(np.isnan(arr.ravel()))[0])
+        raise ValueError(f"{what} holds a missing label (row {row}); drop the row")
     if arr.dtype.kind in "biufU":
         return arr
     if arr.dtype.kind not in "OS":
