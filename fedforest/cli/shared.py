@@ -13,6 +13,9 @@ from typing import Any
 
 from .._argtypes import int_at_least
 
+#: The suffixes of the data files the commands read (and ``predict`` writes).
+DATA_SUFFIXES = frozenset({".csv", ".parquet", ".pq"})
+
 
 def add_dp_colluders(add: Callable[..., Any]) -> None:
     """``--dp-colluders T`` (simulate and train): the estimators' ``dp_colluders``."""
@@ -59,6 +62,15 @@ def usage(exc: BaseException) -> str:
     return text
 
 
+def check_model_name(path: Path, parser: argparse.ArgumentParser) -> None:
+    """A model file's --out must not carry a data file's suffix (it read as one, silently)."""
+    if path.suffix.lower() in DATA_SUFFIXES:
+        parser.error(
+            f"--out {str(path)!r} ends in {path.suffix}, a data file's suffix, but the model "
+            f"is written as a .ffm file (no CSV nor Parquet): give {path.stem + '.ffm'!r}"
+        )
+
+
 def load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
     """A model file, or the command's usage error naming why it cannot be read."""
     import fedforest as ff
@@ -68,7 +80,7 @@ def load_model(path: Path, parser: argparse.ArgumentParser) -> Any:
     try:
         return ff.load(path)
     except (OSError, ValueError) as exc:
-        if path.suffix.lower() in {".csv", ".parquet", ".pq"}:  # the data, or the arguments
+        if path.suffix.lower() in DATA_SUFFIXES:  # the data, or the arguments
             # swapped: the text advised re-creating a "corrupt or truncated" model file
             parser.error(
                 f"{str(path)!r} is a data file ({path.suffix}), not a model file: MODEL is "

@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from .._argtypes import MAX_SEED, DefaultsHelpFormatter, int_at_least
-from .shared import add_dp_colluders, check_out_directory, importance_heading, usage
+from .shared import (
+    add_dp_colluders,
+    check_model_name,
+    check_out_directory,
+    importance_heading,
+    usage,
+)
 
 
 def add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -132,6 +138,7 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
     files = [(f"the file of --client {c}", c.partition("=")[2]) for c in args.client]
     check_out_directory(args.out, parser, files)  # before training, not after it
+    check_model_name(args.out, parser)
     sites: list[tuple[str, str, Any, Any, Any]] = []  # name, path, X, y, weight
     columns = None
     for spec in args.client:
