@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..federation import ClientFailure, Federation
+from ..federation import Federation
 from ..privacy.secagg import add_in_order, correction, from_fixed
 from ..protocol import RECOVER, CommunicationLedger, Message
 from .envelope import masked_arrays
@@ -141,10 +141,9 @@ def _recover(
     # pair masks in the sums. fed.client_names no longer lists it after the exchange, so
     # the survivors are taken before (checking against the names after decoded garbage).
     survivors = set(fed.client_names)
-    try:
-        replies = exchange(fed, ledger, request, masked_arrays(dict(_shapes(totals))))
-    except ClientFailure as exc:  # pragma: no cover - a second failure while recovering
-        raise ClientFailure(exc.client, RECOVER, exc.round_index, exc) from exc
+    # Every survivor failing raises the exchange's ClientFailure as it is: it names the
+    # client, the round and RECOVER already (wrapped again, its text said them twice).
+    replies = exchange(fed, ledger, request, masked_arrays(dict(_shapes(totals))))
     missing = sorted(survivors - {name for name, _ in replies})
     if missing:
         raise ValueError(
