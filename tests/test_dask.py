@@ -32,7 +32,7 @@ from distributed import Client
 
 import fedforest as ff
 from fedforest.federated.federation import ClientDataError, ClientFailure
-from fedforest.federated.protocol import PROTOCOL_VERSION, Message
+from fedforest.federated.protocol import GRID, PROTOCOL_VERSION, RECOVER, Message
 from fedforest.transport.dask import DaskFederation
 from fedforest.transport.dask._wire import from_bytes, to_bytes
 from tests._forests import assert_same_forest
@@ -471,6 +471,44 @@ def test_invalid_input_raises_a_value_error_naming_it(dask_client: Client) -> No
     renamed = {"a": functools.partial(make_client, X, y.to_numpy(), "b")}
     with pytest.raises(ValueError, match="named 'b'"):
         DaskFederation(renamed, timeout=scaled(60))
+
+
+class LostIn(ff.Client):
+    """A client whose node is lost at its ``nth`` message of ``kind``."""
+
+    def __init__(self, X: pd.DataFrame, y: np.ndarray, name: str, kind: str, nth: int) -> None:
+        super().__init__(X, y, name=name)
+        self.kind, self.left = kind, nth
+
+    def handle(self, msg: Message) -> Message:
+        self.left -= msg.kind == self.kind
+        if self.left == 0:
+            raise RuntimeError("node lost")
+        return super().handle(msg)
+
+
+def test_a_failed_recovery_names_its_client_and_round_once(dask_client: Client) -> None:
+    """Client c lost in the second grid round (the first, of coarse counts, is sent again,
+    not recovered), a and b in the round that removes its masks.
+    Before, the recovery's ClientFailure was wrapped in another: "Client 'a' failed in
+    round 3 (recover): ClientFailure: Client 'a' failed in round 3 (recover): ..."
+    (tests/test_odd_inputs_11.py, the same on LocalFederation)."""
+    X, y, site = frame(7)
+    kinds = {"a": (RECOVER, 1), "b": (RECOVER, 1), "c": (GRID, 2)}
+    factories = {
+        name: functools.partial(LostIn, X[rows], y[rows].to_numpy(), name, *kind)
+        for name, kind in kinds.items()
+        for rows in [site == f"site-{name}"]
+    }
+    model = ff.FedForestRegressor(**PARAMS, on_client_failure="drop")
+    with (
+        DaskFederation(factories, timeout=scaled(120)) as fed,
+        pytest.raises(ClientFailure) as info,
+    ):
+        model.fit_federated(fed)
+    text = str(info.value)
+    assert re.match(r"Client 'a' failed in round \d+ \(recover\): RuntimeError: ", text), text
+    assert text.count("failed in round") == 1 and text.endswith("(also failed: 'b')"), text
 
 
 def test_a_client_that_refuses_its_data_is_a_client_data_error(dask_client: Client) -> None:
