@@ -246,7 +246,7 @@ def test_shap_values_of_set_splits_add_up_and_shap_s_explainer_refuses_them(with
     with pytest.raises(ValueError, match=r"shap_explainer\(\) handles numeric splits only"):
         model.shap_explainer()
     values = model.shap_values(X)
-    base = model._shap_expected_value()
+    base = model.shap_expected_value_
     if hasattr(model, "classes_"):
         np.testing.assert_allclose(values.sum(axis=1) + base, model.predict_proba(X), atol=1e-12)
     else:

@@ -104,7 +104,7 @@ def test_they_are_the_enumerated_shapley_values_with_set_splits(privacy) -> None
         oracle = _enumerated_shapley(model.trees_, matrix[r])[:, 0]
         np.testing.assert_allclose(values[r], oracle, rtol=1e-9, atol=1e-12)
     assert np.all(values[:3, 1] == 0.0)  # an unseen ward takes no part in any split
-    base = model._shap_expected_value()
+    base = model.shap_expected_value_
     np.testing.assert_allclose(values.sum(axis=1) + base[0], model.predict(rows), atol=1e-12)
 
 
@@ -114,14 +114,14 @@ def test_they_add_up_for_a_text_label_classifier_and_a_client_split() -> None:
     model = ff.FedForestClassifier(n_estimators=10, random_state=0).fit(X, labels, client_ids=h)
     values = model.shap_values(X)
     assert values.shape == (len(X), 3, 2)
-    total = values.sum(axis=1) + model._shap_expected_value()
+    total = values.sum(axis=1) + model.shap_expected_value_
     np.testing.assert_allclose(total, model.predict_proba(X), atol=1e-12)
     model = ff.FedForestRegressor(
         n_estimators=6, split_on_client=True, privacy="none", random_state=0
     ).fit(X, y + h, client_ids=h)
     assert any(np.any(t.feature == model.n_features_in_) for t in model.trees_)
     values = model.shap_values(X)  # no client given: predict's marginal rule at H
-    total = values.sum(axis=1) + model._shap_expected_value()[0]
+    total = values.sum(axis=1) + model.shap_expected_value_[0]
     np.testing.assert_allclose(total, model.predict(X), atol=1e-12)
 
 

@@ -68,7 +68,7 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
                 classes = [f"{k}_{label}" for k, c in enumerate(classes) for label in c]
             values = np.asarray(values)
             cols = list(names) if names is not None else [f"x{j}" for j in range(values.shape[1])]
-            base = np.atleast_1d(model._shap_expected_value())
+            base = model.shap_expected_value_
             out = {}
             # Regression: one column per feature; classification (and multi-output): per
             # feature and class (or output), suffixed with its label.

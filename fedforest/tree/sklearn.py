@@ -300,7 +300,7 @@ class EnsembleMixin:
 
         Shape (n_samples, n_features) for regression, (n_samples, n_features, n_classes)
         for classification (of ``predict_proba``). They add up:
-        ``shap_values(X).sum(axis=1) + shap_explainer().expected_value`` is ``predict(X)``
+        ``shap_values(X).sum(axis=1) + shap_expected_value_`` is ``predict(X)``
         (``predict_proba(X)``), to rounding. Multi-output classification: a list of one
         (n_samples, n_features, n_classes) array per output, as ``predict_proba``.
 
@@ -308,8 +308,8 @@ class EnsembleMixin:
         by :func:`fedforest.tree.shap_sets.shap_values_sets` (shap's explainer takes
         numeric thresholds only): the same path-dependent TreeSHAP, with the marginal rule
         of ``predict`` where a split has not seen a row's code (an unseen category; the
-        client, which ``X`` does not give), so they add up to ``predict(X)`` too, with
-        ``fedforest.tree.shap_sets.shap_base_value(trees_)`` as the expected value.
+        client, which ``X`` does not give), so they add up to ``predict(X)`` too. Either
+        way the expected value is :attr:`shap_expected_value_`.
         """
         if self._has_set_splits():
             from .shap_sets import shap_values_sets
@@ -336,13 +336,22 @@ class EnsembleMixin:
             bool(np.any(t.set_size > 0)) for t in self.trees_
         )
 
-    def _shap_expected_value(self) -> Any:
-        """The expected value :meth:`shap_values` add up from (per output or class)."""
+    @property
+    def shap_expected_value_(self) -> NDArray[np.float64]:
+        """The expected value :meth:`shap_values` add up from, shape (n_values,).
+
+        One value per output (regression) or class (classification; a multi-output
+        classifier's classes of every output, in order): ``shap_explainer().expected_value``
+        for a forest of numeric splits, and the mean root value
+        (:func:`~.shap_sets.shap_base_value`) for one with set splits, which shap's
+        explainer refuses. Raises ``NotFittedError`` before fit.
+        """
+        check_is_fitted(self, "trees_")
         if self._has_set_splits():
             from .shap_sets import shap_base_value
 
             return shap_base_value(self.trees_)
-        return self.shap_explainer().expected_value
+        return np.atleast_1d(np.asarray(self.shap_explainer().expected_value, dtype=np.float64))
 
     @property
     def estimators_(self) -> list[Any]:
