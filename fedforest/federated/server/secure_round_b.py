@@ -24,7 +24,6 @@ from ..privacy.secagg import (
     unpack_counts,
 )
 from ..protocol import ROUND_B, CommunicationLedger, Message
-from ..scratch import scratch
 from .checks import check_class_blocks
 from .config import GrowerConfig
 from .denoise import (
@@ -47,9 +46,9 @@ from .secure_grids import (  # the state between levels (the grower calls it thr
     LevelA,
     PairSegments,
     SecureState,
-    gather_rows,
     level_guides,
     offsets,
+    ranges,
 )
 from .secure_round_a import _frac_bits, _packs, _shifts, _weight_tol, check_jensen
 from .secure_sums import sums_unless_dropped
@@ -81,30 +80,24 @@ def round_b(
     n_cat = ctx["n_categories"][pair_feat]
     ok = splittable[pair_node] & (pooled[pair_node, STAT_ROWS] >= 2 * m)
     num = np.flatnonzero(ok & (n_cat == 0))
-    # Numeric candidates from the pooled cumulative histograms: the pairs' grids, rows and
-    # weights gathered into this thread's scratch (scratch.py: read in this call only; what
-    # leaves it, the releases and the message, is copied), not fresh pages every level.
+    # Numeric candidates from the pooled cumulative histograms.
     g_lo, g_hi = level.grid_off[num], level.grid_off[num + 1]
     sub_off = offsets(g_hi - g_lo)
-    n_sub = int(sub_off[-1])
-    sub_grid = scratch("round-b-grid", n_sub, np.float64)
-    gather_rows(_column(level.grid), g_lo, g_hi, sub_off, sub_grid.reshape(-1, 1))
-    sub_cum = scratch("round-b-cum", 2 * n_sub, np.float64).reshape(2, n_sub)
-    gather_rows(level.cum, g_lo, g_hi, sub_off, sub_cum.T)  # each column contiguous
-    sub_rows = sub_cum[0]
+    take = ranges(g_lo, g_hi)
+    sub_grid = level.grid[take]
+    sub_rows = np.ascontiguousarray(level.cum[take, 0])
     node, f = pair_node[num], pair_feat[num].astype(np.int64)
     node_rows = np.ascontiguousarray(pooled[node, STAT_ROWS])
     # The roots (guided levels below them): up to ROOT_FACTOR * B - 1 quantile candidates.
     root = state.guides is not None and state.guides.level == 0
     n_levels = cfg.n_bins * (ROOT_FACTOR if root else 1)
     out_off = np.zeros(num.size + 1, dtype=np.int64)
-    # The quantiles and the missing edge (their first out_off[-1]; scratch as above).
-    out = scratch("round-b-candidates", num.size * max(n_levels, 1), np.float64)
+    out = np.empty(num.size * max(n_levels, 1))  # the quantiles and the missing edge
     secure_candidates(
         sub_grid,
         sub_off,
         sub_rows,
-        sub_cum[1],
+        np.ascontiguousarray(level.cum[take, 1]),
         node_rows,
         level.node_weight(node),
         _shifts(cfg, ctx, pair_off, pair_feat, 1)[num],
@@ -301,11 +294,6 @@ def round_b(
         min_weight_fraction_leaf=cfg.min_weight_fraction_leaf,
     )
     return consistent_children(best, state, cfg, ctx)
-
-
-def _column(a: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``a`` (1-D) as one contiguous column, for ``gather_rows``."""
-    return np.ascontiguousarray(a, dtype=np.float64).reshape(-1, 1)
 
 
 def _group_splits(
