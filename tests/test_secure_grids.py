@@ -8,7 +8,7 @@ import pytest
 from fedforest import FedForestClassifier, FedForestRegressor
 from fedforest.federated.privacy.intervals import interval_checks
 from fedforest.federated.server import secure_grids
-from fedforest.federated.server.secure_ancestors import _merge_segments
+from fedforest.federated.server.secure_ancestors import ReleasePool, _merge_segments
 from fedforest.federated.server.secure_grids import (
     PairSegments,
     ancestors_kept,
@@ -133,6 +133,9 @@ def test_ancestors_kept_matches_its_twin_level_by_level_in_secure_fits(
         np.testing.assert_array_equal(owner, want_owner)
         np.testing.assert_array_equal(rel, want_rel)
         assert rel.dtype == want_rel.dtype and owner.dtype == want_owner.dtype
+        # The pool the kernel reads: the batch's levels' releases, in the history's order.
+        levels = [np.zeros((0, 3))] + [released.values for _, released, _ in state.history]
+        np.testing.assert_array_equal(state.pool.rows(), np.concatenate(levels))
         m, state.min_rows = state.min_rows, 10**9  # every release is near a tail: all kept
         every = ancestors_releases_numpy(state, node, f, rows)[1].shape[0]
         state.min_rows = m
@@ -150,6 +153,20 @@ def test_ancestors_kept_matches_its_twin_level_by_level_in_secure_fits(
     FedForestRegressor(**kw).fit(X, y, client_ids=rng.integers(0, 4, 1500))
     FedForestClassifier(**kw).fit(X, y > np.median(y), client_ids=rng.integers(0, 3, 1500))
     assert seen["calls"] >= 10 and seen["above"] > 0 and seen["left_out"] > 0
+
+
+def test_release_pool_appends_levels_and_keeps_its_array_across_batches() -> None:
+    rng = np.random.default_rng(3)
+    pool = ReleasePool()
+    for _ in range(2):  # two batches
+        levels = [rng.normal(size=(n, 3)) for n in (0, 700, 5, 3000)]
+        for level in levels:
+            pool.append(level)
+        assert pool.base == list(offsets([lev.shape[0] for lev in levels])[:-1])
+        np.testing.assert_array_equal(pool.rows(), np.concatenate(levels))
+        kept = pool.values
+        pool.clear()
+        assert pool.n == 0 and pool.base == [] and pool.values is kept
 
 
 @pytest.mark.parametrize("ordered", [True, False])

@@ -10,6 +10,7 @@ Moved out of ``secure_grids.py`` (which re-exports the names).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numba
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PARALLEL_EDGES",
+    "ReleasePool",
     "ancestors_kept",
     "ancestors_releases",
     "ancestors_releases_numpy",
@@ -35,6 +37,42 @@ __all__ = [
 #: from this many edges on (``secure_grids`` reads it from here: a test that changes it
 #: sets it in both modules).
 PARALLEL_EDGES = 50_000
+
+
+@dataclass
+class ReleasePool:
+    """A batch's earlier levels' releases, level after level, in one growing array.
+
+    :func:`ancestors_releases` reads every earlier level's releases at each level; joined
+    anew each level, they were copied again at every level (quadratic in depth, each copy
+    fresh memory). ``advance`` appends a level's releases once; the array grows by
+    doubling and is kept across the fit's batches (``clear``), so its pages are first
+    written once a fit, not once a level.
+    """
+
+    values: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 3)))
+    #: Rows in use (``values[:n]``) and each level's first row, in ``history``'s order.
+    n: int = 0
+    base: list[int] = field(default_factory=list)
+
+    def append(self, rows: NDArray[np.float64]) -> None:
+        """A level's releases (threshold, rows below it, the node's rows) after the others."""
+        need = self.n + rows.shape[0]
+        if need > self.values.shape[0]:
+            grown = np.empty((max(2 * need, 1024), 3))
+            grown[: self.n] = self.values[: self.n]
+            self.values = grown
+        self.values[self.n : need] = rows
+        self.base.append(self.n)
+        self.n = need
+
+    def clear(self) -> None:
+        """No level (a new batch); the array is kept."""
+        self.n, self.base = 0, []
+
+    def rows(self) -> NDArray[np.float64]:
+        """Every level's releases (a view: read only)."""
+        return self.values[: self.n]
 
 
 def near_tails(anc: NDArray[np.float64], rows: NDArray[np.float64], m: int) -> NDArray[np.bool_]:
@@ -68,22 +106,21 @@ def ancestors_releases(
     of pairs run in threads, each into a buffer of its own, joined in order: the same rows.
     """
     d, n_lev = state.lo.shape[1], len(state.history)
+    assert len(state.pool.base) == n_lev, "the release pool is one level a history entry"
     up = state.parent[node] if node.size else np.zeros(0, np.int64)
     start = np.zeros((n_lev, node.size), dtype=np.int64)
     end = np.zeros((n_lev, node.size), dtype=np.int64)
-    pool, base = [np.zeros((0, 3))], 0
     for lev, k in enumerate(range(n_lev - 1, -1, -1)):  # lev 0: the parent's level
         parents, released, _ = state.history[k]
+        base = state.pool.base[k]
         there = up >= 0
         seg = np.where(there, released.find(np.where(there, up, 0) * d + f), -1)
         found = seg >= 0
         start[lev, found] = base + released.off[seg[found]]
         end[lev, found] = base + released.off[seg[found] + 1]
-        pool.append(released.values)
-        base += released.values.shape[0]
         up = np.where(there, parents[np.maximum(up, 0)], -1) if parents.size else up * 0 - 1
     n_kept = np.zeros(node.size, dtype=np.int64)
-    all_rel = np.ascontiguousarray(np.concatenate(pool), dtype=np.float64)
+    all_rel = state.pool.rows()
     work = (end - start).sum(axis=0)
     n = n_threads if int(work.sum()) >= PARALLEL_EDGES else 1
 

@@ -35,6 +35,7 @@ from .guides import Guides
 from .missing import MISSING_SPLIT, add_missing_candidates
 from .secure_ancestors import (  # the ancestors' releases (re-exported: tests import them here)
     PARALLEL_EDGES,
+    ReleasePool,
     ancestors_kept,
     ancestors_releases_numpy,
     near_tails,
@@ -124,6 +125,8 @@ class SecureState:
             dict[int, tuple[NDArray[np.float64], NDArray[np.int32]]],
         ]
     ] = field(default_factory=list)
+    #: The same levels' releases joined, level after level (``history``'s order).
+    pool: ReleasePool = field(default_factory=ReleasePool)
     #: The ancestors' releases this level's numeric pairs are checked against: rows
     #: (threshold, the ancestor's rows below it, its rows, 1 for the parent's).
     checks: PairSegments = field(default_factory=lambda: PairSegments.empty(4))
@@ -174,6 +177,7 @@ class SecureState:
         self.measured = self.current = PairSegments.empty()
         self.measured_mass = self.current_mass = PairSegments.empty()
         self.history, self.checks = [], PairSegments.empty(4)
+        self.pool.clear()
         self.released, self.groups, self.cuts = PairSegments.empty(3), {}, _no_cuts()
         self.found_guides = None
 
@@ -531,6 +535,7 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
             lo[c, g] = np.where(t > lo[c, g], t, lo[c, g])
     # This level's parents and releases join the history the children's rule reads.
     state.history.append((state.parent, state.released, state.groups))
+    state.pool.append(state.released.values)
     state.lo, state.hi, state.parent = lo, hi, parent
     state.measured, state.measured_mass = state.current, state.current_mass
     state.current, state.current_mass = PairSegments.empty(), PairSegments.empty()
