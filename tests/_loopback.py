@@ -34,3 +34,28 @@ def loopback_cluster(n_workers: int, **kwargs: Any) -> Any:
         "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
     }
     return LocalCluster(**{**settings, **kwargs})
+
+
+def dask_module_client(module: Any) -> Any:
+    """A generator for a module-scoped fixture: a Client of two single-threaded worker
+    processes on 127.0.0.1, with ``module``'s classes and functions sent to the workers by
+    value (not by import); after it, the workers' processes are checked gone."""
+    import time
+
+    import cloudpickle
+    import psutil
+    from distributed import Client
+
+    cloudpickle.register_pickle_by_value(module)
+    with (
+        loopback_cluster(2) as cluster,
+        Client(cluster, timeout=scaled(60)) as client,
+    ):
+        client.wait_for_workers(2, timeout=scaled(60))
+        yield client
+        pids = list(client.run(os.getpid).values())
+    cloudpickle.unregister_pickle_by_value(module)
+    deadline = time.monotonic() + scaled(10)
+    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if psutil.pid_exists(p)], "worker processes outlived the cluster"

@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
@@ -36,7 +35,7 @@ from fedforest.federated.protocol import GRID, PROTOCOL_VERSION, RECOVER, Messag
 from fedforest.transport.dask import DaskFederation
 from fedforest.transport.dask._wire import from_bytes, to_bytes
 from tests._forests import assert_same_forest
-from tests._loopback import loopback_cluster, scaled
+from tests._loopback import dask_module_client, loopback_cluster, scaled
 
 # Small forests with oob_score=True: some rows are in every bag (expected here).
 pytestmark = pytest.mark.filterwarnings("ignore:.* have no out-of-bag prediction:UserWarning")
@@ -48,20 +47,7 @@ N_ROWS = 360
 @pytest.fixture(scope="module")
 def dask_client() -> Iterator[Client]:
     """Two single-threaded worker processes on 127.0.0.1, closed (and checked gone) after."""
-    # Classes and functions of this module reach the workers by value, not by import.
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    with (
-        loopback_cluster(2) as cluster,
-        Client(cluster, timeout=scaled(60)) as client,
-    ):
-        client.wait_for_workers(2, timeout=scaled(60))
-        yield client
-        pids = list(client.run(os.getpid).values())
-    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-    deadline = time.monotonic() + scaled(10)
-    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [p for p in pids if psutil.pid_exists(p)], "worker processes outlived the cluster"
+    yield from dask_module_client(sys.modules[__name__])
 
 
 # ---------------------------------------------------------------------------- data

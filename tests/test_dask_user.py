@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
@@ -34,7 +33,7 @@ from fedforest.federated.federation import ClientFailure
 from fedforest.federated.protocol import Message
 from fedforest.transport.dask import DaskFederation, _estimators
 from tests._forests import assert_same_forest
-from tests._loopback import loopback_cluster, scaled
+from tests._loopback import dask_module_client, scaled
 
 PARAMS: dict[str, Any] = {"n_estimators": 4, "max_depth": 3, "min_samples_leaf": 3}
 N_ROWS = 400
@@ -43,19 +42,7 @@ N_ROWS = 400
 @pytest.fixture(scope="module")
 def dask_client() -> Iterator[Client]:
     """Two single-threaded worker processes on 127.0.0.1, closed (and checked gone) after."""
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    with (
-        loopback_cluster(2) as cluster,
-        Client(cluster, timeout=scaled(60)) as client,
-    ):
-        client.wait_for_workers(2, timeout=scaled(60))
-        yield client
-        pids = list(client.run(os.getpid).values())
-    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-    deadline = time.monotonic() + scaled(10)
-    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [p for p in pids if psutil.pid_exists(p)], "worker processes outlived the cluster"
+    yield from dask_module_client(sys.modules[__name__])
 
 
 def frame(seed: int = 0) -> tuple[pd.DataFrame, pd.Series, pd.Series, pd.Series]:
