@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .shared import check_out_directory, load_model, model_rows, write_table
+from .shared import check_model_name, check_out_directory, load_model, model_rows, write_table
 
 
 def add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,6 +39,14 @@ def add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     exp.set_defaults(handler=_run_export, command_parser=exp)
 
 
+#: What --to onnx and --to treelite write, and the suffix to give it (an --out ending in a
+#: data file's suffix is refused, as train's is).
+_WRITTEN = {
+    "onnx": ("--to onnx writes an ONNX model", ".onnx"),
+    "treelite": ("--to treelite writes a Treelite checkpoint", ".tl"),
+}
+
+
 def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import numpy as np
     import pandas as pd
@@ -52,6 +60,8 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         parser.error("--dtype goes with --to onnx (the ONNX input's type), and only with it")
     # Not a traceback after the export is built; nor the model or --data replaced by it.
     check_out_directory(args.out, parser, [("MODEL", args.model), ("--data", args.data)])
+    if args.to in _WRITTEN:  # --to shap writes a table: CSV, or Parquet by its suffix
+        check_model_name(args.out, parser, *_WRITTEN[args.to])
     try:
         if args.to == "onnx":
             onnx_model = model.to_onnx(dtype=args.dtype or "float32")

@@ -62,12 +62,21 @@ def usage(exc: BaseException) -> str:
     return text
 
 
-def check_model_name(path: Path, parser: argparse.ArgumentParser) -> None:
-    """A model file's --out must not carry a data file's suffix (it read as one, silently)."""
+def check_model_name(
+    path: Path,
+    parser: argparse.ArgumentParser,
+    written: str = "the model is written as a .ffm file",
+    suffix: str = ".ffm",
+) -> None:
+    """A model's --out must not carry a data file's suffix (it read as one, silently).
+
+    ``written`` says what is written there instead and ``suffix`` the name to give: ``train``'s
+    .ffm file by default, ``export``'s ONNX model or Treelite checkpoint.
+    """
     if path.suffix.lower() in DATA_SUFFIXES:
         parser.error(
-            f"--out {str(path)!r} ends in {path.suffix}, a data file's suffix, but the model "
-            f"is written as a .ffm file (no CSV nor Parquet): give {path.stem + '.ffm'!r}"
+            f"--out {str(path)!r} ends in {path.suffix}, a data file's suffix, but {written} "
+            f"(no CSV nor Parquet): give {path.stem + suffix!r}"
         )
 
 
