@@ -61,10 +61,16 @@ class ClientFailure(RuntimeError):
         self.reasons = {client: drop_reason(cause, kind), **(reasons or {})}
         others = [name for name in self.failed if name != client]
         also = f" (also failed: {', '.join(map(repr, others))})" if others else ""
-        super().__init__(
-            f"Client {client!r} failed in round {round_index} ({kind}): "
-            f"{type(cause).__name__}: {cause}{also}"
-        )
+        # A cause that names this client and round itself (the server's InvalidReply) is
+        # the text: "Client 'c' failed in round 1 (...): InvalidReply: Client 'c' sent an
+        # invalid reply in round 1 (...)" said both twice.
+        named = getattr(cause, "client", None) == client
+        if named and getattr(cause, "round_index", None) == round_index:
+            text = f"{cause}"
+        else:
+            text = f"Client {client!r} failed in round {round_index} ({kind}): "
+            text += f"{type(cause).__name__}: {cause}"
+        super().__init__(f"{text}{also}")
         self.client = client
         self.kind = kind
         self.round_index = round_index
