@@ -551,7 +551,9 @@ def encode_labels(y: Any) -> tuple[NDArray[np.int64], Any]:
         codes = np.column_stack([inverse for _, inverse in found]).astype(np.int64)
         return codes, [labels for labels, _ in found]
     y = column_or_1d(y, warn=True)
-    check_classification_targets(y)
+    # As a column, as scikit-learn's forests check it: the check refuses bytes labels
+    # of a 1-D y ("labels represented as bytes"), which those forests fit.
+    check_classification_targets(y.reshape(-1, 1))
     labels, encoded = np.unique(y, return_inverse=True)
     return encoded.astype(np.int64), labels
 

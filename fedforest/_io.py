@@ -116,6 +116,7 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> None:
         raise TypeError(f"save_model stores fedforest estimators only, got {kind}.")
     names = getattr(model, "feature_names_in_", None)
     classes = getattr(model, "classes_", None)
+    _check_label_kind(classes)
     header = {
         "kind": kind,
         # A callable oob_score is code, not data: the file says True (its score is saved).
@@ -380,6 +381,21 @@ def _importances(extra: dict[str, NDArray[Any]], d: int) -> NDArray[np.float64]:
             "finite floats >= 0"
         )
     return np.asarray(imp, dtype=np.float64)
+
+
+def _check_label_kind(classes: Any) -> None:
+    """Refuse labels a file cannot give back, before anything is written.
+
+    Dates, durations and bytes (``fit`` takes them, as scikit-learn's forests do): dates
+    loaded as their integers, silently, and durations and bytes failed in the header's writer.
+    """
+    for labels in classes if isinstance(classes, list) else [classes]:
+        if labels is not None and np.asarray(labels).dtype.kind in "MmS":
+            raise ValueError(
+                f"classes_ has dtype {np.asarray(labels).dtype}, which a model file cannot "
+                "keep (it keeps labels as text, numbers or bools): fit on y as text or "
+                "integers (y.astype(str), say) to save the model."
+            )
 
 
 def _class_list(classes: Any) -> list[Any] | None:

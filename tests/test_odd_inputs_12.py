@@ -7,17 +7,23 @@ Each test failed on b055cb4 (main):
 - under ``on_client_failure="drop"``, an invalid reply's warning named the client and the
   round twice: "Client 'c' failed in round 1 (round_a): InvalidReply: Client 'c' sent an
   invalid reply in round 1 (round_a): ...";
+- ``fit`` refused bytes class labels with the ``TypeError`` of scikit-learn's check of a
+  1-D ``y`` ("labels represented as bytes"), which its forests fit (they check a column);
+- ``save`` of a classifier fitted on dates wrote them as their integers, so the loaded
+  model predicted ``int64``, silently; durations and bytes failed in the header's writer.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.ensemble import RandomForestClassifier
 
 import fedforest as ff
 from fedforest.cli import main
@@ -96,3 +102,38 @@ def test_a_dropped_invalid_reply_names_its_client_and_round_once(
     assert said.startswith(f"Client 'c' sent an invalid reply in round {round_index} ({ROUND_A}): ")
     assert said.count("'c'") == 2 and said.count(f"round {round_index}") == 1, said
     assert said.endswith("training goes on without 'c', with 2 client(s).")
+
+
+def _labelled(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    X, _ = _regression(n=120)
+    return X, labels[(X[:, 0] > 0).astype(int)]
+
+
+@pytest.mark.parametrize("privacy", ["none", "secure"])
+def test_fit_takes_bytes_labels_as_scikit_learn(privacy: str) -> None:
+    X, y = _labelled(np.array([b"no", b"yes"]))
+    model = ff.FedForestClassifier(n_estimators=3, random_state=0, privacy=privacy).fit(X, y)
+    reference = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    assert model.classes_.dtype == reference.classes_.dtype
+    np.testing.assert_array_equal(model.classes_, reference.classes_)
+    assert model.predict(X).dtype == reference.predict(X).dtype
+    assert (model.predict(X) == y).mean() > 0.9
+
+
+_UNSAVABLE = {
+    "dates": np.array(["2020-01-01", "2021-06-01"], dtype="datetime64[ns]"),
+    "durations": np.array([1, 2], dtype="timedelta64[s]"),
+    "bytes": np.array([b"no", b"yes"]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_UNSAVABLE))
+def test_save_refuses_labels_a_file_cannot_give_back(kind: str, tmp_path: Path) -> None:
+    X, y = _labelled(_UNSAVABLE[kind])
+    model = ff.FedForestClassifier(n_estimators=2, random_state=0, privacy="none").fit(X, y)
+    path = tmp_path / "m.ffm"
+    with pytest.raises(
+        ValueError, match=re.escape(f"classes_ has dtype {model.classes_.dtype}, which")
+    ):
+        model.save(path)
+    assert not path.exists()
