@@ -183,7 +183,7 @@ def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
         return np.asarray(
             validate_data(est, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
         )
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:  # a date column: NumPy's DTypePromotionError
         if isinstance(X, pd.DataFrame):  # categorical columns are codes by now
             for column, dtype in zip(X.columns, X.dtypes, strict=True):
                 if not pd.api.types.is_numeric_dtype(dtype):

@@ -10,13 +10,16 @@ Each test failed on b055cb4 (main):
 - ``fit`` refused bytes class labels with the ``TypeError`` of scikit-learn's check of a
   1-D ``y`` ("labels represented as bytes"), which its forests fit (they check a column);
 - ``save`` of a classifier fitted on dates wrote them as their integers, so the loaded
-  model predicted ``int64``, silently; durations and bytes failed in the header's writer.
+  model predicted ``int64``, silently; durations and bytes failed in the header's writer;
+- ``predict`` on a DataFrame with a date column raised NumPy's ``DTypePromotionError``
+  (a ``TypeError`` naming no column), where ``fit`` names the column and its dtype.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +140,18 @@ def test_save_refuses_labels_a_file_cannot_give_back(kind: str, tmp_path: Path) 
     ):
         model.save(path)
     assert not path.exists()
+
+
+@pytest.mark.parametrize("fitted_on", ["frame", "array"])
+def test_predict_names_a_date_column_as_fit_does(fitted_on: str) -> None:
+    X, y = _regression()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    model = ff.FedForestRegressor(n_estimators=2, random_state=0, privacy="none")
+    model.fit(frame if fitted_on == "frame" else X, y)
+    dated = frame.assign(b=pd.date_range("2020-01-01", periods=len(frame)))
+    with (
+        pytest.raises(ValueError, match="Column 'b' of X has dtype datetime64"),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", UserWarning)  # the array's model: no feature names
+        model.predict(dated)
