@@ -117,8 +117,11 @@ split_rule : {"exact", "avgimp", "auto"}, default="exact"
     server averages them weighted by node counts (cheaper, for iid clients; 2 scalars per
     candidate). "auto": runs :func:`fedforest.diagnose` first and picks AvgImp + Top-L
     only when neither covariate shift nor outcome heterogeneity is detected (and turns
-    on ``split_on_client`` when outcome heterogeneity is); see ``split_rule_`` and
-    ``diagnostics_``.
+    on ``split_on_client`` when outcome heterogeneity is) and the other settings take
+    them (not with class weights, ``min_weight_fraction_leaf``, ``monotonic_cst``, Poisson,
+    ``binning="global"`` or ``n_bins=None``); the exact rule for a multi-output regression
+    y, which the diagnostics do not test. See ``split_rule_`` and ``diagnostics_`` (None
+    then).
 top_l : int or None, default=None
     Top-L shortlisting: each client reports its L best sampled features per node (local
     gains at its own sketch points); the server evaluates only their union.

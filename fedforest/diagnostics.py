@@ -35,11 +35,11 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 from sklearn.utils import check_random_state
 
-from ._common import STAT_ROWS, is_int_in
+from ._common import STAT_ROWS, STAT_TASK, count_columns, is_int_in
 from ._inputs import take_rows
 from .federated.client import Client
 from .federated.federation import Federation
-from .federated.protocol import ROUND_A, ROUND_B, Message, unpack_increments
+from .federated.protocol import HANDSHAKE, ROUND_A, ROUND_B, Message, unpack_increments
 from .federated.row_clients import client_index
 from .federated.server.config import GrowerConfig
 from .federated.server.grower import grow_forest
@@ -74,6 +74,8 @@ class DiagnosticReport:
         Level at which :attr:`covariate_shift` and :attr:`outcome_heterogeneity` reject.
     rounds, megabytes : int, float
         Communication spent on the diagnostic tree.
+    n_features : int
+        The federation's features (``split_rule="auto"`` caps its Top-L at them).
     """
 
     covariate_shift_pvalue: float
@@ -86,6 +88,7 @@ class DiagnosticReport:
     alpha: float = 0.05
     rounds: int = 0
     megabytes: float = 0.0
+    n_features: int = 0
 
     @property
     def covariate_shift(self) -> bool:
@@ -119,14 +122,18 @@ class DiagnosticReport:
         )
 
 
+class MultiOutputTargets(ValueError):
+    """diagnose on a regression y of several columns: its tests read one output."""
+
+
 class _RootRecorder(Federation):
     """Passes messages through; keeps the first Round A and B (the diagnostic tree's root).
 
     These are what the server receives anyway under ``privacy="none"``.
     """
 
-    def __init__(self, inner: Federation) -> None:
-        self.inner = inner
+    def __init__(self, inner: Federation, task: str) -> None:
+        self.inner, self.task = inner, task
         self.seen: dict[str, tuple[dict[str, Message], dict[str, Message]]] = {}
 
     @property
@@ -145,8 +152,17 @@ class _RootRecorder(Federation):
         """The inner federation's replies; the root's rounds are kept."""
         replies = self.inner.send_and_receive(requests, round_index)
         kind = next(iter(requests.values())).kind
-        if kind in (ROUND_A, ROUND_B) and kind not in self.seen:
+        if kind in (HANDSHAKE, ROUND_A, ROUND_B) and kind not in self.seen:
             self.seen[kind] = (dict(requests), dict(replies))
+        if kind == HANDSHAKE and self.task == "regression":  # before the tree grows: its
+            # out-of-bag round refused the leaves' sums of every output as a client's lie
+            for name in sorted(replies):
+                outputs = replies[name].header.get("n_outputs", 1)
+                if isinstance(outputs, int) and outputs > 1:
+                    raise MultiOutputTargets(
+                        f"diagnose tests one output, but client {name!r} holds a y of "
+                        f"{outputs} columns; give one column (y[:, j]) to test that output."
+                    )
         return replies
 
 
@@ -250,7 +266,7 @@ def diagnose(
     _check_sizes(max_depth, min_samples_leaf, alpha)
     max_depth = None if max_depth is None else int(max_depth)
     seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
-    fed = _RootRecorder(_federation(X, y, client_ids, federation, n_jobs))
+    fed = _RootRecorder(_federation(X, y, client_ids, federation, n_jobs), task)
     with warnings.catch_warnings():
         # One tree: about a third of the rows is in its bag, as intended (the OOB round's
         # "drawn by every tree" warning is for forests).
@@ -270,6 +286,7 @@ def diagnose(
         alpha=alpha,
         rounds=result.ledger.rounds,
         megabytes=result.ledger.total_megabytes,
+        n_features=result.n_features,
     )
 
 
@@ -318,10 +335,13 @@ def _root_tables(
     pair_off = np.asarray(request_a.arrays["pair_off"], dtype=np.int64)
     n_pairs = int(pair_off[1] - pair_off[0])  # the first tree's root: slot 0
     per_feature: list[list[NDArray[np.float64]]] = [[] for _ in range(n_pairs)]
+    # With sample weights only the row count is an integer column (it read every class
+    # count as one: "left_counts ... has shape (54, 1); expected (54, 5)").
+    weighted = any(rep.header.get("weighted", False) for rep in seen[HANDSHAKE][1].values())
     for name in sorted(replies_b):
         summary = np.asarray(replies_a[name].arrays["summary"])
         s = summary.shape[1]
-        n_count = 2 if task == "regression" else s
+        n_count = count_columns(0 if task == "regression" else s - STAT_TASK, weighted)
         cand_off = np.asarray(requests_b[name].arrays["cand_off"], dtype=np.int64)
         n_cand = int(cand_off[-1])
         pos, counts, _ = unpack_increments(replies_b[name], "left", n_cand, s, n_count, name)

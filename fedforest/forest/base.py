@@ -45,7 +45,7 @@ from .._inputs import (
     with_codes,
 )
 from .._io import save_model
-from ..diagnostics import diagnose
+from ..diagnostics import DiagnosticReport, MultiOutputTargets, diagnose
 from ..federated.categorical import categorical_columns
 from ..federated.cells import refuse_nested
 from ..federated.client import Client
@@ -141,6 +141,24 @@ def _client_code(index: dict[str, int], label: Any) -> int:
         if float(label).is_integer():
             code = index.get(str(int(label)), index.get(str(float(label))))
     return -1 if code is None else code
+
+
+def _avgimp_fits(cfg: GrowerConfig) -> bool:
+    """Whether the settings take AvgImp + Top-L, which ``split_rule="auto"`` may pick.
+
+    AvgImp sums no weights and sees no children's values (class_weight,
+    min_weight_fraction_leaf, monotonic_cst, Poisson); Top-L needs the clients' sketches
+    (not binning="global" nor n_bins=None).
+    """
+    monotonic = cfg.monotonic_cst is not None and bool(np.any(np.asarray(cfg.monotonic_cst)))
+    return not (
+        cfg.class_weight is not None
+        or cfg.min_weight_fraction_leaf
+        or monotonic
+        or cfg.criterion == "poisson"
+        or cfg.binning == "global"
+        or cfg.n_bins is None
+    )
 
 
 class _BaseFedForest(EnsembleMixin, BaseEstimator):
@@ -476,7 +494,21 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         if cfg.privacy != "none":
             check_config(cfg)  # before anything reaches the clients
         if self.split_rule == "auto":
-            report = diagnose(
+            cfg = self._auto_rule(fed, cfg)
+        self.split_rule_ = cfg.split_rule
+        return grow_forest(fed, cfg, *((warm["trees_"], warm.get("_guides_")) if warm else ()))
+
+    def _auto_rule(self, fed: Federation, cfg: GrowerConfig) -> GrowerConfig:
+        """``split_rule="auto"``: the diagnostics, then the rule they and the settings allow.
+
+        AvgImp + Top-L (L = 3, or every feature of fewer: 3 on 2 features was refused, "top_l
+        must be in [1, n_features]", a parameter the user had not set) only when neither
+        test rejects and the settings take them (else auto's pick was refused, naming
+        "avgimp"); H-splits when outcomes differ by client. A multi-output regression y,
+        which the diagnostics do not test, gets the exact rule (``diagnostics_`` None).
+        """
+        try:
+            report: DiagnosticReport | None = diagnose(
                 federation=fed,
                 privacy="none",
                 task=cfg.task,
@@ -484,18 +516,19 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 min_samples_leaf=cfg.min_samples_leaf,
                 random_state=cfg.seed,
             )
-            # The fast iid variants only when neither test rejects; H-splits when outcomes
-            # differ by client.
-            iid = not (report.covariate_shift or report.outcome_heterogeneity)
-            cfg = replace(
-                cfg,
-                split_rule="avgimp" if iid else "exact",
-                top_l=(self.top_l or 3) if iid else self.top_l,
-                split_on_client=self.split_on_client or report.outcome_heterogeneity,
-            )
-            self.diagnostics_ = report
-        self.split_rule_ = cfg.split_rule
-        return grow_forest(fed, cfg, *((warm["trees_"], warm.get("_guides_")) if warm else ()))
+        except MultiOutputTargets:
+            report = None
+        differ = report is not None and report.outcome_heterogeneity
+        iid = report is not None and not (report.covariate_shift or differ)
+        iid = iid and _avgimp_fits(cfg)
+        d = report.n_features if report is not None else 3
+        self.diagnostics_ = report
+        return replace(
+            cfg,
+            split_rule="avgimp" if iid else "exact",
+            top_l=(self.top_l or min(3, d)) if iid else self.top_l,
+            split_on_client=self.split_on_client or differ,
+        )
 
     def _check_settings(self) -> None:
         """The checks every fit starts with (``fit`` and ``fit_federated`` alike)."""

@@ -81,9 +81,9 @@ def check_values(raw: Any, split_rule: str) -> None:
         )
     if split_rule == "avgimp" and np.any(cst != 0):
         raise ValueError(
-            'monotonic_cst is not available with split_rule="avgimp" (which "auto" picks for '
-            "clients alike): AvgImp chooses a split before it knows its children's values, "
-            'which the constraints compare. Use split_rule="exact".'
+            'monotonic_cst is not available with split_rule="avgimp" ("auto" does not pick it '
+            "then): AvgImp chooses a split before it knows its children's values, which the "
+            'constraints compare. Use split_rule="exact".'
         )
 
 
