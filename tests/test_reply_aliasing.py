@@ -104,8 +104,11 @@ class ScratchPoisoner(RecordingFederation):
         return replies
 
 
-@pytest.mark.parametrize(("classifier", "n_jobs"), [(False, 1), (True, 2)])
-def test_no_scratch_view_is_kept_across_rounds(classifier, n_jobs) -> None:
+@pytest.mark.parametrize(
+    ("privacy", "classifier", "n_jobs"),
+    [("secure", False, 1), ("secure", True, 2), ("none", False, 1)],
+)
+def test_no_scratch_view_is_kept_across_rounds(privacy, classifier, n_jobs) -> None:
     # Round A's pooled histograms were a scratch view read again in Round B and in
     # keep_histograms (after Round B's exchange): poisoned, the next level's grids changed.
     rng = np.random.default_rng(11)
@@ -120,8 +123,7 @@ def test_no_scratch_view_is_kept_across_rounds(classifier, n_jobs) -> None:
         clients = [ff.Client(X[h == k], y[h == k], name=str(k)) for k in range(n_clients)]
         fed = ff.LocalFederation(clients, n_jobs=n_jobs)
         fed = ScratchPoisoner(fed) if poison else fed
-        model = Est(n_estimators=4, max_depth=6, n_jobs=n_jobs, random_state=0)
+        model = Est(n_estimators=4, max_depth=6, privacy=privacy, n_jobs=n_jobs, random_state=0)
         model.fit_federated(fed)
-        assert model.privacy == "secure"
         out.append(model.predict_proba(X) if classifier else model.predict(X))
     np.testing.assert_array_equal(out[0], out[1])
