@@ -171,3 +171,45 @@ def test_guide_windows_are_each_querys_interpolation() -> None:
         r = np.interp(first[i : i + 1], edges[f], c)
         assert w_lo[i] == np.interp(r - 6.0, c, edges[f])[0]
         assert w_hi[i] == np.interp(r + 6.0, c, edges[f])[0]
+
+
+def test_tree_builders_room_changes_no_array() -> None:
+    # A builder started with a depth's whole room (first_room) and one grown from 1 node
+    # by doubling hold the same nodes once the same splits are added.
+    from fedforest.federated.server.tree_builder import _TreeBuilder, first_room
+
+    assert first_room(8) == 2**9 - 1 and first_room(2) == 64 and first_room(None) == 64
+    assert first_room(40) == first_room(10) >= 2**10 - 1
+    root = np.random.default_rng(3).normal(size=4)
+    trees = []
+    for room in (1, first_room(6)):
+        b = _TreeBuilder(room)
+        b.add(root)
+        draw = np.random.default_rng(5)
+        frontier = np.array([0])
+        for _ in range(6):
+            m = frontier.size
+            left, right = draw.normal(size=(m, 4)), draw.normal(size=(m, 4))
+            base = b.add_children(left, right)
+            children = base + np.arange(2 * m).reshape(-1, 2)
+            feat = draw.integers(0, 5, m).astype(np.int32)
+            b.set_splits(frontier, feat, draw.normal(size=m), np.zeros(m, np.uint8), children)
+            frontier = children.ravel()
+        trees.append(b)
+    a, z = trees
+    assert a.n == z.n == 2**7 - 1 and z.feature.size == first_room(6)  # never grown
+    for name in ("feature", "threshold", "left", "right", "missing_left", "known"):
+        np.testing.assert_array_equal(getattr(a, name)[: a.n], getattr(z, name)[: z.n])
+    np.testing.assert_array_equal(a.stats, z.stats)
+
+
+def test_mask_neighbours_are_the_circulant_graphs_each_call() -> None:
+    # Cached per (name, peers): each call still gets its own list, as before the cache.
+    from fedforest.federated.privacy.secagg import mask_neighbours
+
+    names = [f"c{i:02d}" for i in range(10)]
+    first = mask_neighbours("c03", names)
+    assert first == ["c01", "c02", "c04", "c05"]  # d = ceil(log2(10) / 2) = 2 each side
+    first.append("x")
+    assert mask_neighbours("c03", list(reversed(names))) == ["c01", "c02", "c04", "c05"]
+    assert mask_neighbours("zz", names) == []

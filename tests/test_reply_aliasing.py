@@ -87,3 +87,43 @@ def test_scratch_is_reused_and_grows() -> None:
     assert d.dtype == np.int64 and not np.shares_memory(c, d)
     scratch.release()
     assert not np.shares_memory(d, scratch.scratch("test-buffer", 10, np.int64))
+
+
+class ScratchPoisoner(RecordingFederation):
+    """Delivers everything, then fills every thread's scratch memory with garbage.
+
+    Each round's replies are in: a scratch view the server still held from before (kept
+    across rounds, which ``scratch.py`` forbids) would now read NaN or huge integers.
+    """
+
+    def send_and_receive(self, requests: dict[str, Message], round_index: int):
+        replies = super().send_and_receive(requests, round_index)
+        for buffers in scratch._BUFFERS.values():
+            for buf in buffers.values():
+                buf.fill(np.nan if buf.dtype.kind == "f" else -1 if buf.dtype.kind == "i" else 1)
+        return replies
+
+
+@pytest.mark.parametrize(
+    ("privacy", "classifier", "n_jobs"),
+    [("secure", False, 1), ("secure", True, 2), ("none", False, 1)],
+)
+def test_no_scratch_view_is_kept_across_rounds(privacy, classifier, n_jobs) -> None:
+    # Round A's pooled histograms were a scratch view read again in Round B and in
+    # keep_histograms (after Round B's exchange): poisoned, the next level's grids changed.
+    rng = np.random.default_rng(11)
+    n, n_clients = 2000, 4
+    X = rng.normal(size=(n, 5))
+    s = X[:, 0] + np.sin(2 * X[:, 1]) + 0.3 * rng.normal(size=n)
+    y = (s > 0).astype(int) if classifier else s
+    h = rng.integers(0, n_clients, n)
+    Est = ff.FedForestClassifier if classifier else ff.FedForestRegressor
+    out = []
+    for poison in (False, True):
+        clients = [ff.Client(X[h == k], y[h == k], name=str(k)) for k in range(n_clients)]
+        fed = ff.LocalFederation(clients, n_jobs=n_jobs)
+        fed = ScratchPoisoner(fed) if poison else fed
+        model = Est(n_estimators=4, max_depth=6, privacy=privacy, n_jobs=n_jobs, random_state=0)
+        model.fit_federated(fed)
+        out.append(model.predict_proba(X) if classifier else model.predict(X))
+    np.testing.assert_array_equal(out[0], out[1])

@@ -24,6 +24,9 @@ def test_work_ranges_cover_the_items_in_order_with_balanced_work(n_parts: int) -
     shares = [int(work[a:b].sum()) for a, b in parts]
     assert max(shares) <= work.sum() / n_parts + work.max()  # no range far above its share
     assert threads.work_ranges(np.zeros(0, dtype=np.int64), 2) == [(0, 0)]
+    for n in (0, 1):  # one part: every item in one range, as the searches gave it
+        assert threads.work_ranges(np.zeros(0, dtype=np.int64), n) == [(0, 0)]
+        assert threads.work_ranges(work, n) == [(0, work.size)]
 
 
 def test_add_in_order_in_threads_is_the_same_sum(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -62,6 +62,8 @@ def work_ranges(work: NDArray[np.int64], n_parts: int) -> list[tuple[int, int]]:
     For kernels whose items (pairs) are independent, run on those ranges in threads; empty
     ranges are left out (so fewer than ``n_parts`` may come back, one for no work at all).
     """
+    if n_parts <= 1:  # one range (every call at n_jobs=1): no cumulative sum, no search
+        return [(0, int(work.size))]
     cum = np.cumsum(work, dtype=np.float64)
     total = float(cum[-1]) if cum.size else 0.0
     cuts = np.searchsorted(cum, total * np.arange(1, max(n_parts, 1)) / max(n_parts, 1))

@@ -52,7 +52,7 @@ from .resolve import (
     root_constant,
 )
 from .secure_sums import SetUpDropped
-from .tree_builder import _Frontier, _TreeBuilder
+from .tree_builder import _Frontier, _TreeBuilder, first_room
 from .weights import set_up_class_weights
 
 __all__ = ["GrowerConfig", "ForestResult", "forest_importances", "grow_forest"]
@@ -171,7 +171,8 @@ def grow_forest(
     cfg = set_up_class_weights(cfg, schema, ctx)  # once the class counts are known
     ctx["root_constant"] = root_constant(schema, ctx)
     start = cfg.first_tree
-    builders = [_TreeBuilder() for _ in range(start, cfg.n_estimators)]
+    room = first_room(cfg.max_depth)
+    builders = [_TreeBuilder(room) for _ in range(start, cfg.n_estimators)]
     batch = cfg.tree_batch_size or len(builders) or 1
     n_levels = (cfg.max_depth or 0) * -(-len(builders) // batch)
     with progress_bar(
@@ -199,7 +200,8 @@ def grow_forest(
                     )
                     break
                 except SetUpDropped:  # nothing grown yet: the batch from scratch
-                    builders[first - start : last - start] = [_TreeBuilder() for _ in sub["rngs"]]
+                    fresh = [_TreeBuilder(room) for _ in sub["rngs"]]
+                    builders[first - start : last - start] = fresh
                     ctx["rngs"][first:last] = [
                         np.random.default_rng([cfg.seed, t, 1]) for t in range(first, last)
                     ]

@@ -27,6 +27,7 @@ from ..privacy.grids import (
     quantile_grids_at,
     searchsorted_segments,
 )
+from ..scratch import ROOM
 from ..threads import join_ranges, thread_map, work_ranges
 from .config import GrowerConfig
 from .grid_bounds import outside as _outside
@@ -161,6 +162,11 @@ class SecureState:
     #: The level's guides as :func:`node_grids` found them, per numeric pair: its index,
     #: the query (tree, feature, path bounds), offsets and thresholds (:func:`level_guides`).
     found_guides: tuple[NDArray[Any], ...] | None = None
+    #: Round A's pooled histograms (rows, weight per edge) are unpacked into this buffer
+    #: (:meth:`hist_room`), which the state owns: ``LevelA.cum`` is read again in Round B
+    #: and :func:`keep_histograms`, after other calls of the thread (the clients answering
+    #: in it) may have taken its scratch memory (``scratch.py``: no view kept across rounds).
+    hist_buffer: NDArray[np.float64] = field(default_factory=lambda: np.empty(0))
     #: The root distributions as segments (key: the feature), for :func:`node_grids`.
     root_pool: PairSegments = field(init=False)
     root_pool_mass: PairSegments = field(init=False)
@@ -180,6 +186,17 @@ class SecureState:
         self.pool.clear()
         self.released, self.groups, self.cuts = PairSegments.empty(3), {}, _no_cuts()
         self.found_guides = None
+
+    def hist_room(self, n_edges: int) -> NDArray[np.float64]:
+        """Room for a level's pooled histograms, shape (n_edges, 2), reused level after level.
+
+        Valid until this state's next Round A (the next level's, after this level's Round B
+        and :func:`keep_histograms`); grown, with ``scratch.ROOM`` times the room, when a
+        level needs more, so its pages are faulted in a few times a fit, not every level.
+        """
+        if self.hist_buffer.size < 2 * n_edges:
+            self.hist_buffer = np.empty(ROOM * 2 * n_edges)
+        return self.hist_buffer[: 2 * n_edges].reshape(n_edges, 2)
 
     def ancestors_groups(self, node: int, f: int) -> list[Groups]:
         """The category groups the ancestors of ``node`` (a slot) released on feature ``f``."""

@@ -23,7 +23,6 @@ from ..privacy.secagg import (
     HALF_BITS,
 )
 from ..protocol import ROUND_A, CommunicationLedger, Message
-from ..scratch import scratch
 from .checks import check_class_blocks
 from .config import GrowerConfig
 from .denoise import (
@@ -169,7 +168,7 @@ def round_a(
         return LevelA(zero, grid_off, grid, np.zeros((grid.size, 2)), bool(rows_hist(ctx)))
     summary = sums["summary"]
     n_jobs = effective_n_jobs(cfg.n_jobs)
-    room = scratch("pooled-hist", 2 * int(grid_off[-1]), np.float64).reshape(-1, 2)  # this level
+    room = state.hist_room(int(grid_off[-1]))  # owned by the state: read again in Round B
     cum = unpack_hist(sums["hist"], grid_off, half, n_jobs, room) if packed else sums["hist"]
     if cfg.privacy != "dp":
         check_pooled_rows(summary, state.n_rows, "Round A's node summaries")
