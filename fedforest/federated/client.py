@@ -515,9 +515,6 @@ class Client:
         self._fit = None
         self._oob_setup = None
         self._excluded = set()
-        if self._secure is not None:  # its kept bins' memory (client_kept.KeptRoom)
-            self._secure.kept = None
-            self._secure.room.release()
 
 
 def _client_name(name: Any) -> str:

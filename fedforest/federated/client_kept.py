@@ -16,12 +16,6 @@ drops. It lives in the process only, never in ``SecureParty.to_state``: a client
 restored between the rounds (Flower's ClientApp in a fresh process per message), a
 Round B of another level or fit, slots that changed, a pair whose grid descends or a
 Round B sent with float candidates bins the rows as before (the same words).
-
-The bins and the slots' copy live in the party's :class:`KeptRoom`, reused level after
-level (each level's were fresh pages, faulted in again: 0.6 s of system CPU in a
-100,000-row fit, docs/benchmarks-history.md); a party's, not a thread's scratch
-(:mod:`.scratch`), since the bins outlive Round A's call until Round B, while the thread
-answers the other clients.
 """
 
 from __future__ import annotations
@@ -45,7 +39,6 @@ from .client_kernels import (
 from .client_words import add_words, packed_words, row_words, whole_words
 from .kernel_cache import cache_depends_on
 from .privacy.secagg import pack_counts, to_fixed
-from .scratch import ROOM
 
 if TYPE_CHECKING:
     from .client import Client, _Fit
@@ -56,7 +49,6 @@ __all__ = [
     "KEPT_UNPACKED",
     "KEPT_UNUSABLE",
     "KeptBins",
-    "KeptRoom",
     "keep_bins",
     "kept_words",
     "left_stats_kept",
@@ -101,48 +93,17 @@ class KeptBins:
         )
 
 
-class KeptRoom:
-    """One party's memory for its kept bins, reused by every level of its fit.
-
-    A view it hands out is valid until the party asks for the same name again (the next
-    level's Round A, when the last level's :class:`KeptBins` is dropped); ``release()``
-    at the fit's end.
-    """
-
-    def __init__(self, room: int = ROOM) -> None:
-        self.room = room
-        self._buffers: dict[str, NDArray[Any]] = {}
-
-    def take(self, name: str, n: int, dtype: Any) -> NDArray[Any]:
-        """``n`` items of ``dtype`` (1-D, uninitialised), grown ``room`` times when short."""
-        buf = self._buffers.get(name)
-        if buf is None or buf.dtype != np.dtype(dtype) or buf.size < n:
-            buf = self._buffers[name] = np.empty(max(self.room * n, 1), dtype=dtype)
-        return buf[:n]
-
-    def release(self) -> None:
-        """Drop the buffers (their memory goes back to the system)."""
-        self._buffers.clear()
-
-
-def keep_bins(fit: _Fit, room: KeptRoom | None = None) -> KeptBins:
-    """Room for the bins of every pair of ``fit``'s level (its rows and pairs as set).
-
-    In ``room`` if given (the last level's :class:`KeptBins` from it then dead).
-    """
+def keep_bins(fit: _Fit) -> KeptBins:
+    """Room for the bins of every pair of ``fit``'s level (its rows and pairs as set)."""
     assert fit.pair_off is not None and fit.pair_feat is not None
     pair_off = np.asarray(fit.pair_off, dtype=np.int64)
     n_slots = pair_off.size - 1
     node_rows = np.bincount(fit.slot[fit.slot >= 0], minlength=n_slots)[:n_slots]
     off = np.zeros(int(pair_off[-1]) + 1, dtype=np.int64)
     np.cumsum(np.repeat(node_rows, np.diff(pair_off)), out=off[1:])
-    room = KeptRoom(1) if room is None else room
-    bins = room.take("bins", int(off[-1]), np.int32)
-    ok = room.take("ok", off.size - 1, np.uint8)
-    ok[:] = 0
-    slot = room.take("slot", fit.slot.size, fit.slot.dtype)
-    slot[:] = fit.slot
-    return KeptBins(fit, fit.level_wire, fit.pair_feat, slot, bins, off, ok)
+    bins = np.empty(int(off[-1]), dtype=np.int32)
+    ok = np.zeros(off.size - 1, dtype=np.uint8)
+    return KeptBins(fit, fit.level_wire, fit.pair_feat, fit.slot.copy(), bins, off, ok)
 
 
 @numba.njit(nogil=True, cache=True)

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_TASK, STAT_WEIGHT, is_int_in, n_stats
 from . import client_kernels as K
-from .client_kept import KEPT_DONE, KeptBins, KeptRoom, keep_bins, kept_words
+from .client_kept import KEPT_DONE, KeptBins, keep_bins, kept_words
 from .client_packed import left_words
 from .client_secrets import (
     DATA_TAG_WORDS,
@@ -145,7 +145,6 @@ class SecureParty:
         self._rng = np.random.default_rng(secrets.randbits(128))
         #: Round A's bins of the level, for its Round B (:mod:`.client_kept`; not in to_state).
         self.kept: KeptBins | None = None
-        self.room = KeptRoom()  # the kept bins' memory, every level's (released by finish)
 
     def bootstrap_secret(self) -> int:
         """The secret the bootstrap draws are seeded with (bound at the set-up)."""
@@ -196,7 +195,7 @@ class SecureParty:
         party.y_center, party.y_scale = _standard(center), _standard(scale)
         party.dp = json.loads(str(dp))
         party._rng = np.random.default_rng(secrets.randbits(128))
-        party.kept, party.room = None, KeptRoom()  # Round B bins anew
+        party.kept = None  # Round B bins anew
         return party
 
     # ------------------------------------------------------------------ masking
@@ -546,7 +545,7 @@ class SecureParty:
         assert edges is not None
         ok = []
         kernel: Any = left_words
-        binned = keep_bins(fit, self.room) if keep else None
+        binned = keep_bins(fit) if keep else None
 
         def run(args: tuple[Any, ...], lo: int, hi: int) -> None:
             ok.append(kernel(*args, scale, out[lo:hi], None if binned is None else binned.arrays()))
