@@ -303,7 +303,7 @@ def run(args: argparse.Namespace) -> int:
             return run_all(reps=args.reps, out=args.out, seed=args.seed, n_jobs=args.n_jobs)
         run_experiment(args.name, reps=args.reps, out=args.out, seed=args.seed, n_jobs=args.n_jobs)
     except KeyboardInterrupt as exc:
-        kept = str(exc) or "interrupted"
-        print(f"\nfedforest experiment: {kept}; rerun the same command to go on", file=sys.stderr)
+        kept = str(exc) or "interrupted; rerun the same command to go on"
+        print(f"\nfedforest experiment: {kept}", file=sys.stderr)
         return 130
     return 0
