@@ -166,7 +166,7 @@ def run_all(
         if _finished(out, name) == (r, seed):
             echo(f"[{i}/{n}] {name}: done, {out / name}.csv/.json/.png ({r} reps, seed {seed})")
             continue
-        _step(progress, f"[{i}/{n}] {name}: {r} repetitions, seed {seed}")
+        _step(progress, f"[{i}/{n}] {name}: {r} repetition{'s' * (r != 1)}, seed {seed}")
         run_experiment(
             exp or name, reps=r, out=out, seed=seed, n_jobs=n_jobs, progress=progress, echo=echo
         )
