@@ -180,3 +180,17 @@ def test_sweeps_say_what_the_points_and_bars_are(monkeypatch, tmp_path):
     assert " ".join(ax.get_title().split()).endswith("(mean ± 1 sd over 2 repetitions)")
     assert "× paper's value" in ax.get_legend_handles_labels()[1]
     assert lines[0].splitlines()[1] == "score: mse (lower is better); mean ± sd over 2 repetitions"
+
+
+def test_ctrl_c_in_the_swarm_experiment_is_a_line_not_a_traceback(monkeypatch, capsys, tmp_path):
+    from fedforest.cli import main
+    from fedforest.experiments import swarm
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(swarm, "run_swarm_experiment", interrupted)
+    assert main(["experiment", "swarm-overlap", "--out", str(tmp_path)]) == 130
+    assert "swarm-overlap: interrupted; it writes its files once every scenario has run" in (
+        capsys.readouterr().err
+    )
