@@ -106,10 +106,10 @@ def _unknown_text(unknown: list[str], parser: argparse.ArgumentParser) -> str:
 
 def _run_swarm_experiment(argv: list[str]) -> int:
     """``fedforest experiment swarm-...``: the swarm-forest experiments (their own options)."""
+    from ..experiments.swarm import run_interruptible
+
     parser = build_swarm_parser()
-    args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace, argparse.ArgumentParser], int] = args.handler
-    return handler(args, parser)
+    return run_interruptible(parser.parse_args(argv), parser)
 
 
 def build_swarm_parser() -> argparse.ArgumentParser:

@@ -40,6 +40,10 @@ _X_LABELS = {
 }
 
 
+def _reps(n: int) -> str:
+    return f"{n} repetition{'' if n == 1 else 's'}"
+
+
 def _methods(frame: pd.DataFrame) -> list[str]:
     present = list(dict.fromkeys(frame["method"]))
     return [m for m in METHOD_ORDER if m in present] + [m for m in present if m not in METHOD_ORDER]
@@ -55,22 +59,24 @@ def _unavailable(frame: pd.DataFrame) -> list[str]:
     return [m for m, none in bad.items() if none]
 
 
-def _paper_marks(ax: Any, paper: dict[str, dict[str, float]], xs: dict[str, float]) -> list[str]:
-    """The paper's printed values as crosses in each method's colour.
+def _paper_marks(
+    ax: Any, paper: dict[str, dict[str, float]], xs: dict[str, float], source: str = "paper"
+) -> list[str]:
+    """The printed values of ``source`` (the paper, or FLamby) as crosses in each method's colour.
 
     Values far outside the plotted range are not drawn (they would flatten the plot);
     the returned footnote lines list them.
     """
     lo, hi = ax.get_ylim()
     span = hi - lo
-    label, notes = "× paper's value", []
+    label, notes = f"× {source}'s value", []
     for method, values in paper.items():
         for setting, value in values.items():
             x = xs.get(method) if setting == "" else float(setting)
             if x is None or (setting != "" and method not in xs):
                 continue
             if not lo - 2 * span <= value <= hi + 2 * span:
-                notes.append(f"paper: {method} {value:g} (off scale)")
+                notes.append(f"{source}: {method} {value:g} (off scale)")
                 continue
             color = _COLORS.get(method, "grey")
             ax.plot([x], [value], marker="x", color=color, ms=10, mew=2.5, ls="", label=label)
@@ -79,7 +85,11 @@ def _paper_marks(ax: Any, paper: dict[str, dict[str, float]], xs: dict[str, floa
 
 
 def _box_axis(
-    ax: Any, frame: pd.DataFrame, metric: str, paper: dict[str, dict[str, float]] | None = None
+    ax: Any,
+    frame: pd.DataFrame,
+    metric: str,
+    paper: dict[str, dict[str, float]] | None = None,
+    source: str = "paper",
 ) -> list[str]:
     """Box plot of the score per method on ``ax``; returns footnote lines."""
     notes = [f"not available yet: {m}" for m in _unavailable(frame)]
@@ -98,7 +108,7 @@ def _box_axis(
             patch.set_alpha(0.7)
         ax.set_xticks(range(1, len(data) + 1), list(data), rotation=35, ha="right", fontsize=8)
         if paper:
-            notes += _paper_marks(ax, paper, {m: i + 1.0 for i, m in enumerate(data)})
+            notes += _paper_marks(ax, paper, {m: i + 1.0 for i, m in enumerate(data)}, source)
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=8, loc="best")
     ax.set_ylabel(_label(metric))
@@ -117,12 +127,12 @@ def box_plot(exp: Experiment, frame: pd.DataFrame, path: Path) -> Path:
     main = frame[frame["group"] == "all"] if "group" in frame else frame
     fig = _new_figure(8.0, 5.0)
     ax = fig.subplots()
-    notes = _box_axis(ax, main, exp.metric, exp.paper)
+    notes = _box_axis(ax, main, exp.metric, exp.paper, exp.reference)
     for method, values in exp.paper.items():
         if any(n.startswith(f"omitted (off scale): {method},") for n in notes):
-            notes.append(f"paper: {method} {values.get('', float('nan')):g}")
+            notes.append(f"{exp.reference}: {method} {values.get('', float('nan')):g}")
     n = main["rep"].nunique() if "rep" in main else 0
-    ax.set_title(textwrap.fill(f"{exp.title} ({n} repetitions)", 95), fontsize=10)
+    ax.set_title(textwrap.fill(f"{exp.title} ({_reps(n)})", 95), fontsize=10)
     _footnote(fig, notes)
     fig.savefig(path, format="png", dpi=110)
     return path
@@ -148,7 +158,7 @@ def line_plot(exp: Experiment, frame: pd.DataFrame, path: Path) -> Path:
             label=m,
             color=_COLORS.get(m, "grey"),
         )
-    paper_notes = _paper_marks(ax, exp.paper, {m: 0.0 for m in _methods(frame)})
+    paper_notes = _paper_marks(ax, exp.paper, {m: 0.0 for m in _methods(frame)}, exp.reference)
     if exp.x == "K":
         ax.set_xscale("log")
     if exp.metric == "mse" and (stats["mean"].max() > 20 * stats["mean"].min() > 0):
@@ -158,7 +168,7 @@ def line_plot(exp: Experiment, frame: pd.DataFrame, path: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     n = frame["rep"].nunique()
-    ax.set_title(textwrap.fill(f"{exp.title} ({n} repetitions)", 95), fontsize=10)
+    ax.set_title(textwrap.fill(f"{exp.title} (mean ± 1 sd over {_reps(n)})", 95), fontsize=10)
     _footnote(fig, [f"not available yet: {m}" for m in _unavailable(frame)] + paper_notes)
     fig.savefig(path, format="png", dpi=110)
     return path
@@ -181,7 +191,7 @@ def panel_plot(exp: Experiment, frame: pd.DataFrame, path: Path) -> Path:
         ax.set_title(name, fontsize=9)
     for ax in axes[len(names) :]:
         ax.set_visible(False)
-    fig.suptitle(f"{exp.title} ({frame['rep'].nunique()} repetitions)", fontsize=11)
+    fig.suptitle(f"{exp.title} ({_reps(frame['rep'].nunique())})", fontsize=11)
     _footnote(fig, sorted(set(notes)))
     fig.savefig(path, format="png", dpi=100)
     return path

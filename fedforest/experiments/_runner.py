@@ -57,6 +57,9 @@ class Experiment:
         Repetitions of the paper (or our choice where it does not say; see ``notes``).
     paper : dict
         Numbers the paper prints: ``{method: {setting: value}}`` (``setting`` as str).
+    reference : str
+        Whose numbers ``paper`` holds, as the figure's legend names them ("paper", or
+        "FLamby" for FedHeart's baselines, which the paper does not print).
     notes : str
         Data settings and any deviation from the paper.
     """
@@ -71,6 +74,7 @@ class Experiment:
     default_reps: int = 10
     paper_reps: int = 20
     paper: dict[str, dict[str, float]] = field(default_factory=dict)
+    reference: str = "paper"
     notes: str = ""
 
 
@@ -120,23 +124,93 @@ def _run_task(exp: Experiment, setting: Any, rep: int, seed: int) -> list[dict[s
     return records
 
 
+def _task_key(setting: Any, rep: int, seed: int) -> str:
+    return json.dumps([setting, rep, seed], default=str)
+
+
+def _json_value(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else str(value)
+
+
+def partial_path(out: Path, name: str) -> Path:
+    """Where a run keeps its finished (setting, repetition) pairs until it writes its files."""
+    return out / f"{name}.partial.jsonl"
+
+
+def _finished_tasks(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The records of the pairs an interrupted run finished, by task key.
+
+    A line is one pair: ``{"key": ..., "records": [...]}``; a last line cut short by the
+    interruption is left out (its pair runs again). Anything else is refused, naming the file.
+    """
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()
+    done: dict[str, list[dict[str, Any]]] = {}
+    for i, line in enumerate(lines, 1):
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines):  # the line being written when the run stopped
+                break
+            entry = None
+        records = entry.get("records") if isinstance(entry, dict) else None
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("key"), str)
+            and isinstance(records, list)
+            and all(isinstance(r, dict) and isinstance(r.get("method"), str) for r in records)
+        ):
+            raise ValueError(
+                f"{path}, line {i}: not a finished repetition of this experiment "
+                '({"key": ..., "records": [{"method": ...}, ...]}); delete the file to start over'
+            )
+        done[entry["key"]] = records
+    return done
+
+
+class ExperimentInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: the pairs it finished are kept for the same command to resume."""
+
+
 def _collect(
-    exp: Experiment, reps: int, seed: int, n_jobs: int | None, progress: bool
-) -> list[dict[str, Any]]:
+    exp: Experiment, reps: int, seed: int, n_jobs: int | None, progress: bool, partial: Path
+) -> tuple[list[dict[str, Any]], int]:
+    """Every (setting, repetition) pair's records in order, and how many came from ``partial``.
+
+    Each finished pair is appended to ``partial`` at once, so an interrupted run loses at
+    most the pairs in progress; the records are the same whichever run computed them
+    (a pair is seeded by its repetition alone).
+    """
     tasks = [(s, r) for r in range(reps) for s in exp.settings]
-    bar = progress_bar(total=len(tasks), desc=exp.name, file=sys.stderr, disable=not progress)
-    records: list[dict[str, Any]] = []
-    with bar:
-        if n_jobs is None or n_jobs == 1:
-            for setting, rep in tasks:
-                records += _run_task(exp, setting, rep, seed)
+    kept = _finished_tasks(partial)
+    results = {key: kept[key] for s, r in tasks if (key := _task_key(s, r, seed)) in kept}
+    todo = [(s, r) for s, r in tasks if _task_key(s, r, seed) not in results]
+    resumed = len(results)
+    bar = progress_bar(
+        total=len(tasks), initial=resumed, desc=exp.name, file=sys.stderr, disable=not progress
+    )
+    try:
+        with bar, partial.open("a") as sink:
+            if n_jobs is None or n_jobs == 1:
+                chunks: Any = (_run_task(exp, s, r, seed) for s, r in todo)
+            else:
+                jobs = (delayed(_run_task)(exp, s, r, seed) for s, r in todo)
+                chunks = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
+            for (s, r), chunk in zip(todo, chunks, strict=True):
+                key = _task_key(s, r, seed)
+                line = json.dumps({"key": key, "records": chunk}, default=_json_value)
+                sink.write(line + "\n")
+                sink.flush()
+                results[key] = chunk
                 bar.update()
-        else:
-            jobs = (delayed(_run_task)(exp, s, r, seed) for s, r in tasks)
-            for chunk in Parallel(n_jobs=n_jobs, return_as="generator")(jobs):
-                records += chunk
-                bar.update()
-    return records
+    except KeyboardInterrupt:
+        raise ExperimentInterrupted(
+            f"interrupted: {exp.name} finished {len(results)} of {len(tasks)} (setting, "
+            f"repetition) pairs, kept in {partial}; the same command resumes from there"
+        ) from None
+    records = [rec for s, r in tasks for rec in results[_task_key(s, r, seed)]]
+    return records, resumed
 
 
 def _ordered(frame: pd.DataFrame) -> list[str]:
@@ -168,6 +242,11 @@ def summarize(exp: Experiment, frame: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(keys, key=lambda c: c.map(order) if c.name == "method" else c)
 
 
+def _repetitions(n: int) -> str:
+    """``"1 repetition"``, ``"5 repetitions"``: how many runs a mean is over."""
+    return f"{n} repetition{'' if n == 1 else 's'}"
+
+
 def _fmt(mean: float, std: float) -> str:
     if np.isnan(mean):
         return "n/a"
@@ -191,7 +270,7 @@ def format_report(exp: Experiment, table: pd.DataFrame, frame: pd.DataFrame | No
     lines = [
         f"{exp.name}: {exp.title}",
         f"score: {exp.metric} ({'lower' if lower else 'higher'}"
-        " is better); mean ± sd over repetitions",
+        f" is better); mean ± sd over {_repetitions(int(table['n'].max()))}",
         "",
     ]
     cells = table.assign(
@@ -233,6 +312,7 @@ def _write(
         "metric": exp.metric,
         "notes": exp.notes,
         "paper": exp.paper,
+        "reference": exp.reference,
         "summary": json.loads(table.to_json(orient="records")),
         "records": json.loads(frame.to_json(orient="records")),
     }
@@ -278,11 +358,20 @@ def run_experiment(
         raise ValueError(f"The 'reps' parameter must be >= 1. Got {reps!r} instead.")
     check_seed(seed, reps)
     out = Path(out)
-    frame = pd.DataFrame(_collect(exp, reps, seed, n_jobs, progress))
+    out.mkdir(parents=True, exist_ok=True)
+    partial = partial_path(out, exp.name)
+    earlier = [out / f"{exp.name}.{ext}" for ext in ("csv", "json", "png")]
+    if echo is not None and (present := [str(p) for p in earlier if p.exists()]):
+        echo(f"note: {', '.join(present)} exist (an earlier run); this run replaces them")
+    records, resumed = _collect(exp, reps, seed, n_jobs, progress, partial)
+    if echo is not None and resumed:
+        echo(f"resumed: {resumed} (setting, repetition) pairs read from {partial}")
+    frame = pd.DataFrame(records)
     frame.insert(0, "experiment", exp.name)
     table = summarize(exp, frame)
     command = reproduce_command(exp.name, reps, seed, out)
     paths = _write(exp, frame, table, out, {"reps": reps, "seed": seed, "command": command})
+    partial.unlink()
     if echo is not None:
         echo(format_report(exp, table, frame))
         echo("wrote " + ", ".join(str(p) for p in paths.values()))

@@ -8,7 +8,9 @@ and callable without argparse (:func:`run_experiment`, :data:`EXPERIMENTS`).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cache, partial
 from pathlib import Path
@@ -23,12 +25,19 @@ if TYPE_CHECKING:
 
 # EXPERIMENTS is served by the module __getattr__ below (built on first access).
 __all__ = [
+    "ALL",
     "add_experiment_subcommand",
     "get_experiment",
     "run",
+    "run_all",
     "run_experiment",
     "tiny_experiment",
 ]
+
+#: ``fedforest experiment all``: every experiment of the catalogue, then the swarm one.
+ALL = "all"
+#: The swarm experiment ``all`` runs last, in a folder of its own under ``--out``.
+SWARM = "swarm-overlap"
 
 #: Small versions for tests: run keyword overrides and how many settings to keep.
 _TINY_FOREST = {"n_estimators": 3, "max_depth": 3}
@@ -113,6 +122,90 @@ def run_experiment(
     return _run(exp, reps=reps, out=out, seed=seed, n_jobs=n_jobs, progress=progress, echo=echo)
 
 
+def _finished(out: Path, name: str) -> tuple[Any, Any] | None:
+    """The repetitions and seed of a finished run's ``NAME.json`` in ``out`` (None: none)."""
+    path = out / f"{name}.json"
+    if not (path.exists() and (out / f"{name}.png").exists() and (out / f"{name}.csv").exists()):
+        return None
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):  # cut short, or not ours: run again
+        return None
+    return (meta.get("reps"), meta.get("seed")) if isinstance(meta, dict) else None
+
+
+def run_all(
+    *,
+    reps: int | None = None,
+    out: str | Path = "results",
+    seed: int = 0,
+    n_jobs: int | None = None,
+    progress: bool = True,
+    echo: Any = print,
+    experiments: Mapping[str, Experiment] | None = None,
+    swarm_options: Sequence[str] | None = (),
+) -> int:
+    """``fedforest experiment all``: every experiment into ``out``, resumable.
+
+    An experiment whose ``NAME.csv``, ``NAME.json`` and ``NAME.png`` in ``out`` record the
+    same repetitions and seed is skipped, so the same command after an interruption goes
+    on where it stopped (inside an experiment too: :func:`run_experiment` keeps its
+    finished repetitions). The swarm experiment runs last into ``out/swarm-overlap`` at
+    its own defaults (``swarm_options`` added; None leaves it out).
+
+    Returns
+    -------
+    status : int
+        0.
+    """
+    out = Path(out)
+    todo: Mapping[str, Any] = experiments if experiments is not None else dict.fromkeys(CATALOG)
+    n = len(todo) + (swarm_options is not None)
+    for i, (name, exp) in enumerate(todo.items(), 1):
+        r = reps if reps is not None else (exp or get_experiment(name)).default_reps
+        if _finished(out, name) == (r, seed):
+            echo(f"[{i}/{n}] {name}: done, {out / name}.csv/.json/.png ({r} reps, seed {seed})")
+            continue
+        _step(progress, f"[{i}/{n}] {name}: {r} repetition{'s' * (r != 1)}, seed {seed}")
+        run_experiment(
+            exp or name, reps=r, out=out, seed=seed, n_jobs=n_jobs, progress=progress, echo=echo
+        )
+    if swarm_options is not None:
+        _run_swarm(out / SWARM, n, reps, seed, n_jobs, list(swarm_options), echo)
+    swarm = f", the swarm experiment's files in {out / SWARM}/" if swarm_options is not None else ""
+    echo(
+        f"all done: every experiment's NAME.csv (one row per repetition, setting and "
+        f"method), NAME.json (summary, the paper's values, settings) and NAME.png are in "
+        f"{out}/{swarm}"
+    )
+    return 0
+
+
+def _step(progress: bool, line: str) -> None:
+    if progress:  # beside the progress bars, on stderr
+        print(line, file=sys.stderr, flush=True)
+
+
+def _run_swarm(
+    out: Path, n: int, reps: int | None, seed: int, n_jobs: int | None, extra: list[str], echo: Any
+) -> None:
+    from .swarm import add_swarm_subcommand
+
+    argv = [SWARM, "--out", str(out), "--seed", str(seed), *extra]
+    argv += ["--reps", str(reps)] if reps is not None else []
+    argv += ["--n-jobs", str(n_jobs)] if n_jobs is not None else []
+    marker = out / "all.json"  # the options of the run that finished, written after it
+    if marker.exists() and marker.read_text() == json.dumps(argv):
+        echo(f"[{n}/{n}] {SWARM}: done, {out}/ ({' '.join(argv[1:])})")
+        return
+    _step(True, f"[{n}/{n}] {SWARM}: {' '.join(argv[1:])}")
+    parser = argparse.ArgumentParser(prog="fedforest experiment")
+    add_swarm_subcommand(parser.add_subparsers(dest="name", required=True))
+    args = parser.parse_args(argv)
+    args.handler(args, parser)
+    marker.write_text(json.dumps(argv))
+
+
 _positive_int = int_at_least(1)
 _seed = int_at_least(0)
 
@@ -123,6 +216,8 @@ def _epilog() -> str:
         reps = f"{entry.default_reps:>3} / {entry.paper_reps:<4}"
         lines.append(f"  {name:<22} {reps} {entry.summary}")
     lines += [
+        f"  {ALL:<22} every experiment above into --out, then swarm-overlap into",
+        f"  {'':<22} --out/swarm-overlap; rerun to resume (finished ones are skipped)",
         "",
         "swarm forests (own options: fedforest experiment swarm-overlap --help):",
         "  swarm-overlap          peers x feature overlap, Tables II/III, CD diagram",
@@ -155,7 +250,10 @@ def add_experiment_subcommand(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "name", choices=list(CATALOG), metavar="NAME", help="experiment to run (listed below)"
+        "name",
+        choices=[*CATALOG, ALL],
+        metavar="NAME",
+        help="experiment to run (listed below), or all: every one, resumable",
     )
     parser.add_argument(
         "--reps",
@@ -185,7 +283,8 @@ def _handler(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Options checked against each other (the seed against the repetitions) before the run."""
     from ._runner import check_seed
 
-    reps = CATALOG[args.name].default_reps if args.reps is None else args.reps
+    names = list(CATALOG) if args.name == ALL else [args.name]
+    reps = max(CATALOG[n].default_reps for n in names) if args.reps is None else args.reps
     try:
         check_seed(args.seed, reps)
     except ValueError as exc:
@@ -194,6 +293,17 @@ def _handler(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the experiment named in parsed CLI arguments; returns the exit status 0."""
-    run_experiment(args.name, reps=args.reps, out=args.out, seed=args.seed, n_jobs=args.n_jobs)
+    """Run the experiment(s) named in parsed CLI arguments; returns the exit status.
+
+    0 when done; 130 after Ctrl-C, with a line saying what was kept and how to resume
+    (it was a traceback, and the finished repetitions were lost).
+    """
+    try:
+        if args.name == ALL:
+            return run_all(reps=args.reps, out=args.out, seed=args.seed, n_jobs=args.n_jobs)
+        run_experiment(args.name, reps=args.reps, out=args.out, seed=args.seed, n_jobs=args.n_jobs)
+    except KeyboardInterrupt as exc:
+        kept = str(exc) or "interrupted; rerun the same command to go on"
+        print(f"\nfedforest experiment: {kept}", file=sys.stderr)
+        return 130
     return 0

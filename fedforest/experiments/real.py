@@ -183,6 +183,7 @@ REAL_EXPERIMENTS: dict[str, Experiment] = {
         default_reps=CATALOG["fedheart"].default_reps,
         paper_reps=CATALOG["fedheart"].paper_reps,
         paper={FEDAVG_LR: {"": 0.748}, POOLED_LR: {"": 0.795}},
+        reference="FLamby",
         notes="FLamby's FedHeart: per-center stratified 66/34 split (repetition 0 uses "
         "FLamby's seed 43). FedAvg: FLamby's protocol (batch 4, 100 local SGD steps, 15 "
         "rounds, lr 1e-3, per-center standardisation). Pooled LR: scikit-learn "

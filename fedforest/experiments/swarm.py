@@ -382,6 +382,20 @@ def run_swarm_experiment(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_interruptible(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """The command's handler; Ctrl-C ends it with a line (exit status 130), not a traceback."""
+    try:
+        return _handler(args, parser)
+    except KeyboardInterrupt:
+        print(
+            f"\nfedforest experiment {SUBCOMMAND}: interrupted; it writes its files once every "
+            "scenario has run, so nothing of this run was written; the same command starts "
+            "it again",
+            file=sys.stderr,
+        )
+        return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m fedforest.experiments.swarm [options]``."""
     parser = argparse.ArgumentParser(prog="python -m fedforest.experiments.swarm")
@@ -391,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # "python -m fedforest.experiments.swarm swarm-overlap", which the module refuses).
     sub.choices[SUBCOMMAND].prog = parser.prog
     args = parser.parse_args([SUBCOMMAND, *(sys.argv[1:] if argv is None else argv)])
-    return _handler(args, parser)
+    return run_interruptible(args, parser)
 
 
 if __name__ == "__main__":
