@@ -19,6 +19,7 @@ Usage (from the repository root, which holds the test suite's recording server):
 
     python benchmarks/attack_fuzz.py --seeds 0 1 2 3 --slow
     python benchmarks/attack_fuzz.py --draws 20 --first 100
+    python benchmarks/attack_fuzz.py --seeds 6 13 14 --slow --declare-classes
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def main() -> None:
     parser.add_argument(
         "--slow", action="store_true", help="add the isolation attacks (ancestor, interval)"
     )
+    parser.add_argument(
+        "--declare-classes",
+        action="store_true",
+        help="give a classifier its labels (classes=), as a rare label's refusal asks",
+    )
     args = parser.parse_args()
     seeds = args.seeds if args.seeds else list(range(args.first, args.first + args.draws))
     print("command: python " + " ".join(sys.argv), f"| load {os.getloadavg()}", flush=True)
@@ -61,7 +67,7 @@ def main() -> None:
         print(case["describe"], flush=True)
         for privacy in args.privacy:
             start = time.perf_counter()
-            got = fuzz_fit(case, privacy, slow=args.slow)
+            got = fuzz_fit(case, privacy, slow=args.slow, declare=args.declare_classes)
             took = time.perf_counter() - start
             if "refused" in got:
                 print(f"  {privacy:6s} refused: {got['refused']}", flush=True)

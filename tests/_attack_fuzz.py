@@ -28,7 +28,7 @@ import pandas as pd
 import fedforest as ff
 from fedforest.federated.client_bootstrap import bootstrap_counts
 from tests._attack_union import all_claims, union
-from tests.test_privacy import _fit, _members, ancestor_exposure
+from tests.test_privacy import _fit, _members, ancestor_exposure, linked_row_mask
 from tests.test_privacy_combinations import interval_exposure
 
 KINDS = (
@@ -220,11 +220,19 @@ def _isolation_claims(fed: Any, model: Any, X: pd.DataFrame, h: np.ndarray) -> d
     return out
 
 
-def fuzz_fit(case: dict[str, Any], privacy: str, slow: bool = False) -> dict[str, Any]:
+def fuzz_fit(
+    case: dict[str, Any], privacy: str, slow: bool = False, declare: bool = False
+) -> dict[str, Any]:
     """Fit ``case`` (from :func:`draw`) under ``privacy`` on the recording server; the
-    union's shares and each attack's (target, feature) counts, or ``{"refused": text}``."""
+    union's shares and each attack's (target, feature) counts, or ``{"refused": text}``.
+
+    ``declare``: a classifier is given its labels (``classes=``), as the refusal of a
+    label fewer than ``m`` rows of any client hold asks.
+    """
     X, y, h = case["X"], case["y"], case["h"]
     kw = {**case["settings"], "privacy": privacy}
+    if declare and case["classification"]:
+        kw["classes"] = np.unique(y).tolist()
     kind = ff.FedForestClassifier if case["classification"] else ff.FedForestRegressor
     model: Any = kind(**kw)
     start = time.perf_counter()
@@ -242,6 +250,10 @@ def fuzz_fit(case: dict[str, Any], privacy: str, slow: bool = False) -> dict[str
         y = np.searchsorted(model.classes_, y).astype(np.float64)
     y = np.asarray(y, dtype=np.float64)
     claims = all_claims(fed, shim, X, y, h, slow=False)
+    # all_claims reads the sketches at the default 32 bins; a draw's n_bins differs.
+    classes = shim.classes_ if case["classification"] else None
+    linked = linked_row_mask(fed, X, y, h, n_bins=int(model.n_bins), classes=classes)
+    claims["linked"] = (linked, linked)
     isolation = "not run"
     if slow and privacy == "secure":
         found = _isolation_claims(fed, model, X, h)

@@ -44,9 +44,11 @@ def test_the_union_rebuilds_no_row_of_a_random_federation_under_secure(seed: int
     assert got["isolation"] == "run", got  # the in-bag rows routed as the trees did
 
 
-def test_the_union_rebuilds_rows_of_a_random_federation_under_none() -> None:
-    """The control: the same draw under ``"none"`` (every row rebuilt at seed 2)."""
-    got = fuzz_fit(draw(2), "none")
+@pytest.mark.parametrize("seed", QUICK)
+def test_the_union_rebuilds_rows_of_a_random_federation_under_none(seed: int) -> None:
+    """The control: the same draws under ``"none"`` (80 % of the classifier's rows rebuilt
+    at seed 0, by one-row summaries linked to their sketches; every row at seed 2)."""
+    got = fuzz_fit(draw(seed), "none")
     assert got["rebuilt"] > 0.5, got
 
 
