@@ -123,7 +123,11 @@ class DiagnosticReport:
 
 
 class MultiOutputTargets(ValueError):
-    """diagnose on a regression y of several columns: its tests read one output."""
+    """diagnose on a y of several columns: its tests read one output.
+
+    A multi-output regression y failed its out-of-bag round as a client's invalid reply; a
+    multi-output classification y gave the outcome test a NaN p-value (F on (0, 0) df).
+    """
 
 
 class _RootRecorder(Federation):
@@ -154,8 +158,7 @@ class _RootRecorder(Federation):
         kind = next(iter(requests.values())).kind
         if kind in (HANDSHAKE, ROUND_A, ROUND_B) and kind not in self.seen:
             self.seen[kind] = (dict(requests), dict(replies))
-        if kind == HANDSHAKE and self.task == "regression":  # before the tree grows: its
-            # out-of-bag round refused the leaves' sums of every output as a client's lie
+        if kind == HANDSHAKE:  # before the tree grows (see MultiOutputTargets)
             for name in sorted(replies):
                 outputs = replies[name].header.get("n_outputs", 1)
                 if isinstance(outputs, int) and outputs > 1:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
 from .protocol import Message
 
-__all__ = ["ClientDataError", "ClientFailure", "Federation", "drop_reason", "replies_or_failure"]
+__all__ = [
+    "ClientDataError",
+    "ClientFailure",
+    "Federation",
+    "drop_reason",
+    "replies_or_failure",
+    "without_client",
+]
 
 
 def drop_reason(cause: BaseException, kind: str) -> str:
@@ -22,6 +30,22 @@ def drop_reason(cause: BaseException, kind: str) -> str:
     name = getattr(cause, "client_type", None) or type(cause).__name__
     ok = isinstance(name, str) and name.isascii() and name.isidentifier() and len(name) <= 100
     return f"{name if ok else 'Exception'} in {kind}"
+
+
+def without_client(text: str, client: str) -> str:
+    """A client's refusal without its own leading naming of ``client`` (the caller names it).
+
+    fedforest's refusals at a client start "Client 'b': y contains NaN ..." or "Client 'b'
+    cannot order ..." (also behind a remote client's "KeyError at the client: "): they
+    read "y contains NaN ..." and "it cannot order ...". Other texts are kept whole.
+    """
+    who = re.escape(f"Client {client!r}")
+    found = re.match(rf"(\w+ at the client: )?{who}(: | )(.)", text, flags=re.DOTALL)
+    if found is None:
+        return text
+    head, sep, first = found.group(1) or "", found.group(2), found.group(3)
+    rest = text[found.end(3) :]
+    return head + (first + rest if sep == ": " else "it " + first + rest)
 
 
 class ClientFailure(RuntimeError):
@@ -63,13 +87,14 @@ class ClientFailure(RuntimeError):
         also = f" (also failed: {', '.join(map(repr, others))})" if others else ""
         # A cause that names this client and round itself (the server's InvalidReply) is
         # the text: "Client 'c' failed in round 1 (...): InvalidReply: Client 'c' sent an
-        # invalid reply in round 1 (...)" said both twice.
+        # invalid reply in round 1 (...)" said both twice. A client's own refusal names
+        # it at its start ("Client 'c': y contains NaN"): said once, here.
         named = getattr(cause, "client", None) == client
         if named and getattr(cause, "round_index", None) == round_index:
             text = f"{cause}"
         else:
             text = f"Client {client!r} failed in round {round_index} ({kind}): "
-            text += f"{type(cause).__name__}: {cause}"
+            text += f"{type(cause).__name__}: {without_client(str(cause), client)}"
         super().__init__(f"{text}{also}")
         self.client = client
         self.kind = kind

@@ -504,8 +504,9 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         AvgImp + Top-L (L = 3, or every feature of fewer: 3 on 2 features was refused, "top_l
         must be in [1, n_features]", a parameter the user had not set) only when neither
         test rejects and the settings take them (else auto's pick was refused, naming
-        "avgimp"); H-splits when outcomes differ by client. A multi-output regression y,
-        which the diagnostics do not test, gets the exact rule (``diagnostics_`` None).
+        "avgimp"); H-splits when outcomes differ by client. A multi-output y (regression or
+        classification), which the diagnostics do not test, gets the exact rule
+        (``diagnostics_`` None).
         """
         try:
             report: DiagnosticReport | None = diagnose(

@@ -156,7 +156,19 @@ class ShareBundle:
         path : str or path-like
             Destination file, written whole or not at all (a temporary file renamed); its
             name is kept as given (no extension is added).
+
+        Raises
+        ------
+        ValueError
+            Bytes labels, which the file cannot give back (as a model file, it keeps
+            numbers and text), before anything is written.
         """
+        if self.classes.dtype.kind == "S":
+            raise ValueError(
+                f"bundle {self.name!r}: classes has dtype {self.classes.dtype}, which a bundle "
+                "file cannot keep (it keeps labels as text or numbers): fit the peer on y as "
+                "text (y.astype(str), say) to save its bundle."
+            )
         header: dict[str, Any] = {
             "kind": BUNDLE_KIND,
             "bundle_version": BUNDLE_VERSION,
@@ -322,8 +334,10 @@ def check_bundle(b: ShareBundle) -> None:
     classes = b.classes
     if classes.ndim != 1 or classes.size < 1 or np.unique(classes).size != classes.size:
         raise ValueError(f"{where} classes must be a 1-D array of distinct labels, got {classes!r}")
-    if classes.dtype.kind not in "biufU":
-        raise ValueError(f"{where} class labels must be numbers or strings, got {classes.dtype}")
+    if classes.dtype.kind not in "biufUS":  # bytes: in memory only (a file refuses them)
+        raise ValueError(
+            f"{where} class labels must be numbers, strings or bytes, got {classes.dtype}"
+        )
     _int(b.n_train, f"{where} n_train")
     if not isinstance(b.trees, list | tuple) or not b.trees:
         raise ValueError(f"{where} needs a non-empty list of trees")

@@ -75,8 +75,11 @@ def check_distinct(columns: Any, what: str) -> None:
 
 
 def labels(y: Any, what: str = "y") -> NDArray[Any]:
-    """Class labels as a bundle holds them: numbers, booleans or NumPy strings.
+    """Class labels as a bundle holds them: numbers, booleans, NumPy strings or bytes.
 
+    Bytes are kept, as the estimators keep them (``predict`` gives bytes); a bundle file
+    refuses them, as a model file does. Before, they were decoded to strings (and text and
+    bytes mixed in an ``object`` y were one class when equal).
     ``object`` labels (``read_csv``'s text, a ``category`` or ``string[pyarrow]`` column)
     were fitted, then refused by ``share()``; datetime labels likewise. pandas' nullable
     labels (``Int64``, ``boolean``) are floats, as scikit-learn and the estimators read them.
@@ -85,7 +88,7 @@ def labels(y: Any, what: str = "y") -> NDArray[Any]:
     if arr.dtype.kind == "f" and np.isnan(arr).any():  # pd.NA of a nullable column too
         row = int(np.flatnonzero(np.isnan(arr.ravel()))[0])
         raise ValueError(f"{what} holds a missing label (row {row}); drop the row")
-    if arr.dtype.kind in "biufU":
+    if arr.dtype.kind in "biufUS":  # bytes too, as the estimators (a file refuses them)
         return arr
     if arr.dtype.kind not in "OS":
         raise ValueError(
@@ -96,8 +99,13 @@ def labels(y: Any, what: str = "y") -> NDArray[Any]:
     for row, value in enumerate(values):
         if is_missing(value):
             raise ValueError(f"{what} holds a missing label (row {row}); drop the row")
-    if all(isinstance(v, str | bytes) for v in values):
+    if all(isinstance(v, str) for v in values):
         return arr.astype(str)
+    if all(isinstance(v, bytes) for v in values):  # as NumPy bytes, if none is lost
+        as_bytes = np.asarray(values, dtype=bytes)
+        if as_bytes.tolist() == values:
+            return as_bytes.reshape(arr.shape)
+        raise ValueError(f"{what} holds bytes labels ending in NUL bytes; give y.astype(str)")
     if all(isinstance(v, int | float | np.number | np.bool_) for v in values):
         return np.asarray(values).reshape(arr.shape)
     kinds = sorted({type(v).__name__ for v in values})

@@ -145,9 +145,14 @@ class SwarmForest:
         self.categories_ = {n: v for n, (v, _) in lists.items() if v is not None}
 
     def _global_classes(self) -> None:
-        kinds = {b.classes.dtype.kind in "U" for b in self.bundles_}
+        kinds = {
+            b.classes.dtype.kind if b.classes.dtype.kind in "US" else "number"
+            for b in self.bundles_
+        }
         if len(kinds) > 1:
-            raise ValueError("peers disagree on the type of the class labels (strings vs numbers)")
+            raise ValueError(
+                "peers disagree on the type of the class labels (strings, bytes or numbers)"
+            )
         self.classes_ = np.unique(np.concatenate([b.classes for b in self.bundles_]))
 
     def _pack(self) -> None:

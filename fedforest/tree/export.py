@@ -37,6 +37,7 @@ from .onnx_sets import tree_ensemble_attributes
 
 __all__ = [
     "check_numeric",
+    "check_onnx_labels",
     "consistent_nodes",
     "float32_floor",
     "import_extra",
@@ -372,6 +373,39 @@ def onnx_dtype(dtype: Any) -> bool:
             f"input X's type, and the thresholds'). Got {dtype!r} instead."
         )
     return resolved.type is np.float64
+
+
+#: Label dtypes ONNX has no tensor type for (``fit`` takes them, as scikit-learn's forests do).
+_NO_ONNX_TYPE = {"S": "bytes", "M": "dates", "m": "durations", "V": "raw records"}
+
+
+def check_onnx_labels(classes: Any) -> None:
+    """Refuse a classifier's labels that ONNX cannot hold, before a converter is called.
+
+    An ONNX ``label`` is numbers or strings: bytes, dates and durations (and objects neither
+    all strings nor all numbers) were skl2onnx's "Label types must be all integers or all
+    strings", naming no field. They are not converted: decoded bytes or a date's integer
+    would not be ``predict``'s labels.
+    """
+    for labels in classes if isinstance(classes, list) else [classes]:
+        arr = np.asarray(labels)
+        if labels is None or arr.dtype.kind in "biufU":
+            continue
+        if arr.dtype.kind == "O":  # scikit-learn's classes_ of text (or numbers) as objects
+            values = arr.tolist()
+            types = {type(v).__name__ for v in values}
+            if all(isinstance(v, str) for v in values) or all(
+                isinstance(v, int | float | np.number) for v in values
+            ):
+                continue
+            kind = f"objects of type {', '.join(sorted(types))}"
+        else:
+            kind = _NO_ONNX_TYPE.get(arr.dtype.kind, "not numbers or strings")
+        raise ValueError(
+            f"to_onnx() writes a classifier's labels as ONNX numbers or strings, and "
+            f"classes_ has dtype {arr.dtype} ({kind}): fit on y "
+            "as text or integers (y.astype(str), say) to export the model."
+        )
 
 
 def _label_table(classes: list[Any]) -> tuple[list[NDArray[Any]], Any]:

@@ -267,6 +267,7 @@ class EnsembleMixin:
         check_is_fitted(self, "trees_")
         double = export.onnx_dtype(dtype)
         classes = getattr(self, "classes_", None)
+        export.check_onnx_labels(classes)
         one_class = classes is not None and not isinstance(classes, list) and len(classes) == 1
         sets = export.n_model_features(self.trees_, self.n_features_in_) > self.n_features_in_
         sets = sets or any(bool(np.any(t.set_size > 0)) for t in self.trees_)

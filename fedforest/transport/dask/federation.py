@@ -14,7 +14,7 @@ from distributed.actor import Actor
 
 from ...federated.client import Client
 from ...federated.codec import error_from_header
-from ...federated.federation import Federation, replies_or_failure
+from ...federated.federation import Federation, replies_or_failure, without_client
 from ...federated.protocol import Message
 from ._actor import ShardActor, Spec, client_from_factory
 from ._wire import ERROR, HELLO, from_bytes, to_bytes
@@ -232,7 +232,8 @@ class DaskFederation(Federation):
         for name, call in calls.items():
             answer = from_bytes(call.result(timeout=timeout), name)
             if answer.kind == ERROR:
-                problems.append(f"{name!r}: {error_from_header(answer.header, name)}")
+                said = without_client(str(error_from_header(answer.header, name)), name)
+                problems.append(f"{name!r}: {said}")
             elif answer.kind == HELLO:
                 self.n_samples[name] = int(answer.header["n_samples"])
             else:
