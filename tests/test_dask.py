@@ -172,6 +172,31 @@ def test_frames_round_trip_and_refuse_what_is_not_a_frame() -> None:
     assert np.array_equal(back.arrays["x"], msg.arrays["x"]) and back.arrays["x"].flags.writeable
     import pickle
 
+    from fedforest.federated.codec import pack_arrays
+    from fedforest.transport.dask import _wire
+
+    # One allocation, the same bytes as the packed buffer appended to the padded head.
+    msg = Message("round_b", {"n": 3}, {"x": np.arange(5.0), "c": np.arange(3, dtype=np.int32)})
+    frame = to_bytes(msg)
+    layout, buffer = pack_arrays(msg.arrays)
+    meta = json.dumps(
+        {"kind": msg.kind, "header": msg.header, "layout": layout}, separators=(",", ":")
+    )
+    head = _wire._PREAMBLE.pack(_wire._MAGIC, _wire._VERSION, len(meta)) + meta.encode()
+    assert frame == head + b"\0" * (-len(head) % 8) + buffer.tobytes()
+    # owned=True decodes a bytearray in place (its arrays are views of it, writable); the
+    # default, and bytes or a memoryview, copy.
+    owned = from_bytes(frame, "site-a", owned=True).arrays["x"]
+    assert np.shares_memory(owned, np.frombuffer(frame, np.uint8)) and owned.flags.writeable
+    for given, how in [
+        (frame, {}),
+        (bytes(frame), {"owned": True}),
+        (memoryview(frame), {"owned": True}),
+    ]:
+        copied = from_bytes(given, "site-a", **how).arrays["x"]
+        assert not np.shares_memory(copied, np.frombuffer(frame, np.uint8))
+        assert np.array_equal(copied, owned) and copied.flags.writeable
+
     for junk, match in [
         (pickle.dumps(msg), "not a fedforest frame"),
         (b"FF", "too short"),

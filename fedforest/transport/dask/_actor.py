@@ -57,14 +57,14 @@ class ShardActor:
         except Exception as exc:  # noqa: BLE001 - reported to the server as a frame
             self.error = _error(exc, "building its client", name)
 
-    def hello(self) -> bytes:
+    def hello(self) -> bytearray:
         """The client's name and row count, or why it could not be built."""
         if self.error is not None:
             return to_bytes(self.error)
         assert self.client is not None
         return to_bytes(Message(HELLO, {"name": self.name, "n_samples": self.client.n_samples}))
 
-    def handle(self, request: bytes) -> bytes:
+    def handle(self, request: bytes) -> bytearray:
         """Answer one protocol message (a frame) with a frame; never raises."""
         step = "reading the request"
         try:

@@ -262,7 +262,7 @@ class DaskFederation(Federation):
         """One actor call per named client, all in flight at once; their replies by name."""
         self._check_open()
         start = time.perf_counter()
-        frames: dict[int, bytes] = {}
+        frames: dict[int, bytearray] = {}
         calls: dict[str, Any] = {}
         answers: dict[str, Message | Exception] = {}
         for name, msg in requests.items():
@@ -286,14 +286,12 @@ class DaskFederation(Federation):
         answers: dict[str, Message | Exception] = {}
         pause = 0.001
         while calls:
-            for name, call in list(calls.items()):
-                if call.done():
-                    answers[name] = self._answer(name, call)
+            for name in list(calls):
+                if calls[name].done():  # popped: its frame is let go once decoded
+                    answers[name] = self._answer(name, calls.pop(name))
                 elif self._futures[name].status != "finished":
                     answers[name] = _lost(name, RuntimeError(self._futures[name].status))
-                else:
-                    continue
-                del calls[name]
+                    del calls[name]
             if calls and deadline is not None and time.monotonic() >= deadline:
                 late = f"no answer within the federation's timeout of {self.timeout} s"
                 answers.update({name: TimeoutError(late) for name in calls})
@@ -313,7 +311,8 @@ class DaskFederation(Federation):
             return TypeError(f"its actor answered a {type(frame).__name__}, not bytes")
         self.bytes_received += len(frame)
         try:
-            reply = from_bytes(frame, name)
+            # Decoded in place: Dask hands the reply over as a bytearray of its own.
+            reply = from_bytes(frame, name, owned=True)
         except ValueError as exc:  # a malformed reply: this client's failure
             return exc
         if reply.kind == ERROR:  # a ValueError is invalid data: a ClientDataError
