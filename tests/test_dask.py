@@ -453,6 +453,31 @@ def test_dask_arrays_one_client_per_partition_or_per_worker(dask_client: Client)
     assert 1 <= per_worker.n_clients_ <= 2
 
 
+def _keys_held(dask_worker: Any) -> list[str]:
+    return [str(key) for key in dask_worker.data]
+
+
+def test_the_workers_let_the_partitions_go_once_the_clients_are_built(
+    dask_client: Client,
+) -> None:
+    # Each client copies its partition; Dask kept the partitions too, for the actor's life
+    # (an actor task's inputs), until the clients were built by plain tasks.
+    X, y, _ = frame(5)
+    aX = da.from_array(X.drop(columns="region").to_numpy(), chunks=(120, 2))
+    ay = da.from_array(y.to_numpy(), chunks=120)
+    with DaskFederation.from_collections(aX, ay, timeout=scaled(120)) as fed:
+        assert fed.client_names == ["0", "1", "2"]
+        deadline = time.monotonic() + scaled(30)  # the scheduler's release reaching them
+        while any(dask_client.run(_keys_held).values()):  # no partition, nor any other data
+            assert time.monotonic() < deadline, dask_client.run(_keys_held)
+            time.sleep(0.05)
+        model = ff.FedForestRegressor(**PARAMS, random_state=1).fit_federated(fed)
+    values = X.drop(columns="region").to_numpy()
+    memory = ff.FedForestRegressor(**PARAMS, random_state=1)
+    memory.fit(values, y, client_ids=np.repeat(np.arange(3), 120))
+    assert_same_forest(model, memory)
+
+
 def test_invalid_input_raises_a_value_error_naming_it(dask_client: Client) -> None:
     X, y, site = frame(5)
     dX, dy = dd.from_pandas(X, npartitions=3), dd.from_pandas(y, npartitions=3)
