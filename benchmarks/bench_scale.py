@@ -274,7 +274,9 @@ def fit_fedforest(client: Any, X: Any, y: Any, spec: dict[str, Any]) -> tuple[An
     setup = time.perf_counter() - start
     if SAMPLER is not None:
         BUILT.update(SAMPLER.snapshot())
-    model = make_model("fedforest", 1, spec).set_params(privacy=spec["privacy"])
+    model = make_model("fedforest", 1, spec).set_params(
+        privacy=spec["privacy"], tree_batch_size=spec.get("tree_batch_size")
+    )
     model.fit_federated(fed)
     extra = {
         "setup_seconds": setup,
@@ -342,11 +344,13 @@ def run_one(
     depth: int = bf.MAX_DEPTH,
     memory_limit_gb: float | None = None,
     data: str = "persisted",
+    tree_batch_size: int | None = None,
 ) -> dict[str, Any]:
     """One method on a fresh LocalCluster (this runs in its own process)."""
     if data != "persisted" and method != "fedforest":
         raise ValueError(f"--data {data} is fedforest's only; {method} takes persisted data.")
     spec = {"seed": seed, "privacy": privacy, "trees": trees, "depth": depth}
+    spec["tree_batch_size"] = tree_batch_size
     import cloudpickle
     import dask
     from distributed import Client, LocalCluster
@@ -428,6 +432,7 @@ def run_one(
         "background_cores": bg,
         "memory_limit_gb": memory_limit_gb,
         "data": data,
+        "tree_batch_size": tree_batch_size,
         # Sampled every 0.05 s from the data's creation to the fit's end, per role (MB):
         "in_all_peak_mb": sampler.total_peak,
         "at_peak_mb": _by_role(sampler.at_peak, roles),
@@ -494,6 +499,7 @@ def run_isolated(
                     args.depth,
                     args.memory_limit,
                     args.data,
+                    args.tree_batch_size,
                 ]
             ),
             "--out",
@@ -610,6 +616,8 @@ def reproduce_command(args: argparse.Namespace) -> str:
         argv += ["--wait-idle", format(args.wait_idle, "g")]
     if args.memory_limit is not None:
         argv += ["--memory-limit", format(args.memory_limit, "g")]
+    if args.tree_batch_size is not None:
+        argv += ["--tree-batch-size", str(args.tree_batch_size)]
     if args.data != "persisted":
         argv += ["--data", args.data]
     if args.skip:
@@ -658,6 +666,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="GB",
         help="memory_limit of every worker (killed past 95 %%); runs wait for the memory",
+    )
+    p.add_argument(
+        "--tree-batch-size",
+        type=int,
+        default=None,
+        help="fedforest's tree_batch_size (trees grown at once; the same forest, less memory, "
+        "more rounds); default: all trees at once",
     )
     p.add_argument(
         "--data",
