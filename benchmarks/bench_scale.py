@@ -25,7 +25,19 @@ worker during set-up and fit (VmHWM after a reset, data included) and of this pr
 receives, exactly; every method: bytes Dask moved between workers, and the loopback
 interface's traffic during the fit, which counts every process on the machine and so is an
 upper bound on a shared machine), the test MSE, and the CPU other processes used during
-the fit (``bg``, cores; well above 0 means contended timings).
+the fit (``bg``, cores; well above 0 means contended timings). Memory in all: every
+process of the run (this one, which also runs the scheduler and the nannies, the workers,
+helpers) read from /proc every 0.05 s from the data's creation to the fit's end, the peak
+of their sum at one moment, with what each process held then, after the warm-up (the
+imports), with the data and with the clients built (the JSON's ``*_mb`` fields).
+
+``--data`` says where the rows come from (fedforest only): ``persisted`` (the default, as
+before: persisted on the workers and kept there during the fit), ``lazy`` (the same graph
+computed on the workers while the clients are built, then released, as a
+``dd.read_parquet`` collection would be), ``shipped`` (made in this process and sent, as
+``dd.from_pandas`` does) or ``factories`` (``DaskFederation(factories)``: each client makes
+its rows on its worker, client ``i`` on worker ``i mod workers``). The clients and their rows
+are the same in all four, so is the forest.
 
 Usage::
 
@@ -34,6 +46,7 @@ Usage::
     python benchmarks/bench_scale.py --rows 1000000 --partitions 2 4 8 --skip xgboost sklearn
     python benchmarks/bench_scale.py --rows 300000 --trees 100 --depth 10 --skip sklearn
     python benchmarks/bench_scale.py --rows 10000000 --privacy none --skip sklearn --memory-limit 9
+    python benchmarks/bench_scale.py --partitions 10 --skip xgboost sklearn --data lazy
 
 ``--memory-limit GB`` caps every worker (Dask's ``memory_limit``; the nanny kills a worker
 past 95 % of it, and no spilling or pausing changes what is measured) and, before each
@@ -53,6 +66,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -71,6 +85,12 @@ except ModuleNotFoundError as exc:
 import bench_forest as bf  # noqa: E402  (the data, the hyperparameters, the machine report)
 
 METHODS = ("fedforest", "xgboost", "sklearn")
+#: Where the rows come from: persisted on the workers (kept there during the fit), lazy
+#: (computed on the workers as the clients are built, then released), shipped (made in
+#: this process and sent), factories (each client makes its own rows on its worker).
+DATA = ("persisted", "lazy", "shipped", "factories")
+SAMPLER: RssSampler | None = None  # the run's sampler, for the snapshot after the set-up
+BUILT: dict[int, float] = {}
 N_TEST = 100_000
 WARMUP_ROWS = 2_000
 
@@ -81,13 +101,29 @@ def make_partition(seed: int, rows: int, part: int, n: int) -> tuple[np.ndarray,
     return bf.friedman20(n, np.random.default_rng([seed, rows, part]))
 
 
-def dask_data(client: Any, rows: int, partitions: int, seed: int) -> tuple[Any, Any]:
-    """X and y as Dask Arrays, generated and persisted on the workers."""
+def _sizes(rows: int, partitions: int) -> list[int]:
+    return [rows // partitions + (i < rows % partitions) for i in range(partitions)]
+
+
+def dask_data(
+    client: Any, rows: int, partitions: int, seed: int, how: str = "persisted"
+) -> tuple[Any, Any]:
+    """X and y as Dask Arrays (``how``: see ``DATA``); factories for ``"factories"``."""
     import dask
     import dask.array as da
     from distributed import wait
 
-    sizes = [rows // partitions + (i < rows % partitions) for i in range(partitions)]
+    sizes = _sizes(rows, partitions)
+    if how == "factories":
+        return {str(i): (seed, rows, i, n) for i, n in enumerate(sizes)}, None
+    if how == "shipped":  # made here, then sent to the workers (dd.from_pandas does that)
+        blocks = [make_partition(seed, rows, i, n) for i, n in enumerate(sizes)]
+        X_here = np.concatenate([b[0] for b in blocks])
+        y_here = np.concatenate([b[1] for b in blocks])
+        del blocks
+        return da.from_array(X_here, chunks=(tuple(sizes), -1)), da.from_array(
+            y_here, chunks=(tuple(sizes),)
+        )
     parts = [dask.delayed(make_partition, nout=2)(seed, rows, i, n) for i, n in enumerate(sizes)]
     X = da.concatenate(
         [
@@ -101,9 +137,19 @@ def dask_data(client: Any, rows: int, partitions: int, seed: int) -> tuple[Any, 
             for p, n in zip(parts, sizes, strict=True)
         ]
     )
+    if how == "lazy":  # computed on the workers as the clients are built, then released
+        return X, y
     X, y = client.persist([X, y])
     wait([X, y])
     return X, y
+
+
+def partition_client(seed: int, rows: int, part: int, n: int) -> Any:
+    """Client ``part`` of its partition, made on the worker (``--data factories``)."""
+    import fedforest as ff
+
+    X, y = make_partition(seed, rows, part, n)
+    return ff.Client(X, y, name=str(part))
 
 
 # --------------------------------------------------------------------------- memory
@@ -117,6 +163,85 @@ def _peak_mb() -> float:
 
 def _moved(dask_worker: Any) -> int:
     return int(dask_worker.transfer_outgoing_bytes_total)
+
+
+def _rss_mb(pid: int) -> float | None:
+    """Resident memory of process ``pid`` now, in MB (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        out.append(todo.pop())
+        todo += children.get(out[-1], [])
+    return out
+
+
+class RssSampler:
+    """The resident memory of this process and all its descendants, every ``period`` s.
+
+    Records each process's peak and the peak of their sum at one moment ("in all"), with
+    what each process held then: the cluster's processes (the workers are this process's
+    descendants; the scheduler and the nannies run in it) are read together.
+    """
+
+    def __init__(self, period: float = 0.05) -> None:
+        self.period = period
+        self.peaks: dict[int, float] = {}
+        self.total_peak = 0.0
+        self.at_peak: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def snapshot(self) -> dict[int, float]:
+        """Every process's resident MB now."""
+        now = {pid: _rss_mb(pid) for pid in _descendants(os.getpid())}
+        return {pid: mb for pid, mb in now.items() if mb is not None}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = self.snapshot()
+            for pid, mb in now.items():
+                self.peaks[pid] = max(self.peaks.get(pid, 0.0), mb)
+            if sum(now.values()) > self.total_peak:
+                self.total_peak, self.at_peak = sum(now.values()), now
+            self._stop.wait(self.period)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _by_role(mb: dict[int, float], roles: dict[int, str]) -> dict[str, float]:
+    """Process id -> MB as role -> MB (the processes not named summed as ``other``)."""
+    out: dict[str, float] = {}
+    for pid, value in mb.items():
+        role = roles.get(pid, "other")
+        out[role] = round(out.get(role, 0.0) + value, 1)
+    return out
 
 
 def loopback_bytes() -> int | None:
@@ -135,9 +260,23 @@ def fit_fedforest(client: Any, X: Any, y: Any, spec: dict[str, Any]) -> tuple[An
     from fedforest.transport.dask import DaskFederation
 
     start = time.perf_counter()
-    fed = DaskFederation.from_collections(X, y, client=client)
+    if y is None:  # --data factories: client i built on worker i mod workers
+        import functools
+
+        addresses = sorted(client.scheduler_info()["workers"])
+        fed = DaskFederation(
+            {name: functools.partial(partition_client, *args) for name, args in X.items()},
+            client=client,
+            workers={name: addresses[int(name) % len(addresses)] for name in X},
+        )
+    else:
+        fed = DaskFederation.from_collections(X, y, client=client)
     setup = time.perf_counter() - start
-    model = make_model("fedforest", 1, spec).set_params(privacy=spec["privacy"])
+    if SAMPLER is not None:
+        BUILT.update(SAMPLER.snapshot())
+    model = make_model("fedforest", 1, spec).set_params(
+        privacy=spec["privacy"], tree_batch_size=spec.get("tree_batch_size")
+    )
     model.fit_federated(fed)
     extra = {
         "setup_seconds": setup,
@@ -146,6 +285,11 @@ def fit_fedforest(client: Any, X: Any, y: Any, spec: dict[str, Any]) -> tuple[An
         "ledger_bytes": model.communication_.upload_bytes + model.communication_.download_bytes,
         "clients": len(fed.client_names),
         "workers_used": len(set(fed.placement.values())),
+        # Per round: its kind, the MB the clients sent and the MB the server sent.
+        "round_mb": [
+            (r.kind, round(r.upload_bytes / 1e6, 1), round(r.download_bytes / 1e6, 1))
+            for r in model.communication_.records
+        ],
     }
     fed.close()
     return model, extra
@@ -199,9 +343,14 @@ def run_one(
     trees: int = bf.N_TREES,
     depth: int = bf.MAX_DEPTH,
     memory_limit_gb: float | None = None,
+    data: str = "persisted",
+    tree_batch_size: int | None = None,
 ) -> dict[str, Any]:
     """One method on a fresh LocalCluster (this runs in its own process)."""
+    if data != "persisted" and method != "fedforest":
+        raise ValueError(f"--data {data} is fedforest's only; {method} takes persisted data.")
     spec = {"seed": seed, "privacy": privacy, "trees": trees, "depth": depth}
+    spec["tree_batch_size"] = tree_batch_size
     import cloudpickle
     import dask
     from distributed import Client, LocalCluster
@@ -233,11 +382,19 @@ def run_one(
         Client(cluster) as client,
     ):
         X_test, y_test = bf.friedman20(N_TEST, np.random.default_rng([seed, rows, 2**31]))
-        warm_X, warm_y = dask_data(client, WARMUP_ROWS, partitions, seed + 1)
+        warm_X, warm_y = dask_data(client, WARMUP_ROWS, partitions, seed + 1, data)
         FIT[method](client, warm_X, warm_y, spec)
         del warm_X, warm_y
 
-        X, y = dask_data(client, rows, partitions, seed)
+        global SAMPLER
+        roles = {os.getpid(): "server"}
+        pids = sorted(client.run(os.getpid).values())
+        roles.update({pid: f"worker {i}" for i, pid in enumerate(pids, 1)})
+        sampler = SAMPLER = RssSampler()
+        imports = sampler.snapshot()  # after the warm-up fit: imports, compiled kernels
+        sampler.__enter__()
+        X, y = dask_data(client, rows, partitions, seed, data)
+        with_data = sampler.snapshot()
         client.run(_reset_peak)
         local_peak = _reset_peak()
         moved0 = sum(client.run(_moved).values())
@@ -252,6 +409,7 @@ def run_one(
         lo1 = loopback_bytes()
         moved1 = sum(client.run(_moved).values())
         peaks = client.run(_peak_mb)
+        sampler.__exit__()
         y_pred = predict(method, model, X_test)
     ours = (cpu1 - cpu0) + (worker_cpu1 - worker_cpu0)
     bg = None
@@ -273,6 +431,15 @@ def run_one(
         "test_mse": float(np.mean((y_pred - y_test) ** 2)),
         "background_cores": bg,
         "memory_limit_gb": memory_limit_gb,
+        "data": data,
+        "tree_batch_size": tree_batch_size,
+        # Sampled every 0.05 s from the data's creation to the fit's end, per role (MB):
+        "in_all_peak_mb": sampler.total_peak,
+        "at_peak_mb": _by_role(sampler.at_peak, roles),
+        "sampled_peak_mb": _by_role(sampler.peaks, roles),
+        "imports_mb": _by_role(imports, roles),
+        "with_data_mb": _by_role(with_data, roles),
+        "built_mb": _by_role(BUILT, roles),
         **extra,
     }
 
@@ -331,6 +498,8 @@ def run_isolated(
                     args.trees,
                     args.depth,
                     args.memory_limit,
+                    args.data,
+                    args.tree_batch_size,
                 ]
             ),
             "--out",
@@ -357,8 +526,8 @@ def format_table(results: list[dict[str, Any]]) -> str:
     head = (
         f"{'method':<20}{'rows':>10}{'parts':>6}{'forest':>7}{'set-up s':>9}{'total s':>9}"
         f"{'test MSE':>9}"
-        f"{'worker peak MB':>16}{'server MB':>10}{'frames MB':>10}{'dask MB':>8}{'lo MB':>8}"
-        f"{'bg':>6}"
+        f"{'worker peak MB':>16}{'server MB':>10}{'in all MB':>10}{'frames MB':>10}"
+        f"{'dask MB':>8}{'lo MB':>8}{'bg':>6}"
     )
     lines = [head]
     for r in results:
@@ -375,15 +544,24 @@ def format_table(results: list[dict[str, Any]]) -> str:
             f"{r['method']:<20}{r['rows']:>10,}{r['partitions']:>6}{forest:>7}"
             f"{_fmt(r['setup_seconds'], '.1f'):>9}{r['total_seconds']:>9.1f}{r['test_mse']:>9.4f}"
             f"{peaks:>16}{_fmt(r['server_peak_mb'], '.0f'):>10}"
+            f"{_fmt(r.get('in_all_peak_mb'), '.0f'):>10}"
             f"{_fmt(None if frames is None else frames / 1e6, '.1f'):>10}"
             f"{r['dask_moved_bytes'] / 1e6:>8.1f}{_fmt(None if lo is None else lo / 1e6, '.0f'):>8}"
             f"{_fmt(r['background_cores'], '.2f'):>6}"
         )
+    for r in results:
+        if "at_peak_mb" in r:
+            lines.append(f"{r['method']} {r['rows']:,} rows, --data {r['data']}, MB per process:")
+            for stage in ("imports_mb", "with_data_mb", "built_mb", "at_peak_mb"):
+                parts = ", ".join(f"{k} {v:.0f}" for k, v in sorted(r[stage].items()))
+                lines.append(f"  {stage[:-3]:<10} {sum(r[stage].values()):>6.0f}: {parts}")
     lines.append(
         "forest: trees x max_depth; set-up s: fedforest's actors built (clients copy their "
         "partitions), sklearn's rows gathered here; total s: set-up plus training; worker "
         "peak MB: each worker's peak "
         "resident memory (data included); server MB: this process's (the scheduler too); "
+        "in all MB: the peak of every process's resident memory summed at one moment (sampled "
+        "every 0.05 s from the data's creation on; the workers, this process, helpers); "
         "frames MB: fedforest's protocol frames, both ways; dask MB: bytes Dask moved between "
         "workers; lo MB: loopback traffic during the fit, every process on the machine; bg: "
         "cores other processes used."
@@ -438,6 +616,10 @@ def reproduce_command(args: argparse.Namespace) -> str:
         argv += ["--wait-idle", format(args.wait_idle, "g")]
     if args.memory_limit is not None:
         argv += ["--memory-limit", format(args.memory_limit, "g")]
+    if args.tree_batch_size is not None:
+        argv += ["--tree-batch-size", str(args.tree_batch_size)]
+    if args.data != "persisted":
+        argv += ["--data", args.data]
     if args.skip:
         argv += ["--skip", *args.skip]
     if args.plot:
@@ -484,6 +666,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="GB",
         help="memory_limit of every worker (killed past 95 %%); runs wait for the memory",
+    )
+    p.add_argument(
+        "--tree-batch-size",
+        type=int,
+        default=None,
+        help="fedforest's tree_batch_size (trees grown at once; the same forest, less memory, "
+        "more rounds); default: all trees at once",
+    )
+    p.add_argument(
+        "--data",
+        default="persisted",
+        choices=DATA,
+        help="where the rows come from: persisted on the workers and kept during the fit; "
+        "lazy (computed on the workers while the clients are built, then released); shipped "
+        "(made in this process and sent); factories (each client makes its rows on its "
+        "worker, DaskFederation(factories)); not persisted: fedforest only",
     )
     p.add_argument(
         "--out", type=Path, default=Path("results_scale.json"), help="JSON file to write"

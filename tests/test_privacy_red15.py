@@ -181,9 +181,9 @@ def _dask_fits(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[Any, ...]]:
     frames: list[bytes] = []
     decode = dask_federation.from_bytes
 
-    def keep(frame: Any, sender: str) -> Any:
+    def keep(frame: Any, sender: str, **how: Any) -> Any:
         frames.append(bytes(frame))
-        return decode(frame, sender)
+        return decode(frame, sender, **how)
 
     monkeypatch.setattr(dask_federation, "from_bytes", keep)
     X, y, h = _data(n_clients=4, n_rows=60, d=6, seed=0)

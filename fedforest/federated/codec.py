@@ -28,8 +28,10 @@ __all__ = [
     "FINISH",
     "HELLO",
     "MAX_ERROR_TEXT",
+    "array_layout",
     "error_from_header",
     "pack_arrays",
+    "pack_into",
     "unpack_arrays",
 ]
 
@@ -78,6 +80,20 @@ def pack_arrays(arrays: dict[str, NDArray[Any]]) -> tuple[list[dict[str, Any]], 
         ``shape`` and byte ``offset`` (a multiple of 8, so views stay aligned).
     buffer : ndarray of uint8, shape (n_bytes,)
     """
+    layout, n_bytes = array_layout(arrays)
+    buffer = np.zeros(n_bytes, dtype=np.uint8)
+    pack_into(layout, arrays, buffer)
+    return layout, buffer
+
+
+def array_layout(arrays: dict[str, NDArray[Any]]) -> tuple[list[dict[str, Any]], int]:
+    """Where :func:`pack_into` puts each array, and the bytes they take in all.
+
+    Raises
+    ------
+    TypeError
+        If an array is not numeric (only numeric arrays travel).
+    """
     layout: list[dict[str, Any]] = []
     offset = 0
     for name, arr in arrays.items():
@@ -88,11 +104,20 @@ def pack_arrays(arrays: dict[str, NDArray[Any]]) -> tuple[list[dict[str, Any]], 
             {"name": name, "dtype": a.dtype.str, "shape": list(a.shape), "offset": offset}
         )
         offset += -(-a.nbytes // _ALIGN) * _ALIGN
-    buffer = np.zeros(offset, dtype=np.uint8)
+    return layout, offset
+
+
+def pack_into(
+    layout: list[dict[str, Any]], arrays: dict[str, NDArray[Any]], out: NDArray[np.uint8]
+) -> None:
+    """Copy ``arrays`` into ``out`` (uint8, zeroed, ``array_layout``'s bytes) at ``layout``.
+
+    The transports that send one frame write its arrays straight into it (no packed
+    buffer copied into the frame afterwards).
+    """
     for entry, arr in zip(layout, arrays.values(), strict=True):
         raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-        buffer[entry["offset"] : entry["offset"] + raw.size] = raw
-    return layout, buffer
+        out[entry["offset"] : entry["offset"] + raw.size] = raw
 
 
 def unpack_arrays(layout: Any, buffer: NDArray[np.uint8], sender: str) -> dict[str, NDArray[Any]]:

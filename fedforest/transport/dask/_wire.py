@@ -2,7 +2,7 @@
 
 A frame is a fixed preamble, one compact JSON object (the kind, the header and the
 layout of the arrays) and the arrays packed into one buffer by
-:func:`~fedforest.federated.codec.pack_arrays` (the Flower transport's codec too: the
+:func:`~fedforest.federated.codec.pack_into` (the Flower transport's codec too: the
 same layout, the same checks, and no Flower needed): nothing in a frame needs pickle, and
 decoding validates the preamble, the JSON and every array's place in the buffer before
 any array is read.
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ...federated.codec import ERROR, HELLO, pack_arrays, unpack_arrays
+from ...federated.codec import ERROR, HELLO, array_layout, pack_into, unpack_arrays
 from ...federated.protocol import Message
 
 __all__ = ["ERROR", "HELLO", "from_bytes", "to_bytes"]
@@ -28,19 +28,30 @@ _PREAMBLE = struct.Struct("<4sB3xI")
 _ALIGN = 8
 
 
-def to_bytes(msg: Message) -> bytes:
-    """One message as a frame: preamble, JSON (kind, header, layout), padding, arrays."""
-    layout, buffer = pack_arrays(msg.arrays)
+def to_bytes(msg: Message) -> bytearray:
+    """One message as a frame: preamble, JSON (kind, header, layout), padding, arrays.
+
+    The arrays are written straight into the frame, one allocation of its size (packing
+    them first, then joining, held three copies of a reply at once).
+    """
+    layout, n_bytes = array_layout(msg.arrays)
     meta = json.dumps(
         {"kind": msg.kind, "header": msg.header, "layout": layout}, separators=(",", ":")
     ).encode()
     head = _PREAMBLE.pack(_MAGIC, _VERSION, len(meta)) + meta
-    pad = b"\0" * (-len(head) % _ALIGN)
-    return head + pad + buffer.tobytes()
+    start = len(head) + (-len(head) % _ALIGN)
+    frame = bytearray(start + n_bytes)  # zeroed: the padding too
+    frame[: len(head)] = head
+    pack_into(layout, msg.arrays, np.frombuffer(frame, dtype=np.uint8, offset=start))
+    return frame
 
 
-def from_bytes(frame: Any, sender: str) -> Message:
-    """Inverse of :func:`to_bytes`; the arrays are writable copies.
+def from_bytes(frame: Any, sender: str, *, owned: bool = False) -> Message:
+    """Inverse of :func:`to_bytes`; the arrays are writable.
+
+    They are copies of the frame's bytes, or with ``owned=True`` and a ``bytearray``
+    (what Dask hands over for one) views into it: the caller gives the frame up, and the
+    reply is not held twice while it is decoded.
 
     Raises
     ------
@@ -79,5 +90,8 @@ def from_bytes(frame: Any, sender: str) -> Message:
     if not isinstance(kind, str) or not isinstance(header, dict):
         raise ValueError(f"Message from {sender!r}: the kind or the header has the wrong type.")
     start = end + (-end % _ALIGN)
-    buffer = np.frombuffer(bytearray(data[start:]), dtype=np.uint8)
+    if owned and isinstance(frame, bytearray):
+        buffer = np.frombuffer(frame, dtype=np.uint8, offset=min(start, data.nbytes))
+    else:
+        buffer = np.frombuffer(bytearray(data[start:]), dtype=np.uint8)
     return Message(kind, header, unpack_arrays(layout, buffer, sender))

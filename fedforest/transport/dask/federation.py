@@ -9,14 +9,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from distributed import Client as DaskClient
-from distributed import Future, get_client, wait
+from distributed import Future, get_client
 from distributed.actor import Actor
 
 from ...federated.client import Client
 from ...federated.codec import error_from_header
 from ...federated.federation import Federation, replies_or_failure, without_client
 from ...federated.protocol import Message
-from ._actor import ShardActor, Spec, client_from_factory
+from ._actor import (
+    ShardActor,
+    Spec,
+    build_here,
+    client_from_factory,
+    client_waiting,
+    forget_waiting,
+)
 from ._wire import ERROR, HELLO, from_bytes, to_bytes
 
 __all__ = ["DaskFederation", "default_client"]
@@ -162,8 +169,32 @@ class DaskFederation(Federation):
         self.round_seconds: list[float] = []
         self._futures: dict[str, Future] = {}
         self._actors: dict[str, Any] = {}
+        tokens: dict[str, str] = {}
         try:
+            # A client pinned to a worker (its partitions', or workers=) is built there by a
+            # plain task first: Dask keeps an actor task's inputs for the actor's life, and
+            # a task's until every task that depends on it is gone, so the actor must not
+            # depend on the build either (it takes the client by token, once built).
+            built = {}
             for name, (worker, build, args) in sorted(specs.items()):
+                if worker is not None:
+                    tokens[name] = f"fedforest-build-{name}-{uuid.uuid4().hex}"
+                    built[name] = self.dask_client.submit(
+                        build_here,
+                        tokens[name],
+                        build,
+                        args,
+                        pure=False,
+                        key=tokens[name],
+                        workers=[worker],
+                        allow_other_workers=False,
+                    )
+            self._futures = dict(built)
+            deadline = time.monotonic() + start_timeout
+            self._wait_built(specs, start_timeout, deadline)
+            for name, (worker, build, args) in sorted(specs.items()):
+                if name in tokens:
+                    build, args = client_waiting, (tokens[name],)
                 self._futures[name] = self.dask_client.submit(
                     ShardActor,
                     name,
@@ -175,7 +206,7 @@ class DaskFederation(Federation):
                     workers=None if worker is None else [worker],
                     allow_other_workers=False,
                 )
-            self._wait_built(specs, start_timeout)
+            self._wait_built(specs, start_timeout, deadline)
             self.placement = _placement(self.dask_client, self._futures)
             # The handles are made here, not fetched: fetching one makes its worker open a
             # client of its own, which then holds up the worker's shutdown.
@@ -186,24 +217,35 @@ class DaskFederation(Federation):
                 }
             self._hello(start_timeout)
         except BaseException:
+            if tokens:
+                self._forget(list(tokens.values()))
             self.close()
             raise
 
-    def _wait_built(self, specs: Mapping[str, Spec], start_timeout: float) -> None:
+    def _forget(self, tokens: list[str]) -> None:
+        """Drop, on every worker, the clients built for actors that were never built."""
+        try:
+            self.dask_client.run(forget_waiting, tokens)
+        except Exception:  # noqa: BLE001 - best effort: a worker may be gone
+            logger.debug("fedforest: could not drop the clients built", exc_info=True)
+
+    def _wait_built(self, specs: Mapping[str, Spec], start_timeout: float, deadline: float) -> None:
         """Until every actor is built; a client pinned to a worker address that left fails.
 
         Its actor can then never be built (Dask keeps it for that address, which a
         restarted worker does not take): before, the wait ran out ``start_timeout`` (600 s
         by default). A worker pinned by name may come back under it: that one is waited for.
         """
-        deadline = time.monotonic() + start_timeout
         while True:
-            left = deadline - time.monotonic()
-            try:
-                wait(list(self._futures.values()), timeout=max(min(1.0, left), 0.001))
+            # Polled, not distributed.wait's TimeoutError: its traceback holds the futures in
+            # a reference cycle, and so the partitions on the workers, until a collection.
+            check = time.monotonic() + max(min(1.0, deadline - time.monotonic()), 0.001)
+            while not (done := all(f.done() for f in self._futures.values())):
+                if time.monotonic() >= check:
+                    break
+                time.sleep(0.01)
+            if done:
                 return
-            except TimeoutError:  # distributed's is empty: say which clients and why
-                pass
             pending = sorted(n for n, f in self._futures.items() if f.status == "pending")
             pinned = {n: specs[n][0] for n in pending if "://" in str(specs[n][0] or "")}
             if pinned:
@@ -263,7 +305,7 @@ class DaskFederation(Federation):
         """One actor call per named client, all in flight at once; their replies by name."""
         self._check_open()
         start = time.perf_counter()
-        frames: dict[int, bytes] = {}
+        frames: dict[int, bytearray] = {}
         calls: dict[str, Any] = {}
         answers: dict[str, Message | Exception] = {}
         for name, msg in requests.items():
@@ -287,14 +329,12 @@ class DaskFederation(Federation):
         answers: dict[str, Message | Exception] = {}
         pause = 0.001
         while calls:
-            for name, call in list(calls.items()):
-                if call.done():
-                    answers[name] = self._answer(name, call)
+            for name in list(calls):
+                if calls[name].done():  # popped: its frame is let go once decoded
+                    answers[name] = self._answer(name, calls.pop(name))
                 elif self._futures[name].status != "finished":
                     answers[name] = _lost(name, RuntimeError(self._futures[name].status))
-                else:
-                    continue
-                del calls[name]
+                    del calls[name]
             if calls and deadline is not None and time.monotonic() >= deadline:
                 late = f"no answer within the federation's timeout of {self.timeout} s"
                 answers.update({name: TimeoutError(late) for name in calls})
@@ -314,7 +354,8 @@ class DaskFederation(Federation):
             return TypeError(f"its actor answered a {type(frame).__name__}, not bytes")
         self.bytes_received += len(frame)
         try:
-            reply = from_bytes(frame, name)
+            # Decoded in place: Dask hands the reply over as a bytearray of its own.
+            reply = from_bytes(frame, name, owned=True)
         except ValueError as exc:  # a malformed reply: this client's failure
             return exc
         if reply.kind == ERROR:  # a ValueError is invalid data: a ClientDataError
