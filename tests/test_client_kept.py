@@ -4,9 +4,11 @@ The kernel, its NumPy twin and today's path (``left_stats_ranked`` on the decode
 candidates) agree bit for bit on random levels with an empty node, a one-row node, ties
 among the values and among the edges, missing values (+inf) and NaN, whole and real
 weights, an empty grid, a grid without candidates and candidates repeated or out of
-order. A candidate past its grid, a grid that descends and a weight that does not pack
-are refused as the status says. In whole fits, the kept bins give the forest of the
-fallback (a party restored from its state between the rounds, float candidates).
+order, with the bins kept as uint8 (a grid of 255 edges, a row binned past them all),
+uint16 and int32. A candidate past its grid, a grid that descends and a weight that does
+not pack are refused as the status says. In whole fits, the kept bins (uint8 as chosen,
+uint16 and int32 forced) give the forest of the fallback (a party restored from its state
+between the rounds, float candidates).
 """
 
 import numpy as np
@@ -15,12 +17,14 @@ import pytest
 import fedforest as ff
 from fedforest._common import N_FINE_BINS, n_stats
 from fedforest.datasets import make_paper_synthetic
+from fedforest.federated import client_kept
 from fedforest.federated import client_kernels as K
 from fedforest.federated.client_kept import (
     KEPT_DONE,
     KEPT_PAST,
     KEPT_UNPACKED,
     KEPT_UNUSABLE,
+    bins_dtype,
     keep_bins,
     left_stats_kept,
     left_stats_kept_numpy,
@@ -37,7 +41,7 @@ from fedforest.federated.protocol import ROUND_A, ROUND_B, Message
 PAIR_OFF = np.array([0, 4, 6, 8, 10, 13, 15], dtype=np.int64)
 
 
-def _level(seed: int, n_classes: int, whole: bool, n: int = 900, d: int = 4):
+def _level(seed: int, n_classes: int, whole: bool, n: int = 900, d: int = 4, longest=700):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
     X[:, :2] = np.round(X[:, :2] * 4) / 4  # ties among the values
@@ -58,7 +62,7 @@ def _level(seed: int, n_classes: int, whole: bool, n: int = 900, d: int = 4):
     for p, f in enumerate(pair_feat):
         x = X[np.isfinite(X[:, f]), f]
         kind = p % 5
-        size = [40, 700, 9, 60, 3][kind]  # 700 > COUNT_MAX: Round A's binary search
+        size = [40, longest, 9, 60, 3][kind]  # 700 > COUNT_MAX: Round A's binary search
         edges = np.sort(rng.choice(x, size=size))  # ties with the values and each other
         if kind == 3:
             edges = np.append(edges, np.finfo(np.float64).max)  # "known | missing"
@@ -93,10 +97,12 @@ def _scale(n_classes: int) -> np.ndarray:
     return np.exp2(bits)
 
 
-def _round_a(X, rows, w, slot, y, n_classes, pair_feat, grid_off, grid, ascending=True):
-    """Round A's counts with the bins kept; checks they are the counts without."""
+def _round_a(
+    X, rows, w, slot, y, n_classes, pair_feat, grid_off, grid, ascending=True, dtype=np.int32
+):
+    """Round A's counts with the bins kept (as ``dtype``); checks they are the counts without."""
     Xt, fmin, fmax, ranks = _ranks(X)
-    kept = np.full(100_000, -1, dtype=np.int32)
+    kept = np.full(100_000, np.iinfo(dtype).max, dtype=dtype)
     node_rows = np.bincount(slot[slot >= 0], minlength=PAIR_OFF.size - 1)
     kept_off = np.zeros(pair_feat.size + 1, dtype=np.int64)
     np.cumsum(np.repeat(node_rows, np.diff(PAIR_OFF)), out=kept_off[1:])
@@ -112,14 +118,28 @@ def _round_a(X, rows, w, slot, y, n_classes, pair_feat, grid_off, grid, ascendin
     return kept[: kept_off[-1]], kept_off, kept_ok
 
 
+def test_bins_dtype_holds_the_longest_grid():
+    for longest, dtype in ((0, np.uint8), (255, np.uint8), (256, np.uint16)):
+        assert bins_dtype(np.array([0, 3, 3 + longest, 3 + longest])) == dtype
+    assert bins_dtype(np.array([0, 65_535])) == np.uint16
+    assert bins_dtype(np.array([0, 65_536, 65_537])) == np.int32
+    assert bins_dtype(np.zeros(1, dtype=np.int64)) == np.uint8  # no pair
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("n_classes", [0, 3])
 @pytest.mark.parametrize("whole", [True, False])
-def test_kernel_twin_and_todays_binning_agree(seed, n_classes, whole):
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int32])
+def test_kernel_twin_and_todays_binning_agree(seed, n_classes, whole, dtype):
     X, rows, w, slot, y, pair_feat, grid_off, grid, cand_off, at, cand = _level(
-        seed, n_classes, whole
+        seed, n_classes, whole, longest=255 if dtype == np.uint8 else 700
     )
-    kept = _round_a(X, rows, w, slot, y, n_classes, pair_feat, grid_off, grid)
+    assert bins_dtype(grid_off) == (np.uint8 if dtype == np.uint8 else np.uint16)
+    kept = _round_a(X, rows, w, slot, y, n_classes, pair_feat, grid_off, grid, dtype=dtype)
+    written = np.concatenate(
+        [kept[0][kept[1][p] : kept[1][p + 1]] for p in np.flatnonzero(kept[2])]
+    )
+    assert written.max() == np.diff(grid_off).max()  # a row past the longest grid's edges
     Xt, fmin, fmax, ranks = _ranks(X)
     today = (*ranks, rows, w, slot, y, n_classes, PAIR_OFF, pair_feat, cand_off, cand, 0, 6)
     mine = (rows, w, slot, y, n_classes, PAIR_OFF, cand_off, at, grid_off, *kept, 0, 6)
@@ -191,10 +211,11 @@ def test_kept_bins_serve_their_own_level_only():
     fit = _Fit(1, 0, rng.normal(size=50), 8, rows, np.ones(50), slot, np.array([0, 50]))
     fit.pair_off, fit.pair_feat = np.array([0, 2, 3, 5]), np.array([0, 1, 0, 2, 1], np.int32)
     fit.level_wire = (np.zeros(0),)
-    kept = keep_bins(fit)
+    assert keep_bins(fit, np.array([0, 9, 264, 264, 270, 300])).bins.dtype == np.uint8
+    kept = keep_bins(fit, np.array([0, 9, 265, 265, 270, 300]))  # a grid of 256 edges
     visits = np.bincount(slot[slot >= 0], minlength=3)[[0, 0, 1, 2, 2]]
     np.testing.assert_array_equal(np.diff(kept.off), visits)
-    assert kept.bins.dtype == np.int32 and kept.bins.size == visits.sum()
+    assert kept.bins.dtype == np.uint16 and kept.bins.size == visits.sum()
     assert kept.serves(fit)
     other = _Fit(1, 0, fit.y, 8, rows, fit.w, slot, fit.tree_rows)  # another fit
     other.pair_off, other.pair_feat, other.level_wire = fit.pair_off, fit.pair_feat, fit.level_wire
@@ -217,7 +238,7 @@ class _Watched(ff.LocalFederation):
 
     def __init__(self, clients, mode, **kw):
         super().__init__(clients, **kw)
-        self.mode, self.kept_visits, self.round_a = mode, [], {}
+        self.mode, self.kept_visits, self.round_a, self.dtypes = mode, [], {}, set()
 
     def send_and_receive(self, requests, round_index):
         kind = next(iter(requests.values())).kind
@@ -236,12 +257,18 @@ class _Watched(ff.LocalFederation):
         parties = [c._secure for c in self.clients.values()]
         if kind == ROUND_A and self.mode == "keep":
             self.kept_visits.append([0 if p.kept is None else p.kept.bins.size for p in parties])
+            self.dtypes |= {p.kept.bins.dtype for p in parties if p.kept is not None}
         if kind == ROUND_B:
             assert all(p.kept is None for p in parties)
         return answers
 
 
-def test_a_fit_from_kept_bins_is_the_fallbacks_forest():
+@pytest.mark.parametrize("forced", [None, np.uint16, np.int32])
+def test_a_fit_from_kept_bins_is_the_fallbacks_forest(forced, monkeypatch):
+    """Bins kept as ``bins_dtype`` says (uint8: these grids hold 26 to 34 edges, even at
+    ``n_bins=256``), or as the wider types, forced: the same forest each time."""
+    if forced is not None:
+        monkeypatch.setattr(client_kept, "bins_dtype", lambda grid_off: forced)
     d = make_paper_synthetic("covariate-shift", n_clients=2, n_per_client=400, random_state=0)
     preds, visits = [], None
     for mode in ("keep", "restart", "floats"):
@@ -251,7 +278,9 @@ def test_a_fit_from_kept_bins_is_the_fallbacks_forest():
         model = ff.FedForestRegressor(n_estimators=6, max_depth=5, random_state=1)
         model.fit_federated(fed)
         preds.append(model.predict(d.X_test))
-        visits = fed.kept_visits if mode == "keep" else visits
+        if mode == "keep":
+            visits = fed.kept_visits
+            assert fed.dtypes == {np.dtype(np.uint8 if forced is None else forced)}
     assert visits and all(v > 0 for level in visits for v in level)
     for p in preds[1:]:
         np.testing.assert_array_equal(p, preds[0])

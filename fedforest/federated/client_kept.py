@@ -9,13 +9,15 @@ are the first ``a``, so candidate ``t`` lies below the row exactly when ``t < a`
 row's Round B bin is then ``tab[a]``, ``tab[i]`` the pair's candidates of index below
 ``i``: a count of the indices, no float compared, no value gathered, no edge decoded.
 
-So Round A's kernel writes each pair's bins (int32, one a row of its node: about 1.9 M a
-client and level at 100,000 rows) into :class:`KeptBins`, which the client's
-:class:`~fedforest.federated.client_secure.SecureParty` holds until Round B and then
-drops. It lives in the process only, never in ``SecureParty.to_state``: a client
-restored between the rounds (Flower's ClientApp in a fresh process per message), a
-Round B of another level or fit, slots that changed, a pair whose grid descends or a
-Round B sent with float candidates bins the rows as before (the same words).
+So Round A's kernel writes each pair's bins (one a row of its node: about 1.9 M a client
+and level at 100,000 rows) into :class:`KeptBins`, in the narrowest type that holds the
+level's longest grid's length (:func:`bins_dtype`; a bin is at most its grid's length),
+which the client's :class:`~fedforest.federated.client_secure.SecureParty` holds until
+Round B and then drops. It lives in the process only, never in
+``SecureParty.to_state``: a client restored between the rounds (Flower's ClientApp in a
+fresh process per message), a Round B of another level or fit, slots that changed, a pair
+whose grid descends or a Round B sent with float candidates bins the rows as before (the
+same words).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ __all__ = [
     "KEPT_UNPACKED",
     "KEPT_UNUSABLE",
     "KeptBins",
+    "bins_dtype",
     "keep_bins",
     "kept_words",
     "left_stats_kept",
@@ -75,11 +78,11 @@ class KeptBins:
     wire: Any
     pair_feat: NDArray[np.int32]
     slot: NDArray[np.int32]
-    bins: NDArray[np.int32]
+    bins: NDArray[Any]  # bins_dtype of the level's grids
     off: NDArray[np.int64]
     ok: NDArray[np.uint8]
 
-    def arrays(self) -> tuple[NDArray[np.int32], NDArray[np.int64], NDArray[np.uint8]]:
+    def arrays(self) -> tuple[NDArray[Any], NDArray[np.int64], NDArray[np.uint8]]:
         """``left_stats_ranked``'s ``kept``, ``kept_off`` and ``kept_ok``."""
         return self.bins, self.off, self.ok
 
@@ -93,15 +96,30 @@ class KeptBins:
         )
 
 
-def keep_bins(fit: _Fit) -> KeptBins:
-    """Room for the bins of every pair of ``fit``'s level (its rows and pairs as set)."""
+def bins_dtype(grid_off: NDArray[np.int64]) -> type[np.integer[Any]]:
+    """The narrowest of uint8, uint16 and int32 that holds every bin among these grids.
+
+    A row's bin counts the edges of its pair's grid below its value: at most the grid's
+    length, ``grid_off[p + 1] - grid_off[p]``.
+    """
+    longest = int(np.diff(grid_off).max(initial=0))
+    for dtype in (np.uint8, np.uint16):
+        if longest <= np.iinfo(dtype).max:
+            return dtype
+    if longest > np.iinfo(np.int32).max:
+        raise ValueError(f"A grid of {longest} edges: more than int32 bins can count.")
+    return np.int32
+
+
+def keep_bins(fit: _Fit, grid_off: NDArray[np.int64]) -> KeptBins:
+    """Room for the bins of every pair of ``fit``'s level among Round A's ``grid_off`` grids."""
     assert fit.pair_off is not None and fit.pair_feat is not None
     pair_off = np.asarray(fit.pair_off, dtype=np.int64)
     n_slots = pair_off.size - 1
     node_rows = np.bincount(fit.slot[fit.slot >= 0], minlength=n_slots)[:n_slots]
     off = np.zeros(int(pair_off[-1]) + 1, dtype=np.int64)
     np.cumsum(np.repeat(node_rows, np.diff(pair_off)), out=off[1:])
-    bins = np.empty(int(off[-1]), dtype=np.int32)
+    bins = np.empty(int(off[-1]), dtype=bins_dtype(grid_off))
     ok = np.zeros(off.size - 1, dtype=np.uint8)
     return KeptBins(fit, fit.level_wire, fit.pair_feat, fit.slot.copy(), bins, off, ok)
 
@@ -125,7 +143,8 @@ def left_stats_kept(
     at : ndarray of int64, shape (n_candidates,)  # IN: candidate ``j`` of pair ``p`` is
         edge ``at[j]`` of the pair's Round A grid
     grid_off : ndarray of int64, shape (n_pairs + 1,)  # IN: Round A's grid offsets
-    kept, kept_off, kept_ok : as ``left_stats_ranked`` wrote them in Round A  # IN
+    kept, kept_off, kept_ok : as ``left_stats_ranked`` wrote them in Round A (``kept``
+        uint8, uint16 or int32: :func:`bins_dtype`)  # IN
 
     Returns
     -------
@@ -206,7 +225,7 @@ def left_stats_kept_numpy(
     rows: NDArray[np.int32], w: NDArray[np.float64], slot: NDArray[np.int32],
     y: NDArray[np.float64], n_classes: int, pair_off: NDArray[np.int64],
     cand_off: NDArray[np.int64], at: NDArray[np.int64], grid_off: NDArray[np.int64],
-    kept: NDArray[np.int32], kept_off: NDArray[np.int64], kept_ok: NDArray[np.uint8],
+    kept: NDArray[Any], kept_off: NDArray[np.int64], kept_ok: NDArray[np.uint8],
     slot_lo: int, slot_hi: int, out: NDArray[Any], scale: NDArray[np.float64] | None = None,
 ) -> int:  # fmt: skip
     """NumPy twin of :func:`left_stats_kept` (``tab`` by a sort and ``searchsorted``)."""

@@ -558,8 +558,9 @@ def left_stats_ranked(
         n_stat - 1)
     scale : ndarray of float64, shape (n_stat,), or None  # IN: ``2^frac_bits`` per column
         of the statistics (the first two whole counts: 1)
-    kept : ndarray of int32, shape (n_visits,), or None  # OUT: pair ``p``'s rows' bins
-        (in node order) at ``kept[kept_off[p]:kept_off[p + 1]]`` (Round A's, for Round B:
+    kept : ndarray of uint8, uint16 or int32 (holding ``nc``: ``client_kept.bins_dtype``),
+        shape (n_visits,), or None  # OUT: pair ``p``'s rows' bins (in node order) at
+        ``kept[kept_off[p]:kept_off[p + 1]]`` (Round A's, for Round B:
         :mod:`~fedforest.federated.client_kept`); ``kept_off`` int64 (n_pairs + 1,)
     kept_ok : ndarray of uint8, shape (n_pairs,), or None  # OUT: 1 where pair ``p``'s
         bins were written and its candidates do not descend (a row's bin then says which

@@ -19,6 +19,8 @@ finite, reaching ``2^62``, a count outside ``[0, 2^32)``) makes the kernel retur
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -46,7 +48,7 @@ def left_words(
     slot_hi: int,
     scale: NDArray[np.float64],
     out: NDArray[np.uint64],
-    kept: tuple[NDArray[np.int32], NDArray[np.int64], NDArray[np.uint8]] | None = None,
+    kept: tuple[NDArray[Any], NDArray[np.int64], NDArray[np.uint8]] | None = None,
 ) -> bool:
     """The packed words of the left statistics at every candidate of a block of slots.
 

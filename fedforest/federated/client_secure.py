@@ -545,7 +545,7 @@ class SecureParty:
         assert edges is not None
         ok = []
         kernel: Any = left_words
-        binned = keep_bins(fit) if keep else None
+        binned = keep_bins(fit, off) if keep else None
 
         def run(args: tuple[Any, ...], lo: int, hi: int) -> None:
             ok.append(kernel(*args, scale, out[lo:hi], None if binned is None else binned.arrays()))

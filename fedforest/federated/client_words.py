@@ -128,7 +128,7 @@ def bins_store(kept, bins):  # type: ignore[no-untyped-def]
     """``bins`` where ``kept`` is None, else ``kept``: the array a pair's bins go to.
 
     Resolved by type when numba compiles a call (``left_stats_ranked`` writes Round A's
-    bins straight into the kept int32 ones, or into its int64 scratch): one type for both.
+    bins straight into the kept ones, uint8 to int32, or into its int64 scratch).
     """
     return bins if kept is None else kept
 
