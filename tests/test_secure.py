@@ -31,6 +31,7 @@ from fedforest.federated.privacy.rules import (
     ancestor_safe_numpy,
     group_categories,
     groups_isolate,
+    groups_isolate_loop,
     secure_candidates,
     secure_candidates_numpy,
 )
@@ -1201,3 +1202,33 @@ def test_the_fallback_kernel_matches_its_twin() -> None:
     np.testing.assert_array_equal(n_out, n_out2)
     assert (n_out > 0).sum() >= 5 and (n_out == 0).sum() >= 5  # both outcomes exercised
     assert n < (args[4][pairs + 1] - args[4][pairs]).sum() / 2  # many thresholds dropped
+
+
+def test_category_groups_rule_takes_the_same_decision_on_every_path() -> None:
+    """``groups_isolate``'s counted kernel and its matrix path against the loop.
+
+    The kernel serves whole, non-negative rows with the node's inside the ancestor's; the
+    matrix path other whole rows; the loop the rest (and is the reference). Many groups,
+    components up to ``max_component`` and beyond it, ``m`` from 1.
+    """
+    rng = np.random.default_rng(25)
+    seen = {True: 0, False: 0}
+    for i in range(1500):
+        k, m = int(rng.integers(2, 40)), int(rng.integers(1, 12))
+        a_rows = rng.integers(0, 30, size=k).astype(float)
+        c_rows = np.floor(a_rows * rng.uniform(0, 1, size=k) ** 0.3)
+        if i % 4 == 0:  # rows of C not inside A's: the matrix path
+            c_rows = rng.integers(0, 30, size=k).astype(float)
+        if i % 7 == 0:  # not whole: the loop
+            a_rows = a_rows + 0.5
+        groupings = []
+        for _ in range(2):
+            g = rng.integers(-1, int(rng.integers(1, 14)), size=k)
+            present = np.unique(g[g >= 0])
+            groupings.append(np.where(g >= 0, np.searchsorted(present, g), -1).astype(np.int32))
+        limit = int(rng.integers(3, 15))
+        got = groups_isolate(a_rows, groupings[0], c_rows, groupings[1], m, limit)
+        want = groups_isolate_loop(a_rows, groupings[0], c_rows, groupings[1], m, limit)
+        assert got == want, (i, a_rows, groupings, c_rows, m, limit)
+        seen[bool(want)] += 1
+    assert min(seen.values()) > 300, seen
