@@ -108,11 +108,11 @@ ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
     (
         client_kernels.left_stats_ranked,
         (_F2, _F2, _F2, _I32_2, _F, _I64, _I64_2, _I32, _F, _I32, _F, _I,
-         _I64, _I32, _I64, _F, _I, _I, types.uint64[:, ::1], _F, _I32, _I64, _U8),
+         _I64, _I32, _I64, _F, _I, _I, types.uint64[:, ::1], _F, _U8, _I64, _U8),
     ),
     (
         client_kept.left_stats_kept,
-        (_I32, _F, _I32, _F, _I, _I64, _I64, _I64, _I64, _I32, _I64, _U8, _I, _I,
+        (_I32, _F, _I32, _F, _I, _I64, _I64, _I64, _I64, _U8, _I64, _U8, _I, _I,
          types.uint64[:, ::1], _F),
     ),
     (
