@@ -32,6 +32,8 @@ from fedforest.federated.privacy.rules import (
     group_categories,
     groups_isolate,
     groups_isolate_loop,
+    safe_groups,
+    safe_groups_loop,
     secure_candidates,
     secure_candidates_numpy,
 )
@@ -1232,3 +1234,38 @@ def test_category_groups_rule_takes_the_same_decision_on_every_path() -> None:
         assert got == want, (i, a_rows, groupings, c_rows, m, limit)
         seen[bool(want)] += 1
     assert min(seen.values()) > 300, seen
+
+
+def _grouping(rng: np.random.Generator, k: int, n_max: int) -> np.ndarray:
+    g = rng.integers(-1, n_max, size=k)
+    present = np.unique(g[g >= 0])
+    return np.where(g >= 0, np.searchsorted(present, g), -1).astype(np.int32)
+
+
+def test_safe_groups_kernel_merges_as_the_loop() -> None:
+    """``safe_groups`` (the merging loop in one numba call where every ancestor's check is
+    counted) against ``safe_groups_loop`` (a Python check per ancestor and pair tried):
+    the same groups, on nodes with 0 to 3 ancestors, merges and all-``-1`` outcomes both
+    seen; an ancestor whose rows are not whole or do not hold the node's takes the loop."""
+    rng = np.random.default_rng(16)
+    merged = emptied = counted = 0
+    for i in range(400):
+        k, m = int(rng.integers(2, 24)), int(rng.integers(1, 12))
+        rows = rng.integers(0, 25, size=k).astype(float)
+        ancestors = []
+        for _ in range(int(rng.integers(0, 4))):
+            a_rows = rows + rng.integers(0, 15, size=k)
+            if i % 9 == 0:  # the node's rows not inside the ancestor's
+                a_rows = rng.integers(0, 25, size=k).astype(float)
+            if i % 13 == 0:  # not whole
+                a_rows = a_rows + 0.5
+            ancestors.append((a_rows, _grouping(rng, k, int(rng.integers(1, 10)))))
+        groups = _grouping(rng, k, int(rng.integers(2, 12)))
+        want = safe_groups_loop(groups, rows, ancestors, m)
+        got = safe_groups(groups, rows, ancestors, m)
+        assert got.dtype == want.dtype == np.int32
+        np.testing.assert_array_equal(got, want, err_msg=f"case {i}")
+        counted += bool(ancestors) and i % 9 != 0 and i % 13 != 0
+        emptied += bool((want == -1).all() and (groups >= 0).any())
+        merged += bool(want.max() >= 1 and want.max() < groups.max())
+    assert counted > 200 and merged > 30 and emptied > 30, (counted, merged, emptied)

@@ -14,6 +14,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from .group_merges import isolate_counts, safe_groups_counts
+
 #: The candidate "value known | missing" (``server.missing.MISSING_SPLIT``; privacy/ sits
 #: below the server and cannot import it).
 MISSING_SPLIT = float(np.finfo(np.float64).max)
@@ -26,6 +28,7 @@ __all__ = [
     "groups_isolate",
     "groups_isolate_loop",
     "safe_groups",
+    "safe_groups_loop",
     "secure_candidates",
     "secure_candidates_numpy",
 ]
@@ -442,7 +445,7 @@ def groups_isolate(
     ):  # C's rows inside A's: every union's two parts are counts, 0 or more
         a_g, c_g = a_groups.astype(np.int64), c_groups.astype(np.int64)
         a_r, c_r = a_rows.astype(np.float64), c_rows.astype(np.float64)
-        return bool(_isolate_counts(a_r, a_g, c_r, c_g, n_a, n_c, int(min_rows), max_component))
+        return bool(isolate_counts(a_r, a_g, c_r, c_g, n_a, n_c, int(min_rows), max_component))
     in_a, in_c = a_groups >= 0, c_groups >= 0
     a_sum = np.bincount(a_groups[in_a], weights=a_rows[in_a], minlength=n_a)
     c_sum = np.bincount(c_groups[in_c], weights=c_rows[in_c], minlength=n_c)
@@ -491,103 +494,6 @@ def groups_isolate(
             if (p + q == 0 and r + s < min_rows) or (r + s == 0 and p + q < min_rows)
         }
     return any((p == 0) != (r == 0) for p, r in reach)
-
-
-@numba.njit(nogil=True, cache=True)
-def _root(parent: NDArray[np.int64], i: int) -> int:
-    while parent[i] != i:
-        parent[i] = parent[parent[i]]
-        i = parent[i]
-    return i
-
-
-@numba.njit(nogil=True, cache=True)
-def _isolate_counts(a_rows, a_groups, c_rows, c_groups, n_a, n_c, min_rows, max_component):
-    """:func:`groups_isolate` where every union's two parts are whole counts, 0 or more.
-
-    Each component's unions are visited in Gray-code order (one group in or out a step,
-    the three sums updated exactly: whole numbers below ``2 ** 53``); the reachable
-    (added, subtracted) pairs that can still isolate are ``(0, r)`` and ``(p, 0)`` with
-    ``p, r < min_rows``, kept as two flag arrays.
-    """
-    m, n = min_rows, n_a + n_c
-    a_sum, c_sum = np.zeros(n_a), np.zeros(n_c)
-    cross = np.zeros((n_a, n_c))
-    parent = np.arange(n)
-    for k in range(a_groups.size):
-        ga, gc = a_groups[k], c_groups[k]
-        if ga >= 0:
-            a_sum[ga] += a_rows[k]
-        if gc >= 0:
-            c_sum[gc] += c_rows[k]
-        if ga >= 0 and gc >= 0:
-            cross[ga, gc] += c_rows[k]
-            parent[_root(parent, ga)] = _root(parent, n_a + gc)
-    label = np.empty(n, dtype=np.int64)
-    size = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        label[i] = _root(parent, i)
-        size[label[i]] += 1
-    for i in range(n):
-        if size[i] > max_component:
-            return True
-    zp, zr = np.zeros(m, dtype=np.bool_), np.zeros(m, dtype=np.bool_)
-    zp[0] = zr[0] = True
-    mem = np.empty(n, dtype=np.int64)
-    for top in range(n):
-        if size[top] == 0:
-            continue
-        k = 0
-        for i in range(n):
-            if label[i] == top:
-                mem[k] = i
-                k += 1
-        picked = np.zeros(k, dtype=np.bool_)
-        a_tot = c_tot = held = 0.0
-        op, orr = np.zeros(m, dtype=np.bool_), np.zeros(m, dtype=np.bool_)
-        for step in range(1, 1 << k):
-            j = 0
-            while not (step >> j) & 1:
-                j += 1
-            picked[j] = not picked[j]
-            sign = 1.0 if picked[j] else -1.0
-            g = mem[j]
-            shared = 0.0
-            if g < n_a:
-                a_tot += sign * a_sum[g]
-                for t in range(k):
-                    if picked[t] and mem[t] >= n_a:
-                        shared += cross[g, mem[t] - n_a]
-            else:
-                c_tot += sign * c_sum[g - n_a]
-                for t in range(k):
-                    if picked[t] and mem[t] < n_a:
-                        shared += cross[mem[t], g - n_a]
-            held += sign * shared
-            plus, minus = a_tot - held, c_tot - held
-            if plus == 0 and minus < m:
-                op[int(minus)] = True
-            if minus == 0 and plus < m:
-                orr[int(plus)] = True
-        nzp, nzr = zp.copy(), zr.copy()
-        for r in range(m):  # reached (0, r) and (r, 0), each with each option
-            for s in range(m):
-                if zp[r] and op[s] and r + s < m:
-                    nzp[r + s] = True
-                if zr[r] and orr[s] and r + s < m:
-                    nzr[r + s] = True
-                if zp[r] and orr[s]:  # (s, r)
-                    if s == 0:
-                        nzp[r] = True
-                    elif r == 0:
-                        nzr[s] = True
-                if zr[r] and op[s]:  # (r, s)
-                    if r == 0:
-                        nzp[s] = True
-                    elif s == 0:
-                        nzr[r] = True
-        zp, zr = nzp, nzr
-    return zp[1:].any() or zr[1:].any()
 
 
 def _whole(rows: NDArray[np.float64]) -> bool:
@@ -683,6 +589,68 @@ def safe_groups(
     min_rows: int,
 ) -> NDArray[np.int32]:
     """A node's category groups that no ancestor's groups isolate rows with (or none).
+
+    :func:`safe_groups_loop`'s answer; where every ancestor's check takes
+    :func:`groups_isolate`'s counted kernel (whole rows, the node's inside each
+    ancestor's: every fit's case), the whole merging loop runs in one numba call
+    (``group_merges.safe_groups_counts``), else the loop.
+    """
+    counted = _counted(rows, groups, ancestors, min_rows)
+    if counted is not None:
+        a_rows, a_groups = counted
+        out = safe_groups_counts(
+            groups.astype(np.int64),
+            rows.astype(np.float64),
+            a_rows,
+            a_groups,
+            np.arange(len(ancestors) + 1, dtype=np.int64) * groups.size,
+            int(min_rows),
+            14,
+        )
+        return out.astype(np.int32)
+    return safe_groups_loop(groups, rows, ancestors, min_rows)
+
+
+def _counted(
+    rows: NDArray[np.float64],
+    groups: NDArray[np.int32],
+    ancestors: list[tuple[NDArray[np.float64], NDArray[np.int32]]],
+    min_rows: int,
+) -> tuple[NDArray[np.float64], NDArray[np.int64]] | None:
+    """The ancestors' rows and groups end to end where every one takes the counted kernel.
+
+    None where :func:`groups_isolate` would not take its counted kernel for some ancestor.
+    Where it does, it does for every merge of ``groups`` too: a merge keeps which categories are
+    grouped (``-1`` stays). Whole rows are checked on all ancestors' at once (their sum
+    below ``2 ** 53``: stricter than each's, so never a kernel the check would refuse).
+    """
+    k = groups.size
+    if not ancestors or k == 0 or rows.size != k or min_rows < 1:
+        return None
+    if any(a.size != k or g.size != k for a, g in ancestors):
+        return None
+    a_rows = np.concatenate([a for a, _ in ancestors]).astype(np.float64)
+    a_groups = np.concatenate([g for _, g in ancestors]).astype(np.int64)
+    c_rows = np.tile(rows, len(ancestors))
+    both = (a_groups >= 0) & np.tile(groups >= 0, len(ancestors))
+    if (
+        _whole(a_rows)
+        and _whole(rows)
+        and (a_rows >= 0).all()
+        and (rows >= 0).all()
+        and (a_rows[both] >= c_rows[both]).all()
+    ):
+        return a_rows, a_groups
+    return None
+
+
+def safe_groups_loop(
+    groups: NDArray[np.int32],
+    rows: NDArray[np.float64],
+    ancestors: list[tuple[NDArray[np.float64], NDArray[np.int32]]],
+    min_rows: int,
+) -> NDArray[np.int32]:
+    """:func:`safe_groups`'s reference, one Python check per ancestor and merge tried.
 
     ``groups`` as :func:`group_categories` made them; while some ancestor's released
     groups (``ancestors``: its rows per category and groups) isolate rows with them
