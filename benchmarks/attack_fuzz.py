@@ -32,23 +32,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests._attack_fuzz import draw, fuzz_fit  # noqa: E402
+from tests._attack_fuzz import add_draw_options, chosen_draws, fuzz_fit  # noqa: E402
+from tests._attack_union import Tally, add_privacy_option, shares  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    parser.add_argument("--seeds", type=int, nargs="*", default=None, help="draws to run")
-    parser.add_argument("--draws", type=int, default=10, help="without --seeds: how many draws")
-    parser.add_argument("--first", type=int, default=0, help="without --seeds: the first seed")
-    parser.add_argument(
-        "--privacy",
-        nargs="+",
-        default=["secure", "none"],
-        choices=["secure", "none"],
-        help="privacy levels fitted (none: the control, where the attacks find rows)",
-    )
+    add_draw_options(parser)
+    add_privacy_option(parser)
     parser.add_argument(
         "--slow", action="store_true", help="add the isolation attacks (ancestor, interval)"
     )
@@ -58,12 +51,8 @@ def main() -> None:
         help="give a classifier its labels (classes=), as a rare label's refusal asks",
     )
     args = parser.parse_args()
-    seeds = args.seeds if args.seeds else list(range(args.first, args.first + args.draws))
-    print("command: python " + " ".join(sys.argv), f"| load {os.getloadavg()}", flush=True)
-    worst: dict[str, float] = {}
-    found: dict[str, int] = {}
-    for seed in seeds:
-        case = draw(seed)
+    tally = Tally()
+    for _, case in chosen_draws(args):
         print(case["describe"], flush=True)
         for privacy in args.privacy:
             start = time.perf_counter()
@@ -72,16 +61,16 @@ def main() -> None:
             if "refused" in got:
                 print(f"  {privacy:6s} refused: {got['refused']}", flush=True)
                 continue
-            shares = " ".join(f"{k} {100 * got[k]:.2f}%" for k in ("target", "feature", "rebuilt"))
+            rows = shares(got, ("target", "feature", "rebuilt"))
             hits = {k: v for k, v in got["attacks"].items() if v != (0, 0)}
             print(
-                f"  {privacy:6s} {shares} | {hits} | isolation {got['isolation']} | {took:.0f} s",
+                f"  {privacy:6s} {rows} | {hits} | isolation {got['isolation']} | {took:.0f} s",
                 flush=True,
             )
-            worst[privacy] = max(worst.get(privacy, 0.0), got["rebuilt"])
-            found[privacy] = found.get(privacy, 0) + (got["rebuilt"] > 0)
-    for privacy, share in worst.items():
-        print(f"{privacy}: rebuilt in {found[privacy]} draws, at most {100 * share:.2f}% of rows")
+            tally.add(privacy, got)
+    for privacy, share in tally.worst.items():
+        n = tally.found[privacy]
+        print(f"{privacy}: rebuilt in {n} draws, at most {100 * share:.2f}% of rows")
     print(f"load {os.getloadavg()}")
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedforest as ff  # noqa: E402
-from tests._attack_union import PAPER, union_fit  # noqa: E402
+from tests._attack_union import PAPER, Tally, add_privacy_option, shares, union_fit  # noqa: E402
 
 
 def main() -> None:
@@ -51,18 +51,12 @@ def main() -> None:
         choices=["plain", "split_on_client", "categorical"],
         help="configurations of issue 11's grid (split_on_client is refused under secure)",
     )
-    parser.add_argument(
-        "--privacy",
-        nargs="+",
-        default=["secure", "none"],
-        choices=["secure", "none"],
-        help="privacy levels fitted (none: the control, where the attacks find rows)",
-    )
+    add_privacy_option(parser)
     parser.add_argument("--fast", action="store_true", help="leave out the slow attacks")
     args = parser.parse_args()
     model = ff.FedForestRegressor()
     assert {k: getattr(model, k) for k in PAPER} == PAPER, "the defaults are no longer the paper's"
-    worst: dict[str, float] = {}
+    tally = Tally()
     for task in args.tasks:
         for variant in args.variants:
             for privacy in args.privacy:
@@ -74,13 +68,9 @@ def main() -> None:
                     if "refused" in got:
                         print(f"{case}: refused ({got['refused']})", flush=True)
                         continue
-                    shares = " ".join(
-                        f"{k} {100 * got[k]:.2f}%"
-                        for k in ("target", "feature", "rebuilt", "one_attack", "linked_only")
-                    )
-                    print(f"{case}: {shares} ({took:.0f} s)\n    {got['attacks']}", flush=True)
-                    worst[privacy] = max(worst.get(privacy, 0.0), got["rebuilt"])
-    for privacy, share in worst.items():
+                    print(f"{case}: {shares(got)} ({took:.0f} s)\n    {got['attacks']}", flush=True)
+                    tally.add(privacy, got)
+    for privacy, share in tally.worst.items():
         print(f"most rows rebuilt under {privacy!r} in any case: {100 * share:.2f}%")
 
 

@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedforest as ff  # noqa: E402
-from tests._attack_fuzz import draw  # noqa: E402
+from tests._attack_fuzz import add_draw_options, chosen_draws, refusal  # noqa: E402
 
 
 def _fit(case: dict[str, Any], privacy: str) -> Any:
@@ -86,9 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    parser.add_argument("--seeds", type=int, nargs="*", default=None, help="draws to run")
-    parser.add_argument("--draws", type=int, default=10, help="without --seeds: how many draws")
-    parser.add_argument("--first", type=int, default=0, help="without --seeds: the first seed")
+    add_draw_options(parser)
     parser.add_argument(
         "--no-warmup",
         action="store_true",
@@ -101,10 +99,7 @@ def main() -> None:
         help="print this many lines of a cProfile (on process_time) of each timed fit",
     )
     args = parser.parse_args()
-    seeds = args.seeds if args.seeds else list(range(args.first, args.first + args.draws))
-    print("command: python " + " ".join(sys.argv), f"| load {os.getloadavg()}", flush=True)
-    for seed in seeds:
-        case = draw(seed)
+    for seed, case in chosen_draws(args):
         cpu: dict[str, float] = {}
         hashes: dict[str, str] = {}
         refused = ""
@@ -114,9 +109,7 @@ def main() -> None:
                     case, privacy, not args.no_warmup, args.profile
                 )
             except (ValueError, TypeError) as exc:
-                refused = (
-                    f"{privacy} refused: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-                )
+                refused = f"{privacy} refused: {refusal(exc, 160)}"
                 break
         if refused:
             print(f"seed {seed:3d} {refused} | {case['describe']}", flush=True)

@@ -60,18 +60,9 @@ class _UpToRoundB(RecordingFederation):
         return replies
 
 
-def run_tree_fits(
-    sign: float,
-    n_fits: int,
-    epsilon: float,
-    seed: int = 0,
-    force: int | None = None,
-    cap_off: bool = False,
-    noise_factor: float = 1.0,
-) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """``n_fits`` fits; per fit the statistic and the canary's count, and a report."""
-    stats, counts = [], []
-    seen: dict[str, Any] = {}
+def _record(mp: pytest.MonkeyPatch, seen: dict[str, Any], force: int | None, cap_off: bool) -> None:
+    """Patch the clients to record, in ``seen``, the canary's count and target and each
+    client's Round A summary entry before and after noise; ``force``: the canary's count."""
     noisy, round_a = client_secure.SecureParty.noisy, client_secure.SecureParty.round_a
     counts_of = client_module.Client._counts_of
 
@@ -101,36 +92,45 @@ def run_tree_fits(
             raw[:, 0] = force if cap_off else min(force, int(self._secure.dp["max_weight"]))
         return raw
 
-    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        mp.setattr(client_secure.SecureParty, "round_a", record_round_a)
-        mp.setattr(client_secure.SecureParty, "noisy", record_noisy)
-        mp.setattr(client_module.Client, "_counts_of", forced)
-        if noise_factor != 1.0:
-            scaled_noise(mp, noise_factor)
-        report: dict[str, Any] = {}
-        for r in range(n_fits):
-            seeded_secrets(mp, 1_000_003 * seed + r)
-            seen.clear()
-            model = ff.FedForestRegressor(
-                n_estimators=1, max_depth=1, privacy="dp", epsilon=epsilon, random_state=r
-            )
-            fed = (RecordingFederation if r == 0 else _UpToRoundB)(
-                ff.LocalFederation(tree_clients(sign, seed))
-            )
-            try:
-                model.fit_federated(fed)
-                report = model.privacy_report_
-            except _RoundA:
-                pass
-            parts = seen["parts"]
-            assert len(parts) == 3, parts  # one summary per client
-            exact = sum(v for v, _ in parts)
-            release = sum(o for _, o in parts)
-            c0, z0 = seen["c0"], seen["z0"]
-            scale = report_scale(report)
-            stats.append((release - exact + c0 * z0) / scale)
-            counts.append(c0)
+    mp.setattr(client_secure.SecureParty, "round_a", record_round_a)
+    mp.setattr(client_secure.SecureParty, "noisy", record_noisy)
+    mp.setattr(client_module.Client, "_counts_of", forced)
+
+
+def _side_fits(
+    mp: pytest.MonkeyPatch,
+    seen: dict[str, Any],
+    sign: float,
+    n_fits: int,
+    epsilon: float,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """``n_fits`` fits of one side (clients patched by :func:`_record`); per fit the
+    statistic and the canary's count, and the first fit's report (it runs to its end)."""
+    stats, counts = [], []
+    report: dict[str, Any] = {}
+    for r in range(n_fits):
+        seeded_secrets(mp, 1_000_003 * seed + r)
+        seen.clear()
+        model = ff.FedForestRegressor(
+            n_estimators=1, max_depth=1, privacy="dp", epsilon=epsilon, random_state=r
+        )
+        fed = (RecordingFederation if r == 0 else _UpToRoundB)(
+            ff.LocalFederation(tree_clients(sign, seed))
+        )
+        try:
+            model.fit_federated(fed)
+            report = model.privacy_report_
+        except _RoundA:
+            pass
+        parts = seen["parts"]
+        assert len(parts) == 3, parts  # one summary per client
+        exact = sum(v for v, _ in parts)
+        release = sum(o for _, o in parts)
+        c0, z0 = seen["c0"], seen["z0"]
+        scale = report_scale(report)
+        stats.append((release - exact + c0 * z0) / scale)
+        counts.append(c0)
     return np.asarray(stats), np.asarray(counts), report
 
 
@@ -149,9 +149,15 @@ def tree_audit(
     noise_factor: float = 1.0,
 ) -> dict[str, Any]:
     """The audit of the root's sum (see the module's text): measured against charged."""
-    # The first fit of each side runs to its end: its report gives the plan.
-    a, ca, report = run_tree_fits(-1.0, n_fits, epsilon, seed, force, cap_off, noise_factor)
-    b, cb, _ = run_tree_fits(+1.0, n_fits, epsilon, seed, force, cap_off, noise_factor)
+    seen: dict[str, Any] = {}
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _record(mp, seen, force, cap_off)
+        if noise_factor != 1.0:
+            scaled_noise(mp, noise_factor)
+        # The first fit of each side runs to its end: its report gives the plan.
+        a, ca, report = _side_fits(mp, seen, -1.0, n_fits, epsilon, seed)
+        b, cb, _ = _side_fits(mp, seen, +1.0, n_fits, epsilon, seed)
     delta = float(report["delta"])
     half = n_fits // 2
     # The Neyman-Pearson direction is known (D' moves the sum up): threshold on half.

@@ -17,9 +17,13 @@ the suite's ``_in_bag_weights``, which assumes a full bootstrap.
 
 from __future__ import annotations
 
+import argparse
 import copy
+import os
+import sys
 import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -177,6 +181,28 @@ def draw(seed: int) -> dict[str, Any]:
     }
 
 
+def add_draw_options(parser: argparse.ArgumentParser) -> None:
+    """A benchmark's choice of draws: ``--seeds``, else ``--draws`` from ``--first``."""
+    parser.add_argument("--seeds", type=int, nargs="*", default=None, help="draws to run")
+    parser.add_argument("--draws", type=int, default=10, help="without --seeds: how many draws")
+    parser.add_argument("--first", type=int, default=0, help="without --seeds: the first seed")
+
+
+def chosen_draws(args: argparse.Namespace) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Print the command line and the load, then each draw of :func:`add_draw_options`'
+    options with its seed."""
+    seeds = args.seeds if args.seeds else list(range(args.first, args.first + args.draws))
+    print("command: python " + " ".join(sys.argv), f"| load {os.getloadavg()}", flush=True)
+    for seed in seeds:
+        yield seed, draw(seed)
+
+
+def refusal(exc: Exception, width: int = 200) -> str:
+    """An estimator's refusal as printed: its type and the first ``width`` characters of its
+    first line."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:width]}"
+
+
 def _in_bag(fed: Any, h: np.ndarray, n_trees: int) -> np.ndarray:
     """Every tree's bootstrap count of every row, as each client drew it: the set-up
     request's seed and draws (``max_samples``), the client's bound secret."""
@@ -241,7 +267,7 @@ def fuzz_fit(
             warnings.simplefilter("ignore")
             fed = _fit(model, X, y, h, case["sample_weight"])
     except (ValueError, TypeError) as exc:
-        return {"refused": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+        return {"refused": refusal(exc)}
     fit_s = time.perf_counter() - start
     shim = model
     if case["classification"]:  # labels as their indices (text labels included)

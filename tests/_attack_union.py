@@ -26,7 +26,10 @@ or both:
 
 from __future__ import annotations
 
+import argparse
 import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -178,6 +181,38 @@ def union(claims: Claims) -> dict[str, float]:
         "one_attack": float(single.mean()),
         "linked_only": float((rebuilt & ~single).mean()),
     }
+
+
+#: :func:`union`'s shares, in the order the benchmarks print them.
+SHARES = ("target", "feature", "rebuilt", "one_attack", "linked_only")
+
+
+def add_privacy_option(parser: argparse.ArgumentParser) -> None:
+    """A benchmark's ``--privacy``: the levels it fits (``"none"`` the control)."""
+    parser.add_argument(
+        "--privacy",
+        nargs="+",
+        default=["secure", "none"],
+        choices=["secure", "none"],
+        help="privacy levels fitted (none: the control, where the attacks find rows)",
+    )
+
+
+def shares(got: dict[str, Any], keys: Sequence[str] = SHARES) -> str:
+    """The shares ``keys`` of a fit's union (``got``) as printed: ``target 1.25% ...``."""
+    return " ".join(f"{k} {100 * got[k]:.2f}%" for k in keys)
+
+
+@dataclass
+class Tally:
+    """Per privacy level, the most rows a fit's union rebuilt and how many fits rebuilt any."""
+
+    worst: dict[str, float] = field(default_factory=dict)
+    found: dict[str, int] = field(default_factory=dict)
+
+    def add(self, privacy: str, got: dict[str, Any]) -> None:
+        self.worst[privacy] = max(self.worst.get(privacy, 0.0), got["rebuilt"])
+        self.found[privacy] = self.found.get(privacy, 0) + (got["rebuilt"] > 0)
 
 
 def union_fit(

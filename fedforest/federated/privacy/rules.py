@@ -425,20 +425,19 @@ def groups_isolate(
 ) -> bool:
     """Whether an ancestor's category groups and a node's isolate rows by differencing.
 
-    The same answer as :func:`groups_isolate_loop` (which says what is isolated, and how),
-    with each component's unions evaluated at once: a union's rows are sums of its groups'
-    rows and, for the rows both sides hold, of a (groups of ``A``, groups of ``C``) table.
-    Exact where every row count is a whole number below ``2 ** 53`` (any order of the
-    additions gives the same sums); otherwise the loop decides.
+    The same answer as :func:`groups_isolate_loop` (which says what is isolated, and how).
+    Where every union's two parts are whole counts, 0 or more (whole, non-negative rows
+    with the node's inside the ancestor's: every fit's case), the numba kernel
+    ``group_merges.isolate_counts`` decides; otherwise the loop.
     """
     n_a, n_c = int(a_groups.max()) + 1, int(c_groups.max()) + 1
     if n_a <= 0 or n_c <= 0:
         return False
-    if not (_whole(a_rows) and _whole(c_rows)):
-        return groups_isolate_loop(a_rows, a_groups, c_rows, c_groups, min_rows, max_component)
     both = (a_groups >= 0) & (c_groups >= 0)
     if (
         min_rows >= 1
+        and _whole(a_rows)
+        and _whole(c_rows)
         and (a_rows >= 0).all()
         and (c_rows >= 0).all()
         and (a_rows[both] >= c_rows[both]).all()
@@ -446,70 +445,12 @@ def groups_isolate(
         a_g, c_g = a_groups.astype(np.int64), c_groups.astype(np.int64)
         a_r, c_r = a_rows.astype(np.float64), c_rows.astype(np.float64)
         return bool(isolate_counts(a_r, a_g, c_r, c_g, n_a, n_c, int(min_rows), max_component))
-    in_a, in_c = a_groups >= 0, c_groups >= 0
-    a_sum = np.bincount(a_groups[in_a], weights=a_rows[in_a], minlength=n_a)
-    c_sum = np.bincount(c_groups[in_c], weights=c_rows[in_c], minlength=n_c)
-    cross = np.zeros((n_a, n_c))
-    np.add.at(cross, (a_groups[both], c_groups[both]), c_rows[both])
-    parent = list(range(n_a + n_c))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    linked = np.zeros((n_a, n_c), dtype=bool)
-    linked[a_groups[both], c_groups[both]] = True
-    for ga, gc in zip(*np.nonzero(linked), strict=True):
-        parent[root(int(ga))] = root(n_a + int(gc))
-    components: dict[int, list[int]] = {}
-    for i in range(n_a + n_c):
-        components.setdefault(root(i), []).append(i)
-    a_list, c_list = a_sum.tolist(), c_sum.tolist()
-    reach: set[tuple[float, float]] = {(0.0, 0.0)}
-    for members in components.values():
-        if len(members) > max_component:
-            return True
-        options: set[tuple[float, float]] = set()
-        if len(members) == 1:  # a group the other side shares no category with
-            g = members[0]
-            one = (a_list[g], 0.0) if g < n_a else (0.0, c_list[g - n_a])
-            if (one[0] == 0 and one[1] < min_rows) or (one[1] == 0 and one[0] < min_rows):
-                options.add(one)
-        else:
-            bits = _union_bits(len(members))
-            is_a = np.array([g < n_a for g in members])
-            ga = np.array([g for g in members if g < n_a], dtype=np.int64)
-            gc = np.array([g - n_a for g in members if g >= n_a], dtype=np.int64)
-            pick_a, pick_c = bits[:, is_a], bits[:, ~is_a]
-            held = ((pick_a @ cross[ga][:, gc]) * pick_c).sum(axis=1)
-            plus, minus = pick_a @ a_sum[ga] - held, pick_c @ c_sum[gc] - held
-            keep = ((plus == 0) & (minus < min_rows)) | ((minus == 0) & (plus < min_rows))
-            options.update(zip(plus[keep].tolist(), minus[keep].tolist(), strict=True))
-        reach |= {
-            (p + q, r + s)
-            for p, r in reach
-            for q, s in options
-            if (p + q == 0 and r + s < min_rows) or (r + s == 0 and p + q < min_rows)
-        }
-    return any((p == 0) != (r == 0) for p, r in reach)
+    return groups_isolate_loop(a_rows, a_groups, c_rows, c_groups, min_rows, max_component)
 
 
 def _whole(rows: NDArray[np.float64]) -> bool:
     """Every entry a whole number whose sums stay exact in float64."""
     return bool(np.all(np.floor(rows) == rows) and np.abs(rows).sum() < 2.0**53)
-
-
-_BITS: dict[int, NDArray[np.float64]] = {}
-
-
-def _union_bits(k: int) -> NDArray[np.float64]:
-    """Rows 1 .. 2^k - 1 as their k bits (0.0 / 1.0): every non-empty union of k groups."""
-    if k not in _BITS:
-        picks = np.arange(1, 1 << k, dtype=np.int64)
-        _BITS[k] = ((picks[:, None] >> np.arange(k)) & 1).astype(np.float64)
-    return _BITS[k]
 
 
 def groups_isolate_loop(
@@ -522,9 +463,10 @@ def groups_isolate_loop(
 ) -> bool:
     """:func:`groups_isolate`'s reference: one union at a time.
 
-    Also the path for rows that are not whole numbers (noisy under ``"dp"``), whose sums
-    depend on their order. Whether an ancestor's category groups and a node's isolate rows
-    by differencing.
+    Also its path where the kernel's counts do not hold: rows that are not whole numbers
+    (noisy under ``"dp"``), whose sums depend on their order, or a node's rows not inside
+    the ancestor's (never in a fit). Whether an ancestor's category groups and a node's
+    isolate rows by differencing.
 
     The ancestor ``A`` released the sum over its rows in each of its groups (``a_groups``:
     each category's group, -1 for none; ``a_rows``: its rows per category), the node ``C``
