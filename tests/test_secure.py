@@ -1265,3 +1265,27 @@ def test_safe_groups_kernel_merges_as_the_loop() -> None:
         emptied += bool((want == -1).all() and (groups >= 0).any())
         merged += bool(want.max() >= 1 and want.max() < groups.max())
     assert counted > 200 and merged > 30 and emptied > 30, (counted, merged, emptied)
+
+
+def test_safe_groups_kernel_merges_as_the_loop_on_large_nodes() -> None:
+    """As above on nodes of 24 to 60 categories in up to 40 groups under up to 6 ancestors
+    (the kernel checks only the component a merge joins; the loop checks every one)."""
+    rng = np.random.default_rng(26)
+    merged = emptied = kept = 0
+    for i in range(60):
+        k, m = int(rng.integers(24, 61)), int(rng.integers(2, 9))
+        rows = rng.integers(0, 30, size=k).astype(float)
+        ancestors = []
+        for _ in range(int(rng.integers(1, 7))):
+            a_rows = rows + rng.integers(0, 12, size=k) * (rng.random(k) < 0.7)
+            a_groups = _grouping(rng, k, int(rng.integers(2, 12)))
+            a_groups[rng.random(k) < 0.85] = -1  # most categories in none of its groups
+            ancestors.append((a_rows, a_groups))
+        groups = _grouping(rng, k, int(rng.integers(8, 41)))
+        want = safe_groups_loop(groups, rows, ancestors, m)
+        got = safe_groups(groups, rows, ancestors, m)
+        np.testing.assert_array_equal(got, want, err_msg=f"case {i}")
+        emptied += bool((want == -1).all())
+        merged += bool(1 <= want.max() < groups.max())
+        kept += bool(want.max() == groups.max())
+    assert merged > 15 and emptied > 5 and kept > 15, (merged, emptied, kept)

@@ -47,10 +47,11 @@ def refuse_nested(X: Any, who: str | None = None) -> None:
         reach the server).
     """
     if isinstance(X, pd.DataFrame):
+        dtypes = X.dtypes  # a new Series at each call: once, not once a column
         columns = [
             (repr(name), X.iloc[:, j])
             for j, name in enumerate(X.columns)
-            if pd.api.types.is_object_dtype(X.dtypes.iloc[j])
+            if pd.api.types.is_object_dtype(dtypes.iloc[j])
         ]
     elif isinstance(X, np.ndarray) and X.dtype.kind == "O" and X.ndim == 2:
         columns = [(str(j), X[:, j]) for j in range(X.shape[1])]
