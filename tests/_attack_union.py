@@ -181,6 +181,16 @@ def union(claims: Claims) -> dict[str, float]:
     }
 
 
+def with_rare_level(X: pd.DataFrame) -> pd.DataFrame:
+    """The suite's category column ``ward`` with a level 3 rows hold (rows 3 and 17 of the
+    first client, 140 of the second) and 2 missing values (rows 5 and 250)."""
+    X = X.copy()
+    X["ward"] = X["ward"].cat.add_categories(["rare"])
+    X.loc[[3, 17, 140], "ward"] = "rare"
+    X.loc[[5, 250], "ward"] = np.nan
+    return X
+
+
 def union_fit(
     task: str,
     variant: str,
@@ -193,11 +203,16 @@ def union_fit(
 ) -> dict[str, Any]:
     """One recording fit of the issue's grid and every attack on it, united.
 
-    ``variant``: ``"plain"``, ``"split_on_client"`` or ``"categorical"`` (a column of 8
-    categories). Returns :func:`union`'s shares and each attack's (target, feature) row
-    counts, or ``{"refused": message}`` where the estimator refuses the settings.
+    ``variant``: ``"plain"``, ``"split_on_client"``, ``"categorical"`` (a column of 8
+    categories) or ``"rare_level"`` (the same column, a ninth level 3 rows of two clients
+    hold, 2 values missing: :func:`with_rare_level`). Returns :func:`union`'s shares and
+    each attack's (target, feature) row counts, or ``{"refused": message}`` where the
+    estimator refuses the settings.
     """
-    X, y, h = _data(n_rows=n_rows, d=d, seed=seed, categorical=variant == "categorical")
+    categorical = variant in ("categorical", "rare_level")
+    X, y, h = _data(n_rows=n_rows, d=d, seed=seed, categorical=categorical)
+    if variant == "rare_level":
+        X = with_rare_level(X)
     kw = {"random_state": seed, "privacy": privacy, **(settings or {})}
     if variant == "split_on_client":
         kw["split_on_client"] = True
