@@ -9,11 +9,13 @@
   the missing category's code of the set-up's list (pandas' codes sent them elsewhere).
 
 Each finds rows under ``"none"`` or with the rules off (so it can fail) and nothing under
-``"secure"``.
+``"secure"``. ``tests/_attack_dp_tree.py`` extends the ``"dp"`` audit inside the trees
+(Round B, a deeper node, a classifier); those tests are at the end.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -23,7 +25,8 @@ import pytest
 
 import fedforest as ff
 from tests._attack_controls import assert_found_at_some_seed, rules_across_levels_off
-from tests._attack_union import all_claims, union
+from tests._attack_dp_tree import tree_audit
+from tests._attack_union import all_claims, union, with_rare_level
 from tests.test_privacy import (
     _data,
     _fit,
@@ -35,19 +38,10 @@ from tests.test_privacy import (
 )
 
 
-def _rare(X: pd.DataFrame) -> pd.DataFrame:
-    """The suite's category column with a level 3 rows (of two clients) hold, and 2 missing."""
-    X = X.copy()
-    X["ward"] = X["ward"].cat.add_categories(["rare"])
-    X.loc[[3, 17, 140], "ward"] = "rare"
-    X.loc[[5, 250], "ward"] = np.nan
-    return X
-
-
 def _recorded(privacy: str, seed: int = 0, rare: bool = False, **settings: Any) -> tuple:
     """A regressor's recording on 10 clients x 100 rows, 8 features and the category column."""
     X, y, h = _data(n_rows=100, d=8, seed=seed, categorical=True)
-    X = _rare(X) if rare else X
+    X = with_rare_level(X) if rare else X
     model = ff.FedForestRegressor(
         **{"n_estimators": 10, "random_state": seed, "privacy": privacy, **settings}
     )
@@ -105,11 +99,12 @@ def test_the_in_bag_rows_are_each_clients_draws(privacy: str, settings: dict) ->
 def test_the_isolation_attacks_under_max_samples_find_rows_with_the_rules_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``max_samples=0.6``: the ancestor attack on the rows each client drew; nothing with
-    the rules, rows isolated without them (so it can fail)."""
+    """``max_samples=0.6`` and a rare level: the ancestor attack on the rows each client
+    drew, routed as the clients do; nothing with the rules, rows isolated without them
+    (so it can fail)."""
 
     def attack(seed: int) -> dict[str, float]:
-        fed, model, X, _, h = _recorded("secure", seed, max_samples=0.6)
+        fed, model, X, _, h = _recorded("secure", seed, rare=True, max_samples=0.6)
         w = _in_bag_weights(model, list(fed.clients.values()), h, 10, seed)
         coded = pd.DataFrame(client_values(fed, X, h), columns=X.columns)
         return ancestor_exposure(fed, model, coded, w, 10)
@@ -133,3 +128,38 @@ def test_a_rare_level_is_routed_as_the_clients_send_it(privacy: str) -> None:
     if privacy == "secure":
         claims = all_claims(fed, model, X, y, h, slow=True)
         assert union(claims)["rebuilt"] == 0.0, {k: v[0].sum() for k, v in claims.items()}
+
+
+# --------------------------------------------------------------------- "dp" inside the trees
+#: The audited entries beyond red team 16's root sum: the root's Round B increment holding
+#: the canary, the depth-1 node's summary, a classifier's root summary (its class columns).
+DP_ENTRIES = [("round_b", "regression"), ("deep", "regression"), ("root", "classification")]
+
+
+@pytest.mark.parametrize(("where", "task"), DP_ENTRIES)
+def test_a_row_drawn_six_times_moves_no_entry_more_than_charged_under_dp(
+    where: str, task: str
+) -> None:
+    """The canary drawn 6 times (capped at 2), 3 clients x 100 rows, 40 fits a side at
+    epsilon 64: the entry moves by what the capped count gives (a regression target 2
+    units, a label sqrt(2) units on the class columns' difference), never more than the
+    accountant's 2 units an entry; the released noise is the plan's."""
+    got = tree_audit(40, 64.0, force=6, where=where, task=task, n_rows=100)
+    top = got["by_count"][got["max_count"]]
+    assert got["max_count"] == 2.0, got
+    n = min(top["fits"])
+    assert n >= 20, got  # the entry exists in most fits
+    se = math.sqrt(2 / n + top["mu"] ** 2 / (4 * n))
+    assert top["mu_low"] <= got["mu_entry"], got  # no more than charged, at 95 %
+    assert abs(top["mu"] - got["mu_expected"]) < 4 * se, got  # and the count is what moves
+    assert abs(got["noise_sd"] - 1.0) < 4 / math.sqrt(2 * got["fits"]), got
+    assert got["epsilon_cp"] <= got["epsilon"] and got["epsilon_gauss"] <= got["epsilon"], got
+
+
+@pytest.mark.parametrize(("where", "task"), DP_ENTRIES)
+def test_the_entry_audits_catch_an_uncapped_count(where: str, task: str) -> None:
+    """The control: the canary's count of 6 not capped moves each entry three times what
+    the cap allows; the audit's 95 % lower bound is above the accountant's charge."""
+    got = tree_audit(30, 64.0, force=6, cap_off=True, where=where, task=task, n_rows=100)
+    assert got["max_count"] == 6.0, got
+    assert got["mu_low_max_count"] > got["mu_entry"], got
