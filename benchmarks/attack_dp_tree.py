@@ -55,10 +55,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--where",
-        choices=["root", "round_b", "deep"],
+        choices=["root", "round_b", "deep", "group"],
         default="root",
         help="the audited entry: the root's Round A summary, its Round B increment holding "
-        "the canary, or the depth-1 node's summary",
+        "the canary, the depth-1 node's summary, or the root's category group holding it "
+        "(the feature as a category column of 4 levels)",
     )
     parser.add_argument(
         "--task",

@@ -22,7 +22,9 @@ Red team 17 audits more entries (``where``, :data:`WHERE`): the root's Round B i
 holding the canary (its interval between consecutive candidates: the clients send
 increments under "dp", so a row is in one; in no increment when above every candidate,
 counted as count 0), and the summary of the depth-1 node holding it (a tree of depth 2,
-run to its second Round A; the canary's node found from its client's routing, white box).
+run to its second Round A; the canary's node found from its client's routing, white box),
+and the root's category group holding it (``where="group"``: the feature as a category
+column of 4 levels, declared; the group from the request's ``group_map``).
 ``task="classification"``: labels 0 and 1, the canary's 0 in ``D`` and 1 in ``D'``; the
 statistic is the class columns' difference over ``sqrt(2)`` (the Neyman-Pearson direction
 for equal noise on both), which the canary moves by ``sqrt(2) c`` of the bound
@@ -38,6 +40,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import fedforest as ff
@@ -51,18 +54,21 @@ from tests.test_privacy import RecordingFederation
 SUM_Z = 2  # the summary's column of sum c z (rows, weight, sum z, sum z^2)
 #: The audited entries: the root's Round A summary, the root's Round B increment the
 #: canary falls in (its interval between two candidates), the depth-1 node's summary.
-WHERE = ("root", "round_b", "deep")
+WHERE = ("root", "round_b", "deep", "group")
 #: The round after which the fit stops (the audited release is made): (kind, level).
-_STOP = {"root": (ROUND_A, 0), "round_b": (ROUND_B, 0), "deep": (ROUND_A, 1)}
+_STOP = {"root": (ROUND_A, 0), "round_b": (ROUND_B, 0), "deep": (ROUND_A, 1), "group": (ROUND_B, 0)}
+#: ``where="group"``: the one feature as a category column of these levels (its quartiles).
+LEVELS = ["L0", "L1", "L2", "L3"]
 
 
 def tree_clients(
-    sign: float, seed: int = 0, task: str = "regression", n_rows: int = 20
+    sign: float, seed: int = 0, task: str = "regression", n_rows: int = 20, group: bool = False
 ) -> list[ff.Client]:
     """Three clients of ``n_rows`` rows, one feature; row 0 of ``c0`` is the canary.
 
     Regression: its target ``sign * 1e6`` (clipped either way). Classification: labels 0
     and 1 (the target above its median), the canary's ``0`` for ``sign < 0``, else ``1``.
+    ``group``: the feature as a category column ``c`` of :data:`LEVELS` (its quartiles).
     """
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(3 * n_rows, 1))
@@ -72,6 +78,13 @@ def tree_clients(
         y[0] = 0 if sign < 0 else 1
     else:
         y[0] = sign * 1e6
+    if group:
+        codes = np.digitize(X[:, 0], np.quantile(X[:, 0], [0.25, 0.5, 0.75]))
+        frame = pd.DataFrame({"c": pd.Categorical.from_codes(codes, categories=LEVELS)})
+        return [
+            ff.Client(frame.iloc[i::3].reset_index(drop=True), y[i::3], name=f"c{i}")
+            for i in range(3)
+        ]
     return [ff.Client(X[i::3], y[i::3], name=f"c{i}") for i in range(3)]
 
 
@@ -145,7 +158,11 @@ class _Recorder:
                 rec.here.key = None
 
         def record_round_b(self: Any, msg: Message, fit: Any) -> Message:
-            rec.enter(self.client.name, ROUND_B, fit)
+            key = rec.enter(self.client.name, ROUND_B, fit)
+            if key[0] == "c0":  # the category groups asked for, and the canary's code
+                names = ("group_pair", "group_off", "group_map", "n_groups")
+                rec.canary[key[1:]]["groups"] = [np.array(msg.arrays[a]) for a in names]
+                rec.canary[key[1:]]["code"] = int(self.client.Xt[0, 0])
             try:
                 return round_b(self, msg, fit)
             finally:
@@ -180,6 +197,16 @@ class _Recorder:
         self.y0 = place["y0"]
         if kind == ROUND_A:
             return (slot, count) if slot >= 0 else (0, 0.0)
+        if where == "group":
+            if slot < 0:
+                return None
+            pair, off, group_map, n_groups = place["groups"]
+            at = np.flatnonzero(pair == int(place["pair_off"][slot]))
+            if not at.size:
+                return None
+            i = int(at[0])
+            g = int(group_map[int(off[i]) + place["code"]])
+            return (int(np.sum(n_groups[:i])) + g, count) if g >= 0 else None
         if slot < 0 or "cands" not in place:
             return None
         cand_off, cand = place["cands"]
@@ -237,10 +264,12 @@ def run_tree_fits(
                 "epsilon": epsilon,
                 "random_state": r,
             }
+            if where == "group":
+                kw["categories"] = {"c": LEVELS}
             model = ff.FedForestClassifier(classes=[0, 1], **kw) if classifier else (
                 ff.FedForestRegressor(**kw)
             )  # fmt: skip
-            clients = tree_clients(sign, seed, task, n_rows)
+            clients = tree_clients(sign, seed, task, n_rows, where == "group")
             fed = (
                 RecordingFederation(ff.LocalFederation(clients))
                 if r == 0
@@ -256,7 +285,8 @@ def run_tree_fits(
                 continue  # no such entry in this fit (a node left a leaf, no candidate)
             row, c0 = got
             kind, level = _STOP[where]
-            parts = [rec.calls[(f"c{i}", kind, level)][0] for i in range(3)]
+            call = 1 if where == "group" else 0  # Round B: the increments, then the groups
+            parts = [rec.calls[(f"c{i}", kind, level)][call] for i in range(3)]
             if classifier:  # the class columns' difference, label 1 less label 0
                 u = np.zeros(parts[0][0].shape[1])
                 u[2], u[3] = -1 / math.sqrt(2), 1 / math.sqrt(2)

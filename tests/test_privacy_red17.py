@@ -132,8 +132,14 @@ def test_a_rare_level_is_routed_as_the_clients_send_it(privacy: str) -> None:
 
 # --------------------------------------------------------------------- "dp" inside the trees
 #: The audited entries beyond red team 16's root sum: the root's Round B increment holding
-#: the canary, the depth-1 node's summary, a classifier's root summary (its class columns).
-DP_ENTRIES = [("round_b", "regression"), ("deep", "regression"), ("root", "classification")]
+#: the canary, the depth-1 node's summary, the root's category group holding it (the
+#: feature as a category column), a classifier's root summary (its class columns).
+DP_ENTRIES = [
+    ("round_b", "regression"),
+    ("deep", "regression"),
+    ("group", "regression"),
+    ("root", "classification"),
+]
 
 
 @pytest.mark.parametrize(("where", "task"), DP_ENTRIES)
