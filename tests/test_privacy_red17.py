@@ -169,3 +169,30 @@ def test_the_entry_audits_catch_an_uncapped_count(where: str, task: str) -> None
     got = tree_audit(30, 64.0, force=6, cap_off=True, where=where, task=task, n_rows=100)
     assert got["max_count"] == 6.0, got
     assert got["mu_low_max_count"] > got["mu_entry"], got
+
+
+# --------------------------------------------------------------------- two derivations agree
+@pytest.mark.parametrize("seed", [0, 21])
+def test_the_helpers_agree_with_the_clients_own_draws_and_codes(seed: int) -> None:
+    """Red team 16's fuzz took the in-bag rows from the set-up's seed and ``draws`` and the
+    columns from each client's encoded ``Xt``; the suite's helpers derive them from the
+    estimator's settings and the set-up's category lists. On fuzz draws with
+    ``max_samples``, a rare level and missing values (0 a classifier, 21 a regressor)
+    both give the same counts and the same columns."""
+    from tests._attack_fuzz import _in_bag, draw
+
+    case = draw(seed)
+    assert "max_samples" in case["settings"], case["describe"]
+    kind = ff.FedForestClassifier if case["classification"] else ff.FedForestRegressor
+    model = kind(**case["settings"], privacy="secure")
+    X, y, h = case["X"], case["y"], case["h"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fed = _fit(model, X, y, h, case["sample_weight"])
+    n_trees = len(model.trees_)
+    clients = list(fed.clients.values())
+    mine = _in_bag_weights(model, clients, h, n_trees, model.random_state)
+    np.testing.assert_array_equal(mine, _in_bag(fed, h, n_trees))
+    theirs = np.concatenate([c.Xt[:-1].T for c in clients])
+    np.testing.assert_array_equal(client_values(fed, X, h), theirs)
+    assert _routed_as_the_trees(fed, model, X, h)
