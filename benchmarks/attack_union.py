@@ -15,11 +15,13 @@ Usage (from the repository root, which holds the test suite's recording server):
 
     python benchmarks/attack_union.py --seeds 0 1 2
     python benchmarks/attack_union.py --seeds 0 --tasks regression --variants plain --fast
+    python benchmarks/attack_union.py --seeds 0 1 --variants rare_level --trees 20 --max-samples 0.6
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -48,12 +50,30 @@ def main() -> None:
         "--variants",
         nargs="+",
         default=["plain", "split_on_client", "categorical"],
-        choices=["plain", "split_on_client", "categorical"],
-        help="configurations of issue 11's grid (split_on_client is refused under secure)",
+        choices=["plain", "split_on_client", "categorical", "rare_level"],
+        help="configurations of issue 11's grid (split_on_client is refused under secure; "
+        "rare_level: the categorical column with a level 3 rows hold and 2 values missing)",
     )
     add_privacy_option(parser)
     parser.add_argument("--fast", action="store_true", help="leave out the slow attacks")
+    parser.add_argument(
+        "--trees", type=int, default=None, help="n_estimators (default: the paper's 50)"
+    )
+    parser.add_argument("--n-bins", type=int, default=None, help="n_bins (default: 32)")
+    parser.add_argument(
+        "--max-samples", type=float, default=None, help="max_samples (default: a full bootstrap)"
+    )
     args = parser.parse_args()
+    settings = {
+        k: v
+        for k, v in (
+            ("n_estimators", args.trees),
+            ("n_bins", args.n_bins),
+            ("max_samples", args.max_samples),
+        )
+        if v is not None
+    }
+    print(f"command: python {' '.join(sys.argv)} | load {os.getloadavg()}", flush=True)
     model = ff.FedForestRegressor()
     assert {k: getattr(model, k) for k in PAPER} == PAPER, "the defaults are no longer the paper's"
     tally = Tally()
@@ -62,7 +82,7 @@ def main() -> None:
             for privacy in args.privacy:
                 for seed in args.seeds:
                     start = time.perf_counter()
-                    got = union_fit(task, variant, privacy, seed, slow=not args.fast)
+                    got = union_fit(task, variant, privacy, seed, settings, slow=not args.fast)
                     took = time.perf_counter() - start
                     case = f"{task:14s} {variant:15s} {privacy:6s} seed {seed}"
                     if "refused" in got:

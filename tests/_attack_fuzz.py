@@ -11,8 +11,9 @@ on the recording and the model (``tests/_attack_union.py``); a row is rebuilt wh
 attack gives its exact target and some attack one exact feature value of it.
 
 The isolation attacks (``ancestor``, ``interval``) get the in-bag rows from each client's
-own draws (the set-up's ``draws`` for ``max_samples``, the bound secret) rather than
-the suite's ``_in_bag_weights``, which assumes a full bootstrap.
+own draws (the set-up's ``draws`` for ``max_samples``, the bound secret) and the columns
+from each client's ``Xt``; since red team 17 the suite's ``_in_bag_weights`` and
+``client_values`` give the same (``tests/test_privacy_red17.py`` checks it).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import pandas as pd
 import fedforest as ff
 from fedforest.federated.client_bootstrap import bootstrap_counts
 from tests._attack_union import all_claims, union
-from tests.test_privacy import _fit, _members, ancestor_exposure, linked_row_mask
+from tests.test_privacy import _fit, _members, ancestor_exposure
 from tests.test_privacy_combinations import interval_exposure
 
 KINDS = (
@@ -275,11 +276,7 @@ def fuzz_fit(
         shim.classes_ = np.arange(len(model.classes_), dtype=np.float64)
         y = np.searchsorted(model.classes_, y).astype(np.float64)
     y = np.asarray(y, dtype=np.float64)
-    claims = all_claims(fed, shim, X, y, h, slow=False)
-    # all_claims reads the sketches at the default 32 bins; a draw's n_bins differs.
-    classes = shim.classes_ if case["classification"] else None
-    linked = linked_row_mask(fed, X, y, h, n_bins=int(model.n_bins), classes=classes)
-    claims["linked"] = (linked, linked)
+    claims = all_claims(fed, shim, X, y, h, slow=False)  # linked at the draw's n_bins
     isolation = "not run"
     if slow and privacy == "secure":
         found = _isolation_claims(fed, model, X, h)

@@ -45,6 +45,7 @@ from tests.test_privacy import (
     _members,
     ancestor_exposure,
     category_exposure,
+    client_values,
     linked_row_mask,
     raw_value_rows,
 )
@@ -122,16 +123,16 @@ def all_claims(
     # client splits cannot convert to: the same trees, as they read them.
     shim = SimpleNamespace(estimators_=[SimpleNamespace(tree_=t) for t in model.trees_],
                            classes_=getattr(model, "classes_", None))  # fmt: skip
-    coded = X.copy()  # a category column as its codes: the columns keep their places
-    for c in coded.columns[coded.dtypes == "category"]:
-        coded[c] = coded[c].cat.codes.astype(np.float64)
-    V = coded.to_numpy(dtype=np.float64)
-    if getattr(model, "split_on_client", False):
-        V = np.column_stack([V, h])
+    # The columns as the clients route them (a rare level as missing, merged codes,
+    # missing values as +inf; the client index H last when the trees split on it).
+    coded = pd.DataFrame(client_values(fed, X, h), columns=X.columns)
+    V = client_values(fed, X, h, split_on_client=getattr(model, "split_on_client", False))
     out: Claims = {}
     target, feature = raw_value_rows(fed, X, y)
     out["raw"] = (target if regression else none, feature)
-    linked = linked_row_mask(fed, X, y, h, classes=None if regression else model.classes_)
+    # At the fit's n_bins (a sketch is n_bins values a feature).
+    classes = None if regression else model.classes_
+    linked = linked_row_mask(fed, X, y, h, n_bins=model.n_bins, classes=classes)
     out["linked"] = (linked, linked)
     out["thresholds"] = (none, threshold_rows(model, X))
     if regression:
@@ -153,7 +154,7 @@ def all_claims(
         clients = list(fed.clients.values())
         w = _in_bag_weights(model, clients, h, len(model.trees_), model.random_state)
         m = max(10, 2 * model.min_samples_leaf)
-        member = _members(model, coded.to_numpy(dtype=np.float64), w)  # the test's routing
+        member = _members(model, V, w)  # the test's routing
         for t, tree in enumerate(model.trees_):
             assert all(r.size == tree.n_node_samples[nd] for nd, r in member[t].items()), t
         for name, attack in (("ancestor", ancestor_exposure), ("interval", interval_exposure)):
@@ -162,7 +163,7 @@ def all_claims(
             out[name] = (_rows(n, alone), none)
         if "ward" in X:
             alone = set()
-            category_exposure(fed, model, X, w, m, "ward", alone)
+            category_exposure(fed, model, X, w, m, "ward", alone, V)
             out["category"] = (_rows(n, alone), none)
     return out
 
@@ -215,6 +216,16 @@ class Tally:
         self.found[privacy] = self.found.get(privacy, 0) + (got["rebuilt"] > 0)
 
 
+def with_rare_level(X: pd.DataFrame) -> pd.DataFrame:
+    """The suite's category column ``ward`` with a level 3 rows hold (rows 3 and 17 of the
+    first client, 140 of the second) and 2 missing values (rows 5 and 250)."""
+    X = X.copy()
+    X["ward"] = X["ward"].cat.add_categories(["rare"])
+    X.loc[[3, 17, 140], "ward"] = "rare"
+    X.loc[[5, 250], "ward"] = np.nan
+    return X
+
+
 def union_fit(
     task: str,
     variant: str,
@@ -227,11 +238,16 @@ def union_fit(
 ) -> dict[str, Any]:
     """One recording fit of the issue's grid and every attack on it, united.
 
-    ``variant``: ``"plain"``, ``"split_on_client"`` or ``"categorical"`` (a column of 8
-    categories). Returns :func:`union`'s shares and each attack's (target, feature) row
-    counts, or ``{"refused": message}`` where the estimator refuses the settings.
+    ``variant``: ``"plain"``, ``"split_on_client"``, ``"categorical"`` (a column of 8
+    categories) or ``"rare_level"`` (the same column, a ninth level 3 rows of two clients
+    hold, 2 values missing: :func:`with_rare_level`). Returns :func:`union`'s shares and
+    each attack's (target, feature) row counts, or ``{"refused": message}`` where the
+    estimator refuses the settings.
     """
-    X, y, h = _data(n_rows=n_rows, d=d, seed=seed, categorical=variant == "categorical")
+    categorical = variant in ("categorical", "rare_level")
+    X, y, h = _data(n_rows=n_rows, d=d, seed=seed, categorical=categorical)
+    if variant == "rare_level":
+        X = with_rare_level(X)
     kw = {"random_state": seed, "privacy": privacy, **(settings or {})}
     if variant == "split_on_client":
         kw["split_on_client"] = True

@@ -106,16 +106,17 @@ def raw_value_exposure(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray)
     return float((target | feature).mean())
 
 
-def linked_rows(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray, h, n_bins=32) -> float:
+def linked_rows(fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray, h, n_bins=None) -> float:
     """Rows rebuilt by linking a one-row node's summary (target) to its sketches (values)."""
     return float(linked_row_mask(fed, X, y, h, n_bins).mean())
 
 
 def linked_row_mask(
-    fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray, h, n_bins=32, classes=None
+    fed: RecordingFederation, X: pd.DataFrame, y: np.ndarray, h, n_bins=None, classes=None
 ) -> np.ndarray:
     """The rows (a mask) :func:`linked_rows` rebuilds. ``classes``: a classifier's, whose
-    summary holds per class the node's weight; a one-row node's label is its class."""
+    summary holds per class the node's weight; a one-row node's label is its class.
+    ``n_bins``: a sketch's values per feature (None: read off each reply's sketch size)."""
     numeric = [j for j, c in enumerate(X.columns) if X[c].dtype.kind == "f"]
     values = np.full(X.shape, np.nan)
     for j in numeric:
@@ -133,8 +134,16 @@ def linked_row_mask(
             pair_off, pair_feat = req.arrays["pair_off"], req.arrays["pair_feat"]
             pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
             present = (summary[pair_node, 1] > 0) & np.isin(pair_feat, numeric)
+            n_present = int(present.sum())
+            b = n_bins
+            if b is None and n_present and "sketch" in msg.arrays:  # the reply's own width
+                runs = msg.arrays.get("sketch_runs")
+                size = int(np.sum(runs)) if runs is not None else msg.arrays["sketch"].size
+                b = size // n_present
+            if b is None:
+                continue
             try:
-                sketch = unpack_sketch(msg, int(present.sum()), n_bins, name)
+                sketch = unpack_sketch(msg, n_present, int(b), name)
             except ValueError:
                 continue
             rows = names[name]
@@ -484,19 +493,88 @@ def test_attack_finds_nothing_in_the_bootstrap_round(
 
 # --------------------------------------------------------------------------- across levels
 def _in_bag_weights(model, clients, h, n_trees, random_state=0):
+    """Every tree's bootstrap count of every row, as the clients draw them (the test
+    knows their secrets; the server does not).
+
+    Each client draws its own bootstrap: ``n_k`` draws, or under ``max_samples`` (a
+    fraction ``f``, or a row count over the pooled ``n``) ``round(f n_k)``, at least 1
+    as the server's set-up says; without the bootstrap (``bootstrap=False``, "none" only) every row
+    once. A row of sample weight 0 takes no part; under "dp" a count is capped at
+    ``max_weight``. ``h``: each row's client, the ``k``-th of ``clients``. (Trees a
+    ``client_fraction`` sample left a client out of are not known here.)
+    """
     from fedforest.federated.client import bootstrap_counts
+    from fedforest.federated.privacy.dp import MAX_WEIGHT
 
     seed = int(np.random.RandomState(random_state).randint(np.iinfo(np.int32).max))
     w = np.zeros((n_trees, len(h)))
+    n = len(h)
+    max_samples = getattr(model, "max_samples", None)
     for k, c in enumerate(clients):
         idx = np.flatnonzero(h == k)
-        # The secret the client's bootstrap drew with: its data's, bound at the set-up to
-        # the fit's settings digest (none under "none").
-        party = getattr(c, "_secure", None)
-        secret = party.bootstrap_secret() if party is not None else None
-        for t in range(n_trees):
-            w[t, idx] = bootstrap_counts(seed, t, c.name, idx.size, secret)
+        if not getattr(model, "bootstrap", True):
+            w[:, idx] = 1.0
+        else:
+            draws = None
+            if max_samples is not None:
+                frac = max_samples if isinstance(max_samples, float) else max_samples / n
+                draws = max(1, int(round(frac * idx.size)))
+            # The secret the client's bootstrap drew with: its data's, bound at the set-up
+            # to the fit's settings digest (none under "none").
+            party = getattr(c, "_secure", None)
+            secret = party.bootstrap_secret() if party is not None else None
+            for t in range(n_trees):
+                w[t, idx] = bootstrap_counts(seed, t, c.name, idx.size, secret, draws)
+        if getattr(model, "privacy", "secure") == "dp":
+            w[:, idx] = np.minimum(w[:, idx], MAX_WEIGHT)
+        if getattr(c, "sample_weight", None) is not None:
+            w[:, idx[np.asarray(c.sample_weight) == 0]] = 0.0
     return w
+
+
+def setup_header(fed) -> dict:
+    """The fit's set-up as the recording shows it (seed, draws, clients, categories...)."""
+    for requests, _ in fed.rounds:
+        for q in requests.values():
+            setup = q.header.get("setup")
+            if isinstance(setup, dict) and "seed" in setup:
+                return setup
+    raise AssertionError("no set-up in the recording")
+
+
+def client_values(fed, X: pd.DataFrame, h: np.ndarray, split_on_client: bool = False):
+    """The columns as the clients route them, from the raw rows and the set-up's lists.
+
+    A numeric column's missing values as ``+inf`` (the clients' sentinel); a categorical
+    column's values as their codes in the federation's list the set-up sends (a level
+    outside it, such as one no client held in ``min_aggregate_rows`` rows under
+    "secure", and a missing value: the missing category's code), then through the
+    set-up's ``code_map`` (codes too few rows hold, merged). With ``split_on_client``,
+    a last column: each row's client as its place in the set-up's client list. The
+    server knows the lists (it sent them), the test the rows.
+    """
+    setup = setup_header(fed)
+    lists, code_map = setup.get("categories") or {}, setup.get("code_map") or {}
+    values = np.full(X.shape, np.nan)
+    for j, column in enumerate(X.columns):
+        col = X[column]
+        if str(j) not in lists:
+            values[:, j] = np.nan_to_num(col.to_numpy(dtype=np.float64), nan=np.inf)
+            continue
+        levels = lists[str(j)]
+        missing = levels.index(None) if None in levels else -1
+        at = {v: i for i, v in enumerate(levels) if v is not None}
+        raw = col.astype(object).to_numpy()
+        codes = np.array([missing if pd.isna(v) else at.get(v, missing) for v in raw], float)
+        if str(j) in code_map:
+            known = codes >= 0
+            codes[known] = np.asarray(code_map[str(j)], float)[codes[known].astype(np.int64)]
+        values[:, j] = codes
+    if split_on_client:
+        names = list(fed.client_names)
+        place = [setup["clients"].index(names[k]) for k in range(len(names))]
+        values = np.column_stack([values, np.asarray(place, dtype=np.float64)[h]])
+    return values
 
 
 def cross_level_exposure(fed, model, X, w, m) -> float:
@@ -776,7 +854,7 @@ def _unions(groups) -> np.ndarray:
 
 
 def category_exposure(
-    fed, model, X, w, m, column, alone_out: set | None = None
+    fed, model, X, w, m, column, alone_out: set | None = None, values=None
 ) -> dict[str, float]:
     """Differences of an ancestor's category-group sums and a node's that isolate rows.
 
@@ -786,13 +864,18 @@ def category_exposure(
     ``U_C`` and subtracts the node's rows in ``U_C`` outside ``U_A``; isolating when one
     part is empty and the other covers 1 to ``m - 1`` rows. The test knows every node's
     rows (the server does not). Returns the isolating pairs and the fraction of the rows
-    isolated alone.
+    isolated alone. ``values``: the columns as the clients route them
+    (:func:`client_values`), else pandas' codes and the model's own routing of ``X``.
     """
-    codes = X[column].cat.codes.to_numpy()
     f = X.columns.get_loc(column)
     released = {k: v for k, v in _group_releases(fed, model, m).items() if k[2] == f}
-    ind, n_off = model.decision_path(X)
-    ind = ind.tocsc()
+    if values is not None:
+        codes = values[:, f].astype(np.int64)
+        member = _members(model, values, w)
+    else:
+        codes = X[column].cat.codes.to_numpy()
+        ind, n_off = model.decision_path(X)
+        ind = ind.tocsc()
     found, alone = 0, set()
     for (t, nd, _), c_groups in released.items():
         tree = model.trees_[t]
@@ -804,6 +887,8 @@ def category_exposure(
         }
 
         def rows(node, t=t):
+            if values is not None:
+                return member[t][node]
             return np.flatnonzero((ind[:, n_off[t] + node].toarray().ravel() > 0) & (w[t] > 0))
 
         C = rows(nd)
