@@ -40,6 +40,7 @@ from .federated.label_dtypes import labels_array
 from .federated.privacy.weight_band import bounded_weights
 from .federated.server.config import GrowerConfig
 from .federated.server.handshake import check_warm_schema
+from .federated.server.weights import named_class_weights
 
 __all__ = [
     "declared_features",
@@ -603,14 +604,10 @@ def class_weight_codes(class_weight: Any, label_codes: Any) -> Any:
         return [dict(cw) if isinstance(cw, dict) else cw for cw in class_weight]
     if not isinstance(class_weight, dict) or not isinstance(label_codes, np.ndarray):
         return dict(class_weight) if isinstance(class_weight, dict) else class_weight
-    index = {label: i for i, label in enumerate(label_codes.tolist())}
-    unknown = [label for label in class_weight if label not in index]
-    if unknown:
-        raise ValueError(
-            f"class_weight names the label {unknown[0]!r}, which is not in y; the classes "
-            f"are {label_codes.tolist()}."
-        )
-    return {index[label]: float(w) for label, w in class_weight.items()}
+    labels = label_codes.tolist()
+    index = {label: i for i, label in enumerate(labels)}
+    named = named_class_weights(class_weight, labels)
+    return {index[label]: float(w) for label, w in named.items()}
 
 
 # ------------------------------------------------- the configuration; declared domains
