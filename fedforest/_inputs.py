@@ -60,6 +60,7 @@ __all__ = [
     "n_columns",
     "n_rows",
     "fit_weights",
+    "named",
     "take_rows",
     "validated_rows",
     "weights_back",
@@ -207,6 +208,17 @@ def take_rows(X: Any, mask: NDArray[np.bool_]) -> Any:
     if isinstance(X, pd.DataFrame):
         return X.iloc[np.flatnonzero(mask)]
     return np.asarray(X, dtype=object)[mask]
+
+
+def named(clients: list[Any], names: Any) -> None:
+    """``fit``'s clients of an array given X's column names (``feature_names_in_``).
+
+    They name columns as ``fit_federated``'s clients do (a warning of the secure grids
+    named column 'a' "'0'" under ``fit``); names never change a forest.
+    """
+    for client in clients:
+        if client.feature_names is None and names is not None:
+            client.feature_names = [str(name) for name in names]
 
 
 def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | None) -> Any:
