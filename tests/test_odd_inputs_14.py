@@ -4,7 +4,16 @@ Each test failed at the branch's start (9c32fea, main's 94850b5 and two commits)
 
 - Flower's discovery named a SuperNode whose data its ClientApp refused twice: "SuperNode
   1002 left out, it did not answer: SuperNode 1002: '...' has no target column 'y'" (the
-  ClientApp named its node, and the server again), and said it did not answer.
+  ClientApp named its node, and the server again), and said it did not answer;
+- ``fit_federated`` with ``class_weight={0: 1}`` (whole numbers) under ``"secure"`` drew
+  other bootstraps than ``fit`` (which reads the weights as floats, as the digest now does);
+- a ``class_weight`` dict naming a label no class has was refused ("not in y", "which no
+  client has"), where scikit-learn ignores it when every class is named (and otherwise
+  says "The classes, [1], are not in class_weight");
+- a swarm ``Peer`` fitted bytes in an ``object`` y as labels, where the estimators and
+  scikit-learn's forests raise "Unknown label type";
+- ``fit``'s clients of a DataFrame of numbers named its columns by position in their
+  warnings ("feature(s) ['1']" for 'bmi'), where ``fit_federated``'s name them.
 """
 
 from __future__ import annotations
