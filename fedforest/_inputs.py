@@ -40,6 +40,7 @@ from .federated.label_dtypes import labels_array
 from .federated.privacy.weight_band import bounded_weights
 from .federated.server.config import GrowerConfig
 from .federated.server.handshake import check_warm_schema
+from .federated.server.weights import named_class_weights
 
 __all__ = [
     "declared_features",
@@ -59,6 +60,7 @@ __all__ = [
     "n_columns",
     "n_rows",
     "fit_weights",
+    "named",
     "take_rows",
     "validated_rows",
     "weights_back",
@@ -206,6 +208,17 @@ def take_rows(X: Any, mask: NDArray[np.bool_]) -> Any:
     if isinstance(X, pd.DataFrame):
         return X.iloc[np.flatnonzero(mask)]
     return np.asarray(X, dtype=object)[mask]
+
+
+def named(clients: list[Any], names: Any) -> None:
+    """``fit``'s clients of an array given X's column names (``feature_names_in_``).
+
+    They name columns as ``fit_federated``'s clients do (a warning of the secure grids
+    named column 'a' "'0'" under ``fit``); names never change a forest.
+    """
+    for client in clients:
+        if client.feature_names is None and names is not None:
+            client.feature_names = [str(name) for name in names]
 
 
 def with_codes(X: Any, cat_cols: list[int], categories: dict[int, list[Any]] | None) -> Any:
@@ -603,14 +616,10 @@ def class_weight_codes(class_weight: Any, label_codes: Any) -> Any:
         return [dict(cw) if isinstance(cw, dict) else cw for cw in class_weight]
     if not isinstance(class_weight, dict) or not isinstance(label_codes, np.ndarray):
         return dict(class_weight) if isinstance(class_weight, dict) else class_weight
-    index = {label: i for i, label in enumerate(label_codes.tolist())}
-    unknown = [label for label in class_weight if label not in index]
-    if unknown:
-        raise ValueError(
-            f"class_weight names the label {unknown[0]!r}, which is not in y; the classes "
-            f"are {label_codes.tolist()}."
-        )
-    return {index[label]: float(w) for label, w in class_weight.items()}
+    labels = label_codes.tolist()
+    index = {label: i for i, label in enumerate(labels)}
+    named = named_class_weights(class_weight, labels)
+    return {index[label]: float(w) for label, w in named.items()}
 
 
 # ------------------------------------------------- the configuration; declared domains

@@ -81,17 +81,15 @@ def error_text(
     return _generic(exc, step)
 
 
-def error_header(
-    exc: BaseException, step: str, client: str | None = None, prefix: str = ""
-) -> dict[str, str]:
+def error_header(exc: BaseException, step: str, client: str | None = None) -> dict[str, str]:
     """The header of a remote client's error message (Flower's and Dask's ``ERROR``).
 
-    ``error``: ``prefix`` and :func:`error_text`'s text; ``type``: ``"ValueError"`` for
+    ``error``: :func:`error_text`'s text; ``type``: ``"ValueError"`` for
     any ``ValueError`` (invalid data: the server raises a ``ClientDataError``), else the
     exception's class name (``codec.error_from_header`` reads both).
     """
     kind = "ValueError" if isinstance(exc, ValueError) else type(exc).__name__
-    return {"error": prefix + error_text(exc, step, client), "type": kind}
+    return {"error": error_text(exc, step, client), "type": kind}
 
 
 def sanitized(exc: BaseException, step: str) -> BaseException:

@@ -34,6 +34,7 @@ from .._inputs import (
     estimator_config,
     fit_weights,
     n_columns,
+    named,
     pooled_domains,
     take_rows,
     validated_rows,
@@ -376,6 +377,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
                 )
                 for k, label in enumerate(labels)
             ]
+            named(clients, getattr(self, "feature_names_in_", None))
             result = self._grow(LocalFederation(clients, n_jobs=self.n_jobs), warm)
             self._store(weights_back(result, w_exp), fit_classes, warm)
             self._oob_from_clients(clients, inverse, X_arr.shape[0])

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
+from sklearn.utils.multiclass import check_classification_targets
 
 from ..federated.categorical import column_floats, is_missing, is_numeric_column, named_columns
 from ..federated.client_targets import as_scikit_learn_reads
@@ -79,7 +80,8 @@ def labels(y: Any, what: str = "y") -> NDArray[Any]:
 
     Bytes are kept, as the estimators keep them (``predict`` gives bytes); a bundle file
     refuses them, as a model file does. Before, they were decoded to strings (and text and
-    bytes mixed in an ``object`` y were one class when equal).
+    bytes mixed in an ``object`` y were one class when equal). Bytes in an ``object`` y get
+    the estimators' error, scikit-learn's "Unknown label type" (taken until 2026-12-05).
     ``object`` labels (``read_csv``'s text, a ``category`` or ``string[pyarrow]`` column)
     were fitted, then refused by ``share()``; datetime labels likewise. pandas' nullable
     labels (``Int64``, ``boolean``) are floats, as scikit-learn and the estimators read them.
@@ -101,11 +103,8 @@ def labels(y: Any, what: str = "y") -> NDArray[Any]:
             raise ValueError(f"{what} holds a missing label (row {row}); drop the row")
     if all(isinstance(v, str) for v in values):
         return arr.astype(str)
-    if all(isinstance(v, bytes) for v in values):  # as NumPy bytes, if none is lost
-        as_bytes = np.asarray(values, dtype=bytes)
-        if as_bytes.tolist() == values:
-            return as_bytes.reshape(arr.shape)
-        raise ValueError(f"{what} holds bytes labels ending in NUL bytes; give y.astype(str)")
+    if all(isinstance(v, bytes) for v in values):  # the estimators' (scikit-learn's) error
+        check_classification_targets(arr.reshape(len(arr), -1))
     if all(isinstance(v, int | float | np.number | np.bool_) for v in values):
         return np.asarray(values).reshape(arr.shape)
     kinds = sorted({type(v).__name__ for v in values})

@@ -145,8 +145,10 @@ def settings_digest(
     elif cfg.classes is not None:
         fields["classes"] = _positions(cfg.classes)
     if isinstance(cfg.class_weight, dict) and class_list is not None:
+        # The weights as used: floats (fit's are), of the classes only (scikit-learn ignores
+        # a label no class has); fit_federated's {0: 1} drew other bootstraps than fit's.
         index = {label: i for i, label in enumerate(class_list)}
-        weights = {index.get(k, k): v for k, v in cfg.class_weight.items()}
+        weights = {index[k]: float(v) for k, v in cfg.class_weight.items() if k in index}
         fields["class_weight"] = _plain(weights)
     if cfg.oob_score:
         fields.update(

@@ -42,6 +42,7 @@ from .config import GrowerConfig
 __all__ = [
     "balanced",
     "fixed_class_weights",
+    "named_class_weights",
     "output_class_weights",
     "rows_hist",
     "rows_weighed_per_tree",
@@ -78,18 +79,31 @@ def fixed_class_weights(
             f"class_weight is a list ({class_weight!r}), the form for multi-output y, but y "
             "has one output; give a dict {label: weight}."
         )
-    unknown = [label for label in class_weight if label not in classes]
-    if unknown:
-        raise ValueError(
-            f"class_weight names the label {unknown[0]!r}, which no client has; the classes "
-            f"are {classes}."
-        )
+    class_weight = named_class_weights(class_weight, classes)
     weights = np.array([float(class_weight.get(label, 1.0)) for label in classes])
     if not np.any(weights > 0):  # every row would weigh 0: NaN or zero probabilities
         raise ValueError(
             f"class_weight gives every class weight 0 (classes {classes}); no row would weigh."
         )
     return weights
+
+
+def named_class_weights(class_weight: dict[Any, Any], classes: list[Any]) -> dict[Any, Any]:
+    """A ``class_weight`` dict's entries for ``classes``, by scikit-learn's rule.
+
+    A label no class has is ignored when the dict names every class; when it leaves some
+    class out, scikit-learn's error (``compute_class_weight``). fedforest refused any such
+    label until 2026-12-05, where scikit-learn's forests fit (``tests/test_odd_inputs_14.py``).
+    """
+    named = {label: w for label, w in class_weight.items() if label in classes}
+    missing = [label for label in classes if label not in class_weight]
+    if len(named) < len(class_weight) and missing:
+        unknown = next(label for label in class_weight if label not in classes)
+        raise ValueError(
+            f"The classes, {missing}, are not in class_weight (which names {unknown!r}, not "
+            f"a class: the classes are {classes})."
+        )
+    return named
 
 
 def output_class_weights(

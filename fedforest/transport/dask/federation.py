@@ -376,9 +376,34 @@ class DaskFederation(Federation):
             except Exception:  # noqa: BLE001 - best effort: the actors are released anyway
                 logger.debug("fedforest: an actor did not confirm the end", exc_info=True)
         if self._futures:
+            keys = [future.key for future in self._futures.values()]
             self.dask_client.cancel(list(self._futures.values()))
+            self._wait_forgotten(keys)
         self._actors = {}
         self._futures = {}
+
+    def _wait_forgotten(self, keys: list[Any], timeout: float = 10.0) -> None:
+        """Wait (at most ``timeout`` s) until the scheduler has forgotten ``keys``.
+
+        ``cancel`` only queues its message; a ``distributed.Client`` connected in the
+        meantime could get the scheduler's report of it with its first message, which
+        distributed asserts is alone (seen in a test on 2026-12-05). Asks the scheduler's
+        ``get_task_status`` handler (distributed 2026.8.0): no code runs there.
+        """
+        deadline = time.monotonic() + timeout
+        ask = self.dask_client.scheduler.get_task_status
+        while True:
+            try:
+                status = self.dask_client.sync(ask, keys=keys)
+            except Exception:  # noqa: BLE001 - best effort, as the cancellation itself
+                logger.debug("fedforest: the scheduler did not say what it holds", exc_info=True)
+                return
+            if all(state is None for state in status.values()):
+                return
+            if time.monotonic() >= deadline:
+                logger.debug("fedforest: the scheduler still holds %s after close()", status)
+                return
+            time.sleep(0.01)
 
     def __enter__(self) -> DaskFederation:
         return self

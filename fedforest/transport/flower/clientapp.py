@@ -50,8 +50,8 @@ def hello(msg: FlowerMessage, context: Context) -> FlowerMessage:
         client = client_from_node_config(context.node_config)
         answer = Message(HELLO, {"name": client.name, "n_samples": client.n_samples})
     except Exception as exc:  # noqa: BLE001 - its text decided by client_errors
-        name, prefix = str(context.node_config.get("name", "")), f"SuperNode {context.node_id}: "
-        answer = Message(ERROR, error_header(exc, "loading its data", name or None, prefix))
+        name = str(context.node_config.get("name", "")) or None  # the server names the node
+        answer = Message(ERROR, error_header(exc, "loading its data", name))
     return FlowerMessage(to_records(answer), reply_to=msg)
 
 

@@ -123,7 +123,7 @@ class FlowerFederation(Federation):
         nodes: dict[str, int] = {}
         for label, answer in sorted(answers.items()):
             if isinstance(answer, Exception):
-                log(WARNING, "fedforest: %s left out, it did not answer: %s", label, answer)
+                log(WARNING, "fedforest: %s left out: %s", label, _left_out(answer, label))
                 continue
             name = str(answer.header["name"])
             if name in nodes:
@@ -212,6 +212,15 @@ class FlowerFederation(Federation):
         ]
         ids: Iterable[str | None] = self.grid.push_messages(outgoing)
         return dict(zip(requests, ids, strict=True))
+
+
+def _left_out(answer: Exception, label: str) -> str:
+    """Why a node is left out of the discovery, naming it no more (the caller names it)."""
+    if isinstance(answer, TimeoutError | ConnectionError):
+        return f"it did not answer ({answer})"
+    text = str(answer)  # its refusal (the ClientApp names no node), or a malformed reply's
+    mine = f"Message from {label!r} "
+    return "its message " + text[len(mine) :] if text.startswith(mine) else text
 
 
 def _decode(reply: FlowerMessage, name: str) -> Message | Exception:
