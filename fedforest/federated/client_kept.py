@@ -38,7 +38,7 @@ from .client_kernels import (
     running_sums,
     twin_walk,
 )
-from .client_words import add_words, packed_words, row_words, whole_words
+from .client_words import add_words, packed_words, row_words, whole_words, zero_rows
 from .kernel_cache import cache_depends_on
 from .privacy.secagg import pack_counts, to_fixed
 
@@ -182,6 +182,14 @@ def left_stats_kept(
                 continue
             lo = cand_off[p]
             na = grid_off[p + 1] - grid_off[p]
+            if c == 0:  # the sums of no rows, the indices and the bins checked as below
+                for j in range(lo, lo + nc):
+                    if at[j] < 0 or at[j] >= na:
+                        return KEPT_PAST
+                if kept_ok[p] != 1 or kept_off[p + 1] != kept_off[p]:
+                    return KEPT_UNUSABLE
+                zero_rows(out, lo - c0, nc)
+                continue
             for i in range(na + 1):
                 tab[i] = 0
             for j in range(lo, lo + nc):

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from . import client_buckets, client_words
 from .client_buckets import BUCKET_AMB, BUCKET_WORK, BUCKETS_MIN, BUCKETS_PER_CAND, bucket_bins
-from .client_words import add_words, bins_store, packed_words, row_words, whole_words
+from .client_words import add_words, bins_store, packed_words, row_words, whole_words, zero_rows
 from .kernel_cache import cache_depends_on
 
 __all__ = [
@@ -591,6 +591,14 @@ def left_stats_ranked(
                 continue
             lo = cand_off[p]
             cs = cand[lo : lo + nc]
+            if c == 0:  # the sums of no rows (kept_ok as below: no bins, their order)
+                if kept is not None:
+                    up = kept_off[p + 1] == kept_off[p]
+                    for j in range(1, nc):
+                        up &= cs[j] >= cs[j - 1]  # NaN: False
+                    kept_ok[p] = up
+                zero_rows(out, lo - c0, nc)
+                continue
             base = 0 if kept is None else kept_off[p]  # kept: the pair's own bins
             pb = bins_store(kept, bins)[base : base + c]
             pair_bins(

@@ -18,7 +18,7 @@ from numba.extending import overload
 
 from .privacy.secagg import HALF_BITS
 
-__all__ = ["add_words", "bins_store", "packed_words", "row_words", "whole_words"]
+__all__ = ["add_words", "bins_store", "packed_words", "row_words", "whole_words", "zero_rows"]
 
 #: ``secagg._LIMIT``: a value whose magnitude reaches it is refused (2^62).
 _LIMIT = float(2**62)
@@ -122,6 +122,19 @@ def whole_words(words, hist, nc, k, out, acc, scale):  # type: ignore[no-untyped
             return False
         out[k + j, 0] = run
     return True
+
+
+@numba.njit(inline="always")
+def zero_rows(out, k, nc):  # type: ignore[no-untyped-def]
+    """A pair of a node without rows here: its ``nc`` rows of ``out`` from ``k``, all zero.
+
+    What the sinks write for it (every sum 0: the float ``0.0``, the word ``0``), without
+    binning no rows among its candidates: under ``"secure"`` a client answers every pair of
+    the level, most of them (deep levels) in nodes it holds no rows of.
+    """
+    for j in range(nc):
+        for q in range(out.shape[1]):
+            out[k + j, q] = 0
 
 
 def bins_store(kept, bins):  # type: ignore[no-untyped-def]

@@ -111,11 +111,29 @@ def partition_safe(
         n = k1 - k0
         if n < 3:
             continue
+        # Each candidate's rows below it, found once per cut, not once per threshold.
+        c_at = np.empty(n + 1, dtype=np.int64)
+        c_at[0] = 0
+        for i in range(n):
+            p = cut_pair[k0 + i]
+            c_at[i + 1] = c_at[i] + cand_off[p + 1] - cand_off[p]
+        below = np.empty(c_at[n])
+        for i in range(n):
+            p = cut_pair[k0 + i]
+            g0, g1 = grid_off[p], grid_off[p + 1]
+            for c in range(cand_off[p], cand_off[p + 1]):
+                below[c_at[i] + c - cand_off[p]] = _rows_below(
+                    grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p]
+                )
         ce = np.empty(n)
         suf_p = np.zeros((n + 1, m), dtype=np.bool_)  # sums the nodes from i on reach
         suf_m = np.zeros((n + 1, m), dtype=np.bool_)  # with their two options alone
         both_p = np.zeros(m, dtype=np.bool_)
         both_m = np.zeros(m, dtype=np.bool_)
+        # The sums the nodes before i reach (row ``cur``) and with node i (the other row):
+        # two buffers a cut, swapped node by node.
+        reach_p = np.zeros((2, m), dtype=np.bool_)
+        reach_m = np.zeros((2, m), dtype=np.bool_)
         for t in range(thr_off[g], thr_off[g + 1]):
             e = thr[t]
             for i in range(n):
@@ -130,27 +148,29 @@ def partition_safe(
                 p = cut_pair[k0 + i]
                 _add_term(suf_p[i + 1], suf_m[i + 1], suf_p[i], suf_m[i], ce[i], m)
                 _add_term(suf_p[i + 1], suf_m[i + 1], suf_p[i], suf_m[i], ce[i] - total[p], m)
-            pre_p = np.zeros(m, dtype=np.bool_)  # sums the nodes before i reach
-            pre_m = np.zeros(m, dtype=np.bool_)
-            pre_p[0] = pre_m[0] = True
+            cur = 0
+            reach_p[cur] = False
+            reach_m[cur] = False
+            reach_p[cur, 0] = reach_m[cur, 0] = True
             for i in range(n):
                 p = cut_pair[k0 + i]
-                g0, g1 = grid_off[p], grid_off[p + 1]
+                pre_p, pre_m = reach_p[cur], reach_m[cur]
+                nxt_p, nxt_m = reach_p[1 - cur], reach_m[1 - cur]
+                nxt_p[:] = False
+                nxt_m[:] = False
                 _combine(pre_p, suf_p[i + 1], both_p, m)
                 _combine(pre_m, suf_m[i + 1], both_m, m)
-                nxt_p = np.zeros(m, dtype=np.bool_)
-                nxt_m = np.zeros(m, dtype=np.bool_)
                 _add_term(pre_p, pre_m, nxt_p, nxt_m, ce[i], m)
                 _add_term(pre_p, pre_m, nxt_p, nxt_m, ce[i] - total[p], m)
                 for c in range(cand_off[p], cand_off[p + 1]):
                     if not out[c]:
                         continue
-                    v = ce[i] - _rows_below(grid, rows, g0, g1, cands[c], lo[p], hi[p], total[p])
+                    v = ce[i] - below[c_at[i] + c - cand_off[p]]
                     if _isolates(both_p, both_m, v, m):
                         out[c] = False
                     else:
                         _add_term(pre_p, pre_m, nxt_p, nxt_m, v, m)
-                pre_p, pre_m = nxt_p, nxt_m
+                cur = 1 - cur
 
 
 def partition_safe_numpy(
