@@ -33,21 +33,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedforest as ff  # noqa: E402
-from tests._attack_fuzz import add_draw_options, chosen_draws, refusal  # noqa: E402
+from tests._attack_fuzz import add_draw_options, chosen_draws, draw_clients, refusal  # noqa: E402
 
 
 def _fit(case: dict[str, Any], privacy: str) -> Any:
     """The draw's estimator fitted under ``privacy`` on a ``LocalFederation``."""
-    X, y, h, sw = case["X"], np.asarray(case["y"]), case["h"], case["sample_weight"]
-    clients = [
-        ff.Client(
-            X[h == k].reset_index(drop=True),
-            y[h == k],
-            f"site{k}",
-            sample_weight=None if sw is None else sw[h == k],
-        )
-        for k in np.unique(h)
-    ]
+    clients = draw_clients(case)
     kind = ff.FedForestClassifier if case["classification"] else ff.FedForestRegressor
     model = kind(**{**case["settings"], "privacy": privacy})
     with warnings.catch_warnings():

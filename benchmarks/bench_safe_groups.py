@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import fedforest as ff  # noqa: E402
 from fedforest.federated.privacy import group_merges, rules  # noqa: E402
 from fedforest.federated.server import secure_round_b  # noqa: E402
-from tests._attack_fuzz import draw  # noqa: E402
+from tests._attack_fuzz import draw, draw_clients  # noqa: E402
 
 _PATH = "fedforest/federated/privacy/group_merges.py"
 
@@ -72,16 +72,7 @@ def _recorded(seed: int) -> list[tuple[Any, ...]]:
         return real(groups, rows, ancestors, m)
 
     case = draw(seed)
-    X, y, h, sw = case["X"], np.asarray(case["y"]), case["h"], case["sample_weight"]
-    clients = [
-        ff.Client(
-            X[h == k].reset_index(drop=True),
-            y[h == k],
-            f"site{k}",
-            sample_weight=None if sw is None else sw[h == k],
-        )
-        for k in np.unique(h)
-    ]
+    clients = draw_clients(case)
     kind = ff.FedForestClassifier if case["classification"] else ff.FedForestRegressor
     secure_round_b.safe_groups = record  # type: ignore[assignment]
     try:

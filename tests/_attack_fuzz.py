@@ -198,6 +198,20 @@ def chosen_draws(args: argparse.Namespace) -> Iterator[tuple[int, dict[str, Any]
         yield seed, draw(seed)
 
 
+def draw_clients(case: dict[str, Any]) -> list[ff.Client]:
+    """A draw's clients (one per site of ``case["h"]``), as the benchmarks fit them."""
+    X, y, h, sw = case["X"], np.asarray(case["y"]), case["h"], case["sample_weight"]
+    return [
+        ff.Client(
+            X[h == k].reset_index(drop=True),
+            y[h == k],
+            f"site{k}",
+            sample_weight=None if sw is None else sw[h == k],
+        )
+        for k in np.unique(h)
+    ]
+
+
 def refusal(exc: Exception, width: int = 200) -> str:
     """An estimator's refusal as printed: its type and the first ``width`` characters of its
     first line."""
