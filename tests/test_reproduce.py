@@ -10,10 +10,12 @@ import argparse
 import json
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.colors import to_rgb, to_rgba
 
-from fedforest.experiments import paper
+from fedforest.experiments import _methods, paper
 from fedforest.experiments._runner import ExperimentInterrupted, partial_path
 from fedforest.experiments.paper import run_all, run_experiment, tiny_experiment
 
@@ -180,6 +182,91 @@ def test_sweeps_say_what_the_points_and_bars_are(monkeypatch, tmp_path):
     assert " ".join(ax.get_title().split()).endswith("(mean ± 1 sd over 2 repetitions)")
     assert "× paper's value" in ax.get_legend_handles_labels()[1]
     assert lines[0].splitlines()[1] == "score: mse (lower is better); mean ± sd over 2 repetitions"
+
+
+def _drawn(monkeypatch, tmp_path, name, methods):
+    """``name``'s figure of made-up scores (5 repetitions, a spread within each box)."""
+    exp = paper.EXPERIMENTS[name]
+    rows = [
+        {"method": m, "score": 0.5 + 0.5 * k + 0.01 * r, "rep": r, "group": "all"}
+        | ({exp.x: s} if exp.x else {})
+        for k, m in enumerate(methods)
+        for r in range(5)
+        for s in (exp.settings if exp.x else [None])
+    ]
+    made = _figures(monkeypatch)
+    exp.plot(exp, pd.DataFrame(rows), tmp_path / "plot.png")
+    (ax,) = made[0].axes
+    return exp, ax
+
+
+def _contrast(a, b):
+    """WCAG 2.1's contrast ratio of two opaque sRGB colours (1 to 21)."""
+
+    def luminance(rgb):
+        c = np.asarray(rgb, dtype=float)
+        c = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+        return float(c @ [0.2126, 0.7152, 0.0722])
+
+    hi, lo = sorted([luminance(a), luminance(b)], reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_every_box_shows_its_median(monkeypatch, tmp_path):
+    # The median line was matplotlib's orange (C1), on Centralized RF + H's orange box.
+    _, ax = _drawn(monkeypatch, tmp_path, "fedheart", _methods.METHOD_ORDER)
+    boxes = ax.patches
+    assert len(boxes) == len(_methods.METHOD_ORDER)
+    for box, method in zip(boxes, _methods.METHOD_ORDER, strict=True):
+        xs, ys = box.get_path().vertices.T
+        median = [
+            line
+            for line in ax.lines
+            if len(line.get_xdata()) == 2
+            and (min(line.get_xdata()), max(line.get_xdata())) == (xs.min(), xs.max())
+        ]
+        assert len(median) == 1, method
+        assert ys.min() < median[0].get_ydata()[0] < ys.max(), method
+        *rgb, alpha = to_rgba(box.get_facecolor())
+        face = alpha * np.asarray(rgb) + (1 - alpha)  # as it shows on the white axes
+        # 3:1 is WCAG's least contrast for a graphical object against what is next to it.
+        assert _contrast(face, to_rgb(median[0].get_color())) >= 3.0, method
+
+
+@pytest.mark.parametrize("name", ["table7-outliers", "fedheart"])
+def test_the_legends_cross_is_no_methods_colour(monkeypatch, tmp_path, name):
+    # The legend's cross took the first cross's colour (FedForest Quantiles' green in Table 7,
+    # FedAvg LR's cyan in FedHeart): it read as that method's value alone.
+    methods = [
+        m for m in _methods.METHOD_ORDER if name == "fedheart" or m in paper.EXPERIMENTS[name].paper
+    ]
+    exp, ax = _drawn(monkeypatch, tmp_path, name, methods)
+    if exp.x:  # a sweep: a line per method, named in the legend
+        handles, labels = ax.get_legend_handles_labels()
+        colour = {
+            lab: to_rgb(h.lines[0].get_color())
+            for h, lab in zip(handles, labels, strict=True)
+            if lab in methods
+        }
+        at = {m: float(s) for m in exp.paper for s in exp.paper[m]}
+    else:  # boxes at 1, 2, ... in the order of ``methods``
+        colour = {m: to_rgb(b.get_facecolor()) for m, b in zip(methods, ax.patches, strict=True)}
+        at = {m: float(methods.index(m) + 1) for m in exp.paper}
+    assert set(colour) == set(methods)
+    crosses = [line for line in ax.lines if line.get_marker() == "x" and len(line.get_xdata())]
+    assert len(crosses) == sum(len(v) for v in exp.paper.values())
+    for method, values in exp.paper.items():  # each cross keeps its method's colour
+        for setting, value in values.items():
+            x = float(setting) if setting else at[method]
+            (cross,) = [c for c in crosses if (c.get_xdata()[0], c.get_ydata()[0]) == (x, value)]
+            assert to_rgb(cross.get_color()) == colour[method], (method, setting)
+    (entry,) = [
+        h
+        for h, t in zip(ax.get_legend().legend_handles, ax.get_legend().get_texts(), strict=True)
+        if t.get_text() == f"× {exp.reference}'s value"
+    ]
+    assert entry.get_marker() == "x"
+    assert to_rgb(entry.get_color()) not in set(colour.values())
 
 
 def test_ctrl_c_in_the_swarm_experiment_is_a_line_not_a_traceback(monkeypatch, capsys, tmp_path):

@@ -10,14 +10,25 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patheffects import withStroke
 
 from ._methods import METHOD_ORDER
 
 if TYPE_CHECKING:
     from ._runner import Experiment
 
-#: One colour per method, stable across figures.
-_COLORS = dict(zip(METHOD_ORDER, [f"C{i}" for i in range(10)] + ["olive", "black"], strict=True))
+#: One colour per method, stable across figures. Black is no method's: it marks what
+#: belongs to none (the medians, the legend's cross for the printed values).
+_COLORS = dict(zip(METHOD_ORDER, [f"C{i}" for i in range(10)] + ["olive", "teal"], strict=True))
+_NEUTRAL = "black"
+#: A printed value's cross; the white rim keeps it readable on its method's own box or line.
+_CROSS: dict[str, Any] = {
+    "marker": "x",
+    "ms": 10,
+    "mew": 2.5,
+    "ls": "",
+    "path_effects": [withStroke(linewidth=4.5, foreground="white")],
+}
 #: A method whose median is this many times the best median is left out of a box plot
 #: (the paper omits local ensembling under covariate shift for the same reason).
 _OMIT_FACTOR = 10.0
@@ -64,12 +75,13 @@ def _paper_marks(
 ) -> list[str]:
     """The printed values of ``source`` (the paper, or FLamby) as crosses in each method's colour.
 
-    Values far outside the plotted range are not drawn (they would flatten the plot);
-    the returned footnote lines list them.
+    The legend's cross is black, so that it names every cross (in one method's colour it
+    read as that method's). Values far outside the plotted range are not drawn (they would
+    flatten the plot); the returned footnote lines list them.
     """
     lo, hi = ax.get_ylim()
     span = hi - lo
-    label, notes = f"× {source}'s value", []
+    drawn, notes = False, []
     for method, values in paper.items():
         for setting, value in values.items():
             x = xs.get(method) if setting == "" else float(setting)
@@ -79,8 +91,11 @@ def _paper_marks(
                 notes.append(f"{source}: {method} {value:g} (off scale)")
                 continue
             color = _COLORS.get(method, "grey")
-            ax.plot([x], [value], marker="x", color=color, ms=10, mew=2.5, ls="", label=label)
-            label = "_nolegend_"
+            ax.plot([x], [value], **_CROSS, color=color, label="_nolegend_")
+            drawn = True
+    if drawn:  # the legend's entry: no data, so the axis limits are those of the crosses
+        label = f"× {source}'s value"
+        ax.plot([], [], **_CROSS, color=_NEUTRAL, label=label)
     return notes
 
 
@@ -102,7 +117,9 @@ def _box_axis(
         for m in [m for m, v in data.items() if np.median(v) > _OMIT_FACTOR * max(best, 1e-12)]:
             notes.append(f"omitted (off scale): {m}, median {np.median(data.pop(m)):.1f}")
     if data:
-        parts = ax.boxplot(list(data.values()), patch_artist=True, widths=0.6)
+        # The default median is orange (C1): unreadable on C1's box, Centralized RF + H.
+        median = {"color": _NEUTRAL, "linewidth": 1.5}
+        parts = ax.boxplot(list(data.values()), patch_artist=True, widths=0.6, medianprops=median)
         for patch, m in zip(parts["boxes"], data, strict=True):
             patch.set_facecolor(_COLORS.get(m, "grey"))
             patch.set_alpha(0.7)
