@@ -15,6 +15,7 @@ from .config import GrowerConfig
 from .domains import check_declared_classes, domain_request, unify_categories
 from .merge import merge_sketch_rows
 from .rounds import exchange
+from .secure_setup import refuse_small_federation
 
 __all__ = ["check_warm_schema", "handshake"]
 
@@ -54,6 +55,9 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
                 raise ValueError(
                     f"Client {name!r} did not put its columns in the federation's order {names}."
                 )
+    # Too few rows for any sum refused first: no client then names a label (under
+    # "secure" only those of m rows), and the labels' refusal hid the cause.
+    refuse_small_federation(cfg, {name: int(rep.header["n_samples"]) for name, rep in replies})
     d = first.header["n_features"]
     categories = unify_categories(replies, names, cfg)
     n_outputs = _n_outputs(replies, cfg)

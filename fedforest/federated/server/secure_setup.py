@@ -17,6 +17,7 @@ from ..client_secure import DATA_TAG_WORDS, MOMENT_FRAC_BITS, target_grid
 from ..federation import Federation
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds
+from ..privacy.rules import default_min_rows
 from ..privacy.secagg import (
     LOW_BITS,
 )
@@ -27,7 +28,7 @@ from .config import GrowerConfig
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
 from .guides import MEDIAN_WINDOW, Guides
 from .rare_codes import check_code_counts, code_maps
-from .resolve import bootstrap_draws
+from .resolve import bootstrap_draws, resolve_sizes
 from .secure_checks import (
     check_pooled_cumulative,
     check_pooled_moments,
@@ -121,6 +122,23 @@ def min_rows(cfg: GrowerConfig) -> int:
     return int(cfg.min_aggregate_rows)
 
 
+def refuse_small_federation(cfg: GrowerConfig, rows: dict[str, int]) -> None:
+    """Under "secure": too few rows (or bootstrap draws) in all for one released sum.
+
+    ``rows``: each client's rows. Called by the handshake, before the class list (a
+    classifier's clients name only labels held in ``m`` rows: in too small a federation
+    none, and the labels' refusal hid the cause), and by :func:`setup_grids` over the
+    clients still present; ``cfg`` resolved or not (a fractional ``min_samples_leaf``).
+    """
+    if cfg.privacy != "secure":
+        return
+    n = sum(rows.values())
+    sized = resolve_sizes(cfg, n)  # a fractional min_samples_leaf in rows, as the grower
+    m = int(sized.min_aggregate_rows or default_min_rows(sized.min_samples_leaf))
+    refuse_too_few_rows(n, m)
+    refuse_small_bootstraps(sum((bootstrap_draws(cfg, rows) or rows).values()), m)
+
+
 # --------------------------------------------------------------------------- set-up
 def setup_grids(
     fed: Federation,
@@ -136,10 +154,8 @@ def setup_grids(
     ``guides``: a warm start's earlier guides (:meth:`.guides.Guides.pool`).
     """
     d = schema["n_features"]
-    if cfg.privacy == "secure":  # before any masked round
-        rows = {c: schema["n_samples"].get(c, 0) for c in fed.client_names}
-        refuse_too_few_rows(sum(rows.values()), min_rows(cfg))
-        refuse_small_bootstraps(sum((bootstrap_draws(cfg, rows) or rows).values()), min_rows(cfg))
+    # before any masked round, over the clients still present
+    refuse_small_federation(cfg, {c: schema["n_samples"].get(c, 0) for c in fed.client_names})
     numeric = np.flatnonzero(n_categories == 0).astype(np.int64)
     keep, few_missing = known_enough(fed, ledger, cfg, schema, numeric, public_keys, min_rows(cfg))
     rare_missing = np.zeros(d, dtype=bool)

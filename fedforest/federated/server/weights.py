@@ -101,9 +101,27 @@ def named_class_weights(class_weight: dict[Any, Any], classes: list[Any]) -> dic
         unknown = next(label for label in class_weight if label not in classes)
         raise ValueError(
             f"The classes, {missing}, are not in class_weight (which names {unknown!r}, not "
-            f"a class: the classes are {classes})."
+            f"a class: the classes are {classes}){_type_hint(class_weight, classes)}."
         )
     return named
+
+
+def _type_hint(class_weight: dict[Any, Any], classes: list[Any]) -> str:
+    """Why a key that reads as a class is none: its type (``1`` for ``"1"``, or the reverse).
+
+    A key is matched to a label equal to it, as a dict does (``1``, ``1.0`` and ``True``
+    alike; ``"1"`` another), as scikit-learn did until 1.9, whose ``int(label)`` took ``1``
+    for ``"1"`` and refused ``{"1": w}`` for it (scikit-learn issue 34883).
+    """
+    text = {str(c): c for c in classes}
+    key = next((k for k in class_weight if k not in classes and str(k) in text), None)
+    if key is None:
+        return ""
+    same_text = text[str(key)]
+    return (
+        f"; the key {key!r} is of type {type(key).__name__}, the class {same_text!r} of "
+        f"type {type(same_text).__name__}: write the keys as y's labels ({same_text!r})"
+    )
 
 
 def output_class_weights(
