@@ -382,3 +382,74 @@ def run_experiment(
 def ordered_methods(frame: pd.DataFrame) -> Sequence[str]:
     """Methods present in ``frame`` in the paper's order."""
     return _ordered(frame)
+
+
+def replot(exp: Experiment, out: str | Path = "results") -> Path:
+    """Redraw ``NAME.png`` under ``out`` from the ``NAME.csv`` a run wrote there; runs nothing.
+
+    The table is a file from elsewhere: read as text (pandas' CSV reader) and checked
+    (:func:`checked_results`) before it is drawn. Returns the figure's path.
+    """
+    out = Path(out)
+    path = out / f"{exp.name}.csv"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: no such file; --replot redraws the figure of a finished run: run "
+            f"`fedforest experiment {exp.name} --out {out}` first."
+        )
+    try:
+        frame = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
+        raise ValueError(f"{path}: not a CSV table ({type(exc).__name__}: {exc})") from None
+    return exp.plot(exp, checked_results(frame, exp, path), out / f"{exp.name}.png")
+
+
+def checked_results(frame: pd.DataFrame, exp: Experiment, path: Path | str) -> pd.DataFrame:
+    """``frame``, read from ``path``, if it is ``exp``'s results table.
+
+    Else a ValueError naming the file, the column and the first offending row (a row of
+    the file counts from 2, after its header).
+
+    Checked: the columns the figure reads (``experiment``, ``metric``, ``method``,
+    ``score``, ``rep``, the setting's column ``exp.x``), that it names ``exp`` and its
+    metric, a method's name as text, scores finite or missing (a method that could not
+    run), repetitions whole numbers at least 0, settings present.
+    """
+    need = ["experiment", "metric", "method", "score", "rep", *([exp.x] if exp.x else [])]
+    lacking = [c for c in need if c not in frame.columns]
+    if lacking:
+        raise ValueError(
+            f"{path}: not a results table of `fedforest experiment {exp.name}`: no column "
+            f"{', '.join(map(repr, lacking))} (it has {list(map(str, frame.columns))})."
+        )
+    if frame.empty:
+        raise ValueError(f"{path}: the results table has no rows.")
+
+    def refuse(column: str, bad: Any, what: str) -> None:
+        rows = np.flatnonzero(np.asarray(bad, dtype=bool))
+        if rows.size:
+            value = frame[column].iloc[rows[0]]
+            value = value.item() if isinstance(value, np.generic) else value
+            raise ValueError(
+                f"{path}: column {column!r}, row {rows[0] + 2} of the file: {value!r}; {what}."
+            )
+
+    refuse("experiment", frame["experiment"].astype(str) != exp.name, f"expected {exp.name!r}")
+    refuse("metric", frame["metric"].astype(str) != exp.metric, f"expected {exp.metric!r}")
+    refuse(
+        "method",
+        [not isinstance(m, str) or not m.strip() for m in frame["method"]],
+        "a method's name is text",
+    )
+    score = pd.to_numeric(frame["score"], errors="coerce")
+    refuse("score", score.isna() & frame["score"].notna(), "a score is a number (or empty)")
+    refuse("score", np.isinf(score.to_numpy(dtype=float)), "a score is finite (or empty)")
+    rep = pd.to_numeric(frame["rep"], errors="coerce").to_numpy(dtype=float)
+    refuse(
+        "rep",
+        ~(np.isfinite(rep) & (rep >= 0) & (rep == np.floor(rep))),
+        "a repetition is a whole number, 0 or more",
+    )
+    if exp.x:
+        refuse(exp.x, frame[exp.x].isna(), "each row names its setting")
+    return frame.assign(score=score, rep=rep.astype(np.int64))

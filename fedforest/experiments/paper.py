@@ -28,6 +28,7 @@ __all__ = [
     "ALL",
     "add_experiment_subcommand",
     "get_experiment",
+    "replot",
     "run",
     "run_all",
     "run_experiment",
@@ -120,6 +121,24 @@ def run_experiment(
 
     exp = get_experiment(name) if isinstance(name, str) else name
     return _run(exp, reps=reps, out=out, seed=seed, n_jobs=n_jobs, progress=progress, echo=echo)
+
+
+def replot(name: str | Experiment, out: str | Path = "results") -> Path:
+    """Redraw ``NAME.png`` in ``out`` from the ``NAME.csv`` a run wrote there; runs nothing.
+
+    For a figure's look after the code that draws it changed (a finished run's table is
+    all it needs). The table is checked as a file from elsewhere: its columns, the
+    experiment and metric it names, finite scores; a ValueError names the file, the
+    column and the row.
+
+    Returns
+    -------
+    path : Path
+        The figure written.
+    """
+    from ._runner import replot as _replot
+
+    return _replot(get_experiment(name) if isinstance(name, str) else name, out)
 
 
 def _finished(out: Path, name: str) -> tuple[Any, Any] | None:
@@ -270,6 +289,12 @@ def add_experiment_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=_seed, default=0, help="base seed (default: 0)")
     parser.add_argument(
+        "--replot",
+        action="store_true",
+        help="run nothing: redraw NAME.png from the NAME.csv a finished run wrote in --out "
+        "(all: every experiment whose NAME.csv is there)",
+    )
+    parser.add_argument(
         "--n-jobs",
         type=n_jobs,
         default=None,
@@ -298,6 +323,8 @@ def run(args: argparse.Namespace) -> int:
     0 when done; 130 after Ctrl-C, with a line saying what was kept and how to resume
     (it was a traceback, and the finished repetitions were lost).
     """
+    if getattr(args, "replot", False):
+        return _replot_cli(args.name, args.out)
     try:
         if args.name == ALL:
             return run_all(reps=args.reps, out=args.out, seed=args.seed, n_jobs=args.n_jobs)
@@ -307,3 +334,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nfedforest experiment: {kept}", file=sys.stderr)
         return 130
     return 0
+
+
+def _replot_cli(name: str, out: Path) -> int:
+    """``fedforest experiment NAME --replot``: 0 when every figure was redrawn, else 1."""
+    names = [n for n in CATALOG if (out / f"{n}.csv").is_file()] if name == ALL else [name]
+    if not names:
+        print(f"fedforest experiment: no NAME.csv of any experiment in {out}", file=sys.stderr)
+        return 1
+    status = 0
+    for each in names:
+        try:
+            print(f"{each}: redrawn {replot(each, out)}")
+        except (OSError, ValueError) as exc:
+            print(f"fedforest experiment {each} --replot: {exc}", file=sys.stderr)
+            status = 1
+    return status
