@@ -23,8 +23,17 @@ def loopback_cluster(n_workers: int, **kwargs: Any) -> Any:
     default: a free loopback port instead, so that another cluster there is no warning
     and nothing listens beyond 127.0.0.1. ``kwargs`` override any of these.
     """
+    import dask
     from distributed import LocalCluster
 
+    # A LocalCluster closes a worker's nanny for good when no worker of its name is back
+    # ``lost-worker-timeout`` (15 s) after a removal, checking then, not for that worker:
+    # a test that kills a worker about 15 s after another test killed the same one met
+    # the first removal's check while the nanny was restarting it, and the nanny closed
+    # ("Only 1/2 workers arrived", twice in rehearsals on 2026-12-05). The tests' nannies
+    # restart their workers; the check is for job-queue clusters. Process-wide: the
+    # cluster reads it at each removal.
+    dask.config.set({"distributed.deploy.lost-worker-timeout": "1 hour"})
     settings: dict[str, Any] = {
         "n_workers": n_workers,
         "processes": True,
