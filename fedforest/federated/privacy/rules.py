@@ -433,17 +433,11 @@ def groups_isolate(
     n_a, n_c = int(a_groups.max()) + 1, int(c_groups.max()) + 1
     if n_a <= 0 or n_c <= 0:
         return False
-    both = (a_groups >= 0) & (c_groups >= 0)
-    if (
-        min_rows >= 1
-        and _whole(a_rows)
-        and _whole(c_rows)
-        and (a_rows >= 0).all()
-        and (c_rows >= 0).all()
-        and (a_rows[both] >= c_rows[both]).all()
-    ):  # C's rows inside A's: every union's two parts are counts, 0 or more
-        a_g, c_g = a_groups.astype(np.int64), c_groups.astype(np.int64)
-        a_r, c_r = a_rows.astype(np.float64), c_rows.astype(np.float64)
+    # C's rows inside A's (every fit's case): every union's two parts are counts, 0 or more
+    counted = _counted(c_rows, c_groups, [(a_rows, a_groups)], min_rows)
+    if counted is not None:
+        a_r, a_g = counted
+        c_r, c_g = c_rows.astype(np.float64), c_groups.astype(np.int64)
         return bool(isolate_counts(a_r, a_g, c_r, c_g, n_a, n_c, int(min_rows), max_component))
     return groups_isolate_loop(a_rows, a_groups, c_rows, c_groups, min_rows, max_component)
 
