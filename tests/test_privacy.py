@@ -500,8 +500,10 @@ def _in_bag_weights(model, clients, h, n_trees, random_state=0):
     fraction ``f``, or a row count over the pooled ``n``) ``round(f n_k)``, at least 1
     as the server's set-up says; without the bootstrap (``bootstrap=False``, "none" only) every row
     once. A row of sample weight 0 takes no part; under "dp" a count is capped at
-    ``max_weight``. ``h``: each row's client, the ``k``-th of ``clients``. (Trees a
-    ``client_fraction`` sample left a client out of are not known here.)
+    ``max_weight``. ``h``: each row's client, the ``k``-th of ``clients``. Under
+    ``client_fraction < 1`` ("none" only) a tree the server's sample left a client out of
+    holds none of its rows (the sample is drawn from the seed, as the set-up's
+    ``tree_clients`` lists it: the clients in name order).
     """
     from fedforest.federated.client import bootstrap_counts
     from fedforest.federated.privacy.dp import MAX_WEIGHT
@@ -529,6 +531,16 @@ def _in_bag_weights(model, clients, h, n_trees, random_state=0):
             w[:, idx] = np.minimum(w[:, idx], MAX_WEIGHT)
         if getattr(c, "sample_weight", None) is not None:
             w[:, idx[np.asarray(c.sample_weight) == 0]] = 0.0
+    fraction = getattr(model, "client_fraction", 1.0)
+    if fraction < 1.0:  # the server's sample of clients per tree (batch_setup._client_sample)
+        names = sorted(c.name for c in clients)
+        size = max(1, int(round(fraction * len(names))))
+        for t in range(n_trees):
+            chosen = np.random.default_rng([seed, t, 2]).choice(len(names), size, replace=False)
+            taken = {names[i] for i in chosen.tolist()}
+            for k, c in enumerate(clients):
+                if c.name not in taken:
+                    w[t, h == k] = 0.0
     return w
 
 
