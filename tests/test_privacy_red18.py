@@ -30,14 +30,19 @@ sample weight.
 
 from __future__ import annotations
 
+import warnings
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import fedforest as ff
+from fedforest.federated.client_secure import oob_frac_bits
+from fedforest.federated.privacy.secagg import add_in_order, from_fixed
 from fedforest.federated.protocol import OOB
+from fedforest.federated.server import secure
 from tests.test_privacy import (
     RecordingFederation,
     _data,
@@ -88,6 +93,102 @@ def _small_last_client(rows: int, seed: int, d: int = 4) -> tuple[pd.DataFrame, 
     X, y, h = _data(n_clients=11, n_rows=100, d=d, seed=seed)
     keep = (h < 10) | (np.arange(len(h)) < 1000 + rows)
     return X[keep].reset_index(drop=True), y[keep], h[keep]
+
+
+# --------------------------------------------------------------------------- out of bag
+def _decoded_oob(fed: RecordingFederation, width: int, classification: bool) -> np.ndarray | None:
+    """The pooled out-of-bag sums the server decodes: its last out-of-bag round whose
+    every client answered (a round with a drop stays masked by the lost client's streams).
+    None when there is none."""
+    asked = None
+    for requests, replies in fed.rounds:
+        if next(iter(requests.values())).kind != OOB:
+            continue
+        if set(replies) == set(requests):
+            total = add_in_order((r.arrays["oob_sums"] for r in replies.values()), (width,))
+            asked = from_fixed(total, oob_frac_bits(width, classification))
+    return asked
+
+
+def oob_drop_exposure(task: str, rows: int, seed: int) -> dict[str, Any]:
+    """Two secure fits with ``oob_score``: ``site10`` (``rows`` rows) present, then lost
+    in the out-of-bag round. The server differences the decoded sums: the lost client's
+    rows scored and squared errors (standardised; a classifier: rows right). Returns what
+    it read, the client's own answer (the test knows its out-of-bag predictions), and
+    whether the second fit released any sum."""
+    X, y, h = _small_last_client(rows, seed)
+    classification = task == "classification"
+    if classification:
+        y = (y > np.median(y)).astype(float)
+    width = 2 if classification else 4
+    decoded, truth = [], None
+    for lost in (None, (OOB, None)):
+        clients = _clients(X, y, h, lost)
+        fed = RecordingFederation(ff.LocalFederation(clients))
+        kw = dict(n_estimators=5, max_depth=3, random_state=seed, oob_score=True)
+        est: Any = ff.FedForestClassifier if classification else ff.FedForestRegressor
+        model = est(on_client_failure="drop", **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit_federated(fed)
+        decoded.append(_decoded_oob(fed, width, classification))
+        if lost is None:  # the lost client's own answer, as it computed it
+            c = clients[-1]
+            scored = ~np.isnan(c.oob_prediction_[:, 0])
+            y_fit = c.y_fit[scored]  # its targets as the fit held them
+            if classification:
+                right = np.argmax(c.oob_prediction_[scored], axis=1) == y_fit
+                truth = np.array([scored.sum(), right.sum()], dtype=float)
+            else:  # standardised, as the sums are
+                p = c._secure.standardise_prediction(c.oob_prediction_[scored, 0])
+                truth = np.array([scored.sum(), np.sum((y_fit - p) ** 2)])
+    out: dict[str, Any] = {"truth": truth, "released": decoded[1] is not None}
+    if decoded[0] is not None and decoded[1] is not None:
+        out["read"] = (decoded[0] - decoded[1])[:2]
+    return out
+
+
+def _oob_send_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The former out-of-bag round: sent again to the survivors after a drop."""
+    from fedforest.federated.server.secure_sums import sums_sent_again
+
+    def send_again(fed, ledger, msg, width, classification, weighted=False):  # noqa: ANN001, ANN202
+        bits = oob_frac_bits(width, classification)
+        return sums_sent_again(fed, ledger, msg, {"oob_sums": ((width,), bits)})["oob_sums"]
+
+    monkeypatch.setattr(secure, "oob_sums", send_again)
+
+
+@pytest.mark.parametrize(("task", "rows"), [("regression", 1), ("classification", 3)])
+def test_a_client_lost_in_the_out_of_bag_round_gives_no_answer_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, task: str, rows: int
+) -> None:
+    """No out-of-bag sum is released after a drop in that round; sent again to the
+    survivors (the former round), the two fits' sums give the lost client's own."""
+    out = oob_drop_exposure(task, rows, seed=0)
+    assert not out["released"] and "read" not in out, out
+    with monkeypatch.context() as patch:
+        _oob_send_again(patch)
+        before = oob_drop_exposure(task, rows, seed=0)
+    assert before["released"]
+    assert before["truth"][0] >= 1, before  # the client's rows were scored
+    np.testing.assert_allclose(before["read"], before["truth"], rtol=0, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:.*drawn by every tree:UserWarning")
+def test_a_drop_in_the_out_of_bag_round_leaves_the_score_unset() -> None:
+    """The forest is the one without the drop; the score is NaN, and a warning says why."""
+    X, y, h = _small_last_client(5, 0)
+    kw = dict(n_estimators=3, max_depth=3, random_state=0, oob_score=True)
+    full = ff.FedForestRegressor(**kw).fit_federated(ff.LocalFederation(_clients(X, y, h, None)))
+    lost = ff.FedForestRegressor(on_client_failure="drop", **kw)
+    with pytest.warns(UserWarning, match="out-of-bag round.*no out-of-bag score"):
+        lost.fit_federated(ff.LocalFederation(_clients(X, y, h, (OOB, None))))
+    assert lost.dropped_clients_ and lost.dropped_clients_[0][0] == "site10"
+    assert np.isnan(lost.oob_score_) and np.isfinite(full.oob_score_)
+    np.testing.assert_array_equal(lost.predict(X), full.predict(X))
+    kinds = lost.communication_.per_round["kind"].tolist()
+    assert kinds.count("oob") == 1 and "recover" not in kinds, kinds
 
 
 # --------------------------------------------------------------------------- the helper

@@ -98,8 +98,9 @@ def answer_oob(client: Client, msg: Message) -> Message:
         sums = [scored.sum(), np.sum((y - p) ** 2), *_y_sums(ys, w)]
     arrays = {"oob_sums": np.asarray(sums, dtype=np.float64)}
     if party is not None:
-        # The growth state goes; what scoring reads stays, for the round sent again after
-        # a drop (``server/secure_sums.sums_sent_again``); the fit's end drops it.
+        # The growth state goes; what scoring reads stays until the fit's end drops it (a
+        # server of before red team 18 sent this round again after a drop; it now
+        # releases nothing then: ``server/secure.oob_sums``).
         client._fit = None
         return party.oob(msg, arrays["oob_sums"], n_classes)
     if msg.header.get("leaf_sums"):  # diagnostics ("none" only): per-leaf sums, tree 0

@@ -157,8 +157,9 @@ class SecureParty:
 
         The data secret bound to the clients the round is sent to (``federation_secret``;
         its header's ``secagg`` peers), so that every client draws other weights when one
-        joins or leaves; the server sends such a round again, to the survivors, when one
-        drops in it (``server/secure_sums.sums_sent_again``).
+        joins or leaves; the server sends the grid moments' round again, to the survivors,
+        when one drops in it (``server/secure_sums.sums_sent_again``), and releases no
+        out-of-bag sum after a drop there (``server/secure.oob_sums``, red team 18).
         """
         return federation_secret(self.secret, self._peers(msg))
 

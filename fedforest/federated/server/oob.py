@@ -149,7 +149,18 @@ def oob_round(
     width = oob_width(cfg.task, int(value.shape[1]))
     if cfg.privacy != "none":
         classification, weighted = cfg.task == "classification", cfg.privacy == "secure"
-        sums = secure.oob_sums(fed, ledger, msg, width, classification, weighted)
+        secured = secure.oob_sums(fed, ledger, msg, width, classification, weighted)
+        if secured is None:  # "secure", a drop: nothing released (secure.oob_sums)
+            warnings.warn(
+                "A client was lost in the out-of-bag round: under privacy='secure' the "
+                "survivors' sums are not released (with the same trees, they would give the "
+                "lost client's own), so the model has no out-of-bag score (oob_score_ is NaN).",
+                UserWarning,
+                stacklevel=4,
+            )
+            result.oob_n_scored, result.oob_score = 0, float("nan")
+            return
+        sums = secured
     else:
         leaves = int(offsets[1]) if cfg.oob_leaf_sums else 0
         leaf_width = 3 if cfg.task == "regression" else 1 + int(value.shape[1])

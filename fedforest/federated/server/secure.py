@@ -56,7 +56,7 @@ from .secure_setup import (
 )
 from .secure_setup import _coarse_rows as _coarse_rows
 from .secure_setup import _robust_scale as _robust_scale
-from .secure_sums import secure_exchange, sums_sent_again, sums_unless_dropped
+from .secure_sums import secure_exchange, sums_unless_dropped
 from .splitter import best_splits
 from .weights import rows_hist
 
@@ -105,12 +105,18 @@ def oob_sums(
     width: int,
     classification: bool,
     weighted: bool = False,
-) -> NDArray[np.float64]:
-    """The masked out-of-bag round's pooled sums.
+) -> NDArray[np.float64] | None:
+    """The masked out-of-bag round's pooled sums; None after a drop under ``"secure"``.
 
-    ``weighted`` (``"secure"``): the rows' weights are bound to the round's clients, so a
-    drop sends the round again (``sums_sent_again``) instead of recovering it.
+    ``weighted`` (``"secure"``): a drop releases nothing. The survivors' squared errors
+    (a classifier's rows right) are exact and equal to theirs in a fit without the drop
+    (the same trees and draws), so their sum, recovered or sent again, differenced against
+    that fit gave the lost client's own answer (docs/privacy-findings.md, "Red team 18").
+    Under ``"dp"`` (noisy sums) the drop is recovered.
     """
     bits = oob_frac_bits(width, classification)
-    send = sums_sent_again if weighted else secure_exchange
-    return send(fed, ledger, msg, {"oob_sums": ((width,), bits)})["oob_sums"]
+    spec: dict[str, tuple[tuple[int, ...], Any]] = {"oob_sums": ((width,), bits)}
+    if not weighted:
+        return secure_exchange(fed, ledger, msg, spec)["oob_sums"]
+    sums = sums_unless_dropped(fed, ledger, msg, spec)
+    return None if sums is None else sums["oob_sums"]
