@@ -187,7 +187,9 @@ on_client_failure : {"raise", "drop"}, default="raise"
     A client that dies, times out or raises (anything but ``ValueError``, which means
     invalid data) stops training with a ``ClientFailure`` naming it and the round, and
     the estimator stays unfitted; ``"drop"`` goes on with the other clients from that
-    round on and records the dropped client in ``dropped_clients_``.$extra_params
+    round on and records the dropped client in ``dropped_clients_`` (under
+    ``privacy="secure"`` a drop in the second grid round stops the fit, and one in the
+    out-of-bag round leaves ``oob_score_`` NaN: docs/privacy.md, "Drops").$extra_params
 
 Attributes
 ----------

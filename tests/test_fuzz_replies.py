@@ -104,14 +104,17 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # Declared domains: a pandas CategoricalDtype column (categories="from_dtype": its
     # reply's 'declared') and declared classes (no 'labels' in the reply).
     "secure-declared": {"task": "classification", "privacy": "secure", "declared": True},
-    # c2 drops out in the second grid round: the survivors' masks are recovered (not in
-    # the first, whose moments' row weights are bound to its clients, nor in Round A: the
-    # roots' is a batch's set-up; both are sent again; below them none is recovered).
+    # c2 drops out in the known values' round (a column with missing values): the
+    # survivors' masks are recovered. Not in the moments, whose row weights are bound to
+    # its clients, nor in Round A: the roots' is a batch's set-up; both are sent again;
+    # below them none is recovered; a drop in the coarse counts stops the fit, and one in
+    # the out-of-bag round releases nothing (red team 18).
     "secure-drop-out": {
         "task": "regression",
         "privacy": "secure",
         "on_client_failure": "drop",
-        "c2_fails_in": ("grid", 1),
+        "missing": True,
+        "c2_fails_in": ("grid", 0),
     },
 }
 
@@ -592,7 +595,7 @@ def test_poisson_increments_below_jensens_bound_are_still_refused() -> None:
 
 
 def _short_mask(msg: Message) -> Message:
-    msg.arrays["hist"] = msg.arrays["hist"][:-1]
+    msg.arrays["known"] = msg.arrays["known"][:-1]
     return msg
 
 
@@ -601,11 +604,12 @@ def test_a_malformed_recovery_reply_is_refused_in_its_round(
 ) -> None:
     """A survivor's masks after c2 dropped out: before, their dtype and shape were checked
     after the round (a plain ValueError, no round named)."""
-    kw = {"on_client_failure": "drop", "c2_fails_in": ("grid", 1)}  # the coarse counts
+    # The known values' counts (a column with missing values), a round recovered after a drop.
+    kw = {"on_client_failure": "drop", "c2_fails_in": ("grid", 0), "missing": True}
     with pytest.raises(ValueError, match=r"Client 'c1' failed while the masks of \['c2'\]"):
         _fit("secure-categories", "recover", 0, _short_mask, **kw)
     assert re.search(
-        r"Client 'c1' sent an invalid reply in round \d+ \(recover\): array 'hist'", caplog.text
+        r"Client 'c1' sent an invalid reply in round \d+ \(recover\): array 'known'", caplog.text
     )
 
 
@@ -613,10 +617,11 @@ def test_a_survivor_dropped_while_recovering_stops_the_fit_by_name() -> None:
     """Before: a survivor dropped in the recovery round was no longer expected to answer it,
     so its pair masks stayed in the sums; the fit decoded garbage and stopped on "some
     client lied" (secure aggregation hiding which), or went on with wrong sums."""
-    kw = {"on_client_failure": "drop", "c2_fails_in": ("grid", 1)}  # the coarse counts
+    # The known values' counts (a column with missing values), a round recovered after a drop.
+    kw = {"on_client_failure": "drop", "c2_fails_in": ("grid", 0), "missing": True}
 
     def bad_dtype(msg: Message) -> Message:  # refused by the envelope, before too
-        msg.arrays["hist"] = msg.arrays["hist"].astype(object)
+        msg.arrays["known"] = msg.arrays["known"].astype(object)
         return msg
 
     with pytest.raises(

@@ -41,8 +41,8 @@ import pytest
 import fedforest as ff
 from fedforest.federated.client_secure import oob_frac_bits
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed
-from fedforest.federated.protocol import OOB
-from fedforest.federated.server import secure
+from fedforest.federated.protocol import GRID, OOB
+from fedforest.federated.server import secure, secure_setup
 from tests.test_privacy import (
     RecordingFederation,
     _data,
@@ -189,6 +189,103 @@ def test_a_drop_in_the_out_of_bag_round_leaves_the_score_unset() -> None:
     np.testing.assert_array_equal(lost.predict(X), full.predict(X))
     kinds = lost.communication_.per_round["kind"].tolist()
     assert kinds.count("oob") == 1 and "recover" not in kinds, kinds
+
+
+# --------------------------------------------------------------------------- coarse counts
+HIST = "the second grid round's histograms"
+
+
+def _server_histograms(monkeypatch: pytest.MonkeyPatch) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The second grid round's pooled counts as the server decodes them, with their edges
+    (what it checks them with, ``check_pooled_cumulative``), per decoding."""
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    check = secure_setup.check_pooled_cumulative
+
+    def recorded(counts, grid_off, edges, n, what):  # noqa: ANN001, ANN202
+        if what == HIST:
+            k = grid_off.size - 1
+            seen.append((edges.reshape(k, -1).copy(), counts.reshape(k, -1).copy()))
+        return check(counts, grid_off, edges, n, what)
+
+    monkeypatch.setattr(secure_setup, "check_pooled_cumulative", recorded)
+    return seen
+
+
+def coarse_drop_exposure(monkeypatch: pytest.MonkeyPatch, rows: int, seed: int) -> dict[str, Any]:
+    """Two secure fits: ``site10`` (``rows`` rows) present, then lost in the second grid
+    round. Where the two fits' last decoded counts share their edges, the server takes
+    their difference: the lost client's count at every edge. For a client of one row it
+    reads a 0/1 step, whose rise is the row's coarse bin; returns, per feature, whether
+    the edges were shared, whether a step was read and whether the row's value lies in
+    the bin read, and how many of the federation's rows that bin holds."""
+    X, y, h = _small_last_client(rows, seed)
+    seen = _server_histograms(monkeypatch)
+    last = []
+    for lost in (None, (GRID, "histogram")):
+        model = ff.FedForestRegressor(
+            n_estimators=1, max_depth=1, random_state=seed, on_client_failure="drop"
+        )
+        model.fit_federated(ff.LocalFederation(_clients(X, y, h, lost)))
+        assert [n for n, _ in model.dropped_clients_] == (["site10"] if lost else [])
+        last.append(seen[-1])
+    (edges_a, hist_a), (edges_b, hist_b) = last
+    values = X[h == 10].to_numpy(dtype=np.float64)
+    pooled = X.to_numpy(dtype=np.float64)
+    out: dict[str, Any] = {"shared": 0, "steps": 0, "right": 0, "bin_rows": []}
+    for j in range(edges_a.shape[0]):
+        if not np.array_equal(edges_a[j], edges_b[j]):
+            continue
+        out["shared"] += 1
+        diff = hist_a[j] - hist_b[j]
+        if not np.array_equal(np.unique(diff), [0.0, 1.0]) or np.any(np.diff(diff) < 0):
+            continue
+        out["steps"] += 1
+        i = int(np.argmax(diff))  # the first edge the row is at or below
+        lo = edges_a[j][i - 1] if i > 0 else -np.inf
+        hi = edges_a[j][i]
+        if rows == 1 and lo < values[0, j] <= hi:
+            out["right"] += 1
+            out["bin_rows"].append(int(np.sum((pooled[:, j] > lo) & (pooled[:, j] <= hi))))
+    out["features"] = edges_a.shape[0]
+    return out
+
+
+def _coarse_counts_recovered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The former second grid round: a drop recovered at the first round's edges."""
+
+    def recovered(fed, ledger, feats, edges, dp):  # noqa: ANN001, ANN202
+        msg = secure_setup.Message(
+            GRID, {"stage": "histogram"}, {"features": feats, "edges": edges}
+        )
+        spec = {"hist": ((feats.size, edges.shape[1]), 0)}
+        return secure_setup.secure_exchange(fed, ledger, msg, spec)["hist"]
+
+    monkeypatch.setattr(secure_setup, "_coarse_counts", recovered)
+
+
+def test_a_client_lost_in_the_coarse_counts_stops_a_secure_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A drop in the second grid round stops a secure fit with an error that names the
+    client and what to do. Recovered (the former round), the survivors' counts share the
+    first fit's edges and give the bin of each of the lost row's four values (bins of 21
+    to 60 of the 1,001 rows at data seeds 0 to 2). Under "dp" (noisy counts) the drop is
+    still recovered and the fit goes on."""
+    with pytest.raises(ValueError, match=r"\['site10'\] were lost in the second grid round"):
+        coarse_drop_exposure(monkeypatch, rows=1, seed=0)
+    with monkeypatch.context() as patch:
+        _coarse_counts_recovered(patch)
+        before = coarse_drop_exposure(patch, rows=1, seed=0)
+    assert before["shared"] == before["features"] == 4, before
+    assert before["right"] == 4, before
+    X, y, h = _small_last_client(1, 0)
+    dp = ff.FedForestRegressor(
+        n_estimators=1, max_depth=1, privacy="dp", epsilon=5.0, on_client_failure="drop"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dp.fit_federated(ff.LocalFederation(_clients(X, y, h, (GRID, "histogram"))))
+    assert [n for n, _ in dp.dropped_clients_] == ["site10"]
 
 
 # --------------------------------------------------------------------------- the helper

@@ -32,8 +32,12 @@ from tests.test_secure import _data
 from tests.test_secure import _Dying as _Dies
 
 
-def _clients(at: int | None, n_clients: int = 4, weights: bool = False) -> list[ff.Client]:
+def _clients(
+    at: int | None, n_clients: int = 4, weights: bool = False, missing: bool = False
+) -> list[ff.Client]:
     X, y, h = _data(n_clients=n_clients)
+    if missing:  # a column with missing values: the known values' round comes first
+        X[::17, 5] = np.nan
     if weights:  # a classifier with sample weights: balanced_subsample's bootstrap round
         y = (y > np.median(y)).astype(int)
     out = []
@@ -92,17 +96,26 @@ def test_a_drop_in_the_roots_round_a_sets_the_batch_up_again() -> None:
 
 
 def test_a_drop_in_a_grid_round_after_the_first_sum_is_bound_to_the_digest() -> None:
-    """A drop in the first masked round: the survivors' fit. In the second: another digest."""
+    """A drop in the first masked round: the survivors' fit. In the second: another digest.
+
+    A column with missing values makes the known values' count the first masked round
+    (recovered) and the moments the second (sent again to the survivors); a drop in the
+    coarse counts stops a secure fit (red team 18, tests/test_privacy_red18.py).
+    """
     kw = dict(n_estimators=2, max_depth=2, random_state=0)
-    survivors = _clients(None)[:3]  # the same rows: the digest covers the data's tags
+    survivors = _clients(None, missing=True)[:3]  # the same rows: the digest covers the tags
     without = ff.FedForestRegressor(**kw).fit_federated(ff.LocalFederation(survivors))
     digests = {}
     for at in (1, 2):
         model = ff.FedForestRegressor(on_client_failure="drop", **kw)
-        model.fit_federated(ff.LocalFederation(_clients(at)))
+        model.fit_federated(ff.LocalFederation(_clients(at, missing=True)))
         assert model.dropped_clients_ == [("3", at)]
         digests[at] = model._settings_digest
     assert digests[1] == without._settings_digest != digests[2]
+    with pytest.raises(ValueError, match="lost in the second grid round"):
+        ff.FedForestRegressor(on_client_failure="drop", **kw).fit_federated(
+            ff.LocalFederation(_clients(3, missing=True))
+        )
 
 
 @pytest.mark.filterwarnings("ignore:.*drawn by every tree:UserWarning")

@@ -38,7 +38,7 @@ from .secure_checks import (
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     SecureState,
 )
-from .secure_sums import secure_exchange, sums_sent_again
+from .secure_sums import secure_exchange, sums_sent_again, sums_unless_dropped
 from .sparse_columns import known_enough
 from .target_scale import moment_scale as _moment_scale
 from .target_scale import robust_scale as _robust_scale
@@ -114,6 +114,37 @@ def check_config(cfg: GrowerConfig) -> None:
             'Use privacy="none" for it (the server then sees per-client statistics and data '
             "values; see docs/privacy.md)."
         )
+
+
+def _coarse_counts(
+    fed: Federation, ledger: CommunicationLedger, feats: NDArray[Any], edges: NDArray[Any], dp: bool
+) -> NDArray[np.float64]:
+    """The second grid round's pooled counts at ``edges``; a drop stops a secure fit.
+
+    Under "secure" a drop is not recovered: the survivors' exact counts at the edges the
+    first round placed with the lost client's rows, differenced against a fit without the
+    drop (the same edges), gave that client's count at every edge (a client of one row:
+    each value's coarse bin; docs/privacy-findings.md, "Red team 18"). Sending the grid
+    rounds again would not do either: the first round, decoded with the lost client, less
+    the same round over the survivors is that client's exact counts per category code and
+    known values (and, where every client holds one row and weighs 1, its values). Under
+    "dp" (noisy counts) the drop is recovered.
+    """
+    msg = Message(GRID, {"stage": "histogram"}, {"features": feats, "edges": edges})
+    spec: dict[str, tuple[tuple[int, ...], Any]] = {"hist": ((feats.size, edges.shape[1]), 0)}
+    if dp:
+        return np.asarray(secure_exchange(fed, ledger, msg, spec)["hist"])
+    asked = list(fed.client_names)
+    sums = sums_unless_dropped(fed, ledger, msg, spec)
+    if sums is None:
+        lost = sorted(set(asked) - set(fed.client_names))
+        raise ValueError(
+            f"Client(s) {lost} were lost in the second grid round (the coarse counts). Under "
+            "privacy='secure' a fit cannot go on without them: the others' counts, at the "
+            "edges the first round placed with their rows, would give their own. Fit again "
+            "(with the clients that are present), or use privacy='dp' (noisy counts)."
+        )
+    return np.asarray(sums["hist"])
 
 
 def min_rows(cfg: GrowerConfig) -> int:
@@ -226,12 +257,7 @@ def setup_grids(
     n_edges = int(np.clip(n_rows // _coarse_rows(m, plan is not None), 2, _COARSE_EDGES))
     step = 2.0 ** -(MOMENT_FRAC_BITS + LOW_BITS)  # each row's term's rounding, at most
     edges = moment_grid(n, s1, s2, n_edges, step) if feats.size else np.zeros((0, n_edges))
-    hist = secure_exchange(
-        fed,
-        ledger,
-        Message(GRID, {"stage": "histogram"}, {"features": feats, "edges": edges}),
-        {"hist": ((feats.size, n_edges), 0)},
-    )["hist"]
+    hist = _coarse_counts(fed, ledger, feats, edges, plan is not None)
     if plan is not None:  # noisy per-bin increments: cumulative, monotone, within [0, n]
         what = "the second grid round's histograms"
         check_noisy_counts(

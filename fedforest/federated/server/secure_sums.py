@@ -53,14 +53,16 @@ def sums_sent_again(
     msg: Message,
     specs: dict[str, tuple[tuple[int, ...], NDArray[np.int64] | int | None]],
 ) -> dict[str, NDArray[Any]]:
-    """A masked round over every row (``"secure"``: the grid moments, the out-of-bag sums).
+    """A masked round over every row, sent again to the survivors after a drop.
 
-    Its rows weigh secret weights bound to the round's clients
-    (``client_secrets.federation_secret``): a drop sends it again to the survivors instead
-    of a recovery round, which would leave them with the weights of the clients before
-    the drop, so that two fits, one with the dropped client's answer and one without, gave
-    the difference of their sums: that client's own (docs/privacy-findings.md, "Red team
-    9"). The survivors' sums are then a fit's without that client.
+    Under ``"secure"``: the grid moments (a drop in the coarse counts stops the fit, and
+    one in the out-of-bag round releases nothing: red team 18). Its rows weigh secret
+    weights bound to the round's clients (``client_secrets.federation_secret``): a drop
+    sends it again to the survivors instead of a recovery round, which would leave them
+    with the weights of the clients before the drop, so that two fits, one with the
+    dropped client's answer and one without, gave the difference of their sums: that
+    client's own (docs/privacy-findings.md, "Red team 9"). The survivors' sums are then a
+    fit's without that client.
     """
     while True:  # each pass drops a client; with none left the exchange raises
         sums = sums_unless_dropped(fed, ledger, msg, specs)
