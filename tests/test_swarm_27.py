@@ -1,0 +1,145 @@
+"""Swarm forests reviewed as a user would use them (session 27): each test failed before.
+
+Hand-built bundles give answers computed by hand: a row's available features are its own
+(the paper's ``F_x``), whatever the other rows of the batch hold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedforest.swarm import Imputer, ShareBundle, SwarmForest
+from fedforest.tree.arrays import Tree
+
+
+def _tree(feature: list[int], threshold: list[float], left: list[int], right: list[int],
+          counts: list[list[float]]) -> Tree:  # fmt: skip
+    c = np.asarray(counts, dtype=np.float64)
+    w = c.sum(axis=1)
+    leaf = np.asarray(left) == -1
+    return Tree(
+        feature=np.where(leaf, -2, feature).astype(np.int32),
+        threshold=np.where(leaf, -2.0, threshold).astype(np.float64),
+        children_left=np.asarray(left, dtype=np.int32),
+        children_right=np.asarray(right, dtype=np.int32),
+        value=c / w[:, None],
+        n_node_samples=w.astype(np.int64),
+        weighted_n_node_samples=w,
+        impurity=np.zeros(len(w)),
+    )
+
+
+def _bundle(name: str, names: tuple[str, ...], kinds: tuple[str, ...], trees: list[Tree],
+            imputers: tuple[Imputer, ...] = (), std: float = 1.0,
+            n_train: int = 10) -> ShareBundle:  # fmt: skip
+    counts = np.concatenate([t.value * t.weighted_n_node_samples[:, None] for t in trees])
+    n = counts.shape[0]
+    return ShareBundle(
+        name=name, feature_names=names, feature_kinds=kinds, classes=np.array([0, 1]),
+        trees=trees, class_counts=counts, surr_feature=np.full((n, 1), -1, np.int32),
+        surr_threshold=np.zeros((n, 1)), surr_flip=np.zeros((n, 1), bool),
+        surr_agreement=np.zeros((n, 1)), imputers=imputers,
+        feature_std=np.full(len(names), std), n_train=n_train,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- Park, per row
+def test_park_keeps_for_each_row_the_trees_whose_features_that_row_has() -> None:
+    # tree 0: a <= 0.5 ? (b <= 1 ? [2,0] : [0,2]) : [1,3]   (uses a and b)
+    # tree 1: a <= 0.0 ? [3,1] : [1,3]                       (uses a only)
+    t0 = _tree([0, 1, -2, -2, -2], [0.5, 1.0, 0, 0, 0], [1, 3, -1, -1, -1], [2, 4, -1, -1, -1],
+               [[3, 5], [2, 2], [1, 3], [2, 0], [0, 2]])  # fmt: skip
+    t1 = _tree([0, -2, -2], [0.0, 0, 0], [1, -1, -1], [2, -1, -1], [[4, 4], [3, 1], [1, 3]])
+    swarm = SwarmForest([_bundle("A", ("a", "b"), ("numeric", "numeric"), [t0, t1])])
+    X = np.array([[1.0, np.nan], [1.0, 2.0]])  # row 0 lacks b; row 1 has both
+    # Park's rule with F_x: row 0 may use tree 1 only (leaf [1, 3]); row 1 both trees.
+    expected = np.array([[0.25, 0.75], [0.25, 0.75]])
+    batch = swarm.predict_proba(X, "park")
+    np.testing.assert_allclose(batch, expected)
+    assert swarm.trees_used(X, "park").tolist() == [1, 2]
+    # ... and row 0 gets the same answer alone (before: tree 0 voted for it in the batch,
+    # since another row had b, but not alone) and as a DataFrame with b missing
+    np.testing.assert_array_equal(swarm.predict_proba(X[:1], "park"), batch[:1])
+    frame = pd.DataFrame({"a": [1.0, 1.0], "b": [np.nan, 2.0]})
+    np.testing.assert_array_equal(swarm.predict_proba(frame, "park"), batch)
+
+
+# --------------------------------------------------------------------------- imputers, per row
+def _stump_on_b(kind: str, threshold: float) -> Tree:
+    """b <= threshold ? [3, 1] : [1, 3]."""
+    return _tree([1, -2, -2], [threshold, 0, 0], [1, -1, -1], [2, -1, -1],
+                 [[4, 4], [3, 1], [1, 3]])  # fmt: skip
+
+
+def test_each_row_uses_the_best_imputer_whose_inputs_it_has() -> None:
+    # A's imputer of b reads c (quality 0.9): b_hat = c. B's reads a (quality 0.5): a - 1.
+    best = Imputer("b", "numeric", ("c",), np.array([0.0]), np.array([[1.0]]), np.zeros(0),
+                   0.9, 10)  # fmt: skip
+    second = Imputer("b", "numeric", ("a",), np.array([-1.0]), np.array([[1.0]]), np.zeros(0),
+                     0.5, 10)  # fmt: skip
+    swarm = SwarmForest([
+        _bundle("A", ("a", "b", "c"), ("numeric",) * 3, [_stump_on_b("numeric", 1.0)], (best,)),
+        _bundle("B", ("a", "b"), ("numeric",) * 2, [_stump_on_b("numeric", 1.0)], (second,)),
+    ])  # fmt: skip
+    site = pd.DataFrame({"a": [3.0, 3.0], "c": [np.nan, 0.0]})
+    # row 0 has no c: B's imputer, b_hat = 3 - 1 = 2 > 1, right in both trees: [1, 3] / 4.
+    # row 1: A's imputer, b_hat = 0 <= 1, left: [3, 1] / 4. (Before, row 0's imputation
+    # failed, as c is a column of the site, and MI discarded both trees: the prior.)
+    mi = swarm.predict_proba(site, "mi")
+    np.testing.assert_allclose(mi, [[0.25, 0.75], [0.75, 0.25]])
+    # the same rows as an ndarray, alone or together, give the same answers
+    X = site.reindex(columns=list(swarm.feature_names_)).to_numpy()
+    np.testing.assert_array_equal(swarm.predict_proba(X, "mi"), mi)
+    np.testing.assert_array_equal(swarm.predict_proba(X[:1], "mi"), mi[:1])
+
+
+def test_categorical_imputers_of_different_category_lists_mix_by_row() -> None:
+    # b is categorical; node: b <= 1.5 goes left. A's imputer (reads c) knows codes 0..2,
+    # B's (reads a) 0..3; their probabilities do not depend on the inputs (coef 0).
+    pa, pb = np.array([0.5, 0.25, 0.25]), np.array([0.1, 0.2, 0.3, 0.4])
+    imp_a = Imputer("b", "categorical", ("c",), np.log(pa), np.zeros((3, 1)),
+                    np.array([0.0, 1, 2]), 0.9, 10)  # fmt: skip
+    imp_b = Imputer("b", "categorical", ("a",), np.log(pb), np.zeros((4, 1)),
+                    np.array([0.0, 1, 2, 3]), 0.5, 10)  # fmt: skip
+    cat = ("numeric", "categorical", "numeric")
+    swarm = SwarmForest([
+        _bundle("A", ("a", "b", "c"), cat, [_stump_on_b("categorical", 1.5)], (imp_a,)),
+        _bundle("B", ("a", "b"), cat[:2], [_stump_on_b("categorical", 1.5)], (imp_b,)),
+    ])  # fmt: skip
+    site = pd.DataFrame({"a": [0.0, 0.0], "c": [np.nan, 0.0]})
+    left, right = np.array([0.75, 0.25]), np.array([0.25, 0.75])
+    p_left = [pb[:2].sum(), pa[:2].sum()]  # eq. 16a: mass of the codes <= 1.5
+    mp = swarm.predict_proba(site, "mp")  # eq. 19 in both trees
+    np.testing.assert_allclose(mp[0], p_left[0] * left + (1 - p_left[0]) * right)
+    np.testing.assert_allclose(mp[1], p_left[1] * left + (1 - p_left[1]) * right)
+    mi = swarm.predict_proba(site, "mi")  # eq. 10: row 0's code 3 > 1.5, row 1's 0 <= 1.5
+    np.testing.assert_allclose(mi, [right, left])
+
+
+# --------------------------------------------------------------------------- sigma (eq. 13)
+def test_a_peer_of_one_row_does_not_enter_the_averaged_spread() -> None:
+    imp = Imputer("b", "numeric", ("a",), np.array([0.0]), np.array([[1.0]]), np.zeros(0),
+                  0.5, 10)  # fmt: skip
+    tree = _stump_on_b("numeric", 1.0)
+    big = _bundle("A", ("a", "b"), ("numeric",) * 2, [tree], (imp,), std=2.0, n_train=40)
+    one = _bundle("B", ("a", "b"), ("numeric",) * 2, [tree], std=0.0, n_train=1)
+    swarm = SwarmForest([big, one])
+    p_right = 1.0 / (1.0 + np.exp(-(2.0 - 1.0) / 2.0))  # sigma of A alone (before: (2+0)/2)
+    expected = (1 - p_right) * np.array([0.75, 0.25]) + p_right * np.array([0.25, 0.75])
+    np.testing.assert_allclose(swarm.predict_proba(pd.DataFrame({"a": [2.0]}), "mp")[0], expected)
+
+
+# --------------------------------------------------------------------------- trees_used
+def test_trees_used_checks_its_options_as_predict_proba_does() -> None:
+    tree = _stump_on_b("numeric", 1.0)
+    swarm = SwarmForest([_bundle("A", ("a", "b"), ("numeric",) * 2, [tree])])
+    site = pd.DataFrame({"b": [0.0]})
+    assert swarm.trees_used(site, "fpv", d_thresh=1, voting="hard").tolist() == [1]
+    with pytest.raises(ValueError, match="strategy must be one of"):  # was a KeyError
+        swarm.trees_used(site, "fvp")
+    with pytest.raises(ValueError, match="d_thresh must be an int >= 0"):  # was accepted
+        swarm.trees_used(site, "pr", d_thresh=-1)
+    with pytest.raises(TypeError, match="d_treshold"):  # a misspelt option was ignored
+        swarm.trees_used(site, "pr", d_treshold=1)  # type: ignore[call-arg]
