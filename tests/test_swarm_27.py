@@ -9,8 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.base import clone
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.exceptions import NotFittedError
 
-from fedforest.swarm import Imputer, ShareBundle, SwarmForest
+from fedforest.swarm import Imputer, Peer, ShareBundle, SwarmForest
 from fedforest.tree.arrays import Tree
 
 
@@ -143,3 +146,34 @@ def test_trees_used_checks_its_options_as_predict_proba_does() -> None:
         swarm.trees_used(site, "pr", d_thresh=-1)
     with pytest.raises(TypeError, match="d_treshold"):  # a misspelt option was ignored
         swarm.trees_used(site, "pr", d_treshold=1)  # type: ignore[call-arg]
+
+
+# --------------------------------------------------------------------------- Peer as an estimator
+def _frame(n: int = 80) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(n, 3)), columns=["a", "b", "c"])
+    return X, (X["a"] + 0.5 * X["b"] > 0).to_numpy().astype(int)
+
+
+def test_from_fitted_refuses_columns_in_another_order_than_the_forests() -> None:
+    X, y = _frame()
+    rf = RandomForestClassifier(5, random_state=0).fit(X[["c", "a", "b"]], y)
+    with pytest.raises(ValueError, match=r"X\[list\(estimator.feature_names_in_\)\]"):
+        Peer.from_fitted("A", rf, X, y)  # before: its trees read a for c, b for a, c for b
+    peer = Peer.from_fitted("A", rf, X[["c", "a", "b"]], y)
+    swarm = SwarmForest([peer.share()])
+    np.testing.assert_allclose(swarm.predict_proba(X, "fpv"), rf.predict_proba(X[["c", "a", "b"]]))
+
+
+def test_peer_has_scikit_learn_params_and_not_fitted_error() -> None:
+    peer = Peer("A", n_estimators=7, random_state=3, max_depth=4, n_surrogates=2)
+    params = peer.get_params()
+    assert params["name"] == "A" and params["n_estimators"] == 7 and params["max_depth"] == 4
+    twin = clone(peer)
+    assert twin is not peer and twin.get_params() == params
+    with pytest.raises(NotFittedError, match="not fitted"):
+        peer.share()
+    X, y = _frame()
+    fitted = peer.set_params(max_depth=2).fit(X, y)
+    assert max(int(t.children_left.shape[0]) for t in fitted.trees_) <= 7  # depth 2: <= 7 nodes
+    assert not hasattr(clone(fitted), "trees_")

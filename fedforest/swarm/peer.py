@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import column_or_1d
 
 from .._common import is_int_in
@@ -100,7 +102,7 @@ def _site_frame(
     return arr, names, tuple(kinds), lists
 
 
-class Peer:
+class Peer(BaseEstimator):
     """A swarm site: trains a random forest on its own columns and shares it.
 
     Parameters
@@ -314,6 +316,14 @@ class Peer:
                 f"the estimator was fitted on {estimator.n_features_in_} features but X has "
                 f"{arr.shape[1]} columns; give the training frame"
             )
+        fitted_names = getattr(estimator, "feature_names_in_", None)
+        if fitted_names is not None and [str(c) for c in fitted_names] != list(names):
+            # Its trees index the columns in its order: another order reads other columns.
+            raise ValueError(
+                f"the estimator was fitted on the columns {list(fitted_names)} but X has "
+                f"{list(names)}; give X in the estimator's order: "
+                "X[list(estimator.feature_names_in_)]"
+            )
         peer = cls(
             name, n_estimators=len(trees), random_state=random_state, n_surrogates=n_surrogates
         )
@@ -359,7 +369,7 @@ class Peer:
         ShareBundle
         """
         if not hasattr(self, "trees_"):
-            raise ValueError(f"peer {self.name!r} is not fitted; call fit() first")
+            raise NotFittedError(f"peer {self.name!r} is not fitted; call fit() first")
         names = self.feature_names_
         if shared_features is None:
             shared, private = list(range(len(names))), list(range(len(names)))
