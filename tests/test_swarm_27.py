@@ -6,6 +6,8 @@ Hand-built bundles give answers computed by hand: a row's available features are
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -177,3 +179,98 @@ def test_peer_has_scikit_learn_params_and_not_fitted_error() -> None:
     fitted = peer.set_params(max_depth=2).fit(X, y)
     assert max(int(t.children_left.shape[0]) for t in fitted.trees_) <= 7  # depth 2: <= 7 nodes
     assert not hasattr(clone(fitted), "trees_")
+
+
+# --------------------------------------------------------------------------- an independent oracle
+def _imputed(x: dict[str, float], f: str, imputers: list[tuple[int, Imputer]]) -> float:
+    """The paper's imputation of ``f`` (eq. 7): the best usable imputer, by quality then size."""
+    usable = [
+        (imp.quality, imp.n_train, -k, imp)
+        for k, imp in imputers
+        if imp.feature == f and all(not np.isnan(x.get(c, np.nan)) for c in imp.inputs)
+    ]
+    if not usable:
+        return np.nan
+    imp = max(usable, key=lambda u: u[:3])[3]
+    terms = [imp.coef[0, i] * x[c] for i, c in enumerate(imp.inputs)]
+    return float(imp.intercept[0] + sum(terms))
+
+
+def _walk(node: int, t: Any, cols: list[str], cmap: np.ndarray, n_classes: int,
+          x: dict[str, float], strategy: str, imputers: list[tuple[int, Imputer]],
+          sigma: dict[str, float]) -> np.ndarray | None:  # fmt: skip
+    """One scikit-learn tree's class distribution for ``x`` (None: the tree is discarded)."""
+    if t.children_left[node] == -1:
+        d = np.zeros(n_classes)
+        d[cmap] = t.value[node, 0] / t.value[node, 0].sum()  # eq. 18
+        return d
+    f, thr = cols[t.feature[node]], t.threshold[node]
+    left, right = t.children_left[node], t.children_right[node]
+    rest = (t, cols, cmap, n_classes, x, strategy, imputers, sigma)
+    v = x.get(f, np.nan)
+    if not np.isnan(v):
+        return _walk(left if v <= thr else right, *rest)
+    if strategy == "fpv":  # eq. 1
+        return None
+    xhat = _imputed(x, f, imputers)
+    if strategy == "mi":  # eq. 11: no imputer, no tree
+        return None if np.isnan(xhat) else _walk(left if xhat <= thr else right, *rest)
+    w = t.weighted_n_node_samples  # eq. 19 with eq. 14, or N_R / N without an imputer
+    p = w[right] / w[node] if np.isnan(xhat) else 1 / (1 + np.exp(-(xhat - thr) / sigma[f]))
+    dl, dr = _walk(left, *rest), _walk(right, *rest)
+    assert dl is not None and dr is not None
+    return (1 - p) * dl + p * dr
+
+
+def _oracle(models: list[Any], frames: list[pd.DataFrame], site: pd.DataFrame,
+            swarm: SwarmForest, strategy: str) -> np.ndarray:  # fmt: skip
+    """FPV, MI and MP (eq. 1-2, 7-11, 12-14 and 18-20) walked node by node on the peers'
+    own scikit-learn trees, their columns in their own orders, their classes mapped by
+    name onto the union; sigma from the training frames, imputers from the bundles."""
+    classes = np.unique(np.concatenate([m.classes_ for m in models]))
+    names = {c for fr in frames for c in fr.columns}
+    sigma = {f: np.mean([fr[f].std(ddof=1) for fr in frames if f in fr.columns]) for f in names}
+    imputers = [(k, imp) for k, b in enumerate(swarm.bundles_) for imp in b.imputers]
+    out = np.zeros((len(site), classes.size))
+    for i, (_, row) in enumerate(site.iterrows()):
+        x = {str(c): float(v) for c, v in row.items()}
+        total, kept = np.zeros(classes.size), 0
+        for model, frame in zip(models, frames, strict=True):
+            cmap = np.searchsorted(classes, model.classes_)
+            for est in model.estimators_:
+                d = _walk(0, est.tree_, list(frame.columns), cmap, classes.size, x, strategy,
+                          imputers, sigma)  # fmt: skip
+                if d is not None:
+                    total, kept = total + d, kept + 1
+        out[i] = total / kept if kept else np.nan
+    return out
+
+
+def test_strategies_equal_an_independent_walk_of_the_peers_own_trees() -> None:
+    rng = np.random.default_rng(4)
+    n = 240
+    X = pd.DataFrame(rng.normal(size=(n, 5)), columns=["a", "b", "c", "d", "e"])
+    X["b"] += X["a"]
+    X["d"] -= X["c"]
+    y = np.digitize(X["a"] + X["b"] - X["d"] + 0.3 * X["e"], [-1.0, 1.0])  # classes 0, 1, 2
+    shared = ["a", "c"]
+    orders = [["b", "a", "c"], ["c", "d", "a"], ["e", "c", "a", "b"]]  # own column orders
+    rows = [np.arange(0, 80), np.arange(80, 160), np.arange(160, 240)]
+    rows[1] = rows[1][y[rows[1]] != 2]  # class 2 only at peers 0 and 2
+    models, frames, bundles = [], [], []
+    for k, (cols, idx) in enumerate(zip(orders, rows, strict=True)):
+        frame = X.iloc[idx][cols].reset_index(drop=True)
+        rf = RandomForestClassifier(6, max_depth=4, random_state=k).fit(frame, y[idx])
+        models.append(rf)
+        frames.append(frame)
+        bundles.append(Peer.from_fitted(f"P{k}", rf, frame, y[idx], random_state=k)
+                       .share(shared_features=shared))  # fmt: skip
+    swarm = SwarmForest(bundles)
+    site = X.iloc[:25][["c", "a", "b"]].reset_index(drop=True)  # peer 0's columns, reordered
+    site.loc[3, "b"] = np.nan  # one value missing as well
+    for strategy in ("fpv", "mi", "mp"):
+        expected = _oracle(models, frames, site, swarm, strategy)
+        got = swarm.predict_proba(site, strategy)
+        no_tree = np.isnan(expected[:, 0])
+        expected[no_tree] = got[no_tree]  # the prior, checked in test_routing.py
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12, err_msg=strategy)
