@@ -274,3 +274,13 @@ def test_strategies_equal_an_independent_walk_of_the_peers_own_trees() -> None:
         no_tree = np.isnan(expected[:, 0])
         expected[no_tree] = got[no_tree]  # the prior, checked in test_routing.py
         np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12, err_msg=strategy)
+
+
+def test_share_refuses_a_string_or_a_repeated_name_as_shared_features() -> None:
+    X, y = _frame()
+    peer = Peer("A", n_estimators=3, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match=r"got the string 'ab'; give \['ab'\]"):
+        peer.share(shared_features="ab")  # was ["a", "b"], silently
+    with pytest.raises(ValueError, match=r"names \['a'\] more than once"):
+        peer.share(shared_features=["a", "c", "a"])
+    assert peer.share(shared_features=("a",)).shared_features == ("a",)
