@@ -504,8 +504,13 @@ class SwarmForest:
         use_surr, impute, use_pr = _SINGLE[strategy]
         F = self._forest
         imp = self._imputation(X) if impute != R.IMPUTE_NONE else self._no_imputation(X)
-        # Park: a tree votes for a row only if the row has every feature the tree splits on.
-        uses = self._tree_features.T.astype(np.float64) if strategy == "park" else None
+        # Park: a tree votes for a row only if the row has every feature the tree splits on;
+        # ``active`` dropped the trees on columns no row has, the rest is checked per row.
+        cols = np.zeros(0, dtype=np.int64)
+        if strategy == "park":
+            used = self._tree_features[active].any(axis=0)
+            cols = np.flatnonzero(np.isnan(X).any(axis=0) & used)
+        uses = self._tree_features[:, cols].astype(np.float64)  # (n_trees, n_cols)
         out = np.empty((self.n_trees_, X.shape[0]), dtype=np.int32)
 
         def job(a: int, b: int) -> None:
@@ -516,8 +521,8 @@ class SwarmForest:
                 imp["cat_slot"], imp["cat_values"], imp["cat_prob"][a:b],
                 use_surr, impute, use_pr, d_thresh, seed, a, out[:, a:b],
             )  # fmt: skip
-            if uses is not None:
-                lacks = (np.isnan(X[a:b]).astype(np.float64) @ uses).T > 0  # (n_trees, rows)
+            if cols.size:
+                lacks = uses @ np.isnan(X[a:b, cols]).T.astype(np.float64) > 0  # (trees, rows)
                 out[:, a:b][lacks] = R.DISCARDED
 
         self._chunks(X.shape[0], job)
