@@ -284,3 +284,13 @@ def test_share_refuses_a_string_or_a_repeated_name_as_shared_features() -> None:
     with pytest.raises(ValueError, match=r"names \['a'\] more than once"):
         peer.share(shared_features=["a", "c", "a"])
     assert peer.share(shared_features=("a",)).shared_features == ("a",)
+
+
+def test_a_frame_with_none_of_the_swarms_columns_is_refused_naming_both() -> None:
+    tree = _stump_on_b("numeric", 1.0)
+    swarm = SwarmForest([_bundle("A", ("age", "bmi"), ("numeric",) * 2, [tree])])
+    with pytest.raises(ValueError, match=r"none of the swarm's features \['age', 'bmi'\].*"
+                                         r"\['Age', 'BMI'\]"):  # fmt: skip
+        swarm.predict_proba(pd.DataFrame({"Age": [50.0], "BMI": [27.0]}), "mp")  # was the prior
+    ok = swarm.predict_proba(pd.DataFrame({"age": [50.0], "BMI": [27.0]}), "mp")  # one known
+    assert ok.shape == (1, 2)

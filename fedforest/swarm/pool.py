@@ -66,6 +66,13 @@ def _seed(random_state: Any) -> int:
     return int(np.random.default_rng(random_state).integers(0, 2**62))
 
 
+def _few(names: Any, limit: int = 8) -> str:
+    """The first ``limit`` names, as a list (and how many more)."""
+    names = [str(n) for n in names]
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return f"{names[:limit]}{more}"
+
+
 def _finite(X: NDArray[np.float64], names: Any) -> NDArray[np.float64]:
     """``X`` unless a column holds infinity (refused as the estimators do, naming it)."""
     bad = np.isinf(X).any(axis=0)
@@ -269,6 +276,11 @@ class SwarmForest:
                     )
                 X[:, j] = floats(series)
                 present[j] = True
+            if not present.any():  # every value would be "unavailable": names mistyped?
+                raise ValueError(
+                    f"X_site has none of the swarm's features {_few(self.feature_names_)}; its "
+                    f"columns are {_few(X_site.columns)}. Name each column as the peers did."
+                )
             if other:  # as the estimators' predict (_inputs.with_codes)
                 warn_caller(
                     f"categorical column(s) {', '.join(other)} of X_site hold numbers where "
