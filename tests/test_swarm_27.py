@@ -294,3 +294,14 @@ def test_a_frame_with_none_of_the_swarms_columns_is_refused_naming_both() -> Non
         swarm.predict_proba(pd.DataFrame({"Age": [50.0], "BMI": [27.0]}), "mp")  # was the prior
     ok = swarm.predict_proba(pd.DataFrame({"age": [50.0], "BMI": [27.0]}), "mp")  # one known
     assert ok.shape == (1, 2)
+
+
+def test_set_params_is_checked_when_the_peer_fits_or_shares() -> None:
+    X, y = _frame()
+    with pytest.raises(ValueError, match="engine must be one of"):  # fitted fedforest's forest
+        Peer("A", n_estimators=3).set_params(engine="skl").fit(X, y)
+    with pytest.raises(ValueError, match="applies to engine='fedforest'"):
+        Peer("A", n_estimators=3).set_params(min_aggregate_rows=20).fit(X, y)
+    peer = Peer("A", n_estimators=3, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="n_surrogates must be an int >= 0"):
+        peer.set_params(n_surrogates=-1).share()

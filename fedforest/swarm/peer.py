@@ -102,6 +102,22 @@ def _site_frame(
     return arr, names, tuple(kinds), lists
 
 
+def _check_params(name: Any, engine: Any, n_surrogates: Any, min_aggregate_rows: Any) -> None:
+    """Refuse a bad :class:`Peer` parameter, naming it (at construction, fit and share)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if not is_int_in(n_surrogates, numpy=True):  # NumPy's ints as scikit-learn's Integral
+        raise ValueError(f"n_surrogates must be an int >= 0, got {n_surrogates!r}")
+    if min_aggregate_rows is not None and engine != "fedforest":
+        raise ValueError(
+            f"min_aggregate_rows={min_aggregate_rows!r} applies to engine='fedforest' (the "
+            f"floor of its privacy='secure'); engine={engine!r} has none: use "
+            "min_samples_leaf"
+        )
+
+
 class Peer(BaseEstimator):
     """A swarm site: trains a random forest on its own columns and shares it.
 
@@ -152,18 +168,7 @@ class Peer(BaseEstimator):
         n_jobs: int | None = None,
         min_aggregate_rows: int | None = None,
     ) -> None:
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty string, got {name!r}")
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-        if not is_int_in(n_surrogates, numpy=True):  # NumPy's ints as scikit-learn's Integral
-            raise ValueError(f"n_surrogates must be an int >= 0, got {n_surrogates!r}")
-        if min_aggregate_rows is not None and engine != "fedforest":
-            raise ValueError(
-                f"min_aggregate_rows={min_aggregate_rows!r} applies to engine='fedforest' (the "
-                f"floor of its privacy='secure'); engine={engine!r} has none: use "
-                "min_samples_leaf"
-            )
+        _check_params(name, engine, n_surrogates, min_aggregate_rows)
         self.name = name
         self.n_estimators = n_estimators
         self.random_state = random_state
@@ -225,6 +230,8 @@ class Peer(BaseEstimator):
         -------
         self : Peer
         """
+        # set_params() does not pass through __init__: a bad engine was the fedforest one
+        _check_params(self.name, self.engine, self.n_surrogates, self.min_aggregate_rows)
         arr, names, kinds, lists = _site_frame(X, categorical_features, categories)
         y_arr = _row_labels(y, arr.shape[0])
         if self.engine == "sklearn":
@@ -370,6 +377,8 @@ class Peer(BaseEstimator):
         """
         if not hasattr(self, "trees_"):
             raise NotFittedError(f"peer {self.name!r} is not fitted; call fit() first")
+        if not is_int_in(self.n_surrogates, numpy=True):  # set_params() after fit()
+            raise ValueError(f"n_surrogates must be an int >= 0, got {self.n_surrogates!r}")
         names = self.feature_names_
         if shared_features is None:
             shared, private = list(range(len(names))), list(range(len(names)))
