@@ -380,7 +380,7 @@ def test_huge_but_finite_class_counts_pool_without_nan(swarm_setup: Any, tmp_pat
         counts[roots] = [1.5e308, 0.0]
         loaded.append(ShareBundle.load(rewrite(path, tmp_path / f"{k}.ffb", counts_edit(counts))))
     swarm = SwarmForest(loaded)
-    nothing = pd.DataFrame({"unrelated": np.zeros(5)})  # no tree can score these rows
+    nothing = pd.DataFrame({site.columns[0]: np.full(5, np.nan)})  # no tree can score these
     for strategy in ("local", "fpv"):
         proba = swarm.predict_proba(nothing, strategy, site="P0")
         assert_probabilities(proba)

@@ -11,7 +11,7 @@ name                rows   numeric    categorical  classes  stands in for (paper
 ``S-500-Mix``       500    8          8            2        S-500-Mix (our generator)
 ``breast-cancer``   569    30         0            2        Pima, Gallstone, CDC-2Class
 ``wine``            178    13         0            3        CDC-3Class
-``digits``          1797   64         0            10       (extra, multiclass)
+``digits``          1797   61         0            10       (extra, multiclass)
 ==================  =====  =========  ===========  =======  ==============================
 
 The paper's own generator is not published; ours draws correlated Gaussian latents (AR(1)

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import column_or_1d
 
 from .._common import is_int_in
@@ -100,7 +102,23 @@ def _site_frame(
     return arr, names, tuple(kinds), lists
 
 
-class Peer:
+def _check_params(name: Any, engine: Any, n_surrogates: Any, min_aggregate_rows: Any) -> None:
+    """Refuse a bad :class:`Peer` parameter, naming it (at construction, fit and share)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if not is_int_in(n_surrogates, numpy=True):  # NumPy's ints as scikit-learn's Integral
+        raise ValueError(f"n_surrogates must be an int >= 0, got {n_surrogates!r}")
+    if min_aggregate_rows is not None and engine != "fedforest":
+        raise ValueError(
+            f"min_aggregate_rows={min_aggregate_rows!r} applies to engine='fedforest' (the "
+            f"floor of its privacy='secure'); engine={engine!r} has none: use "
+            "min_samples_leaf"
+        )
+
+
+class Peer(BaseEstimator):
     """A swarm site: trains a random forest on its own columns and shares it.
 
     Parameters
@@ -150,18 +168,7 @@ class Peer:
         n_jobs: int | None = None,
         min_aggregate_rows: int | None = None,
     ) -> None:
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty string, got {name!r}")
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-        if not is_int_in(n_surrogates, numpy=True):  # NumPy's ints as scikit-learn's Integral
-            raise ValueError(f"n_surrogates must be an int >= 0, got {n_surrogates!r}")
-        if min_aggregate_rows is not None and engine != "fedforest":
-            raise ValueError(
-                f"min_aggregate_rows={min_aggregate_rows!r} applies to engine='fedforest' (the "
-                f"floor of its privacy='secure'); engine={engine!r} has none: use "
-                "min_samples_leaf"
-            )
+        _check_params(name, engine, n_surrogates, min_aggregate_rows)
         self.name = name
         self.n_estimators = n_estimators
         self.random_state = random_state
@@ -223,6 +230,8 @@ class Peer:
         -------
         self : Peer
         """
+        # set_params() does not pass through __init__: a bad engine was the fedforest one
+        _check_params(self.name, self.engine, self.n_surrogates, self.min_aggregate_rows)
         arr, names, kinds, lists = _site_frame(X, categorical_features, categories)
         y_arr = _row_labels(y, arr.shape[0])
         if self.engine == "sklearn":
@@ -314,6 +323,14 @@ class Peer:
                 f"the estimator was fitted on {estimator.n_features_in_} features but X has "
                 f"{arr.shape[1]} columns; give the training frame"
             )
+        fitted_names = getattr(estimator, "feature_names_in_", None)
+        if fitted_names is not None and [str(c) for c in fitted_names] != list(names):
+            # Its trees index the columns in its order: another order reads other columns.
+            raise ValueError(
+                f"the estimator was fitted on the columns {list(fitted_names)} but X has "
+                f"{list(names)}; give X in the estimator's order: "
+                "X[list(estimator.feature_names_in_)]"
+            )
         peer = cls(
             name, n_estimators=len(trees), random_state=random_state, n_surrogates=n_surrogates
         )
@@ -359,11 +376,21 @@ class Peer:
         ShareBundle
         """
         if not hasattr(self, "trees_"):
-            raise ValueError(f"peer {self.name!r} is not fitted; call fit() first")
+            raise NotFittedError(f"peer {self.name!r} is not fitted; call fit() first")
+        if not is_int_in(self.n_surrogates, numpy=True):  # set_params() after fit()
+            raise ValueError(f"n_surrogates must be an int >= 0, got {self.n_surrogates!r}")
         names = self.feature_names_
         if shared_features is None:
             shared, private = list(range(len(names))), list(range(len(names)))
         else:
+            if isinstance(shared_features, str):  # its letters were read as feature names
+                raise ValueError(
+                    f"shared_features must be a list of feature names, got the string "
+                    f"{shared_features!r}; give [{shared_features!r}]"
+                )
+            twice = sorted({str(f) for f in shared_features if list(shared_features).count(f) > 1})
+            if twice:  # was the bundle's "imputer ... needs distinct inputs"
+                raise ValueError(f"shared_features names {twice} more than once; give each once")
             missing = [f for f in shared_features if f not in names]
             if missing:
                 raise ValueError(

@@ -66,6 +66,13 @@ def _seed(random_state: Any) -> int:
     return int(np.random.default_rng(random_state).integers(0, 2**62))
 
 
+def _few(names: Any, limit: int = 8) -> str:
+    """The first ``limit`` names, as a list (and how many more)."""
+    names = [str(n) for n in names]
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return f"{names[:limit]}{more}"
+
+
 def _finite(X: NDArray[np.float64], names: Any) -> NDArray[np.float64]:
     """``X`` unless a column holds infinity (refused as the estimators do, naming it)."""
     bad = np.isinf(X).any(axis=0)
@@ -73,6 +80,16 @@ def _finite(X: NDArray[np.float64], names: Any) -> NDArray[np.float64]:
         name = names[int(np.flatnonzero(bad)[0])]
         raise ValueError(f"column {name!r} of X_site contains infinity; a missing value is NaN.")
     return X
+
+
+def _check_options(strategy: Any, d_thresh: Any, voting: Any) -> None:
+    """Refuse an unknown strategy, a bad ``d_thresh`` or ``voting``, naming the value."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if not is_int_in(d_thresh, numpy=True):
+        raise ValueError(f"d_thresh must be an int >= 0, got {d_thresh!r}")
+    if voting not in ("soft", "hard"):
+        raise ValueError(f"voting must be 'soft' or 'hard', got {voting!r}")
 
 
 class SwarmForest:
@@ -210,14 +227,19 @@ class SwarmForest:
         }  # fmt: skip
 
     def _pool_imputers(self) -> None:
-        """Feature standard deviations averaged over peers, and every imputer by feature."""
+        """Feature standard deviations averaged over peers, and every imputer by feature.
+
+        eq. 13's sigma is averaged over the peers that have the feature and at least two
+        rows (a peer of one row shares 0, which halved a two-peer average).
+        """
         sums = np.zeros(len(self.feature_names_))
         seen = np.zeros(len(self.feature_names_))
         self._imputers: dict[int, list[tuple[int, Imputer]]] = {}
         for k, b in enumerate(self.bundles_):
             idx = [self._index[n] for n in b.feature_names]
-            sums[idx] += b.feature_std
-            seen[idx] += 1
+            if b.n_train >= 2:  # one row has no spread: its 0 is not an estimate
+                sums[idx] += b.feature_std
+                seen[idx] += 1
             for imp in b.imputers:
                 self._imputers.setdefault(self._index[imp.feature], []).append((k, imp))
         self._sigma = sums / np.maximum(seen, 1)
@@ -254,6 +276,11 @@ class SwarmForest:
                     )
                 X[:, j] = floats(series)
                 present[j] = True
+            if not present.any():  # every value would be "unavailable": names mistyped?
+                raise ValueError(
+                    f"X_site has none of the swarm's features {_few(self.feature_names_)}; its "
+                    f"columns are {_few(X_site.columns)}. Name each column as the peers did."
+                )
             if other:  # as the estimators' predict (_inputs.with_codes)
                 warn_caller(
                     f"categorical column(s) {', '.join(other)} of X_site hold numbers where "
@@ -271,28 +298,46 @@ class SwarmForest:
             )
         return _finite(np.array(X, copy=True), self.feature_names_), ~np.isnan(X).all(axis=0)
 
-    def _imputation(
-        self, X: NDArray[np.float64], present: NDArray[np.bool_]
-    ) -> dict[str, NDArray[Any]]:
-        """Imputation arrays of the routing kernels for the columns with missing values."""
+    def _imputation(self, X: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
+        """Imputation arrays of the routing kernels for the columns with missing values.
+
+        Each row uses the best imputer whose inputs *it* has (its available features
+        ``F_x``: the non-NaN values), so a row's imputation does not depend on the other
+        rows of ``X`` (before, on whether some other row had the inputs).
+        """
         n, n_feat = X.shape
+        avail = ~np.isnan(X)
         kind = np.zeros(n_feat, dtype=np.int8)
         xhat = np.full((n, n_feat), np.nan)
         slot = np.zeros(n_feat, dtype=np.int32)
         cats: list[tuple[NDArray[np.float64], NDArray[np.float64]]] = []
-        for f in np.flatnonzero(np.isnan(X).any(axis=0)):
-            imp = self._select_imputer(int(f), present)
-            if imp is None:
+        for f in np.flatnonzero(~avail.all(axis=0)):
+            ranked = self._ranked_imputers(int(f))
+            todo = ~avail[:, f]
+            used: list[tuple[Imputer, NDArray[np.bool_], NDArray[np.float64]]] = []
+            for imp in ranked:
+                cols = [self._index[c] for c in imp.inputs]
+                rows = todo & avail[:, cols].all(axis=1)
+                if rows.any():  # predicted on every row, as one batch: the same floats
+                    used.append((imp, rows, imp.predict(X[:, cols])))
+                    todo &= ~rows
+            if not ranked:
                 continue
-            X_in = X[:, [self._index[c] for c in imp.inputs]]
-            out = imp.predict(X_in)
-            if imp.kind == "numeric":
-                kind[f], xhat[:, f] = R.KIND_NUMERIC, out
-            else:
-                kind[f], slot[f] = R.KIND_CATEGORICAL, len(cats)
-                ok = ~np.isnan(out).any(axis=1)
-                xhat[ok, f] = imp.categories[np.argmax(out[ok], axis=1)]
-                cats.append((imp.categories, out))
+            if self.feature_kinds_[f] == "numeric":
+                kind[f] = R.KIND_NUMERIC
+                for _, rows, out in used:
+                    xhat[rows, f] = out[rows]
+                continue
+            kind[f], slot[f] = R.KIND_CATEGORICAL, len(cats)
+            values = np.unique(np.concatenate([imp.categories for imp in ranked]))
+            prob = np.full((n, values.shape[0]), np.nan)  # NaN: no usable imputer
+            for imp, rows, out in used:
+                pos = np.searchsorted(values, imp.categories)
+                block = np.zeros((int(rows.sum()), values.shape[0]))
+                block[:, pos] = out[rows]
+                prob[rows] = block
+                xhat[rows, f] = imp.categories[np.argmax(out[rows], axis=1)]
+            cats.append((values, prob))
         k_max = max([c.shape[0] for c, _ in cats], default=1)
         values = np.full((max(len(cats), 1), k_max), np.inf)
         prob = np.zeros((n, len(cats), k_max))
@@ -302,17 +347,20 @@ class SwarmForest:
         return {"imp_kind": kind, "xhat": xhat, "sigma": self._sigma, "cat_slot": slot,
                 "cat_values": values, "cat_prob": prob}  # fmt: skip
 
+    def _ranked_imputers(self, f: int) -> list[Imputer]:
+        """Every imputer of feature ``f``, best first: CV quality, then training rows."""
+        keyed = [
+            ((-np.inf if np.isnan(imp.quality) else imp.quality, imp.n_train, -k), imp)
+            for k, imp in self._imputers.get(f, [])
+        ]
+        return [imp for _, imp in sorted(keyed, key=lambda item: item[0], reverse=True)]
+
     def _select_imputer(self, f: int, present: NDArray[np.bool_]) -> Imputer | None:
-        """Best usable imputer of feature ``f``: highest CV quality, ties to more rows."""
-        best: tuple[float, int, int] | None = None
-        chosen = None
-        for k, imp in self._imputers.get(f, []):
-            if not all(present[self._index[c]] for c in imp.inputs):
-                continue
-            key = (-np.inf if np.isnan(imp.quality) else imp.quality, imp.n_train, -k)
-            if best is None or key > best:
-                best, chosen = key, imp
-        return chosen
+        """Best imputer of feature ``f`` whose inputs are all ``present``."""
+        for imp in self._ranked_imputers(f):
+            if all(present[self._index[c]] for c in imp.inputs):
+                return imp
+        return None
 
     # ------------------------------------------------------------------ prediction
     def predict_proba(
@@ -360,17 +408,12 @@ class SwarmForest:
             Columns in ``classes_`` order. A row no tree can score gets the pooled
             training class distribution.
         """
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-        if not is_int_in(d_thresh, numpy=True):
-            raise ValueError(f"d_thresh must be an int >= 0, got {d_thresh!r}")
-        if voting not in ("soft", "hard"):
-            raise ValueError(f"voting must be 'soft' or 'hard', got {voting!r}")
+        _check_options(strategy, d_thresh, voting)
         X, present = self._site_matrix(X_site)
         active = self._active_trees(strategy, site, present)
         if strategy == "mp":
-            return self._marginal(X, present, active)
-        leaves = self._route(X, present, strategy, active, _seed(random_state), int(d_thresh))
+            return self._marginal(X, active)
+        leaves = self._route(X, strategy, active, _seed(random_state), int(d_thresh))
         return self._vote(leaves, voting)
 
     def predict(self, X_site: Any, strategy: str = "mp", **kwargs: Any) -> NDArray[Any]:
@@ -395,14 +438,39 @@ class SwarmForest:
         proba = self.predict_proba(X_site, strategy, **kwargs)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
-    def trees_used(self, X_site: Any, strategy: str, **kwargs: Any) -> NDArray[np.int64]:
-        """Number of trees that vote for each row (all active trees for ``mp``)."""
+    def trees_used(
+        self,
+        X_site: Any,
+        strategy: str,
+        *,
+        site: str | None = None,
+        random_state: Any = None,
+        d_thresh: int = 2,
+        voting: str = "soft",
+    ) -> NDArray[np.int64]:
+        """Number of trees that vote for each row (all active trees for ``mp``).
+
+        Parameters
+        ----------
+        X_site : DataFrame or ndarray
+            The site's rows, as in :meth:`predict_proba`.
+        strategy : str
+            One of :data:`STRATEGIES`, as in :meth:`predict_proba`.
+        site, random_state, d_thresh, voting
+            As in :meth:`predict_proba` (checked the same way; ``voting`` does not change
+            which trees vote).
+
+        Returns
+        -------
+        ndarray of int64, shape (n_samples,)
+        """
+        _check_options(strategy, d_thresh, voting)
         X, present = self._site_matrix(X_site)
-        active = self._active_trees(strategy, kwargs.get("site"), present)
+        active = self._active_trees(strategy, site, present)
         if strategy == "mp":
             return np.full(X.shape[0], int(active.sum()), dtype=np.int64)
-        seed, d = _seed(kwargs.get("random_state")), int(kwargs.get("d_thresh", 2))
-        return np.asarray((self._route(X, present, strategy, active, seed, d) >= 0).sum(axis=0))
+        leaves = self._route(X, strategy, active, _seed(random_state), int(d_thresh))
+        return np.asarray((leaves >= 0).sum(axis=0), dtype=np.int64)
 
     def _active_trees(
         self, strategy: str, site: str | None, present: NDArray[np.bool_]
@@ -414,7 +482,7 @@ class SwarmForest:
             if site is None:
                 raise ValueError("strategy='local' needs site=<the predicting peer's name>")
             return np.asarray(self.owner_ == self.names_.index(site))
-        if strategy == "park":
+        if strategy == "park":  # trees no row can use; _route drops them row by row
             return np.asarray(feasible)
         if strategy == "intersection" and not feasible.all():
             missing = sorted(
@@ -442,12 +510,19 @@ class SwarmForest:
             list(pool.map(lambda span: job(*span), spans))
 
     def _route(
-        self, X: NDArray[np.float64], present: NDArray[np.bool_], strategy: str,
-        active: NDArray[np.bool_], seed: int, d_thresh: int,
+        self, X: NDArray[np.float64], strategy: str, active: NDArray[np.bool_], seed: int,
+        d_thresh: int,
     ) -> NDArray[np.int32]:  # fmt: skip
         use_surr, impute, use_pr = _SINGLE[strategy]
         F = self._forest
-        imp = self._imputation(X, present) if impute != R.IMPUTE_NONE else self._no_imputation(X)
+        imp = self._imputation(X) if impute != R.IMPUTE_NONE else self._no_imputation(X)
+        # Park: a tree votes for a row only if the row has every feature the tree splits on;
+        # ``active`` dropped the trees on columns no row has, the rest is checked per row.
+        cols = np.zeros(0, dtype=np.int64)
+        if strategy == "park":
+            used = self._tree_features[active].any(axis=0)
+            cols = np.flatnonzero(np.isnan(X).any(axis=0) & used)
+        uses = self._tree_features[:, cols].astype(np.float64)  # (n_trees, n_cols)
         out = np.empty((self.n_trees_, X.shape[0]), dtype=np.int32)
 
         def job(a: int, b: int) -> None:
@@ -458,6 +533,9 @@ class SwarmForest:
                 imp["cat_slot"], imp["cat_values"], imp["cat_prob"][a:b],
                 use_surr, impute, use_pr, d_thresh, seed, a, out[:, a:b],
             )  # fmt: skip
+            if cols.size:
+                lacks = uses @ np.isnan(X[a:b, cols]).T.astype(np.float64) > 0  # (trees, rows)
+                out[:, a:b][lacks] = R.DISCARDED
 
         self._chunks(X.shape[0], job)
         return out
@@ -473,11 +551,9 @@ class SwarmForest:
             "cat_prob": np.zeros((X.shape[0], 0, 1)),
         }
 
-    def _marginal(
-        self, X: NDArray[np.float64], present: NDArray[np.bool_], active: NDArray[np.bool_]
-    ) -> NDArray[np.float64]:
+    def _marginal(self, X: NDArray[np.float64], active: NDArray[np.bool_]) -> NDArray[np.float64]:
         F = self._forest
-        imp = self._imputation(X, present)
+        imp = self._imputation(X)
         out = np.empty((X.shape[0], self.classes_.shape[0]))
 
         def job(a: int, b: int) -> None:
