@@ -318,3 +318,13 @@ def test_parquet_without_pyarrow_is_a_usage_error_naming_the_extra(tmp_path, ste
     assert name in error and "is a Parquet file" in error, error
     assert "needs pyarrow, which is not installed: pip install 'fedforest[parquet]'" in error
     assert not (tmp_path / "p.pq").exists() and not (tmp_path / "s.parquet").exists()
+
+
+@pytest.mark.parametrize("epsilon", ["-1", "0", "nan", "inf"])
+def test_train_epsilon_out_of_range_names_the_option(tmp_path, capsys, epsilon) -> None:
+    """It was the estimator's "The 'epsilon' parameter of FedForestRegressor must be a float
+    in the range (0.0, inf) or None. Got inf instead." (simulate's already named --epsilon)."""
+    argv = _train_argv(tmp_path, _sites(tmp_path), "--target", "y", "--privacy", "dp")
+    err = _usage_error([*argv, "--epsilon", epsilon], capsys)
+    assert f"argument --epsilon: must be a finite number > 0, got {epsilon}" in err, err
+    assert "FedForestRegressor" not in err
