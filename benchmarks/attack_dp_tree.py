@@ -75,13 +75,13 @@ def main() -> None:
         r = tree_audit(
             args.fits,
             eps,
-            args.seed,
-            args.force,
-            args.cap_off,
-            args.noise_factor,
-            args.where,
-            args.task,
-            args.rows,
+            task=args.task,
+            seed=args.seed,
+            force=args.force,
+            cap_off=args.cap_off,
+            noise_factor=args.noise_factor,
+            where=args.where,
+            n_rows=args.rows,
         )
         counts = "; ".join(
             f"count {c:g}: mu {v['mu']:.3f} [{v['mu_low']:.3f}] ({v['fits'][0]} fits a side)"

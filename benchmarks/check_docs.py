@@ -6,7 +6,7 @@ out of the docs, and exits with status 1 and one line per drifted number when th
 differ. A documented number is compared within half a unit of its last printed digit
 (the docs round); a number the docs no longer contain where expected is drift too.
 
-Checks (about 1 minute on 2 idle cores in total; ``--list`` prints them):
+Checks (about 2 minutes on 2 idle cores in total; ``--list`` prints them):
 
 - ``fedheart``: the whole FedHeart table of docs/results.md (accuracy mean ± sd, rounds,
   MB per fit of every method over the 10 repetitions of ``fedforest experiment
@@ -15,6 +15,10 @@ Checks (about 1 minute on 2 idle cores in total; ``--list`` prints them):
 - ``fig2-homogeneous``: the FedForest Quantiles row of the Figure 2(a) table of
   docs/results.md (test MSE mean ± sd, rounds, MB per fit over the 20 repetitions of
   ``fedforest experiment fig2-homogeneous``; AvgImp's 20 fits would take a minute more).
+- ``simulate``: the numbers docs/simulate.md quotes beside its ``fedforest simulate``
+  commands (the main job of the README's quick start: fedforest's test MSE, its gap to
+  centralized RF, rounds and MB sent, and centralized RF's test MSE), each command run as
+  written; the ``--privacy dp`` one is left out (its noise is not seeded).
 
 Usage::
 
@@ -22,15 +26,18 @@ Usage::
     python benchmarks/check_docs.py --only fedheart
     python benchmarks/check_docs.py --list
 
-``tests/test_docs_numbers.py`` runs the cheapest comparison (FedHeart, FedForest
-Quantiles) in the test suite.
+``tests/test_docs_numbers.py`` runs the cheapest comparisons (FedHeart, FedForest
+Quantiles; the default ``fedforest simulate``) in the test suite.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -47,6 +54,7 @@ except ModuleNotFoundError as exc:
 
 import pandas as pd
 
+from fedforest.cli import main as fedforest_main
 from fedforest.experiments import _methods as M
 from fedforest.experiments._runner import summarize
 from fedforest.experiments.paper import get_experiment
@@ -54,6 +62,7 @@ from fedforest.experiments.paper import get_experiment
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results.md"
 HETEROGENEITY = ROOT / "docs" / "heterogeneity.md"
+SIMULATE = ROOT / "docs" / "simulate.md"
 
 FEDHEART_SECTION = "Figure 2 (d): FedHeart"
 FIG2A_SECTION = "(a) Homogeneous"
@@ -292,9 +301,72 @@ def check_fig2_homogeneous(methods: Sequence[str] = (M.QUANTILES,)) -> list[Comp
     return _compare_rows(doc, summary, "test MSE", where)
 
 
+#: A command of docs/simulate.md and the numbers its comment quotes:
+#: "fedforest simulate --privacy none   # 0.538, +0.2 %, 17 rounds, 77.9 MB"
+SIMULATE_COMMAND = re.compile(
+    r"^fedforest simulate(?P<args>[^#\n]*)#[^\d\n]*(?P<mse>\d+\.\d+),\s*"
+    r"(?P<gap>[+-]\d+(?:\.\d+)?)\s*%,\s*(?P<rounds>\d+) rounds,\s*(?P<mb>\d+(?:\.\d+)?) MB",
+    re.M,
+)
+SIMULATE_CENTRALIZED = r"\(centralized RF (\d+\.\d+) in each"
+#: What ``fedforest simulate`` prints: its table's rows and the gap line.
+SIMULATE_PRINTED = {
+    "mse": r"^fedforest\s+(\d+\.\d+)\s",
+    "rounds": r"^fedforest\s+\S+\s+\S+\s+(\d+)\s",
+    "mb": r"^fedforest\s+\S+\s+\S+\s+\S+\s+(\d+\.\d+)\s*$",
+    "gap": r"^fedforest vs centralized RF: ([+-]\d+\.\d+) %",
+    "centralized": r"^centralized RF\s+(\d+\.\d+)\s",
+}
+
+
+def _simulate(args: Sequence[str]) -> dict[str, float]:
+    """``fedforest simulate ARGS`` as the doc writes it, in process: its printed numbers."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = fedforest_main(["simulate", *args, "--out", str(Path(tmp) / "s.png")])
+    if status != 0:
+        raise RuntimeError(f"fedforest simulate {' '.join(args)}: exit status {status}")
+    printed = {}
+    for key, pattern in SIMULATE_PRINTED.items():
+        m = re.search(pattern, out.getvalue(), re.M)
+        if not m:
+            raise RuntimeError(f"fedforest simulate printed no {key!r}:\n{out.getvalue()}")
+        printed[key] = float(m.group(1))
+    return printed
+
+
+def check_simulate(commands: int | None = None) -> list[Comparison]:
+    """docs/simulate.md's quoted `fedforest simulate` results (its first ``commands``)."""
+    where = "simulate.md"
+    text = SIMULATE.read_text(encoding="utf-8")
+    found = list(SIMULATE_COMMAND.finditer(text))[:commands]
+    if not found:
+        return [Comparison.missing(DocError(f"{where}: no commented fedforest simulate line"))]
+    try:
+        (centralized,) = _quoted(lambda: text, SIMULATE_CENTRALIZED, where)
+    except DocError as exc:
+        centralized = None
+        out = [Comparison.missing(exc)]
+    else:
+        out = []
+    for m in found:
+        args = m.group("args").split()
+        at = f"{where}, fedforest simulate {' '.join(args)}".rstrip()
+        printed = _simulate(args)
+        for key, label in (("mse", "test MSE"), ("gap", "% gap"), ("rounds", "rounds")):
+            documented = Printed.parse(m.group(key).lstrip("+"), at)
+            out.append(Comparison(f"{at}, {label}", documented, printed[key]))
+        out.append(Comparison(f"{at}, MB sent", Printed.parse(m.group("mb"), at), printed["mb"]))
+        if centralized is not None:
+            out.append(Comparison(f"{at}, centralized RF", centralized, printed["centralized"]))
+    return out
+
+
 CHECKS: dict[str, Callable[[], list[Comparison]]] = {
     "fedheart": check_fedheart,
     "fig2-homogeneous": check_fig2_homogeneous,
+    "simulate": check_simulate,
 }
 
 

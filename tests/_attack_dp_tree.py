@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import threading
 import warnings
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
@@ -315,22 +315,27 @@ def report_scale(report: dict[str, Any]) -> float:
     return report_sigma(report) * dp.MAX_WEIGHT * dp.TARGET_CLIP
 
 
+class FitOptions(TypedDict, total=False):
+    """:func:`run_tree_fits`'s options after ``epsilon``, passed on by :func:`tree_audit`."""
+
+    seed: int
+    force: int | None
+    cap_off: bool
+    noise_factor: float
+    where: str
+    n_rows: int
+
+
 def tree_audit(
-    n_fits: int,
-    epsilon: float,
-    seed: int = 0,
-    force: int | None = None,
-    cap_off: bool = False,
-    noise_factor: float = 1.0,
-    where: str = "root",
-    task: str = "regression",
-    n_rows: int = 20,
+    n_fits: int, epsilon: float, *, task: str = "regression", **options: Unpack[FitOptions]
 ) -> dict[str, Any]:
-    """The audit of one entry (see the module's text): measured against charged."""
+    """The audit of one entry (see the module's text): measured against charged.
+
+    ``options`` and ``task`` are :func:`run_tree_fits`'s, with its defaults.
+    """
     # The first fit of each side runs to its end: its report gives the plan.
-    args = (n_fits, epsilon, seed, force, cap_off, noise_factor, where, task, n_rows)
-    a, ca, report = run_tree_fits(-1.0, *args)
-    b, cb, _ = run_tree_fits(+1.0, *args)
+    a, ca, report = run_tree_fits(-1.0, n_fits, epsilon, task=task, **options)
+    b, cb, _ = run_tree_fits(+1.0, n_fits, epsilon, task=task, **options)
     delta = float(report["delta"])
     n_fits = min(a.size, b.size)  # fits without the entry (no candidate) left out
     a, ca, b, cb = a[:n_fits], ca[:n_fits], b[:n_fits], cb[:n_fits]
@@ -352,8 +357,7 @@ def tree_audit(
             mu = (sb.mean() - sa.mean()) / sd
             se = math.sqrt(1 / sa.size + 1 / sb.size + mu**2 / (2 * (sa.size + sb.size)))
             by_count[c] = {"fits": (int(sa.size), int(sb.size)), "mu": mu, "mu_low": mu - 1.96 * se}
-    k, tcol = int(report["n_clients"]), int(report["colluders"])
-    charged = 2.0 / (float(report["sigma"]) * math.sqrt(k / (k - tcol)))  # 2 units a replacement
+    charged = 2.0 / report_sigma(report)  # 2 units a replacement
     top = max(by_count) if by_count else 0.0
     # What the canary's count moves it by, in the entry's noise: a regression target
     # from -clip to +clip (2 units at the cap), a label from one class column to the

@@ -1,9 +1,10 @@
-"""Documented numbers are what the code gives (the cheapest check of benchmarks/check_docs.py).
+"""Documented numbers are what the code gives (the cheapest checks of benchmarks/check_docs.py).
 
-``python benchmarks/check_docs.py`` runs every check (about a minute); this test runs the
-FedForest Quantiles row of docs/results.md's FedHeart tables: 10 fixed-seed fits of
+``python benchmarks/check_docs.py`` runs every check (about two minutes); these tests run
+the FedForest Quantiles row of docs/results.md's FedHeart tables: 10 fixed-seed fits of
 ``fedforest experiment fedheart``, compared on accuracy (mean, sd, per center), rounds
-and MB per fit.
+and MB per fit; and the default ``fedforest simulate`` (the README's quick start), compared
+on the numbers docs/simulate.md quotes.
 """
 
 import importlib.util
@@ -47,3 +48,38 @@ def test_fedheart_quantiles_as_documented(check_docs):
     assert len(comparisons) == 9
     drift = [c.line() for c in comparisons if not c.ok]
     assert not drift, "docs/results.md no longer matches the code:\n" + "\n".join(drift)
+
+
+def test_simulate_default_as_documented(check_docs):
+    """The README's quick start: the default ``fedforest simulate``'s numbers that
+    docs/simulate.md quotes (test MSE, gap, rounds, MB sent, centralized RF)."""
+    comparisons = check_docs.check_simulate(commands=1)
+    assert [c.where.rsplit(", ", 1)[1] for c in comparisons] == [
+        "test MSE", "% gap", "rounds", "MB sent", "centralized RF"
+    ]  # fmt: skip
+    drift = [c.line() for c in comparisons if not c.ok]
+    assert not drift, "docs/simulate.md no longer matches the code:\n" + "\n".join(drift)
+
+
+def test_simulate_quotes_are_read_and_a_changed_one_is_drift(check_docs, tmp_path, monkeypatch):
+    """Each commented command of docs/simulate.md runs with its own options; a number that
+    differs from what the command prints is drift (the command faked here: no fit)."""
+    text = check_docs.SIMULATE.read_text(encoding="utf-8")
+    ran = []
+
+    def printed(args):
+        ran.append(list(args))
+        return {"mse": 0.5490, "gap": 2.3, "rounds": 19.0, "mb": 69.112, "centralized": 0.5368}
+
+    monkeypatch.setattr(check_docs, "_simulate", printed)
+    doc = tmp_path / "simulate.md"
+    monkeypatch.setattr(check_docs, "SIMULATE", doc)
+    doc.write_text(text, encoding="utf-8")
+    comparisons = check_docs.check_simulate()
+    assert ran[:3] == [[], ["--privacy", "none"], ["--privacy", "none", "--binning", "global"]]
+    assert len(ran) == 3  # the dp command quotes a range, not a result: not run
+    assert all(c.ok for c in comparisons[:5])  # the default command's, as faked above
+    doc.write_text(text.replace("test MSE 0.549, +2.3 %", "test MSE 0.559, +2.3 %"))
+    ran.clear()
+    drift = [c.where for c in check_docs.check_simulate(commands=1) if not c.ok]
+    assert drift == ["simulate.md, fedforest simulate, test MSE"]

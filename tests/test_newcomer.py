@@ -268,3 +268,63 @@ def test_inspect_lists_the_columns_predict_reads_and_the_clients(tmp_path, capsy
     out = capsys.readouterr().out
     assert "  columns: age, ward (categorical, 2 levels), dose\n" in out
     assert "  client names: s0, s1, s2\n" in out
+
+
+#: The CLI in a process where pyarrow and fastparquet cannot be imported, as after the
+#: README's `pip install -e .` (they were never imported: pandas sees no Parquet engine).
+_NO_PARQUET_ENGINE = (
+    "import sys; sys.modules['pyarrow'] = sys.modules['fastparquet'] = None; "
+    "from fedforest.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+@pytest.mark.parametrize("step", ["train", "predict data", "predict --out", "shap --out"])
+def test_parquet_without_pyarrow_is_a_usage_error_naming_the_extra(tmp_path, step) -> None:
+    """Without pyarrow (fedforest's own dependencies leave it out) a Parquet file was a
+    traceback of pandas' ImportError; now one line naming the file and the extra."""
+    import subprocess
+    import sys
+
+    paths = _sites(tmp_path)
+    model = str(tmp_path / "m.ffm")
+    assert main(_train_argv(tmp_path, paths, "--target", "y")) == 0
+    parquet = tmp_path / "site_1.parquet"
+    pd.read_csv(paths[1]).to_parquet(parquet)  # this process has pyarrow
+    argv = {
+        "train": _train_argv(tmp_path, [paths[0], parquet], "--target", "y"),
+        "predict data": ["predict", model, str(parquet), "--out", str(tmp_path / "p.csv")],
+        "predict --out": ["predict", model, str(paths[0]), "--out", str(tmp_path / "p.pq")],
+        "shap --out": [
+            "export",
+            model,
+            "--to",
+            "shap",
+            "--data",
+            str(paths[0]),
+            "--out",
+            str(tmp_path / "s.parquet"),
+        ],  # fmt: skip
+    }[step]
+    child = subprocess.run(
+        [sys.executable, "-c", _NO_PARQUET_ENGINE, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == 2, child.stderr
+    assert "Traceback" not in child.stderr, child.stderr
+    (error,) = [line for line in child.stderr.splitlines() if " error: " in line]
+    name = {"train": parquet.name, "predict data": parquet.name}.get(step, "")
+    assert name in error and "is a Parquet file" in error, error
+    assert "needs pyarrow, which is not installed: pip install 'fedforest[parquet]'" in error
+    assert not (tmp_path / "p.pq").exists() and not (tmp_path / "s.parquet").exists()
+
+
+@pytest.mark.parametrize("epsilon", ["-1", "0", "nan", "inf"])
+def test_train_epsilon_out_of_range_names_the_option(tmp_path, capsys, epsilon) -> None:
+    """It was the estimator's "The 'epsilon' parameter of FedForestRegressor must be a float
+    in the range (0.0, inf) or None. Got inf instead." (simulate's already named --epsilon)."""
+    argv = _train_argv(tmp_path, _sites(tmp_path), "--target", "y", "--privacy", "dp")
+    err = _usage_error([*argv, "--epsilon", epsilon], capsys)
+    assert f"argument --epsilon: must be a finite number > 0, got {epsilon}" in err, err
+    assert "FedForestRegressor" not in err

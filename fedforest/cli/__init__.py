@@ -2,8 +2,9 @@
 
 ``fedforest simulate`` trains fedforest, a centralized scikit-learn random forest and
 per-client forests on the paper's synthetic federation and compares them;
-``fedforest train`` trains on one CSV or Parquet file per client, ``fedforest predict``
-and ``fedforest inspect`` use the model file it writes; ``fedforest experiment NAME``
+``fedforest train`` trains on one CSV or Parquet file per client, ``fedforest predict``,
+``fedforest inspect`` and ``fedforest export`` use the model file it writes;
+``fedforest flower-worker`` serves a Flower SuperNode's ClientApp; ``fedforest experiment NAME``
 runs the papers' experiments (``swarm-overlap``: the swarm forests, docs/swarm.md).
 """
 

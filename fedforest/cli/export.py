@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .shared import check_model_name, check_out_directory, load_model, model_rows, write_table
+from .shared import (
+    check_model_name,
+    check_out_directory,
+    check_table_out,
+    load_model,
+    model_rows,
+    write_table,
+)
 
 
 def add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,6 +69,8 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     check_out_directory(args.out, parser, [("MODEL", args.model), ("--data", args.data)])
     if args.to in _WRITTEN:  # --to shap writes a table: CSV, or Parquet by its suffix
         check_model_name(args.out, parser, *_WRITTEN[args.to])
+    else:
+        check_table_out(args.out, parser)
     try:
         if args.to == "onnx":
             onnx_model = model.to_onnx(dtype=args.dtype or "float32")

@@ -8,7 +8,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .shared import check_out_directory, importance_heading, load_model, model_rows, write_table
+from .shared import (
+    check_out_directory,
+    check_table_out,
+    importance_heading,
+    load_model,
+    model_rows,
+    write_table,
+)
 
 
 def add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,6 +46,7 @@ def _run_predict(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     import pandas as pd
 
     check_out_directory(args.out, parser, [("DATA", args.data), ("MODEL", args.model)])
+    check_table_out(args.out, parser)
     model = load_model(args.model, parser)
     frame = model_rows(model, args.data, parser)
     ids = _client_rows(model, args.client, len(frame), parser)

@@ -46,6 +46,14 @@ def check_out_directory(
                 parser.error(f"--out {str(path)!r} is {what}; writing there would replace it")
 
 
+def check_table_out(path: Path, parser: argparse.ArgumentParser) -> None:
+    """A Parquet --out needs pyarrow: said before the work (it was a traceback after it)."""
+    from fedforest.datasets.files import parquet_missing
+
+    if missing := parquet_missing(path, "writing"):
+        parser.error(f"--out {missing}")
+
+
 def usage(exc: BaseException) -> str:
     """An exception as a usage error's text, with what a traceback would have shown.
 

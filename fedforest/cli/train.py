@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .._argtypes import MAX_SEED, DefaultsHelpFormatter, int_at_least
+from .._argtypes import MAX_SEED, DefaultsHelpFormatter, int_at_least, positive_float
 from .shared import (
     add_dp_colluders,
     check_model_name,
@@ -46,9 +46,19 @@ def add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     add("--task", choices=("regression", "classification"), default="regression", help="task")
     add("--trees", type=int_at_least(1), default=50, help="trees in the forest")
     add("--max-depth", type=int_at_least(1), default=8, help="maximum tree depth")
-    add("--min-samples-leaf", type=int_at_least(1), default=5, help="rows per leaf")
-    add("--privacy", choices=("secure", "dp", "none"), default="secure", help="privacy level")
-    add("--epsilon", type=float, default=None, help="privacy budget under --privacy dp")
+    add("--min-samples-leaf", type=int_at_least(1), default=5, help="fewest rows per leaf")
+    add(
+        "--privacy",
+        choices=("secure", "dp", "none"),
+        default="secure",
+        help="privacy level (docs/privacy.md)",
+    )
+    add(
+        "--epsilon",
+        type=positive_float,
+        default=None,
+        help="the whole fit's privacy budget under --privacy dp (needed there)",
+    )
     add_dp_colluders(add)
     add(
         "--min-aggregate-rows",
@@ -63,7 +73,7 @@ def add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         default=None,
         metavar="LABEL,LABEL,...",
         help="--task classification: the class labels, declared (public; needed under "
-        "--privacy dp, and under secure for a label no client holds in m rows)",
+        "--privacy dp, and under secure for a label no client holds in --min-aggregate-rows rows)",
     )
     add(
         "--categories",

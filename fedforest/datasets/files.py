@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import logging
 import re
 import warnings
@@ -15,6 +16,7 @@ __all__ = [
     "close_names",
     "header_hint",
     "meant_hint",
+    "parquet_missing",
     "read_client_data",
     "read_table",
     "separator_hint",
@@ -54,6 +56,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise ValueError(f"{str(path)!r} is not a file.")
     parquet = path.suffix.lower() in _PARQUET
+    if missing := parquet_missing(path, "reading"):
+        raise ValueError(missing)
     try:
         frame = pd.read_parquet(path) if parquet else pd.read_csv(path)
     except (ValueError, OSError) as exc:
@@ -91,6 +95,27 @@ def read_table(path: str | Path) -> pd.DataFrame:
         )
         frame = frame.drop(columns=first)
     return frame
+
+
+def parquet_missing(path: Path, doing: str) -> str | None:
+    """Why ``path`` cannot be read or written, when it is Parquet and no engine is installed.
+
+    pandas reads and writes Parquet with pyarrow (or fastparquet), which fedforest's own
+    dependencies leave out (the extra ``parquet`` pins it): the user was shown pandas'
+    ImportError as a traceback. ``doing``: "reading" or "writing".
+    """
+    if path.suffix.lower() not in _PARQUET:
+        return None
+    for engine in ("pyarrow", "fastparquet"):
+        try:
+            importlib.import_module(engine)
+            return None
+        except ImportError:
+            continue
+    return (
+        f"{str(path)!r} is a Parquet file ({path.suffix}): {doing} Parquet needs pyarrow, "
+        "which is not installed: pip install 'fedforest[parquet]' (or use a .csv file)."
+    )
 
 
 #: A file's first bytes -> what it is, for a file given as CSV that is none.
