@@ -2,7 +2,8 @@
 
 An honest-but-curious server: the same ServerApp (``fedforest.transport.flower.serverapp``),
 whose Grid writes down each request and reply as Flower hands it over: its metadata, its
-config and metric records (JSON) and its arrays (``.npy`` without pickle), into
+config and metric records (JSON), its arrays (``.npy`` without pickle) and its content's
+size as Flower sends it (its objects and their deflated bytes), into
 ``recorded/`` beside the run's ``model-path``. ``benchmarks/attack_flower_real.py`` copies
 this file into a Flower app of its own (as ``recording_app.py``) and reads the files back.
 """
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
+from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
 
 from fedforest.transport.flower import serverapp as fedforest_serverapp
 
@@ -42,6 +44,9 @@ class RecordingGrid(Grid):
             entry["error"] = {"code": msg.error.code, "reason": msg.error.reason}
         else:
             content = msg.content
+            objects = get_all_nested_objects(content)  # as Flower sends it: content-addressed
+            entry["objects"] = len(objects)
+            entry["bytes"] = sum(len(o.deflate()) for o in objects.values())
             entry["config_records"] = {k: dict(v) for k, v in content.config_records.items()}
             entry["metric_records"] = {k: dict(v) for k, v in content.metric_records.items()}
             entry["array_records"] = {k: list(v) for k, v in content.array_records.items()}

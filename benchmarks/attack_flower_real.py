@@ -8,10 +8,17 @@ made in the output folder), and stops every process it started. Then prints what
 replies carry (metadata fields, records and entries, data values in headers) and runs the
 union's attacks (``tests/_attack_union.py``, without the slow ones) on the decoded
 messages and the saved model, and each reply's age (``created_at`` less its request's).
+``--unlike`` (red team 19) runs on site files that differ in every way their data can
+(``tests/test_privacy_red19.unlike_site_files``: 60, 110 and 200 rows, missing values at
+one, a level two rows of another hold) and also prints the rounds whose replies differ
+in size between clients (as Flower sends them) and every data value or rare level found
+in what the server's side keeps: the ServerApp's log as ``flwr run --stream`` shows it
+(the SuperLink's copy), the SuperLink's log, the metrics JSON and the model file.
 
 Usage (from the repository root, which holds the test suite's deployment)::
 
     python benchmarks/attack_flower_real.py --out /tmp/ff-real --privacy secure none
+    python benchmarks/attack_flower_real.py --out /tmp/ff-unlike --unlike
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from fedforest.federated.codec import unpack_arrays  # noqa: E402
 from fedforest.federated.protocol import Message  # noqa: E402
 from tests._attack_union import all_claims, union  # noqa: E402
 from tests.test_flower import Deployment, _run_config, _wait, write_site_files  # noqa: E402
+from tests.test_privacy_red19 import RARE_LEVEL, unlike_site_files  # noqa: E402
 
 
 def make_app(folder: Path) -> Path:
@@ -52,10 +60,10 @@ def make_app(folder: Path) -> Path:
     return folder
 
 
-def run(root: Path, privacy: str, isolation: str) -> None:
+def run(root: Path, privacy: str, isolation: str, unlike: bool = False) -> None:
     """One deployment, one recorded run (every process stopped at the end)."""
     root.mkdir(parents=True)
-    paths = write_site_files(root)
+    paths = unlike_site_files(root) if unlike else write_site_files(root)
     dep = Deployment(root / "deployment", False, paths, isolation)
     try:
         dep.start_superlink()
@@ -114,8 +122,12 @@ def read_back(root: Path) -> dict[str, Any]:
     fields: Counter[str] = Counter()
     records: Counter[str] = Counter()
     ages, headers = [], []
+    sizes: dict[str, dict[str, tuple[int, int]]] = {}
     for e in entries:
         meta = e["metadata"]
+        if e["side"] == "reply" and "bytes" in e:
+            name = alias[names[meta["src_node_id"]]]
+            sizes.setdefault(meta["group_id"], {})[name] = (e["objects"], e["bytes"])
         if e["side"] == "reply":
             fields.update(list(meta))
             ages.append(
@@ -136,16 +148,42 @@ def read_back(root: Path) -> dict[str, Any]:
         "records": records,
         "ages": np.array(ages),
         "headers": headers,
+        "sizes": sizes,
     }
+
+
+def values_in(text: str, values: set[float]) -> list[Any]:
+    """The rare level, and every number of six or more significant digits that equals a
+    data value to its digits (a log's ports, byte counts and times have fewer)."""
+    found: list[Any] = [RARE_LEVEL] if RARE_LEVEL in text else []
+    known = np.array(sorted(abs(v) for v in values))
+    for token in re.findall(r"-?\d+\.?\d*(?:[eE][-+]?\d+)?", text):
+        digits = len(re.sub(r"[^0-9]", "", re.split(r"[eE]", token)[0]).lstrip("0"))
+        if digits >= 6:
+            printed = np.array([float(f"{v:.{digits}g}") for v in known])
+            found += known[printed == abs(float(token))].tolist()
+    return found
 
 
 def attack(root: Path, got: dict[str, Any]) -> None:
     files = sorted(root.glob("site-*.csv"))
     frames = [pd.read_csv(p) for p in files]
     X = pd.concat([f.drop(columns="y") for f in frames], ignore_index=True)
+    text = [c for c in X if not pd.api.types.is_numeric_dtype(X[c])]
+    X[text] = X[text].astype("category")
     y = np.concatenate([f["y"].to_numpy(dtype=np.float64) for f in frames])
     h = np.concatenate([np.full(len(f), k) for k, f in enumerate(frames)])
-    values = set(X.to_numpy(dtype=np.float64).ravel().tolist()) | set(y.tolist())
+    numeric = X.drop(columns=text).to_numpy(dtype=np.float64).ravel()
+    values = set(numeric[np.isfinite(numeric)].tolist()) | set(y.tolist())
+    differ = {g: s for g, s in got["sizes"].items() if len(set(s.values())) > 1}
+    print("rounds whose replies differ in Flower's size (objects, bytes):", differ)
+    kept = root / "deployment"
+    server_side = [kept / "run.log", kept / "superlink.log", kept / "metrics.json"]
+    for path in server_side:
+        found = values_in(path.read_text(errors="replace"), values)
+        print(f"{path.name}: {path.stat().st_size} bytes, data values or rare level: {found}")
+    saved = ff.load(kept / "model.ffm")
+    print("the model's categories_ hold the rare level:", RARE_LEVEL in str(saved.categories_))
     print("reply metadata fields:", dict(got["fields"]))
     print("reply records and entries:", dict(got["records"]))
     in_headers = sum(x in values for hd in got["headers"] for x in _numbers(hd))
@@ -175,6 +213,11 @@ def main() -> None:
         help="privacy levels run (none: the control, where the attacks find rows)",
     )
     parser.add_argument(
+        "--unlike",
+        action="store_true",
+        help="site files of unlike data (red team 19) in place of tests/test_flower.py's",
+    )
+    parser.add_argument(
         "--isolation",
         default="worker",
         choices=["worker", "subprocess"],
@@ -186,7 +229,7 @@ def main() -> None:
     for privacy in args.privacy:
         root = args.out / privacy
         start = time.perf_counter()
-        run(root, privacy, args.isolation)
+        run(root, privacy, args.isolation, args.unlike)
         print(f"== privacy={privacy}: the run took {time.perf_counter() - start:.0f} s")
         attack(root, read_back(root))
     print("load average at end:", " ".join(f"{x:.1f}" for x in os.getloadavg()))
