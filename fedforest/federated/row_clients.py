@@ -38,8 +38,14 @@ def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]
         raise ValueError(
             f"client_ids has shape {ids.shape}; expected ({n},), one client label per row of X."
         )
-    if ids.dtype.kind == "f" and np.isnan(ids).any():
+    if ids.dtype.kind in "fc" and np.isnan(ids).any():
         raise ValueError("client_ids contains NaN; every row needs a client label.")
+    if ids.dtype.kind in "mM" and np.isnat(ids).any():  # NaT was a client named "None"
+        rows = np.flatnonzero(np.isnat(ids))
+        raise ValueError(
+            f"client_ids contains a missing value (NaT, row {rows[0]}, {len(rows)} row(s) in "
+            "all); every row needs a client label."
+        )
     if ids.dtype == object:  # None, NaN or pd.NA among labels: np.unique's TypeError
         missing = [i for i, v in enumerate(ids.tolist()) if is_missing(v)]
         if missing:
