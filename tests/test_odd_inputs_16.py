@@ -5,10 +5,17 @@ pin what did not change. The refusals:
 
 - ``client_ids`` of dates or durations with a missing one (``NaT``): its rows became a
   client named ``"None"``, silently (NaN, None and ``pd.NA`` were refused);
+- a ``Peer`` took a column of text and numbers (an ``object`` column) as categorical, with
+  the levels ``(1, 2.5, "a", "b")``: predicting on the very frame it trained on then
+  called half the rows' values unavailable; levels neither text nor numbers (``pd.cut``'s
+  intervals, timestamps, bytes) were fitted and refused by ``share()`` only, without a fix;
+- ``SwarmForest.predict_proba`` on a frame holding none of the pool's columns (renamed,
+  upper case, a MultiIndex) gave every row the pooled prior, silently.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -16,6 +23,7 @@ import pandas as pd
 import pytest
 
 import fedforest as ff
+from fedforest.swarm import Peer, SwarmForest
 
 
 # ------------------------------------------------------------- client_ids: NaT is missing
@@ -41,3 +49,56 @@ def test_client_ids_of_dates_without_a_missing_one_still_name_the_clients() -> N
     ids = pd.Series(pd.to_datetime(["2020-01-01", "2021-01-01"] * 15))
     model = ff.FedForestRegressor(n_estimators=2, privacy="none").fit(X, X[:, 0], client_ids=ids)
     assert list(model.clients_) == ["2020-01-01 00:00:00", "2021-01-01 00:00:00"]
+
+
+# ------------------------------------------------------- a peer's levels, as the estimators
+def _site(n: int = 200) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(16)
+    X = pd.DataFrame({"age": rng.normal(50, 10, n), "bmi": rng.normal(27, 4, n)})
+    return X, (X["age"] + X["bmi"] > 77).to_numpy().astype(int)
+
+
+@pytest.mark.parametrize(
+    ("column", "params", "said"),
+    [
+        (np.array(["a", 1, "b", 2.5] * 50, dtype=object), {}, r"mixes text and numbers \("),
+        (np.array(["a", "b"] * 100, dtype=object), {"categories": {"f": ["a", "b", 1]}}, "mixes"),
+        (pd.cut(np.arange(200.0), 4), {}, "holds Interval values"),
+        (np.array([b"a", b"b"] * 100, dtype=object), {}, "holds bytes values"),
+    ],
+    ids=["text-and-numbers", "declared", "intervals", "bytes"],
+)
+def test_a_peers_levels_neither_all_text_nor_all_numbers_are_refused_at_fit(
+    column: Any, params: dict[str, Any], said: str
+) -> None:
+    X, y = _site()
+    with pytest.raises(ValueError, match=f"categorical column 'f' {said}"):
+        Peer("A", n_estimators=3, random_state=0).fit(X.assign(f=column), y, **params)
+
+
+def test_a_peers_text_column_still_fits_and_predicts_on_its_own_frame() -> None:
+    X, y = _site()
+    X = X.assign(f=np.array(["a", "b", "c", "d"] * 50, dtype=object))
+    peer = Peer("A", n_estimators=3, random_state=0).fit(X, y)
+    assert peer.share().categories == {"f": ("a", "b", "c", "d")}
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        SwarmForest([peer.share()]).predict_proba(X, strategy="local", site="A")
+    assert [str(w.message) for w in said] == []  # no value of its own frame is unavailable
+
+
+# --------------------------------------------------- a site frame of none of the pool's columns
+@pytest.mark.parametrize(
+    "columns",
+    [["x", "z"], ["AGE", "BMI"], pd.MultiIndex.from_tuples([("g", "age"), ("g", "bmi")])],
+    ids=["renamed", "upper-case", "multi-index"],
+)
+def test_a_site_frame_without_any_pool_column_is_refused(columns: Any) -> None:
+    X, y = _site()
+    pool = SwarmForest([Peer("A", n_estimators=3, random_state=0).fit(X, y).share()])
+    with pytest.raises(ValueError, match=r"X_site has none of the pool's columns \(feature_names_"):
+        pool.predict_proba(X.set_axis(columns, axis=1), strategy="mp", site="A")
+    # one column of the pool is enough: the other is unavailable, as documented
+    proba = pool.predict_proba(X.assign(BMI=1.0)[["age", "BMI"]], strategy="mp", site="A")
+    assert proba.shape == (200, 2)
+    assert not np.allclose(proba, proba[0])  # the rows' own ages, not the prior

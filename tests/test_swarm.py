@@ -112,7 +112,8 @@ def test_pickled_and_corrupted_bundles_are_refused(
     with pytest.warns(UserWarning, match="refused share bundle"):
         loaded = load_bundles([pickled, good, truncated])
     assert [b.name for b in loaded] == ["P1"]
-    assert SwarmForest(loaded).predict_proba(pd.DataFrame({"x": [0.0]}), "mp").shape == (1, 2)
+    pool = SwarmForest(loaded)
+    assert pool.predict_proba(pd.DataFrame({pool.feature_names_[0]: [0.0]}), "mp").shape == (1, 2)
 
 
 def _rewrite(src: Path, dst: Path, edit: dict[str, np.ndarray]) -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "sorted_levels",
     "mixed_kinds",
     "categorical_columns",
+    "check_levels",
     "encode",
     "encode_loop",
     "encode_counted",
@@ -534,7 +535,7 @@ def read_features(
         col = frame.iloc[:, j] if frame is not None else np.asarray(X)[:, j]
         if j in cat:
             raw[j] = np.asarray(col, dtype=object)
-            _check_levels(raw[j], getattr(col, "cat", None), who, _name(names, j))
+            check_levels(raw[j], getattr(col, "cat", None), who, _name(names, j))
             columns.append(np.zeros(len(raw[j])))
             continue
         if frame is not None and not is_numeric_column(col):
@@ -577,7 +578,7 @@ def _name(names: list[str] | None, j: int) -> str:
 _LEVEL_TYPES = (str, bool, int, float, np.bool_, np.integer, np.floating)
 
 
-def _check_levels(values: NDArray[Any], cat: Any, who: str, column: str) -> None:
+def check_levels(values: NDArray[Any], cat: Any, who: str, column: str) -> None:
     """A categorical column's levels are all text or all numbers, as the handshake wants.
 
     Said here, naming the client and the column: the server's check of the handshake

@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.utils.validation import column_or_1d
 
 from .._common import is_int_in
-from ..federated.categorical import encode, sort_categories
+from ..federated.categorical import check_levels, encode, sort_categories
 from ..federated.privacy.rules import default_min_rows
 from ..forest import FedForestClassifier
 from ..tree.arrays import Tree
@@ -70,6 +70,9 @@ def _site_frame(
                 cats = sort_categories(series.cat.categories)  # the declared categories
             else:
                 cats = sort_categories(set(values.tolist()))
+            levels = np.empty(len(cats), dtype=object)
+            levels[:] = cats
+            check_levels(levels, None, "X", repr(name))  # as the estimators (share refused)
             codes = encode(values, cats)
             if (codes < 0).any():
                 bad = values[np.flatnonzero(codes < 0)[0]]

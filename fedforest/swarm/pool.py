@@ -254,6 +254,13 @@ class SwarmForest:
                     )
                 X[:, j] = floats(series)
                 present[j] = True
+            if not present.any():  # every row got the pooled prior, silently
+                raise ValueError(
+                    f"X_site has none of the pool's columns (feature_names_: "
+                    f"{list(self.feature_names_)[:10]}); its columns are "
+                    f"{[str(c) for c in X_site.columns][:10]}. Name the site's columns as the "
+                    "peers named theirs"
+                )
             if other:  # as the estimators' predict (_inputs.with_codes)
                 warn_caller(
                     f"categorical column(s) {', '.join(other)} of X_site hold numbers where "
@@ -331,7 +338,8 @@ class SwarmForest:
         ----------
         X_site : DataFrame or ndarray
             The site's rows. A DataFrame's columns are the available features (columns
-            no peer trained on are ignored); an ndarray must have the columns of
+            no peer trained on are ignored; a frame with none of the pool's columns is
+            refused); an ndarray must have the columns of
             ``feature_names_`` with NaN where a value is unavailable (text columns as
             their codes: indices in ``categories_``). A NaN in a present column makes
             that value unavailable for that row only; so does a text value that is not in
