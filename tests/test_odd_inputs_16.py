@@ -102,3 +102,47 @@ def test_a_site_frame_without_any_pool_column_is_refused(columns: Any) -> None:
     proba = pool.predict_proba(X.assign(BMI=1.0)[["age", "BMI"]], strategy="mp", site="A")
     assert proba.shape == (200, 2)
     assert not np.allclose(proba, proba[0])  # the rows' own ages, not the prior
+
+
+# ------------------------------------------- other libraries' frames (pyarrow), read as pandas'
+def _table_rows(n: int = 90) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(16)
+    X = pd.DataFrame({"a": rng.normal(size=n), "s": np.array(["u", "v", "w"] * (n // 3))})
+    return X, X["a"].to_numpy() + (X["s"] == "v").to_numpy()
+
+
+def test_a_pyarrow_tables_text_column_is_categorical_as_a_frames() -> None:
+    pa = pytest.importorskip("pyarrow")
+    X, y = _table_rows()
+    ids = np.arange(len(y)) % 3
+    est = ff.FedForestRegressor(n_estimators=3, random_state=0, privacy="none")
+    by_frame = est.fit(X, y, client_ids=ids).predict(X)
+    model = ff.FedForestRegressor(n_estimators=3, random_state=0, privacy="none")
+    model.fit(pa.table(X), y, client_ids=ids)  # was "could not convert string to float: 'u'"
+    assert list(model.feature_names_in_) == ["a", "s"]
+    np.testing.assert_array_equal(model.predict(pa.table(X)), by_frame)
+
+
+def test_a_client_of_a_pyarrow_table_keeps_its_column_names() -> None:
+    pa = pytest.importorskip("pyarrow")
+    X, y = _table_rows()
+    clients = [ff.Client(pa.table(X.iloc[k::3]), y[k::3], name=str(k)) for k in range(3)]
+    model = ff.FedForestRegressor(n_estimators=3, random_state=0, privacy="none")
+    model.fit_federated(clients)  # its text column was "not numeric (it holds str values)"
+    assert list(model.feature_names_in_) == ["a", "s"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "X has feature names, but ... without"
+        model.predict(pa.table(X))
+
+
+def test_a_peer_and_a_site_take_pyarrow_tables() -> None:
+    pa = pytest.importorskip("pyarrow")
+    X, y = _table_rows()
+    labels = (y > 0.5).astype(int)
+    peer = Peer("A", n_estimators=3, random_state=0).fit(pa.table(X), labels)  # a TypeError
+    assert peer.share().categories == {"s": ("u", "v", "w")}
+    pool = SwarmForest([peer.share()])
+    np.testing.assert_array_equal(
+        pool.predict_proba(pa.table(X), strategy="mp", site="A"),
+        pool.predict_proba(X, strategy="mp", site="A"),
+    )

@@ -44,6 +44,7 @@ __all__ = [
     "is_numeric_column",
     "named_columns",
     "other_kind_rows",
+    "pandas_frame",
     "read_features",
     "value_kinds",
 ]
@@ -492,6 +493,25 @@ def _is_sparse(X: Any) -> bool:
     """
     sparse = sys.modules.get("scipy.sparse")
     return sparse is not None and bool(sparse.issparse(X))
+
+
+def pandas_frame(X: Any) -> Any:
+    """A data frame of another library (pyarrow's ``Table``, polars) as pandas', else ``X``.
+
+    scikit-learn reads such a frame's column names (``feature_names_in_``, through narwhals),
+    but fedforest tells text, category and numeric columns apart by their pandas dtype: a
+    pyarrow table's text column was NumPy's "could not convert string to float" in ``fit``,
+    and a ``Client`` took the table as an array, without its column names (its model then
+    warned "X has feature names" at predict on the very table). Any tabular object of the
+    Arrow stream interface (``__arrow_c_stream__`` and ``columns``) is read by pandas
+    (``DataFrame.from_arrow``): numbers stay numbers (an integer column with nulls becomes
+    floats with NaN), text is ``str``, a dictionary column ``category``.
+    """
+    if isinstance(X, pd.DataFrame | pd.Series | np.ndarray):
+        return X
+    if not (hasattr(X, "__arrow_c_stream__") and hasattr(X, "columns")):
+        return X
+    return pd.DataFrame.from_arrow(X)
 
 
 def read_features(

@@ -47,7 +47,7 @@ from .._inputs import (
 )
 from .._io import save_model
 from ..diagnostics import DiagnosticReport, MultiOutputTargets, diagnose
-from ..federated.categorical import categorical_columns
+from ..federated.categorical import categorical_columns, pandas_frame
 from ..federated.cells import refuse_nested
 from ..federated.client import Client
 from ..federated.federation import Federation
@@ -346,6 +346,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             from ..transport.dask import _estimators  # Dask is imported for Dask input only
 
             return _estimators.fit(self, X, y, client_ids)
+        X = pandas_frame(X)  # pyarrow's or polars' frame: text columns categorical
         warm = warm_prior(self)
         if warm is NOTHING_TO_ADD:  # no tree to add; the inputs are checked all the same,
             # as scikit-learn's forest checks them (they were taken unread: y of NaN, say)

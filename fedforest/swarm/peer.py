@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.utils.validation import column_or_1d
 
 from .._common import is_int_in
-from ..federated.categorical import check_levels, encode, sort_categories
+from ..federated.categorical import check_levels, encode, pandas_frame, sort_categories
 from ..federated.privacy.rules import default_min_rows
 from ..forest import FedForestClassifier
 from ..tree.arrays import Tree
@@ -40,6 +40,7 @@ def _site_frame(
     in the column's sorted category list (the order fedforest's federation uses), which is
     returned by column name and travels in the bundle.
     """
+    X = pandas_frame(X)  # pyarrow's or polars' frame
     if not isinstance(X, pd.DataFrame):
         raise TypeError(
             f"X must be a pandas DataFrame whose column names are the peer's feature names, "
