@@ -4,13 +4,17 @@ The tests whose names say *refused* failed at the branch's start (e635805); the 
 pin what did not change. The refusals:
 
 - ``client_ids`` of dates or durations with a missing one (``NaT``): its rows became a
-  client named ``"None"``, silently (NaN, None and ``pd.NA`` were refused);
+  client named ``"None"``, silently (NaN, None and ``pd.NA`` were refused); an empty label
+  was refused by the ``Client`` built for it, as a "Client name", naming no row;
 - a ``Peer`` took a column of text and numbers (an ``object`` column) as categorical, with
   the levels ``(1, 2.5, "a", "b")``: predicting on the very frame it trained on then
   called half the rows' values unavailable; levels neither text nor numbers (``pd.cut``'s
   intervals, timestamps, bytes) were fitted and refused by ``share()`` only, without a fix;
 - ``SwarmForest.predict_proba`` on a frame holding none of the pool's columns (renamed,
-  upper case, a MultiIndex) gave every row the pooled prior, silently.
+  upper case, a MultiIndex) gave every row the pooled prior, silently;
+- a pyarrow ``Table`` with a text column: ``fit``'s "could not convert string to float", a
+  ``Client``'s "not numeric" (and a numeric table's ``Client`` lost its column names), a
+  ``Peer``'s ``TypeError``.
 """
 
 from __future__ import annotations
@@ -49,6 +53,18 @@ def test_client_ids_of_dates_without_a_missing_one_still_name_the_clients() -> N
     ids = pd.Series(pd.to_datetime(["2020-01-01", "2021-01-01"] * 15))
     model = ff.FedForestRegressor(n_estimators=2, privacy="none").fit(X, X[:, 0], client_ids=ids)
     assert list(model.clients_) == ["2020-01-01 00:00:00", "2021-01-01 00:00:00"]
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_client_ids_with_an_empty_label_are_refused_naming_the_row(empty: str) -> None:
+    """The label reached ``Client``, whose refusal spoke of a "Client name", not of
+    ``client_ids`` or a row."""
+    rng = np.random.default_rng(16)
+    X = rng.normal(size=(30, 2))
+    ids = np.array(["a", empty, "b"] * 10)
+    said = rf"client_ids contains an empty label \('{empty}', row 1, 10 row"
+    with pytest.raises(ValueError, match=said):
+        ff.FedForestRegressor(n_estimators=2, privacy="none").fit(X, X[:, 0], client_ids=ids)
 
 
 # ------------------------------------------------------- a peer's levels, as the estimators

@@ -60,6 +60,13 @@ def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]
             f"client_ids must be labels of one sortable type (all int or all str): {exc}"
         ) from exc
     names = [str(label) for label in labels.tolist()]
+    empty = [k for k, name in enumerate(names) if not name.strip()]  # a Client refuses it
+    if empty:
+        rows = np.flatnonzero(np.isin(inverse, empty))
+        raise ValueError(
+            f"client_ids contains an empty label ({names[empty[0]]!r}, row {rows[0]}, "
+            f"{len(rows)} row(s) in all); every row needs a client label."
+        )
     if len(set(names)) != len(names):
         raise ValueError(f"client_ids has distinct labels with the same name: {names}.")
     return inverse.astype(np.int64), names
