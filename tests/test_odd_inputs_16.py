@@ -162,3 +162,14 @@ def test_a_peer_and_a_site_take_pyarrow_tables() -> None:
         pool.predict_proba(pa.table(X), strategy="mp", site="A"),
         pool.predict_proba(X, strategy="mp", site="A"),
     )
+
+
+def test_diagnose_takes_a_pyarrow_tables_text_column_as_a_frames() -> None:
+    pa = pytest.importorskip("pyarrow")
+    from fedforest.diagnostics import diagnose
+
+    X, y = _table_rows(150)
+    ids = np.arange(len(y)) % 3
+    by_frame = diagnose(X, y, ids, privacy="none")  # the table's was "not numeric"
+    by_table = diagnose(pa.table(X), y, ids, privacy="none")
+    assert by_table.feature_pvalues == by_frame.feature_pvalues
