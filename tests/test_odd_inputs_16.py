@@ -173,3 +173,18 @@ def test_diagnose_takes_a_pyarrow_tables_text_column_as_a_frames() -> None:
     by_frame = diagnose(X, y, ids, privacy="none")  # the table's was "not numeric"
     by_table = diagnose(pa.table(X), y, ids, privacy="none")
     assert by_table.feature_pvalues == by_frame.feature_pvalues
+
+
+def test_a_polars_frame_is_read_as_its_pandas_twin() -> None:
+    """Skipped where polars is not installed (not a test dependency)."""
+    pl = pytest.importorskip("polars")
+    X, y = _table_rows()
+    ids = np.arange(len(y)) % 3
+    by_frame = ff.FedForestRegressor(n_estimators=3, random_state=0, privacy="none")
+    by_frame.fit(X, y, client_ids=ids)
+    text = pl.from_pandas(X)
+    for table in (text, text.with_columns(pl.col("s").cast(pl.Categorical))):
+        model = ff.FedForestRegressor(n_estimators=3, random_state=0, privacy="none")
+        model.fit(table, y, client_ids=ids)
+        assert list(model.feature_names_in_) == ["a", "s"]
+        np.testing.assert_array_equal(model.predict(table), by_frame.predict(X))
