@@ -188,3 +188,27 @@ def test_a_polars_frame_is_read_as_its_pandas_twin() -> None:
         model.fit(table, y, client_ids=ids)
         assert list(model.feature_names_in_) == ["a", "s"]
         np.testing.assert_array_equal(model.predict(table), by_frame.predict(X))
+
+
+# ------------------------------- pyarrow dictionary columns (Parquet's categories) are category
+def test_a_pyarrow_dictionary_column_is_its_category_column(tmp_path: Any) -> None:
+    pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(16)
+    levels = np.array(["u", "v", "w"])[np.arange(90) % 3]
+    X = pd.DataFrame({"a": rng.normal(size=90), "c": pd.Categorical(levels)})
+    y = X["a"].to_numpy() + (levels == "v")
+    X.to_parquet(tmp_path / "x.parquet")
+    read = pd.read_parquet(tmp_path / "x.parquet", dtype_backend="pyarrow")
+    assert "dictionary" in str(read.dtypes["c"])
+    ids = np.arange(90) % 3
+    est = ff.FedForestRegressor(n_estimators=3, random_state=0, privacy="none")
+    by_category = est.fit(X, y, client_ids=ids).predict(X)
+    model = ff.FedForestRegressor(n_estimators=3, random_state=0, privacy="none")
+    model.fit(read, y, client_ids=ids)  # was "Column 'c' of X has dtype dictionary<..."
+    np.testing.assert_array_equal(model.predict(read), by_category)
+    assert "dictionary" in str(read.dtypes["c"])  # the user's frame is left as it was
+    clients = [ff.Client(read.iloc[k::3], y[k::3], name=str(k)) for k in range(3)]
+    by_clients = ff.FedForestRegressor(n_estimators=3, random_state=0, privacy="none")
+    np.testing.assert_array_equal(by_clients.fit_federated(clients).predict(read), by_category)
+    peer = Peer("A", n_estimators=3, random_state=0).fit(read, (y > 0.5).astype(int))
+    assert peer.share().categories == {"c": ("u", "v", "w")}

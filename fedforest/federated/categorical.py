@@ -506,12 +506,28 @@ def pandas_frame(X: Any) -> Any:
     Arrow stream interface (``__arrow_c_stream__`` and ``columns``) is read by pandas
     (``DataFrame.from_arrow``): numbers stay numbers (an integer column with nulls becomes
     floats with NaN), text is ``str``, a dictionary column ``category``.
+
+    A pandas frame's pyarrow dictionary columns (``pd.read_parquet(path,
+    dtype_backend="pyarrow")`` of a ``category`` column) become ``category`` too: they were
+    refused as not numeric, with the advice to give a ``category`` column.
     """
-    if isinstance(X, pd.DataFrame | pd.Series | np.ndarray):
+    if not isinstance(X, pd.DataFrame | pd.Series | np.ndarray):
+        if not (hasattr(X, "__arrow_c_stream__") and hasattr(X, "columns")):
+            return X
+        X = pd.DataFrame.from_arrow(X)
+    if not isinstance(X, pd.DataFrame):
         return X
-    if not (hasattr(X, "__arrow_c_stream__") and hasattr(X, "columns")):
+    dictionary = [
+        j
+        for j, t in enumerate(X.dtypes)
+        if isinstance(t, pd.ArrowDtype) and hasattr(t.pyarrow_dtype, "index_type")
+    ]
+    if not dictionary:
         return X
-    return pd.DataFrame.from_arrow(X)
+    X = X.copy(deep=False)
+    for j in dictionary:  # by position: a frame may repeat a name (refused later, naming it)
+        X.isetitem(j, X.iloc[:, j].astype("category"))
+    return X
 
 
 def read_features(
