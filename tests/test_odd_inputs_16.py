@@ -212,3 +212,24 @@ def test_a_pyarrow_dictionary_column_is_its_category_column(tmp_path: Any) -> No
     np.testing.assert_array_equal(by_clients.fit_federated(clients).predict(read), by_category)
     peer = Peer("A", n_estimators=3, random_state=0).fit(read, (y > 0.5).astype(int))
     assert peer.share().categories == {"c": ("u", "v", "w")}
+
+
+# ------------------------------------------------ one string where a list of names is expected
+def test_shared_features_as_one_string_is_refused() -> None:
+    """Its letters were the names: ``"ab"`` shared the columns ``a`` and ``b`` silently,
+    ``"age"`` was refused as "['a', 'g', 'e'] are not features"."""
+    rng = np.random.default_rng(16)
+    X = pd.DataFrame({"a": rng.normal(size=60), "b": rng.normal(size=60), "ab": 1.0})
+    peer = Peer("A", n_estimators=3, random_state=0).fit(X, np.arange(60) % 2)
+    with pytest.raises(ValueError, match=r"got the string 'ab'; give \['ab'\]"):
+        peer.share(shared_features="ab")
+    assert peer.share(shared_features=["ab"]).shared_features == ("ab",)
+
+
+def test_shared_columns_of_strings_is_refused() -> None:
+    """``shared_columns(["age", "bmi"])`` read each name as a peer's list of letters: []."""
+    from fedforest.swarm import shared_columns
+
+    with pytest.raises(ValueError, match=r"one item per peer .* got the string 'age'"):
+        shared_columns(["age", "bmi"])
+    assert shared_columns([["age", "bmi"], ["bmi", "ward"]]) == ["bmi"]

@@ -365,6 +365,11 @@ class Peer:
         if not hasattr(self, "trees_"):
             raise ValueError(f"peer {self.name!r} is not fitted; call fit() first")
         names = self.feature_names_
+        if isinstance(shared_features, str):  # its letters were read as names
+            raise ValueError(
+                f"shared_features must be a list of feature names, got the string "
+                f"{shared_features!r}; give [{shared_features!r}]"
+            )
         if shared_features is None:
             shared, private = list(range(len(names))), list(range(len(names)))
         else:
@@ -422,6 +427,11 @@ def shared_columns(items: Sequence[Peer | ShareBundle | Sequence[str]]) -> list[
     """
     lists: list[Sequence[str]] = []
     for item in items:
+        if isinstance(item, str):  # its letters were read as one peer's names
+            raise ValueError(
+                f"shared_columns takes one item per peer (a Peer, a ShareBundle or a list of "
+                f"its feature names), got the string {item!r}; give [[{item!r}, ...], ...]"
+            )
         if isinstance(item, Peer):
             lists.append(item.feature_names_)
         elif isinstance(item, ShareBundle):
