@@ -14,11 +14,16 @@ pin what did not change. The refusals:
   upper case, a MultiIndex) gave every row the pooled prior, silently;
 - a pyarrow ``Table`` with a text column: ``fit``'s "could not convert string to float", a
   ``Client``'s "not numeric" (and a numeric table's ``Client`` lost its column names), a
-  ``Peer``'s ``TypeError``.
+  ``Peer``'s ``TypeError``; a pyarrow dictionary column (Parquet's category read with
+  ``dtype_backend="pyarrow"``) was refused as not numeric;
+- ``Peer.share(shared_features="ab")`` shared the columns ``a`` and ``b``;
+- a column of numbers with a missing-value marker (``"?"``) was categorical, a level per
+  number, without a word (``fedforest train`` named it; ``fit`` and a ``Client`` did not).
 """
 
 from __future__ import annotations
 
+import io
 import warnings
 from typing import Any
 
@@ -233,3 +238,43 @@ def test_shared_columns_of_strings_is_refused() -> None:
     with pytest.raises(ValueError, match=r"one item per peer .* got the string 'age'"):
         shared_columns(["age", "bmi"])
     assert shared_columns([["age", "bmi"], ["bmi", "ward"]]) == ["bmi"]
+
+
+# ------------------------------------- numbers with a missing-value marker ("?") read as text
+def _marked(n: int = 90) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(16)
+    values = rng.normal(size=n).round(3).astype(object)
+    values[[3, 7]] = "?"  # UCI's marker, which read_csv does not know
+    X = pd.read_csv(io.StringIO(pd.DataFrame({"a": values}).to_csv(index=False)))
+    return X, rng.normal(size=n)
+
+
+def test_numbers_with_a_missing_value_marker_warn_naming_the_column() -> None:
+    """The column was categorical, a level per number, without a word."""
+    X, y = _marked()
+    said = r"column\(s\) \['a'\] hold text whose values read as numbers but for at most 3"
+    with pytest.warns(UserWarning, match=rf"X: {said}"):
+        ff.FedForestRegressor(n_estimators=2, privacy="none").fit(X, y)
+    with pytest.warns(UserWarning, match=rf"Client 's': {said}"):
+        ff.Client(X, y, name="s")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # declared categorical, or read as missing: no word
+        ff.FedForestRegressor(n_estimators=2, privacy="none", categorical_features=["a"]).fit(X, y)
+        numbers = X.assign(a=pd.to_numeric(X["a"], errors="coerce"))
+        ff.FedForestRegressor(n_estimators=2, privacy="none").fit(numbers, y)
+
+
+@pytest.mark.parametrize(
+    "levels",
+    [
+        [str(k) for k in range(9)] + ["?"],  # fewer than 10 numbers: codes
+        [str(k) for k in range(20)] + ["a", "b", "c", "d"],  # more than 3 other texts
+        ["north", "south", "east"],
+    ],
+    ids=["few-numbers", "many-texts", "words"],
+)
+def test_text_columns_of_codes_or_words_do_not_warn(levels: list[str]) -> None:
+    X = pd.DataFrame({"c": np.array(levels * 10, dtype=object)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ff.FedForestRegressor(n_estimators=2, privacy="none").fit(X, np.arange(len(X)) % 7)

@@ -25,6 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from .cells import refuse_nested
 
 __all__ = [
+    "MARKED_WARNING",
     "MISSING_CATEGORY",
     "local_codes",
     "local_codes_loop",
@@ -349,6 +350,14 @@ def categorical_columns(
     return sorted(cols | declared)
 
 
+#: A text column whose distinct values are numbers but for at most this many, and at least
+#: :data:`MARKED_NUMBERS` numbers, warns: numbers with a missing-value marker ("?").
+MARKERS = 3
+MARKED_NUMBERS = 10
+#: That warning's words after the columns (``fedforest train`` says it per file instead).
+MARKED_WARNING = "hold text whose values read as numbers but for at most"
+
+
 def _warn_number_text(X: Any, columns: list[int], names: list[str], who: str) -> None:
     """Warn of text columns whose values are numbers written with spaces or a comma.
 
@@ -359,13 +368,27 @@ def _warn_number_text(X: Any, columns: list[int], names: list[str], who: str) ->
     splits as categories, or under ``"secure"`` loses its rare levels to missing (the
     warning then blamed the levels). Text of plain numbers (``"3"``, codes made text on
     purpose) does not warn. The message names the columns, never a value.
+
+    Numbers with a few other texts among them (a missing-value marker, ``"?"`` in UCI's
+    files, which ``read_csv`` does not know) warn too, where at least
+    :data:`MARKED_NUMBERS` distinct numbers and at most :data:`MARKERS` other texts are
+    seen, the numbers in at least half the rows (``fedforest train`` names the texts of
+    such a file's column: ``cli/train.py::_stray_text``, whose rule this one's implies):
+    such a column of measurements was categorical without a word, one level per number,
+    where scikit-learn refuses it ("could not convert string to float: '?'").
     """
-    found = []
+    found, marked = [], []
     for j in columns:
-        values = pd.Series(pd.unique(X.iloc[:, j].dropna())).astype(str)
+        rows = X.iloc[:, j].dropna().astype(str).value_counts(sort=False)
+        values = pd.Series(rows.index)
         if values.empty:
             continue
         stripped = values.str.strip()
+        numbers = pd.to_numeric(stripped, errors="coerce").notna().to_numpy()
+        few = MARKED_NUMBERS <= numbers.sum() and 0 < (~numbers).sum() <= MARKERS
+        if few and 2 * rows.to_numpy()[numbers].sum() >= rows.sum():  # most rows numbers
+            marked.append(names[j])
+            continue
         if not (stripped.str.contains(",", regex=False) | (values != stripped)).any():
             continue  # plain text or plain numbers
         if pd.to_numeric(stripped.str.replace(",", ".", regex=False), "coerce").notna().all():
@@ -379,6 +402,18 @@ def _warn_number_text(X: Any, columns: list[int], names: list[str], who: str) ->
             "numbers, convert them (a CSV: pd.read_csv(path, decimal=',') or thousands=',', "
             "skipinitialspace=True; a column: pd.to_numeric); to keep them categorical, name "
             "them in categorical_features.",
+            UserWarning,
+            stacklevel=4,
+        )
+    if marked:
+        warnings.warn(
+            f"{who}: column(s) {marked} {MARKED_WARNING} {MARKERS} other texts: fedforest "
+            "takes a text column as categorical (a level per distinct text, here per "
+            "number), where scikit-learn refuses it. If "
+            "those texts mark missing values ('?', '-', 'n/a'), read them as missing to "
+            "split the column as numbers (a CSV: pd.read_csv(path, na_values=[...]); a "
+            "column: pd.to_numeric(column, errors='coerce')); to keep it categorical, name it "
+            "in categorical_features.",
             UserWarning,
             stacklevel=4,
         )
