@@ -380,7 +380,9 @@ def test_huge_but_finite_class_counts_pool_without_nan(swarm_setup: Any, tmp_pat
         counts[roots] = [1.5e308, 0.0]
         loaded.append(ShareBundle.load(rewrite(path, tmp_path / f"{k}.ffb", counts_edit(counts))))
     swarm = SwarmForest(loaded)
-    nothing = pd.DataFrame({"unrelated": np.zeros(5)})  # no tree can score these rows
+    # no tree can score these rows: every value unavailable (a frame of no pool column is
+    # refused since test_odd_inputs_16)
+    nothing = np.full((5, len(swarm.feature_names_)), np.nan)
     for strategy in ("local", "fpv"):
         proba = swarm.predict_proba(nothing, strategy, site="P0")
         assert_probabilities(proba)
