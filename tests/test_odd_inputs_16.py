@@ -18,7 +18,8 @@ pin what did not change. The refusals:
   ``dtype_backend="pyarrow"``) was refused as not numeric;
 - ``Peer.share(shared_features="ab")`` shared the columns ``a`` and ``b``;
 - a column of numbers with a missing-value marker (``"?"``) was categorical, a level per
-  number, without a word (``fedforest train`` named it; ``fit`` and a ``Client`` did not).
+  number, without a word (``fedforest train`` named it; ``fit``, a ``Client`` and a
+  ``Peer`` did not; a ``Peer`` did not warn of numbers with a decimal comma either).
 """
 
 from __future__ import annotations
@@ -262,6 +263,21 @@ def test_numbers_with_a_missing_value_marker_warn_naming_the_column() -> None:
         ff.FedForestRegressor(n_estimators=2, privacy="none", categorical_features=["a"]).fit(X, y)
         numbers = X.assign(a=pd.to_numeric(X["a"], errors="coerce"))
         ff.FedForestRegressor(n_estimators=2, privacy="none").fit(numbers, y)
+
+
+def test_a_peers_text_of_numbers_warns_as_the_estimators() -> None:
+    """A peer read both kinds of text of numbers as categories without a word."""
+    X, y = _marked()
+    X = X.assign(b=np.arange(len(y)) % 7)
+    labels = np.arange(len(y)) % 2
+    with pytest.warns(UserWarning, match=r"X: column\(s\) \['a'\] hold text .* but for at most"):
+        Peer("A", n_estimators=2, random_state=0).fit(X, labels)
+    commas = X.assign(a=[f"{v:.1f}".replace(".", ",") for v in y])
+    with pytest.warns(UserWarning, match=r"\['a'\] hold text .* once the spaces"):
+        Peer("A", n_estimators=2, random_state=0).fit(commas, labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # declared: no word
+        Peer("A", n_estimators=2, random_state=0).fit(X, labels, categorical_features=["a"])
 
 
 @pytest.mark.parametrize(

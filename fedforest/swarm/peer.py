@@ -15,7 +15,13 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.utils.validation import column_or_1d
 
 from .._common import is_int_in
-from ..federated.categorical import check_levels, encode, pandas_frame, sort_categories
+from ..federated.categorical import (
+    categorical_columns,
+    check_levels,
+    encode,
+    pandas_frame,
+    sort_categories,
+)
 from ..federated.privacy.rules import default_min_rows
 from ..forest import FedForestClassifier
 from ..tree.arrays import Tree
@@ -54,6 +60,8 @@ def _site_frame(
     unknown = set(given) - set(names)
     if unknown:
         raise ValueError(f"categories names {sorted(unknown)}, which are not columns of X")
+    # Text of numbers (" 3 ", "1,5", a "?" among numbers) warns as in the estimators' fit
+    categorical_columns(X, sorted(declared | set(given)), len(names), "X")
     kinds, cols = [], []
     lists: dict[str, tuple[Any, ...]] = {}
     for name, col in zip(names, X.columns, strict=True):
