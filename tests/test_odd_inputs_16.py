@@ -294,3 +294,18 @@ def test_text_columns_of_codes_or_words_do_not_warn(levels: list[str]) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ff.FedForestRegressor(n_estimators=2, privacy="none").fit(X, np.arange(len(X)) % 7)
+
+
+# --------------------------------------- a categories key naming no column, named as categories
+@pytest.mark.parametrize("key", ["zz", 5, -1])
+def test_a_categories_key_naming_no_column_is_refused_as_categories(key: Any) -> None:
+    """``fit`` blamed ``categorical_features``, which the user had not set; the clients of
+    ``fit_federated`` said "the declared categories name column ...", as now both do."""
+    rng = np.random.default_rng(16)
+    X = pd.DataFrame({"a": rng.normal(size=60), "c": np.array(["u", "v", "w"] * 20)})
+    est = ff.FedForestRegressor(n_estimators=2, privacy="none", categories={key: ["u"]})
+    said = rf"the declared categories name column {key!r}, which is not a column of X"
+    with pytest.raises(ValueError, match=said):
+        est.fit(X, X["a"])
+    with pytest.raises(ValueError, match=rf"the declared categories name column {key!r}"):
+        est.fit_federated([ff.Client(X, X["a"], name="s")])
