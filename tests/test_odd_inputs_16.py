@@ -309,3 +309,19 @@ def test_a_categories_key_naming_no_column_is_refused_as_categories(key: Any) ->
         est.fit(X, X["a"])
     with pytest.raises(ValueError, match=rf"the declared categories name column {key!r}"):
         est.fit_federated([ff.Client(X, X["a"], name="s")])
+
+
+# -------------------- a column missing (almost) everywhere under "secure": drawn past, not a leaf
+@pytest.mark.parametrize("known", [0, 6], ids=["all-missing", "known-in-6-rows"])
+def test_a_column_without_a_secure_grid_is_drawn_past_as_a_constant_one(known: int) -> None:
+    """Known in fewer than ``min_aggregate_rows`` rows, the column gets no grid under
+    ``"secure"`` and never splits; a node that drew it (one feature of two per node, the
+    regressor's default 1/3) became a leaf: R² -0.008, every tree one leaf."""
+    rng = np.random.default_rng(16)
+    X = pd.DataFrame({"a": rng.normal(size=120), "z": np.nan})
+    X.loc[: known - 1, "z"] = 1.0
+    y = X["a"].to_numpy()
+    model = ff.FedForestRegressor(n_estimators=5, random_state=0)
+    model.fit(X, y, client_ids=np.arange(120) % 3)
+    assert all(len(tree.feature) > 1 for tree in model.trees_)
+    assert model.score(X, y) > 0.9
