@@ -31,6 +31,7 @@ from .federated.categorical import (
     is_missing,
     is_numeric_column,
     named_columns,
+    pandas_frame,
     sort_categories,
     sorted_levels,
 )
@@ -166,6 +167,7 @@ def validated_rows(est: Any, X: Any) -> NDArray[np.float64]:
     and an error blaming the categorical column. A text column is named when the rows
     fail: NumPy's own error ("could not convert string to float: 'True'") names none.
     """
+    X = pandas_frame(X)  # pyarrow's or polars' frame: as fit read it
     refuse_nested(X)
     fitted = getattr(est, "feature_names_in_", None)
     if fitted is not None and isinstance(X, pd.DataFrame):

@@ -37,6 +37,7 @@ from sklearn.utils import check_random_state
 
 from ._common import STAT_ROWS, STAT_TASK, count_columns, is_int_in
 from ._inputs import take_rows
+from .federated.categorical import pandas_frame
 from .federated.client import Client
 from .federated.federation import Federation
 from .federated.protocol import HANDSHAKE, ROUND_A, ROUND_B, Message, unpack_increments
@@ -184,6 +185,7 @@ def _federation(
         raise ValueError("diagnose needs X, y and client_ids (or a federation=).")
     # A DataFrame's rows go as they are, as fit's: its category and text columns stay
     # categorical (np.asarray made them strings the clients refused as "not numeric").
+    X = pandas_frame(X)  # a pyarrow Table's text columns too
     X_in = X if isinstance(X, pd.DataFrame) else np.asarray(X)
     y_arr = np.asarray(y)
     inverse, names = client_index(client_ids, X_in.shape[0])

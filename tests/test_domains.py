@@ -326,7 +326,7 @@ def test_from_dtype_sends_the_dtype_categories_and_checks_them_equal() -> None:
 
 def test_declared_categories_errors_name_the_column() -> None:
     X, y, h = _data()
-    with pytest.raises(ValueError, match="categorical_features names 'nope'"):
+    with pytest.raises(ValueError, match="the declared categories name column 'nope'"):
         ff.FedForestRegressor(categories={"nope": ["a"]}).fit(X, y, client_ids=h)
     clients = [ff.Client(X[h == k], y[h == k], name=f"c{k}") for k in range(4)]
     with pytest.raises(ValueError, match=r"column 'a' has declared categories, but it is numeric"):

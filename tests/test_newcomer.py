@@ -140,6 +140,8 @@ def test_one_stray_word_in_a_column_of_numbers_is_named(tmp_path, capsys) -> Non
         said = f"{str(path)!r}: column 'age' is read as text, a categorical column; its other "
         said += "values are numbers, but '?' (in 2 rows) is not"
         assert any(t.startswith(said) for t in texts), texts
+    # said once, per file: not again by each Client (test_odd_inputs_16's warning)
+    assert not any("read as numbers but for at most" in t for t in texts), texts
 
 
 def test_one_client_only_warns_and_the_importances_have_a_heading(tmp_path, capsys) -> None:

@@ -139,11 +139,17 @@ def _declared(
 
 
 def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import warnings
+
     import numpy as np
 
     import fedforest as ff
     from fedforest.datasets.files import meant_hint, read_client_data, spacing_hint
-    from fedforest.federated.categorical import categorical_columns, is_numeric_column
+    from fedforest.federated.categorical import (
+        MARKED_WARNING,
+        categorical_columns,
+        is_numeric_column,
+    )
     from fedforest.federated.domains import declaration_hint
 
     files = [(f"the file of --client {c}", c.partition("=")[2]) for c in args.client]
@@ -209,12 +215,13 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         empty = [c for c in X.columns if c in text and X[c].isna().all()]
         try:
             w = None if weight is None else weight.to_numpy(dtype=np.float64)
-            clients.append(ff.Client(X, y, name=name, sample_weight=w, categorical_features=empty))
+            with warnings.catch_warnings():  # said above, per file, naming the texts
+                warnings.filterwarnings("ignore", f".*{MARKED_WARNING}", UserWarning)
+                client = ff.Client(X, y, name=name, sample_weight=w, categorical_features=empty)
+            clients.append(client)
         except ValueError as exc:
             parser.error(f"{path!r}: {exc}")
     if len(clients) == 1:  # trained silently, "1 clients": one --client per site is meant
-        import warnings
-
         warnings.warn(
             f"one client only ({clients[0].name!r}): the forest is that file's alone, nothing "
             "is federated; give one --client NAME=PATH per site (repeat the option).",

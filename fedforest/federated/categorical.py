@@ -25,6 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from .cells import refuse_nested
 
 __all__ = [
+    "MARKED_WARNING",
     "MISSING_CATEGORY",
     "local_codes",
     "local_codes_loop",
@@ -33,6 +34,7 @@ __all__ = [
     "sorted_levels",
     "mixed_kinds",
     "categorical_columns",
+    "check_levels",
     "encode",
     "encode_loop",
     "encode_counted",
@@ -43,6 +45,7 @@ __all__ = [
     "is_numeric_column",
     "named_columns",
     "other_kind_rows",
+    "pandas_frame",
     "read_features",
     "value_kinds",
 ]
@@ -347,6 +350,14 @@ def categorical_columns(
     return sorted(cols | declared)
 
 
+#: A text column whose distinct values are numbers but for at most this many, and at least
+#: :data:`MARKED_NUMBERS` numbers, warns: numbers with a missing-value marker ("?").
+MARKERS = 3
+MARKED_NUMBERS = 10
+#: That warning's words after the columns (``fedforest train`` says it per file instead).
+MARKED_WARNING = "hold text whose values read as numbers but for at most"
+
+
 def _warn_number_text(X: Any, columns: list[int], names: list[str], who: str) -> None:
     """Warn of text columns whose values are numbers written with spaces or a comma.
 
@@ -357,13 +368,27 @@ def _warn_number_text(X: Any, columns: list[int], names: list[str], who: str) ->
     splits as categories, or under ``"secure"`` loses its rare levels to missing (the
     warning then blamed the levels). Text of plain numbers (``"3"``, codes made text on
     purpose) does not warn. The message names the columns, never a value.
+
+    Numbers with a few other texts among them (a missing-value marker, ``"?"`` in UCI's
+    files, which ``read_csv`` does not know) warn too, where at least
+    :data:`MARKED_NUMBERS` distinct numbers and at most :data:`MARKERS` other texts are
+    seen, the numbers in at least half the rows (``fedforest train`` names the texts of
+    such a file's column: ``cli/train.py::_stray_text``, whose rule this one's implies):
+    such a column of measurements was categorical without a word, one level per number,
+    where scikit-learn refuses it ("could not convert string to float: '?'").
     """
-    found = []
+    found, marked = [], []
     for j in columns:
-        values = pd.Series(pd.unique(X.iloc[:, j].dropna())).astype(str)
+        rows = X.iloc[:, j].dropna().astype(str).value_counts(sort=False)
+        values = pd.Series(rows.index)
         if values.empty:
             continue
         stripped = values.str.strip()
+        numbers = pd.to_numeric(stripped, errors="coerce").notna().to_numpy()
+        few = MARKED_NUMBERS <= numbers.sum() and 0 < (~numbers).sum() <= MARKERS
+        if few and 2 * rows.to_numpy()[numbers].sum() >= rows.sum():  # most rows numbers
+            marked.append(names[j])
+            continue
         if not (stripped.str.contains(",", regex=False) | (values != stripped)).any():
             continue  # plain text or plain numbers
         if pd.to_numeric(stripped.str.replace(",", ".", regex=False), "coerce").notna().all():
@@ -377,6 +402,18 @@ def _warn_number_text(X: Any, columns: list[int], names: list[str], who: str) ->
             "numbers, convert them (a CSV: pd.read_csv(path, decimal=',') or thousands=',', "
             "skipinitialspace=True; a column: pd.to_numeric); to keep them categorical, name "
             "them in categorical_features.",
+            UserWarning,
+            stacklevel=4,
+        )
+    if marked:
+        warnings.warn(
+            f"{who}: column(s) {marked} {MARKED_WARNING} {MARKERS} other texts: fedforest "
+            "takes a text column as categorical (a level per distinct text, here per "
+            "number), where scikit-learn refuses it. If "
+            "those texts mark missing values ('?', '-', 'n/a'), read them as missing to "
+            "split the column as numbers (a CSV: pd.read_csv(path, na_values=[...]); a "
+            "column: pd.to_numeric(column, errors='coerce')); to keep it categorical, name it "
+            "in categorical_features.",
             UserWarning,
             stacklevel=4,
         )
@@ -493,6 +530,41 @@ def _is_sparse(X: Any) -> bool:
     return sparse is not None and bool(sparse.issparse(X))
 
 
+def pandas_frame(X: Any) -> Any:
+    """A data frame of another library (pyarrow's ``Table``, polars) as pandas', else ``X``.
+
+    scikit-learn reads such a frame's column names (``feature_names_in_``, through narwhals),
+    but fedforest tells text, category and numeric columns apart by their pandas dtype: a
+    pyarrow table's text column was NumPy's "could not convert string to float" in ``fit``,
+    and a ``Client`` took the table as an array, without its column names (its model then
+    warned "X has feature names" at predict on the very table). Any tabular object of the
+    Arrow stream interface (``__arrow_c_stream__`` and ``columns``) is read by pandas
+    (``DataFrame.from_arrow``): numbers stay numbers (an integer column with nulls becomes
+    floats with NaN), text is ``str``, a dictionary column ``category``.
+
+    A pandas frame's pyarrow dictionary columns (``pd.read_parquet(path,
+    dtype_backend="pyarrow")`` of a ``category`` column) become ``category`` too: they were
+    refused as not numeric, with the advice to give a ``category`` column.
+    """
+    if not isinstance(X, pd.DataFrame | pd.Series | np.ndarray):
+        if not (hasattr(X, "__arrow_c_stream__") and hasattr(X, "columns")):
+            return X
+        X = pd.DataFrame.from_arrow(X)
+    if not isinstance(X, pd.DataFrame):
+        return X
+    dictionary = [
+        j
+        for j, t in enumerate(X.dtypes)
+        if isinstance(t, pd.ArrowDtype) and hasattr(t.pyarrow_dtype, "index_type")
+    ]
+    if not dictionary:
+        return X
+    X = X.copy(deep=False)
+    for j in dictionary:  # by position: a frame may repeat a name (refused later, naming it)
+        X.isetitem(j, X.iloc[:, j].astype("category"))
+    return X
+
+
 def read_features(
     X: ArrayLike, who: str, categorical_features: Sequence[Any] | None = None
 ) -> tuple[NDArray[np.float64], list[str] | None, dict[int, NDArray[Any]]]:
@@ -534,7 +606,7 @@ def read_features(
         col = frame.iloc[:, j] if frame is not None else np.asarray(X)[:, j]
         if j in cat:
             raw[j] = np.asarray(col, dtype=object)
-            _check_levels(raw[j], getattr(col, "cat", None), who, _name(names, j))
+            check_levels(raw[j], getattr(col, "cat", None), who, _name(names, j))
             columns.append(np.zeros(len(raw[j])))
             continue
         if frame is not None and not is_numeric_column(col):
@@ -577,7 +649,7 @@ def _name(names: list[str] | None, j: int) -> str:
 _LEVEL_TYPES = (str, bool, int, float, np.bool_, np.integer, np.floating)
 
 
-def _check_levels(values: NDArray[Any], cat: Any, who: str, column: str) -> None:
+def check_levels(values: NDArray[Any], cat: Any, who: str, column: str) -> None:
     """A categorical column's levels are all text or all numbers, as the handshake wants.
 
     Said here, naming the client and the column: the server's check of the handshake

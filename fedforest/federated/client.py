@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._common import N_FINE_BINS, STAT_ROWS, STAT_WEIGHT, count_columns, n_stats
 from .._numba_cache import serialize_cache_writes
 from . import client_kernels as K
-from .categorical import is_missing, read_features
+from .categorical import is_missing, pandas_frame, read_features
 from .client_bootstrap import answer_bootstrap, bootstrap_counts, bootstrap_counts_many, weigh_trees
 from .client_grid import fixed_candidates, left_stats_coded, pack_coded
 from .client_increments import left_increment_answer, pair_sketches
@@ -108,6 +108,7 @@ class Client:
         self.min_dp_colluders = colluder_count(
             min_dp_colluders, f"Client {self.name!r}: min_dp_colluders"
         )
+        X = pandas_frame(X)  # pyarrow's or polars' frame: its names and dtypes kept
         self.X, self.feature_names, self._cat_raw = read_features(
             X, f"Client {self.name!r}", categorical_features
         )

@@ -38,8 +38,14 @@ def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]
         raise ValueError(
             f"client_ids has shape {ids.shape}; expected ({n},), one client label per row of X."
         )
-    if ids.dtype.kind == "f" and np.isnan(ids).any():
+    if ids.dtype.kind in "fc" and np.isnan(ids).any():
         raise ValueError("client_ids contains NaN; every row needs a client label.")
+    if ids.dtype.kind in "mM" and np.isnat(ids).any():  # NaT was a client named "None"
+        rows = np.flatnonzero(np.isnat(ids))
+        raise ValueError(
+            f"client_ids contains a missing value (NaT, row {rows[0]}, {len(rows)} row(s) in "
+            "all); every row needs a client label."
+        )
     if ids.dtype == object:  # None, NaN or pd.NA among labels: np.unique's TypeError
         missing = [i for i, v in enumerate(ids.tolist()) if is_missing(v)]
         if missing:
@@ -54,6 +60,13 @@ def client_index(client_ids: Any, n: int) -> tuple[NDArray[np.int64], list[str]]
             f"client_ids must be labels of one sortable type (all int or all str): {exc}"
         ) from exc
     names = [str(label) for label in labels.tolist()]
+    empty = [k for k, name in enumerate(names) if not name.strip()]  # a Client refuses it
+    if empty:
+        rows = np.flatnonzero(np.isin(inverse, empty))
+        raise ValueError(
+            f"client_ids contains an empty label ({names[empty[0]]!r}, row {rows[0]}, "
+            f"{len(rows)} row(s) in all); every row needs a client label."
+        )
     if len(set(names)) != len(names):
         raise ValueError(f"client_ids has distinct labels with the same name: {names}.")
     return inverse.astype(np.int64), names

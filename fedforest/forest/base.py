@@ -11,6 +11,7 @@ from numbers import Integral, Real
 from typing import Any, TypeVar, cast
 
 import numpy as np
+import pandas as pd
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
@@ -47,7 +48,7 @@ from .._inputs import (
 )
 from .._io import save_model
 from ..diagnostics import DiagnosticReport, MultiOutputTargets, diagnose
-from ..federated.categorical import categorical_columns
+from ..federated.categorical import categorical_columns, named_columns, pandas_frame
 from ..federated.cells import refuse_nested
 from ..federated.client import Client
 from ..federated.federation import Federation
@@ -346,6 +347,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             from ..transport.dask import _estimators  # Dask is imported for Dask input only
 
             return _estimators.fit(self, X, y, client_ids)
+        X = pandas_frame(X)  # pyarrow's or polars' frame: text columns categorical
         warm = warm_prior(self)
         if warm is NOTHING_TO_ADD:  # no tree to add; the inputs are checked all the same,
             # as scikit-learn's forest checks them (they were taken unread: y of NaN, say)
@@ -405,6 +407,14 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         check_targets(X, y, self._task)
         refuse_nested(X)  # before a categorical column's levels are hashed
         features = declared_features(self.categorical_features, self.categories)
+        if isinstance(self.categories, dict):  # said as fit_federated's clients say it
+            names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else None
+            for key, j in named_columns(list(self.categories), n_columns(X), names):
+                if j is None:  # was "categorical_features names ...", not set by the user
+                    raise ValueError(
+                        f"the declared categories name column {key!r}, which is not a column "
+                        f"of X (columns: {names or list(range(n_columns(X)))})."
+                    )
         cat_cols = categorical_columns(X, features, n_columns(X), "X")
         X_check = with_codes(X, cat_cols, None)
         check_numeric_columns(X_check)

@@ -17,7 +17,13 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import column_or_1d
 
 from .._common import is_int_in
-from ..federated.categorical import encode, sort_categories
+from ..federated.categorical import (
+    categorical_columns,
+    check_levels,
+    encode,
+    pandas_frame,
+    sort_categories,
+)
 from ..federated.privacy.rules import default_min_rows
 from ..forest import FedForestClassifier
 from ..tree.arrays import Tree
@@ -42,6 +48,7 @@ def _site_frame(
     in the column's sorted category list (the order fedforest's federation uses), which is
     returned by column name and travels in the bundle.
     """
+    X = pandas_frame(X)  # pyarrow's or polars' frame
     if not isinstance(X, pd.DataFrame):
         raise TypeError(
             f"X must be a pandas DataFrame whose column names are the peer's feature names, "
@@ -55,6 +62,8 @@ def _site_frame(
     unknown = set(given) - set(names)
     if unknown:
         raise ValueError(f"categories names {sorted(unknown)}, which are not columns of X")
+    # Text of numbers (" 3 ", "1,5", a "?" among numbers) warns as in the estimators' fit
+    categorical_columns(X, sorted(declared | set(given)), len(names), "X")
     kinds, cols = [], []
     lists: dict[str, tuple[Any, ...]] = {}
     for name, col in zip(names, X.columns, strict=True):
@@ -72,6 +81,9 @@ def _site_frame(
                 cats = sort_categories(series.cat.categories)  # the declared categories
             else:
                 cats = sort_categories(set(values.tolist()))
+            levels = np.empty(len(cats), dtype=object)
+            levels[:] = cats
+            check_levels(levels, None, "X", repr(name))  # as the estimators (share refused)
             codes = encode(values, cats)
             if (codes < 0).any():
                 bad = values[np.flatnonzero(codes < 0)[0]]
@@ -380,6 +392,11 @@ class Peer(BaseEstimator):
         if not is_int_in(self.n_surrogates, numpy=True):  # set_params() after fit()
             raise ValueError(f"n_surrogates must be an int >= 0, got {self.n_surrogates!r}")
         names = self.feature_names_
+        if isinstance(shared_features, str):  # its letters were read as names
+            raise ValueError(
+                f"shared_features must be a list of feature names, got the string "
+                f"{shared_features!r}; give [{shared_features!r}]"
+            )
         if shared_features is None:
             shared, private = list(range(len(names))), list(range(len(names)))
         else:
@@ -445,6 +462,11 @@ def shared_columns(items: Sequence[Peer | ShareBundle | Sequence[str]]) -> list[
     """
     lists: list[Sequence[str]] = []
     for item in items:
+        if isinstance(item, str):  # its letters were read as one peer's names
+            raise ValueError(
+                f"shared_columns takes one item per peer (a Peer, a ShareBundle or a list of "
+                f"its feature names), got the string {item!r}; give [[{item!r}, ...], ...]"
+            )
         if isinstance(item, Peer):
             lists.append(item.feature_names_)
         elif isinstance(item, ShareBundle):

@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from .._common import TREE_LEAF, is_int_in
 from .._inputs import warn_caller
-from ..federated.categorical import encode_counted
+from ..federated.categorical import encode_counted, pandas_frame
 from ..tree.arrays import pack_forest
 from . import routing as R
 from .bundle import ShareBundle
@@ -248,6 +248,7 @@ class SwarmForest:
     def _site_matrix(self, X_site: Any) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
         """(n, n_features) matrix, NaN where the site lacks a column; the columns it has."""
         n_feat = len(self.feature_names_)
+        X_site = pandas_frame(X_site)  # pyarrow's or polars' frame: its columns by name
         if isinstance(X_site, pd.DataFrame):
             check_distinct(X_site.columns, "X_site")
             X = np.full((len(X_site), n_feat), np.nan)
@@ -379,7 +380,8 @@ class SwarmForest:
         ----------
         X_site : DataFrame or ndarray
             The site's rows. A DataFrame's columns are the available features (columns
-            no peer trained on are ignored); an ndarray must have the columns of
+            no peer trained on are ignored; a frame with none of the pool's columns is
+            refused); an ndarray must have the columns of
             ``feature_names_`` with NaN where a value is unavailable (text columns as
             their codes: indices in ``categories_``). A NaN in a present column makes
             that value unavailable for that row only; so does a text value that is not in

@@ -93,8 +93,8 @@ def root_constant(schema: dict[str, Any], ctx: dict[str, Any]) -> NDArray[np.boo
     A categorical feature whose pooled category union (the handshake's, at every privacy
     level) holds one category. Numeric features: under "none" the clients' ranges
     (handshake); under "secure" the pooled coarse histogram (all rows in one bin: its edges
-    come from the feature's moments, whose variance is 0); under "dp" (noisy counts) none
-    are known.
+    come from the feature's moments, whose variance is 0), and a column known in fewer than
+    ``min_aggregate_rows`` rows, which has no grid; under "dp" (noisy counts) none are known.
     """
     numeric = ctx["n_categories"] == 0
     one_category = ctx["n_categories"] == 1
@@ -105,7 +105,12 @@ def root_constant(schema: dict[str, Any], ctx: dict[str, Any]) -> NDArray[np.boo
     if state is None or "dp" in ctx:
         return np.asarray(one_category)
     one_bin = np.array([m.size > 0 and int((m > 0).sum()) == 1 for m in state.root_mass])
-    return np.asarray(one_category | (numeric & one_bin))
+    # A numeric column known in fewer than m rows has no grid (sparse_columns.known_enough,
+    # missing everywhere, say): it never splits, as a constant one. Drawn as a candidate, it
+    # made a node whose drawn features were all such a leaf (a tree of one leaf whenever
+    # the root drew an all-NaN column; scikit-learn draws on past a constant feature).
+    no_grid = np.array([m.size == 0 for m in state.root_mass])
+    return np.asarray(one_category | (numeric & (one_bin | no_grid)))
 
 
 def check_combinations(cfg: GrowerConfig) -> None:
