@@ -400,11 +400,6 @@ class Peer(BaseEstimator):
         if shared_features is None:
             shared, private = list(range(len(names))), list(range(len(names)))
         else:
-            if isinstance(shared_features, str):  # its letters were read as feature names
-                raise ValueError(
-                    f"shared_features must be a list of feature names, got the string "
-                    f"{shared_features!r}; give [{shared_features!r}]"
-                )
             twice = sorted({str(f) for f in shared_features if list(shared_features).count(f) > 1})
             if twice:  # was the bundle's "imputer ... needs distinct inputs"
                 raise ValueError(f"shared_features names {twice} more than once; give each once")
