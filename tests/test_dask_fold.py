@@ -75,6 +75,26 @@ def test_secure_sums_let_each_dask_reply_go_before_the_next(dask_client: Client)
     assert max(alive) == 0
 
 
+class _Counting(DaskFederation):
+    """A subclass that watches every round through its own ``send_and_receive``."""
+
+    calls = 0
+
+    def send_and_receive(self, requests: dict[str, Message], round_index: int) -> Any:
+        self.calls += 1
+        return super().send_and_receive(requests, round_index)
+
+
+def test_a_subclass_s_send_and_receive_sees_every_round(dask_client: Client) -> None:
+    X, y, h = shards()
+    factories = {
+        str(c): functools.partial(make_client, X[h == c], y[h == c], str(c)) for c in range(4)
+    }
+    with _Counting(factories, timeout=scaled(120)) as fed:
+        model = ff.FedForestRegressor(**PARAMS, random_state=4).fit_federated(fed)
+        assert fed.calls == model.communication_.rounds > 2 * PARAMS["max_depth"]
+
+
 class _Refuses(ff.Client):
     """Fails the handshake (its rows stay fine): a client that is down."""
 
