@@ -2,9 +2,10 @@
 
 Memory and speed work must leave forests as they were. This fits ``FedForestRegressor``
 (bench_forest.py's hyperparameters, ``random_state`` = ``--seed``) on bench_forest.py's
-data under each ``--privacy`` and either saves its test predictions (``--save``) or
-compares them with a saved file (``--compare``), every float to the bit; the exit code is
-1 on any difference. ``--dask`` fits the same clients (one per client id) through a
+data under each ``--privacy`` and either saves its test predictions and a SHA-256 of every
+tree array (``--save``) or compares both with a saved file (``--compare``), every float to
+the bit; the exit code is 1 on any difference (a threshold one ulp off can leave every
+prediction as it was). ``--dask`` fits the same clients (one per client id) through a
 ``DaskFederation`` on a fresh 2-worker ``LocalCluster`` (worker processes): the forest must
 equal the in-process one, so the same saved file serves both.
 
@@ -16,6 +17,7 @@ equal the in-process one, so the same saved file serves both.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,8 +29,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_forest as bf  # noqa: E402
 
 
-def fit_predict(privacy: str, data: dict[str, np.ndarray], seed: int, dask: Any) -> np.ndarray:
-    """Test predictions of bench_forest.py's fedforest model under ``privacy``."""
+def trees_digest(model: Any) -> np.ndarray:
+    """SHA-256 of every array of every tree (dtype, shape and bytes), as 32 bytes."""
+    h = hashlib.sha256()
+    for tree in model.trees_:
+        for name, arr in sorted(tree.as_dict().items()):
+            a = np.ascontiguousarray(arr)
+            h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+            h.update(a.tobytes())
+    return np.frombuffer(h.digest(), dtype=np.uint8).copy()
+
+
+def fit_predict(
+    privacy: str, data: dict[str, np.ndarray], seed: int, dask: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Test predictions of bench_forest.py's fedforest model (``privacy``); its trees' digest."""
     model = bf.make_model("fedforest", 2, seed, privacy)
     if dask is None:
         bf.fit(model, "fedforest", data["X_train"], data["y_train"], data["h_train"])
@@ -43,7 +58,7 @@ def fit_predict(privacy: str, data: dict[str, np.ndarray], seed: int, dask: Any)
         h = da.from_array(data["h_train"], chunks=chunks)
         with DaskFederation.from_collections(X, y, client_ids=h, client=dask) as fed:
             model.fit_federated(fed)
-    return np.asarray(model.predict(data["X_test"]))
+    return np.asarray(model.predict(data["X_test"])), trees_digest(model)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
             dask.close()
             cluster.close()  # type: ignore[union-attr]
     if args.save:
-        np.savez(args.save, rows=args.rows, seed=args.seed, **got)
+        pred = {p: v[0] for p, v in got.items()}
+        trees = {f"{p}_trees": v[1] for p, v in got.items()}
+        np.savez(args.save, rows=args.rows, seed=args.seed, **pred, **trees)
         print(f"saved {sorted(got)} predictions of {args.rows} rows to {args.save}")
         return 0
     with np.load(args.compare, allow_pickle=False) as saved:
@@ -80,14 +97,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.compare} holds rows={int(saved['rows'])}, seed={int(saved['seed'])}")
             return 1
         bad = 0
-        for privacy, pred in got.items():
+        for privacy, (pred, digest) in got.items():
             want = saved[privacy]
             same = want.dtype == pred.dtype and np.array_equal(
                 want.view(np.uint64), pred.view(np.uint64)
             )
             differ = int(np.count_nonzero(want != pred)) if want.shape == pred.shape else -1
-            print(f"{privacy}: {'identical' if same else f'DIFFERENT ({differ} predictions)'}")
-            bad += not same
+            trees = f"{privacy}_trees" not in saved or np.array_equal(
+                saved[f"{privacy}_trees"], digest
+            )
+            print(
+                f"{privacy}: predictions "
+                + ("identical" if same else f"DIFFERENT ({differ} of {want.size})")
+                + ", trees "
+                + ("identical" if trees else "DIFFERENT (some tree array changed)")
+            )
+            bad += not (same and trees)
     return 1 if bad else 0
 
 
