@@ -216,6 +216,7 @@ def test_kept_bins_serve_their_own_level_only():
     visits = np.bincount(slot[slot >= 0], minlength=3)[[0, 0, 1, 2, 2]]
     np.testing.assert_array_equal(np.diff(kept.off), visits)
     assert kept.bins.dtype == np.uint16 and kept.bins.size == visits.sum()
+    assert isinstance(kept.slot, bytes)  # a digest: no copy of the slots (4 bytes a row)
     assert kept.serves(fit)
     other = _Fit(1, 0, fit.y, 8, rows, fit.w, slot, fit.tree_rows)  # another fit
     other.pair_off, other.pair_feat, other.level_wire = fit.pair_off, fit.pair_feat, fit.level_wire

@@ -285,7 +285,7 @@ class SecureParty:
         feats = expect_array(msg, "features", "i", (None,), "server").astype(np.int64)
         if feats.size and (feats.min() < 0 or feats.max() >= c.X.shape[1]):
             raise ValueError(f"Client {c.name!r}: grid features out of range.")
-        x = c.X[:, feats]
+        x = c.X[:, feats]  # Fortran order, as from a row-major X: the moments' sums alike
         if msg.header.get("stage") == "known":  # rows known per column (sparse_columns.py)
             known = np.isfinite(x).sum(axis=0).astype(np.float64)
             return self._masked(msg, GRID, {"known": to_fixed(known, 0)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .federation import ClientFailure, Federation
+from .federation import ClientFailure, Federation, Fold
 from .protocol import Message
 
 __all__ = ["DropFailedClients"]
@@ -64,6 +64,18 @@ class DropFailedClients(Federation):
         """
         try:
             return self.inner.send_and_receive(requests, round_index)
+        except ClientFailure as failure:
+            if not failure.replies:
+                raise
+            self.drop(failure)
+            return failure.replies
+
+    def send_and_fold(
+        self, requests: dict[str, Message], round_index: int, fold: Fold
+    ) -> dict[str, Message]:
+        """As :meth:`send_and_receive`, through the inner federation's ``send_and_fold``."""
+        try:
+            return self.inner.send_and_fold(requests, round_index, fold)
         except ClientFailure as failure:
             if not failure.replies:
                 raise

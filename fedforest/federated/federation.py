@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .protocol import Message
 
@@ -12,10 +12,14 @@ __all__ = [
     "ClientDataError",
     "ClientFailure",
     "Federation",
+    "Fold",
     "drop_reason",
     "replies_or_failure",
     "without_client",
 ]
+
+#: ``Federation.send_and_fold``'s ``fold``: (client name, its reply) -> what stands for it.
+Fold = Callable[[str, Message], Message]
 
 
 def drop_reason(cause: BaseException, kind: str) -> str:
@@ -131,6 +135,25 @@ class Federation(ABC):
             message; it names every failed client and carries the replies of the others
             (a :class:`ClientDataError` when the first failed client raised ``ValueError``).
         """
+
+    def send_and_fold(
+        self, requests: dict[str, Message], round_index: int, fold: Fold
+    ) -> dict[str, Message]:
+        """:meth:`send_and_receive`, each reply replaced by ``fold(name, reply)``.
+
+        ``fold`` consumes a reply (the server adds a masked one into its sums) and returns
+        what stands for it from then on. Here it runs once every reply is in; a transport
+        that receives replies one at a time (Dask's) runs it as each arrives and lets the
+        reply go, so that the server never holds a round's replies all at once. It runs in
+        the caller's thread, one reply at a time, on the replies only (never on a failed
+        client's exception); a :class:`ClientFailure` carries the folded replies.
+        """
+        try:
+            replies = self.send_and_receive(requests, round_index)
+        except ClientFailure as failure:
+            failure.replies = {name: fold(name, r) for name, r in failure.replies.items()}
+            raise
+        return {name: fold(name, reply) for name, reply in replies.items()}
 
 
 def replies_or_failure(

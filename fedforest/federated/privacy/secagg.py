@@ -43,6 +43,7 @@ __all__ = [
     "FRAC_BITS",
     "MaskingKeys",
     "add_in_order",
+    "add_into",
     "correction",
     "from_fixed",
     "pack_counts",
@@ -255,22 +256,29 @@ def add_in_order(
 ) -> NDArray[np.uint64]:
     """Sum uint64 arrays mod 2^64 (the order does not matter: integer sums are exact).
 
+    One array at a time (:func:`add_into`), in threads as it does.
+    """
+    total = np.zeros(shape, dtype=np.uint64)
+    for a in arrays:
+        add_into(total, a, n_threads)
+    return total
+
+
+def add_into(total: NDArray[np.uint64], array: NDArray[np.uint64], n_threads: int = 1) -> None:
+    """``total += array`` mod 2^64, in place (:func:`add_in_order` one array at a time).
+
     With ``n_threads`` > 1 and :data:`PARALLEL_WORDS` words, contiguous ranges of the words
     are added in threads (NumPy drops the GIL): the same sums.
     """
-    total = np.zeros(shape, dtype=np.uint64)
-    arrays = list(arrays)
-    flat = total.reshape(-1)
-    n = n_threads if flat.size >= PARALLEL_WORDS and len(arrays) > 1 else 1
+    flat, other = total.reshape(-1), array.reshape(-1)
+    n = n_threads if flat.size >= PARALLEL_WORDS else 1
     cuts = np.linspace(0, flat.size, n + 1).astype(np.int64)
 
     def add(i: int) -> None:
         part = flat[cuts[i] : cuts[i + 1]]
-        for a in arrays:
-            part += a.reshape(-1)[cuts[i] : cuts[i + 1]]  # wraps mod 2^64, as intended
+        part += other[cuts[i] : cuts[i + 1]]  # wraps mod 2^64, as intended
 
     thread_map(add, range(n), n)
-    return total
 
 
 def _maskable(a: object) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from ..failure import DropFailedClients
-from ..federation import ClientFailure, Federation, drop_reason
+from ..federation import ClientFailure, Federation, Fold, drop_reason
 from ..protocol import CommunicationLedger, Message
 from ..threads import thread_map
 from .checks import Check, InvalidReply, as_invalid
@@ -27,6 +27,7 @@ def exchange(
     msg: Message | dict[str, Message],
     check: Check | None = None,
     n_threads: int = 1,
+    fold: Fold | None = None,
 ) -> list[tuple[str, Message]]:
     """One round: the same request to every client, or one per client (by name).
 
@@ -37,24 +38,42 @@ def exchange(
     Replies come back in canonical (sorted) order. ``n_threads`` > 1 checks the replies in
     that many threads (their kernels drop the GIL; each check touches its client's records
     only), with the same outcome.
+
+    ``fold(name, reply)`` consumes each reply that passes its checks as it arrives
+    (:meth:`~..federation.Federation.send_and_fold`; the masked sums add it up) and
+    returns what stands for it in the list returned (and in the ledger: it must keep the
+    reply's header, array names, dtypes and shapes); a reply that fails is not folded.
     """
     requests = broadcast(fed, msg) if isinstance(msg, Message) else msg
     kind = next(iter(requests.values())).kind
     round_index = ledger.rounds
-    replies = fed.send_and_receive(requests, round_index)
+
+    def problem_of(name: str, reply: Message) -> ValueError | None:
+        try:
+            check_envelope(name, requests[name], reply)
+            if check is not None:
+                check(name, requests[name], reply)
+        except ValueError as exc:  # a check's own, or a decoding error of the payload
+            return exc
+        return None
+
+    checked: dict[str, ValueError | None] = {}
+
+    def checked_fold(name: str, reply: Message) -> Message:
+        checked[name] = problem_of(name, reply)
+        return reply if checked[name] is not None or fold is None else fold(name, reply)
+
+    if fold is None:
+        replies = fed.send_and_receive(requests, round_index)
+    else:  # each reply checked, then folded, as it arrives
+        replies = fed.send_and_fold(requests, round_index, checked_fold)
     # Clients dropped in this round (on_client_failure="drop") are no longer expected.
     missing = sorted(set(fed.client_names) - set(replies))
     if missing:
         raise ValueError(f"Client {missing[0]!r} did not answer round {round_index} ({kind}).")
 
     def problem(name: str) -> ValueError | None:
-        try:
-            check_envelope(name, requests[name], replies[name])
-            if check is not None:
-                check(name, requests[name], replies[name])
-        except ValueError as exc:  # a check's own, or a decoding error of the payload
-            return exc
-        return None
+        return checked[name] if name in checked else problem_of(name, replies[name])
 
     names = sorted(replies)
     found = thread_map(problem, names, n_threads)

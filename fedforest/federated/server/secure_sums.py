@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..federation import Federation
-from ..privacy.secagg import add_in_order, correction, from_fixed
+from ..privacy.secagg import add_into, correction, from_fixed
 from ..protocol import RECOVER, CommunicationLedger, Message
 from .envelope import masked_arrays
 from .rounds import exchange
@@ -91,15 +91,19 @@ def sums_unless_dropped(
     peers = list(fed.client_names)
     tag = ledger.rounds
     msg = Message(msg.kind, {**msg.header, "secagg": {"tag": tag, "peers": peers}}, msg.arrays)
+    # Each reply is added in as it arrives (and let go: a transport that receives them one
+    # at a time never holds a round's replies all at once); integer sums mod 2^64 do not
+    # depend on the order. The reply's stand-in keeps its sizes for the ledger.
+    totals = {name: np.zeros(shape, dtype=np.uint64) for name, (shape, _) in specs.items()}
+
+    def fold(sender: str, reply: Message) -> Message:
+        for name, (shape, _) in specs.items():
+            add_into(totals[name], _masked_array(reply, name, shape, sender), n_threads)
+        return Message(reply.kind, reply.header, {k: _stand_in(a) for k, a in reply.arrays.items()})
+
     replies = exchange(
-        fed, ledger, msg, masked_arrays({k: shape for k, (shape, _) in specs.items()})
+        fed, ledger, msg, masked_arrays({k: shape for k, (shape, _) in specs.items()}), fold=fold
     )
-    totals = {
-        name: add_in_order(
-            [_masked_array(m, name, shape, sender) for sender, m in replies], shape, n_threads
-        )
-        for name, (shape, _) in specs.items()
-    }
     dropped = sorted(set(peers) - {name for name, _ in replies})
     if dropped and not recover:
         return None
@@ -121,6 +125,11 @@ def _masked_array(msg: Message, name: str, shape: tuple[int, ...], sender: str) 
             f"shape {arr.shape}; expected uint64 and shape {shape} (a masked sum)."
         )
     return arr
+
+
+def _stand_in(a: NDArray[Any]) -> NDArray[Any]:
+    """An array of ``a``'s dtype and shape holding no memory (zeros, read-only)."""
+    return np.broadcast_to(np.zeros((), dtype=a.dtype), a.shape)
 
 
 def _shapes(totals: dict[str, NDArray[np.uint64]]) -> list[tuple[str, tuple[int, ...]]]:

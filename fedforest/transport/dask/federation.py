@@ -14,7 +14,7 @@ from distributed.actor import Actor
 
 from ...federated.client import Client
 from ...federated.codec import error_from_header
-from ...federated.federation import Federation, replies_or_failure, without_client
+from ...federated.federation import Federation, Fold, replies_or_failure, without_client
 from ...federated.protocol import Message
 from ._actor import (
     ShardActor,
@@ -303,6 +303,25 @@ class DaskFederation(Federation):
         self, requests: dict[str, Message], round_index: int
     ) -> dict[str, Message]:
         """One actor call per named client, all in flight at once; their replies by name."""
+        return self._round(requests, round_index, _keep)
+
+    def send_and_fold(
+        self, requests: dict[str, Message], round_index: int, fold: Fold
+    ) -> dict[str, Message]:
+        """As :meth:`send_and_receive`, each reply folded as it arrives and then let go.
+
+        The masked sums add each reply in as it comes: the server holds one or two
+        replies at a time, not the round's (at 1M rows in 10 clients, the last Round B's
+        replies were about 0.2 GB). A subclass that overrides :meth:`send_and_receive`
+        (to watch or change rounds) has every round go through it, folded once it returns.
+        """
+        if type(self).send_and_receive is not DaskFederation.send_and_receive:
+            return super().send_and_fold(requests, round_index, fold)
+        return self._round(requests, round_index, fold)
+
+    def _round(
+        self, requests: dict[str, Message], round_index: int, fold: Fold
+    ) -> dict[str, Message]:
         self._check_open()
         start = time.perf_counter()
         frames: dict[int, bytearray] = {}
@@ -315,12 +334,13 @@ class DaskFederation(Federation):
                 calls[name] = self._actors[name].handle(frame)
             except Exception as exc:  # noqa: BLE001 - the worker holding it is gone
                 answers[name] = _lost(name, exc)
-        answers.update(self._collect(calls))
+        del frames
+        answers.update(self._collect(calls, fold))
         self.round_seconds.append(time.perf_counter() - start)
         return replies_or_failure(answers, requests, round_index)
 
-    def _collect(self, calls: dict[str, Any]) -> dict[str, Message | Exception]:
-        """Every call's answer, as it comes; a client whose worker left fails at once.
+    def _collect(self, calls: dict[str, Any], fold: Fold) -> dict[str, Message | Exception]:
+        """Every call's answer, folded as it comes; a client whose worker left fails at once.
 
         A call to a dead worker would wait for Dask's connect timeout (30 s); the scheduler
         tells much sooner that the worker, and so its actor, is gone.
@@ -330,8 +350,10 @@ class DaskFederation(Federation):
         pause = 0.001
         while calls:
             for name in list(calls):
-                if calls[name].done():  # popped: its frame is let go once decoded
-                    answers[name] = self._answer(name, calls.pop(name))
+                if calls[name].done():  # popped: its frame is let go once folded
+                    answer = self._answer(name, calls.pop(name))
+                    answers[name] = fold(name, answer) if isinstance(answer, Message) else answer
+                    del answer
                 elif self._futures[name].status != "finished":
                     answers[name] = _lost(name, RuntimeError(self._futures[name].status))
                     del calls[name]
@@ -414,6 +436,11 @@ class DaskFederation(Federation):
     def __repr__(self) -> str:
         n_workers = len(set(getattr(self, "placement", {}).values()))
         return f"DaskFederation({len(self._actors)} clients on {n_workers} workers)"
+
+
+def _keep(name: str, reply: Message) -> Message:
+    """The fold of :meth:`DaskFederation.send_and_receive`: the reply as it is."""
+    return reply
 
 
 _CLOSED = ("closing", "closed")  # distributed.Client.status once close() was called
