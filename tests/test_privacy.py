@@ -666,6 +666,8 @@ def _round_b_pairs(fed, model, m):
                     dd[c] = dd[i] + 1
         depth.append(dd)
     level, a, rows = -1, None, None
+    slots: list | None = None  # the level's (tree, node) per slot
+    routed = False  # a node passed through: the levels below are read off the routes
     for requests, replies in fed.rounds:
         req = next(iter(requests.values()))
         if req.kind == ROUND_A:
@@ -673,9 +675,19 @@ def _round_b_pairs(fed, model, m):
             a = req
             summaries = [r.arrays["summary"] for r in replies.values()]
             rows = add_in_order(summaries, summaries[0].shape)[:, 0].astype(np.int64)
+            routed = routed and "route_left" in a.arrays
+            if slots is not None and (routed or _passed_through(a)):
+                routed, slots = True, _routed_slots(slots, a, trees)
+                counts = [trees[t].n_node_samples[nd] for t, nd in slots]
+                assert counts == rows.tolist()
+            else:
+                routed, slots = False, None
         if req.kind != ROUND_B:
             continue
         assert a is not None and rows is not None
+        if routed:
+            yield from _slot_pairs(slots, req, a)
+            continue
         slots = []
         for t, tree in enumerate(trees):
             nodes = [nd for nd, dd in sorted(depth[t].items()) if dd == level]
@@ -695,10 +707,37 @@ def _round_b_pairs(fed, model, m):
             )
             assert frontier is not None
             slots += [(t, nd) for nd in frontier]
-        pair_off, pair_feat = a.arrays["pair_off"], a.arrays["pair_feat"]
-        for s, (t, nd) in enumerate(slots):
-            for p in range(pair_off[s], pair_off[s + 1]):
-                yield t, nd, p, int(pair_feat[p]), req, a
+        yield from _slot_pairs(slots, req, a)
+
+
+def _slot_pairs(slots, req, a):
+    pair_off, pair_feat = a.arrays["pair_off"], a.arrays["pair_feat"]
+    for s, (t, nd) in enumerate(slots):
+        for p in range(pair_off[s], pair_off[s + 1]):
+            yield t, nd, p, int(pair_feat[p]), req, a
+
+
+def _passed_through(a) -> bool:
+    """Whether Round A ``a``'s routes pass a slot through (both to one slot: the node
+    draws on at this level, ``server/constants.deferred_slots``)."""
+    left, right = a.arrays.get("route_left"), a.arrays.get("route_right")
+    return left is not None and bool(((left == right) & (left >= 0)).any())
+
+
+def _routed_slots(prev, a, trees) -> list:
+    """The (tree, node) of Round A ``a``'s slots, from the last level's (``prev``) and the
+    routes ``a`` carries: a slot passed through is the same node, a split's children its."""
+    left, right = a.arrays["route_left"], a.arrays["route_right"]
+    out: list = [None] * (int(max(left.max(initial=-1), right.max(initial=-1))) + 1)
+    for s, (t, nd) in enumerate(prev):
+        if left[s] >= 0 and left[s] == right[s]:
+            out[left[s]] = (t, nd)
+            continue
+        for route, child in ((left, trees[t].children_left), (right, trees[t].children_right)):
+            if route[s] >= 0:
+                out[route[s]] = (t, int(child[nd]))
+    assert all(slot is not None for slot in out)
+    return out
 
 
 def _match_rows(nodes, sure, tree, rows) -> list[int] | None:

@@ -90,7 +90,7 @@ def _level(
         nxt, routes = _secure_level(
             fed, cfg, ledger, builders, frontier, {**routes, **arrays}, header, ctx
         )
-        ctx["constant"] = children_constant(constant, routes, nxt.tree.size)
+        ctx["constant"] = children_constant(ctx["constant"], routes, nxt.tree.size)
         return nxt, routes
     records: ClientRecords = ctx["records"]
     pair_node = np.repeat(np.arange(n_slots), np.diff(pair_off))
@@ -224,16 +224,31 @@ def _secure_level(
     if "dp" in ctx:  # a row is in one node per tree and level (a set-up sent again: once)
         budget.release_level(cfg, ctx, np.unique(frontier.tree).size)
     secure.check_root_weights(level.pooled, frontier.depth, ctx)
+    pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
+    none = np.zeros(pair_feat.size, dtype=bool)
+    if cfg.privacy == "secure":  # categorical pairs whose counts form no two groups
+        cats = ctx["n_categories"]
+        none = secure.groupless_pairs(level, pair_off, pair_feat, cats, state.min_rows)
+        if none.any():  # constant in the node's children (docs/privacy.md, "Categories")
+            ctx["constant"] = ctx["constant"].copy()
+            node = np.repeat(np.arange(n_slots), np.diff(pair_off))
+            ctx["constant"][node[none], pair_feat[none]] = True
     pooled = _pool_node_stats(builders, frontier, level.pooled[None], ctx)
     splittable = ~_is_leaf_by_rule(pooled, frontier.depth, cfg)
     root_w = _root_weights(builders)[frontier.tree]
-    pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
     best = BestSplits.none(n_slots, ctx["n_stats"])
     if pair_feat.size:
         best = secure.round_b(fed, ledger, cfg, ctx, level, pair_off, pair_feat, splittable, root_w)
         best = _only_splittable(best, splittable)
     secure.keep_histograms(state, level, pair_off, pair_feat, ctx["n_categories"])
-    nxt, routes = _apply_splits(cfg, builders, frontier, best, ctx)
+    defer = None
+    if cfg.privacy == "secure" and none.any():
+        # A node whose drawn features all proved constant there (those category counts)
+        # draws on at the next level, as scikit-learn draws past constant features.
+        last = cfg.max_depth is not None and frontier.depth + 1 >= cfg.max_depth
+        no_split = splittable & (best.feature < 0)
+        defer = deferred_slots(no_split, pair_off, pair_feat, ctx["constant"], last)
+    nxt, routes = _apply_splits(cfg, builders, frontier, best, ctx, defer)
     secure.advance(state, best, routes)
     return nxt, routes
 

@@ -24,9 +24,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..domains import MISSING_CATEGORY
+from ..privacy.rules import group_categories
 from .checks import bad_count_blocks
 
-__all__ = ["check_code_counts", "code_maps", "with_merged_codes"]
+__all__ = ["check_code_counts", "code_maps", "groupless_columns", "with_merged_codes"]
 
 
 def check_code_counts(counts: NDArray[np.float64], sizes: list[int], n_rows: float) -> None:
@@ -73,6 +74,33 @@ def code_maps(
         code[few] = target
         maps[j] = code
     return maps
+
+
+def groupless_columns(
+    counts: NDArray[np.float64],
+    columns: list[int],
+    categories: dict[str, list[Any]],
+    maps: dict[int, NDArray[np.int64]],
+    m: int,
+) -> list[int]:
+    """The categorical columns no node can split: their codes form no two groups anywhere.
+
+    A node's rows per code are at most the federation's (``counts``, after the merges of
+    ``maps``); where those form fewer than two groups of ``m`` rows
+    (:func:`.rules.group_categories`: no code of ``m`` rows, or one and the others
+    together fewer), so do any node's. The grower counts such a column as constant.
+    """
+    out: list[int] = []
+    at = 0
+    for j in columns:
+        n = len(categories[str(j)])
+        c = np.asarray(counts[at : at + n], dtype=np.float64)
+        at += n
+        if j in maps:  # a merged code's rows count at its target
+            c = np.bincount(maps[j], weights=c, minlength=n).astype(np.float64)
+        if not (group_categories(c, m) >= 0).any():
+            out.append(j)
+    return out
 
 
 def with_merged_codes(

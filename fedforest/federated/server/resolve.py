@@ -94,7 +94,9 @@ def root_constant(schema: dict[str, Any], ctx: dict[str, Any]) -> NDArray[np.boo
     level) holds one category. Numeric features: under "none" the clients' ranges
     (handshake); under "secure" the pooled coarse histogram (all rows in one bin: its edges
     come from the feature's moments, whose variance is 0), and a column known in fewer than
-    ``min_aggregate_rows`` rows, which has no grid; under "dp" (noisy counts) none are known.
+    ``min_aggregate_rows`` rows, which has no grid, and (under "secure") a categorical
+    column whose pooled rows per code form no two category groups (``rare_codes``);
+    under "dp" (noisy counts) none are known.
     """
     numeric = ctx["n_categories"] == 0
     one_category = ctx["n_categories"] == 1
@@ -110,7 +112,11 @@ def root_constant(schema: dict[str, Any], ctx: dict[str, Any]) -> NDArray[np.boo
     # made a node whose drawn features were all such a leaf (a tree of one leaf whenever
     # the root drew an all-NaN column; scikit-learn draws on past a constant feature).
     no_grid = np.array([m.size == 0 for m in state.root_mass])
-    return np.asarray(one_category | (numeric & (one_bin | no_grid)))
+    # A categorical column whose codes form no two groups of m rows over the whole
+    # federation (the first grid round's pooled rows per code) splits no node either.
+    groupless = np.zeros(numeric.size, dtype=bool)
+    groupless[state.groupless] = True
+    return np.asarray(one_category | groupless | (numeric & (one_bin | no_grid)))
 
 
 def check_combinations(cfg: GrowerConfig) -> None:

@@ -149,6 +149,9 @@ class SecureState:
     #: Under "secure": per categorical column with codes few rows hold, each code's merged
     #: code (``rare_codes.py``; sent in the set-up, applied to the set splits).
     code_map: dict[int, NDArray[np.int64]] = field(default_factory=dict)
+    #: Under "secure": the categorical columns whose codes form no two groups of ``m`` rows
+    #: in any node (``rare_codes.groupless_columns``): constant for the draws.
+    groupless: list[int] = field(default_factory=list)
     #: Under "secure": per feature, the outermost edges a node grid may hold (none between
     #: a group of fewer than ``m`` rows apart at its end and the rest: ``grid_ends``).
     edge_lo: NDArray[np.float64] | None = None
@@ -550,6 +553,13 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
             hi[c, g] = np.where(t < hi[c, g], t, hi[c, g])
         else:
             lo[c, g] = np.where(t > lo[c, g], t, lo[c, g])
+    # A slot passed through (no split, both routes to one slot: ``constants.deferred_slots``)
+    # is the same node at the next level: its bounds, and itself as its parent.
+    kept = np.flatnonzero((best.feature < 0) & (routes["route_left"] >= 0))
+    c = np.asarray(routes["route_left"][kept], dtype=np.int64)
+    lo[c], hi[c], parent[c] = state.lo[kept], state.hi[kept], kept
+    if kept.size and state.history:
+        state.released = _with_parents_releases(state, kept, d)
     # This level's parents and releases join the history the children's rule reads.
     state.history.append((state.parent, state.released, state.groups))
     state.pool.append(state.released.values)
@@ -559,6 +569,32 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     state.checks, state.released, state.groups = PairSegments.empty(4), PairSegments.empty(3), {}
     state.found_guides = None
     state.cuts = _no_cuts()
+
+
+def _with_parents_releases(state: SecureState, kept: NDArray[np.int64], d: int) -> PairSegments:
+    """The level's releases, each passed-through slot (``kept``) given its parent's.
+
+    Such a slot released nothing (its drawn features formed no category groups); below
+    it, the same node draws again. Its parent's releases, copied as its own, reach that
+    node as a parent's do (all of them checked, as the parent's: ``ancestors_kept``), not
+    as a grandparent's: the rules the node meets are those it met without the pass.
+    """
+    prev = state.history[-1][1]  # the parents' level's releases
+    up = state.parent[kept]
+    kept, up = kept[up >= 0], up[up >= 0]
+    feats = np.tile(np.arange(d, dtype=np.int64), kept.size)
+    src = prev.find(np.repeat(up, d) * d + feats)
+    dst = np.repeat(kept, d) * d + feats
+    rel = state.released
+    has = (src >= 0) & (rel.find(dst) < 0)
+    if not has.any():
+        return rel
+    t_off, t = prev.take(src[has])
+    return PairSegments(
+        np.concatenate([rel.key, dst[has]]),
+        np.concatenate([rel.off, rel.off[-1] + t_off[1:]]),
+        np.concatenate([rel.values, t]),
+    )
 
 
 def _no_cuts() -> tuple[

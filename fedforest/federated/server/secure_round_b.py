@@ -57,6 +57,39 @@ from .weights import weigh
 
 
 # --------------------------------------------------------------------------- Round B
+def code_rows(
+    level: LevelA, pair_node: NDArray[np.int64], p: int, n_codes: int
+) -> NDArray[np.float64]:
+    """A categorical pair's pooled rows per code (Round A's counts at its codes)."""
+    cum = np.concatenate([[0.0], level.cum[level.grid_off[p] : level.grid_off[p + 1], 0]])
+    rows = np.diff(np.concatenate([cum, [level.pooled[pair_node[p], STAT_ROWS]]]))
+    return np.asarray(rows[:n_codes])
+
+
+def groupless_pairs(
+    level: LevelA,
+    pair_off: NDArray[np.int64],
+    pair_feat: NDArray[np.int32],
+    n_categories: NDArray[np.int64],
+    m: int,
+) -> NDArray[np.bool_]:
+    """Per pair, a categorical feature whose node counts form no two groups of ``m`` rows.
+
+    Round A's pooled rows per code (released anyway) leave fewer than two groups
+    (:func:`group_categories`: no code of ``m`` rows, or one and the others together
+    fewer): the feature cannot split the node, nor any node below it, whose rows per code
+    are at most these. The grower then counts it as constant there (scikit-learn's draws
+    go past a constant feature).
+    """
+    pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
+    n_cat = n_categories[pair_feat]
+    out = np.zeros(pair_feat.size, dtype=bool)
+    for p in np.flatnonzero(n_cat >= 2).tolist():
+        rows = code_rows(level, pair_node, p, int(n_cat[p]))
+        out[p] = not (group_categories(rows, m) >= 0).any()
+    return np.asarray(out)
+
+
 def round_b(
     fed: Federation,
     ledger: CommunicationLedger,
@@ -162,17 +195,16 @@ def round_b(
     n_groups: list[int] = []
     for p in np.flatnonzero(ok & (n_cat >= 2)):
         c = int(n_cat[p])
-        cum = np.concatenate([[0.0], level.cum[level.grid_off[p] : level.grid_off[p + 1], 0]])
-        rows = np.diff(np.concatenate([cum, [pooled[pair_node[p], STAT_ROWS]]]))
-        groups = group_categories(rows[:c], m)
+        rows = code_rows(level, pair_node, int(p), c)
+        groups = group_categories(rows, m)
         # None if differencing with an ancestor's groups on the feature would isolate rows.
         slot, feat = int(pair_node[p]), int(pair_feat[p])
-        groups = safe_groups(groups, rows[:c], state.ancestors_groups(slot, feat), m)
+        groups = safe_groups(groups, rows, state.ancestors_groups(slot, feat), m)
         if (groups >= 0).any():
-            state.groups[slot * d + feat] = (rows[:c], groups)
+            state.groups[slot * d + feat] = (rows, groups)
             group_pair.append(int(p))
             group_maps.append(groups)
-            group_rows.append(np.bincount(groups[groups >= 0], rows[:c][groups >= 0]))
+            group_rows.append(np.bincount(groups[groups >= 0], rows[groups >= 0]))
             n_groups.append(int(groups.max()) + 1)
     group_off = np.zeros(len(group_pair) + 1, dtype=np.int64)
     np.cumsum([g.size for g in group_maps], out=group_off[1:])

@@ -27,7 +27,7 @@ from .checks import check_pooled_class_counts
 from .config import GrowerConfig
 from .dp_checks import check_noisy_counts, check_noisy_grid, target_range, whole
 from .guides import MEDIAN_WINDOW, Guides
-from .rare_codes import check_code_counts, code_maps
+from .rare_codes import check_code_counts, code_maps, groupless_columns
 from .resolve import bootstrap_draws, resolve_sizes
 from .secure_checks import (
     check_pooled_cumulative,
@@ -299,6 +299,9 @@ def setup_grids(
     if coded:  # codes few rows hold, merged before any node's count (rare_codes.py)
         check_code_counts(sums["code_counts"], n_categories[coded].tolist(), n_rows)
         state.code_map = code_maps(sums["code_counts"], coded, schema["categories"], m)
+        state.groupless = groupless_columns(
+            sums["code_counts"], coded, schema["categories"], state.code_map, m
+        )
     if cfg.privacy == "secure":  # guided candidates (guides.py); "dp" keeps its own
         state.data_tag = np.asarray(sums["data_tag"], dtype=np.uint64)
         if trim:
