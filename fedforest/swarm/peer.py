@@ -252,6 +252,11 @@ class Peer(BaseEstimator):
                 random_state=self.random_state, n_jobs=self.n_jobs,
                 min_aggregate_rows=self.min_aggregate_rows,
             )  # fmt: skip
+            model._single_leaf_advice = (  # its warning in the peer's own options
+                f"(peer {self.name!r}) Give the peer more rows, lower min_aggregate_rows "
+                "(below 10 warns) and min_samples_leaf, or use engine='sklearn' (no such "
+                "floor; docs/swarm.md says what its bundle then tells)."
+            )
             model.fit(arr, y_arr)  # a NumPy matrix: every split is a threshold split
             trees, classes = list(model.trees_), np.asarray(model.classes_)
         self._store(arr, y_arr, names, kinds, trees, classes)
