@@ -80,3 +80,31 @@ def test_fedforest_peer_warns_in_its_own_terms() -> None:
         peer.fit(frame, y)
     assert all('privacy="none"' not in str(w.message) for w in got)
     assert all(t.feature.size == 1 for t in peer.trees_)
+
+
+# ------------------------------------------------------------- Dask actor's finish
+class _FailingFinish(Client):
+    """A client whose end of fit fails with a library's text (a row's value in it)."""
+
+    def finish(self) -> None:
+        raise KeyError("patient 17")
+
+
+def _failing_finish(X: np.ndarray, y: np.ndarray, name: str) -> Client:
+    return _FailingFinish(X, y, name=name)
+
+
+def test_dask_actor_finish_sends_only_the_type_and_step() -> None:
+    pytest.importorskip("distributed")
+    from fedforest.transport.dask._actor import ShardActor
+    from fedforest.transport.dask._wire import ERROR, from_bytes
+
+    X, y = _wine(30)
+    actor = ShardActor("a", _failing_finish, (X, y, "a"))
+    frame = actor.finish()  # raised KeyError('patient 17') before, its text whole
+    assert frame is not None
+    reply = from_bytes(frame, "a")
+    assert reply.kind == ERROR and reply.header["type"] == "KeyError"
+    assert "finish failed with KeyError" in reply.header["error"]
+    assert "patient" not in reply.header["error"]
+    assert ShardActor("b", lambda: Client(X, y, name="b"), ()).finish() is None
