@@ -108,3 +108,46 @@ def test_dask_actor_finish_sends_only_the_type_and_step() -> None:
     assert "finish failed with KeyError" in reply.header["error"]
     assert "patient" not in reply.header["error"]
     assert ShardActor("b", lambda: Client(X, y, name="b"), ()).finish() is None
+
+
+# ------------------------------------------------------------------------- swarm
+def _site() -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(4)
+    X = pd.DataFrame(rng.normal(size=(60, 3)), columns=["age", "bmi", "dose"])
+    return X, (X["age"] + X["dose"] > 0).to_numpy().astype(int)
+
+
+def test_clone_of_an_imported_peer_says_why_it_cannot() -> None:
+    from sklearn.base import clone
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = _site()
+    peer = Peer.from_fitted("B", RandomForestClassifier(3, random_state=0).fit(X, y), X, y)
+    # was "engine must be one of ('sklearn', 'fedforest'), got 'imported'"
+    with pytest.raises(ValueError, match=r"Peer.from_fitted peer's.*cannot be cloned"):
+        clone(peer)
+    assert peer.n_features_in_ == 3 and list(peer.feature_names_in_) == ["age", "bmi", "dose"]
+
+
+def test_peer_has_scikit_learns_fitted_feature_attributes() -> None:
+    X, y = _site()
+    peer = Peer("A", n_estimators=3, random_state=0)
+    assert not hasattr(peer, "n_features_in_")
+    peer.fit(X[["dose", "age"]], y)
+    assert peer.n_features_in_ == 2
+    assert peer.feature_names_in_.dtype == object
+    assert peer.feature_names_in_.tolist() == ["dose", "age"]
+
+
+def test_swarm_forest_refuses_n_jobs_zero_in_scikit_learns_words() -> None:
+    from fedforest.swarm import SwarmForest
+
+    X, y = _site()
+    bundle = Peer("A", n_estimators=3, random_state=0).fit(X, y).share()
+    words = r"The 'n_jobs' parameter of SwarmForest must be .* Got 0 instead"
+    with pytest.raises(ValueError, match=words):  # was joblib's, at predict time
+        SwarmForest([bundle], n_jobs=0)
+    swarm = SwarmForest([bundle], n_jobs=-1)
+    swarm.n_jobs = 0
+    with pytest.raises(ValueError, match=words):
+        swarm.predict_proba(X, "fpv")

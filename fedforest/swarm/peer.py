@@ -106,6 +106,13 @@ def _check_params(name: Any, engine: Any, n_surrogates: Any, min_aggregate_rows:
     """Refuse a bad :class:`Peer` parameter, naming it (at construction, fit and share)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if engine == "imported":  # what Peer.from_fitted sets; clone() passes it back here
+        raise ValueError(
+            "engine='imported' is a Peer.from_fitted peer's: it wraps a forest fitted "
+            "elsewhere and has no engine to train one, so it cannot be cloned or fitted; "
+            "clone the estimator and wrap it again with Peer.from_fitted(name, estimator, "
+            "X, y)"
+        )
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if not is_int_in(n_surrogates, numpy=True):  # NumPy's ints as scikit-learn's Integral
@@ -147,6 +154,10 @@ class Peer(BaseEstimator):
     Attributes
     ----------
     feature_names_, feature_kinds_ : tuple of str
+    n_features_in_ : int
+        Number of columns of the X it was fitted on (scikit-learn's attribute).
+    feature_names_in_ : ndarray of object, shape (n_features_in_,)
+        Their names (scikit-learn's attribute; ``feature_names_`` as an array).
     categories_ : dict of str to tuple
         The sorted category list of each text column (its codes are indices in it).
     classes_ : ndarray
@@ -353,6 +364,8 @@ class Peer(BaseEstimator):
         self.X_ = arr
         self.y_ = y
         self.feature_names_ = names
+        self.n_features_in_ = len(names)
+        self.feature_names_in_ = np.asarray(names, dtype=object)
         self.feature_kinds_ = kinds
         self.trees_ = trees
         self.classes_ = classes
