@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from sklearn.datasets import load_wine
 
-from fedforest import Client, FedForestClassifier
+from fedforest import Client, FedForestClassifier, FedForestRegressor
 from fedforest.swarm import Peer
 
 LEAVES = r"every tree of this forest is a single leaf.*min_aggregate_rows = 10"
@@ -25,7 +25,7 @@ def _wine(n: int) -> tuple[np.ndarray, np.ndarray]:
     return X[rows], y[rows]
 
 
-def _one_leaf(model: FedForestClassifier) -> bool:
+def _one_leaf(model: FedForestClassifier | FedForestRegressor) -> bool:
     return all(t.feature.size == 1 for t in model.trees_)
 
 
@@ -70,6 +70,13 @@ def test_no_warning_when_min_samples_leaf_alone_forbids_the_split() -> None:
         warnings.simplefilter("error")
         est.fit(X, y)
     assert _one_leaf(est)
+
+
+def test_no_warning_for_a_constant_target() -> None:
+    # Pure roots give one leaf under any rule; secure sums leave 7e-14 of impurity here.
+    X = np.random.default_rng(0).normal(size=(26, 3))
+    est = FedForestRegressor(n_estimators=3, random_state=0).fit(X, np.full(26, 17.3))
+    assert _one_leaf(est) and est.trees_[0].impurity[0] > 0
 
 
 def test_fedforest_peer_warns_in_its_own_terms() -> None:

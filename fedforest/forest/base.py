@@ -163,7 +163,8 @@ def single_leaves(
     sizes = resolve_sizes(cfg, n_rows)
     leaf, split = sizes.min_samples_leaf, sizes.min_samples_split
     m = cfg.min_aggregate_rows or default_min_rows(leaf)
-    roots = [int(t.n_node_samples[0]) for t in trees if t.impurity[0] > 0]
+    # Impure beyond the rounding of secure sums (a constant y's root: 7e-14 seen)
+    roots = [int(t.n_node_samples[0]) for t in trees if t.impurity[0] > _pure(t)]
     if not [r for r in roots if r >= max(2 * leaf, split)]:
         return None
     how = "" if cfg.min_aggregate_rows else " (max(10, 2 * min_samples_leaf) unless set)"
@@ -180,6 +181,11 @@ SINGLE_LEAF_ADVICE = (
     "min_aggregate_rows (below 10 warns: a sum over few rows tells much about each row, "
     'docs/privacy.md), or use privacy="none" where the server may see the rows.'
 )
+
+
+def _pure(tree: Tree) -> float:
+    """The root impurity below which it counts as pure (relative to its values' scale)."""
+    return 1e-9 * max(1.0, float(np.abs(tree.value[0]).max()) ** 2)
 
 
 def _warn_single_leaves(est: Any, result: ForestResult) -> None:
