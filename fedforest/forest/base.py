@@ -150,13 +150,14 @@ def _client_code(index: dict[str, int], label: Any) -> int:
 def single_leaves(
     trees: Sequence[Tree], privacy: str, cfg: GrowerConfig, n_rows: int
 ) -> str | None:
-    """Why every tree is one leaf when the minimum-rows rule may be the cause, else None.
+    """Why every tree is one leaf when the minimum-rows rule is the cause, else None.
 
     Under "secure"/"dp" no node splits unless each child keeps ``min_aggregate_rows``
-    distinct rows (the grower raises ``min_samples_leaf`` to it). Said only when some
-    root was impure and held rows enough for ``min_samples_leaf`` and
-    ``min_samples_split`` alone: pure roots or too few rows for those give scikit-learn
-    one-leaf trees too.
+    (m) distinct rows (the grower raises ``min_samples_leaf`` to it), so no root of fewer
+    than 2 m splits. Said only when every impure root held fewer and one of them rows
+    enough for ``min_samples_leaf`` and ``min_samples_split`` alone: pure roots, too few
+    rows for those, or roots the rule let split that did not (a target varying too
+    little, 250 rows in a test) give scikit-learn one-leaf trees too.
     """
     if privacy == "none" or any(t.feature.size > 1 for t in trees):
         return None
@@ -165,13 +166,13 @@ def single_leaves(
     m = cfg.min_aggregate_rows or default_min_rows(leaf)
     # Impure beyond the rounding of secure sums (a constant y's root: 7e-14 seen)
     roots = [int(t.n_node_samples[0]) for t in trees if t.impurity[0] > _pure(t)]
-    if not [r for r in roots if r >= max(2 * leaf, split)]:
+    if not roots or max(roots) >= 2 * m or max(roots) < max(2 * leaf, split):
         return None
     how = "" if cfg.min_aggregate_rows else " (max(10, 2 * min_samples_leaf) unless set)"
     return (
         f"every tree of this forest is a single leaf (it predicts the training prior): under "
         f"privacy={privacy!r} a node splits only if each child keeps min_aggregate_rows = "
-        f"{m}{how} distinct rows, and the largest root held {max(roots)}."
+        f"{m}{how} distinct rows, and the largest root held {max(roots)}, fewer than 2 * {m}."
     )
 
 
