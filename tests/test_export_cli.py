@@ -67,9 +67,10 @@ def _export(folder, to: str, *extra: str) -> int:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_onnx_file_runs_as_the_model(model_file, dtype) -> None:
+def test_onnx_file_runs_as_the_model(model_file, dtype, capsys) -> None:
     model, folder = model_file
     assert _export(folder, "onnx", "--dtype", dtype) == 0
+    assert "heavier child" not in capsys.readouterr().err  # numeric splits: as predict
     session = onnxruntime.InferenceSession(
         (folder / "onnx").read_bytes(), providers=["CPUExecutionProvider"]
     )
@@ -115,12 +116,18 @@ def test_set_splits_export_to_treelite_onnx_and_shap(tmp_path, capsys):
     assert any((t.set_size > 0).any() for t in model.trees_), "the forest must have set splits"
     frame.to_csv(tmp_path / "rows.csv", index=False)
     assert _export(tmp_path, "treelite") == 0
-    capsys.readouterr()
+    warned = capsys.readouterr().err
     assert _export(tmp_path, "onnx", "--dtype", "float64") == 0
-    said = capsys.readouterr().out
+    said = capsys.readouterr()
     assert (
-        "its input X holds the columns of export_matrix: a, b, ward (code in categories_)" in said
+        "its input X holds the columns of export_matrix: a, b, ward (code in categories_)"
+        in said.out
     )
+    # One line on stderr says where the export differs from predict (silent before).
+    for err in (warned, said.err):
+        lines = [line for line in err.splitlines() if "heavier child" in line]
+        assert len(lines) == 1 and lines[0].startswith("fedforest: warning: set splits on ward:")
+        assert "missing or unseen category" in lines[0] and "predict blends both" in lines[0]
     session = onnxruntime.InferenceSession(
         (tmp_path / "onnx").read_bytes(), providers=["CPUExecutionProvider"]
     )

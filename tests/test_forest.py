@@ -81,6 +81,9 @@ def test_sample_weight_equivalence_holds_without_the_bootstrap(cls: Any) -> None
     ],
     expected_failed_checks=expected_failed_checks,
 )
+# scikit-learn's checks fit a few dozen rows: under "secure" no root of fewer than 20
+# distinct rows splits, which fit says (fric27); the checks are about the API, not that.
+@pytest.mark.filterwarnings("ignore:every tree of this forest is a single leaf:UserWarning")
 def test_sklearn_compatible_estimator(estimator: Any, check: Any) -> None:
     check(estimator)
 

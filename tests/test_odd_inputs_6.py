@@ -156,10 +156,16 @@ def test_a_fedforest_peer_takes_min_aggregate_rows_and_says_so_when_too_few_rows
         Peer("A", 3, engine="fedforest", min_samples_leaf=0.7).fit(X, y)
     with pytest.raises(ValueError, match="applies to engine='fedforest'"):
         Peer("A", 3, min_aggregate_rows=4)
-    with pytest.warns(UserWarning, match="min_aggregate_rows=4 is below 10"):
+    with (  # 8 rows hold roots of 6 distinct rows or fewer: none splits (since fric27)
+        pytest.warns(UserWarning, match="min_aggregate_rows=4 is below 10"),
+        pytest.warns(UserWarning, match=r"single leaf.*fewer than 2 \* 4\. \(peer 'A'\)"),
+    ):
         peer = Peer("A", 3, random_state=0, engine="fedforest", min_aggregate_rows=4).fit(X, y)
-    X, y = _site(40)
+    # 40 rows gave roots of 29 distinct rows or fewer: no tree split (the warning of
+    # fric27 said so), and the floor below held of single leaves. 80 rows: every tree splits.
+    X, y = _site(80)
     peer = Peer("A", 5, random_state=0, engine="fedforest", min_aggregate_rows=15).fit(X, y)
+    assert all(t.feature.size > 1 for t in peer.trees_)
     leaves = [t.n_node_samples[t.children_left == -1] for t in peer.trees_]
     assert min(leaf.min() for leaf in leaves) >= 15
     default = Peer("A", 5, random_state=0, engine="fedforest").fit(X, y).trees_  # floor 10

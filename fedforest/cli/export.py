@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,32 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         columns = _export_columns(model)
         if columns is not None:
             print(f"  its input X holds the columns of export_matrix: {columns}")
+        blend = _blended_splits(model)
+        if blend is not None:
+            print(f"fedforest: warning: {blend}", file=sys.stderr)
     return 0
+
+
+def _blended_splits(model: Any) -> str | None:
+    """Where an ONNX or Treelite export predicts otherwise than ``predict`` (or None).
+
+    A set split sends a code it has not seen (a missing or unseen category, an unknown
+    client) to its heavier child in the export; ``predict`` blends both children.
+    """
+    n = model.n_features_in_
+    sets = [t.feature[t.set_size > 0] for t in model.trees_ if t.set_size.size]
+    split = sorted({int(f) for features in sets for f in features})
+    if not split:
+        return None
+    names = getattr(model, "feature_names_in_", None)
+    on = [
+        "the client" if j == n else str(names[j]) if names is not None else f"x{j}" for j in split
+    ]
+    return (
+        f"set splits on {', '.join(on)}: a row whose code such a split has not seen (a "
+        "missing or unseen category, an unknown or no client) goes to the heavier child in "
+        'this export, where predict blends both children (docs/export.md, "Set splits").'
+    )
 
 
 def _export_columns(model: Any) -> str | None:

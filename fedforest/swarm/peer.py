@@ -118,6 +118,13 @@ def _check_params(name: Any, engine: Any, n_surrogates: Any, min_aggregate_rows:
     """Refuse a bad :class:`Peer` parameter, naming it (at construction, fit and share)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if engine == "imported":  # what Peer.from_fitted sets; clone() passes it back here
+        raise ValueError(
+            "engine='imported' is a Peer.from_fitted peer's: it wraps a forest fitted "
+            "elsewhere and has no engine to train one, so it cannot be cloned or fitted; "
+            "clone the estimator and wrap it again with Peer.from_fitted(name, estimator, "
+            "X, y)"
+        )
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if not is_int_in(n_surrogates, numpy=True):  # NumPy's ints as scikit-learn's Integral
@@ -159,6 +166,10 @@ class Peer(BaseEstimator):
     Attributes
     ----------
     feature_names_, feature_kinds_ : tuple of str
+    n_features_in_ : int
+        Number of columns of the X it was fitted on (scikit-learn's attribute).
+    feature_names_in_ : ndarray of object, shape (n_features_in_,)
+        Their names (scikit-learn's attribute; ``feature_names_`` as an array).
     categories_ : dict of str to tuple
         The sorted category list of each text column (its codes are indices in it).
     classes_ : ndarray
@@ -264,6 +275,11 @@ class Peer(BaseEstimator):
                 random_state=self.random_state, n_jobs=self.n_jobs,
                 min_aggregate_rows=self.min_aggregate_rows,
             )  # fmt: skip
+            model._single_leaf_advice = (  # its warning in the peer's own options
+                f"(peer {self.name!r}) Give the peer more rows, lower min_aggregate_rows "
+                "(below 10 warns) and min_samples_leaf, or use engine='sklearn' (no such "
+                "floor; docs/swarm.md says what its bundle then tells)."
+            )
             model.fit(arr, y_arr)  # a NumPy matrix: every split is a threshold split
             trees, classes = list(model.trees_), np.asarray(model.classes_)
         self._store(arr, y_arr, names, kinds, trees, classes)
@@ -360,6 +376,8 @@ class Peer(BaseEstimator):
         self.X_ = arr
         self.y_ = y
         self.feature_names_ = names
+        self.n_features_in_ = len(names)
+        self.feature_names_in_ = np.asarray(names, dtype=object)
         self.feature_kinds_ = kinds
         self.trees_ = trees
         self.classes_ = classes

@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from numbers import Integral
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from joblib import effective_n_jobs
 from numpy.typing import NDArray
+from sklearn.utils._param_validation import Interval, validate_parameter_constraints
 
 from .._common import TREE_LEAF, is_int_in
 from .._inputs import warn_caller
@@ -92,6 +94,21 @@ def _check_options(strategy: Any, d_thresh: Any, voting: Any) -> None:
         raise ValueError(f"voting must be 'soft' or 'hard', got {voting!r}")
 
 
+#: scikit-learn's convention for ``n_jobs``, as the estimators declare it.
+_N_JOBS = {
+    "n_jobs": [
+        Interval(Integral, None, -1, closed="right"),
+        Interval(Integral, 1, None, closed="left"),
+        None,
+    ]
+}
+
+
+def _check_n_jobs(n_jobs: Any) -> None:
+    """Refuse 0 (or a non-integer) in scikit-learn's words (was joblib's, at predict time)."""
+    validate_parameter_constraints(_N_JOBS, {"n_jobs": n_jobs}, caller_name="SwarmForest")
+
+
 class SwarmForest:
     """Trees pooled from several peers' bundles, predicted at one site.
 
@@ -123,6 +140,7 @@ class SwarmForest:
         if len(set(names)) != len(names):
             raise ValueError(f"bundle names must be distinct, got {names}")
         self.bundles_ = tuple(bundles)
+        _check_n_jobs(n_jobs)
         self.n_jobs = n_jobs
         self._global_features()
         self._global_classes()
@@ -503,6 +521,7 @@ class SwarmForest:
     def _chunks(self, n: int, job: Any) -> None:
         """Run ``job(start, stop)`` over row chunks, in threads (the kernels release the GIL)."""
         spans = [(a, min(a + _ROW_CHUNK, n)) for a in range(0, n, _ROW_CHUNK)]
+        _check_n_jobs(self.n_jobs)  # set after construction: said here, not by joblib
         n_threads = min(len(spans), effective_n_jobs(self.n_jobs))
         if n_threads <= 1:
             for a, b in spans:

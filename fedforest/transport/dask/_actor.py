@@ -85,10 +85,18 @@ class ShardActor:
         except Exception as exc:  # noqa: BLE001 - reported to the server as a frame
             return to_bytes(_error(exc, step, self.name))
 
-    def finish(self) -> None:
-        """Drop the per-fit state (the fit is over); the rows stay."""
-        if self.client is not None:
-            self.client.finish()
+    def finish(self) -> bytearray | None:
+        """Drop the per-fit state (the fit is over); the rows stay. Never raises.
+
+        A failure comes back as :meth:`handle`'s do, an error frame (not the exception,
+        whose text Dask would carry to the server whole); None when it went well.
+        """
+        try:
+            if self.client is not None:
+                self.client.finish()
+        except Exception as exc:  # noqa: BLE001 - reported to the server as a frame
+            return to_bytes(_error(exc, "finish", self.name))
+        return None
 
 
 def _error(exc: BaseException, step: str, name: str) -> Message:

@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..._inputs import _declared_classes, codes_into
 from ...federated.client_targets import as_scikit_learn_reads
+from ...federated.domains import type_hint
 from ._collections import PARTITIONS_AS, is_dask_collection, row_blocks
 from .federation import DaskFederation
 
@@ -136,13 +137,16 @@ def _encode(part: Any, classes: NDArray[Any]) -> Any:
 def _encode_declared(part: Any, classes: NDArray[Any]) -> Any:
     """One partition's labels as codes into the declared ``classes`` (run where it lives).
 
-    A label outside them is a ``ValueError`` that names how many rows, not the label.
+    A label outside them is a ``ValueError`` in the words of a Flower client's handshake
+    (``federated.domains.check_declared_labels``), which names no label; nor does it count
+    the rows (it did: "3 row(s) of y hold a label ...").
     """
     codes = codes_into(np.asarray(part), classes.tolist())
     if (codes < 0).any():
+        found = set(pd.unique(np.asarray(part, dtype=object).ravel()[codes < 0]).tolist())
         raise ValueError(
-            f"{int((codes < 0).sum())} row(s) of y hold a label that classes does not declare; "
-            "declare every label (classes=[...])."
+            "y on Dask: label(s) of y are not among the declared classes; declare every "
+            f"label (classes=[...]).{type_hint(found, set(classes.tolist()))}"
         )
     return pd.Series(codes, index=part.index, name=part.name) if hasattr(part, "index") else codes
 

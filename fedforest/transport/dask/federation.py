@@ -391,12 +391,16 @@ class DaskFederation(Federation):
             self._actors = {}
             self._futures = {}
             return
-        live = [a for n, a in self._actors.items() if self._futures[n].status == "finished"]
-        for actor in live:
+        live = [(n, a) for n, a in self._actors.items() if self._futures[n].status == "finished"]
+        for name, actor in live:
             try:
-                actor.finish().result(timeout=10)
+                frame = actor.finish().result(timeout=10)
             except Exception:  # noqa: BLE001 - best effort: the actors are released anyway
                 logger.debug("fedforest: an actor did not confirm the end", exc_info=True)
+                continue
+            if frame is not None:  # its error frame: what client_errors lets travel
+                said = from_bytes(frame, name).header.get("error")
+                logger.debug("fedforest: client %r failed to end its fit: %s", name, said)
         if self._futures:
             keys = [future.key for future in self._futures.values()]
             self.dask_client.cancel(list(self._futures.values()))
