@@ -41,7 +41,6 @@ from .._inputs import (
     validated_rows,
     warm_prior,
     warm_schema,
-    warn_caller,
     warn_low_min_rows,
     warn_numeric_declared,
     weights_back,
@@ -54,17 +53,16 @@ from ..federated.cells import refuse_nested
 from ..federated.client import Client
 from ..federated.federation import Federation
 from ..federated.privacy.dp import compose_reports
-from ..federated.privacy.rules import default_min_rows
 from ..federated.protocol import CommunicationLedger
 from ..federated.row_clients import client_index
 from ..federated.server.config import ForestResult, GrowerConfig
 from ..federated.server.grower import forest_importances, grow_forest
-from ..federated.server.resolve import resolve_sizes
 from ..federated.server.secure import check_config
 from ..transport.local import LocalFederation
 from ..tree.apply import apply_forest_sets, predict_forest
 from ..tree.arrays import Tree, pack_forest, pack_sets
 from ..tree.sklearn import EnsembleMixin
+from .leaves import warn_single_leaves
 
 _ROW_CHUNK = 65536
 
@@ -146,57 +144,6 @@ def _client_code(index: dict[str, int], label: Any) -> int:
         if float(label).is_integer():
             code = index.get(str(int(label)), index.get(str(float(label))))
     return -1 if code is None else code
-
-
-def single_leaves(
-    trees: Sequence[Tree], privacy: str, cfg: GrowerConfig, n_rows: int
-) -> str | None:
-    """Why every tree is one leaf when the minimum-rows rule is the cause, else None.
-
-    Under "secure"/"dp" no node splits unless each child keeps ``min_aggregate_rows``
-    (m) distinct rows (the grower raises ``min_samples_leaf`` to it), so no root of fewer
-    than 2 m splits. Said only when every impure root held fewer and one of them rows
-    enough for ``min_samples_leaf`` and ``min_samples_split`` alone: pure roots, too few
-    rows for those, or roots the rule let split that did not (a target varying too
-    little, 250 rows in a test) give scikit-learn one-leaf trees too.
-    """
-    if privacy == "none" or any(t.feature.size > 1 for t in trees):
-        return None
-    sizes = resolve_sizes(cfg, n_rows)
-    leaf, split = sizes.min_samples_leaf, sizes.min_samples_split
-    m = cfg.min_aggregate_rows or default_min_rows(leaf)
-    # Impure beyond the rounding of secure sums (a constant y's root: 7e-14 seen)
-    roots = [int(t.n_node_samples[0]) for t in trees if t.impurity[0] > _pure(t)]
-    if not roots or max(roots) >= 2 * m or max(roots) < max(2 * leaf, split):
-        return None
-    how = "" if cfg.min_aggregate_rows else " (max(10, 2 * min_samples_leaf) unless set)"
-    return (
-        f"every tree of this forest is a single leaf (it predicts the training prior): under "
-        f"privacy={privacy!r} a node splits only if each child keeps min_aggregate_rows = "
-        f"{m}{how} distinct rows, and the largest root held {max(roots)}, fewer than 2 * {m}."
-    )
-
-
-#: What :func:`_warn_single_leaves` advises (a swarm ``Peer`` sets its own on its estimator).
-SINGLE_LEAF_ADVICE = (
-    "Give each tree more rows (more rows per client, more clients), lower "
-    "min_aggregate_rows (below 10 warns: a sum over few rows tells much about each row, "
-    'docs/privacy.md), or use privacy="none" where the server may see the rows.'
-)
-
-
-def _pure(tree: Tree) -> float:
-    """The root impurity below which it counts as pure (relative to its values' scale)."""
-    return 1e-9 * max(1.0, float(np.abs(tree.value[0]).max()) ** 2)
-
-
-def _warn_single_leaves(est: Any, result: ForestResult) -> None:
-    """Warn (UserWarning) when the minimum-rows rule left every tree one leaf."""
-    n_rows = sum(result.client_n_samples.values())
-    why = single_leaves(est.trees_, est.privacy, est._config(), n_rows)
-    if why is not None:
-        advice = getattr(est, "_single_leaf_advice", SINGLE_LEAF_ADVICE)
-        warn_caller(f"{why} {advice}", UserWarning)
 
 
 def _avgimp_fits(cfg: GrowerConfig) -> bool:
@@ -678,7 +625,7 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             )
         self._set_classes(result.classes, fit_classes, result.label_dtype)
         self._pack()
-        _warn_single_leaves(self, result)
+        warn_single_leaves(self, result)
 
     def _set_classes(
         self, classes: list[Any] | None, fit_classes: Any, dtype: str | None = None

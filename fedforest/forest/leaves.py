@@ -1,0 +1,67 @@
+"""The warning when the minimum-rows rule left every tree of a forest one leaf."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._inputs import warn_caller
+from ..federated.privacy.rules import default_min_rows
+from ..federated.server.config import ForestResult, GrowerConfig
+from ..federated.server.resolve import resolve_sizes
+from ..tree.arrays import Tree
+
+__all__ = ["SINGLE_LEAF_ADVICE", "single_leaves", "warn_single_leaves"]
+
+
+def single_leaves(
+    trees: Sequence[Tree], privacy: str, cfg: GrowerConfig, n_rows: int
+) -> str | None:
+    """Why every tree is one leaf when the minimum-rows rule is the cause, else None.
+
+    Under "secure"/"dp" no node splits unless each child keeps ``min_aggregate_rows``
+    (m) distinct rows (the grower raises ``min_samples_leaf`` to it), so no root of fewer
+    than 2 m splits. Said only when every impure root held fewer and one of them rows
+    enough for ``min_samples_leaf`` and ``min_samples_split`` alone: pure roots, too few
+    rows for those, or roots the rule let split that did not (a target varying too
+    little, 250 rows in a test) give scikit-learn one-leaf trees too.
+    """
+    if privacy == "none" or any(t.feature.size > 1 for t in trees):
+        return None
+    sizes = resolve_sizes(cfg, n_rows)
+    leaf, split = sizes.min_samples_leaf, sizes.min_samples_split
+    m = cfg.min_aggregate_rows or default_min_rows(leaf)
+    # Impure beyond the rounding of secure sums (a constant y's root: 7e-14 seen)
+    roots = [int(t.n_node_samples[0]) for t in trees if t.impurity[0] > _pure(t)]
+    if not roots or max(roots) >= 2 * m or max(roots) < max(2 * leaf, split):
+        return None
+    how = "" if cfg.min_aggregate_rows else " (max(10, 2 * min_samples_leaf) unless set)"
+    return (
+        f"every tree of this forest is a single leaf (it predicts the training prior): under "
+        f"privacy={privacy!r} a node splits only if each child keeps min_aggregate_rows = "
+        f"{m}{how} distinct rows, and the largest root held {max(roots)}, fewer than 2 * {m}."
+    )
+
+
+#: What :func:`warn_single_leaves` advises (a swarm ``Peer`` sets its own on its estimator).
+SINGLE_LEAF_ADVICE = (
+    "Give each tree more rows (more rows per client, more clients), lower "
+    "min_aggregate_rows (below 10 warns: a sum over few rows tells much about each row, "
+    'docs/privacy.md), or use privacy="none" where the server may see the rows.'
+)
+
+
+def _pure(tree: Tree) -> float:
+    """The root impurity below which it counts as pure (relative to its values' scale)."""
+    return 1e-9 * max(1.0, float(np.abs(tree.value[0]).max()) ** 2)
+
+
+def warn_single_leaves(est: Any, result: ForestResult) -> None:
+    """Warn (UserWarning) when the minimum-rows rule left every tree one leaf."""
+    n_rows = sum(result.client_n_samples.values())
+    why = single_leaves(est.trees_, est.privacy, est._config(), n_rows)
+    if why is not None:
+        advice = getattr(est, "_single_leaf_advice", SINGLE_LEAF_ADVICE)
+        warn_caller(f"{why} {advice}", UserWarning)
