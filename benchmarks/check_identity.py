@@ -67,7 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--rows", type=int, default=20_000, help="training rows")
     p.add_argument("--seed", type=int, default=0, help="seed of the data and the forest")
-    p.add_argument("--privacy", nargs="+", default=["secure", "none"], choices=["secure", "none"])
+    p.add_argument(
+        "--privacy",
+        nargs="+",
+        default=["secure", "none"],
+        choices=["secure", "none"],
+        help="privacy levels to fit, each in turn",
+    )
     p.add_argument("--dask", action="store_true", help="fit through a 2-worker LocalCluster")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--save", type=Path, help="write the predictions to this .npz")
