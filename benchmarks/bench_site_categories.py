@@ -53,10 +53,15 @@ def run(n_clients: int, per_client: int, rows: int, privacy: str) -> dict[str, A
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=[10, 20, 50])
-    parser.add_argument("--clients", type=int, nargs="+", default=[3, 6, 12])
-    parser.add_argument("--per-client", type=int, nargs="+", default=[1, 2])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--rows", type=int, nargs="+", default=[10, 20, 50], help="rows a level")
+    parser.add_argument("--clients", type=int, nargs="+", default=[3, 6, 12], help="clients")
+    parser.add_argument(
+        "--per-client", type=int, nargs="+", default=[1, 2], help="levels each client holds"
+    )
     args = parser.parse_args()
     for rows in args.rows:
         for n_clients in args.clients:
