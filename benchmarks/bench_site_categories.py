@@ -13,29 +13,17 @@ feature (-2: a leaf), under ``"secure"`` and ``"none"``. See docs/privacy.md,
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
 from sklearn.metrics import r2_score
 
 import fedforest as ff
 
-
-def site_data(
-    n_clients: int, per_client: int, rows: int, seed: int
-) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """The ward column (each level one client's), x1, x2, y and the client per row."""
-    rng = np.random.default_rng(seed)
-    n_levels = n_clients * per_client
-    level = np.repeat(np.arange(n_levels), rows)
-    effect = np.random.default_rng(1000).normal(0, 2, n_levels)
-    x1, x2 = rng.normal(size=level.size), rng.normal(size=level.size)
-    y = effect[level] + x1 + 0.3 * rng.normal(size=level.size)
-    names = [f"w{k}" for k in range(n_levels)]
-    ward = pd.Categorical([names[k] for k in level], categories=names)
-    return pd.DataFrame({"ward": ward, "x1": x1, "x2": x2}), y, level // per_client
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.test_site_categories import site_data  # noqa: E402  (the tests' data)
 
 
 def run(n_clients: int, per_client: int, rows: int, privacy: str) -> dict[str, Any]:

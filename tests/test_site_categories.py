@@ -32,7 +32,7 @@ from tests._attack_union import all_claims, union
 from tests.test_privacy import _fit, _passed_through
 
 
-def _site_data(
+def site_data(
     n_clients: int, per_client: int, rows: int, seed: int = 0
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """``ward``: ``n_clients * per_client`` levels of ``rows`` rows, each level one client's."""
@@ -53,7 +53,7 @@ def _single_leaf_trees(model: Any) -> int:
 
 @pytest.mark.parametrize(("n_clients", "per_client"), [(12, 1), (6, 2)])
 def test_a_root_that_drew_only_a_site_column_draws_on(n_clients: int, per_client: int) -> None:
-    X, y, h = _site_data(n_clients, per_client, rows=10)
+    X, y, h = site_data(n_clients, per_client, rows=10)
     model = ff.FedForestRegressor(n_estimators=5, random_state=0).fit(X, y, client_ids=h)
     assert model.privacy == "secure"
     # At m30 tree 4's root drew only "ward" and was the whole tree.
@@ -68,7 +68,7 @@ def test_a_site_column_of_levels_under_m_rows_grows_as_a_constant_column() -> No
     """Declared levels of 8 rows each (< m = 10): the first grid round's pooled rows per
     code form no two groups, so no node can; the column is constant from the roots: never
     sent in a Round A, no node passed through, no tree a single leaf."""
-    X, y, h = _site_data(12, 1, rows=8)
+    X, y, h = site_data(12, 1, rows=8)
     levels = list(X["ward"].cat.categories)
     model = ff.FedForestRegressor(n_estimators=5, random_state=0, categories={"ward": levels})
     with warnings.catch_warnings():
@@ -109,7 +109,7 @@ def test_groupless_columns_reads_the_merged_codes() -> None:
 def test_the_site_column_fit_gives_the_attacks_no_row() -> None:
     """The passed-through roots' second Round A (the same node summary, the drawn column's
     counts) and the splits below them: the suite's attacks, ward groups included."""
-    X, y, h = _site_data(6, 2, rows=10)
+    X, y, h = site_data(6, 2, rows=10)
     model = ff.FedForestRegressor(n_estimators=5, random_state=0, min_samples_leaf=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
