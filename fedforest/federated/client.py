@@ -129,6 +129,9 @@ class Client:
         self.y_raw = targets(y, self.X.shape[0], self.name)
         self.target_names = target_names(y, self.y_raw)  # multi-output y's columns, or None
         self.sample_weight = sample_weights(sample_weight, self.X.shape[0], self.name)
+        # Whether weights were given at all (all ones is None above): what the handshake
+        # says under "dp", where whether one differs from 1 is one row's (red team 21).
+        self._weights_given = sample_weight is not None
         self._codes: tuple[NDArray[np.uint8], NDArray[np.float64], NDArray[np.float64]] | None = (
             None
         )

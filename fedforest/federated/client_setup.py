@@ -93,7 +93,10 @@ def handshake(client: Client, msg: Message) -> Message:
         missing[[j for j in range(missing.size) if j not in client._cat_raw]] = True
     if missing.any():
         header["missing_features"] = np.flatnonzero(missing).tolist()
-    if client.sample_weight is not None:  # its rows weigh other than 1 (values stay here)
+    # Its rows weigh other than 1 (the values stay here); under "dp" whether it was given
+    # weights: a row of weight 0.5 among ones must not change the reply (red team 21).
+    dp_given = msg.header.get("privacy") == "dp" and client._weights_given
+    if client.sample_weight is not None or dp_given:
         header["weighted"] = True
     if client.target_names is not None:  # the server checks every client's outputs' order
         header["target_names"] = client.target_names
