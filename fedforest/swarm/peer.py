@@ -29,6 +29,7 @@ from ..forest import FedForestClassifier
 from ..tree.arrays import Tree
 from .bundle import ShareBundle
 from .columns import declared_columns, floats, is_numeric, is_text, labels
+from .pool import check_n_jobs
 from .train import Imputer, fit_imputer, forest_surrogates, trees_from_sklearn
 
 __all__ = ["Peer", "fit_intersection", "shared_columns"]
@@ -192,6 +193,7 @@ class Peer(BaseEstimator):
         min_aggregate_rows: int | None = None,
     ) -> None:
         _check_params(name, engine, n_surrogates, min_aggregate_rows)
+        check_n_jobs(n_jobs, "Peer")
         self.name = name
         self.n_estimators = n_estimators
         self.random_state = random_state
@@ -255,6 +257,7 @@ class Peer(BaseEstimator):
         """
         # set_params() does not pass through __init__: a bad engine was the fedforest one
         _check_params(self.name, self.engine, self.n_surrogates, self.min_aggregate_rows)
+        check_n_jobs(self.n_jobs, "Peer")  # was joblib's words, with engine="sklearn"
         arr, names, kinds, lists = _site_frame(X, categorical_features, categories)
         y_arr = _row_labels(y, arr.shape[0])
         if self.engine == "sklearn":
