@@ -59,3 +59,41 @@ def test_export_without_onnx_names_onnx_not_skl2onnx(tmp_path) -> None:
         child.stderr
     ), child.stderr
     assert not (tmp_path / "m.onnx").exists()
+
+
+def test_category_groups_of_a_level_equal_each_pair_on_its_own() -> None:
+    """Round A's rows per code of every categorical pair at once (once a level since
+    fric28; the groupless step and Round B each made them pair by pair): the per-pair
+    differences of its cumulative counts at its codes, then the node's rows."""
+    from fedforest.federated.privacy.rules import group_categories
+    from fedforest.federated.server.secure_grids import LevelA
+    from fedforest.federated.server.secure_round_b import category_groups, groupless_pairs
+
+    rng = np.random.default_rng(5)
+    n_categories = np.array([0, 4, 2, 7, 3])  # feature 0 numeric
+    pair_off = np.array([0, 3, 5, 9])  # 3 nodes
+    pair_feat = np.array([1, 0, 3, 2, 4, 3, 1, 4, 2], dtype=np.int32)
+    # Grids: a categorical pair's has n_categories - 1 edges, or n_categories (one more,
+    # a missing edge), or fewer; a numeric pair's any number.
+    sizes = [3, 5, 5, 1, 2, 7, 2, 0, 2]
+    grid_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    cum = np.zeros((int(grid_off[-1]), 2))
+    pooled = np.zeros((3, 3))
+    for a, b in zip(grid_off[:-1], grid_off[1:], strict=True):
+        cum[a:b, 0] = np.cumsum(rng.integers(0, 30, size=b - a))
+    pooled[:, 0] = cum[:, 0].max() + 25  # each node's rows: above its counts
+    node = np.repeat(np.arange(3), np.diff(pair_off))
+    level = LevelA(pooled, grid_off, np.zeros(cum.shape[0]), cum)
+    got = category_groups(level, pair_off, pair_feat, n_categories, 20)
+    cats = [p for p in range(pair_feat.size) if n_categories[pair_feat[p]] >= 2]
+    assert sorted(got) == cats
+    for p in cats:
+        counts = [0.0, *cum[grid_off[p] : grid_off[p + 1], 0], pooled[node[p], 0]]
+        rows = np.diff(counts)[: n_categories[pair_feat[p]]]
+        np.testing.assert_array_equal(got[p][0], rows)
+        np.testing.assert_array_equal(got[p][1], group_categories(rows, 20))
+    none = groupless_pairs(got, pair_feat.size)
+    assert none.tolist() == [p in cats and not (got[p][1] >= 0).any() for p in range(9)]
+    assert none.any() and not none.all()
+    some = np.array([6, 0])
+    assert sorted(category_groups(level, pair_off, pair_feat, n_categories, 20, some)) == [0, 6]
