@@ -157,7 +157,8 @@ class Peer(BaseEstimator):
     n_surrogates : int, default=3
         Surrogate splits kept per node (ranked); the first one available is used.
     n_jobs : int or None, default=None
-        Threads of the forest fit.
+        Threads of the forest fit (scikit-learn's convention: -1 every core; 0 is
+        refused, when the peer is built and at fit).
     min_aggregate_rows : int or None, default=None
         ``engine="fedforest"`` only (its ``privacy="secure"``): the fewest rows behind any
         sum the forest is grown from, so behind every leaf of the bundle. None means
