@@ -23,11 +23,13 @@ def add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "export",
         help="write a model file as ONNX, Treelite, or the SHAP values of a data file",
         description=(
-            "Export a model file (extra fedforest[export]): --to onnx writes an ONNX model "
+            "Export a model file: --to onnx writes an ONNX model "
             "and --to treelite a Treelite checkpoint (numeric and set splits), --to "
             "shap the SHAP values of every row of --data as CSV, or Parquet for an --out "
             "ending in .parquet or .pq (numeric and set splits; from the "
-            "trees' node statistics, no training data). docs/export.md."
+            "trees' node statistics, no training data). The extra fedforest[export] is "
+            "needed by onnx and treelite, and by shap for a forest of numeric splits only "
+            "(fedforest explains one with set splits itself). docs/export.md."
         ),
     )
     exp.add_argument("model", type=Path, help="a model file written by fedforest")

@@ -1,7 +1,7 @@
 """What the subcommands share.
 
 Their files (--out checked, a model loaded, a data file's rows read, a table written), a
-usage error's text, and ``--dp-colluders``.
+usage error's text, and the privacy options.
 """
 
 from __future__ import annotations
@@ -11,14 +11,33 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._argtypes import int_at_least
+from .._argtypes import int_at_least, positive_float
 
 #: The suffixes of the data files the commands read (and ``predict`` writes).
 DATA_SUFFIXES = frozenset({".csv", ".parquet", ".pq"})
 
 
-def add_dp_colluders(add: Callable[..., Any]) -> None:
-    """``--dp-colluders T`` (simulate and train): the estimators' ``dp_colluders``."""
+def add_privacy(add: Callable[..., Any], whose: str | None = None) -> None:
+    """``--privacy``, ``--epsilon`` and ``--dp-colluders T`` (simulate and train).
+
+    The estimators' ``privacy``, ``epsilon`` and ``dp_colluders``. ``whose`` begins their
+    help (``"fedforest's"`` in ``simulate``, which trains other forests too).
+    """
+    level, budget = (
+        ("privacy level", "the whole fit's") if whose is None else (f"{whose} privacy level", whose)
+    )
+    add(
+        "--privacy",
+        choices=("secure", "dp", "none"),
+        default="secure",
+        help=f"{level} (docs/privacy.md)",
+    )
+    add(
+        "--epsilon",
+        type=positive_float,
+        default=None,
+        help=f"{budget} privacy budget under --privacy dp (needed there)",
+    )
     add(
         "--dp-colluders",
         type=int_at_least(0),

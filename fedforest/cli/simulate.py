@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .._argtypes import MAX_SEED, DefaultsHelpFormatter, int_at_least, n_jobs, positive_float
-from .shared import add_dp_colluders
+from .._argtypes import MAX_SEED, DefaultsHelpFormatter, int_at_least, n_jobs
+from .shared import add_privacy
 
 SCENARIOS = ("homogeneous", "covariate-shift", "outcome-shift", "both-shifts")
 
@@ -38,19 +38,7 @@ def add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add("--n-bins", type=int_at_least(2), default=32, help="fedforest quantile candidates B")
     add("--out", type=_png_path, default=Path("fedforest_simulate.png"), help="PNG to write")
     add("--n-jobs", type=n_jobs, default=None, help="parallel jobs (scikit-learn semantics)")
-    add(
-        "--privacy",
-        choices=("secure", "dp", "none"),
-        default="secure",
-        help="fedforest's privacy level (docs/privacy.md)",
-    )
-    add(
-        "--epsilon",
-        type=positive_float,
-        default=None,
-        help="fedforest's privacy budget under --privacy dp (needed there)",
-    )
-    add_dp_colluders(add)
+    add_privacy(add, "fedforest's")
     add(
         "--binning",
         choices=("quantile", "global"),

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .._argtypes import MAX_SEED, DefaultsHelpFormatter, int_at_least, positive_float
+from .._argtypes import MAX_SEED, DefaultsHelpFormatter, int_at_least
 from .shared import (
-    add_dp_colluders,
+    add_privacy,
     check_model_name,
     check_out_directory,
     importance_heading,
@@ -47,19 +47,7 @@ def add_train(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     add("--trees", type=int_at_least(1), default=50, help="trees in the forest")
     add("--max-depth", type=int_at_least(1), default=8, help="maximum tree depth")
     add("--min-samples-leaf", type=int_at_least(1), default=5, help="fewest rows per leaf")
-    add(
-        "--privacy",
-        choices=("secure", "dp", "none"),
-        default="secure",
-        help="privacy level (docs/privacy.md)",
-    )
-    add(
-        "--epsilon",
-        type=positive_float,
-        default=None,
-        help="the whole fit's privacy budget under --privacy dp (needed there)",
-    )
-    add_dp_colluders(add)
+    add_privacy(add)
     add(
         "--min-aggregate-rows",
         type=int_at_least(1),

@@ -29,6 +29,7 @@ from ..forest import FedForestClassifier
 from ..tree.arrays import Tree
 from .bundle import ShareBundle
 from .columns import declared_columns, floats, is_numeric, is_text, labels
+from .pool import check_n_jobs
 from .train import Imputer, fit_imputer, forest_surrogates, trees_from_sklearn
 
 __all__ = ["Peer", "fit_intersection", "shared_columns"]
@@ -156,7 +157,8 @@ class Peer(BaseEstimator):
     n_surrogates : int, default=3
         Surrogate splits kept per node (ranked); the first one available is used.
     n_jobs : int or None, default=None
-        Threads of the forest fit.
+        Threads of the forest fit (scikit-learn's convention: -1 every core; 0 is
+        refused, when the peer is built and at fit).
     min_aggregate_rows : int or None, default=None
         ``engine="fedforest"`` only (its ``privacy="secure"``): the fewest rows behind any
         sum the forest is grown from, so behind every leaf of the bundle. None means
@@ -192,6 +194,7 @@ class Peer(BaseEstimator):
         min_aggregate_rows: int | None = None,
     ) -> None:
         _check_params(name, engine, n_surrogates, min_aggregate_rows)
+        check_n_jobs(n_jobs, "Peer")
         self.name = name
         self.n_estimators = n_estimators
         self.random_state = random_state
@@ -255,6 +258,7 @@ class Peer(BaseEstimator):
         """
         # set_params() does not pass through __init__: a bad engine was the fedforest one
         _check_params(self.name, self.engine, self.n_surrogates, self.min_aggregate_rows)
+        check_n_jobs(self.n_jobs, "Peer")  # was joblib's words, with engine="sklearn"
         arr, names, kinds, lists = _site_frame(X, categorical_features, categories)
         y_arr = _row_labels(y, arr.shape[0])
         if self.engine == "sklearn":

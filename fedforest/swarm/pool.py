@@ -104,9 +104,14 @@ _N_JOBS = {
 }
 
 
-def _check_n_jobs(n_jobs: Any) -> None:
-    """Refuse 0 (or a non-integer) in scikit-learn's words (was joblib's, at predict time)."""
-    validate_parameter_constraints(_N_JOBS, {"n_jobs": n_jobs}, caller_name="SwarmForest")
+def check_n_jobs(n_jobs: Any, caller: str = "SwarmForest") -> None:
+    """Refuse 0 (or a non-integer) in scikit-learn's words, naming ``caller``.
+
+    It was joblib's "n_jobs == 0 in Parallel has no meaning" once the work had begun
+    (``SwarmForest``'s predict, ``Peer``'s fit with scikit-learn's engine, which declares
+    any int).
+    """
+    validate_parameter_constraints(_N_JOBS, {"n_jobs": n_jobs}, caller_name=caller)
 
 
 class SwarmForest:
@@ -140,7 +145,7 @@ class SwarmForest:
         if len(set(names)) != len(names):
             raise ValueError(f"bundle names must be distinct, got {names}")
         self.bundles_ = tuple(bundles)
-        _check_n_jobs(n_jobs)
+        check_n_jobs(n_jobs)
         self.n_jobs = n_jobs
         self._global_features()
         self._global_classes()
@@ -521,7 +526,7 @@ class SwarmForest:
     def _chunks(self, n: int, job: Any) -> None:
         """Run ``job(start, stop)`` over row chunks, in threads (the kernels release the GIL)."""
         spans = [(a, min(a + _ROW_CHUNK, n)) for a in range(0, n, _ROW_CHUNK)]
-        _check_n_jobs(self.n_jobs)  # set after construction: said here, not by joblib
+        check_n_jobs(self.n_jobs)  # set after construction: said here, not by joblib
         n_threads = min(len(spans), effective_n_jobs(self.n_jobs))
         if n_threads <= 1:
             for a, b in spans:

@@ -72,6 +72,8 @@ def import_extra(module: str, what: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         top = module.split(".")[0]
+        if exc.name and exc.name.split(".")[0] != top:  # the one missing: skl2onnx's onnx
+            top = exc.name  # was "needs skl2onnx", which was installed
         raise ImportError(f"{what} needs {top}, which is not installed: {EXTRA}.") from exc
 
 

@@ -226,9 +226,11 @@ def _secure_level(
     secure.check_root_weights(level.pooled, frontier.depth, ctx)
     pair_off, pair_feat = arrays["pair_off"], arrays["pair_feat"]
     none = np.zeros(pair_feat.size, dtype=bool)
+    cat_groups = None  # under "dp", Round B groups the pairs that can split
     if cfg.privacy == "secure":  # categorical pairs whose counts form no two groups
         cats = ctx["n_categories"]
-        none = secure.groupless_pairs(level, pair_off, pair_feat, cats, state.min_rows)
+        cat_groups = secure.category_groups(level, pair_off, pair_feat, cats, state.min_rows)
+        none = secure.groupless_pairs(cat_groups, pair_feat.size)
         if none.any():  # constant in the node's children (docs/privacy.md, "Categories")
             ctx["constant"] = ctx["constant"].copy()
             node = np.repeat(np.arange(n_slots), np.diff(pair_off))
@@ -238,7 +240,9 @@ def _secure_level(
     root_w = _root_weights(builders)[frontier.tree]
     best = BestSplits.none(n_slots, ctx["n_stats"])
     if pair_feat.size:
-        best = secure.round_b(fed, ledger, cfg, ctx, level, pair_off, pair_feat, splittable, root_w)
+        best = secure.round_b(
+            fed, ledger, cfg, ctx, level, pair_off, pair_feat, splittable, root_w, cat_groups
+        )
         best = _only_splittable(best, splittable)
     secure.keep_histograms(state, level, pair_off, pair_feat, ctx["n_categories"])
     defer = None

@@ -47,7 +47,7 @@ from .guides import Guides
 from .secure_checks import refuse_small_bootstraps, refuse_too_few_rows
 from .secure_grids import LevelA, SecureState, advance, keep_histograms, node_grids
 from .secure_round_a import check_jensen, check_root_weights, round_a
-from .secure_round_b import groupless_pairs, round_b
+from .secure_round_b import category_groups, groupless_pairs, round_b
 from .secure_setup import (
     UNSUPPORTED,
     check_config,
@@ -86,6 +86,7 @@ __all__ = [
     "keep_histograms",
     "oob_sums",
     "round_a",
+    "category_groups",
     "groupless_pairs",
     "round_b",
     "secure_exchange",

@@ -55,39 +55,58 @@ from .secure_sums import sums_unless_dropped
 from .splitter import BestSetSplits, BestSplits, best_set_splits, best_splits, with_set_splits
 from .weights import weigh
 
-
 # --------------------------------------------------------------------------- Round B
-def code_rows(
-    level: LevelA, pair_node: NDArray[np.int64], p: int, n_codes: int
-) -> NDArray[np.float64]:
-    """A categorical pair's pooled rows per code (Round A's counts at its codes)."""
-    cum = np.concatenate([[0.0], level.cum[level.grid_off[p] : level.grid_off[p + 1], 0]])
-    rows = np.diff(np.concatenate([cum, [level.pooled[pair_node[p], STAT_ROWS]]]))
-    return np.asarray(rows[:n_codes])
+#: Per categorical pair: its pooled rows per code and their groups (``group_categories``).
+CategoryGroups = dict[int, tuple[NDArray[np.float64], NDArray[np.int32]]]
 
 
-def groupless_pairs(
+def category_groups(
     level: LevelA,
     pair_off: NDArray[np.int64],
     pair_feat: NDArray[np.int32],
     n_categories: NDArray[np.int64],
     m: int,
-) -> NDArray[np.bool_]:
-    """Per pair, a categorical feature whose node counts form no two groups of ``m`` rows.
+    pairs: NDArray[np.int64] | None = None,
+) -> CategoryGroups:
+    """Categorical pairs' pooled rows per code (Round A's counts at its codes), grouped.
 
-    Round A's pooled rows per code (released anyway) leave fewer than two groups
-    (:func:`group_categories`: no code of ``m`` rows, or one and the others together
-    fewer): the feature cannot split the node, nor any node below it, whose rows per code
-    are at most these. The grower then counts it as constant there (scikit-learn's draws
-    go past a constant feature).
+    For ``pairs`` (default: every pair of a feature of at least two categories), the
+    rows of each code are the differences of the cumulative counts at its codes (the
+    node's rows after the last), computed for all of them at once; then
+    :func:`group_categories` of them with ``m`` rows a group. Computed once per level,
+    for :func:`groupless_pairs` and :func:`round_b` both.
     """
     pair_node = np.repeat(np.arange(pair_off.size - 1), np.diff(pair_off))
     n_cat = n_categories[pair_feat]
-    out = np.zeros(pair_feat.size, dtype=bool)
-    for p in np.flatnonzero(n_cat >= 2).tolist():
-        rows = code_rows(level, pair_node, p, int(n_cat[p]))
-        out[p] = not (group_categories(rows, m) >= 0).any()
-    return np.asarray(out)
+    if pairs is None:
+        pairs = np.flatnonzero(n_cat >= 2)
+    if not pairs.size:
+        return {}
+    lo, hi = level.grid_off[pairs], level.grid_off[pairs + 1]
+    # Per pair [0, its counts at its codes..., the node's rows], differenced within it.
+    ext_off = offsets(hi - lo + 2)
+    ext = np.zeros(int(ext_off[-1]))
+    ext[ext_off[1:] - 1] = level.pooled[pair_node[pairs], STAT_ROWS]
+    ext[ranges(ext_off[:-1] + 1, ext_off[1:] - 1)] = level.cum[ranges(lo, hi), 0]
+    step = np.diff(ext)  # across two pairs' ends: not read
+    n_rows = np.minimum(n_cat[pairs], hi - lo + 1)
+    rows = np.split(step[ranges(ext_off[:-1], ext_off[:-1] + n_rows)], offsets(n_rows)[1:-1])
+    return {int(p): (r, group_categories(r, m)) for p, r in zip(pairs.tolist(), rows, strict=True)}
+
+
+def groupless_pairs(groups: CategoryGroups, n_pairs: int) -> NDArray[np.bool_]:
+    """Per pair, a categorical feature whose node counts form no two groups of ``m`` rows.
+
+    Round A's pooled rows per code (released anyway; ``groups``, of
+    :func:`category_groups`) leave fewer than two groups (:func:`group_categories`: no
+    code of ``m`` rows, or one and the others together fewer): the feature cannot split
+    the node, nor any node below it, whose rows per code are at most these. The grower
+    then counts it as constant there (scikit-learn's draws go past a constant feature).
+    """
+    out = np.zeros(n_pairs, dtype=bool)
+    for p, (_, g) in groups.items():
+        out[p] = not (g >= 0).any()
+    return out
 
 
 def round_b(
@@ -100,8 +119,13 @@ def round_b(
     pair_feat: NDArray[np.int32],
     splittable: NDArray[np.bool_],
     root_w: NDArray[np.float64],
+    cat_groups: CategoryGroups | None = None,
 ) -> BestSplits:
-    """Candidates under the minimum-rows rule, masked Round B, and each node's best split."""
+    """Candidates under the minimum-rows rule, masked Round B, and each node's best split.
+
+    ``cat_groups``: :func:`category_groups` of the level where the grower made them (under
+    ``"secure"``); made here for the categorical pairs that can split otherwise.
+    """
     assert cfg.n_bins is not None
     state: SecureState = ctx["secure"]
     m = state.min_rows
@@ -193,10 +217,11 @@ def round_b(
     group_maps: list[NDArray[np.int32]] = []
     group_rows: list[NDArray[Any]] = []  # each group's rows by Round A
     n_groups: list[int] = []
-    for p in np.flatnonzero(ok & (n_cat >= 2)):
-        c = int(n_cat[p])
-        rows = code_rows(level, pair_node, int(p), c)
-        groups = group_categories(rows, m)
+    cat_pairs = np.flatnonzero(ok & (n_cat >= 2))
+    if cat_groups is None:
+        cat_groups = category_groups(level, pair_off, pair_feat, ctx["n_categories"], m, cat_pairs)
+    for p in cat_pairs:
+        rows, groups = cat_groups[int(p)]
         # None if differencing with an ancestor's groups on the feature would isolate rows.
         slot, feat = int(pair_node[p]), int(pair_feat[p])
         groups = safe_groups(groups, rows, state.ancestors_groups(slot, feat), m)
