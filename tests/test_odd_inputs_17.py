@@ -1,0 +1,66 @@
+"""Odd inputs, seventeenth round.
+
+The tests whose names say *refused* or *fit as fit_federated* failed at the branch's start
+(0b4c2b6); the others pin what did not change. The failures:
+
+- ``fit`` under ``privacy="secure"`` with one sample weight 1e12 among weights of 1: it
+  put the largest weight at 1 before the clients trimmed it into the band, so the others
+  (1e-12) and the band fell below the fixed point's resolution, and ``fit`` refused
+  ("sample weights are too small") weights that ``fit_federated`` on the same clients
+  took; weights trimmed by more than a factor 2^8 lost bits the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+import fedforest as ff
+
+
+def _rows(n: int = 60, seed: int = 17) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    return X, X[:, 0] + 0.1 * rng.normal(size=n), np.repeat([0, 1, 2], n // 3)
+
+
+# ------------------------------------------- sample weights trimmed: fit as fit_federated
+@pytest.mark.parametrize("heavy", [1e6, 1e12])
+def test_fit_with_a_trimmed_heavy_weight_is_fit_as_fit_federated(heavy: float) -> None:
+    X, y, ids = _rows()
+    w = np.where(np.arange(60) == 3, heavy, 1.0)
+    kw = dict(n_estimators=3, random_state=0)
+    clients = [
+        ff.Client(X[ids == k], y[ids == k], sample_weight=w[ids == k], name=str(k))
+        for k in range(3)
+    ]
+    logging.disable(logging.WARNING)  # each client logs its trim
+    try:
+        federated = ff.FedForestRegressor(**kw).fit_federated(clients)
+        with pytest.warns(UserWarning, match="trim sample weights"):
+            fitted = ff.FedForestRegressor(**kw).fit(X, y, sample_weight=w, client_ids=ids)
+    finally:
+        logging.disable(logging.NOTSET)
+    # fit scales the weights by a power of two; the fixed point's rounding then differs in
+    # the last bits only (at 0b4c2b6: 4e-4 apart at 1e6, refused at 1e12)
+    np.testing.assert_allclose(fitted.predict(X), federated.predict(X), rtol=1e-6, atol=1e-6)
+    for a, b in zip(fitted.estimators_, federated.estimators_, strict=True):
+        np.testing.assert_array_equal(a.tree_.feature, b.tree_.feature)
+
+
+def test_weights_the_band_does_not_trim_at_the_top_keep_their_forest() -> None:
+    """Only a trimmed largest weight changes fit's scaling (pinned: the same forest)."""
+    X, y, ids = _rows()
+    w = np.where(np.arange(60) == 3, 1e-6, 1.0)  # trimmed at the bottom only
+    kw = dict(n_estimators=3, random_state=0)
+    logging.disable(logging.WARNING)
+    try:
+        with pytest.warns(UserWarning, match="trim sample weights"):
+            a = ff.FedForestRegressor(**kw).fit(X, y, sample_weight=w, client_ids=ids)
+        with pytest.warns(UserWarning, match="trim sample weights"):
+            b = ff.FedForestRegressor(**kw).fit(X, y, sample_weight=w * 2.0**-30, client_ids=ids)
+    finally:
+        logging.disable(logging.NOTSET)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
