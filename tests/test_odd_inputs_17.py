@@ -7,7 +7,9 @@ The tests whose names say *refused* or *fit as fit_federated* failed at the bran
   put the largest weight at 1 before the clients trimmed it into the band, so the others
   (1e-12) and the band fell below the fixed point's resolution, and ``fit`` refused
   ("sample weights are too small") weights that ``fit_federated`` on the same clients
-  took; weights trimmed by more than a factor 2^8 lost bits the same way.
+  took; weights trimmed by more than a factor 2^8 lost bits the same way;
+- regression targets of about 1e-22 under ``"secure"``: the secure sums rounded them to
+  0, and the forest predicted half their mean (0 at 1e-24), silently.
 """
 
 from __future__ import annotations
@@ -64,3 +66,29 @@ def test_weights_the_band_does_not_trim_at_the_top_keep_their_forest() -> None:
     finally:
         logging.disable(logging.NOTSET)
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
+
+
+# ---------------------------------------------- secure regression targets below the sums
+@pytest.mark.parametrize("scale", [1e-22, 1e-24, 1e-300])
+def test_targets_too_small_for_the_secure_sums_are_refused(scale: float) -> None:
+    X, y, ids = _rows(300)
+    with pytest.raises(ValueError, match=r"Client '0'.*regression targets too small"):
+        ff.FedForestRegressor(n_estimators=3, random_state=0).fit(
+            X, (y + 3) * scale, client_ids=ids
+        )
+    # privacy="none" fits them as scikit-learn does: no split (their variance is below
+    # scikit-learn's EPSILON), the leaves their bootstrap means
+    none = ff.FedForestRegressor(n_estimators=3, random_state=0, privacy="none")
+    pred = none.fit(X, (y + 3) * scale, client_ids=ids).predict(X) / scale
+    assert np.all(np.abs(pred - 3) < 0.5)
+
+
+def test_small_targets_the_secure_sums_carry_still_fit() -> None:
+    """1e-20 targets, 1e-6 ones and tiny ones beside larger targets are not refused."""
+    X, y, ids = _rows(300)
+    kw = dict(n_estimators=3, random_state=0)
+    pred = ff.FedForestRegressor(**kw).fit(X, (y + 3) * 1e-20, client_ids=ids).predict(X)
+    assert np.all(np.abs(pred / 1e-20 - 3) < 0.5)
+    mixed = np.where(ids == 0, (y + 3) * 1e-30, y)  # a client of about 0 beside others
+    ff.FedForestRegressor(**kw).fit(X, mixed, client_ids=ids)
+    ff.FedForestRegressor(**kw).fit(X, np.zeros(300), client_ids=ids)

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..client_secure import target_grid
+from ..client_targets import TARGET_SCALE_FLOOR
 
 __all__ = ["held_bins", "moment_scale", "robust_scale"]
 
@@ -39,14 +40,14 @@ def moment_scale(yn: float, y1: float, y2: float, poisson: bool) -> tuple[float,
     std = math.sqrt(max(y2 / max(yn, 1.0) - mean**2, 0.0))
     center = math.sinh(mean)
     if poisson:
-        return 0.0, max(math.sinh(mean + 2 * std) / 2.0, 1e-12)
+        return 0.0, max(math.sinh(mean + 2 * std) / 2.0, TARGET_SCALE_FLOOR)
     # One standard deviation of asinh(y) each side, mapped back: for targets of small
     # spread (asinh nearly linear over them) their standard deviation, for targets over
     # orders of magnitude (a large spread of asinh(y)) their typical size. (Two deviations
     # halved, as before, put a target of +-10^6 at a scale of about 10^12: its squares
     # then fell below the fixed point's resolution and the forest learnt nothing.)
     spread = max(math.sinh(mean + std) - center, center - math.sinh(mean - std))
-    return center, max(spread, 1e-12, 1e-9 * abs(center))
+    return center, max(spread, TARGET_SCALE_FLOOR, 1e-9 * abs(center))
 
 
 def robust_scale(
@@ -72,4 +73,4 @@ def robust_scale(
         return 0.0, math.sinh(top) / clip
     q = np.interp(np.array([0.25, 0.5, 0.75]) * cum[-1], cum, edges)
     lo, mid, hi = (math.sinh(float(v)) for v in q)
-    return mid, max((hi - lo) / 1.349, 1e-12, 1e-9 * abs(mid))
+    return mid, max((hi - lo) / 1.349, TARGET_SCALE_FLOOR, 1e-9 * abs(mid))
