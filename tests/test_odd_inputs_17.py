@@ -9,17 +9,23 @@ The tests whose names say *refused* or *fit as fit_federated* failed at the bran
   ("sample weights are too small") weights that ``fit_federated`` on the same clients
   took; weights trimmed by more than a factor 2^8 lost bits the same way;
 - regression targets of about 1e-22 under ``"secure"``: the secure sums rounded them to
-  0, and the forest predicted half their mean (0 at 1e-24), silently.
+  0, and the forest predicted half their mean (0 at 1e-24), silently;
+- ``fedforest train``: what a client refused in a round (a target above 1e100, a label
+  outside ``--classes``) named the client, not its file, where every refusal before
+  training names the file.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import fedforest as ff
+from fedforest.cli import main
 
 
 def _rows(n: int = 60, seed: int = 17) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -92,3 +98,43 @@ def test_small_targets_the_secure_sums_carry_still_fit() -> None:
     mixed = np.where(ids == 0, (y + 3) * 1e-30, y)  # a client of about 0 beside others
     ff.FedForestRegressor(**kw).fit(X, mixed, client_ids=ids)
     ff.FedForestRegressor(**kw).fit(X, np.zeros(300), client_ids=ids)
+
+
+# --------------------------------------------------- fedforest train: the client's file
+def _site_files(tmp_path: Path) -> list[str]:
+    X, y, ids = _rows(90)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(y=y, lab=np.where(y > 0, "up", "do"))
+    paths = []
+    for k, name in enumerate("ABC"):
+        path = tmp_path / f"site_{name}.csv"
+        frame[ids == k].to_csv(path, index=False)
+        paths.append(f"{name}={path}")
+    return paths
+
+
+def _train_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(["train", *argv, "--trees", "2"])
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_train_names_the_file_of_a_client_refused_in_a_round(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clients = _site_files(tmp_path)
+    huge = tmp_path / "site_C.csv"
+    pd.read_csv(huge).assign(y=1e300).to_csv(huge, index=False)
+    argv = [x for c in clients for x in ("--client", c)]
+    err = _train_error([*argv, "--target", "y", "--out", str(tmp_path / "m.ffm")], capsys)
+    assert f"error: {str(huge)!r}: Client 'C' failed in round 0 (handshake)" in err
+    assert "regression targets must be at most 1e+100" in err
+    # every failed client's file, in the order of the names
+    err = _train_error(
+        [*argv[:4], "--target", "lab", "--task", "classification", "--classes", "up"]
+        + ["--out", str(tmp_path / "m.ffm")],
+        capsys,
+    )
+    a, b = (c.partition("=")[2] for c in clients[:2])
+    assert f"error: {a!r}, {b!r}: Client 'A' failed in round 0" in err
+    assert "(also failed: 'B')" in err and "--classes LABEL,..." in err
