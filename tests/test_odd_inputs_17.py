@@ -13,12 +13,17 @@ The tests whose names say *refused* or *fit as fit_federated* failed at the bran
 - ``fedforest train``: what a client refused in a round (a target above 1e100, a label
   outside ``--classes``) named the client, not its file, where every refusal before
   training names the file.
+
+Pinned, not fixed (docs/sklearn.md, ``class_weight``): with sample weights,
+``class_weight="balanced"`` counts each class's rows, where scikit-learn 1.9.1's forest
+counts their weight.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -138,3 +143,49 @@ def test_train_names_the_file_of_a_client_refused_in_a_round(
     a, b = (c.partition("=")[2] for c in clients[:2])
     assert f"error: {a!r}, {b!r}: Client 'A' failed in round 0" in err
     assert "(also failed: 'B')" in err and "--classes LABEL,..." in err
+
+
+# ------------------------------------------- class_weight="balanced" with sample weights
+def test_balanced_with_sample_weights_counts_rows_where_scikit_learn_counts_weight() -> None:
+    """A known deviation (docs/sklearn.md): the row-count dict is fedforest's forest."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.utils.class_weight import compute_class_weight
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 3))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=120) > 0.6, "b", "a")
+    y[:7] = "c"
+    w = rng.uniform(0.5, 2, 120)
+    kw = dict(n_estimators=1, bootstrap=False, max_features=None, max_depth=3, random_state=0)
+    ours = ff.FedForestClassifier(
+        privacy="none", n_bins=None, min_samples_leaf=1, class_weight="balanced", **kw
+    ).fit(X, y, client_ids=rng.integers(0, 3, 120), sample_weight=w)
+    classes = np.unique(y)
+
+    def tree(class_weight: object) -> list[tuple[int, float, float]]:
+        t = RandomForestClassifier(class_weight=class_weight, **kw).fit(X, y, sample_weight=w)
+        return _splits(t.estimators_[0].tree_)
+
+    rows = dict(zip(classes, compute_class_weight("balanced", classes=classes, y=y), strict=True))
+    weighted = compute_class_weight("balanced", classes=classes, y=y, sample_weight=w)
+    mine = _splits(ours.estimators_[0].tree_)
+    assert _same(mine, tree(rows))
+    assert not _same(mine, tree("balanced"))  # scikit-learn's: the classes' weight
+    assert _same(tree("balanced"), tree(dict(zip(classes, weighted, strict=True))))
+
+
+def _splits(t: Any) -> list[tuple[int, float, float]]:
+    """A tree's splits as (feature, node weight, threshold), in any node order."""
+    inner = t.children_left != -1
+    weight = np.round(t.weighted_n_node_samples[inner], 9)
+    return sorted(
+        zip(t.feature[inner].tolist(), weight.tolist(), t.threshold[inner].tolist(), strict=True)
+    )
+
+
+def _same(a: list[tuple[int, float, float]], b: list[tuple[int, float, float]]) -> bool:
+    """The same splits; thresholds to scikit-learn's float32 rounding of X."""
+    return len(a) == len(b) and all(
+        p[:2] == q[:2] and abs(p[2] - q[2]) <= 1e-6 * max(1.0, abs(q[2]))
+        for p, q in zip(a, b, strict=False)
+    )
