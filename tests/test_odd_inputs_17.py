@@ -10,6 +10,11 @@ The tests whose names say *refused* or *fit as fit_federated* failed at the bran
   took; weights trimmed by more than a factor 2^8 lost bits the same way;
 - regression targets of about 1e-22 under ``"secure"``: the secure sums rounded them to
   0, and the forest predicted half their mean (0 at 1e-24), silently;
+- regression targets of spread 0.001 under ``"dp"`` (3,000 rows, epsilon 5): the noisy
+  histogram that scales them resolves 0.25 in ``asinh(y)``, so the leaves' noise was of
+  that order and the forest's R^2 was -40 (-2.8e6 at 1e-5), without a word, and so were
+  targets beyond the histogram's range (``|y|`` above 2.4e8: 3e12 + 1e12 z, R^2 -9.6); now a
+  warning says so and how to rescale;
 - ``fedforest train``: what a client refused in a round (a target above 1e100, a label
   outside ``--classes``) named the client, not its file, where every refusal before
   training names the file.
@@ -103,6 +108,35 @@ def test_small_targets_the_secure_sums_carry_still_fit() -> None:
     mixed = np.where(ids == 0, (y + 3) * 1e-30, y)  # a client of about 0 beside others
     ff.FedForestRegressor(**kw).fit(X, mixed, client_ids=ids)
     ff.FedForestRegressor(**kw).fit(X, np.zeros(300), client_ids=ids)
+
+
+# ------------------------------------------------- "dp" targets below the histogram's bins
+@pytest.mark.parametrize(("offset", "scale"), [(0.0, 1e-3), (3.0, 1e-3), (0.0, 0.01)])
+def test_dp_targets_varying_less_than_the_histogram_resolves_warn(
+    offset: float, scale: float
+) -> None:
+    X, y, ids = _rows(600)
+    model = ff.FedForestRegressor(privacy="dp", epsilon=5.0, n_estimators=2, random_state=0)
+    with pytest.warns(
+        UserWarning, match=r"vary by less than the resolution of the noisy histogram"
+    ) as caught:
+        model.fit(X, offset + y * scale, client_ids=ids)
+    assert [w.filename for w in caught if "histogram" in str(w.message)] == [__file__]
+
+
+def test_dp_targets_of_spread_one_do_not_warn() -> None:
+    X, y, ids = _rows(600)
+    model = ff.FedForestRegressor(privacy="dp", epsilon=5.0, n_estimators=2, random_state=0)
+    model.fit(X, y, client_ids=ids)  # a warning is a failure here (pyproject's filterwarnings)
+    model.fit(X, 100 * y, client_ids=ids)
+
+
+@pytest.mark.parametrize("offset", [0.0, 3.0])
+def test_dp_targets_beyond_the_histograms_range_warn(offset: float) -> None:
+    X, y, ids = _rows(600)
+    model = ff.FedForestRegressor(privacy="dp", epsilon=5.0, n_estimators=2, random_state=0)
+    with pytest.warns(UserWarning, match=r"lie beyond the range of the noisy histogram"):
+        model.fit(X, (offset + y) * 1e12, client_ids=ids)
 
 
 # --------------------------------------------------- fedforest train: the client's file
