@@ -1,7 +1,8 @@
 """Odd inputs, seventeenth round.
 
-The tests whose names say *refused* or *fit as fit_federated* failed at the branch's start
-(0b4c2b6); the others pin what did not change. The failures:
+The tests whose names say *refused*, *warn* (but *do not warn*), *names the file* or *fit
+as fit_federated* failed at the branch's start (0b4c2b6); the others pin what did not
+change. The failures:
 
 - ``fit`` under ``privacy="secure"`` with one sample weight 1e12 among weights of 1: it
   put the largest weight at 1 before the clients trimmed it into the band, so the others
