@@ -38,7 +38,7 @@ from .federated.categorical import (
 from .federated.cells import refuse_nested
 from .federated.domains import type_hint
 from .federated.label_dtypes import labels_array
-from .federated.privacy.weight_band import bounded_weights
+from .federated.privacy.weight_band import bounded_weights, kept_top
 from .federated.server.config import GrowerConfig
 from .federated.server.handshake import check_warm_schema
 from .federated.server.weights import named_class_weights
@@ -348,13 +348,19 @@ def fit_weights(
     it, and 1e300 overflowed the squared sums under "none". So the largest weight is put in
     [0.5, 1) (:func:`weights_back` undoes it on the fitted trees). Under "dp" a row weighs
     at most 1 (the noise's bound), under "secure" within a band (``weight_band``): the
-    weights stay as given, with a warning when the clients will bound some.
+    weights stay as given, with a warning when the clients will bound some, and when the
+    band trims the largest by over 8 bits, the largest they keep is the one put in [0.5, 1).
     """
     if weights is not None and (why := bounded_weights(weights, privacy)) is not None:
         warn_caller(why, UserWarning)
     if weights is None or privacy == "dp":
         return weights, 0
     top = float(weights.max()) if weights.size else 0.0
+    if privacy == "secure" and top > 0.0 and (kept := kept_top(weights)) < top * 2.0**-8:
+        # The band trims the largest weight by over 8 bits: scaled by it as given, the kept
+        # weights lost those bits of the fixed point (all of them at a ratio of 1e12, a
+        # refusal). A smaller trim keeps the scaling it had, so its forest.
+        top = kept
     if top <= 0.0:
         return weights, 0
     exponent = math.frexp(top)[1]

@@ -15,6 +15,9 @@ targets (the minimum-rows rule costs both alike; docs/privacy.md, "What it costs
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 import numpy as np
 import pytest
 from sklearn.datasets import make_friedman1
@@ -116,6 +119,13 @@ def test_at_the_defaults_multi_output_costs_what_single_outputs_cost() -> None:
 
 
 # --------------------------------------------------------------------------- dp
+def _coarse_warning(expected: bool) -> Any:
+    """The warning of targets the noisy histogram does not resolve, when ``expected``."""
+    if not expected:
+        return contextlib.nullcontext()
+    return pytest.warns(UserWarning, match="vary by less than the resolution of the noisy")
+
+
 @pytest.mark.parametrize("target", ["multi-output", "poisson"])
 def test_dp_runs_and_spends_at_most_the_budget(target: str) -> None:
     if target == "poisson":
@@ -128,7 +138,11 @@ def test_dp_runs_and_spends_at_most_the_budget(target: str) -> None:
     model = ff.FedForestRegressor(
         privacy="dp", epsilon=20.0, n_estimators=5, max_depth=4, oob_score=True, random_state=0,
         **kw,
-    ).fit(X, y, client_ids=cid)  # fmt: skip
+    )  # fmt: skip
+    # The second output (100 + 10 x0 x1 + x5) lies in one bin of the targets' histogram:
+    # "dp" says so since 2026-12-05 (its R^2 there was -0.8 and -0.45; tests/test_odd_inputs_17.py)
+    with _coarse_warning(target == "multi-output"):
+        model.fit(X, y, client_ids=cid)
     report = model.privacy_report_
     assert 0 < report["epsilon_spent"] <= report["epsilon"] == 20.0
     k = 3 if target == "multi-output" else 1
@@ -154,7 +168,9 @@ def test_more_outputs_mean_more_noise_for_the_same_epsilon() -> None:
         y = Y[:, 0] if k == 1 else Y
         model = ff.FedForestRegressor(
             privacy="dp", epsilon=10.0, n_estimators=2, max_depth=2, random_state=0
-        ).fit(X, y)
+        )
+        with _coarse_warning(k == 3):  # the second output, as above
+            model.fit(X, y)
         sigma.append(model.privacy_report_["sigma"])
         assert model.privacy_report_["epsilon_spent"] <= 10.0
     # Per tree and level a row touches 2 + 2k summary entries and, per sampled feature,

@@ -149,7 +149,12 @@ def test_targets_whose_squares_overflow_are_refused_naming_the_client(
     ):
         ff.FedForestRegressor(**kw).fit_federated(ff.LocalFederation(clients))
     ok = y / np.abs(y).max() * 1e100  # the largest magnitude allowed still fits
-    assert np.isfinite(ff.FedForestRegressor(**kw).fit(X, ok, client_ids=h).predict(X)).all()
+    if privacy == "dp":  # beyond its histogram's range: said since 2026-12-05
+        with pytest.warns(UserWarning, match="lie beyond the range of the noisy histogram"):
+            model = ff.FedForestRegressor(**kw).fit(X, ok, client_ids=h)
+    else:
+        model = ff.FedForestRegressor(**kw).fit(X, ok, client_ids=h)
+    assert np.isfinite(model.predict(X)).all()
 
 
 @pytest.mark.parametrize(

@@ -242,7 +242,8 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             "epsilon=": "--epsilon",
             "dp_colluders=": "--dp-colluders",
         }
-        parser.error(declaration_hint(usage(exc), options, "on the command line"))
+        said = declaration_hint(usage(exc), options, "on the command line")
+        parser.error(f"{_failed_files(exc, sites)}{said}")
     ledger = model.communication_
     score = "accuracy" if args.task == "classification" else "R^2"
     rows = f"{sum(c.n_samples for c in clients)} rows"
@@ -264,6 +265,17 @@ def _run_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     model.save(args.out)
     print(f"wrote {args.out}")
     return 0
+
+
+def _failed_files(exc: BaseException, sites: list[tuple[str, str, Any, Any, Any]]) -> str:
+    """``'a.csv', 'b.csv': `` for the clients a federated round failed on, or nothing.
+
+    A client's refusal in a round (its targets, labels or columns at the handshake) named
+    the client only, where the refusals before training name its file.
+    """
+    paths = {name: path for name, path, *_ in sites}
+    failed = [paths[n] for n in getattr(exc, "failed", []) if n in paths]
+    return f"{', '.join(map(repr, failed))}: " if failed else ""
 
 
 def _stray_text(column: Any) -> tuple[list[str], int]:

@@ -34,7 +34,7 @@ from .client_secrets import (
     tree_secrets,
 )
 from .client_sketch import fine_codes
-from .client_targets import class_indices, label_counts
+from .client_targets import check_secure_target_size, class_indices, label_counts
 from .client_weights import moment_weights, oob_weights
 from .domains import code_counts
 from .grid_wire import decode_candidates, grid_inputs, half_of, half_words, lattice_grid
@@ -389,6 +389,8 @@ class SecureParty:
                 f"Client {self.client.name!r}: invalid target standardisation from the server "
                 f"(center {self.y_center!r}, scale {self.y_scale!r}; y has {max(k, 1)} outputs)."
             )
+        if self.dp is None:
+            check_secure_target_size(y, scale, FRAC_BITS, self.client.name)
         z = np.asarray((y - self.y_center) / self.y_scale)
         if self.dp is not None:
             z = np.clip(z, -float(self.dp["clip"]), float(self.dp["clip"]))

@@ -20,11 +20,13 @@ from .label_dtypes import label_dtype
 
 __all__ = [
     "MAX_TARGET",
+    "TARGET_SCALE_FLOOR",
     "as_scikit_learn_reads",
     "by_output",
     "check_label_kind",
     "check_labels",
     "check_regression_targets",
+    "check_secure_target_size",
     "check_target_magnitude",
     "class_codes",
     "class_indices",
@@ -150,6 +152,41 @@ def check_target_magnitude(y: NDArray[np.float64], name: str) -> None:
             "chosen from sums of squared targets, which overflow float64). Rescale y, e.g. "
             "divide it by a power of ten."
         )
+
+
+#: The smallest scale the server gives the standardised targets under "secure"
+#: (server/target_scale.py): it takes it when the pooled targets vary by less.
+TARGET_SCALE_FLOOR = 1e-12
+#: Fixed-point units a client's summed ``|y|`` must reach at that floor (a 1/16 rounding of
+#: its root sum at worst).
+MIN_TARGET_UNITS = 16
+
+
+def check_secure_target_size(
+    y: NDArray[np.float64], scale: NDArray[np.float64], frac_bits: int, name: str
+) -> None:
+    """Refuse targets the secure sums cannot carry: all of them below a few fixed-point units.
+
+    The server's moments round targets below about 1e-20 to 0 and give them the floor
+    scale; divided by it they fall below the fixed point's unit (``2^-frac_bits``) and the
+    client's sums, so the leaves, held about 0: a forest of 1e-22 targets predicted half
+    their mean, of 1e-24 targets 0, silently (``"none"`` fits them as scikit-learn does).
+    Refused when even the sum of all this client's ``|y|`` is below :data:`MIN_TARGET_UNITS`
+    units; only at the floor scale, as beside larger targets elsewhere a tiny one is
+    legitimately about 0.
+    """
+    y2 = y.reshape(y.shape[0], -1)
+    for o, s in enumerate(np.broadcast_to(scale, (y2.shape[1],))):
+        total = float(np.sum(np.abs(y2[:, o])))
+        if s <= TARGET_SCALE_FLOOR and 0.0 < total < MIN_TARGET_UNITS * s * 2.0**-frac_bits:
+            raise ValueError(  # the text reaches the server: no value of y in it
+                f"Client {name!r}: regression targets too small for the fixed-point secure "
+                f"sums: the pooled targets vary by less than {TARGET_SCALE_FLOOR:g} and this "
+                f"client's add up to less than {MIN_TARGET_UNITS} units of the sums "
+                f"({MIN_TARGET_UNITS * s * 2.0**-frac_bits:.1e}) in absolute value (the "
+                "forest would predict about 0). Multiply y by a power of ten (and divide the "
+                'predictions by it), or use privacy="none".'
+            )
 
 
 def sample_weights(weight: ArrayLike | None, n: int, name: str) -> NDArray[np.float64] | None:

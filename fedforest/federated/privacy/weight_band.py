@@ -33,6 +33,7 @@ __all__ = [
     "band_from_logs",
     "bounded_weights",
     "check_band",
+    "kept_top",
     "trim_weights",
     "trims",
     "weight_logs",
@@ -153,6 +154,21 @@ def trims(weight: NDArray[np.float64]) -> bool:
     lo, hi = band
     positive = weight[weight > 0]
     return bool((positive < lo).any() or (positive > hi).any())
+
+
+def kept_top(weight: NDArray[np.float64]) -> float:
+    """The largest of these weights (all of a federation's) once the band has trimmed them.
+
+    When it is over ``2^8`` times below their largest as given, ``fit`` scales the weights
+    by it (a power of two near it): scaled by their largest, one row of weight 1e12 among
+    rows of 1 put the others at 1e-12, whose band (about 1e-13 to 1e-11) fell below the
+    fixed point's resolution, and ``fit`` refused weights that ``fit_federated`` on the
+    same clients took.
+    """
+    top = float(weight.max()) if weight.size else 0.0
+    logs = weight_logs(weight, weight.size)
+    band = band_from_logs(logs[0], logs[1], float(weight.size))
+    return top if band is None else min(top, band[1])
 
 
 def bounded_weights(weight: NDArray[np.float64], privacy: str) -> str | None:

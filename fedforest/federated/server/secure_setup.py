@@ -42,6 +42,7 @@ from .secure_sums import secure_exchange, sums_sent_again, sums_unless_dropped
 from .sparse_columns import known_enough
 from .target_scale import moment_scale as _moment_scale
 from .target_scale import robust_scale as _robust_scale
+from .target_scale import warn_coarse_targets as _warn_coarse
 
 #: Options that need per-client values on the server (or send data values): refused.
 UNSUPPORTED = {
@@ -327,6 +328,8 @@ def setup_grids(
                 target_range(h, target_grid(), plan.target_sigma * plan.released)
                 for h in sums["y_hist"]
             ]
+            for h in sums["y_hist"]:
+                _warn_coarse(h, plan.target_sigma * plan.released, n_rows)
             state.y_lo, state.y_hi = (np.array(v) for v in zip(*ranges, strict=True))
         else:
             moments = _two_words(sums, "y_moments")
