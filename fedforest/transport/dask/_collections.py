@@ -111,15 +111,14 @@ def client_specs(
             future.result()  # the collection itself failed to compute: its own error
     n = len(xs)
     fx, fy, fid = futures[:n], futures[n : 2 * n], futures[2 * n :]
-    homes = _homes(client, fx)
+    where = _homes(client, futures)
+    homes = where[:n]
+    lengths = _check_lengths(client, futures, where, list(others))
     cat = list(categorical_features) if categorical_features is not None else None
     if client_ids is not None:
         return _by_label(client, fx, fy, fid, homes, cat)
     # An empty partition (a filtered DataFrame's, say) makes no client: one would refuse to
     # be built ("has no rows"), and the same rows in memory have no such client either.
-    lengths = client.gather(
-        [client.submit(len, f, workers=[h], pure=False) for f, h in zip(fx, homes, strict=True)]
-    )
     full = [i for i in range(n) if lengths[i] > 0]
     if not full:
         raise ValueError(f"X has no rows: all of its {n} partitions are empty.")
@@ -137,6 +136,33 @@ def client_specs(
         pieces = [(fx[i], fy[i]) for i in parts]
         specs[name] = (home, client_from_pieces, (name, pieces, cat))
     return specs
+
+
+def _check_lengths(
+    client: DaskClient, futures: list[Future], homes: list[str], names: list[str]
+) -> list[int]:
+    """Row counts of X's partitions, after checking those of ``names`` (y, client_ids) equal.
+
+    Counted where each partition lives. Partitions that do not line up (y from another
+    frame, or repartitioned) failed each client's build instead, once per client, with
+    "y has shape (100,); expected (200,), ... (or (200, n_outputs) for multi-output y)".
+    """
+    n = len(futures) // (len(names) + 1)
+    counts = client.gather(
+        [
+            client.submit(len, f, workers=[h], pure=False)
+            for f, h in zip(futures, homes, strict=True)
+        ]
+    )
+    for k, name in enumerate(names, 1):
+        for i in range(n):
+            if counts[k * n + i] != counts[i]:
+                raise ValueError(
+                    f"Partition {i} of {name} has {counts[k * n + i]} rows but partition {i} "
+                    f"of X has {counts[i]}; partition {name} as X so each row meets its own "
+                    f"(e.g. X and {name} as columns of one Dask DataFrame)."
+                )
+    return [int(c) for c in counts[:n]]
 
 
 def _homes(client: DaskClient, futures: list[Future]) -> list[str]:

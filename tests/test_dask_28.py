@@ -1,0 +1,60 @@
+"""A Dask user's inputs that went wrong (session 28), on a real LocalCluster (2 workers).
+
+Each test failed before its fix: partitions of y that do not line up with X's, a missing
+class or client label, one build error said once per partition, and ``predict`` inside a
+closed Dask client's block. Oracles: the rows in memory (``fit``'s own message for the
+same rows) and Dask's own behaviour for any collection in the same state.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client
+
+import fedforest as ff
+from tests._loopback import dask_module_client
+
+PARAMS: dict[str, Any] = {"n_estimators": 3, "max_depth": 3, "min_samples_leaf": 3}
+N_ROWS = 300
+
+
+@pytest.fixture(scope="module")
+def dask_client() -> Iterator[Client]:
+    """Two single-threaded worker processes on 127.0.0.1, closed (and checked gone) after."""
+    yield from dask_module_client(sys.modules[__name__])
+
+
+def frame(seed: int = 0) -> tuple[pd.DataFrame, pd.Series]:
+    """Numeric features and a regression target, N_ROWS rows."""
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(rng.normal(size=(N_ROWS, 3)), columns=["age", "bmi", "dose"])
+    return X, pd.Series(2 * X["age"] + rng.normal(0, 0.3, N_ROWS), name="y")
+
+
+def test_partitions_of_y_that_do_not_line_up_are_named(dask_client: Client) -> None:
+    """X in 3 partitions of 100 rows, y in 3 of 50, 100 and 150. Before: each client
+    failed to build with "y has shape (50,); expected (100,), one target per row of X (or
+    (100, n_outputs) for multi-output y)", once per client, naming no partition."""
+    X, y = frame(1)
+    ddf = dd.from_pandas(X, npartitions=3)
+    dy = dd.from_pandas(y, npartitions=3).repartition(divisions=[0, 50, 150, N_ROWS - 1])
+    assert ddf.map_partitions(len).compute().tolist() == [100, 100, 100]
+    said = "Partition 0 of y has 50 rows but partition 0 of X has 100"
+    with pytest.raises(ValueError, match=said):
+        ff.FedForestRegressor(**PARAMS).fit(ddf, dy)
+    # Known chunks are refused before any compute (as before); unknown ones are counted.
+    arr, target = ddf.to_dask_array(), dy.to_dask_array()
+    assert np.isnan(arr.chunks[0][0])
+    with pytest.raises(ValueError, match="Partition 0 of y has 50 rows"):
+        ff.FedForestRegressor(**PARAMS).fit(arr, target)
+    ids = dd.from_pandas(pd.Series(np.arange(N_ROWS) % 2), npartitions=3)
+    ids = ids.repartition(divisions=[0, 100, 250, N_ROWS - 1])
+    with pytest.raises(ValueError, match="Partition 1 of client_ids has 150 rows but partition 1"):
+        ff.FedForestRegressor(**PARAMS).fit(ddf, dd.from_pandas(y, npartitions=3), client_ids=ids)
