@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -58,3 +59,45 @@ def test_partitions_of_y_that_do_not_line_up_are_named(dask_client: Client) -> N
     ids = ids.repartition(divisions=[0, 100, 250, N_ROWS - 1])
     with pytest.raises(ValueError, match="Partition 1 of client_ids has 150 rows but partition 1"):
         ff.FedForestRegressor(**PARAMS).fit(ddf, dd.from_pandas(y, npartitions=3), client_ids=ids)
+
+
+def test_a_missing_class_label_is_refused_as_in_memory_naming_its_partition(
+    dask_client: Client,
+) -> None:
+    """A text label missing in the third partition (row 250). Before: NumPy's
+    "TypeError: boolean value of NA is ambiguous" from the labels' np.unique on a worker."""
+    X, y = frame(2)
+    labels = pd.Series(np.where(y > 0, "high", "low"), name="lab").astype(object)
+    labels[250] = None
+    with pytest.raises(ValueError) as memory:
+        ff.FedForestClassifier(**PARAMS).fit(X, labels)
+    dy = dd.from_pandas(labels, npartitions=3)  # Dask makes the labels string[pyarrow]
+    with pytest.raises(ValueError) as dask_error:
+        ff.FedForestClassifier(**PARAMS).fit(dd.from_pandas(X, npartitions=3), dy)
+    said, in_memory = str(dask_error.value), str(memory.value)
+    assert said.split("(")[0] == in_memory.split("(")[0] == "Mix of label input types ", said
+    assert said.endswith("never missing. (Partition 2 of y.)"), said
+    assert in_memory.endswith("never missing.")
+    # Text in one partition, numbers in another (a Dask Array of objects keeps them).
+    mixed = np.where(y > 0, "high", "low").astype(object)
+    mixed[200:] = np.where(y[200:] > 0, 1, 0)
+    target = da.from_array(mixed, chunks=100)
+    with pytest.raises(ValueError, match=r"Mix of label input types \(string and number\)"):
+        ff.FedForestClassifier(**PARAMS).fit(da.from_array(X.to_numpy(), chunks=(100, 3)), target)
+
+
+def test_a_missing_client_label_names_its_partition(dask_client: Client) -> None:
+    """Row 205 (the third partition's row 5) has no client label. Before: "client_ids
+    contains a missing value (<NA>, row 5, ...)", row 5 of a partition not named."""
+    X, y = frame(3)
+    sites = pd.Series(np.where(np.arange(N_ROWS) % 3 == 0, "north", "south"), dtype=object)
+    sites[205] = None
+    with pytest.raises(ValueError, match=r"row 205, 1 row\(s\)"):
+        ff.FedForestRegressor(**PARAMS).fit(X, y, client_ids=sites)
+    ddf, dy = dd.from_pandas(X, npartitions=3), dd.from_pandas(y, npartitions=3)
+    ids = dd.from_pandas(sites, npartitions=3)
+    with pytest.raises(ValueError) as info:
+        ff.FedForestRegressor(**PARAMS).fit(ddf, dy, client_ids=ids)
+    said = str(info.value)
+    assert said.startswith("client_ids contains a missing value (<NA>, row 5, 1 row(s) in all)")
+    assert said.endswith("label. (Partition 2 of client_ids; rows counted within it.)"), said

@@ -171,14 +171,19 @@ def _homes(client: DaskClient, futures: list[Future]) -> list[str]:
     return [sorted(who[f.key])[0] for f in futures]
 
 
-def _label_counts(ids: Any) -> tuple[NDArray[Any], NDArray[np.int64]]:
+def _label_counts(ids: Any, index: int) -> tuple[NDArray[Any], NDArray[np.int64]]:
     """Distinct labels of one partition, in order, and their row counts (run where it lives).
 
     :func:`~fedforest.federated.row_clients.client_index` turns them into clients, as ``fit``
-    does in memory: the same checks (NaN, one sortable type), the same messages.
+    does in memory: the same checks (NaN, one sortable type), the same messages, then the
+    partition (their row numbers count from its start: "row 5" was partition 2's).
     """
     values = np.asarray(ids)
-    inverse, names = client_index(values, values.shape[0] if values.ndim else 0)
+    try:
+        inverse, names = client_index(values, values.shape[0] if values.ndim else 0)
+    except ValueError as exc:
+        where = f"Partition {index} of client_ids; rows counted within it"
+        raise ValueError(f"{exc} ({where}.)") from None
     first = np.unique(inverse, return_index=True)[1]
     return values[first], np.bincount(inverse, minlength=len(names)).astype(np.int64)
 
@@ -194,8 +199,8 @@ def _by_label(
     """One client per distinct label, on the worker holding most of its rows."""
     counted = client.gather(
         [
-            client.submit(_label_counts, f, workers=[h], pure=False)
-            for f, h in zip(fid, homes, strict=True)
+            client.submit(_label_counts, f, i, workers=[h], pure=False)
+            for i, (f, h) in enumerate(zip(fid, homes, strict=True))
         ]
     )
     # The partitions' distinct labels together, through the same helper: the clients and

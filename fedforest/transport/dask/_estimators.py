@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..._inputs import _declared_classes, codes_into
+from ..._inputs import _declared_classes, check_targets, codes_into
 from ...federated.client_targets import as_scikit_learn_reads
 from ...federated.domains import type_hint
 from ._collections import PARTITIONS_AS, is_dask_collection, row_blocks
@@ -110,7 +110,11 @@ def _label_codes(y: Any, declared: Any = None) -> tuple[Any, NDArray[Any]]:
         encode: Any = _encode_declared
     else:
         blocks = row_blocks(y, "y", ndim=1)
-        per_block = dask.compute(*[dask.delayed(_distinct)(b) for b in blocks])
+        per_block = dask.compute(*[dask.delayed(_distinct)(b, i) for i, b in enumerate(blocks)])
+        # Text labels in one partition and numbers in another: the message of the rows in
+        # memory (np.unique's TypeError named nothing).
+        pooled = [np.asarray(v, object) for v in per_block]
+        check_targets(None, np.concatenate(pooled) if pooled else pooled, "classification")
         classes = np.unique(np.concatenate(per_block)) if per_block else np.zeros(0)
         check_classification_targets(classes)
         encode = _encode
@@ -119,13 +123,20 @@ def _label_codes(y: Any, declared: Any = None) -> tuple[Any, NDArray[Any]]:
     return y.map_blocks(encode, classes, dtype=np.int64), classes
 
 
-def _distinct(part: Any) -> NDArray[Any]:
+def _distinct(part: Any, index: int) -> NDArray[Any]:
     """One partition's distinct labels (run where it lives).
 
     pandas' nullable labels (``Int64``, ``boolean``) are floats, as ``fit`` on the rows in
     memory and scikit-learn read them (``classes_`` was ``[0, 1]`` or ``[False, True]``).
+    A missing text label is refused as ``fit`` on the rows in memory refuses it, then the
+    partition named (it was NumPy's "TypeError: boolean value of NA is ambiguous").
     """
-    return np.unique(as_scikit_learn_reads(part))
+    labels = as_scikit_learn_reads(part)
+    try:
+        check_targets(None, labels, "classification")
+    except ValueError as exc:
+        raise ValueError(f"{exc} (Partition {index} of y.)") from None
+    return np.unique(labels)
 
 
 def _encode(part: Any, classes: NDArray[Any]) -> Any:
