@@ -101,3 +101,16 @@ def test_a_missing_client_label_names_its_partition(dask_client: Client) -> None
     said = str(info.value)
     assert said.startswith("client_ids contains a missing value (<NA>, row 5, 1 row(s) in all)")
     assert said.endswith("label. (Partition 2 of client_ids; rows counted within it.)"), said
+
+
+def test_one_build_error_of_every_partition_is_said_once(dask_client: Client) -> None:
+    """A datetime column in 3 partitions. Before: the same sentence three times, once per
+    client (a hundred times for a hundred partitions), and ".." at its end."""
+    X, y = frame(4)
+    X["when"] = pd.date_range("2026-01-01", periods=N_ROWS, freq="h")
+    ddf, dy = dd.from_pandas(X, npartitions=3), dd.from_pandas(y, npartitions=3)
+    with pytest.raises(ValueError) as info:
+        ff.FedForestRegressor(**PARAMS).fit(ddf, dy)
+    said = str(info.value)
+    assert said.startswith("Dask clients could not be built: '0', '1', '2': column 'when' has")
+    assert said.count("column 'when'") == 1 and not said.endswith(".."), said
