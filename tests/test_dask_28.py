@@ -20,7 +20,7 @@ import pytest
 from distributed import Client
 
 import fedforest as ff
-from tests._loopback import dask_module_client
+from tests._loopback import dask_module_client, scaled
 
 PARAMS: dict[str, Any] = {"n_estimators": 3, "max_depth": 3, "min_samples_leaf": 3}
 N_ROWS = 300
@@ -114,3 +114,26 @@ def test_one_build_error_of_every_partition_is_said_once(dask_client: Client) ->
     said = str(info.value)
     assert said.startswith("Dask clients could not be built: '0', '1', '2': column 'when' has")
     assert said.count("column 'when'") == 1 and not said.endswith(".."), said
+
+
+def test_predict_in_a_closed_client_s_block_is_lazy_as_dask_is(dask_client: Client) -> None:
+    """Inside the block of a Dask client that was closed, predict and score failed with
+    "AttributeError: 'NoneType' object has no attribute 'scatter'". Now they build their
+    graph as any collection does, and computing it meets Dask's own error there."""
+    X, y = frame(5)
+    model = ff.FedForestRegressor(**PARAMS, random_state=0).fit(X, y)
+    ddf, dy = dd.from_pandas(X, npartitions=2), dd.from_pandas(y, npartitions=2)
+    address = dask_client.scheduler.address
+    with Client(address, set_as_default=False, timeout=scaled(60)) as other:
+        with other.as_current():
+            other.close()
+            with pytest.raises(Exception) as dask_own:
+                ddf["age"].sum().compute()
+            pred = model.predict(ddf)
+            assert isinstance(pred, da.Array)
+            with pytest.raises(type(dask_own.value), match=str(dask_own.value)):
+                pred.compute()
+            with pytest.raises(type(dask_own.value)):
+                model.score(ddf, dy)
+    # The module's client is untouched: predictions on the workers as before.
+    assert np.array_equal(model.predict(ddf).compute(), model.predict(X))

@@ -226,6 +226,11 @@ def _shipped(model: Any) -> Any:
         client = get_client()
     except (ImportError, ValueError):
         return dask.delayed(model, pure=True)  # no cluster: Dask's local schedulers
+    if client.status in ("closing", "closed"):
+        # Closed, yet still the current client (inside its ``with`` block): the graph is
+        # built, and computing it meets Dask's own ClosedClientError, as any collection's
+        # does (before: "AttributeError: 'NoneType' object has no attribute 'scatter'").
+        return dask.delayed(model, pure=True)
     return client.scatter(model, broadcast=True, hash=False)
 
 
