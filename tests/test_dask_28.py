@@ -20,6 +20,8 @@ import pytest
 from distributed import Client
 
 import fedforest as ff
+from fedforest.transport.dask import DaskFederation
+from tests._forests import assert_same_forest
 from tests._loopback import dask_module_client, scaled
 
 PARAMS: dict[str, Any] = {"n_estimators": 3, "max_depth": 3, "min_samples_leaf": 3}
@@ -137,3 +139,22 @@ def test_predict_in_a_closed_client_s_block_is_lazy_as_dask_is(dask_client: Clie
                 model.score(ddf, dy)
     # The module's client is untouched: predictions on the workers as before.
     assert np.array_equal(model.predict(ddf).compute(), model.predict(X))
+
+
+def test_timeouts_of_a_fit_on_collections_are_set_through_from_collections(
+    dask_client: Client,
+) -> None:
+    """``fit`` on Dask collections takes no ``timeout``: docs/scale.md sends a user who
+    needs another one to ``DaskFederation.from_collections(..., timeout=...)`` and
+    ``fit_federated``, which must grow the same forest (text labels, "secure")."""
+    X, y = frame(6)
+    labels = pd.Series(np.where(y > 0, "high", "low"), name="lab")
+    ddf, dy = dd.from_pandas(X, npartitions=3), dd.from_pandas(labels, npartitions=3)
+    params = {**PARAMS, "random_state": 0, "privacy": "secure"}
+    fitted = ff.FedForestClassifier(**params).fit(ddf, dy)
+    wait = scaled(1200)
+    with DaskFederation.from_collections(ddf, dy, timeout=wait, start_timeout=wait) as fed:
+        assert fed.timeout == wait
+        federated = ff.FedForestClassifier(**params).fit_federated(fed)
+    assert list(federated.classes_) == list(fitted.classes_) == ["high", "low"]
+    assert_same_forest(federated, fitted)
