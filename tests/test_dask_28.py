@@ -158,3 +158,34 @@ def test_timeouts_of_a_fit_on_collections_are_set_through_from_collections(
         federated = ff.FedForestClassifier(**params).fit_federated(fed)
     assert list(federated.classes_) == list(fitted.classes_) == ["high", "low"]
     assert_same_forest(federated, fitted)
+
+
+# scikit-learn casts the classifier's NaN labels before refusing them (in memory).
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_score_refuses_a_missing_target_or_weight_as_scikit_learn_does(
+    dask_client: Client, task: str
+) -> None:
+    """A NaN or infinite y or sample_weight at row 250 (partition 2). scikit-learn's score
+    refuses each on the rows in memory. Before, on Dask: NaN (the regressor's y, an
+    infinite weight), or a number (a NaN weight left its partition out; the classifier
+    counted a NaN label as a wrong prediction)."""
+    X, y = frame(7)
+    if task == "classification":
+        y = (y > 0).astype(np.float64)
+        model: Any = ff.FedForestClassifier(**PARAMS, random_state=0).fit(X, y)
+    else:
+        model = ff.FedForestRegressor(**PARAMS, random_state=0).fit(X, y)
+    weights = pd.Series(np.random.default_rng(7).uniform(0.5, 2.0, N_ROWS))
+    ddf = dd.from_pandas(X, npartitions=3)
+    for bad in (np.nan, np.inf):
+        for target, weight, name in [
+            (y.where(y.index != 250, bad), None, "y"),
+            (y, weights.where(weights.index != 250, bad), "sample_weight"),
+        ]:
+            with pytest.raises(ValueError):
+                model.score(X, target, sample_weight=weight)
+            dweight = None if weight is None else dd.from_pandas(weight, npartitions=3)
+            with pytest.raises(ValueError, match=f"{name} holds 1 missing or infinite value"):
+                model.score(ddf, dd.from_pandas(target, npartitions=3), sample_weight=dweight)
+    assert model.score(ddf, dd.from_pandas(y, npartitions=3)) == pytest.approx(model.score(X, y))

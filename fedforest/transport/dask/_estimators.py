@@ -325,6 +325,8 @@ def _score_sums(
         raise ValueError(
             f"Partition {index}: sample_weight has {len(w)} rows but X has {len(values)}."
         )
+    _refuse_missing(values, "y", index)
+    _refuse_missing(w, "sample_weight", index)
     total = float(w.sum())
     if classification:
         return total, float(w[np.asarray(pred) == values].sum())
@@ -337,3 +339,17 @@ def _score_sums(
         float(np.dot(w, (values - mean) ** 2)),
         float(np.dot(w, (values - pred) ** 2)),
     )
+
+
+def _refuse_missing(values: NDArray[Any], name: str, index: int) -> None:
+    """A missing or infinite value of ``name`` in partition ``index``: a ValueError.
+
+    scikit-learn's ``score`` refuses them on the rows in memory ("Input contains NaN.");
+    here the sums went on: the score was NaN, or a partition of NaN weights left out.
+    """
+    bad = ~np.isfinite(values) if values.dtype.kind in "fc" else pd.isna(values)
+    if bad.any():
+        raise ValueError(
+            f"score: {name} holds {int(bad.sum())} missing or infinite value(s) in partition "
+            f"{index}; scikit-learn's score refuses them too: drop those rows or fill them."
+        )
