@@ -189,3 +189,15 @@ def test_score_refuses_a_missing_target_or_weight_as_scikit_learn_does(
             with pytest.raises(ValueError, match=f"{name} holds 1 missing or infinite value"):
                 model.score(ddf, dd.from_pandas(target, npartitions=3), sample_weight=dweight)
     assert model.score(ddf, dd.from_pandas(y, npartitions=3)) == pytest.approx(model.score(X, y))
+
+
+def test_mixed_inputs_say_which_library_and_a_column_name_says_how(dask_client: Client) -> None:
+    """Before: "X is a DataFrame and y a Series: give both as Dask collections" for a Dask
+    DataFrame and a pandas Series; client_ids="site" did not say to pass ddf["site"]."""
+    X, y = frame(8)
+    ddf = dd.from_pandas(X.assign(site=np.arange(N_ROWS) % 2), npartitions=3)
+    with pytest.raises(ValueError, match="X is a dask DataFrame and y a pandas Series: "):
+        ff.FedForestRegressor(**PARAMS).fit(ddf, y)
+    dy = dd.from_pandas(y, npartitions=3)
+    with pytest.raises(ValueError, match=r"client_ids=ddf\['site'\], and X=ddf.drop"):
+        ff.FedForestRegressor(**PARAMS).fit(ddf, dy, client_ids="site")

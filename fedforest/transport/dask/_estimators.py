@@ -37,16 +37,17 @@ def fit(model: Any, X: Any, y: Any, client_ids: Any) -> Any:
     """
     if not (is_dask_collection(X) and is_dask_collection(y)):
         raise ValueError(
-            f"X is a {type(X).__name__} and y a {type(y).__name__}: give both as Dask "
-            "collections (partitioned alike), or both in memory."
+            f"X is a {_kind(X)} and y a {_kind(y)}: give both as Dask collections "
+            "(partitioned alike), or both in memory."
         )
     if isinstance(client_ids, str) or client_ids is None:
         partitions_as = "partition" if client_ids is None else client_ids
         if partitions_as not in PARTITIONS_AS:
             raise ValueError(
                 f"client_ids={client_ids!r}: for Dask input give a Dask collection of labels "
-                f"partitioned as X, or one of {PARTITIONS_AS} (a client per partition or per "
-                "worker)."
+                f"partitioned as X (a column: client_ids=ddf[{client_ids!r}], and "
+                f"X=ddf.drop(columns={client_ids!r}) unless it is a feature too), or one of "
+                f"{PARTITIONS_AS} (a client per partition or per worker)."
             )
         labels = None
     elif is_dask_collection(client_ids):
@@ -84,6 +85,16 @@ def fit(model: Any, X: Any, y: Any, client_ids: Any) -> Any:
         # The clients held codes 0..K-1, as in fit on rows in memory: back to the labels.
         model._set_classes(model._fit_class_list, classes)
     return model
+
+
+def _kind(obj: Any) -> str:
+    """The library and class of ``obj``: "dask DataFrame", "pandas Series", "numpy ndarray".
+
+    Dask's and pandas' classes share their names: "X is a DataFrame and y a Series" did
+    not say which was which.
+    """
+    package = type(obj).__module__.partition(".")[0]
+    return type(obj).__name__ if package == "builtins" else f"{package} {type(obj).__name__}"
 
 
 def _label_codes(y: Any, declared: Any = None) -> tuple[Any, NDArray[Any]]:
