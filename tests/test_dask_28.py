@@ -9,6 +9,7 @@ same rows) and Dask's own behaviour for any collection in the same state.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -201,3 +202,23 @@ def test_mixed_inputs_say_which_library_and_a_column_name_says_how(dask_client: 
     dy = dd.from_pandas(y, npartitions=3)
     with pytest.raises(ValueError, match=r"client_ids=ddf\['site'\], and X=ddf.drop"):
         ff.FedForestRegressor(**PARAMS).fit(ddf, dy, client_ids="site")
+
+
+def test_a_partition_that_cannot_be_predicted_is_named(dask_client: Client) -> None:
+    """An infinity at row 250 (partition 2 of 3), in a DataFrame and in an Array. Before:
+    scikit-learn's "Input X contains infinity ..." from one of the partitions, not named."""
+    X, y = frame(9)
+    model = ff.FedForestRegressor(**PARAMS, random_state=0).fit(X, y)
+    broken = X.copy()
+    broken.loc[250, "bmi"] = np.inf
+    with pytest.raises(ValueError) as memory:
+        model.predict(broken)
+    for collection in (
+        dd.from_pandas(broken, npartitions=3),
+        da.from_array(broken.to_numpy(), chunks=(100, 3)),
+    ):
+        with pytest.raises(ValueError) as on_dask:
+            with warnings.catch_warnings():  # an Array has no feature names: sklearn says so
+                warnings.simplefilter("ignore", UserWarning)
+                model.predict(collection).compute()
+        assert str(on_dask.value) == f"{memory.value} (Partition 2 of X.)"

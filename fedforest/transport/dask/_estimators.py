@@ -260,8 +260,36 @@ def _ids_like(ids: Any, X: da.Array) -> da.Array:
     return ids
 
 
-def _run(part: Any, model: Any, method: str, ids: Any = None) -> NDArray[Any]:
-    """One partition's output (run on the worker holding it)."""
+def _run(
+    part: Any,
+    model: Any,
+    method: str,
+    ids: Any = None,
+    partition_info: Any = None,
+    block_info: Any = None,
+) -> NDArray[Any]:
+    """One partition's output (run on the worker holding it).
+
+    Dask passes ``partition_info`` (a DataFrame's partition) or ``block_info`` (an Array's
+    block): a ValueError of the rows (a text in a numeric column, an infinity) names the
+    partition, which it did not among a collection's hundreds.
+    """
+    try:
+        return _predicted(part, model, method, ids)
+    except ValueError as exc:
+        if type(exc) is not ValueError:
+            raise
+        if partition_info is not None:
+            where = int(partition_info["number"])
+        elif block_info is not None and None in block_info:
+            where = int(block_info[None]["chunk-location"][0])
+        else:
+            raise
+        raise ValueError(f"{exc} (Partition {where} of X.)") from None
+
+
+def _predicted(part: Any, model: Any, method: str, ids: Any) -> NDArray[Any]:
+    """:func:`_run`'s output, the partition's index aside."""
     dtype, width = _output(model, method)
     if len(part) == 0:
         return np.empty((0, width) if width else (0,), dtype)
