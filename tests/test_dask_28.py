@@ -1,9 +1,11 @@
 """A Dask user's inputs that went wrong (session 28), on a real LocalCluster (2 workers).
 
-Each test failed before its fix: partitions of y that do not line up with X's, a missing
-class or client label, one build error said once per partition, and ``predict`` inside a
-closed Dask client's block. Oracles: the rows in memory (``fit``'s own message for the
-same rows) and Dask's own behaviour for any collection in the same state.
+Each test but the timeouts' failed before its fix: partitions of y that do not line up
+with X's, a missing class or client label, one build error said once per partition,
+``predict`` inside a closed Dask client's block, ``score`` with a missing target or
+weight, mixed Dask / pandas inputs, and a partition that cannot be predicted. Oracles:
+the rows in memory (``fit``'s, ``predict``'s and scikit-learn's ``score``'s own refusal of
+the same rows) and Dask's own behaviour for any collection in the same state.
 """
 
 from __future__ import annotations
