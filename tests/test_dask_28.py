@@ -224,3 +224,26 @@ def test_a_partition_that_cannot_be_predicted_is_named(dask_client: Client) -> N
                 warnings.simplefilter("ignore", UserWarning)
                 model.predict(collection).compute()
         assert str(on_dask.value) == f"{memory.value} (Partition 2 of X.)"
+
+
+def test_client_labels_beside_a_dask_array_reach_their_own_rows(dask_client: Client) -> None:
+    """A forest that splits on the client index predicts a Dask Array with client_ids a
+    1-D Dask Array chunked as its rows. Before: map_blocks aligned the labels with X's
+    columns, every block got all 300 labels: "client_ids has shape (300,); expected
+    (100,)", known chunk sizes or not."""
+    X, _ = frame(10)
+    sites = np.repeat([0, 1, 2], N_ROWS // 3)
+    y = X["age"].to_numpy() + 3.0 * sites
+    params = {**PARAMS, "random_state": 0, "privacy": "none", "split_on_client": True}
+    model = ff.FedForestRegressor(**params).fit(X, y, client_ids=sites)
+    expected = model.predict(X, client_ids=sites)
+    assert not np.array_equal(expected, model.predict(X, client_ids=sites[::-1]))
+    frame_ = dd.from_pandas(X.assign(site=sites), npartitions=3)
+    for lengths in (None, True):  # unknown chunk sizes, then counted
+        rows = frame_[list(X.columns)].to_dask_array(lengths=lengths)
+        ids = frame_["site"].to_dask_array(lengths=lengths)
+        with warnings.catch_warnings():  # an Array has no feature names: sklearn says so
+            warnings.simplefilter("ignore", UserWarning)
+            assert np.array_equal(model.predict(rows, client_ids=ids).compute(), expected)
+            leaves = model.apply(rows, client_ids=ids).compute()
+        assert np.array_equal(leaves, model.apply(X, client_ids=sites))

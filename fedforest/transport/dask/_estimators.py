@@ -198,7 +198,10 @@ def map_method(model: Any, method: str, X: Any, client_ids: Any) -> Any:
     meta = np.empty((0, width) if width else (0,), dtype)
     if isinstance(X, da.Array):
         X = X.rechunk({1: -1})
-        ids = [] if client_ids is None else [_ids_like(client_ids, X)]
+        # A column beside X's rows: map_blocks aligns a 1-D array with X's last axis (as
+        # NumPy broadcasts), which gave every block all the labels ("client_ids has shape
+        # (600,); expected (200,)").
+        ids = [] if client_ids is None else [_ids_like(client_ids, X)[:, None]]
         shape: dict[str, Any] = {"chunks": (X.chunks[0], (width,))} if width else {"drop_axis": 1}
         return da.map_blocks(_run, X, ref, method, *ids, dtype=dtype, meta=meta, **shape)
     if client_ids is not None and not isinstance(client_ids, dd.Series):
@@ -293,7 +296,7 @@ def _predicted(part: Any, model: Any, method: str, ids: Any) -> NDArray[Any]:
     dtype, width = _output(model, method)
     if len(part) == 0:
         return np.empty((0, width) if width else (0,), dtype)
-    labels = None if ids is None else np.asarray(ids)
+    labels = None if ids is None else np.asarray(ids).reshape(-1)
     names = getattr(model, "feature_names_in_", None)
     if names is not None and not isinstance(part, pd.DataFrame):
         part = pd.DataFrame(part, columns=names)  # checked by map_method: no warning here
