@@ -10,9 +10,13 @@ the same rows) and Dask's own behaviour for any collection in the same state.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import textwrap
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dask.array as da
@@ -247,3 +251,47 @@ def test_client_labels_beside_a_dask_array_reach_their_own_rows(dask_client: Cli
             assert np.array_equal(model.predict(rows, client_ids=ids).compute(), expected)
             leaves = model.apply(rows, client_ids=ids).compute()
         assert np.array_equal(leaves, model.apply(X, client_ids=sites))
+
+
+def test_a_client_that_is_not_the_default_is_named_in_the_refusal(tmp_path: Path) -> None:
+    """A Dask user with a Client made with set_as_default=False: fit found no client and
+    said "start one first", though one was running. The refusal now says to fit inside
+    ``with client.as_current():``, which this script then does (a fresh process: the
+    module's own client is the default here)."""
+    script = tmp_path / "fit.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import dask.dataframe as dd, numpy as np, pandas as pd
+            from distributed import Client
+            import fedforest as ff
+            from tests._loopback import loopback_cluster
+
+            if __name__ == "__main__":
+                X = pd.DataFrame(np.random.default_rng(0).normal(size=(200, 2)), columns=["a", "b"])
+                ddf, dy = dd.from_pandas(X, npartitions=2), dd.from_pandas(X["a"], npartitions=2)
+                model = ff.FedForestRegressor(n_estimators=2, max_depth=2, random_state=0)
+                with loopback_cluster(1) as cluster, Client(cluster, set_as_default=False) as c:
+                    try:
+                        model.fit(ddf, dy)
+                    except ValueError as exc:
+                        print("REFUSED", exc)
+                    with c.as_current():
+                        print("FITTED", list(model.fit(ddf, dy).clients_))
+            """
+        )
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=scaled(300),
+        check=True,
+    )
+    assert "REFUSED fedforest's Dask transport needs a distributed Client" in done.stdout
+    assert "is used inside `with client.as_current():`" in done.stdout, done.stdout
+    assert "FITTED ['0', '1']" in done.stdout, done.stdout

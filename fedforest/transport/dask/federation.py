@@ -522,5 +522,6 @@ def default_client(client: DaskClient | None) -> DaskClient:
         raise ValueError(
             "fedforest's Dask transport needs a distributed Client (its clients are actors "
             "on workers): start one first, e.g. distributed.Client(distributed.LocalCluster())"
-            " or distributed.Client('tcp://scheduler:8786')."
+            " or distributed.Client('tcp://scheduler:8786'); a Client made with "
+            "set_as_default=False is used inside `with client.as_current():`."
         ) from exc
