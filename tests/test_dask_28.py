@@ -3,7 +3,8 @@
 Each test but the timeouts' failed before its fix: partitions of y that do not line up
 with X's, a missing class or client label, one build error said once per partition,
 ``predict`` inside a closed Dask client's block, ``score`` with a missing target or
-weight, mixed Dask / pandas inputs, and a partition that cannot be predicted. Oracles:
+weight, mixed Dask / pandas inputs, a partition that cannot be predicted, client labels
+beside a Dask Array, and a Client that is not the default. Oracles:
 the rows in memory (``fit``'s, ``predict``'s and scikit-learn's ``score``'s own refusal of
 the same rows) and Dask's own behaviour for any collection in the same state.
 """
