@@ -111,15 +111,14 @@ def client_specs(
             future.result()  # the collection itself failed to compute: its own error
     n = len(xs)
     fx, fy, fid = futures[:n], futures[n : 2 * n], futures[2 * n :]
-    homes = _homes(client, fx)
+    where = _homes(client, futures)
+    homes = where[:n]
+    lengths = _check_lengths(client, futures, where, list(others))
     cat = list(categorical_features) if categorical_features is not None else None
     if client_ids is not None:
         return _by_label(client, fx, fy, fid, homes, cat)
     # An empty partition (a filtered DataFrame's, say) makes no client: one would refuse to
     # be built ("has no rows"), and the same rows in memory have no such client either.
-    lengths = client.gather(
-        [client.submit(len, f, workers=[h], pure=False) for f, h in zip(fx, homes, strict=True)]
-    )
     full = [i for i in range(n) if lengths[i] > 0]
     if not full:
         raise ValueError(f"X has no rows: all of its {n} partitions are empty.")
@@ -139,20 +138,52 @@ def client_specs(
     return specs
 
 
+def _check_lengths(
+    client: DaskClient, futures: list[Future], homes: list[str], names: list[str]
+) -> list[int]:
+    """Row counts of X's partitions, after checking those of ``names`` (y, client_ids) equal.
+
+    Counted where each partition lives. Partitions that do not line up (y from another
+    frame, or repartitioned) failed each client's build instead, once per client, with
+    "y has shape (100,); expected (200,), ... (or (200, n_outputs) for multi-output y)".
+    """
+    n = len(futures) // (len(names) + 1)
+    counts = client.gather(
+        [
+            client.submit(len, f, workers=[h], pure=False)
+            for f, h in zip(futures, homes, strict=True)
+        ]
+    )
+    for k, name in enumerate(names, 1):
+        for i in range(n):
+            if counts[k * n + i] != counts[i]:
+                raise ValueError(
+                    f"Partition {i} of {name} has {counts[k * n + i]} rows but partition {i} "
+                    f"of X has {counts[i]}; partition {name} as X so each row meets its own "
+                    f"(e.g. X and {name} as columns of one Dask DataFrame)."
+                )
+    return [int(c) for c in counts[:n]]
+
+
 def _homes(client: DaskClient, futures: list[Future]) -> list[str]:
     """The address of a worker holding each future's data."""
     who = client.who_has(futures)
     return [sorted(who[f.key])[0] for f in futures]
 
 
-def _label_counts(ids: Any) -> tuple[NDArray[Any], NDArray[np.int64]]:
+def _label_counts(ids: Any, index: int) -> tuple[NDArray[Any], NDArray[np.int64]]:
     """Distinct labels of one partition, in order, and their row counts (run where it lives).
 
     :func:`~fedforest.federated.row_clients.client_index` turns them into clients, as ``fit``
-    does in memory: the same checks (NaN, one sortable type), the same messages.
+    does in memory: the same checks (NaN, one sortable type), the same messages, then the
+    partition (their row numbers count from its start: "row 5" was partition 2's).
     """
     values = np.asarray(ids)
-    inverse, names = client_index(values, values.shape[0] if values.ndim else 0)
+    try:
+        inverse, names = client_index(values, values.shape[0] if values.ndim else 0)
+    except ValueError as exc:
+        where = f"Partition {index} of client_ids; rows counted within it"
+        raise ValueError(f"{exc} ({where}.)") from None
     first = np.unique(inverse, return_index=True)[1]
     return values[first], np.bincount(inverse, minlength=len(names)).astype(np.int64)
 
@@ -168,8 +199,8 @@ def _by_label(
     """One client per distinct label, on the worker holding most of its rows."""
     counted = client.gather(
         [
-            client.submit(_label_counts, f, workers=[h], pure=False)
-            for f, h in zip(fid, homes, strict=True)
+            client.submit(_label_counts, f, i, workers=[h], pure=False)
+            for i, (f, h) in enumerate(zip(fid, homes, strict=True))
         ]
     )
     # The partitions' distinct labels together, through the same helper: the clients and

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..._inputs import _declared_classes, codes_into
+from ..._inputs import _declared_classes, check_targets, codes_into
 from ...federated.client_targets import as_scikit_learn_reads
 from ...federated.domains import type_hint
 from ._collections import PARTITIONS_AS, is_dask_collection, row_blocks
@@ -37,16 +37,17 @@ def fit(model: Any, X: Any, y: Any, client_ids: Any) -> Any:
     """
     if not (is_dask_collection(X) and is_dask_collection(y)):
         raise ValueError(
-            f"X is a {type(X).__name__} and y a {type(y).__name__}: give both as Dask "
-            "collections (partitioned alike), or both in memory."
+            f"X is a {_kind(X)} and y a {_kind(y)}: give both as Dask collections "
+            "(partitioned alike), or both in memory."
         )
     if isinstance(client_ids, str) or client_ids is None:
         partitions_as = "partition" if client_ids is None else client_ids
         if partitions_as not in PARTITIONS_AS:
             raise ValueError(
                 f"client_ids={client_ids!r}: for Dask input give a Dask collection of labels "
-                f"partitioned as X, or one of {PARTITIONS_AS} (a client per partition or per "
-                "worker)."
+                f"partitioned as X (a column: client_ids=ddf[{client_ids!r}], and "
+                f"X=ddf.drop(columns={client_ids!r}) unless it is a feature too), or one of "
+                f"{PARTITIONS_AS} (a client per partition or per worker)."
             )
         labels = None
     elif is_dask_collection(client_ids):
@@ -86,6 +87,16 @@ def fit(model: Any, X: Any, y: Any, client_ids: Any) -> Any:
     return model
 
 
+def _kind(obj: Any) -> str:
+    """The library and class of ``obj``: "dask DataFrame", "pandas Series", "numpy ndarray".
+
+    Dask's and pandas' classes share their names: "X is a DataFrame and y a Series" did
+    not say which was which.
+    """
+    package = type(obj).__module__.partition(".")[0]
+    return type(obj).__name__ if package == "builtins" else f"{package} {type(obj).__name__}"
+
+
 def _label_codes(y: Any, declared: Any = None) -> tuple[Any, NDArray[Any]]:
     """Class labels as codes into the sorted labels, computed on the workers.
 
@@ -110,7 +121,11 @@ def _label_codes(y: Any, declared: Any = None) -> tuple[Any, NDArray[Any]]:
         encode: Any = _encode_declared
     else:
         blocks = row_blocks(y, "y", ndim=1)
-        per_block = dask.compute(*[dask.delayed(_distinct)(b) for b in blocks])
+        per_block = dask.compute(*[dask.delayed(_distinct)(b, i) for i, b in enumerate(blocks)])
+        # Text labels in one partition and numbers in another: the message of the rows in
+        # memory (np.unique's TypeError named nothing).
+        pooled = [np.asarray(v, object) for v in per_block]
+        check_targets(None, np.concatenate(pooled) if pooled else pooled, "classification")
         classes = np.unique(np.concatenate(per_block)) if per_block else np.zeros(0)
         check_classification_targets(classes)
         encode = _encode
@@ -119,13 +134,20 @@ def _label_codes(y: Any, declared: Any = None) -> tuple[Any, NDArray[Any]]:
     return y.map_blocks(encode, classes, dtype=np.int64), classes
 
 
-def _distinct(part: Any) -> NDArray[Any]:
+def _distinct(part: Any, index: int) -> NDArray[Any]:
     """One partition's distinct labels (run where it lives).
 
     pandas' nullable labels (``Int64``, ``boolean``) are floats, as ``fit`` on the rows in
     memory and scikit-learn read them (``classes_`` was ``[0, 1]`` or ``[False, True]``).
+    A missing text label is refused as ``fit`` on the rows in memory refuses it, then the
+    partition named (it was NumPy's "TypeError: boolean value of NA is ambiguous").
     """
-    return np.unique(as_scikit_learn_reads(part))
+    labels = as_scikit_learn_reads(part)
+    try:
+        check_targets(None, labels, "classification")
+    except ValueError as exc:
+        raise ValueError(f"{exc} (Partition {index} of y.)") from None
+    return np.unique(labels)
 
 
 def _encode(part: Any, classes: NDArray[Any]) -> Any:
@@ -176,7 +198,10 @@ def map_method(model: Any, method: str, X: Any, client_ids: Any) -> Any:
     meta = np.empty((0, width) if width else (0,), dtype)
     if isinstance(X, da.Array):
         X = X.rechunk({1: -1})
-        ids = [] if client_ids is None else [_ids_like(client_ids, X)]
+        # A column beside X's rows: map_blocks aligns a 1-D array with X's last axis (as
+        # NumPy broadcasts), which gave every block all the labels ("client_ids has shape
+        # (600,); expected (200,)").
+        ids = [] if client_ids is None else [_ids_like(client_ids, X)[:, None]]
         shape: dict[str, Any] = {"chunks": (X.chunks[0], (width,))} if width else {"drop_axis": 1}
         return da.map_blocks(_run, X, ref, method, *ids, dtype=dtype, meta=meta, **shape)
     if client_ids is not None and not isinstance(client_ids, dd.Series):
@@ -215,6 +240,11 @@ def _shipped(model: Any) -> Any:
         client = get_client()
     except (ImportError, ValueError):
         return dask.delayed(model, pure=True)  # no cluster: Dask's local schedulers
+    if client.status in ("closing", "closed"):
+        # Closed, yet still the current client (inside its ``with`` block): the graph is
+        # built, and computing it meets Dask's own ClosedClientError, as any collection's
+        # does (before: "AttributeError: 'NoneType' object has no attribute 'scatter'").
+        return dask.delayed(model, pure=True)
     return client.scatter(model, broadcast=True, hash=False)
 
 
@@ -233,12 +263,40 @@ def _ids_like(ids: Any, X: da.Array) -> da.Array:
     return ids
 
 
-def _run(part: Any, model: Any, method: str, ids: Any = None) -> NDArray[Any]:
-    """One partition's output (run on the worker holding it)."""
+def _run(
+    part: Any,
+    model: Any,
+    method: str,
+    ids: Any = None,
+    partition_info: Any = None,
+    block_info: Any = None,
+) -> NDArray[Any]:
+    """One partition's output (run on the worker holding it).
+
+    Dask passes ``partition_info`` (a DataFrame's partition) or ``block_info`` (an Array's
+    block): a ValueError of the rows (a text in a numeric column, an infinity) names the
+    partition, which it did not among a collection's hundreds.
+    """
+    try:
+        return _predicted(part, model, method, ids)
+    except ValueError as exc:
+        if type(exc) is not ValueError:
+            raise
+        if partition_info is not None:
+            where = int(partition_info["number"])
+        elif block_info is not None and None in block_info:
+            where = int(block_info[None]["chunk-location"][0])
+        else:
+            raise
+        raise ValueError(f"{exc} (Partition {where} of X.)") from None
+
+
+def _predicted(part: Any, model: Any, method: str, ids: Any) -> NDArray[Any]:
+    """:func:`_run`'s output, the partition's index aside."""
     dtype, width = _output(model, method)
     if len(part) == 0:
         return np.empty((0, width) if width else (0,), dtype)
-    labels = None if ids is None else np.asarray(ids)
+    labels = None if ids is None else np.asarray(ids).reshape(-1)
     names = getattr(model, "feature_names_in_", None)
     if names is not None and not isinstance(part, pd.DataFrame):
         part = pd.DataFrame(part, columns=names)  # checked by map_method: no warning here
@@ -309,6 +367,8 @@ def _score_sums(
         raise ValueError(
             f"Partition {index}: sample_weight has {len(w)} rows but X has {len(values)}."
         )
+    _refuse_missing(values, "y", index)
+    _refuse_missing(w, "sample_weight", index)
     total = float(w.sum())
     if classification:
         return total, float(w[np.asarray(pred) == values].sum())
@@ -321,3 +381,17 @@ def _score_sums(
         float(np.dot(w, (values - mean) ** 2)),
         float(np.dot(w, (values - pred) ** 2)),
     )
+
+
+def _refuse_missing(values: NDArray[Any], name: str, index: int) -> None:
+    """A missing or infinite value of ``name`` in partition ``index``: a ValueError.
+
+    scikit-learn's ``score`` refuses them on the rows in memory ("Input contains NaN.");
+    here the sums went on: the score was NaN, or a partition of NaN weights left out.
+    """
+    bad = ~np.isfinite(values) if values.dtype.kind in "fc" else pd.isna(values)
+    if bad.any():
+        raise ValueError(
+            f"score: {name} holds {int(bad.sum())} missing or infinite value(s) in partition "
+            f"{index}; scikit-learn's score refuses them too: drop those rows or fill them."
+        )

@@ -269,19 +269,22 @@ class DaskFederation(Federation):
     def _hello(self, timeout: float) -> None:
         """Every actor's client was built; else one ValueError naming each that was not."""
         calls = {name: actor.hello() for name, actor in self._actors.items()}
-        problems = []
+        # What went wrong -> the clients it went wrong for: a column every partition has
+        # (a datetime one, say) was the same sentence once per client, 100 for 100.
+        problems: dict[str, list[str]] = {}
         self.n_samples: dict[str, int] = {}
         for name, call in calls.items():
             answer = from_bytes(call.result(timeout=timeout), name)
             if answer.kind == ERROR:
                 said = without_client(str(error_from_header(answer.header, name)), name)
-                problems.append(f"{name!r}: {said}")
+                problems.setdefault(said.removesuffix("."), []).append(repr(name))
             elif answer.kind == HELLO:
                 self.n_samples[name] = int(answer.header["n_samples"])
             else:
-                problems.append(f"{name!r}: it answered a {answer.kind!r} message")
+                problems.setdefault(f"it answered a {answer.kind!r} message", []).append(repr(name))
         if problems:
-            raise ValueError("Dask clients could not be built: " + "; ".join(problems) + ".")
+            said = "; ".join(f"{', '.join(names)}: {text}" for text, names in problems.items())
+            raise ValueError(f"Dask clients could not be built: {said}.")
 
     # ------------------------------------------------------------------ Federation
     @property
@@ -519,5 +522,6 @@ def default_client(client: DaskClient | None) -> DaskClient:
         raise ValueError(
             "fedforest's Dask transport needs a distributed Client (its clients are actors "
             "on workers): start one first, e.g. distributed.Client(distributed.LocalCluster())"
-            " or distributed.Client('tcp://scheduler:8786')."
+            " or distributed.Client('tcp://scheduler:8786'); a Client made with "
+            "set_as_default=False is used inside `with client.as_current():`."
         ) from exc
