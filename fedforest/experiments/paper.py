@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cache, partial
@@ -263,8 +264,10 @@ def add_experiment_subcommand(subparsers: Any) -> argparse.ArgumentParser:
         help="regenerate a table or figure of the FedForest paper",
         description="Run one of the FedForest paper's experiments on data that ships with "
         "fedforest; write NAME.csv, NAME.json and NAME.png; print the scores, the "
-        "communication of every method and the command that reproduces the run. See "
-        "docs/results.md.",
+        "communication of every method and the command that reproduces the run. Every "
+        'FedForest and Fed Histogram fit runs under privacy="none", the paper\'s protocol '
+        '(fedforest\'s default is "secure", under which the + H and AvgImp/Top-L variants '
+        "are refused; docs/privacy.md). See docs/results.md.",
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -314,7 +317,23 @@ def _handler(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         check_seed(args.seed, reps)
     except ValueError as exc:
         parser.error(f"argument --seed: {exc}")
+    if not args.replot:
+        _check_writable(args.out, parser)
     return run(args)
+
+
+def _check_writable(out: Path, parser: argparse.ArgumentParser) -> None:
+    """A usage error, before any run, when ``out`` cannot be created or written in.
+
+    It was a traceback from ``mkdir`` (or, for a folder without write permission, from
+    the first file the run wrote).
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        parser.error(f"argument --out: cannot write in {str(out)!r}: {exc.strerror or exc}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,87 @@
+"""`fedforest experiment` reviewed as a user (session 28): what a run says and refuses.
+
+- The privacy level the experiments run under (the paper's protocol, "none", not the
+  default "secure") was stated only in docs/results.md: neither the printed report, nor
+  NAME.json, nor ``--help`` said it.
+- Appendix B scores regression datasets by R² and classification ones by accuracy; its
+  report said "score: accuracy" above R² numbers.
+- An ``--out`` that cannot be created or written in was a traceback (``mkdir``) instead
+  of a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from fedforest.cli import main
+from fedforest.experiments import _methods, paper
+from fedforest.experiments._methods import QUANTILES, build_estimator
+from fedforest.experiments.paper import run_experiment, tiny_experiment
+
+
+def test_report_and_json_say_the_privacy_level_the_forests_were_fitted_at(
+    tmp_path: Path,
+) -> None:
+    # appendix-b's tiny version: diabetes (R²) and breast cancer (accuracy), 3 trees.
+    lines: list[str] = []
+    run = run_experiment(
+        tiny_experiment("appendix-b"), reps=1, out=tmp_path, progress=False, echo=lines.append
+    )
+    fitted = build_estimator(QUANTILES, "regression", 0).privacy  # what the fits used
+    header = lines[0].splitlines()
+    assert header[2].startswith(f'privacy="{fitted}" for every FedForest and Fed Histogram')
+    assert json.loads(run.paths["json"].read_text())["privacy"] == fitted == "none"
+    # Both scores, and which setting picks one, named: the report said "accuracy" only.
+    assert header[1].startswith("score: r2 or accuracy by dataset (higher is better)")
+    assert set(run.frame["metric"]) == {"r2", "accuracy"}
+
+
+def test_report_names_a_single_metric_as_before(tmp_path: Path) -> None:
+    lines: list[str] = []
+    run_experiment(
+        tiny_experiment("fedheart"), reps=1, out=tmp_path, progress=False, echo=lines.append
+    )
+    assert lines[0].splitlines()[1].startswith("score: accuracy (higher is better)")
+
+
+def test_the_fits_read_the_one_privacy_constant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The constant the report and NAME.json print is the one the estimators are built with.
+    monkeypatch.setattr(_methods, "PRIVACY", "secure")
+    assert build_estimator(QUANTILES, "regression", 0).privacy == "secure"
+
+
+def test_help_says_the_experiments_run_under_privacy_none(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["experiment", "--help"])
+    assert stop.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert 'privacy="none", the paper\'s protocol' in text
+    assert 'default is "secure"' in text
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="/proc refuses mkdir, even to root"
+)
+@pytest.mark.parametrize("name", ["appendix-b", "all"])
+def test_an_out_that_cannot_be_written_is_a_usage_error_before_the_run(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(paper, "run_experiment", must_not_run)
+    monkeypatch.setattr(paper, "run_all", must_not_run)
+    with pytest.raises(SystemExit) as stop:
+        main(["experiment", name, "--reps", "1", "--out", "/proc/fedforest-no-such-dir/r"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --out: cannot write in '/proc/fedforest-no-such-dir/r'" in err
+    assert "Traceback" not in err
