@@ -85,3 +85,23 @@ def test_an_out_that_cannot_be_written_is_a_usage_error_before_the_run(
     err = capsys.readouterr().err
     assert "argument --out: cannot write in '/proc/fedforest-no-such-dir/r'" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("privacy", ["secure", "dp"])
+def test_fed_histogram_refuses_a_privacy_level_it_does_not_run(privacy: str) -> None:
+    # It ran every fit under "none" whatever it was given (its default, inherited, is
+    # "secure"); docs/privacy.md lists it among what "secure" and "dp" refuse.
+    from fedforest.datasets import make_paper_synthetic
+    from fedforest.experiments.baselines import FederatedHistogramRegressor
+
+    d = make_paper_synthetic("homogeneous", random_state=0, n_clients=3, n_per_client=40)
+    small = {"n_estimators": 2, "max_depth": 2, "random_state": 0}
+    extra = {"epsilon": 5.0} if privacy == "dp" else {}
+    model = FederatedHistogramRegressor(privacy=privacy, **small, **extra)
+    with pytest.raises(ValueError, match=f"only under privacy='none'.*privacy='{privacy}'"):
+        model.fit(d.X_train, d.y_train, client_ids=d.h_train)
+    fitted = FederatedHistogramRegressor(privacy="none", **small)
+    fitted.fit(d.X_train, d.y_train, client_ids=d.h_train)
+    assert fitted.communication_.rounds > 0
+    # The experiments build it at their one level.
+    assert build_estimator("Fed Histogram", "regression", 0).privacy == _methods.PRIVACY

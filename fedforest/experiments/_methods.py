@@ -159,7 +159,7 @@ def build_estimator(
         return cls(use_client=method == CENTRAL_H, **params)
     if method == HISTOGRAM:
         cls = bl.FederatedHistogramRegressor if reg else bl.FederatedHistogramClassifier
-        return cls(n_bins=N_BINS, **params)
+        return cls(n_bins=N_BINS, privacy=PRIVACY, **params)
     if method == LOCAL_ENSEMBLE:
         return (bl.LocalEnsembleRegressor if reg else bl.LocalEnsembleClassifier)(**params)
     if method == LOCAL:
