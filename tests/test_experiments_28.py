@@ -6,7 +6,10 @@
 - Appendix B scores regression datasets by R² and classification ones by accuracy; its
   report said "score: accuracy" above R² numbers.
 - An ``--out`` that cannot be created or written in was a traceback (``mkdir``) instead
-  of a usage error.
+  of a usage error: at once for the paper's experiments, after the whole run for
+  swarm-overlap.
+- The Fed Histogram baseline ran under "none" whatever privacy level it was given.
+- benchmarks/check_docs.py did not check the Appendix B tables.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fedforest.cli import main
-from fedforest.experiments import _methods, paper
+from fedforest.experiments import _methods, paper, swarm
 from fedforest.experiments._methods import QUANTILES, build_estimator
 from fedforest.experiments.paper import run_experiment, tiny_experiment
 
@@ -70,7 +74,7 @@ def test_help_says_the_experiments_run_under_privacy_none(
 @pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="/proc refuses mkdir, even to root"
 )
-@pytest.mark.parametrize("name", ["appendix-b", "all"])
+@pytest.mark.parametrize("name", ["appendix-b", "all", "swarm-overlap"])
 def test_an_out_that_cannot_be_written_is_a_usage_error_before_the_run(
     name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -79,6 +83,8 @@ def test_an_out_that_cannot_be_written_is_a_usage_error_before_the_run(
 
     monkeypatch.setattr(paper, "run_experiment", must_not_run)
     monkeypatch.setattr(paper, "run_all", must_not_run)
+    # swarm-overlap ran for minutes (4 at --reps 1, loaded), then lost it all in mkdir.
+    monkeypatch.setattr(swarm, "run_swarm_experiment", must_not_run)
     with pytest.raises(SystemExit) as stop:
         main(["experiment", name, "--reps", "1", "--out", "/proc/fedforest-no-such-dir/r"])
     assert stop.value.code == 2
@@ -105,3 +111,48 @@ def test_fed_histogram_refuses_a_privacy_level_it_does_not_run(privacy: str) -> 
     assert fitted.communication_.rounds > 0
     # The experiments build it at their one level.
     assert build_estimator("Fed Histogram", "regression", 0).privacy == _methods.PRIVACY
+
+
+def _check_docs() -> Any:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "check_docs.py"
+    spec = importlib.util.spec_from_file_location("check_docs_28", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_check_docs_reads_every_appendix_b_cell_and_flags_a_drifted_one() -> None:
+    # Records whose 3 repetitions (mean - sd, mean, mean + sd) give the page's cells.
+    import pandas as pd
+
+    cd = _check_docs()
+    try:
+        text = cd.section(cd.RESULTS, cd.APPENDIX_B_SECTION)
+        scores = cd.table_with(text, "dataset", "here")
+        costs = cd.table_with(text, "rounds", "here")
+        rows = []
+        for dataset, cells in scores.items():
+            for method in costs:
+                mean, sd = (p.value for p in cd.mean_sd(cells[method].replace("**", ""), "here"))
+                for rep, value in enumerate((mean - sd, mean, mean + sd)):
+                    rows.append(
+                        {"dataset": dataset, "method": method, "rep": rep, "score": value}
+                        | {"rounds": float(costs[method]["rounds"]), "note": ""}
+                        | {"megabytes": float(costs[method]["MB (mean over datasets)"])}
+                    )
+        frame = pd.DataFrame(rows)
+        comparisons = cd.compare_appendix_b(frame)
+        assert len(comparisons) == 11 * 6 * 2 + 6 * 2
+        assert all(c.ok for c in comparisons)
+        at = (frame["dataset"] == "heart-attack") & (frame["method"] == "Fed Histogram")
+        frame.loc[at & (frame["rep"] == 1), "score"] += 0.002  # the mean moves by 0.0007
+        drifted = [c.where for c in cd.compare_appendix_b(frame) if not c.ok]
+        assert drifted == [
+            "results.md 'Appendix B: real tabular datasets', heart-attack, Fed Histogram, mean"
+        ]
+    finally:
+        sys.modules.pop("check_docs_28", None)

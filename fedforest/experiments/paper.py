@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cache, partial
@@ -18,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .._argtypes import int_at_least, n_jobs, out_directory
+from .._argtypes import int_at_least, n_jobs, out_directory, unwritable_directory
 from ._catalog import CATALOG
 
 if TYPE_CHECKING:
@@ -317,23 +316,9 @@ def _handler(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         check_seed(args.seed, reps)
     except ValueError as exc:
         parser.error(f"argument --seed: {exc}")
-    if not args.replot:
-        _check_writable(args.out, parser)
+    if not args.replot and (why := unwritable_directory(args.out)):
+        parser.error(f"argument --out: {why}")  # it was a traceback from mkdir
     return run(args)
-
-
-def _check_writable(out: Path, parser: argparse.ArgumentParser) -> None:
-    """A usage error, before any run, when ``out`` cannot be created or written in.
-
-    It was a traceback from ``mkdir`` (or, for a folder without write permission, from
-    the first file the run wrote).
-    """
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as exc:
-        parser.error(f"argument --out: cannot write in {str(out)!r}: {exc.strerror or exc}")
 
 
 def run(args: argparse.Namespace) -> int:
