@@ -6,7 +6,7 @@ out of the docs, and exits with status 1 and one line per drifted number when th
 differ. A documented number is compared within half a unit of its last printed digit
 (the docs round); a number the docs no longer contain where expected is drift too.
 
-Checks (about 3.5 minutes on 2 idle cores in total; ``--list`` prints them):
+Checks (about 5.5 minutes on 2 idle cores in total; ``--list`` prints them):
 
 - ``fedheart``: the whole FedHeart table of docs/results.md (accuracy mean ± sd, rounds,
   MB per fit of every method over the 10 repetitions of ``fedforest experiment
@@ -18,6 +18,9 @@ Checks (about 3.5 minutes on 2 idle cores in total; ``--list`` prints them):
 - ``appendix-b``: both Appendix B tables of docs/results.md (every dataset's mean ± sd
   per method over the 3 repetitions of ``fedforest experiment appendix-b``, and each
   method's rounds and MB, the mean over the datasets; about 90 s idle).
+- ``table3-fragmentation``: the Table 3 table of docs/results.md (every method's mean ±
+  sd at each K over the 3 repetitions of ``fedforest experiment table3-fragmentation``,
+  its rounds and MB per fit, the mean over K; about 2 minutes idle).
 - ``simulate``: the numbers docs/simulate.md quotes beside its ``fedforest simulate``
   commands (the main job of the README's quick start: fedforest's test MSE, its gap to
   centralized RF, rounds and MB sent, and centralized RF's test MSE), each command run as
@@ -61,7 +64,7 @@ from fedforest.cli import main as fedforest_main
 from fedforest.experiments import _methods as M
 from fedforest.experiments._runner import summarize
 from fedforest.experiments.paper import get_experiment
-from fedforest.experiments.real import PANEL_METHODS
+from fedforest.experiments.real import FRAGMENTATION_METHODS, PANEL_METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results.md"
@@ -72,6 +75,7 @@ FEDHEART_SECTION = "Figure 2 (d): FedHeart"
 FIG2A_SECTION = "(a) Homogeneous"
 COMMUNICATION_SECTION = "Communication"
 APPENDIX_B_SECTION = "Appendix B: real tabular datasets"
+TABLE3_SECTION = "Table 3: fragmentation"
 FEDHEART_FEDERATED = (M.QUANTILES, M.QUANTILES_H, M.AVGIMP, M.AVGIMP_H, M.HISTOGRAM)
 
 
@@ -349,6 +353,45 @@ def check_appendix_b() -> list[Comparison]:
     return compare_appendix_b(_run("appendix-b", PANEL_METHODS))
 
 
+def compare_table3(frame: pd.DataFrame) -> list[Comparison]:
+    """``frame`` (records of ``fedforest experiment table3-fragmentation``) against Table 3."""
+    summary = summarize(get_experiment("table3-fragmentation"), frame)
+    where = f"results.md {TABLE3_SECTION!r}"
+    try:
+        table = table_with(section(RESULTS, TABLE3_SECTION), "K = 1", where)
+    except DocError as exc:
+        return [Comparison.missing(exc)]
+    out: list[Comparison] = []
+    for _, row in summary.iterrows():
+        at = f"{where}, {row['method']}, K = {row['K']}"
+        try:
+            mean, sd = mean_sd(table[row["method"]][f"K = {row['K']}"], at)
+        except (DocError, KeyError) as exc:
+            out.append(Comparison.missing(DocError(f"{at}: no cell {exc}")))
+            continue
+        out += [
+            Comparison(f"{at}, mean", mean, row["mean"]),
+            Comparison(f"{at}, sd", sd, row["std"]),
+        ]
+    comm = summary.groupby("method", sort=False)[["rounds", "megabytes"]].mean()
+    for method, row in comm.iterrows():
+        at = f"{where}, {method}"
+        try:
+            cells = table[str(method)]
+            out += [
+                Comparison(f"{at}, rounds", Printed.parse(cells["rounds"], at), row["rounds"]),
+                Comparison(f"{at}, MB", Printed.parse(cells["MB per fit"], at), row["megabytes"]),
+            ]
+        except (DocError, KeyError) as exc:
+            out.append(Comparison.missing(DocError(f"{at}: no cell {exc}")))
+    return out
+
+
+def check_table3() -> list[Comparison]:
+    """docs/results.md's Table 3: every method at every K, and its communication."""
+    return compare_table3(_run("table3-fragmentation", FRAGMENTATION_METHODS))
+
+
 #: A command of docs/simulate.md and the numbers its comment quotes:
 #: "fedforest simulate --privacy none   # 0.538, +0.2 %, 17 rounds, 77.9 MB"
 SIMULATE_COMMAND = re.compile(
@@ -415,6 +458,7 @@ CHECKS: dict[str, Callable[[], list[Comparison]]] = {
     "fedheart": check_fedheart,
     "fig2-homogeneous": check_fig2_homogeneous,
     "appendix-b": check_appendix_b,
+    "table3-fragmentation": check_table3,
     "simulate": check_simulate,
 }
 

@@ -156,3 +156,33 @@ def test_check_docs_reads_every_appendix_b_cell_and_flags_a_drifted_one() -> Non
         ]
     finally:
         sys.modules.pop("check_docs_28", None)
+
+
+def test_check_docs_reads_every_table3_cell_and_flags_a_drifted_one() -> None:
+    import pandas as pd
+
+    cd = _check_docs()
+    try:
+        table = cd.table_with(cd.section(cd.RESULTS, cd.TABLE3_SECTION), "K = 1", "here")
+        rows = []
+        for method, cells in table.items():
+            for k in (1, 2, 5, 10, 20, 50, 100):
+                mean, sd = (p.value for p in cd.mean_sd(cells[f"K = {k}"], "here"))
+                for rep, value in enumerate((mean - sd, mean, mean + sd)):
+                    rows.append(
+                        {"K": k, "method": method, "rep": rep, "score": value, "note": ""}
+                        | {
+                            "rounds": float(cells["rounds"]),
+                            "megabytes": float(cells["MB per fit"]),
+                        }
+                    )
+        frame = pd.DataFrame(rows)
+        comparisons = cd.compare_table3(frame)
+        assert len(comparisons) == 6 * 7 * 2 + 6 * 2
+        assert all(c.ok for c in comparisons)
+        # one K at 0.1 MB: the mean over the 7 K moves to 0.014, the page prints 0.00
+        frame.loc[(frame["method"] == "Local Learning") & (frame["K"] == 100), "megabytes"] = 0.1
+        drifted = [c.where for c in cd.compare_table3(frame) if not c.ok]
+        assert drifted == ["results.md 'Table 3: fragmentation', Local Learning, MB"]
+    finally:
+        sys.modules.pop("check_docs_28", None)
