@@ -473,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         for name, fn in CHECKS.items():
-            print(f"{name:<18} {(fn.__doc__ or '').strip()}")
+            print(f"{name:<21} {(fn.__doc__ or '').strip()}")
         return 0
     drift = 0
     for name in args.only or list(CHECKS):
