@@ -6,7 +6,7 @@ out of the docs, and exits with status 1 and one line per drifted number when th
 differ. A documented number is compared within half a unit of its last printed digit
 (the docs round); a number the docs no longer contain where expected is drift too.
 
-Checks (about 2 minutes on 2 idle cores in total; ``--list`` prints them):
+Checks (about 5.5 minutes on 2 idle cores in total; ``--list`` prints them):
 
 - ``fedheart``: the whole FedHeart table of docs/results.md (accuracy mean ± sd, rounds,
   MB per fit of every method over the 10 repetitions of ``fedforest experiment
@@ -15,6 +15,12 @@ Checks (about 2 minutes on 2 idle cores in total; ``--list`` prints them):
 - ``fig2-homogeneous``: the FedForest Quantiles row of the Figure 2(a) table of
   docs/results.md (test MSE mean ± sd, rounds, MB per fit over the 20 repetitions of
   ``fedforest experiment fig2-homogeneous``; AvgImp's 20 fits would take a minute more).
+- ``appendix-b``: both Appendix B tables of docs/results.md (every dataset's mean ± sd
+  per method over the 3 repetitions of ``fedforest experiment appendix-b``, and each
+  method's rounds and MB, the mean over the datasets; about 90 s idle).
+- ``table3-fragmentation``: the Table 3 table of docs/results.md (every method's mean ±
+  sd at each K over the 3 repetitions of ``fedforest experiment table3-fragmentation``,
+  its rounds and MB per fit, the mean over K; about 2 minutes idle).
 - ``simulate``: the numbers docs/simulate.md quotes beside its ``fedforest simulate``
   commands (the main job of the README's quick start: fedforest's test MSE, its gap to
   centralized RF, rounds and MB sent, and centralized RF's test MSE), each command run as
@@ -58,6 +64,7 @@ from fedforest.cli import main as fedforest_main
 from fedforest.experiments import _methods as M
 from fedforest.experiments._runner import summarize
 from fedforest.experiments.paper import get_experiment
+from fedforest.experiments.real import FRAGMENTATION_METHODS, PANEL_METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results.md"
@@ -67,6 +74,8 @@ SIMULATE = ROOT / "docs" / "simulate.md"
 FEDHEART_SECTION = "Figure 2 (d): FedHeart"
 FIG2A_SECTION = "(a) Homogeneous"
 COMMUNICATION_SECTION = "Communication"
+APPENDIX_B_SECTION = "Appendix B: real tabular datasets"
+TABLE3_SECTION = "Table 3: fragmentation"
 FEDHEART_FEDERATED = (M.QUANTILES, M.QUANTILES_H, M.AVGIMP, M.AVGIMP_H, M.HISTOGRAM)
 
 
@@ -301,6 +310,88 @@ def check_fig2_homogeneous(methods: Sequence[str] = (M.QUANTILES,)) -> list[Comp
     return _compare_rows(doc, summary, "test MSE", where)
 
 
+def compare_appendix_b(frame: pd.DataFrame) -> list[Comparison]:
+    """``frame`` (records of ``fedforest experiment appendix-b``) against results.md's tables."""
+    summary = summarize(get_experiment("appendix-b"), frame)
+    where = f"results.md {APPENDIX_B_SECTION!r}"
+    out: list[Comparison] = []
+    try:
+        text = section(RESULTS, APPENDIX_B_SECTION)
+        scores = table_with(text, "dataset", where)
+        costs = table_with(text, "rounds", where + " communication")
+    except DocError as exc:
+        return [Comparison.missing(exc)]
+    for _, row in summary.iterrows():
+        at = f"{where}, {row['dataset']}, {row['method']}"
+        try:
+            cell = scores[row["dataset"]][row["method"]].replace("**", "")  # bold: the best
+            mean, sd = mean_sd(cell, at)
+        except (DocError, KeyError) as exc:
+            out.append(Comparison.missing(DocError(f"{at}: no cell {exc}")))
+            continue
+        out += [
+            Comparison(f"{at}, mean", mean, row["mean"]),
+            Comparison(f"{at}, sd", sd, row["std"]),
+        ]
+    comm = summary.groupby("method", sort=False)[["rounds", "megabytes"]].mean()
+    for method, row in comm.iterrows():
+        at = f"{where} communication, {method}"
+        try:
+            cells = costs[str(method)]
+            mb = Printed.parse(cells["MB (mean over datasets)"], at)
+            out += [
+                Comparison(f"{at}, rounds", Printed.parse(cells["rounds"], at), row["rounds"]),
+                Comparison(f"{at}, MB", mb, row["megabytes"]),
+            ]
+        except (DocError, KeyError) as exc:
+            out.append(Comparison.missing(DocError(f"{at}: no cell {exc}")))
+    return out
+
+
+def check_appendix_b() -> list[Comparison]:
+    """docs/results.md's Appendix B tables: every dataset and method, and the communication."""
+    return compare_appendix_b(_run("appendix-b", PANEL_METHODS))
+
+
+def compare_table3(frame: pd.DataFrame) -> list[Comparison]:
+    """``frame`` (records of ``fedforest experiment table3-fragmentation``) against Table 3."""
+    summary = summarize(get_experiment("table3-fragmentation"), frame)
+    where = f"results.md {TABLE3_SECTION!r}"
+    try:
+        table = table_with(section(RESULTS, TABLE3_SECTION), "K = 1", where)
+    except DocError as exc:
+        return [Comparison.missing(exc)]
+    out: list[Comparison] = []
+    for _, row in summary.iterrows():
+        at = f"{where}, {row['method']}, K = {row['K']}"
+        try:
+            mean, sd = mean_sd(table[row["method"]][f"K = {row['K']}"], at)
+        except (DocError, KeyError) as exc:
+            out.append(Comparison.missing(DocError(f"{at}: no cell {exc}")))
+            continue
+        out += [
+            Comparison(f"{at}, mean", mean, row["mean"]),
+            Comparison(f"{at}, sd", sd, row["std"]),
+        ]
+    comm = summary.groupby("method", sort=False)[["rounds", "megabytes"]].mean()
+    for method, row in comm.iterrows():
+        at = f"{where}, {method}"
+        try:
+            cells = table[str(method)]
+            out += [
+                Comparison(f"{at}, rounds", Printed.parse(cells["rounds"], at), row["rounds"]),
+                Comparison(f"{at}, MB", Printed.parse(cells["MB per fit"], at), row["megabytes"]),
+            ]
+        except (DocError, KeyError) as exc:
+            out.append(Comparison.missing(DocError(f"{at}: no cell {exc}")))
+    return out
+
+
+def check_table3() -> list[Comparison]:
+    """docs/results.md's Table 3: every method at every K, and its communication."""
+    return compare_table3(_run("table3-fragmentation", FRAGMENTATION_METHODS))
+
+
 #: A command of docs/simulate.md and the numbers its comment quotes:
 #: "fedforest simulate --privacy none   # 0.538, +0.2 %, 17 rounds, 77.9 MB"
 SIMULATE_COMMAND = re.compile(
@@ -366,6 +457,8 @@ def check_simulate(commands: int | None = None) -> list[Comparison]:
 CHECKS: dict[str, Callable[[], list[Comparison]]] = {
     "fedheart": check_fedheart,
     "fig2-homogeneous": check_fig2_homogeneous,
+    "appendix-b": check_appendix_b,
+    "table3-fragmentation": check_table3,
     "simulate": check_simulate,
 }
 
@@ -380,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         for name, fn in CHECKS.items():
-            print(f"{name:<18} {(fn.__doc__ or '').strip()}")
+            print(f"{name:<21} {(fn.__doc__ or '').strip()}")
         return 0
     drift = 0
     for name in args.only or list(CHECKS):

@@ -7,6 +7,7 @@ fast: a type fails with argparse's own error, naming the option, before anything
 from __future__ import annotations
 
 import argparse
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,6 +71,22 @@ def out_directory(text: str) -> Path:
                 )
             break
     return path
+
+
+def unwritable_directory(path: Path) -> str | None:
+    """Why ``path`` cannot be created or written in (None: it can; it is created).
+
+    For a command's ``--out``, after parsing and before any work: a folder ``mkdir``
+    cannot make (``/proc/x``) or one without write permission was a traceback once the
+    run had finished, its results lost.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        return f"cannot write in {str(path)!r}: {exc.strerror or exc}"
+    return None
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -82,7 +82,9 @@ def test_centralized_classifier_probabilities():
 
 def test_histogram_equals_the_grower_with_histogram_binning(shifted):
     d = shifted
-    model = FederatedHistogramRegressor(**SMALL).fit(d.X_train, d.y_train, client_ids=d.h_train)
+    model = FederatedHistogramRegressor(privacy="none", **SMALL).fit(
+        d.X_train, d.y_train, client_ids=d.h_train
+    )
     cfg = dataclasses.replace(
         FedForestRegressor(privacy="none", **SMALL)._config(), binning="histogram"
     )
@@ -107,7 +109,7 @@ def test_histogram_equals_the_grower_with_histogram_binning(shifted):
 def test_histogram_thresholds_are_fixed_width_edges():
     X, y, h = _binary(n=300, d=2)
     X, y = X[:, :1], (X[:, 0] > 0.3).astype(int)
-    model = FederatedHistogramClassifier(n_bins=8, **SMALL).fit(X, y, client_ids=h)
+    model = FederatedHistogramClassifier(n_bins=8, privacy="none", **SMALL).fit(X, y, client_ids=h)
     edges = X.min() + (X.max() - X.min()) * np.arange(1, 8) / 8
     root = model.trees_[0].threshold[0]
     assert np.isclose(edges, root).any()
@@ -115,7 +117,7 @@ def test_histogram_thresholds_are_fixed_width_edges():
 
 
 def test_histogram_refuses_client_splits():
-    model = FederatedHistogramRegressor(**SMALL)
+    model = FederatedHistogramRegressor(privacy="none", **SMALL)
     if "split_on_client" not in model.get_params():
         pytest.skip("split_on_client not offered by the estimators yet")
     X, y, h = _binary()

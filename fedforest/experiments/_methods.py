@@ -43,6 +43,10 @@ PAPER_FOREST = MappingProxyType({"n_estimators": 50, "max_depth": 8, "min_sample
 N_BINS = 32
 #: Features shortlisted per node by Top-L.
 TOP_L = 3
+#: Privacy level of every FedForest fit here: the paper's protocol. The server then sees
+#: per-client statistics and data values; the "+ H" and AvgImp/Top-L variants (and the Fed
+#: Histogram baseline, always "none") are refused under fedforest's default "secure".
+PRIVACY = "none"
 
 #: FedForest variants: estimator parameters on top of the paper's forest settings.
 _FEDFOREST_VARIANTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
@@ -146,7 +150,7 @@ def build_estimator(
         try:
             # The paper's protocol (privacy="none"): quantile candidates only (no local
             # candidates), per-client statistics for the H and AvgImp variants.
-            variant = {"local_candidates": False, "privacy": "none", **_FEDFOREST_VARIANTS[method]}
+            variant = {"local_candidates": False, "privacy": PRIVACY, **_FEDFOREST_VARIANTS[method]}
             return cls_ff(n_bins=N_BINS, **params, **variant)
         except TypeError as exc:
             raise NotAvailableError(f"not available yet: {exc}") from exc
@@ -155,7 +159,7 @@ def build_estimator(
         return cls(use_client=method == CENTRAL_H, **params)
     if method == HISTOGRAM:
         cls = bl.FederatedHistogramRegressor if reg else bl.FederatedHistogramClassifier
-        return cls(n_bins=N_BINS, **params)
+        return cls(n_bins=N_BINS, privacy=PRIVACY, **params)
     if method == LOCAL_ENSEMBLE:
         return (bl.LocalEnsembleRegressor if reg else bl.LocalEnsembleClassifier)(**params)
     if method == LOCAL:

@@ -23,7 +23,7 @@ from joblib import Parallel, delayed
 
 from .._argtypes import MAX_SEED
 from .._progress import progress_bar
-from ._methods import METHOD_ORDER
+from ._methods import METHOD_ORDER, PRIVACY
 
 #: run(setting, rep, seed, n_jobs) -> one record (dict) per method.
 RunFn = Callable[[Any, int, int, "int | None"], list[dict[str, Any]]]
@@ -264,13 +264,26 @@ def _group_table(frame: pd.DataFrame) -> str:
     return "\nmean score by group:\n" + wide.to_string(float_format=lambda v: f"{v:.3f}")
 
 
+#: Said under every report: the level is not fedforest's default, by design.
+PRIVACY_LINE = (
+    f'privacy="{PRIVACY}" for every FedForest and Fed Histogram fit (the paper\'s protocol, '
+    "by design): the server sees per-client statistics and data values; fedforest's "
+    'default is "secure" (docs/privacy.md)'
+)
+
+
 def format_report(exp: Experiment, table: pd.DataFrame, frame: pd.DataFrame | None = None) -> str:
     """Score table (methods × settings), per-group scores and each method's communication."""
     lower = exp.metric == "mse"
+    metrics = [exp.metric]
+    if frame is not None and "metric" in frame:
+        metrics = list(dict.fromkeys(frame["metric"].astype(str))) or metrics
+    by = f" by {exp.x}" if len(metrics) > 1 and exp.x else ""
     lines = [
         f"{exp.name}: {exp.title}",
-        f"score: {exp.metric} ({'lower' if lower else 'higher'}"
+        f"score: {' or '.join(metrics)}{by} ({'lower' if lower else 'higher'}"
         f" is better); mean ± sd over {_repetitions(int(table['n'].max()))}",
+        PRIVACY_LINE,
         "",
     ]
     cells = table.assign(
@@ -310,6 +323,7 @@ def _write(
         "experiment": exp.name,
         "title": exp.title,
         "metric": exp.metric,
+        "privacy": PRIVACY,
         "notes": exp.notes,
         "paper": exp.paper,
         "reference": exp.reference,

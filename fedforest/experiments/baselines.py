@@ -262,7 +262,14 @@ class _HistogramMixin:
                 "split_on_client=True. Set it to False."
             )
         # The baseline sends each client's minimum and maximum: the paper's protocol only.
-        return dataclasses.replace(cfg, binning="histogram", privacy="none")
+        # A fit asked for "secure" (the inherited default) or "dp" ran under "none" unsaid.
+        if cfg.privacy != "none":
+            raise ValueError(
+                f"The Federated Histogram baseline runs only under privacy='none' (each "
+                f"client sends its features' minimum and maximum); got "
+                f"privacy={cfg.privacy!r}. Set privacy='none' (see docs/privacy.md)."
+            )
+        return dataclasses.replace(cfg, binning="histogram")
 
 
 class FederatedHistogramRegressor(_HistogramMixin, FedForestRegressor):
@@ -273,7 +280,8 @@ class FederatedHistogramRegressor(_HistogramMixin, FedForestRegressor):
     inner edges of ``n_bins`` equal-width bins between the global minimum and maximum;
     the clients return exact left statistics ``(n, sum y, sum y^2)`` at those edges.
     Same parameters and attributes as :class:`~fedforest.FedForestRegressor`;
-    ``split_on_client`` must stay False.
+    ``split_on_client`` must stay False and ``privacy`` must be ``"none"`` (fit refuses
+    the inherited default ``"secure"``, and ``"dp"``).
     """
 
 

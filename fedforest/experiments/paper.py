@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .._argtypes import int_at_least, n_jobs, out_directory
+from .._argtypes import int_at_least, n_jobs, out_directory, unwritable_directory
 from ._catalog import CATALOG
 
 if TYPE_CHECKING:
@@ -263,8 +263,10 @@ def add_experiment_subcommand(subparsers: Any) -> argparse.ArgumentParser:
         help="regenerate a table or figure of the FedForest paper",
         description="Run one of the FedForest paper's experiments on data that ships with "
         "fedforest; write NAME.csv, NAME.json and NAME.png; print the scores, the "
-        "communication of every method and the command that reproduces the run. See "
-        "docs/results.md.",
+        "communication of every method and the command that reproduces the run. Every "
+        'FedForest and Fed Histogram fit runs under privacy="none", the paper\'s protocol '
+        '(fedforest\'s default is "secure", under which the + H and AvgImp/Top-L variants '
+        "are refused; docs/privacy.md). See docs/results.md.",
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -314,6 +316,8 @@ def _handler(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         check_seed(args.seed, reps)
     except ValueError as exc:
         parser.error(f"argument --seed: {exc}")
+    if not args.replot and (why := unwritable_directory(args.out)):
+        parser.error(f"argument --out: {why}")  # it was a traceback from mkdir
     return run(args)
 
 

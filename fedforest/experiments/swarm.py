@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from .._argtypes import DefaultsHelpFormatter, out_directory
+from .._argtypes import DefaultsHelpFormatter, out_directory, unwritable_directory
 
 __all__ = [
     "PEERS",
@@ -322,6 +322,8 @@ def _handler(args: argparse.Namespace, parser: argparse.ArgumentParser | None = 
     """``handler(args, parser)`` as ``fedforest.cli.main`` calls it; bad options exit 2."""
     try:
         config_from_args(args)
+        if why := unwritable_directory(args.out):  # it ran, then lost all in a traceback
+            raise ValueError(f"argument --out: {why}")
     except ValueError as exc:
         if parser is None:
             raise
