@@ -271,7 +271,8 @@ def cousin_exposure(fed, model, V, w, m, y: np.ndarray) -> dict[str, Any]:
     """An ancestor's cumulative sum at ``e`` less those of disjoint descendants (one, two or
     three, of any depths) that released the same ``e`` on the feature: the sum over the
     ancestor's rows below ``e`` in none of them, which may lie in a leaf or in a node that
-    never released the feature. Guided candidates make one threshold recur in many nodes.
+    never released the feature. An ancestor's thresholds join its descendants' grids (and
+    the guides repeat thresholds): one value recurs in many nodes.
 
     The server's own attack: the model gives which nodes descend from which, the decoded
     sums the rest's rows (isolating at 1 to ``m - 1``) and, for one row, its target through
@@ -320,7 +321,8 @@ def cousin_exposure(fed, model, V, w, m, y: np.ndarray) -> dict[str, Any]:
 )
 def test_cousins_releases_at_one_threshold_give_no_target() -> None:
     """Tree 2 at seed 1 (10 x 100 rows, 8 features, 10 trees): the root released x0 <=
-    -3.0126, and so did node 4 (depth 2) and node 7 (depth 3), a guided threshold; the root
+    -3.0126, and so did node 4 (depth 2) and node 7 (depth 3), on whose grids the root's
+    thresholds are; the root
     less both is leaf 8's rows below it (node 7's sibling, which never released x0): one
     row, whose exact target the server reads from its decoded sums. The cell attack finds
     the same cell by geometry alone."""
