@@ -757,7 +757,7 @@ def test_a_closed_federation_says_so(dask_client: Client) -> None:
     own = Client(dask_client.scheduler.address, timeout=scaled(60), set_as_default=False)
     fed = DaskFederation({"a": functools.partial(make_client, X, y.to_numpy(), "a")}, client=own)
     own.close()
-    with pytest.raises(RuntimeError, match="Dask client this DaskFederation uses was closed"):
+    with pytest.raises(RuntimeError, match="Dask client was closed while fedforest was using"):
         ff.FedForestRegressor(**PARAMS).fit_federated(fed)
     fed.close()
 
