@@ -1,7 +1,7 @@
 """Small frictions session 28's reviewers noticed; each test failed before its fix.
 
 A Dask client closed during ``fit`` on Dask collections (a real LocalCluster of two
-workers, as tests/test_dask_28.py).
+workers, as tests/test_dask_28.py); a column mixing numbers and text.
 """
 
 from __future__ import annotations
@@ -56,3 +56,31 @@ def test_a_dask_client_closed_during_fit_on_collections_is_not_blamed_on_a_feder
     assert "close the federation before" not in said, said
     # The module's client is untouched: a fit on the same collections still works.
     assert ff.FedForestRegressor(**PARAMS, random_state=0).fit(ddf, dy).n_features_in_ == 2
+
+
+@pytest.mark.parametrize("as_array", [False, True])
+def test_a_column_mixing_numbers_and_text_is_refused_as_a_mix_in_fit_and_by_a_client(
+    as_array: bool,
+) -> None:
+    """[1, "a", 2.5] in an object column: docs/sklearn.md promises it refused, naming the
+    column. Before, ``fit`` said "has dtype object" (an array: "could not convert string
+    to float: 'a'", quoting a value) and a ``Client`` "has dtype object" or "holds str
+    values", both sending the user to categorical_features, where the same column is
+    refused as a mix. Now both say the mix and the two fixes, quoting no value."""
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"age": rng.normal(size=60), "m": pd.Series([1, "a", 2.5] * 20)})
+    y = rng.normal(size=60)
+    data, column = (X.to_numpy(), "1") if as_array else (X, "'m'")
+    mix = "mixes text and numbers (float, int, str values), which is neither a numeric nor"
+    with pytest.raises(ValueError) as in_memory:
+        ff.FedForestRegressor(**PARAMS).fit(data, y, client_ids=np.repeat(["s", "t"], 30))
+    assert str(in_memory.value).startswith(f"Column {column} of X {mix}"), in_memory.value
+    with pytest.raises(ValueError) as by_a_client:
+        ff.Client(data, y, name="s")
+    assert str(by_a_client.value).startswith(f"Client 's': column {column} {mix}")
+    for said in (str(in_memory.value), str(by_a_client.value)):
+        assert "'a'" not in said and "categorical_features" not in said, said
+    # Declared categorical, it is refused as a mix as before (scikit-learn's encoders).
+    with pytest.raises(ValueError, match=f"categorical column {column} mixes text and numbers"):
+        ff.FedForestRegressor(**PARAMS, categorical_features=[1]).fit(data, y)
+
