@@ -1,12 +1,14 @@
 """Small frictions session 28's reviewers noticed; each test failed before its fix.
 
 A Dask client closed during ``fit`` on Dask collections (a real LocalCluster of two
-workers, as tests/test_dask_28.py); a column mixing numbers and text.
+workers, as tests/test_dask_28.py); a column mixing numbers and text; a class_weight
+preset under warm_start (scikit-learn's warning).
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,3 +86,33 @@ def test_a_column_mixing_numbers_and_text_is_refused_as_a_mix_in_fit_and_by_a_cl
     with pytest.raises(ValueError, match=f"categorical column {column} mixes text and numbers"):
         ff.FedForestRegressor(**PARAMS, categorical_features=[1]).fit(data, y)
 
+
+@pytest.mark.parametrize("preset", ["balanced", "balanced_subsample"])
+def test_a_class_weight_preset_under_warm_start_warns_as_scikit_learn_does(preset: str) -> None:
+    """scikit-learn's forests warn (UserWarning, 1.9.1) at every fit with warm_start and a
+    class_weight preset; fedforest did not. The oracle: scikit-learn's own warning, caught
+    on the same rows, in ``fit`` and ``fit_federated`` alike; without warm_start, or with
+    weights given as a dict, neither warns."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(80, 2))
+    y = (X[:, 0] + rng.normal(0, 0.5, 80) > 0).astype(int)
+    with pytest.warns(UserWarning, match="not recommended for warm_start") as theirs:
+        RandomForestClassifier(n_estimators=2, warm_start=True, class_weight=preset).fit(X, y)
+    (expected,) = [str(w.message) for w in theirs]
+    model = ff.FedForestClassifier(**PARAMS, warm_start=True, class_weight=preset)
+    for fit in (
+        lambda: model.fit(X, y),
+        lambda: model.set_params(n_estimators=5).fit_federated([ff.Client(X, y, name="s")]),
+    ):
+        with warnings.catch_warnings(record=True) as ours:
+            warnings.simplefilter("always")
+            fit()
+        assert [str(w.message) for w in ours] == [expected]
+        assert ours[0].category is UserWarning and ours[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ff.FedForestClassifier(**PARAMS, class_weight=preset).fit(X, y)
+        ff.FedForestClassifier(**PARAMS, warm_start=True, class_weight={0: 1, 1: 2}).fit(X, y)
+        RandomForestClassifier(n_estimators=2, class_weight=preset).fit(X, y)
