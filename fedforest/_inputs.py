@@ -32,6 +32,7 @@ from .federated.categorical import (
     is_numeric_column,
     named_columns,
     pandas_frame,
+    refuse_mixed,
     sort_categories,
     sorted_levels,
 )
@@ -120,6 +121,7 @@ def check_numeric_columns(X: Any) -> None:
         return
     for j, (column, dtype) in enumerate(zip(X.columns, X.dtypes, strict=True)):
         if not is_numeric_column(X.iloc[:, j]):
+            refuse_mixed(X.iloc[:, j], f"Column {column!r} of X")
             raise ValueError(
                 f"Column {column!r} of X has dtype {dtype}; fedforest needs numeric features, "
                 "or categorical ones as a pandas 'category' column or listed in "
@@ -152,6 +154,7 @@ def _check_numeric_array(X: Any, categorical: Sequence[int] = (), fitted: bool =
                     f"Column {j} of X is not numeric ({exc}), but the model was trained on "
                     "it as a numeric feature."
                 ) from exc
+            refuse_mixed(arr[:, j], f"Column {j} of X", exc)
             raise type(exc)(
                 f"Column {j} of X is not numeric ({exc}); fedforest needs numeric features, "
                 f"or categorical ones listed in categorical_features (e.g. "

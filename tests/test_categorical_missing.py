@@ -71,7 +71,7 @@ def test_an_object_column_of_text_with_missing_values_is_categorical(missing: ob
     ref = ff.FedForestRegressor(**kw).fit(X.astype({"a": "category"}), y)
     assert ours.categories_[0] == ["p", "q", "r", MISSING_CATEGORY]
     np.testing.assert_array_equal(ours.predict(as_object), ref.predict(X))
-    with pytest.raises(ValueError, match="Column 'm' of X has dtype object"):  # mixed: refused
+    with pytest.raises(ValueError, match="Column 'm' of X mixes text and numbers"):  # refused
         ff.FedForestRegressor(**kw).fit(as_object.assign(m=[1, "a"] * 150), y)
 
 

@@ -586,7 +586,8 @@ def test_an_actor_s_error_frames_quote_no_value(dask_client: Client) -> None:
     text = X.drop(columns="region").to_numpy().astype(object)
     text[7, 1] = SECRET_TEXT
     built = {"a": functools.partial(ff.Client, text, y.to_numpy(), "a")}
-    with pytest.raises(ValueError, match=r"'a'.*column 1 is not numeric \(it holds str") as info:
+    said = r"'a'.*column 1 mixes text and numbers \(float, str"
+    with pytest.raises(ValueError, match=said) as info:
         DaskFederation(built, timeout=scaled(60))
     assert quoted_values(str(info.value), values, (SECRET_TEXT,)) == [], str(info.value)
     w = np.full(len(y), HEAVY_WEIGHT)  # every row: one heavy row is trimmed (weight_band.py)
@@ -757,7 +758,7 @@ def test_a_closed_federation_says_so(dask_client: Client) -> None:
     own = Client(dask_client.scheduler.address, timeout=scaled(60), set_as_default=False)
     fed = DaskFederation({"a": functools.partial(make_client, X, y.to_numpy(), "a")}, client=own)
     own.close()
-    with pytest.raises(RuntimeError, match="Dask client this DaskFederation uses was closed"):
+    with pytest.raises(RuntimeError, match="Dask client was closed while fedforest was using"):
         ff.FedForestRegressor(**PARAMS).fit_federated(fed)
     fed.close()
 

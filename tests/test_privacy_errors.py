@@ -105,7 +105,7 @@ def test_a_client_s_refused_columns_quote_no_value() -> None:
     y, w = rng.normal(size=50), np.ones(50, dtype=object)
     w[9] = SECRET_TEXT
     texts = []
-    with pytest.raises(ValueError, match=r"column 1 is not numeric \(it holds str values\)") as a:
+    with pytest.raises(ValueError, match=r"column 1 mixes text and numbers \(float, str") as a:
         ff.Client(X, y, "site0")
     texts.append(a)
     with pytest.raises(ValueError, match=r"sample_weight is not numeric \(it holds str") as b:

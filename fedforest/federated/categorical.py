@@ -27,6 +27,7 @@ from .cells import refuse_nested
 __all__ = [
     "MARKED_WARNING",
     "MISSING_CATEGORY",
+    "refuse_mixed",
     "local_codes",
     "local_codes_loop",
     "sort_categories",
@@ -153,6 +154,22 @@ def mixed_kinds(values: Iterable[Any]) -> str | None:
     if len({isinstance(v, str) for v in present}) < 2:
         return None
     return ", ".join(sorted({type(v).__name__ for v in present}))
+
+
+def refuse_mixed(values: Iterable[Any], what: str, cause: Exception | None = None) -> None:
+    """Refuse ``what``, a column not declared categorical, if it mixes text and numbers.
+
+    Refused as "not numeric" (``fit`` and a ``Client`` alike), it was sent to
+    ``categorical_features``, where the same column is refused as a mix (as scikit-learn's
+    encoders refuse it): the message says the mix and both fixes, never a value.
+    ``cause``: NumPy's error, kept as the refusal's cause (it may quote a value).
+    """
+    if (kinds := mixed_kinds(values)) is not None:
+        raise ValueError(
+            f"{what} mixes text and numbers ({kinds} values), which is neither a numeric "
+            "nor a categorical column: convert it (X[column].astype(str) for categories, "
+            "or pd.to_numeric for numbers)."
+        ) from cause
 
 
 def sorted_levels(values: Iterable[Any], what: str, missing: bool = True) -> list[Any]:
@@ -610,6 +627,7 @@ def read_features(
             columns.append(np.zeros(len(raw[j])))
             continue
         if frame is not None and not is_numeric_column(col):
+            refuse_mixed(col, f"{who}: column {_name(names, j)}")
             raise ValueError(
                 f"{who}: column {_name(names, j)} has dtype {col.dtype}; fedforest needs numeric "
                 "features, or a pandas 'category' column / categorical_features=[...] for "
@@ -623,6 +641,7 @@ def read_features(
             columns.append(column_floats(col))
         except (TypeError, ValueError) as exc:
             # NumPy's text quotes the value: the kinds only (the text may reach the server).
+            refuse_mixed(col, f"{who}: column {_name(names, j)}", exc)
             raise ValueError(
                 f"{who}: column {_name(names, j)} is not numeric (it holds {value_kinds(col)})."
             ) from exc

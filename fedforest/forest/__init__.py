@@ -16,12 +16,28 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._docs import estimator_doc
-from .._inputs import class_weight_codes, decode_classes, encode_declared, encode_labels
+from .._inputs import (
+    class_weight_codes,
+    decode_classes,
+    encode_declared,
+    encode_labels,
+    warn_caller,
+)
 from .._io import load_model
 from ..tree.outputs import R2ScoreMixin, SubsetAccuracyMixin, most_probable, oob_proba, per_output
 from .base import _BaseFedForest, _dask_aware, _DaskScore
 
 __all__ = ["FedForestRegressor", "FedForestClassifier", "load"]
+
+#: scikit-learn's warning (word for word) for a class_weight preset under warm_start.
+WARM_BALANCED = (
+    'class_weight presets "balanced" or "balanced_subsample" are not recommended for '
+    "warm_start if the fitted data differs from the full dataset. In order to use "
+    '"balanced" weights, use compute_class_weight ("balanced", classes, y). In place of y '
+    "you can use a large enough sample of the full training set target to properly "
+    "estimate the class frequency distributions. Pass the resulting weights as the "
+    "class_weight parameter."
+)
 
 
 class FedForestRegressor(_DaskScore, R2ScoreMixin, RegressorMixin, _BaseFedForest):
@@ -171,6 +187,13 @@ class FedForestClassifier(_DaskScore, SubsetAccuracyMixin, ClassifierMixin, _Bas
             # 0.83 training accuracy); "secure" and "none" pass it
             tags.classifier_tags.poor_score = True
         return tags
+
+    def _check_settings(self) -> None:
+        super()._check_settings()
+        if self.warm_start and self.class_weight in ("balanced", "balanced_subsample"):
+            # scikit-learn's forests warn so (1.9.1's _validate_y_class_weight): the weights
+            # come from each fit's rows, so the new trees' may differ from the first ones'.
+            warn_caller(WARM_BALANCED, UserWarning)
 
     def _class_weight(self) -> Any:
         # Simulation mode sends codes to the clients: the labels follow them.

@@ -297,10 +297,7 @@ class DaskFederation(Federation):
         if not self._actors:
             raise RuntimeError("This DaskFederation is closed: build a new one to train again.")
         if self.dask_client.status in _CLOSED:  # not a lost worker: the actors died with it
-            raise RuntimeError(
-                "The Dask client this DaskFederation uses was closed (its actors are gone): "
-                "close the federation before the Dask client, and build a new one to train."
-            )
+            raise RuntimeError(_CLOSED_CLIENT)
 
     def send_and_receive(
         self, requests: dict[str, Message], round_index: int
@@ -451,6 +448,14 @@ def _keep(name: str, reply: Message) -> Message:
 
 
 _CLOSED = ("closing", "closed")  # distributed.Client.status once close() was called
+# Said to both callers: ``fit`` on Dask collections builds (and closes) a federation its
+# user never sees, so "close the federation first" told them of nothing they held.
+_CLOSED_CLIENT = (
+    "The Dask client was closed while fedforest was using it, and the clients' actors "
+    "(with the rows they held) went with it: keep the Dask client open until `fit` on Dask "
+    "collections returns, or until you close a DaskFederation you built; then train again "
+    "with an open Dask client (a DaskFederation you built must be built again)."
+)
 
 
 class _DirectActor(Actor):
