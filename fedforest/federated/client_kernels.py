@@ -26,7 +26,6 @@ from .client_words import (
     bins_store,
     count_words,
     packed_words,
-    regression_words,
     row_words,
     whole_words,
     zero_rows,
@@ -622,13 +621,6 @@ def left_stats_ranked(
             if whole and n_stat == 2:  # the counts alone (Round A's grids): one word a row
                 count_words(words, row_word, pb, c, nc, lo - c0, out)
                 continue
-            if scale is not None:  # pruned at compile time (scale's type)
-                if whole and n_stat == 4 and n_classes == 0:  # a regression's words
-                    if not regression_words(
-                        words, hist, row_word, pb, st, c, nc, lo - c0, out, scale
-                    ):
-                        return False
-                    continue
             # Explicit loops: numba's slice assignments cost about a microsecond a pair.
             if whole:  # the counts' word, the other columns as floats
                 for j in range(nc + 1):
