@@ -202,6 +202,13 @@ def test_refusals_and_unusable_bins():
     w_bad[slot == 0] = 2.0**32  # past the packed word's half
     args = (rows, w_bad, *common[2:], at, grid_off, *kept, 0, 6)
     assert both(*args) == KEPT_UNPACKED
+    # Whole weights, a w y (2^39) or only a w y^2 (2^40) past 2^62 once scaled.
+    assert np.all(w == np.floor(w))
+    for big in (2.0**39, 2.0**20):
+        y_big = y.copy()
+        y_big[rows[slot == 0][0]] = big
+        args = (rows, w, slot, y_big, *common[4:], at, grid_off, *kept, 0, 6)
+        assert both(*args) == KEPT_UNPACKED
 
 
 def test_kept_bins_serve_their_own_level_only():

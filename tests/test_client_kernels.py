@@ -415,6 +415,14 @@ def test_left_words_are_the_packed_encoding_of_the_statistics(columns, missing, 
         out = np.zeros((cand.size, s - 1), dtype=np.uint64)
         assert not K.left_stats_ranked(Xt, fmin, fmax, *ranks, *worse, out, scale)
         assert not left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *worse, out, scale)
+    if s == 4:  # whole weights, a w y (2^39) or only a w y^2 (2^40) past 2^62 once scaled
+        for big in (2.0**39, 2.0**20):
+            y_big = y.copy()
+            y_big[rows[slot == 0][0]] = big
+            worse = (rows, w, slot, y_big, *common[4:], 0, n_slots)
+            out = np.zeros((cand.size, s - 1), dtype=np.uint64)
+            assert not K.left_stats_ranked(Xt, fmin, fmax, *ranks, *worse, out, scale)
+            assert not left_words_ranked_numpy(Xt, fmin, fmax, *ranks, *worse, out, scale)
 
 
 @pytest.mark.parametrize("n", [300, 5000])

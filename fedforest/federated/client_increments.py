@@ -167,17 +167,23 @@ def left_increments_ranked(
                 for i in range(n_used):
                     t = used[i]
                     if t < nc:  # bin nc: right of every candidate, no increment
-                        j, biggest = _emit(
-                            hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
-                        )
+                        if n_stat == 4 and n_counts == 2:  # a regression: its columns named
+                            j, biggest = _emit4(hist, t, acc, counts, sums, index, j, kept, biggest)
+                        else:
+                            j, biggest = _emit(
+                                hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
+                            )
                     else:
                         for q in range(n_stat):
                             hist[nc, q] = 0.0
             else:
                 for t in range(nc):
-                    j, biggest = _emit(
-                        hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
-                    )
+                    if n_stat == 4 and n_counts == 2:  # a regression: its columns named
+                        j, biggest = _emit4(hist, t, acc, counts, sums, index, j, kept, biggest)
+                    else:
+                        j, biggest = _emit(
+                            hist, t, acc, n_counts, counts, sums, index, j, kept, biggest
+                        )
                 for q in range(n_stat):
                     hist[nc, q] = 0.0
             kept += nc
@@ -210,6 +216,27 @@ def _emit(hist, t, acc, n_counts, counts, sums, index, j, kept, biggest):
         sums[j, q - n_counts] = v
     index[j] = kept + t
     return j + nonzero, biggest
+
+
+@numba.njit(inline="always")
+def _emit4(hist, t, acc, counts, sums, index, j, kept, biggest):
+    # _emit of four columns, the first two counts (a regression's n, w; w y, w y^2): the
+    # same numbers, its loops over the columns written out (a tenth of the kernel's time
+    # at the papers' scale; called in a branch of its own, not from _emit).
+    n0, n1, n2, n3 = (
+        acc[0] + hist[t, 0],
+        acc[1] + hist[t, 1],
+        acc[2] + hist[t, 2],
+        acc[3] + hist[t, 3],
+    )
+    v0, v1, v2, v3 = n0 - acc[0], n1 - acc[1], n2 - acc[2], n3 - acc[3]
+    acc[0], acc[1], acc[2], acc[3] = n0, n1, n2, n3
+    hist[t, 0] = hist[t, 1] = hist[t, 2] = hist[t, 3] = 0.0
+    biggest = max(max(biggest, abs(v0)), abs(v1))
+    counts[j, 0], counts[j, 1] = np.int64(np.rint(v0)), np.int64(np.rint(v1))
+    sums[j, 0], sums[j, 1] = v2, v3
+    index[j] = kept + t
+    return j + ((v0 != 0.0) | (v1 != 0.0) | (v2 != 0.0) | (v3 != 0.0)), biggest
 
 
 def left_increments_numpy(

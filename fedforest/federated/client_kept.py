@@ -39,7 +39,14 @@ from .client_kernels import (
     running_sums,
     twin_walk,
 )
-from .client_words import add_words, packed_words, row_words, whole_words, zero_rows
+from .client_words import (
+    add_words,
+    packed_words,
+    regression_words,
+    row_words,
+    whole_words,
+    zero_rows,
+)
 from .kernel_cache import cache_depends_on
 from .privacy.secagg import pack_counts, to_fixed
 
@@ -220,6 +227,13 @@ def left_stats_kept(
             for k in range(c):
                 bins[k] = tab[kept[kp + k]]
             # From here as left_stats_ranked: the same sums in the same order.
+            if scale is not None:  # pruned at compile time (scale's type)
+                if whole and n_stat == 4 and n_classes == 0:  # a regression's words
+                    if not regression_words(
+                        words, hist, row_word, bins, st, c, nc, lo - c0, out, scale
+                    ):
+                        return KEPT_UNPACKED
+                    continue
             if whole:
                 for j in range(nc + 1):
                     words[j] = 0

@@ -21,7 +21,15 @@ from numpy.typing import NDArray
 
 from . import client_buckets, client_words
 from .client_buckets import BUCKET_AMB, BUCKET_WORK, BUCKETS_MIN, BUCKETS_PER_CAND, bucket_bins
-from .client_words import add_words, bins_store, packed_words, row_words, whole_words, zero_rows
+from .client_words import (
+    add_words,
+    bins_store,
+    count_words,
+    packed_words,
+    row_words,
+    whole_words,
+    zero_rows,
+)
 from .kernel_cache import cache_depends_on
 
 __all__ = [
@@ -610,6 +618,9 @@ def left_stats_ranked(
                 for j in range(1, nc):
                     up &= cs[j] >= cs[j - 1]  # NaN: False
                 kept_ok[p] = up
+            if whole and n_stat == 2:  # the counts alone (Round A's grids): one word a row
+                count_words(words, row_word, pb, c, nc, lo - c0, out)
+                continue
             # Explicit loops: numba's slice assignments cost about a microsecond a pair.
             if whole:  # the counts' word, the other columns as floats
                 for j in range(nc + 1):

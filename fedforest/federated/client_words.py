@@ -18,7 +18,16 @@ from numba.extending import overload
 
 from .privacy.secagg import HALF_BITS
 
-__all__ = ["add_words", "bins_store", "packed_words", "row_words", "whole_words", "zero_rows"]
+__all__ = [
+    "add_words",
+    "bins_store",
+    "count_words",
+    "packed_words",
+    "regression_words",
+    "row_words",
+    "whole_words",
+    "zero_rows",
+]
 
 #: ``secagg._LIMIT``: a value whose magnitude reaches it is refused (2^62).
 _LIMIT = float(2**62)
@@ -105,6 +114,65 @@ def add_words(words, hist, row_word, bins, st, cls, c, n_stat, n_classes):  # ty
             b = bins[k]
             words[b] += row_word[k]
             hist[b, cls[k]] += st[k, 1]
+
+
+@numba.njit(inline="always")
+def count_words(words, row_word, bins, c, nc, k, out):  # type: ignore[no-untyped-def]
+    """:func:`add_words` then :func:`whole_words` of the counts alone (``n_stat`` 2).
+
+    Round A's grids under ``"secure"``: the pair's ``c`` rows' words (:func:`row_words`)
+    added to their bins and the running sums written to ``out[k:k + nc, 0]``, the same
+    words. A branch of its own in the kernel: through the general sinks (a loop over no
+    float columns per edge, their checks) the pairs took about a quarter more time at the
+    papers' scale (docs/benchmarks-history.md).
+    """
+    for j in range(nc + 1):
+        words[j] = 0
+    for i in range(c):
+        words[bins[i]] += row_word[i]
+    run = np.uint64(0)
+    for j in range(nc):
+        run += words[j]
+        out[k + j, 0] = run
+
+
+@numba.njit(inline="always")
+def regression_words(words, hist, row_word, bins, st, c, nc, k, out, scale):  # type: ignore[no-untyped-def]
+    """:func:`add_words` then :func:`whole_words` of a regression's statistics (``n_stat`` 4).
+
+    Round B under ``"secure"``: the rows and weight as one word a row, ``w y`` and
+    ``w y^2`` as floats, each column's additions and running sums in row and edge order
+    and each edge's words checked and written in the order :func:`whole_words` takes:
+    the same words, and ``False`` where it would refuse. Its two columns named, not looped
+    over (the general sinks' loop over the columns per edge took about a third of the
+    kernel's time at the papers' scale: docs/benchmarks-history.md).
+    """
+    for j in range(nc + 1):
+        words[j] = 0
+        hist[j, 2] = 0.0
+        hist[j, 3] = 0.0
+    for i in range(c):
+        b = bins[i]
+        words[b] += row_word[i]
+        hist[b, 2] += st[i, 2]
+        hist[b, 3] += st[i, 3]
+    run = np.uint64(0)
+    a2 = a3 = 0.0
+    s2, s3 = scale[2], scale[3]
+    for j in range(nc):
+        run += words[j]
+        a2 += hist[j, 2]
+        x2 = a2 * s2
+        if not abs(x2) < _LIMIT:
+            return False
+        out[k + j, 1] = np.uint64(np.int64(np.rint(x2)))
+        a3 += hist[j, 3]
+        x3 = a3 * s3
+        if not abs(x3) < _LIMIT:
+            return False
+        out[k + j, 2] = np.uint64(np.int64(np.rint(x3)))
+        out[k + j, 0] = run
+    return True
 
 
 @numba.njit(inline="always")
