@@ -42,6 +42,7 @@ from fedforest.federated.client_secure import stat_frac_bits
 from fedforest.federated.grid_candidates import sent_candidates
 from fedforest.federated.grid_lattice import decode_grid
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed, unpack_counts
+from fedforest.federated.server import secure_round_b
 from tests._attack_controls import assert_found_at_some_seed, rules_across_levels_off
 from tests.test_privacy import (
     RecordingFederation,
@@ -314,22 +315,29 @@ def cousin_exposure(fed, model, V, w, m, y: np.ndarray) -> dict[str, Any]:
     return {"combinations": found, "read": len(read)}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (red team 20): an ancestor's sum at a threshold less its cousins' at the "
-    "same threshold; docs/privacy-findings.md, 'Red team 20'",
-)
 def test_cousins_releases_at_one_threshold_give_no_target() -> None:
-    """Tree 2 at seed 1 (10 x 100 rows, 8 features, 10 trees): the root released x0 <=
-    -3.0126, and so did node 4 (depth 2) and node 7 (depth 3), on whose grids the root's
-    thresholds are; the root
-    less both is leaf 8's rows below it (node 7's sibling, which never released x0): one
-    row, whose exact target the server reads from its decoded sums. The cell attack finds
-    the same cell by geometry alone."""
+    """Tree 2 at seed 1 (10 x 100 rows, 8 features, 10 trees) released x0 <= -3.0126 at
+    the root, node 4 (depth 2) and node 7 (depth 3), on whose grids the root's thresholds
+    are; the root less both was leaf 8's rows below it (node 7's sibling, which never
+    released x0): one row, whose exact target the server read from its decoded sums. The
+    cousins' rule (``server/secure_cousins.py``: a tree's releases at one threshold form
+    chains) leaves no such combination: none isolating, no target."""
     model, X, y, h = _case("plain", seed=1, trees=10)
     fed, w, V = _recorded_fit(model, X, y, h)
     got = cousin_exposure(fed, model, V, w, 10, y)
-    assert got["read"] == 0, got
+    assert got == {"combinations": 0, "read": 0}, got
+
+
+def test_cousins_attack_reads_a_target_with_the_cousins_rule_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The control: Round B without the cousins' rule (the other rules on), the same fit
+    gives isolating combinations and row 366's exact target (red team 20's finding)."""
+    monkeypatch.setattr(secure_round_b, "cousins_filter", lambda *args: None)
+    model, X, y, h = _case("plain", seed=1, trees=10)
+    fed, w, V = _recorded_fit(model, X, y, h)
+    got = cousin_exposure(fed, model, V, w, 10, y)
+    assert got["combinations"] > 0 and got["read"] >= 1, got
 
 
 @pytest.mark.parametrize("privacy", ["secure", "none"])

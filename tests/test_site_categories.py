@@ -134,11 +134,13 @@ def test_a_passed_through_slot_meets_its_parents_releases_as_a_parents() -> None
     state.parent = np.array([0, 0, 1])
     mine = np.array([[0.2, 10.0, 30.0]])
     state.released = PairSegments(np.array([0 * d + 1]), np.array([0, 1]), mine)
-    out = _with_parents_releases(state, np.array([2]), d)
+    out, copied = _with_parents_releases(state, np.array([2]), d)
+    assert copied.tolist() == [2]  # the row of the parents' level it repeats
     seg = out.find(np.array([2 * d + 2, 2 * d + 1, 0 * d + 1, 1 * d + 2]))
     assert seg[1] == -1 and seg[3] == -1
     assert out.take(seg[:1])[1].tolist() == [[0.1, 20.0, 50.0]]
     assert out.take(seg[2:3])[1].tolist() == mine.tolist()
     # A root passed through has no parent: nothing to copy.
     state.parent = np.array([0, 0, -1])
-    assert _with_parents_releases(state, np.array([2]), d) is state.released
+    out, copied = _with_parents_releases(state, np.array([2]), d)
+    assert out is state.released and copied.size == 0

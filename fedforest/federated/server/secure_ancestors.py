@@ -31,6 +31,7 @@ __all__ = [
     "ancestors_releases",
     "ancestors_releases_numpy",
     "near_tails",
+    "path_segments",
 ]
 
 #: A level's grids and its ancestors' releases are made in threads, on ranges of pairs,
@@ -47,22 +48,39 @@ class ReleasePool:
     anew each level, they were copied again at every level (quadratic in depth, each copy
     fresh memory). ``advance`` appends a level's releases once; the array grows by
     doubling and is kept across the fit's batches (``clear``), so its pages are first
-    written once a fit, not once a level.
+    written once a fit, not once a level. Per row too, for the cousins' rule
+    (``secure_cousins.py``): the row it repeats (``origin``: itself, or for a slot passed
+    through the parent's row it copies) and whether a descendant released its threshold
+    on its feature since (``taken``, on origin rows).
     """
 
     values: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 3)))
+    origin: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    taken: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, bool))
     #: Rows in use (``values[:n]``) and each level's first row, in ``history``'s order.
     n: int = 0
     base: list[int] = field(default_factory=list)
 
-    def append(self, rows: NDArray[np.float64]) -> None:
-        """A level's releases (threshold, rows below it, the node's rows) after the others."""
+    def append(self, rows: NDArray[np.float64], copied: NDArray[np.int64] | None = None) -> None:
+        """A level's releases (threshold, rows below it, the node's rows) after the others.
+
+        ``copied``: pool rows the level's last rows copy (a slot passed through), in order.
+        """
         need = self.n + rows.shape[0]
         if need > self.values.shape[0]:
-            grown = np.empty((max(2 * need, 1024), 3))
+            size = max(2 * need, 1024)
+            grown = np.empty((size, 3))
             grown[: self.n] = self.values[: self.n]
-            self.values = grown
+            origin, taken = np.empty(size, np.int64), np.zeros(size, bool)
+            origin[: self.n], taken[: self.n] = self.origin[: self.n], self.taken[: self.n]
+            self.values, self.origin, self.taken = grown, origin, taken
         self.values[self.n : need] = rows
+        n_copied = 0 if copied is None else copied.size
+        own = need - n_copied
+        self.origin[self.n : own] = np.arange(self.n, own)
+        if copied is not None and n_copied:
+            self.origin[own:need] = self.origin[copied]
+        self.taken[self.n : need] = False
         self.base.append(self.n)
         self.n = need
 
@@ -97,7 +115,7 @@ def ancestors_releases(
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The releases the rules check each pair (``node``, ``f``) against, pair after pair.
 
-    Up the path level by level (a lookup per level for all pairs at once) to each pair's
+    Up the path level by level (:func:`path_segments`) to each pair's
     segment of every earlier level's releases; then :func:`ancestors_kept` keeps, per
     pair, the parent's all and of the others' those the rules need (see
     :func:`ancestors_releases_numpy`, its twin). Returns each row's pair (sorted) and the
@@ -105,20 +123,7 @@ def ancestors_releases(
     column contiguous. With ``n_threads`` > 1 (and :data:`PARALLEL_EDGES` releases) ranges
     of pairs run in threads, each into a buffer of its own, joined in order: the same rows.
     """
-    d, n_lev = state.lo.shape[1], len(state.history)
-    assert len(state.pool.base) == n_lev, "the release pool is one level a history entry"
-    up = state.parent[node] if node.size else np.zeros(0, np.int64)
-    start = np.zeros((n_lev, node.size), dtype=np.int64)
-    end = np.zeros((n_lev, node.size), dtype=np.int64)
-    for lev, k in enumerate(range(n_lev - 1, -1, -1)):  # lev 0: the parent's level
-        parents, released, _ = state.history[k]
-        base = state.pool.base[k]
-        there = up >= 0
-        seg = np.where(there, released.find(np.where(there, up, 0) * d + f), -1)
-        found = seg >= 0
-        start[lev, found] = base + released.off[seg[found]]
-        end[lev, found] = base + released.off[seg[found] + 1]
-        up = np.where(there, parents[np.maximum(up, 0)], -1) if parents.size else up * 0 - 1
+    start, end = path_segments(state, node, f)
     n_kept = np.zeros(node.size, dtype=np.int64)
     all_rel = state.pool.rows()
     work = (end - start).sum(axis=0)
@@ -145,6 +150,32 @@ def ancestors_releases(
 
     thread_map(place, range(len(done)), n)
     return np.repeat(np.arange(node.size, dtype=np.int64), n_kept), kept
+
+
+def path_segments(
+    state: SecureState, node: NDArray[np.int64], f: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Per pair (``node``, ``f``), its ancestors' releases on ``f`` in the release pool.
+
+    Up the path a level at a time (a lookup per level for all pairs at once): the
+    ancestor ``lev`` levels above the pair's parent released ``pool[start[lev, p]:end[lev,
+    p]]`` (empty where it released nothing on ``f``); shape (levels, pairs) each.
+    """
+    d, n_lev = state.lo.shape[1], len(state.history)
+    assert len(state.pool.base) == n_lev, "the release pool is one level a history entry"
+    up = state.parent[node] if node.size else np.zeros(0, np.int64)
+    start = np.zeros((n_lev, node.size), dtype=np.int64)
+    end = np.zeros((n_lev, node.size), dtype=np.int64)
+    for lev, k in enumerate(range(n_lev - 1, -1, -1)):  # lev 0: the parent's level
+        parents, released, _ = state.history[k]
+        base = state.pool.base[k]
+        there = up >= 0
+        seg = np.where(there, released.find(np.where(there, up, 0) * d + f), -1)
+        found = seg >= 0
+        start[lev, found] = base + released.off[seg[found]]
+        end[lev, found] = base + released.off[seg[found] + 1]
+        up = np.where(there, parents[np.maximum(up, 0)], -1) if parents.size else up * 0 - 1
+    return start, end
 
 
 @numba.njit(nogil=True, cache=True)

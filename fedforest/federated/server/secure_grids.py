@@ -558,11 +558,13 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     kept = np.flatnonzero((best.feature < 0) & (routes["route_left"] >= 0))
     c = np.asarray(routes["route_left"][kept], dtype=np.int64)
     lo[c], hi[c], parent[c] = state.lo[kept], state.hi[kept], kept
+    copied = None
     if kept.size and state.history:
-        state.released = _with_parents_releases(state, kept, d)
+        state.released, copied = _with_parents_releases(state, kept, d)
+        copied = copied + state.pool.base[-1]  # the parents' level's rows in the pool
     # This level's parents and releases join the history the children's rule reads.
     state.history.append((state.parent, state.released, state.groups))
-    state.pool.append(state.released.values)
+    state.pool.append(state.released.values, copied)
     state.lo, state.hi, state.parent = lo, hi, parent
     state.measured, state.measured_mass = state.current, state.current_mass
     state.current, state.current_mass = PairSegments.empty(), PairSegments.empty()
@@ -571,13 +573,17 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     state.cuts = _no_cuts()
 
 
-def _with_parents_releases(state: SecureState, kept: NDArray[np.int64], d: int) -> PairSegments:
+def _with_parents_releases(
+    state: SecureState, kept: NDArray[np.int64], d: int
+) -> tuple[PairSegments, NDArray[np.int64]]:
     """The level's releases, each passed-through slot (``kept``) given its parent's.
 
     Such a slot released nothing (its drawn features formed no category groups); below
     it, the same node draws again. Its parent's releases, copied as its own, reach that
     node as a parent's do (all of them checked, as the parent's: ``ancestors_kept``), not
     as a grandparent's: the rules the node meets are those it met without the pass.
+    Also returns the rows of the parents' level the copies (the last rows) repeat, in
+    order: the same releases for the cousins' rule (``ReleasePool.origin``).
     """
     prev = state.history[-1][1]  # the parents' level's releases
     up = state.parent[kept]
@@ -588,13 +594,14 @@ def _with_parents_releases(state: SecureState, kept: NDArray[np.int64], d: int) 
     rel = state.released
     has = (src >= 0) & (rel.find(dst) < 0)
     if not has.any():
-        return rel
+        return rel, np.zeros(0, np.int64)
     t_off, t = prev.take(src[has])
-    return PairSegments(
+    released = PairSegments(
         np.concatenate([rel.key, dst[has]]),
         np.concatenate([rel.off, rel.off[-1] + t_off[1:]]),
         np.concatenate([rel.values, t]),
     )
+    return released, ranges(prev.off[src[has]], prev.off[src[has] + 1])
 
 
 def _no_cuts() -> tuple[

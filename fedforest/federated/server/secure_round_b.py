@@ -42,6 +42,7 @@ from .secure_checks import (
     check_pooled_rows,
     check_rounds_agree,
 )
+from .secure_cousins import cousins_filter
 from .secure_grids import (  # the state between levels (the grower calls it through here)
     LevelA,
     PairSegments,
@@ -198,6 +199,8 @@ def round_b(
     partition_filter(
         state.cuts, node * d + f, cands, out_off, sub_grid, sub_off, sub_rows, *bounds, m, safe
     )
+    # Less those whose ancestor's release at them has another below it (secure_cousins.py).
+    cousins_filter(state, node, f, cands, out_off, safe)
     cand = cands[safe]
     n_kept = np.bincount(np.repeat(np.arange(num.size), np.diff(out_off))[safe], minlength=num.size)
     counts = np.zeros(n_pairs, dtype=np.int64)
