@@ -310,22 +310,15 @@ def check_fig2_homogeneous(methods: Sequence[str] = (M.QUANTILES,)) -> list[Comp
     return _compare_rows(doc, summary, "test MSE", where)
 
 
-def compare_appendix_b(frame: pd.DataFrame) -> list[Comparison]:
-    """``frame`` (records of ``fedforest experiment appendix-b``) against results.md's tables."""
-    summary = summarize(get_experiment("appendix-b"), frame)
-    where = f"results.md {APPENDIX_B_SECTION!r}"
+def _mean_sd_cells(
+    summary: pd.DataFrame, at_of: Callable[[Any], str], cell_of: Callable[[Any], str]
+) -> list[Comparison]:
+    """Each summary row's mean and sd against its "mean (sd)" cell (``cell_of(row)``)."""
     out: list[Comparison] = []
-    try:
-        text = section(RESULTS, APPENDIX_B_SECTION)
-        scores = table_with(text, "dataset", where)
-        costs = table_with(text, "rounds", where + " communication")
-    except DocError as exc:
-        return [Comparison.missing(exc)]
     for _, row in summary.iterrows():
-        at = f"{where}, {row['dataset']}, {row['method']}"
+        at = at_of(row)
         try:
-            cell = scores[row["dataset"]][row["method"]].replace("**", "")  # bold: the best
-            mean, sd = mean_sd(cell, at)
+            mean, sd = mean_sd(cell_of(row), at)
         except (DocError, KeyError) as exc:
             out.append(Comparison.missing(DocError(f"{at}: no cell {exc}")))
             continue
@@ -333,12 +326,23 @@ def compare_appendix_b(frame: pd.DataFrame) -> list[Comparison]:
             Comparison(f"{at}, mean", mean, row["mean"]),
             Comparison(f"{at}, sd", sd, row["std"]),
         ]
+    return out
+
+
+def _cost_cells(
+    summary: pd.DataFrame,
+    at_of: Callable[[Any], str],
+    cells_of: Callable[[str], dict[str, str]],
+    mb_column: str,
+) -> list[Comparison]:
+    """Each method's mean rounds and MB against its row's ``rounds`` and ``mb_column``."""
+    out: list[Comparison] = []
     comm = summary.groupby("method", sort=False)[["rounds", "megabytes"]].mean()
     for method, row in comm.iterrows():
-        at = f"{where} communication, {method}"
+        at = at_of(method)
         try:
-            cells = costs[str(method)]
-            mb = Printed.parse(cells["MB (mean over datasets)"], at)
+            cells = cells_of(str(method))
+            mb = Printed.parse(cells[mb_column], at)
             out += [
                 Comparison(f"{at}, rounds", Printed.parse(cells["rounds"], at), row["rounds"]),
                 Comparison(f"{at}, MB", mb, row["megabytes"]),
@@ -346,6 +350,28 @@ def compare_appendix_b(frame: pd.DataFrame) -> list[Comparison]:
         except (DocError, KeyError) as exc:
             out.append(Comparison.missing(DocError(f"{at}: no cell {exc}")))
     return out
+
+
+def compare_appendix_b(frame: pd.DataFrame) -> list[Comparison]:
+    """``frame`` (records of ``fedforest experiment appendix-b``) against results.md's tables."""
+    summary = summarize(get_experiment("appendix-b"), frame)
+    where = f"results.md {APPENDIX_B_SECTION!r}"
+    try:
+        text = section(RESULTS, APPENDIX_B_SECTION)
+        scores = table_with(text, "dataset", where)
+        costs = table_with(text, "rounds", where + " communication")
+    except DocError as exc:
+        return [Comparison.missing(exc)]
+    return _mean_sd_cells(
+        summary,
+        lambda row: f"{where}, {row['dataset']}, {row['method']}",
+        lambda row: scores[row["dataset"]][row["method"]].replace("**", ""),  # bold: the best
+    ) + _cost_cells(
+        summary,
+        lambda method: f"{where} communication, {method}",
+        lambda method: costs[method],
+        "MB (mean over datasets)",
+    )
 
 
 def check_appendix_b() -> list[Comparison]:
@@ -361,30 +387,11 @@ def compare_table3(frame: pd.DataFrame) -> list[Comparison]:
         table = table_with(section(RESULTS, TABLE3_SECTION), "K = 1", where)
     except DocError as exc:
         return [Comparison.missing(exc)]
-    out: list[Comparison] = []
-    for _, row in summary.iterrows():
-        at = f"{where}, {row['method']}, K = {row['K']}"
-        try:
-            mean, sd = mean_sd(table[row["method"]][f"K = {row['K']}"], at)
-        except (DocError, KeyError) as exc:
-            out.append(Comparison.missing(DocError(f"{at}: no cell {exc}")))
-            continue
-        out += [
-            Comparison(f"{at}, mean", mean, row["mean"]),
-            Comparison(f"{at}, sd", sd, row["std"]),
-        ]
-    comm = summary.groupby("method", sort=False)[["rounds", "megabytes"]].mean()
-    for method, row in comm.iterrows():
-        at = f"{where}, {method}"
-        try:
-            cells = table[str(method)]
-            out += [
-                Comparison(f"{at}, rounds", Printed.parse(cells["rounds"], at), row["rounds"]),
-                Comparison(f"{at}, MB", Printed.parse(cells["MB per fit"], at), row["megabytes"]),
-            ]
-        except (DocError, KeyError) as exc:
-            out.append(Comparison.missing(DocError(f"{at}: no cell {exc}")))
-    return out
+    return _mean_sd_cells(
+        summary,
+        lambda row: f"{where}, {row['method']}, K = {row['K']}",
+        lambda row: table[row["method"]][f"K = {row['K']}"],
+    ) + _cost_cells(summary, lambda method: f"{where}, {method}", lambda m: table[m], "MB per fit")
 
 
 def check_table3() -> list[Comparison]:
