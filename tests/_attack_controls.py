@@ -58,13 +58,16 @@ def rules_across_levels_off(monkeypatch: pytest.MonkeyPatch, partitions: bool = 
     """A control's fix off: Round B keeps every candidate the rule across levels refuses.
 
     ``secure_round_b.safe_from_ancestors`` (a node's sums against every ancestor's
-    releases) keeps every candidate; with ``partitions``, ``partition_filter`` (the
-    partition rule) does nothing either.
+    releases) keeps every candidate, and ``cousins_filter`` (the cousins' rule, whose
+    atoms include an ancestor's sum at a threshold less one descendant's at it) does
+    nothing; with ``partitions``, ``partition_filter`` (the partition rule) does nothing
+    either.
     """
     monkeypatch.setattr(
         secure_round_b,
         "safe_from_ancestors",
         lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
     )
+    monkeypatch.setattr(secure_round_b, "cousins_filter", lambda *a, **k: None)
     if partitions:
         monkeypatch.setattr(secure_round_b, "partition_filter", lambda *a, **k: None)

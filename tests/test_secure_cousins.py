@@ -1,20 +1,21 @@
 """The cousins' rule (``server/secure_cousins.py``; docs/privacy-findings.md, red team 20).
 
-Per tree, feature and threshold, the nodes that released it must form chains below any
-of them. Checked on hand-built trees (a level at a time, as the grower runs it) against
-a brute-force oracle of the tree's ancestry, with the rule off as the control, and the
-kernel against its NumPy twin.
+Per tree, feature and threshold, the nodes' sets of rows below it form a laminar family;
+every atom (a member's rows less its members' below it) must hold 0 or at least ``m``
+rows. Checked on hand-built trees (a level at a time, as the grower runs it), on random
+trees of real rows against a brute-force oracle that forms every atom from the rows,
+with the rule off as the control, and the kernels against their NumPy twins.
 """
 
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import pytest
 
 from fedforest.federated.server.secure_cousins import (
     cousins_filter,
+    keep_atoms,
+    keep_atoms_numpy,
     nearest_releases,
     nearest_releases_numpy,
 )
@@ -22,27 +23,29 @@ from fedforest.federated.server.secure_grids import SecureState, advance
 from fedforest.federated.server.secure_segments import PairSegments, offsets
 
 D = 2
+M = 10
 
 
 def _state() -> SecureState:
-    state = SecureState(10, np.arange(D), [np.zeros(0)] * D, [np.zeros(0)] * D, *np.zeros((2, D)))
+    state = SecureState(M, np.arange(D), [np.zeros(0)] * D, [np.zeros(0)] * D, *np.zeros((2, D)))
     state.start_batch(1, D)
     return state
 
 
-def _level(state, node, f, cands, rule=True, safe=None):  # type: ignore[no-untyped-def]
-    """One level's Round B candidates through the rule; the released ones kept as Round B
-    does (``state.released``). Returns ``safe``."""
+def _level(state, node, f, cands, below, rule=True, safe=None):  # type: ignore[no-untyped-def]
+    """One level's Round B candidates (``below``: the node's rows below each) through the
+    rule; the released ones kept as Round B does (``state.released``). Returns ``safe``."""
     node, f = np.asarray(node, np.int64), np.asarray(f, np.int64)
     off = offsets([len(c) for c in cands])
     cand = np.concatenate([np.asarray(c, float) for c in cands]) if cands else np.zeros(0)
+    rows = np.concatenate([np.asarray(b, float) for b in below]) if below else np.zeros(0)
     safe = np.ones(cand.size, bool) if safe is None else safe.copy()
     if rule:
-        cousins_filter(state, node, f, cand, off, safe)
+        cousins_filter(state, node, f, cand, off, rows, safe)
     owner = np.repeat(np.arange(node.size), np.diff(off))
     n_kept = np.bincount(owner[safe], minlength=node.size)
     keys = (node * D + f)[n_kept > 0]
-    vals = np.column_stack([cand[safe], np.zeros((int(safe.sum()), 2))])
+    vals = np.column_stack([cand[safe], rows[safe], np.zeros(int(safe.sum()))])
     state.released = PairSegments(keys, offsets(n_kept[n_kept > 0]), vals)
     return safe
 
@@ -55,107 +58,122 @@ def _next(state, parent):  # type: ignore[no-untyped-def]
     state.lo, state.hi = np.zeros((len(parent), D)), np.zeros((len(parent), D))
 
 
-def test_the_rule_refuses_a_cousin_below_a_released_threshold() -> None:
-    """Root releases 0.5 on feature 1; its children both offer it (the first keeps it);
-    at depth 2, the kept child's children offer it (the first keeps it: a chain) and so
-    do the other child's (cousins of the first: the root's sum less both would be the
-    rest below 0.5, dropped). A threshold no ancestor released is kept everywhere."""
+def test_the_rule_keeps_each_atom_empty_or_of_m_rows() -> None:
+    """The root releases 0.5 with 45 rows below it. Its children offer it with 25 and 12
+    rows below: the root's atom keeps 20, then 8: the second is dropped (the root's sum
+    less both children's would be 8 rows). At depth 2, the first child's (25 rows below)
+    children offer it with 15 (its atom keeps 10), then 10 (0: kept, both together are
+    the child's sum); the second child's child offers it with 10: its nearest release is
+    the root's (20 rows in its atom): 10 kept. A threshold no ancestor released is kept,
+    and so is another feature's 0.5 (another family)."""
     state = _state()
-    _level(state, [0], [1], [[0.2, 0.5]])
+    _level(state, [0], [1], [[0.2, 0.5]], [[20, 45]])
     _next(state, [0, 0])
-    safe = _level(state, [0, 1], [1, 1], [[0.5], [0.3, 0.5]])
+    safe = _level(state, [0, 1], [1, 1], [[0.5], [0.3, 0.5]], [[25], [5, 12]])
     assert safe.tolist() == [True, True, False]
     _next(state, [0, 0, 1, 1])
-    safe = _level(state, [0, 1, 2, 3], [1, 1, 1, 1], [[0.5], [0.5], [0.5, 0.7], [0.5]])
-    assert safe.tolist() == [True, False, False, True, False]
-    # Another feature's 0.5 is another chain.
-    safe = _level(state, [0, 1, 2, 3], [0, 0, 0, 0], [[0.5], [0.5], [0.5], [0.5]])
-    assert safe.tolist() == [True] * 4
+    safe = _level(state, [0, 1, 2], [1, 1, 1], [[0.5], [0.5], [0.5, 0.7]], [[15], [10], [10, 30]])
+    assert safe.tolist() == [True, True, True, True]
+    root = state.pool.rows()[:, 0] == 0.5
+    assert state.pool.left[: state.pool.n][root].tolist()[:2] == [10.0, 0.0]  # root, child 0
+    # Another feature's 0.5 is another family.
+    safe = _level(state, [0, 1], [0, 0], [[0.5], [0.5]], [[3], [4]])
+    assert safe.tolist() == [True, True]
 
 
 def test_a_slot_passed_through_stands_for_its_parent() -> None:
     """Node 1 (depth 1) passes through (no split): its slot carries the root's releases
-    (``advance``). Node 0's child released the root's 0.5; node 1, drawing again, is its
-    cousin under the root: refused, though its nearest release is the copied one."""
-    state = _state()
-    _level(state, [0], [1], [[0.5]])
-    _next(state, [0, 0])
-    _level(state, [0], [1], [[0.5]])
-    best_feature = np.array([1, -1])
-    best = type("Best", (), {"feature": best_feature, "sets": {}, "threshold": np.zeros(2)})
-    routes = {"route_left": np.array([0, 2]), "route_right": np.array([1, 2])}
-    advance(state, best, routes)  # type: ignore[arg-type]
-    assert state.parent.tolist() == [0, 0, 1]
-    safe = _level(state, [0, 2], [1, 1], [[0.4], [0.5]])
-    assert safe.tolist() == [True, False]
+    (``advance``). Node 0's child took 15 of the root's 30 rows below 0.5; node 1, drawing
+    again, meets the root's atom through the copied release: 15 - 8 = 7 rows dropped, 15
+    kept (the atom is shared, not copied)."""
+    for offered, kept in ((8, False), (15, True)):
+        state = _state()
+        _level(state, [0], [1], [[0.5]], [[30]])
+        _next(state, [0, 0])
+        _level(state, [0], [1], [[0.5]], [[15]])
+        features = np.array([1, -1])
+        best = type("Best", (), {"feature": features, "sets": {}, "threshold": np.zeros(2)})
+        routes = {"route_left": np.array([0, 2]), "route_right": np.array([1, 2])}
+        advance(state, best, routes)  # type: ignore[arg-type]
+        assert state.parent.tolist() == [0, 0, 1]
+        safe = _level(state, [0, 2], [1, 1], [[0.4], [0.5]], [[12], [offered]])
+        assert safe.tolist() == [True, kept]
 
 
-def _ancestors(parents: list[np.ndarray], lev: int, slot: int) -> list[tuple[int, int]]:
-    out = []
-    while lev > 0:
-        slot = int(parents[lev][slot])
-        lev -= 1
-        out.append((lev, slot))
-    return out
-
-
-def _random_run(seed: int, rule: bool) -> tuple[list, list, int]:
-    """A random forest's levels through the rule: (parents per level, releases, drops)."""
+def _random_run(seed: int, rule: bool) -> tuple[list, int]:
+    """A random tree of real rows grown level by level through the rule: its releases
+    (feature, threshold, the node's rows below it as a set) and the rule's drops."""
     rng = np.random.default_rng(seed)
+    n, grid = 400, np.arange(1, 10) / 10
+    X = rng.choice(grid, (n, D))
     state = _state()
-    n_trees = 3
-    state.start_batch(n_trees, D)
-    parents = [np.full(n_trees, -1)]
+    nodes = [np.arange(n)]
     releases, dropped = [], 0
-    for lev in range(5):
-        n = parents[lev].size
-        node = np.repeat(np.arange(n), D)
-        f = np.tile(np.arange(D), n)
-        cands = [np.sort(rng.choice(6, rng.integers(0, 4), replace=False)) / 10 for _ in node]
+    for _ in range(6):
+        node = np.repeat(np.arange(len(nodes)), D)
+        f = np.tile(np.arange(D), len(nodes))
+        cands, below = [], []
+        for v, j in zip(node, f, strict=True):
+            offer = np.sort(rng.choice(grid, rng.integers(2, 8), replace=False))
+            rows = np.array([(X[nodes[v], j] <= e).sum() for e in offer], dtype=int)
+            ok = (rows == 0) | (rows >= M)  # the bins' rule: a node's own sum is safe
+            cands.append(offer[ok])
+            below.append(rows[ok])
         off = offsets([c.size for c in cands])
         safe = rng.random(int(off[-1])) < 0.9  # the other rules' drops
-        kept = _level(state, node, f, cands, rule=rule, safe=safe)
+        kept = _level(state, node, f, cands, below, rule=rule, safe=safe)
         dropped += int((safe & ~kept).sum())
         owner = np.repeat(np.arange(node.size), np.diff(off))
         cand = np.concatenate(cands)
-        got = zip(owner[kept], cand[kept], strict=True)
-        releases += [(lev, int(node[p]), int(f[p]), float(e)) for p, e in got]
-        # Some nodes split (two children each), the others are leaves.
-        split = np.flatnonzero(rng.random(n) < 0.8)
-        child_parent = np.repeat(split, 2)
-        _next(state, child_parent)
-        parents.append(child_parent)
-    return parents, releases, dropped
-
-
-def _chain_breaks(parents: list, releases: list) -> int:
-    """Brute force: pairs of releases at one (feature, threshold), disjoint nodes, with a
-    common ancestor that released it too."""
-    by = {}
-    for lev, slot, f, e in releases:
-        by.setdefault((f, e), set()).add((lev, slot))
-    breaks = 0
-    for members in by.values():
-        anc = {v: set(_ancestors(parents, *v)) for v in members}
-        for v, w in itertools.combinations(members, 2):
-            if v in anc[w] or w in anc[v]:
+        for p, e in zip(owner[kept], cand[kept], strict=True):
+            v, j = int(node[p]), int(f[p])
+            releases.append((j, float(e), frozenset(nodes[v][X[nodes[v], j] <= e].tolist())))
+        # Nodes of at least 2 M rows split on a random feature and threshold; the others
+        # are leaves. A split leaving a side empty passes its rows to one child.
+        children, parent = [], []
+        for v, rows in enumerate(nodes):
+            if rows.size < 2 * M:
                 continue
-            breaks += bool(anc[v] & anc[w] & members)
-    return breaks
+            j, e = rng.integers(D), rng.choice(grid)
+            for side in (rows[X[rows, j] <= e], rows[X[rows, j] > e]):
+                if side.size:
+                    children.append(side)
+                    parent.append(v)
+        _next(state, parent)
+        nodes = children
+    return releases, dropped
+
+
+def _small_atoms(releases: list) -> int:
+    """Brute force: per (feature, threshold), each released set of rows less the union of
+    the released sets inside it (the family is laminar: nested or disjoint); atoms of 1
+    to M - 1 rows."""
+    by: dict = {}
+    for j, e, rows in releases:
+        by.setdefault((j, e), []).append(rows)
+    small = 0
+    for sets in by.values():
+        for a in sets:
+            inner = [b for b in sets if b < a]
+            atom = a - frozenset().union(*inner)
+            small += 0 < len(atom) < M
+    return small
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_releases_at_one_threshold_form_chains(seed: int) -> None:
-    """Random trees and candidates, level by level: no two disjoint releases of one
-    threshold under a third (the oracle walks the tree), while the rule drops some."""
-    parents, releases, dropped = _random_run(seed, rule=True)
-    assert _chain_breaks(parents, releases) == 0
-    assert dropped > 0
+def test_every_atom_of_the_releases_is_empty_or_of_m_rows(seed: int) -> None:
+    """Random trees of real rows, candidates and drops, level by level: no atom of the
+    releases at one threshold holds 1 to m - 1 rows (the oracle forms them from the rows)."""
+    releases, _ = _random_run(seed, rule=True)
+    assert _small_atoms(releases) == 0
 
 
-def test_without_the_rule_the_chains_break() -> None:
-    """The control: the same runs with the rule off break the chains."""
-    assert all(_chain_breaks(*_random_run(seed, rule=False)[:2]) > 0 for seed in range(6))
+def test_without_the_rule_some_atoms_are_small() -> None:
+    """The control: the same runs with the rule off leave atoms of 1 to m - 1 rows (at 5
+    of the 6 seeds, 17 in all, measured), and the rule drops candidates there."""
+    off = [_small_atoms(_random_run(seed, rule=False)[0]) for seed in range(6)]
+    assert sum(n > 0 for n in off) >= 3
+    assert all(_random_run(seed, rule=True)[1] > 0 for seed in np.flatnonzero(off))
 
 
 def test_nearest_releases_kernel_and_twin_agree() -> None:
@@ -175,3 +193,21 @@ def test_nearest_releases_kernel_and_twin_agree() -> None:
             out, nearest_releases_numpy(pool, start, end, cand, cand_off, safe)
         )
         assert (out >= 0).any()
+
+
+def test_keep_atoms_kernel_and_twin_agree() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        k = int(rng.integers(1, 40))
+        at = np.sort(rng.choice(100, k, replace=False))
+        origin = rng.integers(0, 6, k)
+        below = rng.choice([0, 10, 11, 12, 15, 20], k).astype(float)
+        left = rng.integers(0, 60, 6).astype(float)
+        safe, safe2 = np.ones(100, bool), np.ones(100, bool)
+        left2 = left.copy()
+        keep_atoms(at, origin, below, left, M, safe)
+        keep_atoms_numpy(at, origin, below, left2, M, safe2)
+        np.testing.assert_array_equal(safe, safe2)
+        np.testing.assert_array_equal(left, left2)
+        took = np.unique(origin[safe[at] & (below > 0)])  # atoms a kept candidate shrank
+        assert ((left[took] < 0.5) | (left[took] >= M)).all()  # none or M (exact counts)

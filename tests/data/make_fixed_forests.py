@@ -36,8 +36,9 @@ federation's clients (``client_secrets.federation_secret``: another coarse grid,
 candidates and trees: 778 nodes). And once more when a quantile edge of a secure node
 grid began to give way to an ancestor's threshold within half a step of it
 (``secure_grids.displaced``; other grids, so other candidates and trees: 784 nodes, was 778).
-And once more when the cousins' rule (``server/secure_cousins.py``: a tree's releases at one
-threshold on a feature form chains) dropped candidates (other trees: 772 nodes, was 784).
+And once more when the cousins' rule (``server/secure_cousins.py``: every atom of a tree's
+releases at one threshold on a feature holds no row or at least ``m``) dropped candidates
+(other trees: 784 nodes again).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

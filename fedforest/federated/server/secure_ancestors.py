@@ -50,13 +50,13 @@ class ReleasePool:
     doubling and is kept across the fit's batches (``clear``), so its pages are first
     written once a fit, not once a level. Per row too, for the cousins' rule
     (``secure_cousins.py``): the row it repeats (``origin``: itself, or for a slot passed
-    through the parent's row it copies) and whether a descendant released its threshold
-    on its feature since (``taken``, on origin rows).
+    through the parent's row it copies) and how many of its rows below its threshold are
+    in no descendant's release of that threshold on its feature (``left``, on origin rows).
     """
 
     values: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 3)))
     origin: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    taken: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, bool))
+    left: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     #: Rows in use (``values[:n]``) and each level's first row, in ``history``'s order.
     n: int = 0
     base: list[int] = field(default_factory=list)
@@ -71,16 +71,16 @@ class ReleasePool:
             size = max(2 * need, 1024)
             grown = np.empty((size, 3))
             grown[: self.n] = self.values[: self.n]
-            origin, taken = np.empty(size, np.int64), np.zeros(size, bool)
-            origin[: self.n], taken[: self.n] = self.origin[: self.n], self.taken[: self.n]
-            self.values, self.origin, self.taken = grown, origin, taken
+            origin, left = np.empty(size, np.int64), np.zeros(size)
+            origin[: self.n], left[: self.n] = self.origin[: self.n], self.left[: self.n]
+            self.values, self.origin, self.left = grown, origin, left
         self.values[self.n : need] = rows
         n_copied = 0 if copied is None else copied.size
         own = need - n_copied
         self.origin[self.n : own] = np.arange(self.n, own)
         if copied is not None and n_copied:
             self.origin[own:need] = self.origin[copied]
-        self.taken[self.n : need] = False
+        self.left[self.n : need] = rows[:, 1]
         self.base.append(self.n)
         self.n = need
 

@@ -199,17 +199,18 @@ def round_b(
     partition_filter(
         state.cuts, node * d + f, cands, out_off, sub_grid, sub_off, sub_rows, *bounds, m, safe
     )
-    # Less those whose ancestor's release at them has another below it (secure_cousins.py).
-    cousins_filter(state, node, f, cands, out_off, safe)
-    cand = cands[safe]
+    # Each candidate's grid edge: the node's rows below it (Round A).
+    at = np.zeros(cands.size, dtype=np.int64)
+    searchsorted_segments(sub_grid, sub_off, cands, out_off, at)
+    # Less those that would leave 1 to m - 1 rows of an ancestor's release at them in no
+    # other release there (its atom, secure_cousins.py).
+    cousins_filter(state, node, f, cands, out_off, sub_rows[at], safe)
+    cand, at = cands[safe], at[safe]
     n_kept = np.bincount(np.repeat(np.arange(num.size), np.diff(out_off))[safe], minlength=num.size)
     counts = np.zeros(n_pairs, dtype=np.int64)
     counts[num] = n_kept
     cand_off = offsets(counts)
     # The released candidates and the node's rows below them, for the children's rule.
-    kept_off = offsets(n_kept)
-    at = np.zeros(cand.size, dtype=np.int64)
-    searchsorted_segments(sub_grid, sub_off, cand, kept_off, at)
     state.released = PairSegments(
         (node * d + f)[n_kept > 0],
         offsets(n_kept[n_kept > 0]),
