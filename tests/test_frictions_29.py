@@ -2,6 +2,9 @@
 
 1. Under ``privacy="dp"`` the single-leaf warning quoted the largest root's noisy row
    count as if exact.
+2. A negative target under ``criterion="poisson"`` stopped a ``fit_federated`` in round 3,
+   after the two grid rounds (under ``"dp"``, after spending budget on them): its client
+   now refuses at the handshake, naming itself, y and the domain.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_wine
 
-from fedforest import FedForestClassifier
+from fedforest import Client, FedForestClassifier, FedForestRegressor, LocalFederation
 from fedforest.federated import client_secure
 
 
@@ -45,3 +48,55 @@ def test_secure_single_leaf_warning_keeps_the_exact_count() -> None:
     largest = max(int(t.n_node_samples[0]) for t in est.trees_)
     assert f"the largest root held {largest}, fewer than 2 * 10." in text
     assert "noisy" not in text
+
+
+# --------------------------------------------- 2. Poisson's domain at the handshake
+def _counts(n: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 4))
+    return X, rng.poisson(np.exp(0.5 * X[:, 0])).astype(np.float64)
+
+
+HANDSHAKE_REFUSAL = (
+    r"Client 'b' failed in round 0 \(handshake\): ValueError: Some value\(s\) of y are "
+    r"negative which is not allowed for Poisson regression \(criterion=\"poisson\" takes "
+    r"targets >= 0"
+)
+
+
+@pytest.mark.parametrize("privacy", ["dp", "secure", "none"])
+def test_a_negative_poisson_target_is_refused_at_the_handshake(privacy: str) -> None:
+    # Before: round 3 (Round A, after the two grid rounds) under "dp"/"secure", round 1
+    # under "none".
+    X, y = _counts(300)
+    y_b = y[150:].copy()
+    y_b[7] = -1.0
+    clients = [Client(X[:150], y[:150], name="a"), Client(X[150:], y_b, name="b")]
+    kw = {"epsilon": 5.0} if privacy == "dp" else {}
+    est = FedForestRegressor(
+        n_estimators=3, max_depth=3, criterion="poisson", privacy=privacy, random_state=0, **kw
+    )
+    with pytest.raises(ValueError, match=HANDSHAKE_REFUSAL):
+        est.fit_federated(LocalFederation(clients))
+
+
+def test_a_negative_target_of_a_second_output_is_refused_at_the_handshake_too() -> None:
+    X, y = _counts(300)
+    Y = np.c_[y, y]
+    Y[160, 1] = -2.0
+    clients = [Client(X[:150], Y[:150], name="a"), Client(X[150:], Y[150:], name="b")]
+    est = FedForestRegressor(
+        n_estimators=2, max_depth=3, criterion="poisson", privacy="dp", epsilon=5.0
+    )
+    with pytest.raises(ValueError, match=HANDSHAKE_REFUSAL):
+        est.fit_federated(LocalFederation(clients))
+
+
+def test_fit_refuses_before_any_client_and_other_criteria_take_negative_targets() -> None:
+    X, y = _counts(300)
+    with pytest.raises(ValueError, match="^Some value\\(s\\) of y are negative"):
+        FedForestRegressor(criterion="poisson", privacy="dp", epsilon=5.0).fit(X, y - 1)
+    # The check is Poisson's alone: squared_error's clients answer negative targets.
+    clients = [Client(X[:150], y[:150] - 1, name="a"), Client(X[150:], y[150:] - 1, name="b")]
+    est = FedForestRegressor(n_estimators=2, max_depth=2, privacy="none", random_state=0)
+    assert est.fit_federated(LocalFederation(clients)).predict(X).min() < 0
