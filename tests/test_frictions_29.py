@@ -5,13 +5,20 @@
 2. A negative target under ``criterion="poisson"`` stopped a ``fit_federated`` in round 3,
    after the two grid rounds (under ``"dp"``, after spending budget on them): its client
    now refuses at the handshake, naming itself, y and the domain.
+3. ``fit_federated`` under warm_start adding no tree skipped the settings' checks and the
+   class_weight preset's warning that ``fit`` and scikit-learn's forest give; ``fit`` gave
+   the two warnings in the other order than scikit-learn.
 """
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_wine
+from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import Client, FedForestClassifier, FedForestRegressor, LocalFederation
 from fedforest.federated import client_secure
@@ -100,3 +107,43 @@ def test_fit_refuses_before_any_client_and_other_criteria_take_negative_targets(
     clients = [Client(X[:150], y[:150] - 1, name="a"), Client(X[150:], y[150:] - 1, name="b")]
     est = FedForestRegressor(n_estimators=2, max_depth=2, privacy="none", random_state=0)
     assert est.fit_federated(LocalFederation(clients)).predict(X).min() < 0
+
+
+# ------------------------------------------- 3. warm_start that adds no tree: warnings
+def _said(fit: Any, here: bool = False) -> list[tuple[type[Warning], str]]:
+    """The warnings ``fit()`` gives; ``here``: each at the caller's line (this file)."""
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        fit()
+    assert not here or all(w.filename == __file__ for w in got), [w.filename for w in got]
+    return [(w.category, str(w.message)) for w in got]
+
+
+@pytest.mark.parametrize("class_weight", ["balanced", "balanced_subsample", None, {0: 1, 1: 2}])
+def test_warm_start_adding_no_tree_warns_as_scikit_learn_does(class_weight: Any) -> None:
+    # The oracle: scikit-learn's forest refitted on the same rows, n_estimators unchanged.
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(80, 2))
+    y = (X[:, 0] + rng.normal(0, 0.5, 80) > 0).astype(int)
+    theirs = RandomForestClassifier(n_estimators=2, warm_start=True, class_weight=class_weight)
+    _said(lambda: theirs.fit(X, y))
+    expected = _said(lambda: theirs.fit(X, y))
+    assert expected[-1][1].startswith("Warm-start fitting without increasing n_estimators")
+    params = {"n_estimators": 3, "max_depth": 3, "privacy": "none", "random_state": 0}
+    ours = FedForestClassifier(**params, warm_start=True, class_weight=class_weight)
+    _said(lambda: ours.fit(X, y))
+    before = ours.predict_proba(X)
+    assert _said(lambda: ours.fit(X, y), here=True) == expected
+    clients = [Client(X[:40], y[:40], name="a"), Client(X[40:], y[40:], name="b")]
+    assert _said(lambda: ours.fit_federated(clients), here=True) == expected
+    np.testing.assert_array_equal(ours.predict_proba(X), before)  # no tree added
+
+
+def test_fit_federated_adding_no_tree_checks_the_settings_as_fit_does() -> None:
+    X, y = _wine(60)
+    est = FedForestClassifier(n_estimators=2, max_depth=2, privacy="none", warm_start=True)
+    est.fit(X, y)
+    est.set_params(max_depth=-1)  # scikit-learn's forest refuses it at any fit
+    for fit in (lambda: est.fit(X, y), lambda: est.fit_federated([Client(X, y, name="s")])):
+        with pytest.raises(ValueError, match="'max_depth' parameter"):
+            fit()
