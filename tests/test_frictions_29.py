@@ -8,11 +8,16 @@
 3. ``fit_federated`` under warm_start adding no tree skipped the settings' checks and the
    class_weight preset's warning that ``fit`` and scikit-learn's forest give; ``fit`` gave
    the two warnings in the other order than scikit-learn.
+4. The ``export`` extra installed onnxruntime, which no export imports (the tests and the
+   docs' examples run the ONNX files with it: the ``test`` extra pins it).
 """
 
 from __future__ import annotations
 
+import ast
+import tomllib
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -147,3 +152,41 @@ def test_fit_federated_adding_no_tree_checks_the_settings_as_fit_does() -> None:
     for fit in (lambda: est.fit(X, y), lambda: est.fit_federated([Client(X, y, name="s")])):
         with pytest.raises(ValueError, match="'max_depth' parameter"):
             fit()
+
+
+# -------------------------------------------------- 4. what the export extra installs
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _extras() -> dict[str, list[str]]:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        extras: dict[str, list[str]] = tomllib.load(f)["project"]["optional-dependencies"]
+    return extras
+
+
+def _imported_by_the_package() -> set[str]:
+    """Top-level modules fedforest/ imports: import statements and ``import_extra`` calls."""
+    names = set()
+    for path in (ROOT / "fedforest").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", "")) == "import_extra"
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                names.add(str(node.args[0].value).split(".")[0])
+    return names
+
+
+def test_the_export_extra_installs_only_what_an_export_imports() -> None:
+    extras, imported = _extras(), _imported_by_the_package()
+    export = [r.split("==")[0] for r in extras["export"]]
+    assert {"treelite", "onnx", "skl2onnx", "shap"} <= imported  # the scan finds the exports'
+    assert [name for name in export if name not in imported] == []
+    # onnxruntime stays pinned for the tests (and beside the export pins there)
+    assert "onnxruntime==1.32.0" in extras["test"]
+    assert set(extras["export"]) <= set(extras["test"])
