@@ -15,7 +15,7 @@ scikit-learn) or 1e-5 (ONNX, whose sums are float32).
 - ``sklearn``: ``to_sklearn()`` (float32 comparisons, as ONNX's default);
 - ``shap``: ``shap_values(X).sum(axis=1) + expected_value`` (additivity).
 
-Usage::
+Needs the ``export`` extra and onnxruntime (the ``test`` extra pins both). Usage::
 
     python benchmarks/bench_export_agreement.py
 """

@@ -481,12 +481,15 @@ def check_bootstrap(bootstrap: bool, oob_score: bool, max_samples: Any) -> None:
 
 #: :func:`warm_prior` under warm_start when n_estimators did not grow: nothing to fit.
 NOTHING_TO_ADD: dict[str, Any] = {}
+#: scikit-learn's warning then, which the caller gives after its settings' (as scikit-learn).
+NO_NEW_TREES = "Warm-start fitting without increasing n_estimators does not fit new trees."
 
 
 def warm_prior(est: Any) -> dict[str, Any] | None:
     """Under ``warm_start``, the fitted state new trees join (None: grow from scratch).
 
-    :data:`NOTHING_TO_ADD` (with scikit-learn's warning) when ``n_estimators`` did not grow.
+    :data:`NOTHING_TO_ADD` when ``n_estimators`` did not grow (the caller warns
+    :data:`NO_NEW_TREES`).
     """
     if not est.warm_start or "trees_" not in vars(est):
         return None
@@ -500,8 +503,6 @@ def warm_prior(est: Any) -> dict[str, Any] | None:
         why = "a loaded model file keeps no seed or per-tree importances"
         raise ValueError(f"warm_start cannot add trees here: {why}; fit with warm_start=False.")
     if est.n_estimators == n_old:
-        msg = "Warm-start fitting without increasing n_estimators does not fit new trees."
-        warn_caller(msg, UserWarning)
         return NOTHING_TO_ADD
     return dict(est.__dict__)  # the fitted state the new trees join (and a failure restores)
 

@@ -19,6 +19,7 @@ from .client_secure import SecureParty
 from .client_sketch import fine_codes
 from .client_targets import (
     check_labels,
+    check_poisson_targets,
     check_regression_targets,
     class_codes,
     class_row_weights,
@@ -105,6 +106,8 @@ def handshake(client: Client, msg: Message) -> Message:
     regression = msg.header.get("task") != "classification"
     if regression:  # checked before the secure party's secret reads them as floats
         check_regression_targets(client.y_raw, client.name)
+        if msg.header.get("criterion") == "poisson":  # its domain: before any round's cost
+            check_poisson_targets(client.y_raw.astype(np.float64), client.name)
     if msg.header.get("privacy") in ("secure", "dp"):
         dp = msg.header.get("privacy") == "dp"
         client._secure = SecureParty(client, dp=dp, regression=regression)

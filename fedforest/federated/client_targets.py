@@ -25,6 +25,7 @@ __all__ = [
     "by_output",
     "check_label_kind",
     "check_labels",
+    "check_poisson_targets",
     "check_regression_targets",
     "check_secure_target_size",
     "check_target_magnitude",
@@ -474,16 +475,27 @@ def poisson_column(y: NDArray[np.float64], name: str) -> NDArray[np.float64]:
     """``y log y`` of every row (0 where y = 0): criterion="poisson"'s second statistic.
 
     One column per output for multi-output ``y``. Raises scikit-learn's ``ValueError`` for
-    a negative target.
+    a negative target (:func:`check_poisson_targets`).
+    """
+    check_poisson_targets(y, name)
+    from scipy.special import xlogy  # on use: the other criteria need no SciPy
+
+    return np.asarray(xlogy(y, y), dtype=np.float64)
+
+
+def check_poisson_targets(y: NDArray[np.float64], name: str) -> None:
+    """criterion="poisson"'s domain, ``y >= 0``: a negative target refused, naming the client.
+
+    The handshake checks it (a request of ``criterion="poisson"``), before any round that
+    spends a privacy budget or time; scikit-learn's words, then what the domain is. The
+    text says neither how many targets nor which (it reaches the server).
     """
     if np.any(y < 0):
         raise ValueError(
             f"Client {name!r}: Some value(s) of y are negative which is not allowed for "
-            "Poisson regression."
+            'Poisson regression (criterion="poisson" takes targets >= 0, such as counts: '
+            'correct or drop those rows, or use criterion="squared_error").'
         )
-    from scipy.special import xlogy  # on use: the other criteria need no SciPy
-
-    return np.asarray(xlogy(y, y), dtype=np.float64)
 
 
 def feature_sketches(

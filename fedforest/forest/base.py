@@ -24,6 +24,7 @@ from sklearn.utils.validation import (
 )
 
 from .._inputs import (
+    NO_NEW_TREES,
     NOTHING_TO_ADD,
     check_bootstrap,
     check_declarations,
@@ -41,6 +42,7 @@ from .._inputs import (
     validated_rows,
     warm_prior,
     warm_schema,
+    warn_caller,
     warn_low_min_rows,
     warn_numeric_declared,
     weights_back,
@@ -351,8 +353,11 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         X = pandas_frame(X)  # pyarrow's or polars' frame: text columns categorical
         warm = warm_prior(self)
         if warm is NOTHING_TO_ADD:  # no tree to add; the inputs are checked all the same,
-            # as scikit-learn's forest checks them (they were taken unread: y of NaN, say)
+            # as scikit-learn's forest checks them (they were taken unread: y of NaN, say);
+            # its warnings in its order: the settings' (a class_weight preset under
+            # warm_start), then that no tree is added (before the inputs', as it was)
             self._check_settings()
+            warn_caller(NO_NEW_TREES, UserWarning)
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
             self._fit_inputs(X, y, client_ids, sample_weight, reset=False)
             return self
@@ -457,7 +462,9 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             The fitted estimator.
         """
         warm = warm_prior(self)
-        if warm is NOTHING_TO_ADD:
+        if warm is NOTHING_TO_ADD:  # as fit: the settings checked and warned of first
+            self._check_settings()
+            warn_caller(NO_NEW_TREES, UserWarning)
             return self
         self._clear_fitted()
         try:

@@ -26,7 +26,8 @@ def single_leaves(
     than 2 m splits. Said only when every impure root held fewer and one of them rows
     enough for ``min_samples_leaf`` and ``min_samples_split`` alone: pure roots, too few
     rows for those, or roots the rule let split that did not (a target varying too
-    little, 250 rows in a test) give scikit-learn one-leaf trees too.
+    little, 250 rows in a test) give scikit-learn one-leaf trees too. Under "dp" the
+    roots' row counts are noisy releases: the text quotes the largest as an estimate.
     """
     if privacy == "none" or any(t.feature.size > 1 for t in trees):
         return None
@@ -38,10 +39,16 @@ def single_leaves(
     if not roots or max(roots) >= 2 * m or max(roots) < max(2 * leaf, split):
         return None
     how = "" if cfg.min_aggregate_rows else " (max(10, 2 * min_samples_leaf) unless set)"
+    # Under "dp" a root's row count is a noisy release: quoted as an estimate, not a count.
+    held = (
+        f"about {max(roots)} rows (a noisy count, privacy='dp')"
+        if privacy == "dp"
+        else f"{max(roots)}"
+    )
     return (
         f"every tree of this forest is a single leaf (it predicts the training prior): under "
         f"privacy={privacy!r} a node splits only if each child keeps min_aggregate_rows = "
-        f"{m}{how} distinct rows, and the largest root held {max(roots)}, fewer than 2 * {m}."
+        f"{m}{how} distinct rows, and the largest root held {held}, fewer than 2 * {m}."
     )
 
 

@@ -32,6 +32,8 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
         "privacy": cfg.privacy,
         **domain_request(cfg),  # declared levels and classes; under "secure" the level rule
     }
+    if cfg.criterion == "poisson":  # targets >= 0: a client refuses others here, not later
+        request["criterion"] = "poisson"
     if cfg.binning == "global":  # per-feature quantile sketches of every client's rows
         request["feature_sketch"] = int(cfg.n_bins or 32)
     ranges = cfg.privacy == "none"
