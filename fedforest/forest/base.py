@@ -24,14 +24,11 @@ from sklearn.utils.validation import (
 )
 
 from .._inputs import (
-    NO_NEW_TREES,
-    NOTHING_TO_ADD,
     check_bootstrap,
     check_declarations,
     check_federable,
     check_numeric_columns,
     check_targets,
-    check_warm_classes,
     declared_features,
     estimator_config,
     fit_weights,
@@ -40,8 +37,6 @@ from .._inputs import (
     pooled_domains,
     take_rows,
     validated_rows,
-    warm_prior,
-    warm_schema,
     warn_caller,
     warn_low_min_rows,
     warn_numeric_declared,
@@ -65,6 +60,7 @@ from ..tree.apply import apply_forest_sets, predict_forest
 from ..tree.arrays import Tree, pack_forest, pack_sets
 from ..tree.sklearn import EnsembleMixin
 from .leaves import warn_single_leaves
+from .warm import NO_NEW_TREES, NOTHING_TO_ADD, check_warm_classes, warm_prior, warm_schema
 
 _ROW_CHUNK = 65536
 
