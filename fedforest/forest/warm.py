@@ -16,6 +16,7 @@ __all__ = [
     "NOTHING_TO_ADD",
     "NO_NEW_TREES",
     "check_warm_classes",
+    "fewer_trees",
     "warm_prior",
     "warm_schema",
 ]
@@ -27,16 +28,25 @@ NOTHING_TO_ADD: dict[str, Any] = {}
 NO_NEW_TREES = "Warm-start fitting without increasing n_estimators does not fit new trees."
 
 
+def fewer_trees(est: Any) -> bool:
+    """Under ``warm_start``, ``n_estimators`` below the fitted trees' count.
+
+    :func:`warm_prior` refuses it; the caller checks its settings first (a class_weight
+    preset's warning, the bootstrap's checks, then the refusal: scikit-learn's order).
+    """
+    return bool(est.warm_start and "trees_" in vars(est) and est.n_estimators < len(est.trees_))
+
+
 def warm_prior(est: Any) -> dict[str, Any] | None:
     """Under ``warm_start``, the fitted state new trees join (None: grow from scratch).
 
     :data:`NOTHING_TO_ADD` when ``n_estimators`` did not grow (the caller warns
-    :data:`NO_NEW_TREES`).
+    :data:`NO_NEW_TREES`); fewer trees refused (:func:`fewer_trees`).
     """
     if not est.warm_start or "trees_" not in vars(est):
         return None
     n_old = len(est.trees_)
-    if est.n_estimators < n_old:
+    if fewer_trees(est):
         raise ValueError(
             f"n_estimators={est.n_estimators} must be larger or equal to "
             f"len(estimators_)={n_old} when warm_start==True"
