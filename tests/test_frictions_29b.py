@@ -3,6 +3,8 @@
 1. Under warm_start, ``n_estimators`` below the fitted trees' count was refused before
    the settings' checks and the class_weight preset's warning that scikit-learn's forest
    gives first.
+2. Under ``privacy="dp"`` whether a forest of single leaves warned was decided on the
+   roots' noisy counts and impurities: 22 rows at epsilon 5 gave one-leaf trees silently.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sklearn.datasets import load_wine
 from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import Client, FedForestClassifier
+from fedforest.federated import client_secure
 
 
 def _said(
@@ -66,3 +70,44 @@ def test_fewer_trees_under_warm_start_warn_and_refuse_as_scikit_learn_does(
     assert kind is expected[1][0]
     assert text.startswith(expected[1][1].replace("RandomForest", "FedForest")), text
     np.testing.assert_array_equal(ours.predict_proba(X), before)  # the forest kept
+
+
+# ----------------------------------------------- 2. dp's single-leaf warning: the trees
+def _wine(n: int) -> tuple[np.ndarray, np.ndarray]:
+    X, y = load_wine(return_X_y=True)
+    rows = np.random.default_rng(0).permutation(len(y))[:n]
+    return X[rows], y[rows]
+
+
+def test_a_dp_forest_of_single_leaves_warns_whatever_its_noisy_roots_say(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The dp noise and bootstrap come from secrets.randbits: fixed here (as
+    # tests/test_frictions_29.py), so the fit is reproducible. 22 rows hold about 14
+    # distinct in a root, fewer than 2 * 10: no root can split. Its noisy counts read 0 to
+    # 106 rows and some noisy impurities 0 ("pure"): no warning came before.
+    monkeypatch.setattr(client_secure.secrets, "randbits", lambda k: 0x5EED)
+    X, y = _wine(22)
+    est = FedForestClassifier(n_estimators=5, random_state=0, privacy="dp", epsilon=5.0)
+    with pytest.warns(UserWarning, match="single leaf") as got:
+        est.fit(X, y)
+    assert all(t.feature.size == 1 for t in est.trees_)
+    (text,) = [str(w.message) for w in got if "single leaf" in str(w.message)]
+    largest = max(int(t.n_node_samples[0]) for t in est.trees_)
+    assert largest >= 2 * 10  # a noisy count above the rule's 2 m
+    # one client of 22 rows: 22 (1 - (1 - 1/22)^22) = 14.2 distinct rows expected
+    assert (
+        f"the largest root held about {largest} rows (a noisy count, privacy='dp'), and a "
+        "tree's bootstrap draws about 14 distinct rows of the 22, fewer than 2 * 10." in text
+    )
+    assert "min_aggregate_rows = 10" in text
+
+
+def test_a_dp_forest_that_splits_does_not_warn(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client_secure.secrets, "randbits", lambda k: 0x5EED)
+    X, y = _wine(178)
+    est = FedForestClassifier(n_estimators=5, random_state=0, privacy="dp", epsilon=50.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails
+        est.fit(X, y)
+    assert any(t.feature.size > 1 for t in est.trees_)
