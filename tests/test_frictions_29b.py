@@ -5,6 +5,9 @@
    gives first.
 2. Under ``privacy="dp"`` whether a forest of single leaves warned was decided on the
    roots' noisy counts and impurities: 22 rows at epsilon 5 gave one-leaf trees silently.
+3. ``fit_federated`` with criterion="poisson" on targets that are all 0 fitted silently at
+   every privacy level (``fit`` refuses in scikit-learn's words): the server refuses, from
+   the handshake (``"none"``) or the first grid round (``"secure"``/``"dp"``).
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import pytest
 from sklearn.datasets import load_wine
 from sklearn.ensemble import RandomForestClassifier
 
-from fedforest import Client, FedForestClassifier
+from fedforest import Client, FedForestClassifier, FedForestRegressor, LocalFederation
 from fedforest.federated import client_secure
+from fedforest.federated.protocol import Message
 
 
 def _said(
@@ -111,3 +115,83 @@ def test_a_dp_forest_that_splits_does_not_warn(monkeypatch: pytest.MonkeyPatch) 
         warnings.simplefilter("error")  # any warning fails
         est.fit(X, y)
     assert any(t.feature.size > 1 for t in est.trees_)
+
+
+# ------------------------------------------- 3. Poisson targets that sum to 0: refused
+class _Kinds(LocalFederation):
+    """The local transport, noting each round's kind of request."""
+
+    def __init__(self, clients: list[Client]) -> None:
+        super().__init__(clients)
+        self.kinds: list[str] = []
+
+    def send_and_receive(self, requests: dict[str, Message], round_index: int) -> Any:
+        self.kinds.append(next(iter(requests.values())).kind)
+        return super().send_and_receive(requests, round_index)
+
+
+ZERO_SUM = r"^Sum of y is not strictly positive which is necessary for Poisson regression\."
+
+
+def _poisson(privacy: str) -> FedForestRegressor:
+    kw = {"epsilon": 5.0} if privacy == "dp" else {}
+    return FedForestRegressor(
+        n_estimators=3, max_depth=3, criterion="poisson", privacy=privacy, random_state=0, **kw
+    )
+
+
+def _rates(n: int, outputs: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 4))
+    y = rng.poisson(np.exp(0.5 * X[:, :outputs])).astype(np.float64)
+    return X, y[:, 0] if outputs == 1 else y
+
+
+@pytest.mark.parametrize("privacy", ["none", "secure", "dp"])
+def test_poisson_targets_summing_to_zero_are_refused_before_any_tree_grows(
+    privacy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_secure.secrets, "randbits", lambda k: 0x5EED)  # dp: seeded
+    X, _ = _rates(300)
+    y = np.zeros(300)
+    with pytest.raises(ValueError, match=ZERO_SUM):  # fit's refusal, scikit-learn's words
+        _poisson(privacy).fit(X, y, client_ids=np.repeat(["a", "b"], 150))
+    fed = _Kinds([Client(X[:150], y[:150], name="a"), Client(X[150:], y[150:], name="b")])
+    est = _poisson(privacy)
+    with pytest.raises(ValueError, match=ZERO_SUM + ("$" if privacy != "dp" else "")) as got:
+        est.fit_federated(fed)
+    assert "Client" not in str(got.value)  # a pooled fact: no client named
+    assert "round_a" not in fed.kinds and "trees_" not in vars(est)
+    # "none": refused at the handshake; "secure"/"dp": after the first grid round's sums
+    assert fed.kinds[-1] == ("handshake" if privacy == "none" else "grid")
+    if privacy == "dp":
+        assert 'Under privacy="dp" the targets\' noisy histogram' in str(got.value)
+
+
+@pytest.mark.parametrize("privacy", ["none", "secure", "dp"])
+def test_a_pooled_positive_sum_fits_whatever_one_client_or_output_holds(
+    privacy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The oracle: scikit-learn's forest sums y over every row and output (np.sum(y) > 0).
+    monkeypatch.setattr(client_secure.secrets, "randbits", lambda k: 0x5EED)
+    X, y = _rates(600)
+    clients = [Client(X[:300], 0 * y[:300], name="a"), Client(X[300:], y[300:], name="b")]
+    assert _poisson(privacy).fit_federated(clients).predict(X).min() > 0
+    Y = np.c_[y, np.zeros(600)]  # one output of zeros, the other not: fits, as scikit-learn
+    clients = [Client(X[:300], Y[:300], name="a"), Client(X[300:], Y[300:], name="b")]
+    with warnings.catch_warnings():  # under "dp" the zeros' output warns it is unresolved
+        warnings.filterwarnings("ignore", "Under privacy=.dp. the regression targets vary")
+        _poisson(privacy).fit_federated(clients)
+    with pytest.raises(ValueError, match=ZERO_SUM):  # both outputs of zeros: refused
+        clients = [Client(X[:300], 0 * Y[:300], name="a"), Client(X[300:], 0 * Y[300:], name="b")]
+        _poisson(privacy).fit_federated(clients)
+
+
+def test_exact_levels_refuse_only_a_zero_sum() -> None:
+    # One positive target in 300 rows fits under "none" and "secure" (scikit-learn fits it).
+    X, _ = _rates(300)
+    y = np.zeros(300)
+    y[17] = 1e-3
+    for privacy in ("none", "secure"):
+        clients = [Client(X[:150], y[:150], name="a"), Client(X[150:], y[150:], name="b")]
+        _poisson(privacy).fit_federated(clients)
