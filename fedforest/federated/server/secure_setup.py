@@ -244,11 +244,8 @@ def setup_grids(
     # Under "secure" the rows' weights are bound to the round's clients: a drop sends it
     # again (under "dp", unweighted, the drop is recovered).
     sums = (sums_sent_again if plan is None else secure_exchange)(fed, ledger, first, specs)
-    if regression and cfg.criterion == "poisson":  # before the second grid round
-        if plan is None:
-            check_poisson_sum(_two_words(sums, "y_moments")[:, 1], None)
-        else:
-            check_poisson_sum(None, sums["y_hist"], plan.target_sigma * plan.released)
+    if regression and cfg.criterion == "poisson" and plan is None:  # before the next round
+        check_poisson_sum(_two_words(sums, "y_moments")[:, 1])  # (not under "dp": privacy.md)
     moments = _two_words(sums, "moments")
     n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
     n_rows = float(sum(schema["n_samples"].get(c, 0) for c in fed.client_names))

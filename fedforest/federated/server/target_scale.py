@@ -128,31 +128,15 @@ def warn_coarse_targets(counts: NDArray[np.float64], sigma: float, n_rows: float
     )
 
 
-def check_poisson_sum(
-    sums: NDArray[np.float64] | None, hist: NDArray[np.float64] | None, sigma: float = 0.0
-) -> None:
+def check_poisson_sum(sums: NDArray[np.float64]) -> None:
     """criterion="poisson": refuse pooled targets whose sum is not positive (the grid round).
 
     ``sums``: under "secure", the pooled sums of ``w asinh(y)`` per output (exact, the
     weights in [0.5, 1.5] and ``y >= 0`` at every client: 0 only when every target is 0,
-    or sums below the fixed point's 2^-48). ``hist``: under "dp", the noisy histograms of
-    ``asinh(y)`` per output, shape (n_outputs, 160), whose counts of ``sigma`` noise are
-    read as :func:`robust_scale` reads them (:func:`held_bins`): refused when the bin of 0
-    (``[0, 0.25)`` in asinh(y)) holds rows and no bin above it does, that is when the
-    released targets cannot be told from all zero. As scikit-learn's forest, over every
-    output together (its ``np.sum(y)``); no client is named (a pooled fact).
+    or sums below the fixed point's 2^-48). As scikit-learn's forest, over every output
+    together (its ``np.sum(y)``); no client is named (a pooled fact). Not under "dp": no
+    exact release may tell it there, and read off the noisy histogram it refused targets
+    whose sum is positive (docs/privacy.md).
     """
-    if sums is not None and not float(np.sum(sums)) > 0:
+    if not float(np.sum(sums)) > 0:
         raise ValueError(ZERO_SUM)
-    if hist is None:
-        return
-    zero = int(np.searchsorted(target_grid(), 0.0, side="right")) - 1
-    held = held_bins(np.atleast_2d(hist), sigma)
-    if held[:, zero].any() and not held[:, zero + 1 :].any():
-        raise ValueError(
-            f"{ZERO_SUM} Under privacy=\"dp\" the targets' noisy histogram (the grid round's, "
-            "bins of 0.25 in asinh(y)) shows rows at 0 and none of 0.25 or more, so their "
-            "sum cannot be told from 0: give targets of which some are 0.25 or more (in "
-            "enough rows to show through the noise, or a larger epsilon), or use criterion="
-            '"squared_error".'
-        )
