@@ -41,7 +41,6 @@ from .federated.domains import type_hint
 from .federated.label_dtypes import labels_array
 from .federated.privacy.weight_band import bounded_weights, kept_top
 from .federated.server.config import GrowerConfig
-from .federated.server.handshake import check_warm_schema
 from .federated.server.weights import named_class_weights
 
 __all__ = [
@@ -55,7 +54,6 @@ __all__ = [
     "check_numeric_columns",
     "check_same_length",
     "check_targets",
-    "check_warm_classes",
     "class_weight_codes",
     "decode_classes",
     "encode_labels",
@@ -477,89 +475,6 @@ def check_bootstrap(bootstrap: bool, oob_score: bool, max_samples: Any) -> None:
             "Out of bag estimation only available if bootstrap=True; got oob_score=True "
             "with bootstrap=False. Set bootstrap=True or oob_score=False."
         )
-
-
-#: :func:`warm_prior` under warm_start when n_estimators did not grow: nothing to fit.
-NOTHING_TO_ADD: dict[str, Any] = {}
-#: scikit-learn's warning then, which the caller gives after its settings' (as scikit-learn).
-NO_NEW_TREES = "Warm-start fitting without increasing n_estimators does not fit new trees."
-
-
-def warm_prior(est: Any) -> dict[str, Any] | None:
-    """Under ``warm_start``, the fitted state new trees join (None: grow from scratch).
-
-    :data:`NOTHING_TO_ADD` when ``n_estimators`` did not grow (the caller warns
-    :data:`NO_NEW_TREES`).
-    """
-    if not est.warm_start or "trees_" not in vars(est):
-        return None
-    n_old = len(est.trees_)
-    if est.n_estimators < n_old:
-        raise ValueError(
-            f"n_estimators={est.n_estimators} must be larger or equal to "
-            f"len(estimators_)={n_old} when warm_start==True"
-        )
-    if "_tree_importances" not in vars(est):
-        why = "a loaded model file keeps no seed or per-tree importances"
-        raise ValueError(f"warm_start cannot add trees here: {why}; fit with warm_start=False.")
-    if est.n_estimators == n_old:
-        return NOTHING_TO_ADD
-    return dict(est.__dict__)  # the fitted state the new trees join (and a failure restores)
-
-
-def _labels(classes: Any) -> Any:
-    """Class labels as plain Python lists (a list of them per output), for comparison."""
-    if isinstance(classes, list):
-        return [np.asarray(c).tolist() for c in classes]
-    return np.asarray(classes).tolist()
-
-
-def check_warm_classes(warm: dict[str, Any] | None, labels: Any) -> None:
-    """Under ``warm_start``, ``fit``'s labels of y must be the earlier trees' ``classes_``.
-
-    The trees hold class proportions by position: labels that differ (one renamed, one
-    more or less) gave the earlier trees' columns to other labels, silently, when their
-    number matched (scikit-learn's forest does not check either); checked before any
-    tree grows.
-    """
-    if warm is None or "classes_" not in warm or labels is None:
-        return
-    old, new = _labels(warm["classes_"]), _labels(labels)
-    if old != new:
-        raise ValueError(
-            f"warm_start adds trees to a forest fitted on the classes {old}, but y holds the "
-            f"classes {new}; the trees hold class proportions by position. Give y with the "
-            "first fit's classes (declare them with classes=[...] when y lacks some), or "
-            "set warm_start=False to fit a new forest."
-        )
-
-
-def warm_schema(warm: dict[str, Any], est: Any) -> tuple[Any, ...]:
-    """The earlier trees' columns and outputs, as the handshake checks them (``warm_schema``).
-
-    ``fit`` hands its clients arrays, so the names of the new X (``est.feature_names_in_``,
-    just set by ``validate_data``; none under ``fit_federated``) are checked here.
-    """
-    names = warm.get("feature_names_in_")
-    cats = warm.get("categories_", {})
-    if est._task == "classification":
-        n_classes = warm.get("n_classes_", 0)
-        n_outputs = len(n_classes) if isinstance(n_classes, list) else 1
-    else:
-        n_outputs = int(warm["trees_"][0].value.shape[1])
-    d = int(warm["n_features_in_"])
-    split_on_h = any(bool((t.feature == d).any()) for t in warm["trees_"])
-    schema = (
-        d,
-        None if names is None else tuple(str(n) for n in names),
-        tuple((str(j), tuple(cats[j])) for j in sorted(cats)),
-        n_outputs,
-        tuple(str(c) for c in warm["clients_"]) if split_on_h else None,  # H by position
-    )
-    now = getattr(est, "feature_names_in_", None)
-    if now is not None:
-        check_warm_schema(schema, len(now), [str(n) for n in now], None)
-    return schema
 
 
 def encode_labels(y: Any) -> tuple[NDArray[np.int64], Any]:

@@ -108,6 +108,8 @@ def handshake(client: Client, msg: Message) -> Message:
         check_regression_targets(client.y_raw, client.name)
         if msg.header.get("criterion") == "poisson":  # its domain: before any round's cost
             check_poisson_targets(client.y_raw.astype(np.float64), client.name)
+            if msg.header.get("privacy") == "none":  # the pooled sum's sign (server/handshake)
+                header["targets_positive"] = bool(np.any(client.y_raw.astype(np.float64) > 0))
     if msg.header.get("privacy") in ("secure", "dp"):
         dp = msg.header.get("privacy") == "dp"
         client._secure = SecureParty(client, dp=dp, regression=regression)

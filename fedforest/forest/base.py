@@ -24,14 +24,11 @@ from sklearn.utils.validation import (
 )
 
 from .._inputs import (
-    NO_NEW_TREES,
-    NOTHING_TO_ADD,
     check_bootstrap,
     check_declarations,
     check_federable,
     check_numeric_columns,
     check_targets,
-    check_warm_classes,
     declared_features,
     estimator_config,
     fit_weights,
@@ -40,8 +37,6 @@ from .._inputs import (
     pooled_domains,
     take_rows,
     validated_rows,
-    warm_prior,
-    warm_schema,
     warn_caller,
     warn_low_min_rows,
     warn_numeric_declared,
@@ -65,6 +60,14 @@ from ..tree.apply import apply_forest_sets, predict_forest
 from ..tree.arrays import Tree, pack_forest, pack_sets
 from ..tree.sklearn import EnsembleMixin
 from .leaves import warn_single_leaves
+from .warm import (
+    NO_NEW_TREES,
+    NOTHING_TO_ADD,
+    check_warm_classes,
+    fewer_trees,
+    warm_prior,
+    warm_schema,
+)
 
 _ROW_CHUNK = 65536
 
@@ -351,6 +354,9 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
 
             return _estimators.fit(self, X, y, client_ids)
         X = pandas_frame(X)  # pyarrow's or polars' frame: text columns categorical
+        if fewer_trees(self):  # scikit-learn's order: the settings' checks and warnings,
+            self._check_settings()  # the bootstrap's, then the refusal (warm_prior)
+            check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
         warm = warm_prior(self)
         if warm is NOTHING_TO_ADD:  # no tree to add; the inputs are checked all the same,
             # as scikit-learn's forest checks them (they were taken unread: y of NaN, say);
@@ -461,6 +467,9 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
+        if fewer_trees(self):  # as fit: the settings checked and warned of first
+            self._check_settings()
+            check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
         warm = warm_prior(self)
         if warm is NOTHING_TO_ADD:  # as fit: the settings checked and warned of first
             self._check_settings()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -10,38 +10,48 @@ import numpy as np
 from .._inputs import warn_caller
 from ..federated.privacy.rules import default_min_rows
 from ..federated.server.config import ForestResult, GrowerConfig
-from ..federated.server.resolve import resolve_sizes
+from ..federated.server.resolve import bootstrap_draws, resolve_sizes
 from ..tree.arrays import Tree
 
 __all__ = ["SINGLE_LEAF_ADVICE", "single_leaves", "warn_single_leaves"]
 
 
 def single_leaves(
-    trees: Sequence[Tree], privacy: str, cfg: GrowerConfig, n_rows: int
+    trees: Sequence[Tree], privacy: str, cfg: GrowerConfig, n_samples: Mapping[str, int]
 ) -> str | None:
     """Why every tree is one leaf when the minimum-rows rule is the cause, else None.
 
     Under "secure"/"dp" no node splits unless each child keeps ``min_aggregate_rows``
     (m) distinct rows (the grower raises ``min_samples_leaf`` to it), so no root of fewer
-    than 2 m splits. Said only when every impure root held fewer and one of them rows
-    enough for ``min_samples_leaf`` and ``min_samples_split`` alone: pure roots, too few
-    rows for those, or roots the rule let split that did not (a target varying too
-    little, 250 rows in a test) give scikit-learn one-leaf trees too. Under "dp" the
-    roots' row counts are noisy releases: the text quotes the largest as an estimate.
+    than 2 m splits. Said only when every tree is one leaf, every impure root held fewer
+    and one of them rows enough for ``min_samples_leaf`` and ``min_samples_split`` alone:
+    pure roots, too few rows for those, or roots the rule let split that did not (a target
+    varying too little, 250 rows in a test) give scikit-learn one-leaf trees too. Under
+    "dp" the roots' counts and impurities are noisy releases (22 rows at epsilon 5: noisy
+    roots of 0 to 106 rows, some "pure", and no warning), so the roots' distinct rows are
+    the bootstrap's expectation from the clients' public row counts (``n_samples``, the
+    handshake's): ``n_k (1 - (1 - 1 / n_k)^draws_k)`` summed; the text quotes the largest
+    noisy root as an estimate.
     """
     if privacy == "none" or any(t.feature.size > 1 for t in trees):
         return None
+    n_rows = sum(n_samples.values())
     sizes = resolve_sizes(cfg, n_rows)
     leaf, split = sizes.min_samples_leaf, sizes.min_samples_split
     m = cfg.min_aggregate_rows or default_min_rows(leaf)
-    # Impure beyond the rounding of secure sums (a constant y's root: 7e-14 seen)
-    roots = [int(t.n_node_samples[0]) for t in trees if t.impurity[0] > _pure(t)]
+    if privacy == "dp":
+        largest = max((int(t.n_node_samples[0]) for t in trees), default=0)
+        roots = [round(_distinct_rows(cfg, n_samples))]
+    else:  # impure beyond the rounding of secure sums (a constant y's root: 7e-14 seen)
+        roots = [int(t.n_node_samples[0]) for t in trees if t.impurity[0] > _pure(t)]
     if not roots or max(roots) >= 2 * m or max(roots) < max(2 * leaf, split):
         return None
     how = "" if cfg.min_aggregate_rows else " (max(10, 2 * min_samples_leaf) unless set)"
-    # Under "dp" a root's row count is a noisy release: quoted as an estimate, not a count.
+    # Under "dp" a root's row count is a noisy release: quoted as an estimate, not a count,
+    # beside the bootstrap's expected distinct rows (from the public row counts).
     held = (
-        f"about {max(roots)} rows (a noisy count, privacy='dp')"
+        f"about {largest} rows (a noisy count, privacy='dp'), and a tree's bootstrap draws "
+        f"about {max(roots)} distinct rows of the {n_rows}"
         if privacy == "dp"
         else f"{max(roots)}"
     )
@@ -49,6 +59,16 @@ def single_leaves(
         f"every tree of this forest is a single leaf (it predicts the training prior): under "
         f"privacy={privacy!r} a node splits only if each child keeps min_aggregate_rows = "
         f"{m}{how} distinct rows, and the largest root held {held}, fewer than 2 * {m}."
+    )
+
+
+def _distinct_rows(cfg: GrowerConfig, n_samples: Mapping[str, int]) -> float:
+    """The distinct rows a tree's client-stratified bootstrap draws, in expectation."""
+    draws = bootstrap_draws(cfg, dict(n_samples))
+    if not cfg.bootstrap:
+        return float(sum(n_samples.values()))
+    return float(
+        sum(n * (1.0 - (1.0 - 1.0 / n) ** draws.get(c, n)) for c, n in n_samples.items() if n)
     )
 
 
@@ -67,8 +87,7 @@ def _pure(tree: Tree) -> float:
 
 def warn_single_leaves(est: Any, result: ForestResult) -> None:
     """Warn (UserWarning) when the minimum-rows rule left every tree one leaf."""
-    n_rows = sum(result.client_n_samples.values())
-    why = single_leaves(est.trees_, est.privacy, est._config(), n_rows)
+    why = single_leaves(est.trees_, est.privacy, est._config(), result.client_n_samples)
     if why is not None:
         advice = getattr(est, "_single_leaf_advice", SINGLE_LEAF_ADVICE)
         warn_caller(f"{why} {advice}", UserWarning)

@@ -76,6 +76,9 @@ def check_handshake(task: str, privacy: str, ranges: bool) -> Check:
                     raise InvalidReply(name, kind, where, "is not a categorical column's levels")
         if not isinstance(h.get("weighted", False), bool):
             raise InvalidReply(name, kind, "header field 'weighted'", "is not a boolean")
+        poisson = request.header.get("criterion") == "poisson" and privacy == "none"
+        if poisson and not isinstance(h.get("targets_positive"), bool):
+            raise InvalidReply(name, kind, "header field 'targets_positive'", "is not a boolean")
         missing = h.get("missing_features", [])
         if (
             not isinstance(missing, list)

@@ -16,6 +16,7 @@ from .domains import check_declared_classes, domain_request, unify_categories
 from .merge import merge_sketch_rows
 from .rounds import exchange
 from .secure_setup import refuse_small_federation
+from .target_scale import ZERO_SUM
 
 __all__ = ["check_warm_schema", "handshake"]
 
@@ -60,6 +61,9 @@ def handshake(fed: Federation, cfg: GrowerConfig, ledger: CommunicationLedger) -
     # Too few rows for any sum refused first: no client then names a label (under
     # "secure" only those of m rows), and the labels' refusal hid the cause.
     refuse_small_federation(cfg, {name: int(rep.header["n_samples"]) for name, rep in replies})
+    if cfg.criterion == "poisson" and cfg.privacy == "none":  # scikit-learn's np.sum(y) > 0
+        if not any(rep.header["targets_positive"] for _, rep in replies):
+            raise ValueError(ZERO_SUM)  # (under "secure"/"dp": the grid round's sums)
     d = first.header["n_features"]
     categories = unify_categories(replies, names, cfg)
     n_outputs = _n_outputs(replies, cfg)

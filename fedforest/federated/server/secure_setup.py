@@ -40,6 +40,7 @@ from .secure_grids import (  # the state between levels (the grower calls it thr
 )
 from .secure_sums import secure_exchange, sums_sent_again, sums_unless_dropped
 from .sparse_columns import known_enough
+from .target_scale import check_poisson_sum
 from .target_scale import moment_scale as _moment_scale
 from .target_scale import robust_scale as _robust_scale
 from .target_scale import warn_coarse_targets as _warn_coarse
@@ -243,6 +244,8 @@ def setup_grids(
     # Under "secure" the rows' weights are bound to the round's clients: a drop sends it
     # again (under "dp", unweighted, the drop is recovered).
     sums = (sums_sent_again if plan is None else secure_exchange)(fed, ledger, first, specs)
+    if regression and cfg.criterion == "poisson" and plan is None:  # before the next round
+        check_poisson_sum(_two_words(sums, "y_moments")[:, 1])  # (not under "dp": privacy.md)
     moments = _two_words(sums, "moments")
     n, s1, s2 = moments.T if feats.size else (np.zeros(0),) * 3
     n_rows = float(sum(schema["n_samples"].get(c, 0) for c in fed.client_names))

@@ -15,7 +15,17 @@ from numpy.typing import NDArray
 from ..client_secure import target_grid
 from ..client_targets import TARGET_SCALE_FLOOR
 
-__all__ = ["held_bins", "moment_scale", "robust_scale", "warn_coarse_targets"]
+__all__ = [
+    "ZERO_SUM",
+    "check_poisson_sum",
+    "held_bins",
+    "moment_scale",
+    "robust_scale",
+    "warn_coarse_targets",
+]
+
+#: scikit-learn's refusal (word for word) of criterion="poisson" targets that sum to 0.
+ZERO_SUM = "Sum of y is not strictly positive which is necessary for Poisson regression."
 
 # A noisy count of the targets' histogram is taken to hold rows when it reaches this many
 # deviations of the noise: noise alone passes in one of the 160 bins of a fit with
@@ -116,3 +126,17 @@ def warn_coarse_targets(counts: NDArray[np.float64], sigma: float, n_rows: float
         UserWarning,
         stacklevel=6,
     )
+
+
+def check_poisson_sum(sums: NDArray[np.float64]) -> None:
+    """criterion="poisson": refuse pooled targets whose sum is not positive (the grid round).
+
+    ``sums``: under "secure", the pooled sums of ``w asinh(y)`` per output (exact, the
+    weights in [0.5, 1.5] and ``y >= 0`` at every client: 0 only when every target is 0,
+    or sums below the fixed point's 2^-48). As scikit-learn's forest, over every output
+    together (its ``np.sum(y)``); no client is named (a pooled fact). Not under "dp": no
+    exact release may tell it there, and read off the noisy histogram it refused targets
+    whose sum is positive (docs/privacy.md).
+    """
+    if not float(np.sum(sums)) > 0:
+        raise ValueError(ZERO_SUM)
