@@ -43,6 +43,7 @@ from .server import (
     grid_bounds,
     guides,
     secure_ancestors,
+    secure_cousins,
     splitter,
 )
 
@@ -83,6 +84,9 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (rules.secure_candidates, (_F, _I64, _F, _F, _F, _F, _F, _I, _I, _I64, _F)),
     (guides.guided_candidates, (_F, _I64, _F, _F, _F, _I64, _F, _I64, _I, _I64, _F)),
     (guides.top_guides, (_I64, _I64, _I64, _F, _F, _I64, _I64, _I64, _F, _F, _I, _I, _I64, _F)),
+    (guides.root_medians, (_I64, _I64, _I64, _F, _I64, _I64, _I64, _F, _F, _F, _F, _I64, _F)),
+    (secure_cousins.nearest_releases, (_F2, _I64_2, _I64_2, _F, _I64, _B, _I64)),
+    (secure_cousins.keep_atoms, (_I64, _I64, _F, _F, _I, _B)),
     (intervals.both_rules, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (grids.searchsorted_segments, (_F, _I64, _F, _I64, _I64)),
     (grids._libm_map, (_F, types.boolean, _F)),
