@@ -188,8 +188,8 @@ class FedForestClassifier(_DaskScore, SubsetAccuracyMixin, ClassifierMixin, _Bas
             tags.classifier_tags.poor_score = True
         return tags
 
-    def _check_settings(self) -> None:
-        super()._check_settings()
+    def _warn_settings(self) -> None:
+        super()._warn_settings()
         if self.warm_start and self.class_weight in ("balanced", "balanced_subsample"):
             # scikit-learn's forests warn so (1.9.1's _validate_y_class_weight): the weights
             # come from each fit's rows, so the new trees' may differ from the first ones'.

@@ -354,8 +354,10 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
 
             return _estimators.fit(self, X, y, client_ids)
         X = pandas_frame(X)  # pyarrow's or polars' frame: text columns categorical
-        if fewer_trees(self):  # scikit-learn's order: the settings' checks and warnings,
-            self._check_settings()  # the bootstrap's, then the refusal (warm_prior)
+        if fewer_trees(self):  # scikit-learn's order: the parameters, the inputs (checked,
+            self._check_settings(warn=False)  # the forest kept), the settings' warnings,
+            self._fit_inputs(X, y, client_ids, sample_weight, reset=False)
+            self._warn_settings()  # the bootstrap's checks, then the refusal (warm_prior)
             check_bootstrap(self.bootstrap, self.oob_score, self.max_samples)
         warm = warm_prior(self)
         if warm is NOTHING_TO_ADD:  # no tree to add; the inputs are checked all the same,
@@ -560,11 +562,19 @@ class _BaseFedForest(EnsembleMixin, BaseEstimator):
             split_on_client=self.split_on_client or differ,
         )
 
-    def _check_settings(self) -> None:
-        """The checks every fit starts with (``fit`` and ``fit_federated`` alike)."""
+    def _check_settings(self, warn: bool = True) -> None:
+        """The checks every fit starts with (``fit`` and ``fit_federated`` alike).
+
+        ``warn=False`` leaves out :meth:`_warn_settings`, which the caller gives later.
+        """
         check_federable(self.criterion, self.max_leaf_nodes)  # says why, before the check
         self._validate_params()
         check_declarations(getattr(self, "class_weight", None), self.categories)
+        if warn:
+            self._warn_settings()
+
+    def _warn_settings(self) -> None:
+        """The settings' warnings (the classifier adds its class_weight preset's)."""
         warn_low_min_rows(self.privacy, self.min_aggregate_rows)
 
     def _clear_fitted(self) -> None:
