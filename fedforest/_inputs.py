@@ -466,9 +466,9 @@ def warn_numeric_declared(est: Any) -> None:
 def check_bootstrap(bootstrap: bool, oob_score: bool, max_samples: Any) -> None:
     """Options that need the bootstrap, refused without it (scikit-learn's messages)."""
     if max_samples is not None and not bootstrap:
-        raise ValueError(
-            "max_samples cannot be set if bootstrap=False. Either switch to "
-            "bootstrap=True or set max_samples=None."
+        raise ValueError(  # scikit-learn 1.9.1's words, its "max_sample" included
+            "`max_sample` cannot be set if `bootstrap=False`. Either switch to "
+            "`bootstrap=True` or set `max_sample=None`."
         )
     if oob_score and not bootstrap:
         raise ValueError(

@@ -4,6 +4,8 @@
    before reading X and y: y of NaN, X of infinity, sample weights of the wrong shape got
    the trees' count refusal, and a column-vector y no DataConversionWarning, where
    scikit-learn's forest checks its inputs first.
+2. ``max_samples`` set with ``bootstrap=False`` was refused in other words than
+   scikit-learn's.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-from fedforest import FedForestClassifier, FedForestRegressor
+from fedforest import Client, FedForestClassifier, FedForestRegressor
 
 
 def _said(fit: Any) -> tuple[list[tuple[type[Warning], str]], tuple[type[BaseException], str]]:
@@ -115,3 +117,25 @@ def test_fewer_trees_with_other_columns_are_refused_as_other_columns() -> None:
     with pytest.raises(ValueError, match="X has 1 features, but FedForestRegressor is expecting 2"):
         with pytest.warns(UserWarning, match="does not fit new trees"):
             est.fit(X[:, :1], y)
+
+
+# ------------------------------------ 2. max_samples without the bootstrap: sklearn's words
+@pytest.mark.parametrize(
+    "theirs, ours",
+    [(RandomForestRegressor, FedForestRegressor), (RandomForestClassifier, FedForestClassifier)],
+)
+def test_max_samples_without_the_bootstrap_is_refused_in_scikit_learns_words(
+    theirs: Any, ours: Any
+) -> None:
+    # The oracle: scikit-learn's own refusal of the same settings on the same rows.
+    X, y = _rows()
+    with pytest.raises(ValueError) as expected:
+        theirs(max_samples=0.5, bootstrap=False).fit(X, y)
+    est = ours(max_samples=0.5, bootstrap=False, privacy="none", random_state=0)
+    with pytest.raises(ValueError) as got:
+        est.fit(X, y)
+    assert str(got.value) == str(expected.value)
+    clients = [Client(X[:40], y[:40], name="a"), Client(X[40:], y[40:], name="b")]
+    with pytest.raises(ValueError) as got:
+        est.fit_federated(clients)
+    assert str(got.value) == str(expected.value)

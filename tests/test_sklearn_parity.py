@@ -208,7 +208,7 @@ def test_max_samples_sizes_each_trees_bootstrap(privacy: str) -> None:
 
 def test_max_samples_is_validated() -> None:
     X, y = _data(200, 8)
-    with pytest.raises(ValueError, match="max_samples cannot be set if bootstrap=False"):
+    with pytest.raises(ValueError, match="`max_sample` cannot be set if `bootstrap=False`"):
         ff.FedForestRegressor(max_samples=0.5, bootstrap=False, privacy="none").fit(X, y)
     with pytest.raises(ValueError, match="max_samples must be <= n_samples=200"):
         ff.FedForestRegressor(max_samples=500, privacy="none").fit(X, y)
