@@ -6,6 +6,9 @@
    scikit-learn's forest checks its inputs first.
 2. ``max_samples`` set with ``bootstrap=False`` was refused in other words than
    scikit-learn's.
+3. Under ``privacy="dp"`` a forest whose every tree stayed one leaf because no split stood
+   out of the noise (1,200 rows at epsilon 1) gave no warning; the minimum-rows rule's
+   warning stays its own, never both.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from fedforest import Client, FedForestClassifier, FedForestRegressor
+from fedforest.federated import client_secure
 
 
 def _said(fit: Any) -> tuple[list[tuple[type[Warning], str]], tuple[type[BaseException], str]]:
@@ -139,3 +143,93 @@ def test_max_samples_without_the_bootstrap_is_refused_in_scikit_learns_words(
     with pytest.raises(ValueError) as got:
         est.fit_federated(clients)
     assert str(got.value) == str(expected.value)
+
+
+# ------------------------------- 3. dp: every tree one leaf because of the noise, said so
+def _signal(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 5))
+    y = X[:, 0] + 0.5 * X[:, 1] + rng.normal(0, 0.5, n)
+    return X, y, np.arange(n) % 3  # three clients
+
+
+def _dp(est: Any, n: int, y: Any = None) -> tuple[Any, list[warnings.WarningMessage]]:
+    X, signal, clients = _signal(n)
+    if y is None:
+        y = signal if isinstance(est, FedForestRegressor) else (signal > 0).astype(int)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        est.fit(X, y, client_ids=clients)
+    return est, list(got)
+
+
+@pytest.mark.parametrize(
+    "est, n",
+    [
+        (FedForestRegressor(n_estimators=10, max_depth=4, epsilon=1.0), 1200),
+        (FedForestClassifier(n_estimators=10, max_depth=4, epsilon=0.5), 1200),
+    ],
+)
+def test_a_dp_forest_whose_noise_stopped_every_split_warns(
+    est: Any, n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The dp noise and bootstrap come from secrets.randbits: fixed here (as
+    # tests/test_frictions_29b.py), so the fit is reproducible. 1,200 rows with a signal
+    # (R^2 0.8 without noise), far above the minimum-rows rule's 2 * 10 a node: the noise of
+    # the released sums (hundreds of rows on a count) left every tree one leaf, silently.
+    monkeypatch.setattr(client_secure.secrets, "randbits", lambda k: 0x5EED)
+    est.set_params(privacy="dp", random_state=0)
+    est, got = _dp(est, n)
+    assert all(t.feature.size == 1 for t in est.trees_)
+    assert len(got) == 1, [str(w.message) for w in got]  # this one, not the rule's
+    (w,) = got
+    assert w.category is UserWarning and w.filename == __file__  # at the user's line
+    text, report = str(w.message), est.privacy_report_
+    assert text.startswith("every tree of this forest is a single leaf")
+    assert f"under privacy='dp' with epsilon={est.epsilon:g} no split stood out of the " in text
+    assert f"a standard deviation of {report['sigma']:.3g} rows on each row count" in text
+    assert f"for {n} rows in all" in text
+    assert "Use a larger epsilon, more rows, or fewer trees or a smaller max_depth" in text
+    assert "n_estimators=10 x max_depth=4" in text
+    assert "min_aggregate_rows" not in text
+
+
+def test_a_dp_forest_that_splits_does_not_warn_of_its_noise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The same rows at epsilon 5: the trees split (about 3 to 7 nodes each), no warning.
+    monkeypatch.setattr(client_secure.secrets, "randbits", lambda k: 0x5EED)
+    for est in (
+        FedForestRegressor(n_estimators=10, max_depth=4, epsilon=5.0),
+        FedForestClassifier(n_estimators=10, max_depth=4, epsilon=5.0),
+    ):
+        est.set_params(privacy="dp", random_state=0)
+        est, got = _dp(est, 1200)
+        assert any(t.feature.size > 1 for t in est.trees_)
+        assert got == [], [str(w.message) for w in got]
+
+
+def test_the_minimum_rows_rule_keeps_its_own_warning_and_only_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 22 rows: about 14 distinct in a tree's bootstrap, fewer than 2 * 10: the rule's
+    # warning (tests/test_frictions_29b.py), never the noise's beside it.
+    monkeypatch.setattr(client_secure.secrets, "randbits", lambda k: 0x5EED)
+    est = FedForestRegressor(n_estimators=5, max_depth=4, epsilon=1.0, privacy="dp")
+    est, got = _dp(est.set_params(random_state=0), 22)
+    assert all(t.feature.size == 1 for t in est.trees_)
+    leaves = [str(w.message) for w in got if "single leaf" in str(w.message)]
+    assert len(leaves) == 1, leaves  # (beside dp's warning on its targets' scale)
+    assert "min_aggregate_rows = 10" in leaves[0]
+    assert "no split stood out of the noise" not in leaves[0]
+
+
+def test_one_class_gives_single_leaves_without_the_noise_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Nothing to split (one class, public at the handshake): the noise is not the cause.
+    monkeypatch.setattr(client_secure.secrets, "randbits", lambda k: 0x5EED)
+    est = FedForestClassifier(n_estimators=10, max_depth=4, epsilon=0.5, privacy="dp")
+    est, got = _dp(est.set_params(random_state=0), 1200, y=np.zeros(1200, dtype=int))
+    assert all(t.feature.size == 1 for t in est.trees_)
+    assert got == [], [str(w.message) for w in got]

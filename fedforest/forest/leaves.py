@@ -1,4 +1,4 @@
-"""The warning when the minimum-rows rule left every tree of a forest one leaf."""
+"""The warning when every tree of a forest is one leaf: the minimum-rows rule, or dp's noise."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..federated.server.config import ForestResult, GrowerConfig
 from ..federated.server.resolve import bootstrap_draws, resolve_sizes
 from ..tree.arrays import Tree
 
-__all__ = ["SINGLE_LEAF_ADVICE", "single_leaves", "warn_single_leaves"]
+__all__ = ["SINGLE_LEAF_ADVICE", "noisy_leaves", "single_leaves", "warn_single_leaves"]
 
 
 def single_leaves(
@@ -62,6 +62,45 @@ def single_leaves(
     )
 
 
+def noisy_leaves(
+    trees: Sequence[Tree],
+    cfg: GrowerConfig,
+    n_samples: Mapping[str, int],
+    report: Mapping[str, Any] | None,
+) -> str | None:
+    """Under "dp", why every tree is one leaf when rows enough for every rule gave none.
+
+    Said when every tree is one leaf and a tree's bootstrap draws, in expectation, at
+    least ``2 m`` distinct rows and enough for ``min_samples_leaf`` and
+    ``min_samples_split`` (fewer is :func:`single_leaves`' case or scikit-learn's: never
+    both), unless a setting stops splits by itself (``min_impurity_decrease``,
+    ``ccp_alpha``). The noise is then what no split stood out of (1,200 rows at epsilon 1,
+    10 trees of depth 4: noise of 234 rows on each count; a test); a target with nothing to
+    split is not told apart, its roots being noisy releases.
+    """
+    if cfg.privacy != "dp" or report is None or any(t.feature.size > 1 for t in trees):
+        return None
+    if cfg.min_impurity_decrease > 0 or cfg.ccp_alpha > 0:
+        return None
+    n_rows = sum(n_samples.values())
+    sizes = resolve_sizes(cfg, n_rows)
+    m = cfg.min_aggregate_rows or default_min_rows(sizes.min_samples_leaf)
+    need = max(2 * m, 2 * sizes.min_samples_leaf, sizes.min_samples_split)
+    if round(_distinct_rows(cfg, n_samples)) < need:
+        return None
+    return (
+        f"every tree of this forest is a single leaf (it predicts the training prior): under "
+        f"privacy='dp' with epsilon={report['epsilon']:g} no split stood out of the noise "
+        f"on the released sums (a standard deviation of {report['sigma']:.3g} rows on each "
+        f"row count, privacy_report_['sigma'], for {n_rows} rows in all). Use a larger "
+        "epsilon, more rows, or fewer trees or a smaller max_depth (each tree and "
+        f"level takes a share of the budget, here n_estimators={cfg.n_estimators} x "
+        f"max_depth={cfg.max_depth}, beside the fit's fixed share: its grid rounds and a "
+        "regressor's targets' histogram; "
+        "docs/privacy.md)."
+    )
+
+
 def _distinct_rows(cfg: GrowerConfig, n_samples: Mapping[str, int]) -> float:
     """The distinct rows a tree's client-stratified bootstrap draws, in expectation."""
     draws = bootstrap_draws(cfg, dict(n_samples))
@@ -86,8 +125,19 @@ def _pure(tree: Tree) -> float:
 
 
 def warn_single_leaves(est: Any, result: ForestResult) -> None:
-    """Warn (UserWarning) when the minimum-rows rule left every tree one leaf."""
-    why = single_leaves(est.trees_, est.privacy, est._config(), result.client_n_samples)
+    """Warn (UserWarning) when the minimum-rows rule, or dp's noise, left every tree one leaf.
+
+    Not for a classifier whose every output has one class (nothing to split, public at
+    the handshake).
+    """
+    cfg, n_samples = est._config(), result.client_n_samples
+    why = single_leaves(est.trees_, est.privacy, cfg, n_samples)
     if why is not None:
         advice = getattr(est, "_single_leaf_advice", SINGLE_LEAF_ADVICE)
         warn_caller(f"{why} {advice}", UserWarning)
+        return
+    if np.all(np.asarray(getattr(est, "n_classes_", 2)) <= 1):
+        return
+    why = noisy_leaves(est.trees_, cfg, n_samples, result.privacy_report)
+    if why is not None:
+        warn_caller(why, UserWarning)
