@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_wine
 from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import Client, FedForestClassifier, FedForestRegressor, LocalFederation
 from fedforest.federated import client_secure
 from fedforest.federated.protocol import Message
+from tests.test_frictions_29 import _wine
 
 
 def _said(
@@ -78,12 +78,6 @@ def test_fewer_trees_under_warm_start_warn_and_refuse_as_scikit_learn_does(
 
 
 # ----------------------------------------------- 2. dp's single-leaf warning: the trees
-def _wine(n: int) -> tuple[np.ndarray, np.ndarray]:
-    X, y = load_wine(return_X_y=True)
-    rows = np.random.default_rng(0).permutation(len(y))[:n]
-    return X[rows], y[rows]
-
-
 def test_a_dp_forest_of_single_leaves_warns_whatever_its_noisy_roots_say(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
