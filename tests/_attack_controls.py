@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 import pytest
 
-from fedforest.federated.server import secure_round_b
+from fedforest.federated.server import secure_derived, secure_round_b
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -59,7 +59,8 @@ def rules_across_levels_off(monkeypatch: pytest.MonkeyPatch, partitions: bool = 
 
     ``secure_round_b.safe_from_ancestors`` (a node's sums against every ancestor's
     releases) keeps every candidate, and ``cousins_filter`` (the cousins' rule, whose
-    atoms include an ancestor's sum at a threshold less one descendant's at it) does
+    atoms include an ancestor's sum at a threshold less one descendant's at it) and the
+    rule on derived sums (``secure_derived.py``, which holds such a difference too) do
     nothing; with ``partitions``, ``partition_filter`` (the partition rule) does nothing
     either.
     """
@@ -69,5 +70,6 @@ def rules_across_levels_off(monkeypatch: pytest.MonkeyPatch, partitions: bool = 
         lambda cands, *a, **k: np.ones(cands.size, dtype=bool),
     )
     monkeypatch.setattr(secure_round_b, "cousins_filter", lambda *a, **k: None)
+    monkeypatch.setattr(secure_derived.DerivedSums, "filter", lambda *a, **k: None)
     if partitions:
         monkeypatch.setattr(secure_round_b, "partition_filter", lambda *a, **k: None)

@@ -42,7 +42,7 @@ from fedforest.federated.client_secure import stat_frac_bits
 from fedforest.federated.grid_candidates import sent_candidates
 from fedforest.federated.grid_lattice import decode_grid
 from fedforest.federated.privacy.secagg import add_in_order, from_fixed, unpack_counts
-from fedforest.federated.server import secure_round_b
+from fedforest.federated.server import secure_derived, secure_round_b
 from tests._attack_controls import assert_found_at_some_seed, rules_across_levels_off
 from tests.test_privacy import (
     RecordingFederation,
@@ -223,8 +223,8 @@ def _case(case: str, seed: int = 0, trees: int = 5):
 def test_no_cell_of_few_rows_is_in_the_span_of_these_trees_releases(case: str) -> None:
     """20 % missing values and an 8-level column (10 x 100 rows, 8 features, seed 0), and
     the one-level-per-client column (nodes passed through). Other fits give the cell
-    attack a row: below, cousins' releases at one threshold (closed), and a cut of mixed
-    depths (open)."""
+    attack a row: below, cousins' releases at one threshold and a cut of mixed depths
+    (both closed)."""
     model, X, y, h = _case(case, trees=5)
     fed, w, V = _recorded_fit(model, X, y, h)
     got = cell_exposure(fed, model, V, w, 10)
@@ -232,19 +232,30 @@ def test_no_cell_of_few_rows_is_in_the_span_of_these_trees_releases(case: str) -
     assert got["emptied"] > 0  # the counts were read
 
 
-@pytest.mark.xfail(strict=True, reason="derived sums through a cut of mixed depths (open)")
 def test_a_cut_of_mixed_depths_gives_no_row() -> None:
-    """Open (docs/privacy.md, derived sums). Tree 3 of the one-level-per-client fit at
-    seed 3 (12 x 20 rows, 10 trees) released on x1 the root's -0.1214 (its split: node 1's
-    total) and 0.6144, and 0.6392 at nodes 7 and 8, which partition node 2: the root's
-    sum at 0.6144 less node 1's total and nodes 7's and 8's at 0.6392 is node 2's rows in
-    (0.6144, 0.6392], with sign; Round A's counts show node 8 has none there, so it is
-    leaf 11's: one row, alone. No rule takes an ancestor's release against a cut of its
-    descendants at different depths (the partition rule takes one depth)."""
+    """Closed by the rule on derived sums (``server/secure_derived.py``). Tree 3 of the
+    one-level-per-client fit at seed 3 (12 x 20 rows, 10 trees) released on x1 the root's
+    -0.1214 (its split: node 1's total) and 0.6144, and 0.6392 at nodes 7 and 8, which
+    partition node 2: the root's sum at 0.6144 less node 1's total and nodes 7's and 8's
+    at 0.6392 was node 2's rows in (0.6144, 0.6392], with sign; Round A's counts showed
+    node 8 had none there, so it was leaf 11's: one row, alone. Node 2's sums at both
+    thresholds are derivable, one row apart: the rule drops the second."""
     model, X, y, h = _case("site", seed=3, trees=10)
     fed, w, V = _recorded_fit(model, X, y, h)
     got = cell_exposure(fed, model, V, w, 10)
     assert got["cells"] == 0 and got["alone"] == 0, got
+
+
+def test_the_cut_of_mixed_depths_gives_the_row_with_the_derived_rule_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The control: the same fit with every other rule on and the rule on derived sums
+    off gives the cell attack the row alone."""
+    monkeypatch.setattr(secure_derived.DerivedSums, "filter", lambda *a, **k: None)
+    model, X, y, h = _case("site", seed=3, trees=10)
+    fed, w, V = _recorded_fit(model, X, y, h)
+    got = cell_exposure(fed, model, V, w, 10)
+    assert got["cells"] > 0 and got["alone"] >= 1, got
 
 
 def test_the_cell_attack_finds_rows_with_the_rules_across_levels_off(

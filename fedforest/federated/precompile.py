@@ -44,6 +44,7 @@ from .server import (
     guides,
     secure_ancestors,
     secure_cousins,
+    secure_derived,
     splitter,
 )
 
@@ -69,6 +70,11 @@ _U8 = types.uint8[::1]
 _B = types.bool_[::1]
 _I = types.int64
 _R = types.float64
+#: ``secure_derived``'s tree (nodes' parents, children, splits, rows; features missing),
+#: release pool and scratch.
+_TREE = types.Tuple((_I64, _I64, _I64, _I64, _F, _U8, _F, _B))
+_POOL = types.Tuple((_I64, _F, _F, _I64))
+_SCRATCH = types.Tuple((_I64, _F, _I64, _F))
 
 #: Compiled in this process: most of the server's kernels, and a client's node summaries.
 HERE: list[tuple[Any, tuple[Any, ...]]] = [
@@ -87,6 +93,11 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (guides.root_medians, (_I64, _I64, _I64, _F, _I64, _I64, _I64, _F, _F, _F, _F, _I64, _F)),
     (secure_cousins.nearest_releases, (_F2, _I64_2, _I64_2, _F, _I64, _B, _I64)),
     (secure_cousins.keep_atoms, (_I64, _I64, _F, _F, _I, _B)),
+    (
+        secure_derived.derived_filter,
+        (_TREE, _POOL, _I, _I, _I64, _I64, _F, _I64, _F, _I, _B, _I, _SCRATCH),
+    ),
+    (secure_derived.derived_split, (_TREE, _POOL, _I, _I, _I64, _I, _SCRATCH)),
     (intervals.both_rules, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (grids.searchsorted_segments, (_F, _I64, _F, _I64, _I64)),
     (grids._libm_map, (_F, types.boolean, _F)),

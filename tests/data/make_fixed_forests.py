@@ -38,7 +38,9 @@ grid began to give way to an ancestor's threshold within half a step of it
 (``secure_grids.displaced``; other grids, so other candidates and trees: 784 nodes, was 778).
 And once more when the cousins' rule (``server/secure_cousins.py``: every atom of a tree's
 releases at one threshold on a feature holds no row or at least ``m``) dropped candidates
-(other trees: 784 nodes again).
+(other trees: 784 nodes again). And once more when the rule on derived sums
+(``server/secure_derived.py``: a node's sums held or derived at thresholds of a feature
+stay 0 or ``m`` rows apart) dropped candidates (other trees: 784 nodes still).
 
 Kept as the record of how the file was made: ``python tests/data/make_fixed_forests.py``.
 """

@@ -42,6 +42,7 @@ from .secure_ancestors import (  # the ancestors' releases (re-exported: tests i
     near_tails,
 )
 from .secure_ancestors import ancestors_releases as _ancestors_releases
+from .secure_derived import DerivedSums
 from .secure_segments import (  # per-pair segments (re-exported: fallback.py and tests)
     PairSegments,
     gather_rows,
@@ -131,6 +132,8 @@ class SecureState:
     #: The ancestors' releases this level's numeric pairs are checked against: rows
     #: (threshold, the ancestor's rows below it, its rows, 1 for the parent's).
     checks: PairSegments = field(default_factory=lambda: PairSegments.empty(4))
+    #: The trees' nodes and each one's derivable sums per feature (``secure_derived.py``).
+    derived: DerivedSums = field(default_factory=DerivedSums)
     #: This level's cuts (:func:`level_cuts`): each one's pair keys (``cut_off``), its
     #: ancestor's thresholds (``thr_off``), for the partition rule (``privacy/partitions.py``).
     cuts: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]] = (
@@ -187,6 +190,7 @@ class SecureState:
         self.measured_mass = self.current_mass = PairSegments.empty()
         self.history, self.checks = [], PairSegments.empty(4)
         self.pool.clear()
+        self.derived.start_batch(n_trees, d)
         self.released, self.groups, self.cuts = PairSegments.empty(3), {}, _no_cuts()
         self.found_guides = None
 
@@ -565,6 +569,10 @@ def advance(state: SecureState, best: BestSplits, routes: dict[str, NDArray[Any]
     # This level's parents and releases join the history the children's rule reads.
     state.history.append((state.parent, state.released, state.groups))
     state.pool.append(state.released.values, copied)
+    state.derived.advance(
+        best.feature, best.threshold, set(best.sets), best.missing_sides(), best.left,
+        best.right, routes["route_left"], routes["route_right"], n_new,
+    )  # fmt: skip
     state.lo, state.hi, state.parent = lo, hi, parent
     state.measured, state.measured_mass = state.current, state.current_mass
     state.current, state.current_mass = PairSegments.empty(), PairSegments.empty()

@@ -1,0 +1,429 @@
+"""The rule on derived sums (``privacy="secure"``): a node's derivable sums stay m rows apart.
+
+Red team 20's cell attack (docs/privacy-findings.md) found sums the server *derives* at
+a threshold ``e`` of feature ``j`` for a node that never released ``e``, then takes
+against the node's own sums at another threshold: one row, its target. Per tree, ``j``
+and ``e``, write ``w(e)`` for the sum over node ``w``'s rows with ``x_j <= e``. The
+server holds ``w(e)`` where ``w`` released ``e`` (Round B), and derives it where
+(a) ``w``'s rows all lie on one side of ``e`` (its path bounds on ``j``: 0 below, its
+known rows above; the known rows are its total when no missing value can reach ``w``,
+else its sum at the "value known | missing" edge), or (b) two of a node and its two
+children (they partition it) are held or derived: ``v(e) = a(e) + b(e)``, any two give
+the third. A slot passed through is its node. Closing (a) and (b) at ``e`` gives every
+node's sum at ``e`` the server can form from sums at ``e``, with its rows (the same
+arithmetic on Round A's and Round B's exact counts).
+
+**The rule:** for every node ``w`` and feature ``j``, the thresholds at which ``w``'s sum
+is held or derived, with 0 rows and ``w``'s total at the ends, are 0 or at least ``m``
+rows apart; else the difference of two is a sum over 1 to ``m - 1`` of ``w``'s rows. A
+level's candidates are taken in the frontier's order; a candidate is dropped when
+holding its sum and closing would bring some node's derivable thresholds closer than
+that; else what it derives is kept for the candidates after it and the levels below. A
+split passes its node's derivable thresholds on its feature to its children (rule (a)
+gives one child, (b) the other). This closes the class the cell attack found (an
+ancestor's sum less a relative's or a split's total, a partition at mixed depths, the
+missing rows through a "value known | missing" edge, each against the node's own split
+or candidate). Not covered: a union of several nodes derivable at two thresholds (the
+cousins' atoms, ``secure_cousins.py``, keep it at one threshold).
+
+:class:`DerivedSums` keeps, per batch, the trees' nodes (parents, children, numeric
+splits, rows) in arrays and each node's derivable thresholds per feature in a linked
+pool; the kernels :func:`derived_filter` and :func:`derived_split` (numba) do the
+closing. Their twin is ``secure_derived_twin.DerivedSumsTwin`` (plain Python, the same
+decisions: tests compare them over whole fits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+from ..._common import STAT_ROWS
+from .missing import MISSING_SPLIT
+
+__all__ = ["DerivedSums", "derived_filter", "derived_split"]
+
+
+@numba.njit(nogil=True, cache=True)
+def _bound(g, j, parent, kid0, sfeat, sthr, sml, missing):  # type: ignore[no-untyped-def]
+    """Node ``g``'s path bounds on ``j`` (its rows in ``(lo, hi]``), whether none misses it."""
+    lo, hi = -np.inf, np.inf
+    known = not missing[j]
+    c, p = g, parent[g]
+    while p >= 0:
+        if sfeat[p] == j:
+            left = kid0[p] == c
+            t = sthr[p]
+            if t == MISSING_SPLIT:  # "value known | missing"
+                if left:
+                    known = True
+                else:
+                    lo = np.inf  # every value missing: no row at or below any edge
+            elif left:
+                hi = min(hi, t)
+                known |= sml[p] == 0
+            else:
+                lo = max(lo, t)
+                known |= sml[p] == 1
+        c, p = p, parent[p]
+    return lo, hi, known
+
+
+@numba.njit(nogil=True, cache=True)
+def _held(head, pe, pc, pnext, key, e):  # type: ignore[no-untyped-def]
+    k = head[key]
+    while k >= 0:
+        if pe[k] == e:
+            return pc[k]
+        k = pnext[k]
+    return np.nan
+
+
+@numba.njit(nogil=True, cache=True)
+def _value(g, j, e, d, tree, pool, pend_g, pend_c, n_pend):  # type: ignore[no-untyped-def]
+    """Node ``g``'s rows at or below ``e`` where its sum there is derivable, else NaN.
+
+    Pending, held, or its rows all on one side of ``e``.
+    """
+    parent, kid0, kid1, sfeat, sthr, sml, rows, missing = tree
+    head, pe, pc, pnext = pool
+    for i in range(n_pend):
+        if pend_g[i] == g:
+            return pend_c[i]
+    got = _held(head, pe, pc, pnext, g * d + j, e)
+    if got == got:
+        return got
+    lo, hi, known = _bound(g, j, parent, kid0, sfeat, sthr, sml, missing)
+    if e <= lo:
+        return 0.0
+    if e >= hi or e == MISSING_SPLIT:
+        if known:
+            return rows[g]
+        if e != MISSING_SPLIT:  # its known rows: its sum at the missing edge
+            return _held(head, pe, pc, pnext, g * d + j, MISSING_SPLIT)
+    return np.nan
+
+
+@numba.njit(nogil=True, cache=True)
+def _close(g0, j, e, c0, d, tree, pool, pend_g, pend_c, stack_g, stack_c):  # type: ignore[no-untyped-def]
+    """The nodes whose sums at ``e`` become derivable once ``g0``'s is held (``c0`` rows).
+
+    Into ``pend_*``, with their rows; returns how many (``g0`` first, unless held).
+    """
+    parent, kid0, kid1 = tree[0], tree[1], tree[2]
+    n_pend, top = 0, 1
+    stack_g[0], stack_c[0] = g0, c0
+    while top > 0:
+        top -= 1
+        g, c = stack_g[top], stack_c[top]
+        held = _value(g, j, e, d, tree, pool, pend_g, pend_c, n_pend)
+        if held == held:
+            continue
+        pend_g[n_pend], pend_c[n_pend] = g, c
+        n_pend += 1
+        p = parent[g]
+        if p >= 0:
+            s = kid1[p] if kid0[p] == g else kid0[p]
+            cp = _value(p, j, e, d, tree, pool, pend_g, pend_c, n_pend)
+            if cp == cp:
+                stack_g[top], stack_c[top] = s, cp - c
+                top += 1
+            else:
+                cs = _value(s, j, e, d, tree, pool, pend_g, pend_c, n_pend)
+                if cs == cs:
+                    stack_g[top], stack_c[top] = p, c + cs
+                    top += 1
+        a, b = kid0[g], kid1[g]
+        if a >= 0:
+            ca = _value(a, j, e, d, tree, pool, pend_g, pend_c, n_pend)
+            cb = _value(b, j, e, d, tree, pool, pend_g, pend_c, n_pend)
+            if ca == ca and cb != cb:
+                stack_g[top], stack_c[top] = b, c - ca
+                top += 1
+            elif cb == cb and ca != ca:
+                stack_g[top], stack_c[top] = a, c - cb
+                top += 1
+    return n_pend
+
+
+@numba.njit(nogil=True, cache=True)
+def _apart(g, j, e, c, m, d, rows, pool):  # type: ignore[no-untyped-def]
+    """Whether ``g``'s sum at ``e`` (``c`` rows) is 0 or ``m`` rows from its neighbours.
+
+    Its neighbours among its derivable thresholds; 0 rows below all, its total above.
+    """
+    head, pe, pc, pnext = pool
+    below_e, below_c, above_e, above_c = -np.inf, 0.0, np.inf, rows[g]
+    k = head[g * d + j]
+    while k >= 0:
+        x = pe[k]
+        if below_e < x < e:
+            below_e, below_c = x, pc[k]
+        elif e < x < above_e:
+            above_e, above_c = x, pc[k]
+        k = pnext[k]
+    for other in (below_c, above_c):
+        gap = abs(c - other)
+        if other == other and 0.5 <= gap < m - 0.5:
+            return False
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def _keep(j, e, d, pool, pend_g, pend_c, n_pend, n_used):  # type: ignore[no-untyped-def]
+    head, pe, pc, pnext = pool
+    for i in range(n_pend):
+        key = pend_g[i] * d + j
+        pe[n_used], pc[n_used], pnext[n_used] = e, pend_c[i], head[key]
+        head[key] = n_used
+        n_used += 1
+    return n_used
+
+
+@numba.njit(nogil=True, cache=True)
+def derived_filter(  # type: ignore[no-untyped-def]
+    tree, pool, n_used, d, gnode, f, cand, cand_off, below, m, safe, start, scratch
+):
+    """The rule on candidates from ``start`` on, in order (``safe`` cleared, in place).
+
+    A candidate is dropped where holding its sum would bring some node's derivable
+    thresholds 1 to ``m - 1`` rows apart, else what it derives is kept in the pool.
+    Returns (rows of the pool in use, the candidate to go on from, or -1 when done): it
+    stops before a candidate when the pool could not take a closing of every node (the
+    caller grows it).
+    """
+    n_nodes = tree[0].size
+    pend_g, pend_c, stack_g, stack_c = scratch
+    rows = tree[6]
+    cap = pool[1].size
+    owner = 0
+    for i in range(start, cand.size):
+        if not safe[i]:
+            continue
+        while cand_off[owner + 1] <= i:
+            owner += 1
+        if n_used + n_nodes > cap:
+            return n_used, i
+        g, j, e, c = gnode[owner], f[owner], cand[i], below[i]
+        n_pend = _close(g, j, e, c, d, tree, pool, pend_g, pend_c, stack_g, stack_c)
+        ok = True
+        for k in range(n_pend):
+            if not _apart(pend_g[k], j, e, pend_c[k], m, d, rows, pool):
+                ok = False
+                break
+        if ok:
+            n_used = _keep(j, e, d, pool, pend_g, pend_c, n_pend, n_used)
+        else:
+            safe[i] = False
+    return n_used, -1
+
+
+@numba.njit(nogil=True, cache=True)
+def _pass_down(g, j, e, c, n_used, d, tree, pool, scratch):  # type: ignore[no-untyped-def]
+    """Node ``g``'s sum at ``e`` (``c`` rows) passed to its children; the pool's rows in use.
+
+    One of them on one side of ``e`` gives the other (and what that derives).
+    """
+    kid0, kid1 = tree[1], tree[2]
+    pend_g, pend_c, stack_g, stack_c = scratch
+    for side in range(2):
+        a, b = (kid0[g], kid1[g]) if side == 0 else (kid1[g], kid0[g])
+        ca = _value(a, j, e, d, tree, pool, pend_g, pend_c, 0)
+        cb = _value(b, j, e, d, tree, pool, pend_g, pend_c, 0)
+        if ca == ca and cb != cb:
+            n_pend = _close(b, j, e, c - ca, d, tree, pool, pend_g, pend_c, stack_g, stack_c)
+            n_used = _keep(j, e, d, pool, pend_g, pend_c, n_pend, n_used)
+    return n_used
+
+
+@numba.njit(nogil=True, cache=True)
+def derived_split(tree, pool, n_used, d, split, start, scratch):  # type: ignore[no-untyped-def]
+    """Each numeric split's node passes its derivable sums on its feature to its children.
+
+    ``split``: the nodes, from ``start`` on; the missing edge first (the known rows it
+    gives are the node's sums above its bound). Returns (rows in use, the split to go on
+    from or -1), stopping as :func:`derived_filter` does.
+    """
+    n_nodes = tree[0].size
+    sfeat = tree[3]
+    head, pe, pc, pnext = pool
+    cap = pe.size
+    for s in range(start, split.size):
+        g = split[s]
+        j = sfeat[g]
+        for edge in (True, False):
+            k = head[g * d + j]
+            while k >= 0:
+                if n_used + n_nodes > cap:
+                    return n_used, s  # redone from the first: what is kept is kept
+                e, c = pe[k], pc[k]
+                k = pnext[k]
+                if (e == MISSING_SPLIT) == edge:
+                    n_used = _pass_down(g, j, e, c, n_used, d, tree, pool, scratch)
+    return n_used, -1
+
+
+def _grown(a: NDArray, size: int, fill: float | int) -> NDArray:
+    out = np.full(size, fill, dtype=a.dtype)
+    out[: a.size] = a
+    return out
+
+
+@dataclass
+class DerivedSums:
+    """Per batch: the trees' nodes and each node's derivable thresholds (module docstring)."""
+
+    #: Per node: parent (-1 a root), children (-1: none), numeric split's feature (-1:
+    #: none), threshold and missing side (1 left), rows (NaN unknown); ``n`` in use.
+    parent: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    kid0: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    kid1: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    sfeat: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    sthr: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    sml: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, np.uint8))
+    rows: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    n: int = 0
+    d: int = 0
+    #: The current level's slots' nodes.
+    slot_node: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: Per (node, feature) key ``node * d + feature``: the first of its derivable
+    #: thresholds in the pool (-1: none); the pool: threshold, rows below it, next.
+    head: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    pe: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    pc: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    pnext: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    used: int = 0
+    #: Per feature: whether some row of the federation misses it.
+    missing: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, bool))
+
+    def start_batch(self, n_trees: int, d: int) -> None:
+        """A batch's roots (one slot a tree), nothing derived yet."""
+        self.n, self.d, self.used = 0, d, 0
+        if self.missing.size != d:
+            self.missing = np.ones(d, dtype=bool)
+        self.head[:] = -1
+        self._room(n_trees)
+        self.n = n_trees
+        self.slot_node = np.arange(n_trees, dtype=np.int64)
+
+    def _room(self, n_nodes: int) -> None:
+        """Room for ``n_nodes`` nodes (fresh ones blank)."""
+        if n_nodes > self.parent.size:
+            size = max(2 * n_nodes, 256)
+            self.parent = _grown(self.parent, size, -1)
+            self.kid0, self.kid1 = _grown(self.kid0, size, -1), _grown(self.kid1, size, -1)
+            self.sfeat, self.sthr = _grown(self.sfeat, size, -1), _grown(self.sthr, size, 0.0)
+            self.sml, self.rows = _grown(self.sml, size, 0), _grown(self.rows, size, np.nan)
+            self.head = _grown(self.head, size * self.d, -1)
+        new = slice(self.n, n_nodes)
+        self.parent[new] = self.kid0[new] = self.kid1[new] = self.sfeat[new] = -1
+        self.rows[new] = np.nan
+
+    def _tree(self) -> tuple[NDArray, ...]:
+        n = self.n
+        return (
+            self.parent[:n], self.kid0[:n], self.kid1[:n], self.sfeat[:n], self.sthr[:n],
+            self.sml[:n], self.rows[:n], self.missing,
+        )  # fmt: skip
+
+    def _pool(self) -> tuple[NDArray, ...]:
+        return self.head, self.pe, self.pc, self.pnext
+
+    def _more_pool(self) -> None:
+        size = max(2 * self.pe.size, self.used + 4 * self.n + 1024)
+        self.pe, self.pc = _grown(self.pe, size, 0.0), _grown(self.pc, size, 0.0)
+        self.pnext = _grown(self.pnext, size, -1)
+
+    def _scratch(self) -> tuple[NDArray, ...]:
+        n = self.n + 1
+        return (
+            np.empty(n, np.int64), np.empty(n), np.empty(3 * n + 3, np.int64),
+            np.empty(3 * n + 3),
+        )  # fmt: skip
+
+    def filter(
+        self,
+        node: NDArray[np.int64],
+        f: NDArray[np.int64],
+        cand: NDArray[np.float64],
+        cand_off: NDArray[np.int64],
+        below: NDArray[np.float64],
+        node_rows: NDArray[np.float64],
+        missing: NDArray[np.bool_],
+        min_rows: int,
+        safe: NDArray[np.bool_],
+    ) -> None:
+        """``safe`` (in place) less the candidates the rule drops; the kept ones held.
+
+        Pairs (``node`` slots, ``f``) in the frontier's order, each with its candidates
+        ``cand[cand_off[p]:cand_off[p + 1]]``, ``below`` their rows of the node, the
+        node's rows ``node_rows``; ``missing``: per feature, whether a row misses it.
+        """
+        self.missing = np.ascontiguousarray(missing, dtype=bool)
+        gnode = self.slot_node[node]
+        unknown = np.isnan(self.rows[gnode])
+        self.rows[gnode[unknown]] = node_rows[unknown]
+        start = 0
+        scratch = self._scratch()
+        while start >= 0:
+            self.used, start = derived_filter(
+                self._tree(), self._pool(), self.used, self.d, gnode, np.asarray(f, np.int64),
+                np.ascontiguousarray(cand, np.float64), np.asarray(cand_off, np.int64),
+                np.ascontiguousarray(below, np.float64), min_rows, safe, start, scratch,
+            )  # fmt: skip
+            if start >= 0:
+                self._more_pool()
+
+    def advance(
+        self,
+        feature: NDArray[np.int32],
+        threshold: NDArray[np.float64],
+        sets: set[int],
+        missing_left: NDArray[np.uint8],
+        left: NDArray[np.float64],
+        right: NDArray[np.float64],
+        route_left: NDArray[np.int64],
+        route_right: NDArray[np.int64],
+        n_new: int,
+    ) -> None:
+        """The next level's slots from this level's splits.
+
+        Each numeric split passes its node's derivable thresholds on its feature to its
+        children.
+        """
+        nxt = np.full(n_new, -1, dtype=np.int64)
+        slot_node = self.slot_node
+        split = np.flatnonzero(feature >= 0)
+        passed = np.flatnonzero((feature < 0) & (route_left >= 0))
+        nxt[route_left[passed]] = slot_node[passed]  # passed through: the same node
+        g = slot_node[split]
+        first = self.n
+        self._room(first + 2 * split.size)
+        self.n = first + 2 * split.size
+        ka = first + 2 * np.arange(split.size)
+        kb = ka + 1
+        self.parent[ka] = self.parent[kb] = g
+        self.rows[ka], self.rows[kb] = left[split, STAT_ROWS], right[split, STAT_ROWS]
+        self.kid0[g], self.kid1[g] = ka, kb
+        unknown = np.isnan(self.rows[g])
+        self.rows[g[unknown]] = self.rows[ka[unknown]] + self.rows[kb[unknown]]
+        for route, kids in ((route_left, ka), (route_right, kb)):
+            to = route[split]
+            nxt[to[to >= 0]] = kids[to >= 0]
+        numeric = (feature[split] < self.d) & ~np.isin(split, np.fromiter(sets, np.int64))
+        g, s = g[numeric], split[numeric]
+        self.sfeat[g] = feature[s]
+        self.sthr[g] = threshold[s]
+        self.sml[g] = missing_left[s]
+        self.slot_node = nxt
+        start = 0
+        scratch = self._scratch()
+        while start >= 0 and g.size:
+            self.used, start = derived_split(
+                self._tree(), self._pool(), self.used, self.d, g, start, scratch
+            )
+            if start >= 0:
+                self._more_pool()
