@@ -359,9 +359,11 @@ def test_cousins_releases_at_one_threshold_give_no_target() -> None:
 def test_cousins_attack_reads_a_target_with_the_cousins_rule_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The control: Round B without the cousins' rule (the other rules on), the same fit
-    gives isolating combinations and row 366's exact target (red team 20's finding)."""
+    """The control: Round B without the cousins' rule and the rule on derived sums (its
+    atoms hold the cousins'; the other rules on), the same fit gives isolating
+    combinations and row 366's exact target (red team 20's finding)."""
     monkeypatch.setattr(secure_round_b, "cousins_filter", lambda *args: None)
+    monkeypatch.setattr(secure_derived.DerivedSums, "filter", lambda *a, **k: None)
     model, X, y, h = _case("plain", seed=1, trees=10)
     fed, w, V = _recorded_fit(model, X, y, h)
     got = cousin_exposure(fed, model, V, w, 10, y)
