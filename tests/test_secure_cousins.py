@@ -21,6 +21,7 @@ from fedforest.federated.server.secure_cousins import (
 )
 from fedforest.federated.server.secure_grids import SecureState, advance
 from fedforest.federated.server.secure_segments import PairSegments, offsets
+from fedforest.federated.server.splitter import BestSplits
 
 D = 2
 M = 10
@@ -51,10 +52,30 @@ def _level(state, node, f, cands, below, rule=True, safe=None):  # type: ignore[
 
 
 def _next(state, parent):  # type: ignore[no-untyped-def]
-    """The next level: this one's releases into the history, ``parent`` the new slots'."""
+    """The next level: this one's releases into the history, ``parent`` the new slots'.
+
+    The rule on derived sums (``state.derived``) follows: a slot with two new slots split
+    them by a set (no bounds), one with one passed through.
+    """
+    parent = np.asarray(parent, np.int64)
+    n_old = state.parent.size
+    best = BestSplits.none(n_old, 3)
+    routes = {"route_left": np.full(n_old, -1), "route_right": np.full(n_old, -1)}
+    for s in range(n_old):
+        kids = np.flatnonzero(parent == s)
+        if kids.size == 2:
+            best.feature[s] = 0
+            best.sets[s] = (np.zeros(1, np.int32), np.zeros(1, np.int8))
+            routes["route_left"][s], routes["route_right"][s] = kids
+        elif kids.size == 1:
+            routes["route_left"][s] = routes["route_right"][s] = kids[0]
+    state.derived.advance(
+        best.feature, best.threshold, set(best.sets), best.missing_sides(), best.left,
+        best.right, routes["route_left"], routes["route_right"], parent.size,
+    )  # fmt: skip
     state.history.append((state.parent, state.released, {}))
     state.pool.append(state.released.values)
-    state.parent = np.asarray(parent, np.int64)
+    state.parent = parent
     state.lo, state.hi = np.zeros((len(parent), D)), np.zeros((len(parent), D))
 
 
@@ -91,10 +112,10 @@ def test_a_slot_passed_through_stands_for_its_parent() -> None:
         _level(state, [0], [1], [[0.5]], [[30]])
         _next(state, [0, 0])
         _level(state, [0], [1], [[0.5]], [[15]])
-        features = np.array([1, -1])
-        best = type("Best", (), {"feature": features, "sets": {}, "threshold": np.zeros(2)})
+        best = BestSplits.none(2, 3)
+        best.feature[:] = [1, -1]
         routes = {"route_left": np.array([0, 2]), "route_right": np.array([1, 2])}
-        advance(state, best, routes)  # type: ignore[arg-type]
+        advance(state, best, routes)
         assert state.parent.tolist() == [0, 0, 1]
         safe = _level(state, [0, 2], [1, 1], [[0.4], [0.5]], [[12], [offered]])
         assert safe.tolist() == [True, kept]

@@ -94,10 +94,18 @@ def test_secure_multi_output_mse_matches_none_under_the_same_rules() -> None:
     assert np.mean(ratios) < 1.05, ratios
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: multi-output secure pays about 4 points more than one output at a time "
+    "(docs/privacy-findings.md, 'The rule on derived sums')",
+)
 def test_at_the_defaults_multi_output_costs_what_single_outputs_cost() -> None:
     # The default secure forest pays the minimum-rows rule (about 16 % here, for any
     # target); several outputs in one forest must not pay more than one output each
     # (2026-12-01: 1.150 and 1.174 against 1.156 and 1.163 for the outputs one by one).
+    # Not met (2026-12-06): over seeds 0 to 5 main f37a021 reads 1.159 against 1.120
+    # (+0.039; these two seeds +0.021 by chance), the rule on derived sums 1.165 against
+    # 1.124 (+0.042; these two +0.035).
     multi, single = [], []
     for seed in range(2):
         X, Y = _outputs(6000, seed)
