@@ -117,3 +117,36 @@ def test_a_second_process_does_not_outlive_a_command_that_fails(tmp_path) -> Non
     # Killed and reaped by the command at its exit (gone), or at most a zombie left to an
     # init that does not reap: never still compiling.
     assert not status.exists() or "\nState:\tZ" in status.read_text()
+
+
+_ONE_SIGNATURE = """
+import json
+from numba.core.registry import CPUDispatcher
+from fedforest.federated import precompile as p
+
+for kernel, args in p.HERE + p.ELSEWHERE:
+    if kernel.py_func.__qualname__ in ("ancestors_kept", "both_rules"):
+        kernel.compile(args)
+import gc
+literal = {d.py_func.__qualname__: [str(s) for s in d.signatures]
+           for d in gc.get_objects() if isinstance(d, CPUDispatcher)
+           and d.py_func.__module__.startswith("fedforest")
+           and any("Literal" in str(s) for s in d.signatures)}
+print(json.dumps(literal))
+"""
+
+
+def test_a_kernel_compiles_its_helpers_for_no_literal_types(tmp_path) -> None:
+    """A helper called with a variable that starts as a literal (``n = 0``, later ``n = m``).
+
+    numba's type inference resolves the call before it unifies the variable's types, and
+    compiles the helper for ``Literal[int](0)`` as well: another whole compile of it, on the
+    first run's critical path, that no call uses. Fresh cache: the helpers compile.
+    """
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-c", _ONE_SIGNATURE], env=env, capture_output=True, text=True,
+        check=True, cwd=REPO,
+    )  # fmt: skip
+    assert json.loads(done.stdout.splitlines()[-1]) == {}

@@ -192,7 +192,9 @@ def ancestors_kept(pool, start, end, rows, min_rows, n_kept, out):  # type: igno
     """
     o = 0
     for p in range(start.shape[1]):
-        b0, b1, b_up = 0, 0, True  # B's releases (none yet), whether they increase
+        # B's releases (none yet), whether they increase; np.int64: numba would also
+        # compile _wide for the literal 0's type (resolved before b0 is unified)
+        b0, b1, b_up = np.int64(0), np.int64(0), True
         c = rows[p]
         for lev in range(start.shape[0]):
             a0, a1 = start[lev, p], end[lev, p]
