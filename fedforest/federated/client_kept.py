@@ -30,7 +30,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from . import client_words
+from . import client_kernels, client_words
 from .client_kernels import (
     add_to_bins,
     gather_counts,
@@ -255,7 +255,8 @@ def left_stats_kept(
     return KEPT_DONE
 
 
-cache_depends_on(left_stats_kept, client_words)
+# Its cached code holds client_kernels' gathering and sums and client_words' sinks.
+cache_depends_on(left_stats_kept, client_words, client_kernels)
 
 
 def left_stats_kept_numpy(
