@@ -44,6 +44,7 @@ from .server import (
     guides,
     secure_ancestors,
     secure_cousins,
+    secure_segments,
     splitter,
 )
 
@@ -87,6 +88,7 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (guides.root_medians, (_I64, _I64, _I64, _F, _I64, _I64, _I64, _F, _F, _F, _F, _I64, _F)),
     (secure_cousins.nearest_releases, (_F2, _I64_2, _I64_2, _F, _I64, _B, _I64)),
     (secure_cousins.keep_atoms, (_I64, _I64, _F, _F, _I, _B)),
+    (secure_segments.gather_rows, (_F2, _I64, _I64, _I64, _F2)),
     (intervals.both_rules, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
     (grids.searchsorted_segments, (_F, _I64, _F, _I64, _I64)),
     (grids._libm_map, (_F, types.boolean, _F)),

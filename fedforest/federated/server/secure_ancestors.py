@@ -133,7 +133,9 @@ def ancestors_releases(
         a, b = r
         s, e = np.ascontiguousarray(start[:, a:b]), np.ascontiguousarray(end[:, a:b])
         # Each column contiguous (Fortran order): the rules read them as columns, uncopied.
-        out = np.empty((4, int(work[a:b].sum()))).T
+        # At least 2 rows: numba types a (0, 4) or (1, 4) one C-ordered (it is both), a
+        # second signature that a first run compiled in the fit itself.
+        out = np.empty((4, max(int(work[a:b].sum()), 2))).T
         total = ancestors_kept(all_rel, s, e, rows[a:b], int(state.min_rows), n_kept[a:b], out)
         return out[:total]
 
