@@ -42,7 +42,6 @@ from .client_kernels import (
 from .client_words import (
     add_words,
     packed_words,
-    regression_words,
     row_words,
     whole_words,
     zero_rows,
@@ -66,6 +65,11 @@ __all__ = [
     "left_stats_kept_numpy",
     "slot_digest",
 ]
+
+# client_words' regression_words inlined here (a regression's Round B, a call a pair):
+# as a call, Round B took about 6 % more time (bench_kernels.py --privacy secure,
+# docs/benchmarks-history.md); the other sinks stay calls, compiled once for both kernels.
+regression_words = numba.njit(inline="always")(client_words.regression_words.py_func)
 
 #: :func:`left_stats_kept`'s answers: every candidate written; a sum that would not pack
 #: (``packed_words``' ``False``); an index past its pair's grid (the server's error);
