@@ -379,8 +379,9 @@ def _candidate_ranks(cs, fmin, fmax, uniq, u0, start, rank_c):
 # client_words are numba functions of their own, not inline="always": an inlined callee
 # is copied, typed and lowered again in every kernel that calls it, where a call compiles
 # it once per argument types and LLVM links it in (and inlines the small ones). The first
-# run's compile CPU of left_stats_ranked and client_kept.left_stats_kept, about 3 s less;
-# the warm kernels as fast (docs/benchmarks.md, "First run").
+# run's compile CPU of left_stats_ranked and client_kept.left_stats_kept, about 3 s less
+# (docs/benchmarks.md, "First run"); client_grid and client_kept inline copies where a
+# call a pair measured slower.
 @numba.njit(nogil=True, cache=True)
 def gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls):
     """Gather a node's ``c`` in-bag rows (``order[a:a + c]``) into contiguous scratch.
