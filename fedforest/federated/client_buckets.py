@@ -1,7 +1,8 @@
 """Equal buckets between a pair's first and last candidate: its rows binned without a search.
 
 :func:`~fedforest.federated.client_kernels.pair_bins` (the left statistics' binning of a
-node's rows among one pair's ascending candidates, inlined by numba) tries this first: a
+node's rows among one pair's ascending candidates; this is inlined into it) tries this
+first: a
 row's bucket ``floor((x - cs[0]) * m)``, clamped, is monotone in its value ``x``, so the
 candidates of lower buckets lie below it and those of higher ones do not; the few in its
 own bucket are compared. One table lookup and at most ``BUCKET_AMB`` comparisons a row,

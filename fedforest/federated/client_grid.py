@@ -28,13 +28,11 @@ from numpy.typing import NDArray
 
 from . import client_kernels
 from .client_kernels import (
-    gather_node,
     increment_message,
     increments_of,
     longest_lists,
     node_setup,
     pairs_setup,
-    running_sums,
     twin_walk,
 )
 from .kernel_cache import cache_depends_on
@@ -53,6 +51,12 @@ __all__ = [
     "pack_coded",
     "pack_coded_numpy",
 ]
+
+# client_kernels' gather_node and running_sums, inlined into these kernels (off the
+# default fit's path, so no first-run cost): as calls, grid_increments' pack_coded took
+# about 3 % more time (bench_kernels.py --binning global, docs/benchmarks-history.md).
+gather_node = numba.njit(inline="always")(client_kernels.gather_node.py_func)
+running_sums = numba.njit(inline="always")(client_kernels.running_sums.py_func)
 
 #: Codes are uint16: a pair of more candidates goes the general way.
 MAX_GRID = np.iinfo(np.uint16).max - 1

@@ -30,7 +30,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from . import client_words
+from . import client_kernels, client_words
 from .client_kernels import (
     add_to_bins,
     gather_counts,
@@ -42,7 +42,6 @@ from .client_kernels import (
 from .client_words import (
     add_words,
     packed_words,
-    regression_words,
     row_words,
     whole_words,
     zero_rows,
@@ -66,6 +65,11 @@ __all__ = [
     "left_stats_kept_numpy",
     "slot_digest",
 ]
+
+# client_words' regression_words inlined here (a regression's Round B, a call a pair):
+# as a call, Round B took about 6 % more time (bench_kernels.py --privacy secure,
+# docs/benchmarks-history.md); the other sinks stay calls, compiled once for both kernels.
+regression_words = numba.njit(inline="always")(client_words.regression_words.py_func)
 
 #: :func:`left_stats_kept`'s answers: every candidate written; a sum that would not pack
 #: (``packed_words``' ``False``); an index past its pair's grid (the server's error);
@@ -255,7 +259,8 @@ def left_stats_kept(
     return KEPT_DONE
 
 
-cache_depends_on(left_stats_kept, client_words)
+# Its cached code holds client_kernels' gathering and sums and client_words' sinks.
+cache_depends_on(left_stats_kept, client_words, client_kernels)
 
 
 def left_stats_kept_numpy(

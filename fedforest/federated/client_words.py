@@ -1,7 +1,8 @@
 """The sinks of the secure left statistics: a pair's running sums as the words a client sends.
 
 :func:`~fedforest.federated.client_kernels.left_stats_ranked`, given a ``scale``, ends
-each pair here (inlined by numba): :func:`packed_words` writes the running sums of its
+each pair here (numba functions of their own, not inlined: compiled once per argument
+types, not again inside each kernel): :func:`packed_words` writes the running sums of its
 float histogram as ``secagg.to_fixed_packed`` would; in a node whose weights are whole
 (bootstrap counts: :func:`row_words`) the rows and weight are added as one integer word
 per row instead (:func:`add_words`, :func:`whole_words`), the same words with one add a
@@ -33,7 +34,7 @@ __all__ = [
 _LIMIT = float(2**62)
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True)
 def packed_words(hist, nc, k, out, acc, scale):  # type: ignore[no-untyped-def]
     """A pair's running sums (``client_kernels.running_sums``) as the words a secure answer sends.
 
@@ -71,7 +72,7 @@ def _sum_words(hist, j, k, out, acc, scale):  # type: ignore[no-untyped-def]
     return True
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True)
 def row_words(st, c, scale, row_word):  # type: ignore[no-untyped-def]
     """Each gathered row's rows and weight as one word, ``1 + w * 2^32`` (:func:`packed_words`).
 
@@ -94,7 +95,7 @@ def row_words(st, c, scale, row_word):  # type: ignore[no-untyped-def]
     return True
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True)
 def add_words(words, hist, row_word, bins, st, cls, c, n_stat, n_classes):  # type: ignore[no-untyped-def]
     """:func:`add_to_bins` with the rows and weight added as one word (:func:`row_words`).
 
@@ -116,7 +117,7 @@ def add_words(words, hist, row_word, bins, st, cls, c, n_stat, n_classes):  # ty
             hist[b, cls[k]] += st[k, 1]
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True)
 def count_words(words, row_word, bins, c, nc, k, out):  # type: ignore[no-untyped-def]
     """:func:`add_words` then :func:`whole_words` of the counts alone (``n_stat`` 2).
 
@@ -136,7 +137,7 @@ def count_words(words, row_word, bins, c, nc, k, out):  # type: ignore[no-untype
         out[k + j, 0] = run
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True)
 def regression_words(words, hist, row_word, bins, st, c, nc, k, out, scale):  # type: ignore[no-untyped-def]
     """:func:`add_words` then :func:`whole_words` of a regression's statistics (``n_stat`` 4).
 
@@ -175,7 +176,7 @@ def regression_words(words, hist, row_word, bins, st, c, nc, k, out, scale):  # 
     return True
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True)
 def whole_words(words, hist, nc, k, out, acc, scale):  # type: ignore[no-untyped-def]
     """:func:`packed_words` of :func:`add_words`' sums: the same words.
 

@@ -205,7 +205,9 @@ def interval_pair(
         a = b
     start[n_anc] = at
     kept[0] = 0.0  # C's rows below -inf and each kept candidate
-    n_kept = 1
+    # np.int64, not the literal 1 (or 0 below): numba would compile _near_unsafe for the
+    # literal's type too (type inference resolves the call before unifying n_kept).
+    n_kept, zero = np.int64(1), np.int64(0)
     sorted_kept = True  # kept finite and never decreasing
     for c in range(c0, c1):
         if not out[c]:
@@ -220,7 +222,7 @@ def interval_pair(
             up = ordered[q]
             if up and quick:
                 bad = _near_unsafe(e, o, n_e, kept, n_kept, n_kept + 1, total, min_rows)
-                bad = bad or _near_unsafe(e, o, n_e, kept, 0, n_kept, kc, min_rows)
+                bad = bad or _near_unsafe(e, o, n_e, kept, zero, n_kept, kc, min_rows)
             else:
                 bad = _interval_unsafe(e, o, n_e, kc, total, min_rows, up)
                 for u in range(n_kept):

@@ -133,7 +133,9 @@ def ancestors_releases(
         a, b = r
         s, e = np.ascontiguousarray(start[:, a:b]), np.ascontiguousarray(end[:, a:b])
         # Each column contiguous (Fortran order): the rules read them as columns, uncopied.
-        out = np.empty((4, int(work[a:b].sum()))).T
+        # At least 2 rows: numba types a (0, 4) or (1, 4) one C-ordered (it is both), a
+        # second signature that a first run compiled in the fit itself.
+        out = np.empty((4, max(int(work[a:b].sum()), 2))).T
         total = ancestors_kept(all_rel, s, e, rows[a:b], int(state.min_rows), n_kept[a:b], out)
         return out[:total]
 
@@ -192,7 +194,9 @@ def ancestors_kept(pool, start, end, rows, min_rows, n_kept, out):  # type: igno
     """
     o = 0
     for p in range(start.shape[1]):
-        b0, b1, b_up = 0, 0, True  # B's releases (none yet), whether they increase
+        # B's releases (none yet), whether they increase; np.int64: numba would also
+        # compile _wide for the literal 0's type (resolved before b0 is unified)
+        b0, b1, b_up = np.int64(0), np.int64(0), True
         c = rows[p]
         for lev in range(start.shape[0]):
             a0, a1 = start[lev, p], end[lev, p]
