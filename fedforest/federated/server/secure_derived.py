@@ -160,6 +160,33 @@ def _apart(g, j, e, c, m, d, rows, pool):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(nogil=True, cache=True)
+def _first_at_least(es, n, e):  # type: ignore[no-untyped-def]
+    """The first of ``es[:n]`` (increasing) at least ``e``, by bisection.
+
+    Not ``np.searchsorted``: numba compiles its own in every signature, which the first
+    run pays for.
+    """
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if es[mid] < e:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(nogil=True, cache=True)
+def _insert(es, cs, n, e, c):  # type: ignore[no-untyped-def]
+    """``(e, c)`` into the increasing ``es[:n]`` (and ``cs``), room permitting."""
+    at = n
+    while at > 0 and es[at - 1] > e:
+        es[at], cs[at] = es[at - 1], cs[at - 1]
+        at -= 1
+    es[at], cs[at] = e, c
+
+
+@numba.njit(nogil=True, cache=True)
 def _sorted_points(key, pool):  # type: ignore[no-untyped-def]
     """The thresholds held for (node, feature) ``key`` and their rows, in increasing order."""
     head, pe, pc, pnext = pool[0], pool[1], pool[2], pool[3]
@@ -168,13 +195,14 @@ def _sorted_points(key, pool):  # type: ignore[no-untyped-def]
         n += 1
         k = pnext[k]
     es, cs = np.empty(n), np.empty(n)
-    n, k = 0, head[key]
-    while k >= 0:
-        es[n], cs[n] = pe[k], pc[k]
-        n += 1
+    i, k = n - 1, head[key]
+    while k >= 0:  # newest first: laid out from the end, mostly increasing
+        es[i], cs[i] = pe[k], pc[k]
+        i -= 1
         k = pnext[k]
-    order = np.argsort(es)
-    return es[order], cs[order]
+    for i in range(1, n):  # an insertion sort: few moves on a nearly sorted list
+        _insert(es, cs, i, es[i], cs[i])
+    return es, cs
 
 
 @numba.njit(nogil=True, cache=True)
@@ -187,12 +215,12 @@ def _snapped(g, j, e, d, tree, pool, es, cs):  # type: ignore[no-untyped-def]
     if e >= bhi[key] or e == MISSING_SPLIT:
         if bknown[key] or not missing[j]:
             return rows[g]
-    at = np.searchsorted(es, e)
+    at = _first_at_least(es, es.size, e)
     if at < es.size and es[at] == e:
         return cs[at]
     if e == MISSING_SPLIT or e < bhi[key]:
         return np.nan
-    at = np.searchsorted(es, MISSING_SPLIT)  # its known rows: its sum at the missing edge
+    at = _first_at_least(es, es.size, MISSING_SPLIT)  # its known rows: its sum at the missing edge
     return cs[at] if at < es.size and es[at] == MISSING_SPLIT else np.nan
 
 
@@ -201,7 +229,7 @@ def _apart_sorted(e, c, m, total, snap_e, snap_c, own_e, own_c, n_own):  # type:
     """:func:`_apart` for the pair's own node, from its sorted thresholds."""
     below_e, below_c, above_e, above_c = -np.inf, 0.0, np.inf, total
     for es, cs, n in ((snap_e, snap_c, snap_e.size), (own_e, own_c, n_own)):
-        at = np.searchsorted(es[:n], e)
+        at = _first_at_least(es, n, e)
         if at > 0 and es[at - 1] > below_e:
             below_e, below_c = es[at - 1], cs[at - 1]
         while at < n and es[at] == e:
@@ -270,7 +298,7 @@ def derived_filter(  # type: ignore[no-untyped-def]
         # within the pair only at its own thresholds); a parent made derivable closes in
         # full (:func:`_close`).
         n_pend = -1
-        at = np.searchsorted(own_e[:n_own], e)
+        at = _first_at_least(own_e, n_own, e)
         if not (at < n_own and own_e[at] == e):
             mine = _snapped(g, j, e, d, tree, pool, snap_e, snap_c)
             if mine == mine:
@@ -297,10 +325,7 @@ def derived_filter(  # type: ignore[no-untyped-def]
         if ok:
             n_used = _keep(j, e, d, pool, pend_g, pend_c, n_pend, n_used)
             if n_pend and pend_g[0] == g:
-                at = np.searchsorted(own_e[:n_own], e)
-                own_e[at + 1 : n_own + 1] = own_e[at:n_own].copy()
-                own_c[at + 1 : n_own + 1] = own_c[at:n_own].copy()
-                own_e[at], own_c[at] = e, c
+                _insert(own_e, own_c, n_own, e, c)
                 n_own += 1
         else:
             safe[i] = False
