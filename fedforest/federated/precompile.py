@@ -93,10 +93,6 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (guides.top_guides, (_I64, _I64, _I64, _F, _F, _I64, _I64, _I64, _F, _F, _I, _I, _I64, _F)),
     (guides.root_medians, (_I64, _I64, _I64, _F, _I64, _I64, _I64, _F, _F, _F, _F, _I64, _F)),
     (secure_cousins.keep_atoms, (_I64, _I64, _F, _F, _I, _B)),
-    (
-        secure_derived.derived_filter,
-        (_TREE, _POOL, _I, _I, _I64, _I64, _F, _I64, _F, _I, _B, _I, _SCRATCH),
-    ),
     (secure_derived.derived_split, (_TREE, _POOL, _I, _I, _I64, _I, _SCRATCH)),
     (secure_segments.gather_rows, (_F2, _I64, _I64, _I64, _F2)),
     (intervals.both_rules, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
@@ -116,10 +112,10 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
 #: Compiled by the second process: a client's left statistics (as the secure answers'
 #: packed words: ``left_stats_ranked`` given a scale, keeping Round A's bins, and Round B
 #: from them, ``client_kept.left_stats_kept``) and routing, the prediction, and the
-#: server's split scan, partition rule, fallback thresholds and cousins' nearest
-#: releases (about half the compile CPU, balanced against this process's share plus its
-#: imports and baselines, docs/benchmarks.md: ``fedforest simulate`` starts this process
-#: before its heavy imports).
+#: server's split scan, partition rule, fallback thresholds, cousins' nearest releases
+#: and the rule on derived sums' candidate kernel (about half the compile CPU, balanced
+#: against this process's share plus its imports and baselines, docs/benchmarks.md:
+#: ``fedforest simulate`` starts this process before its heavy imports).
 ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
     (
         client_kernels.left_stats_ranked,
@@ -143,6 +139,10 @@ ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
     ),
     (fallback.spaced_thresholds, (_I64, _F, _I64, _F, _F2, _I64, _F, _F, _F, _R, _F, _I64)),
     (secure_cousins.nearest_releases, (_F2, _I64_2, _I64_2, _F, _I64, _B, _I64)),
+    (
+        secure_derived.derived_filter,
+        (_TREE, _POOL, _I, _I, _I64, _I64, _F, _I64, _F, _I, _B, _I, _SCRATCH),
+    ),
 ]  # fmt: skip
 
 
