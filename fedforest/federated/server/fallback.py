@@ -24,8 +24,11 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from ..kernel_cache import cache_depends_on
 from ..privacy.intervals import safe_from_ancestors
+from . import sorted_search
 from .secure_segments import offsets, ranges
+from .sorted_search import search_left
 
 __all__ = ["spaced_thresholds", "spaced_thresholds_numpy", "with_ancestor_candidates"]
 
@@ -54,7 +57,7 @@ def spaced_thresholds(  # type: ignore[no-untyped-def]
             t = thr[i]
             if not (t > lo[p] and t < hi[p]) or (i > 0 and t == thr[i - 1]):
                 continue
-            j = np.searchsorted(g, t)
+            j = search_left(grid, grid_off[p], grid_off[p + 1], t) - grid_off[p]
             if j >= g.size or g[j] != t:
                 continue
             if r[j] - last >= m and total[p] - r[j] >= m:
@@ -63,6 +66,10 @@ def spaced_thresholds(  # type: ignore[no-untyped-def]
                 last = r[j]
         n_out[k] = pos - start
     return pos
+
+
+# its disk cache stamped with the helper it calls (numba stamps its own file only)
+cache_depends_on(spaced_thresholds, sorted_search)
 
 
 def spaced_thresholds_numpy(

@@ -41,9 +41,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_TASK, STAT_WEIGHT
+from ..kernel_cache import cache_depends_on
 from ..threads import join_ranges, thread_map, work_ranges
+from . import sorted_search
 from .config import GrowerConfig
 from .missing import MISSING_SPLIT
+from .sorted_search import search_left, search_right
 
 __all__ = [
     "GUIDES_PER_PAIR",
@@ -393,8 +396,8 @@ def top_guides(  # type: ignore[no-untyped-def]
         start = k
         f = feature[i]
         a, b = e_off[f], e_off[f + 1]
-        i0 = a + np.searchsorted(s_thr[a:b], lo[i], side="right")
-        i1 = a + np.searchsorted(s_thr[a:b], hi[i], side="left")
+        i0 = search_right(s_thr, a, b, lo[i])
+        i1 = search_left(s_thr, a, b, hi[i])
         if i1 - i0 <= _SLICE:
             # Bisection: each distinct threshold inside once, at its best index by gain.
             n = 0
@@ -503,7 +506,7 @@ def guided_candidates(  # type: ignore[no-untyped-def]
             b = guide_off[p + 1] if source == 0 else quant_off[p + 1]
             for i in range(a, b):
                 x = guide[i] if source == 0 else quant[i]
-                j = g0 + np.searchsorted(grid[g0:g1], x)
+                j = search_left(grid, g0, g1, x)
                 if j >= g1 or grid[j] != x:
                     continue
                 r = cum_rows[j]
@@ -554,8 +557,8 @@ def root_medians(  # type: ignore[no-untyped-def]
             continue
         f = feature[i]
         a, b = e_off[f], e_off[f + 1]
-        j = a + np.searchsorted(s_thr[a:b], w_lo[i], side="left")
-        j1 = a + np.searchsorted(s_thr[a:b], w_hi[i], side="right")
+        j = search_left(s_thr, a, b, w_lo[i])
+        j1 = search_right(s_thr, a, b, w_hi[i])
         c = 0
         while j < j1:
             e = s_at[j]
@@ -574,6 +577,11 @@ def root_medians(  # type: ignore[no-untyped-def]
                 clash = True
         if not clash:
             out[k0] = v
+
+
+# their disk caches stamped with the helpers they call (numba stamps their own file only)
+for _kernel in (top_guides, guided_candidates, root_medians):
+    cache_depends_on(_kernel, sorted_search)
 
 
 def root_medians_numpy(
