@@ -73,7 +73,7 @@ _I = types.int64
 _R = types.float64
 #: ``secure_derived``'s tree (nodes' parents, children, splits, rows; features missing),
 #: release pool and scratch.
-_TREE = types.Tuple((_I64, _I64, _I64, _I64, _F, _U8, _F, _B, _F, _F, _B))
+_TREE = types.Tuple((_I64, _I64, _I64, _I64, _F, _B, _F, _F, _B))
 _POOL = types.Tuple((_I64, _F, _F, _I64))
 _SCRATCH = types.Tuple((_I64, _F, _I64, _F))
 

@@ -53,6 +53,7 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS
 from .missing import MISSING_SPLIT
+from .sorted_search import search_left
 
 __all__ = ["DerivedSums", "derived_filter", "derived_split"]
 
@@ -70,26 +71,37 @@ def _held(pool, key, e):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(nogil=True, cache=True)
+def _one_side(g, j, e, d, tree):  # type: ignore[no-untyped-def]
+    """Node ``g``'s rows at or below ``e`` where its bounds put them all on one side, else NaN.
+
+    None below ``lo``; above ``hi`` (or at the missing edge) its total, where no missing
+    value can reach it (else its known rows, which its sum at the missing edge gives).
+    """
+    rows, missing, blo, bhi, bknown = tree[4], tree[5], tree[6], tree[7], tree[8]
+    key = g * d + j
+    if e <= blo[key]:
+        return 0.0
+    if (e >= bhi[key] or e == MISSING_SPLIT) and (bknown[key] or not missing[j]):
+        return rows[g]
+    return np.nan
+
+
+@numba.njit(nogil=True, cache=True)
 def _value(g, j, e, d, tree, pool, pend_g, pend_c, n_pend):  # type: ignore[no-untyped-def]
     """Node ``g``'s rows at or below ``e`` where its sum there is derivable, else NaN.
 
     Pending, held, or its rows all on one side of ``e`` (its path bounds: ``lo``, ``hi``,
     and whether no missing value reaches it, ``known``).
     """
-    rows, missing, blo, bhi, bknown = tree[6], tree[7], tree[8], tree[9], tree[10]
     for i in range(n_pend):
         if pend_g[i] == g:
             return pend_c[i]
+    got = _one_side(g, j, e, d, tree)
     key = g * d + j
-    if e <= blo[key]:
-        return 0.0
-    if e >= bhi[key] or e == MISSING_SPLIT:
-        if bknown[key] or not missing[j]:
-            return rows[g]
-    if pool[0][key] < 0:  # nothing held on the feature
-        return np.nan
+    if got == got or pool[0][key] < 0:  # on one side, or nothing held on the feature
+        return got
     got = _held(pool, key, e)
-    if got == got or e == MISSING_SPLIT or e < bhi[key]:
+    if got == got or e == MISSING_SPLIT or e < tree[7][key]:
         return got
     return _held(pool, key, MISSING_SPLIT)  # its known rows: its sum at the missing edge
 
@@ -137,6 +149,15 @@ def _close(g0, j, e, c0, d, tree, pool, pend_g, pend_c, stack_g, stack_c):  # ty
 
 
 @numba.njit(nogil=True, cache=True)
+def _spaced(c, below, above, m):  # type: ignore[no-untyped-def]
+    """Whether ``c`` rows are 0 or at least ``m`` from each of ``below`` and ``above``."""
+    for other in (below, above):
+        if other == other and 0.5 <= abs(c - other) < m - 0.5:
+            return False
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
 def _apart(g, j, e, c, m, d, rows, pool):  # type: ignore[no-untyped-def]
     """Whether ``g``'s sum at ``e`` (``c`` rows) is 0 or ``m`` rows from its neighbours.
 
@@ -152,28 +173,7 @@ def _apart(g, j, e, c, m, d, rows, pool):  # type: ignore[no-untyped-def]
         elif e < x < above_e:
             above_e, above_c = x, pc[k]
         k = pnext[k]
-    for other in (below_c, above_c):
-        gap = abs(c - other)
-        if other == other and 0.5 <= gap < m - 0.5:
-            return False
-    return True
-
-
-@numba.njit(nogil=True, cache=True)
-def _first_at_least(es, n, e):  # type: ignore[no-untyped-def]
-    """The first of ``es[:n]`` (increasing) at least ``e``, by bisection.
-
-    Not ``np.searchsorted``: numba compiles its own in every signature, which the first
-    run pays for.
-    """
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if es[mid] < e:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return _spaced(c, below_c, above_c, m)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -208,19 +208,15 @@ def _sorted_points(key, pool):  # type: ignore[no-untyped-def]
 @numba.njit(nogil=True, cache=True)
 def _snapped(g, j, e, d, tree, pool, es, cs):  # type: ignore[no-untyped-def]
     """:func:`_value` of ``g`` with no pending node, its held thresholds ``es`` (sorted)."""
-    rows, missing, blo, bhi, bknown = tree[6], tree[7], tree[8], tree[9], tree[10]
-    key = g * d + j
-    if e <= blo[key]:
-        return 0.0
-    if e >= bhi[key] or e == MISSING_SPLIT:
-        if bknown[key] or not missing[j]:
-            return rows[g]
-    at = _first_at_least(es, es.size, e)
+    got = _one_side(g, j, e, d, tree)
+    if got == got:
+        return got
+    at = search_left(es, 0, es.size, e)
     if at < es.size and es[at] == e:
         return cs[at]
-    if e == MISSING_SPLIT or e < bhi[key]:
+    if e == MISSING_SPLIT or e < tree[7][g * d + j]:
         return np.nan
-    at = _first_at_least(es, es.size, MISSING_SPLIT)  # its known rows: its sum at the missing edge
+    at = search_left(es, 0, es.size, MISSING_SPLIT)  # its known rows: its sum at the missing edge
     return cs[at] if at < es.size and es[at] == MISSING_SPLIT else np.nan
 
 
@@ -229,18 +225,14 @@ def _apart_sorted(e, c, m, total, snap_e, snap_c, own_e, own_c, n_own):  # type:
     """:func:`_apart` for the pair's own node, from its sorted thresholds."""
     below_e, below_c, above_e, above_c = -np.inf, 0.0, np.inf, total
     for es, cs, n in ((snap_e, snap_c, snap_e.size), (own_e, own_c, n_own)):
-        at = _first_at_least(es, n, e)
+        at = search_left(es, 0, n, e)
         if at > 0 and es[at - 1] > below_e:
             below_e, below_c = es[at - 1], cs[at - 1]
         while at < n and es[at] == e:
             at += 1
         if at < n and es[at] < above_e:
             above_e, above_c = es[at], cs[at]
-    for other in (below_c, above_c):
-        gap = abs(c - other)
-        if other == other and 0.5 <= gap < m - 0.5:
-            return False
-    return True
+    return _spaced(c, below_c, above_c, m)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -268,7 +260,7 @@ def derived_filter(  # type: ignore[no-untyped-def]
     """
     n_nodes = tree[0].size
     pend_g, pend_c, stack_g, stack_c = scratch
-    rows = tree[6]
+    rows = tree[4]
     cap = pool[1].size
     parent, kid0, kid1 = tree[0], tree[1], tree[2]
     owner, current, up, sib = 0, -1, -1, -1
@@ -298,7 +290,7 @@ def derived_filter(  # type: ignore[no-untyped-def]
         # within the pair only at its own thresholds); a parent made derivable closes in
         # full (:func:`_close`).
         n_pend = -1
-        at = _first_at_least(own_e, n_own, e)
+        at = search_left(own_e, 0, n_own, e)
         if not (at < n_own and own_e[at] == e):
             mine = _snapped(g, j, e, d, tree, pool, snap_e, snap_c)
             if mine == mine:
@@ -339,16 +331,11 @@ def _beside(s, j, e, d, tree, pool):  # type: ignore[no-untyped-def]
     By its path bounds: none below; above, its known rows (its total, or its sum held at
     the missing edge where a missing value can reach it).
     """
-    rows, missing, blo, bhi, bknown = tree[6], tree[7], tree[8], tree[9], tree[10]
+    got = _one_side(s, j, e, d, tree)
     key = s * d + j
-    if e <= blo[key]:
-        return 0.0
-    if e >= bhi[key] or e == MISSING_SPLIT:
-        if bknown[key] or not missing[j]:
-            return rows[s]
-        if e != MISSING_SPLIT and pool[0][key] >= 0:
-            return _held(pool, key, MISSING_SPLIT)
-    return np.nan
+    if got != got and tree[7][key] <= e < MISSING_SPLIT and pool[0][key] >= 0:
+        return _held(pool, key, MISSING_SPLIT)
+    return got
 
 
 @numba.njit(nogil=True, cache=True)
@@ -408,13 +395,12 @@ class DerivedSums:
     """Per batch: the trees' nodes and each node's derivable thresholds (module docstring)."""
 
     #: Per node: parent (-1 a root), children (-1: none), numeric split's feature (-1:
-    #: none), threshold and missing side (1 left), rows (NaN unknown); ``n`` in use.
+    #: none), rows (NaN unknown); ``n`` in use (a split's threshold and missing side are
+    #: in its children's bounds, below).
     parent: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     kid0: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     kid1: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     sfeat: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    sthr: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
-    sml: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, np.uint8))
     rows: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     n: int = 0
     d: int = 0
@@ -451,8 +437,7 @@ class DerivedSums:
             size = max(2 * n_nodes, 256)
             self.parent = _grown(self.parent, size, -1)
             self.kid0, self.kid1 = _grown(self.kid0, size, -1), _grown(self.kid1, size, -1)
-            self.sfeat, self.sthr = _grown(self.sfeat, size, -1), _grown(self.sthr, size, 0.0)
-            self.sml, self.rows = _grown(self.sml, size, 0), _grown(self.rows, size, np.nan)
+            self.sfeat, self.rows = _grown(self.sfeat, size, -1), _grown(self.rows, size, np.nan)
             self.head = _grown(self.head, size * self.d, -1)
             self.blo = _grown(self.blo, size * self.d, -np.inf)
             self.bhi = _grown(self.bhi, size * self.d, np.inf)
@@ -466,8 +451,8 @@ class DerivedSums:
     def _tree(self) -> tuple[NDArray, ...]:
         n = self.n
         return (
-            self.parent[:n], self.kid0[:n], self.kid1[:n], self.sfeat[:n], self.sthr[:n],
-            self.sml[:n], self.rows[:n], self.missing, self.blo, self.bhi, self.bknown,
+            self.parent[:n], self.kid0[:n], self.kid1[:n], self.sfeat[:n], self.rows[:n],
+            self.missing, self.blo, self.bhi, self.bknown,
         )  # fmt: skip
 
     def _pool(self) -> tuple[NDArray, ...]:
@@ -567,7 +552,7 @@ class DerivedSums:
         numeric = (feature[split] < d) & ~np.isin(split, np.fromiter(sets, np.int64))
         g, s, ka, kb = g[numeric], split[numeric], ka[numeric], kb[numeric]
         j, t, ml = feature[s].astype(np.int64), threshold[s], missing_left[s]
-        self.sfeat[g], self.sthr[g], self.sml[g] = j, t, ml
+        self.sfeat[g] = j
         edge = t == MISSING_SPLIT  # "value known | missing": left all known, right none
         self.bknown[ka * d + j] |= edge | (ml == 0)
         self.bknown[kb * d + j] |= ~edge & (ml == 1)

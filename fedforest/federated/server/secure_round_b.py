@@ -204,10 +204,11 @@ def round_b(
     searchsorted_segments(sub_grid, sub_off, cands, out_off, at)
     # Less those that would leave 1 to m - 1 rows of an ancestor's release at them in no
     # other release there (its atom, secure_cousins.py).
-    cousins_filter(state, node, f, cands, out_off, sub_rows[at], safe)
+    below = sub_rows[at]
+    cousins_filter(state, node, f, cands, out_off, below, safe)
     # Less those whose sum, with the sums the server derives at the same threshold, would
     # bring some node's derivable sums on the feature 1 to m - 1 rows apart (secure_derived.py).
-    state.derived.filter(node, f, cands, out_off, sub_rows[at], node_rows, ctx["missing"], m, safe)
+    state.derived.filter(node, f, cands, out_off, below, node_rows, ctx["missing"], m, safe)
     cand, at = cands[safe], at[safe]
     n_kept = np.bincount(np.repeat(np.arange(num.size), np.diff(out_off))[safe], minlength=num.size)
     counts = np.zeros(n_pairs, dtype=np.int64)
