@@ -52,6 +52,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS
+from ..kernel_cache import cache_depends_on
+from . import sorted_search
 from .missing import MISSING_SPLIT
 from .sorted_search import search_left
 
@@ -382,6 +384,11 @@ def derived_split(tree, pool, n_used, d, split, start, scratch):  # type: ignore
                 if (e == MISSING_SPLIT) == edge:
                     n_used = _pass_down(g, j, e, c, n_used, d, tree, pool, scratch)
     return n_used, -1
+
+
+# Their cached code holds sorted_search's bisection: an edit there makes it stale.
+cache_depends_on(derived_filter, sorted_search)
+cache_depends_on(derived_split, sorted_search)
 
 
 def _grown(a: NDArray, size: int, fill: float | int) -> NDArray:
