@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_WEIGHT
 from ..federation import Federation
+from ..privacy.copies import fitted_as_one
 from ..protocol import (
     ROUND_A,
     ROUND_B,
@@ -74,6 +75,9 @@ def _level(
     pair_off, pair_feat = _sample_features(
         ctx["rngs"], frontier.tree, ctx["d"], 0 if at_max else ctx["k"], constant
     )
+    copies = ctx["secure"].copies if "secure" in ctx else None
+    if copies is not None:  # "secure": a copy of a column drawn is asked as the column
+        pair_off, pair_feat = fitted_as_one(pair_off, pair_feat, copies, constant)
     if ctx.get("continued") is not None:  # nodes drawing on (verification mode)
         pair_off, pair_feat = first_pair_only(pair_off, pair_feat, ctx["continued"])
     arrays: dict[str, NDArray[Any]] = {

@@ -100,6 +100,9 @@ class SecureState:
     y_lo: NDArray[np.float64] | None = None
     y_hi: NDArray[np.float64] | None = None
     n_rows: float = 0.0
+    #: Under "secure": per feature, the one it is fitted as (``privacy/copies.py``); None:
+    #: no column orders the rows like an earlier one.
+    copies: NDArray[np.int64] | None = None
     #: class_weight="balanced": the pooled class counts (a masked sum), else None.
     class_counts: NDArray[np.float64] | None = None
     #: Under "secure": the sum mod 2^64 of the clients' data tags (the settings digest's).
