@@ -10,26 +10,29 @@ released at all.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import spearmanr
+from scipy.stats import kendalltau
 
 import fedforest as ff
 from fedforest.federated.privacy import copies
 from fedforest.federated.privacy.copies import (
-    check_rank_corr,
+    check_order_sums,
     fitted_as_one,
-    rank_corr_sums,
+    order_categories,
+    order_sums,
     representatives,
 )
 from tests._attack_controls import assert_found_at_some_seed
 from tests.test_privacy import (
     _data,
     _fit,
+    _group_releases,
     _in_bag_weights,
     _members,
     _releases,
@@ -42,49 +45,111 @@ TRANSFORMS = {
     "affine": lambda x: 2.0 * x + 3.0,  # a change of unit
     "exp": np.exp,  # any increasing transform
     "negated": lambda x: -x,  # decreasing: its sums below are the column's above
+    "flag": lambda x: (x > 0.3).astype(float),  # a coarsening: one threshold, nested
+    "rounded": lambda x: np.round(x, 1),
 }
 
 
 # --------------------------------------------------------------------- the statistic
-def test_a_clients_sums_are_its_rows_times_spearmans_rho() -> None:
+def _brute(x: np.ndarray) -> np.ndarray:
+    """:func:`order_sums` by counting every pair of rows (a missing value orders none)."""
+    n, p = x.shape
+    c, d = np.zeros((p, p)), np.zeros((p, p))
+    for i in range(n):
+        for j in range(i + 1, n):
+            both = np.isfinite(x[i]) & np.isfinite(x[j])
+            s = np.where(both, np.sign(np.where(both, x[j], 0) - np.where(both, x[i], 0)), 0)
+            prod = np.outer(s, s)
+            c += prod > 0
+            d += prod < 0
+    upper = np.triu_indices(p, 1)
+    pairs = n * (n - 1) / 2
+    fewer = np.minimum(c, d)[upper] / pairs
+    return np.concatenate([fewer, (c + d)[upper] / pairs, np.diag(c) / pairs])
+
+
+def test_a_clients_sums_count_its_discordant_and_ordered_pairs() -> None:
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(300, 4))
-    x[:, 1] = np.round(x[:, 0] + 0.3 * rng.normal(size=300), 1)  # ties
-    x[:, 3] = -np.exp(x[:, 2])
-    got = rank_corr_sums(x, 1000)
-    want = spearmanr(x).statistic[np.triu_indices(4, 1)] * 1000
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
-    assert got[5] == pytest.approx(-1000.0)  # columns 2 and 3: (i, j) = (2, 3), the last
+    x = rng.normal(size=(60, 4))
+    x[:, 1] = np.round(x[:, 0] + 0.3 * rng.normal(size=60), 1)  # ties
+    x[:, 2] = (x[:, 0] > 0.2).astype(float)  # a flag of column 0: no discordant pair
+    x[:, 3] = -np.exp(x[:, 0])  # decreasing: no concordant pair
+    x[rng.random(x.shape) < 0.1] = np.inf  # missing values
+    got = order_sums(x, 500)
+    np.testing.assert_allclose(got, 500 * _brute(x), rtol=1e-12, atol=1e-9)
+    assert got[1] == got[2] == got[5] == 0.0  # pairs (0, 2), (0, 3), (2, 3): nested
 
 
-def test_missing_values_take_the_mean_rank_and_a_constant_column_correlates_zero() -> None:
-    x = np.array([[1.0, 5.0, 2.0], [2.0, np.inf, 2.0], [3.0, 7.0, 2.0], [4.0, 8.0, 2.0]])
-    got = rank_corr_sums(x, 4)
-    # Column 1's ranks 1, (mean 2), 2, 3 against 1, 2, 3, 4: rho of the centred ranks.
-    a, b = np.array([-1.5, -0.5, 0.5, 1.5]), np.array([-1.0, 0.0, 0.0, 1.0])
-    assert got[0] == pytest.approx(4 * a @ b / np.sqrt((a @ a) * (b @ b)))
-    assert got[1] == got[2] == 0.0
+def test_without_ties_the_rates_give_kendalls_tau() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(200, 2))
+    x[:, 1] += x[:, 0]
+    fewer, ordered, _, _ = order_sums(x, 1)
+    tau = kendalltau(x[:, 0], x[:, 1]).statistic
+    assert ordered == pytest.approx(1.0)
+    assert 1 - 2 * fewer / ordered == pytest.approx(tau)  # concordant pairs the more
 
 
-def test_many_rows_are_ranked_evenly_spaced() -> None:
-    n = copies.RANK_ROWS * 3
+def test_a_categorical_column_is_ordered_by_its_categories_mean() -> None:
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=300)
+    x = np.column_stack([a, rng.normal(size=300)])
+    bands = np.array(["low", "mid", "high", "top"], dtype=object)[np.searchsorted([-1, 0, 1], a)]
+    bands[:3] = None  # missing: in no pair
+    unrelated = rng.choice(list("abcde"), size=300).astype(object)
+    single = np.array([f"id{i}" for i in range(300)], dtype=object)  # one row each
+    got = order_sums(x, 300, [bands, unrelated, single])
+    cat_fewer, cat_ordered = got[4:10].reshape(3, 2), got[10:].reshape(3, 2)
+    assert cat_fewer[0, 0] == 0.0 < cat_ordered[0, 0]  # bands of column 0: in order
+    assert cat_fewer[0, 1] > 0.3 * cat_ordered[0, 1]  # not of column 1
+    assert cat_fewer[1, 0] > 0.3 * cat_ordered[1, 0]
+    assert cat_ordered[2].tolist() == [0.0, 0.0]  # categories of one row take no part
+    # The pair's rates as counted pair by pair, the categories in order of their mean.
+    means = {b: a[bands == b].mean() for b in ("low", "mid", "high", "top")}
+    place = np.array(
+        [np.inf if b is None else sorted(means.values()).index(means[b]) for b in bands]
+    )
+    np.testing.assert_allclose(cat_fewer[0, 0], 300 * _brute(np.column_stack([a, place]))[0])
+    assert cat_ordered[0, 0] == pytest.approx(300 * _brute(np.column_stack([a, place]))[1])
+
+
+def test_many_rows_compare_an_evenly_spaced_sample() -> None:
+    n = copies.ORDER_ROWS * 3
     x = np.column_stack([np.arange(n, dtype=float), np.arange(n, dtype=float) % 7])
-    sample = x[np.linspace(0, n - 1, copies.RANK_ROWS).astype(np.int64)]
-    assert rank_corr_sums(x, n)[0] == pytest.approx(spearmanr(sample).statistic * n)
+    sample = x[np.linspace(0, n - 1, copies.ORDER_ROWS).astype(np.int64)]
+    np.testing.assert_allclose(order_sums(x, n), order_sums(sample, n))
+    assert order_sums(x[:1], 1).tolist() == [0.0, 0.0, 0.0, 0.0]  # one row: no pair
 
 
-def test_representatives_keep_the_first_column_and_chains_every_few() -> None:
-    # Columns 0..4: 1 and 2 copies of 0 (2 negated), 3 close to 2 but not to 0, 4 alone.
-    rho = np.eye(5)
-    for (i, j), r in {(0, 1): 0.99, (0, 2): -0.95, (1, 2): -0.96, (2, 3): 0.93}.items():
-        rho[i, j] = rho[j, i] = r
-    rho[0, 3] = rho[3, 0] = 0.85
-    n = 200.0
+def _pooled(fewer: dict, ordered: dict, own: list[float], p: int, cats: tuple = ()) -> np.ndarray:
+    upper = list(zip(*np.triu_indices(p, 1), strict=True))
+    return np.array(
+        [fewer.get(k, 0.3) for k in upper]
+        + [ordered.get(k, 0.9) for k in upper]
+        + own
+        + [v for c in cats for v in c[0]]
+        + [v for c in cats for v in c[1]]
+    )
+
+
+def test_representatives_keep_the_finest_column_of_those_alike() -> None:
+    # Columns 0..4 (features 0, 2, 3, 5, 6): 0 a flag of 1 (ordering few pairs), 2 a
+    # negated copy of 1, 3 alike with 2 but not with 1, 4 alike with 0 on no ordered pair.
+    fewer = {(0, 1): 0.0, (1, 2): 0.05, (0, 2): 0.0, (2, 3): 0.07, (1, 3): 0.2, (0, 4): 0.0}
+    ordered = {(0, 1): 0.5, (1, 2): 1.0, (0, 2): 0.5, (2, 3): 1.0, (1, 3): 1.0, (0, 4): 0.0}
+    own = [0.5, 1.0, 0.99, 1.0, 1.0]
     feats = np.array([0, 2, 3, 5, 6])  # the grid's columns (1 and 4 categorical)
-    rep = representatives(rho[np.triu_indices(5, 1)] * n, feats, 7, n)
+    rep = representatives(_pooled(fewer, ordered, own, 5), feats, 7)
     assert rep is not None
-    assert rep.tolist() == [0, 1, 0, 0, 4, 5, 6]  # 3 (feats[2]) keeps its own: 0.85 to 0
-    assert representatives(np.zeros(10), feats, 7, n) is None
+    assert rep.tolist() == [2, 1, 2, 2, 4, 5, 6]  # 3 (features[2]) and the flag as 2
+    # Column 3 (feature 5) kept: it is alike with 2, not with the kept column 1.
+    fewer[(0, 1)] = fewer[(1, 2)] = fewer[(0, 2)] = fewer[(2, 3)] = 0.3
+    assert representatives(_pooled(fewer, ordered, own, 5), feats, 7) is None
+    # Categorical columns 1 and 4: 1 alike with columns 2 and 3 (features 3, 5: 3 the
+    # finer, taken first), 4 with column 0 on no ordered pair (not alike).
+    cats = (([0.3, 0.3, 0.02, 0.01, 0.3], [0.9] * 5), ([0.0] * 5, [0.0] * 5))
+    rep = representatives(_pooled(fewer, ordered, own, 5, cats), feats, 7, [1, 4])
+    assert rep is not None and rep.tolist() == [0, 5, 2, 3, 4, 5, 6]
 
 
 def test_a_drawn_copy_is_asked_as_its_column_once_and_not_where_constant() -> None:
@@ -99,11 +164,24 @@ def test_a_drawn_copy_is_asked_as_its_column_once_and_not_where_constant() -> No
     assert off.tolist() == [0, 1, 2, 3] and feat.tolist() == [0, 0, 2]
 
 
-def test_pooled_sums_beyond_the_rows_are_refused_naming_the_field() -> None:
-    check_rank_corr(np.array([100.0, -100.0, 3.5]), 100.0, 3)
-    for bad in ([100.01, 0.0, 0.0], [0.0, np.nan, 0.0], [-np.inf, 0.0, 0.0]):
-        with pytest.raises(ValueError, match="'rank_corr'.*some client"):
-            check_rank_corr(np.array(bad), 100.0, 3)
+def test_pooled_sums_out_of_bounds_are_refused_naming_the_field() -> None:
+    # Two numeric columns and one categorical: fewer, ordered, own (2), then per
+    # numeric column the categorical pair's fewer (2) and ordered (2).
+    good = [50.0, 100.0, 100.0, 0.0, 10.0, 0.0, 30.0, 0.0]
+    check_order_sums(np.array(good), 2, 1, 100.0, 3)
+    for at, value in ((0, 50.1), (2, 100.5), (3, -1.0), (1, np.nan), (4, 15.1)):
+        bad = np.array(good)
+        bad[at] = value
+        with pytest.raises(ValueError, match="'order_sums'.*some client"):
+            check_order_sums(bad, 2, 1, 100.0, 3)
+
+
+def test_a_client_refuses_a_malformed_list_of_categorical_columns() -> None:
+    raw = {2: np.array(["a", "b"], dtype=object)}
+    assert order_categories(raw, [2], "c")[0].tolist() == ["a", "b"]
+    for bad in ([3], [True], "2", [2.0], None):
+        with pytest.raises(ValueError, match="Client 'c1'.*order_sums"):
+            order_categories(raw, bad, "Client 'c1'")
 
 
 # ------------------------------------------------------------------------ the attack
@@ -158,7 +236,7 @@ def test_no_sum_on_a_copy_of_a_column_is_released(transform: str) -> None:
 
 
 def test_the_copy_attack_reads_targets_with_the_fix_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(copies, "COPY_RHO", 2.0)  # no column is ever a copy
+    monkeypatch.setattr(copies, "COPY_DISORDER", -1.0)  # no column is ever a copy
 
     def attack(seed: int) -> dict:
         fed, model, X, h = _copy_fit(seed, "copy")
@@ -175,3 +253,72 @@ def test_under_none_a_copy_is_fitted_as_before() -> None:
         warnings.simplefilter("ignore")
         _fit(model, X, y, h)
     assert model.feature_importances_[1] > 0.0
+
+
+# ------------------------------------------------------------- a column's bands
+def band_exposure(fed: Any, model: Any, X: pd.DataFrame, h: np.ndarray, m: int) -> dict:
+    """Per node, the releases on column 0 against every union of the released groups of
+    the categorical column ``band`` (its bands): nested with 1 to ``m - 1`` rows between."""
+    clients = [fed.clients[f"site{k}"] for k in np.unique(h)]
+    w = _in_bag_weights(model, clients, h, len(model.trees_), model.random_state)
+    V = client_values(fed, X, h)
+    numeric, groups = _releases(fed, model, m), _group_releases(fed, model, m)
+    member = _members(model, V, w)
+    band = X.columns.get_loc("band")
+    small = alone = asked = 0
+    for (t, nd, f), group_of in groups.items():
+        if f != band:
+            continue
+        asked += 1
+        r = member[t][nd]
+        names = np.unique(group_of)
+        unions = [
+            np.isin(V[r, band], np.flatnonzero(np.isin(group_of, list(u))))
+            for k in range(1, names.size)
+            for u in itertools.combinations(names, k)
+        ]
+        for e in numeric.get((t, nd, 0), np.zeros(0)):
+            a = V[r, 0] <= e
+            for u in unions:
+                ab, ba = int((a & ~u).sum()), int((u & ~a).sum())
+                if min(ab, ba) == 0 and 0 < ab + ba < m:
+                    small += 1
+                    alone += ab + ba == 1
+    return {"small": small, "alone": alone, "asked": asked}
+
+
+def _band_fit(seed: int) -> tuple[Any, ...]:
+    X, y, h = _data(n_clients=10, n_rows=100, d=7, seed=seed)
+    labels = np.array(["low", "mid", "high", "top"])
+    X["band"] = pd.Categorical(labels[np.searchsorted([-1.0, 0.0, 1.0], X["x0"].to_numpy())])
+    model = ff.FedForestRegressor(n_estimators=10, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fed = _fit(model, X, y, h)
+    return fed, model, X, h
+
+
+def test_a_categorical_column_of_a_columns_bands_is_fitted_as_the_column() -> None:
+    fed, model, X, h = _band_fit(0)
+    assert band_exposure(fed, model, X, h, 10) == {"small": 0, "alone": 0, "asked": 0}
+    assert model.feature_importances_[X.columns.get_loc("band")] == 0.0
+
+
+def test_the_band_attack_reads_targets_with_the_fix_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copies, "COPY_DISORDER", -1.0)
+
+    def attack(seed: int) -> dict:
+        fed, model, X, h = _band_fit(seed)
+        return band_exposure(fed, model, X, h, 10)
+
+    assert_found_at_some_seed(attack, lambda got: got["alone"] > 0, [0, 1, 2])
+
+
+def test_a_category_unrelated_to_the_columns_is_fitted_as_given() -> None:
+    X, y, h = _data(n_clients=10, n_rows=100, d=6, seed=0, categorical=True)
+    model = ff.FedForestRegressor(n_estimators=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fed = _fit(model, X, y, h)
+    assert fed.rounds  # the ward column: a category effect on y, no column's bands
+    assert model.feature_importances_[X.columns.get_loc("ward")] > 0.0

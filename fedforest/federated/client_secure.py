@@ -38,7 +38,7 @@ from .client_targets import check_secure_target_size, class_indices, label_count
 from .client_weights import moment_weights, oob_weights
 from .domains import code_counts
 from .grid_wire import decode_candidates, grid_inputs, half_of, half_words, lattice_grid
-from .privacy.copies import RANK_FRAC_BITS, rank_corr_sums
+from .privacy.copies import ORDER_FRAC_BITS, order_categories, order_sums
 from .privacy.dp import ASINH_CLIP, discrete_gaussian, log_bound
 from .privacy.grids import libm_arcsinh, warn_unresolved
 from .privacy.secagg import FRAC_BITS, MaskingKeys, to_fixed, to_fixed2, to_fixed_packed
@@ -340,8 +340,9 @@ class SecureParty:
                 arrays["code_counts"] = to_fixed(
                     code_counts(c._cat_raw, msg.header["code_counts"], f"Client {c.name!r}"), 0
                 )
-            if msg.header.get("rank_corr"):  # "secure": columns ordering rows alike (copies.py)
-                arrays["rank_corr"] = to_fixed(rank_corr_sums(x, c.n_samples), RANK_FRAC_BITS)
+            if "order_sums" in msg.header:  # "secure": columns ordering rows alike (copies.py)
+                cats = order_categories(c._cat_raw, msg.header["order_sums"], f"Client {c.name!r}")
+                arrays["order_sums"] = to_fixed(order_sums(x, c.n_samples, cats), ORDER_FRAC_BITS)
             return self._masked(msg, GRID, arrays)
         edges = expect_array(msg, "edges", "f", (feats.size, None), "server")
         cum = np.empty(edges.shape)

@@ -98,7 +98,7 @@ REPLY_ARRAYS: dict[str, frozenset[str]] = {
     ),
     GRID: frozenset(
         ("moments", "moments_lo", "y_moments", "y_moments_lo", "y_hist", "class_counts", "hist")
-        + ("known", "data_tag", "weight_logs", "code_counts", "rank_corr")
+        + ("known", "data_tag", "weight_logs", "code_counts", "order_sums")
     ),
     ROUND_A: frozenset(
         ("summary", "hist", "sketch", "sketch_runs", "sketch_off", "local_best")

@@ -1,130 +1,237 @@
 """Columns that order the rows alike are fitted as one under ``privacy="secure"``.
 
-Two numeric columns whose rows sort (nearly) alike -- a copy, a change of unit (kg and
-lb, Celsius and Fahrenheit), a logarithm, any increasing or decreasing transform -- cut
-a node's rows into *nested* sets: its sum below ``e`` on one column and below ``e'`` on
-the other differ by the rows between, however far apart each column's own thresholds
-are. The rules on released sums (``server/secure_cousins.py``, ``secure_derived.py``)
-work column by column, so a copy of a column gave the server sums over single rows (one
-exact target; docs/privacy-findings.md, "Copies of a column").
+Two numeric columns whose rows sort alike -- a copy, a change of unit (kg and lb,
+Celsius and Fahrenheit), a logarithm, any increasing or decreasing transform, and a
+coarsening (a flag ``age >= 65``, a rounded copy) -- cut a node's rows into *nested*
+sets: its sum below ``e`` on one column and below ``e'`` on the other differ by the rows
+between, however far apart each column's own thresholds are. The rules on released sums
+(``server/secure_cousins.py``, ``secure_derived.py``) work column by column, so a copy
+of a column gave the server sums over single rows (one exact target;
+docs/privacy-findings.md, "Copies of a column").
 
-The moments round adds, per pair of the grid's columns, each client's Spearman
-correlation over its rows times its rows (:func:`rank_corr_sums`): the server sees their
-sum over the clients, a row-weighted mean correlation. Columns are taken in order; one
-whose mean ``|rho|`` with an earlier representative is at least :data:`COPY_RHO` is
-fitted as that representative (:func:`representatives`): where the server draws it for
-a node, it asks for the representative's candidates (:func:`fitted_as_one`), so no sum
-on it is ever released. The draws are scikit-learn's as before; for an exact transform
-the trees' partitions are the same. A representative keeps the columns correlated with
-it below :data:`COPY_RHO` (a chain of gradually changing columns keeps one every few).
+Nesting is a matter of order: two columns nest where no pair of rows is *discordant*
+(one higher on the first column, lower on the second; rows tied on either column count
+neither way). The moments round adds, per column pair, each client's rate of such pairs
+among the pairs ordered on both, times its rows, and the weight of that evidence; per
+column, the rate of its pairs not tied (:func:`order_sums`): the server sees their sums
+over the clients. Columns are taken from the finest (fewest ties) on; one whose pooled
+rate of disorder with a kept column is at most :data:`COPY_DISORDER` (for decreasing
+pairs the rate of concordant pairs) is fitted as that column (:func:`representatives`):
+where the server draws it for a node, it asks for the kept column's candidates
+(:func:`fitted_as_one`), so no sum on it is ever released. The draws are
+scikit-learn's as before; for an exact transform the trees' partitions are the same, for
+a coarsening the finer column offers every split the coarse one did. A kept column keeps
+the columns less alike than that (a chain of gradually changing columns keeps one
+every few).
 
-Not covered: columns correlated below :data:`COPY_RHO` still nest now and then in a
-small node (measured in the findings: none found at a within-client correlation of 0.95
-and below in the red team's data).
+A categorical column that bins a numeric one (age bands beside age) nests the same way
+(its groups' sums against the numeric column's): per categorical and numeric column,
+each client orders its categories by their mean value of the numeric one and the pair's
+rates are taken in that order; a categorical column alike with a numeric one is fitted
+as that one's kept column.
+
+Not covered: columns less alike still nest now and then in a small node (measured in
+the findings).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
+import pandas as pd
 from numpy.typing import NDArray
-from scipy.stats import rankdata
 
 __all__ = [
-    "COPY_RHO",
-    "RANK_FRAC_BITS",
-    "RANK_ROWS",
-    "check_rank_corr",
+    "COPY_DISORDER",
+    "ORDER_FRAC_BITS",
+    "ORDER_ROWS",
+    "check_order_sums",
     "fitted_as_one",
-    "rank_corr_sums",
+    "order_categories",
+    "order_sums",
     "representatives",
 ]
 
-#: A column whose row-weighted mean within-client |Spearman rho| with an earlier
-#: representative reaches this is fitted as that one.
-COPY_RHO = 0.9
+#: A column whose pooled rate of discordant pairs with a kept column (among the pairs
+#: ordered on both) is at most this is fitted as that column: Kendall's tau of 0.8.
+COPY_DISORDER = 0.1
 
-#: Fractional bits of each client's rows x rho (a sum over clients, exact to 2^-20).
-RANK_FRAC_BITS = 20
+#: Fractional bits of a client's rows times a rate (a sum over clients, exact to 2^-24).
+ORDER_FRAC_BITS = 24
 
-#: A client ranks at most this many of its rows (evenly spaced) for the correlations.
-RANK_ROWS = 20_000
+#: A client compares the pairs of at most this many of its rows (evenly spaced).
+ORDER_ROWS = 1_000
+
+#: A category takes part in a client's order against a numeric column from this many of
+#: its rows (one of a few rows is in order with any column).
+MIN_CATEGORY_ROWS = 5
 
 
-def rank_corr_sums(x: NDArray[np.float64], n_rows: int) -> NDArray[np.float64]:
-    """A client's Spearman correlations of its columns' pairs, times its rows.
+def order_sums(
+    x: NDArray[np.float64], n_rows: int, cats: Sequence[NDArray[Any]] = ()
+) -> NDArray[np.float64]:
+    """A client's order statistics of its columns, times its rows.
 
-    ``x``: its rows of the grid's columns (a missing value is not finite); at most
-    :data:`RANK_ROWS` rows, evenly spaced, are ranked (fewer for many columns). A
-    missing value takes its column's mean rank (it adds nothing to a covariance); a
-    column with fewer than two distinct known values correlates 0 with every other.
-    Returns the upper triangle (``i < j``, row after row) of ``n_rows * rho``, each
-    within ``[-n_rows, n_rows]``.
+    ``x``: its rows of the grid's ``p`` numeric columns (a missing value, not finite, is
+    tied with every row); ``cats``: its raw values of ``q`` categorical columns. The
+    pairs of at most :data:`ORDER_ROWS` rows (fewer for many columns), evenly spaced.
+    Per numeric pair ``i < j`` (row after row of the upper triangle): the rate of the
+    pairs of rows ordered on both that are discordant, or concordant where fewer
+    (``min(C, D) / P``, ``P`` the pairs), then the rate ordered on both (``(C + D) / P``);
+    per numeric column the rate of pairs it orders; per categorical column and numeric
+    one (row after row) the two rates of the pair, the categories' order being that of
+    their mean value of the numeric one (:func:`_category_ranks`): first every
+    ``min(C, D)``, then every ``C + D``. Each times ``n_rows``; shape
+    ``(p * (p - 1) + p + 2 * q * p,)``.
     """
     n, p = x.shape
-    # Wide data ranks fewer rows: about 2e8 multiply-adds for the covariances.
-    limit = min(RANK_ROWS, max(2_000, 200_000_000 // max(p * p, 1)))
-    if n > limit:
-        x = x[np.linspace(0, n - 1, limit).astype(np.int64)]
-    ranks = np.zeros(x.shape)
-    for i in range(p):
-        known = np.isfinite(x[:, i])
-        if known.sum() > 1:
-            r = rankdata(x[known, i])
-            ranks[known, i] = r - r.mean()  # a missing value at the mean: 0
-    cov = ranks.T @ ranks
-    sd = np.sqrt(np.diag(cov))
-    live = sd > 0
-    rho = np.zeros((p, p))
-    rho[np.ix_(live, live)] = cov[np.ix_(live, live)] / np.outer(sd[live], sd[live])
+    q = len(cats)
+    width = p * p + q * p
+    # Many columns compare fewer rows: about n^2 (p^2 + q p) / 2 <= 1e8 multiply-adds.
+    limit = min(ORDER_ROWS, max(100, int(14_142 // max(np.sqrt(width), 1.0))))
+    rows = np.linspace(0, n - 1, limit).astype(np.int64) if n > limit else np.arange(n)
+    codes = [pd.factorize(pd.Series(c, dtype=object), use_na_sentinel=True)[0] for c in cats]
+    ranked = [_category_ranks(c, x[:, a]) for c in codes for a in range(p)]
+    paired = np.column_stack([r[rows] for r in ranked]) if ranked else np.zeros((rows.size, 0))
+    x = x[rows]
+    n = rows.size
+    if n < 2:
+        return np.zeros(p * (p - 1) + p + 2 * q * p)
     upper = np.triu_indices(p, 1)
-    return np.asarray(np.clip(rho[upper], -1.0, 1.0) * float(n_rows))
+    signed = np.zeros((p, p))  # sum over pairs of sign(a) sign(b): C - D
+    ordered = np.zeros((p, p))  # of |sign(a) sign(b)|: C + D
+    cat_signed, cat_ordered = np.zeros(q * p), np.zeros(q * p)
+    known, known_c = np.isfinite(x), np.isfinite(paired)
+    filled, filled_c = np.where(known, x, 0.0), np.where(known_c, paired, 0.0)
+    for i in range(n - 1):  # row i against the rows after it: (n - 1 - i, p) a step
+        # float32: whole sums of at most n^2 / 2 < 2^24 pairs stay exact, BLAS twice as fast
+        s = (np.sign(filled[i + 1 :] - filled[i]) * (known[i + 1 :] & known[i])).astype(np.float32)
+        signed += s.T @ s
+        a = np.abs(s)
+        ordered += a.T @ a
+        if q:  # each categorical column against each numeric one (its own order)
+            sc = np.sign(filled_c[i + 1 :] - filled_c[i]) * (known_c[i + 1 :] & known_c[i])
+            sc = sc.astype(np.float32).reshape(-1, q, p)
+            cat_signed += np.einsum("mqp,mp->qp", sc, s).ravel()
+            cat_ordered += np.einsum("mqp,mp->qp", np.abs(sc), a).ravel()
+    pairs = n * (n - 1) / 2
+    c_minus_d, c_plus_d = signed[upper], ordered[upper]
+    fewer = (c_plus_d - np.abs(c_minus_d)) / 2
+    cat_fewer = (cat_ordered - np.abs(cat_signed)) / 2
+    parts = [fewer, c_plus_d, np.diag(ordered), cat_fewer, cat_ordered]
+    out = np.concatenate(parts) / pairs
+    return np.asarray(np.clip(out, 0.0, 1.0) * float(n_rows))
 
 
-def check_rank_corr(pooled: NDArray[np.float64], n_rows: float, n_clients: int) -> None:
-    """The pooled sums of :func:`rank_corr_sums`: finite and within the rows.
+def _category_ranks(codes: NDArray[np.int64], a: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Per row, its category's place in the order of the categories' mean ``a``.
+
+    ``codes``: each row's category (-1: missing). Only categories with at least
+    :data:`MIN_CATEGORY_ROWS` rows known on ``a`` (a category of one row is trivially in
+    order with anything); the other rows, and those missing either value, get NaN.
+    """
+    known = (codes >= 0) & np.isfinite(a)
+    out = np.full(a.size, np.nan)
+    if not known.any():
+        return out
+    k = int(codes.max()) + 1
+    count = np.bincount(codes[known], minlength=k)
+    mean = np.bincount(codes[known], weights=a[known], minlength=k) / np.maximum(count, 1)
+    place = np.full(k, np.nan)
+    big = count >= MIN_CATEGORY_ROWS
+    place[big] = np.argsort(np.argsort(mean[big], kind="stable"), kind="stable")
+    out[known] = place[codes[known]]
+    return out
+
+
+def order_categories(cat_raw: dict[int, NDArray[Any]], listed: Any, who: str) -> list:
+    """The raw values of the categorical columns the server lists (``order_sums``)."""
+    if not isinstance(listed, list) or not all(
+        isinstance(j, int) and not isinstance(j, bool) and j in cat_raw for j in listed
+    ):
+        raise ValueError(
+            f"{who}: the server's order_sums is not a list of this client's categorical "
+            "columns (by column index)."
+        )
+    return [cat_raw[j] for j in listed]
+
+
+def check_order_sums(
+    pooled: NDArray[np.float64], p: int, q: int, n_rows: float, n_clients: int
+) -> None:
+    """The pooled sums of :func:`order_sums` (``p`` numeric, ``q`` categorical columns).
+
+    Each within ``[0, rows]``; a pair's disorder at most half its ordered pairs.
 
     Raises
     ------
     ValueError
-        Naming the field, when a sum is not finite or exceeds the federation's rows (its
-        clients' rounding aside).
+        Naming the field, when a sum is out of range (a client's reply was malformed).
     """
-    slack = n_clients * 2.0**-RANK_FRAC_BITS
-    bad = ~np.isfinite(pooled) | (np.abs(pooled) > n_rows + slack)
-    if bad.any():
+    slack = n_clients * 2.0**-ORDER_FRAC_BITS
+    fewer, ordered, _, cat_fewer, cat_ordered = _blocks(pooled, p, q)
+    bad = ~np.isfinite(pooled) | (pooled < -slack) | (pooled > n_rows + slack)
+    over = np.concatenate([fewer > ordered / 2 + slack, cat_fewer > cat_ordered / 2 + slack])
+    if bad.any() or over.any():
         raise ValueError(
-            "The moments round's pooled rank correlations ('rank_corr') are out of range: "
-            f"{int(bad.sum())} of {pooled.size} are not finite or exceed the federation's "
-            f"{n_rows:g} rows: some client sent a malformed reply (secure aggregation "
-            "hides which)."
+            "The moments round's pooled order statistics ('order_sums') are out of range: "
+            f"{int(bad.sum() + over.sum())} of {pooled.size} are not finite, below 0, above "
+            f"the federation's {n_rows:g} rows or more than half the ordered pairs: some "
+            "client sent a malformed reply (secure aggregation hides which)."
         )
 
 
+def _blocks(pooled: NDArray[np.float64], p: int, q: int) -> list[NDArray[np.float64]]:
+    """:func:`order_sums`' five blocks."""
+    half = p * (p - 1) // 2
+    sizes = [half, half, p, q * p, q * p]
+    return np.split(pooled, np.cumsum(sizes)[:-1])
+
+
+def _alike(fewer: NDArray[np.float64], ordered: NDArray[np.float64]) -> NDArray[np.bool_]:
+    evidence = ordered > 0
+    return evidence & (fewer <= COPY_DISORDER * np.where(evidence, ordered, 1.0))
+
+
 def representatives(
-    pooled: NDArray[np.float64], feats: NDArray[np.int64], d: int, n_rows: float
+    pooled: NDArray[np.float64],
+    feats: NDArray[np.int64],
+    d: int,
+    cat_feats: Sequence[int] = (),
 ) -> NDArray[np.int64] | None:
     """Per feature, the feature it is fitted as (itself, unless a copy); None: no copies.
 
-    ``pooled``: the sums of :func:`rank_corr_sums` over the clients for the columns
-    ``feats`` (in their order), ``n_rows`` the federation's rows.
+    ``pooled``: the sums of :func:`order_sums` over the clients for the numeric columns
+    ``feats`` and categorical ones ``cat_feats`` (in their order). Numeric columns are
+    taken from the finest on (the most pairs ordered, then the lowest index); each is
+    fitted as the first kept column it is alike with, else kept. A categorical column
+    alike with a numeric one is fitted as that one's (the first in the same order). A
+    pair no client orders (constant in every client) is not alike.
     """
     p = feats.size
-    rho = np.zeros((p, p))
-    rho[np.triu_indices(p, 1)] = pooled / max(n_rows, 1.0)
-    rho = np.abs(rho + rho.T)
-    own = np.arange(p)
-    reps: list[int] = []
-    for j in range(p):
-        close = [i for i in reps if rho[i, j] >= COPY_RHO]
+    fewer, ordered, own, cat_fewer, cat_ordered = _blocks(pooled, p, len(cat_feats))
+    alike = np.zeros((p, p), dtype=bool)
+    alike[np.triu_indices(p, 1)] = _alike(fewer, ordered)
+    alike |= alike.T
+    finest = np.lexsort((np.arange(p), -own))
+    own_rep = np.arange(p)
+    kept: list[int] = []
+    for j in finest:
+        close = [i for i in kept if alike[i, j]]
         if close:
-            own[j] = close[0]
+            own_rep[j] = close[0]
         else:
-            reps.append(j)
-    if (own == np.arange(p)).all():
-        return None
+            kept.append(int(j))
     rep = np.arange(d, dtype=np.int64)
-    rep[feats] = feats[own]
-    return rep
+    rep[feats] = feats[own_rep]
+    cat_alike = _alike(cat_fewer, cat_ordered).reshape(len(cat_feats), p)
+    for c, row in zip(cat_feats, cat_alike, strict=True):
+        close = [a for a in finest if row[a]]
+        if close:
+            rep[c] = rep[feats[close[0]]]
+    return None if (rep == np.arange(d)).all() else rep
 
 
 def fitted_as_one(

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from ..._common import class_sizes
 from ..client_secure import DATA_TAG_WORDS, MOMENT_FRAC_BITS, target_grid
 from ..federation import Federation
-from ..privacy.copies import RANK_FRAC_BITS, check_rank_corr, representatives
+from ..privacy.copies import ORDER_FRAC_BITS, check_order_sums, representatives
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds
 from ..privacy.rules import default_min_rows
@@ -221,9 +221,10 @@ def setup_grids(
     coded = [j for j in range(d) if n_categories[j] >= 2] if secure_tag else []
     if coded:  # rows per category code (rare_codes.py): the lists, column after column
         header["code_counts"] = {str(j): schema["categories"][str(j)] for j in coded}
-    copies = secure_tag and feats.size > 1  # columns ordering rows alike (copies.py)
+    # Columns ordering the rows alike (copies.py): numeric pairs, categorical x numeric.
+    copies = secure_tag and feats.size > 0 and (feats.size > 1 or len(coded) > 0)
     if copies:
-        header["rank_corr"] = True
+        header["order_sums"] = coded
     first = Message(GRID, header, {"features": feats})
     # Two words each (hi, lo): the variance is a small difference of large sums.
     specs: dict[str, tuple[tuple[int, ...], Any]] = {
@@ -245,8 +246,8 @@ def setup_grids(
         specs["weight_logs"] = ((2,), np.array([0, LOG_FRAC_BITS], dtype=np.int64))
     if coded:
         specs["code_counts"] = ((int(n_categories[coded].sum()),), 0)
-    if copies:  # per pair of columns, sum over clients of rows x Spearman's rho
-        specs["rank_corr"] = ((feats.size * (feats.size - 1) // 2,), RANK_FRAC_BITS)
+    if copies:  # per column pair and column, rows x rates of order (copies.py)
+        specs["order_sums"] = ((feats.size * (feats.size + 2 * len(coded)),), ORDER_FRAC_BITS)
     # Under "secure" the rows' weights are bound to the round's clients: a drop sends it
     # again (under "dp", unweighted, the drop is recovered).
     sums = (sums_sent_again if plan is None else secure_exchange)(fed, ledger, first, specs)
@@ -304,8 +305,9 @@ def setup_grids(
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
     state.rare_missing = rare_missing
     if copies:  # a copy of a column is fitted as the column (copies.py)
-        check_rank_corr(sums["rank_corr"], n_rows, len(fed.client_names))
-        state.copies = representatives(sums["rank_corr"], numeric, d, n_rows)
+        q = len(coded)
+        check_order_sums(sums["order_sums"], numeric.size, q, n_rows, len(fed.client_names))
+        state.copies = representatives(sums["order_sums"], numeric, d, coded)
     if plan is None:
         state.edge_lo, state.edge_hi = edge_lo, edge_hi
         state.gaps = gaps
