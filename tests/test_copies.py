@@ -99,18 +99,21 @@ def test_a_categorical_column_is_ordered_by_its_categories_mean() -> None:
     unrelated = rng.choice(list("abcde"), size=300).astype(object)
     single = np.array([f"id{i}" for i in range(300)], dtype=object)  # one row each
     got = order_sums(x, 300, [bands, unrelated, single])
-    cat_fewer, cat_ordered = got[4:10].reshape(3, 2), got[10:].reshape(3, 2)
+    cat_fewer, cat_ordered, cat_own = (got[4 + 6 * k : 10 + 6 * k].reshape(3, 2) for k in range(3))
     assert cat_fewer[0, 0] == 0.0 < cat_ordered[0, 0]  # bands of column 0: in order
     assert cat_fewer[0, 1] > 0.3 * cat_ordered[0, 1]  # not of column 1
     assert cat_fewer[1, 0] > 0.3 * cat_ordered[1, 0]
-    assert cat_ordered[2].tolist() == [0.0, 0.0]  # categories of one row take no part
+    assert cat_ordered[2].tolist() == cat_own[2].tolist() == [0.0, 0.0]  # one row each
     # The pair's rates as counted pair by pair, the categories in order of their mean.
     means = {b: a[bands == b].mean() for b in ("low", "mid", "high", "top")}
     place = np.array(
         [np.inf if b is None else sorted(means.values()).index(means[b]) for b in bands]
     )
     np.testing.assert_allclose(cat_fewer[0, 0], 300 * _brute(np.column_stack([a, place]))[0])
-    assert cat_ordered[0, 0] == pytest.approx(300 * _brute(np.column_stack([a, place]))[1])
+    brute = 300 * _brute(np.column_stack([a, place]))
+    assert cat_ordered[0, 0] == pytest.approx(brute[1])
+    assert cat_own[0, 0] == pytest.approx(brute[3])  # pairs in different bands
+    assert cat_own[0, 0] == pytest.approx(cat_ordered[0, 0])  # column 0 orders them all
 
 
 def test_many_rows_compare_an_evenly_spaced_sample() -> None:
@@ -129,6 +132,7 @@ def _pooled(fewer: dict, ordered: dict, own: list[float], p: int, cats: tuple = 
         + own
         + [v for c in cats for v in c[0]]
         + [v for c in cats for v in c[1]]
+        + [v for c in cats for v in c[2]]
     )
 
 
@@ -145,9 +149,15 @@ def test_representatives_keep_the_finest_column_of_those_alike() -> None:
     # Column 3 (feature 5) kept: it is alike with 2, not with the kept column 1.
     fewer[(0, 1)] = fewer[(1, 2)] = fewer[(0, 2)] = fewer[(2, 3)] = 0.3
     assert representatives(_pooled(fewer, ordered, own, 5), feats, 7) is None
+    # Two one-hot columns of one category: disjoint, so in order (no concordant pair),
+    # but neither explains the other's order (pairs one orders, the other ties): kept.
+    one_hot = _pooled({(0, 1): 0.0}, {(0, 1): 0.25}, [0.5, 0.5], 2)
+    assert representatives(one_hot, np.array([0, 1]), 2) is None
+    flag = _pooled({(0, 1): 0.0}, {(0, 1): 0.5}, [1.0, 0.5], 2)  # 1 a flag of 0
+    assert representatives(flag, np.array([0, 1]), 2).tolist() == [0, 0]
     # Categorical columns 1 and 4: 1 alike with columns 2 and 3 (features 3, 5: 3 the
     # finer, taken first), 4 with column 0 on no ordered pair (not alike).
-    cats = (([0.3, 0.3, 0.02, 0.01, 0.3], [0.9] * 5), ([0.0] * 5, [0.0] * 5))
+    cats = (([0.3, 0.3, 0.02, 0.01, 0.3], [0.9] * 5, [0.9] * 5), ([0.0] * 5,) * 3)
     rep = representatives(_pooled(fewer, ordered, own, 5, cats), feats, 7, [1, 4])
     assert rep is not None and rep.tolist() == [0, 5, 2, 3, 4, 5, 6]
 
@@ -166,8 +176,8 @@ def test_a_drawn_copy_is_asked_as_its_column_once_and_not_where_constant() -> No
 
 def test_pooled_sums_out_of_bounds_are_refused_naming_the_field() -> None:
     # Two numeric columns and one categorical: fewer, ordered, own (2), then per
-    # numeric column the categorical pair's fewer (2) and ordered (2).
-    good = [50.0, 100.0, 100.0, 0.0, 10.0, 0.0, 30.0, 0.0]
+    # numeric column the categorical pair's fewer (2), ordered (2) and own (2).
+    good = [50.0, 100.0, 100.0, 0.0, 10.0, 0.0, 30.0, 0.0, 40.0, 0.0]
     check_order_sums(np.array(good), 2, 1, 100.0, 3)
     for at, value in ((0, 50.1), (2, 100.5), (3, -1.0), (1, np.nan), (4, 15.1)):
         bad = np.array(good)

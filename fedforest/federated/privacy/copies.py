@@ -16,7 +16,9 @@ among the pairs ordered on both, times its rows, and the weight of that evidence
 column, the rate of its pairs not tied (:func:`order_sums`): the server sees their sums
 over the clients. Columns are taken from the finest (fewest ties) on; one whose pooled
 rate of disorder with a kept column is at most :data:`COPY_DISORDER` (for decreasing
-pairs the rate of concordant pairs) is fitted as that column (:func:`representatives`):
+pairs the rate of concordant pairs), and whose order that column explains (of its
+ordered pairs, at most :data:`COPY_UNEXPLAINED` tied on the kept column: it is nearly a
+monotone function of it), is fitted as that column (:func:`representatives`):
 where the server draws it for a node, it asks for the kept column's candidates
 (:func:`fitted_as_one`), so no sum on it is ever released. The draws are
 scikit-learn's as before; for an exact transform the trees' partitions are the same, for
@@ -30,8 +32,10 @@ each client orders its categories by their mean value of the numeric one and the
 rates are taken in that order; a categorical column alike with a numeric one is fitted
 as that one's kept column.
 
-Not covered: columns less alike still nest now and then in a small node (measured in
-the findings).
+Not covered: columns less alike still nest now and then in a small node, and columns
+that nest without either being a function of the other (one-hot columns of one
+category: disjoint sets, which leave a category's rows at a node) are not merged, as
+merging them would lose the categories' splits (measured in the findings).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from numpy.typing import NDArray
 
 __all__ = [
     "COPY_DISORDER",
+    "COPY_UNEXPLAINED",
     "ORDER_FRAC_BITS",
     "ORDER_ROWS",
     "check_order_sums",
@@ -60,6 +65,11 @@ COPY_DISORDER = 0.1
 
 #: Fractional bits of a client's rows times a rate (a sum over clients, exact to 2^-24).
 ORDER_FRAC_BITS = 24
+
+#: ... and whose ordered pairs that column leaves tied are at most this part of them (the
+#: column explains its order: a flag of a column is fitted as the column; one-hot columns
+#: of one category, in order but none a function of another, are not merged).
+COPY_UNEXPLAINED = 0.1
 
 #: A client compares the pairs of at most this many of its rows (evenly spaced).
 ORDER_ROWS = 1_000
@@ -83,8 +93,8 @@ def order_sums(
     per numeric column the rate of pairs it orders; per categorical column and numeric
     one (row after row) the two rates of the pair, the categories' order being that of
     their mean value of the numeric one (:func:`_category_ranks`): first every
-    ``min(C, D)``, then every ``C + D``. Each times ``n_rows``; shape
-    ``(p * (p - 1) + p + 2 * q * p,)``.
+    ``min(C, D)``, then every ``C + D``, then every rate of pairs in different
+    categories. Each times ``n_rows``; shape ``(p * (p - 1) + p + 3 * q * p,)``.
     """
     n, p = x.shape
     q = len(cats)
@@ -102,7 +112,7 @@ def order_sums(
     upper = np.triu_indices(p, 1)
     signed = np.zeros((p, p))  # sum over pairs of sign(a) sign(b): C - D
     ordered = np.zeros((p, p))  # of |sign(a) sign(b)|: C + D
-    cat_signed, cat_ordered = np.zeros(q * p), np.zeros(q * p)
+    cat_signed, cat_ordered, cat_own = np.zeros(q * p), np.zeros(q * p), np.zeros(q * p)
     known, known_c = np.isfinite(x), np.isfinite(paired)
     filled, filled_c = np.where(known, x, 0.0), np.where(known_c, paired, 0.0)
     for i in range(n - 1):  # row i against the rows after it: (n - 1 - i, p) a step
@@ -116,11 +126,12 @@ def order_sums(
             sc = sc.astype(np.float32).reshape(-1, q, p)
             cat_signed += np.einsum("mqp,mp->qp", sc, s).ravel()
             cat_ordered += np.einsum("mqp,mp->qp", np.abs(sc), a).ravel()
+            cat_own += np.abs(sc).sum(axis=0).ravel()
     pairs = n * (n - 1) / 2
     c_minus_d, c_plus_d = signed[upper], ordered[upper]
     fewer = (c_plus_d - np.abs(c_minus_d)) / 2
     cat_fewer = (cat_ordered - np.abs(cat_signed)) / 2
-    parts = [fewer, c_plus_d, np.diag(ordered), cat_fewer, cat_ordered]
+    parts = [fewer, c_plus_d, np.diag(ordered), cat_fewer, cat_ordered, cat_own]
     out = np.concatenate(parts) / pairs
     return np.asarray(np.clip(out, 0.0, 1.0) * float(n_rows))
 
@@ -171,7 +182,7 @@ def check_order_sums(
         Naming the field, when a sum is out of range (a client's reply was malformed).
     """
     slack = n_clients * 2.0**-ORDER_FRAC_BITS
-    fewer, ordered, _, cat_fewer, cat_ordered = _blocks(pooled, p, q)
+    fewer, ordered, _, cat_fewer, cat_ordered, _ = _blocks(pooled, p, q)
     bad = ~np.isfinite(pooled) | (pooled < -slack) | (pooled > n_rows + slack)
     over = np.concatenate([fewer > ordered / 2 + slack, cat_fewer > cat_ordered / 2 + slack])
     if bad.any() or over.any():
@@ -184,15 +195,29 @@ def check_order_sums(
 
 
 def _blocks(pooled: NDArray[np.float64], p: int, q: int) -> list[NDArray[np.float64]]:
-    """:func:`order_sums`' five blocks."""
+    """:func:`order_sums`' six blocks."""
     half = p * (p - 1) // 2
-    sizes = [half, half, p, q * p, q * p]
+    sizes = [half, half, p, q * p, q * p, q * p]
     return np.split(pooled, np.cumsum(sizes)[:-1])
 
 
-def _alike(fewer: NDArray[np.float64], ordered: NDArray[np.float64]) -> NDArray[np.bool_]:
+def _alike(
+    fewer: NDArray[np.float64], ordered: NDArray[np.float64], own: NDArray[np.float64]
+) -> NDArray[np.bool_]:
+    """Pairs in order whose second column's order the first explains.
+
+    In order: disorder at most :data:`COPY_DISORDER`; explained: of the second column's
+    ordered pairs (``own``), at most :data:`COPY_UNEXPLAINED` tied on the first. A pair
+    no client orders is not alike.
+    """
     evidence = ordered > 0
-    return evidence & (fewer <= COPY_DISORDER * np.where(evidence, ordered, 1.0))
+    some = np.where(evidence, ordered, 1.0)
+    unexplained = np.maximum(own - ordered, 0.0)
+    return (
+        evidence
+        & (fewer <= COPY_DISORDER * some)
+        & (unexplained <= COPY_UNEXPLAINED * np.maximum(own, some))
+    )
 
 
 def representatives(
@@ -211,10 +236,15 @@ def representatives(
     pair no client orders (constant in every client) is not alike.
     """
     p = feats.size
-    fewer, ordered, own, cat_fewer, cat_ordered = _blocks(pooled, p, len(cat_feats))
-    alike = np.zeros((p, p), dtype=bool)
-    alike[np.triu_indices(p, 1)] = _alike(fewer, ordered)
-    alike |= alike.T
+    fewer, ordered, own, cat_fewer, cat_ordered, cat_own = _blocks(pooled, p, len(cat_feats))
+    pair_fewer, pair_ordered = np.zeros((p, p)), np.zeros((p, p))
+    pair_fewer[np.triu_indices(p, 1)] = fewer
+    pair_ordered[np.triu_indices(p, 1)] = ordered
+    pair_fewer += pair_fewer.T
+    pair_ordered += pair_ordered.T
+    # alike[i, j]: j in order with i, and its order explained by i's (j fitted as i).
+    alike = _alike(pair_fewer, pair_ordered, np.broadcast_to(own, (p, p)))
+    np.fill_diagonal(alike, False)
     finest = np.lexsort((np.arange(p), -own))
     own_rep = np.arange(p)
     kept: list[int] = []
@@ -226,7 +256,7 @@ def representatives(
             kept.append(int(j))
     rep = np.arange(d, dtype=np.int64)
     rep[feats] = feats[own_rep]
-    cat_alike = _alike(cat_fewer, cat_ordered).reshape(len(cat_feats), p)
+    cat_alike = _alike(cat_fewer, cat_ordered, cat_own).reshape(len(cat_feats), p)
     for c, row in zip(cat_feats, cat_alike, strict=True):
         close = [a for a in finest if row[a]]
         if close:

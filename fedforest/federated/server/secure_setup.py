@@ -247,7 +247,7 @@ def setup_grids(
     if coded:
         specs["code_counts"] = ((int(n_categories[coded].sum()),), 0)
     if copies:  # per column pair and column, rows x rates of order (copies.py)
-        specs["order_sums"] = ((feats.size * (feats.size + 2 * len(coded)),), ORDER_FRAC_BITS)
+        specs["order_sums"] = ((feats.size * (feats.size + 3 * len(coded)),), ORDER_FRAC_BITS)
     # Under "secure" the rows' weights are bound to the round's clients: a drop sends it
     # again (under "dp", unweighted, the drop is recovered).
     sums = (sums_sent_again if plan is None else secure_exchange)(fed, ledger, first, specs)
