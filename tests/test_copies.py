@@ -55,6 +55,7 @@ def _brute(x: np.ndarray) -> np.ndarray:
     """:func:`order_sums` by counting every pair of rows (a missing value orders none)."""
     n, p = x.shape
     c, d = np.zeros((p, p)), np.zeros((p, p))
+    cm, dm = np.zeros((p, p)), np.zeros((p, p))  # the missing indicators'
     for i in range(n):
         for j in range(i + 1, n):
             both = np.isfinite(x[i]) & np.isfinite(x[j])
@@ -62,10 +63,17 @@ def _brute(x: np.ndarray) -> np.ndarray:
             prod = np.outer(s, s)
             c += prod > 0
             d += prod < 0
+            sm = np.sign((~np.isfinite(x[j])).astype(float) - (~np.isfinite(x[i])))
+            prod = np.outer(sm, sm)
+            cm += prod > 0
+            dm += prod < 0
     upper = np.triu_indices(p, 1)
     pairs = n * (n - 1) / 2
     fewer = np.minimum(c, d)[upper] / pairs
-    return np.concatenate([fewer, (c + d)[upper] / pairs, np.diag(c) / pairs])
+    fewer_m = np.minimum(cm, dm)[upper] / pairs
+    return np.concatenate(
+        [fewer, (c + d)[upper] / pairs, np.diag(c) / pairs, fewer_m, (cm + dm)[upper] / pairs]
+    )
 
 
 def test_a_clients_sums_count_its_discordant_and_ordered_pairs() -> None:
@@ -84,7 +92,7 @@ def test_without_ties_the_rates_give_kendalls_tau() -> None:
     rng = np.random.default_rng(1)
     x = rng.normal(size=(200, 2))
     x[:, 1] += x[:, 0]
-    fewer, ordered, _, _ = order_sums(x, 1)
+    fewer, ordered = order_sums(x, 1)[:2]
     tau = kendalltau(x[:, 0], x[:, 1]).statistic
     assert ordered == pytest.approx(1.0)
     assert 1 - 2 * fewer / ordered == pytest.approx(tau)  # concordant pairs the more
@@ -121,7 +129,7 @@ def test_many_rows_compare_an_evenly_spaced_sample() -> None:
     x = np.column_stack([np.arange(n, dtype=float), np.arange(n, dtype=float) % 7])
     sample = x[np.linspace(0, n - 1, copies.ORDER_ROWS).astype(np.int64)]
     np.testing.assert_allclose(order_sums(x, n), order_sums(sample, n))
-    assert order_sums(x[:1], 1).tolist() == [0.0, 0.0, 0.0, 0.0]  # one row: no pair
+    assert order_sums(x[:1], 1).tolist() == [0.0] * 6  # one row: no pair
 
 
 def _pooled(fewer: dict, ordered: dict, own: list[float], p: int, cats: tuple = ()) -> np.ndarray:
@@ -133,6 +141,8 @@ def _pooled(fewer: dict, ordered: dict, own: list[float], p: int, cats: tuple = 
         + [v for c in cats for v in c[0]]
         + [v for c in cats for v in c[1]]
         + [v for c in cats for v in c[2]]
+        + [0.3] * len(upper)  # the missing indicators: not in order
+        + [0.9] * len(upper)
     )
 
 
@@ -176,10 +186,11 @@ def test_a_drawn_copy_is_asked_as_its_column_once_and_not_where_constant() -> No
 
 def test_pooled_sums_out_of_bounds_are_refused_naming_the_field() -> None:
     # Two numeric columns and one categorical: fewer, ordered, own (2), then per
-    # numeric column the categorical pair's fewer (2), ordered (2) and own (2).
-    good = [50.0, 100.0, 100.0, 0.0, 10.0, 0.0, 30.0, 0.0, 40.0, 0.0]
+    # numeric column the categorical pair's fewer (2), ordered (2) and own (2)...
+    # ..., then the missing indicators' fewer (1) and ordered (1).
+    good = [50.0, 100.0, 100.0, 0.0, 10.0, 0.0, 30.0, 0.0, 40.0, 0.0, 5.0, 20.0]
     check_order_sums(np.array(good), 2, 1, 100.0, 3)
-    for at, value in ((0, 50.1), (2, 100.5), (3, -1.0), (1, np.nan), (4, 15.1)):
+    for at, value in ((0, 50.1), (2, 100.5), (3, -1.0), (1, np.nan), (4, 15.1), (10, 10.1)):
         bad = np.array(good)
         bad[at] = value
         with pytest.raises(ValueError, match="'order_sums'.*some client"):

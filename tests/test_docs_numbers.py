@@ -69,7 +69,7 @@ def test_simulate_quotes_are_read_and_a_changed_one_is_drift(check_docs, tmp_pat
 
     def printed(args):
         ran.append(list(args))
-        return {"mse": 0.5482, "gap": 2.1, "rounds": 19.0, "mb": 68.815, "centralized": 0.5368}
+        return {"mse": 0.5482, "gap": 2.1, "rounds": 19.0, "mb": 68.878, "centralized": 0.5368}
 
     monkeypatch.setattr(check_docs, "_simulate", printed)
     doc = tmp_path / "simulate.md"

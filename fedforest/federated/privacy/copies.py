@@ -54,6 +54,7 @@ __all__ = [
     "ORDER_ROWS",
     "check_order_sums",
     "fitted_as_one",
+    "missing_twins",
     "order_categories",
     "order_sums",
     "representatives",
@@ -94,7 +95,8 @@ def order_sums(
     one (row after row) the two rates of the pair, the categories' order being that of
     their mean value of the numeric one (:func:`_category_ranks`): first every
     ``min(C, D)``, then every ``C + D``, then every rate of pairs in different
-    categories. Each times ``n_rows``; shape ``(p * (p - 1) + p + 3 * q * p,)``.
+    categories; last, per numeric pair, the two rates of their indicators of a missing
+    value. Each times ``n_rows``; shape ``(2 p (p - 1) + p + 3 q p,)``.
     """
     n, p = x.shape
     q = len(cats)
@@ -108,12 +110,14 @@ def order_sums(
     x = x[rows]
     n = rows.size
     if n < 2:
-        return np.zeros(p * (p - 1) + p + 2 * q * p)
+        return np.zeros(2 * p * (p - 1) + p + 3 * q * p)
     upper = np.triu_indices(p, 1)
     signed = np.zeros((p, p))  # sum over pairs of sign(a) sign(b): C - D
     ordered = np.zeros((p, p))  # of |sign(a) sign(b)|: C + D
     cat_signed, cat_ordered, cat_own = np.zeros(q * p), np.zeros(q * p), np.zeros(q * p)
+    m_signed, m_ordered = np.zeros((p, p)), np.zeros((p, p))  # the missing indicators'
     known, known_c = np.isfinite(x), np.isfinite(paired)
+    gaps = bool((~known).any())
     filled, filled_c = np.where(known, x, 0.0), np.where(known_c, paired, 0.0)
     for i in range(n - 1):  # row i against the rows after it: (n - 1 - i, p) a step
         # float32: whole sums of at most n^2 / 2 < 2^24 pairs stay exact, BLAS twice as fast
@@ -127,11 +131,18 @@ def order_sums(
             cat_signed += np.einsum("mqp,mp->qp", sc, s).ravel()
             cat_ordered += np.einsum("mqp,mp->qp", np.abs(sc), a).ravel()
             cat_own += np.abs(sc).sum(axis=0).ravel()
+        if gaps:  # which columns miss values on the same rows
+            sm = (known[i] ^ known[i + 1 :]).astype(np.float32) * np.where(known[i], 1, -1)
+            m_signed += sm.T @ sm
+            am = np.abs(sm)
+            m_ordered += am.T @ am
     pairs = n * (n - 1) / 2
     c_minus_d, c_plus_d = signed[upper], ordered[upper]
     fewer = (c_plus_d - np.abs(c_minus_d)) / 2
     cat_fewer = (cat_ordered - np.abs(cat_signed)) / 2
+    m_fewer = (m_ordered[upper] - np.abs(m_signed[upper])) / 2
     parts = [fewer, c_plus_d, np.diag(ordered), cat_fewer, cat_ordered, cat_own]
+    parts += [m_fewer, m_ordered[upper]]
     out = np.concatenate(parts) / pairs
     return np.asarray(np.clip(out, 0.0, 1.0) * float(n_rows))
 
@@ -182,9 +193,14 @@ def check_order_sums(
         Naming the field, when a sum is out of range (a client's reply was malformed).
     """
     slack = n_clients * 2.0**-ORDER_FRAC_BITS
-    fewer, ordered, _, cat_fewer, cat_ordered, _ = _blocks(pooled, p, q)
+    fewer, ordered, _, cat_fewer, cat_ordered, _, m_fewer, m_ordered = _blocks(pooled, p, q)
     bad = ~np.isfinite(pooled) | (pooled < -slack) | (pooled > n_rows + slack)
-    over = np.concatenate([fewer > ordered / 2 + slack, cat_fewer > cat_ordered / 2 + slack])
+    over = np.concatenate(
+        [
+            a > b / 2 + slack
+            for a, b in ((fewer, ordered), (cat_fewer, cat_ordered), (m_fewer, m_ordered))
+        ]
+    )
     if bad.any() or over.any():
         raise ValueError(
             "The moments round's pooled order statistics ('order_sums') are out of range: "
@@ -195,9 +211,9 @@ def check_order_sums(
 
 
 def _blocks(pooled: NDArray[np.float64], p: int, q: int) -> list[NDArray[np.float64]]:
-    """:func:`order_sums`' six blocks."""
+    """:func:`order_sums`' eight blocks."""
     half = p * (p - 1) // 2
-    sizes = [half, half, p, q * p, q * p, q * p]
+    sizes = [half, half, p, q * p, q * p, q * p, half, half]
     return np.split(pooled, np.cumsum(sizes)[:-1])
 
 
@@ -236,7 +252,7 @@ def representatives(
     pair no client orders (constant in every client) is not alike.
     """
     p = feats.size
-    fewer, ordered, own, cat_fewer, cat_ordered, cat_own = _blocks(pooled, p, len(cat_feats))
+    fewer, ordered, own, cat_fewer, cat_ordered, cat_own, _, _ = _blocks(pooled, p, len(cat_feats))
     pair_fewer, pair_ordered = np.zeros((p, p)), np.zeros((p, p))
     pair_fewer[np.triu_indices(p, 1)] = fewer
     pair_ordered[np.triu_indices(p, 1)] = ordered
@@ -262,6 +278,27 @@ def representatives(
         if close:
             rep[c] = rep[feats[close[0]]]
     return None if (rep == np.arange(d)).all() else rep
+
+
+def missing_twins(
+    pooled: NDArray[np.float64], feats: NDArray[np.int64], d: int, q: int
+) -> NDArray[np.bool_] | None:
+    """Pairs of numeric features whose missing values fall on nested sets of rows.
+
+    From :func:`order_sums`' last blocks: the two indicators of a missing value in order
+    (disorder at most :data:`COPY_DISORDER`); ``(d, d)``, symmetric; None: no pair. Their
+    "value known | missing" edges at one node release the node's known rows of each, whose
+    difference is the rows that miss one and not the other (``server/missing.py``).
+    """
+    p = feats.size
+    *_, m_fewer, m_ordered = _blocks(pooled, p, q)
+    nested = _alike(m_fewer, m_ordered, m_ordered)
+    if not nested.any():
+        return None
+    out = np.zeros((d, d), dtype=bool)
+    i, j = np.triu_indices(p, 1)
+    out[feats[i[nested]], feats[j[nested]]] = True
+    return out | out.T
 
 
 def fitted_as_one(

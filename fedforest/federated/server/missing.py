@@ -22,7 +22,13 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_ROWS
 
-__all__ = ["MISSING_SPLIT", "add_missing_candidates", "with_missing_sides"]
+__all__ = [
+    "MISSING_SPLIT",
+    "add_missing_candidates",
+    "few_known_above",
+    "twin_edges",
+    "with_missing_sides",
+]
 
 #: Threshold of the split "value known (left) | missing (right)": every finite value is
 #: at most it, a missing one (+inf at the clients) above it.
@@ -99,3 +105,71 @@ def with_missing_sides(
     out_off = np.zeros(n_pairs + 1, dtype=np.int64)
     np.cumsum(np.bincount(pair_of, minlength=n_pairs), out=out_off[1:])
     return out_off, cand[idx][order], out_left[order], side[order]
+
+
+def few_known_above(
+    grid: NDArray[np.float64],
+    grid_off: NDArray[np.int64],
+    cum_rows: NDArray[np.float64],
+    cand: NDArray[np.float64],
+    cand_off: NDArray[np.int64],
+    below: NDArray[np.float64],
+    min_rows: int,
+) -> NDArray[np.bool_]:
+    """Candidates leaving 1 to ``min_rows - 1`` known rows of the node above them.
+
+    Under ``privacy="secure"``, per pair whose grid ends at :data:`MISSING_SPLIT` (its
+    count there: the node's rows that know the value): a candidate's rows below it
+    (``below``) against them. Another column missing on the same rows releases the
+    node's sum over its known rows at its own "value known | missing" edge, so such a
+    candidate's sum would leave those few rows to the server (docs/privacy.md, "Copies
+    of a column"); the rule on a pair's own candidates spaces them from the node's total,
+    missing rows included. ``MISSING_SPLIT`` itself is never one.
+    """
+    last = grid_off[1:] - 1
+    edge = (grid_off[1:] > grid_off[:-1]) & (grid[np.maximum(last, 0)] == MISSING_SPLIT)
+    known = np.where(edge, cum_rows[np.maximum(last, 0)], np.inf)
+    gap = np.repeat(known, np.diff(cand_off)) - below
+    return np.asarray((cand != MISSING_SPLIT) & (gap > 0.5) & (gap < min_rows - 0.5))
+
+
+def twin_edges(
+    node: NDArray[np.int64],
+    feature: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    cand_off: NDArray[np.int64],
+    below: NDArray[np.float64],
+    safe: NDArray[np.bool_],
+    twins: NDArray[np.bool_],
+    min_rows: int,
+) -> NDArray[np.bool_]:
+    """The "value known | missing" candidates 1 to ``min_rows - 1`` rows from a twin's.
+
+    Per pair (``node``, ``feature``) its candidates ``cand[cand_off[p]:cand_off[p + 1]]``
+    and their rows below (``below``); ``twins``: features whose missing values fall on
+    nested rows. At one node, the edges of two twins release its known rows of each: their
+    difference is the rows that miss one feature and not the other. Taken in pair order,
+    an edge still ``safe`` is dropped where its known rows are 1 to ``min_rows - 1`` from
+    those of a twin's edge kept before it.
+    """
+    drop = np.zeros(cand.size, dtype=bool)
+    pair = np.repeat(np.arange(node.size), np.diff(cand_off))
+    at = np.flatnonzero(safe & (cand == MISSING_SPLIT))
+    if at.size < 2:
+        return drop
+    order = at[np.argsort(node[pair[at]], kind="stable")]
+    nodes = node[pair[order]]
+    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
+    ends = np.r_[starts[1:], order.size]
+    for a, b in zip(starts, ends, strict=True):
+        kept: list[int] = []
+        for i in order[a:b]:
+            f = feature[pair[i]]
+            if any(
+                twins[f, feature[pair[k]]] and 0.5 <= abs(below[i] - below[k]) < min_rows - 0.5
+                for k in kept
+            ):
+                drop[i] = True
+            else:
+                kept.append(int(i))
+    return drop

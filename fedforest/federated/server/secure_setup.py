@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from ..._common import class_sizes
 from ..client_secure import DATA_TAG_WORDS, MOMENT_FRAC_BITS, target_grid
 from ..federation import Federation
-from ..privacy.copies import ORDER_FRAC_BITS, check_order_sums, representatives
+from ..privacy.copies import ORDER_FRAC_BITS, check_order_sums, missing_twins, representatives
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds
 from ..privacy.rules import default_min_rows
@@ -247,7 +247,8 @@ def setup_grids(
     if coded:
         specs["code_counts"] = ((int(n_categories[coded].sum()),), 0)
     if copies:  # per column pair and column, rows x rates of order (copies.py)
-        specs["order_sums"] = ((feats.size * (feats.size + 3 * len(coded)),), ORDER_FRAC_BITS)
+        p = feats.size
+        specs["order_sums"] = ((2 * p * (p - 1) + p + 3 * p * len(coded),), ORDER_FRAC_BITS)
     # Under "secure" the rows' weights are bound to the round's clients: a drop sends it
     # again (under "dp", unweighted, the drop is recovered).
     sums = (sums_sent_again if plan is None else secure_exchange)(fed, ledger, first, specs)
@@ -308,6 +309,7 @@ def setup_grids(
         q = len(coded)
         check_order_sums(sums["order_sums"], numeric.size, q, n_rows, len(fed.client_names))
         state.copies = representatives(sums["order_sums"], numeric, d, coded)
+        state.missing_twins = missing_twins(sums["order_sums"], numeric, d, q)
     if plan is None:
         state.edge_lo, state.edge_hi = edge_lo, edge_hi
         state.gaps = gaps
