@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -74,3 +75,56 @@ def test_an_edit_of_a_dependency_makes_the_cached_kernel_stale(tmp_path, monkeyp
     finally:
         sys.modules.pop("ffcache_dep", None)
         sys.modules.pop("ffcache_kernel", None)
+
+
+def test_an_inner_kernel_compiles_without_entry_point_into_a_cached_caller(
+    tmp_path, monkeypatch
+) -> None:
+    """The caller's answer, its disk cache whole (another process compiles nothing)."""
+    (tmp_path / "ffinner.py").write_text(
+        textwrap.dedent(
+            """
+            import numba
+            from fedforest.federated.kernel_cache import inner_kernel
+
+            @inner_kernel
+            def _twice(pair, i):
+                return pair[0][i] * 2.0 + pair[1][i]
+
+            @numba.njit(cache=True)
+            def kernel(a, b):
+                return _twice((a, b), 1)
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import ffinner
+
+    try:
+        assert ffinner.kernel(np.arange(3.0), np.ones(3)) == 3.0
+        (compiled,) = ffinner._twice.overloads.values()
+        # no Python entry point was compiled (a plain njit helper has one)
+        wrapper = compiled.fndesc.llvm_cpython_wrapper_name
+        assert compiled.library.get_pointer_to_function(wrapper) == 0
+        assert ffinner._twice.targetoptions["no_cpython_wrapper"]
+    finally:
+        sys.modules.pop("ffinner", None)
+    probe = textwrap.dedent(
+        """
+        import numpy as np
+        from numba.core import event
+        import ffinner
+        seen = []
+        class Watch(event.Listener):
+            def on_start(self, ev):
+                seen.append(ev.data["dispatcher"].py_func.__name__)
+            def on_end(self, ev):
+                pass
+        with event.install_listener("numba:compile", Watch()):
+            print(ffinner.kernel(np.arange(3.0), np.ones(3)), seen)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["3.0", "[]"]  # loaded from the cache: nothing compiled

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..kernel_cache import inner_kernel
+
 __all__ = ["search_left", "search_right", "sort_floats"]
 
 #: numba's quicksort: an insertion sort below this many, and its stack of partitions.
@@ -66,7 +68,7 @@ def search_right(a, lo, hi, v):  # type: ignore[no-untyped-def]
     return lo
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _before(a, b):  # type: ignore[no-untyped-def]
     """``a < b``, NaN after every number (numba's ``lt_floats``)."""
     return a < b or (b != b and a == a)
