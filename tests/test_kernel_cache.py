@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import subprocess
@@ -128,3 +129,66 @@ def test_an_inner_kernel_compiles_without_entry_point_into_a_cached_caller(
         [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == ["3.0", "[]"]  # loaded from the cache: nothing compiled
+
+
+def _jitted(fn: ast.FunctionDef) -> bool:
+    return any(
+        "njit" in ast.unparse(d) or "inner_kernel" in ast.unparse(d) for d in fn.decorator_list
+    )
+
+
+def _python_references(tree: ast.Module, bare: set[str], inner: set[str]) -> list[int]:
+    """Lines outside numba functions loading ``bare`` names or ``module.<inner>`` (not py_func)."""
+    lines: list[int] = []
+
+    def visit(node: ast.AST, in_jit: bool, parent: ast.AST | None) -> None:
+        if isinstance(node, ast.FunctionDef):
+            in_jit = in_jit or _jitted(node)
+        loaded = isinstance(getattr(node, "ctx", None), ast.Load) and not in_jit
+        py_func = isinstance(parent, ast.Attribute) and parent.attr == "py_func"
+        if loaded and not py_func:
+            if (isinstance(node, ast.Name) and node.id in bare) or (
+                isinstance(node, ast.Attribute)
+                and node.attr in inner
+                and ast.unparse(node.value) not in ("self", "cls")  # methods of the same name
+            ):
+                lines.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_jit, node)
+
+    visit(tree, False, None)
+    return lines
+
+
+def test_no_python_code_calls_an_inner_kernel() -> None:
+    """Python calling one would crash: only numba functions may name them (or their py_func)."""
+    root = Path(__file__).resolve().parents[1]
+    files = [
+        p
+        for d in ("fedforest", "tests", "benchmarks", "examples")
+        for p in (root / d).rglob("*.py")
+    ]
+    trees = {p: ast.parse(p.read_text()) for p in files}
+    defined = {
+        p: {
+            node.name
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef)
+            and any(ast.unparse(d) == "inner_kernel" for d in node.decorator_list)
+        }
+        for p, tree in trees.items()
+    }
+    inner = set().union(*defined.values())
+    assert len(inner) > 30
+    found = []
+    for path, tree in trees.items():
+        imported = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+            if alias.name in inner
+        }
+        for line in _python_references(tree, defined[path] | imported, inner):
+            found.append(f"{path.name}:{line}")
+    assert found == []
