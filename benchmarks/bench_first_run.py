@@ -7,10 +7,11 @@ default options unless given after ``--``) in a fresh process whose ``NUMBA_CACH
 is a new empty directory, so every kernel compiles; then once more with that cache kept
 (a second run). Printed per run: the wall-clock time of the whole command, its CPU time
 (user + sys of the process), fedforest's ``fit s`` from the table and the compile time
-the command announced. ``--kernels`` then runs the command's warm-up and its fedforest
-fit in another process, on a fresh cache, and prints the compile time of each kernel and
-how many signatures it compiled (numba's compile events, CPU time of the compiling
-thread; a kernel's time includes what it compiles inside, e.g. numba's own sort).
+the command announced. ``--kernels`` then runs the command's warm-up (the precompile
+lists' kernels, then the tiny fit) and its fedforest fit in another process, on a fresh
+cache, and prints the compile time of each kernel and how many signatures it compiled
+(numba's compile events, CPU time of the compiling thread; a kernel's time includes what
+it compiles inside, e.g. numba's own sort).
 
 ``--path`` runs the same command through a wrapper that notes the command process's CPU
 time when the second compile process starts and when the command starts waiting for it,
@@ -114,8 +115,11 @@ def kernel_compile_times(options: list[str]) -> list[tuple[str, float, int]]:
     """Compile CPU seconds and signatures per fedforest kernel of the command (fresh cache).
 
     Watched: the command's untimed warm-up (where a first run compiles; here all in one
-    process), then its timed fedforest fit, whose kernels are listed with a ``timed fit:``
-    prefix if any compile there (none should).
+    process: the precompile lists' kernels for their types, then the tiny fit), then its
+    timed fedforest fit, whose kernels are listed with a ``timed fit:`` prefix if any
+    compile there (none should). Without the lists (before this fix) a kernel only they
+    compile was listed under the timed fit, and one the tiny fit calls with other types
+    once instead of twice.
     """
     code = f"""
 import collections, inspect, json, sys, time
@@ -148,10 +152,14 @@ data = make_paper_synthetic(c.scenario, n_clients=c.clients, n_per_client=c.rows
                             n_features=c.features, random_state=c.seed)
 watch = Watch()
 with event.install_listener("numba:compile", watch):
-    # every kernel in this process (no second one), where the listener sees it
+    # every kernel in this process (no second one), where the listener sees it: the
+    # precompile lists first, with their types, as the command's two processes do
     one = {{"two_processes": False}}
     if "two_processes" not in inspect.signature(warm_up).parameters:
         one = {{}}
+    else:
+        from fedforest.federated import precompile
+        precompile.compile_share(precompile.HERE + precompile.ELSEWHERE)
     warm_up(c, **one)
     watch.prefix = "timed fit: "
     _fit_fedforest(data, c)

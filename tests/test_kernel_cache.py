@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -74,3 +76,119 @@ def test_an_edit_of_a_dependency_makes_the_cached_kernel_stale(tmp_path, monkeyp
     finally:
         sys.modules.pop("ffcache_dep", None)
         sys.modules.pop("ffcache_kernel", None)
+
+
+def test_an_inner_kernel_compiles_without_entry_point_into_a_cached_caller(
+    tmp_path, monkeypatch
+) -> None:
+    """The caller's answer, its disk cache whole (another process compiles nothing)."""
+    (tmp_path / "ffinner.py").write_text(
+        textwrap.dedent(
+            """
+            import numba
+            from fedforest.federated.kernel_cache import inner_kernel
+
+            @inner_kernel
+            def _twice(pair, i):
+                return pair[0][i] * 2.0 + pair[1][i]
+
+            @numba.njit(cache=True)
+            def kernel(a, b):
+                return _twice((a, b), 1)
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import ffinner
+
+    try:
+        assert ffinner.kernel(np.arange(3.0), np.ones(3)) == 3.0
+        (compiled,) = ffinner._twice.overloads.values()
+        # no Python entry point was compiled (a plain njit helper has one)
+        wrapper = compiled.fndesc.llvm_cpython_wrapper_name
+        assert compiled.library.get_pointer_to_function(wrapper) == 0
+        assert ffinner._twice.targetoptions["no_cpython_wrapper"]
+    finally:
+        sys.modules.pop("ffinner", None)
+    probe = textwrap.dedent(
+        """
+        import numpy as np
+        from numba.core import event
+        import ffinner
+        seen = []
+        class Watch(event.Listener):
+            def on_start(self, ev):
+                seen.append(ev.data["dispatcher"].py_func.__name__)
+            def on_end(self, ev):
+                pass
+        with event.install_listener("numba:compile", Watch()):
+            print(ffinner.kernel(np.arange(3.0), np.ones(3)), seen)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["3.0", "[]"]  # loaded from the cache: nothing compiled
+
+
+def _jitted(fn: ast.FunctionDef) -> bool:
+    return any(
+        "njit" in ast.unparse(d) or "inner_kernel" in ast.unparse(d) for d in fn.decorator_list
+    )
+
+
+def _python_references(tree: ast.Module, bare: set[str], inner: set[str]) -> list[int]:
+    """Lines outside numba functions loading ``bare`` names or ``module.<inner>`` (not py_func)."""
+    lines: list[int] = []
+
+    def visit(node: ast.AST, in_jit: bool, parent: ast.AST | None) -> None:
+        if isinstance(node, ast.FunctionDef):
+            in_jit = in_jit or _jitted(node)
+        loaded = isinstance(getattr(node, "ctx", None), ast.Load) and not in_jit
+        py_func = isinstance(parent, ast.Attribute) and parent.attr == "py_func"
+        if loaded and not py_func:
+            if (isinstance(node, ast.Name) and node.id in bare) or (
+                isinstance(node, ast.Attribute)
+                and node.attr in inner
+                and ast.unparse(node.value) not in ("self", "cls")  # methods of the same name
+            ):
+                lines.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_jit, node)
+
+    visit(tree, False, None)
+    return lines
+
+
+def test_no_python_code_calls_an_inner_kernel() -> None:
+    """Python calling one would crash: only numba functions may name them (or their py_func)."""
+    root = Path(__file__).resolve().parents[1]
+    files = [
+        p
+        for d in ("fedforest", "tests", "benchmarks", "examples")
+        for p in (root / d).rglob("*.py")
+    ]
+    trees = {p: ast.parse(p.read_text()) for p in files}
+    defined = {
+        p: {
+            node.name
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef)
+            and any(ast.unparse(d) == "inner_kernel" for d in node.decorator_list)
+        }
+        for p, tree in trees.items()
+    }
+    inner = set().union(*defined.values())
+    assert len(inner) > 30
+    found = []
+    for path, tree in trees.items():
+        imported = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+            if alias.name in inner
+        }
+        for line in _python_references(tree, defined[path] | imported, inner):
+            found.append(f"{path.name}:{line}")
+    assert found == []

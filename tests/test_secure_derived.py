@@ -9,6 +9,10 @@ before the rule, with the control (the rule off) finding them.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import warnings
 from typing import Any
 
@@ -188,3 +192,30 @@ def test_the_cell_attack_finds_cells_with_the_rule_off(
         fed, w, V = _recorded_fit(model, X, y, h)
     got = cell_exposure(fed, model, V, w, M)
     assert got["cells"] > 0, got
+
+
+def test_each_helper_of_the_kernels_compiles_once(tmp_path) -> None:
+    """The kernels for their types on a fresh cache: one signature a helper (first run).
+
+    A literal argument (``0``, ``1``, or a variable holding one before type inference
+    widens it) made numba compile a helper, and what it calls, again for that literal.
+    """
+    probe = """
+import json, numba
+from fedforest.federated import precompile
+from fedforest.federated.server import secure_derived, sorted_search
+for kernel, args in precompile.HERE + precompile.ELSEWHERE:
+    if kernel.__module__ == secure_derived.__name__:
+        kernel.compile(args)
+seen = {name: len(f.overloads) for name, f in vars(secure_derived).items()
+        if isinstance(f, numba.core.registry.CPUDispatcher)}
+seen["search_left"] = len(sorted_search.search_left.overloads)
+print(json.dumps(seen))
+"""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    seen = json.loads(done.stdout)
+    assert len(seen) > 10 and seen["_value"] == seen["derived_filter"] == 1
+    assert set(seen.values()) == {1}, seen

@@ -6,7 +6,7 @@ import numba
 import numpy as np
 import pytest
 
-from fedforest.federated.server.sorted_search import search_left, search_right
+from fedforest.federated.server.sorted_search import search_left, search_right, sort_floats
 
 
 @numba.njit(cache=False)
@@ -54,3 +54,31 @@ def test_unsorted_segments_give_numbas_own_answer() -> None:
             assert (search_left(a, 0, a.size, v), search_right(a, 0, a.size, v)) == _numba_own(
                 a, 0, a.size, v
             )
+
+
+@numba.njit(cache=False)
+def _numba_sort(a):  # type: ignore[no-untyped-def]
+    """numba's own ``a.sort()`` (what ``fallback.spaced_thresholds`` called before)."""
+    a.sort()
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_sort_floats_orders_as_numbas_own_sort(nan: bool) -> None:
+    """The same array bit for bit, -0.0 and 0.0 among ties included, short and long."""
+    rng = np.random.default_rng(3)
+    levels = np.array([-np.inf, np.inf, -0.0, 0.0, -0.0, 0.0, 1.5, -2.0])
+    if nan:
+        levels = np.concatenate([levels, [np.nan]])
+    signs_differ = 0
+    for n in [*range(0, 40), *rng.integers(40, 600, size=60)]:
+        a = rng.choice(levels, int(n))
+        other = rng.random(a.size) < 0.3
+        a[other] = rng.normal(size=int(other.sum())).round(1)  # more ties
+        mine, own = a.copy(), a.copy()
+        sort_floats(mine)
+        _numba_sort(own)
+        assert mine.tobytes() == own.tobytes(), (n, a)
+        # -0.0 and 0.0 both present: an order a stable sort need not give
+        zeros = own[own == 0.0]
+        signs_differ += bool(np.signbit(zeros).any() and (~np.signbit(zeros)).any())
+    assert signs_differ > 50

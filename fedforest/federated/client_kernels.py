@@ -30,7 +30,7 @@ from .client_words import (
     whole_words,
     zero_rows,
 )
-from .kernel_cache import cache_depends_on
+from .kernel_cache import cache_depends_on, inner_kernel
 
 __all__ = [
     "node_summaries",
@@ -382,7 +382,7 @@ def _candidate_ranks(cs, fmin, fmax, uniq, u0, start, rank_c):
 # run's compile CPU of left_stats_ranked and client_kept.left_stats_kept, about 3 s less
 # (docs/benchmarks.md, "First run"); client_grid and client_kept inline copies where a
 # call a pair measured slower.
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls):
     """Gather a node's ``c`` in-bag rows (``order[a:a + c]``) into contiguous scratch.
 
@@ -403,7 +403,7 @@ def gather_node(order, a, c, rows, w, y, n_classes, ii, st, cls):
             cls[k] = 2 + int(yk)
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def gather_counts(order, a, c, rows, w, ii, st):
     """:func:`gather_node` of the rows and weight alone (the grids' counts): no target read."""
     for k in range(c):
@@ -413,7 +413,7 @@ def gather_counts(order, a, c, rows, w, ii, st):
         st[k, 1] = w[r]
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def pair_bins(
     cs, c, f, Xt, fine_min, fine_max, ranks_t, uniq, uniq_off, bin_start, ii, rank_c, lut,
     padded, rr, xx, bins,
@@ -493,7 +493,7 @@ def pair_bins(
             bins[k] = q + (padded[q] < x)
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def add_to_bins(hist, bins, st, cls, c, n_stat, n_classes):
     """Add a node's ``c`` gathered rows (:func:`gather_node`) to their bins, in row order.
 
@@ -528,7 +528,7 @@ def pairs_setup(rows, slot, slot_lo, slot_hi, n_classes, pair_off, cand_off, n_s
     return order, start, ii, st, cls, c0, max_nc, hist, np.empty(n_stat)
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def running_sums(hist, nc, k, out):
     """A pair's left statistics: ``out[k + j]`` = the sums of bins ``0..j`` of ``hist``.
 
@@ -652,7 +652,6 @@ def left_stats_ranked(
 
 # Its cached code holds its sinks from client_words and the buckets of client_buckets
 # (pair_bins inlines them): an edit there makes these disk caches stale.
-cache_depends_on(pair_bins, client_buckets)
 cache_depends_on(left_stats_ranked, client_words, client_buckets)
 
 

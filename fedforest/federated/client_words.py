@@ -17,6 +17,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
+from .kernel_cache import inner_kernel
 from .privacy.secagg import HALF_BITS
 
 __all__ = [
@@ -34,7 +35,7 @@ __all__ = [
 _LIMIT = float(2**62)
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def packed_words(hist, nc, k, out, acc, scale):  # type: ignore[no-untyped-def]
     """A pair's running sums (``client_kernels.running_sums``) as the words a secure answer sends.
 
@@ -72,7 +73,7 @@ def _sum_words(hist, j, k, out, acc, scale):  # type: ignore[no-untyped-def]
     return True
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def row_words(st, c, scale, row_word):  # type: ignore[no-untyped-def]
     """Each gathered row's rows and weight as one word, ``1 + w * 2^32`` (:func:`packed_words`).
 
@@ -95,7 +96,7 @@ def row_words(st, c, scale, row_word):  # type: ignore[no-untyped-def]
     return True
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def add_words(words, hist, row_word, bins, st, cls, c, n_stat, n_classes):  # type: ignore[no-untyped-def]
     """:func:`add_to_bins` with the rows and weight added as one word (:func:`row_words`).
 
@@ -117,7 +118,7 @@ def add_words(words, hist, row_word, bins, st, cls, c, n_stat, n_classes):  # ty
             hist[b, cls[k]] += st[k, 1]
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def count_words(words, row_word, bins, c, nc, k, out):  # type: ignore[no-untyped-def]
     """:func:`add_words` then :func:`whole_words` of the counts alone (``n_stat`` 2).
 
@@ -176,7 +177,7 @@ def regression_words(words, hist, row_word, bins, st, c, nc, k, out, scale):  # 
     return True
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def whole_words(words, hist, nc, k, out, acc, scale):  # type: ignore[no-untyped-def]
     """:func:`packed_words` of :func:`add_words`' sums: the same words.
 

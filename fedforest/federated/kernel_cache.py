@@ -5,6 +5,7 @@ which numba does not document; each does nothing harmful if they are not as expe
 :func:`cache_depends_on` makes a kernel's cache stale when a module it inlines from
 changes (numba stamps a kernel with its own source file only); :func:`is_cached` tells
 whether a kernel is cached for given types without loading it (``precompile``).
+:data:`inner_kernel` compiles a kernel's helper without what only a Python call needs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,20 @@ import hashlib
 from types import ModuleType
 from typing import Any
 
-__all__ = ["cache_depends_on", "is_cached"]
+import numba
+
+__all__ = ["cache_depends_on", "inner_kernel", "is_cached"]
+
+#: Decorator of an njit helper that only kernels call, never Python: compiled without
+#: numba's Python and C entry points (``no_cpython_wrapper``, ``no_cfunc_wrapper``, as
+#: numba's own ``@overload`` implementations are) and without a disk cache of its own
+#: (the cache of each kernel calling it holds its code; numba cannot load a helper
+#: without entry point from disk anyway). The entry point that unboxes each argument
+#: from Python (a tuple of arrays: every array's fields) was about a third of a small
+#: helper's compile CPU, paid by every helper on the first run. **Calling such a helper
+#: from Python crashes the interpreter** (its entry point is null): only kernels may.
+_NO_ENTRY: dict[str, Any] = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+inner_kernel: Any = numba.njit(nogil=True, **_NO_ENTRY)  # options numba's stubs omit
 
 
 def cache_depends_on(kernel: Any, *modules: ModuleType) -> None:

@@ -6,7 +6,7 @@ work, but processes can: :func:`compile_kernels` compiles :data:`HERE` in this p
 once the first of them turns out not to be cached, starts ``python -m
 fedforest.federated.precompile``, which compiles :data:`ELSEWHERE` (a client's left
 statistics and routing, the prediction, the server's split scan, its partition rule,
-its fallback thresholds and its cousins' nearest releases: about half the compile time)
+its fallback thresholds and its rule on derived sums: about half the compile time)
 into the same cache. :func:`start_early` starts that process sooner, as soon as the
 cache index shows one of its kernels missing (``fedforest simulate`` calls it before
 importing scikit-learn and matplotlib); :class:`Ahead` lets this process work between
@@ -93,6 +93,7 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
     (guides.top_guides, (_I64, _I64, _I64, _F, _F, _I64, _I64, _I64, _F, _F, _I, _I, _I64, _F)),
     (guides.root_medians, (_I64, _I64, _I64, _F, _I64, _I64, _I64, _F, _F, _F, _F, _I64, _F)),
     (secure_cousins.keep_atoms, (_I64, _I64, _F, _F, _I, _B)),
+    (secure_cousins.nearest_releases, (_F2, _I64_2, _I64_2, _F, _I64, _B, _I64)),
     (secure_derived.derived_split, (_TREE, _POOL, _I, _I, _I64, _I, _SCRATCH)),
     (secure_segments.gather_rows, (_F2, _I64, _I64, _I64, _F2)),
     (intervals.both_rules, (_F, _I64, _F, _I64, _F, _F, _F, _F, _F, _I64, _F, _F, _F, _I, _B)),
@@ -112,8 +113,8 @@ HERE: list[tuple[Any, tuple[Any, ...]]] = [
 #: Compiled by the second process: a client's left statistics (as the secure answers'
 #: packed words: ``left_stats_ranked`` given a scale, keeping Round A's bins, and Round B
 #: from them, ``client_kept.left_stats_kept``) and routing, the prediction, and the
-#: server's split scan, partition rule, fallback thresholds, cousins' nearest releases
-#: and the rule on derived sums' candidate kernel (about half the compile CPU, balanced
+#: server's split scan, partition rule, fallback thresholds and the rule on derived
+#: sums' candidate kernel (about half the compile CPU, balanced
 #: against this process's share plus its imports and baselines, docs/benchmarks.md:
 #: ``fedforest simulate`` starts this process before its heavy imports).
 ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
@@ -138,7 +139,6 @@ ELSEWHERE: list[tuple[Any, tuple[Any, ...]]] = [
         (_F, _I64, _F, _I64, _F, _F, _F, _F, _I64, _I64, _I64, _F, _I, _B),
     ),
     (fallback.spaced_thresholds, (_I64, _F, _I64, _F, _F2, _I64, _F, _F, _F, _R, _F, _I64)),
-    (secure_cousins.nearest_releases, (_F2, _I64_2, _I64_2, _F, _I64, _B, _I64)),
     (
         secure_derived.derived_filter,
         (_TREE, _POOL, _I, _I, _I64, _I64, _F, _I64, _F, _I, _B, _I, _SCRATCH),

@@ -23,6 +23,8 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..kernel_cache import inner_kernel
+
 __all__ = [
     "libm_arcsinh",
     "libm_sinh",
@@ -378,7 +380,7 @@ def quantile_grids_at(edges, edge_at, mass, mass_at, n_mass, lo, hi, n_out, shif
         )  # fmt: skip
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _quantile_grid(edges, e0, mass, m0, g, a, b, n_out, shift, out, k, n_int, parts):
     """One grid of :func:`quantile_grids`.
 

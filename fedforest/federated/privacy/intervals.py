@@ -25,7 +25,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from ..kernel_cache import cache_depends_on
+from ..kernel_cache import cache_depends_on, inner_kernel
 from ..threads import thread_map, work_ranges
 from . import rules
 from .rules import _rows_below_numpy, ancestor_pair, largest_runs, rows_below_all
@@ -44,7 +44,7 @@ __all__ = [
 PARALLEL_CANDIDATES = 20_000
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _isolates(out_j, r_lo, r_hi, k_lo, k_hi, min_rows):
     # S_A(J) - S_C(K): J holds ``out_j`` rows of A outside C and C's rows (r_lo, r_hi]
     # (positions in C's sorted rows), K C's rows (k_lo, k_hi]. A few rows are isolated
@@ -57,7 +57,7 @@ def _isolates(out_j, r_lo, r_hi, k_lo, k_hi, min_rows):
     )
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _interval_unsafe(er, ob, n_e, k_lo, k_hi, min_rows, ordered):
     # Whether C's interval (k_lo, k_hi] isolates rows with some interval of one ancestor's
     # (``er``: C's rows below -inf, each threshold, +inf; ``ob``: A's rows outside C below
@@ -80,7 +80,7 @@ def _interval_unsafe(er, ob, n_e, k_lo, k_hi, min_rows, ordered):
     return False
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _near_unsafe(er, ob, n_e, ks, u0, u1, k_hi, min_rows):
     # _interval_unsafe(er, ob, n_e, ks[u], k_hi, min_rows, True) for any u in [u0, u1),
     # with er, ob finite and never decreasing and ks finite and never decreasing: the same
@@ -161,7 +161,7 @@ def interval_safe(
         interval_pair(cc, c0, c1, ce, anc_rows, anc_total, a0, a1, t, m, out, *buffers)
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _buffers(most_c, most_a):
     # interval_pair's scratch for pairs of at most most_c candidates and most_a releases.
     er = np.empty(3 * most_a)
@@ -171,7 +171,7 @@ def _buffers(most_c, most_a):
     )  # fmt: skip
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def interval_pair(
     cc, c0, c1, ce, anc_rows, anc_total, a0, a1, total, min_rows, out,
     er, ob, start, ordered, kept,
@@ -459,8 +459,6 @@ def safe_from_ancestors(
 
 # Their machine code holds rules.py's kernels they call (rows_below_all, ancestor_pair; numba
 # stamps a cached kernel with its own file only): stale when rules.py changes too.
-cache_depends_on(_interval_unsafe, rules)
 cache_depends_on(interval_safe, rules)
-cache_depends_on(interval_pair, rules)
 cache_depends_on(both_rules, rules)
 cache_depends_on(interval_checks, rules)

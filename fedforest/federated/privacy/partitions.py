@@ -26,14 +26,14 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from ..kernel_cache import cache_depends_on
+from ..kernel_cache import cache_depends_on, inner_kernel
 from . import rules
 from .rules import _rows_below, _rows_below_numpy
 
 __all__ = ["partition_filter", "partition_safe", "partition_safe_numpy"]
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _add_term(plus, minus, nxt_p, nxt_m, v, m):
     # One option of a node, a term of v rows (v > 0 added, v < 0 subtracted): the sums of
     # one sign below m reached with it (nxt_* |= reach shifted by |v|).
@@ -47,7 +47,7 @@ def _add_term(plus, minus, nxt_p, nxt_m, v, m):
                 nxt_m[r - int(v)] = True
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _combine(a, b, out, m):
     # out = the sums below m of one from a and one from b.
     out[:] = False
@@ -58,7 +58,7 @@ def _combine(a, b, out, m):
                     out[i + j] = True
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _isolates(plus, minus, v, m):
     # Whether a term of v rows, with some reached sum of its sign, makes 1 to m - 1 rows.
     if v >= 0:

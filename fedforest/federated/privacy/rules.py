@@ -14,6 +14,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from ..kernel_cache import inner_kernel
 from .group_merges import isolate_counts, safe_groups_counts
 
 #: The candidate "value known | missing" (``server.missing.MISSING_SPLIT``; privacy/ sits
@@ -176,7 +177,7 @@ def _rows_below(grid, rows, g0, g1, x, lo, hi, total):
     return _rows_at(rows, g0, _first_above(grid, g0, g1, x), x, lo, hi, known)
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _first_above(grid, a, b, x):
     """The first edge of ``grid[a:b]`` > x, by bisection (np.searchsorted's side="right")."""
     while a < b:
@@ -188,7 +189,7 @@ def _first_above(grid, a, b, x):
     return a
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _rows_at(rows, g0, a, x, lo, hi, known):
     """The rows up to the edge before ``a``: none at or below ``lo``, ``known`` at ``hi`` up."""
     got = rows[a - 1] if a > g0 else 0.0
@@ -199,7 +200,7 @@ def _rows_at(rows, g0, a, x, lo, hi, known):
     return got
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _isolates(cc, ce, outside_below, outside_above, near, min_rows):
     # Whether the node's sum at a candidate (``cc`` rows below it) and an ancestor's at a
     # threshold (``ce``: the node's rows below it) isolate 1 to min_rows - 1 rows, below
@@ -228,7 +229,7 @@ def _isolates(cc, ce, outside_below, outside_above, near, min_rows):
     return signed == 0 and b > 0 and b < min_rows
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def largest_runs(cand_off, anc_off):
     """The most candidates and the most ancestors' releases of any one pair (scratch sizes)."""
     most_c, most_a = 0, 0
@@ -311,7 +312,7 @@ def rows_below_all(grid, rows, g0, g1, x, x0, x1, lo, hi, total, out):
         out[k - x0] = _rows_at(rows, g0, a, v, lo, hi, known)
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def ancestor_pair(cc, c0, c1, ce, anc_rows, anc_total, anc_near, a0, a1, total, min_rows, out):
     """:func:`ancestor_safe` on one pair, the rows below found.
 

@@ -28,7 +28,7 @@ from ..kernel_cache import cache_depends_on
 from ..privacy.intervals import safe_from_ancestors
 from . import sorted_search
 from .secure_segments import offsets, ranges
-from .sorted_search import search_left
+from .sorted_search import search_left, sort_floats
 
 __all__ = ["spaced_thresholds", "spaced_thresholds_numpy", "with_ancestor_candidates"]
 
@@ -48,7 +48,7 @@ def spaced_thresholds(  # type: ignore[no-untyped-def]
     for k in range(pairs.size):
         p = pairs[k]
         thr = anc[anc_off[p] : anc_off[p + 1], 0].copy()
-        thr.sort()
+        sort_floats(thr)  # thr.sort(), without compiling numba's quicksort here
         g = grid[grid_off[p] : grid_off[p + 1]]
         r = rows[grid_off[p] : grid_off[p + 1]]
         last = 0.0

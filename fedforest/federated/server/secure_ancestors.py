@@ -17,6 +17,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from ..kernel_cache import inner_kernel
 from ..privacy.intervals import interval_checks
 from ..threads import thread_map, work_ranges
 from .secure_segments import gather_rows, offsets
@@ -229,7 +230,7 @@ def ancestors_kept(pool, start, end, rows, min_rows, n_kept, out):  # type: igno
     return o
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _rising(pool, a0, a1):  # type: ignore[no-untyped-def]
     # Whether the thresholds pool[a0:a1, 0] never decrease (NaN: they do not).
     for i in range(a0 + 1, a1):
@@ -238,7 +239,7 @@ def _rising(pool, a0, a1):  # type: ignore[no-untyped-def]
     return True
 
 
-@numba.njit(nogil=True, cache=True)
+@inner_kernel
 def _wide(pool, a0, a1, i, b0, b1, jl, jh, up, c, min_rows):  # type: ignore[no-untyped-def]
     # interval_checks' test of interval i (below threshold i; i == a1: above the last).
     # With ``up``, B's releases are found from ``jl`` (the first above the interval's
