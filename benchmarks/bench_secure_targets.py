@@ -10,11 +10,17 @@ ratio of ``"secure"`` to ``"none"``: at the defaults (``"none"`` with its local 
 and leaves of 5, ``"secure"`` with ``min_aggregate_rows=10``) and under the same rules
 (``min_aggregate_rows=1`` against ``"none"`` without local candidates), with the secure
 fit's time and megabytes; for multi-output also the three outputs fitted one by one.
+``--rules`` adds two rows that split the defaults' cost: ``leaves of m`` (``"secure"`` at
+the defaults against ``"none"`` without local candidates and ``min_samples_leaf=10``,
+secure's leaf floor) and ``none, leaves of m`` (``"none"`` with that floor against
+``"none"`` without it: what the floor alone costs); the table then gives the per-seed
+mean and standard error of (one forest's ratio) - (the outputs' one by one).
 
 Usage::
 
     python benchmarks/bench_secure_targets.py [--rows 3000] [--seeds 3] [--trees 40]
         [--targets multi-output poisson multi-output-classification]
+        [--rules defaults "same rules" "leaves of m" "none, leaves of m"]
 """
 
 from __future__ import annotations
@@ -39,9 +45,21 @@ from sklearn.metrics import mean_poisson_deviance, mean_squared_error
 
 import fedforest as ff
 
-RULES = {
-    "defaults": ({}, {}),
-    "same rules": ({"local_candidates": False}, {"min_aggregate_rows": 1}),
+#: Per row, the reference's settings and the measured forest's (each with its privacy).
+RULES: dict[str, tuple[dict, dict]] = {
+    "defaults": ({"privacy": "none"}, {"privacy": "secure"}),
+    "same rules": (
+        {"privacy": "none", "local_candidates": False},
+        {"privacy": "secure", "min_aggregate_rows": 1},
+    ),
+    "leaves of m": (
+        {"privacy": "none", "local_candidates": False, "min_samples_leaf": 10},
+        {"privacy": "secure"},
+    ),
+    "none, leaves of m": (
+        {"privacy": "none", "local_candidates": False},
+        {"privacy": "none", "local_candidates": False, "min_samples_leaf": 10},
+    ),
 }
 
 
@@ -88,10 +106,10 @@ def classify(rows: int, seed: int, kw: dict) -> tuple:
     return err, each, seconds, model.communication_.total_megabytes
 
 
-def score(target: str, rows: int, seed: int, trees: int, privacy: str, rules: dict) -> tuple:
+def score(target: str, rows: int, seed: int, trees: int, rules: dict) -> tuple:
     """(test error, one-output-at-a-time error or NaN, fit seconds, megabytes)."""
     cid = np.random.default_rng(seed).integers(0, 5, rows)
-    kw = {"privacy": privacy, "random_state": seed, "n_estimators": trees, **rules}
+    kw = {"random_state": seed, "n_estimators": trees, **rules}
     if target == "multi-output-classification":
         return classify(rows, seed, kw)
     if target == "poisson":
@@ -133,26 +151,42 @@ def main() -> None:
         choices=["multi-output", "poisson", "multi-output-classification"],
         help="targets to run",
     )
+    parser.add_argument(
+        "--rules",
+        nargs="+",
+        default=["defaults", "same rules"],
+        choices=list(RULES),
+        help="rows: the reference and the measured forest's settings (RULES)",
+    )
     args = parser.parse_args()
     print(f"# {platform.machine()}, {platform.python_version()}, fedforest {ff.__version__}")
     print(f"# {args.rows} training rows in 5 clients, {args.trees} trees, {args.seeds} seeds")
-    print("| target | rules | secure / none per seed | mean | outputs alone | secure s | MB |")
-    print("|---|---|---|---:|---:|---:|---:|")
+    print(
+        "| target | rules | measured / reference per seed | mean | outputs alone | "
+        "difference (se) | s | MB |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|")
     for target in args.targets:
-        for name, (none_rules, secure_rules) in RULES.items():
+        for name in args.rules:
+            reference, measured = RULES[name]
             ratios, singles, seconds, mb = [], [], [], []
             for seed in range(args.seeds):
-                base = score(target, args.rows, seed, args.trees, "none", none_rules)
-                sec = score(target, args.rows, seed, args.trees, "secure", secure_rules)
+                base = score(target, args.rows, seed, args.trees, reference)
+                sec = score(target, args.rows, seed, args.trees, measured)
                 ratios.append(sec[0] / base[0])
                 singles.append(sec[1] / base[1])
                 seconds.append(sec[2])
                 mb.append(sec[3])
             per_seed = ", ".join(f"{r:.3f}" for r in ratios)
-            single = "" if target == "poisson" else f"{np.mean(singles):.3f}"
+            single = diff = ""
+            if target != "poisson":
+                single = f"{np.mean(singles):.3f}"
+                d = np.subtract(ratios, singles)
+                se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else float("nan")
+                diff = f"{d.mean():+.3f} ({se:.3f})"
             print(
                 f"| {target} | {name} | {per_seed} | {np.mean(ratios):.3f} | {single} | "
-                f"{np.median(seconds):.2f} | {np.median(mb):.1f} |",
+                f"{diff} | {np.median(seconds):.2f} | {np.median(mb):.1f} |",
                 flush=True,
             )
 
