@@ -28,6 +28,7 @@ from fedforest.federated.privacy.copies import (
     order_sums,
     representatives,
 )
+from fedforest.federated.server import secure_round_b
 from tests._attack_controls import assert_found_at_some_seed
 from tests.test_privacy import (
     _data,
@@ -69,10 +70,9 @@ def _brute(x: np.ndarray) -> np.ndarray:
             dm += prod < 0
     upper = np.triu_indices(p, 1)
     pairs = n * (n - 1) / 2
-    fewer = np.minimum(c, d)[upper] / pairs
-    fewer_m = np.minimum(cm, dm)[upper] / pairs
+    signed, signed_m = (c - d)[upper] / pairs, (cm - dm)[upper] / pairs
     return np.concatenate(
-        [fewer, (c + d)[upper] / pairs, np.diag(c) / pairs, fewer_m, (cm + dm)[upper] / pairs]
+        [signed, (c + d)[upper] / pairs, np.diag(c) / pairs, signed_m, (cm + dm)[upper] / pairs]
     )
 
 
@@ -85,17 +85,18 @@ def test_a_clients_sums_count_its_discordant_and_ordered_pairs() -> None:
     x[rng.random(x.shape) < 0.1] = np.inf  # missing values
     got = order_sums(x, 500)
     np.testing.assert_allclose(got, 500 * _brute(x), rtol=1e-12, atol=1e-9)
-    assert got[1] == got[2] == got[5] == 0.0  # pairs (0, 2), (0, 3), (2, 3): nested
+    for k in (1, 2, 5):  # pairs (0, 2), (0, 3), (2, 3): nested (C or D is 0)
+        assert abs(got[k]) == got[6 + k] > 0
 
 
 def test_without_ties_the_rates_give_kendalls_tau() -> None:
     rng = np.random.default_rng(1)
     x = rng.normal(size=(200, 2))
     x[:, 1] += x[:, 0]
-    fewer, ordered = order_sums(x, 1)[:2]
+    signed, ordered = order_sums(x, 1)[:2]
     tau = kendalltau(x[:, 0], x[:, 1]).statistic
     assert ordered == pytest.approx(1.0)
-    assert 1 - 2 * fewer / ordered == pytest.approx(tau)  # concordant pairs the more
+    assert signed / ordered == pytest.approx(tau)
 
 
 def test_a_categorical_column_is_ordered_by_its_categories_mean() -> None:
@@ -107,7 +108,8 @@ def test_a_categorical_column_is_ordered_by_its_categories_mean() -> None:
     unrelated = rng.choice(list("abcde"), size=300).astype(object)
     single = np.array([f"id{i}" for i in range(300)], dtype=object)  # one row each
     got = order_sums(x, 300, [bands, unrelated, single])
-    cat_fewer, cat_ordered, cat_own = (got[4 + 6 * k : 10 + 6 * k].reshape(3, 2) for k in range(3))
+    cat_signed, cat_ordered, cat_own = (got[4 + 6 * k : 10 + 6 * k].reshape(3, 2) for k in range(3))
+    cat_fewer = (cat_ordered - np.abs(cat_signed)) / 2  # min(C, D)
     assert cat_fewer[0, 0] == 0.0 < cat_ordered[0, 0]  # bands of column 0: in order
     assert cat_fewer[0, 1] > 0.3 * cat_ordered[0, 1]  # not of column 1
     assert cat_fewer[1, 0] > 0.3 * cat_ordered[1, 0]
@@ -117,8 +119,8 @@ def test_a_categorical_column_is_ordered_by_its_categories_mean() -> None:
     place = np.array(
         [np.inf if b is None else sorted(means.values()).index(means[b]) for b in bands]
     )
-    np.testing.assert_allclose(cat_fewer[0, 0], 300 * _brute(np.column_stack([a, place]))[0])
     brute = 300 * _brute(np.column_stack([a, place]))
+    assert cat_signed[0, 0] == pytest.approx(brute[0])
     assert cat_ordered[0, 0] == pytest.approx(brute[1])
     assert cat_own[0, 0] == pytest.approx(brute[3])  # pairs in different bands
     assert cat_own[0, 0] == pytest.approx(cat_ordered[0, 0])  # column 0 orders them all
@@ -133,12 +135,14 @@ def test_many_rows_compare_an_evenly_spaced_sample() -> None:
 
 
 def _pooled(fewer: dict, ordered: dict, own: list[float], p: int, cats: tuple = ()) -> np.ndarray:
+    """:func:`order_sums`' sums from each pair's disorder (``fewer``, increasing pairs)."""
     upper = list(zip(*np.triu_indices(p, 1), strict=True))
+    ords = [ordered.get(k, 0.9) for k in upper]
     return np.array(
-        [fewer.get(k, 0.3) for k in upper]
-        + [ordered.get(k, 0.9) for k in upper]
+        [o - 2 * fewer.get(k, 0.3) for k, o in zip(upper, ords, strict=True)]
+        + ords
         + own
-        + [v for c in cats for v in c[0]]
+        + [o - 2 * f for c in cats for f, o in zip(c[0], c[1], strict=True)]
         + [v for c in cats for v in c[1]]
         + [v for c in cats for v in c[2]]
         + [0.3] * len(upper)  # the missing indicators: not in order
@@ -185,12 +189,13 @@ def test_a_drawn_copy_is_asked_as_its_column_once_and_not_where_constant() -> No
 
 
 def test_pooled_sums_out_of_bounds_are_refused_naming_the_field() -> None:
-    # Two numeric columns and one categorical: fewer, ordered, own (2), then per
-    # numeric column the categorical pair's fewer (2), ordered (2) and own (2)...
-    # ..., then the missing indicators' fewer (1) and ordered (1).
-    good = [50.0, 100.0, 100.0, 0.0, 10.0, 0.0, 30.0, 0.0, 40.0, 0.0, 5.0, 20.0]
+    # Two numeric columns and one categorical: signed, ordered, own (2), then per
+    # numeric column the categorical pair's signed (2), ordered (2) and own (2)...
+    # ..., then the missing indicators' signed (1) and ordered (1).
+    good = [-100.0, 100.0, 100.0, 0.0, 10.0, 0.0, 30.0, 0.0, 40.0, 0.0, -20.0, 20.0]
     check_order_sums(np.array(good), 2, 1, 100.0, 3)
-    for at, value in ((0, 50.1), (2, 100.5), (3, -1.0), (1, np.nan), (4, 15.1), (10, 10.1)):
+    bad_ones = ((0, -100.1), (2, 100.5), (3, -1.0), (1, np.nan), (4, 30.5), (10, -20.5))
+    for at, value in bad_ones:
         bad = np.array(good)
         bad[at] = value
         with pytest.raises(ValueError, match="'order_sums'.*some client"):
@@ -343,3 +348,58 @@ def test_a_category_unrelated_to_the_columns_is_fitted_as_given() -> None:
         fed = _fit(model, X, y, h)
     assert fed.rounds  # the ward column: a category effect on y, no column's bands
     assert model.feature_importances_[X.columns.get_loc("ward")] > 0.0
+
+
+# -------------------------------------------------------------- one-hot columns
+def onehot_exposure(fed: Any, model: Any, X: pd.DataFrame, h: np.ndarray, m: int) -> dict:
+    """Per node, releases on two one-hot columns whose row sets nest with 1 to ``m - 1``
+    rows between (disjoint columns: one's sums below are in the other's above)."""
+    clients = [fed.clients[f"site{k}"] for k in np.unique(h)]
+    w = _in_bag_weights(model, clients, h, len(model.trees_), model.random_state)
+    V = client_values(fed, X, h)
+    released = _releases(fed, model, m)
+    member = _members(model, V, w)
+    cols = [X.columns.get_loc(c) for c in X.columns if c.startswith("oh")]
+    small = 0
+    for (t, nd, f), cand in released.items():
+        for g in cols:
+            if f not in cols or g <= f or (t, nd, g) not in released:
+                continue
+            r = member[t][nd]
+            for e, e1 in itertools.product(cand, released[(t, nd, g)]):
+                a, b = V[r, f] <= e, V[r, g] <= e1
+                for side in (b, ~b):
+                    ab, ba = int((a & ~side).sum()), int((side & ~a).sum())
+                    small += min(ab, ba) == 0 and 0 < ab + ba < m
+    return {"small": small, "columns": [model.feature_importances_[c] > 0 for c in cols]}
+
+
+def _onehot_fit(seed: int) -> tuple[Any, ...]:
+    """A category of four levels (55/25/15/5 %) one-hot, with an effect on y."""
+    X, y, h = _data(n_clients=10, n_rows=100, d=5, seed=seed)
+    cat = np.random.default_rng(seed + 50).choice(4, size=len(X), p=[0.55, 0.25, 0.15, 0.05])
+    for k in range(4):
+        X[f"oh{k}"] = (cat == k).astype(float)
+    model = ff.FedForestRegressor(n_estimators=10, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fed = _fit(model, X, y + 1.5 * (cat == 1) - (cat == 2) + 2 * (cat == 3), h)
+    return fed, model, X, h
+
+
+def test_one_hot_columns_are_fitted_as_given_and_give_no_few_rows() -> None:
+    for seed in (0, 1):
+        got = onehot_exposure(*_onehot_fit(seed), 10)
+        assert got["small"] == 0, (seed, got)
+        assert sum(got["columns"]) >= 3, got  # not merged: the categories' splits stay
+
+
+def test_the_one_hot_attack_reads_few_rows_with_the_fix_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(secure_round_b, "nested_apart", lambda *a: np.zeros(a[2].size, bool))
+
+    def attack(seed: int) -> dict:
+        return onehot_exposure(*_onehot_fit(seed), 10)
+
+    assert_found_at_some_seed(attack, lambda got: got["small"] > 0, [0, 1, 2, 3])

@@ -5,9 +5,9 @@ value. Another column missing on the same rows knows the same rows: that sum les
 other column's candidate just below them is a sum over the few known rows above it
 (``missing.few_known_above`` keeps ``m`` known rows above every candidate). Two columns
 missing on nested rows release, at one node, two known-row sums whose difference is the
-rows that miss one and not the other (``missing.twin_edges`` spaces their edges ``m``
+rows that miss one and not the other (``missing.nested_apart`` spaces their edges ``m``
 rows apart, for the pairs the first grid round's order statistics show nested:
-``privacy/copies.missing_twins``). The attack reads every node's releases on the two
+``privacy/copies.nested_pairs``). The attack reads every node's releases on the two
 columns whose row sets nest with 1 to ``m - 1`` rows between.
 """
 
@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 import fedforest as ff
-from fedforest.federated.privacy.copies import missing_twins, order_sums
+from fedforest.federated.privacy.copies import nested_pairs, order_sums
 from fedforest.federated.server import secure_round_b
-from fedforest.federated.server.missing import MISSING_SPLIT, few_known_above, twin_edges
+from fedforest.federated.server.missing import MISSING_SPLIT, few_known_above, nested_apart
 from tests._attack_controls import assert_found_at_some_seed
 from tests.test_privacy import (
     _data,
@@ -48,8 +48,8 @@ def test_a_candidate_keeps_m_known_rows_above_it() -> None:
 
 
 def test_twin_edges_at_one_node_stay_m_rows_apart() -> None:
-    twins = np.zeros((4, 4), dtype=bool)
-    twins[0, 1] = twins[1, 0] = twins[1, 2] = twins[2, 1] = True
+    twins = np.zeros((4, 4), dtype=np.int8)
+    twins[0, 1] = twins[1, 0] = twins[1, 2] = twins[2, 1] = 1
     # Node 0: features 0, 1, 2, 3 with edges at 80, 75, 85, 79 known rows; node 1:
     # features 0 and 1 at 60 and 60 (the same rows: kept).
     node = np.array([0, 0, 0, 0, 1, 1])
@@ -59,7 +59,8 @@ def test_twin_edges_at_one_node_stay_m_rows_apart() -> None:
     cand_off = np.array([0, 2, 3, 4, 5, 6, 7])
     below = np.array([40.0, 80.0, 75.0, 85.0, 79.0, 60.0, 60.0])
     safe = np.ones(7, dtype=bool)
-    got = twin_edges(node, feature, cand, cand_off, below, safe, twins, 10)
+    rows = np.full(7, 100.0)
+    got = nested_apart(node, feature, cand, cand_off, below, rows, safe, (twins * 0, twins), 10)
     # 1 (75) is 5 from 0's (80): dropped; 2 (85) twin of 1 only, which was dropped: kept;
     # 3 is no one's twin.
     assert got.tolist() == [False, False, True, False, False, False, False]
@@ -72,10 +73,11 @@ def test_the_order_statistics_find_columns_missing_on_nested_rows() -> None:
     x[gone, 0] = np.inf
     x[gone | (rng.random(400) < 0.05), 1] = np.inf  # nested in 0's
     x[rng.random(400) < 0.3, 2] = np.inf  # independent
-    twins = missing_twins(order_sums(x, 400), np.arange(4), 4, 0)
-    assert twins is not None
-    assert np.argwhere(twins).tolist() == [[0, 1], [1, 0]]
-    assert missing_twins(order_sums(x[:, 2:], 400), np.arange(2), 2, 0) is None
+    nested = nested_pairs(order_sums(x, 400), np.arange(4), 4, 0, 400)
+    assert nested is not None
+    assert np.argwhere(nested[1]).tolist() == [[0, 1], [1, 0]] and not nested[0].any()
+    assert nested[1][0, 1] == 1  # missing together: increasing
+    assert nested_pairs(order_sums(x[:, 2:], 400), np.arange(2), 2, 0, 400) is None
 
 
 def twin_exposure(fed: Any, model: Any, X: Any, h: np.ndarray, m: int) -> dict:
@@ -130,7 +132,7 @@ def test_the_twin_attack_reads_targets_with_the_fix_off(
     monkeypatch: pytest.MonkeyPatch, extra: float
 ) -> None:
     monkeypatch.setattr(secure_round_b, "few_known_above", lambda *a: np.zeros(a[3].size, bool))
-    monkeypatch.setattr(secure_round_b, "twin_edges", lambda *a: np.zeros(a[2].size, bool))
+    monkeypatch.setattr(secure_round_b, "nested_apart", lambda *a: np.zeros(a[2].size, bool))
 
     def attack(seed: int) -> dict:
         return twin_exposure(*_twin_fit(seed, extra), 10)

@@ -11,15 +11,16 @@ docs/privacy-findings.md, "Copies of a column").
 
 Nesting is a matter of order: two columns nest where no pair of rows is *discordant*
 (one higher on the first column, lower on the second; rows tied on either column count
-neither way). The moments round adds, per column pair, each client's rate of such pairs
-among the pairs ordered on both, times its rows, and the weight of that evidence; per
-column, the rate of its pairs not tied (:func:`order_sums`): the server sees their sums
-over the clients. Columns are taken from the finest (fewest ties) on; one whose pooled
-rate of disorder with a kept column is at most :data:`COPY_DISORDER` (for decreasing
-pairs the rate of concordant pairs), and whose order that column explains (of its
-ordered pairs, at most :data:`COPY_UNEXPLAINED` tied on the kept column: it is nearly a
-monotone function of it), is fitted as that column (:func:`representatives`):
-where the server draws it for a node, it asks for the kept column's candidates
+neither way). The moments round adds, per column pair, each client's rate of
+concordant less discordant pairs and of pairs ordered on both, times its rows; per
+column, the rate of its pairs not tied; the same for the pairs' indicators of a missing
+value (:func:`order_sums`): the server sees their sums over the clients. Columns are
+taken from the finest (fewest ties) on; one whose pooled rate of disorder with a kept
+column is at most :data:`COPY_DISORDER` (discordant pairs, or concordant ones for a
+decreasing pair), and whose order that column explains (of its ordered pairs, at most
+:data:`COPY_UNEXPLAINED` tied on the kept column: it is nearly a monotone function of
+it), is fitted as that column (:func:`representatives`): where the server draws it
+for a node, it asks for the kept column's candidates
 (:func:`fitted_as_one`), so no sum on it is ever released. The draws are
 scikit-learn's as before; for an exact transform the trees' partitions are the same, for
 a coarsening the finer column offers every split the coarse one did. A kept column keeps
@@ -32,10 +33,12 @@ each client orders its categories by their mean value of the numeric one and the
 rates are taken in that order; a categorical column alike with a numeric one is fitted
 as that one's kept column.
 
-Not covered: columns less alike still nest now and then in a small node, and columns
-that nest without either being a function of the other (one-hot columns of one
-category: disjoint sets, which leave a category's rows at a node) are not merged, as
-merging them would lose the categories' splits (measured in the findings).
+Columns in order that neither explains (one-hot columns of one category: disjoint
+sets, which leave a category's rows at a node) are not merged, which would lose the
+categories' splits; :func:`nested_pairs` gives them, and the columns whose missing
+values nest, to ``server/missing.py``'s ``nested_apart``, which keeps their candidates
+at one node ``m`` rows apart. Not covered: columns less alike still nest now and then in
+a small node (measured in the findings).
 """
 
 from __future__ import annotations
@@ -50,11 +53,12 @@ from numpy.typing import NDArray
 __all__ = [
     "COPY_DISORDER",
     "COPY_UNEXPLAINED",
+    "MIN_ORDERED",
     "ORDER_FRAC_BITS",
     "ORDER_ROWS",
     "check_order_sums",
     "fitted_as_one",
-    "missing_twins",
+    "nested_pairs",
     "order_categories",
     "order_sums",
     "representatives",
@@ -64,13 +68,17 @@ __all__ = [
 #: ordered on both) is at most this is fitted as that column: Kendall's tau of 0.8.
 COPY_DISORDER = 0.1
 
-#: Fractional bits of a client's rows times a rate (a sum over clients, exact to 2^-24).
-ORDER_FRAC_BITS = 24
-
 #: ... and whose ordered pairs that column leaves tied are at most this part of them (the
 #: column explains its order: a flag of a column is fitted as the column; one-hot columns
 #: of one category, in order but none a function of another, are not merged).
 COPY_UNEXPLAINED = 0.1
+
+#: A pair is judged on pairs of rows it orders on both columns in at least this part of
+#: the pairs (weighted by rows); rarer evidence (two rarely missing columns) is none.
+MIN_ORDERED = 0.005
+
+#: Fractional bits of a client's rows times a rate (a sum over clients, exact to 2^-24).
+ORDER_FRAC_BITS = 24
 
 #: A client compares the pairs of at most this many of its rows (evenly spaced).
 ORDER_ROWS = 1_000
@@ -89,8 +97,8 @@ def order_sums(
     tied with every row); ``cats``: its raw values of ``q`` categorical columns. The
     pairs of at most :data:`ORDER_ROWS` rows (fewer for many columns), evenly spaced.
     Per numeric pair ``i < j`` (row after row of the upper triangle): the rate of the
-    pairs of rows ordered on both that are discordant, or concordant where fewer
-    (``min(C, D) / P``, ``P`` the pairs), then the rate ordered on both (``(C + D) / P``);
+    pairs of rows ordered on both, concordant less discordant (``(C - D) / P``, ``P`` the
+    pairs), then the rate ordered on both (``(C + D) / P``);
     per numeric column the rate of pairs it orders; per categorical column and numeric
     one (row after row) the two rates of the pair, the categories' order being that of
     their mean value of the numeric one (:func:`_category_ranks`): first every
@@ -137,14 +145,10 @@ def order_sums(
             am = np.abs(sm)
             m_ordered += am.T @ am
     pairs = n * (n - 1) / 2
-    c_minus_d, c_plus_d = signed[upper], ordered[upper]
-    fewer = (c_plus_d - np.abs(c_minus_d)) / 2
-    cat_fewer = (cat_ordered - np.abs(cat_signed)) / 2
-    m_fewer = (m_ordered[upper] - np.abs(m_signed[upper])) / 2
-    parts = [fewer, c_plus_d, np.diag(ordered), cat_fewer, cat_ordered, cat_own]
-    parts += [m_fewer, m_ordered[upper]]
+    parts = [signed[upper], ordered[upper], np.diag(ordered), cat_signed, cat_ordered, cat_own]
+    parts += [m_signed[upper], m_ordered[upper]]
     out = np.concatenate(parts) / pairs
-    return np.asarray(np.clip(out, 0.0, 1.0) * float(n_rows))
+    return np.asarray(np.clip(out, -1.0, 1.0) * float(n_rows))
 
 
 def _category_ranks(codes: NDArray[np.int64], a: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -185,7 +189,8 @@ def check_order_sums(
 ) -> None:
     """The pooled sums of :func:`order_sums` (``p`` numeric, ``q`` categorical columns).
 
-    Each within ``[0, rows]``; a pair's disorder at most half its ordered pairs.
+    Each within ``[-rows, rows]``, the rates of pairs within ``[0, rows]``, and a pair's
+    concordant less discordant pairs at most its ordered ones.
 
     Raises
     ------
@@ -193,20 +198,19 @@ def check_order_sums(
         Naming the field, when a sum is out of range (a client's reply was malformed).
     """
     slack = n_clients * 2.0**-ORDER_FRAC_BITS
-    fewer, ordered, _, cat_fewer, cat_ordered, _, m_fewer, m_ordered = _blocks(pooled, p, q)
-    bad = ~np.isfinite(pooled) | (pooled < -slack) | (pooled > n_rows + slack)
-    over = np.concatenate(
-        [
-            a > b / 2 + slack
-            for a, b in ((fewer, ordered), (cat_fewer, cat_ordered), (m_fewer, m_ordered))
-        ]
+    signed, ordered, own, cat_signed, cat_ordered, cat_own, m_signed, m_ordered = _blocks(
+        pooled, p, q
     )
-    if bad.any() or over.any():
+    bad = ~np.isfinite(pooled) | (np.abs(pooled) > n_rows + slack)
+    rates = np.concatenate([ordered, own, cat_ordered, cat_own, m_ordered])
+    pairs = ((signed, ordered), (cat_signed, cat_ordered), (m_signed, m_ordered))
+    over = np.concatenate([np.abs(a) > b + slack for a, b in pairs])
+    if bad.any() or over.any() or (rates < -slack).any():
         raise ValueError(
             "The moments round's pooled order statistics ('order_sums') are out of range: "
-            f"{int(bad.sum() + over.sum())} of {pooled.size} are not finite, below 0, above "
-            f"the federation's {n_rows:g} rows or more than half the ordered pairs: some "
-            "client sent a malformed reply (secure aggregation hides which)."
+            "not finite, beyond the federation's rows, rates below 0, or more pairs in "
+            "order than ordered: some client sent a malformed reply (secure aggregation "
+            "hides which)."
         )
 
 
@@ -217,8 +221,24 @@ def _blocks(pooled: NDArray[np.float64], p: int, q: int) -> list[NDArray[np.floa
     return np.split(pooled, np.cumsum(sizes)[:-1])
 
 
+def _in_order(
+    signed: NDArray[np.float64], ordered: NDArray[np.float64], n_rows: float
+) -> NDArray[np.bool_]:
+    """Pairs in order: disorder at most :data:`COPY_DISORDER`, on enough evidence.
+
+    Enough: ordered on both in :data:`MIN_ORDERED` of the pairs or more (weighted by
+    rows; ``n_rows`` the federation's).
+    """
+    fewer = (ordered - np.abs(signed)) / 2  # min(C, D)
+    evidence = ordered >= MIN_ORDERED * n_rows
+    return np.asarray(evidence & (fewer <= COPY_DISORDER * np.where(evidence, ordered, 1.0)))
+
+
 def _alike(
-    fewer: NDArray[np.float64], ordered: NDArray[np.float64], own: NDArray[np.float64]
+    signed: NDArray[np.float64],
+    ordered: NDArray[np.float64],
+    own: NDArray[np.float64],
+    n_rows: float,
 ) -> NDArray[np.bool_]:
     """Pairs in order whose second column's order the first explains.
 
@@ -226,14 +246,8 @@ def _alike(
     ordered pairs (``own``), at most :data:`COPY_UNEXPLAINED` tied on the first. A pair
     no client orders is not alike.
     """
-    evidence = ordered > 0
-    some = np.where(evidence, ordered, 1.0)
     unexplained = np.maximum(own - ordered, 0.0)
-    return (
-        evidence
-        & (fewer <= COPY_DISORDER * some)
-        & (unexplained <= COPY_UNEXPLAINED * np.maximum(own, some))
-    )
+    return _in_order(signed, ordered, n_rows) & (unexplained <= COPY_UNEXPLAINED * own)
 
 
 def representatives(
@@ -241,6 +255,7 @@ def representatives(
     feats: NDArray[np.int64],
     d: int,
     cat_feats: Sequence[int] = (),
+    n_rows: float = 1.0,
 ) -> NDArray[np.int64] | None:
     """Per feature, the feature it is fitted as (itself, unless a copy); None: no copies.
 
@@ -252,14 +267,12 @@ def representatives(
     pair no client orders (constant in every client) is not alike.
     """
     p = feats.size
-    fewer, ordered, own, cat_fewer, cat_ordered, cat_own, _, _ = _blocks(pooled, p, len(cat_feats))
-    pair_fewer, pair_ordered = np.zeros((p, p)), np.zeros((p, p))
-    pair_fewer[np.triu_indices(p, 1)] = fewer
-    pair_ordered[np.triu_indices(p, 1)] = ordered
-    pair_fewer += pair_fewer.T
-    pair_ordered += pair_ordered.T
+    signed, ordered, own, cat_signed, cat_ordered, cat_own, _, _ = _blocks(
+        pooled, p, len(cat_feats)
+    )
+    pair_signed, pair_ordered = _square(signed, p), _square(ordered, p)
     # alike[i, j]: j in order with i, and its order explained by i's (j fitted as i).
-    alike = _alike(pair_fewer, pair_ordered, np.broadcast_to(own, (p, p)))
+    alike = _alike(pair_signed, pair_ordered, np.broadcast_to(own, (p, p)), n_rows)
     np.fill_diagonal(alike, False)
     finest = np.lexsort((np.arange(p), -own))
     own_rep = np.arange(p)
@@ -272,7 +285,7 @@ def representatives(
             kept.append(int(j))
     rep = np.arange(d, dtype=np.int64)
     rep[feats] = feats[own_rep]
-    cat_alike = _alike(cat_fewer, cat_ordered, cat_own).reshape(len(cat_feats), p)
+    cat_alike = _alike(cat_signed, cat_ordered, cat_own, n_rows).reshape(len(cat_feats), p)
     for c, row in zip(cat_feats, cat_alike, strict=True):
         close = [a for a in finest if row[a]]
         if close:
@@ -280,25 +293,37 @@ def representatives(
     return None if (rep == np.arange(d)).all() else rep
 
 
-def missing_twins(
-    pooled: NDArray[np.float64], feats: NDArray[np.int64], d: int, q: int
-) -> NDArray[np.bool_] | None:
-    """Pairs of numeric features whose missing values fall on nested sets of rows.
+def _square(upper: NDArray[np.float64], p: int) -> NDArray[np.float64]:
+    """A symmetric ``(p, p)`` matrix from its upper triangle (row after row)."""
+    out = np.zeros((p, p))
+    out[np.triu_indices(p, 1)] = upper
+    return out + out.T
 
-    From :func:`order_sums`' last blocks: the two indicators of a missing value in order
-    (disorder at most :data:`COPY_DISORDER`); ``(d, d)``, symmetric; None: no pair. Their
-    "value known | missing" edges at one node release the node's known rows of each, whose
-    difference is the rows that miss one and not the other (``server/missing.py``).
+
+def nested_pairs(
+    pooled: NDArray[np.float64], feats: NDArray[np.int64], d: int, q: int, n_rows: float = 1.0
+) -> tuple[NDArray[np.int8], NDArray[np.int8]] | None:
+    """Pairs of numeric features whose rows nest: by their values, by their missing ones.
+
+    From :func:`order_sums`: ``(d, d)`` matrices, +1 where the pair is in order
+    increasing, -1 decreasing (disorder at most :data:`COPY_DISORDER`), 0 elsewhere; the
+    first for the values (pairs fitted as one never release both), the second for the
+    indicators of a missing value. None: no pair. At one node, two such features'
+    candidates release sums whose difference is the rows between them
+    (``server/missing.py``, ``nested_apart``).
     """
     p = feats.size
-    *_, m_fewer, m_ordered = _blocks(pooled, p, q)
-    nested = _alike(m_fewer, m_ordered, m_ordered)
-    if not nested.any():
-        return None
-    out = np.zeros((d, d), dtype=bool)
+    signed, ordered, *_, m_signed, m_ordered = _blocks(pooled, p, q)
     i, j = np.triu_indices(p, 1)
-    out[feats[i[nested]], feats[j[nested]]] = True
-    return out | out.T
+    out = []
+    for a, b in ((signed, ordered), (m_signed, m_ordered)):
+        rel = np.zeros((d, d), dtype=np.int8)
+        keep = _in_order(a, b, n_rows)
+        rel[feats[i[keep]], feats[j[keep]]] = np.where(a[keep] >= 0, 1, -1)
+        out.append(rel + rel.T)
+    if not (out[0].any() or out[1].any()):
+        return None
+    return out[0], out[1]
 
 
 def fitted_as_one(

@@ -103,9 +103,9 @@ class SecureState:
     #: Under "secure": per feature, the one it is fitted as (``privacy/copies.py``); None:
     #: no column orders the rows like an earlier one.
     copies: NDArray[np.int64] | None = None
-    #: Under "secure": pairs of features whose missing values fall on nested rows (``d, d``;
-    #: ``privacy/copies.py``); None: none.
-    missing_twins: NDArray[np.bool_] | None = None
+    #: Under "secure": pairs of features whose values, and whose missing values, nest
+    #: (``(d, d)`` each, +1 / -1 / 0: ``privacy/copies.nested_pairs``); None: none.
+    nested: tuple[NDArray[np.int8], NDArray[np.int8]] | None = None
     #: class_weight="balanced": the pooled class counts (a masked sum), else None.
     class_counts: NDArray[np.float64] | None = None
     #: Under "secure": the sum mod 2^64 of the clients' data tags (the settings digest's).

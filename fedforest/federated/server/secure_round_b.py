@@ -36,7 +36,7 @@ from .denoise import (
 from .dp_checks import check_noisy_counts
 from .fallback import with_ancestor_candidates
 from .guides import guided_in_threads, refine_args
-from .missing import MISSING_SPLIT, few_known_above, twin_edges, with_missing_sides
+from .missing import MISSING_SPLIT, few_known_above, nested_apart, with_missing_sides
 from .secure_checks import (
     check_pooled_groups,
     check_pooled_rows,
@@ -207,8 +207,9 @@ def round_b(
     below = sub_rows[at]
     if cfg.privacy == "secure":  # m known rows above each (missing.py: a twin column's edge)
         safe &= ~few_known_above(sub_grid, sub_off, sub_rows, cands, out_off, below, m)
-        if state.missing_twins is not None:  # two features' rows missing on nested rows
-            safe &= ~twin_edges(node, f, cands, out_off, below, safe, state.missing_twins, m)
+        if state.nested is not None:  # two features' rows nested (values or missing ones)
+            drop = nested_apart(node, f, cands, out_off, below, node_rows, safe, state.nested, m)
+            safe &= ~drop
     cousins_filter(state, node, f, cands, out_off, below, safe)
     # Less those whose sum, with the sums the server derives at the same threshold, would
     # bring some node's derivable sums on the feature 1 to m - 1 rows apart (secure_derived.py).

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from ..._common import class_sizes
 from ..client_secure import DATA_TAG_WORDS, MOMENT_FRAC_BITS, target_grid
 from ..federation import Federation
-from ..privacy.copies import ORDER_FRAC_BITS, check_order_sums, missing_twins, representatives
+from ..privacy.copies import ORDER_FRAC_BITS, check_order_sums, nested_pairs, representatives
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds
 from ..privacy.rules import default_min_rows
@@ -308,8 +308,8 @@ def setup_grids(
     if copies:  # a copy of a column is fitted as the column (copies.py)
         q = len(coded)
         check_order_sums(sums["order_sums"], numeric.size, q, n_rows, len(fed.client_names))
-        state.copies = representatives(sums["order_sums"], numeric, d, coded)
-        state.missing_twins = missing_twins(sums["order_sums"], numeric, d, q)
+        state.copies = representatives(sums["order_sums"], numeric, d, coded, n_rows)
+        state.nested = nested_pairs(sums["order_sums"], numeric, d, q, n_rows)
     if plan is None:
         state.edge_lo, state.edge_hi = edge_lo, edge_hi
         state.gaps = gaps
