@@ -23,12 +23,14 @@ import fedforest as ff
 from fedforest.federated.privacy import copies
 from fedforest.federated.privacy.copies import (
     check_order_sums,
+    dependent_categories,
     fitted_as_one,
+    one_of_each,
     order_categories,
     order_sums,
     representatives,
 )
-from fedforest.federated.server import secure_round_b
+from fedforest.federated.server import grow_level, secure_round_b
 from tests._attack_controls import assert_found_at_some_seed
 from tests.test_privacy import (
     _data,
@@ -403,3 +405,106 @@ def test_the_one_hot_attack_reads_few_rows_with_the_fix_off(
         return onehot_exposure(*_onehot_fit(seed), 10)
 
     assert_found_at_some_seed(attack, lambda got: got["small"] > 0, [0, 1, 2, 3])
+
+
+# ----------------------------------------------- a categorical column of another's
+def test_a_clients_category_pairs_count_rows_equal_on_one_and_not_the_other() -> None:
+    rng = np.random.default_rng(4)
+    code = rng.choice(9, size=200)
+    raw = [
+        np.array([f"c{c}" for c in code], dtype=object),
+        np.array([f"h{c // 3}" for c in code], dtype=object),  # a function of the first
+        rng.choice(list("xyz"), size=200).astype(object),
+    ]
+    raw[1][:4] = None  # missing: a level of its own
+    got = order_sums(np.zeros((200, 0)), 200, raw)
+    assert got.shape == (12,)
+    codes = [pd.factorize(pd.Series(r, dtype=object))[0] for r in raw]
+    pairs = 200 * 199 / 2
+    for k, (i, j) in enumerate([(0, 1), (0, 2), (1, 2)]):
+        eq_i = codes[i][:, None] == codes[i][None, :]
+        eq_j = codes[j][:, None] == codes[j][None, :]
+        upper = np.triu(np.ones((200, 200), dtype=bool), 1)
+        want = [(eq_i & ~eq_j & upper).sum(), (eq_i & upper).sum()]
+        want += [(eq_j & ~eq_i & upper).sum(), (eq_j & upper).sum()]
+        np.testing.assert_allclose(got[4 * k : 4 * k + 4], 200 * np.array(want) / pairs)
+    assert 0 < got[0] < copies.COPY_UNEXPLAINED * got[1]  # a function of the code but for 4
+
+
+def test_a_category_grouping_anothers_levels_is_never_asked_with_it_at_a_node() -> None:
+    rng = np.random.default_rng(5)
+    code = rng.choice(12, size=600)
+    raw = [
+        np.array([f"c{c}" for c in code], dtype=object),
+        np.array([f"h{c // 4}" for c in code], dtype=object),
+        rng.choice(list("xyz"), size=600).astype(object),
+        np.array([f"id{i}" for i in range(600)], dtype=object),  # one row a level
+    ]
+    pooled = order_sums(np.zeros((600, 0)), 600, raw)
+    exclusive = dependent_categories(pooled, 0, [1, 2, 4, 5], 6, 600.0, 1)
+    assert exclusive is not None
+    assert np.argwhere(exclusive).tolist() == [[1, 2], [2, 1]]  # not the identifiers
+    # Slots drawing (2, 1, 0), (1, 4), (4, 2, 1): the later of 1 and 2 is dropped.
+    off, feat = one_of_each(np.array([0, 3, 5, 8]), np.array([2, 1, 0, 1, 4, 4, 2, 1]), exclusive)
+    assert off.tolist() == [0, 2, 4, 6] and feat.tolist() == [2, 0, 1, 4, 4, 2]
+    assert dependent_categories(pooled[:0], 0, [], 6, 600.0, 1) is None
+
+
+def catcat_exposure(fed: Any, model: Any, X: pd.DataFrame, h: np.ndarray, m: int) -> int:
+    """Per node, unions of the released groups of ``code`` and of its ``chapter`` whose
+    row sets nest with 1 to ``m - 1`` rows between."""
+    clients = [fed.clients[f"site{k}"] for k in np.unique(h)]
+    w = _in_bag_weights(model, clients, h, len(model.trees_), model.random_state)
+    V = client_values(fed, X, h)
+    groups = _group_releases(fed, model, m)
+    member = _members(model, V, w)
+    a, b = X.columns.get_loc("code"), X.columns.get_loc("chapter")
+    small = 0
+    for (t, nd, f), group_of in groups.items():
+        if f != a or (t, nd, b) not in groups:
+            continue
+        r = member[t][nd]
+
+        def unions(column: int, of: np.ndarray, r: np.ndarray = r) -> list:
+            names = np.unique(of)
+            return [
+                np.isin(V[r, column], np.flatnonzero(np.isin(of, list(u))))
+                for k in range(1, names.size)
+                for u in itertools.combinations(names, k)
+            ]
+
+        for ua, ub in itertools.product(unions(a, group_of), unions(b, groups[(t, nd, b)])):
+            ab, ba = int((ua & ~ub).sum()), int((ub & ~ua).sum())
+            small += min(ab, ba) == 0 and 0 < ab + ba < m
+    return small
+
+
+def _catcat_fit(seed: int) -> tuple[Any, ...]:
+    X, y, h = _data(n_clients=10, n_rows=100, d=5, seed=seed)
+    code = np.random.default_rng(seed + 9).choice(12, size=len(X))
+    X["code"] = pd.Categorical([f"c{c}" for c in code])
+    X["chapter"] = pd.Categorical([f"h{c // 4}" for c in code])
+    model = ff.FedForestRegressor(n_estimators=10, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fed = _fit(model, X, y + 0.3 * code, h)
+    return fed, model, X, h
+
+
+def test_a_code_and_its_chapter_give_no_few_rows_at_a_node() -> None:
+    fed, model, X, h = _catcat_fit(0)
+    assert catcat_exposure(fed, model, X, h, 10) == 0
+    imp = model.feature_importances_
+    assert imp[X.columns.get_loc("code")] > 0 and imp[X.columns.get_loc("chapter")] >= 0
+
+
+def test_the_code_and_chapter_attack_reads_few_rows_with_the_fix_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(grow_level, "one_of_each", lambda off, feat, _: (off, feat))
+
+    def attack(seed: int) -> int:
+        fed, model, X, h = _catcat_fit(seed)
+        return catcat_exposure(fed, model, X, h, 10)
+
+    assert_found_at_some_seed(attack, lambda got: got > 0, [0, 1, 2])

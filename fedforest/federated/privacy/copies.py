@@ -37,8 +37,11 @@ Columns in order that neither explains (one-hot columns of one category: disjoin
 sets, which leave a category's rows at a node) are not merged, which would lose the
 categories' splits; :func:`nested_pairs` gives them, and the columns whose missing
 values nest, to ``server/missing.py``'s ``nested_apart``, which keeps their candidates
-at one node ``m`` rows apart. Not covered: columns less alike still nest now and then in
-a small node (measured in the findings).
+at one node ``m`` rows apart. Two categorical columns one of which groups the other's
+levels (a code and its chapter) are never asked at one node together
+(:func:`dependent_categories`, :func:`one_of_each`). Not covered: columns less alike
+still nest now and then in a small node, and any of these relations across nodes
+(measured in the findings).
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ __all__ = [
     "ORDER_FRAC_BITS",
     "ORDER_ROWS",
     "check_order_sums",
+    "dependent_categories",
+    "one_of_each",
     "fitted_as_one",
     "nested_pairs",
     "order_categories",
@@ -102,9 +107,10 @@ def order_sums(
     per numeric column the rate of pairs it orders; per categorical column and numeric
     one (row after row) the two rates of the pair, the categories' order being that of
     their mean value of the numeric one (:func:`_category_ranks`): first every
-    ``min(C, D)``, then every ``C + D``, then every rate of pairs in different
-    categories; last, per numeric pair, the two rates of their indicators of a missing
-    value. Each times ``n_rows``; shape ``(2 p (p - 1) + p + 3 q p,)``.
+    ``(C - D) / P``, then every ``(C + D) / P``, then every rate of pairs in different
+    categories; per numeric pair, the two rates of their indicators of a missing value;
+    last, per categorical pair, :func:`_category_pairs` (over all of its rows). Each
+    times ``n_rows``; shape ``(2 p (p - 1) + p + 3 q p + 2 q (q - 1),)``.
     """
     n, p = x.shape
     q = len(cats)
@@ -117,8 +123,9 @@ def order_sums(
     paired = np.column_stack([r[rows] for r in ranked]) if ranked else np.zeros((rows.size, 0))
     x = x[rows]
     n = rows.size
+    cat_pairs = _category_pairs(codes) * float(n_rows)
     if n < 2:
-        return np.zeros(2 * p * (p - 1) + p + 3 * q * p)
+        return np.concatenate([np.zeros(2 * p * (p - 1) + p + 3 * q * p), cat_pairs])
     upper = np.triu_indices(p, 1)
     signed = np.zeros((p, p))  # sum over pairs of sign(a) sign(b): C - D
     ordered = np.zeros((p, p))  # of |sign(a) sign(b)|: C + D
@@ -133,7 +140,7 @@ def order_sums(
         signed += s.T @ s
         a = np.abs(s)
         ordered += a.T @ a
-        if q:  # each categorical column against each numeric one (its own order)
+        if q and p:  # each categorical column against each numeric one (its own order)
             sc = np.sign(filled_c[i + 1 :] - filled_c[i]) * (known_c[i + 1 :] & known_c[i])
             sc = sc.astype(np.float32).reshape(-1, q, p)
             cat_signed += np.einsum("mqp,mp->qp", sc, s).ravel()
@@ -148,7 +155,37 @@ def order_sums(
     parts = [signed[upper], ordered[upper], np.diag(ordered), cat_signed, cat_ordered, cat_own]
     parts += [m_signed[upper], m_ordered[upper]]
     out = np.concatenate(parts) / pairs
-    return np.asarray(np.clip(out, -1.0, 1.0) * float(n_rows))
+    return np.concatenate([np.clip(out, -1.0, 1.0) * float(n_rows), cat_pairs])
+
+
+def _category_pairs(codes: Sequence[NDArray[np.int64]]) -> NDArray[np.float64]:
+    """Per categorical pair ``i < j``: how far each is a function of the other.
+
+    Over the client's pairs of rows (``P``): those equal on ``i`` but not on ``j``, those
+    equal on ``i``, those equal on ``j`` but not on ``i``, those equal on ``j``, each over
+    ``P`` (a missing value is a level of its own). ``j`` is a function of ``i`` where the
+    first is 0 (a chapter of its codes). Shape ``(4 * q * (q - 1) / 2,)``, pair after pair.
+    """
+    q = len(codes)
+    n = codes[0].size if q else 0
+    if q < 2 or n < 2:
+        return np.zeros(2 * q * (q - 1))
+    pairs = n * (n - 1) / 2
+
+    def equal(*cols: NDArray[np.int64]) -> float:
+        joint = np.zeros(n, dtype=np.int64)
+        for c in cols:
+            joint = joint * (int(c.max()) + 2) + (c + 1)
+        counts = np.unique(joint, return_counts=True)[1].astype(np.float64)
+        return float((counts * (counts - 1) / 2).sum())
+
+    own = [equal(c) for c in codes]
+    out = []
+    for a, b in zip(*np.triu_indices(q, 1), strict=True):
+        i, j = int(a), int(b)
+        both = equal(codes[i], codes[j])
+        out += [own[i] - both, own[i], own[j] - both, own[j]]
+    return np.asarray(out) / pairs
 
 
 def _category_ranks(codes: NDArray[np.int64], a: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -198,14 +235,16 @@ def check_order_sums(
         Naming the field, when a sum is out of range (a client's reply was malformed).
     """
     slack = n_clients * 2.0**-ORDER_FRAC_BITS
-    signed, ordered, own, cat_signed, cat_ordered, cat_own, m_signed, m_ordered = _blocks(
-        pooled, p, q
+    signed, ordered, own, cat_signed, cat_ordered, cat_own, m_signed, m_ordered, cat_pairs = (
+        _blocks(pooled, p, q)
     )
     bad = ~np.isfinite(pooled) | (np.abs(pooled) > n_rows + slack)
-    rates = np.concatenate([ordered, own, cat_ordered, cat_own, m_ordered])
+    rates = np.concatenate([ordered, own, cat_ordered, cat_own, m_ordered, cat_pairs])
+    unequal, equal = cat_pairs.reshape(-1, 2).T  # equal on one, not the other; equal on one
+    over_pairs = unequal > equal + slack
     pairs = ((signed, ordered), (cat_signed, cat_ordered), (m_signed, m_ordered))
     over = np.concatenate([np.abs(a) > b + slack for a, b in pairs])
-    if bad.any() or over.any() or (rates < -slack).any():
+    if bad.any() or over.any() or over_pairs.any() or (rates < -slack).any():
         raise ValueError(
             "The moments round's pooled order statistics ('order_sums') are out of range: "
             "not finite, beyond the federation's rows, rates below 0, or more pairs in "
@@ -215,9 +254,9 @@ def check_order_sums(
 
 
 def _blocks(pooled: NDArray[np.float64], p: int, q: int) -> list[NDArray[np.float64]]:
-    """:func:`order_sums`' eight blocks."""
+    """:func:`order_sums`' nine blocks."""
     half = p * (p - 1) // 2
-    sizes = [half, half, p, q * p, q * p, q * p, half, half]
+    sizes = [half, half, p, q * p, q * p, q * p, half, half, 2 * q * (q - 1)]
     return np.split(pooled, np.cumsum(sizes)[:-1])
 
 
@@ -267,9 +306,7 @@ def representatives(
     pair no client orders (constant in every client) is not alike.
     """
     p = feats.size
-    signed, ordered, own, cat_signed, cat_ordered, cat_own, _, _ = _blocks(
-        pooled, p, len(cat_feats)
-    )
+    signed, ordered, own, cat_signed, cat_ordered, cat_own = _blocks(pooled, p, len(cat_feats))[:6]
     pair_signed, pair_ordered = _square(signed, p), _square(ordered, p)
     # alike[i, j]: j in order with i, and its order explained by i's (j fitted as i).
     alike = _alike(pair_signed, pair_ordered, np.broadcast_to(own, (p, p)), n_rows)
@@ -313,7 +350,8 @@ def nested_pairs(
     (``server/missing.py``, ``nested_apart``).
     """
     p = feats.size
-    signed, ordered, *_, m_signed, m_ordered = _blocks(pooled, p, q)
+    blocks = _blocks(pooled, p, q)
+    signed, ordered, m_signed, m_ordered = blocks[0], blocks[1], blocks[6], blocks[7]
     i, j = np.triu_indices(p, 1)
     out = []
     for a, b in ((signed, ordered), (m_signed, m_ordered)):
@@ -324,6 +362,62 @@ def nested_pairs(
     if not (out[0].any() or out[1].any()):
         return None
     return out[0], out[1]
+
+
+def dependent_categories(
+    pooled: NDArray[np.float64],
+    p: int,
+    cat_feats: Sequence[int],
+    d: int,
+    n_rows: float,
+    n_clients: int,
+) -> NDArray[np.bool_] | None:
+    """Pairs of categorical features one of which is (nearly) a function of the other.
+
+    From :func:`order_sums`' last block (``p`` numeric columns before): ``j`` is a
+    function of ``i`` where at most :data:`COPY_UNEXPLAINED` of the pairs of rows equal on
+    ``i`` differ on ``j`` (a chapter of its codes), on evidence: a client's row shares its
+    level of ``i`` with :data:`MIN_CATEGORY_ROWS` others or more on average (an
+    identifier's levels, one row each, are trivially functions). ``(d, d)``, symmetric;
+    None: no pair. Their groups' sums at one node nest (:func:`one_of_each`).
+    """
+    q = len(cat_feats)
+    if q < 2:
+        return None
+    cat_pairs = _blocks(pooled, p, q)[8].reshape(-1, 4) / max(n_rows, 1.0)
+    per_client = n_rows / max(n_clients, 1)
+    out = np.zeros((d, d), dtype=bool)
+    for (i, j), (u_i, e_i, u_j, e_j) in zip(
+        zip(*np.triu_indices(q, 1), strict=True), cat_pairs, strict=True
+    ):
+        j_of_i = e_i * per_client >= MIN_CATEGORY_ROWS and u_i <= COPY_UNEXPLAINED * e_i
+        i_of_j = e_j * per_client >= MIN_CATEGORY_ROWS and u_j <= COPY_UNEXPLAINED * e_j
+        if j_of_i or i_of_j:
+            a, b = cat_feats[int(i)], cat_feats[int(j)]
+            out[a, b] = out[b, a] = True
+    return out if out.any() else None
+
+
+def one_of_each(
+    pair_off: NDArray[np.int64], pair_feat: NDArray[np.int32], exclusive: NDArray[np.bool_]
+) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
+    """A level's drawn features less those drawn after a feature they exclude at a node.
+
+    ``exclusive``: ``(d, d)`` pairs never asked at one node together
+    (:func:`dependent_categories`): the first drawn is asked.
+    """
+    n_slots = pair_off.size - 1
+    keep = np.ones(pair_feat.size, dtype=bool)
+    for s in range(n_slots):
+        a, b = int(pair_off[s]), int(pair_off[s + 1])
+        drawn = pair_feat[a:b]
+        for k in range(1, drawn.size):
+            if exclusive[drawn[k], drawn[:k][keep[a : a + k]]].any():
+                keep[a + k] = False
+    slot = np.repeat(np.arange(n_slots), np.diff(pair_off))
+    out_off = np.zeros(n_slots + 1, dtype=np.int64)
+    np.cumsum(np.bincount(slot[keep], minlength=n_slots), out=out_off[1:])
+    return out_off, pair_feat[keep]
 
 
 def fitted_as_one(

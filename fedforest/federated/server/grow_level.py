@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from ..._common import STAT_WEIGHT
 from ..federation import Federation
-from ..privacy.copies import fitted_as_one
+from ..privacy.copies import fitted_as_one, one_of_each
 from ..protocol import (
     ROUND_A,
     ROUND_B,
@@ -75,9 +75,11 @@ def _level(
     pair_off, pair_feat = _sample_features(
         ctx["rngs"], frontier.tree, ctx["d"], 0 if at_max else ctx["k"], constant
     )
-    copies = ctx["secure"].copies if "secure" in ctx else None
-    if copies is not None:  # "secure": a copy of a column drawn is asked as the column
-        pair_off, pair_feat = fitted_as_one(pair_off, pair_feat, copies, constant)
+    state = ctx.get("secure")
+    if state is not None and state.copies is not None:  # a copy drawn is asked as the column
+        pair_off, pair_feat = fitted_as_one(pair_off, pair_feat, state.copies, constant)
+    if state is not None and state.exclusive is not None:  # a code and its chapter: one
+        pair_off, pair_feat = one_of_each(pair_off, pair_feat, state.exclusive)
     if ctx.get("continued") is not None:  # nodes drawing on (verification mode)
         pair_off, pair_feat = first_pair_only(pair_off, pair_feat, ctx["continued"])
     arrays: dict[str, NDArray[Any]] = {

@@ -106,6 +106,10 @@ class SecureState:
     #: Under "secure": pairs of features whose values, and whose missing values, nest
     #: (``(d, d)`` each, +1 / -1 / 0: ``privacy/copies.nested_pairs``); None: none.
     nested: tuple[NDArray[np.int8], NDArray[np.int8]] | None = None
+    #: Under "secure": pairs of categorical features one of which groups the other's levels
+    #: (``(d, d)``: ``privacy/copies.dependent_categories``), never asked at one node
+    #: together; None: none.
+    exclusive: NDArray[np.bool_] | None = None
     #: class_weight="balanced": the pooled class counts (a masked sum), else None.
     class_counts: NDArray[np.float64] | None = None
     #: Under "secure": the sum mod 2^64 of the clients' data tags (the settings digest's).

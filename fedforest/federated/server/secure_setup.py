@@ -15,7 +15,13 @@ from numpy.typing import NDArray
 from ..._common import class_sizes
 from ..client_secure import DATA_TAG_WORDS, MOMENT_FRAC_BITS, target_grid
 from ..federation import Federation
-from ..privacy.copies import ORDER_FRAC_BITS, check_order_sums, nested_pairs, representatives
+from ..privacy.copies import (
+    ORDER_FRAC_BITS,
+    check_order_sums,
+    dependent_categories,
+    nested_pairs,
+    representatives,
+)
 from ..privacy.dp import ASINH_CLIP
 from ..privacy.grids import moment_grid, outer_bounds
 from ..privacy.rules import default_min_rows
@@ -221,8 +227,9 @@ def setup_grids(
     coded = [j for j in range(d) if n_categories[j] >= 2] if secure_tag else []
     if coded:  # rows per category code (rare_codes.py): the lists, column after column
         header["code_counts"] = {str(j): schema["categories"][str(j)] for j in coded}
-    # Columns ordering the rows alike (copies.py): numeric pairs, categorical x numeric.
-    copies = secure_tag and feats.size > 0 and (feats.size > 1 or len(coded) > 0)
+    # Columns ordering the rows alike (copies.py): numeric pairs, categorical x numeric
+    # ones and categorical pairs.
+    copies = secure_tag and feats.size + len(coded) > 1
     if copies:
         header["order_sums"] = coded
     first = Message(GRID, header, {"features": feats})
@@ -248,7 +255,11 @@ def setup_grids(
         specs["code_counts"] = ((int(n_categories[coded].sum()),), 0)
     if copies:  # per column pair and column, rows x rates of order (copies.py)
         p = feats.size
-        specs["order_sums"] = ((2 * p * (p - 1) + p + 3 * p * len(coded),), ORDER_FRAC_BITS)
+        q = len(coded)
+        specs["order_sums"] = (
+            (2 * p * (p - 1) + p + 3 * p * q + 2 * q * (q - 1),),
+            ORDER_FRAC_BITS,
+        )
     # Under "secure" the rows' weights are bound to the round's clients: a drop sends it
     # again (under "dp", unweighted, the drop is recovered).
     sums = (sums_sent_again if plan is None else secure_exchange)(fed, ledger, first, specs)
@@ -310,6 +321,10 @@ def setup_grids(
         check_order_sums(sums["order_sums"], numeric.size, q, n_rows, len(fed.client_names))
         state.copies = representatives(sums["order_sums"], numeric, d, coded, n_rows)
         state.nested = nested_pairs(sums["order_sums"], numeric, d, q, n_rows)
+        n_clients = len(fed.client_names)
+        state.exclusive = dependent_categories(
+            sums["order_sums"], numeric.size, coded, d, n_rows, n_clients
+        )
     if plan is None:
         state.edge_lo, state.edge_hi = edge_lo, edge_hi
         state.gaps = gaps
