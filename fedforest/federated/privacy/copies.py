@@ -85,8 +85,10 @@ MIN_ORDERED = 0.005
 #: Fractional bits of a client's rows times a rate (a sum over clients, exact to 2^-24).
 ORDER_FRAC_BITS = 24
 
-#: A client compares the pairs of at most this many of its rows (evenly spaced).
+#: A client compares the pairs of at most this many of its rows (evenly spaced), and of
+#: no fewer than the next for many columns.
 ORDER_ROWS = 1_000
+MIN_ORDER_ROWS = 30
 
 #: A category takes part in a client's order against a numeric column from this many of
 #: its rows (one of a few rows is in order with any column).
@@ -115,8 +117,9 @@ def order_sums(
     n, p = x.shape
     q = len(cats)
     width = p * p + q * p
-    # Many columns compare fewer rows: about n^2 (p^2 + q p) / 2 <= 1e8 multiply-adds.
-    limit = min(ORDER_ROWS, max(100, int(14_142 // max(np.sqrt(width), 1.0))))
+    # Many columns compare fewer rows: about n^2 (p^2 + q p) / 2 <= 1e8 multiply-adds, and
+    # at least MIN_ORDER_ROWS (an exact copy has no discordant pair among any rows).
+    limit = min(ORDER_ROWS, max(MIN_ORDER_ROWS, int(14_142 // max(np.sqrt(width), 1.0))))
     rows = np.linspace(0, n - 1, limit).astype(np.int64) if n > limit else np.arange(n)
     codes = [pd.factorize(pd.Series(c, dtype=object), use_na_sentinel=True)[0] for c in cats]
     ranked = [_category_ranks(c, x[:, a]) for c in codes for a in range(p)]
