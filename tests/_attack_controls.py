@@ -73,14 +73,3 @@ def rules_across_levels_off(monkeypatch: pytest.MonkeyPatch, partitions: bool = 
     monkeypatch.setattr(secure_derived.DerivedSums, "filter", lambda *a, **k: None)
     if partitions:
         monkeypatch.setattr(secure_round_b, "partition_filter", lambda *a, **k: None)
-
-
-def missing_rules_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A control's fix off: Round B keeps the candidates that leave 1 to ``m - 1`` known
-    rows of a node above them (``missing.few_known_above``) and those 1 to ``m - 1`` rows
-    from a nested feature's (``missing.nested_apart``; docs/privacy.md, "Columns missing
-    on the same rows"). Both also close leaks older controls were written against."""
-    monkeypatch.setattr(
-        secure_round_b, "few_known_above", lambda *a: np.zeros(a[3].size, dtype=bool)
-    )
-    monkeypatch.setattr(secure_round_b, "nested_apart", lambda *a: np.zeros(a[2].size, dtype=bool))

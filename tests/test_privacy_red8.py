@@ -53,7 +53,7 @@ from fedforest.federated.server import secure as secure_server
 from fedforest.federated.server import secure_grids, secure_setup
 from fedforest.federated.server.missing import MISSING_SPLIT
 from fedforest.tree.export import float32_floor
-from tests._attack_controls import assert_found_at_some_seed, missing_rules_off
+from tests._attack_controls import assert_found_at_some_seed
 from tests.test_privacy import _data, _fit, _match_rows
 from tests.test_privacy_weights import _depths
 
@@ -239,7 +239,6 @@ TRACERS = ["missing", "sparse", "rare", "declared"]
 def tracer_fix_off(monkeypatch) -> None:  # noqa: ANN001
     """The three parts of the fix switched off (the control): no code merged, a missing
     edge for any column with missing values, every quantile edge kept in the node grids."""
-    missing_rules_off(monkeypatch)  # a sparse column's few known rows: kept from candidates
     known_enough = secure_setup.known_enough
 
     def every_missing_edge(*a):  # noqa: ANN002, ANN202

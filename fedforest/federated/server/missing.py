@@ -124,7 +124,8 @@ def few_known_above(
     node's sum over its known rows at its own "value known | missing" edge, so such a
     candidate's sum would leave those few rows to the server (docs/privacy.md, "Copies
     of a column"); the rule on a pair's own candidates spaces them from the node's total,
-    missing rows included. ``MISSING_SPLIT`` itself is never one.
+    missing rows included. ``MISSING_SPLIT`` itself is never one. Round B applies it to
+    the features whose missing values nest with another's (``copies.nested_pairs``).
     """
     if grid.size == 0:  # no pair with a grid (every node too small, say)
         return np.zeros(cand.size, dtype=bool)

@@ -205,11 +205,14 @@ def round_b(
     # Less those that would leave 1 to m - 1 rows of an ancestor's release at them in no
     # other release there (its atom, secure_cousins.py).
     below = sub_rows[at]
-    if cfg.privacy == "secure":  # m known rows above each (missing.py: a twin column's edge)
-        safe &= ~few_known_above(sub_grid, sub_off, sub_rows, cands, out_off, below, m)
-        if state.nested is not None:  # two features' rows nested (values or missing ones)
-            drop = nested_apart(node, f, cands, out_off, below, node_rows, safe, state.nested, m)
-            safe &= ~drop
+    if cfg.privacy == "secure" and state.nested is not None:  # nested rows (missing.py)
+        # A feature missing on the rows another misses: m known rows above each candidate
+        # (the other's "value known | missing" edge releases the node's known rows).
+        has_twin = np.asarray(state.nested[1].any(axis=1), dtype=bool)
+        twin = np.repeat(has_twin[f], np.diff(out_off))
+        safe &= ~(few_known_above(sub_grid, sub_off, sub_rows, cands, out_off, below, m) & twin)
+        drop = nested_apart(node, f, cands, out_off, below, node_rows, safe, state.nested, m)
+        safe &= ~drop
     cousins_filter(state, node, f, cands, out_off, below, safe)
     # Less those whose sum, with the sums the server derives at the same threshold, would
     # bring some node's derivable sums on the feature 1 to m - 1 rows apart (secure_derived.py).
