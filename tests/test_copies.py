@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -213,29 +213,69 @@ def test_a_client_refuses_a_malformed_list_of_categorical_columns() -> None:
 
 
 # ------------------------------------------------------------------------ the attack
-def copy_exposure(fed: Any, model: Any, X: pd.DataFrame, h: np.ndarray, m: int) -> dict:
-    """Per node, its releases on columns 0 and 1 whose row sets nest with 1 to ``m - 1``
-    rows between (the difference of the two sums is a sum over those rows; a decreasing
-    copy's sums below are the column's above, its complement's); and the rows alone."""
+class Seen(NamedTuple):
+    """What an attack reads of a recorded fit, and the in-bag rows that count its finds."""
+
+    values: np.ndarray  # the columns as the clients route them
+    member: list  # per tree, each node's in-bag rows (the test knows them; the server not)
+    numeric: dict  # Round B's candidates per (tree, node, feature)
+    groups: dict  # Round B's category groups per (tree, node, feature)
+
+
+def seen(fed: Any, model: Any, X: pd.DataFrame, h: np.ndarray, m: int) -> Seen:
     clients = [fed.clients[f"site{k}"] for k in np.unique(h)]
     w = _in_bag_weights(model, clients, h, len(model.trees_), model.random_state)
     V = client_values(fed, X, h)
-    released = _releases(fed, model, m)
-    member = _members(model, V, w)
-    small, alone = 0, 0
-    for (t, nd, f), cand in released.items():
-        if f != 0 or (t, nd, 1) not in released:
-            continue
-        r = member[t][nd]
-        for e in cand[np.isfinite(cand)]:
-            a = V[r, 0] <= e
-            for e1 in released[(t, nd, 1)]:
-                b = V[r, 1] <= e1
-                for side in (b, ~b):
-                    ab, ba = int((a & ~side).sum()), int((side & ~a).sum())
-                    if min(ab, ba) == 0 and 0 < ab + ba < m:
-                        small += 1
-                        alone += ab + ba == 1
+    return Seen(V, _members(model, V, w), _releases(fed, model, m), _group_releases(fed, model, m))
+
+
+def below(at: Seen, key: tuple, column: int) -> list[np.ndarray]:
+    """A node's rows (``key``: tree, node) below each threshold released on ``column``."""
+    r = at.member[key[0]][key[1]]
+    return [at.values[r, column] <= e for e in at.numeric.get((*key, column), [])]
+
+
+def unions(at: Seen, key: tuple, column: int) -> list[np.ndarray]:
+    """A node's rows in each union of the category groups released on ``column``."""
+    r = at.member[key[0]][key[1]]
+    group_of = at.groups.get((*key, column))
+    if group_of is None:
+        return []
+    names = np.unique(group_of)
+    return [
+        np.isin(at.values[r, column], np.flatnonzero(np.isin(group_of, list(u))))
+        for k in range(1, names.size)
+        for u in itertools.combinations(names, k)
+    ]
+
+
+def nested(sets_a: list, sets_b: list, m: int) -> tuple[int, int]:
+    """Pairs of one set of each (or the complement of the second) that nest with 1 to
+    ``m - 1`` rows between (the difference of their sums is a sum over those rows), and
+    how many of them by one row (its exact target)."""
+    small = alone = 0
+    for a, b in itertools.product(sets_a, sets_b):
+        for side in (b, ~b):
+            ab, ba = int((a & ~side).sum()), int((side & ~a).sum())
+            if min(ab, ba) == 0 and 0 < ab + ba < m:
+                small += 1
+                alone += ab + ba == 1
+    return small, alone
+
+
+def pair_exposure(at: Seen, a: int, b: int, m: int) -> tuple[int, int]:
+    """:func:`nested` over every node that released both columns ``a`` and ``b``."""
+    found = [
+        nested(below(at, (t, nd), a), below(at, (t, nd), b), m) for t, nd, f in at.numeric if f == a
+    ]
+    return sum(f[0] for f in found), sum(f[1] for f in found)
+
+
+def copy_exposure(fed: Any, model: Any, X: pd.DataFrame, h: np.ndarray, m: int) -> dict:
+    """Per node, its releases on columns 0 and 1 whose row sets nest with 1 to ``m - 1``
+    rows between (a decreasing copy's sums below are the column's above); and the rows
+    alone."""
+    small, alone = pair_exposure(seen(fed, model, X, h, m), 0, 1, m)
     return {"small": small, "alone": alone, "on_copy": _asked_on(fed, model, m, 1)}
 
 
@@ -287,31 +327,14 @@ def test_under_none_a_copy_is_fitted_as_before() -> None:
 def band_exposure(fed: Any, model: Any, X: pd.DataFrame, h: np.ndarray, m: int) -> dict:
     """Per node, the releases on column 0 against every union of the released groups of
     the categorical column ``band`` (its bands): nested with 1 to ``m - 1`` rows between."""
-    clients = [fed.clients[f"site{k}"] for k in np.unique(h)]
-    w = _in_bag_weights(model, clients, h, len(model.trees_), model.random_state)
-    V = client_values(fed, X, h)
-    numeric, groups = _releases(fed, model, m), _group_releases(fed, model, m)
-    member = _members(model, V, w)
+    at = seen(fed, model, X, h, m)
     band = X.columns.get_loc("band")
     small = alone = asked = 0
-    for (t, nd, f), group_of in groups.items():
-        if f != band:
-            continue
-        asked += 1
-        r = member[t][nd]
-        names = np.unique(group_of)
-        unions = [
-            np.isin(V[r, band], np.flatnonzero(np.isin(group_of, list(u))))
-            for k in range(1, names.size)
-            for u in itertools.combinations(names, k)
-        ]
-        for e in numeric.get((t, nd, 0), np.zeros(0)):
-            a = V[r, 0] <= e
-            for u in unions:
-                ab, ba = int((a & ~u).sum()), int((u & ~a).sum())
-                if min(ab, ba) == 0 and 0 < ab + ba < m:
-                    small += 1
-                    alone += ab + ba == 1
+    for t, nd, f in at.groups:
+        if f == band:
+            asked += 1
+            got = nested(below(at, (t, nd), 0), unions(at, (t, nd), band), m)
+            small, alone = small + got[0], alone + got[1]
     return {"small": small, "alone": alone, "asked": asked}
 
 
@@ -356,23 +379,13 @@ def test_a_category_unrelated_to_the_columns_is_fitted_as_given() -> None:
 def onehot_exposure(fed: Any, model: Any, X: pd.DataFrame, h: np.ndarray, m: int) -> dict:
     """Per node, releases on two one-hot columns whose row sets nest with 1 to ``m - 1``
     rows between (disjoint columns: one's sums below are in the other's above)."""
-    clients = [fed.clients[f"site{k}"] for k in np.unique(h)]
-    w = _in_bag_weights(model, clients, h, len(model.trees_), model.random_state)
-    V = client_values(fed, X, h)
-    released = _releases(fed, model, m)
-    member = _members(model, V, w)
+    at = seen(fed, model, X, h, m)
     cols = [X.columns.get_loc(c) for c in X.columns if c.startswith("oh")]
     small = 0
-    for (t, nd, f), cand in released.items():
+    for t, nd, f in at.numeric:
         for g in cols:
-            if f not in cols or g <= f or (t, nd, g) not in released:
-                continue
-            r = member[t][nd]
-            for e, e1 in itertools.product(cand, released[(t, nd, g)]):
-                a, b = V[r, f] <= e, V[r, g] <= e1
-                for side in (b, ~b):
-                    ab, ba = int((a & ~side).sum()), int((side & ~a).sum())
-                    small += min(ab, ba) == 0 and 0 < ab + ba < m
+            if f in cols and g > f:
+                small += nested(below(at, (t, nd), f), below(at, (t, nd), g), m)[0]
     return {"small": small, "columns": [model.feature_importances_[c] > 0 for c in cols]}
 
 
@@ -453,30 +466,13 @@ def test_a_category_grouping_anothers_levels_is_never_asked_with_it_at_a_node() 
 def catcat_exposure(fed: Any, model: Any, X: pd.DataFrame, h: np.ndarray, m: int) -> int:
     """Per node, unions of the released groups of ``code`` and of its ``chapter`` whose
     row sets nest with 1 to ``m - 1`` rows between."""
-    clients = [fed.clients[f"site{k}"] for k in np.unique(h)]
-    w = _in_bag_weights(model, clients, h, len(model.trees_), model.random_state)
-    V = client_values(fed, X, h)
-    groups = _group_releases(fed, model, m)
-    member = _members(model, V, w)
+    at = seen(fed, model, X, h, m)
     a, b = X.columns.get_loc("code"), X.columns.get_loc("chapter")
-    small = 0
-    for (t, nd, f), group_of in groups.items():
-        if f != a or (t, nd, b) not in groups:
-            continue
-        r = member[t][nd]
-
-        def unions(column: int, of: np.ndarray, r: np.ndarray = r) -> list:
-            names = np.unique(of)
-            return [
-                np.isin(V[r, column], np.flatnonzero(np.isin(of, list(u))))
-                for k in range(1, names.size)
-                for u in itertools.combinations(names, k)
-            ]
-
-        for ua, ub in itertools.product(unions(a, group_of), unions(b, groups[(t, nd, b)])):
-            ab, ba = int((ua & ~ub).sum()), int((ub & ~ua).sum())
-            small += min(ab, ba) == 0 and 0 < ab + ba < m
-    return small
+    return sum(
+        nested(unions(at, (t, nd), a), unions(at, (t, nd), b), m)[0]
+        for t, nd, f in at.groups
+        if f == a
+    )
 
 
 def _catcat_fit(seed: int) -> tuple[Any, ...]:

@@ -24,14 +24,8 @@ from fedforest.federated.privacy.copies import nested_pairs, order_sums
 from fedforest.federated.server import secure_round_b
 from fedforest.federated.server.missing import MISSING_SPLIT, few_known_above, nested_apart
 from tests._attack_controls import assert_found_at_some_seed
-from tests.test_privacy import (
-    _data,
-    _fit,
-    _in_bag_weights,
-    _members,
-    _releases,
-    client_values,
-)
+from tests.test_copies import pair_exposure, seen
+from tests.test_privacy import _data, _fit
 
 
 def test_a_candidate_keeps_m_known_rows_above_it() -> None:
@@ -83,25 +77,7 @@ def test_the_order_statistics_find_columns_missing_on_nested_rows() -> None:
 def twin_exposure(fed: Any, model: Any, X: Any, h: np.ndarray, m: int) -> dict:
     """Per node, releases on columns 2 and 3 whose row sets nest with 1 to m - 1 rows
     between (a missing value: above every threshold; the edge: the known rows)."""
-    clients = [fed.clients[f"site{k}"] for k in np.unique(h)]
-    w = _in_bag_weights(model, clients, h, len(model.trees_), model.random_state)
-    V = client_values(fed, X, h)
-    released = _releases(fed, model, m)
-    member = _members(model, V, w)
-    small = alone = 0
-    for (t, nd, f), cand in released.items():
-        if f != 2 or (t, nd, 3) not in released:
-            continue
-        r = member[t][nd]
-        for e in cand:
-            a = V[r, 2] <= e
-            for e1 in released[(t, nd, 3)]:
-                b = V[r, 3] <= e1
-                for side in (b, ~b):
-                    ab, ba = int((a & ~side).sum()), int((side & ~a).sum())
-                    if min(ab, ba) == 0 and 0 < ab + ba < m:
-                        small += 1
-                        alone += ab + ba == 1
+    small, alone = pair_exposure(seen(fed, model, X, h, m), 2, 3, m)
     return {"small": small, "alone": alone}
 
 
