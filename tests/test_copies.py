@@ -284,10 +284,17 @@ def _asked_on(fed: Any, model: Any, m: int, column: int) -> int:
     return sum(f == column for _, _, _, f, _, _ in _round_b_pairs(fed, model, m))
 
 
-def _copy_fit(seed: int, transform: str, trees: int = 10) -> tuple[Any, ...]:
+def _copy_fit(
+    seed: int, transform: str, trees: int = 10, classifier: bool = False
+) -> tuple[Any, ...]:
+    """The red team's data with ``x1`` a transform of ``x0``; a classifier's labels are
+    ``y``'s terciles (a nested difference of its sums gives a row's label)."""
     X, y, h = _data(n_clients=10, n_rows=100, d=8, seed=seed)
     X["x1"] = TRANSFORMS[transform](X["x0"].to_numpy())
-    model = ff.FedForestRegressor(n_estimators=trees, random_state=seed)
+    if classifier:
+        y = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+    kind = ff.FedForestClassifier if classifier else ff.FedForestRegressor
+    model = kind(n_estimators=trees, random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fed = _fit(model, X, y, h)
@@ -301,6 +308,24 @@ def test_no_sum_on_a_copy_of_a_column_is_released(transform: str) -> None:
     assert got == {"small": 0, "alone": 0, "on_copy": 0}, got
     assert _asked_on(fed, model, 10, 0) > 0  # the column itself is fitted
     assert model.feature_importances_[1] == 0.0 < model.feature_importances_[0]
+
+
+def test_a_classifiers_copy_is_fitted_as_its_column_and_gives_no_few_rows() -> None:
+    fed, model, X, h = _copy_fit(1, "copy", classifier=True)
+    assert copy_exposure(fed, model, X, h, 10) == {"small": 0, "alone": 0, "on_copy": 0}
+    assert model.feature_importances_[1] == 0.0 < model.feature_importances_[0]
+
+
+def test_the_classifiers_copy_attack_reads_labels_with_the_fix_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(copies, "COPY_DISORDER", -1.0)
+
+    def attack(seed: int) -> dict:
+        fed, model, X, h = _copy_fit(seed, "copy", classifier=True)
+        return copy_exposure(fed, model, X, h, 10)
+
+    assert_found_at_some_seed(attack, lambda got: got["alone"] > 0, [1, 0, 2])
 
 
 def test_the_copy_attack_reads_targets_with_the_fix_off(monkeypatch: pytest.MonkeyPatch) -> None:
