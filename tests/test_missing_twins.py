@@ -5,7 +5,7 @@ value. Another column missing on the same rows knows the same rows: that sum les
 other column's candidate just below them is a sum over the few known rows above it
 (``missing.few_known_above`` keeps ``m`` known rows above every candidate). Two columns
 missing on nested rows release, at one node, two known-row sums whose difference is the
-rows that miss one and not the other (``missing.nested_apart`` spaces their edges ``m``
+rows that miss one and not the other (``copies.nested_apart`` spaces their edges ``m``
 rows apart, for the pairs the first grid round's order statistics show nested:
 ``privacy/copies.nested_pairs``). The attack reads every node's releases on the two
 columns whose row sets nest with 1 to ``m - 1`` rows between.
@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 import fedforest as ff
-from fedforest.federated.privacy.copies import nested_pairs, order_sums
+from fedforest.federated.privacy.copies import nested_apart, nested_pairs, order_sums
 from fedforest.federated.server import secure_round_b
-from fedforest.federated.server.missing import MISSING_SPLIT, few_known_above, nested_apart
+from fedforest.federated.server.missing import MISSING_SPLIT, few_known_above
 from tests._attack_controls import assert_found_at_some_seed
 from tests.test_copies import pair_exposure, seen
 from tests.test_privacy import _data, _fit

@@ -36,7 +36,7 @@ as that one's kept column.
 Columns in order that neither explains (one-hot columns of one category: disjoint
 sets, which leave a category's rows at a node) are not merged, which would lose the
 categories' splits; :func:`nested_pairs` gives them, and the columns whose missing
-values nest, to ``server/missing.py``'s ``nested_apart``, which keeps their candidates
+values nest, to :func:`nested_apart` (Round B), which keeps their candidates
 at one node ``m`` rows apart. Two categorical columns one of which groups the other's
 levels (a code and its chapter) are never asked at one node together
 (:func:`dependent_categories`, :func:`one_of_each`). Not covered: columns less alike
@@ -53,6 +53,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from .rules import MISSING_SPLIT
+
 __all__ = [
     "COPY_DISORDER",
     "COPY_UNEXPLAINED",
@@ -63,6 +65,7 @@ __all__ = [
     "dependent_categories",
     "one_of_each",
     "fitted_as_one",
+    "nested_apart",
     "nested_pairs",
     "order_categories",
     "order_sums",
@@ -350,7 +353,7 @@ def nested_pairs(
     first for the values (pairs fitted as one never release both), the second for the
     indicators of a missing value. None: no pair. At one node, two such features'
     candidates release sums whose difference is the rows between them
-    (``server/missing.py``, ``nested_apart``).
+    (:func:`nested_apart`).
     """
     p = feats.size
     blocks = _blocks(pooled, p, q)
@@ -421,6 +424,56 @@ def one_of_each(
     out_off = np.zeros(n_slots + 1, dtype=np.int64)
     np.cumsum(np.bincount(slot[keep], minlength=n_slots), out=out_off[1:])
     return out_off, pair_feat[keep]
+
+
+def nested_apart(
+    node: NDArray[np.int64],
+    feature: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    cand_off: NDArray[np.int64],
+    below: NDArray[np.float64],
+    node_rows: NDArray[np.float64],
+    safe: NDArray[np.bool_],
+    nested: tuple[NDArray[np.int8], NDArray[np.int8]],
+    min_rows: int,
+) -> NDArray[np.bool_]:
+    """Candidates to drop: 1 to ``min_rows - 1`` rows from a nested feature's at the node.
+
+    Per pair (``node``, ``feature``, the node's rows ``node_rows``) its candidates
+    ``cand[cand_off[p]:cand_off[p + 1]]`` and their rows below (``below``). ``nested``
+    (:func:`nested_pairs`): per feature pair, +1 / -1 where their values
+    nest increasing / decreasing, then the same for their missing values. Two such
+    features' candidates at one node release sums over nested rows (a value candidate
+    ``x <= e``; a "value known | missing" edge, the known rows): their difference is the
+    rows between, counted by ``below`` (or, decreasing, the other's rows above). Taken in
+    pair order, a candidate still ``safe`` is dropped where that difference is 1 to
+    ``min_rows - 1`` rows from a kept one of its kind.
+    """
+    drop = np.zeros(cand.size, dtype=bool)
+    pair = np.repeat(np.arange(node.size), np.diff(cand_off))
+    edge = cand == MISSING_SPLIT
+    has = [np.asarray(rel.any(axis=1), dtype=bool)[feature[pair]] for rel in nested]
+    at = np.flatnonzero(safe & np.where(edge, has[1], has[0]))
+    if at.size < 2:
+        return drop
+    order = at[np.argsort(node[pair[at]], kind="stable")]
+    nodes = node[pair[order]]
+    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
+    ends = np.r_[starts[1:], order.size]
+    for a, b in zip(starts, ends, strict=True):
+        kept: list[int] = []
+        for i in order[a:b]:
+            f, rel = feature[pair[i]], nested[int(edge[i])]
+            n = node_rows[pair[i]]
+            for k in kept:
+                r = rel[f, feature[pair[k]]] if edge[k] == edge[i] else 0
+                other = below[k] if r > 0 else n - below[k]
+                if r and 0.5 <= abs(below[i] - other) < min_rows - 0.5:
+                    drop[i] = True
+                    break
+            else:
+                kept.append(int(i))
+    return drop
 
 
 def fitted_as_one(

@@ -26,7 +26,6 @@ __all__ = [
     "MISSING_SPLIT",
     "add_missing_candidates",
     "few_known_above",
-    "nested_apart",
     "with_missing_sides",
 ]
 
@@ -134,53 +133,3 @@ def few_known_above(
     known = np.where(edge, cum_rows[np.maximum(last, 0)], np.inf)
     gap = np.repeat(known, np.diff(cand_off)) - below
     return np.asarray((cand != MISSING_SPLIT) & (gap > 0.5) & (gap < min_rows - 0.5))
-
-
-def nested_apart(
-    node: NDArray[np.int64],
-    feature: NDArray[np.int64],
-    cand: NDArray[np.float64],
-    cand_off: NDArray[np.int64],
-    below: NDArray[np.float64],
-    node_rows: NDArray[np.float64],
-    safe: NDArray[np.bool_],
-    nested: tuple[NDArray[np.int8], NDArray[np.int8]],
-    min_rows: int,
-) -> NDArray[np.bool_]:
-    """Candidates to drop: 1 to ``min_rows - 1`` rows from a nested feature's at the node.
-
-    Per pair (``node``, ``feature``, the node's rows ``node_rows``) its candidates
-    ``cand[cand_off[p]:cand_off[p + 1]]`` and their rows below (``below``). ``nested``
-    (``privacy/copies.nested_pairs``): per feature pair, +1 / -1 where their values
-    nest increasing / decreasing, then the same for their missing values. Two such
-    features' candidates at one node release sums over nested rows (a value candidate
-    ``x <= e``; a "value known | missing" edge, the known rows): their difference is the
-    rows between, counted by ``below`` (or, decreasing, the other's rows above). Taken in
-    pair order, a candidate still ``safe`` is dropped where that difference is 1 to
-    ``min_rows - 1`` rows from a kept one of its kind.
-    """
-    drop = np.zeros(cand.size, dtype=bool)
-    pair = np.repeat(np.arange(node.size), np.diff(cand_off))
-    edge = cand == MISSING_SPLIT
-    has = [np.asarray(rel.any(axis=1), dtype=bool)[feature[pair]] for rel in nested]
-    at = np.flatnonzero(safe & np.where(edge, has[1], has[0]))
-    if at.size < 2:
-        return drop
-    order = at[np.argsort(node[pair[at]], kind="stable")]
-    nodes = node[pair[order]]
-    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
-    ends = np.r_[starts[1:], order.size]
-    for a, b in zip(starts, ends, strict=True):
-        kept: list[int] = []
-        for i in order[a:b]:
-            f, rel = feature[pair[i]], nested[int(edge[i])]
-            n = node_rows[pair[i]]
-            for k in kept:
-                r = rel[f, feature[pair[k]]] if edge[k] == edge[i] else 0
-                other = below[k] if r > 0 else n - below[k]
-                if r and 0.5 <= abs(below[i] - other) < min_rows - 0.5:
-                    drop[i] = True
-                    break
-            else:
-                kept.append(int(i))
-    return drop

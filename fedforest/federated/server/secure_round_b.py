@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from ..._common import STAT_ROWS
 from ..federation import Federation
 from ..grid_wire import candidate_arrays
+from ..privacy.copies import nested_apart
 from ..privacy.grids import searchsorted_segments
 from ..privacy.intervals import safe_from_ancestors
 from ..privacy.partitions import partition_filter
@@ -36,7 +37,7 @@ from .denoise import (
 from .dp_checks import check_noisy_counts
 from .fallback import with_ancestor_candidates
 from .guides import guided_in_threads, refine_args
-from .missing import MISSING_SPLIT, few_known_above, nested_apart, with_missing_sides
+from .missing import MISSING_SPLIT, few_known_above, with_missing_sides
 from .secure_checks import (
     check_pooled_groups,
     check_pooled_rows,

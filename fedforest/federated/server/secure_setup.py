@@ -229,7 +229,8 @@ def setup_grids(
         header["code_counts"] = {str(j): schema["categories"][str(j)] for j in coded}
     # Columns ordering the rows alike (copies.py): numeric pairs, categorical x numeric
     # ones and categorical pairs.
-    copies = secure_tag and feats.size + len(coded) > 1
+    q = len(coded)
+    copies = secure_tag and feats.size + q > 1
     if copies:
         header["order_sums"] = coded
     first = Message(GRID, header, {"features": feats})
@@ -255,7 +256,6 @@ def setup_grids(
         specs["code_counts"] = ((int(n_categories[coded].sum()),), 0)
     if copies:  # per column pair and column, rows x rates of order (copies.py)
         p = feats.size
-        q = len(coded)
         specs["order_sums"] = (
             (2 * p * (p - 1) + p + 3 * p * q + 2 * q * (q - 1),),
             ORDER_FRAC_BITS,
@@ -317,7 +317,6 @@ def setup_grids(
     state = SecureState(m, numeric, root_edges, root_mass, root_lo, root_hi, n_rows=n_rows)
     state.rare_missing = rare_missing
     if copies:  # a copy of a column is fitted as the column (copies.py)
-        q = len(coded)
         check_order_sums(sums["order_sums"], numeric.size, q, n_rows, len(fed.client_names))
         state.copies = representatives(sums["order_sums"], numeric, d, coded, n_rows)
         state.nested = nested_pairs(sums["order_sums"], numeric, d, q, n_rows)
