@@ -209,6 +209,11 @@ def main() -> None:
         help='"worker": SuperNodes with --isolation process and a fedforest flower-worker each',
     )  # fmt: skip
     parser.add_argument(
+        "--keep-awake", default="auto", choices=["auto", "true", "false"],
+        help="the run config's keep-awake: keep-awake messages behind each round "
+        '("auto": to the SuperNodes served by a fedforest flower-worker)',
+    )  # fmt: skip
+    parser.add_argument(
         "--supernode-sleep-cap", type=float, default=None, metavar="SECONDS",
         help="cap the SuperNodes' fixed sleeps (patches Flower: supernode_short_sleep.py)",
     )  # fmt: skip
@@ -223,6 +228,7 @@ def main() -> None:
         "binning": args.binning,
         "n-bins": args.n_bins,
         "min-nodes": 3,
+        "keep-awake": args.keep_awake,
         "model-path": str(work / "model.ffm"),
         "metrics-path": str(work / "metrics.json"),
     }
@@ -253,8 +259,10 @@ def main() -> None:
     report(json.loads((work / "metrics.json").read_text()), local_seconds, same)
     cap = args.supernode_sleep_cap
     sleeps = f"capped at {cap:g} s" if cap is not None else "as Flower has them"
+    waits = json.loads((work / "metrics.json").read_text())["wait_messages"]
     print(
-        f"(isolation {args.isolation}; SuperNode sleeps {sleeps}; load average "
+        f"(isolation {args.isolation}; keep-awake {args.keep_awake}, {waits} keep-awake "
+        f"messages; SuperNode sleeps {sleeps}; load average "
         f"{load_before:.1f} before, {load_after:.1f} after, on "
         f"{os.cpu_count()} cores; logs and files in {work})"
     )

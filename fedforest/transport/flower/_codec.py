@@ -27,6 +27,7 @@ __all__ = [
     "ERROR",
     "FINISH",
     "HELLO",
+    "WAIT",
     "control_records",
     "from_records",
     "message_kind",
@@ -38,6 +39,10 @@ __all__ = [
 # Flower message types: discovery is a query; protocol rounds change client state.
 QUERY_TYPE = "query.fedforest"
 TRAIN_TYPE = "train.fedforest"
+
+#: A keep-awake message (a query, outside the protocol): answered at once with its kind,
+#: it keeps a SuperNode pulling while the server prepares the next round (federation.py).
+WAIT = "wait"
 
 CONFIG = "fedforest"
 ARRAYS = "fedforest.arrays"

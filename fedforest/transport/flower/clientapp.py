@@ -24,7 +24,7 @@ from flwr.app import Context
 from flwr.app import Message as FlowerMessage
 from flwr.clientapp import ClientApp
 
-from ._codec import ERROR, FINISH, HELLO, control_records, message_kind
+from ._codec import ERROR, FINISH, HELLO, WAIT, control_records, message_kind
 from ._state import clear_state, state_seq
 
 if TYPE_CHECKING:
@@ -37,10 +37,21 @@ app = ClientApp()
 #: Live clients of this process: (run id, node id) -> (message counter, client).
 _LIVE: dict[tuple[int, int], tuple[int, Client]] = {}
 
+#: Whether this process answers many messages (``fedforest flower-worker`` sets it): the
+#: discovery reply says so, and the server then keeps the SuperNode awake between rounds
+#: with ``WAIT`` messages, which cost a long-lived process a few milliseconds each (and a
+#: process per message its start-up: it is never sent them unless the server is told to).
+LONG_LIVED = False
+
 
 @app.query("fedforest")
 def hello(msg: FlowerMessage, context: Context) -> FlowerMessage:
-    """Discovery: report the client's name (and check its data file early)."""
+    """Discovery: report the client's name (and check its data file early).
+
+    A keep-awake message (``WAIT``) is answered at once with its kind, reading nothing.
+    """
+    if message_kind(msg.content) == WAIT:
+        return FlowerMessage(control_records(WAIT), reply_to=msg)
     from ...federated.client_errors import error_header
     from ...federated.protocol import Message
     from ._codec import to_records
@@ -48,7 +59,8 @@ def hello(msg: FlowerMessage, context: Context) -> FlowerMessage:
 
     try:
         client = client_from_node_config(context.node_config)
-        answer = Message(HELLO, {"name": client.name, "n_samples": client.n_samples})
+        header = {"name": client.name, "n_samples": client.n_samples, "long_lived": LONG_LIVED}
+        answer = Message(HELLO, header)
     except Exception as exc:  # noqa: BLE001 - its text decided by client_errors
         name = str(context.node_config.get("name", "")) or None  # the server names the node
         answer = Message(ERROR, error_header(exc, "loading its data", name))

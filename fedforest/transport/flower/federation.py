@@ -15,11 +15,30 @@ from flwr.serverapp import Grid
 from ...federated.codec import error_from_header
 from ...federated.federation import Federation, replies_or_failure
 from ...federated.protocol import Message
-from ._codec import ERROR, FINISH, HELLO, QUERY_TYPE, TRAIN_TYPE, from_records, to_records
+from ._codec import (
+    ERROR,
+    FINISH,
+    HELLO,
+    QUERY_TYPE,
+    TRAIN_TYPE,
+    WAIT,
+    control_records,
+    from_records,
+    to_records,
+)
 
 __all__ = ["FlowerFederation"]
 
 _Answers = dict[str, Message | Exception]
+
+#: Keep-awake messages behind each round's message to a node. One covers the node that
+#: answers last (the next round is pushed while it answers it); a node that answered
+#: earlier needs the second, else it finds nothing and sleeps 3 s before the next round.
+#: More only delay the next round's message, queued behind them (about 0.5 s each).
+#: ``examples/flower/measure.py --rows 1000 --isolation worker`` (2026-12-06, load about
+#: 1): none 57.6 s, 1 a round 33.0 s, 2 28.4 s, 3 36.5 s; 2 and one more each time an
+#: early node answers one while the round runs, 28.8 s (not kept; docs/flower.md).
+WAITS_PER_ROUND = 2
 
 
 class FlowerFederation(Federation):
@@ -45,6 +64,19 @@ class FlowerFederation(Federation):
         Seconds to wait for ``min_nodes`` nodes to connect, and then for their names.
     poll_interval : float, default=0.1
         Seconds between two pulls of the replies.
+    keep_awake : bool or None, default=None
+        Whether to queue, behind each round's message to a node, :data:`WAITS_PER_ROUND`
+        keep-awake messages (``WAIT`` queries, outside the protocol and the ledger,
+        answered at once with nothing). A Flower 1.42 SuperNode that finds no message
+        sleeps 3 s, and the node that answers a round last always finds none, since the
+        next round cannot exist before its reply: every round waited those 3 s. With
+        keep-awake messages queued the node answers them instead (about 0.5 s each, the
+        SuperNode's reply poll) and then finds the next round's message. None (the
+        default) sends them to the nodes whose ClientApp said at discovery that it serves
+        many messages in one process (``fedforest flower-worker``), where one costs
+        milliseconds; True to every node (a node that starts a process per message pays
+        its start-up for each); False to none (docs/flower.md, "Keeping the SuperNodes
+        awake").
 
     Attributes
     ----------
@@ -54,6 +86,10 @@ class FlowerFederation(Federation):
         Wall-clock duration of the discovery (waiting for the nodes, then their names).
     finish_seconds : float or None
         Wall-clock duration of the end-of-fit notice (:meth:`close`); None before it.
+    awake_nodes : list of str
+        The clients whose nodes get keep-awake messages (see ``keep_awake``), sorted.
+    wait_messages : int
+        Keep-awake messages sent so far.
     """
 
     def __init__(
@@ -64,6 +100,7 @@ class FlowerFederation(Federation):
         round_timeout: float | None = 600.0,
         discovery_timeout: float = 60.0,
         poll_interval: float = 0.1,
+        keep_awake: bool | None = None,
     ) -> None:
         if min_nodes < 1:
             raise ValueError(f"min_nodes must be at least 1, got {min_nodes}.")
@@ -77,9 +114,17 @@ class FlowerFederation(Federation):
         self.round_seconds: list[float] = []
         self.finish_seconds: float | None = None
         self._failed: set[str] = set()
+        self._long_lived: set[str] = set()
+        self._waits: dict[str, str] = {}  # keep-awake messages not yet answered: id -> name
+        self.wait_messages = 0
         start = time.perf_counter()
         self._nodes = self._discover()
         self.discovery_seconds = time.perf_counter() - start
+        self.awake_nodes = sorted(
+            name
+            for name in self._nodes
+            if keep_awake or (keep_awake is None and name in self._long_lived)
+        )
 
     @property
     def client_names(self) -> list[str]:
@@ -96,7 +141,9 @@ class FlowerFederation(Federation):
         """One Flower message to each named client's node; their replies by name."""
         start = time.perf_counter()
         nodes = {name: self._nodes[name] for name in requests}
-        answers = self._exchange(requests, nodes, TRAIN_TYPE, str(round_index), self.round_timeout)
+        answers = self._exchange(
+            requests, nodes, TRAIN_TYPE, str(round_index), self.round_timeout, awake=True
+        )
         self.round_seconds.append(time.perf_counter() - start)
         self._failed.update(name for name, a in answers.items() if isinstance(a, Exception))
         return replies_or_failure(answers, requests, round_index)
@@ -132,6 +179,8 @@ class FlowerFederation(Federation):
                     "give each SuperNode its own name=... in --node-config."
                 )
             nodes[name] = labels[label]
+            if answer.header.get("long_lived") is True:
+                self._long_lived.add(name)
         if len(nodes) < self.min_nodes:
             raise RuntimeError(
                 f"Only {len(nodes)} SuperNode(s) answered the discovery within "
@@ -162,12 +211,18 @@ class FlowerFederation(Federation):
         message_type: str,
         group: str,
         timeout: float | None,
+        awake: bool = False,
     ) -> _Answers:
         """Push one message per name and pull the replies until all came or ``timeout``.
 
-        Never raises for a node: a failed node's answer is the exception that says why.
+        With ``awake``, keep-awake messages follow each request to a node of
+        :attr:`awake_nodes`; the replies to those still unanswered are pulled (and
+        dropped) with the round's. Never raises for a node: a failed node's answer is the
+        exception that says why.
         """
         ids = self._push(requests, nodes, message_type, group, timeout)
+        if awake:
+            self._push_waits([n for n, mid in ids.items() if mid and n in self.awake_nodes])
         answers: _Answers = {
             name: ConnectionError("the SuperLink did not accept the message")
             for name, mid in ids.items()
@@ -176,8 +231,11 @@ class FlowerFederation(Federation):
         pending = {mid: name for name, mid in ids.items() if mid}
         deadline = None if timeout is None else time.monotonic() + timeout
         while pending:
-            for reply in self.grid.pull_messages(list(pending)):
-                name = pending.pop(reply.metadata.reply_to_message_id, None)
+            for reply in self.grid.pull_messages([*pending, *self._waits]):
+                mid = reply.metadata.reply_to_message_id
+                if self._waits.pop(mid, None) is not None:
+                    continue  # a keep-awake message's answer (or error): nothing to read
+                name = pending.pop(mid, None)
                 if name is not None:
                     answers[name] = _decode(reply, name)
             if not pending or (deadline is not None and time.monotonic() >= deadline):
@@ -186,6 +244,29 @@ class FlowerFederation(Federation):
         for name in pending.values():
             answers[name] = TimeoutError(f"no reply within {timeout:g} s")
         return answers
+
+    def _push_waits(self, names: list[str]) -> None:
+        """:data:`WAITS_PER_ROUND` keep-awake messages to each named node, none to a failed one."""
+        names = [name for name in names if name not in self._failed] * WAITS_PER_ROUND
+        if not names:
+            return
+        # Its time-to-live bounds how long one left unanswered (a node gone) stays queued.
+        ttl = self.round_timeout if self.round_timeout is not None else 600.0
+        content = control_records(WAIT)
+        outgoing = [
+            FlowerMessage(
+                content,
+                dst_node_id=self._nodes[name],
+                message_type=QUERY_TYPE,
+                group_id=WAIT,
+                ttl=ttl,
+            )
+            for name in names
+        ]
+        for name, mid in zip(names, self.grid.push_messages(outgoing), strict=True):
+            if mid:
+                self._waits[mid] = name
+                self.wait_messages += 1
 
     def _push(
         self,

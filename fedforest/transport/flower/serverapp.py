@@ -7,7 +7,8 @@ null, so the string ``"none"`` stands for None, and ``"default"`` keeps the esti
 default), the ``task`` (``"regression"`` or
 ``"classification"``) and the transport settings: ``model-path`` (absolute path of the
 model file to write), ``metrics-path`` (optional JSON with the timings and the ledger),
-``min-nodes``, ``round-timeout`` and ``discovery-timeout`` (seconds). TOML has no lists:
+``min-nodes``, ``round-timeout`` and ``discovery-timeout`` (seconds), ``keep-awake``
+(``"auto"``, ``true`` or ``false``: ``FlowerFederation``'s ``keep_awake``). TOML has no lists:
 the declared class labels and category levels are strings, ``classes = "a,b,c"`` (typed
 as ``read_csv`` types a column of them: numbers when every label reads as one) and
 ``categories = "column=level,level;column2=level,..."`` (text levels) or
@@ -59,6 +60,7 @@ _TRANSPORT_KEYS = {
     "min-nodes",
     "round-timeout",
     "discovery-timeout",
+    "keep-awake",
 }
 
 
@@ -78,6 +80,8 @@ class RunSettings:
     min_nodes : int
     round_timeout : float or None
     discovery_timeout : float
+    keep_awake : bool or None
+        ``FlowerFederation``'s ``keep_awake``: None for ``"auto"`` (the default).
     """
 
     task: str
@@ -87,6 +91,7 @@ class RunSettings:
     min_nodes: int
     round_timeout: float | None
     discovery_timeout: float
+    keep_awake: bool | None = None
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> RunSettings:
@@ -134,6 +139,7 @@ class RunSettings:
             discovery_timeout=_seconds(
                 config.get("discovery-timeout", 60.0), "discovery-timeout", none_ok=False
             ),
+            keep_awake=_keep_awake(config.get("keep-awake", "auto")),
         )
 
     def estimator(self) -> FedForestRegressor | FedForestClassifier:
@@ -158,6 +164,7 @@ def main(grid: Grid, context: Context) -> None:
         min_nodes=settings.min_nodes,
         round_timeout=settings.round_timeout,
         discovery_timeout=settings.discovery_timeout,
+        keep_awake=settings.keep_awake,
     )
     fit_seconds = train(model, fed)
     model.save(settings.model_path)  # written whole or not at all
@@ -204,6 +211,8 @@ def run_metrics(
         "fit_seconds": fit_seconds,
         "discovery_seconds": fed.discovery_seconds,
         "finish_seconds": fed.finish_seconds,
+        "awake_nodes": list(fed.awake_nodes),
+        "wait_messages": fed.wait_messages,
         "round_seconds": rounds.tolist(),
         "median_round_seconds": float(np.median(rounds)) if rounds.size else None,
         "upload_bytes": ledger.upload_bytes,
@@ -366,6 +375,16 @@ def _seconds(value: Any, key: str, *, none_ok: bool) -> Any:
             f"run config {key}={shown}: expected a finite number of seconds above 0{unless}."
         )
     return float(value)
+
+
+def _keep_awake(value: Any) -> bool | None:
+    """``keep-awake``: ``"auto"`` (None), or a TOML boolean (``"true"``, ``"false"`` too)."""
+    if isinstance(value, bool):
+        return value
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text in ("auto", "true", "false"):
+        return None if text == "auto" else text == "true"
+    raise ValueError(f'run config keep-awake={value!r}: expected "auto", true or false.')
 
 
 def _output_path(value: Any, key: str) -> Path:

@@ -297,6 +297,9 @@ def serve(
                 protected_methods=frozenset({"/flwr.proto.Runtime/AcquireTask"}),
             )
         )
+    from . import clientapp
+
+    clientapp.LONG_LIVED = True  # its discovery reply asks the server to keep the node awake
     client, _ = _runtime_client(address, interceptors, root_certificates)
     request = AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
     done = 0

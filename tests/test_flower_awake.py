@@ -1,0 +1,148 @@
+"""Keep-awake messages: what the server sends a SuperNode between rounds, and to whom.
+
+A Flower 1.42 SuperNode that pulls no message sleeps 3 s, and the node that answers a
+round last always pulls before the next round exists. ``FlowerFederation`` therefore
+queues ``WAIT`` queries (outside the protocol and the ledger) behind each round's message
+to the nodes whose ClientApp serves many messages in one process. These tests run the
+ClientApp in this process (``tests/test_flower.py``'s ``MemoryGrid``); the real SuperLink,
+SuperNodes and workers are ``tests/test_flower_worker.py``'s, whose deployment counts the
+keep-awake messages each worker answered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flwr.app import Context, RecordDict
+from flwr.app import Message as FlowerMessage
+
+import fedforest as ff
+from fedforest.transport.flower import FlowerFederation
+from fedforest.transport.flower import clientapp as clientapp_module
+from fedforest.transport.flower._codec import QUERY_TYPE, TRAIN_TYPE, WAIT, control_records
+from fedforest.transport.flower.federation import WAITS_PER_ROUND
+from fedforest.transport.flower.serverapp import RunSettings
+from tests import test_flower
+from tests._forests import assert_same_forest
+from tests.test_flower import PARAMS, SEED, SITES, MemoryGrid, local_clients
+
+#: test_flower's fixtures: the sites' files, and what a ServerApp process knows of itself.
+site_files = test_flower.site_files
+task_identity = test_flower.task_identity
+
+
+def is_wait(msg: FlowerMessage) -> bool:
+    config = msg.content.config_records.get("fedforest")
+    return msg.metadata.message_type == QUERY_TYPE and config is not None and config["kind"] == WAIT
+
+
+def per_node(grid: MemoryGrid) -> dict[int, list[FlowerMessage]]:
+    """The pushed messages, in order, by destination node."""
+    out: dict[int, list[FlowerMessage]] = {}
+    for msg in grid.pushed:
+        out.setdefault(msg.metadata.dst_node_id, []).append(msg)
+    return out
+
+
+def test_keep_awake_messages_follow_every_round(site_files: dict[str, Path]) -> None:
+    grid = MemoryGrid(site_files, fresh_process=False)
+    fed = FlowerFederation(grid, min_nodes=3, poll_interval=0.001, keep_awake=True)
+    assert fed.awake_nodes == list(SITES)
+    remote = ff.FedForestRegressor(**PARAMS, random_state=SEED).fit_federated(fed)
+    fed.close()
+    local = ff.FedForestRegressor(**PARAMS, random_state=SEED)
+    local.fit_federated(ff.LocalFederation(local_clients(site_files)))
+    assert_same_forest(remote, local)
+    assert remote.communication_.to_dict() == local.communication_.to_dict()  # not in the ledger
+    rounds = remote.communication_.rounds
+    assert fed.wait_messages == WAITS_PER_ROUND * len(SITES) * rounds
+    for node, messages in per_node(grid).items():
+        kinds = ["wait" if is_wait(m) else m.metadata.group_id for m in messages]
+        # discovery, then each round's message followed by its keep-awake messages, then
+        # the end-of-fit notice with none behind it
+        expected = ["discovery"]
+        for r in range(rounds):
+            expected += [str(r)] + ["wait"] * WAITS_PER_ROUND
+        assert kinds == [*expected, "finish"], node
+        for m in messages:
+            if is_wait(m):  # nothing but its kind: no header, no layout, no array
+                assert m.content.array_records == {} and m.content.metric_records == {}
+                assert dict(m.content.config_records["fedforest"]) == {
+                    "kind": WAIT,
+                    "header": "{}",
+                    "layout": "[]",
+                }
+    assert fed._waits == {}  # every one answered and pulled (the last ones with the notice)
+
+
+def test_keep_awake_auto_asks_the_discovery(
+    site_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """None (the default) sends them only to nodes whose ClientApp lives on between
+    messages (``fedforest flower-worker`` sets ``LONG_LIVED``); False to none."""
+    grid = MemoryGrid(site_files)
+    fed = FlowerFederation(grid, min_nodes=3, poll_interval=0.001)
+    assert fed.awake_nodes == []
+    ff.FedForestRegressor(**PARAMS, random_state=SEED).fit_federated(fed)
+    assert fed.wait_messages == 0 and not any(is_wait(m) for m in grid.pushed)
+
+    monkeypatch.setattr(clientapp_module, "LONG_LIVED", True)
+    assert FlowerFederation(MemoryGrid(site_files), min_nodes=3).awake_nodes == list(SITES)
+    grid = MemoryGrid(site_files)
+    fed = FlowerFederation(grid, min_nodes=3, poll_interval=0.001, keep_awake=False)
+    assert fed.awake_nodes == []
+    ff.FedForestRegressor(**PARAMS, random_state=SEED).fit_federated(fed)
+    assert fed.wait_messages == 0 and not any(is_wait(m) for m in grid.pushed)
+
+
+def test_a_failed_node_gets_no_more_keep_awake_messages(site_files: dict[str, Path]) -> None:
+    grid = MemoryGrid(site_files, fresh_process=False)
+    fed = FlowerFederation(
+        grid, min_nodes=3, round_timeout=0.3, poll_interval=0.01, keep_awake=True
+    )
+    dead = fed.node_id("site-c")
+    grid.dead.add(dead)
+    model = ff.FedForestRegressor(**PARAMS, random_state=SEED, on_client_failure="drop")
+    model.fit_federated(fed)
+    assert [name for name, _ in model.dropped_clients_] == ["site-c"]
+    to_dead = per_node(grid)[dead]
+    # the first round's message and its keep-awake messages, never anything after
+    assert [m.metadata.message_type for m in to_dead[1:]] == [TRAIN_TYPE] + [
+        QUERY_TYPE
+    ] * WAITS_PER_ROUND
+    alive = per_node(grid)[fed.node_id("site-a")]
+    assert sum(map(is_wait, alive)) == WAITS_PER_ROUND * model.communication_.rounds
+
+
+def test_the_clientapp_answers_wait_without_reading_its_data(tmp_path: Path) -> None:
+    context = Context(
+        run_id=1,
+        node_id=5,
+        node_config={"data-path": str(tmp_path / "missing.csv"), "target": "y"},
+        state=RecordDict(),
+        run_config={},
+    )
+    request = FlowerMessage(control_records(WAIT), dst_node_id=5, message_type=QUERY_TYPE)
+    request.metadata.__dict__["_message_id"] = "w1"
+    reply = clientapp_module.app(message=request, context=context)
+    assert not reply.has_error()
+    assert reply.content.config_records["fedforest"]["kind"] == WAIT
+    assert len(context.state) == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("auto", None), (True, True), (False, False), ("true", True), ("FALSE", False)],
+)
+def test_run_config_keep_awake(value: Any, expected: bool | None) -> None:
+    settings = RunSettings.from_run_config({"model-path": "/tmp/m.ffm", "keep-awake": value})
+    assert settings.keep_awake is expected
+    assert RunSettings.from_run_config({"model-path": "/tmp/m.ffm"}).keep_awake is None
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0.5, ""])
+def test_run_config_keep_awake_refuses_other_values(value: Any) -> None:
+    with pytest.raises(ValueError, match=r"keep-awake=.*expected \"auto\", true or false"):
+        RunSettings.from_run_config({"model-path": "/tmp/m.ffm", "keep-awake": value})
