@@ -11,6 +11,7 @@ keep-awake messages each worker answered.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ import fedforest as ff
 from fedforest.transport.flower import FlowerFederation
 from fedforest.transport.flower import clientapp as clientapp_module
 from fedforest.transport.flower._codec import QUERY_TYPE, TRAIN_TYPE, WAIT, control_records
-from fedforest.transport.flower.federation import WAITS_PER_ROUND
 from fedforest.transport.flower.serverapp import RunSettings
 from tests import test_flower
 from tests._forests import assert_same_forest
@@ -46,6 +46,34 @@ def per_node(grid: MemoryGrid) -> dict[int, list[FlowerMessage]]:
     return out
 
 
+def check_waits(grid: MemoryGrid, fed: FlowerFederation, rounds: int) -> dict[int, list[str]]:
+    """What every node was sent, in order ("wait" or the round's group id): each round's
+    message is followed by at least one keep-awake message, which carries nothing but its
+    kind; none comes before the first round or after the end-of-fit notice."""
+    order = {}
+    for node, messages in per_node(grid).items():
+        kinds = ["wait" if is_wait(m) else m.metadata.group_id for m in messages]
+        assert kinds[0] == "discovery" and kinds[-1] == "finish", kinds
+        rounds_seen = [k for k in kinds if k != "wait"]
+        assert rounds_seen == ["discovery", *map(str, range(rounds)), "finish"], kinds
+        for k, kind in enumerate(kinds[:-1]):
+            if kind not in ("wait", "discovery"):
+                assert kinds[k + 1] == "wait", (node, kinds)
+        assert kinds[1] != "wait" and kinds[-2] == "wait", kinds
+        for m in messages:
+            if is_wait(m):  # nothing but its kind: no header, no layout, no array
+                assert m.content.array_records == {} and m.content.metric_records == {}
+                assert dict(m.content.config_records["fedforest"]) == {
+                    "kind": WAIT,
+                    "header": "{}",
+                    "layout": "[]",
+                }
+        order[node] = kinds
+    assert fed.wait_messages == sum(k.count("wait") for k in order.values())
+    assert fed._waits == {}  # every one answered and pulled (the last ones with the notice)
+    return order
+
+
 def test_keep_awake_messages_follow_every_round(site_files: dict[str, Path]) -> None:
     grid = MemoryGrid(site_files, fresh_process=False)
     fed = FlowerFederation(grid, min_nodes=3, poll_interval=0.001, keep_awake=True)
@@ -56,25 +84,69 @@ def test_keep_awake_messages_follow_every_round(site_files: dict[str, Path]) -> 
     local.fit_federated(ff.LocalFederation(local_clients(site_files)))
     assert_same_forest(remote, local)
     assert remote.communication_.to_dict() == local.communication_.to_dict()  # not in the ledger
+    check_waits(grid, fed, remote.communication_.rounds)
+
+
+class SlowGrid(MemoryGrid):
+    """A MemoryGrid whose nodes answer their messages in the order pushed (as a SuperNode
+    pulls them), and whose node ``slow`` answers a round's message only at the
+    ``delay``-th pull that asks for it: meanwhile the others have answered theirs."""
+
+    def __init__(self, paths: dict[str, Path], slow: str, delay: int) -> None:
+        super().__init__(paths, fresh_process=False)
+        self.slow = next(n for n, c in self.contexts.items() if c.node_config["name"] == slow)
+        self.delay = delay
+        self.asked: dict[str, int] = {}
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[FlowerMessage]:
+        wanted = set(message_ids)
+        blocked: set[int] = set()
+        answer = []
+        for mid, msg in list(self.inbox.items()):  # in push order
+            node = msg.metadata.dst_node_id
+            if node in blocked or mid not in wanted:
+                blocked.add(node)  # a node answers its messages in order
+                continue
+            if node == self.slow and msg.metadata.message_type == TRAIN_TYPE:
+                self.asked[mid] = self.asked.get(mid, 0) + 1
+                if self.asked[mid] < self.delay:
+                    blocked.add(node)
+                    continue
+            answer.append(mid)
+            blocked.add(node)  # one message per node per pull: a SuperNode's pace
+        return super().pull_messages(answer)
+
+
+def test_a_node_that_answered_early_is_kept_pulling(site_files: dict[str, Path]) -> None:
+    """While the round waits for a slow node, the others get a keep-awake message at
+    their answer and one per keep-awake answer (so one is always queued); the slow node
+    gets one behind its message only, and nobody gets any between rounds."""
+    grid = SlowGrid(site_files, slow="site-c", delay=6)
+    fed = FlowerFederation(grid, min_nodes=3, poll_interval=0.001, keep_awake=True)
+    remote = ff.FedForestRegressor(**PARAMS, random_state=SEED).fit_federated(fed)
+    fed.close()
+    local = ff.FedForestRegressor(**PARAMS, random_state=SEED)
+    local.fit_federated(ff.LocalFederation(local_clients(site_files)))
+    assert_same_forest(remote, local)
     rounds = remote.communication_.rounds
-    assert fed.wait_messages == WAITS_PER_ROUND * len(SITES) * rounds
-    for node, messages in per_node(grid).items():
-        kinds = ["wait" if is_wait(m) else m.metadata.group_id for m in messages]
-        # discovery, then each round's message followed by its keep-awake messages, then
-        # the end-of-fit notice with none behind it
-        expected = ["discovery"]
-        for r in range(rounds):
-            expected += [str(r)] + ["wait"] * WAITS_PER_ROUND
-        assert kinds == [*expected, "finish"], node
-        for m in messages:
-            if is_wait(m):  # nothing but its kind: no header, no layout, no array
-                assert m.content.array_records == {} and m.content.metric_records == {}
-                assert dict(m.content.config_records["fedforest"]) == {
-                    "kind": WAIT,
-                    "header": "{}",
-                    "layout": "[]",
-                }
-    assert fed._waits == {}  # every one answered and pulled (the last ones with the notice)
+    order = check_waits(grid, fed, rounds)
+
+    def waits_per_round(kinds: list[str]) -> list[int]:
+        counts, current = [], None
+        for kind in kinds[1:]:
+            if kind == "wait":
+                current = (current or 0) + 1
+            else:
+                if current is not None:
+                    counts.append(current)
+                current = 0
+        return counts
+
+    slow = waits_per_round(order[grid.slow])
+    assert slow == [1] * rounds, order[grid.slow]
+    for node, kinds in order.items():
+        if node != grid.slow:  # kept pulling through the slow node's 5 extra pulls
+            assert min(waits_per_round(kinds)) >= 3, kinds
 
 
 def test_keep_awake_auto_asks_the_discovery(
@@ -108,12 +180,10 @@ def test_a_failed_node_gets_no_more_keep_awake_messages(site_files: dict[str, Pa
     model.fit_federated(fed)
     assert [name for name, _ in model.dropped_clients_] == ["site-c"]
     to_dead = per_node(grid)[dead]
-    # the first round's message and its keep-awake messages, never anything after
-    assert [m.metadata.message_type for m in to_dead[1:]] == [TRAIN_TYPE] + [
-        QUERY_TYPE
-    ] * WAITS_PER_ROUND
+    # the first round's message and its keep-awake message, never anything after
+    assert [m.metadata.message_type for m in to_dead[1:]] == [TRAIN_TYPE, QUERY_TYPE]
     alive = per_node(grid)[fed.node_id("site-a")]
-    assert sum(map(is_wait, alive)) == WAITS_PER_ROUND * model.communication_.rounds
+    assert sum(map(is_wait, alive)) >= model.communication_.rounds
 
 
 def test_the_clientapp_answers_wait_without_reading_its_data(tmp_path: Path) -> None:

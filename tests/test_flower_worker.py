@@ -127,12 +127,16 @@ def test_worker_deployment_equals_local(deploy: Callable[..., Deployment]) -> No
     local.fit_federated(ff.LocalFederation(local_clients(dep.paths)))
     assert_same_forest(remote, local)
     assert remote.communication_.to_dict() == local.communication_.to_dict()
-    # Each site's worker answered every message of the run (discovery, the rounds, the
-    # end of fit), in one process that is still serving.
-    rounds = json.loads((dep.root / "metrics.json").read_text())["rounds"]
+    # Each site's worker answered every message of the run (discovery, the rounds with
+    # the keep-awake messages behind each, the end of fit), in one process still serving.
+    metrics = json.loads((dep.root / "metrics.json").read_text())
+    rounds = metrics["rounds"]
+    assert metrics["awake_nodes"] == list(SITES)  # the workers' discovery replies asked
+    assert metrics["wait_messages"] >= rounds * len(SITES)  # at least one behind each
+    answered = sum(worker_log(dep, name).count(" answered in ") for name in SITES)
+    assert answered == len(SITES) * (rounds + 2) + metrics["wait_messages"]
     for name in SITES:
         log = worker_log(dep, name)
-        assert log.count(" answered in ") == rounds + 2, log
         assert " failed in " not in log
         assert dep.procs[f"{name}-worker"].poll() is None
 

@@ -31,15 +31,6 @@ __all__ = ["FlowerFederation"]
 
 _Answers = dict[str, Message | Exception]
 
-#: Keep-awake messages behind each round's message to a node. One covers the node that
-#: answers last (the next round is pushed while it answers it); a node that answered
-#: earlier needs the second, else it finds nothing and sleeps 3 s before the next round.
-#: More only delay the next round's message, queued behind them (about 0.5 s each).
-#: ``examples/flower/measure.py --rows 1000 --isolation worker`` (2026-12-06, load about
-#: 1): none 57.6 s, 1 a round 33.0 s, 2 28.4 s, 3 36.5 s; 2 and one more each time an
-#: early node answers one while the round runs, 28.8 s (not kept; docs/flower.md).
-WAITS_PER_ROUND = 2
-
 
 class FlowerFederation(Federation):
     """The SuperNodes connected to a Flower SuperLink, as a fedforest federation.
@@ -65,18 +56,19 @@ class FlowerFederation(Federation):
     poll_interval : float, default=0.1
         Seconds between two pulls of the replies.
     keep_awake : bool or None, default=None
-        Whether to queue, behind each round's message to a node, :data:`WAITS_PER_ROUND`
-        keep-awake messages (``WAIT`` queries, outside the protocol and the ledger,
-        answered at once with nothing). A Flower 1.42 SuperNode that finds no message
-        sleeps 3 s, and the node that answers a round last always finds none, since the
-        next round cannot exist before its reply: every round waited those 3 s. With
-        keep-awake messages queued the node answers them instead (about 0.5 s each, the
-        SuperNode's reply poll) and then finds the next round's message. None (the
-        default) sends them to the nodes whose ClientApp said at discovery that it serves
-        many messages in one process (``fedforest flower-worker``), where one costs
-        milliseconds; True to every node (a node that starts a process per message pays
-        its start-up for each); False to none (docs/flower.md, "Keeping the SuperNodes
-        awake").
+        Whether to keep the nodes pulling between rounds with keep-awake messages
+        (``WAIT`` queries outside the protocol and the ledger, answered at once with
+        nothing). A Flower 1.42 SuperNode that finds no message sleeps 3 s, and the node
+        that answers a round last always finds none (the next round cannot exist before
+        its reply): every round waited those 3 s. One keep-awake message follows each
+        round's message to a node, and a node that has answered while others still work
+        gets one more at its answer and one per keep-awake answer, so that it always
+        finds one queued (about 0.5 s each, the SuperNode's reply poll) until the next
+        round's message is there. None (the default) sends them to the nodes whose
+        ClientApp said at discovery that it serves many messages in one process
+        (``fedforest flower-worker``), where one costs milliseconds; True to every node
+        (a node that starts a process per message pays its start-up for each); False to
+        none (docs/flower.md, "Keeping the SuperNodes awake").
 
     Attributes
     ----------
@@ -215,14 +207,16 @@ class FlowerFederation(Federation):
     ) -> _Answers:
         """Push one message per name and pull the replies until all came or ``timeout``.
 
-        With ``awake``, keep-awake messages follow each request to a node of
-        :attr:`awake_nodes`; the replies to those still unanswered are pulled (and
-        dropped) with the round's. Never raises for a node: a failed node's answer is the
-        exception that says why.
+        With ``awake``, each node of :attr:`awake_nodes` gets a keep-awake message behind
+        its request, and while the round waits for others, one more when it answers and
+        one for each keep-awake message it answers (it pulls the next one the moment it
+        sends an answer, before the server can push one: one must already be queued).
+        Their answers, and those of earlier rounds' still queued, are pulled and dropped.
+        Never raises for a node: a failed node's answer is the exception that says why.
         """
         ids = self._push(requests, nodes, message_type, group, timeout)
-        if awake:
-            self._push_waits([n for n, mid in ids.items() if mid and n in self.awake_nodes])
+        awake_names = set(self.awake_nodes) if awake else set()
+        self._push_waits([n for n, mid in ids.items() if mid and n in awake_names])
         answers: _Answers = {
             name: ConnectionError("the SuperLink did not accept the message")
             for name, mid in ids.items()
@@ -233,11 +227,14 @@ class FlowerFederation(Federation):
         while pending:
             for reply in self.grid.pull_messages([*pending, *self._waits]):
                 mid = reply.metadata.reply_to_message_id
-                if self._waits.pop(mid, None) is not None:
-                    continue  # a keep-awake message's answer (or error): nothing to read
-                name = pending.pop(mid, None)
-                if name is not None:
+                name = self._waits.pop(mid, None)  # a keep-awake message's answer: unread
+                if name is None:
+                    name = pending.pop(mid, None)
+                    if name is None:
+                        continue
                     answers[name] = _decode(reply, name)
+                if pending and name in awake_names and isinstance(answers.get(name), Message):
+                    self._push_waits([name])  # it waits for the others: keep it pulling
             if not pending or (deadline is not None and time.monotonic() >= deadline):
                 break
             time.sleep(self.poll_interval)
@@ -246,8 +243,8 @@ class FlowerFederation(Federation):
         return answers
 
     def _push_waits(self, names: list[str]) -> None:
-        """:data:`WAITS_PER_ROUND` keep-awake messages to each named node, none to a failed one."""
-        names = [name for name in names if name not in self._failed] * WAITS_PER_ROUND
+        """A keep-awake message to each named node (none to a node that failed)."""
+        names = [name for name in names if name not in self._failed]
         if not names:
             return
         # Its time-to-live bounds how long one left unanswered (a node gone) stays queued.
