@@ -11,6 +11,7 @@ keep-awake messages each worker answered.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import fedforest as ff
 from fedforest.transport.flower import FlowerFederation
 from fedforest.transport.flower import clientapp as clientapp_module
 from fedforest.transport.flower._codec import QUERY_TYPE, TRAIN_TYPE, WAIT, control_records
+from fedforest.transport.flower.federation import OBJECT_PULL_BACKOFF, pull_replies
 from fedforest.transport.flower.serverapp import RunSettings
 from tests import test_flower
 from tests._forests import assert_same_forest
@@ -216,3 +218,30 @@ def test_run_config_keep_awake(value: Any, expected: bool | None) -> None:
 def test_run_config_keep_awake_refuses_other_values(value: Any) -> None:
     with pytest.raises(ValueError, match=r"keep-awake=.*expected \"auto\", true or false"):
         RunSettings.from_run_config({"model-path": "/tmp/m.ffm", "keep-awake": value})
+
+
+def test_replies_objects_are_pulled_again_sooner_on_flowers_grid() -> None:
+    """On Flower's HttpGrid (a deployed ServerApp's), a reply whose objects are still being
+    uploaded is pulled again after 0.02 s, not Flower's 1 s; the module is left as found."""
+    from flwr.superlink.grid import http_grid
+
+    original = http_grid.pull_objects
+    seen: list[Any] = []
+
+    class Recording(http_grid.HttpGrid):
+        def __init__(self) -> None:  # no SuperLink: only pull_messages is called
+            pass
+
+        def pull_messages(self, message_ids: Iterable[str]) -> Iterable[FlowerMessage]:
+            seen.append(http_grid.pull_objects)  # what HttpGrid's own pull would call
+            return []
+
+    assert pull_replies(Recording(), ["a"]) == []
+    assert http_grid.pull_objects is original
+    assert isinstance(seen[0], functools.partial) and seen[0].func is original
+    assert seen[0].keywords == OBJECT_PULL_BACKOFF
+    assert OBJECT_PULL_BACKOFF["initial_backoff"] < 0.1  # Flower's own is 1 s
+    # any other Grid is called as it is
+    grid = MemoryGrid({}, fresh_process=False)
+    assert pull_replies(grid, []) == []
+    assert http_grid.pull_objects is original
