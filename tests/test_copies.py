@@ -25,6 +25,7 @@ from fedforest.federated.privacy.copies import (
     check_order_sums,
     dependent_categories,
     fitted_as_one,
+    nested_pairs,
     one_of_each,
     order_categories,
     order_sums,
@@ -155,13 +156,22 @@ def _pooled(fewer: dict, ordered: dict, own: list[float], p: int, cats: tuple = 
 def test_representatives_keep_the_finest_column_of_those_alike() -> None:
     # Columns 0..4 (features 0, 2, 3, 5, 6): 0 a flag of 1 (ordering few pairs), 2 a
     # negated copy of 1, 3 alike with 2 but not with 1, 4 alike with 0 on no ordered pair.
-    fewer = {(0, 1): 0.0, (1, 2): 0.05, (0, 2): 0.0, (2, 3): 0.07, (1, 3): 0.2, (0, 4): 0.0}
+    near = copies.COPY_MERGE / 2  # a copy's few discordant pairs (ties broken otherwise)
+    fewer = {(0, 1): 0.0, (1, 2): near, (0, 2): 0.0, (2, 3): near, (1, 3): 0.2, (0, 4): 0.0}
     ordered = {(0, 1): 0.5, (1, 2): 1.0, (0, 2): 0.5, (2, 3): 1.0, (1, 3): 1.0, (0, 4): 0.0}
     own = [0.5, 1.0, 0.99, 1.0, 1.0]
     feats = np.array([0, 2, 3, 5, 6])  # the grid's columns (1 and 4 categorical)
     rep = representatives(_pooled(fewer, ordered, own, 5), feats, 7)
     assert rep is not None
     assert rep.tolist() == [2, 1, 2, 2, 4, 5, 6]  # 3 (features[2]) and the flag as 2
+    # Loosely in order (Kendall's tau 0.9, not a copy): each keeps its splits, and the two
+    # are in order for nested_apart (candidates m rows apart at a node).
+    loose = _pooled({(0, 1): 0.05}, {(0, 1): 1.0}, [1.0, 1.0], 2)
+    assert representatives(loose, np.array([0, 1]), 2) is None
+    in_order = nested_pairs(loose, np.array([0, 1]), 2, 0)
+    assert in_order is not None and in_order[0].tolist() == [[0, 1], [1, 0]]
+    loose = _pooled({(0, 1): 2 * copies.COPY_MERGE}, {(0, 1): 1.0}, [1.0, 1.0], 2)
+    assert representatives(loose, np.array([0, 1]), 2) is None
     # Column 3 (feature 5) kept: it is alike with 2, not with the kept column 1.
     fewer[(0, 1)] = fewer[(1, 2)] = fewer[(0, 2)] = fewer[(2, 3)] = 0.3
     assert representatives(_pooled(fewer, ordered, own, 5), feats, 7) is None
@@ -334,6 +344,40 @@ def test_the_copy_attack_reads_targets_with_the_fix_off(monkeypatch: pytest.Monk
     def attack(seed: int) -> dict:
         fed, model, X, h = _copy_fit(seed, "copy")
         return copy_exposure(fed, model, X, h, 10)
+
+    assert_found_at_some_seed(attack, lambda got: got["alone"] > 0, [0, 1, 2])
+
+
+def _near_copy_fit(seed: int, sigma: float = 0.01) -> tuple[Any, ...]:
+    """The red team's data with ``x1 = x0 + N(0, sigma^2)``: Kendall's tau about 0.996, a
+    few hundred discordant pairs among the federation's, so not fitted as ``x0``."""
+    X, y, h = _data(n_clients=10, n_rows=100, d=8, seed=seed)
+    x0 = X["x0"].to_numpy()
+    X["x1"] = x0 + np.random.default_rng(100 + seed).normal(0.0, sigma, x0.size)
+    model = ff.FedForestRegressor(n_estimators=10, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fed = _fit(model, X, y, h)
+    return fed, model, X, h
+
+
+def test_a_near_copy_keeps_its_splits_and_gives_no_few_rows() -> None:
+    """Merged, a column loosely in order with another lost its own splits (breast cancer's
+    and digits' accuracy, docs/benchmarks-breadth.md); kept, its candidates stay m rows
+    from the other's at each node, and no release nests with 1 to m - 1 rows between."""
+    fed, model, X, h = _near_copy_fit(0)
+    got = copy_exposure(fed, model, X, h, 10)
+    assert got["small"] == 0 and got["alone"] == 0, got
+    assert got["on_copy"] > 0 and model.feature_importances_[1] > 0.0  # fitted as given
+
+
+def test_the_near_copy_attack_reads_targets_with_the_fix_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(copies, "COPY_DISORDER", -1.0)  # not in order: nothing kept apart
+
+    def attack(seed: int) -> dict:
+        return copy_exposure(*_near_copy_fit(seed), 10)
 
     assert_found_at_some_seed(attack, lambda got: got["alone"] > 0, [0, 1, 2])
 

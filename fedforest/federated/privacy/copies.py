@@ -57,6 +57,7 @@ from .rules import MISSING_SPLIT
 
 __all__ = [
     "COPY_DISORDER",
+    "COPY_MERGE",
     "COPY_UNEXPLAINED",
     "MIN_ORDERED",
     "ORDER_FRAC_BITS",
@@ -72,9 +73,17 @@ __all__ = [
     "representatives",
 ]
 
-#: A column whose pooled rate of discordant pairs with a kept column (among the pairs
-#: ordered on both) is at most this is fitted as that column: Kendall's tau of 0.8.
+#: Two columns whose pooled rate of discordant pairs (among the pairs ordered on both) is
+#: at most this are in order (Kendall's tau of 0.8): at one node their candidates stay
+#: ``m`` rows apart (:func:`nested_apart`); a categorical column in order with a numeric
+#: one (explained by it: below) is fitted as that column.
 COPY_DISORDER = 0.1
+
+#: A numeric column whose rate of discordant pairs with a kept numeric column is at most
+#: this (and whose order that column explains) is fitted as that column (Kendall's tau of
+#: 0.99: a copy, a change of unit, a rounding or a flag of it, nearly exactly); one more
+#: loosely in order keeps its own splits, its candidates apart from the other's.
+COPY_MERGE = 1e-4
 
 #: ... and whose ordered pairs that column leaves tied are at most this part of them (the
 #: column explains its order: a flag of a column is fitted as the column; one-hot columns
@@ -267,16 +276,21 @@ def _blocks(pooled: NDArray[np.float64], p: int, q: int) -> list[NDArray[np.floa
 
 
 def _in_order(
-    signed: NDArray[np.float64], ordered: NDArray[np.float64], n_rows: float
+    signed: NDArray[np.float64],
+    ordered: NDArray[np.float64],
+    n_rows: float,
+    disorder: float | None = None,
 ) -> NDArray[np.bool_]:
-    """Pairs in order: disorder at most :data:`COPY_DISORDER`, on enough evidence.
+    """Pairs in order: disorder at most ``disorder``, on enough evidence.
 
-    Enough: ordered on both in :data:`MIN_ORDERED` of the pairs or more (weighted by
-    rows; ``n_rows`` the federation's).
+    ``disorder`` None: :data:`COPY_DISORDER`. Enough: ordered on both in
+    :data:`MIN_ORDERED` of the pairs or more (weighted by rows; ``n_rows`` the
+    federation's).
     """
+    limit = COPY_DISORDER if disorder is None else disorder
     fewer = (ordered - np.abs(signed)) / 2  # min(C, D)
     evidence = ordered >= MIN_ORDERED * n_rows
-    return np.asarray(evidence & (fewer <= COPY_DISORDER * np.where(evidence, ordered, 1.0)))
+    return np.asarray(evidence & (fewer <= limit * np.where(evidence, ordered, 1.0)))
 
 
 def _alike(
@@ -284,15 +298,17 @@ def _alike(
     ordered: NDArray[np.float64],
     own: NDArray[np.float64],
     n_rows: float,
+    disorder: float | None = None,
 ) -> NDArray[np.bool_]:
     """Pairs in order whose second column's order the first explains.
 
-    In order: disorder at most :data:`COPY_DISORDER`; explained: of the second column's
-    ordered pairs (``own``), at most :data:`COPY_UNEXPLAINED` tied on the first. A pair
-    no client orders is not alike.
+    In order: disorder at most ``disorder`` (:func:`_in_order`); explained: of the second
+    column's ordered pairs (``own``), at most :data:`COPY_UNEXPLAINED` tied on the first.
+    A pair no client orders is not alike.
     """
     unexplained = np.maximum(own - ordered, 0.0)
-    return _in_order(signed, ordered, n_rows) & (unexplained <= COPY_UNEXPLAINED * own)
+    in_order = _in_order(signed, ordered, n_rows, disorder)
+    return in_order & (unexplained <= COPY_UNEXPLAINED * own)
 
 
 def representatives(
@@ -315,7 +331,13 @@ def representatives(
     signed, ordered, own, cat_signed, cat_ordered, cat_own = _blocks(pooled, p, len(cat_feats))[:6]
     pair_signed, pair_ordered = _square(signed, p), _square(ordered, p)
     # alike[i, j]: j in order with i, and its order explained by i's (j fitted as i).
-    alike = _alike(pair_signed, pair_ordered, np.broadcast_to(own, (p, p)), n_rows)
+    alike = _alike(
+        pair_signed,
+        pair_ordered,
+        np.broadcast_to(own, (p, p)),
+        n_rows,
+        min(COPY_MERGE, COPY_DISORDER),
+    )
     np.fill_diagonal(alike, False)
     finest = np.lexsort((np.arange(p), -own))
     own_rep = np.arange(p)
