@@ -25,12 +25,14 @@ from fedforest.federated.privacy.copies import (
     check_order_sums,
     dependent_categories,
     fitted_as_one,
+    nested_apart,
     nested_pairs,
     one_of_each,
     order_categories,
     order_sums,
     representatives,
 )
+from fedforest.federated.privacy.rules import MISSING_SPLIT
 from fedforest.federated.server import grow_level, secure_round_b
 from tests._attack_controls import assert_found_at_some_seed
 from tests.test_privacy import (
@@ -573,3 +575,59 @@ def test_the_code_and_chapter_attack_reads_few_rows_with_the_fix_off(
         return catcat_exposure(fed, model, X, h, 10)
 
     assert_found_at_some_seed(attack, lambda got: got > 0, [0, 1, 2])
+
+
+def _apart_python(node, feature, cand, cand_off, below, node_rows, safe, nested, min_rows):
+    """nested_apart as it was written in Python (2026-12-06), the kernel's reference."""
+    drop = np.zeros(cand.size, dtype=bool)
+    pair = np.repeat(np.arange(node.size), np.diff(cand_off))
+    edge = cand == MISSING_SPLIT
+    has = [np.asarray(rel.any(axis=1), dtype=bool)[feature[pair]] for rel in nested]
+    at = np.flatnonzero(safe & np.where(edge, has[1], has[0]))
+    if at.size < 2:
+        return drop
+    order = at[np.argsort(node[pair[at]], kind="stable")]
+    nodes = node[pair[order]]
+    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
+    ends = np.r_[starts[1:], order.size]
+    for a, b in zip(starts, ends, strict=True):
+        kept: list[int] = []
+        for i in order[a:b]:
+            f, rel = feature[pair[i]], nested[int(edge[i])]
+            n = node_rows[pair[i]]
+            for k in kept:
+                r = rel[f, feature[pair[k]]] if edge[k] == edge[i] else 0
+                other = below[k] if r > 0 else n - below[k]
+                if r and 0.5 <= abs(below[i] - other) < min_rows - 0.5:
+                    drop[i] = True
+                    break
+            else:
+                kept.append(int(i))
+    return drop
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nested_apart_kernel_equals_the_python_walk(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    d, n_pairs = 6, 40
+    node = np.sort(rng.integers(0, 5, n_pairs)).astype(np.int64)
+    feature = rng.integers(0, d, n_pairs).astype(np.int64)
+    sizes = rng.integers(0, 6, n_pairs)
+    cand_off = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    cand = rng.random(cand_off[-1])
+    cand[rng.random(cand.size) < 0.15] = MISSING_SPLIT
+    node_rows = rng.integers(20, 200, n_pairs).astype(np.float64)
+    pair = np.repeat(np.arange(n_pairs), sizes)
+    below = np.floor(rng.random(cand.size) * node_rows[pair])
+    safe = rng.random(cand.size) < 0.9
+    nested = []
+    for _ in range(2):
+        rel = np.zeros((d, d), dtype=np.int8)
+        i, j = np.triu_indices(d, 1)
+        pick = rng.random(i.size) < 0.4
+        rel[i[pick], j[pick]] = rng.choice(np.array([-1, 1], dtype=np.int8), pick.sum())
+        nested.append(rel + rel.T)
+    args = (node, feature, cand, cand_off, below, node_rows, safe, tuple(nested), 10)
+    got = nested_apart(*args)
+    assert got.tolist() == _apart_python(*args).tolist()
+    assert got.any() and not got.all()  # the draw exercises both outcomes

@@ -49,6 +49,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numba
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
@@ -481,21 +482,67 @@ def nested_apart(
     order = at[np.argsort(node[pair[at]], kind="stable")]
     nodes = node[pair[order]]
     starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
-    ends = np.r_[starts[1:], order.size]
-    for a, b in zip(starts, ends, strict=True):
-        kept: list[int] = []
-        for i in order[a:b]:
-            f, rel = feature[pair[i]], nested[int(edge[i])]
-            n = node_rows[pair[i]]
-            for k in kept:
-                r = rel[f, feature[pair[k]]] if edge[k] == edge[i] else 0
-                other = below[k] if r > 0 else n - below[k]
-                if r and 0.5 <= abs(below[i] - other) < min_rows - 0.5:
-                    drop[i] = True
-                    break
-            else:
-                kept.append(int(i))
+    ends = np.r_[starts[1:], order.size].astype(np.int64)
+    _apart_kernel(
+        order.astype(np.int64),
+        starts.astype(np.int64),
+        ends,
+        np.ascontiguousarray(feature[pair], dtype=np.int64),
+        edge,
+        np.ascontiguousarray(below, dtype=np.float64),
+        np.ascontiguousarray(node_rows[pair], dtype=np.float64),
+        np.ascontiguousarray(nested[0], dtype=np.int8),
+        np.ascontiguousarray(nested[1], dtype=np.int8),
+        int(min_rows),
+        drop,
+    )
     return drop
+
+
+@numba.njit(nogil=True, cache=True)
+def _apart_kernel(
+    order: NDArray[np.int64],
+    starts: NDArray[np.int64],
+    ends: NDArray[np.int64],
+    feat: NDArray[np.int64],
+    edge: NDArray[np.bool_],
+    below: NDArray[np.float64],
+    rows: NDArray[np.float64],
+    values: NDArray[np.int8],
+    missing: NDArray[np.int8],
+    min_rows: int,
+    drop: NDArray[np.bool_],
+) -> None:  # pragma: no cover - compiled (tests/test_copies.py checks it against Python)
+    """:func:`nested_apart`'s walk over each node's candidates, in pair order.
+
+    Sets ``drop[i]`` where candidate ``i`` is 1 to ``min_rows - 1`` rows from a kept one
+    of its kind on a nested feature (``values`` or ``missing``: +1, -1 or 0 per pair).
+    """
+    kept = np.empty(order.size, dtype=np.int64)
+    for g in range(starts.size):
+        n_kept = 0
+        for t in range(starts[g], ends[g]):
+            i = order[t]
+            rel = missing if edge[i] else values
+            n = rows[i]
+            dropped = False
+            for u in range(n_kept):
+                k = kept[u]
+                if edge[k] != edge[i]:
+                    continue
+                r = rel[feat[i], feat[k]]
+                if r == 0:
+                    continue
+                other = below[k] if r > 0 else n - below[k]
+                gap = abs(below[i] - other)
+                if 0.5 <= gap < min_rows - 0.5:
+                    dropped = True
+                    break
+            if dropped:
+                drop[i] = True
+            else:
+                kept[n_kept] = i
+                n_kept += 1
 
 
 def fitted_as_one(
