@@ -21,7 +21,7 @@ from flwr.app import Context, RecordDict
 from flwr.app import Message as FlowerMessage
 
 import fedforest as ff
-from fedforest.transport.flower import FlowerFederation
+from fedforest.transport.flower import FlowerFederation, federation
 from fedforest.transport.flower import clientapp as clientapp_module
 from fedforest.transport.flower._codec import QUERY_TYPE, TRAIN_TYPE, WAIT, control_records
 from fedforest.transport.flower.federation import OBJECT_PULL_BACKOFF, pull_replies
@@ -245,3 +245,18 @@ def test_replies_objects_are_pulled_again_sooner_on_flowers_grid() -> None:
     grid = MemoryGrid({}, fresh_process=False)
     assert pull_replies(grid, []) == []
     assert http_grid.pull_objects is original
+
+
+def test_keep_awake_messages_stop_in_a_long_round(
+    site_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past KEEP_AWAKE_SECONDS into a round a node that answered gets no more: each node
+    then has only the one behind each round's message, however long the slow node takes."""
+    monkeypatch.setattr(federation, "KEEP_AWAKE_SECONDS", 0.0)
+    grid = SlowGrid(site_files, slow="site-c", delay=6)
+    fed = FlowerFederation(grid, min_nodes=3, poll_interval=0.001, keep_awake=True)
+    remote = ff.FedForestRegressor(**PARAMS, random_state=SEED).fit_federated(fed)
+    fed.close()
+    rounds = remote.communication_.rounds
+    order = check_waits(grid, fed, rounds)
+    assert all(kinds.count("wait") == rounds for kinds in order.values()), order

@@ -32,6 +32,12 @@ __all__ = ["FlowerFederation"]
 
 _Answers = dict[str, Message | Exception]
 
+#: Seconds into a round after which a node that has answered gets no more keep-awake
+#: messages: each costs about 0.5 s of the node's and one message through the SuperLink,
+#: while the 3 s sleep they spare weighs little in a long round (a node then sleeps as
+#: Flower has it, and still finds the one queued behind the round's message).
+KEEP_AWAKE_SECONDS = 10.0
+
 
 class FlowerFederation(Federation):
     """The SuperNodes connected to a Flower SuperLink, as a fedforest federation.
@@ -209,12 +215,14 @@ class FlowerFederation(Federation):
         """Push one message per name and pull the replies until all came or ``timeout``.
 
         With ``awake``, each node of :attr:`awake_nodes` gets a keep-awake message behind
-        its request, and while the round waits for others, one more when it answers and
-        one for each keep-awake message it answers (it pulls the next one the moment it
-        sends an answer, before the server can push one: one must already be queued).
+        its request, and while the round waits for others (for at most
+        :data:`KEEP_AWAKE_SECONDS`), one more when it answers and one for each keep-awake
+        message it answers (it pulls the next one the moment it sends an answer, before
+        the server can push one: one must already be queued).
         Their answers, and those of earlier rounds' still queued, are pulled and dropped.
         Never raises for a node: a failed node's answer is the exception that says why.
         """
+        started = time.monotonic()
         ids = self._push(requests, nodes, message_type, group, timeout)
         awake_names = set(self.awake_nodes) if awake else set()
         self._push_waits([n for n, mid in ids.items() if mid and n in awake_names])
@@ -234,7 +242,12 @@ class FlowerFederation(Federation):
                     if name is None:
                         continue
                     answers[name] = _decode(reply, name)
-                if pending and name in awake_names and isinstance(answers.get(name), Message):
+                if (
+                    pending
+                    and name in awake_names
+                    and isinstance(answers.get(name), Message)
+                    and time.monotonic() - started < KEEP_AWAKE_SECONDS
+                ):
                     self._push_waits([name])  # it waits for the others: keep it pulling
             if not pending or (deadline is not None and time.monotonic() >= deadline):
                 break
