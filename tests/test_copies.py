@@ -296,6 +296,13 @@ def _asked_on(fed: Any, model: Any, m: int, column: int) -> int:
     return sum(f == column for _, _, _, f, _, _ in _round_b_pairs(fed, model, m))
 
 
+def _quiet_fit(model: Any, X: pd.DataFrame, y: np.ndarray, h: np.ndarray) -> Any:
+    """``_fit`` without the warnings of small federations (the recording federation)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _fit(model, X, y, h)
+
+
 def _copy_fit(
     seed: int, transform: str, trees: int = 10, classifier: bool = False
 ) -> tuple[Any, ...]:
@@ -307,9 +314,7 @@ def _copy_fit(
         y = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
     kind = ff.FedForestClassifier if classifier else ff.FedForestRegressor
     model = kind(n_estimators=trees, random_state=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fed = _fit(model, X, y, h)
+    fed = _quiet_fit(model, X, y, h)
     return fed, model, X, h
 
 
@@ -357,9 +362,7 @@ def _near_copy_fit(seed: int, sigma: float = 0.01) -> tuple[Any, ...]:
     x0 = X["x0"].to_numpy()
     X["x1"] = x0 + np.random.default_rng(100 + seed).normal(0.0, sigma, x0.size)
     model = ff.FedForestRegressor(n_estimators=10, random_state=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fed = _fit(model, X, y, h)
+    fed = _quiet_fit(model, X, y, h)
     return fed, model, X, h
 
 
@@ -388,9 +391,7 @@ def test_under_none_a_copy_is_fitted_as_before() -> None:
     X, y, h = _data(n_clients=4, n_rows=100, d=4, seed=0)
     X["x1"] = X["x0"]
     model = ff.FedForestRegressor(n_estimators=5, random_state=0, privacy="none")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _fit(model, X, y, h)
+    _quiet_fit(model, X, y, h)
     assert model.feature_importances_[1] > 0.0
 
 
@@ -414,9 +415,7 @@ def _band_fit(seed: int) -> tuple[Any, ...]:
     labels = np.array(["low", "mid", "high", "top"])
     X["band"] = pd.Categorical(labels[np.searchsorted([-1.0, 0.0, 1.0], X["x0"].to_numpy())])
     model = ff.FedForestRegressor(n_estimators=10, random_state=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fed = _fit(model, X, y, h)
+    fed = _quiet_fit(model, X, y, h)
     return fed, model, X, h
 
 
@@ -439,9 +438,7 @@ def test_the_band_attack_reads_targets_with_the_fix_off(monkeypatch: pytest.Monk
 def test_a_category_unrelated_to_the_columns_is_fitted_as_given() -> None:
     X, y, h = _data(n_clients=10, n_rows=100, d=6, seed=0, categorical=True)
     model = ff.FedForestRegressor(n_estimators=5, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fed = _fit(model, X, y, h)
+    fed = _quiet_fit(model, X, y, h)
     assert fed.rounds  # the ward column: a category effect on y, no column's bands
     assert model.feature_importances_[X.columns.get_loc("ward")] > 0.0
 
@@ -467,9 +464,7 @@ def _onehot_fit(seed: int) -> tuple[Any, ...]:
     for k in range(4):
         X[f"oh{k}"] = (cat == k).astype(float)
     model = ff.FedForestRegressor(n_estimators=10, random_state=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fed = _fit(model, X, y + 1.5 * (cat == 1) - (cat == 2) + 2 * (cat == 3), h)
+    fed = _quiet_fit(model, X, y + 1.5 * (cat == 1) - (cat == 2) + 2 * (cat == 3), h)
     return fed, model, X, h
 
 
@@ -552,9 +547,7 @@ def _catcat_fit(seed: int) -> tuple[Any, ...]:
     X["code"] = pd.Categorical([f"c{c}" for c in code])
     X["chapter"] = pd.Categorical([f"h{c // 4}" for c in code])
     model = ff.FedForestRegressor(n_estimators=10, random_state=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fed = _fit(model, X, y + 0.3 * code, h)
+    fed = _quiet_fit(model, X, y + 0.3 * code, h)
     return fed, model, X, h
 
 
@@ -577,37 +570,8 @@ def test_the_code_and_chapter_attack_reads_few_rows_with_the_fix_off(
     assert_found_at_some_seed(attack, lambda got: got > 0, [0, 1, 2])
 
 
-def _apart_python(node, feature, cand, cand_off, below, node_rows, safe, nested, min_rows):
-    """nested_apart as it was written in Python (2026-12-06), the kernel's reference."""
-    drop = np.zeros(cand.size, dtype=bool)
-    pair = np.repeat(np.arange(node.size), np.diff(cand_off))
-    edge = cand == MISSING_SPLIT
-    has = [np.asarray(rel.any(axis=1), dtype=bool)[feature[pair]] for rel in nested]
-    at = np.flatnonzero(safe & np.where(edge, has[1], has[0]))
-    if at.size < 2:
-        return drop
-    order = at[np.argsort(node[pair[at]], kind="stable")]
-    nodes = node[pair[order]]
-    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
-    ends = np.r_[starts[1:], order.size]
-    for a, b in zip(starts, ends, strict=True):
-        kept: list[int] = []
-        for i in order[a:b]:
-            f, rel = feature[pair[i]], nested[int(edge[i])]
-            n = node_rows[pair[i]]
-            for k in kept:
-                r = rel[f, feature[pair[k]]] if edge[k] == edge[i] else 0
-                other = below[k] if r > 0 else n - below[k]
-                if r and 0.5 <= abs(below[i] - other) < min_rows - 0.5:
-                    drop[i] = True
-                    break
-            else:
-                kept.append(int(i))
-    return drop
-
-
 @pytest.mark.parametrize("seed", range(6))
-def test_nested_apart_kernel_equals_the_python_walk(seed: int) -> None:
+def test_nested_apart_kernel_equals_its_numpy_twin(seed: int) -> None:
     rng = np.random.default_rng(seed)
     d, n_pairs = 6, 40
     node = np.sort(rng.integers(0, 5, n_pairs)).astype(np.int64)
@@ -629,5 +593,9 @@ def test_nested_apart_kernel_equals_the_python_walk(seed: int) -> None:
         nested.append(rel + rel.T)
     args = (node, feature, cand, cand_off, below, node_rows, safe, tuple(nested), 10)
     got = nested_apart(*args)
-    assert got.tolist() == _apart_python(*args).tolist()
+    walk = copies._apart_walk(*args)
+    assert walk is not None
+    twin = np.zeros_like(got)
+    copies._apart_kernel_numpy(*walk, twin)
+    assert got.tolist() == twin.tolist()
     assert got.any() and not got.all()  # the draw exercises both outcomes

@@ -47,7 +47,7 @@ still nest now and then in a small node, and any of these relations across nodes
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numba
 import numpy as np
@@ -473,19 +473,42 @@ def nested_apart(
     ``min_rows - 1`` rows from a kept one of its kind.
     """
     drop = np.zeros(cand.size, dtype=bool)
+    walk = _apart_walk(node, feature, cand, cand_off, below, node_rows, safe, nested, min_rows)
+    if walk is not None:
+        cast(Any, _apart_kernel)(*walk, drop)  # numba's stub counts no star-arguments
+    return drop
+
+
+def _apart_walk(
+    node: NDArray[np.int64],
+    feature: NDArray[np.int64],
+    cand: NDArray[np.float64],
+    cand_off: NDArray[np.int64],
+    below: NDArray[np.float64],
+    node_rows: NDArray[np.float64],
+    safe: NDArray[np.bool_],
+    nested: tuple[NDArray[np.int8], NDArray[np.int8]],
+    min_rows: int,
+) -> tuple[Any, ...] | None:
+    """:func:`nested_apart`'s arguments as its walk reads them (None: nothing to walk).
+
+    The candidates to walk (``safe``, on a feature with a nested partner of their kind),
+    ordered by node (stable: pair order within a node), with each node's run, and per
+    candidate its feature, kind (a missing-value edge or not) and node rows.
+    """
     pair = np.repeat(np.arange(node.size), np.diff(cand_off))
     edge = cand == MISSING_SPLIT
     has = [np.asarray(rel.any(axis=1), dtype=bool)[feature[pair]] for rel in nested]
     at = np.flatnonzero(safe & np.where(edge, has[1], has[0]))
     if at.size < 2:
-        return drop
-    order = at[np.argsort(node[pair[at]], kind="stable")]
+        return None
+    order = at[np.argsort(node[pair[at]], kind="stable")].astype(np.int64)
     nodes = node[pair[order]]
-    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
+    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]]).astype(np.int64)
     ends = np.r_[starts[1:], order.size].astype(np.int64)
-    _apart_kernel(
-        order.astype(np.int64),
-        starts.astype(np.int64),
+    return (
+        order,
+        starts,
         ends,
         np.ascontiguousarray(feature[pair], dtype=np.int64),
         edge,
@@ -494,9 +517,38 @@ def nested_apart(
         np.ascontiguousarray(nested[0], dtype=np.int8),
         np.ascontiguousarray(nested[1], dtype=np.int8),
         int(min_rows),
-        drop,
     )
-    return drop
+
+
+def _apart_kernel_numpy(
+    order: NDArray[np.int64],
+    starts: NDArray[np.int64],
+    ends: NDArray[np.int64],
+    feat: NDArray[np.int64],
+    edge: NDArray[np.bool_],
+    below: NDArray[np.float64],
+    rows: NDArray[np.float64],
+    values: NDArray[np.int8],
+    missing: NDArray[np.int8],
+    min_rows: int,
+    drop: NDArray[np.bool_],
+) -> None:
+    """NumPy twin of :func:`_apart_kernel` (same arguments, same ``drop``).
+
+    Per node, each candidate against the kept ones of its kind at once.
+    """
+    for a, b in zip(starts, ends, strict=True):
+        kept: list[int] = []
+        for i in order[a:b]:
+            k = np.asarray(kept, dtype=np.int64)
+            k = k[edge[k] == edge[i]]
+            r = (missing if edge[i] else values)[feat[i], feat[k]]
+            other = np.where(r > 0, below[k], rows[i] - below[k])
+            gap = np.abs(below[i] - other)
+            if ((r != 0) & (gap >= 0.5) & (gap < min_rows - 0.5)).any():
+                drop[i] = True
+            else:
+                kept.append(int(i))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -512,7 +564,7 @@ def _apart_kernel(
     missing: NDArray[np.int8],
     min_rows: int,
     drop: NDArray[np.bool_],
-) -> None:  # pragma: no cover - compiled (tests/test_copies.py checks it against Python)
+) -> None:  # pragma: no cover - compiled (tests/test_copies.py: against its twin)
     """:func:`nested_apart`'s walk over each node's candidates, in pair order.
 
     Sets ``drop[i]`` where candidate ``i`` is 1 to ``min_rows - 1`` rows from a kept one
