@@ -217,5 +217,5 @@ print(json.dumps(seen))
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
     seen = json.loads(done.stdout)
-    assert len(seen) > 10 and seen["_value"] == seen["derived_filter"] == 1
+    assert len(seen) > 6 and seen["_close"] == seen["derived_filter"] == 1
     assert set(seen.values()) == {1}, seen
