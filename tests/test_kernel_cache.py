@@ -20,6 +20,7 @@ from fedforest.federated import (
     client_sketch,
     client_sorted,
     client_words,
+    kernel_cache,
 )
 from fedforest.federated.kernel_cache import cache_depends_on
 
@@ -34,7 +35,7 @@ def test_the_client_kernels_are_stamped_with_the_modules_they_inline() -> None:
     stamp = client_increments.left_increments_ranked._cache._cache_file._source_stamp
     assert stamp[1:] == (_digest(client_kernels), _digest(client_buckets))
     stamp = client_kernels.left_stats_ranked._cache._cache_file._source_stamp
-    assert stamp[1:] == (_digest(client_words), _digest(client_buckets))
+    assert stamp[1:] == (_digest(client_words), _digest(client_buckets), _digest(kernel_cache))
     for kernel in (client_grid.left_stats_coded, client_grid.grid_increments):
         assert kernel._cache._cache_file._source_stamp[1:] == (_digest(client_kernels),)
 

@@ -30,7 +30,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from . import client_kernels, client_words
+from . import client_kernels, client_words, kernel_cache
 from .client_kernels import (
     add_to_bins,
     gather_counts,
@@ -46,7 +46,7 @@ from .client_words import (
     whole_words,
     zero_rows,
 )
-from .kernel_cache import cache_depends_on
+from .kernel_cache import borrowed, cache_depends_on, keep_alive
 from .privacy.secagg import pack_counts, to_fixed
 
 if TYPE_CHECKING:
@@ -192,6 +192,16 @@ def left_stats_kept(
     bins = np.empty(ii.shape[0], dtype=np.int64)
     words = np.empty(max_nc + 1, dtype=np.uint64)
     row_word = np.empty(ii.shape[0], dtype=np.uint64)
+    # As in left_stats_ranked: views numba does not reference-count (the arguments, and
+    # the scratch kept alive to every return).
+    scratch = (order, start, ii, st, cls, hist, acc, tab, bins, words, row_word)
+    order, start, ii, st = borrowed(order), borrowed(start), borrowed(ii), borrowed(st)
+    cls, hist, acc, tab = borrowed(cls), borrowed(hist), borrowed(acc), borrowed(tab)
+    bins, words, row_word = borrowed(bins), borrowed(words), borrowed(row_word)
+    rows, w, slot, y = borrowed(rows), borrowed(w), borrowed(slot), borrowed(y)
+    pair_off, cand_off, at = borrowed(pair_off), borrowed(cand_off), borrowed(at)
+    grid_off, kept, kept_off = borrowed(grid_off), borrowed(kept), borrowed(kept_off)
+    kept_ok, out = borrowed(kept_ok), borrowed(out)
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
@@ -211,8 +221,10 @@ def left_stats_kept(
             if c == 0:  # the sums of no rows, the indices and the bins checked as below
                 for j in range(lo, lo + nc):
                     if at[j] < 0 or at[j] >= na:
+                        keep_alive(scratch)
                         return KEPT_PAST
                 if kept_ok[p] != 1 or kept_off[p + 1] != kept_off[p]:
+                    keep_alive(scratch)
                     return KEPT_UNUSABLE
                 zero_rows(out, lo - c0, nc)
                 continue
@@ -221,9 +233,11 @@ def left_stats_kept(
             for j in range(lo, lo + nc):
                 t = at[j]
                 if t < 0 or t >= na:
+                    keep_alive(scratch)
                     return KEPT_PAST
                 tab[t + 1] += 1
             if kept_ok[p] != 1 or kept_off[p + 1] - kept_off[p] != c:
+                keep_alive(scratch)
                 return KEPT_UNUSABLE
             for i in range(na):
                 tab[i + 1] += tab[i]
@@ -236,6 +250,7 @@ def left_stats_kept(
                     if not regression_words(
                         words, hist, row_word, bins, st, c, nc, lo - c0, out, scale
                     ):
+                        keep_alive(scratch)
                         return KEPT_UNPACKED
                     continue
             if whole:
@@ -253,14 +268,17 @@ def left_stats_kept(
                 running_sums(hist, nc, lo - c0, out)
             elif whole:
                 if not whole_words(words, hist, nc, lo - c0, out, acc, scale):
+                    keep_alive(scratch)
                     return KEPT_UNPACKED
             elif not packed_words(hist, nc, lo - c0, out, acc, scale):
+                keep_alive(scratch)
                 return KEPT_UNPACKED
+    keep_alive(scratch)
     return KEPT_DONE
 
 
 # Its cached code holds client_kernels' gathering and sums and client_words' sinks.
-cache_depends_on(left_stats_kept, client_words, client_kernels)
+cache_depends_on(left_stats_kept, client_words, client_kernels, kernel_cache)
 
 
 def left_stats_kept_numpy(

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from . import client_buckets, client_words
+from . import client_buckets, client_words, kernel_cache
 from .client_buckets import BUCKET_AMB, BUCKET_WORK, BUCKETS_MIN, BUCKETS_PER_CAND, bucket_bins
 from .client_words import (
     add_words,
@@ -30,7 +30,7 @@ from .client_words import (
     whole_words,
     zero_rows,
 )
-from .kernel_cache import cache_depends_on, inner_kernel
+from .kernel_cache import borrowed, cache_depends_on, inner_kernel, keep_alive
 
 __all__ = [
     "node_summaries",
@@ -590,6 +590,19 @@ def left_stats_ranked(
     rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
     words = np.empty(max_nc + 1, dtype=np.uint64)
     row_word = np.empty(ii.shape[0], dtype=np.uint64)
+    # Every array the pairs' helpers get, as views numba does not reference-count
+    # (kernel_cache.borrowed): the arguments, and the scratch, kept alive to the end.
+    scratch = (order, start, ii, st, cls, hist, acc, rank_c, lut, padded, rr, xx, bins, words)
+    scratch = (scratch, row_word)
+    order, start, ii, st = borrowed(order), borrowed(start), borrowed(ii), borrowed(st)
+    cls, hist, acc, rank_c = borrowed(cls), borrowed(hist), borrowed(acc), borrowed(rank_c)
+    lut, padded, rr, xx = borrowed(lut), borrowed(padded), borrowed(rr), borrowed(xx)
+    bins, words, row_word = borrowed(bins), borrowed(words), borrowed(row_word)
+    Xt, fine_min, fine_max = borrowed(Xt), borrowed(fine_min), borrowed(fine_max)
+    ranks_t, uniq, uniq_off = borrowed(ranks_t), borrowed(uniq), borrowed(uniq_off)
+    bin_start, rows, w, slot = borrowed(bin_start), borrowed(rows), borrowed(w), borrowed(slot)
+    y, pair_off, pair_feat = borrowed(y), borrowed(pair_off), borrowed(pair_feat)
+    cand_off, cand, out = borrowed(cand_off), borrowed(cand), borrowed(out)
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
         c = b - a
@@ -615,7 +628,7 @@ def left_stats_ranked(
                 zero_rows(out, lo - c0, nc)
                 continue
             base = 0 if kept is None else kept_off[p]  # kept: the pair's own bins
-            pb = bins_store(kept, bins)[base : base + c]
+            pb = borrowed(bins_store(kept, bins)[base : base + c])
             pair_bins(
                 cs, c, pair_feat[p], Xt, fine_min, fine_max, ranks_t, uniq, uniq_off,
                 bin_start, ii, rank_c, lut, padded, rr, xx, pb,
@@ -644,15 +657,18 @@ def left_stats_ranked(
                 running_sums(hist, nc, lo - c0, out)
             elif whole:
                 if not whole_words(words, hist, nc, lo - c0, out, acc, scale):
+                    keep_alive(scratch)
                     return False
             elif not packed_words(hist, nc, lo - c0, out, acc, scale):
+                keep_alive(scratch)
                 return False
+    keep_alive(scratch)
     return True
 
 
 # Its cached code holds its sinks from client_words and the buckets of client_buckets
 # (pair_bins inlines them): an edit there makes these disk caches stale.
-cache_depends_on(left_stats_ranked, client_words, client_buckets)
+cache_depends_on(left_stats_ranked, client_words, client_buckets, kernel_cache)
 
 
 def increment_message(

@@ -25,7 +25,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from ..kernel_cache import cache_depends_on, inner_kernel
+from .. import kernel_cache
+from ..kernel_cache import borrowed, cache_depends_on, inner_kernel, keep_alive
 from ..threads import thread_map, work_ranges
 from . import rules
 from .rules import _rows_below_numpy, ancestor_pair, largest_runs, rows_below_all
@@ -251,7 +252,17 @@ def both_rules(
     n_pairs = cand_off.size - 1
     most_c, most_a = largest_runs(cand_off, anc_off)
     cc, ce = np.empty(most_c), np.empty(most_a)
-    buffers = _buffers(most_c, most_a)
+    er, ob, start, ordered, kept = _buffers(most_c, most_a)
+    # Views numba does not reference-count (kernel_cache.borrowed): the arguments, and
+    # the scratch kept alive to the end; the pair's helpers take them per candidate.
+    scratch = (cc, ce, er, ob, start, ordered, kept)
+    cc, ce, er, ob = borrowed(cc), borrowed(ce), borrowed(er), borrowed(ob)
+    start, ordered, kept = borrowed(start), borrowed(ordered), borrowed(kept)
+    cands, cand_off, grid = borrowed(cands), borrowed(cand_off), borrowed(grid)
+    grid_off, rows, anc_thr = borrowed(grid_off), borrowed(rows), borrowed(anc_thr)
+    anc_rows, anc_total = borrowed(anc_rows), borrowed(anc_total)
+    anc_near, anc_off, lo = borrowed(anc_near), borrowed(anc_off), borrowed(lo)
+    hi, total, out = borrowed(hi), borrowed(total), borrowed(out)
     for p in range(n_pairs):
         c0, c1 = cand_off[p], cand_off[p + 1]
         for c in range(c0, c1):
@@ -264,7 +275,10 @@ def both_rules(
         rows_below_all(grid, rows, g0, g1, anc_thr, a0, a1, lo[p], hi[p], total[p], ce)
         t, m = total[p], min_rows
         ancestor_pair(cc, c0, c1, ce, anc_rows, anc_total, anc_near, a0, a1, t, m, out)
-        interval_pair(cc, c0, c1, ce, anc_rows, anc_total, a0, a1, t, m, out, *buffers)
+        interval_pair(
+            cc, c0, c1, ce, anc_rows, anc_total, a0, a1, t, m, out, er, ob, start, ordered, kept
+        )  # fmt: skip
+    keep_alive(scratch)
 
 
 def interval_safe_numpy(
@@ -460,5 +474,5 @@ def safe_from_ancestors(
 # Their machine code holds rules.py's kernels they call (rows_below_all, ancestor_pair; numba
 # stamps a cached kernel with its own file only): stale when rules.py changes too.
 cache_depends_on(interval_safe, rules)
-cache_depends_on(both_rules, rules)
+cache_depends_on(both_rules, rules, kernel_cache)
 cache_depends_on(interval_checks, rules)

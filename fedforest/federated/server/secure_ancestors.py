@@ -17,7 +17,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from ..kernel_cache import inner_kernel
+from .. import kernel_cache
+from ..kernel_cache import borrowed, cache_depends_on, inner_kernel
 from ..privacy.intervals import interval_checks
 from ..threads import thread_map, work_ranges
 from .secure_segments import gather_rows, offsets
@@ -193,6 +194,10 @@ def ancestors_kept(pool, start, end, rows, min_rows, n_kept, out):  # type: igno
     ``interval_checks``; its ``B``: the nearest ancestor below with a release).
     ``n_kept[p]`` is set to the pair's count.
     """
+    # Views numba does not reference-count (kernel_cache.borrowed): _wide gets the pool
+    # per threshold.
+    pool, start, end, rows = borrowed(pool), borrowed(start), borrowed(end), borrowed(rows)
+    n_kept, out = borrowed(n_kept), borrowed(out)
     o = 0
     for p in range(start.shape[1]):
         # B's releases (none yet), whether they increase; np.int64: numba would also
@@ -274,6 +279,10 @@ def _wide(pool, a0, a1, i, b0, b1, jl, jh, up, c, min_rows):  # type: ignore[no-
                         r_hi = pool[j, 1]
         c_max = min(c_max, r_hi - r_lo)
     return jl, jh, a_hi - a_lo - c_max >= min_rows
+
+
+# Its cached code holds borrowed's (kernel_cache): an edit there makes it stale.
+cache_depends_on(ancestors_kept, kernel_cache)
 
 
 def ancestors_releases_numpy(
