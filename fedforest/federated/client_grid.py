@@ -27,9 +27,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import client_kernels
+from .client_increments import increment_message, increments_of
 from .client_kernels import (
-    increment_message,
-    increments_of,
     longest_lists,
     node_setup,
     pairs_setup,

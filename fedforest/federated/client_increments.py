@@ -30,8 +30,6 @@ from .client_kernels import (
     add_to_bins,
     bins_scratch,
     gather_node,
-    increment_message,
-    increments_of,
     left_stats_numpy,
     pair_bins,
     pairs_setup,
@@ -309,3 +307,61 @@ def left_increment_answer(
 
     client._run_blocks(fit, job)
     return increment_message([parts[a] for a in sorted(parts)], n_counts, n_stat)
+
+
+def increment_message(
+    parts: list[tuple[NDArray[Any], NDArray[np.float64], NDArray[Any], int, float]],
+    n_counts: int,
+    n_stat: int,
+) -> dict[str, NDArray[Any]]:
+    """The one-pass kernels' blocks of increments as ``pack_increments`` would send them.
+
+    ``parts``: per block of slots, in order, its non-zero increments (integer columns,
+    the others, their positions among the block's candidates), the block's candidates
+    and its largest integer increment. Sparse when that saves bytes, else every candidate
+    (zeros included); int64 counts only if one exceeds int32. Shared by
+    ``client_increments.left_increment_answer`` and ``client_grid.pack_coded``.
+    """
+    base = np.cumsum([0] + [int(p[3]) for p in parts])
+    n = int(base[-1])
+    biggest = max([float(p[4]) for p in parts], default=0.0)
+    dtype = np.int64 if biggest > np.iinfo(np.int32).max else np.int32
+    if len(parts) == 1:
+        counts, sums, index = parts[0][:3]
+    else:
+        counts = np.concatenate([p[0].astype(dtype, copy=False) for p in parts])
+        sums = np.concatenate([p[1] for p in parts])
+        index = np.concatenate([p[2] + b for p, b in zip(parts, base, strict=False)])
+    counts = counts.astype(dtype, copy=False)
+    row_bytes = 4 * n_counts + 8 * (n_stat - n_counts)
+    sparse = index.size * (row_bytes + 4) < n * row_bytes
+    if not sparse:  # every candidate travels, the zero increments too
+        dense_counts, dense_sums = (
+            np.zeros((n, n_counts), dtype=dtype),
+            np.zeros((n, sums.shape[1])),
+        )
+        dense_counts[index], dense_sums[index] = counts, sums
+        counts, sums = dense_counts, dense_sums
+    out: dict[str, NDArray[Any]] = {"left_counts": counts}
+    if n_stat > n_counts:
+        out["left_sums"] = sums
+    if sparse:
+        out["left_index"] = index.astype(np.int32, copy=False)
+    return out
+
+
+def increments_of(
+    left: NDArray[np.float64],
+    cand_off: NDArray[np.int64],
+    keep: NDArray[np.bool_],
+    n_counts: int,
+    pack: Any,
+) -> dict[str, NDArray[Any]]:
+    """The twins' second step: ``pack(left, first, n_counts, "left", present)``.
+
+    ``left``: every candidate's left statistics; ``keep``: the pairs that travel.
+    """
+    n_cand = np.diff(cand_off)
+    first = np.zeros(left.shape[0], dtype=bool)  # the first candidate of every pair
+    first[cand_off[:-1][n_cand > 0]] = True
+    return pack(left, first, n_counts, "left", np.repeat(keep, n_cand))
