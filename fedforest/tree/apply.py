@@ -39,11 +39,14 @@ def _set_side(x, lo, hi, set_code, set_side):
 
 
 @numba.njit(inline="always")
-def _numeric_child(x, node, threshold, missing_left, left, right):
-    # A numeric split: left when x <= threshold; a missing value (NaN or +inf) by the flag.
+def _numeric_child(x, threshold, missing_left, left, right):
+    # A numeric split at the node's threshold to its children ``left``, ``right``: left
+    # when x <= threshold; a missing value (NaN or +inf) by the flag. Scalars only: an
+    # array given to a helper, even one inlined, costs a reference taken and dropped (two
+    # atomic operations) at every node a row passes.
     if x != x or x == np.inf:
-        return left[node] if missing_left[node] else right[node]
-    return left[node] if x <= threshold[node] else right[node]
+        return left if missing_left else right
+    return left if x <= threshold else right
 
 
 @numba.njit(nogil=True, cache=True)
@@ -134,8 +137,9 @@ def predict_forest(
                     lo, hi = set_off[node], set_off[node + 1]
                     if hi == lo:
                         node = _numeric_child(
-                            X[i, feature[node]], node, threshold, missing_left, left, right
-                        )
+                            X[i, feature[node]], threshold[node], missing_left[node],
+                            left[node], right[node],
+                        )  # fmt: skip
                         continue
                     side = _set_side(X[i, feature[node]], lo, hi, set_code, set_side)
                     if side == 0:
@@ -223,8 +227,9 @@ def apply_forest_sets(
                 lo, hi = set_off[node], set_off[node + 1]
                 if hi == lo:
                     child = _numeric_child(
-                        X[i, feature[node]], node, threshold, missing_left, left, right
-                    )
+                        X[i, feature[node]], threshold[node], missing_left[node], left[node],
+                        right[node],
+                    )  # fmt: skip
                     go = 0 if child == left[node] else 1
                 else:
                     go = _set_side(X[i, feature[node]], lo, hi, set_code, set_side)
