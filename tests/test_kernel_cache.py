@@ -31,9 +31,9 @@ def _digest(module: object) -> bytes:
 
 def test_the_client_kernels_are_stamped_with_the_modules_they_inline() -> None:
     stamp = client_sketch.sketch_pairs_ranked._cache._cache_file._source_stamp
-    assert stamp[1:] == (_digest(client_sorted), _digest(client_kernels))
+    assert stamp[1:] == (_digest(client_sorted), _digest(client_kernels), _digest(kernel_cache))
     stamp = client_increments.left_increments_ranked._cache._cache_file._source_stamp
-    assert stamp[1:] == (_digest(client_kernels), _digest(client_buckets))
+    assert stamp[1:] == (_digest(client_kernels), _digest(client_buckets), _digest(kernel_cache))
     stamp = client_kernels.left_stats_ranked._cache._cache_file._source_stamp
     assert stamp[1:] == (_digest(client_words), _digest(client_buckets), _digest(kernel_cache))
     for kernel in (client_grid.left_stats_coded, client_grid.grid_increments):

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, count_columns, n_stats
-from . import client_buckets, client_kernels
+from . import client_buckets, client_kernels, kernel_cache
 from .client_kernels import (
     COUNT_MAX,
     FEW_ROWS,
@@ -38,7 +38,7 @@ from .client_kernels import (
 from .client_sketch import fine_codes, sketch_pairs
 from .client_targets import proposal_target
 from .criteria import CRITERION_CODES
-from .kernel_cache import cache_depends_on
+from .kernel_cache import borrowed, cache_depends_on, keep_alive
 from .protocol import pack_increments
 
 __all__ = [
@@ -114,6 +114,19 @@ def left_increments_ranked(
     hist[:] = 0.0  # zero between pairs: used bins are reset
     rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
     used = np.empty(max_nc // SPARSE_EMIT + 1, dtype=np.int64)  # distinct bins of few rows
+    # Views numba does not reference-count (kernel_cache.borrowed): the arguments, and
+    # the scratch kept alive to the end; the helpers take them per pair and bin.
+    owners = (order, start, ii, st, cls, hist, acc, rank_c, lut, padded, rr, xx, bins, used)
+    order, start, ii, st = borrowed(order), borrowed(start), borrowed(ii), borrowed(st)
+    cls, hist, acc, rank_c = borrowed(cls), borrowed(hist), borrowed(acc), borrowed(rank_c)
+    lut, padded, rr, xx = borrowed(lut), borrowed(padded), borrowed(rr), borrowed(xx)
+    bins, used, Xt = borrowed(bins), borrowed(used), borrowed(Xt)
+    fine_min, fine_max, ranks_t = borrowed(fine_min), borrowed(fine_max), borrowed(ranks_t)
+    uniq, uniq_off, bin_start = borrowed(uniq), borrowed(uniq_off), borrowed(bin_start)
+    rows, w, slot, y = borrowed(rows), borrowed(w), borrowed(slot), borrowed(y)
+    pair_off, pair_feat, pair_keep = borrowed(pair_off), borrowed(pair_feat), borrowed(pair_keep)
+    cand_off, cand, counts = borrowed(cand_off), borrowed(cand), borrowed(counts)
+    sums, index = borrowed(sums), borrowed(index)
     kept = 0  # candidates of the kept pairs so far
     j = 0  # increments written
     biggest = 0.0
@@ -185,11 +198,13 @@ def left_increments_ranked(
                 for q in range(n_stat):
                     hist[nc, q] = 0.0
             kept += nc
+    keep_alive(owners)
     return kept, j, biggest
 
 
-# Its cached code holds pair_bins, add_to_bins and gather_node (client_kernels.py).
-cache_depends_on(left_increments_ranked, client_kernels, client_buckets)
+# Its cached code holds pair_bins, add_to_bins and gather_node (client_kernels.py), and
+# borrowed (kernel_cache).
+cache_depends_on(left_increments_ranked, client_kernels, client_buckets, kernel_cache)
 
 
 @numba.njit(inline="always")

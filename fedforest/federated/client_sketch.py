@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import CODE_DTYPE, N_FINE_BINS
-from . import client_kernels, client_sorted
+from . import client_kernels, client_sorted, kernel_cache
 from .client_kernels import SMALL_SKETCH, group_rows, largest_node, ranks_for, register_ranks
 from .client_sorted import (
     BUCKET_ROWS,
@@ -26,7 +26,7 @@ from .client_sorted import (
     sort_scratch,
     sorted_sketch,
 )
-from .kernel_cache import cache_depends_on
+from .kernel_cache import borrowed, cache_depends_on, keep_alive
 
 __all__ = [
     "distinct_values",
@@ -382,6 +382,23 @@ def sketch_pairs_ranked(
     wts_b = np.empty(BUCKET_ROWS)
     sg, s_cnt, s_bm, s_val, s_pos, s_code = sort_scratch(n_fine, n_cols)
     thr = np.empty(n_bins)  # each level's share of a pair's weight (level_targets)
+    # Views numba does not reference-count (kernel_cache.borrowed): the arguments, and
+    # the scratch kept alive to the end; the helpers take them per pair.
+    owners = (order, start, hist, gh, ii, ww, yy, vals, wsrt, isrt, g_val, g_cnt, g_w, g_s)
+    owners = (owners, (scratch, rank_w, cnt, vals_b, wts_b, sg, s_cnt, s_bm, s_val, s_pos))
+    owners = (owners, s_code, thr)
+    order, start, hist, gh = borrowed(order), borrowed(start), borrowed(hist), borrowed(gh)
+    ii, ww, yy, vals = borrowed(ii), borrowed(ww), borrowed(yy), borrowed(vals)
+    wsrt, isrt, g_val, g_cnt = borrowed(wsrt), borrowed(isrt), borrowed(g_val), borrowed(g_cnt)
+    g_w, g_s, scratch = borrowed(g_w), borrowed(g_s), borrowed(scratch)
+    rank_w, cnt, vals_b = borrowed(rank_w), borrowed(cnt), borrowed(vals_b)
+    wts_b, sg, s_cnt, s_bm = borrowed(wts_b), borrowed(sg), borrowed(s_cnt), borrowed(s_bm)
+    s_val, s_pos, s_code = borrowed(s_val), borrowed(s_pos), borrowed(s_code)
+    thr, Xt, codes_t = borrowed(thr), borrowed(Xt), borrowed(codes_t)
+    fine_max, ranks_t, uniq = borrowed(fine_max), borrowed(ranks_t), borrowed(uniq)
+    uniq_off, y, rows, w = borrowed(uniq_off), borrowed(y), borrowed(rows), borrowed(w)
+    slot, pair_off, pair_feat = borrowed(slot), borrowed(pair_off), borrowed(pair_feat)
+    out, local_out = borrowed(out), borrowed(local_out)
     p_lo = pair_off[slot_lo]
     for s in range(slot_lo, slot_hi):
         a, b = start[s - slot_lo], start[s - slot_lo + 1]
@@ -526,10 +543,12 @@ def sketch_pairs_ranked(
                 local_out[q] = _best_scan(
                     g_val, g_cnt, g_w, g_s, n_g, c, n_cols, criterion, min_rows, scratch
                 )
+    keep_alive(owners)
 
 
-# Its cached code holds sorted_sketch, exact_quantiles and group_rows (other modules).
-cache_depends_on(sketch_pairs_ranked, client_sorted, client_kernels)
+# Its cached code holds sorted_sketch, exact_quantiles and group_rows (other modules),
+# and borrowed (kernel_cache).
+cache_depends_on(sketch_pairs_ranked, client_sorted, client_kernels, kernel_cache)
 
 
 def node_sketches_numpy(

@@ -19,6 +19,9 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import kernel_cache
+from ..kernel_cache import borrowed, cache_depends_on
+
 __all__ = ["floyd_draws", "floyd_draws_numpy", "sample_features"]
 
 _M32 = 0xFFFFFFFF
@@ -144,6 +147,9 @@ def floyd_draws(words, has, buffered, d, k, out):  # type: ignore[no-untyped-def
     has, buffered : int
         The buffered half afterwards.
     """
+    # Views numba does not reference-count (kernel_cache.borrowed): _bounded gets the
+    # words per draw.
+    words, out = borrowed(words), borrowed(out)
     used = 0
     for n in range(out.shape[0]):
         # Floyd's algorithm: for j = d - k .. d - 1, a value in [0, j], j itself if taken.
@@ -247,3 +253,7 @@ def _replay_matches(d: int, k: int) -> bool:
             return False
         ref.random(), mine.random()  # something else in between
     return bool(ref.bit_generator.state == mine.bit_generator.state)
+
+
+# Its cached code holds borrowed's (kernel_cache): an edit there makes it stale.
+cache_depends_on(floyd_draws, kernel_cache)

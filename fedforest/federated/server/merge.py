@@ -14,6 +14,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import kernel_cache
+from ..kernel_cache import borrowed, cache_depends_on, keep_alive
 from ..threads import thread_map
 from .sketch_runs import SketchRuns, dense_runs
 
@@ -165,6 +167,14 @@ def mixture_quantiles_runs(rv_in, rl_in, row_off, n_bins, index, weights, out, c
     hd = np.empty(n_clients, dtype=np.int64)
     end = np.empty(n_clients, dtype=np.int64)
     act = np.empty(n_clients, dtype=np.int64)  # clients with runs left, in client order
+    # Views numba does not reference-count (kernel_cache.borrowed): the arguments, and
+    # the scratch kept alive to the end; the helpers take them per pair and run.
+    scratch = (hv, pos, endp, dense, pw, rv, rl, hd, end, act)
+    hv, pos, endp, dense = borrowed(hv), borrowed(pos), borrowed(endp), borrowed(dense)
+    pw, rv, rl, hd = borrowed(pw), borrowed(rv), borrowed(rl), borrowed(hd)
+    end, act, rv_in, rl_in = borrowed(end), borrowed(act), borrowed(rv_in), borrowed(rl_in)
+    row_off, index, weights = borrowed(row_off), borrowed(index), borrowed(weights)
+    out, counts = borrowed(out), borrowed(counts)
     for p in range(n_pairs):
         if dyadic and _quantiles_dyadic(
             rv_in, rl_in, row_off, n_bins, index, weights, out, counts, p, hv, pos, endp, pw
@@ -249,6 +259,11 @@ def mixture_quantiles_runs(rv_in, rl_in, row_off, n_bins, index, weights, out, c
                 out[p, c] = v
                 c += 1
         counts[p] = c
+    keep_alive(scratch)
+
+
+# Its cached code holds borrowed's (kernel_cache): an edit there makes it stale.
+cache_depends_on(mixture_quantiles_runs, kernel_cache)
 
 
 #: Client weights up to this take :func:`_quantiles_dyadic` (sums of multiples of 1 / B
