@@ -7,7 +7,12 @@ import pytest
 import fedforest as ff
 from fedforest.datasets import make_paper_synthetic
 from fedforest.federated.server.splitter import best_set_splits
-from fedforest.tree.apply import apply_forest_sets, predict_forest, predict_forest_numpy
+from fedforest.tree.apply import (
+    PREDICT_BLOCK,
+    apply_forest_sets,
+    predict_forest,
+    predict_forest_numpy,
+)
 from fedforest.tree.arrays import Tree, pack_forest, pack_sets
 
 
@@ -110,6 +115,32 @@ def test_predict_forest_twins_on_fitted_forests(seed):
     feature, threshold, left, right, value, offsets = pack_forest(m.trees_)
     sets = pack_sets(m.trees_)
     a, b = np.zeros((len(X), 1)), np.zeros((len(X), 1))
+    predict_forest(X, feature, threshold, left, right, *sets, value, offsets, a)
+    predict_forest_numpy(X, feature, threshold, left, right, *sets, value, offsets, b)
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("on_client", [False, True])
+def test_predict_forest_twins_over_blocks_with_missing_values(on_client):
+    """Both paths of the kernel (numeric splits only; set splits) over several blocks of
+    rows (``PREDICT_BLOCK``), missing values among them: the twin's numbers exactly."""
+    data = make_paper_synthetic("outcome-shift", n_clients=4, n_per_client=150, random_state=7)
+    X_fit = data.X_train.copy()
+    X_fit[::9, 1] = np.nan
+    m = ff.FedForestRegressor(
+        privacy="none", n_estimators=6, split_on_client=on_client, random_state=7
+    )
+    m.fit(X_fit, data.y_train, client_ids=data.h_train)
+    rng = np.random.default_rng(7)
+    n = 2 * PREDICT_BLOCK + 37
+    X = rng.normal(size=(n, data.X_test.shape[1]))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    X[::11, 0] = np.inf
+    X = np.column_stack([X, rng.integers(-1, 4, n)]).astype(float)
+    feature, threshold, left, right, value, offsets = pack_forest(m.trees_)
+    sets = pack_sets(m.trees_)
+    assert (sets[0][-1] > 0) == on_client  # which path the kernel takes
+    a, b = np.zeros((n, 1)), np.zeros((n, 1))
     predict_forest(X, feature, threshold, left, right, *sets, value, offsets, a)
     predict_forest_numpy(X, feature, threshold, left, right, *sets, value, offsets, b)
     np.testing.assert_allclose(a, b, rtol=1e-12)
