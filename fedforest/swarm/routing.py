@@ -47,6 +47,8 @@ from numpy.typing import NDArray
 
 from .._common import TREE_LEAF
 from .._numba_cache import serialize_cache_writes
+from ..federated import kernel_cache
+from ..federated.kernel_cache import borrowed, cache_depends_on
 
 __all__ = [
     "DISCARDED",
@@ -205,6 +207,16 @@ def route_single(  # type: ignore[no-untyped-def]
     out : ndarray of int32, shape (n_trees, n_samples)  # OUT, leaf or -1
         Tree-major, so that each tree's rows are written contiguously.
     """
+    # Views numba does not reference-count (kernel_cache.borrowed): _resolve_missing,
+    # inlined, would take and drop a reference to each array at every missing feature.
+    X, feature, threshold = borrowed(X), borrowed(feature), borrowed(threshold)
+    left, right = borrowed(left), borrowed(right)
+    offsets, active, p_right = borrowed(offsets), borrowed(active), borrowed(p_right)
+    depth, surr_feature = borrowed(depth), borrowed(surr_feature)
+    surr_threshold, surr_flip = borrowed(surr_threshold), borrowed(surr_flip)
+    imp_kind, xhat, sigma = borrowed(imp_kind), borrowed(xhat), borrowed(sigma)
+    cat_slot, cat_values = borrowed(cat_slot), borrowed(cat_values)
+    cat_prob, out = borrowed(cat_prob), borrowed(out)
     n_trees = offsets.shape[0] - 1
     for t in range(n_trees):  # tree-major: one tree's nodes stay in cache across the rows
         for i in range(X.shape[0]):
@@ -256,6 +268,13 @@ def marginal_proba(  # type: ignore[no-untyped-def]
     max_depth : int  # IN, deepest leaf of the forest (sizes the stack)
     out : ndarray of float64, shape (n_samples, n_classes)  # OUT, overwritten
     """
+    # As in route_single: views numba does not reference-count.
+    X, feature, threshold = borrowed(X), borrowed(feature), borrowed(threshold)
+    left, right = borrowed(left), borrowed(right)
+    value, offsets, active = borrowed(value), borrowed(offsets), borrowed(active)
+    p_right, imp_kind, xhat = borrowed(p_right), borrowed(imp_kind), borrowed(xhat)
+    sigma, cat_slot, cat_values = borrowed(sigma), borrowed(cat_slot), borrowed(cat_values)
+    cat_prob, out = borrowed(cat_prob), borrowed(out)
     n_trees = offsets.shape[0] - 1
     n_classes = value.shape[1]
     stack_node = np.empty(max_depth + 2, dtype=np.int64)
@@ -453,3 +472,8 @@ def marginal_proba_numpy(
             p = np.where(np.isnan(x), p, (x > forest["threshold"][node]).astype(np.float64))
             weight[:, left[node] - lo] += w * (1.0 - p)
             weight[:, right[node] - lo] += w * p
+
+
+# Their cached code holds borrowed's (kernel_cache): an edit there makes it stale.
+cache_depends_on(route_single, kernel_cache)
+cache_depends_on(marginal_proba, kernel_cache)
