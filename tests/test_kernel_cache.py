@@ -36,8 +36,10 @@ def test_the_client_kernels_are_stamped_with_the_modules_they_inline() -> None:
     assert stamp[1:] == (_digest(client_kernels), _digest(client_buckets), _digest(kernel_cache))
     stamp = client_kernels.left_stats_ranked._cache._cache_file._source_stamp
     assert stamp[1:] == (_digest(client_words), _digest(client_buckets), _digest(kernel_cache))
-    for kernel in (client_grid.left_stats_coded, client_grid.grid_increments):
-        assert kernel._cache._cache_file._source_stamp[1:] == (_digest(client_kernels),)
+    stamp = client_grid.left_stats_coded._cache._cache_file._source_stamp
+    assert stamp[1:] == (_digest(client_kernels),)
+    stamp = client_grid.grid_increments._cache._cache_file._source_stamp
+    assert stamp[1:] == (_digest(client_kernels), _digest(kernel_cache))
 
 
 def test_an_edit_of_a_dependency_makes_the_cached_kernel_stale(tmp_path, monkeypatch) -> None:

@@ -26,7 +26,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from . import client_kernels
+from . import client_kernels, kernel_cache
 from .client_increments import increment_message, increments_of
 from .client_kernels import (
     longest_lists,
@@ -34,7 +34,7 @@ from .client_kernels import (
     pairs_setup,
     twin_walk,
 )
-from .kernel_cache import cache_depends_on
+from .kernel_cache import borrowed, cache_depends_on, keep_alive
 from .protocol import Message, expand_candidates, expect_array, pack_increments_numpy
 
 __all__ = [
@@ -320,6 +320,17 @@ def grid_increments(
     n_bins = np.zeros(max_pairs, dtype=np.int64)
     pairs = np.empty(max_pairs, dtype=np.int64)
     feats = np.empty(max_pairs, dtype=np.int64)
+    # Views numba does not reference-count (kernel_cache.borrowed): the arguments, and
+    # the scratch kept alive to the end; the inlined helpers take them per row and pair.
+    owners = (order, start, ii, st, cls, hist, bins, acc, prev, n_bins, pairs, feats)
+    order, start, ii, st = borrowed(order), borrowed(start), borrowed(ii), borrowed(st)
+    cls, hist, bins, acc = borrowed(cls), borrowed(hist), borrowed(bins), borrowed(acc)
+    prev, n_bins, pairs = borrowed(prev), borrowed(n_bins), borrowed(pairs)
+    feats, codes_t, rows, w = borrowed(feats), borrowed(codes_t), borrowed(rows), borrowed(w)
+    slot, y, pair_off = borrowed(slot), borrowed(y), borrowed(pair_off)
+    pair_feat = borrowed(pair_feat)
+    cand_off, present, counts = borrowed(cand_off), borrowed(present), borrowed(counts)
+    sums, index = borrowed(sums), borrowed(index)
     m = 0  # rows written
     k = 0  # present candidates so far
     biggest = 0.0
@@ -362,6 +373,7 @@ def grid_increments(
             for q in range(n_stat):  # the bin above the last candidate: never sent
                 hist[t, nc, q] = 0.0
             k += nc
+    keep_alive(owners)
     return m, k, biggest
 
 
@@ -527,7 +539,7 @@ def answer_rows_numpy(
 
 # Both inline client_kernels' helpers: their cache goes stale with it too.
 cache_depends_on(left_stats_coded, client_kernels)
-cache_depends_on(grid_increments, client_kernels)
+cache_depends_on(grid_increments, client_kernels, kernel_cache)
 
 
 def pack_coded(
