@@ -1,4 +1,4 @@
-"""Views a kernel does not reference-count (``kernel_cache.borrowed``, ``keep_alive``).
+"""Views a kernel does not reference-count (``kernel_views.borrowed``, ``keep_alive``).
 
 numba takes and drops a reference (two atomic operations) for each array a helper is
 given, each slice and each name bound; views without an owner skip that. These tests
@@ -15,7 +15,8 @@ import numba
 import numpy as np
 import pytest
 
-from fedforest.federated.kernel_cache import borrowed, inner_kernel, keep_alive
+from fedforest.federated.kernel_cache import inner_kernel
+from fedforest.federated.kernel_views import borrowed, keep_alive
 
 
 @inner_kernel

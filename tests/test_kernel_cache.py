@@ -20,7 +20,7 @@ from fedforest.federated import (
     client_sketch,
     client_sorted,
     client_words,
-    kernel_cache,
+    kernel_views,
 )
 from fedforest.federated.kernel_cache import cache_depends_on
 
@@ -31,15 +31,15 @@ def _digest(module: object) -> bytes:
 
 def test_the_client_kernels_are_stamped_with_the_modules_they_inline() -> None:
     stamp = client_sketch.sketch_pairs_ranked._cache._cache_file._source_stamp
-    assert stamp[1:] == (_digest(client_sorted), _digest(client_kernels), _digest(kernel_cache))
+    assert stamp[1:] == (_digest(client_sorted), _digest(client_kernels), _digest(kernel_views))
     stamp = client_increments.left_increments_ranked._cache._cache_file._source_stamp
-    assert stamp[1:] == (_digest(client_kernels), _digest(client_buckets), _digest(kernel_cache))
+    assert stamp[1:] == (_digest(client_kernels), _digest(client_buckets), _digest(kernel_views))
     stamp = client_kernels.left_stats_ranked._cache._cache_file._source_stamp
-    assert stamp[1:] == (_digest(client_words), _digest(client_buckets), _digest(kernel_cache))
+    assert stamp[1:] == (_digest(client_words), _digest(client_buckets), _digest(kernel_views))
     stamp = client_grid.left_stats_coded._cache._cache_file._source_stamp
     assert stamp[1:] == (_digest(client_kernels),)
     stamp = client_grid.grid_increments._cache._cache_file._source_stamp
-    assert stamp[1:] == (_digest(client_kernels), _digest(kernel_cache))
+    assert stamp[1:] == (_digest(client_kernels), _digest(kernel_views))
 
 
 def test_an_edit_of_a_dependency_makes_the_cached_kernel_stale(tmp_path, monkeypatch) -> None:

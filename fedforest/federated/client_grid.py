@@ -26,7 +26,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from . import client_kernels, kernel_cache
+from . import client_kernels, kernel_views
 from .client_increments import increment_message, increments_of
 from .client_kernels import (
     longest_lists,
@@ -34,7 +34,8 @@ from .client_kernels import (
     pairs_setup,
     twin_walk,
 )
-from .kernel_cache import borrowed, cache_depends_on, keep_alive
+from .kernel_cache import cache_depends_on
+from .kernel_views import borrowed, keep_alive
 from .protocol import Message, expand_candidates, expect_array, pack_increments_numpy
 
 __all__ = [
@@ -320,7 +321,7 @@ def grid_increments(
     n_bins = np.zeros(max_pairs, dtype=np.int64)
     pairs = np.empty(max_pairs, dtype=np.int64)
     feats = np.empty(max_pairs, dtype=np.int64)
-    # Views numba does not reference-count (kernel_cache.borrowed): the arguments, and
+    # Views numba does not reference-count (kernel_views.borrowed): the arguments, and
     # the scratch kept alive to the end; the inlined helpers take them per row and pair.
     owners = (order, start, ii, st, cls, hist, bins, acc, prev, n_bins, pairs, feats)
     order, start, ii, st = borrowed(order), borrowed(start), borrowed(ii), borrowed(st)
@@ -539,7 +540,7 @@ def answer_rows_numpy(
 
 # Both inline client_kernels' helpers: their cache goes stale with it too.
 cache_depends_on(left_stats_coded, client_kernels)
-cache_depends_on(grid_increments, client_kernels, kernel_cache)
+cache_depends_on(grid_increments, client_kernels, kernel_views)
 
 
 def pack_coded(

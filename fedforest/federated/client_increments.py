@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import N_FINE_BINS, count_columns, n_stats
-from . import client_buckets, client_kernels, kernel_cache
+from . import client_buckets, client_kernels, kernel_views
 from .client_kernels import (
     COUNT_MAX,
     FEW_ROWS,
@@ -38,7 +38,8 @@ from .client_kernels import (
 from .client_sketch import fine_codes, sketch_pairs
 from .client_targets import proposal_target
 from .criteria import CRITERION_CODES
-from .kernel_cache import borrowed, cache_depends_on, keep_alive
+from .kernel_cache import cache_depends_on
+from .kernel_views import borrowed, keep_alive
 from .protocol import pack_increments
 
 __all__ = [
@@ -114,7 +115,7 @@ def left_increments_ranked(
     hist[:] = 0.0  # zero between pairs: used bins are reset
     rank_c, lut, padded, rr, xx, bins = bins_scratch(max_nc, uniq_off, ii.shape[0])
     used = np.empty(max_nc // SPARSE_EMIT + 1, dtype=np.int64)  # distinct bins of few rows
-    # Views numba does not reference-count (kernel_cache.borrowed): the arguments, and
+    # Views numba does not reference-count (kernel_views.borrowed): the arguments, and
     # the scratch kept alive to the end; the helpers take them per pair and bin.
     owners = (order, start, ii, st, cls, hist, acc, rank_c, lut, padded, rr, xx, bins, used)
     order, start, ii, st = borrowed(order), borrowed(start), borrowed(ii), borrowed(st)
@@ -203,8 +204,8 @@ def left_increments_ranked(
 
 
 # Its cached code holds pair_bins, add_to_bins and gather_node (client_kernels.py), and
-# borrowed (kernel_cache).
-cache_depends_on(left_increments_ranked, client_kernels, client_buckets, kernel_cache)
+# borrowed (kernel_views).
+cache_depends_on(left_increments_ranked, client_kernels, client_buckets, kernel_views)
 
 
 @numba.njit(inline="always")

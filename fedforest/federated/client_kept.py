@@ -30,7 +30,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from . import client_kernels, client_words, kernel_cache
+from . import client_kernels, client_words, kernel_views
 from .client_kernels import (
     add_to_bins,
     gather_counts,
@@ -46,7 +46,8 @@ from .client_words import (
     whole_words,
     zero_rows,
 )
-from .kernel_cache import borrowed, cache_depends_on, keep_alive
+from .kernel_cache import cache_depends_on
+from .kernel_views import borrowed, keep_alive
 from .privacy.secagg import pack_counts, to_fixed
 
 if TYPE_CHECKING:
@@ -278,7 +279,7 @@ def left_stats_kept(
 
 
 # Its cached code holds client_kernels' gathering and sums and client_words' sinks.
-cache_depends_on(left_stats_kept, client_words, client_kernels, kernel_cache)
+cache_depends_on(left_stats_kept, client_words, client_kernels, kernel_views)
 
 
 def left_stats_kept_numpy(

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from . import client_buckets, client_words, kernel_cache
+from . import client_buckets, client_words, kernel_views
 from .client_buckets import BUCKET_AMB, BUCKET_WORK, BUCKETS_MIN, BUCKETS_PER_CAND, bucket_bins
 from .client_words import (
     add_words,
@@ -30,7 +30,8 @@ from .client_words import (
     whole_words,
     zero_rows,
 )
-from .kernel_cache import borrowed, cache_depends_on, inner_kernel, keep_alive
+from .kernel_cache import cache_depends_on, inner_kernel
+from .kernel_views import borrowed, keep_alive
 
 __all__ = [
     "node_summaries",
@@ -591,7 +592,7 @@ def left_stats_ranked(
     words = np.empty(max_nc + 1, dtype=np.uint64)
     row_word = np.empty(ii.shape[0], dtype=np.uint64)
     # Every array the pairs' helpers get, as views numba does not reference-count
-    # (kernel_cache.borrowed): the arguments, and the scratch, kept alive to the end.
+    # (kernel_views.borrowed): the arguments, and the scratch, kept alive to the end.
     scratch = (order, start, ii, st, cls, hist, acc, rank_c, lut, padded, rr, xx, bins, words)
     scratch = (scratch, row_word)
     order, start, ii, st = borrowed(order), borrowed(start), borrowed(ii), borrowed(st)
@@ -668,7 +669,7 @@ def left_stats_ranked(
 
 # Its cached code holds its sinks from client_words and the buckets of client_buckets
 # (pair_bins inlines them): an edit there makes these disk caches stale.
-cache_depends_on(left_stats_ranked, client_words, client_buckets, kernel_cache)
+cache_depends_on(left_stats_ranked, client_words, client_buckets, kernel_views)
 
 
 def twin_walk(

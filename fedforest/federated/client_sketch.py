@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._common import CODE_DTYPE, N_FINE_BINS
-from . import client_kernels, client_sorted, kernel_cache
+from . import client_kernels, client_sorted, kernel_views
 from .client_kernels import SMALL_SKETCH, group_rows, largest_node, ranks_for, register_ranks
 from .client_sorted import (
     BUCKET_ROWS,
@@ -26,7 +26,8 @@ from .client_sorted import (
     sort_scratch,
     sorted_sketch,
 )
-from .kernel_cache import borrowed, cache_depends_on, keep_alive
+from .kernel_cache import cache_depends_on
+from .kernel_views import borrowed, keep_alive
 
 __all__ = [
     "distinct_values",
@@ -382,7 +383,7 @@ def sketch_pairs_ranked(
     wts_b = np.empty(BUCKET_ROWS)
     sg, s_cnt, s_bm, s_val, s_pos, s_code = sort_scratch(n_fine, n_cols)
     thr = np.empty(n_bins)  # each level's share of a pair's weight (level_targets)
-    # Views numba does not reference-count (kernel_cache.borrowed): the arguments, and
+    # Views numba does not reference-count (kernel_views.borrowed): the arguments, and
     # the scratch kept alive to the end; the helpers take them per pair.
     owners = (order, start, hist, gh, ii, ww, yy, vals, wsrt, isrt, g_val, g_cnt, g_w, g_s)
     owners = (owners, (scratch, rank_w, cnt, vals_b, wts_b, sg, s_cnt, s_bm, s_val, s_pos))
@@ -547,8 +548,8 @@ def sketch_pairs_ranked(
 
 
 # Its cached code holds sorted_sketch, exact_quantiles and group_rows (other modules),
-# and borrowed (kernel_cache).
-cache_depends_on(sketch_pairs_ranked, client_sorted, client_kernels, kernel_cache)
+# and borrowed (kernel_views).
+cache_depends_on(sketch_pairs_ranked, client_sorted, client_kernels, kernel_views)
 
 
 def node_sketches_numpy(

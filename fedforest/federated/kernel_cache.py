@@ -5,8 +5,7 @@ which numba does not document; each does nothing harmful if they are not as expe
 :func:`cache_depends_on` makes a kernel's cache stale when a module it inlines from
 changes (numba stamps a kernel with its own source file only); :func:`is_cached` tells
 whether a kernel is cached for given types without loading it (``precompile``).
-:data:`inner_kernel` compiles a kernel's helper without what only a Python call needs;
-:func:`borrowed` gives a kernel views of its arrays that numba does not reference-count.
+:data:`inner_kernel` compiles a kernel's helper without what only a Python call needs.
 """
 
 from __future__ import annotations
@@ -16,10 +15,8 @@ from types import ModuleType
 from typing import Any
 
 import numba
-from numba.core import cgutils
-from numba.extending import intrinsic
 
-__all__ = ["borrowed", "cache_depends_on", "inner_kernel", "is_cached", "keep_alive"]
+__all__ = ["cache_depends_on", "inner_kernel", "is_cached"]
 
 #: Decorator of an njit helper that only kernels call, never Python: compiled without
 #: numba's Python and C entry points (``no_cpython_wrapper``, ``no_cfunc_wrapper``, as
@@ -31,54 +28,6 @@ __all__ = ["borrowed", "cache_depends_on", "inner_kernel", "is_cached", "keep_al
 #: from Python crashes the interpreter** (its entry point is null): only kernels may.
 _NO_ENTRY: dict[str, Any] = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 inner_kernel: Any = numba.njit(nogil=True, **_NO_ENTRY)  # options numba's stubs omit
-
-
-@intrinsic
-def borrowed(typingctx, arr):  # type: ignore[no-untyped-def]
-    """In a kernel, a view of array ``arr`` that numba does not reference-count.
-
-    numba counts references to an array's memory: each array a helper is given (where
-    LLVM does not inline it: most helpers with loops and branches), each slice or row
-    taken, each name bound, costs an atomic increment and later a decrement (a call to
-    ``NRT_incref`` / ``NRT_decref``, 20 to 40 cycles a pair). In kernels that call
-    helpers per node, pair or candidate those were a third of the time (perf on
-    ``left_stats_ranked`` at 100,000 rows, 2026-12-06). The view returned has the same
-    data, shape and strides and no owner (a null ``meminfo``): numba skips the counting
-    for it and everything sliced from it, and LLVM drops the calls.
-
-    **Only for memory that outlives every use of the view**: a kernel's arguments (its
-    caller holds them for the call), or an array the kernel keeps alive under another
-    name until after the view's last use (numba frees an array after the last use of the
-    name that owns it). Never return a view, or anything sliced from it, to Python, nor
-    store it where it outlives the call: NumPy would get memory nobody owns.
-    """
-    if not isinstance(arr, numba.types.Array):
-        return None
-
-    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        src = context.make_array(arr)(context, builder, value=args[0])
-        view = context.make_array(arr)(context, builder)
-        for name in ("nitems", "itemsize", "data", "shape", "strides"):
-            setattr(view, name, getattr(src, name))
-        view.meminfo = cgutils.get_null_value(view.meminfo.type)
-        view.parent = cgutils.get_null_value(view.parent.type)
-        return view._getvalue()
-
-    return arr(arr), codegen
-
-
-@intrinsic
-def keep_alive(typingctx, owners):  # type: ignore[no-untyped-def]
-    """In a kernel, nothing: a use of ``owners`` (an array or a tuple of arrays).
-
-    numba frees an array after the last use of the name that owns it; called after the
-    last use of :func:`borrowed` views of them, it keeps their memory until then.
-    """
-
-    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        return context.get_dummy_value()
-
-    return numba.types.none(owners), codegen
 
 
 def cache_depends_on(kernel: Any, *modules: ModuleType) -> None:

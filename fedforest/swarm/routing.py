@@ -47,8 +47,9 @@ from numpy.typing import NDArray
 
 from .._common import TREE_LEAF
 from .._numba_cache import serialize_cache_writes
-from ..federated import kernel_cache
-from ..federated.kernel_cache import borrowed, cache_depends_on
+from ..federated import kernel_views
+from ..federated.kernel_cache import cache_depends_on
+from ..federated.kernel_views import borrowed
 
 __all__ = [
     "DISCARDED",
@@ -207,7 +208,7 @@ def route_single(  # type: ignore[no-untyped-def]
     out : ndarray of int32, shape (n_trees, n_samples)  # OUT, leaf or -1
         Tree-major, so that each tree's rows are written contiguously.
     """
-    # Views numba does not reference-count (kernel_cache.borrowed): _resolve_missing,
+    # Views numba does not reference-count (kernel_views.borrowed): _resolve_missing,
     # inlined, would take and drop a reference to each array at every missing feature.
     X, feature, threshold = borrowed(X), borrowed(feature), borrowed(threshold)
     left, right = borrowed(left), borrowed(right)
@@ -474,6 +475,6 @@ def marginal_proba_numpy(
             weight[:, right[node] - lo] += w * p
 
 
-# Their cached code holds borrowed's (kernel_cache): an edit there makes it stale.
-cache_depends_on(route_single, kernel_cache)
-cache_depends_on(marginal_proba, kernel_cache)
+# Their cached code holds borrowed's (kernel_views): an edit there makes it stale.
+cache_depends_on(route_single, kernel_views)
+cache_depends_on(marginal_proba, kernel_views)

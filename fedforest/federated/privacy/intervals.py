@@ -25,8 +25,9 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from .. import kernel_cache
-from ..kernel_cache import borrowed, cache_depends_on, inner_kernel, keep_alive
+from .. import kernel_views
+from ..kernel_cache import cache_depends_on, inner_kernel
+from ..kernel_views import borrowed, keep_alive
 from ..threads import thread_map, work_ranges
 from . import rules
 from .rules import _rows_below_numpy, ancestor_pair, largest_runs, rows_below_all
@@ -253,7 +254,7 @@ def both_rules(
     most_c, most_a = largest_runs(cand_off, anc_off)
     cc, ce = np.empty(most_c), np.empty(most_a)
     er, ob, start, ordered, kept = _buffers(most_c, most_a)
-    # Views numba does not reference-count (kernel_cache.borrowed): the arguments, and
+    # Views numba does not reference-count (kernel_views.borrowed): the arguments, and
     # the scratch kept alive to the end; the pair's helpers take them per candidate.
     scratch = (cc, ce, er, ob, start, ordered, kept)
     cc, ce, er, ob = borrowed(cc), borrowed(ce), borrowed(er), borrowed(ob)
@@ -474,5 +475,5 @@ def safe_from_ancestors(
 # Their machine code holds rules.py's kernels they call (rows_below_all, ancestor_pair; numba
 # stamps a cached kernel with its own file only): stale when rules.py changes too.
 cache_depends_on(interval_safe, rules)
-cache_depends_on(both_rules, rules, kernel_cache)
+cache_depends_on(both_rules, rules, kernel_views)
 cache_depends_on(interval_checks, rules)

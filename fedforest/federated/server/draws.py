@@ -19,8 +19,9 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from .. import kernel_cache
-from ..kernel_cache import borrowed, cache_depends_on
+from .. import kernel_views
+from ..kernel_cache import cache_depends_on
+from ..kernel_views import borrowed
 
 __all__ = ["floyd_draws", "floyd_draws_numpy", "sample_features"]
 
@@ -147,7 +148,7 @@ def floyd_draws(words, has, buffered, d, k, out):  # type: ignore[no-untyped-def
     has, buffered : int
         The buffered half afterwards.
     """
-    # Views numba does not reference-count (kernel_cache.borrowed): _bounded gets the
+    # Views numba does not reference-count (kernel_views.borrowed): _bounded gets the
     # words per draw.
     words, out = borrowed(words), borrowed(out)
     used = 0
@@ -255,5 +256,5 @@ def _replay_matches(d: int, k: int) -> bool:
     return bool(ref.bit_generator.state == mine.bit_generator.state)
 
 
-# Its cached code holds borrowed's (kernel_cache): an edit there makes it stale.
-cache_depends_on(floyd_draws, kernel_cache)
+# Its cached code holds borrowed's (kernel_views): an edit there makes it stale.
+cache_depends_on(floyd_draws, kernel_views)

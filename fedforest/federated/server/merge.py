@@ -14,8 +14,9 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from .. import kernel_cache
-from ..kernel_cache import borrowed, cache_depends_on, keep_alive
+from .. import kernel_views
+from ..kernel_cache import cache_depends_on
+from ..kernel_views import borrowed, keep_alive
 from ..threads import thread_map
 from .sketch_runs import SketchRuns, dense_runs
 
@@ -167,7 +168,7 @@ def mixture_quantiles_runs(rv_in, rl_in, row_off, n_bins, index, weights, out, c
     hd = np.empty(n_clients, dtype=np.int64)
     end = np.empty(n_clients, dtype=np.int64)
     act = np.empty(n_clients, dtype=np.int64)  # clients with runs left, in client order
-    # Views numba does not reference-count (kernel_cache.borrowed): the arguments, and
+    # Views numba does not reference-count (kernel_views.borrowed): the arguments, and
     # the scratch kept alive to the end; the helpers take them per pair and run.
     scratch = (hv, pos, endp, dense, pw, rv, rl, hd, end, act)
     hv, pos, endp, dense = borrowed(hv), borrowed(pos), borrowed(endp), borrowed(dense)
@@ -262,8 +263,8 @@ def mixture_quantiles_runs(rv_in, rl_in, row_off, n_bins, index, weights, out, c
     keep_alive(scratch)
 
 
-# Its cached code holds borrowed's (kernel_cache): an edit there makes it stale.
-cache_depends_on(mixture_quantiles_runs, kernel_cache)
+# Its cached code holds borrowed's (kernel_views): an edit there makes it stale.
+cache_depends_on(mixture_quantiles_runs, kernel_views)
 
 
 #: Client weights up to this take :func:`_quantiles_dyadic` (sums of multiples of 1 / B

@@ -17,8 +17,9 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from .. import kernel_cache
-from ..kernel_cache import borrowed, cache_depends_on, inner_kernel
+from .. import kernel_views
+from ..kernel_cache import cache_depends_on, inner_kernel
+from ..kernel_views import borrowed
 from ..privacy.intervals import interval_checks
 from ..threads import thread_map, work_ranges
 from .secure_segments import gather_rows, offsets
@@ -194,7 +195,7 @@ def ancestors_kept(pool, start, end, rows, min_rows, n_kept, out):  # type: igno
     ``interval_checks``; its ``B``: the nearest ancestor below with a release).
     ``n_kept[p]`` is set to the pair's count.
     """
-    # Views numba does not reference-count (kernel_cache.borrowed): _wide gets the pool
+    # Views numba does not reference-count (kernel_views.borrowed): _wide gets the pool
     # per threshold.
     pool, start, end, rows = borrowed(pool), borrowed(start), borrowed(end), borrowed(rows)
     n_kept, out = borrowed(n_kept), borrowed(out)
@@ -281,8 +282,8 @@ def _wide(pool, a0, a1, i, b0, b1, jl, jh, up, c, min_rows):  # type: ignore[no-
     return jl, jh, a_hi - a_lo - c_max >= min_rows
 
 
-# Its cached code holds borrowed's (kernel_cache): an edit there makes it stale.
-cache_depends_on(ancestors_kept, kernel_cache)
+# Its cached code holds borrowed's (kernel_views): an edit there makes it stale.
+cache_depends_on(ancestors_kept, kernel_views)
 
 
 def ancestors_releases_numpy(
